@@ -1,0 +1,3 @@
+module github.com/kvqlabs/kvq
+
+go 1.26

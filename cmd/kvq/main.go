@@ -1,3 +1,15 @@
+// Command kvq measures what a low-precision KV cache saves and costs.
 package main
 
-func main() {}
+import (
+	"os"
+
+	"github.com/kvqlabs/kvq/internal/cli/root"
+)
+
+// version is set with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(root.Main(os.Args[1:], version))
+}

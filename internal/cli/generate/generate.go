@@ -1,0 +1,138 @@
+// Package generate implements kvq generate.
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+
+	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/spf13/cobra"
+)
+
+// Options are the flags of kvq generate.
+type Options struct {
+	IO          *cmdutil.IOStreams
+	Model       string
+	Tokenizer   string
+	Prompt      string
+	MaxTokens   int
+	Temperature float64
+	TopP        float64
+	Seed        uint64
+	Cache       string
+	Threads     int
+
+	spec quant.Spec
+}
+
+// NewCmd returns the generate command. runF replaces the run step in tests.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "generate --model PATH --prompt TEXT",
+		Short: "Generate text with a chosen KV-cache format",
+		Long: `Generate a continuation of a prompt with the model and print it, followed by
+one statistics line on standard error: prompt tokens, prefill and decode speed,
+and the bytes the KV cache allocated.`,
+		Example: `  kvq generate --model stories260K.gguf --prompt "Once upon a time" --max-tokens 64
+  kvq generate --model stories260K.bin --tokenizer tok512.bin --prompt "Hi" --temperature 0.8 --top-p 0.9 --seed 7`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Model, "model", "m", "", "model file (.gguf, or llama2.c .bin)")
+	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (default: tokenizer.bin or tok*.bin beside the model)")
+	fl.StringVarP(&o.Prompt, "prompt", "p", "", "prompt text")
+	fl.IntVarP(&o.MaxTokens, "max-tokens", "n", 128, "maximum tokens to generate")
+	fl.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	fl.Float64Var(&o.TopP, "top-p", 1, "nucleus sampling: keep the most likely tokens up to this probability mass")
+	fl.Uint64Var(&o.Seed, "seed", 0, "random seed for sampling")
+	fl.StringVar(&o.Cache, "cache", "fp16", "KV-cache format spec (fp32, fp16, bf16)")
+	fl.IntVar(&o.Threads, "threads", 0, "worker goroutines (0: all CPUs)")
+	_ = cmd.MarkFlagRequired("model")
+	_ = cmd.MarkFlagFilename("model", "gguf", "bin")
+	_ = cmd.MarkFlagFilename("tokenizer", "bin")
+	_ = cmd.RegisterFlagCompletionFunc("cache", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return quant.Formats().Names(), cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// Validate checks flag values.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxTokens < 0:
+		return cmdutil.FlagErrorf("--max-tokens %d: must be ≥ 0", o.MaxTokens)
+	case o.Temperature < 0 || math.IsNaN(o.Temperature) || math.IsInf(o.Temperature, 0):
+		return cmdutil.FlagErrorf("--temperature %v: must be a finite number ≥ 0", o.Temperature)
+	case !(o.TopP > 0 && o.TopP <= 1):
+		return cmdutil.FlagErrorf("--top-p %v: must be in (0, 1]", o.TopP)
+	case o.Threads < 0:
+		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", o.Threads)
+	}
+	spec, err := quant.Formats().ParseSpec(o.Cache)
+	if err != nil {
+		return cmdutil.FlagErrorf("--cache: %w", err)
+	}
+	o.spec = spec
+	return nil
+}
+
+// Run generates and prints.
+func (o *Options) Run(ctx context.Context) error {
+	m, err := runtime.Load(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer})
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
+			return cmdutil.UsageError(err)
+		}
+		return err
+	}
+	defer m.Close()
+	prompt := m.Tokenizer.Encode(o.Prompt, true)
+	layout, err := kvcache.NewLayout(m.Geometry(), o.spec, 0)
+	if err != nil {
+		return cmdutil.UsageError(fmt.Errorf("--cache %s: %w", o.Cache, err))
+	}
+	cache, err := m.NewCache(layout, layout.BlocksFor(len(prompt)+o.MaxTokens))
+	if err != nil {
+		return err
+	}
+	if err := cache.AddSeq(0); err != nil {
+		return err
+	}
+	sampler, err := runtime.NewSampler(o.Temperature, o.TopP, o.Seed)
+	if err != nil {
+		return cmdutil.UsageError(err)
+	}
+	r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
+	dec := m.Tokenizer.NewDecoder(prompt[len(prompt)-1])
+	_, st, err := r.Generate(ctx, cache, 0, prompt, runtime.GenerateOptions{
+		MaxTokens: o.MaxTokens, Sampler: sampler, StopAtEOS: true,
+		OnToken: func(id int) error {
+			_, err := fmt.Fprint(o.IO.Out, dec.Next(id))
+			return err
+		},
+	})
+	fmt.Fprintln(o.IO.Out, dec.Flush())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.ErrOut, "prompt tokens %d | generated %d | prefill %.1f tok/s | decode %.1f tok/s | KV %d bytes allocated (%s, %d blocks of %d tokens)\n",
+		st.PromptTokens, st.GeneratedTokens, st.PrefillTokensPerSec(), st.DecodeTokensPerSec(),
+		st.KV.Allocated.Total, o.spec.String(), st.KV.Blocks, st.KV.BlockTokens)
+	return nil
+}

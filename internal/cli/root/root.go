@@ -1,0 +1,39 @@
+// Package root assembles kvq's command tree.
+package root
+
+import (
+	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/internal/cli/generate"
+	"github.com/kvqlabs/kvq/internal/cli/stub"
+	"github.com/kvqlabs/kvq/internal/cli/version"
+	"github.com/spf13/cobra"
+)
+
+// NewCmd returns the kvq root command.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kvq",
+		Short: "Measure what a low-precision KV cache saves and costs, on your own model",
+		Long: `kvq answers, before you switch an LLM service to an FP8, INT8, INT4 or 2-bit
+KV cache: how much memory does it save, what quality does it lose, and is it
+faster. It runs the model itself (llama2.c and GGUF checkpoints) with several
+caches side by side.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       f.Version,
+	}
+	cmd.SetOut(f.IO.Out)
+	cmd.SetErr(f.IO.ErrOut)
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &cmdutil.FlagError{Err: err}
+	})
+	cmd.AddCommand(
+		generate.NewCmd(f, nil),
+		stub.NewCmd("estimate", "Plan KV-cache memory for a model, GPU and cache format"),
+		stub.NewCmd("calibrate", "Record K/V statistics and write quantization scales"),
+		stub.NewCmd("eval", "Compare quantized caches against FP16 on quality metrics"),
+		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),
+		version.NewCmd(f),
+	)
+	return cmd
+}

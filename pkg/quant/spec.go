@@ -1,0 +1,191 @@
+package quant
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Spec is a user's cache choice: formats for K and V, fp16 windows, and
+// per-layer overrides. The zero value is not valid; use ParseSpec.
+//
+// Grammar (comma-separated parts, case-insensitive):
+//
+//	NAME            both K and V in format NAME (fp16, bf16, ...)
+//	k=NAME, v=NAME  K or V alone
+//	residual=N      the most recent N tokens of each sequence stay in fp16
+//	sink=N          the first N tokens of each sequence stay in fp16
+//	L<i>=NAME       layer i (negative i counts from the last layer: L-1)
+//	L<i>-<j>=NAME   layers i..j inclusive
+type Spec struct {
+	K, V      Format
+	Residual  int
+	Sink      int
+	Overrides []LayerOverride
+	text      string
+}
+
+// LayerOverride sets the formats of layers From..To inclusive. Negative
+// indices count from the end (-1 is the last layer).
+type LayerOverride struct {
+	From, To int
+	K, V     Format
+}
+
+// String returns the spec as typed (normalized to lower case).
+func (s Spec) String() string { return s.text }
+
+// ForLayer returns the K and V formats of layer i of an n-layer model.
+func (s Spec) ForLayer(i, n int) (k, v Format) {
+	k, v = s.K, s.V
+	for _, o := range s.Overrides {
+		from, to := o.From, o.To
+		if from < 0 {
+			from += n
+		}
+		if to < 0 {
+			to += n
+		}
+		if i >= from && i <= to {
+			k, v = o.K, o.V
+		}
+	}
+	return k, v
+}
+
+// Quantized reports whether f stores values in fewer than 16 bits, so that fp16
+// sink and residual windows change what attention reads.
+func Quantized(f Format) bool {
+	switch f.Name() {
+	case "fp32", "fp16", "bf16":
+		return false
+	}
+	return true
+}
+
+// ParseSpec parses one cache spec against the registry.
+func (r *Registry) ParseSpec(text string) (Spec, error) {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if t == "" {
+		return Spec{}, fmt.Errorf("%w: empty spec", ErrBadSpec)
+	}
+	s := Spec{text: t}
+	for _, part := range strings.Split(t, ",") {
+		part = strings.TrimSpace(part)
+		key, val, hasEq := strings.Cut(part, "=")
+		if !hasEq {
+			f, err := r.Lookup(part)
+			if err != nil {
+				return Spec{}, fmt.Errorf("%w %q: %w", ErrBadSpec, text, err)
+			}
+			if s.K != nil || s.V != nil {
+				return Spec{}, fmt.Errorf("%w %q: format given twice (%q)", ErrBadSpec, text, part)
+			}
+			s.K, s.V = f, f
+			continue
+		}
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		switch {
+		case key == "k" || key == "v":
+			f, err := r.Lookup(val)
+			if err != nil {
+				return Spec{}, fmt.Errorf("%w %q: %s=: %w", ErrBadSpec, text, key, err)
+			}
+			if key == "k" {
+				s.K = f
+			} else {
+				s.V = f
+			}
+		case key == "residual" || key == "sink":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return Spec{}, fmt.Errorf("%w %q: %s=%q is not a non-negative integer", ErrBadSpec, text, key, val)
+			}
+			if key == "residual" {
+				s.Residual = n
+			} else {
+				s.Sink = n
+			}
+		case strings.HasPrefix(key, "l"):
+			o, err := parseLayerRange(key[1:])
+			if err != nil {
+				return Spec{}, fmt.Errorf("%w %q: %q: %w", ErrBadSpec, text, key, err)
+			}
+			f, err := r.Lookup(val)
+			if err != nil {
+				return Spec{}, fmt.Errorf("%w %q: %s=: %w", ErrBadSpec, text, key, err)
+			}
+			o.K, o.V = f, f
+			s.Overrides = append(s.Overrides, o)
+		default:
+			return Spec{}, fmt.Errorf("%w %q: unknown key %q (valid: k, v, residual, sink, L<layer>)", ErrBadSpec, text, key)
+		}
+	}
+	if s.K == nil && s.V == nil {
+		return Spec{}, fmt.Errorf("%w %q: no format named", ErrBadSpec, text)
+	}
+	if s.K == nil {
+		s.K = FP16
+	}
+	if s.V == nil {
+		s.V = FP16
+	}
+	return s, nil
+}
+
+func parseLayerRange(r string) (LayerOverride, error) {
+	// "3", "-1", "0-3", "-2--1"
+	idx := strings.Index(r[min(1, len(r)):], "-")
+	var a, b string
+	if idx < 0 {
+		a, b = r, r
+	} else {
+		idx += min(1, len(r))
+		a, b = r[:idx], r[idx+1:]
+	}
+	from, err1 := strconv.Atoi(a)
+	to, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil {
+		return LayerOverride{}, fmt.Errorf("layer range must look like L0, L-1 or L0-3")
+	}
+	if (from < 0) == (to < 0) && from > to {
+		return LayerOverride{}, fmt.Errorf("layer range %d-%d is empty", from, to)
+	}
+	return LayerOverride{From: from, To: to}, nil
+}
+
+// ParseList splits a comma-separated list of specs ("fp16,int4,k=int8,v=int4")
+// into specs. A bare format name, or a k= that would set K a second time,
+// starts a new spec; other key=value parts modify the current one.
+func (r *Registry) ParseList(text string) ([]Spec, error) {
+	var groups [][]string
+	hasFormat, hasK := false, false
+	for _, part := range strings.Split(text, ",") {
+		p := strings.ToLower(strings.TrimSpace(part))
+		if p == "" {
+			return nil, fmt.Errorf("%w: empty entry in list %q", ErrBadSpec, text)
+		}
+		key, _, hasEq := strings.Cut(p, "=")
+		newSpec := len(groups) == 0 || !hasEq && (hasFormat || hasK) || key == "k" && (hasFormat || hasK)
+		if newSpec {
+			groups = append(groups, nil)
+			hasFormat, hasK = false, false
+		}
+		if !hasEq {
+			hasFormat = true
+		}
+		if key == "k" {
+			hasK = true
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], p)
+	}
+	specs := make([]Spec, 0, len(groups))
+	for _, g := range groups {
+		s, err := r.ParseSpec(strings.Join(g, ","))
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}

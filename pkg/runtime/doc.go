@@ -1,0 +1,14 @@
+// Package runtime runs Llama-family transformer checkpoints on the CPU (or, via
+// the tensor.Backend seam, on other backends) with a pluggable paged KV cache.
+//
+// Every supported file format is loaded into one canonical Model: weights in
+// their file dtype (F32, F16, BF16 or Q8_0, used in place from a memory map),
+// a Config that fixes the architecture details (GQA, RoPE pairing and
+// frequency scaling, norms, biases, tied output head), and a tokenizer.
+//
+// A Runner evaluates a Model over a batch of sequences against one
+// kvcache.Cache: prefill (many tokens of one sequence), decode (one token of
+// each of several sequences) or any mix. Several caches in different formats
+// can be stepped over the same tokens with the same Runner, sharing weights.
+// Compute is float32; results do not depend on the number of goroutines.
+package runtime

@@ -1,0 +1,242 @@
+package runtime_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/kvqlabs/kvq/internal/testutil"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+const storiesContinuation = ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said"
+
+func newCache(t testing.TB, m *runtime.Model, spec string, blocks int) *kvcache.Cache {
+	t.Helper()
+	s, err := quant.Formats().ParseSpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := kvcache.NewLayout(m.Geometry(), s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewCache(l, blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestStories260KGreedy(t *testing.T) {
+	bin, tok, gguf := testutil.Stories260K(t)
+	for _, tc := range []struct {
+		name, path string
+		opts       runtime.LoadOptions
+	}{
+		{"llama2c", bin, runtime.LoadOptions{Tokenizer: tok}},
+		{"gguf", gguf, runtime.LoadOptions{}},
+	} {
+		for _, spec := range []string{"fp32", "fp16"} {
+			t.Run(tc.name+"/"+spec, func(t *testing.T) {
+				m, err := runtime.Load(context.Background(), tc.path, tc.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				prompt := m.Tokenizer.Encode("Once upon a time", true)
+				if want := []int{1, 403, 407, 261, 378}; !equalInts(prompt, want) {
+					t.Fatalf("Encode(%q) = %v, want %v", "Once upon a time", prompt, want)
+				}
+				c := newCache(t, m, spec, 8)
+				if err := c.AddSeq(0); err != nil {
+					t.Fatal(err)
+				}
+				r := runtime.NewRunner(m, runtime.RunnerOptions{})
+				out, _, err := r.Generate(context.Background(), c, 0, prompt, runtime.GenerateOptions{MaxTokens: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := m.Tokenizer.Decode(append([]int{prompt[len(prompt)-1]}, out...))
+				got = strings.TrimPrefix(got, m.Tokenizer.Decode([]int{prompt[len(prompt)-1]}))
+				if got != storiesContinuation {
+					t.Errorf("greedy continuation =\n%q\nwant\n%q", got, storiesContinuation)
+				}
+			})
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func smallModel(t testing.TB, dt tensor.DType) *runtime.Model {
+	t.Helper()
+	m, err := runtime.RandomModel(runtime.Config{Dim: 64, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 97, ContextLen: 256}, dt, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func tokens(n, vocab, seed int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = (i*31 + seed*17 + i*i) % vocab
+	}
+	return ids
+}
+
+// maxRelDiff is max|a-b| / max|b|.
+func maxRelDiff(a, b []float32) float64 {
+	var d, m float64
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+		m = math.Max(m, math.Abs(float64(b[i])))
+	}
+	return d / m
+}
+
+func forward(t testing.TB, r *runtime.Runner, c *kvcache.Cache, batch ...runtime.Entry) [][]float32 {
+	t.Helper()
+	out, err := r.Forward(context.Background(), c, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestCacheDTypesAgree(t *testing.T) {
+	m := smallModel(t, tensor.F32)
+	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	ids := tokens(40, m.Vocab, 1)
+	logits := map[string][]float32{}
+	for _, spec := range []string{"fp32", "fp16", "bf16"} {
+		c := newCache(t, m, spec, 4)
+		if err := c.AddSeq(0); err != nil {
+			t.Fatal(err)
+		}
+		logits[spec] = forward(t, r, c, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
+	}
+	// Stated tolerances, relative to the largest logit: fp16 keeps 11
+	// significant bits, bf16 8.
+	for spec, tol := range map[string]float64{"fp16": 2e-3, "bf16": 2e-2} {
+		if d := maxRelDiff(logits[spec], logits["fp32"]); d > tol || d == 0 {
+			t.Errorf("%s cache vs fp32: max relative logit difference %.2g, want in (0, %g]", spec, d, tol)
+		}
+	}
+}
+
+func TestPrefillEqualsIncremental(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.Q80} {
+		t.Run(dt.String(), func(t *testing.T) {
+			m := smallModel(t, dt)
+			r := runtime.NewRunner(m, runtime.RunnerOptions{})
+			ids := tokens(37, m.Vocab, 2)
+			c1 := newCache(t, m, "fp32", 4)
+			c2 := newCache(t, m, "fp32", 4)
+			_ = c1.AddSeq(0)
+			_ = c2.AddSeq(0)
+			all := forward(t, r, c1, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
+			for i, id := range ids {
+				got := forward(t, r, c2, runtime.Entry{Seq: 0, Tokens: []int{id}})[0]
+				want := all[i*m.Vocab : (i+1)*m.Vocab]
+				if d := maxRelDiff(got, want); d > 1e-5 {
+					t.Fatalf("token %d: incremental vs batched prefill logits differ by %.2g", i, d)
+				}
+			}
+		})
+	}
+}
+
+func TestBatchedDecodeEqualsSequential(t *testing.T) {
+	m := smallModel(t, tensor.F16)
+	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	lens := []int{3, 17, 33}
+	batched := newCache(t, m, "fp16", 16)
+	single := newCache(t, m, "fp16", 16)
+	next := make([]int, len(lens))
+	for i, n := range lens {
+		id := kvcache.SeqID(i)
+		_ = batched.AddSeq(id)
+		_ = single.AddSeq(id)
+		p := tokens(n, m.Vocab, i)
+		a := forward(t, r, batched, runtime.Entry{Seq: id, Tokens: p})[0]
+		forward(t, r, single, runtime.Entry{Seq: id, Tokens: p})
+		next[i] = runtime.Argmax(a)
+	}
+	for step := 0; step < 5; step++ {
+		var batch []runtime.Entry
+		for i := range lens {
+			batch = append(batch, runtime.Entry{Seq: kvcache.SeqID(i), Tokens: []int{next[i]}})
+		}
+		out := forward(t, r, batched, batch...)
+		for i := range lens {
+			want := forward(t, r, single, batch[i])[0]
+			if d := maxRelDiff(out[i], want); d > 1e-5 {
+				t.Fatalf("step %d seq %d: batched decode differs from single by %.2g", step, i, d)
+			}
+			next[i] = runtime.Argmax(out[i])
+		}
+	}
+}
+
+func TestForkContinuesLikeUnforked(t *testing.T) {
+	m := smallModel(t, tensor.F32)
+	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	c := newCache(t, m, "fp16", 16)
+	prefix, cont := tokens(21, m.Vocab, 3), tokens(12, m.Vocab, 4)
+	_ = c.AddSeq(0)
+	forward(t, r, c, runtime.Entry{Seq: 0, Tokens: prefix})
+	if err := c.Fork(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.AddSeq(2)
+	forward(t, r, c, runtime.Entry{Seq: 2, Tokens: prefix})
+	a := forward(t, r, c, runtime.Entry{Seq: 1, Tokens: cont, Logits: runtime.AllLogits})[0]
+	b := forward(t, r, c, runtime.Entry{Seq: 2, Tokens: cont, Logits: runtime.AllLogits})[0]
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("forked sequence logit %d = %v, unforked %v", i, a[i], b[i])
+		}
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	m := smallModel(t, tensor.F32)
+	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	c := newCache(t, m, "fp16", 2)
+	_ = c.AddSeq(0)
+	if _, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 0, Tokens: []int{m.Vocab}}}); err == nil {
+		t.Error("token outside the vocabulary: no error")
+	}
+	if _, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 9, Tokens: []int{1}}}); err == nil {
+		t.Error("unknown sequence: no error")
+	}
+	_, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 0, Tokens: tokens(40, m.Vocab, 0)}})
+	var fe *kvcache.FullError
+	if !asFull(err, &fe) || fe.Needed != 3 || fe.Free != 2 {
+		t.Errorf("40 tokens in 2 blocks: err = %v, want FullError needing 3 with 2 free", err)
+	}
+	if c.Len(0) != 0 {
+		t.Errorf("failed forward changed the sequence length to %d", c.Len(0))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Forward(ctx, c, []runtime.Entry{{Seq: 0, Tokens: []int{1}}}); err == nil {
+		t.Error("cancelled context: no error")
+	}
+}

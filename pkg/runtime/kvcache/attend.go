@@ -1,0 +1,182 @@
+package kvcache
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvqlabs/kvq/pkg/quant"
+)
+
+// Put stores the keys and values of one token at position pos of sequence id
+// in layer. k and v hold KVHeads·HeadDim values each. pos must lie in a range
+// returned by Begin. Put panics on a bad position or slice length: those are
+// programmer errors.
+func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
+	s := c.seqs[id]
+	if s == nil || pos < 0 || pos >= s.n {
+		panic(fmt.Sprintf("kvcache: Put at position %d of sequence %d (length %d)", pos, id, c.Len(id)))
+	}
+	dim := c.layout.HeadDim
+	bt := c.layout.BlockTokens
+	block, slot := int(s.blocks[pos/bt]), pos%bt
+	var tmp []float32
+	for j, side := range c.sides(layer) {
+		x := k
+		if j == 1 {
+			x = v
+		}
+		win := s.win[layer][j]
+		rows := side.WindowRows()
+		for h, codec := range side.Codecs {
+			row := x[h*dim : (h+1)*dim]
+			tile := c.pages[layer][j][block*side.PageBytes+h*side.TileBytes:][:side.TileBytes]
+			wt := win[h*rows*2*dim : (h+1)*rows*2*dim]
+			if pos < side.Sink {
+				c.fp16[0].Encode(wt, pos, row, 1)
+			}
+			if side.Residual > 0 {
+				c.fp16[0].Encode(wt, side.Sink+pos%side.Residual, row, 1)
+			}
+			if side.Group == 1 {
+				codec.Encode(tile, slot, row, 1)
+				continue
+			}
+			g := side.Group
+			base := side.Sink + side.Residual
+			c.fp16[0].Encode(wt, base+pos%g, row, 1)
+			if (pos+1)%g == 0 {
+				if tmp == nil {
+					tmp = make([]float32, g*dim)
+				}
+				c.fp16[0].Decode(tmp, wt, base, g)
+				codec.Encode(tile, slot+1-g, tmp, g)
+			}
+		}
+	}
+}
+
+// Scratch is per-goroutine working memory for Attend.
+type Scratch struct {
+	scores []float32
+	acc    []float32
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// Attend computes causal attention for one query token of sequence id in
+// layer: for each of nHeads query heads (q holds nHeads·HeadDim values, head i
+// reading KV head i/(nHeads/KVHeads)), softmax(scale·q·K[from:to]ᵀ)·V[from:to]
+// is written to dst. Positions [from, to) must have been written with Put.
+func (c *Cache) Attend(dst, q []float32, nHeads, layer int, id SeqID, from, to int, scale float32, scr *Scratch) {
+	for h := 0; h < c.layout.KVHeads; h++ {
+		c.AttendHead(dst, q, nHeads, layer, id, h, from, to, scale, scr)
+	}
+}
+
+// AttendHead is Attend restricted to the query heads of KV head h: it reads
+// and writes only their part of q and dst, so different heads may run
+// concurrently.
+func (c *Cache) AttendHead(dst, q []float32, nHeads, layer int, id SeqID, h, from, to int, scale float32, scr *Scratch) {
+	s := c.seqs[id]
+	if s == nil || from < 0 || to > s.n || from >= to {
+		panic(fmt.Sprintf("kvcache: Attend over [%d,%d) of sequence %d (length %d)", from, to, id, c.Len(id)))
+	}
+	dim, kvh := c.layout.HeadDim, c.layout.KVHeads
+	nq := nHeads / kvh
+	n := to - from
+	scr.scores = grow(scr.scores, nq*n)
+	scr.acc = grow(scr.acc, nq*dim)
+	sides := c.sides(layer)
+	qh := q[h*nq*dim : (h+1)*nq*dim]
+	sc := scr.scores
+	c.runs(s, layer, 0, sides[0], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		cd.Scores(sc[off:], n, qh, nq, tile, row0, cnt)
+	})
+	for i := 0; i < nq; i++ {
+		softmax(sc[i*n:(i+1)*n], scale)
+	}
+	acc := scr.acc
+	clear(acc)
+	c.runs(s, layer, 1, sides[1], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		cd.Accumulate(acc, sc[off:], n, nq, tile, row0, cnt)
+	})
+	copy(dst[h*nq*dim:(h+1)*nq*dim], acc)
+}
+
+// softmax replaces x with softmax(scale·x) in place.
+func softmax(x []float32, scale float32) {
+	m := float32(math.Inf(-1))
+	for i := range x {
+		x[i] *= scale
+		if x[i] > m {
+			m = x[i]
+		}
+	}
+	var sum float64
+	for i, v := range x {
+		e := float32(math.Exp(float64(v - m)))
+		x[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// runs calls fn for maximal runs of positions in [from, to) that one source
+// holds contiguously: the fp16 sink, the fp16 residual ring, the fp16 staging
+// rows of an incomplete group, or a block tile. off is the run's offset from
+// from.
+func (c *Cache) runs(s *sequence, layer, j int, side *Side, h, from, to int, fn func(cd quant.Codec, tile []byte, row0, cnt, off int)) {
+	dim := c.layout.HeadDim
+	rows := side.WindowRows()
+	var wt []byte
+	if rows > 0 {
+		wt = s.win[layer][j][h*rows*2*dim : (h+1)*rows*2*dim]
+	}
+	fp := c.fp16[0]
+	bt := c.layout.BlockTokens
+	ringFrom := s.n - side.Residual
+	stageFrom := s.n
+	if side.Group > 1 {
+		stageFrom = s.n - s.n%side.Group
+	}
+	p := from
+	for p < to {
+		switch {
+		case p < side.Sink:
+			e := min(to, side.Sink)
+			fn(fp, wt, p, e-p, p-from)
+			p = e
+		case side.Residual > 0 && p >= ringFrom:
+			r := p % side.Residual
+			e := min(to, p+side.Residual-r)
+			fn(fp, wt, side.Sink+r, e-p, p-from)
+			p = e
+		case p >= stageFrom:
+			e := min(to, ringFrom)
+			if side.Residual == 0 {
+				e = to
+			}
+			fn(fp, wt, side.Sink+side.Residual+p%side.Group, e-p, p-from)
+			p = e
+		default:
+			b := p / bt
+			e := min(to, (b+1)*bt)
+			if side.Residual > 0 {
+				e = min(e, max(ringFrom, p+1))
+			}
+			e = min(e, max(stageFrom, p+1))
+			block := int(s.blocks[b])
+			tile := c.pages[layer][j][block*side.PageBytes+h*side.TileBytes:][:side.TileBytes]
+			fn(side.Codecs[h], tile, p%bt, e-p, p-from)
+			p = e
+		}
+	}
+}

@@ -1,0 +1,434 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/kvqlabs/kvq/pkg/quant"
+)
+
+// coarse is a test format that rounds every value to a multiple of step and
+// stores it as float32; with group > 1 it rounds each group of rows to the
+// group's mean offset so that grouping is observable. It counts as quantized,
+// so fp16 windows apply to it.
+type coarse struct {
+	step  float32
+	group int
+}
+
+func (f coarse) Name() string { return fmt.Sprintf("coarse%d", f.group) }
+func (f coarse) NewCodec(p quant.CodecParams) (quant.Codec, error) {
+	return &coarseCodec{dim: p.Dim, step: f.step, group: max(1, f.group)}, nil
+}
+
+type coarseCodec struct {
+	dim   int
+	step  float32
+	group int
+}
+
+func (c *coarseCodec) TokenGroup() int        { return c.group }
+func (c *coarseCodec) TileBytes(rows int) int { return rows * c.dim * 4 }
+func (c *coarseCodec) StateBytes() int        { return 3 }
+func (c *coarseCodec) q(x float32) float32 {
+	return float32(math.Round(float64(x/c.step))) * c.step
+}
+func (c *coarseCodec) Encode(tile []byte, row0 int, src []float32, n int) {
+	if row0%c.group != 0 || n%c.group != 0 {
+		panic("coarse: unaligned encode")
+	}
+	v, _ := asF32Test(tile)
+	for i := 0; i < n*c.dim; i++ {
+		v[row0*c.dim+i] = c.q(src[i])
+	}
+}
+func (c *coarseCodec) Decode(dst []float32, tile []byte, row0, n int) {
+	v, _ := asF32Test(tile)
+	copy(dst, v[row0*c.dim:(row0+n)*c.dim])
+}
+func (c *coarseCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	v, _ := asF32Test(tile)
+	for j := 0; j < n; j++ {
+		for i := 0; i < nq; i++ {
+			var s float32
+			for d := 0; d < c.dim; d++ {
+				s += q[i*c.dim+d] * v[(row0+j)*c.dim+d]
+			}
+			dst[i*ldd+j] = s
+		}
+	}
+}
+func (c *coarseCodec) Accumulate(acc, w []float32, ldw, nq int, tile []byte, row0, n int) {
+	v, _ := asF32Test(tile)
+	for j := 0; j < n; j++ {
+		for i := 0; i < nq; i++ {
+			for d := 0; d < c.dim; d++ {
+				acc[i*c.dim+d] += w[i*ldw+j] * v[(row0+j)*c.dim+d]
+			}
+		}
+	}
+}
+
+func asF32Test(b []byte) ([]float32, bool) { return f32view(b), true }
+
+// refAttend is float64 attention over explicit K/V rows [pos][dim].
+func refAttend(q []float64, keys, vals [][]float64, scale float64) []float64 {
+	s := make([]float64, len(keys))
+	m := math.Inf(-1)
+	for j, k := range keys {
+		for d := range k {
+			s[j] += q[d] * k[d]
+		}
+		s[j] *= scale
+		m = math.Max(m, s[j])
+	}
+	var sum float64
+	for j := range s {
+		s[j] = math.Exp(s[j] - m)
+		sum += s[j]
+	}
+	out := make([]float64, len(q))
+	for j, v := range vals {
+		for d := range v {
+			out[d] += s[j] / sum * v[d]
+		}
+	}
+	return out
+}
+
+type harness struct {
+	t      *testing.T
+	g      Geometry
+	nHeads int
+	c      *Cache
+	k, v   map[SeqID][][]float32 // [pos][kvh*dim] as written
+	rng    *rand.Rand
+	spec   quant.Spec
+	stored func(side int, seq SeqID, pos int, x []float32) []float32 // what attention should read
+}
+
+func newHarness(t *testing.T, g Geometry, nHeads int, spec quant.Spec, blocks int) *harness {
+	t.Helper()
+	l, err := NewLayout(g, spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(l, Options{Blocks: blocks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, g: g, nHeads: nHeads, c: c, k: map[SeqID][][]float32{}, v: map[SeqID][][]float32{}, rng: rand.New(rand.NewPCG(1, 2)), spec: spec}
+}
+
+func (h *harness) randRow() []float32 {
+	x := make([]float32, h.g.KVHeads*h.g.HeadDim)
+	for i := range x {
+		x[i] = float32(h.rng.NormFloat64())
+	}
+	return x
+}
+
+// append writes n tokens to seq in all layers.
+func (h *harness) append(seq SeqID, n int) {
+	h.t.Helper()
+	pos, err := h.c.Begin(seq, n)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		k, v := h.randRow(), h.randRow()
+		h.k[seq] = append(h.k[seq], k)
+		h.v[seq] = append(h.v[seq], v)
+		for l := 0; l < h.g.Layers; l++ {
+			h.c.Put(l, seq, pos+i, k, v)
+		}
+	}
+}
+
+// check compares Attend for a query at each position p in ps against the
+// reference computed from want(side, pos, row).
+func (h *harness) check(seq SeqID, layer int, from, to int, want func(side, pos int, row []float32) []float32, tol float64) {
+	h.t.Helper()
+	dim := h.g.HeadDim
+	q := make([]float32, h.nHeads*dim)
+	for i := range q {
+		q[i] = float32(h.rng.NormFloat64())
+	}
+	got := make([]float32, len(q))
+	scale := 1 / math.Sqrt(float64(dim))
+	h.c.Attend(got, q, h.nHeads, layer, seq, from, to, float32(scale), &Scratch{})
+	nq := h.nHeads / h.g.KVHeads
+	for qh := 0; qh < h.nHeads; qh++ {
+		kvh := qh / nq
+		var keys, vals [][]float64
+		for p := from; p < to; p++ {
+			keys = append(keys, f64(want(0, p, h.k[seq][p])[kvh*dim:(kvh+1)*dim]))
+			vals = append(vals, f64(want(1, p, h.v[seq][p])[kvh*dim:(kvh+1)*dim]))
+		}
+		ref := refAttend(f64(q[qh*dim:(qh+1)*dim]), keys, vals, scale)
+		for d := range ref {
+			if diff := math.Abs(float64(got[qh*dim+d]) - ref[d]); diff > tol {
+				h.t.Fatalf("layer %d seq %d [%d,%d) head %d dim %d: got %v, want %v (diff %g > %g)", layer, seq, from, to, qh, d, got[qh*dim+d], ref[d], diff, tol)
+			}
+		}
+	}
+}
+
+func f64(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+func exact(_, _ int, row []float32) []float32 { return row }
+
+func roundRow(f func(float32) float32) func(int, int, []float32) []float32 {
+	return func(_, _ int, row []float32) []float32 {
+		y := make([]float32, len(row))
+		for i, v := range row {
+			y[i] = f(v)
+		}
+		return y
+	}
+}
+
+func mustSpec(t *testing.T, s string) quant.Spec {
+	t.Helper()
+	spec, err := quant.Formats().ParseSpec(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func TestAttendMatchesReference(t *testing.T) {
+	g := Geometry{Layers: 2, KVHeads: 2, HeadDim: 8}
+	for _, tc := range []struct {
+		spec string
+		want func(int, int, []float32) []float32
+		tol  float64
+	}{
+		{"fp32", exact, 1e-5},
+		{"fp16", roundRow(f16round), 1e-5},
+		{"bf16", roundRow(bf16round), 1e-5},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			h := newHarness(t, g, 4, mustSpec(t, tc.spec), 16)
+			if err := h.c.AddSeq(0); err != nil {
+				t.Fatal(err)
+			}
+			h.append(0, 5)  // partial first block
+			h.append(0, 40) // crosses several blocks
+			for _, r := range [][2]int{{0, 1}, {0, 45}, {3, 17}, {16, 32}, {30, 45}} {
+				h.check(0, 1, r[0], r[1], tc.want, tc.tol)
+			}
+		})
+	}
+}
+
+func TestWindows(t *testing.T) {
+	g := Geometry{Layers: 1, KVHeads: 1, HeadDim: 4}
+	const step = 0.5
+	c1 := coarse{step: step, group: 1}
+	c4 := coarse{step: step, group: 4}
+	q := func(x float32) float32 { return float32(math.Round(float64(x/step))) * step }
+	for _, tc := range []struct {
+		name      string
+		f         quant.Format
+		sink, res int
+		n         int
+	}{
+		{"plain", c1, 0, 0, 37},
+		{"sink", c1, 3, 0, 37},
+		{"residual", c1, 0, 5, 37},
+		{"sink+residual", c1, 2, 7, 37},
+		{"residual larger than sequence", c1, 1, 64, 37},
+		{"group", c4, 0, 0, 37},
+		{"group+residual", c4, 1, 6, 38},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := quant.Spec{K: tc.f, V: tc.f, Sink: tc.sink, Residual: tc.res}
+			h := newHarness(t, g, 2, spec, 8)
+			if err := h.c.AddSeq(0); err != nil {
+				t.Fatal(err)
+			}
+			h.append(0, 9)
+			h.append(0, tc.n-9)
+			n := h.c.Len(0)
+			staged := n
+			if tc.f.(coarse).group > 1 {
+				staged = n - n%tc.f.(coarse).group
+			}
+			want := func(_ int, pos int, row []float32) []float32 {
+				if pos < tc.sink || pos >= n-tc.res || pos >= staged {
+					return roundRow(f16round)(0, 0, row)
+				}
+				if tc.f.(coarse).group > 1 {
+					// Group codecs encode from the fp16 staging rows.
+					return roundRow(func(x float32) float32 { return q(f16round(x)) })(0, 0, row)
+				}
+				return roundRow(q)(0, 0, row)
+			}
+			for _, r := range [][2]int{{0, n}, {0, 1}, {2, n - 3}, {n - 2, n}} {
+				h.check(0, 0, r[0], r[1], want, 1e-5)
+			}
+		})
+	}
+}
+
+func TestFullError(t *testing.T) {
+	g := Geometry{Layers: 1, KVHeads: 1, HeadDim: 4}
+	h := newHarness(t, g, 1, mustSpec(t, "fp16"), 3)
+	for _, id := range []SeqID{0, 1} {
+		if err := h.c.AddSeq(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.c.Begin(0, 33); err != nil { // 3 blocks
+		t.Fatal(err)
+	}
+	_, err := h.c.Begin(1, 20)
+	var fe *FullError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrFull) {
+		t.Fatalf("Begin on a full cache = %v, want *FullError", err)
+	}
+	if fe.Needed != 2 || fe.Free != 0 || fe.Total != 3 {
+		t.Errorf("FullError = %+v, want Needed 2, Free 0, Total 3", *fe)
+	}
+	if !strings.Contains(err.Error(), "needs 2 more blocks") || !strings.Contains(err.Error(), "0 of 3 free") {
+		t.Errorf("message %q does not say needed and free blocks", err)
+	}
+	if err := h.c.Remove(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.c.FreeBlocks(); got != 3 {
+		t.Errorf("after Remove, FreeBlocks = %d, want 3", got)
+	}
+	if err := h.c.Remove(0); !errors.Is(err, ErrNoSequence) {
+		t.Errorf("second Remove = %v, want ErrNoSequence", err)
+	}
+	if err := h.c.AddSeq(1); !errors.Is(err, ErrSequence) {
+		t.Errorf("duplicate AddSeq = %v, want ErrSequence", err)
+	}
+}
+
+func TestFork(t *testing.T) {
+	g := Geometry{Layers: 2, KVHeads: 2, HeadDim: 8}
+	c1 := coarse{step: 0.25, group: 1}
+	for _, spec := range []quant.Spec{mustSpec(t, "fp32"), {K: c1, V: c1, Sink: 2, Residual: 5}} {
+		t.Run(spec.K.Name(), func(t *testing.T) {
+			h := newHarness(t, g, 4, spec, 10)
+			if err := h.c.AddSeq(0); err != nil {
+				t.Fatal(err)
+			}
+			h.append(0, 37) // 2 full blocks + 5 tokens
+			free := h.c.FreeBlocks()
+			if err := h.c.Fork(1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := free - h.c.FreeBlocks(); got != 1 {
+				t.Errorf("fork used %d new blocks, want 1 (only the partial tail is copied)", got)
+			}
+			h.k[1] = append([][]float32(nil), h.k[0]...)
+			h.v[1] = append([][]float32(nil), h.v[0]...)
+			// Both continue differently; each must read its own history.
+			h.append(0, 20)
+			h.append(1, 14)
+			want0 := windowWant(h, 0, spec)
+			want1 := windowWant(h, 1, spec)
+			h.check(0, 1, 0, h.c.Len(0), want0, 1e-5)
+			h.check(1, 1, 0, h.c.Len(1), want1, 1e-5)
+			// Removing the source keeps shared blocks alive for the fork.
+			if err := h.c.Remove(0); err != nil {
+				t.Fatal(err)
+			}
+			h.check(1, 0, 0, h.c.Len(1), want1, 1e-5)
+			if err := h.c.Remove(1); err != nil {
+				t.Fatal(err)
+			}
+			if h.c.FreeBlocks() != 10 {
+				t.Errorf("after removing all, FreeBlocks = %d, want 10", h.c.FreeBlocks())
+			}
+		})
+	}
+}
+
+func windowWant(h *harness, seq SeqID, spec quant.Spec) func(int, int, []float32) []float32 {
+	n := h.c.Len(seq)
+	if !quant.Quantized(spec.K) {
+		return exact
+	}
+	step := spec.K.(coarse).step
+	return func(_ int, pos int, row []float32) []float32 {
+		if pos < spec.Sink || pos >= n-spec.Residual {
+			return roundRow(f16round)(0, 0, row)
+		}
+		return roundRow(func(x float32) float32 { return float32(math.Round(float64(x/step))) * step })(0, 0, row)
+	}
+}
+
+func TestLayoutBytes(t *testing.T) {
+	// Llama-3.1-8B: 32 layers, 8 KV heads, head_dim 128: fp16 is 131,072
+	// bytes per token, 2 MiB per 16-token block.
+	l, err := NewLayout(Geometry{Layers: 32, KVHeads: 8, HeadDim: 128}, mustSpec(t, "fp16"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.BlockBytes != 2*1024*1024 || l.BlockTokens != 16 || l.SeqBytes != 0 {
+		t.Errorf("fp16 layout: block %d bytes of %d tokens, seq %d; want 2097152, 16, 0", l.BlockBytes, l.BlockTokens, l.SeqBytes)
+	}
+	l32, _ := NewLayout(Geometry{Layers: 32, KVHeads: 8, HeadDim: 128}, mustSpec(t, "fp32"), 0)
+	if l32.BlockBytes != 2*l.BlockBytes {
+		t.Errorf("fp32 block = %d, want %d", l32.BlockBytes, 2*l.BlockBytes)
+	}
+	// Group codecs raise the block size to a multiple of the group.
+	c := coarse{step: 1, group: 24}
+	lg, err := NewLayout(Geometry{Layers: 1, KVHeads: 1, HeadDim: 4}, quant.Spec{K: c, V: quant.FP16, Residual: 3, Sink: 1}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lg.BlockTokens != 48 {
+		t.Errorf("block tokens with a 24-token group = %d, want 48", lg.BlockTokens)
+	}
+	// K: fp16 windows of sink 1 + residual 3 + staging 24 rows of 4 values; V unquantized: none.
+	if want := int64((1 + 3 + 24) * 4 * 2); lg.SeqBytes != want {
+		t.Errorf("SeqBytes = %d, want %d", lg.SeqBytes, want)
+	}
+}
+
+// TestAllocationMatchesLayout checks that Stats (from Layout) equals the bytes
+// the cache actually holds.
+func TestAllocationMatchesLayout(t *testing.T) {
+	g := Geometry{Layers: 3, KVHeads: 2, HeadDim: 8}
+	c4 := coarse{step: 1, group: 4}
+	for _, spec := range []quant.Spec{mustSpec(t, "fp16"), mustSpec(t, "k=fp32,v=bf16,L0=fp16"), {K: c4, V: quant.FP16, Sink: 2, Residual: 6}} {
+		t.Run(spec.K.Name(), func(t *testing.T) {
+			h := newHarness(t, g, 2, spec, 7)
+			for id := SeqID(0); id < 3; id++ {
+				if err := h.c.AddSeq(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var held int64
+			for _, p := range h.c.pages {
+				held += int64(len(p[0]) + len(p[1]))
+			}
+			for _, s := range h.c.seqs {
+				for _, w := range s.win {
+					held += int64(len(w[0]) + len(w[1]))
+				}
+			}
+			st := h.c.Stats()
+			codec := st.Allocated.State
+			if st.Allocated.Total-codec != held {
+				t.Errorf("Stats says %d bytes (+%d codec state), cache holds %d", st.Allocated.Total-codec, codec, held)
+			}
+		})
+	}
+}

@@ -1,0 +1,25 @@
+// Package kvcache is the paged KV cache of kvq's runtime.
+//
+// A Cache owns a fixed pool of blocks (pages) of BlockTokens tokens, shared by
+// any number of sequences, as in vLLM's paged attention. Block ids are shared
+// across layers: block b holds, for every layer, the keys and the values of
+// BlockTokens consecutive tokens of one sequence, stored per KV head as a
+// tile in that layer's quant.Format. Full blocks can be shared between
+// sequences after Fork (reference counted); a fork copies only the partially
+// filled tail block, so writes never touch shared blocks.
+//
+// Quantized layers may keep fp16 side windows per sequence: the first Sink
+// tokens, the most recent Residual tokens, and the tokens of a not yet complete
+// group for formats that quantize several tokens together (TokenGroup > 1).
+// Attention reads a position from the first window that holds it, otherwise
+// from its block.
+//
+// Layout is the byte accounting of a configuration and the single source of
+// truth for memory: Cache allocates exactly what Layout says, and kvq estimate
+// prints the same numbers.
+//
+// Concurrency: the management API (AddSeq, Fork, Remove, Begin) must not run
+// concurrently with anything else. Within one forward step, Put calls for
+// different sequences or layers may run concurrently, and Attend calls may run
+// concurrently with each other once the Puts of that layer are done.
+package kvcache

@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"github.com/kvqlabs/kvq/internal/mmap"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// LoadOptions control Load.
+type LoadOptions struct {
+	// Tokenizer is the tokenizer file for formats that keep it separately
+	// (llama2.c). Empty: tokenizer.bin, then a single tok*.bin, beside the model.
+	Tokenizer string
+}
+
+// Load opens a model file and detects its format: GGUF by its magic, else a
+// llama2.c checkpoint. The model's weights stay memory-mapped until Close.
+func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: model: %w", err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a directory: Hugging Face model directories are not supported yet; pass a .gguf or llama2.c .bin file", ErrUnsupported, path)
+	}
+	f, err := mmap.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: model: %w", err)
+	}
+	var m *Model
+	switch {
+	case bytes.HasPrefix(f.Data, []byte("GGUF")):
+		m, err = loadGGUF(ctx, f, path)
+	case filepath.Ext(path) == ".bin" || len(f.Data) >= 28:
+		m, err = loadLlama2C(ctx, f, path, opts)
+	default:
+		err = fmt.Errorf("%w: %s (%d bytes) is neither GGUF nor a llama2.c checkpoint", ErrFormat, path, len(f.Data))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.closers = append(m.closers, f)
+	return m, nil
+}
+
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// f32s views b as float32 in place when possible, else decodes a copy.
+func f32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	if littleEndian && uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// u16s views b as uint16 in place when possible, else decodes a copy.
+func u16s(b []byte) []uint16 {
+	if len(b) == 0 {
+		return nil
+	}
+	if littleEndian && uintptr(unsafe.Pointer(&b[0]))%2 == 0 {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
+	}
+	v := make([]uint16, len(b)/2)
+	for i := range v {
+		v[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return v
+}
+
+// newWeight wraps raw bytes of the given dtype as a [rows][cols] weight.
+func newWeight(name string, dt tensor.DType, rows, cols int, data []byte) (*tensor.Weight, error) {
+	w := &tensor.Weight{Name: name, DType: dt, Rows: rows, Cols: cols}
+	switch dt {
+	case tensor.F32:
+		w.F32 = f32s(data)
+	case tensor.F16, tensor.BF16:
+		w.U16 = u16s(data)
+	case tensor.Q80:
+		w.Raw = data
+	}
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}

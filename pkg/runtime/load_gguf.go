@@ -1,0 +1,279 @@
+package runtime
+
+import (
+	"context"
+	"math"
+	"errors"
+	"fmt"
+
+	"github.com/kvqlabs/kvq/internal/mmap"
+	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+	"github.com/kvqlabs/kvq/pkg/tokenizer"
+)
+
+// ggufArchs lists the GGUF architectures kvq runs and their RoPE pairing.
+// llama.cpp's converter permutes the Q/K rows of "llama" models so that they
+// use adjacent pairs ("normal" RoPE); qwen2/qwen3 keep the NeoX layout.
+var ggufArchs = map[string]bool{"llama": false, "mistral": false, "qwen2": true, "qwen3": true}
+
+func loadGGUF(_ context.Context, f *mmap.File, path string) (*Model, error) {
+	gf, err := gguf.Parse(f, f.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := modelFromGGUF(gf, f.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.Path, m.Format = path, "gguf"
+	return m, nil
+}
+
+func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
+	arch, err := gf.String("general.architecture")
+	if err != nil {
+		return nil, err
+	}
+	neox, ok := ggufArchs[arch]
+	if !ok {
+		return nil, fmt.Errorf("%w: architecture %q (kvq runs llama, mistral, qwen2, qwen3)", ErrUnsupported, arch)
+	}
+	var errs []error
+	u := func(key string) int {
+		v, err := gf.Uint(arch + "." + key)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return int(min(v, 1<<31))
+	}
+	uOpt := func(key string, def int) int {
+		if _, ok := gf.Get(arch + "." + key); !ok {
+			return def
+		}
+		return u(key)
+	}
+	fOpt := func(key string, def float64) float64 {
+		if _, ok := gf.Get(arch + "." + key); !ok {
+			return def
+		}
+		v, err := gf.Float(arch + "." + key)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
+	c := Config{Arch: arch, RopeNeoX: neox}
+	c.Dim = u("embedding_length")
+	c.Hidden = u("feed_forward_length")
+	c.Layers = u("block_count")
+	c.Heads = u("attention.head_count")
+	c.KVHeads = uOpt("attention.head_count_kv", c.Heads)
+	c.ContextLen = uOpt("context_length", 0)
+	c.RMSEps = float32(fOpt("attention.layer_norm_rms_epsilon", 1e-5))
+	c.RopeTheta = fOpt("rope.freq_base", 10000)
+	if c.Heads > 0 {
+		c.HeadDim = uOpt("attention.key_length", c.Dim/c.Heads)
+	}
+	c.RopeDim = uOpt("rope.dimension_count", c.HeadDim)
+	c.SlidingWindow = uOpt("attention.sliding_window", 0)
+	if st, err := gf.String(arch + ".rope.scaling.type"); err == nil && st != "none" && st != "" {
+		switch st {
+		case "linear":
+			c.Scaling = RopeScaling{Type: "linear", Factor: fOpt("rope.scaling.factor", 1)}
+		default:
+			errs = append(errs, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, st))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	tokens, err := gf.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
+	}
+	c.Vocab = uOpt("vocab_size", len(tokens))
+
+	m := &Model{Config: c}
+	weight := func(name string, optional bool) *tensor.Weight {
+		t, ok := gf.Tensor(name)
+		if !ok {
+			if !optional {
+				errs = append(errs, fmt.Errorf("%w: missing tensor %s", ErrModel, name))
+			}
+			return nil
+		}
+		var dt tensor.DType
+		switch t.Type {
+		case gguf.F32:
+			dt = tensor.F32
+		case gguf.F16:
+			dt = tensor.F16
+		case gguf.BF16:
+			dt = tensor.BF16
+		case gguf.Q80:
+			dt = tensor.Q80
+		default:
+			errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads f32, f16, bf16 and q8_0)", ErrUnsupported, name, t.Type))
+			return nil
+		}
+		if len(t.Dims) > 2 || (len(t.Dims) == 2 && t.Dims[1] == 0) || len(t.Dims) == 0 {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has %d dims %v, want a matrix", ErrModel, name, len(t.Dims), t.Dims))
+			return nil
+		}
+		cols, rows := int(t.Dims[0]), 1
+		if len(t.Dims) == 2 {
+			rows = int(t.Dims[1])
+		}
+		w, err := newWeight(name, dt, rows, cols, data[t.Offset:t.Offset+t.Size])
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		return w
+	}
+	vector := func(name string, optional bool) []float32 {
+		w := weight(name, optional)
+		if w == nil {
+			return nil
+		}
+		if w.DType != tensor.F32 || w.Rows != 1 {
+			// Norm weights are F32 vectors in every converter we know; accept
+			// F16/BF16 too by dequantizing.
+			if w.Rows != 1 {
+				errs = append(errs, fmt.Errorf("%w: tensor %s has shape [%d %d], want a vector", ErrModel, name, w.Rows, w.Cols))
+				return nil
+			}
+			v := make([]float32, w.Cols)
+			rowF32(v, w)
+			return v
+		}
+		return w.F32
+	}
+	m.Embed = weight("token_embd.weight", false)
+	m.Norm = vector("output_norm.weight", false)
+	m.Output = weight("output.weight", true)
+	if m.Output == nil {
+		m.Output = m.Embed
+		m.TiedEmbeddings = true
+	}
+	m.RopeFactors = vector("rope_freqs.weight", true)
+	m.Layers = make([]Layer, max(0, c.Layers))
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		l.AttnNorm = vector(p+"attn_norm.weight", false)
+		l.Wq = weight(p+"attn_q.weight", false)
+		l.Wk = weight(p+"attn_k.weight", false)
+		l.Wv = weight(p+"attn_v.weight", false)
+		l.Wo = weight(p+"attn_output.weight", false)
+		l.Bq = vector(p+"attn_q.bias", true)
+		l.Bk = vector(p+"attn_k.bias", true)
+		l.Bv = vector(p+"attn_v.bias", true)
+		l.QNorm = vector(p+"attn_q_norm.weight", true)
+		l.KNorm = vector(p+"attn_k_norm.weight", true)
+		l.FFNNorm = vector(p+"ffn_norm.weight", false)
+		l.Gate = weight(p+"ffn_gate.weight", false)
+		l.Up = weight(p+"ffn_up.weight", false)
+		l.Down = weight(p+"ffn_down.weight", false)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := m.finish(); err != nil {
+		return nil, err
+	}
+	if m.Tokenizer, err = ggufTokenizer(gf, tokens); err != nil {
+		return nil, err
+	}
+	if m.Tokenizer.VocabSize() != c.Vocab {
+		return nil, fmt.Errorf("%w: tokenizer has %d tokens, model vocabulary %d", ErrModel, m.Tokenizer.VocabSize(), c.Vocab)
+	}
+	return m, nil
+}
+
+func rowF32(dst []float32, w *tensor.Weight) {
+	tmp := *w
+	tmp.Rows = 1
+	cpuRow(dst, &tmp, 0)
+}
+
+func ggufTokenizer(gf *gguf.File, tokens []string) (*tokenizer.Tokenizer, error) {
+	model, err := gf.String("tokenizer.ggml.model")
+	if err != nil {
+		return nil, err
+	}
+	v := tokenizer.Vocab{Tokens: tokens, BOS: -1, EOS: -1, UNK: -1, PAD: -1}
+	switch model {
+	case "llama":
+		v.Kind = tokenizer.SentencePieceBPE
+		v.SpaceIsMetaspace = true
+		v.AddBOS = true
+		v.AddSpacePrefix = true
+		if v.Scores, err = gf.Float32s("tokenizer.ggml.scores"); err != nil {
+			return nil, err
+		}
+	case "gpt2":
+		v.Kind = tokenizer.ByteLevelBPE
+		if v.Merges, err = gf.Strings("tokenizer.ggml.merges"); err != nil {
+			return nil, err
+		}
+		v.PreTokenizer = "gpt2"
+		if pre, err := gf.String("tokenizer.ggml.pre"); err == nil {
+			switch pre {
+			case "llama-bpe", "llama3", "smaug-bpe":
+				v.PreTokenizer = "llama3"
+			case "qwen2", "qwen35":
+				v.PreTokenizer = "qwen2"
+			case "default", "gpt-2", "gpt2":
+			default:
+				v.PreTokenizer = pre // New reports an unknown style by name
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%w: tokenizer model %q (kvq reads llama and gpt2)", ErrUnsupported, model)
+	}
+	if _, ok := gf.Get("tokenizer.ggml.token_type"); ok {
+		types, err := gf.Int32s("tokenizer.ggml.token_type")
+		if err != nil {
+			return nil, err
+		}
+		v.Types = make([]tokenizer.TokenType, len(types))
+		for i, t := range types {
+			v.Types[i] = tokenizer.TokenType(t)
+		}
+	}
+	id := func(key string, dst *int) error {
+		if _, ok := gf.Get(key); !ok {
+			return nil
+		}
+		n, err := gf.Uint(key)
+		if err != nil {
+			return err
+		}
+		if n == math.MaxUint32 { // llama.cpp writes -1 (no such token) as uint32
+			return nil
+		}
+		*dst = int(min(n, 1<<31))
+		return nil
+	}
+	flag := func(key string, dst *bool) error {
+		if _, ok := gf.Get(key); !ok {
+			return nil
+		}
+		b, err := gf.Bool(key)
+		*dst = b
+		return err
+	}
+	if err := errors.Join(
+		id("tokenizer.ggml.bos_token_id", &v.BOS), id("tokenizer.ggml.eos_token_id", &v.EOS),
+		id("tokenizer.ggml.unknown_token_id", &v.UNK), id("tokenizer.ggml.padding_token_id", &v.PAD),
+		flag("tokenizer.ggml.add_bos_token", &v.AddBOS), flag("tokenizer.ggml.add_eos_token", &v.AddEOS),
+		flag("tokenizer.ggml.add_space_prefix", &v.AddSpacePrefix)); err != nil {
+		return nil, err
+	}
+	return tokenizer.New(v)
+}
+
+var cpuRow = cpu.Row

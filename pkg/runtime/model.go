@@ -1,0 +1,235 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+	"github.com/kvqlabs/kvq/pkg/tokenizer"
+)
+
+// Sentinel errors.
+var (
+	ErrFormat      = errors.New("runtime: unrecognised model file")
+	ErrUnsupported = errors.New("runtime: unsupported model")
+	ErrModel       = errors.New("runtime: malformed model")
+)
+
+// RopeScaling describes RoPE frequency scaling.
+type RopeScaling struct {
+	Type            string  // "", "linear" or "llama3"
+	Factor          float64 // linear and llama3
+	LowFreqFactor   float64 // llama3
+	HighFreqFactor  float64 // llama3
+	OriginalContext int     // llama3: original_max_position_embeddings
+}
+
+// Config fixes the architecture of a model.
+type Config struct {
+	Arch       string // "llama", "mistral", "qwen2", "qwen3"
+	Dim        int    // hidden size
+	Hidden     int    // MLP intermediate size
+	Layers     int
+	Heads      int
+	KVHeads    int
+	HeadDim    int
+	Vocab      int
+	ContextLen int
+	RMSEps     float32
+	RopeTheta  float64
+	RopeDim    int  // rotated dimensions per head (HeadDim unless partial rotary)
+	RopeNeoX   bool // pairs (i, i+d/2) instead of (2i, 2i+1)
+	Scaling    RopeScaling
+	// SlidingWindow > 0 limits attention to the last SlidingWindow positions.
+	SlidingWindow int
+	// TiedEmbeddings: the output head is the token embedding.
+	TiedEmbeddings bool
+}
+
+// Validate checks the config's internal consistency.
+func (c *Config) Validate() error {
+	switch {
+	case c.Dim <= 0 || c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
+		return fmt.Errorf("%w: non-positive size in %+v", ErrModel, *c)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("%w: %d attention heads is not a multiple of %d KV heads", ErrModel, c.Heads, c.KVHeads)
+	case c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0:
+		return fmt.Errorf("%w: rotary dimension %d for head size %d", ErrModel, c.RopeDim, c.HeadDim)
+	case !(c.RopeTheta > 0):
+		return fmt.Errorf("%w: RoPE theta %v", ErrModel, c.RopeTheta)
+	case !(c.RMSEps > 0):
+		return fmt.Errorf("%w: RMS norm epsilon %v", ErrModel, c.RMSEps)
+	}
+	return nil
+}
+
+// Geometry is the KV-relevant shape.
+func (c *Config) Geometry() kvcache.Geometry {
+	return kvcache.Geometry{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
+}
+
+// Layer holds one transformer block's weights. Optional parts are nil.
+type Layer struct {
+	AttnNorm   []float32
+	Wq, Wk, Wv *tensor.Weight
+	Bq, Bk, Bv []float32 // optional biases (Qwen2)
+	QNorm      []float32 // optional per-head RMSNorm of q and k (Qwen3)
+	KNorm      []float32
+	Wo         *tensor.Weight
+	FFNNorm    []float32
+	Gate, Up   *tensor.Weight // w1, w3
+	Down       *tensor.Weight // w2
+}
+
+// Model is a loaded checkpoint.
+type Model struct {
+	Config
+	Embed  *tensor.Weight
+	Layers []Layer
+	Norm   []float32
+	Output *tensor.Weight // == Embed when tied
+	// RopeFactors divides the inverse frequencies (GGUF rope_freqs), optional.
+	RopeFactors []float32
+	Tokenizer   *tokenizer.Tokenizer
+	// Path and Format ("llama2c", "gguf") say where the model came from.
+	Path, Format string
+
+	invFreq []float64
+	closers []io.Closer
+}
+
+// Close releases the model's file mappings. The model must not be used after.
+func (m *Model) Close() error {
+	var errs []error
+	for _, c := range m.closers {
+		errs = append(errs, c.Close())
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
+
+// WeightBytes is the total size of the weights as stored.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for _, w := range m.weights() {
+		n += w.Bytes()
+	}
+	return n
+}
+
+func (m *Model) weights() []*tensor.Weight {
+	ws := []*tensor.Weight{m.Embed}
+	if m.Output != m.Embed {
+		ws = append(ws, m.Output)
+	}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		ws = append(ws, l.Wq, l.Wk, l.Wv, l.Wo, l.Gate, l.Up, l.Down)
+	}
+	return ws
+}
+
+// Params is the number of parameters (weights and norms).
+func (m *Model) Params() int64 {
+	var n int64
+	for _, w := range m.weights() {
+		n += int64(w.Rows) * int64(w.Cols)
+	}
+	n += int64(len(m.Norm))
+	for _, l := range m.Layers {
+		n += int64(len(l.AttnNorm) + len(l.FFNNorm) + len(l.Bq) + len(l.Bk) + len(l.Bv) + len(l.QNorm) + len(l.KNorm))
+	}
+	return n
+}
+
+// finish validates shapes and precomputes RoPE frequencies.
+func (m *Model) finish() error {
+	c := &m.Config
+	if c.RopeDim == 0 {
+		c.RopeDim = c.HeadDim
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	check := func(w *tensor.Weight, name string, rows, cols int) error {
+		if w == nil {
+			return fmt.Errorf("%w: missing tensor %s", ErrModel, name)
+		}
+		if w.Rows != rows || w.Cols != cols {
+			return fmt.Errorf("%w: tensor %s has shape [%d %d], config implies [%d %d]", ErrModel, name, w.Rows, w.Cols, rows, cols)
+		}
+		return w.Validate()
+	}
+	vec := func(v []float32, name string, n int, optional bool) error {
+		if v == nil && optional {
+			return nil
+		}
+		if len(v) != n {
+			return fmt.Errorf("%w: tensor %s has %d values, config implies %d", ErrModel, name, len(v), n)
+		}
+		return nil
+	}
+	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	errs := []error{check(m.Embed, "token embedding", c.Vocab, c.Dim), check(m.Output, "output", c.Vocab, c.Dim), vec(m.Norm, "final norm", c.Dim, false)}
+	if len(m.Layers) != c.Layers {
+		errs = append(errs, fmt.Errorf("%w: %d layers loaded, config says %d", ErrModel, len(m.Layers), c.Layers))
+	}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		p := fmt.Sprintf("layer %d ", i)
+		errs = append(errs,
+			vec(l.AttnNorm, p+"attention norm", c.Dim, false),
+			check(l.Wq, p+"q", qd, c.Dim), check(l.Wk, p+"k", kvd, c.Dim), check(l.Wv, p+"v", kvd, c.Dim),
+			check(l.Wo, p+"o", c.Dim, qd),
+			vec(l.Bq, p+"q bias", qd, true), vec(l.Bk, p+"k bias", kvd, true), vec(l.Bv, p+"v bias", kvd, true),
+			vec(l.QNorm, p+"q norm", c.HeadDim, true), vec(l.KNorm, p+"k norm", c.HeadDim, true),
+			vec(l.FFNNorm, p+"ffn norm", c.Dim, false),
+			check(l.Gate, p+"gate", c.Hidden, c.Dim), check(l.Up, p+"up", c.Hidden, c.Dim), check(l.Down, p+"down", c.Dim, c.Hidden))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if m.RopeFactors != nil && len(m.RopeFactors) != c.RopeDim/2 {
+		return fmt.Errorf("%w: rope_freqs has %d values, want %d", ErrModel, len(m.RopeFactors), c.RopeDim/2)
+	}
+	m.invFreq = InvFreq(c, m.RopeFactors)
+	return nil
+}
+
+// InvFreq returns the RoPE inverse frequencies θ_i, i < RopeDim/2, after
+// scaling. factors, when given, divide them (GGUF rope_freqs).
+func InvFreq(c *Config, factors []float32) []float64 {
+	half := c.RopeDim / 2
+	f := make([]float64, half)
+	for i := range f {
+		f[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(c.RopeDim))
+	}
+	s := c.Scaling
+	switch s.Type {
+	case "linear":
+		for i := range f {
+			f[i] /= s.Factor
+		}
+	case "llama3":
+		orig := float64(s.OriginalContext)
+		lowWave, highWave := orig/s.LowFreqFactor, orig/s.HighFreqFactor
+		for i, inv := range f {
+			wave := 2 * math.Pi / inv
+			switch {
+			case wave < highWave:
+			case wave > lowWave:
+				f[i] = inv / s.Factor
+			default:
+				smooth := (orig/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+				f[i] = (1-smooth)*inv/s.Factor + smooth*inv
+			}
+		}
+	}
+	for i := range factors {
+		f[i] /= float64(factors[i])
+	}
+	return f
+}

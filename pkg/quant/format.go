@@ -12,14 +12,23 @@ var (
 	ErrUnknownFormat = errors.New("quant: unknown format")
 	ErrBadSpec       = errors.New("quant: bad cache spec")
 	ErrDim           = errors.New("quant: unsupported head size")
+	ErrOption        = errors.New("quant: bad format option")
 )
 
 // Format is one KV storage scheme.
 type Format interface {
-	// Name is the canonical name users type ("fp16", "q8_0", "kivi2").
+	// Name is the canonical name users type, options included
+	// ("fp16", "q4_0:rot", "int4:g32:channel").
 	Name() string
 	// NewCodec makes the codec for one layer's K or V of one KV head.
 	NewCodec(p CodecParams) (Codec, error)
+}
+
+// Describer is implemented by formats that document themselves for kvq formats.
+type Describer interface {
+	// Describe returns a one-line summary and what the format needs
+	// ("calibration", "flash-style kernel", ...).
+	Describe() (summary string, needs []string)
 }
 
 // CodecParams locate a codec in the model. Formats with per-layer or
@@ -58,43 +67,102 @@ type Codec interface {
 	Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int)
 }
 
-// Registry maps names and aliases to formats.
+// Windowed is implemented by codecs whose scheme keeps the most recent tokens
+// unquantized (KIVI's value window, for example). The cache keeps at least
+// ResidualRows() recent rows in fp16 for them, whatever the spec says.
+type Windowed interface {
+	ResidualRows() int
+}
+
+// family makes formats of one base name from options ("int4:g32" has base
+// "int4" and options ["g32"]).
+type family struct {
+	base    string
+	aliases []string
+	make    func(base string, opts []string) (Format, error)
+	// presets are the names kvq formats lists for this family.
+	presets []string
+}
+
+// Registry maps names, aliases and options to formats.
 type Registry struct {
-	byName  map[string]Format
-	aliases map[string]string
-	order   []string
+	families map[string]*family
+	aliases  map[string]string
+	order    []string // presets in presentation order
 }
 
 // Formats returns the registry of every built-in format.
 func Formats() *Registry {
-	r := &Registry{byName: map[string]Format{}, aliases: map[string]string{}}
-	for _, f := range []Format{FP32, FP16, BF16} {
-		r.byName[f.Name()] = f
-		r.order = append(r.order, f.Name())
+	r := &Registry{families: map[string]*family{}, aliases: map[string]string{}}
+	for _, fams := range [][]family{floatFamilies(), fp8Families(), integerFamilies(), blockFamilies(), rotatedFamilies(), kvquantFamilies()} {
+		for i := range fams {
+			f := &fams[i]
+			r.families[f.base] = f
+			for _, a := range f.aliases {
+				r.aliases[a] = f.base
+			}
+			r.order = append(r.order, f.presets...)
+		}
 	}
-	r.aliases["f32"] = "fp32"
-	r.aliases["float32"] = "fp32"
-	r.aliases["f16"] = "fp16"
-	r.aliases["float16"] = "fp16"
-	r.aliases["half"] = "fp16"
-	r.aliases["auto"] = "fp16"
-	r.aliases["bfloat16"] = "bf16"
 	return r
 }
 
-// Names lists the canonical format names in presentation order.
+// Names lists the preset format names in presentation order.
 func (r *Registry) Names() []string { return append([]string(nil), r.order...) }
 
-// Lookup finds a format by name or alias, case-insensitively.
+// Bases lists the base names (without options), sorted.
+func (r *Registry) Bases() []string {
+	var b []string
+	for k := range r.families {
+		b = append(b, k)
+	}
+	sort.Strings(b)
+	return b
+}
+
+// Lookup finds a format by name, case-insensitively: a base name or alias,
+// optionally followed by ":option" parts.
 func (r *Registry) Lookup(name string) (Format, error) {
 	n := strings.ToLower(strings.TrimSpace(name))
-	if a, ok := r.aliases[n]; ok {
-		n = a
+	parts := strings.Split(n, ":")
+	base := parts[0]
+	if a, ok := r.aliases[base]; ok {
+		base = a
 	}
-	if f, ok := r.byName[n]; ok {
+	f, ok := r.families[base]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (valid: %s)", ErrUnknownFormat, name, strings.Join(r.Bases(), ", "))
+	}
+	fm, err := f.make(base, parts[1:])
+	if err != nil {
+		return nil, fmt.Errorf("format %q: %w", name, err)
+	}
+	return fm, nil
+}
+
+// MustLookup is Lookup for names known to be valid; it panics otherwise.
+func (r *Registry) MustLookup(name string) Format {
+	f, err := r.Lookup(name)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// noOptions is a family constructor for formats without options.
+func noOptions(f Format) func(string, []string) (Format, error) {
+	return func(base string, opts []string) (Format, error) {
+		if len(opts) > 0 {
+			return nil, fmt.Errorf("%w: %s takes no options, got %q", ErrOption, base, strings.Join(opts, ":"))
+		}
 		return f, nil
 	}
-	names := r.Names()
-	sort.Strings(names)
-	return nil, fmt.Errorf("%w %q (valid: %s)", ErrUnknownFormat, name, strings.Join(names, ", "))
+}
+
+func floatFamilies() []family {
+	return []family{
+		{base: "fp32", aliases: []string{"f32", "float32"}, make: noOptions(FP32), presets: []string{"fp32"}},
+		{base: "fp16", aliases: []string{"f16", "float16", "half", "auto"}, make: noOptions(FP16), presets: []string{"fp16"}},
+		{base: "bf16", aliases: []string{"bfloat16"}, make: noOptions(BF16), presets: []string{"bf16"}},
+	}
 }

@@ -56,11 +56,8 @@ func (s Spec) ForLayer(i, n int) (k, v Format) {
 // Quantized reports whether f stores values in fewer than 16 bits, so that fp16
 // sink and residual windows change what attention reads.
 func Quantized(f Format) bool {
-	switch f.Name() {
-	case "fp32", "fp16", "bf16":
-		return false
-	}
-	return true
+	_, plain := f.(floatFormat)
+	return !plain
 }
 
 // ParseSpec parses one cache spec against the registry.

@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/kvqlabs/kvq/internal/mmap"
 	"github.com/kvqlabs/kvq/pkg/gguf"

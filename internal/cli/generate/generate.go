@@ -119,7 +119,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return cmdutil.UsageError(err)
 	}
 	r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
-	dec := m.Tokenizer.NewDecoder(prompt[len(prompt)-1])
+	dec := m.Tokenizer.NewDecoder()
+	dec.Next(prompt[len(prompt)-1]) // the continuation is decoded after the prompt's last token
+	dec.Flush()
 	_, st, err := r.Generate(ctx, cache, 0, prompt, runtime.GenerateOptions{
 		MaxTokens: o.MaxTokens, Sampler: sampler, StopAtEOS: true,
 		OnToken: func(id int) error {

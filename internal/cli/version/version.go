@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/spf13/cobra"
 )
 
@@ -27,7 +26,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(f.IO.Out, "kvq %s%s (%s, %s/%s, kernels %s)\n", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, simd.Kernels())
+			fmt.Fprintf(f.IO.Out, "kvq %s%s (%s, %s/%s)\n", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}

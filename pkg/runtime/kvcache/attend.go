@@ -108,6 +108,24 @@ func (c *Cache) AttendHead(dst, q []float32, nHeads, layer int, id SeqID, h, fro
 	copy(dst[h*nq*dim:(h+1)*nq*dim], acc)
 }
 
+// Read decodes what attention reads for positions [from, to) of one KV head
+// of layer (keys when key is true) into dst ((to-from)·HeadDim values). It is
+// the dequantized view that test oracles and diagnostics compare against.
+func (c *Cache) Read(dst []float32, layer int, id SeqID, key bool, h, from, to int) {
+	s := c.seqs[id]
+	if s == nil || from < 0 || to > s.n || from > to {
+		panic(fmt.Sprintf("kvcache: Read over [%d,%d) of sequence %d (length %d)", from, to, id, c.Len(id)))
+	}
+	j := 1
+	if key {
+		j = 0
+	}
+	dim := c.layout.HeadDim
+	c.runs(s, layer, j, c.sides(layer)[j], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		cd.Decode(dst[off*dim:(off+cnt)*dim], tile, row0, cnt)
+	})
+}
+
 // softmax replaces x with softmax(scale·x) in place.
 func softmax(x []float32, scale float32) {
 	m := float32(math.Inf(-1))

@@ -58,6 +58,9 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	if opts.Blocks <= 0 {
 		return nil, fmt.Errorf("%w: pool of %d blocks", ErrGeometry, opts.Blocks)
 	}
+	if l.Latent {
+		return nil, fmt.Errorf("%w: the runtime does not run latent-attention (MLA) models", ErrGeometry)
+	}
 	if opts.BlockTokens != 0 && opts.BlockTokens != l.BlockTokens {
 		return nil, fmt.Errorf("%w: layout has %d-token blocks, options ask for %d", ErrGeometry, l.BlockTokens, opts.BlockTokens)
 	}
@@ -224,6 +227,22 @@ func (c *Cache) Begin(id SeqID, n int) (int, error) {
 	pos := s.n
 	s.n += n
 	return pos, nil
+}
+
+// HeldBytes sums the lengths of every buffer the cache holds for K/V data and
+// windows (not codec state). It is computed from the buffers themselves, to
+// check Stats and Layout against reality.
+func (c *Cache) HeldBytes() int64 {
+	var n int64
+	for _, p := range c.pages {
+		n += int64(len(p[0]) + len(p[1]))
+	}
+	for _, s := range c.seqs {
+		for _, w := range s.win {
+			n += int64(len(w[0]) + len(w[1]))
+		}
+	}
+	return n
 }
 
 // Stats reports the cache's memory.

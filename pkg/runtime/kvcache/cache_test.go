@@ -415,15 +415,7 @@ func TestAllocationMatchesLayout(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var held int64
-			for _, p := range h.c.pages {
-				held += int64(len(p[0]) + len(p[1]))
-			}
-			for _, s := range h.c.seqs {
-				for _, w := range s.win {
-					held += int64(len(w[0]) + len(w[1]))
-				}
-			}
+			held := h.c.HeldBytes()
 			st := h.c.Stats()
 			codec := st.Allocated.State
 			if st.Allocated.Total-codec != held {

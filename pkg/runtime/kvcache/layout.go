@@ -23,6 +23,11 @@ type Geometry struct {
 	Layers  int
 	KVHeads int
 	HeadDim int
+	// Latent marks multi-head latent attention (DeepSeek MLA): one shared
+	// latent vector of HeadDim values per token and layer serves as both K
+	// and V, so only the K side is stored. The runtime cannot run such
+	// models; the layout serves kvq estimate.
+	Latent bool
 }
 
 // Layout is the memory plan of a cache: formats, codecs and exact bytes.
@@ -90,11 +95,15 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 	l := &Layout{Geometry: g, Spec: spec, Layers: make([]LayerLayout, g.Layers)}
 	for i := range l.Layers {
 		kf, vf := spec.ForLayer(i, g.Layers)
-		for _, side := range []struct {
+		sides := []struct {
 			dst *Side
 			f   quant.Format
 			key bool
-		}{{&l.Layers[i].K, kf, true}, {&l.Layers[i].V, vf, false}} {
+		}{{&l.Layers[i].K, kf, true}, {&l.Layers[i].V, vf, false}}
+		if g.Latent {
+			sides = sides[:1]
+		}
+		for _, side := range sides {
 			s := side.dst
 			s.Format = side.f
 			s.Codecs = make([]quant.Codec, g.KVHeads)
@@ -114,10 +123,16 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 	l.BlockTokens = blockTokens
 	for i := range l.Layers {
 		for _, s := range []*Side{&l.Layers[i].K, &l.Layers[i].V} {
+			if s.Codecs == nil { // the V side of a latent layout
+				continue
+			}
 			s.TileBytes = s.Codecs[0].TileBytes(blockTokens)
 			s.PageBytes = s.TileBytes * g.KVHeads
 			if quant.Quantized(s.Format) {
 				s.Sink, s.Residual = spec.Sink, spec.Residual
+			}
+			if w, ok := s.Codecs[0].(quant.Windowed); ok {
+				s.Residual = max(s.Residual, w.ResidualRows())
 			}
 			if s.Group > 1 {
 				s.Staging = s.Group

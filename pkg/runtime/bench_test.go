@@ -1,0 +1,140 @@
+package runtime_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/internal/testutil"
+	kvrt "github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// syntheticConfig has realistic shapes for a ~1B-parameter Llama: dim 2048,
+// 16 layers, 32 heads, 8 KV heads, head_dim 64.
+var syntheticConfig = kvrt.Config{Dim: 2048, Hidden: 5632, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, Vocab: 32000, ContextLen: 4096}
+
+var (
+	synthOnce  sync.Once
+	synthModel *kvrt.Model
+	bwOnce     sync.Once
+	bandwidth  float64
+)
+
+func synthetic(b *testing.B) *kvrt.Model {
+	synthOnce.Do(func() {
+		m, err := kvrt.RandomModel(syntheticConfig, tensor.F16, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		synthModel = m
+	})
+	return synthModel
+}
+
+// memBandwidth measures streaming read bandwidth with all cores, once.
+func memBandwidth() float64 {
+	bwOnce.Do(func() { bandwidth = simd.MeasureBandwidthParallel(512<<20, runtime.GOMAXPROCS(0)) })
+	return bandwidth
+}
+
+// BenchmarkDecode reports decode tokens/s and how close one decode step comes
+// to the weight-streaming limit (weight bytes ÷ measured bandwidth).
+func BenchmarkDecode(b *testing.B) {
+	b.Run("synthetic-1B-F16", func(b *testing.B) { benchDecode(b, synthetic(b), 128) })
+	b.Run("stories260K", func(b *testing.B) { benchDecode(b, stories(b), 128) })
+}
+
+// BenchmarkPrefill reports prefill tokens/s and matmul GFLOP/s.
+func BenchmarkPrefill(b *testing.B) {
+	b.Run("synthetic-1B-F16/256", func(b *testing.B) { benchPrefill(b, synthetic(b), 256) })
+	b.Run("stories260K/256", func(b *testing.B) { benchPrefill(b, stories(b), 256) })
+}
+
+func stories(b *testing.B) *kvrt.Model {
+	_, _, gguf := testutil.Stories260K(b)
+	m, err := kvrt.Load(context.Background(), gguf, kvrt.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+// benchDecode measures single-sequence decode steps at a context of ctxLen to
+// ctxLen+64 tokens: it prefills ctxLen tokens once, then decodes in forks of
+// that prefix that are dropped every 64 steps, so the context stays fixed.
+func benchDecode(b *testing.B, m *kvrt.Model, ctxLen int) {
+	const run = 64
+	r := kvrt.NewRunner(m, kvrt.RunnerOptions{})
+	c := newCache(b, m, "fp16", 2*((ctxLen+run)/16+2))
+	_ = c.AddSeq(0)
+	ctx := context.Background()
+	if _, err := r.Forward(ctx, c, []kvrt.Entry{{Seq: 0, Tokens: tokens(ctxLen, m.Vocab, 1), Logits: kvrt.NoLogits}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%run == 0 {
+			_ = c.Remove(1)
+			if err := c.Fork(1, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := r.Forward(ctx, c, []kvrt.Entry{{Seq: 1, Tokens: []int{i % m.Vocab}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	perTok := b.Elapsed().Seconds() / float64(b.N)
+	// Bytes a decode step must stream: every layer weight and the output
+	// head; of the embedding only one row.
+	wb := float64(m.WeightBytes())
+	if !m.TiedEmbeddings {
+		wb -= float64(m.Embed.Bytes())
+	}
+	bw := memBandwidth()
+	b.ReportMetric(1/perTok, "tok/s")
+	b.ReportMetric(wb/1e6, "MB-weights/tok")
+	b.ReportMetric(bw/1e9, "GB/s-mem")
+	b.ReportMetric(perTok/(wb/bw), "x-of-limit")
+}
+
+func benchPrefill(b *testing.B, m *kvrt.Model, n int) {
+	r := kvrt.NewRunner(m, kvrt.RunnerOptions{})
+	ids := tokens(n, m.Vocab, 2)
+	ctx := context.Background()
+	l, err := kvcache.NewLayout(m.Geometry(), mustSpec(b, "fp16"), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := m.NewCache(l, l.BlocksFor(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = c.Remove(0)
+		_ = c.AddSeq(0)
+		if _, err := r.Forward(ctx, c, []kvrt.Entry{{Seq: 0, Tokens: ids}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	per := b.Elapsed().Seconds() / float64(b.N)
+	// Matmul FLOPs: 2 per layer weight per token, plus one row of logits.
+	var w float64
+	for _, l := range m.Layers {
+		for _, x := range []*tensor.Weight{l.Wq, l.Wk, l.Wv, l.Wo, l.Gate, l.Up, l.Down} {
+			w += float64(x.Rows) * float64(x.Cols)
+		}
+	}
+	flops := 2*w*float64(n) + 2*float64(m.Vocab*m.Dim)
+	b.ReportMetric(float64(n)/per, "tok/s")
+	b.ReportMetric(flops/per/1e9, "GFLOP/s")
+}

@@ -84,7 +84,7 @@ func codecKernels(t *testing.T, f quant.Format, dim int, tol float64) {
 			t.Fatalf("NewCodec(dim %d): %v", dim, err)
 		}
 		g := c.TokenGroup()
-		rows := g * max(1, 48/g)
+		rows := g * max(2, (48+g-1)/g)
 		tile := make([]byte, c.TileBytes(rows))
 		src := randRows(rng, rows, dim)
 		for r := 0; r < rows; r += g {

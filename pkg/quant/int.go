@@ -1,0 +1,602 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+)
+
+// intFormat is a plain integer format: b-bit codes with fp16 scale (and zero),
+// in per-token groups along head_dim or per-channel groups along tokens.
+type intFormat struct {
+	bits    int
+	group   int // per-token: values per group (0 = the whole row); per-channel: tokens per group
+	channel bool
+	sym     bool
+}
+
+func (f intFormat) Name() string {
+	n := "int" + strconv.Itoa(f.bits)
+	if g := f.group; g != defaultIntGroup(f.bits, f.channel) {
+		if g == 0 {
+			n += ":row"
+		} else {
+			n += ":g" + strconv.Itoa(g)
+		}
+	}
+	if f.channel {
+		n += ":channel"
+	}
+	if f.sym {
+		n += ":sym"
+	}
+	return n
+}
+
+func defaultIntGroup(bits int, channel bool) int {
+	switch {
+	case channel:
+		return 32
+	case bits == 8:
+		return 0
+	}
+	return 64
+}
+
+func (f intFormat) Describe() (string, []string) {
+	kind := "asymmetric min/max (fp16 scale and zero)"
+	if f.sym {
+		kind = "symmetric absmax (fp16 scale)"
+	}
+	var grouping string
+	switch {
+	case f.channel:
+		grouping = fmt.Sprintf("per-channel groups of %d tokens (KIVI-style keys; the newest incomplete group stays fp16)", f.group)
+	case f.group == 0:
+		grouping = "one group per token and head"
+	default:
+		grouping = fmt.Sprintf("per-token groups of %d values along head_dim", f.group)
+	}
+	return fmt.Sprintf("%d-bit integer, %s, %s", f.bits, kind, grouping), nil
+}
+
+func (f intFormat) NewCodec(p CodecParams) (Codec, error) {
+	if f.channel {
+		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, f.group, f.sym)
+	}
+	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, 1, 0, f.sym)
+}
+
+// intOptions parses g<N>, row, token, channel, sym, asym and r<N> options.
+type intOptions struct {
+	group, resid                       int
+	groupSet, resSet                   bool
+	channel, sym                       bool
+	allowed                            string // option names accepted, for messages
+	allowChannel, allowSym, allowResid bool
+}
+
+func (o *intOptions) parse(base string, opts []string) error {
+	for _, op := range opts {
+		switch {
+		case op == "row" && !o.allowResid:
+			o.group, o.groupSet = 0, true
+		case op == "token":
+			o.channel = false
+		case op == "channel" && o.allowChannel:
+			o.channel = true
+		case op == "sym" && o.allowSym:
+			o.sym = true
+		case op == "asym":
+			o.sym = false
+		case len(op) > 1 && op[0] == 'g':
+			n, err := strconv.Atoi(op[1:])
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%w: %s: group %q must be g<positive integer>", ErrOption, base, op)
+			}
+			o.group, o.groupSet = n, true
+		case len(op) > 1 && op[0] == 'r' && o.allowResid:
+			n, err := strconv.Atoi(op[1:])
+			if err != nil || n < 0 {
+				return fmt.Errorf("%w: %s: residual %q must be r<integer ≥ 0>", ErrOption, base, op)
+			}
+			o.resid, o.resSet = n, true
+		default:
+			return fmt.Errorf("%w: %s: unknown option %q (valid: %s)", ErrOption, base, op, o.allowed)
+		}
+	}
+	return nil
+}
+
+func integerFamilies() []family {
+	intMake := func(base string, opts []string) (Format, error) {
+		bits, _ := strconv.Atoi(strings.TrimPrefix(base, "int"))
+		o := intOptions{allowed: "g<N>, row, token, channel, sym, asym", allowChannel: true, allowSym: true}
+		if err := o.parse(base, opts); err != nil {
+			return nil, err
+		}
+		f := intFormat{bits: bits, channel: o.channel, sym: o.sym, group: defaultIntGroup(bits, o.channel)}
+		if o.groupSet {
+			f.group = o.group
+		}
+		if f.channel && f.group == 0 {
+			return nil, fmt.Errorf("%w: %s: per-channel groups need a token count g<N>, not row", ErrOption, base)
+		}
+		return f, nil
+	}
+	kiviMake := func(base string, opts []string) (Format, error) {
+		bits, _ := strconv.Atoi(strings.TrimPrefix(base, "kivi"))
+		o := intOptions{group: 32, resid: 128, allowed: "g<N>, r<N>", allowResid: true}
+		if err := o.parse(base, opts); err != nil {
+			return nil, err
+		}
+		if o.resid%o.group != 0 {
+			return nil, fmt.Errorf("%w: %s: residual length %d must be a multiple of the group size %d (KIVI flushes whole groups)", ErrOption, base, o.resid, o.group)
+		}
+		return kiviFormat{bits: bits, group: o.group, resid: o.resid}, nil
+	}
+	quantoMake := func(base string, opts []string) (Format, error) {
+		bits, _ := strconv.Atoi(strings.TrimPrefix(base, "quanto"))
+		o := intOptions{group: 64, resid: 128, allowed: "g<N>, r<N>, channel", allowResid: true, allowChannel: true}
+		if err := o.parse(base, opts); err != nil {
+			return nil, err
+		}
+		return quantoFormat{bits: bits, group: o.group, resid: o.resid, channel: o.channel}, nil
+	}
+	return []family{
+		{base: "int8", make: intMake, presets: []string{"int8"}},
+		{base: "int4", make: intMake, presets: []string{"int4", "int4:g32", "int4:g32:channel"}},
+		{base: "int2", make: intMake, presets: []string{"int2", "int2:g32:channel"}},
+		{base: "kivi4", make: kiviMake, presets: []string{"kivi4"}},
+		{base: "kivi2", make: kiviMake, presets: []string{"kivi2"}},
+		{base: "quanto4", aliases: []string{"hf-int4"}, make: quantoMake, presets: []string{"quanto4"}},
+		{base: "quanto2", aliases: []string{"hf-int2"}, make: quantoMake, presets: []string{"quanto2"}},
+	}
+}
+
+// kiviFormat is KIVI (Liu et al., 2024): keys per-channel in groups of G
+// tokens, quantized R tokens at a time (the key fp16 window cycles through
+// 0..R−1 tokens); values per-token in groups of G channels, with the most
+// recent R values kept in fp16 (a FIFO window).
+type kiviFormat struct{ bits, group, resid int }
+
+func (f kiviFormat) Name() string {
+	n := "kivi" + strconv.Itoa(f.bits)
+	if f.group != 32 {
+		n += ":g" + strconv.Itoa(f.group)
+	}
+	if f.resid != 128 {
+		n += ":r" + strconv.Itoa(f.resid)
+	}
+	return n
+}
+
+func (f kiviFormat) Describe() (string, []string) {
+	return fmt.Sprintf("KIVI %d-bit: keys per-channel (groups of %d tokens, flushed %d at a time), values per-token (groups of %d), last %d values fp16",
+		f.bits, f.group, max(f.resid, f.group), f.group, f.resid), nil
+}
+
+func (f kiviFormat) NewCodec(p CodecParams) (Codec, error) {
+	if p.Key {
+		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, max(f.resid, f.group), false)
+	}
+	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, 1, f.resid, false)
+}
+
+// quantoFormat mimics Hugging Face transformers' QuantizedCache with the
+// quanto backend: per-token (axis 0) or per-channel (axis −1) groups, and a
+// residual fp16 buffer of up to R−1 tokens that is quantized R tokens at a
+// time. Unlike transformers, flush points are aligned to absolute positions
+// (multiples of R), not to the end of the prompt.
+type quantoFormat struct {
+	bits, group, resid int
+	channel            bool
+}
+
+func (f quantoFormat) Name() string {
+	n := "quanto" + strconv.Itoa(f.bits)
+	if f.group != 64 {
+		n += ":g" + strconv.Itoa(f.group)
+	}
+	if f.resid != 128 {
+		n += ":r" + strconv.Itoa(f.resid)
+	}
+	if f.channel {
+		n += ":channel"
+	}
+	return n
+}
+
+func (f quantoFormat) Describe() (string, []string) {
+	axis := fmt.Sprintf("per-token groups of %d", f.group)
+	if f.channel {
+		axis = fmt.Sprintf("per-channel groups of %d tokens", f.group)
+	}
+	return fmt.Sprintf("HF QuantizedCache (quanto) int%d, %s, residual buffer flushed every %d tokens", f.bits, axis, f.resid), nil
+}
+
+func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {
+	flush := max(1, f.resid)
+	if f.channel {
+		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, lcmInt(flush, f.group), false)
+	}
+	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, flush, 0, false)
+}
+
+func lcmInt(a, b int) int {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}
+
+func checkBitsDim(name string, dim, bits int) error {
+	if dim <= 0 || dim*bits%8 != 0 {
+		return fmt.Errorf("%w: %s: head size %d does not pack into whole bytes at %d bits", ErrDim, name, dim, bits)
+	}
+	return nil
+}
+
+// tokenCodec quantizes each row in groups of group values along head_dim.
+// Row layout: packed codes (dim·bits/8 bytes), then per group the fp16 scale
+// and, for affine groups, the fp16 zero.
+type tokenCodec struct {
+	dim, bits, group, ngroups int
+	sym                       bool
+	meta, codeBytes, rowBytes int
+	tokenGroup, resid         int
+}
+
+func newTokenCodec(name string, dim, bits, group, tokenGroup, resid int, sym bool) (*tokenCodec, error) {
+	if err := checkBitsDim(name, dim, bits); err != nil {
+		return nil, err
+	}
+	if group == 0 || group > dim {
+		group = dim
+	}
+	if dim%group != 0 {
+		return nil, fmt.Errorf("%w: %s: group size %d does not divide head size %d", ErrDim, name, group, dim)
+	}
+	c := &tokenCodec{dim: dim, bits: bits, group: group, ngroups: dim / group, sym: sym, meta: 4, tokenGroup: tokenGroup, resid: resid}
+	if sym {
+		c.meta = 2
+	}
+	c.codeBytes = dim * bits / 8
+	c.rowBytes = c.codeBytes + c.ngroups*c.meta
+	return c, nil
+}
+
+func (c *tokenCodec) TokenGroup() int        { return c.tokenGroup }
+func (c *tokenCodec) TileBytes(rows int) int { return rows * c.rowBytes }
+func (c *tokenCodec) StateBytes() int        { return 0 }
+func (c *tokenCodec) ResidualRows() int      { return c.resid }
+
+func (c *tokenCodec) off() float32 {
+	if c.sym {
+		return float32(int(1) << (c.bits - 1))
+	}
+	return 0
+}
+
+func (c *tokenCodec) Encode(tile []byte, row0 int, src []float32, n int) {
+	for r := 0; r < n; r++ {
+		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
+		x := src[r*c.dim : (r+1)*c.dim]
+		clear(row[:c.codeBytes])
+		for g := 0; g < c.ngroups; g++ {
+			xs := x[g*c.group : (g+1)*c.group]
+			meta := row[c.codeBytes+g*c.meta:]
+			if c.sym {
+				var amax float32
+				for _, v := range xs {
+					amax = max(amax, float32(math.Abs(float64(clampF16(v)))))
+				}
+				p := symParams(amax, c.bits)
+				putF16(meta, p.sb)
+				for i, v := range xs {
+					putCode(row, g*c.group+i, c.bits, quantSym(v, p, c.bits))
+				}
+				continue
+			}
+			lo, hi := minMax(xs)
+			p := affineParams(lo, hi, c.bits)
+			putF16(meta, p.sb)
+			putF16(meta[2:], p.zb)
+			for i, v := range xs {
+				putCode(row, g*c.group+i, c.bits, quantAffine(v, p, c.bits))
+			}
+		}
+	}
+}
+
+func minMax(x []float32) (lo, hi float32) {
+	lo, hi = float32(math.Inf(1)), float32(math.Inf(-1))
+	for _, v := range x {
+		v = clampF16(v)
+		lo = min(lo, v)
+		hi = max(hi, v)
+	}
+	return lo, hi
+}
+
+// params returns group g's scale and zero of a row.
+func (c *tokenCodec) params(row []byte, g int) (s, z float32) {
+	m := row[c.codeBytes+g*c.meta:]
+	s = getF16(m)
+	if !c.sym {
+		z = getF16(m[2:])
+	}
+	return s, z
+}
+
+func (c *tokenCodec) Decode(dst []float32, tile []byte, row0, n int) {
+	for r := 0; r < n; r++ {
+		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
+		d := dst[r*c.dim : (r+1)*c.dim]
+		unpackCodes(d, row, 0, c.dim, c.bits, c.off())
+		for g := 0; g < c.ngroups; g++ {
+			s, z := c.params(row, g)
+			for i := g * c.group; i < (g+1)*c.group; i++ {
+				d[i] = d[i]*s + z
+			}
+		}
+	}
+}
+
+// scratch returns a float32 buffer of n values, on the caller's stack array
+// when it fits.
+func scratch(buf []float32, n int) []float32 {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]float32, n)
+}
+
+func (c *tokenCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	var ub [512]float32
+	var qb [512]float32
+	u := scratch(ub[:], c.dim)
+	// Per query and group, Σ q over the group (the zero's contribution).
+	qsum := scratch(qb[:], nq*c.ngroups)
+	if !c.sym {
+		for i := 0; i < nq; i++ {
+			for g := 0; g < c.ngroups; g++ {
+				var s float32
+				for _, v := range q[i*c.dim+g*c.group : i*c.dim+(g+1)*c.group] {
+					s += v
+				}
+				qsum[i*c.ngroups+g] = s
+			}
+		}
+	}
+	for r := 0; r < n; r++ {
+		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
+		unpackCodes(u, row, 0, c.dim, c.bits, c.off())
+		if c.ngroups == 1 {
+			s, z := c.params(row, 0)
+			for i := 0; i < nq; i++ {
+				dst[i*ldd+r] = s*simd.DotF32(q[i*c.dim:(i+1)*c.dim], u) + z*qsum[i]
+			}
+			continue
+		}
+		for i := 0; i < nq; i++ {
+			var acc float32
+			qi := q[i*c.dim : (i+1)*c.dim]
+			for g := 0; g < c.ngroups; g++ {
+				s, z := c.params(row, g)
+				lo, hi := g*c.group, (g+1)*c.group
+				acc += s*simd.DotF32(qi[lo:hi], u[lo:hi]) + z*qsum[i*c.ngroups+g]
+			}
+			dst[i*ldd+r] = acc
+		}
+	}
+}
+
+func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
+	var ub [512]float32
+	u := scratch(ub[:], c.dim)
+	for r := 0; r < n; r++ {
+		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
+		unpackCodes(u, row, 0, c.dim, c.bits, c.off())
+		// Dequantize the row once (dim mult-adds), then one axpy per query.
+		for g := 0; g < c.ngroups; g++ {
+			s, z := c.params(row, g)
+			for i := g * c.group; i < (g+1)*c.group; i++ {
+				u[i] = u[i]*s + z
+			}
+		}
+		for i := 0; i < nq; i++ {
+			simd.AxpyF32(acc[i*c.dim:(i+1)*c.dim], w[i*ldw+r], u)
+		}
+	}
+}
+
+// channelCodec quantizes groups of group consecutive tokens per channel.
+// Tile layout, per token group: the group's packed codes row by row
+// (group·dim·bits/8 bytes), then per channel the fp16 scale (and zero).
+type channelCodec struct {
+	dim, bits, group          int
+	sym                       bool
+	meta, rowCode, groupBytes int
+	tokenGroup                int
+}
+
+func newChannelCodec(name string, dim, bits, group, tokenGroup int, sym bool) (*channelCodec, error) {
+	if err := checkBitsDim(name, dim, bits); err != nil {
+		return nil, err
+	}
+	if group <= 0 || tokenGroup%group != 0 {
+		return nil, fmt.Errorf("%w: %s: token group %d with flush %d", ErrOption, name, group, tokenGroup)
+	}
+	c := &channelCodec{dim: dim, bits: bits, group: group, sym: sym, meta: 4, tokenGroup: tokenGroup}
+	if sym {
+		c.meta = 2
+	}
+	c.rowCode = dim * bits / 8
+	c.groupBytes = group*c.rowCode + dim*c.meta
+	return c, nil
+}
+
+func (c *channelCodec) TokenGroup() int { return c.tokenGroup }
+func (c *channelCodec) TileBytes(rows int) int {
+	return (rows + c.group - 1) / c.group * c.groupBytes
+}
+func (c *channelCodec) StateBytes() int { return 0 }
+
+func (c *channelCodec) off() float32 {
+	if c.sym {
+		return float32(int(1) << (c.bits - 1))
+	}
+	return 0
+}
+
+func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
+	for g0 := 0; g0 < n; g0 += c.group {
+		blk := tile[(row0+g0)/c.group*c.groupBytes:][:c.groupBytes]
+		codes := blk[:c.group*c.rowCode]
+		meta := blk[c.group*c.rowCode:]
+		clear(codes)
+		x := src[g0*c.dim : (g0+c.group)*c.dim]
+		for ch := 0; ch < c.dim; ch++ {
+			if c.sym {
+				var amax float32
+				for t := 0; t < c.group; t++ {
+					amax = max(amax, float32(math.Abs(float64(clampF16(x[t*c.dim+ch])))))
+				}
+				p := symParams(amax, c.bits)
+				putF16(meta[ch*c.meta:], p.sb)
+				for t := 0; t < c.group; t++ {
+					putCode(codes[t*c.rowCode:], ch, c.bits, quantSym(x[t*c.dim+ch], p, c.bits))
+				}
+				continue
+			}
+			lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+			for t := 0; t < c.group; t++ {
+				v := clampF16(x[t*c.dim+ch])
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			p := affineParams(lo, hi, c.bits)
+			putF16(meta[ch*c.meta:], p.sb)
+			putF16(meta[ch*c.meta+2:], p.zb)
+			for t := 0; t < c.group; t++ {
+				putCode(codes[t*c.rowCode:], ch, c.bits, quantAffine(x[t*c.dim+ch], p, c.bits))
+			}
+		}
+	}
+}
+
+// groupMeta decodes the scales and zeros of one token group into s and z.
+func (c *channelCodec) groupMeta(s, z []float32, blk []byte) {
+	meta := blk[c.group*c.rowCode:]
+	for ch := 0; ch < c.dim; ch++ {
+		s[ch] = getF16(meta[ch*c.meta:])
+		if c.sym {
+			z[ch] = 0
+		} else {
+			z[ch] = getF16(meta[ch*c.meta+2:])
+		}
+	}
+}
+
+// segments calls fn for each run of rows [r, e) of [row0, row0+n) inside one
+// token group gi.
+func (c *channelCodec) segments(row0, n int, fn func(gi, r, e int)) {
+	for r := row0; r < row0+n; {
+		gi := r / c.group
+		e := min(row0+n, (gi+1)*c.group)
+		fn(gi, r, e)
+		r = e
+	}
+}
+
+func (c *channelCodec) Decode(dst []float32, tile []byte, row0, n int) {
+	var sb, zb [512]float32
+	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
+	c.segments(row0, n, func(gi, r, e int) {
+		blk := tile[gi*c.groupBytes:][:c.groupBytes]
+		c.groupMeta(s, z, blk)
+		for t := r; t < e; t++ {
+			d := dst[(t-row0)*c.dim : (t-row0+1)*c.dim]
+			unpackCodes(d, blk[(t-gi*c.group)*c.rowCode:], 0, c.dim, c.bits, c.off())
+			for ch := range d {
+				d[ch] = d[ch]*s[ch] + z[ch]
+			}
+		}
+	})
+}
+
+func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	var sb, zb, ub [512]float32
+	var qb [2048]float32
+	var kb [64]float32
+	s, z, u := scratch(sb[:], c.dim), scratch(zb[:], c.dim), scratch(ub[:], c.dim)
+	qs := scratch(qb[:], nq*c.dim)
+	k := scratch(kb[:], nq)
+	c.segments(row0, n, func(gi, r, e int) {
+		blk := tile[gi*c.groupBytes:][:c.groupBytes]
+		c.groupMeta(s, z, blk)
+		// q·x̂ = Σ_c (q_c s_c)·code_c + Σ_c q_c z_c.
+		for i := 0; i < nq; i++ {
+			qi := q[i*c.dim : (i+1)*c.dim]
+			qsi := qs[i*c.dim : (i+1)*c.dim]
+			for ch := range qsi {
+				qsi[ch] = qi[ch] * s[ch]
+			}
+			k[i] = simd.DotF32(qi, z)
+		}
+		for t := r; t < e; t++ {
+			unpackCodes(u, blk[(t-gi*c.group)*c.rowCode:], 0, c.dim, c.bits, c.off())
+			for i := 0; i < nq; i++ {
+				dst[i*ldd+t-row0] = simd.DotF32(qs[i*c.dim:(i+1)*c.dim], u) + k[i]
+			}
+		}
+	})
+}
+
+func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
+	var sb, zb, ub [512]float32
+	var tb [2048]float32
+	s, z, u := scratch(sb[:], c.dim), scratch(zb[:], c.dim), scratch(ub[:], c.dim)
+	tmp := scratch(tb[:], nq*c.dim)
+	c.segments(row0, n, func(gi, r, e int) {
+		blk := tile[gi*c.groupBytes:][:c.groupBytes]
+		c.groupMeta(s, z, blk)
+		clear(tmp)
+		// Σ_j w_j x̂_j = s ⊙ Σ_j w_j code_j + z·Σ_j w_j.
+		for t := r; t < e; t++ {
+			unpackCodes(u, blk[(t-gi*c.group)*c.rowCode:], 0, c.dim, c.bits, c.off())
+			for i := 0; i < nq; i++ {
+				simd.AxpyF32(tmp[i*c.dim:(i+1)*c.dim], w[i*ldw+t-row0], u)
+			}
+		}
+		for i := 0; i < nq; i++ {
+			var wsum float32
+			for t := r; t < e; t++ {
+				wsum += w[i*ldw+t-row0]
+			}
+			a := acc[i*c.dim : (i+1)*c.dim]
+			ti := tmp[i*c.dim : (i+1)*c.dim]
+			for ch := range a {
+				a[ch] += s[ch]*ti[ch] + z[ch]*wsum
+			}
+		}
+	})
+}
+
+// IntParameters describes an integer format's quantizer, for tests and tools.
+type IntParameters struct {
+	Bits, Group  int // Group 0: the whole row
+	Channel, Sym bool
+}
+
+// IntParams returns the parameters of an int format (zero for other formats).
+func IntParams(f Format) IntParameters {
+	if x, ok := f.(intFormat); ok {
+		return IntParameters{Bits: x.bits, Group: x.group, Channel: x.channel, Sym: x.sym}
+	}
+	return IntParameters{}
+}

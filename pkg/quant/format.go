@@ -74,6 +74,24 @@ type Windowed interface {
 	ResidualRows() int
 }
 
+// Rotator is implemented by codecs that store rows in a rotated basis
+// (x ↦ Π·x with Π orthogonal: Hadamard or random rotations). Their plain
+// Scores and Accumulate rotate on every call; a cache that attends over many
+// tiles uses these methods instead, rotating each query once and un-rotating
+// the accumulated values once:
+//
+//	q·x̂ = (Πq)·(Πx̂)      Σ w x̂ = Πᵀ Σ w (Πx̂)
+type Rotator interface {
+	// RotateQueries sets dst_i = Π·q_i for nq queries.
+	RotateQueries(dst, q []float32, nq int)
+	// ScoresRotated is Scores given rotated queries.
+	ScoresRotated(dst []float32, ldd int, qr []float32, nq int, tile []byte, row0, n int)
+	// AccumulateRotated adds Σ_j w_ij·(Π x̂_j) to racc_i.
+	AccumulateRotated(racc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int)
+	// UnrotateAdd adds Πᵀ·racc_i to acc_i.
+	UnrotateAdd(acc, racc []float32, nq int)
+}
+
 // family makes formats of one base name from options ("int4:g32" has base
 // "int4" and options ["g32"]).
 type family struct {

@@ -57,8 +57,9 @@ func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
 
 // Scratch is per-goroutine working memory for Attend.
 type Scratch struct {
-	scores []float32
-	acc    []float32
+	scores   []float32
+	acc      []float32
+	qr, racc []float32 // rotated queries and value sums (quant.Rotator)
 }
 
 func grow(b []float32, n int) []float32 {
@@ -94,7 +95,20 @@ func (c *Cache) AttendHead(dst, q []float32, nHeads, layer int, id SeqID, h, fro
 	sides := c.sides(layer)
 	qh := q[h*nq*dim : (h+1)*nq*dim]
 	sc := scr.scores
+	// Formats that store rows rotated get the query rotated once.
+	kc := sides[0].Codecs[h]
+	kr, kRot := kc.(quant.Rotator)
+	var qr []float32
+	if kRot {
+		scr.qr = grow(scr.qr, nq*dim)
+		qr = scr.qr
+		kr.RotateQueries(qr, qh, nq)
+	}
 	c.runs(s, layer, 0, sides[0], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		if kRot && cd == kc {
+			kr.ScoresRotated(sc[off:], n, qr, nq, tile, row0, cnt)
+			return
+		}
 		cd.Scores(sc[off:], n, qh, nq, tile, row0, cnt)
 	})
 	for i := 0; i < nq; i++ {
@@ -102,9 +116,24 @@ func (c *Cache) AttendHead(dst, q []float32, nHeads, layer int, id SeqID, h, fro
 	}
 	acc := scr.acc
 	clear(acc)
+	vc := sides[1].Codecs[h]
+	vr, vRot := vc.(quant.Rotator)
+	var racc []float32
+	if vRot {
+		scr.racc = grow(scr.racc, nq*dim)
+		racc = scr.racc
+		clear(racc)
+	}
 	c.runs(s, layer, 1, sides[1], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		if vRot && cd == vc {
+			vr.AccumulateRotated(racc, sc[off:], n, nq, tile, row0, cnt)
+			return
+		}
 		cd.Accumulate(acc, sc[off:], n, nq, tile, row0, cnt)
 	})
+	if vRot {
+		vr.UnrotateAdd(acc, racc, nq)
+	}
 	copy(dst[h*nq*dim:(h+1)*nq*dim], acc)
 }
 

@@ -92,6 +92,13 @@ type Rotator interface {
 	UnrotateAdd(acc, racc []float32, nq int)
 }
 
+// PreRoPE is implemented by codecs that store keys before the rotary position
+// embedding (KVQuant). The cache then receives pre-RoPE keys for that layer,
+// and applies RoPE to decoded rows when it computes attention.
+type PreRoPE interface {
+	PreRoPE() bool
+}
+
 // family makes formats of one base name from options ("int4:g32" has base
 // "int4" and options ["g32"]).
 type family struct {

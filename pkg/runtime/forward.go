@@ -70,11 +70,46 @@ func (m *Model) NewCache(l *kvcache.Layout, blocks int) (*kvcache.Cache, error) 
 	if g := m.Geometry(); l.Geometry != g {
 		return nil, fmt.Errorf("%w: cache layout %+v does not match model %+v", kvcache.ErrGeometry, l.Geometry, g)
 	}
-	return kvcache.New(l, kvcache.Options{Blocks: blocks})
+	opts := kvcache.Options{Blocks: blocks}
+	if l.AnyPreRoPE() {
+		opts.RoPE = m.ropeFunc(blocks * l.BlockTokens)
+	}
+	return kvcache.New(l, opts)
+}
+
+// ropeFunc returns a function applying RoPE at a position to one head
+// vector, with a cos/sin table precomputed for positions below maxPos
+// (positions beyond it are computed on the fly).
+func (m *Model) ropeFunc(maxPos int) func(x []float32, pos int) {
+	half := m.RopeDim / 2
+	maxPos = min(maxPos, 1<<20)
+	cos := make([]float32, maxPos*half)
+	sin := make([]float32, maxPos*half)
+	for p := 0; p < maxPos; p++ {
+		for i := 0; i < half; i++ {
+			s, c := math.Sincos(float64(p) * m.invFreq[i])
+			cos[p*half+i], sin[p*half+i] = float32(c), float32(s)
+		}
+	}
+	neox := m.RopeNeoX
+	return func(x []float32, pos int) {
+		var c, s []float32
+		if pos < maxPos {
+			c, s = cos[pos*half:(pos+1)*half], sin[pos*half:(pos+1)*half]
+		} else {
+			c, s = make([]float32, half), make([]float32, half)
+			for i := range c {
+				sv, cv := math.Sincos(float64(pos) * m.invFreq[i])
+				c[i], s[i] = float32(cv), float32(sv)
+			}
+		}
+		cpu.RotateHead(x, c, s, neox)
+	}
 }
 
 type buffers struct {
 	x, xn, q, k, v, att, o, gate, up []float32
+	kpre                             []float32 // keys before RoPE, for pre-RoPE cache layers
 	cos, sin                         []float32
 	logits, lx                       []float32
 }
@@ -186,15 +221,23 @@ func (r *Runner) Forward(ctx context.Context, cache *kvcache.Cache, batch []Entr
 		if l.KNorm != nil {
 			be.RMSNorm(b.k, b.k, nt*c.KVHeads, l.KNorm, c.RMSEps)
 		}
+		preRoPE := cache.Layout().PreRoPE(li)
+		if preRoPE {
+			b.kpre = append(b.kpre[:0], b.k...)
+		}
 		be.RoPE(b.q, nt, c.Heads, c.HeadDim, b.cos, b.sin, c.RopeNeoX)
 		be.RoPE(b.k, nt, c.KVHeads, c.HeadDim, b.cos, b.sin, c.RopeNeoX)
+		kput := b.k
+		if preRoPE {
+			kput = b.kpre
+		}
 		// Store K/V: sequences in parallel, tokens of a sequence in order.
 		r.workers.For(len(batch), 1, 1, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				e := batch[i]
 				for j := range e.Tokens {
 					t := spans[i].start + j
-					cache.Put(li, e.Seq, spans[i].pos+j, b.k[t*kvd:(t+1)*kvd], b.v[t*kvd:(t+1)*kvd])
+					cache.Put(li, e.Seq, spans[i].pos+j, kput[t*kvd:(t+1)*kvd], b.v[t*kvd:(t+1)*kvd])
 				}
 			}
 		})

@@ -240,3 +240,52 @@ func TestForwardErrors(t *testing.T) {
 		t.Error("cancelled context: no error")
 	}
 }
+
+// preRoPE32 stores keys exactly (fp32) but before RoPE, to test the cache's
+// pre-RoPE path against the ordinary one.
+type preRoPE32 struct{}
+
+func (preRoPE32) Name() string { return "prerope32" }
+func (preRoPE32) NewCodec(p quant.CodecParams) (quant.Codec, error) {
+	c, err := quant.FP32.NewCodec(p)
+	return preRoPECodec{c}, err
+}
+
+type preRoPECodec struct{ quant.Codec }
+
+func (preRoPECodec) PreRoPE() bool { return true }
+
+func TestPreRoPEKeysMatchPostRoPE(t *testing.T) {
+	for _, neox := range []bool{false, true} {
+		m := smallModel(t, tensor.F32)
+		m.RopeNeoX = neox
+		r := runtime.NewRunner(m, runtime.RunnerOptions{})
+		ids := tokens(45, m.Vocab, 5)
+		post := newCache(t, m, "fp32", 4)
+		l, err := kvcache.NewLayout(m.Geometry(), quant.Spec{K: preRoPE32{}, V: quant.FP32}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.PreRoPE(0) {
+			t.Fatal("layout does not see the pre-RoPE codec")
+		}
+		pre, err := m.NewCache(l, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = post.AddSeq(0)
+		_ = pre.AddSeq(0)
+		a := forward(t, r, post, runtime.Entry{Seq: 0, Tokens: ids[:30], Logits: runtime.AllLogits})[0]
+		b := forward(t, r, pre, runtime.Entry{Seq: 0, Tokens: ids[:30], Logits: runtime.AllLogits})[0]
+		if d := maxRelDiff(b, a); d > 1e-5 {
+			t.Errorf("neox=%v prefill: pre-RoPE cache logits differ by %.2g", neox, d)
+		}
+		for _, id := range ids[30:] {
+			a = forward(t, r, post, runtime.Entry{Seq: 0, Tokens: []int{id}})[0]
+			b = forward(t, r, pre, runtime.Entry{Seq: 0, Tokens: []int{id}})[0]
+			if d := maxRelDiff(b, a); d > 1e-5 {
+				t.Fatalf("neox=%v decode: pre-RoPE cache logits differ by %.2g", neox, d)
+			}
+		}
+	}
+}

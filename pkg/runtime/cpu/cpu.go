@@ -74,21 +74,28 @@ func (b *Backend) RoPE(x []float32, nt, nHeads, headDim int, cos, sin []float32,
 		c := cos[t*half : (t+1)*half]
 		s := sin[t*half : (t+1)*half]
 		for h := 0; h < nHeads; h++ {
-			v := x[(t*nHeads+h)*headDim : (t*nHeads+h+1)*headDim]
-			if neox {
-				for i := 0; i < half; i++ {
-					a, bb := v[i], v[i+half]
-					v[i] = a*c[i] - bb*s[i]
-					v[i+half] = a*s[i] + bb*c[i]
-				}
-			} else {
-				for i := 0; i < half; i++ {
-					a, bb := v[2*i], v[2*i+1]
-					v[2*i] = a*c[i] - bb*s[i]
-					v[2*i+1] = a*s[i] + bb*c[i]
-				}
-			}
+			RotateHead(x[(t*nHeads+h)*headDim:(t*nHeads+h+1)*headDim], c, s, neox)
 		}
+	}
+}
+
+// RotateHead applies the rotary embedding with the given cos/sin of each
+// pair to one head vector v in place: pairs (i, i+len(c)) with neox,
+// otherwise (2i, 2i+1).
+func RotateHead(v, c, s []float32, neox bool) {
+	half := len(c)
+	if neox {
+		for i := 0; i < half; i++ {
+			a, b := v[i], v[i+half]
+			v[i] = a*c[i] - b*s[i]
+			v[i+half] = a*s[i] + b*c[i]
+		}
+		return
+	}
+	for i := 0; i < half; i++ {
+		a, b := v[2*i], v[2*i+1]
+		v[2*i] = a*c[i] - b*s[i]
+		v[2*i+1] = a*s[i] + b*c[i]
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvqlabs/kvq/internal/simd"
+
 	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
@@ -60,6 +62,7 @@ type Scratch struct {
 	scores   []float32
 	acc      []float32
 	qr, racc []float32 // rotated queries and value sums (quant.Rotator)
+	rows     []float32 // decoded pre-RoPE key rows
 }
 
 func grow(b []float32, n int) []float32 {
@@ -104,13 +107,17 @@ func (c *Cache) AttendHead(dst, q []float32, nHeads, layer int, id SeqID, h, fro
 		qr = scr.qr
 		kr.RotateQueries(qr, qh, nq)
 	}
-	c.runs(s, layer, 0, sides[0], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
-		if kRot && cd == kc {
-			kr.ScoresRotated(sc[off:], n, qr, nq, tile, row0, cnt)
-			return
-		}
-		cd.Scores(sc[off:], n, qh, nq, tile, row0, cnt)
-	})
+	if sides[0].PreRoPE {
+		c.scoresPreRoPE(s, layer, sides[0], h, from, to, qh, nq, sc, n, scr)
+	} else {
+		c.runs(s, layer, 0, sides[0], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+			if kRot && cd == kc {
+				kr.ScoresRotated(sc[off:], n, qr, nq, tile, row0, cnt)
+				return
+			}
+			cd.Scores(sc[off:], n, qh, nq, tile, row0, cnt)
+		})
+	}
 	for i := 0; i < nq; i++ {
 		softmax(sc[i*n:(i+1)*n], scale)
 	}
@@ -150,8 +157,39 @@ func (c *Cache) Read(dst []float32, layer int, id SeqID, key bool, h, from, to i
 		j = 0
 	}
 	dim := c.layout.HeadDim
-	c.runs(s, layer, j, c.sides(layer)[j], h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+	side := c.sides(layer)[j]
+	c.runs(s, layer, j, side, h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
 		cd.Decode(dst[off*dim:(off+cnt)*dim], tile, row0, cnt)
+		if side.PreRoPE {
+			for r := 0; r < cnt; r++ {
+				c.rope(dst[(off+r)*dim:(off+r+1)*dim], from+off+r)
+			}
+		}
+	})
+}
+
+// preRoPEChunk is how many pre-RoPE key rows are decoded at a time.
+const preRoPEChunk = 16
+
+// scoresPreRoPE computes scores for a side stored before RoPE: rows are
+// decoded a chunk at a time, rotated to their positions, and dotted with the
+// queries.
+func (c *Cache) scoresPreRoPE(s *sequence, layer int, side *Side, h, from, to int, qh []float32, nq int, sc []float32, n int, scr *Scratch) {
+	dim := c.layout.HeadDim
+	scr.rows = grow(scr.rows, preRoPEChunk*dim)
+	rows := scr.rows
+	c.runs(s, layer, 0, side, h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		for r0 := 0; r0 < cnt; r0 += preRoPEChunk {
+			m := min(preRoPEChunk, cnt-r0)
+			cd.Decode(rows[:m*dim], tile, row0+r0, m)
+			for r := 0; r < m; r++ {
+				row := rows[r*dim : (r+1)*dim]
+				c.rope(row, from+off+r0+r)
+				for i := 0; i < nq; i++ {
+					sc[i*n+off+r0+r] = simd.DotF32(qh[i*dim:(i+1)*dim], row)
+				}
+			}
+		}
 	})
 }
 

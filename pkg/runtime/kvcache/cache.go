@@ -32,6 +32,9 @@ type Options struct {
 	Blocks int
 	// BlockTokens is the page size; 0 means DefaultBlockTokens.
 	BlockTokens int
+	// RoPE applies the rotary embedding of position pos to one key head
+	// vector in place. Required when the layout stores pre-RoPE keys.
+	RoPE func(x []float32, pos int)
 }
 
 // Cache is a paged KV cache for one model geometry and one spec.
@@ -43,6 +46,7 @@ type Cache struct {
 	free   []int32     // free block ids (stack)
 	seqs   map[SeqID]*sequence
 	fp16   []quant.Codec // fp16 codec for side windows (per head; identical)
+	rope   func(x []float32, pos int)
 }
 
 type sequence struct {
@@ -61,6 +65,9 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	if l.Latent {
 		return nil, fmt.Errorf("%w: the runtime does not run latent-attention (MLA) models", ErrGeometry)
 	}
+	if l.AnyPreRoPE() && opts.RoPE == nil {
+		return nil, fmt.Errorf("%w: spec %q stores pre-RoPE keys but no RoPE function was given", ErrGeometry, l.Spec.String())
+	}
 	if opts.BlockTokens != 0 && opts.BlockTokens != l.BlockTokens {
 		return nil, fmt.Errorf("%w: layout has %d-token blocks, options ask for %d", ErrGeometry, l.BlockTokens, opts.BlockTokens)
 	}
@@ -71,6 +78,7 @@ func New(l *Layout, opts Options) (*Cache, error) {
 		ref:    make([]int32, opts.Blocks),
 		free:   make([]int32, opts.Blocks),
 		seqs:   map[SeqID]*sequence{},
+		rope:   opts.RoPE,
 	}
 	for i := range l.Layers {
 		c.pages[i][0] = make([]byte, opts.Blocks*l.Layers[i].K.PageBytes)

@@ -60,6 +60,9 @@ type Side struct {
 	Sink, Residual, Staging int
 	// Group is the codec's TokenGroup.
 	Group int
+	// PreRoPE: rows (keys) are stored before rotary embedding; the cache
+	// applies Options.RoPE when reading them.
+	PreRoPE bool
 }
 
 // WindowRows is the number of fp16 rows per sequence and head.
@@ -115,6 +118,9 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 				s.Codecs[h] = c
 			}
 			s.Group = s.Codecs[0].TokenGroup()
+			if pr, ok := s.Codecs[0].(quant.PreRoPE); ok && side.key && pr.PreRoPE() {
+				s.PreRoPE = true
+			}
 			if s.Group > 1 {
 				blockTokens = lcm(blockTokens, s.Group)
 			}
@@ -145,6 +151,20 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 		}
 	}
 	return l, nil
+}
+
+// PreRoPE reports whether layer stores its keys before rotary embedding, in
+// which case Cache.Put must be given pre-RoPE keys for it.
+func (l *Layout) PreRoPE(layer int) bool { return l.Layers[layer].K.PreRoPE }
+
+// AnyPreRoPE reports whether some layer stores pre-RoPE keys.
+func (l *Layout) AnyPreRoPE() bool {
+	for i := range l.Layers {
+		if l.Layers[i].K.PreRoPE {
+			return true
+		}
+	}
+	return false
 }
 
 // BlocksFor is the number of blocks one sequence of n tokens needs.

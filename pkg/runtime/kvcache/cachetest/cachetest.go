@@ -164,7 +164,11 @@ func cache(t *testing.T, spec quant.Spec, dim int, tol float64) {
 		t.Fatal(err)
 	}
 	const blocks = 24
-	c, err := kvcache.New(l, kvcache.Options{Blocks: blocks})
+	opts := kvcache.Options{Blocks: blocks}
+	if l.AnyPreRoPE() {
+		opts.RoPE = testRoPE(dim)
+	}
+	c, err := kvcache.New(l, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,4 +262,16 @@ func refAttend(q, keys, vals []float32, dim int, scale float64) []float64 {
 		}
 	}
 	return out
+}
+
+// testRoPE is a normal-pairing rotary embedding with theta 10000.
+func testRoPE(dim int) func(x []float32, pos int) {
+	return func(x []float32, pos int) {
+		for i := 0; i < dim/2; i++ {
+			th := float64(pos) * math.Pow(10000, -float64(2*i)/float64(dim))
+			s, c := math.Sincos(th)
+			a, b := float64(x[2*i]), float64(x[2*i+1])
+			x[2*i], x[2*i+1] = float32(a*c-b*s), float32(a*s+b*c)
+		}
+	}
 }

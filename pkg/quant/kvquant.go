@@ -1,0 +1,342 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+)
+
+// kvquantFormat is a KVQuant-style scheme (Hooper et al., 2024):
+//
+//   - keys are stored before RoPE, per channel: each channel of a group of
+//     G tokens is one vector;
+//   - values are quantized per token: each token's head vector is one vector;
+//   - a vector's ⌈p·m⌉ elements farthest from its median (p = the outlier
+//     fraction, m its length) are kept exactly in fp16 with their index
+//     ("dense-and-sparse"); the others are normalized to [−1, 1] with
+//     zero = (max+min)/2 and range = (max−min)/2 (fp16) and rounded to the
+//     nearest entry of a b-bit codebook.
+//
+// The default codebook is non-uniform ("nuq"): NormalFloat-style levels
+// c_k = Φ⁻¹(q_k)/Φ⁻¹(q_last) with q_k = (k+½)/2^b, so c_0 = −1 and c_last = 1.
+// KVQuant fits its codebook offline by Fisher-weighted k-means; kvq uses this
+// data-free default until a calibrated codebook is given. The uniform option
+// uses 2^b evenly spaced levels instead.
+//
+// Differences from the paper, by design: KVQuant calibrates key thresholds
+// offline (static per channel) and normalizes per-token values over all KV
+// heads together; kvq computes key statistics per group of G tokens online
+// (so the newest incomplete group stays in fp16, as in KIVI) and treats each
+// KV head separately. Attention-sink protection (the paper's first-few-fp16)
+// is the spec's sink=N modifier.
+type kvquantFormat struct {
+	bits     int
+	outliers float64 // fraction
+	group    int
+	uniform  bool
+}
+
+func (f kvquantFormat) Name() string {
+	n := "kvquant" + strconv.Itoa(f.bits)
+	if f.outliers != 0.01 {
+		n += ":o" + strconv.FormatFloat(f.outliers*100, 'f', -1, 64)
+	}
+	if f.group != 64 {
+		n += ":g" + strconv.Itoa(f.group)
+	}
+	if f.uniform {
+		n += ":uniform"
+	}
+	return n
+}
+
+func (f kvquantFormat) Describe() (string, []string) {
+	cb := "non-uniform (NormalFloat-style) codebook"
+	if f.uniform {
+		cb = "uniform levels"
+	}
+	return fmt.Sprintf("KVQuant-style %d-bit: pre-RoPE per-channel keys (groups of %d tokens), per-token values, %s, %g%% outliers in fp16",
+		f.bits, f.group, cb, f.outliers*100), []string{"pre-RoPE key storage (RoPE applied at read)"}
+}
+
+func kvquantFamilies() []family {
+	mk := func(base string, opts []string) (Format, error) {
+		b, _ := strconv.Atoi(strings.TrimPrefix(base, "kvquant"))
+		f := kvquantFormat{bits: b, outliers: 0.01, group: 64}
+		for _, o := range opts {
+			switch {
+			case o == "uniform":
+				f.uniform = true
+			case o == "nuq":
+				f.uniform = false
+			case len(o) > 1 && o[0] == 'o':
+				p, err := strconv.ParseFloat(o[1:], 64)
+				if err != nil || p < 0 || p > 50 {
+					return nil, fmt.Errorf("%w: %s: outlier percentage %q must be o<0..50>", ErrOption, base, o)
+				}
+				f.outliers = p / 100
+			case len(o) > 1 && o[0] == 'g':
+				g, err := strconv.Atoi(o[1:])
+				if err != nil || g <= 0 || g > 4096 {
+					return nil, fmt.Errorf("%w: %s: group %q must be g<1..4096>", ErrOption, base, o)
+				}
+				f.group = g
+			default:
+				return nil, fmt.Errorf("%w: %s: unknown option %q (valid: o<percent>, g<N>, nuq, uniform)", ErrOption, base, o)
+			}
+		}
+		return f, nil
+	}
+	return []family{
+		{base: "kvquant4", make: mk, presets: []string{"kvquant4"}},
+		{base: "kvquant3", make: mk, presets: []string{"kvquant3"}},
+		{base: "kvquant2", make: mk, presets: []string{"kvquant2"}},
+	}
+}
+
+// codebook returns the 2^bits levels in [−1, 1], increasing.
+func (f kvquantFormat) codebook() []float32 {
+	k := 1 << f.bits
+	cb := make([]float32, k)
+	if f.uniform {
+		for i := range cb {
+			cb[i] = float32(-1 + 2*float64(i)/float64(k-1))
+		}
+		return cb
+	}
+	probit := func(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
+	top := probit((float64(k) - 0.5) / float64(k))
+	for i := range cb {
+		cb[i] = float32(probit((float64(i)+0.5)/float64(k)) / top)
+	}
+	return cb
+}
+
+func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
+	if p.Dim <= 0 || p.Dim*f.bits%8 != 0 {
+		return nil, fmt.Errorf("%w: %s: head size %d does not pack into whole bytes at %d bits", ErrDim, f.Name(), p.Dim, f.bits)
+	}
+	c := &kvquantCodec{dim: p.Dim, bits: f.bits, cb: f.codebook(), key: p.Key, group: 1}
+	m := p.Dim // vector length
+	if p.Key {
+		c.group = f.group
+		m = f.group
+	}
+	c.nout = min(m, int(math.Ceil(f.outliers*float64(m)-1e-9)))
+	c.idxBytes = 1
+	if m > 256 {
+		c.idxBytes = 2
+	}
+	c.vecMeta = 4 + c.nout*(2+c.idxBytes)
+	c.rowCode = p.Dim * f.bits / 8
+	if p.Key {
+		c.groupBytes = c.group*c.rowCode + p.Dim*c.vecMeta
+	} else {
+		c.groupBytes = c.rowCode + c.vecMeta
+	}
+	return c, nil
+}
+
+// kvquantCodec. Value rows: codes, then zero, range (fp16) and nout
+// (fp16 value, index) outlier slots. Key groups (group tokens): codes row by
+// row, then for each channel its zero, range and outlier slots (index =
+// token within the group).
+type kvquantCodec struct {
+	dim, bits, group int
+	key              bool
+	cb               []float32
+	nout, idxBytes   int
+	vecMeta, rowCode int
+	groupBytes       int
+}
+
+func (c *kvquantCodec) PreRoPE() bool   { return c.key }
+func (c *kvquantCodec) TokenGroup() int { return c.group }
+func (c *kvquantCodec) StateBytes() int { return 0 }
+func (c *kvquantCodec) TileBytes(rows int) int {
+	return (rows + c.group - 1) / c.group * c.groupBytes
+}
+
+// encodeVector quantizes one vector (read through get, length m) and writes
+// codes through put and its metadata to meta.
+func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i int, code uint32), meta []byte, scratch []float32) {
+	x := scratch[:m]
+	for i := range x {
+		x[i] = clampF16(get(i))
+	}
+	// Outliers: the nout elements farthest from the median.
+	var out [16]int
+	outs := out[:0]
+	if c.nout > 0 {
+		sorted := append(scratch[m:m], x...)
+		slices.Sort(sorted)
+		med := (sorted[(m-1)/2] + sorted[m/2]) / 2
+		for len(outs) < c.nout {
+			best, bd := -1, float32(-1)
+			for i, v := range x {
+				if d := abs32(v - med); d > bd && !slices.Contains(outs, i) {
+					best, bd = i, d
+				}
+			}
+			outs = append(outs, best)
+		}
+	}
+	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+	for i, v := range x {
+		if !slices.Contains(outs, i) {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	if lo > hi { // every element is an outlier
+		lo, hi = 0, 0
+	}
+	zero := simd.F16ToF32Scalar(simd.F32ToF16Scalar(clampF16((hi + lo) / 2)))
+	// range covers both ends from the rounded zero, rounded up in fp16.
+	rb, rng := f16Ceil(max(hi-zero, zero-lo))
+	binary.LittleEndian.PutUint16(meta, simd.F32ToF16Scalar(zero))
+	binary.LittleEndian.PutUint16(meta[2:], rb)
+	for i, v := range x {
+		u := float32(0)
+		if rng > 0 {
+			u = (v - zero) / rng
+		}
+		put(i, uint32(nearest(c.cb, u)))
+	}
+	slot := meta[4:]
+	for k := 0; k < c.nout; k++ {
+		e := slot[k*(2+c.idxBytes):]
+		i := outs[k]
+		binary.LittleEndian.PutUint16(e, simd.F32ToF16Scalar(x[i]))
+		if c.idxBytes == 1 {
+			e[2] = byte(i)
+		} else {
+			binary.LittleEndian.PutUint16(e[2:], uint16(i))
+		}
+	}
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func (c *kvquantCodec) Encode(tile []byte, row0 int, src []float32, n int) {
+	buf := make([]float32, 2*max(c.dim, c.group))
+	if !c.key {
+		for r := 0; r < n; r++ {
+			row := tile[(row0+r)*c.groupBytes:][:c.groupBytes]
+			clear(row[:c.rowCode])
+			x := src[r*c.dim : (r+1)*c.dim]
+			c.encodeVector(c.dim, func(i int) float32 { return x[i] },
+				func(i int, code uint32) { putBits(row, i, c.bits, code) }, row[c.rowCode:], buf)
+		}
+		return
+	}
+	for g0 := 0; g0 < n; g0 += c.group {
+		blk := tile[(row0+g0)/c.group*c.groupBytes:][:c.groupBytes]
+		codes := blk[:c.group*c.rowCode]
+		clear(codes)
+		x := src[g0*c.dim : (g0+c.group)*c.dim]
+		for ch := 0; ch < c.dim; ch++ {
+			meta := blk[c.group*c.rowCode+ch*c.vecMeta:]
+			c.encodeVector(c.group, func(t int) float32 { return x[t*c.dim+ch] },
+				func(t int, code uint32) { putBits(codes[t*c.rowCode:], ch, c.bits, code) }, meta, buf)
+		}
+	}
+}
+
+// getBits reads code j of a bit stream of width bits.
+func getBits(b []byte, j, bits int) uint32 {
+	pos := j * bits
+	w := uint32(b[pos>>3])
+	if pos>>3+1 < len(b) {
+		w |= uint32(b[pos>>3+1]) << 8
+	}
+	return w >> (pos & 7) & (1<<bits - 1)
+}
+
+func (c *kvquantCodec) meta(m []byte) (zero, rng float32) {
+	return getF16(m), getF16(m[2:])
+}
+
+func (c *kvquantCodec) outlier(m []byte, k int) (idx int, v float32) {
+	e := m[4+k*(2+c.idxBytes):]
+	v = getF16(e)
+	if c.idxBytes == 1 {
+		return int(e[2]), v
+	}
+	return int(binary.LittleEndian.Uint16(e[2:])), v
+}
+
+func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
+	if !c.key {
+		for r := 0; r < n; r++ {
+			row := tile[(row0+r)*c.groupBytes:][:c.groupBytes]
+			c.decodeValueRow(dst[r*c.dim:(r+1)*c.dim], row)
+		}
+		return
+	}
+	for r := row0; r < row0+n; r++ {
+		gi, t := r/c.group, r%c.group
+		blk := tile[gi*c.groupBytes:][:c.groupBytes]
+		codes := blk[t*c.rowCode:]
+		d := dst[(r-row0)*c.dim : (r-row0+1)*c.dim]
+		for ch := range d {
+			m := blk[c.group*c.rowCode+ch*c.vecMeta:]
+			zero, rng := c.meta(m)
+			d[ch] = zero + rng*c.cb[getBits(codes, ch, c.bits)]
+			for k := 0; k < c.nout; k++ {
+				if i, v := c.outlier(m, k); i == t {
+					d[ch] = v
+				}
+			}
+		}
+	}
+}
+
+func (c *kvquantCodec) decodeValueRow(d []float32, row []byte) {
+	m := row[c.rowCode:]
+	zero, rng := c.meta(m)
+	for i := range d {
+		d[i] = zero + rng*c.cb[getBits(row, i, c.bits)]
+	}
+	for k := 0; k < c.nout; k++ {
+		i, v := c.outlier(m, k)
+		d[i] = v
+	}
+}
+
+// Scores and Accumulate decode one row at a time into a small buffer (the
+// cache reads keys through Decode anyway, to apply RoPE).
+func (c *kvquantCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	var ub [512]float32
+	u := scratch(ub[:], c.dim)
+	for r := 0; r < n; r++ {
+		c.Decode(u, tile, row0+r, 1)
+		for i := 0; i < nq; i++ {
+			dst[i*ldd+r] = simd.DotF32(q[i*c.dim:(i+1)*c.dim], u)
+		}
+	}
+}
+
+func (c *kvquantCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
+	var ub [512]float32
+	u := scratch(ub[:], c.dim)
+	for r := 0; r < n; r++ {
+		if c.key {
+			c.Decode(u, tile, row0+r, 1)
+		} else {
+			c.decodeValueRow(u, tile[(row0+r)*c.groupBytes:][:c.groupBytes])
+		}
+		for i := 0; i < nq; i++ {
+			simd.AxpyF32(acc[i*c.dim:(i+1)*c.dim], w[i*ldw+r], u)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/pkg/quant"
@@ -26,9 +28,11 @@ type Options struct {
 	TopP        float64
 	Seed        uint64
 	Cache       string
+	Compare     string
 	Threads     int
 
-	spec quant.Spec
+	spec       quant.Spec
+	candidates []quant.Spec
 }
 
 // NewCmd returns the generate command. runF replaces the run step in tests.
@@ -41,7 +45,8 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 one statistics line on standard error: prompt tokens, prefill and decode speed,
 and the bytes the KV cache allocated.`,
 		Example: `  kvq generate --model stories260K.gguf --prompt "Once upon a time" --max-tokens 64
-  kvq generate --model stories260K.bin --tokenizer tok512.bin --prompt "Hi" --temperature 0.8 --top-p 0.9 --seed 7`,
+  kvq generate --model stories260K.bin --tokenizer tok512.bin --prompt "Hi" --temperature 0.8 --top-p 0.9 --seed 7
+  kvq generate --model model.gguf --prompt "The capital of France" --cache fp16 --compare int4,kivi2,q4_0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
@@ -61,7 +66,8 @@ and the bytes the KV cache allocated.`,
 	fl.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
 	fl.Float64Var(&o.TopP, "top-p", 1, "nucleus sampling: keep the most likely tokens up to this probability mass")
 	fl.Uint64Var(&o.Seed, "seed", 0, "random seed for sampling")
-	fl.StringVar(&o.Cache, "cache", "fp16", "KV-cache format spec (fp32, fp16, bf16)")
+	fl.StringVar(&o.Cache, "cache", "fp16", "KV-cache format spec (see kvq formats), e.g. fp16, int4, k=int8,v=int4, q4_0,residual=64")
+	fl.StringVar(&o.Compare, "compare", "", "comma-separated cache specs to compare greedily against --cache (the baseline)")
 	fl.IntVar(&o.Threads, "threads", 0, "worker goroutines (0: all CPUs)")
 	_ = cmd.MarkFlagRequired("model")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin")
@@ -89,6 +95,13 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--cache: %w", err)
 	}
 	o.spec = spec
+	if o.Compare != "" {
+		cands, err := quant.Formats().ParseList(o.Compare)
+		if err != nil {
+			return cmdutil.FlagErrorf("--compare: %w", err)
+		}
+		o.candidates = cands
+	}
 	return nil
 }
 
@@ -114,6 +127,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cache.AddSeq(0); err != nil {
 		return err
 	}
+	if len(o.candidates) > 0 {
+		return o.compare(ctx, m, prompt)
+	}
 	sampler, err := runtime.NewSampler(o.Temperature, o.TopP, o.Seed)
 	if err != nil {
 		return cmdutil.UsageError(err)
@@ -137,4 +153,42 @@ func (o *Options) Run(ctx context.Context) error {
 		st.PromptTokens, st.GeneratedTokens, st.PrefillTokensPerSec(), st.DecodeTokensPerSec(),
 		st.KV.Allocated.Total, o.spec.String(), st.KV.Blocks, st.KV.BlockTokens)
 	return nil
+}
+
+// compare runs greedy generation with the baseline and each candidate and
+// prints each continuation with where it departs from the baseline.
+func (o *Options) compare(ctx context.Context, m *runtime.Model, prompt []int) error {
+	if o.Temperature != 0 {
+		return cmdutil.FlagErrorf("--compare runs greedy decoding; drop --temperature")
+	}
+	r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
+	specs := append([]quant.Spec{o.spec}, o.candidates...)
+	_, err := r.CompareGreedy(ctx, prompt, o.MaxTokens, specs, func(i int, c runtime.Continuation) {
+		text := m.Tokenizer.Decode(append([]int{prompt[len(prompt)-1]}, c.Tokens...))
+		text = strings.TrimPrefix(text, m.Tokenizer.Decode(prompt[len(prompt)-1:]))
+		bytes := c.Stats.KV.Allocated.Total
+		switch {
+		case i == 0:
+			fmt.Fprintf(o.IO.Out, "== %s (baseline, KV %d bytes)\n%s\n", c.Spec.String(), bytes, text)
+		case c.Diverge < 0:
+			fmt.Fprintf(o.IO.Out, "== %s (KV %d bytes): identical to the baseline for all %d tokens\n%s\n", c.Spec.String(), bytes, len(c.Tokens), text)
+		default:
+			same := m.Tokenizer.Decode(append([]int{prompt[len(prompt)-1]}, c.Tokens[:c.Diverge]...))
+			same = strings.TrimPrefix(same, m.Tokenizer.Decode(prompt[len(prompt)-1:]))
+			fmt.Fprintf(o.IO.Out, "== %s (KV %d bytes): diverges from the baseline at token %d, after %q\n%s\n", c.Spec.String(), bytes, c.Diverge, tail(same, 40), text)
+		}
+	})
+	return err
+}
+
+// tail returns the last n bytes of s, on a rune boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "…" + s[i:]
 }

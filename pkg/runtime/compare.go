@@ -1,0 +1,68 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+)
+
+// Continuation is one cache format's generation of a prompt.
+type Continuation struct {
+	Spec   quant.Spec
+	Tokens []int
+	Stats  GenerateStats
+	// Diverge is the index of the first token that differs from the first
+	// continuation (the baseline), or -1 if none does (within the shorter
+	// length, and the lengths agree).
+	Diverge int
+}
+
+// CompareGreedy generates up to maxTokens tokens greedily from prompt with a
+// fresh cache of each spec in turn (the first is the baseline), sharing the
+// model's weights, and reports where each continuation first departs from
+// the baseline. onDone, when set, is called after each spec finishes.
+func (r *Runner) CompareGreedy(ctx context.Context, prompt []int, maxTokens int, specs []quant.Spec, onDone func(i int, c Continuation)) ([]Continuation, error) {
+	out := make([]Continuation, 0, len(specs))
+	for i, spec := range specs {
+		l, err := kvcache.NewLayout(r.m.Geometry(), spec, 0)
+		if err != nil {
+			return out, fmt.Errorf("cache %s: %w", spec.String(), err)
+		}
+		cache, err := r.m.NewCache(l, l.BlocksFor(len(prompt)+maxTokens))
+		if err != nil {
+			return out, fmt.Errorf("cache %s: %w", spec.String(), err)
+		}
+		if err := cache.AddSeq(0); err != nil {
+			return out, err
+		}
+		toks, st, err := r.Generate(ctx, cache, 0, prompt, GenerateOptions{MaxTokens: maxTokens, StopAtEOS: true})
+		if err != nil {
+			return out, fmt.Errorf("cache %s: %w", spec.String(), err)
+		}
+		c := Continuation{Spec: spec, Tokens: toks, Stats: st, Diverge: -1}
+		if i > 0 {
+			c.Diverge = divergence(out[0].Tokens, toks)
+		}
+		out = append(out, c)
+		if onDone != nil {
+			onDone(i, c)
+		}
+	}
+	return out, nil
+}
+
+// divergence is the first index where a and b differ, or -1 if equal.
+func divergence(a, b []int) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return n
+	}
+	return -1
+}

@@ -1,0 +1,744 @@
+// Command _generate writes internal/simd's AVX2/FMA/F16C kernels,
+// kernels_amd64.s, and their Go declarations, kernels_amd64.go, with avo.
+//
+// Run it through go generate in internal/simd (see dispatch_amd64.go):
+//
+//	go run -C _generate . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd
+//
+// Conventions shared by every kernel: lengths and strides are in elements;
+// float kernels handle whole groups of 8 elements (Q8_0 kernels whole blocks)
+// and leave any shorter tail to the Go caller; every kernel ends with
+// VZEROUPPER. Only AVX, AVX2, FMA and F16C instructions are used.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// wtype describes how a weight element type is loaded: 8 elements from
+// memory into one YMM register of float32.
+type wtype struct {
+	name   string // suffix in function names
+	goType string // Go element type
+	size   uint8  // bytes per element
+}
+
+var (
+	f32  = wtype{"F32", "float32", 4}
+	f16  = wtype{"F16", "uint16", 2}
+	bf16 = wtype{"BF16", "uint16", 2}
+)
+
+// load converts the 8 elements at m into float32 lanes of dst.
+func (t wtype) load(m Mem, dst VecVirtual) {
+	switch t {
+	case f32:
+		VMOVUPS(m, dst)
+	case f16:
+		VCVTPH2PS(m, dst)
+	case bf16:
+		VPMOVZXWD(m, dst)
+		VPSLLD(U8(16), dst, dst)
+	default:
+		panic("unknown wtype")
+	}
+}
+
+func main() {
+	ConstraintExpr("amd64,gc,!purego")
+
+	for _, t := range []wtype{f32, f16, bf16} {
+		dot(t)
+		axpy(t)
+	}
+	scale()
+	sum()
+	dotQ80()
+	widen(f16)
+	widen(bf16)
+	narrowF16()
+	narrowBF16()
+	for _, t := range []wtype{f32, f16, bf16} {
+		gemm(t, 4, 3, false)
+		gemm(t, 4, 3, true)
+	}
+	gemmQ80(4, 3, false)
+	gemmQ80(4, 3, true)
+
+	Generate()
+}
+
+func header(name, sig string, doc ...string) {
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(doc...)
+}
+
+func zeros(n int) []VecVirtual {
+	v := make([]VecVirtual, n)
+	for i := range v {
+		v[i] = YMM()
+		VXORPS(v[i], v[i], v[i])
+	}
+	return v
+}
+
+// hsum leaves the sum of the 8 lanes of y in lane 0 of the returned XMM.
+func hsum(y VecVirtual) VecVirtual {
+	hi := XMM()
+	VEXTRACTF128(U8(1), y, hi)
+	lo := y.AsX()
+	VADDPS(hi, lo, lo)
+	VHADDPS(lo, lo, lo)
+	VHADDPS(lo, lo, lo)
+	return lo.(VecVirtual)
+}
+
+// addTree sums v pairwise into v[0].
+func addTree(v []VecVirtual) VecVirtual {
+	for len(v) > 1 {
+		h := (len(v) + 1) / 2
+		for i := h; i < len(v); i++ {
+			VADDPS(v[i], v[i-h], v[i-h])
+		}
+		v = v[:h]
+	}
+	return v[0]
+}
+
+// reduceRows returns an XMM whose lane j holds the lane sum of a[j], for
+// len(a) of 1 to 4 (lanes past len(a) hold junk).
+func reduceRows(a []VecVirtual) VecVirtual {
+	switch len(a) {
+	case 1:
+		return hsum(a[0])
+	case 2:
+		VHADDPS(a[1], a[0], a[0]) // [a0 01, a0 23, a1 01, a1 23 | 45,67 ...]
+	case 3:
+		VHADDPS(a[1], a[0], a[0])
+		VHADDPS(a[2], a[2], a[2])
+		VHADDPS(a[2], a[0], a[0]) // [a0, a1, a2, a2] per 128-bit half
+	case 4:
+		VHADDPS(a[1], a[0], a[0])
+		VHADDPS(a[3], a[2], a[2])
+		VHADDPS(a[2], a[0], a[0])
+	default:
+		panic("reduceRows")
+	}
+	hi := XMM()
+	VEXTRACTF128(U8(1), a[0], hi)
+	lo := a[0].AsX()
+	VADDPS(hi, lo, lo)
+	if len(a) == 2 {
+		VHADDPS(lo, lo, lo)
+	}
+	return lo.(VecVirtual)
+}
+
+// addRows adds the n floats at m to lanes 0..n-1 of x.
+func addRows(x VecVirtual, m Mem, n int) {
+	switch n {
+	case 1:
+		VADDSS(m, x, x)
+		return
+	case 4:
+		VADDPS(m, x, x)
+		return
+	}
+	old := XMM()
+	VMOVQ(m, old)
+	if n == 3 {
+		VINSERTPS(U8(2<<4), m.Offset(8), old, old)
+	}
+	VADDPS(old, x, x)
+}
+
+// storeRows stores lanes 0..n-1 of x to m.
+func storeRows(x VecVirtual, m Mem, n int) {
+	switch n {
+	case 1:
+		VMOVSS(x, m)
+	case 2:
+		VMOVQ(x, m)
+	case 3:
+		VMOVQ(x, m)
+		VEXTRACTPS(U8(2), x, m.Offset(8))
+	case 4:
+		VMOVUPS(x, m)
+	default:
+		panic("storeRows")
+	}
+}
+
+// dot: Σ w[i]*x[i] over len(x)&^7 elements.
+func dot(t wtype) {
+	name := "dot" + t.name + "AVX2"
+	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
+		name+" returns Σ float32(w[i])*x[i] for i < len(x)&^7.",
+		"len(w) must be at least len(x)&^7.")
+	w := Mem{Base: Load(Param("w").Base(), GP64())}
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("x").Len(), GP64())
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	acc := zeros(4)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	for k := 0; k < 4; k++ {
+		v := YMM()
+		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	t.load(w.Idx(i, t.size), v)
+	VFMADD231PS(x.Idx(i, 4), v, acc[0])
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	s := hsum(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// axpy: y[i] += alpha*x[i] over len(y)&^7 elements.
+func axpy(t wtype) {
+	name := "axpy" + t.name + "AVX2"
+	header(name, fmt.Sprintf("func(y []float32, alpha float32, x []%s)", t.goType),
+		name+" sets y[i] += alpha*float32(x[i]) for i < len(y)&^7.",
+		"len(x) must be at least len(y)&^7.")
+	y := Mem{Base: Load(Param("y").Base(), GP64())}
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("y").Len(), GP64())
+	ab, err := Param("alpha").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	alpha := YMM()
+	VBROADCASTSS(ab.Addr, alpha)
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	vs := make([]VecVirtual, 4)
+	for k := range vs {
+		vs[k] = YMM()
+		t.load(x.Idx(i, t.size).Offset(8*k*int(t.size)), vs[k])
+	}
+	for k, v := range vs {
+		VFMADD213PS(y.Idx(i, 4).Offset(32*k), alpha, v) // v = alpha*v + y
+		VMOVUPS(v, y.Idx(i, 4).Offset(32*k))
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	t.load(x.Idx(i, t.size), v)
+	VFMADD213PS(y.Idx(i, 4), alpha, v)
+	VMOVUPS(v, y.Idx(i, 4))
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+func scale() {
+	name := "scaleF32AVX2"
+	header(name, "func(x []float32, alpha float32)",
+		name+" sets x[i] *= alpha for i < len(x)&^7.")
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("x").Len(), GP64())
+	ab, err := Param("alpha").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	alpha := YMM()
+	VBROADCASTSS(ab.Addr, alpha)
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	for k := 0; k < 4; k++ {
+		v := YMM()
+		VMULPS(x.Idx(i, 4).Offset(32*k), alpha, v)
+		VMOVUPS(v, x.Idx(i, 4).Offset(32*k))
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	VMULPS(x.Idx(i, 4), alpha, v)
+	VMOVUPS(v, x.Idx(i, 4))
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// sum is the streaming-read kernel behind MeasureBandwidth: eight independent
+// add chains over 64 floats (256 bytes) per iteration.
+func sum() {
+	name := "sumF32AVX2"
+	header(name, "func(x []float32) float32",
+		name+" returns Σ x[i] for i < len(x)&^7.")
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("x").Len(), GP64())
+	n64 := GP64()
+	MOVQ(n, n64)
+	ANDQ(I32(-64), n64)
+	ANDQ(I32(-8), n)
+	acc := zeros(8)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop64")
+	CMPQ(i, n64)
+	JAE(LabelRef(name + "_loop8"))
+	for k := 0; k < 8; k++ {
+		VADDPS(x.Idx(i, 4).Offset(32*k), acc[k], acc[k])
+	}
+	ADDQ(U32(64), i)
+	JMP(LabelRef(name + "_loop64"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	VADDPS(x.Idx(i, 4), acc[0], acc[0])
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	s := hsum(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// q80Scale broadcasts the binary16 scale at m to all lanes of a new YMM.
+func q80Scale(m Mem) VecVirtual {
+	d := YMM()
+	VPBROADCASTW(m, d.AsX())
+	VCVTPH2PS(d.AsX(), d)
+	return d
+}
+
+// q80Codes loads the 8 int8 codes at m as float32 lanes.
+func q80Codes(m Mem) VecVirtual {
+	c := YMM()
+	VPMOVSXBD(m, c)
+	VCVTDQ2PS(c, c)
+	return c
+}
+
+// q80Block returns Σ_k codes_k*x_k over one block as 8 partial lanes; blk
+// addresses the block's first byte, xs holds or addresses its 32 floats.
+func q80Block(blk Mem, xs []Op) VecVirtual {
+	p := YMM()
+	c := q80Codes(blk.Offset(2))
+	VMULPS(xs[0], c, p)
+	for k := 1; k < 4; k++ {
+		c = q80Codes(blk.Offset(2 + 8*k))
+		VFMADD231PS(xs[k], c, p)
+	}
+	return p
+}
+
+// dotQ80: Σ over len(x)/32 blocks of d_b * Σ code*x.
+func dotQ80() {
+	name := "dotQ80AVX2"
+	header(name, "func(w []byte, x []float32) float32",
+		name+" returns Σ_b d_b*Σ_i code_b,i*x[32b+i] over the len(x)/32 Q8_0",
+		"blocks at w (34 bytes each: binary16 d, then 32 int8 codes).",
+		"len(w) must be at least len(x)/32*34.")
+	w := Load(Param("w").Base(), GP64())
+	x := Load(Param("x").Base(), GP64())
+	nb := Load(Param("x").Len(), GP64())
+	SHRQ(U8(5), nb)
+	acc := zeros(2)
+
+	Label(name + "_loop2")
+	CMPQ(nb, U32(2))
+	JB(LabelRef(name + "_loop1"))
+	for k := 0; k < 2; k++ {
+		blk := Mem{Base: w, Disp: 34 * k}
+		xm := Mem{Base: x, Disp: 128 * k}
+		p := q80Block(blk, []Op{xm, xm.Offset(32), xm.Offset(64), xm.Offset(96)})
+		VFMADD231PS(q80Scale(blk), p, acc[k])
+	}
+	ADDQ(U32(68), w)
+	ADDQ(U32(256), x)
+	SUBQ(U32(2), nb)
+	JMP(LabelRef(name + "_loop2"))
+
+	Label(name + "_loop1")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	blk := Mem{Base: w}
+	xm := Mem{Base: x}
+	p := q80Block(blk, []Op{xm, xm.Offset(32), xm.Offset(64), xm.Offset(96)})
+	VFMADD231PS(q80Scale(blk), p, acc[0])
+
+	Label(name + "_done")
+	s := hsum(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// widen: dst[i] = float32(src[i]) over len(dst)&^7 elements.
+func widen(t wtype) {
+	name := "widen" + t.name + "AVX2"
+	header(name, fmt.Sprintf("func(dst []float32, src []%s)", t.goType),
+		name+" sets dst[i] = float32(src[i]) for i < len(dst)&^7.",
+		"len(src) must be at least len(dst)&^7.")
+	d := Mem{Base: Load(Param("dst").Base(), GP64())}
+	s := Mem{Base: Load(Param("src").Base(), GP64())}
+	n := Load(Param("dst").Len(), GP64())
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	for k := 0; k < 4; k++ {
+		v := YMM()
+		t.load(s.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+		VMOVUPS(v, d.Idx(i, 4).Offset(32*k))
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	t.load(s.Idx(i, t.size), v)
+	VMOVUPS(v, d.Idx(i, 4))
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// narrowF16 uses VCVTPS2PH with immediate rounding control 0: round to
+// nearest even, independent of MXCSR.
+func narrowF16() {
+	name := "narrowF16AVX2"
+	header(name, "func(dst []uint16, src []float32)",
+		name+" sets dst[i] to the binary16 bits of src[i], rounded to nearest even,",
+		"for i < len(dst)&^7. len(src) must be at least len(dst)&^7.")
+	d := Mem{Base: Load(Param("dst").Base(), GP64())}
+	s := Mem{Base: Load(Param("src").Base(), GP64())}
+	n := Load(Param("dst").Len(), GP64())
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	for k := 0; k < 4; k++ {
+		v := YMM()
+		VMOVUPS(s.Idx(i, 4).Offset(32*k), v)
+		VCVTPS2PH(U8(0), v, d.Idx(i, 2).Offset(16*k))
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	VMOVUPS(s.Idx(i, 4), v)
+	VCVTPS2PH(U8(0), v, d.Idx(i, 2))
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// broadcastConst returns a YMM with c in every 32-bit lane.
+func broadcastConst(c uint32) VecVirtual {
+	r := GP32()
+	MOVL(U32(c), r)
+	v := YMM()
+	VMOVD(r, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+	return v
+}
+
+// narrowBF16 rounds with integer arithmetic, as F32ToBF16Scalar does:
+// bits + 0x7fff + lsb, then the top half; NaNs instead get their top half
+// with the quiet bit 0x0040 set.
+func narrowBF16() {
+	name := "narrowBF16AVX2"
+	header(name, "func(dst []uint16, src []float32)",
+		name+" sets dst[i] to the bfloat16 bits of src[i], rounded to nearest even",
+		"(NaNs made quiet), for i < len(dst)&^7. len(src) must be at least len(dst)&^7.")
+	d := Mem{Base: Load(Param("dst").Base(), GP64())}
+	s := Mem{Base: Load(Param("src").Base(), GP64())}
+	n := Load(Param("dst").Len(), GP64())
+	ANDQ(I32(-8), n)
+	absMask := broadcastConst(0x7fff_ffff)
+	inf := broadcastConst(0x7f80_0000)
+	one := broadcastConst(1)
+	bias := broadcastConst(0x7fff)
+	quiet := broadcastConst(0x0040)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	VMOVDQU(s.Idx(i, 4), v)
+	nan := YMM()
+	VPAND(absMask, v, nan)
+	VPCMPGTD(inf, nan, nan) // |v| > inf as integers: NaN
+	r := YMM()
+	VPSRLD(U8(16), v, r)
+	q := YMM()
+	VPOR(quiet, r, q)  // NaN result
+	VPAND(one, r, r)   // lsb of the kept half
+	VPADDD(bias, r, r) // 0x7fff + lsb
+	VPADDD(v, r, r)    // rounded
+	VPSRLD(U8(16), r, r)
+	VPBLENDVB(nan, q, r, r)
+	VPACKUSDW(r, r, r)     // words 0-3 in qword 0, 4-7 in qword 2
+	VPERMQ(U8(0x08), r, r) // qwords 0,2 -> 0,1
+	VMOVDQU(r.AsX(), d.Idx(i, 2))
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// gemm: nt token rows by nr weight rows per call, each weight vector loaded
+// and converted once per column group and reused for every token row.
+// With nt=4, nr=3 it uses all 16 YMM registers: 12 accumulators, 3 weights
+// and one token vector.
+func gemm(t wtype, nt, nr int, accumulate bool) {
+	name, op := fmt.Sprintf("gemm%dx%d%sAVX2", nt, nr, t.name), "="
+	if accumulate {
+		name, op = fmt.Sprintf("gemm%dx%d%sAccAVX2", nt, nr, t.name), "+="
+	}
+	header(name, fmt.Sprintf("func(dst *float32, ldd int, x *float32, ldx int, w *%s, ldw int, n int)", t.goType),
+		fmt.Sprintf("%s sets dst[i*ldd+j] %s Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])", name, op),
+		fmt.Sprintf("for i < %d, j < %d. n must be a multiple of 8.", nt, nr))
+	xp := Load(Param("x"), GP64())
+	ldx := Load(Param("ldx"), GP64())
+	SHLQ(U8(2), ldx)
+	xs := make([]Mem, nt)
+	for i := range xs {
+		b := xp
+		if i > 0 {
+			b = GP64()
+			LEAQ(Mem{Base: xs[i-1].Base, Index: ldx, Scale: 1}, b)
+		}
+		xs[i] = Mem{Base: b}
+	}
+	wp := Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	if t.size == 4 {
+		SHLQ(U8(2), ldw)
+	} else {
+		SHLQ(U8(1), ldw)
+	}
+	ws := make([]Mem, nr)
+	for j := range ws {
+		b := wp
+		if j > 0 {
+			b = GP64()
+			LEAQ(Mem{Base: ws[j-1].Base, Index: ldw, Scale: 1}, b)
+		}
+		ws[j] = Mem{Base: b}
+	}
+	n := Load(Param("n"), GP64())
+	acc := make([][]VecVirtual, nt)
+	for i := range acc {
+		acc[i] = zeros(nr)
+	}
+	c := GP64()
+	XORQ(c, c)
+
+	Label(name + "_loop")
+	CMPQ(c, n)
+	JAE(LabelRef(name + "_done"))
+	wv := make([]VecVirtual, nr)
+	for j := range wv {
+		wv[j] = YMM()
+		t.load(ws[j].Idx(c, t.size), wv[j])
+	}
+	for i := 0; i < nt; i++ {
+		xv := YMM()
+		VMOVUPS(xs[i].Idx(c, 4), xv)
+		for j := 0; j < nr; j++ {
+			VFMADD231PS(wv[j], xv, acc[i][j])
+		}
+	}
+	ADDQ(U32(8), c)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	gemmStore(nt, nr, acc, accumulate)
+	VZEROUPPER()
+	RET()
+}
+
+// gemmStore reduces acc[i][j] and stores it to dst[i*ldd+j], or adds it
+// there if accumulate is set.
+func gemmStore(nt, nr int, acc [][]VecVirtual, accumulate bool) {
+	dst := Load(Param("dst"), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	for i := 0; i < nt; i++ {
+		if i > 0 {
+			ADDQ(ldd, dst)
+		}
+		r := reduceRows(acc[i])
+		if accumulate {
+			addRows(r, Mem{Base: dst}, nr)
+		}
+		storeRows(r, Mem{Base: dst}, nr)
+	}
+}
+
+// gemmQ80: nt token rows by nr Q8_0 weight rows. Per block each row's codes
+// are converted and scaled by d once and reused for every token row. With
+// nr*nt+2*nr+1 > 16 the scales live in a stack slot instead of registers.
+func gemmQ80(nt, nr int, accumulate bool) {
+	name, op := fmt.Sprintf("gemm%dx%dQ80AVX2", nt, nr), "="
+	if accumulate {
+		name, op = fmt.Sprintf("gemm%dx%dQ80AccAVX2", nt, nr), "+="
+	}
+	header(name, "func(dst *float32, ldd int, x *float32, ldx int, w *byte, ldw int, nb int)",
+		fmt.Sprintf("%s sets dst[i*ldd+j] %s Σ_{b<nb} d_jb*Σ_k code_jb,k*x[i*ldx+32b+k]", name, op),
+		fmt.Sprintf("for i < %d, j < %d, where row j's Q8_0 blocks start at byte j*ldw of w.", nt, nr))
+	xp := Load(Param("x"), GP64())
+	ldx := Load(Param("ldx"), GP64())
+	SHLQ(U8(2), ldx)
+	xs := make([]Register, nt)
+	for i := range xs {
+		if i == 0 {
+			xs[i] = xp
+			continue
+		}
+		xs[i] = GP64()
+		LEAQ(Mem{Base: xs[i-1], Index: ldx, Scale: 1}, xs[i])
+	}
+	wp := Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	ws := make([]Register, nr)
+	for j := range ws {
+		if j == 0 {
+			ws[j] = wp
+			continue
+		}
+		ws[j] = GP64()
+		LEAQ(Mem{Base: ws[j-1], Index: ldw, Scale: 1}, ws[j])
+	}
+	nb := Load(Param("nb"), GP64())
+	spill := nt*nr+2*nr+1 > 16
+	var local Mem
+	if spill {
+		local = AllocLocal(32 * nr)
+	}
+	acc := make([][]VecVirtual, nt)
+	for i := range acc {
+		acc[i] = zeros(nr)
+	}
+	woff := GP64() // byte offset of the block within each weight row
+	XORQ(woff, woff)
+	xoff := GP64() // byte offset of the block within each token row
+	XORQ(xoff, xoff)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	ds := make([]Op, nr)
+	for j := range ds {
+		d := q80Scale(Mem{Base: ws[j], Index: woff, Scale: 1})
+		if spill {
+			m := local.Offset(32 * j)
+			VMOVUPS(d, m)
+			ds[j] = m
+		} else {
+			ds[j] = d
+		}
+	}
+	for k := 0; k < 4; k++ {
+		wv := make([]VecVirtual, nr)
+		for j := range wv {
+			wv[j] = q80Codes(Mem{Base: ws[j], Index: woff, Scale: 1, Disp: 2 + 8*k})
+			VMULPS(ds[j], wv[j], wv[j])
+		}
+		for i := 0; i < nt; i++ {
+			xv := YMM()
+			VMOVUPS(Mem{Base: xs[i], Index: xoff, Scale: 1, Disp: 32 * k}, xv)
+			for j := 0; j < nr; j++ {
+				VFMADD231PS(wv[j], xv, acc[i][j])
+			}
+		}
+	}
+	ADDQ(U32(34), woff)
+	ADDQ(U32(128), xoff)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	gemmStore(nt, nr, acc, accumulate)
+	VZEROUPPER()
+	RET()
+}

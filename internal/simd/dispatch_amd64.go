@@ -1,0 +1,314 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run -C _generate . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd
+
+// hasAVX2 records, once at package initialisation, whether this CPU runs the
+// assembly kernels (they need AVX2, FMA and F16C). useAsm is the current
+// selection: hasAVX2 unless ForceGeneric switched it off.
+var (
+	hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	useAsm  = hasAVX2
+)
+
+// The assembly handles whole groups of 8 elements; these wrappers finish the
+// tail of 0 to 7 elements with the generic twin.
+
+func dotF32(a, b []float32) float32 {
+	if !useAsm {
+		return dotF32Generic(a, b)
+	}
+	s := dotF32AVX2(a, b)
+	if n := len(a) &^ 7; n < len(a) {
+		s += dotF32Generic(a[n:], b[n:])
+	}
+	return s
+}
+
+func axpyF32(y []float32, alpha float32, x []float32) {
+	if !useAsm {
+		axpyF32Generic(y, alpha, x)
+		return
+	}
+	axpyF32AVX2(y, alpha, x)
+	if n := len(y) &^ 7; n < len(y) {
+		axpyF32Generic(y[n:], alpha, x[n:])
+	}
+}
+
+func scaleF32(x []float32, alpha float32) {
+	if !useAsm {
+		scaleF32Generic(x, alpha)
+		return
+	}
+	scaleF32AVX2(x, alpha)
+	if n := len(x) &^ 7; n < len(x) {
+		scaleF32Generic(x[n:], alpha)
+	}
+}
+
+func sumF32(x []float32) float32 {
+	if !useAsm {
+		return sumF32Generic(x)
+	}
+	s := sumF32AVX2(x)
+	if n := len(x) &^ 7; n < len(x) {
+		s += sumF32Generic(x[n:])
+	}
+	return s
+}
+
+func dotF16(w []uint16, x []float32) float32 {
+	if !useAsm {
+		return dotF16Generic(w, x)
+	}
+	s := dotF16AVX2(w, x)
+	if n := len(x) &^ 7; n < len(x) {
+		s += dotF16Generic(w[n:], x[n:])
+	}
+	return s
+}
+
+func dotBF16(w []uint16, x []float32) float32 {
+	if !useAsm {
+		return dotBF16Generic(w, x)
+	}
+	s := dotBF16AVX2(w, x)
+	if n := len(x) &^ 7; n < len(x) {
+		s += dotBF16Generic(w[n:], x[n:])
+	}
+	return s
+}
+
+func axpyF16(y []float32, alpha float32, x []uint16) {
+	if !useAsm {
+		axpyF16Generic(y, alpha, x)
+		return
+	}
+	axpyF16AVX2(y, alpha, x)
+	if n := len(y) &^ 7; n < len(y) {
+		axpyF16Generic(y[n:], alpha, x[n:])
+	}
+}
+
+func axpyBF16(y []float32, alpha float32, x []uint16) {
+	if !useAsm {
+		axpyBF16Generic(y, alpha, x)
+		return
+	}
+	axpyBF16AVX2(y, alpha, x)
+	if n := len(y) &^ 7; n < len(y) {
+		axpyBF16Generic(y[n:], alpha, x[n:])
+	}
+}
+
+func dotQ80(w []byte, x []float32) float32 {
+	if !useAsm {
+		return dotQ80Generic(w, x)
+	}
+	return dotQ80AVX2(w, x)
+}
+
+func f16ToF32(dst []float32, src []uint16) {
+	if !useAsm {
+		f16ToF32Generic(dst, src)
+		return
+	}
+	widenF16AVX2(dst, src)
+	if n := len(dst) &^ 7; n < len(dst) {
+		f16ToF32Generic(dst[n:], src[n:])
+	}
+}
+
+func bf16ToF32(dst []float32, src []uint16) {
+	if !useAsm {
+		bf16ToF32Generic(dst, src)
+		return
+	}
+	widenBF16AVX2(dst, src)
+	if n := len(dst) &^ 7; n < len(dst) {
+		bf16ToF32Generic(dst[n:], src[n:])
+	}
+}
+
+func f32ToF16(dst []uint16, src []float32) {
+	if !useAsm {
+		f32ToF16Generic(dst, src)
+		return
+	}
+	narrowF16AVX2(dst, src)
+	if n := len(dst) &^ 7; n < len(dst) {
+		f32ToF16Generic(dst[n:], src[n:])
+	}
+}
+
+func f32ToBF16(dst []uint16, src []float32) {
+	if !useAsm {
+		f32ToBF16Generic(dst, src)
+		return
+	}
+	narrowBF16AVX2(dst, src)
+	if n := len(dst) &^ 7; n < len(dst) {
+		f32ToBF16Generic(dst[n:], src[n:])
+	}
+}
+
+// mmKernels describes one weight type's matrix-product micro-kernels.
+type mmKernels[W any] struct {
+	// gemm computes a gemmT × gemmR block: gemmT token rows against gemmR
+	// weight rows over kernel length kn (see shape); gemmAcc adds the
+	// result to dst instead of storing it.
+	gemm, gemmAcc func(dst *float32, ldd int, x *float32, ldx int, w *W, ldw int, kn int)
+	gemmT, gemmR  int
+	// dot is the full single-row dot product (assembly plus tail), used for
+	// decode and for rows and token rows left over by gemm; tail is the
+	// generic dot used for the columns past gemm's last whole group of 8.
+	dot, tail func(w []W, x []float32) float32
+	// q80 marks Q8_0 weights: kernel lengths count 32-column blocks and a
+	// block of 32 columns takes 34 bytes.
+	q80 bool
+	// elemBytes is the size of W, for cache blocking.
+	elemBytes int
+}
+
+// rowLen returns the length of a weight row of cols columns, in W elements.
+func (k *mmKernels[W]) rowLen(cols int) int {
+	if k.q80 {
+		return cols / q80BlockSize * q80BlockBytes
+	}
+	return cols
+}
+
+// kn returns the kernel length argument for n columns.
+func (k *mmKernels[W]) kn(n int) int {
+	if k.q80 {
+		return n / q80BlockSize
+	}
+	return n
+}
+
+var (
+	mmF32 = mmKernels[float32]{
+		gemm: gemm4x3F32AVX2, gemmAcc: gemm4x3F32AccAVX2, gemmT: 4, gemmR: 3,
+		dot: dotF32, tail: dotF32Generic, elemBytes: 4,
+	}
+	mmF16 = mmKernels[uint16]{
+		gemm: gemm4x3F16AVX2, gemmAcc: gemm4x3F16AccAVX2, gemmT: 4, gemmR: 3,
+		dot: dotF16, tail: dotF16Generic, elemBytes: 2,
+	}
+	mmBF16 = mmKernels[uint16]{
+		gemm: gemm4x3BF16AVX2, gemmAcc: gemm4x3BF16AccAVX2, gemmT: 4, gemmR: 3,
+		dot: dotBF16, tail: dotBF16Generic, elemBytes: 2,
+	}
+	mmQ80 = mmKernels[byte]{
+		gemm: gemm4x3Q80AVX2, gemmAcc: gemm4x3Q80AccAVX2, gemmT: 4, gemmR: 3,
+		dot: dotQ80, tail: dotQ80Generic, q80: true, elemBytes: 1,
+	}
+)
+
+// Cache blocking of the token-block path: columns are taken mmKC at a time
+// (so that a block of gemmT token rows, 32 KiB of float32, stays near L1
+// while weight rows stream past it; this paid off for cols of 8192 and
+// changed nothing at 2048), and weight rows in chunks of about mmChunkBytes
+// of those columns (so that the chunk stays in L2 while every token block
+// meets it).
+const (
+	mmKC         = 2048
+	mmChunkBytes = 192 << 10
+)
+
+func matMulF32(dst []float32, ldd int, x []float32, nt, cols int, w []float32, r0, r1 int) {
+	if !useAsm || cols < 8 {
+		matMulF32Generic(dst, ldd, x, nt, cols, w, r0, r1)
+		return
+	}
+	matMul(&mmF32, dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func matMulF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	if !useAsm || cols < 8 {
+		matMulF16Generic(dst, ldd, x, nt, cols, w, r0, r1)
+		return
+	}
+	matMul(&mmF16, dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func matMulBF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	if !useAsm || cols < 8 {
+		matMulBF16Generic(dst, ldd, x, nt, cols, w, r0, r1)
+		return
+	}
+	matMul(&mmBF16, dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, r1 int) {
+	if !useAsm || cols == 0 {
+		matMulQ80Generic(dst, ldd, x, nt, cols, w, r0, r1)
+		return
+	}
+	matMul(&mmQ80, dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+// matMul drives the micro-kernels. Shapes were checked by the exported
+// function, and cols >= 8 (a whole block for Q8_0).
+//
+// Token rows in blocks of gemmT go through gemm, gemmR weight rows at a time,
+// so each weight vector is loaded and converted once per gemmT tokens, with
+// the cache blocking described at mmKC.
+//
+// The remaining token rows (all of them in decode, nt == 1) take the weight
+// rows one at a time, in order, with the single-row dot kernel, so that W is
+// read as one sequential stream; each row then serves the (at most three)
+// remaining token rows from L1. On the Zen 4 this was tuned on, streaming
+// four rows side by side (sharing the token vector loads) was up to 2.6×
+// slower from DRAM than one sequential stream, while for cache-resident
+// weights it gained at most a third.
+func matMul[W any](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
+	rowLen := k.rowLen(cols)
+	n8 := cols &^ 7 // columns gemm covers (all of them for Q8_0)
+	kc := min(mmKC, n8)
+	T, R := k.gemmT, k.gemmR
+	ntg := nt - nt%T // token rows [0, ntg) go through gemm
+	chunk := r1 - r0
+	if ntg > 0 {
+		chunk = max(R, mmChunkBytes/(k.rowLen(kc)*k.elemBytes)/R*R)
+	}
+	for rc := r0; rc < r1; rc += chunk {
+		re := min(rc+chunk, r1)
+		rg := re - (re-rc)%R // weight rows [rc, rg) go through gemm
+		for c0 := 0; c0 < n8 && ntg > 0; c0 += kc {
+			gemm := k.gemm
+			if c0 > 0 {
+				gemm = k.gemmAcc
+			}
+			kn := k.kn(min(kc, n8-c0))
+			wc := k.rowLen(c0) // offset of column c0 in a weight row
+			for t := 0; t < ntg; t += T {
+				for r := rc; r < rg; r += R {
+					gemm(&dst[t*ldd+r], ldd, &x[t*cols+c0], cols, &w[r*rowLen+wc], rowLen, kn)
+				}
+			}
+		}
+		if n8 < cols {
+			for t := 0; t < ntg; t++ {
+				xt := x[t*cols+n8 : (t+1)*cols]
+				for r := rc; r < rg; r++ {
+					dst[t*ldd+r] += k.tail(w[r*rowLen+n8:(r+1)*rowLen], xt)
+				}
+			}
+		}
+		for r := rc; r < re; r++ {
+			wr := w[r*rowLen : (r+1)*rowLen]
+			t := ntg
+			if r >= rg {
+				t = 0 // a weight row gemm left out: all token rows
+			}
+			for ; t < nt; t++ {
+				dst[t*ldd+r] = k.dot(wr, x[t*cols:(t+1)*cols])
+			}
+		}
+	}
+}

@@ -1,0 +1,40 @@
+//go:build !amd64 || !gc || purego
+
+package simd
+
+// Without assembly every kernel is its pure-Go twin. useAsm exists so that
+// ForceGeneric has one definition for all builds; hasAVX2 is false for the tests.
+var (
+	hasAVX2 = false
+	useAsm  = false
+)
+
+func dotF32(a, b []float32) float32                   { return dotF32Generic(a, b) }
+func axpyF32(y []float32, alpha float32, x []float32) { axpyF32Generic(y, alpha, x) }
+func scaleF32(x []float32, alpha float32)             { scaleF32Generic(x, alpha) }
+func sumF32(x []float32) float32                      { return sumF32Generic(x) }
+func dotF16(w []uint16, x []float32) float32          { return dotF16Generic(w, x) }
+func dotBF16(w []uint16, x []float32) float32         { return dotBF16Generic(w, x) }
+func axpyF16(y []float32, alpha float32, x []uint16)  { axpyF16Generic(y, alpha, x) }
+func axpyBF16(y []float32, alpha float32, x []uint16) { axpyBF16Generic(y, alpha, x) }
+func dotQ80(w []byte, x []float32) float32            { return dotQ80Generic(w, x) }
+func f16ToF32(dst []float32, src []uint16)            { f16ToF32Generic(dst, src) }
+func bf16ToF32(dst []float32, src []uint16)           { bf16ToF32Generic(dst, src) }
+func f32ToF16(dst []uint16, src []float32)            { f32ToF16Generic(dst, src) }
+func f32ToBF16(dst []uint16, src []float32)           { f32ToBF16Generic(dst, src) }
+
+func matMulF32(dst []float32, ldd int, x []float32, nt, cols int, w []float32, r0, r1 int) {
+	matMulF32Generic(dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func matMulF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	matMulF16Generic(dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func matMulBF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	matMulBF16Generic(dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, r1 int) {
+	matMulQ80Generic(dst, ldd, x, nt, cols, w, r0, r1)
+}

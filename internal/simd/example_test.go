@@ -1,0 +1,40 @@
+package simd_test
+
+import (
+	"fmt"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+)
+
+func ExampleDotF16() {
+	w := []uint16{simd.F32ToF16Scalar(0.5), simd.F32ToF16Scalar(-2), simd.F32ToF16Scalar(4)}
+	x := []float32{2, 1, 1}
+	fmt.Println(simd.DotF16(w, x))
+	// Output: 3
+}
+
+func ExampleMatMulF32() {
+	// W is 3×2 (out × in); two token rows; compute all three outputs.
+	w := []float32{
+		1, 0,
+		0, 1,
+		1, 1,
+	}
+	x := []float32{
+		2, 3,
+		5, 7,
+	}
+	dst := make([]float32, 2*3)
+	simd.MatMulF32(dst, 3, x, 2, 2, w, 0, 3)
+	fmt.Println(dst)
+	// Output: [2 3 5 5 7 12]
+}
+
+func ExampleF32ToF16Scalar() {
+	fmt.Printf("%#04x %#04x %#04x\n",
+		simd.F32ToF16Scalar(1),
+		simd.F32ToF16Scalar(65520),   // rounds past the largest half: +Inf
+		simd.F32ToF16Scalar(0x1p-25), // ties to even: +0
+	)
+	// Output: 0x3c00 0x7c00 0x0000
+}

@@ -1,0 +1,139 @@
+package simd
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// matMulCase is one weight type's MatMul under test.
+type matMulCase struct {
+	name string
+	q80  bool // cols must be a multiple of 32
+	// make returns random weights for rows×cols, a function giving weight
+	// (r, c) as float64, and the MatMul to call.
+	make func(r *rand.Rand, rows, cols, off int) (wv func(r, c int) float64, mm func(dst []float32, ldd int, x []float32, nt, cols int, r0, r1 int))
+}
+
+var matMulCases = []matMulCase{
+	{"F32", false, func(r *rand.Rand, rows, cols, off int) (func(int, int) float64, func([]float32, int, []float32, int, int, int, int)) {
+		w := offsetCopy(randF32(r, rows*cols), off)
+		return func(i, c int) float64 { return float64(w[i*cols+c]) },
+			func(dst []float32, ldd int, x []float32, nt, cols, r0, r1 int) {
+				MatMulF32(dst, ldd, x, nt, cols, w, r0, r1)
+			}
+	}},
+	{"F16", false, func(r *rand.Rand, rows, cols, off int) (func(int, int) float64, func([]float32, int, []float32, int, int, int, int)) {
+		w := offsetCopy(randF16(r, rows*cols), off)
+		return func(i, c int) float64 { return float64(F16ToF32Scalar(w[i*cols+c])) },
+			func(dst []float32, ldd int, x []float32, nt, cols, r0, r1 int) {
+				MatMulF16(dst, ldd, x, nt, cols, w, r0, r1)
+			}
+	}},
+	{"BF16", false, func(r *rand.Rand, rows, cols, off int) (func(int, int) float64, func([]float32, int, []float32, int, int, int, int)) {
+		w := offsetCopy(randBF16(r, rows*cols), off)
+		return func(i, c int) float64 { return float64(BF16ToF32Scalar(w[i*cols+c])) },
+			func(dst []float32, ldd int, x []float32, nt, cols, r0, r1 int) {
+				MatMulBF16(dst, ldd, x, nt, cols, w, r0, r1)
+			}
+	}},
+	{"Q80", true, func(r *rand.Rand, rows, cols, off int) (func(int, int) float64, func([]float32, int, []float32, int, int, int, int)) {
+		rowBytes := cols / q80BlockSize * q80BlockBytes
+		w := offsetCopy(randQ80(r, rows*cols/q80BlockSize), off)
+		return func(i, c int) float64 { return q80Value(w[i*rowBytes:], c) },
+			func(dst []float32, ldd int, x []float32, nt, cols, r0, r1 int) {
+				MatMulQ80(dst, ldd, x, nt, cols, w, r0, r1)
+			}
+	}},
+}
+
+// TestMatMul compares each MatMul with a naive float64 triple loop on random
+// shapes: nt 1..9 (covering the 4-token blocks and the leftovers), rows up to
+// 40 with a random [r0, r1), arbitrary cols (multiples of 32 for Q8_0), a
+// misaligned weight slice and ldd > rows. Every dst entry outside the
+// computed block must keep its sentinel. It runs with the assembly and with
+// the generic kernels.
+func TestMatMul(t *testing.T) {
+	for _, impl := range []string{"dispatch", "generic"} {
+		for _, tc := range matMulCases {
+			t.Run(impl+"/"+tc.name, func(t *testing.T) {
+				if impl == "generic" {
+					defer ForceGeneric()()
+				}
+				r := newRand(t)
+				for iter := 0; iter < 60; iter++ {
+					nt := 1 + iter%9
+					rows := 1 + r.IntN(40)
+					cols := r.IntN(300)
+					if tc.q80 {
+						cols = q80BlockSize * r.IntN(10)
+					}
+					if iter < 9 {
+						cols = 64 + iter // small tails with every nt
+						if tc.q80 {
+							cols = 64
+						}
+					}
+					r0 := r.IntN(rows + 1)
+					r1 := r0 + r.IntN(rows-r0+1)
+					if iter%5 == 0 {
+						r0, r1 = 0, rows
+					}
+					ldd := rows + r.IntN(5)
+					checkMatMulCase(t, r, tc, nt, rows, cols, r0, r1, ldd, iter%8)
+				}
+			})
+		}
+	}
+}
+
+func checkMatMulCase(t *testing.T, r *rand.Rand, tc matMulCase, nt, rows, cols, r0, r1, ldd, off int) {
+	t.Helper()
+	wv, mm := tc.make(r, rows, cols, off)
+	x := offsetCopy(randF32(r, nt*cols), (off+3)%8)
+	dst, check := guardedF32(off, (nt-1)*ldd+rows, 16)
+	for i := range dst {
+		dst[i] = sentinel
+	}
+	mm(dst, ldd, x, nt, cols, r0, r1)
+	check(t)
+	shape := fmt.Sprintf("MatMul%s(nt=%d, rows=%d, cols=%d, [%d,%d), ldd=%d)", tc.name, nt, rows, cols, r0, r1, ldd)
+	for ti := 0; ti < nt; ti++ {
+		for i := 0; i < ldd && ti*ldd+i < len(dst); i++ {
+			got := dst[ti*ldd+i]
+			if i < r0 || i >= r1 {
+				if math.Float32bits(got) != math.Float32bits(sentinel) {
+					t.Fatalf("%s wrote dst[%d*ldd+%d] = %v outside its rows", shape, ti, i, got)
+				}
+				continue
+			}
+			var want, mag float64
+			for c := 0; c < cols; c++ {
+				p := float64(x[ti*cols+c]) * wv(i, c)
+				want, mag = want+p, mag+math.Abs(p)
+			}
+			if !within(float64(got), want, mag) {
+				t.Fatalf("%s: dst[%d*ldd+%d] = %v, want %v (Σ|xw| %v)", shape, ti, i, got, want, mag)
+			}
+		}
+	}
+}
+
+// TestMatMulLarge covers shapes big enough for the cache blocking of the
+// token-block path: weights of several hundred KiB (row chunks) and rows
+// longer than one column block (the accumulating micro-kernels).
+func TestMatMulLarge(t *testing.T) {
+	const mmColumnBlock = 2048 // mmKC in dispatch_amd64.go
+	r := newRand(t)
+	for _, tc := range matMulCases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkMatMulCase(t, r, tc, 6, 200, 640, 5, 197, 203, 1)
+			cols := 2*mmColumnBlock + 101
+			if tc.q80 {
+				cols = 2*mmColumnBlock + 3*q80BlockSize
+			}
+			checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
+		})
+	}
+}

@@ -312,3 +312,5 @@ func matMul[W any](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, col
 		}
 	}
 }
+
+func asmEnabled() bool { return useAsm }

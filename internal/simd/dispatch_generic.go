@@ -38,3 +38,5 @@ func matMulBF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r
 func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, r1 int) {
 	matMulQ80Generic(dst, ldd, x, nt, cols, w, r0, r1)
 }
+
+func asmEnabled() bool { return false }

@@ -189,3 +189,12 @@ func MatMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 	}
 	matMulQ80(dst, ldd, x, nt, cols, w, r0, r1)
 }
+
+// Kernels names the kernel set in use: "avx2" when the assembly kernels run,
+// "generic" for the pure-Go twins.
+func Kernels() string {
+	if asmEnabled() {
+		return "avx2"
+	}
+	return "generic"
+}

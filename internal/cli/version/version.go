@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/spf13/cobra"
 )
 
@@ -26,7 +27,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(f.IO.Out, "kvq %s%s (%s, %s/%s)\n", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(f.IO.Out, "kvq %s%s (%s, %s/%s, %s kernels)\n", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, simd.Kernels())
 			return nil
 		},
 	}

@@ -12,7 +12,8 @@ import (
 type GenerateOptions struct {
 	MaxTokens int
 	Sampler   *Sampler // nil: greedy
-	// StopAtEOS ends generation at the tokenizer's EOS (not included).
+	// StopAtEOS ends generation at the model's stop tokens (EOS, end of
+	// turn), which are not included in the output.
 	StopAtEOS bool
 	// OnToken, when set, is called with each generated token as it is produced.
 	OnToken func(id int) error
@@ -56,9 +57,11 @@ func (r *Runner) Generate(ctx context.Context, cache *kvcache.Cache, seq kvcache
 	if sampler == nil {
 		sampler, _ = NewSampler(0, 1, 0)
 	}
-	eos := -1
-	if opts.StopAtEOS && r.m.Tokenizer != nil {
-		eos = r.m.Tokenizer.EOS()
+	stop := map[int]bool{}
+	if opts.StopAtEOS {
+		for _, id := range r.m.StopIDs {
+			stop[id] = true
+		}
 	}
 	var out []int
 	t0 := time.Now()
@@ -70,7 +73,7 @@ func (r *Runner) Generate(ctx context.Context, cache *kvcache.Cache, seq kvcache
 	t1 := time.Now()
 	for len(out) < opts.MaxTokens {
 		next := sampler.Sample(logits[0])
-		if next == eos {
+		if stop[next] {
 			break
 		}
 		out = append(out, next)

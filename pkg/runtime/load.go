@@ -21,15 +21,16 @@ type LoadOptions struct {
 	Tokenizer string
 }
 
-// Load opens a model file and detects its format: GGUF by its magic, else a
-// llama2.c checkpoint. The model's weights stay memory-mapped until Close.
+// Load opens a model and detects its format: a directory is a Hugging Face
+// checkpoint (config.json, safetensors, tokenizer.json); a file is GGUF by
+// its magic, else a llama2.c checkpoint. The model's weights stay memory-mapped until Close.
 func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: model: %w", err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is a directory: Hugging Face model directories are not supported yet; pass a .gguf or llama2.c .bin file", ErrUnsupported, path)
+		return nil, fmt.Errorf("%w: %s is a directory: Hugging Face model directories are not supported yet", ErrUnsupported, path)
 	}
 	f, err := mmap.Open(path)
 	if err != nil {
@@ -49,6 +50,9 @@ func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	m.closers = append(m.closers, f)
+	if len(m.StopIDs) == 0 && m.Tokenizer != nil && m.Tokenizer.EOS() >= 0 {
+		m.StopIDs = []int{m.Tokenizer.EOS()}
+	}
 	return m, nil
 }
 

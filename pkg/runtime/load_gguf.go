@@ -187,6 +187,12 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	if m.Tokenizer, err = ggufTokenizer(gf, tokens); err != nil {
 		return nil, err
 	}
+	m.StopIDs = []int{}
+	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if n, err := gf.Uint(key); err == nil && n < uint64(len(tokens)) {
+			m.StopIDs = append(m.StopIDs, int(n))
+		}
+	}
 	if m.Tokenizer.VocabSize() != c.Vocab {
 		return nil, fmt.Errorf("%w: tokenizer has %d tokens, model vocabulary %d", ErrModel, m.Tokenizer.VocabSize(), c.Vocab)
 	}

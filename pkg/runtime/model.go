@@ -94,7 +94,11 @@ type Model struct {
 	// RopeFactors divides the inverse frequencies (GGUF rope_freqs), optional.
 	RopeFactors []float32
 	Tokenizer   *tokenizer.Tokenizer
-	// Path and Format ("llama2c", "gguf") say where the model came from.
+	// StopIDs end generation (EOS and, for chat models, end-of-turn tokens).
+	StopIDs []int
+	// ChatTemplate is the Jinja chat template, when the checkpoint has one.
+	ChatTemplate string
+	// Path and Format ("llama2c", "gguf", "safetensors") say where the model came from.
 	Path, Format string
 
 	invFreq []float64

@@ -2,7 +2,6 @@ package kvcache
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 
@@ -191,27 +190,6 @@ func (c *Cache) scoresPreRoPE(s *sequence, layer int, side *Side, h, from, to in
 			}
 		}
 	})
-}
-
-// softmax replaces x with softmax(scale·x) in place.
-func softmax(x []float32, scale float32) {
-	m := float32(math.Inf(-1))
-	for i := range x {
-		x[i] *= scale
-		if x[i] > m {
-			m = x[i]
-		}
-	}
-	var sum float64
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - m)))
-		x[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for i := range x {
-		x[i] *= inv
-	}
 }
 
 // runs calls fn for maximal runs of positions in [from, to) that one source

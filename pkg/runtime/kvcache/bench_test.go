@@ -1,0 +1,72 @@
+package kvcache_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+)
+
+// benchFormats are the formats of the decode-attention benchmark.
+var benchFormats = []string{"fp16", "bf16", "fp32", "fp8", "fp8-e5m2", "int8", "int4", "int4:g32:channel", "int2", "kivi4", "kivi2", "quanto4",
+	"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q4_0:rot", "turbo4", "turbo3", "kvquant4", "kvquant3"}
+
+// BenchmarkAttentionStep measures one decode-attention step of one layer:
+// 8 KV heads of head_dim 128, GQA group 4 (32 query heads), over a context
+// of 4K, 16K or 32K tokens, on one goroutine. SetBytes is the K/V bytes the
+// step reads, so MB/s is the effective read bandwidth; compare ns/op with the
+// fp16 line of the same context.
+func BenchmarkAttentionStep(b *testing.B) {
+	const kvHeads, dim, group = 8, 128, 4
+	reg := quant.Formats()
+	for _, ctx := range []int{4096, 16384, 32768} {
+		for _, name := range benchFormats {
+			f, err := reg.Lookup(name)
+			if err != nil {
+				continue // format not built
+			}
+			b.Run(fmt.Sprintf("ctx=%d/%s", ctx, name), func(b *testing.B) {
+				spec := quant.Spec{K: f, V: f}
+				l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, spec, 0)
+				if err != nil {
+					b.Skip(err)
+				}
+				opts := kvcache.Options{Blocks: l.BlocksFor(ctx)}
+				if l.AnyPreRoPE() {
+					opts.RoPE = func([]float32, int) {}
+				}
+				c, err := kvcache.New(l, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = c.AddSeq(0)
+				if _, err := c.Begin(0, ctx); err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				k, v := make([]float32, kvHeads*dim), make([]float32, kvHeads*dim)
+				for p := 0; p < ctx; p++ {
+					for i := range k {
+						k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+					}
+					c.Put(0, 0, p, k, v)
+				}
+				q := make([]float32, kvHeads*group*dim)
+				for i := range q {
+					q[i] = float32(rng.NormFloat64())
+				}
+				out := make([]float32, len(q))
+				scr := &kvcache.Scratch{}
+				st := c.Stats()
+				b.SetBytes(st.InUse.K + st.InUse.V)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					c.Attend(out, q, kvHeads*group, 0, 0, 0, ctx, 0.088, scr)
+				}
+			})
+		}
+	}
+}

@@ -21,7 +21,11 @@ test: vet
 # Short fuzzing runs of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./pkg/gguf/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./pkg/gguf/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./pkg/safetensors/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseIndex$$' -fuzztime=$(FUZZTIME) ./pkg/safetensors/
+	$(GO) test -run='^$$' -fuzz='^FuzzIntegerRoundTrip$$' -fuzztime=$(FUZZTIME) ./pkg/quant/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./pkg/estimate/
 
 # Kernel and runtime benchmarks; compare runs with benchstat.
 bench:

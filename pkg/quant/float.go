@@ -176,3 +176,13 @@ func (c u16Codec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile [
 		}
 	}
 }
+
+func (f floatFormat) Describe() (string, []string) {
+	switch f.name {
+	case "fp32":
+		return "32-bit IEEE float (reference)", nil
+	case "bf16":
+		return "bfloat16 (8-bit exponent, 7-bit mantissa)", nil
+	}
+	return "IEEE half precision, the usual baseline (vLLM auto)", nil
+}

@@ -3,6 +3,8 @@ package root
 
 import (
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/internal/cli/estimate"
+	"github.com/kvqlabs/kvq/internal/cli/formats"
 	"github.com/kvqlabs/kvq/internal/cli/generate"
 	"github.com/kvqlabs/kvq/internal/cli/stub"
 	"github.com/kvqlabs/kvq/internal/cli/version"
@@ -29,7 +31,8 @@ caches side by side.`,
 	})
 	cmd.AddCommand(
 		generate.NewCmd(f, nil),
-		stub.NewCmd("estimate", "Plan KV-cache memory for a model, GPU and cache format"),
+		formats.NewCmd(f, nil),
+		estimate.NewCmd(f, nil),
 		stub.NewCmd("calibrate", "Record K/V statistics and write quantization scales"),
 		stub.NewCmd("eval", "Compare quantized caches against FP16 on quality metrics"),
 		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -286,6 +287,61 @@ func TestPreRoPEKeysMatchPostRoPE(t *testing.T) {
 			if d := maxRelDiff(b, a); d > 1e-5 {
 				t.Fatalf("neox=%v decode: pre-RoPE cache logits differ by %.2g", neox, d)
 			}
+		}
+	}
+}
+
+// TestEveryFormatRuns generates with every preset cache format on models with
+// head_dim 64 and 128, prefill plus decode, checks the allocation against the
+// layout, and checks the prefill logits against the fp16 cache's: within 5%
+// of the largest logit for 8-bit formats (20% for fp8-e5m2) (a gross bound that catches broken
+// wiring), finite for the others (random weights say nothing of quality).
+func TestEveryFormatRuns(t *testing.T) {
+	reg := quant.Formats()
+	for _, hd := range []int{64, 128} {
+		m, err := runtime.RandomModel(runtime.Config{Dim: 64, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: hd, Vocab: 64, ContextLen: 512}, tensor.F16, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runtime.NewRunner(m, runtime.RunnerOptions{})
+		prompt := tokens(150, m.Vocab, 9)
+		base := newCache(t, m, "fp16", 32)
+		_ = base.AddSeq(0)
+		want := forward(t, r, base, runtime.Entry{Seq: 0, Tokens: prompt})[0]
+		for _, name := range reg.Names() {
+			t.Run(fmt.Sprintf("d%d/%s", hd, name), func(t *testing.T) {
+				spec, err := reg.ParseSpec(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := kvcache.NewLayout(m.Geometry(), spec, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := m.NewCache(l, l.BlocksFor(len(prompt)+8))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = c.AddSeq(0)
+				out, st, err := r.Generate(context.Background(), c, 0, prompt, runtime.GenerateOptions{MaxTokens: 8})
+				if err != nil || len(out) != 8 {
+					t.Fatalf("Generate: %d tokens, %v", len(out), err)
+				}
+				if st.KV.Allocated.Total != l.Bytes(l.BlocksFor(len(prompt)+8), 1).Total {
+					t.Errorf("allocated %d bytes, layout says %d", st.KV.Allocated.Total, l.Bytes(l.BlocksFor(len(prompt)+8), 1).Total)
+				}
+				c2, _ := m.NewCache(l, l.BlocksFor(len(prompt)))
+				_ = c2.AddSeq(0)
+				got := forward(t, r, c2, runtime.Entry{Seq: 0, Tokens: prompt})[0]
+				d := maxRelDiff(got, want)
+				tol := 0.05
+				if strings.HasPrefix(name, "fp8-e5m2") {
+					tol = 0.2 // two mantissa bits
+				}
+				if math.IsNaN(d) || quant.DescribeFormat(spec.K, hd).Bits >= 8 && d > tol {
+					t.Errorf("prefill logits differ from fp16 by %.2g of the largest logit", d)
+				}
+			})
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package simd
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // Benchmarks pair each kernel with its generic twin:
@@ -214,5 +217,266 @@ func BenchmarkMeasureBandwidth(b *testing.B) {
 	for b.Loop() {
 		bw := MeasureBandwidth(256 << 20)
 		b.ReportMetric(bw/1e9, "GB/s")
+	}
+}
+
+// BenchmarkUnpack converts one row of 128 values (one call per KV row) and
+// 4096 values with each unpacking kernel; SetBytes counts the source bytes.
+func BenchmarkUnpack(b *testing.B) {
+	r := newRand(b)
+	for _, n := range []int{128, 4096} {
+		dst := make([]float32, n)
+		s, z := randF32(r, n), randF32(r, n)
+		p := unpackParams{scale: 0.01, bias: -1, s: s, z: z}
+		for _, c := range unpackCases {
+			src := randUnpackSrc(r, c, n)
+			runImpls(b, fmt.Sprintf("%s/%d", c.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					c.run(dst, src, p)
+				}
+			})
+		}
+	}
+	h := randF16(r, 128)
+	f := make([]float32, 128)
+	runImpls(b, "F16ToF32/128", func(b *testing.B) {
+		b.SetBytes(2 * 128)
+		for b.Loop() {
+			F16ToF32(f, h)
+		}
+	})
+}
+
+// BenchmarkAttentionKernels runs ScoresF32 and AccumulateF32 alone on chunks
+// of n rows, for the model head sizes and query counts, and reports the time
+// per row.
+func BenchmarkAttentionKernels(b *testing.B) {
+	r := newRand(b)
+	for _, dim := range []int{64, 128, 256} {
+		for _, nq := range []int{1, 2, 4, 8} {
+			for _, n := range []int{16, 64} {
+				q, rows, w := randF32(r, nq*dim), randF32(r, n*dim), randF32(r, nq*n)
+				dst, acc := make([]float32, nq*n), make([]float32, nq*dim)
+				name := fmt.Sprintf("dim=%d/nq=%d/n=%d", dim, nq, n)
+				runImpls(b, "Scores/"+name, func(b *testing.B) {
+					for b.Loop() {
+						ScoresF32(dst, n, q, nq, dim, rows, n)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+				})
+				runImpls(b, "Accumulate/"+name, func(b *testing.B) {
+					for b.Loop() {
+						AccumulateF32(acc, w, n, nq, dim, rows, n)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+				})
+			}
+		}
+	}
+}
+
+// Shape of the attention-chunk benchmark: 16 cached rows (tokens) of head
+// dim 128 against 4 queries (GQA).
+const (
+	chunkDim = 128
+	chunkNQ  = 4
+	chunkN   = 16
+)
+
+// chunkPath is one way of running attention over a chunk of cached rows
+// stored in some format: step decodes the chunk's rows (chunkN rows of
+// rowBytes bytes) and computes the scores and the weighted sum of rows.
+type chunkPath struct {
+	name     string
+	rowBytes int
+	fill     func(src []byte) // random valid content for whole chunks
+	step     func(chunk []byte)
+}
+
+// chunkPaths returns the paths BenchmarkAttentionChunk compares, sharing
+// one set of queries, weights and buffers:
+//
+//   - f16: F16ToF32 of the 16 rows (256 bytes a row), then ScoresF32 and
+//     AccumulateF32 on the float32 rows;
+//   - u8, u4, i8: one U8ToF32, U4ToF32 or I8ToF32 call per row with the
+//     row's own scale and bias (132, 68 or 130 bytes a row: the codes, and
+//     binary16 scale and bias, or scale only for i8). The chunk keeps its
+//     rows' codes first, then the rows' binary16 parameters, which one
+//     F16ToF32 call decodes (decoding 32 halves one by one with
+//     F16ToF32Scalar would cost more than the unpacking);
+//   - q80, q40: one Q80ToF32 or Q40ToF32 call for the chunk (4 blocks a
+//     row, 136 or 72 bytes), then the same;
+//   - perrow-f16: the per-row approach the chunk kernels replace: for each
+//     row, DotF16 and then AxpyF16 once per query, on the fp16 row itself;
+//   - perrow-u8: per row, U8ToF32 into a row buffer, then DotF32 and AxpyF32
+//     once per query.
+//
+// The softmax between scores and weighted sum is left out: the weights are
+// fixed random values.
+func chunkPaths(r *rand.Rand) []chunkPath {
+	const dim, nq, n = chunkDim, chunkNQ, chunkN
+	q := randF32(r, nq*dim)
+	w := randF32(r, nq*n)
+	buf := make([]float32, n*dim)
+	dst := make([]float32, nq*n)
+	acc := make([]float32, nq*dim)
+	attend := func() {
+		ScoresF32(dst, n, q, nq, dim, buf, n)
+		AccumulateF32(acc, w, n, nq, dim, buf, n)
+	}
+	return []chunkPath{
+		{"f16", 2 * dim, fillF16, func(c []byte) {
+			F16ToF32(buf, bytesAsU16(c))
+			attend()
+		}},
+		{"u8", dim + 4, fillCodesMeta(dim, 2), func(c []byte) {
+			var m [2 * n]float32
+			F16ToF32(m[:], bytesAsU16(c[n*dim:]))
+			for j := 0; j < n; j++ {
+				U8ToF32(buf[j*dim:(j+1)*dim], c[j*dim:(j+1)*dim], m[2*j], m[2*j+1])
+			}
+			attend()
+		}},
+		{"u4", dim/2 + 4, fillCodesMeta(dim/2, 2), func(c []byte) {
+			var m [2 * n]float32
+			F16ToF32(m[:], bytesAsU16(c[n*dim/2:]))
+			for j := 0; j < n; j++ {
+				U4ToF32(buf[j*dim:(j+1)*dim], c[j*dim/2:(j+1)*dim/2], m[2*j], m[2*j+1])
+			}
+			attend()
+		}},
+		{"i8", dim + 2, fillCodesMeta(dim, 1), func(c []byte) {
+			var m [n]float32
+			F16ToF32(m[:], bytesAsU16(c[n*dim:]))
+			for j := 0; j < n; j++ {
+				I8ToF32(buf[j*dim:(j+1)*dim], c[j*dim:(j+1)*dim], m[j])
+			}
+			attend()
+		}},
+		{"q80", dim / 32 * q80BlockBytes, fillBlocks(q80BlockBytes), func(c []byte) {
+			Q80ToF32(buf, c)
+			attend()
+		}},
+		{"q40", dim / 32 * q40BlockBytes, fillBlocks(q40BlockBytes), func(c []byte) {
+			Q40ToF32(buf, c)
+			attend()
+		}},
+		{"perrow-f16", 2 * dim, fillF16, func(c []byte) {
+			h := bytesAsU16(c)
+			for j := 0; j < n; j++ {
+				row := h[j*dim : (j+1)*dim]
+				for i := 0; i < nq; i++ {
+					dst[i*n+j] = DotF16(row, q[i*dim:(i+1)*dim])
+				}
+				for i := 0; i < nq; i++ {
+					AxpyF16(acc[i*dim:(i+1)*dim], w[i*n+j], row)
+				}
+			}
+		}},
+		{"perrow-u8", dim + 4, fillCodesMeta(dim, 2), func(c []byte) {
+			var m [2 * n]float32
+			F16ToF32(m[:], bytesAsU16(c[n*dim:]))
+			u := buf[:dim]
+			for j := 0; j < n; j++ {
+				U8ToF32(u, c[j*dim:(j+1)*dim], m[2*j], m[2*j+1])
+				for i := 0; i < nq; i++ {
+					dst[i*n+j] = DotF32(u, q[i*dim:(i+1)*dim])
+				}
+				for i := 0; i < nq; i++ {
+					AxpyF32(acc[i*dim:(i+1)*dim], w[i*n+j], u)
+				}
+			}
+		}},
+	}
+}
+
+// BenchmarkAttentionChunk measures one decode-attention step over a chunk of
+// cached rows for each path of chunkPaths. "hot" reuses one chunk (its
+// source bytes stay in L1); "stream" walks through 64 MiB of source, as a
+// long context does. Metrics: ns/row, and srcGB/s, the source bytes
+// decoded per second (MB/s counts the same bytes).
+func BenchmarkAttentionChunk(b *testing.B) {
+	const streamSize = 64 << 20
+	for _, p := range chunkPaths(newRand(b)) {
+		chunkBytes := chunkN * p.rowBytes
+		for _, mode := range []string{"hot", "stream"} {
+			chunks := 1
+			if mode == "stream" {
+				chunks = streamSize / chunkBytes
+			}
+			var src []byte
+			runImpls(b, p.name+"/"+mode, func(b *testing.B) {
+				if src == nil {
+					src = make([]byte, chunks*chunkBytes)
+					p.fill(src)
+				}
+				b.SetBytes(int64(chunkBytes))
+				i := 0
+				for b.Loop() {
+					p.step(src[i*chunkBytes : (i+1)*chunkBytes])
+					if i++; i == chunks {
+						i = 0
+					}
+				}
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(sec*1e9/float64(b.N*chunkN), "ns/row")
+				b.ReportMetric(float64(b.N*chunkBytes)/sec/1e9, "srcGB/s")
+			})
+		}
+	}
+}
+
+// bytesAsU16 returns the little-endian uint16 values of b (len(b) even),
+// sharing its memory.
+func bytesAsU16(b []byte) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}
+
+// fillF16 fills b with random finite binary16 values.
+func fillF16(b []byte) {
+	r := rand.New(rand.NewPCG(2, 3))
+	for i := 0; i+1 < len(b); i += 2 {
+		binary.LittleEndian.PutUint16(b[i:], F32ToF16Scalar(float32(r.NormFloat64())))
+	}
+}
+
+// fillCodesMeta returns a filler for chunks of chunkN rows of codeBytes
+// random code bytes each, followed by params binary16 parameters per row
+// (a scale of 0.01, then a bias of -1).
+func fillCodesMeta(codeBytes, params int) func(b []byte) {
+	return func(b []byte) {
+		r := rand.New(rand.NewPCG(2, 3))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		chunk := chunkN * (codeBytes + 2*params)
+		for o := 0; o+chunk <= len(b); o += chunk {
+			m := b[o+chunkN*codeBytes : o+chunk]
+			for j := 0; j < chunkN*params; j++ {
+				v := float32(0.01)
+				if j%params == 1 {
+					v = -1
+				}
+				binary.LittleEndian.PutUint16(m[2*j:], F32ToF16Scalar(v))
+			}
+		}
+	}
+}
+
+// fillBlocks returns a filler for GGML blocks of blockBytes bytes: random
+// codes, and binary16 d (and m) of moderate size in front.
+func fillBlocks(blockBytes int) func(b []byte) {
+	return func(b []byte) {
+		r := rand.New(rand.NewPCG(2, 3))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		for o := 0; o+blockBytes <= len(b); o += blockBytes {
+			binary.LittleEndian.PutUint16(b[o:], F32ToF16Scalar(0.01))
+			if blockBytes == q41BlockBytes {
+				binary.LittleEndian.PutUint16(b[o+2:], F32ToF16Scalar(-0.1))
+			}
+		}
 	}
 }

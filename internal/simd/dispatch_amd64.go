@@ -156,6 +156,190 @@ func f32ToBF16(dst []uint16, src []float32) {
 	}
 }
 
+// The unpacking kernels convert whole groups of 8 codes (whole blocks for
+// the GGML formats, which the exported functions require); the generic twin
+// finishes the tail.
+
+func u8ToF32(dst []float32, src []byte, scale, bias float32) {
+	if !useAsm {
+		u8ToF32Generic(dst, src, scale, bias)
+		return
+	}
+	u8ToF32AVX2(dst, src, scale, bias)
+	if n := len(dst) &^ 7; n < len(dst) {
+		u8ToF32Generic(dst[n:], src[n:], scale, bias)
+	}
+}
+
+func i8ToF32(dst []float32, src []byte, scale float32) {
+	if !useAsm {
+		i8ToF32Generic(dst, src, scale)
+		return
+	}
+	i8ToF32AVX2(dst, src, scale)
+	if n := len(dst) &^ 7; n < len(dst) {
+		i8ToF32Generic(dst[n:], src[n:], scale)
+	}
+}
+
+func u4ToF32(dst []float32, src []byte, scale, bias float32) {
+	if !useAsm {
+		u4ToF32Generic(dst, src, scale, bias)
+		return
+	}
+	u4ToF32AVX2(dst, src, scale, bias)
+	if n := len(dst) &^ 7; n < len(dst) {
+		u4ToF32Generic(dst[n:], src[n/2:], scale, bias)
+	}
+}
+
+func u2ToF32(dst []float32, src []byte, scale, bias float32) {
+	if !useAsm {
+		u2ToF32Generic(dst, src, scale, bias)
+		return
+	}
+	u2ToF32AVX2(dst, src, scale, bias)
+	if n := len(dst) &^ 7; n < len(dst) {
+		u2ToF32Generic(dst[n:], src[n/4:], scale, bias)
+	}
+}
+
+func u8ToF32Vec(dst []float32, src []byte, s, z []float32) {
+	if !useAsm {
+		u8ToF32VecGeneric(dst, src, s, z)
+		return
+	}
+	u8ToF32VecAVX2(dst, src, s, z)
+	if n := len(dst) &^ 7; n < len(dst) {
+		u8ToF32VecGeneric(dst[n:], src[n:], s[n:], z[n:])
+	}
+}
+
+func u4ToF32Vec(dst []float32, src []byte, s, z []float32) {
+	if !useAsm {
+		u4ToF32VecGeneric(dst, src, s, z)
+		return
+	}
+	u4ToF32VecAVX2(dst, src, s, z)
+	if n := len(dst) &^ 7; n < len(dst) {
+		u4ToF32VecGeneric(dst[n:], src[n/2:], s[n:], z[n:])
+	}
+}
+
+func u2ToF32Vec(dst []float32, src []byte, s, z []float32) {
+	if !useAsm {
+		u2ToF32VecGeneric(dst, src, s, z)
+		return
+	}
+	u2ToF32VecAVX2(dst, src, s, z)
+	if n := len(dst) &^ 7; n < len(dst) {
+		u2ToF32VecGeneric(dst[n:], src[n/4:], s[n:], z[n:])
+	}
+}
+
+func q80ToF32(dst []float32, src []byte) {
+	if !useAsm {
+		q80ToF32Generic(dst, src)
+		return
+	}
+	q80ToF32AVX2(dst, src)
+}
+
+func q40ToF32(dst []float32, src []byte) {
+	if !useAsm {
+		q40ToF32Generic(dst, src)
+		return
+	}
+	q40ToF32AVX2(dst, src)
+}
+
+func q41ToF32(dst []float32, src []byte) {
+	if !useAsm {
+		q41ToF32Generic(dst, src)
+		return
+	}
+	q41ToF32AVX2(dst, src)
+}
+
+// The attention kernels take a fixed number of query rows (1 to 4) and all
+// n rows over the dim&^7 leading columns; see _generate/attention.go for
+// their register blocking. They are called directly, in a switch: a call
+// through a function value would make every slice argument escape, and
+// callers pass stack buffers.
+
+// queryBlock returns how many of the nq-i remaining query rows the next
+// kernel call takes: 4 while at least 4 remain, then the rest.
+func queryBlock(nq, i int) int { return min(nq-i, 4) }
+
+func scoresBlock(qb int, dst *float32, ldd int, q, rows *float32, dim, n int) {
+	switch qb {
+	case 1:
+		scoresQ1AVX2(dst, ldd, q, rows, dim, n)
+	case 2:
+		scoresQ2AVX2(dst, ldd, q, rows, dim, n)
+	case 3:
+		scoresQ3AVX2(dst, ldd, q, rows, dim, n)
+	default:
+		scoresQ4AVX2(dst, ldd, q, rows, dim, n)
+	}
+}
+
+func accumulateBlock(qb int, acc, w *float32, ldw, dim int, rows *float32, n int) {
+	switch qb {
+	case 1:
+		accumulateQ1AVX2(acc, w, ldw, dim, rows, n)
+	case 2:
+		accumulateQ2AVX2(acc, w, ldw, dim, rows, n)
+	case 3:
+		accumulateQ3AVX2(acc, w, ldw, dim, rows, n)
+	default:
+		accumulateQ4AVX2(acc, w, ldw, dim, rows, n)
+	}
+}
+
+// scoresF32 runs with nq > 0 and n > 0 (the exported function returns
+// early otherwise).
+func scoresF32(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int) {
+	if !useAsm || dim < 8 {
+		scoresF32Generic(dst, ldd, q, nq, dim, rows, n)
+		return
+	}
+	for i := 0; i < nq; {
+		qb := queryBlock(nq, i)
+		scoresBlock(qb, &dst[i*ldd], ldd, &q[i*dim], &rows[0], dim, n)
+		i += qb
+	}
+	if d8 := dim &^ 7; d8 < dim {
+		for i := 0; i < nq; i++ {
+			qi := q[i*dim+d8 : (i+1)*dim]
+			for j := 0; j < n; j++ {
+				dst[i*ldd+j] += dotF32Generic(qi, rows[j*dim+d8:(j+1)*dim])
+			}
+		}
+	}
+}
+
+// accumulateF32 runs with nq > 0 and n > 0.
+func accumulateF32(acc []float32, w []float32, ldw, nq, dim int, rows []float32, n int) {
+	if !useAsm || dim < 8 {
+		accumulateF32Generic(acc, w, ldw, nq, dim, rows, n)
+		return
+	}
+	for i := 0; i < nq; {
+		qb := queryBlock(nq, i)
+		accumulateBlock(qb, &acc[i*dim], &w[i*ldw], ldw, dim, &rows[0], n)
+		i += qb
+	}
+	if d8 := dim &^ 7; d8 < dim {
+		for i := 0; i < nq; i++ {
+			ai := acc[i*dim+d8 : (i+1)*dim]
+			for j := 0; j < n; j++ {
+				axpyF32Generic(ai, w[i*ldw+j], rows[j*dim+d8:(j+1)*dim])
+			}
+		}
+	}
+}
+
 // mmKernels describes one weight type's matrix-product micro-kernels.
 type mmKernels[W any] struct {
 	// gemm computes a gemmT × gemmR block: gemmT token rows against gemmR

@@ -23,6 +23,31 @@ func bf16ToF32(dst []float32, src []uint16)           { bf16ToF32Generic(dst, sr
 func f32ToF16(dst []uint16, src []float32)            { f32ToF16Generic(dst, src) }
 func f32ToBF16(dst []uint16, src []float32)           { f32ToBF16Generic(dst, src) }
 
+func u8ToF32(dst []float32, src []byte, scale, bias float32) {
+	u8ToF32Generic(dst, src, scale, bias)
+}
+func i8ToF32(dst []float32, src []byte, scale float32) { i8ToF32Generic(dst, src, scale) }
+func u4ToF32(dst []float32, src []byte, scale, bias float32) {
+	u4ToF32Generic(dst, src, scale, bias)
+}
+func u2ToF32(dst []float32, src []byte, scale, bias float32) {
+	u2ToF32Generic(dst, src, scale, bias)
+}
+func u8ToF32Vec(dst []float32, src []byte, s, z []float32) { u8ToF32VecGeneric(dst, src, s, z) }
+func u4ToF32Vec(dst []float32, src []byte, s, z []float32) { u4ToF32VecGeneric(dst, src, s, z) }
+func u2ToF32Vec(dst []float32, src []byte, s, z []float32) { u2ToF32VecGeneric(dst, src, s, z) }
+func q80ToF32(dst []float32, src []byte)                   { q80ToF32Generic(dst, src) }
+func q40ToF32(dst []float32, src []byte)                   { q40ToF32Generic(dst, src) }
+func q41ToF32(dst []float32, src []byte)                   { q41ToF32Generic(dst, src) }
+
+func scoresF32(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int) {
+	scoresF32Generic(dst, ldd, q, nq, dim, rows, n)
+}
+
+func accumulateF32(acc []float32, w []float32, ldw, nq, dim int, rows []float32, n int) {
+	accumulateF32Generic(acc, w, ldw, nq, dim, rows, n)
+}
+
 func matMulF32(dst []float32, ldd int, x []float32, nt, cols int, w []float32, r0, r1 int) {
 	matMulF32Generic(dst, ldd, x, nt, cols, w, r0, r1)
 }

@@ -1,6 +1,9 @@
 // Package simd holds the float kernels that kvq's hot loops run: dot products,
 // axpy, matrix-times-vector/matrix products over float32, IEEE half (F16),
-// bfloat16 (BF16) and GGML Q8_0 weights, and bulk conversions between them.
+// bfloat16 (BF16) and GGML Q8_0 weights, bulk conversions between them,
+// unpacking of quantized codes (8-, 4- and 2-bit, GGML Q8_0, Q4_0 and Q4_1
+// blocks) to float32, and the two halves of decode attention over a chunk
+// of decoded KV rows (ScoresF32, AccumulateF32).
 //
 // Every kernel has a pure-Go reference twin (the unexported *Generic
 // functions); on amd64 with AVX2, FMA and F16C the assembly versions are chosen
@@ -17,6 +20,22 @@
 // binary16 scale d, then 32 int8 codes, value i being d*code[i] (GGML's
 // block_q8_0).
 //
+// Packed codes are little-endian within each byte: a 4-bit run holds code
+// 2k in the low nibble of byte k and code 2k+1 in its high nibble, a 2-bit
+// run holds code 4k+m in bits 2m and 2m+1 of byte k. A Q4_0 block is 18
+// bytes, a binary16 d and 16 bytes qs, values j and j+16 being
+// d*((qs[j]&15)-8) and d*((qs[j]>>4)-8); a Q4_1 block is 20 bytes, d and m
+// (binary16) then qs, the values d*nibble + m (GGML's block_q4_0 and
+// block_q4_1).
+//
+// The attention helpers work on a chunk of n decoded rows of dim floats,
+// row-major and back to back (a few dozen KV rows at most, so that they stay
+// in L1), and nq query rows: ScoresF32 writes the nq×n dot products,
+// AccumulateF32 adds the weighted sums of the rows to nq accumulator rows.
+// Both keep a block of up to 4 queries' partial sums in registers while
+// they run over the rows, so each row, and each accumulator, is loaded once
+// per call (per block of 4 queries for the rows).
+//
 // The matrix products take the weight matrix W row-major as [rows][cols]
 // (PyTorch Linear layout, out × in) and nt token rows of cols floats back to
 // back, and write dst[t*ldd+r] = Σ_c x[t*cols+c]*W[r][c] for the weight rows
@@ -32,7 +51,9 @@
 // multiply-adds; results agree with an exact sum to about 1e-5 of
 // Σ|a_i*b_i| for the lengths used in models. Conversions are exact (widening)
 // or correctly rounded to nearest even (narrowing), and the assembly and Go
-// paths agree bit for bit, NaN payloads included.
+// paths agree bit for bit, NaN payloads included. Unpacking computes
+// code*scale + bias as a rounded product followed by a rounded sum (never a
+// fused multiply-add), so it too gives the same bits on every path.
 //
 // # Scope
 //

@@ -38,3 +38,45 @@ func ExampleF32ToF16Scalar() {
 	)
 	// Output: 0x3c00 0x7c00 0x0000
 }
+
+func ExampleU4ToF32() {
+	// Two bytes hold four 4-bit codes, low nibble first: 1, 2, 15, 0.
+	src := []byte{0x21, 0x0f}
+	dst := make([]float32, 4)
+	simd.U4ToF32(dst, src, 0.5, -1) // code*0.5 - 1
+	fmt.Println(dst)
+	// Output: [-0.5 0 6.5 -1]
+}
+
+func ExampleScoresF32() {
+	// Two queries and three rows of dim 2.
+	q := []float32{
+		1, 0,
+		1, 1,
+	}
+	rows := []float32{
+		2, 3,
+		4, 5,
+		6, 7,
+	}
+	dst := make([]float32, 2*3)
+	simd.ScoresF32(dst, 3, q, 2, 2, rows, 3)
+	fmt.Println(dst)
+	// Output: [2 4 6 5 9 13]
+}
+
+func ExampleAccumulateF32() {
+	// acc[i] += Σ_j w[i][j]*rows[j] for two queries and two rows of dim 2.
+	rows := []float32{
+		1, 2,
+		3, 4,
+	}
+	w := []float32{
+		0.5, 0.5,
+		1, 0,
+	}
+	acc := make([]float32, 2*2)
+	simd.AccumulateF32(acc, w, 2, 2, 2, rows, 2)
+	fmt.Println(acc)
+	// Output: [2 3 1 2]
+}

@@ -19,6 +19,16 @@ const (
 	q80BlockBytes = 34
 )
 
+// q40BlockBytes and q41BlockBytes are the sizes of GGML Q4_0 and Q4_1 blocks
+// of q80BlockSize (32) values. A Q4_0 block is a binary16 scale d and 16
+// bytes of 4-bit codes; a Q4_1 block is d, a binary16 offset m and the same
+// 16 bytes. Byte j holds value j in its low nibble and value j+16 in its
+// high nibble.
+const (
+	q40BlockBytes = 18
+	q41BlockBytes = 20
+)
+
 func dotF32Generic(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
@@ -195,6 +205,134 @@ func matMulQ80Generic(dst []float32, ldd int, x []float32, nt, cols int, w []byt
 		wr := w[r*rowBytes : (r+1)*rowBytes]
 		for t := 0; t < nt; t++ {
 			dst[t*ldd+r] = dotQ80Generic(wr, x[t*cols:(t+1)*cols])
+		}
+	}
+}
+
+// The unpacking twins compute code*scale + bias as a product rounded to
+// float32 and then a sum: the explicit float32 conversion forbids the
+// compiler to fuse them, and the assembly uses separate VMULPS and VADDPS, so
+// both paths give the same bits.
+
+func u8ToF32Generic(dst []float32, src []byte, scale, bias float32) {
+	src = src[:len(dst)]
+	for i, c := range src {
+		dst[i] = float32(float32(c)*scale) + bias
+	}
+}
+
+func i8ToF32Generic(dst []float32, src []byte, scale float32) {
+	src = src[:len(dst)]
+	for i, c := range src {
+		dst[i] = float32(int8(c)) * scale
+	}
+}
+
+func u4ToF32Generic(dst []float32, src []byte, scale, bias float32) {
+	src = src[:len(dst)/2]
+	for k, c := range src {
+		dst[2*k] = float32(float32(c&15)*scale) + bias
+		dst[2*k+1] = float32(float32(c>>4)*scale) + bias
+	}
+}
+
+func u2ToF32Generic(dst []float32, src []byte, scale, bias float32) {
+	src = src[:len(dst)/4]
+	for k, c := range src {
+		d := dst[4*k : 4*k+4]
+		d[0] = float32(float32(c&3)*scale) + bias
+		d[1] = float32(float32(c>>2&3)*scale) + bias
+		d[2] = float32(float32(c>>4&3)*scale) + bias
+		d[3] = float32(float32(c>>6)*scale) + bias
+	}
+}
+
+func u8ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
+	src, s, z = src[:len(dst)], s[:len(dst)], z[:len(dst)]
+	for i, c := range src {
+		dst[i] = float32(float32(c)*s[i]) + z[i]
+	}
+}
+
+func u4ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
+	src, s, z = src[:len(dst)/2], s[:len(dst)], z[:len(dst)]
+	for k, c := range src {
+		i := 2 * k
+		dst[i] = float32(float32(c&15)*s[i]) + z[i]
+		dst[i+1] = float32(float32(c>>4)*s[i+1]) + z[i+1]
+	}
+}
+
+func u2ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
+	src, s, z = src[:len(dst)/4], s[:len(dst)], z[:len(dst)]
+	for k, c := range src {
+		for m := 0; m < 4; m++ {
+			i := 4*k + m
+			dst[i] = float32(float32(c>>(2*m)&3)*s[i]) + z[i]
+		}
+	}
+}
+
+func q80ToF32Generic(dst []float32, src []byte) {
+	nb := len(dst) / q80BlockSize
+	src = src[:nb*q80BlockBytes]
+	for b := 0; b < nb; b++ {
+		blk := src[b*q80BlockBytes : (b+1)*q80BlockBytes]
+		d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		out := dst[b*q80BlockSize : (b+1)*q80BlockSize]
+		for i := range out {
+			out[i] = d * float32(int8(blk[2+i]))
+		}
+	}
+}
+
+func q40ToF32Generic(dst []float32, src []byte) {
+	nb := len(dst) / q80BlockSize
+	src = src[:nb*q40BlockBytes]
+	for b := 0; b < nb; b++ {
+		blk := src[b*q40BlockBytes : (b+1)*q40BlockBytes]
+		d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		out := dst[b*q80BlockSize : (b+1)*q80BlockSize]
+		for j, c := range blk[2:] {
+			out[j] = d * float32(int(c&15)-8)
+			out[j+16] = d * float32(int(c>>4)-8)
+		}
+	}
+}
+
+func q41ToF32Generic(dst []float32, src []byte) {
+	nb := len(dst) / q80BlockSize
+	src = src[:nb*q41BlockBytes]
+	for b := 0; b < nb; b++ {
+		blk := src[b*q41BlockBytes : (b+1)*q41BlockBytes]
+		d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		m := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[2:]))
+		out := dst[b*q80BlockSize : (b+1)*q80BlockSize]
+		for j, c := range blk[4:] {
+			out[j] = float32(d*float32(c&15)) + m
+			out[j+16] = float32(d*float32(c>>4)) + m
+		}
+	}
+}
+
+// The attention twins run the query rows in the outer loop: one dot product
+// per (query, row) pair for the scores, one axpy per (query, row) pair for
+// the weighted sum of rows.
+
+func scoresF32Generic(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int) {
+	for i := 0; i < nq; i++ {
+		qi := q[i*dim : (i+1)*dim]
+		for j := 0; j < n; j++ {
+			dst[i*ldd+j] = dotF32Generic(qi, rows[j*dim:(j+1)*dim])
+		}
+	}
+}
+
+func accumulateF32Generic(acc []float32, w []float32, ldw, nq, dim int, rows []float32, n int) {
+	for i := 0; i < nq; i++ {
+		ai := acc[i*dim : (i+1)*dim]
+		for j := 0; j < n; j++ {
+			axpyF32Generic(ai, w[i*ldw+j], rows[j*dim:(j+1)*dim])
 		}
 	}
 }

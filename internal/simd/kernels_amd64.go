@@ -128,3 +128,130 @@ func gemm4x3Q80AVX2(dst *float32, ldd int, x *float32, ldx int, w *byte, ldw int
 //
 //go:noescape
 func gemm4x3Q80AccAVX2(dst *float32, ldd int, x *float32, ldx int, w *byte, ldw int, nb int)
+
+// u8ToF32AVX2 sets dst[i] = code_i*scale + bias, rounding the product, then the sum,
+// with code_i = src[i], for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7.
+//
+//go:noescape
+func u8ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
+
+// i8ToF32AVX2 sets dst[i] = code_i*scale
+// with code_i = int8(src[i]), for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7.
+//
+//go:noescape
+func i8ToF32AVX2(dst []float32, src []byte, scale float32)
+
+// u4ToF32AVX2 sets dst[i] = code_i*scale + bias, rounding the product, then the sum,
+// with code_i = src[i/2]>>(4*(i%2))&15, for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7/2.
+//
+//go:noescape
+func u4ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
+
+// u2ToF32AVX2 sets dst[i] = code_i*scale + bias, rounding the product, then the sum,
+// with code_i = src[i/4]>>(2*(i%4))&3, for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7/4.
+//
+//go:noescape
+func u2ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
+
+// u8ToF32VecAVX2 sets dst[i] = code_i*s[i] + z[i], rounding the product, then the sum,
+// with code_i = src[i], for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7.
+// len(s) and len(z) must be at least len(dst)&^7.
+//
+//go:noescape
+func u8ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
+
+// u4ToF32VecAVX2 sets dst[i] = code_i*s[i] + z[i], rounding the product, then the sum,
+// with code_i = src[i/2]>>(4*(i%2))&15, for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7/2.
+// len(s) and len(z) must be at least len(dst)&^7.
+//
+//go:noescape
+func u4ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
+
+// u2ToF32VecAVX2 sets dst[i] = code_i*s[i] + z[i], rounding the product, then the sum,
+// with code_i = src[i/4]>>(2*(i%4))&3, for i < len(dst)&^7.
+// len(src) must be at least len(dst)&^7/4.
+// len(s) and len(z) must be at least len(dst)&^7.
+//
+//go:noescape
+func u2ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
+
+// q80ToF32AVX2 sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at
+// src (34 bytes each: binary16 d, then 32 int8 codes).
+// len(src) must be at least len(dst)/32*34.
+//
+//go:noescape
+func q80ToF32AVX2(dst []float32, src []byte)
+
+// q40ToF32AVX2 sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,
+// for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16
+// bytes whose low and high nibbles are lo_j and hi_j).
+// len(src) must be at least len(dst)/32*18.
+//
+//go:noescape
+func q40ToF32AVX2(dst []float32, src []byte)
+
+// q41ToF32AVX2 sets dst[32b+j] = d_b*lo_j + m_b and dst[32b+16+j] = d_b*hi_j + m_b,
+// j < 16, rounding the product, then the sum, for the len(dst)/32 Q4_1 blocks
+// at src (20 bytes each: binary16 d and m, then 16 bytes whose low and high
+// nibbles are lo_j and hi_j). len(src) must be at least len(dst)/32*20.
+//
+//go:noescape
+func q41ToF32AVX2(dst []float32, src []byte)
+
+// scoresQ1AVX2 sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
+// for i < 1, j < n. It reads whole groups of 8 columns only; dim must be
+// at least 8.
+//
+//go:noescape
+func scoresQ1AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ1AVX2 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 1, c < dim&^7. It reads whole groups of 8 columns only.
+//
+//go:noescape
+func accumulateQ1AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// scoresQ2AVX2 sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
+// for i < 2, j < n. It reads whole groups of 8 columns only; dim must be
+// at least 8.
+//
+//go:noescape
+func scoresQ2AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ2AVX2 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 2, c < dim&^7. It reads whole groups of 8 columns only.
+//
+//go:noescape
+func accumulateQ2AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// scoresQ3AVX2 sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
+// for i < 3, j < n. It reads whole groups of 8 columns only; dim must be
+// at least 8.
+//
+//go:noescape
+func scoresQ3AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ3AVX2 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 3, c < dim&^7. It reads whole groups of 8 columns only.
+//
+//go:noescape
+func accumulateQ3AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// scoresQ4AVX2 sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
+// for i < 4, j < n. It reads whole groups of 8 columns only; dim must be
+// at least 8.
+//
+//go:noescape
+func scoresQ4AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ4AVX2 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 4, c < dim&^7. It reads whole groups of 8 columns only.
+//
+//go:noescape
+func accumulateQ4AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)

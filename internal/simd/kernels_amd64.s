@@ -1595,3 +1595,1854 @@ gemm4x3Q80AccAVX2_done:
 	VEXTRACTPS   $0x02, X9, 8(AX)
 	VZEROUPPER
 	RET
+
+DATA u4shifts<>+0(SB)/4, $0x00000000
+DATA u4shifts<>+4(SB)/4, $0x00000004
+DATA u4shifts<>+8(SB)/4, $0x00000008
+DATA u4shifts<>+12(SB)/4, $0x0000000c
+DATA u4shifts<>+16(SB)/4, $0x00000010
+DATA u4shifts<>+20(SB)/4, $0x00000014
+DATA u4shifts<>+24(SB)/4, $0x00000018
+DATA u4shifts<>+28(SB)/4, $0x0000001c
+GLOBL u4shifts<>(SB), RODATA|NOPTR, $32
+
+DATA u2shifts<>+0(SB)/4, $0x00000000
+DATA u2shifts<>+4(SB)/4, $0x00000002
+DATA u2shifts<>+8(SB)/4, $0x00000004
+DATA u2shifts<>+12(SB)/4, $0x00000006
+DATA u2shifts<>+16(SB)/4, $0x00000008
+DATA u2shifts<>+20(SB)/4, $0x0000000a
+DATA u2shifts<>+24(SB)/4, $0x0000000c
+DATA u2shifts<>+28(SB)/4, $0x0000000e
+GLOBL u2shifts<>(SB), RODATA|NOPTR, $32
+
+// func u8ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
+// Requires: AVX, AVX2
+TEXT ·u8ToF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	VBROADCASTSS scale+48(FP), Y0
+	VBROADCASTSS bias+52(FP), Y1
+
+u8ToF32AVX2_loop4:
+	CMPQ      DX, $0x04
+	JB        u8ToF32AVX2_loop1
+	VPMOVZXBD (CX), Y2
+	VPMOVZXBD 8(CX), Y3
+	VPMOVZXBD 16(CX), Y4
+	VPMOVZXBD 24(CX), Y5
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y0, Y2, Y2
+	VMULPS    Y0, Y3, Y3
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y0, Y5, Y5
+	VADDPS    Y1, Y2, Y2
+	VADDPS    Y1, Y3, Y3
+	VADDPS    Y1, Y4, Y4
+	VADDPS    Y1, Y5, Y5
+	VMOVUPS   Y2, (AX)
+	VMOVUPS   Y3, 32(AX)
+	VMOVUPS   Y4, 64(AX)
+	VMOVUPS   Y5, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x04, DX
+	JMP       u8ToF32AVX2_loop4
+
+u8ToF32AVX2_loop1:
+	TESTQ     DX, DX
+	JZ        u8ToF32AVX2_done
+	VPMOVZXBD (CX), Y2
+	VCVTDQ2PS Y2, Y2
+	VMULPS    Y0, Y2, Y2
+	VADDPS    Y1, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000008, CX
+	DECQ      DX
+	JMP       u8ToF32AVX2_loop1
+
+u8ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func i8ToF32AVX2(dst []float32, src []byte, scale float32)
+// Requires: AVX, AVX2
+TEXT ·i8ToF32AVX2(SB), NOSPLIT, $0-52
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	VBROADCASTSS scale+48(FP), Y0
+
+i8ToF32AVX2_loop4:
+	CMPQ      DX, $0x04
+	JB        i8ToF32AVX2_loop1
+	VPMOVSXBD (CX), Y1
+	VPMOVSXBD 8(CX), Y2
+	VPMOVSXBD 16(CX), Y3
+	VPMOVSXBD 24(CX), Y4
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y1, Y1
+	VMULPS    Y0, Y2, Y2
+	VMULPS    Y0, Y3, Y3
+	VMULPS    Y0, Y4, Y4
+	VMOVUPS   Y1, (AX)
+	VMOVUPS   Y2, 32(AX)
+	VMOVUPS   Y3, 64(AX)
+	VMOVUPS   Y4, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x04, DX
+	JMP       i8ToF32AVX2_loop4
+
+i8ToF32AVX2_loop1:
+	TESTQ     DX, DX
+	JZ        i8ToF32AVX2_done
+	VPMOVSXBD (CX), Y1
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y0, Y1, Y1
+	VMOVUPS   Y1, (AX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000008, CX
+	DECQ      DX
+	JMP       i8ToF32AVX2_loop1
+
+i8ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func u4ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
+// Requires: AVX, AVX2
+TEXT ·u4ToF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	VBROADCASTSS scale+48(FP), Y0
+	VBROADCASTSS bias+52(FP), Y1
+	VMOVDQU      u4shifts<>+0(SB), Y2
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+
+u4ToF32AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           u4ToF32AVX2_loop1
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y2, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VPBROADCASTD 4(CX), Y5
+	VPSRLVD      Y2, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPBROADCASTD 8(CX), Y6
+	VPSRLVD      Y2, Y6, Y6
+	VPAND        Y3, Y6, Y6
+	VPBROADCASTD 12(CX), Y7
+	VPSRLVD      Y2, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y0, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VMULPS       Y0, Y6, Y6
+	VMULPS       Y0, Y7, Y7
+	VADDPS       Y1, Y4, Y4
+	VADDPS       Y1, Y5, Y5
+	VADDPS       Y1, Y6, Y6
+	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000010, CX
+	SUBQ         $0x04, DX
+	JMP          u4ToF32AVX2_loop4
+
+u4ToF32AVX2_loop1:
+	TESTQ        DX, DX
+	JZ           u4ToF32AVX2_done
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y2, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000004, CX
+	DECQ         DX
+	JMP          u4ToF32AVX2_loop1
+
+u4ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func u2ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
+// Requires: AVX, AVX2
+TEXT ·u2ToF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	VBROADCASTSS scale+48(FP), Y0
+	VBROADCASTSS bias+52(FP), Y1
+	VMOVDQU      u2shifts<>+0(SB), Y2
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+
+u2ToF32AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           u2ToF32AVX2_loop1
+	VPBROADCASTW (CX), Y4
+	VPSRLVD      Y2, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VPBROADCASTW 2(CX), Y5
+	VPSRLVD      Y2, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPBROADCASTW 4(CX), Y6
+	VPSRLVD      Y2, Y6, Y6
+	VPAND        Y3, Y6, Y6
+	VPBROADCASTW 6(CX), Y7
+	VPSRLVD      Y2, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y0, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VMULPS       Y0, Y6, Y6
+	VMULPS       Y0, Y7, Y7
+	VADDPS       Y1, Y4, Y4
+	VADDPS       Y1, Y5, Y5
+	VADDPS       Y1, Y6, Y6
+	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000008, CX
+	SUBQ         $0x04, DX
+	JMP          u2ToF32AVX2_loop4
+
+u2ToF32AVX2_loop1:
+	TESTQ        DX, DX
+	JZ           u2ToF32AVX2_done
+	VPBROADCASTW (CX), Y4
+	VPSRLVD      Y2, Y4, Y4
+	VPAND        Y3, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VADDPS       Y1, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000002, CX
+	DECQ         DX
+	JMP          u2ToF32AVX2_loop1
+
+u2ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func u8ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
+// Requires: AVX, AVX2
+TEXT ·u8ToF32VecAVX2(SB), NOSPLIT, $0-96
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	SHRQ $0x03, DX
+	MOVQ s_base+48(FP), BX
+	MOVQ z_base+72(FP), SI
+
+u8ToF32VecAVX2_loop4:
+	CMPQ      DX, $0x04
+	JB        u8ToF32VecAVX2_loop1
+	VPMOVZXBD (CX), Y0
+	VPMOVZXBD 8(CX), Y1
+	VPMOVZXBD 16(CX), Y2
+	VPMOVZXBD 24(CX), Y3
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VMULPS    (BX), Y0, Y0
+	VMULPS    32(BX), Y1, Y1
+	VMULPS    64(BX), Y2, Y2
+	VMULPS    96(BX), Y3, Y3
+	VADDPS    (SI), Y0, Y0
+	VADDPS    32(SI), Y1, Y1
+	VADDPS    64(SI), Y2, Y2
+	VADDPS    96(SI), Y3, Y3
+	VMOVUPS   Y0, (AX)
+	VMOVUPS   Y1, 32(AX)
+	VMOVUPS   Y2, 64(AX)
+	VMOVUPS   Y3, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000080, BX
+	ADDQ      $0x00000080, SI
+	SUBQ      $0x04, DX
+	JMP       u8ToF32VecAVX2_loop4
+
+u8ToF32VecAVX2_loop1:
+	TESTQ     DX, DX
+	JZ        u8ToF32VecAVX2_done
+	VPMOVZXBD (CX), Y0
+	VCVTDQ2PS Y0, Y0
+	VMULPS    (BX), Y0, Y0
+	VADDPS    (SI), Y0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000008, CX
+	ADDQ      $0x00000020, BX
+	ADDQ      $0x00000020, SI
+	DECQ      DX
+	JMP       u8ToF32VecAVX2_loop1
+
+u8ToF32VecAVX2_done:
+	VZEROUPPER
+	RET
+
+// func u4ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
+// Requires: AVX, AVX2
+TEXT ·u4ToF32VecAVX2(SB), NOSPLIT, $0-96
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	MOVQ         s_base+48(FP), BX
+	MOVQ         z_base+72(FP), SI
+	VMOVDQU      u4shifts<>+0(SB), Y0
+	MOVL         $0x0000000f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+
+u4ToF32VecAVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           u4ToF32VecAVX2_loop1
+	VPBROADCASTD (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPBROADCASTD 4(CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPAND        Y1, Y3, Y3
+	VPBROADCASTD 8(CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 12(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       (BX), Y2, Y2
+	VMULPS       32(BX), Y3, Y3
+	VMULPS       64(BX), Y4, Y4
+	VMULPS       96(BX), Y5, Y5
+	VADDPS       (SI), Y2, Y2
+	VADDPS       32(SI), Y3, Y3
+	VADDPS       64(SI), Y4, Y4
+	VADDPS       96(SI), Y5, Y5
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VMOVUPS      Y4, 64(AX)
+	VMOVUPS      Y5, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, SI
+	SUBQ         $0x04, DX
+	JMP          u4ToF32VecAVX2_loop4
+
+u4ToF32VecAVX2_loop1:
+	TESTQ        DX, DX
+	JZ           u4ToF32VecAVX2_done
+	VPBROADCASTD (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (BX), Y2, Y2
+	VADDPS       (SI), Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DX
+	JMP          u4ToF32VecAVX2_loop1
+
+u4ToF32VecAVX2_done:
+	VZEROUPPER
+	RET
+
+// func u2ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
+// Requires: AVX, AVX2
+TEXT ·u2ToF32VecAVX2(SB), NOSPLIT, $0-96
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	MOVQ         s_base+48(FP), BX
+	MOVQ         z_base+72(FP), SI
+	VMOVDQU      u2shifts<>+0(SB), Y0
+	MOVL         $0x00000003, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+
+u2ToF32VecAVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           u2ToF32VecAVX2_loop1
+	VPBROADCASTW (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPBROADCASTW 2(CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPAND        Y1, Y3, Y3
+	VPBROADCASTW 4(CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTW 6(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       (BX), Y2, Y2
+	VMULPS       32(BX), Y3, Y3
+	VMULPS       64(BX), Y4, Y4
+	VMULPS       96(BX), Y5, Y5
+	VADDPS       (SI), Y2, Y2
+	VADDPS       32(SI), Y3, Y3
+	VADDPS       64(SI), Y4, Y4
+	VADDPS       96(SI), Y5, Y5
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VMOVUPS      Y4, 64(AX)
+	VMOVUPS      Y5, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, SI
+	SUBQ         $0x04, DX
+	JMP          u2ToF32VecAVX2_loop4
+
+u2ToF32VecAVX2_loop1:
+	TESTQ        DX, DX
+	JZ           u2ToF32VecAVX2_done
+	VPBROADCASTW (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (BX), Y2, Y2
+	VADDPS       (SI), Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000002, CX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DX
+	JMP          u2ToF32VecAVX2_loop1
+
+u2ToF32VecAVX2_done:
+	VZEROUPPER
+	RET
+
+// func q80ToF32AVX2(dst []float32, src []byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·q80ToF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	SHRQ $0x05, DX
+
+q80ToF32AVX2_loop:
+	TESTQ        DX, DX
+	JZ           q80ToF32AVX2_done
+	VPBROADCASTW (CX), X0
+	VCVTPH2PS    X0, Y0
+	VPMOVSXBD    2(CX), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	VPMOVSXBD    10(CX), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	VPMOVSXBD    18(CX), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 64(AX)
+	VPMOVSXBD    26(CX), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 96(AX)
+	ADDQ         $0x22, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          q80ToF32AVX2_loop
+
+q80ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func q40ToF32AVX2(dst []float32, src []byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·q40ToF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x05, DX
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000008, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+q40ToF32AVX2_loop:
+	TESTQ        DX, DX
+	JZ           q40ToF32AVX2_done
+	VPBROADCASTW (CX), X2
+	VCVTPH2PS    X2, Y2
+	VPMOVZXBD    2(CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VPSUBD       Y1, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VPSUBD       Y1, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(AX)
+	VPMOVZXBD    10(CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VPSUBD       Y1, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 32(AX)
+	VPSUBD       Y1, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         $0x12, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          q40ToF32AVX2_loop
+
+q40ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func q41ToF32AVX2(dst []float32, src []byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·q41ToF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x05, DX
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+
+q41ToF32AVX2_loop:
+	TESTQ        DX, DX
+	JZ           q41ToF32AVX2_done
+	VPBROADCASTW (CX), X1
+	VCVTPH2PS    X1, Y1
+	VPBROADCASTW 2(CX), X2
+	VCVTPH2PS    X2, Y2
+	VPMOVZXBD    4(CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VADDPS       Y2, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(AX)
+	VPMOVZXBD    12(CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VADDPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 32(AX)
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         $0x14, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          q41ToF32AVX2_loop
+
+q41ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func scoresQ1AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, FMA3
+TEXT ·scoresQ1AVX2(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	ANDQ $-8, CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	MOVQ dim+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ rows+24(FP), BX
+	ADDQ CX, BX
+	MOVQ dst+0(FP), SI
+	MOVQ n+40(FP), DI
+
+scoresQ1AVX2_loop:
+	CMPQ   DI, $0x08
+	JB     scoresQ1AVX2_tail
+	LEAQ   (BX)(DX*1), R8
+	LEAQ   (R8)(DX*1), R9
+	LEAQ   (R9)(DX*1), R10
+	LEAQ   (R10)(DX*1), R11
+	LEAQ   (R11)(DX*1), R12
+	LEAQ   (R12)(DX*1), R13
+	LEAQ   (R13)(DX*1), R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   CX, R15
+	NEGQ   R15
+
+scoresQ1AVX2_dloop:
+	VMOVUPS      (AX)(R15*1), Y8
+	VFMADD231PS  (BX)(R15*1), Y8, Y0
+	VFMADD231PS  (R8)(R15*1), Y8, Y1
+	VFMADD231PS  (R9)(R15*1), Y8, Y2
+	VFMADD231PS  (R10)(R15*1), Y8, Y3
+	VFMADD231PS  (R11)(R15*1), Y8, Y4
+	VFMADD231PS  (R12)(R15*1), Y8, Y5
+	VFMADD231PS  (R13)(R15*1), Y8, Y6
+	VFMADD231PS  (R14)(R15*1), Y8, Y7
+	ADDQ         $0x20, R15
+	JNZ          scoresQ1AVX2_dloop
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVUPS      X4, 16(R8)
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, DI
+	JMP          scoresQ1AVX2_loop
+
+scoresQ1AVX2_tail:
+	CMPQ   DI, $0x04
+	JB     scoresQ1AVX2_t4_skip
+	LEAQ   (BX)(DX*1), R8
+	LEAQ   (R8)(DX*1), R9
+	LEAQ   (R9)(DX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   CX, R11
+	NEGQ   R11
+
+scoresQ1AVX2_dloop_t4:
+	VMOVUPS      (AX)(R11*1), Y4
+	VFMADD231PS  (BX)(R11*1), Y4, Y0
+	VFMADD231PS  (R8)(R11*1), Y4, Y1
+	VFMADD231PS  (R9)(R11*1), Y4, Y2
+	VFMADD231PS  (R10)(R11*1), Y4, Y3
+	ADDQ         $0x20, R11
+	JNZ          scoresQ1AVX2_dloop_t4
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         $0x10, SI
+	SUBQ         $0x04, DI
+
+scoresQ1AVX2_t4_skip:
+	CMPQ   DI, $0x02
+	JB     scoresQ1AVX2_t2_skip
+	LEAQ   (BX)(DX*1), R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   CX, R9
+	NEGQ   R9
+
+scoresQ1AVX2_dloop_t2:
+	VMOVUPS      (AX)(R9*1), Y2
+	VFMADD231PS  (BX)(R9*1), Y2, Y0
+	VFMADD231PS  (R8)(R9*1), Y2, Y1
+	ADDQ         $0x20, R9
+	JNZ          scoresQ1AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R8)
+	ADDQ         DX, BX
+	ADDQ         DX, BX
+	ADDQ         $0x08, SI
+	SUBQ         $0x02, DI
+
+scoresQ1AVX2_t2_skip:
+	CMPQ   DI, $0x01
+	JB     scoresQ1AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	NEGQ   CX
+
+scoresQ1AVX2_dloop_t1:
+	VMOVUPS      (AX)(CX*1), Y1
+	VFMADD231PS  (BX)(CX*1), Y1, Y0
+	ADDQ         $0x20, CX
+	JNZ          scoresQ1AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         SI, AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         DX, BX
+	ADDQ         $0x04, SI
+	SUBQ         $0x01, DI
+
+scoresQ1AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ1AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·accumulateQ1AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	MOVQ dim+24(FP), CX
+	MOVQ CX, DX
+	SHRQ $0x03, DX
+	SHLQ $0x02, CX
+	MOVQ acc+0(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ n+40(FP), DI
+
+accumulateQ1AVX2_loop:
+	CMPQ    DX, $0x08
+	JB      accumulateQ1AVX2_tail
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	VMOVUPS 128(BX), Y4
+	VMOVUPS 160(BX), Y5
+	VMOVUPS 192(BX), Y6
+	VMOVUPS 224(BX), Y7
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX2_jloop:
+	CMPQ         R9, DI
+	JAE          accumulateQ1AVX2_store
+	VBROADCASTSS (AX)(R9*4), Y8
+	VFMADD231PS  (R8), Y8, Y0
+	VFMADD231PS  32(R8), Y8, Y1
+	VFMADD231PS  64(R8), Y8, Y2
+	VFMADD231PS  96(R8), Y8, Y3
+	VFMADD231PS  128(R8), Y8, Y4
+	VFMADD231PS  160(R8), Y8, Y5
+	VFMADD231PS  192(R8), Y8, Y6
+	VFMADD231PS  224(R8), Y8, Y7
+	ADDQ         CX, R8
+	INCQ         R9
+	JMP          accumulateQ1AVX2_jloop
+
+accumulateQ1AVX2_store:
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VMOVUPS Y4, 128(BX)
+	VMOVUPS Y5, 160(BX)
+	VMOVUPS Y6, 192(BX)
+	VMOVUPS Y7, 224(BX)
+	ADDQ    $0x00000100, BX
+	ADDQ    $0x00000100, SI
+	SUBQ    $0x08, DX
+	JMP     accumulateQ1AVX2_loop
+
+accumulateQ1AVX2_tail:
+	CMPQ    DX, $0x04
+	JB      accumulateQ1AVX2_t4_skip
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX2_jloop_t4:
+	CMPQ         R9, DI
+	JAE          accumulateQ1AVX2_store_t4
+	VBROADCASTSS (AX)(R9*4), Y4
+	VFMADD231PS  (R8), Y4, Y0
+	VFMADD231PS  32(R8), Y4, Y1
+	VFMADD231PS  64(R8), Y4, Y2
+	VFMADD231PS  96(R8), Y4, Y3
+	ADDQ         CX, R8
+	INCQ         R9
+	JMP          accumulateQ1AVX2_jloop_t4
+
+accumulateQ1AVX2_store_t4:
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	ADDQ    $0x00000080, BX
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x04, DX
+
+accumulateQ1AVX2_t4_skip:
+	CMPQ    DX, $0x02
+	JB      accumulateQ1AVX2_t2_skip
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX2_jloop_t2:
+	CMPQ         R9, DI
+	JAE          accumulateQ1AVX2_store_t2
+	VBROADCASTSS (AX)(R9*4), Y2
+	VFMADD231PS  (R8), Y2, Y0
+	VFMADD231PS  32(R8), Y2, Y1
+	ADDQ         CX, R8
+	INCQ         R9
+	JMP          accumulateQ1AVX2_jloop_t2
+
+accumulateQ1AVX2_store_t2:
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	ADDQ    $0x00000040, BX
+	ADDQ    $0x00000040, SI
+	SUBQ    $0x02, DX
+
+accumulateQ1AVX2_t2_skip:
+	CMPQ    DX, $0x01
+	JB      accumulateQ1AVX2_t1_skip
+	VMOVUPS (BX), Y0
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX2_jloop_t1:
+	CMPQ         R9, DI
+	JAE          accumulateQ1AVX2_store_t1
+	VBROADCASTSS (AX)(R9*4), Y1
+	VFMADD231PS  (R8), Y1, Y0
+	ADDQ         CX, R8
+	INCQ         R9
+	JMP          accumulateQ1AVX2_jloop_t1
+
+accumulateQ1AVX2_store_t1:
+	VMOVUPS Y0, (BX)
+	ADDQ    $0x00000020, BX
+	ADDQ    $0x00000020, SI
+	SUBQ    $0x01, DX
+
+accumulateQ1AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresQ2AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, FMA3
+TEXT ·scoresQ2AVX2(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	ANDQ $-8, CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	MOVQ dim+32(FP), DX
+	SHLQ $0x02, DX
+	LEAQ (AX)(DX*1), BX
+	MOVQ rows+24(FP), SI
+	ADDQ CX, SI
+	MOVQ dst+0(FP), DI
+	MOVQ n+40(FP), R8
+
+scoresQ2AVX2_loop:
+	CMPQ   R8, $0x04
+	JB     scoresQ2AVX2_tail
+	LEAQ   (SI)(DX*1), R9
+	LEAQ   (R9)(DX*1), R10
+	LEAQ   (R10)(DX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   CX, R12
+	NEGQ   R12
+
+scoresQ2AVX2_dloop:
+	VMOVUPS      (SI)(R12*1), Y8
+	VMOVUPS      (R9)(R12*1), Y9
+	VMOVUPS      (R10)(R12*1), Y10
+	VMOVUPS      (R11)(R12*1), Y11
+	VMOVUPS      (AX)(R12*1), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VMOVUPS      (BX)(R12*1), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x20, R12
+	JNZ          scoresQ2AVX2_dloop
+	MOVQ         ldd+8(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R10)
+	ADDQ         R9, R10
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVUPS      X4, (R10)
+	ADDQ         DX, SI
+	ADDQ         DX, SI
+	ADDQ         DX, SI
+	ADDQ         DX, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R8
+	JMP          scoresQ2AVX2_loop
+
+scoresQ2AVX2_tail:
+	CMPQ   R8, $0x02
+	JB     scoresQ2AVX2_t2_skip
+	LEAQ   (SI)(DX*1), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   CX, R10
+	NEGQ   R10
+
+scoresQ2AVX2_dloop_t2:
+	VMOVUPS      (SI)(R10*1), Y4
+	VMOVUPS      (R9)(R10*1), Y5
+	VMOVUPS      (AX)(R10*1), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVUPS      (BX)(R10*1), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x20, R10
+	JNZ          scoresQ2AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R10)
+	ADDQ         R9, R10
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R10)
+	ADDQ         DX, SI
+	ADDQ         DX, SI
+	ADDQ         $0x08, DI
+	SUBQ         $0x02, R8
+
+scoresQ2AVX2_t2_skip:
+	CMPQ   R8, $0x01
+	JB     scoresQ2AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	NEGQ   CX
+
+scoresQ2AVX2_dloop_t1:
+	VMOVUPS      (SI)(CX*1), Y2
+	VMOVUPS      (AX)(CX*1), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      (BX)(CX*1), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x20, CX
+	JNZ          scoresQ2AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         DI, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         DX, SI
+	ADDQ         $0x04, DI
+	SUBQ         $0x01, R8
+
+scoresQ2AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ2AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·accumulateQ2AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), CX
+	MOVQ dim+24(FP), DX
+	MOVQ DX, BX
+	SHRQ $0x03, BX
+	SHLQ $0x02, DX
+	MOVQ acc+0(FP), SI
+	MOVQ rows+32(FP), DI
+	MOVQ n+40(FP), R8
+
+accumulateQ2AVX2_loop:
+	CMPQ    BX, $0x04
+	JB      accumulateQ2AVX2_tail
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMOVUPS (SI)(DX*1), Y4
+	VMOVUPS 32(SI)(DX*1), Y5
+	VMOVUPS 64(SI)(DX*1), Y6
+	VMOVUPS 96(SI)(DX*1), Y7
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX2_jloop:
+	CMPQ         R10, R8
+	JAE          accumulateQ2AVX2_store
+	VMOVUPS      (R9), Y8
+	VMOVUPS      32(R9), Y9
+	VMOVUPS      64(R9), Y10
+	VMOVUPS      96(R9), Y11
+	VBROADCASTSS (AX)(R10*4), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS (CX)(R10*4), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         DX, R9
+	INCQ         R10
+	JMP          accumulateQ2AVX2_jloop
+
+accumulateQ2AVX2_store:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VMOVUPS Y4, (SI)(DX*1)
+	VMOVUPS Y5, 32(SI)(DX*1)
+	VMOVUPS Y6, 64(SI)(DX*1)
+	VMOVUPS Y7, 96(SI)(DX*1)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x04, BX
+	JMP     accumulateQ2AVX2_loop
+
+accumulateQ2AVX2_tail:
+	CMPQ    BX, $0x02
+	JB      accumulateQ2AVX2_t2_skip
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS (SI)(DX*1), Y2
+	VMOVUPS 32(SI)(DX*1), Y3
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX2_jloop_t2:
+	CMPQ         R10, R8
+	JAE          accumulateQ2AVX2_store_t2
+	VMOVUPS      (R9), Y4
+	VMOVUPS      32(R9), Y5
+	VBROADCASTSS (AX)(R10*4), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (CX)(R10*4), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         DX, R9
+	INCQ         R10
+	JMP          accumulateQ2AVX2_jloop_t2
+
+accumulateQ2AVX2_store_t2:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, (SI)(DX*1)
+	VMOVUPS Y3, 32(SI)(DX*1)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000040, DI
+	SUBQ    $0x02, BX
+
+accumulateQ2AVX2_t2_skip:
+	CMPQ    BX, $0x01
+	JB      accumulateQ2AVX2_t1_skip
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(DX*1), Y1
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX2_jloop_t1:
+	CMPQ         R10, R8
+	JAE          accumulateQ2AVX2_store_t1
+	VMOVUPS      (R9), Y2
+	VBROADCASTSS (AX)(R10*4), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (CX)(R10*4), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         DX, R9
+	INCQ         R10
+	JMP          accumulateQ2AVX2_jloop_t1
+
+accumulateQ2AVX2_store_t1:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, (SI)(DX*1)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x01, BX
+
+accumulateQ2AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresQ3AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, FMA3
+TEXT ·scoresQ3AVX2(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	ANDQ $-8, CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	MOVQ dim+32(FP), DX
+	SHLQ $0x02, DX
+	LEAQ (AX)(DX*1), BX
+	LEAQ (BX)(DX*1), SI
+	MOVQ rows+24(FP), DI
+	ADDQ CX, DI
+	MOVQ dst+0(FP), R8
+	MOVQ n+40(FP), R9
+
+scoresQ3AVX2_loop:
+	CMPQ   R9, $0x03
+	JB     scoresQ3AVX2_tail
+	LEAQ   (DI)(DX*1), R10
+	LEAQ   (R10)(DX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   CX, R12
+	NEGQ   R12
+
+scoresQ3AVX2_dloop:
+	VMOVUPS      (DI)(R12*1), Y9
+	VMOVUPS      (R10)(R12*1), Y10
+	VMOVUPS      (R11)(R12*1), Y11
+	VMOVUPS      (AX)(R12*1), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVUPS      (BX)(R12*1), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VMOVUPS      (SI)(R12*1), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x20, R12
+	JNZ          scoresQ3AVX2_dloop
+	MOVQ         ldd+8(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         R8, R11
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y2, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVQ        X0, (R11)
+	VEXTRACTPS   $0x02, X0, 8(R11)
+	ADDQ         R10, R11
+	VHADDPS      Y4, Y3, Y3
+	VHADDPS      Y5, Y5, Y5
+	VHADDPS      Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVQ        X3, (R11)
+	VEXTRACTPS   $0x02, X3, 8(R11)
+	ADDQ         R10, R11
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVQ        X6, (R11)
+	VEXTRACTPS   $0x02, X6, 8(R11)
+	ADDQ         DX, DI
+	ADDQ         DX, DI
+	ADDQ         DX, DI
+	ADDQ         $0x0c, R8
+	SUBQ         $0x03, R9
+	JMP          scoresQ3AVX2_loop
+
+scoresQ3AVX2_tail:
+	CMPQ   R9, $0x02
+	JB     scoresQ3AVX2_t2_skip
+	LEAQ   (DI)(DX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   CX, R11
+	NEGQ   R11
+
+scoresQ3AVX2_dloop_t2:
+	VMOVUPS      (DI)(R11*1), Y6
+	VMOVUPS      (R10)(R11*1), Y7
+	VMOVUPS      (AX)(R11*1), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVUPS      (BX)(R11*1), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVUPS      (SI)(R11*1), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         $0x20, R11
+	JNZ          scoresQ3AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         R8, R11
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R11)
+	ADDQ         R10, R11
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R11)
+	ADDQ         R10, R11
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVQ        X4, (R11)
+	ADDQ         DX, DI
+	ADDQ         DX, DI
+	ADDQ         $0x08, R8
+	SUBQ         $0x02, R9
+
+scoresQ3AVX2_t2_skip:
+	CMPQ   R9, $0x01
+	JB     scoresQ3AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	NEGQ   CX
+
+scoresQ3AVX2_dloop_t1:
+	VMOVUPS      (DI)(CX*1), Y3
+	VMOVUPS      (AX)(CX*1), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVUPS      (BX)(CX*1), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      (SI)(CX*1), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x20, CX
+	JNZ          scoresQ3AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         R8, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (CX)
+	ADDQ         DX, DI
+	ADDQ         $0x04, R8
+	SUBQ         $0x01, R9
+
+scoresQ3AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ3AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·accumulateQ3AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), CX
+	MOVQ dim+24(FP), BX
+	MOVQ BX, SI
+	SHRQ $0x03, SI
+	SHLQ $0x02, BX
+	MOVQ acc+0(FP), DI
+	MOVQ rows+32(FP), R8
+	MOVQ n+40(FP), R9
+
+accumulateQ3AVX2_loop:
+	CMPQ    SI, $0x03
+	JB      accumulateQ3AVX2_tail
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS (DI)(BX*1), Y3
+	VMOVUPS 32(DI)(BX*1), Y4
+	VMOVUPS 64(DI)(BX*1), Y5
+	VMOVUPS (DI)(BX*2), Y6
+	VMOVUPS 32(DI)(BX*2), Y7
+	VMOVUPS 64(DI)(BX*2), Y8
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX2_jloop:
+	CMPQ         R11, R9
+	JAE          accumulateQ3AVX2_store
+	VMOVUPS      (R10), Y9
+	VMOVUPS      32(R10), Y10
+	VMOVUPS      64(R10), Y11
+	VBROADCASTSS (AX)(R11*4), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VBROADCASTSS (DX)(R11*4), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS (CX)(R11*4), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         BX, R10
+	INCQ         R11
+	JMP          accumulateQ3AVX2_jloop
+
+accumulateQ3AVX2_store:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, (DI)(BX*1)
+	VMOVUPS Y4, 32(DI)(BX*1)
+	VMOVUPS Y5, 64(DI)(BX*1)
+	VMOVUPS Y6, (DI)(BX*2)
+	VMOVUPS Y7, 32(DI)(BX*2)
+	VMOVUPS Y8, 64(DI)(BX*2)
+	ADDQ    $0x00000060, DI
+	ADDQ    $0x00000060, R8
+	SUBQ    $0x03, SI
+	JMP     accumulateQ3AVX2_loop
+
+accumulateQ3AVX2_tail:
+	CMPQ    SI, $0x02
+	JB      accumulateQ3AVX2_t2_skip
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS (DI)(BX*1), Y2
+	VMOVUPS 32(DI)(BX*1), Y3
+	VMOVUPS (DI)(BX*2), Y4
+	VMOVUPS 32(DI)(BX*2), Y5
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX2_jloop_t2:
+	CMPQ         R11, R9
+	JAE          accumulateQ3AVX2_store_t2
+	VMOVUPS      (R10), Y6
+	VMOVUPS      32(R10), Y7
+	VBROADCASTSS (AX)(R11*4), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS (DX)(R11*4), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS (CX)(R11*4), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         BX, R10
+	INCQ         R11
+	JMP          accumulateQ3AVX2_jloop_t2
+
+accumulateQ3AVX2_store_t2:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, (DI)(BX*1)
+	VMOVUPS Y3, 32(DI)(BX*1)
+	VMOVUPS Y4, (DI)(BX*2)
+	VMOVUPS Y5, 32(DI)(BX*2)
+	ADDQ    $0x00000040, DI
+	ADDQ    $0x00000040, R8
+	SUBQ    $0x02, SI
+
+accumulateQ3AVX2_t2_skip:
+	CMPQ    SI, $0x01
+	JB      accumulateQ3AVX2_t1_skip
+	VMOVUPS (DI), Y0
+	VMOVUPS (DI)(BX*1), Y1
+	VMOVUPS (DI)(BX*2), Y2
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX2_jloop_t1:
+	CMPQ         R11, R9
+	JAE          accumulateQ3AVX2_store_t1
+	VMOVUPS      (R10), Y3
+	VBROADCASTSS (AX)(R11*4), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS (DX)(R11*4), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS (CX)(R11*4), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         BX, R10
+	INCQ         R11
+	JMP          accumulateQ3AVX2_jloop_t1
+
+accumulateQ3AVX2_store_t1:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, (DI)(BX*1)
+	VMOVUPS Y2, (DI)(BX*2)
+	ADDQ    $0x00000020, DI
+	ADDQ    $0x00000020, R8
+	SUBQ    $0x01, SI
+
+accumulateQ3AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresQ4AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, FMA3
+TEXT ·scoresQ4AVX2(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	ANDQ $-8, CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	MOVQ dim+32(FP), DX
+	SHLQ $0x02, DX
+	LEAQ (AX)(DX*1), BX
+	LEAQ (BX)(DX*1), SI
+	LEAQ (SI)(DX*1), DI
+	MOVQ rows+24(FP), R8
+	ADDQ CX, R8
+	MOVQ dst+0(FP), R9
+	MOVQ n+40(FP), R10
+
+scoresQ4AVX2_loop:
+	CMPQ   R10, $0x03
+	JB     scoresQ4AVX2_tail
+	LEAQ   (R8)(DX*1), R11
+	LEAQ   (R11)(DX*1), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ   CX, R13
+	NEGQ   R13
+
+scoresQ4AVX2_dloop:
+	VMOVUPS      (R8)(R13*1), Y12
+	VMOVUPS      (R11)(R13*1), Y13
+	VMOVUPS      (R12)(R13*1), Y14
+	VMOVUPS      (AX)(R13*1), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VMOVUPS      (BX)(R13*1), Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VMOVUPS      (SI)(R13*1), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VMOVUPS      (DI)(R13*1), Y15
+	VFMADD231PS  Y12, Y15, Y9
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	ADDQ         $0x20, R13
+	JNZ          scoresQ4AVX2_dloop
+	MOVQ         ldd+8(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         R9, R12
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y2, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVQ        X0, (R12)
+	VEXTRACTPS   $0x02, X0, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y4, Y3, Y3
+	VHADDPS      Y5, Y5, Y5
+	VHADDPS      Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVQ        X3, (R12)
+	VEXTRACTPS   $0x02, X3, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVQ        X6, (R12)
+	VEXTRACTPS   $0x02, X6, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y10, Y9, Y9
+	VHADDPS      Y11, Y11, Y11
+	VHADDPS      Y11, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X0
+	VADDPS       X0, X9, X9
+	VMOVQ        X9, (R12)
+	VEXTRACTPS   $0x02, X9, 8(R12)
+	ADDQ         DX, R8
+	ADDQ         DX, R8
+	ADDQ         DX, R8
+	ADDQ         $0x0c, R9
+	SUBQ         $0x03, R10
+	JMP          scoresQ4AVX2_loop
+
+scoresQ4AVX2_tail:
+	CMPQ   R10, $0x02
+	JB     scoresQ4AVX2_t2_skip
+	LEAQ   (R8)(DX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   CX, R12
+	NEGQ   R12
+
+scoresQ4AVX2_dloop_t2:
+	VMOVUPS      (R8)(R12*1), Y8
+	VMOVUPS      (R11)(R12*1), Y9
+	VMOVUPS      (AX)(R12*1), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMOVUPS      (BX)(R12*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VMOVUPS      (SI)(R12*1), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VMOVUPS      (DI)(R12*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x20, R12
+	JNZ          scoresQ4AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         R9, R12
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVQ        X4, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VHADDPS      X6, X6, X6
+	VMOVQ        X6, (R12)
+	ADDQ         DX, R8
+	ADDQ         DX, R8
+	ADDQ         $0x08, R9
+	SUBQ         $0x02, R10
+
+scoresQ4AVX2_t2_skip:
+	CMPQ   R10, $0x01
+	JB     scoresQ4AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	NEGQ   CX
+
+scoresQ4AVX2_dloop_t1:
+	VMOVUPS      (R8)(CX*1), Y4
+	VMOVUPS      (AX)(CX*1), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVUPS      (BX)(CX*1), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVUPS      (SI)(CX*1), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VMOVUPS      (DI)(CX*1), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x20, CX
+	JNZ          scoresQ4AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         R9, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VHADDPS      X3, X3, X3
+	VHADDPS      X3, X3, X3
+	VMOVSS       X3, (CX)
+	ADDQ         DX, R8
+	ADDQ         $0x04, R9
+	SUBQ         $0x01, R10
+
+scoresQ4AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ4AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·accumulateQ4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ dim+24(FP), SI
+	MOVQ SI, DI
+	SHRQ $0x03, DI
+	SHLQ $0x02, SI
+	MOVQ acc+0(FP), R8
+	MOVQ rows+32(FP), R9
+	MOVQ n+40(FP), R10
+
+accumulateQ4AVX2_loop:
+	CMPQ    DI, $0x02
+	JB      accumulateQ4AVX2_tail
+	VMOVUPS (R8), Y0
+	VMOVUPS 32(R8), Y1
+	VMOVUPS (R8)(SI*1), Y2
+	VMOVUPS 32(R8)(SI*1), Y3
+	VMOVUPS (R8)(SI*2), Y4
+	VMOVUPS 32(R8)(SI*2), Y5
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS (R11), Y6
+	VMOVUPS 32(R11), Y7
+	MOVQ    R9, R11
+	XORQ    R12, R12
+
+accumulateQ4AVX2_jloop:
+	CMPQ         R12, R10
+	JAE          accumulateQ4AVX2_store
+	VMOVUPS      (R11), Y8
+	VMOVUPS      32(R11), Y9
+	VBROADCASTSS (AX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (DX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (BX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (CX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         SI, R11
+	INCQ         R12
+	JMP          accumulateQ4AVX2_jloop
+
+accumulateQ4AVX2_store:
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y1, 32(R8)
+	VMOVUPS Y2, (R8)(SI*1)
+	VMOVUPS Y3, 32(R8)(SI*1)
+	VMOVUPS Y4, (R8)(SI*2)
+	VMOVUPS Y5, 32(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS Y6, (R11)
+	VMOVUPS Y7, 32(R11)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000040, R9
+	SUBQ    $0x02, DI
+	JMP     accumulateQ4AVX2_loop
+
+accumulateQ4AVX2_tail:
+	CMPQ    DI, $0x01
+	JB      accumulateQ4AVX2_t1_skip
+	VMOVUPS (R8), Y0
+	VMOVUPS (R8)(SI*1), Y1
+	VMOVUPS (R8)(SI*2), Y2
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS (R11), Y3
+	MOVQ    R9, R11
+	XORQ    R12, R12
+
+accumulateQ4AVX2_jloop_t1:
+	CMPQ         R12, R10
+	JAE          accumulateQ4AVX2_store_t1
+	VMOVUPS      (R11), Y4
+	VBROADCASTSS (AX)(R12*4), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (DX)(R12*4), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (BX)(R12*4), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (CX)(R12*4), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         SI, R11
+	INCQ         R12
+	JMP          accumulateQ4AVX2_jloop_t1
+
+accumulateQ4AVX2_store_t1:
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y1, (R8)(SI*1)
+	VMOVUPS Y2, (R8)(SI*2)
+	LEAQ    (R8)(SI*2), AX
+	ADDQ    SI, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    $0x00000020, R8
+	ADDQ    $0x00000020, R9
+	SUBQ    $0x01, DI
+
+accumulateQ4AVX2_t1_skip:
+	VZEROUPPER
+	RET

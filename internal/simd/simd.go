@@ -119,6 +119,158 @@ func F32ToBF16(dst []uint16, src []float32) {
 	f32ToBF16(dst, src)
 }
 
+// The unpacking functions turn integer codes into float32 through an affine
+// map. They compute code*scale, round it to float32, then add the bias and
+// round again (no fused multiply-add), so the assembly and the pure-Go paths
+// give the same bits.
+
+// U8ToF32 sets dst[i] = float32(src[i])*scale + bias. It panics if
+// len(dst) != len(src).
+func U8ToF32(dst []float32, src []byte, scale, bias float32) {
+	checkLen("U8ToF32", len(dst), len(src))
+	u8ToF32(dst, src, scale, bias)
+}
+
+// I8ToF32 sets dst[i] = float32(int8(src[i]))*scale. It panics if
+// len(dst) != len(src).
+func I8ToF32(dst []float32, src []byte, scale float32) {
+	checkLen("I8ToF32", len(dst), len(src))
+	i8ToF32(dst, src, scale)
+}
+
+// U4ToF32 sets dst[i] = code_i*scale + bias for 4-bit codes packed two to a
+// byte, low nibble first: code 2k is src[k]&15 and code 2k+1 is src[k]>>4.
+// It panics if len(dst) != 2*len(src).
+func U4ToF32(dst []float32, src []byte, scale, bias float32) {
+	checkLen("U4ToF32", len(dst), 2*len(src))
+	u4ToF32(dst, src, scale, bias)
+}
+
+// U2ToF32 sets dst[i] = code_i*scale + bias for 2-bit codes packed four to a
+// byte, lowest bits first: code 4k+m is src[k]>>(2m)&3. It panics if
+// len(dst) != 4*len(src).
+func U2ToF32(dst []float32, src []byte, scale, bias float32) {
+	checkLen("U2ToF32", len(dst), 4*len(src))
+	u2ToF32(dst, src, scale, bias)
+}
+
+// U8ToF32Vec sets dst[i] = float32(src[i])*s[i] + z[i] (per-channel scales
+// and zeros). It panics unless src, s and z have the length of dst.
+func U8ToF32Vec(dst []float32, src []byte, s, z []float32) {
+	checkVec("U8ToF32Vec", len(dst), len(src), len(s), len(z))
+	u8ToF32Vec(dst, src, s, z)
+}
+
+// U4ToF32Vec sets dst[i] = code_i*s[i] + z[i] with the codes packed as for
+// U4ToF32. It panics unless len(dst) == 2*len(src) and s and z have the
+// length of dst.
+func U4ToF32Vec(dst []float32, src []byte, s, z []float32) {
+	checkVec("U4ToF32Vec", len(dst), 2*len(src), len(s), len(z))
+	u4ToF32Vec(dst, src, s, z)
+}
+
+// U2ToF32Vec sets dst[i] = code_i*s[i] + z[i] with the codes packed as for
+// U2ToF32. It panics unless len(dst) == 4*len(src) and s and z have the
+// length of dst.
+func U2ToF32Vec(dst []float32, src []byte, s, z []float32) {
+	checkVec("U2ToF32Vec", len(dst), 4*len(src), len(s), len(z))
+	u2ToF32Vec(dst, src, s, z)
+}
+
+func checkVec(op string, lenDst, codes, lenS, lenZ int) {
+	if lenDst != codes || lenS != lenDst || lenZ != lenDst {
+		panic(fmt.Sprintf("simd: %s: %d values for %d codes, %d scales, %d zeros", op, lenDst, codes, lenS, lenZ))
+	}
+}
+
+// Q80ToF32 decodes len(dst)/32 GGML Q8_0 blocks (see DotQ80): value i of a
+// block is d*code[i]. It panics unless len(dst)%32 == 0 and
+// len(src) == len(dst)/32*34.
+func Q80ToF32(dst []float32, src []byte) {
+	checkQ80("Q80ToF32", len(dst))
+	checkLen("Q80ToF32", len(src), len(dst)/q80BlockSize*q80BlockBytes)
+	q80ToF32(dst, src)
+}
+
+// Q40ToF32 decodes len(dst)/32 GGML Q4_0 blocks. A block is 18 bytes: a
+// little-endian binary16 scale d, then 16 bytes qs; value j < 16 is
+// d*((qs[j]&15)-8) and value j+16 is d*((qs[j]>>4)-8). It panics unless
+// len(dst)%32 == 0 and len(src) == len(dst)/32*18.
+func Q40ToF32(dst []float32, src []byte) {
+	checkQ80("Q40ToF32", len(dst))
+	checkLen("Q40ToF32", len(src), len(dst)/q80BlockSize*q40BlockBytes)
+	q40ToF32(dst, src)
+}
+
+// Q41ToF32 decodes len(dst)/32 GGML Q4_1 blocks. A block is 20 bytes:
+// little-endian binary16 d and m, then 16 bytes qs; value j < 16 is
+// d*(qs[j]&15) + m and value j+16 is d*(qs[j]>>4) + m, the product rounded
+// before the sum as for U8ToF32. It panics unless len(dst)%32 == 0 and
+// len(src) == len(dst)/32*20.
+func Q41ToF32(dst []float32, src []byte) {
+	checkQ80("Q41ToF32", len(dst))
+	checkLen("Q41ToF32", len(src), len(dst)/q80BlockSize*q41BlockBytes)
+	q41ToF32(dst, src)
+}
+
+// checkAttention panics unless the ScoresF32 and AccumulateF32 arguments
+// describe valid shapes: m (dst or w) holds nq rows of stride ld with n
+// used values each, v (q or acc) nq rows of dim, rows n rows of dim. It
+// reports whether there is anything to compute.
+func checkAttention(op, mName, ldName string, lenM, ld int, vName string, lenV, nq, dim, lenRows, n int) bool {
+	switch {
+	case nq < 0 || dim < 0 || n < 0:
+		panic(fmt.Sprintf("simd: %s: negative shape nq=%d dim=%d n=%d", op, nq, dim, n))
+	case nq == 0 || n == 0:
+		return false
+	case nq > 1 && ld < n:
+		panic(fmt.Sprintf("simd: %s: %s %d < n %d", op, ldName, ld, n))
+	case lenM < (nq-1)*ld+n:
+		panic(fmt.Sprintf("simd: %s: len(%s) %d < (nq-1)*%s+n %d", op, mName, lenM, ldName, (nq-1)*ld+n))
+	case lenV < nq*dim:
+		panic(fmt.Sprintf("simd: %s: len(%s) %d < nq*dim %d", op, vName, lenV, nq*dim))
+	case lenRows < n*dim:
+		panic(fmt.Sprintf("simd: %s: len(rows) %d < n*dim %d", op, lenRows, n*dim))
+	}
+	return true
+}
+
+// ScoresF32 computes the attention scores of nq query rows against n
+// decoded rows:
+//
+//	dst[i*ldd+j] = Σ_{d<dim} q[i*dim+d] * rows[j*dim+d]   for i < nq, j < n
+//
+// q holds nq rows of dim floats and rows n rows of dim floats, both back to
+// back. It is MatMulF32 shaped for a chunk of a KV cache (nq of about 1 to
+// 8, n up to a few dozen, dim 64 to 256): each row is read once per block
+// of up to 4 queries, with every partial sum in registers. No other dst
+// entry is touched. Summation order is unspecified. It panics if a slice is
+// too short for the shapes, or if nq > 1 and ldd < n.
+func ScoresF32(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int) {
+	if !checkAttention("ScoresF32", "dst", "ldd", len(dst), ldd, "q", len(q), nq, dim, len(rows), n) {
+		return
+	}
+	scoresF32(dst, ldd, q, nq, dim, rows, n)
+}
+
+// AccumulateF32 adds the weighted sum of n decoded rows to each of nq
+// accumulator rows:
+//
+//	acc[i*dim+d] += Σ_{j<n} w[i*ldw+j] * rows[j*dim+d]   for i < nq, d < dim
+//
+// acc holds nq rows of dim floats, rows n rows of dim floats, and w nq rows
+// of (at least) n weights with stride ldw. The kernels keep a block of
+// accumulators in registers while they run over all n rows, so acc is read
+// and written once per call rather than once per row. Summation order is
+// unspecified. It panics if a slice is too short for the shapes, or if
+// nq > 1 and ldw < n.
+func AccumulateF32(acc []float32, w []float32, ldw, nq, dim int, rows []float32, n int) {
+	if !checkAttention("AccumulateF32", "w", "ldw", len(w), ldw, "acc", len(acc), nq, dim, len(rows), n) {
+		return
+	}
+	accumulateF32(acc, w, ldw, nq, dim, rows, n)
+}
+
 // checkMatMul panics unless the MatMul arguments describe valid shapes:
 // rowLen is the length of one weight row in w's elements.
 func checkMatMul(op string, lenDst, ldd, lenX, nt, cols, lenW, rowLen, r0, r1 int) {

@@ -69,6 +69,24 @@ func main() {
 	gemmQ80(4, 3, false)
 	gemmQ80(4, 3, true)
 
+	shifts := map[int]Mem{4: codeShifts(4), 2: codeShifts(2)}
+	for _, k := range []codeKind{codeU8, codeI8, codeU4, codeU2} {
+		unpack(k, false, shifts)
+	}
+	for _, k := range []codeKind{codeU8, codeU4, codeU2} {
+		unpack(k, true, shifts)
+	}
+	q80ToF32()
+	q4ToF32(false)
+	q4ToF32(true)
+	// Register blocking (see scores and accumulate): queries per kernel,
+	// then rows per block (scores) or 8-column vectors per chunk
+	// (accumulate).
+	for _, b := range []struct{ qb, r, cv int }{{1, 8, 8}, {2, 4, 4}, {3, 3, 3}, {4, 3, 2}} {
+		scores(b.qb, b.r)
+		accumulate(b.qb, b.cv)
+	}
+
 	Generate()
 }
 

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Attention kernels over a decoded chunk of n rows of dim float32 values
+// (rows row-major, stride dim) and nq query rows (stride dim). Each kernel
+// handles a fixed number of queries, qb, and every row; the Go caller splits
+// nq into blocks and finishes the dim%8 columns.
+
+// scores writes scoresQ<qb>AVX2: dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
+// for i < qb, j < n. Rows go r at a time: per group of 8 columns the r row
+// vectors are loaded once and each query vector is loaded once and
+// multiplied into all r rows, so qb*r accumulators, r row vectors and one
+// query vector must fit in the 16 YMM registers. With qb == 1 the row
+// vectors are used once and are taken straight from memory. The n%r
+// leftover rows go through one narrower block.
+func scores(qb, r int) {
+	name := fmt.Sprintf("scoresQ%dAVX2", qb)
+	header(name, "func(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)",
+		fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]", name),
+		fmt.Sprintf("for i < %d, j < n. It reads whole groups of 8 columns only; dim must be", qb),
+		"at least 8.")
+	qs := make([]Register, qb)
+	qs[0] = Load(Param("q"), GP64())
+	dim4 := Load(Param("dim"), GP64())
+	ANDQ(I32(-8), dim4)
+	SHLQ(U8(2), dim4) // bytes of dim&^7 columns
+	// The loops index columns with a negative byte offset that counts up
+	// to zero, so the query and row pointers point past column dim&^7.
+	ADDQ(dim4, qs[0])
+	stride := Load(Param("dim"), GP64())
+	SHLQ(U8(2), stride) // bytes per row
+	for i := 1; i < qb; i++ {
+		qs[i] = GP64()
+		LEAQ(Mem{Base: qs[i-1], Index: stride, Scale: 1}, qs[i])
+	}
+	rp := Load(Param("rows"), GP64())
+	ADDQ(dim4, rp)
+	dp := Load(Param("dst"), GP64())
+	n := Load(Param("n"), GP64())
+
+	// block computes rows [rp, rp+w*stride) into dst[.., dp..dp+w).
+	block := func(w int, tag string) {
+		rs := make([]Register, w)
+		rs[0] = rp
+		for k := 1; k < w; k++ {
+			rs[k] = GP64()
+			LEAQ(Mem{Base: rs[k-1], Index: stride, Scale: 1}, rs[k])
+		}
+		acc := make([][]VecVirtual, qb)
+		for i := range acc {
+			acc[i] = zeros(w)
+		}
+		c := GP64()
+		MOVQ(dim4, c)
+		NEGQ(c)
+		Label(name + "_dloop" + tag)
+		rv := make([]Op, w)
+		for k := range rv {
+			m := Mem{Base: rs[k], Index: c, Scale: 1}
+			if qb == 1 {
+				rv[k] = m
+				continue
+			}
+			v := YMM()
+			VMOVUPS(m, v)
+			rv[k] = v
+		}
+		for i := 0; i < qb; i++ {
+			qv := YMM()
+			VMOVUPS(Mem{Base: qs[i], Index: c, Scale: 1}, qv)
+			for k := 0; k < w; k++ {
+				VFMADD231PS(rv[k], qv, acc[i][k])
+			}
+		}
+		ADDQ(U8(32), c)
+		JNZ(LabelRef(name + "_dloop" + tag))
+
+		ldd := Load(Param("ldd"), GP64())
+		SHLQ(U8(2), ldd)
+		out := GP64()
+		MOVQ(dp, out)
+		for i := 0; i < qb; i++ {
+			if i > 0 {
+				ADDQ(ldd, out)
+			}
+			for k0 := 0; k0 < w; k0 += 4 {
+				k1 := min(k0+4, w)
+				storeRows(reduceRows(acc[i][k0:k1]), Mem{Base: out, Disp: 4 * k0}, k1-k0)
+			}
+		}
+		// Next block: w rows further on.
+		for k := 0; k < w; k++ {
+			ADDQ(stride, rp)
+		}
+		ADDQ(U8(4*w), dp)
+		SUBQ(U8(w), n)
+	}
+
+	Label(name + "_loop")
+	CMPQ(n, U8(r))
+	JB(LabelRef(name + "_tail"))
+	block(r, "")
+	JMP(LabelRef(name + "_loop"))
+
+	// At most r-1 rows are left: at most one block of each narrower width
+	// (the widths are 2^k, so any count below r is a sum of distinct ones).
+	Label(name + "_tail")
+	for w := largestPow2Below(r); w >= 1; w /= 2 {
+		tag := fmt.Sprintf("_t%d", w)
+		CMPQ(n, U8(w))
+		JB(LabelRef(name + tag + "_skip"))
+		block(w, tag)
+		Label(name + tag + "_skip")
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// largestPow2Below returns the largest power of two below r (r >= 2), or 0.
+func largestPow2Below(r int) int {
+	p := 0
+	for w := 1; w < r; w *= 2 {
+		p = w
+	}
+	return p
+}
+
+// accumulate writes accumulateQ<qb>AVX2: acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < qb, c < dim&^7. Columns go cv vectors (8*cv floats) at a time:
+// the qb*cv accumulators are loaded once, updated for every row (the cv row
+// vectors loaded once per row, each weight broadcast once per row) and
+// stored once, so acc is read and written once per call. The leftover
+// 8-column vectors go through one narrower chunk.
+func accumulate(qb, cv int) {
+	name := fmt.Sprintf("accumulateQ%dAVX2", qb)
+	header(name, "func(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)",
+		fmt.Sprintf("%s sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]", name),
+		fmt.Sprintf("for i < %d, c < dim&^7. It reads whole groups of 8 columns only.", qb))
+	ws := make([]Register, qb)
+	ws[0] = Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	SHLQ(U8(2), ldw)
+	for i := 1; i < qb; i++ {
+		ws[i] = GP64()
+		LEAQ(Mem{Base: ws[i-1], Index: ldw, Scale: 1}, ws[i])
+	}
+	stride := Load(Param("dim"), GP64())
+	vecs := GP64()
+	MOVQ(stride, vecs)
+	SHRQ(U8(3), vecs) // 8-column vectors left
+	SHLQ(U8(2), stride)
+	ap := Load(Param("acc"), GP64())
+	rc := Load(Param("rows"), GP64())
+	n := Load(Param("n"), GP64())
+
+	// chunk updates columns [ap, ap+32*v) of every query row.
+	chunk := func(v int, tag string) {
+		// Query row i of acc is at ap + i*stride.
+		arow := func(i int) Mem {
+			switch i {
+			case 0:
+				return Mem{Base: ap}
+			case 1, 2:
+				return Mem{Base: ap, Index: stride, Scale: uint8(i)}
+			}
+			t := GP64()
+			LEAQ(Mem{Base: ap, Index: stride, Scale: 2}, t)
+			ADDQ(stride, t)
+			return Mem{Base: t}
+		}
+		a := make([][]VecVirtual, qb)
+		for i := range a {
+			a[i] = make([]VecVirtual, v)
+			m := arow(i)
+			for k := range a[i] {
+				a[i][k] = YMM()
+				VMOVUPS(m.Offset(32*k), a[i][k])
+			}
+		}
+		rp := GP64()
+		MOVQ(rc, rp)
+		j := GP64()
+		XORQ(j, j)
+		Label(name + "_jloop" + tag)
+		CMPQ(j, n)
+		JAE(LabelRef(name + "_store" + tag))
+		rv := make([]Op, v)
+		for k := range rv {
+			m := Mem{Base: rp, Disp: 32 * k}
+			if qb == 1 {
+				rv[k] = m // used once: straight from memory
+				continue
+			}
+			r := YMM()
+			VMOVUPS(m, r)
+			rv[k] = r
+		}
+		for i := 0; i < qb; i++ {
+			b := YMM()
+			VBROADCASTSS(Mem{Base: ws[i], Index: j, Scale: 4}, b)
+			for k := 0; k < v; k++ {
+				VFMADD231PS(rv[k], b, a[i][k])
+			}
+		}
+		ADDQ(stride, rp)
+		INCQ(j)
+		JMP(LabelRef(name + "_jloop" + tag))
+
+		Label(name + "_store" + tag)
+		for i := range a {
+			m := arow(i)
+			for k := range a[i] {
+				VMOVUPS(a[i][k], m.Offset(32*k))
+			}
+		}
+		ADDQ(U32(32*v), ap)
+		ADDQ(U32(32*v), rc)
+		SUBQ(U8(v), vecs)
+	}
+
+	Label(name + "_loop")
+	CMPQ(vecs, U8(cv))
+	JB(LabelRef(name + "_tail"))
+	chunk(cv, "")
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_tail")
+	for v := largestPow2Below(cv); v >= 1; v /= 2 {
+		tag := fmt.Sprintf("_t%d", v)
+		CMPQ(vecs, U8(v))
+		JB(LabelRef(name + tag + "_skip"))
+		chunk(v, tag)
+		Label(name + tag + "_skip")
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Unpacking kernels: packed integer codes to float32 through an affine map.
+// The map is computed as a multiply, rounded, then an add, rounded (VMULPS,
+// VADDPS; no fused multiply-add), exactly as the Go twins compute it, so the
+// assembly and Go paths agree bit for bit.
+
+// codeKind describes one packing of unsigned or signed integer codes.
+type codeKind struct {
+	name   string // function name prefix: "u8", "i8", "u4", "u2"
+	bits   int    // bits per code: 8, 4 or 2
+	signed bool   // int8 codes (bits == 8 only)
+}
+
+var (
+	codeU8 = codeKind{"u8", 8, false}
+	codeI8 = codeKind{"i8", 8, true}
+	codeU4 = codeKind{"u4", 4, false}
+	codeU2 = codeKind{"u2", 2, false}
+)
+
+// groupBytes is the number of source bytes holding a group of 8 codes.
+func (k codeKind) groupBytes() int { return k.bits }
+
+// codeShifts returns the static table of per-lane right shifts that moves
+// code j of a group to the bottom of lane j (bits*j), for 4- and 2-bit
+// codes.
+func codeShifts(bits int) Mem {
+	m := GLOBL(fmt.Sprintf("u%dshifts", bits), RODATA|NOPTR)
+	for j := 0; j < 8; j++ {
+		DATA(4*j, U32(uint32(bits*j)))
+	}
+	return m
+}
+
+// codeLoader prepares the constants a codeKind needs and returns a function
+// that loads the group of 8 codes at m into int32 lanes of a new YMM.
+//
+// 4- and 2-bit groups (4 and 2 bytes) are broadcast to every lane, shifted
+// right by bits*j in lane j and masked: code j of the group sits at bits
+// bits*j of the little-endian group, which is the order of the nibbles
+// (low first) and of the 2-bit fields within each byte.
+func codeLoader(k codeKind, shifts map[int]Mem) func(m Mem) VecVirtual {
+	switch k.bits {
+	case 8:
+		return func(m Mem) VecVirtual {
+			v := YMM()
+			if k.signed {
+				VPMOVSXBD(m, v)
+			} else {
+				VPMOVZXBD(m, v)
+			}
+			return v
+		}
+	case 4, 2:
+		sh := YMM()
+		VMOVDQU(shifts[k.bits], sh)
+		mask := broadcastConst(1<<k.bits - 1)
+		return func(m Mem) VecVirtual {
+			v := YMM()
+			if k.bits == 4 {
+				VPBROADCASTD(m, v)
+			} else {
+				VPBROADCASTW(m, v)
+			}
+			VPSRLVD(sh, v, v)
+			VPAND(mask, v, v)
+			return v
+		}
+	}
+	panic("codeLoader")
+}
+
+// broadcastParam loads the float32 parameter name into every lane of a YMM.
+func broadcastParam(name string) VecVirtual {
+	p, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	v := YMM()
+	VBROADCASTSS(p.Addr, v)
+	return v
+}
+
+// unpack writes the kernel <kind>ToF32[Vec]AVX2. With vec false it computes
+// dst[i] = code_i*scale + bias (no bias for signed codes); with vec true
+// dst[i] = code_i*s[i] + z[i].
+func unpack(k codeKind, vec bool, shifts map[int]Mem) {
+	name := k.name + "ToF32AVX2"
+	perByte := 8 / k.bits
+	var sig, what string
+	switch {
+	case vec:
+		name = k.name + "ToF32VecAVX2"
+		sig = "func(dst []float32, src []byte, s, z []float32)"
+		what = "code_i*s[i] + z[i]"
+	case k.signed:
+		sig = "func(dst []float32, src []byte, scale float32)"
+		what = "code_i*scale"
+	default:
+		sig = "func(dst []float32, src []byte, scale, bias float32)"
+		what = "code_i*scale + bias"
+	}
+	codeDoc := "code_i = src[i]"
+	switch {
+	case k.signed:
+		codeDoc = "code_i = int8(src[i])"
+	case k.bits < 8:
+		codeDoc = fmt.Sprintf("code_i = src[i/%d]>>(%d*(i%%%d))&%d", perByte, k.bits, perByte, 1<<k.bits-1)
+	}
+	rounding := ", rounding the product, then the sum,"
+	if k.signed {
+		rounding = ""
+	}
+	doc := []string{
+		fmt.Sprintf("%s sets dst[i] = %s%s", name, what, rounding),
+		fmt.Sprintf("with %s, for i < len(dst)&^7.", codeDoc),
+		fmt.Sprintf("len(src) must be at least len(dst)&^7/%d.", perByte),
+	}
+	if perByte == 1 {
+		doc[2] = "len(src) must be at least len(dst)&^7."
+	}
+	if vec {
+		doc = append(doc, "len(s) and len(z) must be at least len(dst)&^7.")
+	}
+	header(name, sig, doc...)
+	d := Load(Param("dst").Base(), GP64())
+	src := Load(Param("src").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	SHRQ(U8(3), n) // groups of 8
+	var sp, zp Register
+	var scale, bias VecVirtual
+	if vec {
+		sp = Load(Param("s").Base(), GP64())
+		zp = Load(Param("z").Base(), GP64())
+	} else {
+		scale = broadcastParam("scale")
+		if !k.signed {
+			bias = broadcastParam("bias")
+		}
+	}
+	load := codeLoader(k, shifts)
+	// body converts groups [0, groups) after the pointers, each step for
+	// all of them before the next step.
+	body := func(groups int) {
+		v := make([]VecVirtual, groups)
+		for g := range v {
+			v[g] = load(Mem{Base: src, Disp: g * k.groupBytes()})
+		}
+		for g := range v {
+			VCVTDQ2PS(v[g], v[g])
+		}
+		for g := range v {
+			if vec {
+				VMULPS(Mem{Base: sp, Disp: 32 * g}, v[g], v[g])
+			} else {
+				VMULPS(scale, v[g], v[g])
+			}
+		}
+		for g := range v {
+			if vec {
+				VADDPS(Mem{Base: zp, Disp: 32 * g}, v[g], v[g])
+			} else if bias != nil {
+				VADDPS(bias, v[g], v[g])
+			}
+		}
+		for g := range v {
+			VMOVUPS(v[g], Mem{Base: d, Disp: 32 * g})
+		}
+	}
+	advance := func(groups int) {
+		ADDQ(U32(32*groups), d)
+		ADDQ(U32(groups*k.groupBytes()), src)
+		if vec {
+			ADDQ(U32(32*groups), sp)
+			ADDQ(U32(32*groups), zp)
+		}
+	}
+
+	Label(name + "_loop4")
+	CMPQ(n, U8(4))
+	JB(LabelRef(name + "_loop1"))
+	body(4)
+	advance(4)
+	SUBQ(U8(4), n)
+	JMP(LabelRef(name + "_loop4"))
+
+	Label(name + "_loop1")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	body(1)
+	advance(1)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop1"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// q80ToF32: dst = d*code over whole Q8_0 blocks.
+func q80ToF32() {
+	name := "q80ToF32AVX2"
+	header(name, "func(dst []float32, src []byte)",
+		name+" sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at",
+		"src (34 bytes each: binary16 d, then 32 int8 codes).",
+		"len(src) must be at least len(dst)/32*34.")
+	d := Load(Param("dst").Base(), GP64())
+	src := Load(Param("src").Base(), GP64())
+	nb := Load(Param("dst").Len(), GP64())
+	SHRQ(U8(5), nb)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	blk := Mem{Base: src}
+	scale := q80Scale(blk)
+	for k := 0; k < 4; k++ {
+		c := q80Codes(blk.Offset(2 + 8*k))
+		VMULPS(scale, c, c)
+		VMOVUPS(c, Mem{Base: d, Disp: 32 * k})
+	}
+	ADDQ(U8(34), src)
+	ADDQ(U32(128), d)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// q4ToF32 writes the Q4_0 (minus false) or Q4_1 (minus true) block
+// decoder. Each block's 16 code bytes are read as two groups of 8, each
+// zero-extended once to int32 lanes: the low nibbles are values 8g..8g+7,
+// the high nibbles values 16+8g..16+8g+7.
+func q4ToF32(q41 bool) {
+	name, blockBytes, codes := "q40ToF32AVX2", 18, 2
+	doc := []string{
+		name + " sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,",
+		"for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16",
+		"bytes whose low and high nibbles are lo_j and hi_j).",
+		"len(src) must be at least len(dst)/32*18.",
+	}
+	if q41 {
+		name, blockBytes, codes = "q41ToF32AVX2", 20, 4
+		doc = []string{
+			name + " sets dst[32b+j] = d_b*lo_j + m_b and dst[32b+16+j] = d_b*hi_j + m_b,",
+			"j < 16, rounding the product, then the sum, for the len(dst)/32 Q4_1 blocks",
+			"at src (20 bytes each: binary16 d and m, then 16 bytes whose low and high",
+			"nibbles are lo_j and hi_j). len(src) must be at least len(dst)/32*20.",
+		}
+	}
+	header(name, "func(dst []float32, src []byte)", doc...)
+	d := Load(Param("dst").Base(), GP64())
+	src := Load(Param("src").Base(), GP64())
+	nb := Load(Param("dst").Len(), GP64())
+	SHRQ(U8(5), nb)
+	mask := broadcastConst(15)
+	var eight VecVirtual
+	if !q41 {
+		eight = broadcastConst(8)
+	}
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	blk := Mem{Base: src}
+	scale := q80Scale(blk)
+	var m VecVirtual
+	if q41 {
+		m = q80Scale(blk.Offset(2))
+	}
+	for g := 0; g < 2; g++ {
+		x := YMM()
+		VPMOVZXBD(blk.Offset(codes+8*g), x)
+		lo, hi := YMM(), YMM()
+		VPAND(mask, x, lo)
+		VPSRLD(U8(4), x, hi)
+		for h, v := range []VecVirtual{lo, hi} {
+			if !q41 {
+				VPSUBD(eight, v, v)
+			}
+			VCVTDQ2PS(v, v)
+			VMULPS(scale, v, v)
+			if q41 {
+				VADDPS(m, v, v)
+			}
+			VMOVUPS(v, Mem{Base: d, Disp: 4 * (16*h + 8*g)})
+		}
+	}
+	ADDQ(U8(blockBytes), src)
+	ADDQ(U32(128), d)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

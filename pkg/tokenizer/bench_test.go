@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -70,6 +71,20 @@ func BenchmarkNew(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := New(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseHF parses the Llama 3 stand-in of hf_published_test.go:
+// the real vocabulary size (128256 ids) with few merges, so it measures
+// the vocabulary and added-token work of a real file.
+func BenchmarkParseHF(b *testing.B) {
+	data := llama3Published.build(b)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParseHF(bytes.NewReader(data), nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -70,11 +70,24 @@ func (t *Tokenizer) appendWord(dst []int, word string, m *merger) []int {
 	syms := m.syms[:0]
 	for i := 0; i < len(word); i++ {
 		k := int32(i)
-		syms = append(syms, symbol{start: k, end: k + 1, prev: k - 1, next: k + 1, id: int32(t.byteID(word[i]))})
+		syms = append(syms, symbol{start: k, end: k + 1, id: int32(t.byteID(word[i]))})
+	}
+	m.syms = syms
+	return t.mergeRanked(dst, m)
+}
+
+// mergeRanked links m.syms (start, end and id set, in text order), merges
+// adjacent pairs by the rank of their merge, lowest first and ties to the
+// leftmost pair, and appends the ids that remain.
+func (t *Tokenizer) mergeRanked(dst []int, m *merger) []int {
+	syms := m.syms
+	if len(syms) == 0 {
+		return dst
+	}
+	for k := range syms {
+		syms[k].prev, syms[k].next = int32(k)-1, int32(k)+1
 	}
 	syms[len(syms)-1].next = -1
-	m.syms = syms
-
 	pair := func(l, r int32) (bigram, bool) {
 		mg, ok := t.merges[pairKey(syms[l].id, syms[r].id)]
 		if !ok {

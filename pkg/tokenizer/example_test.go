@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"math"
+	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
 )
@@ -89,4 +90,47 @@ func ExampleDecoder() {
 	fmt.Printf("%q\n", d.Flush())
 	// Output:
 	// "" "" "a" " " "" "" "" "🙂" ""
+}
+
+// Reading a Hugging Face tokenizer.json and tokenizer_config.json; here a
+// tiny one in the Llama 2 shape.
+func ExampleParseHF() {
+	const tokenizerJSON = `{
+  "added_tokens": [
+    {"id": 0, "content": "<unk>", "special": true},
+    {"id": 1, "content": "<s>", "special": true},
+    {"id": 2, "content": "</s>", "special": true}],
+  "normalizer": {"type": "Sequence", "normalizers": [
+    {"type": "Prepend", "prepend": "▁"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+  "pre_tokenizer": null,
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+  "decoder": {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+    {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+  "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+    "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 3, "h": 4, "i": 5, "▁h": 6, "▁hi": 7},
+    "merges": [["▁", "h"], ["▁h", "i"]]}
+}`
+	const config = `{"add_bos_token": true, "eos_token": "</s>", "model_max_length": 4096}`
+	v, cfg, err := tokenizer.ParseHF(strings.NewReader(tokenizerJSON), strings.NewReader(config))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tk, err := tokenizer.New(v)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// "▁hi▁hi!": ▁+h, then ▁h+i; "!" has no token and no byte token, so
+	// it becomes <unk>, which decodes to nothing.
+	ids := tk.Encode("hi hi!", true)
+	fmt.Println(ids, cfg.EOSToken, cfg.ModelMaxLength)
+	fmt.Printf("%q\n", tk.Decode(ids))
+	// Output:
+	// [1 7 7 0] </s> 4096
+	// "hi hi"
 }

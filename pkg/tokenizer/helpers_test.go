@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Fixtures shared by the tests: the real llama2.c tokenizer of stories260K
@@ -301,6 +303,9 @@ func (r *reference) encode(text string, addSpecial bool) []int {
 	if addSpecial && r.tk.addBOS {
 		ids = append(ids, r.tk.BOS())
 	}
+	if r.tk.nfc {
+		text = norm.NFC.String(text)
+	}
 	if r.tk.Kind() == SentencePieceBPE {
 		ids = r.sentencePiece(ids, text)
 	} else {
@@ -312,19 +317,50 @@ func (r *reference) encode(text string, addSpecial bool) []int {
 	return ids
 }
 
-// sentencePiece: split into characters, merge the highest-scoring pair
-// (leftmost on ties) until none is a piece, byte fallback for the rest.
+// sentencePiece: apply the prefix rule, spell spaces, cut before spaces
+// with SplitOnSpace, and merge each unit by score or by rank.
 func (r *reference) sentencePiece(ids []int, text string) []int {
 	if text == "" {
 		return ids
 	}
 	s := text
-	if r.tk.addSpacePrefix {
-		s = " " + s
-	}
+	space := " "
 	if r.tk.metaspace {
-		s = strings.ReplaceAll(s, " ", "▁")
+		space = "▁"
 	}
+	if r.tk.addSpacePrefix {
+		startsWithSpace := strings.HasPrefix(s, " ") || strings.HasPrefix(s, space)
+		if r.tk.prefixRule == PrefixEachStretch || !startsWithSpace {
+			s = " " + s
+		}
+	}
+	s = strings.ReplaceAll(s, " ", space)
+	units := []string{s}
+	if r.tk.splitOnSpace {
+		// A unit starts at the text's start and at every space.
+		units = nil
+		start := 0
+		for i := 1; i < len(s); i++ {
+			if strings.HasPrefix(s[i:], space) {
+				units = append(units, s[start:i])
+				start = i
+			}
+		}
+		units = append(units, s[start:])
+	}
+	for _, u := range units {
+		if r.tk.ranked {
+			ids = r.rankedChars(ids, u)
+		} else {
+			ids = r.scored(ids, u)
+		}
+	}
+	return ids
+}
+
+// scored: split into characters, merge the highest-scoring pair (leftmost
+// on ties) until none is a piece, byte fallback for the rest.
+func (r *reference) scored(ids []int, s string) []int {
 	var syms []string
 	for i := 0; i < len(s); {
 		_, n := utf8.DecodeRuneInString(s[i:]) // an invalid byte is (RuneError, 1)
@@ -358,6 +394,63 @@ func (r *reference) sentencePiece(ids []int, text string) []int {
 			fallback = append(fallback, id)
 		}
 		ids = append(ids, fallback...)
+	}
+	return ids
+}
+
+// rankedChars: Hugging Face's BPE with byte_fallback. Characters become
+// pieces, byte tokens or UNK (fused), then the lowest-ranked adjacent
+// merge applies, leftmost on ties, until none does.
+func (r *reference) rankedChars(ids []int, s string) []int {
+	if id, ok := r.pieces[s]; ok && r.tk.ignoreMerges {
+		return append(ids, id)
+	}
+	type sym struct {
+		text string
+		id   int
+	}
+	var syms []sym
+	unkRun := false
+	for i := 0; i < len(s); {
+		_, n := utf8.DecodeRuneInString(s[i:])
+		c := s[i : i+n]
+		i += n
+		if id, ok := r.pieces[c]; ok {
+			syms = append(syms, sym{c, id})
+			unkRun = false
+			continue
+		}
+		var bs []sym
+		for k := 0; k < len(c); k++ {
+			if id, ok := r.bytes[c[k]]; ok {
+				bs = append(bs, sym{r.tk.Token(id), id})
+			}
+		}
+		if len(bs) == len(c) {
+			syms = append(syms, bs...)
+			unkRun = false
+			continue
+		}
+		if !(unkRun && r.tk.fuseUnknown) {
+			syms = append(syms, sym{"\x00unk", r.tk.unk})
+		}
+		unkRun = true
+	}
+	for {
+		best, bestRank := -1, 0
+		for k := 0; k+1 < len(syms); k++ {
+			if rank, ok := r.ranks[syms[k].text+" "+syms[k+1].text]; ok && (best < 0 || rank < bestRank) {
+				best, bestRank = k, rank
+			}
+		}
+		if best < 0 {
+			break
+		}
+		merged := syms[best].text + syms[best+1].text
+		syms = slices.Replace(syms, best, best+2, sym{merged, r.pieces[merged]})
+	}
+	for _, sm := range syms {
+		ids = append(ids, sm.id)
 	}
 	return ids
 }

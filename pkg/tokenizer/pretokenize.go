@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,8 +19,11 @@ import (
 // \s is unicode.IsSpace (the Unicode White_Space property, as in Oniguruma
 // and Rust's regex). An invalid UTF-8 byte is a character of its own that is
 // neither letter, number nor space. The case-insensitive contractions of
-// llama3 and qwen2 fold ASCII letters only, as llama.cpp does (a full Unicode
-// case fold would also let "'ſ" match "'s").
+// llama3 and qwen2 use Unicode simple case folding, as Oniguruma (Hugging
+// Face tokenizers) and Rust's regex (tiktoken) do: besides the ASCII
+// letters, the only character that folds to one of s, t, r, e, v, m, l, d
+// is U+017F "ſ", so "'ſ" is a contraction too (llama.cpp folds ASCII only
+// and splits it as "'", "ſ").
 //
 // Every character belongs to one of the alternatives, so the matches tile
 // the text and the scanner only has to find where each match ends.
@@ -161,8 +165,9 @@ func nextLlama3(s string, i, maxDigits int) int {
 	return spaceRun(s, i)
 }
 
-// contraction returns the length of the contraction suffix ("s", "t", "re",
-// "ve", "m", "ll", "d") at s[j:], or 0; fold makes it ASCII case-insensitive.
+// contraction returns the byte length of the contraction suffix ("s",
+// "t", "re", "ve", "m", "ll", "d") at s[j:], or 0; fold makes it
+// case-insensitive (see preStyle).
 func contraction(s string, j int, fold bool) int {
 	lower := func(k int) byte {
 		if k >= len(s) {
@@ -173,6 +178,9 @@ func contraction(s string, j int, fold bool) int {
 			c += 'a' - 'A'
 		}
 		return c
+	}
+	if fold && strings.HasPrefix(s[j:], "\u017f") {
+		return len("\u017f") // "ſ" folds to "s"
 	}
 	switch lower(j) {
 	case 's', 't', 'm', 'd':

@@ -43,7 +43,7 @@ func split(style preStyle, s string) []string {
 //   - Contractions only match where a pre-token starts: two apostrophes and
 //     an "s" split into the punctuation run of both apostrophes, then "s".
 //     gpt2's are case-sensitive ("'", "T"), llama3's and qwen2's are not
-//     ("'T").
+//     ("'T", and "'ſ", since U+017F folds to "s").
 //   - Digits: gpt2 ` ?\p{N}+` takes the whole run with one leading space;
 //     llama3 `\p{N}{1,3}` makes groups of three from the left and no space
 //     (" 12" is " ", "12"); qwen2 one digit each. \p{N} includes Nl and No:
@@ -61,6 +61,9 @@ var preTokenizerCases = []struct {
 	{"contraction lower", "don't", []string{"don", "'t"}, []string{"don", "'t"}, []string{"don", "'t"}},
 	{"contraction case", "'s'S", []string{"'s", "'", "S"}, []string{"'s", "'S"}, []string{"'s", "'S"}},
 	{"contraction after quote", "''s", []string{"''", "s"}, []string{"''", "s"}, []string{"''", "s"}},
+	// U+017F "ſ" case-folds to "s": (?i:'s) matches "'ſ" in Oniguruma and
+	// Rust's regex, the case-sensitive gpt2 pattern does not.
+	{"contraction long s", "it'ſ x", []string{"it", "'", "ſ", " x"}, []string{"it", "'ſ", " x"}, []string{"it", "'ſ", " x"}},
 	{"contraction after space", "a 'll", []string{"a", " '", "ll"}, []string{"a", " '", "ll"}, []string{"a", " '", "ll"}},
 	{"contraction mixed", "it'S  'LL",
 		[]string{"it", "'", "S", " ", " '", "LL"},

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Tokenizer encodes text to token ids and decodes ids to text. It is
@@ -18,8 +20,13 @@ type Tokenizer struct {
 	addBOS, addEOS     bool
 	addSpacePrefix     bool // SentencePiece only
 	metaspace          bool // SentencePiece only: " " is spelled "▁"
+	prefixRule         PrefixRule
+	splitOnSpace       bool // SentencePiece only: merge each "▁word" alone
+	ranked             bool // SentencePiece only: merge by rank (Hugging Face BPE)
+	fuseUnknown        bool // ranked SentencePiece: one UNK per run of unknown characters
 	pre                preStyle
-	ignoreMerges       bool // byte-level: look a pre-token up whole first
+	ignoreMerges       bool // look a pre-token (merge unit) up whole first
+	nfc                bool // normalize ordinary text to NFC
 
 	// pieces maps the token texts that merging may produce to their ids:
 	// Normal tokens, plus UserDefined ones for SentencePiece.
@@ -27,7 +34,7 @@ type Tokenizer struct {
 	// byteTok[b] is the token for byte b: the "<0xHH>" token for
 	// SentencePiece, the byte-alphabet token for byte-level BPE; -1 if none.
 	byteTok [256]int32
-	merges  map[uint64]merge // byte-level: pair of ids -> rank and result
+	merges  map[uint64]merge // ranked merges: pair of ids -> rank and result
 
 	special specialMatcher
 	text    []string // what Decode emits per id
@@ -87,12 +94,12 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int {
 // their ids. Where several special texts could match, the leftmost match
 // wins and, among those starting there, the longest. For a SentencePiece
 // vocabulary with AddSpacePrefix, each stretch of text that starts the input
-// or follows a special token gets the prefix space, as in llama.cpp.
+// or follows a special token gets the prefix space, as in llama.cpp, unless
+// the vocabulary's PrefixRule says otherwise. NFC normalization, where the
+// vocabulary asks for it, applies to each stretch between special tokens.
 func (t *Tokenizer) EncodeWithSpecials(text string, addSpecial bool) []int {
 	ids := make([]int, 0, len(text)/3+2)
 	ids = t.appendBOS(ids, addSpecial)
-	// Every stretch of ordinary text starts the input or follows a special
-	// token, so each may get the prefix space.
 	start := 0 // start of the pending ordinary text
 	for i := 0; i < len(text); {
 		id, n := t.special.match(text, i)
@@ -100,12 +107,12 @@ func (t *Tokenizer) EncodeWithSpecials(text string, addSpecial bool) []int {
 			i++
 			continue
 		}
-		ids = t.appendText(ids, text[start:i], true)
+		ids = t.appendText(ids, text[start:i], start == 0)
 		ids = append(ids, int(id))
 		i += n
 		start = i
 	}
-	ids = t.appendText(ids, text[start:], true)
+	ids = t.appendText(ids, text[start:], start == 0)
 	return t.appendEOS(ids, addSpecial)
 }
 
@@ -123,16 +130,35 @@ func (t *Tokenizer) appendEOS(ids []int, addSpecial bool) []int {
 	return ids
 }
 
-// appendText encodes ordinary text; prefix allows the SentencePiece prefix
-// space.
-func (t *Tokenizer) appendText(dst []int, text string, prefix bool) []int {
+// appendText encodes a stretch of ordinary text; atStart says that it
+// begins the input (for PrefixFirstOnly).
+func (t *Tokenizer) appendText(dst []int, text string, atStart bool) []int {
 	if text == "" {
 		return dst
 	}
+	if t.nfc && !norm.NFC.IsNormalString(text) {
+		text = norm.NFC.String(text)
+	}
 	if t.kind == SentencePieceBPE {
-		return t.appendSentencePiece(dst, text, prefix && t.addSpacePrefix)
+		return t.appendSentencePiece(dst, text, t.wantPrefix(text, atStart))
 	}
 	return t.appendByteLevel(dst, text)
+}
+
+// wantPrefix applies AddSpacePrefix and PrefixRule to a non-empty stretch.
+func (t *Tokenizer) wantPrefix(text string, atStart bool) bool {
+	if !t.addSpacePrefix {
+		return false
+	}
+	if t.prefixRule == PrefixEachStretch {
+		return true
+	}
+	// Hugging Face's Metaspace replaces spaces first and then prepends
+	// only to text that does not start with the replacement.
+	if text[0] == ' ' || t.metaspace && strings.HasPrefix(text, metaspace) {
+		return false
+	}
+	return t.prefixRule == PrefixUnlessSpace || atStart
 }
 
 // Decode returns the text of ids. Byte tokens are reassembled into their

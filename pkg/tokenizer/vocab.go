@@ -18,14 +18,24 @@ var (
 	// ErrFormat reports a malformed llama2.c tokenizer file; the error is a
 	// *FormatError with the offset.
 	ErrFormat = errors.New("tokenizer: malformed llama2.c tokenizer file")
+	// ErrHFFormat reports a Hugging Face tokenizer.json or
+	// tokenizer_config.json that is not valid JSON or has a value of the
+	// wrong shape; the error is an *HFError with the JSON path.
+	ErrHFFormat = errors.New("tokenizer: malformed Hugging Face tokenizer file")
+	// ErrUnsupported reports a well-formed tokenizer file that uses a
+	// feature kvq does not implement (a Unigram model, an unknown
+	// normalizer, ...).
+	ErrUnsupported = errors.New("tokenizer: unsupported tokenizer")
 )
 
 // Kind is the tokenization algorithm of a vocabulary.
 type Kind int
 
 const (
-	// SentencePieceBPE is SentencePiece-style BPE driven by piece scores
-	// with byte fallback: GGUF tokenizer.ggml.model "llama", and llama2.c.
+	// SentencePieceBPE is SentencePiece-style BPE over characters with
+	// byte fallback: GGUF tokenizer.ggml.model "llama", llama2.c, and
+	// Hugging Face's BPE model with byte_fallback (Llama 2, Mistral). It is
+	// driven by piece scores or, when the Vocab has Merges, by merge rank.
 	SentencePieceBPE Kind = iota + 1
 	// ByteLevelBPE is GPT-2-style byte-level BPE driven by a ranked merge
 	// list: GGUF tokenizer.ggml.model "gpt2".
@@ -88,9 +98,15 @@ type Vocab struct {
 	// Normal, except that BOS, EOS and PAD are Control, UNK is Unknown and,
 	// for SentencePieceBPE, tokens spelled exactly "<0xHH>" are Byte.
 	Types []TokenType
-	// Merges are the byte-level BPE merges, "left right" in rank order
-	// (rank 0 first), both halves spelled in the GPT-2 byte alphabet.
-	// Required for ByteLevelBPE (it may be empty), ignored otherwise.
+	// Merges are the BPE merges, "left right" in rank order (rank 0
+	// first); a string is split at its first space after the first byte.
+	// Required for ByteLevelBPE (it may be empty), with both halves spelled
+	// in the GPT-2 byte alphabet. Optional for SentencePieceBPE: a non-nil
+	// Merges replaces Scores (which may then be nil) and makes the encoder
+	// Hugging Face's BPE model with byte_fallback: characters that are not
+	// tokens become their byte tokens (or UNK) first, and then the adjacent
+	// pair with the lowest-ranked merge is merged, leftmost first, until no
+	// listed merge applies.
 	Merges []string
 	// Special ids, -1 when absent.
 	BOS, EOS, UNK, PAD int
@@ -108,7 +124,62 @@ type Vocab struct {
 	// spells a space as U+2581 "▁" (GGUF, Hugging Face). llama2.c's
 	// tokenizer files use plain spaces and leave it false.
 	SpaceIsMetaspace bool
+
+	// PrefixRule (SentencePieceBPE with AddSpacePrefix) says which
+	// stretches of text get the prefix space. The zero value is
+	// PrefixEachStretch.
+	PrefixRule PrefixRule
+	// SplitOnSpace (SentencePieceBPE) cuts the text before every space
+	// ("▁" when SpaceIsMetaspace) and merges the pieces separately, as
+	// Hugging Face's Metaspace pre-tokenizer does with split true.
+	SplitOnSpace bool
+	// FuseUnknown (SentencePieceBPE with Merges) makes a run of adjacent
+	// characters that can only become UNK produce a single UNK (Hugging
+	// Face's fuse_unk).
+	FuseUnknown bool
+	// IgnoreMerges says whether a pre-token (ByteLevelBPE) or a merge unit
+	// (SentencePieceBPE with Merges) that is itself a token is emitted
+	// whole, before any merging (Hugging Face's ignore_merges).
+	IgnoreMerges IgnoreMerges
+	// NFC normalizes ordinary text to Unicode Normalization Form C before
+	// encoding it, as the Qwen2 tokenizers do. Text that is not in NFC then
+	// does not decode back to itself.
+	NFC bool
 }
+
+// PrefixRule selects which stretches of ordinary text a SentencePiece
+// vocabulary with AddSpacePrefix prefixes with a space. A stretch is the
+// whole text for Encode; for EncodeWithSpecials, each run of text between
+// special tokens.
+type PrefixRule uint8
+
+const (
+	// PrefixEachStretch prefixes every non-empty stretch, even one that
+	// starts with a space: llama.cpp, llama2.c, and Hugging Face's
+	// Prepend("▁") normalizer (Llama 2, TinyLlama).
+	PrefixEachStretch PrefixRule = iota
+	// PrefixUnlessSpace prefixes every stretch that does not already start
+	// with a space or "▁": Hugging Face's Metaspace pre-tokenizer with
+	// prepend_scheme "always".
+	PrefixUnlessSpace
+	// PrefixFirstOnly prefixes only a stretch at the very start of the
+	// input, and only if it does not start with a space or "▁": Metaspace
+	// with prepend_scheme "first" (Mistral v0.3, Llama 2 with legacy false).
+	PrefixFirstOnly
+)
+
+// IgnoreMerges selects the whole-token lookup of Vocab.IgnoreMerges.
+type IgnoreMerges int8
+
+const (
+	// IgnoreMergesDefault looks whole pre-tokens up for the "llama3"
+	// pre-tokenizer only, as llama.cpp does for GGUF files.
+	IgnoreMergesDefault IgnoreMerges = iota
+	// IgnoreMergesOn always looks whole units up first.
+	IgnoreMergesOn
+	// IgnoreMergesOff never does.
+	IgnoreMergesOff
+)
 
 const metaspace = "\u2581" // SentencePiece's visible space, "▁"
 
@@ -181,20 +252,45 @@ func New(v Vocab) (*Tokenizer, error) {
 		if v.PreTokenizer != "" && v.PreTokenizer != "default" {
 			return nil, vocabErr("pre-tokenizer %q given for a SentencePiece vocabulary, which has none", v.PreTokenizer)
 		}
-		if v.Scores == nil {
-			return nil, vocabErr("SentencePiece vocabulary without scores")
+		if v.Scores == nil && v.Merges == nil {
+			return nil, vocabErr("SentencePiece vocabulary without scores or merges")
+		}
+		if v.PrefixRule > PrefixFirstOnly {
+			return nil, vocabErr("unknown prefix rule %d", v.PrefixRule)
 		}
 		t.addSpacePrefix = v.AddSpacePrefix
 		t.metaspace = v.SpaceIsMetaspace
+		t.prefixRule = v.PrefixRule
+		t.splitOnSpace = v.SplitOnSpace
+		t.ranked = v.Merges != nil
+		t.fuseUnknown = v.FuseUnknown && t.ranked
+		switch v.IgnoreMerges {
+		case IgnoreMergesDefault, IgnoreMergesOff:
+		case IgnoreMergesOn:
+			if !t.ranked {
+				return nil, vocabErr("IgnoreMerges on for a SentencePiece vocabulary without merges")
+			}
+			t.ignoreMerges = true
+		default:
+			return nil, vocabErr("unknown IgnoreMerges value %d", v.IgnoreMerges)
+		}
 	case ByteLevelBPE:
 		style, ok := preTokenizers[v.PreTokenizer]
 		if !ok {
 			return nil, fmt.Errorf("%w %q; known: %s", ErrUnknownPreTokenizer, v.PreTokenizer, knownPreTokenizers)
 		}
 		t.pre = style
-		// llama.cpp and tiktoken look a Llama 3 pre-token up whole before
-		// merging (Hugging Face's ignore_merges).
-		t.ignoreMerges = style == preLlama3
+		switch v.IgnoreMerges {
+		case IgnoreMergesDefault:
+			// llama.cpp and tiktoken look a Llama 3 pre-token up whole
+			// before merging (Hugging Face's ignore_merges).
+			t.ignoreMerges = style == preLlama3
+		case IgnoreMergesOn:
+			t.ignoreMerges = true
+		case IgnoreMergesOff:
+		default:
+			return nil, vocabErr("unknown IgnoreMerges value %d", v.IgnoreMerges)
+		}
 	default:
 		return nil, vocabErr("unknown kind %v", v.Kind)
 	}
@@ -252,11 +348,15 @@ func New(v Vocab) (*Tokenizer, error) {
 	if t.kind == SentencePieceBPE {
 		err = t.initSentencePiece()
 	} else {
-		err = t.initByteLevel(v.Merges)
+		err = t.initByteLevel()
+	}
+	if err == nil && (t.kind == ByteLevelBPE || t.ranked) {
+		err = t.initMerges(v.Merges)
 	}
 	if err != nil {
 		return nil, err
 	}
+	t.nfc = v.NFC
 	t.initSpecials()
 	t.initPieces()
 	return t, nil
@@ -333,8 +433,8 @@ func (t *Tokenizer) initSentencePiece() error {
 	return nil
 }
 
-// initByteLevel indexes the byte alphabet and the merges.
-func (t *Tokenizer) initByteLevel(merges []string) error {
+// initByteLevel indexes the byte alphabet.
+func (t *Tokenizer) initByteLevel() error {
 	for b := range 256 {
 		if id, ok := t.pieces[byteAlphabet[b]]; ok {
 			t.byteTok[b] = id
@@ -342,6 +442,11 @@ func (t *Tokenizer) initByteLevel(merges []string) error {
 			return vocabErr("no token %q for byte 0x%02X and no UNK id", byteAlphabet[b], b)
 		}
 	}
+	return nil
+}
+
+// initMerges indexes the ranked merges.
+func (t *Tokenizer) initMerges(merges []string) error {
 	if len(merges) > 1<<24 {
 		// Ranks are heap keys of type float32, exact up to 2^24.
 		return vocabErr("%d merges, more than %d", len(merges), 1<<24)

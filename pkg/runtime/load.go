@@ -30,7 +30,7 @@ func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("runtime: model: %w", err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is a directory: Hugging Face model directories are not supported yet", ErrUnsupported, path)
+		return loadHF(ctx, path)
 	}
 	f, err := mmap.Open(path)
 	if err != nil {

@@ -1,0 +1,430 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kvqlabs/kvq/internal/mmap"
+	"github.com/kvqlabs/kvq/pkg/safetensors"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+	"github.com/kvqlabs/kvq/pkg/tokenizer"
+)
+
+// hfArchs maps config.json architectures to kvq's names.
+var hfArchs = map[string]string{
+	"LlamaForCausalLM":   "llama",
+	"MistralForCausalLM": "mistral",
+	"Qwen2ForCausalLM":   "qwen2",
+	"Qwen3ForCausalLM":   "qwen3",
+}
+
+// hfConfig is the part of config.json the runtime reads.
+type hfConfig struct {
+	Architectures     []string        `json:"architectures"`
+	ModelType         string          `json:"model_type"`
+	HiddenSize        int             `json:"hidden_size"`
+	IntermediateSize  int             `json:"intermediate_size"`
+	NumLayers         int             `json:"num_hidden_layers"`
+	NumHeads          int             `json:"num_attention_heads"`
+	NumKVHeads        *int            `json:"num_key_value_heads"`
+	HeadDim           *int            `json:"head_dim"`
+	VocabSize         int             `json:"vocab_size"`
+	MaxPosition       int             `json:"max_position_embeddings"`
+	RMSNormEps        float64         `json:"rms_norm_eps"`
+	RopeTheta         *float64        `json:"rope_theta"`
+	RopeScaling       *hfRopeScaling  `json:"rope_scaling"`
+	TieWordEmbeddings bool            `json:"tie_word_embeddings"`
+	AttentionBias     bool            `json:"attention_bias"`
+	SlidingWindow     *int            `json:"sliding_window"`
+	UseSlidingWindow  *bool           `json:"use_sliding_window"`
+	TorchDType        string          `json:"torch_dtype"`
+	BOSTokenID        json.RawMessage `json:"bos_token_id"`
+	EOSTokenID        json.RawMessage `json:"eos_token_id"`
+	PartialRotary     *float64        `json:"partial_rotary_factor"`
+}
+
+type hfRopeScaling struct {
+	Type           string  `json:"type"`
+	RopeType       string  `json:"rope_type"`
+	Factor         float64 `json:"factor"`
+	LowFreqFactor  float64 `json:"low_freq_factor"`
+	HighFreqFactor float64 `json:"high_freq_factor"`
+	OriginalMaxPos int     `json:"original_max_position_embeddings"`
+}
+
+// jsonError turns a JSON decoding error into one naming the file, line and
+// column.
+func jsonError(path string, data []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	off := int64(-1)
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off >= 0 {
+		line := 1 + bytes.Count(data[:min(int(off), len(data))], []byte("\n"))
+		col := int(off) - bytes.LastIndexByte(data[:min(int(off), len(data))], '\n')
+		return fmt.Errorf("%w: %s:%d:%d: %v", ErrModel, path, line, col, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrModel, path, err)
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return jsonError(path, data, err)
+	}
+	return nil
+}
+
+// ids parses an id or a list of ids (eos_token_id may be either).
+func ids(raw json.RawMessage) []int {
+	if len(raw) == 0 {
+		return nil
+	}
+	var one int
+	if json.Unmarshal(raw, &one) == nil {
+		return []int{one}
+	}
+	var many []int
+	if json.Unmarshal(raw, &many) == nil {
+		return many
+	}
+	return nil
+}
+
+// loadHF loads a Hugging Face model directory.
+func loadHF(_ context.Context, dir string) (*Model, error) {
+	cfgPath := filepath.Join(dir, "config.json")
+	var hc hfConfig
+	if err := readJSON(cfgPath, &hc); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s has no config.json: kvq reads Hugging Face model directories (config.json, *.safetensors, tokenizer.json)", ErrModel, dir)
+		}
+		return nil, err
+	}
+	arch := ""
+	for _, a := range hc.Architectures {
+		if n, ok := hfArchs[a]; ok {
+			arch = n
+			break
+		}
+	}
+	if arch == "" {
+		return nil, fmt.Errorf("%w: %s: architectures %v (kvq runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", ErrUnsupported, cfgPath, hc.Architectures)
+	}
+	c := Config{
+		Arch: arch, Dim: hc.HiddenSize, Hidden: hc.IntermediateSize, Layers: hc.NumLayers, Heads: hc.NumHeads,
+		KVHeads: hc.NumHeads, Vocab: hc.VocabSize, ContextLen: hc.MaxPosition, RMSEps: float32(hc.RMSNormEps),
+		RopeTheta: 10000, RopeNeoX: true, TiedEmbeddings: hc.TieWordEmbeddings,
+	}
+	if hc.NumKVHeads != nil {
+		c.KVHeads = *hc.NumKVHeads
+	}
+	if c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if hc.HeadDim != nil {
+		c.HeadDim = *hc.HeadDim
+	}
+	c.RopeDim = c.HeadDim
+	if hc.PartialRotary != nil {
+		c.RopeDim = int(float64(c.HeadDim) * *hc.PartialRotary)
+	}
+	if hc.RopeTheta != nil {
+		c.RopeTheta = *hc.RopeTheta
+	}
+	if c.RMSEps == 0 {
+		c.RMSEps = 1e-6
+	}
+	if rs := hc.RopeScaling; rs != nil {
+		t := rs.RopeType
+		if t == "" {
+			t = rs.Type
+		}
+		switch t {
+		case "", "default":
+		case "linear":
+			c.Scaling = RopeScaling{Type: "linear", Factor: rs.Factor}
+		case "llama3":
+			c.Scaling = RopeScaling{Type: "llama3", Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor, HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalMaxPos}
+			if rs.Factor <= 0 || rs.LowFreqFactor <= 0 || rs.HighFreqFactor <= rs.LowFreqFactor || rs.OriginalMaxPos <= 0 {
+				return nil, fmt.Errorf("%w: %s: llama3 rope_scaling needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings", ErrModel, cfgPath)
+			}
+		default:
+			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear and llama3)", ErrUnsupported, cfgPath, t)
+		}
+		if c.Scaling.Type == "linear" && c.Scaling.Factor <= 0 {
+			return nil, fmt.Errorf("%w: %s: rope_scaling factor %v", ErrModel, cfgPath, rs.Factor)
+		}
+	}
+	if hc.SlidingWindow != nil && *hc.SlidingWindow > 0 {
+		// Qwen2 configs carry a sliding_window that applies only with
+		// use_sliding_window; Mistral applies it whenever it is set.
+		if arch == "mistral" || hc.UseSlidingWindow != nil && *hc.UseSlidingWindow {
+			c.SlidingWindow = *hc.SlidingWindow
+		}
+	}
+	m := &Model{Config: c, Path: dir, Format: "safetensors"}
+	files, err := openShards(dir)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			for _, f := range files {
+				f.mm.Close()
+			}
+		}
+	}()
+	if err := m.fromSafetensors(files, arch); err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		m.closers = append(m.closers, f.mm)
+	}
+	if err := m.finish(); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if m.Tokenizer, m.StopIDs, m.ChatTemplate, err = loadHFTokenizer(dir, hc); err != nil {
+		return nil, err
+	}
+	if m.Tokenizer.VocabSize() > c.Vocab {
+		return nil, fmt.Errorf("%w: %s: tokenizer has %d tokens, more than the model's vocab_size %d", ErrModel, dir, m.Tokenizer.VocabSize(), c.Vocab)
+	}
+	ok = true
+	return m, nil
+}
+
+type shard struct {
+	path string
+	mm   *mmap.File
+	st   *safetensors.File
+}
+
+// openShards maps model.safetensors, or every shard named by
+// model.safetensors.index.json.
+func openShards(dir string) ([]shard, error) {
+	single := filepath.Join(dir, "model.safetensors")
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	var names []string
+	switch {
+	case exists(index):
+		f, err := os.Open(index)
+		if err != nil {
+			return nil, err
+		}
+		ix, err := safetensors.ParseIndex(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", index, err)
+		}
+		names = ix.Files()
+		for _, n := range names {
+			if !exists(filepath.Join(dir, n)) {
+				return nil, fmt.Errorf("%w: %s names shard %s, which is missing", ErrModel, index, n)
+			}
+		}
+	case exists(single):
+		names = []string{"model.safetensors"}
+	default:
+		if m, _ := filepath.Glob(filepath.Join(dir, "*.safetensors")); len(m) == 1 {
+			names = []string{filepath.Base(m[0])}
+			break
+		}
+		if exists(filepath.Join(dir, "pytorch_model.bin")) || exists(filepath.Join(dir, "pytorch_model.bin.index.json")) {
+			return nil, fmt.Errorf("%w: %s holds only pytorch_model.bin: kvq loads safetensors only, because PyTorch .bin files are Python pickles that can run arbitrary code when loaded (convert with: python -c \"from transformers import AutoModelForCausalLM as M; M.from_pretrained('%s').save_pretrained('%s', safe_serialization=True)\")", ErrUnsupported, dir, dir, dir)
+		}
+		return nil, fmt.Errorf("%w: %s has no model.safetensors or model.safetensors.index.json", ErrModel, dir)
+	}
+	var out []shard
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		mm, err := mmap.Open(p)
+		if err != nil {
+			for _, s := range out {
+				s.mm.Close()
+			}
+			return nil, err
+		}
+		st, err := safetensors.Parse(mm, mm.Size())
+		if err != nil {
+			mm.Close()
+			for _, s := range out {
+				s.mm.Close()
+			}
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, shard{path: p, mm: mm, st: st})
+	}
+	return out, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// fromSafetensors maps the HF tensor names of a Llama-family model.
+func (m *Model) fromSafetensors(files []shard, arch string) error {
+	where := map[string]int{}
+	for i, f := range files {
+		for _, t := range f.st.Tensors {
+			if _, dup := where[t.Name]; dup {
+				return fmt.Errorf("%w: tensor %s appears in two shards", ErrModel, t.Name)
+			}
+			where[t.Name] = i
+		}
+	}
+	var errs []error
+	weight := func(name string, optional bool) *tensor.Weight {
+		i, ok := where[name]
+		if !ok {
+			if !optional {
+				errs = append(errs, fmt.Errorf("%w: missing tensor %s", ErrModel, name))
+			}
+			return nil
+		}
+		f := files[i]
+		t, _ := f.st.Tensor(name)
+		var dt tensor.DType
+		switch t.DType {
+		case "F32":
+			dt = tensor.F32
+		case "F16":
+			dt = tensor.F16
+		case "BF16":
+			dt = tensor.BF16
+		default:
+			errs = append(errs, fmt.Errorf("%w: %s: tensor %s has dtype %s (kvq reads F32, F16 and BF16)", ErrUnsupported, f.path, name, t.DType))
+			return nil
+		}
+		rows, cols := 1, 0
+		switch len(t.Shape) {
+		case 1:
+			cols = int(t.Shape[0])
+		case 2:
+			rows, cols = int(t.Shape[0]), int(t.Shape[1])
+		default:
+			errs = append(errs, fmt.Errorf("%w: %s: tensor %s has shape %v, want a matrix or vector", ErrModel, f.path, name, t.Shape))
+			return nil
+		}
+		w, err := newWeight(name, dt, rows, cols, f.mm.Data[t.Offset:t.Offset+t.Size])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.path, err))
+			return nil
+		}
+		return w
+	}
+	vector := func(name string, optional bool) []float32 {
+		w := weight(name, optional)
+		if w == nil {
+			return nil
+		}
+		if w.Rows != 1 {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has shape [%d %d], want a vector", ErrModel, name, w.Rows, w.Cols))
+			return nil
+		}
+		if w.DType == tensor.F32 {
+			return w.F32
+		}
+		v := make([]float32, w.Cols)
+		rowF32(v, w)
+		return v
+	}
+	m.Embed = weight("model.embed_tokens.weight", false)
+	m.Norm = vector("model.norm.weight", false)
+	m.Output = weight("lm_head.weight", true)
+	if m.Output == nil {
+		m.Output = m.Embed
+		m.TiedEmbeddings = true
+	}
+	m.Layers = make([]Layer, max(0, m.Config.Layers))
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		p := fmt.Sprintf("model.layers.%d.", i)
+		l.AttnNorm = vector(p+"input_layernorm.weight", false)
+		l.Wq = weight(p+"self_attn.q_proj.weight", false)
+		l.Wk = weight(p+"self_attn.k_proj.weight", false)
+		l.Wv = weight(p+"self_attn.v_proj.weight", false)
+		l.Wo = weight(p+"self_attn.o_proj.weight", false)
+		l.Bq = vector(p+"self_attn.q_proj.bias", true)
+		l.Bk = vector(p+"self_attn.k_proj.bias", true)
+		l.Bv = vector(p+"self_attn.v_proj.bias", true)
+		l.QNorm = vector(p+"self_attn.q_norm.weight", arch != "qwen3")
+		l.KNorm = vector(p+"self_attn.k_norm.weight", arch != "qwen3")
+		l.FFNNorm = vector(p+"post_attention_layernorm.weight", false)
+		l.Gate = weight(p+"mlp.gate_proj.weight", false)
+		l.Up = weight(p+"mlp.up_proj.weight", false)
+		l.Down = weight(p+"mlp.down_proj.weight", false)
+	}
+	return errors.Join(errs...)
+}
+
+// loadHFTokenizer reads tokenizer.json, tokenizer_config.json and
+// generation_config.json.
+func loadHFTokenizer(dir string, hc hfConfig) (*tokenizer.Tokenizer, []int, string, error) {
+	tp := filepath.Join(dir, "tokenizer.json")
+	tf, err := os.Open(tp)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, "", fmt.Errorf("%w: %s has no tokenizer.json (kvq reads the Hugging Face tokenizers format)", ErrModel, dir)
+		}
+		return nil, nil, "", err
+	}
+	defer tf.Close()
+	var cfg io.Reader
+	cp := filepath.Join(dir, "tokenizer_config.json")
+	if cf, err := os.Open(cp); err == nil {
+		defer cf.Close()
+		cfg = cf
+	}
+	v, hcfg, err := tokenizer.ParseHF(tf, cfg)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", tp, err)
+	}
+	tok, err := tokenizer.New(v)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", tp, err)
+	}
+	stops := map[int]bool{}
+	if e := tok.EOS(); e >= 0 {
+		stops[e] = true
+	}
+	for _, id := range ids(hc.EOSTokenID) {
+		stops[id] = true
+	}
+	var gen struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	gp := filepath.Join(dir, "generation_config.json")
+	if exists(gp) {
+		if err := readJSON(gp, &gen); err != nil {
+			return nil, nil, "", err
+		}
+		for _, id := range ids(gen.EOS) {
+			stops[id] = true
+		}
+	}
+	var stopIDs []int
+	for id := range stops {
+		stopIDs = append(stopIDs, id)
+	}
+	sort.Ints(stopIDs)
+	return tok, stopIDs, strings.TrimSpace(hcfg.ChatTemplate), nil
+}

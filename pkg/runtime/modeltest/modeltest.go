@@ -1,0 +1,512 @@
+// Package modeltest writes tiny random checkpoints for tests: the same
+// weights as a Hugging Face directory (config.json, safetensors, tokenizer
+// files), as GGUF, and, for Llama, as a llama2.c checkpoint — so that tests
+// can check that every loader produces the same model.
+package modeltest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/safetensors"
+)
+
+// Spec describes a tiny model. Zero fields get small defaults.
+type Spec struct {
+	Arch          string // "llama", "mistral", "qwen2", "qwen3"
+	Dim, Hidden   int
+	Layers        int
+	Heads         int
+	KVHeads       int
+	HeadDim       int // 0: Dim/Heads
+	Context       int
+	SlidingWindow int    // mistral
+	Tied          bool   // tie the output head to the embedding
+	DType         string // "F32", "F16", "BF16" (safetensors spelling)
+	RopeTheta     float64
+	Seed          uint64
+}
+
+func (s *Spec) defaults() {
+	if s.Arch == "" {
+		s.Arch = "llama"
+	}
+	if s.Dim == 0 {
+		s.Dim = 64
+	}
+	if s.Hidden == 0 {
+		s.Hidden = 96
+	}
+	if s.Layers == 0 {
+		s.Layers = 2
+	}
+	if s.Heads == 0 {
+		s.Heads = 4
+	}
+	if s.KVHeads == 0 {
+		s.KVHeads = 2
+	}
+	if s.HeadDim == 0 {
+		s.HeadDim = s.Dim / s.Heads
+	}
+	if s.Context == 0 {
+		s.Context = 512
+	}
+	if s.DType == "" {
+		s.DType = "F32"
+	}
+	if s.RopeTheta == 0 {
+		s.RopeTheta = 10000
+	}
+}
+
+// Vocab is the size of the test vocabulary: 256 byte tokens, the merges
+// below, and two specials.
+func Vocab() int { return len(vocabTokens()) }
+
+var merges = [][2]string{{"Ġ", "t"}, {"h", "e"}, {"Ġt", "he"}, {"i", "n"}, {"Ġ", "a"}, {"e", "r"}, {"o", "n"}, {"Ġ", "w"}}
+
+const (
+	bosToken = "<|begin_of_text|>"
+	eosToken = "<|end_of_text|>"
+)
+
+// byteAlphabet is GPT-2's bytes_to_unicode mapping.
+func byteAlphabet() [256]rune {
+	var m [256]rune
+	n := 0
+	for b := 0; b < 256; b++ {
+		if b >= 33 && b <= 126 || b >= 161 && b <= 172 || b >= 174 {
+			m[b] = rune(b)
+		} else {
+			m[b] = rune(256 + n)
+			n++
+		}
+	}
+	return m
+}
+
+func vocabTokens() []string {
+	alpha := byteAlphabet()
+	var toks []string
+	for b := 0; b < 256; b++ {
+		toks = append(toks, string(alpha[b]))
+	}
+	for _, m := range merges {
+		toks = append(toks, m[0]+m[1])
+	}
+	return append(toks, bosToken, eosToken)
+}
+
+// weights holds every tensor in HF naming and layout, as float32.
+type weights struct {
+	names []string
+	shape map[string][]int
+	data  map[string][]float32
+}
+
+func (w *weights) add(name string, shape []int, v []float32) {
+	w.names = append(w.names, name)
+	w.shape[name] = shape
+	w.data[name] = v
+}
+
+// round makes the float32 values exactly representable in dtype.
+func round(v []float32, dtype string) {
+	for i, x := range v {
+		switch dtype {
+		case "F16":
+			v[i] = simd.F16ToF32Scalar(simd.F32ToF16Scalar(x))
+		case "BF16":
+			v[i] = simd.BF16ToF32Scalar(simd.F32ToBF16Scalar(x))
+		}
+	}
+}
+
+func makeWeights(s Spec) *weights {
+	rng := rand.New(rand.NewPCG(s.Seed, 77))
+	w := &weights{shape: map[string][]int{}, data: map[string][]float32{}}
+	mat := func(name string, rows, cols int) {
+		v := make([]float32, rows*cols)
+		std := 1 / math.Sqrt(float64(cols))
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * std)
+		}
+		round(v, s.DType)
+		w.add(name, []int{rows, cols}, v)
+	}
+	vec := func(name string, n int, mean, std float64) {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(mean + std*rng.NormFloat64())
+		}
+		round(v, s.DType)
+		w.add(name, []int{n}, v)
+	}
+	V := Vocab()
+	qd, kvd := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
+	mat("model.embed_tokens.weight", V, s.Dim)
+	for i := 0; i < s.Layers; i++ {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		vec(p+"input_layernorm.weight", s.Dim, 1, 0.1)
+		mat(p+"self_attn.q_proj.weight", qd, s.Dim)
+		mat(p+"self_attn.k_proj.weight", kvd, s.Dim)
+		mat(p+"self_attn.v_proj.weight", kvd, s.Dim)
+		if s.Arch == "qwen2" {
+			vec(p+"self_attn.q_proj.bias", qd, 0, 0.3)
+			vec(p+"self_attn.k_proj.bias", kvd, 0, 0.3)
+			vec(p+"self_attn.v_proj.bias", kvd, 0, 0.3)
+		}
+		if s.Arch == "qwen3" {
+			vec(p+"self_attn.q_norm.weight", s.HeadDim, 1, 0.1)
+			vec(p+"self_attn.k_norm.weight", s.HeadDim, 1, 0.1)
+		}
+		mat(p+"self_attn.o_proj.weight", s.Dim, qd)
+		vec(p+"post_attention_layernorm.weight", s.Dim, 1, 0.1)
+		mat(p+"mlp.gate_proj.weight", s.Hidden, s.Dim)
+		mat(p+"mlp.up_proj.weight", s.Hidden, s.Dim)
+		mat(p+"mlp.down_proj.weight", s.Dim, s.Hidden)
+	}
+	vec("model.norm.weight", s.Dim, 1, 0.1)
+	if !s.Tied {
+		mat("lm_head.weight", V, s.Dim)
+	}
+	return w
+}
+
+func encode(v []float32, dtype string) []byte {
+	switch dtype {
+	case "F16", "BF16":
+		b := make([]byte, 2*len(v))
+		for i, x := range v {
+			h := simd.F32ToF16Scalar(x)
+			if dtype == "BF16" {
+				h = simd.F32ToBF16Scalar(x)
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], h)
+		}
+		return b
+	}
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// HFOptions control WriteHF.
+type HFOptions struct {
+	Shards int // >1 writes model-0000k-of-0000n.safetensors and an index
+}
+
+var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+
+// WriteHF writes the model as a Hugging Face directory.
+func WriteHF(dir string, s Spec, opts HFOptions) error {
+	s.defaults()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	w := makeWeights(s)
+	V := Vocab()
+	cfg := map[string]any{
+		"architectures": []string{hfArch[s.Arch]}, "model_type": s.Arch,
+		"hidden_size": s.Dim, "intermediate_size": s.Hidden, "num_hidden_layers": s.Layers,
+		"num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads, "head_dim": s.HeadDim,
+		"vocab_size": V, "max_position_embeddings": s.Context, "rms_norm_eps": 1e-5,
+		"rope_theta": s.RopeTheta, "tie_word_embeddings": s.Tied, "torch_dtype": map[string]string{"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[s.DType],
+		"bos_token_id": V - 2, "eos_token_id": V - 1,
+	}
+	if s.Arch == "mistral" && s.SlidingWindow > 0 {
+		cfg["sliding_window"] = s.SlidingWindow
+	}
+	if s.Arch == "qwen2" {
+		cfg["sliding_window"] = 4 // ignored: use_sliding_window is false
+		cfg["use_sliding_window"] = false
+	}
+	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(dir, "generation_config.json"), map[string]any{"bos_token_id": V - 2, "eos_token_id": []int{V - 1}}); err != nil {
+		return err
+	}
+	if err := writeTokenizerJSON(dir); err != nil {
+		return err
+	}
+	n := max(1, opts.Shards)
+	writers := make([]*safetensors.Writer, n)
+	for i := range writers {
+		writers[i] = safetensors.NewWriter()
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "model.safetensors"
+		if n > 1 {
+			names[i] = fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, n)
+		}
+	}
+	weightMap := map[string]string{}
+	for i, name := range w.names {
+		k := i * n / len(w.names)
+		shape := make([]int64, len(w.shape[name]))
+		for j, d := range w.shape[name] {
+			shape[j] = int64(d)
+		}
+		if err := writers[k].Add(name, safetensors.DType(s.DType), shape, encode(w.data[name], s.DType)); err != nil {
+			return err
+		}
+		weightMap[name] = names[k]
+	}
+	for i, wr := range writers {
+		if err := writeTo(filepath.Join(dir, names[i]), wr); err != nil {
+			return err
+		}
+	}
+	if n > 1 {
+		return writeJSON(filepath.Join(dir, "model.safetensors.index.json"), map[string]any{"metadata": map[string]any{"total_size": 0}, "weight_map": weightMap})
+	}
+	return nil
+}
+
+func writeTo(path string, wr interface {
+	WriteTo(w io.Writer) (int64, error)
+}) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := wr.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func writeTokenizerJSON(dir string) error {
+	toks := vocabTokens()
+	vocab := map[string]int{}
+	for i, t := range toks[:len(toks)-2] {
+		vocab[t] = i
+	}
+	var ms []string
+	for _, m := range merges {
+		ms = append(ms, m[0]+" "+m[1])
+	}
+	V := len(toks)
+	tj := map[string]any{
+		"version": "1.0",
+		"added_tokens": []map[string]any{
+			{"id": V - 2, "content": bosToken, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+			{"id": V - 1, "content": eosToken, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+		},
+		"normalizer":     nil,
+		"pre_tokenizer":  map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+		"post_processor": nil,
+		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": ms},
+	}
+	if err := writeJSON(filepath.Join(dir, "tokenizer.json"), tj); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "tokenizer_config.json"), map[string]any{
+		"bos_token": bosToken, "eos_token": eosToken, "add_bos_token": true, "model_max_length": 512,
+		"chat_template": "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+	})
+}
+
+// permuteQK reorders the rows of each head from Hugging Face's half-split
+// (NeoX) RoPE layout to the interleaved layout GGUF llama and llama2.c use:
+// new row 2i of a head is old row i, new row 2i+1 is old row i+hd/2.
+func permuteQK(v []float32, heads, hd, cols int) []float32 {
+	out := make([]float32, len(v))
+	for h := 0; h < heads; h++ {
+		for i := 0; i < hd/2; i++ {
+			copy(out[(h*hd+2*i)*cols:(h*hd+2*i+1)*cols], v[(h*hd+i)*cols:(h*hd+i+1)*cols])
+			copy(out[(h*hd+2*i+1)*cols:(h*hd+2*i+2)*cols], v[(h*hd+i+hd/2)*cols:(h*hd+i+hd/2+1)*cols])
+		}
+	}
+	return out
+}
+
+var ggufName = map[string]string{
+	"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+	"self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+	"self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_proj.bias": "attn_q.bias",
+	"self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
+	"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+	"mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+// WriteGGUF writes the model as a GGUF file, converting as llama.cpp does
+// (Q/K rows permuted for llama and mistral; norms in F32).
+func WriteGGUF(path string, s Spec) error {
+	s.defaults()
+	w := makeWeights(s)
+	g := gguf.NewWriter(3)
+	arch := s.Arch
+	g.AddString("general.architecture", arch)
+	g.AddString("general.name", "kvq-modeltest")
+	g.AddUint32(arch+".block_count", uint32(s.Layers))
+	g.AddUint32(arch+".context_length", uint32(s.Context))
+	g.AddUint32(arch+".embedding_length", uint32(s.Dim))
+	g.AddUint32(arch+".feed_forward_length", uint32(s.Hidden))
+	g.AddUint32(arch+".attention.head_count", uint32(s.Heads))
+	g.AddUint32(arch+".attention.head_count_kv", uint32(s.KVHeads))
+	g.AddUint32(arch+".attention.key_length", uint32(s.HeadDim))
+	g.AddUint32(arch+".attention.value_length", uint32(s.HeadDim))
+	g.AddUint32(arch+".rope.dimension_count", uint32(s.HeadDim))
+	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", 1e-5)
+	g.AddFloat32(arch+".rope.freq_base", float32(s.RopeTheta))
+	if arch == "mistral" && s.SlidingWindow > 0 {
+		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
+	}
+	toks := vocabTokens()
+	V := len(toks)
+	g.AddString("tokenizer.ggml.model", "gpt2")
+	g.AddString("tokenizer.ggml.pre", "default")
+	g.AddStrings("tokenizer.ggml.tokens", toks)
+	types := make([]int32, V)
+	for i := range types {
+		types[i] = 1
+	}
+	types[V-2], types[V-1] = 3, 3
+	g.AddInt32s("tokenizer.ggml.token_type", types)
+	var ms []string
+	for _, m := range merges {
+		ms = append(ms, m[0]+" "+m[1])
+	}
+	g.AddStrings("tokenizer.ggml.merges", ms)
+	g.AddUint32("tokenizer.ggml.bos_token_id", uint32(V-2))
+	g.AddUint32("tokenizer.ggml.eos_token_id", uint32(V-1))
+	g.AddBool("tokenizer.ggml.add_bos_token", true)
+
+	typ := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16}[s.DType]
+	permute := arch == "llama" || arch == "mistral"
+	for _, name := range w.names {
+		v, shape := w.data[name], w.shape[name]
+		var gname string
+		switch name {
+		case "model.embed_tokens.weight":
+			gname = "token_embd.weight"
+		case "model.norm.weight":
+			gname = "output_norm.weight"
+		case "lm_head.weight":
+			gname = "output.weight"
+		default:
+			var layer int
+			var rest string
+			if _, err := fmt.Sscanf(name, "model.layers.%d.", &layer); err != nil {
+				return fmt.Errorf("modeltest: unexpected tensor %s", name)
+			}
+			rest = name[len(fmt.Sprintf("model.layers.%d.", layer)):]
+			gname = fmt.Sprintf("blk.%d.%s", layer, ggufName[rest])
+			if permute && rest == "self_attn.q_proj.weight" {
+				v = permuteQK(v, s.Heads, s.HeadDim, s.Dim)
+			}
+			if permute && rest == "self_attn.k_proj.weight" {
+				v = permuteQK(v, s.KVHeads, s.HeadDim, s.Dim)
+			}
+		}
+		t := typ
+		if len(shape) == 1 {
+			t = gguf.F32 // llama.cpp keeps norms and biases in F32
+		}
+		dims := make([]uint64, len(shape))
+		for i, d := range shape {
+			dims[len(shape)-1-i] = uint64(d) // GGUF lists the row length first
+		}
+		data := encode(v, map[gguf.Type]string{gguf.F32: "F32", gguf.F16: "F16", gguf.BF16: "BF16"}[t])
+		if err := g.AddTensor(gname, t, dims, data); err != nil {
+			return err
+		}
+	}
+	return writeTo(path, g)
+}
+
+// WriteLlama2C writes a llama model as a llama2.c checkpoint (F32, legacy
+// version 0) plus a tokenizer file; spec must be a plain llama with head_dim
+// = dim/heads, RoPE theta 10000 and RMS eps 1e-5.
+func WriteLlama2C(modelPath, tokPath string, s Spec) error {
+	s.defaults()
+	if s.Arch != "llama" || s.HeadDim != s.Dim/s.Heads || s.RopeTheta != 10000 {
+		return fmt.Errorf("modeltest: llama2.c holds only plain llama models")
+	}
+	w := makeWeights(s)
+	V := Vocab()
+	var out []float32
+	put := func(v []float32) { out = append(out, v...) }
+	layerCat := func(suffix string, permuteHeads int) {
+		for i := 0; i < s.Layers; i++ {
+			v := w.data[fmt.Sprintf("model.layers.%d.%s", i, suffix)]
+			if permuteHeads > 0 {
+				v = permuteQK(v, permuteHeads, s.HeadDim, s.Dim)
+			}
+			put(v)
+		}
+	}
+	put(w.data["model.embed_tokens.weight"])
+	layerCat("input_layernorm.weight", 0)
+	layerCat("self_attn.q_proj.weight", s.Heads)
+	layerCat("self_attn.k_proj.weight", s.KVHeads)
+	layerCat("self_attn.v_proj.weight", 0)
+	layerCat("self_attn.o_proj.weight", 0)
+	layerCat("post_attention_layernorm.weight", 0)
+	layerCat("mlp.gate_proj.weight", 0)
+	layerCat("mlp.down_proj.weight", 0)
+	layerCat("mlp.up_proj.weight", 0)
+	put(w.data["model.norm.weight"])
+	put(make([]float32, s.Context*s.HeadDim)) // legacy freq_cis tables
+	vocab := int32(V)
+	if !s.Tied {
+		put(w.data["lm_head.weight"])
+		vocab = -vocab
+	}
+	hdr := []int32{int32(s.Dim), int32(s.Hidden), int32(s.Layers), int32(s.Heads), int32(s.KVHeads), vocab, int32(s.Context)}
+	buf := make([]byte, 0, 28+4*len(out))
+	for _, x := range hdr {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(x))
+	}
+	buf = append(buf, encode(out, "F32")...)
+	if err := os.WriteFile(modelPath, buf, 0o644); err != nil {
+		return err
+	}
+	// Tokenizer: <unk>, <s>, </s>, 256 byte tokens, then filler pieces up to V.
+	var tb []byte
+	tb = binary.LittleEndian.AppendUint32(tb, 8)
+	addTok := func(score float32, piece string) {
+		tb = binary.LittleEndian.AppendUint32(tb, math.Float32bits(score))
+		tb = binary.LittleEndian.AppendUint32(tb, uint32(len(piece)))
+		tb = append(tb, piece...)
+	}
+	addTok(0, "<unk>")
+	addTok(0, "\n<s>\n")
+	addTok(0, "\n</s>\n")
+	for b := 0; b < 256; b++ {
+		addTok(0, fmt.Sprintf("<0x%02X>", b))
+	}
+	pieces := []string{" t", "he", " the", "in", " a", "er", "on", " w", "ing", " s"}
+	sort.Strings(pieces)
+	for i := 259; i < V; i++ {
+		addTok(-float32(i), fmt.Sprintf("%s%d", pieces[i%len(pieces)], i))
+	}
+	return os.WriteFile(tokPath, tb, 0o644)
+}

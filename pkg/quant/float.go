@@ -32,9 +32,9 @@ func (f floatFormat) NewCodec(p CodecParams) (Codec, error) {
 	case f.bytes == 4:
 		return f32Codec{dim: p.Dim}, nil
 	case f.brain:
-		return u16Codec{dim: p.Dim, dot: simd.DotBF16, axpy: simd.AxpyBF16, from: simd.BF16ToF32, to: simd.F32ToBF16}, nil
+		return u16Codec{dim: p.Dim, brain: true}, nil
 	default:
-		return u16Codec{dim: p.Dim, dot: simd.DotF16, axpy: simd.AxpyF16, from: simd.F16ToF32, to: simd.F32ToF16}, nil
+		return u16Codec{dim: p.Dim}, nil
 	}
 }
 
@@ -96,32 +96,33 @@ func (c f32Codec) Decode(dst []float32, tile []byte, row0, n int) {
 }
 
 func (c f32Codec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	rows := c.rows(tile, row0, n)
-	for j := 0; j < n; j++ {
-		r := rows[j*c.dim : (j+1)*c.dim]
-		for i := 0; i < nq; i++ {
-			dst[i*ldd+j] = simd.DotF32(q[i*c.dim:(i+1)*c.dim], r)
-		}
-	}
+	simd.ScoresF32(dst, ldd, q, nq, c.dim, c.rows(tile, row0, n), n)
 }
 
 func (c f32Codec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	rows := c.rows(tile, row0, n)
-	for j := 0; j < n; j++ {
-		r := rows[j*c.dim : (j+1)*c.dim]
-		for i := 0; i < nq; i++ {
-			simd.AxpyF32(acc[i*c.dim:(i+1)*c.dim], w[i*ldw+j], r)
-		}
+	simd.AccumulateF32(acc, w, ldw, nq, c.dim, c.rows(tile, row0, n), n)
+}
+
+// u16Codec stores fp16 or (brain) bf16 rows.
+type u16Codec struct {
+	dim   int
+	brain bool
+}
+
+func (c u16Codec) from(dst []float32, src []uint16) {
+	if c.brain {
+		simd.BF16ToF32(dst, src)
+	} else {
+		simd.F16ToF32(dst, src)
 	}
 }
 
-// u16Codec stores fp16 or bf16 rows.
-type u16Codec struct {
-	dim  int
-	dot  func([]uint16, []float32) float32
-	axpy func([]float32, float32, []uint16)
-	from func([]float32, []uint16)
-	to   func([]uint16, []float32)
+func (c u16Codec) to(dst []uint16, src []float32) {
+	if c.brain {
+		simd.F32ToBF16(dst, src)
+	} else {
+		simd.F32ToF16(dst, src)
+	}
 }
 
 func (c u16Codec) TokenGroup() int        { return 1 }
@@ -158,23 +159,11 @@ func (c u16Codec) Decode(dst []float32, tile []byte, row0, n int) {
 }
 
 func (c u16Codec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	rows := c.rows(tile, row0, n)
-	for j := 0; j < n; j++ {
-		r := rows[j*c.dim : (j+1)*c.dim]
-		for i := 0; i < nq; i++ {
-			dst[i*ldd+j] = c.dot(r, q[i*c.dim:(i+1)*c.dim])
-		}
-	}
+	scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
 }
 
 func (c u16Codec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	rows := c.rows(tile, row0, n)
-	for j := 0; j < n; j++ {
-		r := rows[j*c.dim : (j+1)*c.dim]
-		for i := 0; i < nq; i++ {
-			c.axpy(acc[i*c.dim:(i+1)*c.dim], w[i*ldw+j], r)
-		}
-	}
+	accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
 }
 
 func (f floatFormat) Describe() (string, []string) {

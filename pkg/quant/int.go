@@ -242,8 +242,10 @@ func checkBitsDim(name string, dim, bits int) error {
 }
 
 // tokenCodec quantizes each row in groups of group values along head_dim.
-// Row layout: packed codes (dim·bits/8 bytes), then per group the fp16 scale
-// and, for affine groups, the fp16 zero.
+// Tile layout for a tile of capacity C rows (C = len(tile)/rowBytes): the
+// packed codes of all rows (C·dim·bits/8 bytes), then the fp16 scales of all
+// groups (C·ngroups), then, for affine groups, the fp16 zeros. Keeping codes
+// and scales contiguous lets a chunk of rows be dequantized in one call.
 type tokenCodec struct {
 	dim, bits, group, ngroups int
 	sym                       bool
@@ -275,28 +277,33 @@ func (c *tokenCodec) TileBytes(rows int) int { return rows * c.rowBytes }
 func (c *tokenCodec) StateBytes() int        { return 0 }
 func (c *tokenCodec) ResidualRows() int      { return c.resid }
 
-func (c *tokenCodec) off() float32 {
-	if c.sym {
-		return float32(int(1) << (c.bits - 1))
+// regions splits a tile into its codes, scales and zeros.
+func (c *tokenCodec) regions(tile []byte) (codes, scales, zeros []byte) {
+	capRows := len(tile) / c.rowBytes
+	codes = tile[:capRows*c.codeBytes]
+	scales = tile[capRows*c.codeBytes : capRows*(c.codeBytes+2*c.ngroups)]
+	if !c.sym {
+		zeros = tile[capRows*(c.codeBytes+2*c.ngroups) : capRows*c.rowBytes]
 	}
-	return 0
+	return codes, scales, zeros
 }
 
 func (c *tokenCodec) Encode(tile []byte, row0 int, src []float32, n int) {
+	codes, scales, zeros := c.regions(tile)
 	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
+		row := codes[(row0+r)*c.codeBytes:][:c.codeBytes]
 		x := src[r*c.dim : (r+1)*c.dim]
-		clear(row[:c.codeBytes])
+		clear(row)
 		for g := 0; g < c.ngroups; g++ {
 			xs := x[g*c.group : (g+1)*c.group]
-			meta := row[c.codeBytes+g*c.meta:]
+			mi := ((row0+r)*c.ngroups + g) * 2
 			if c.sym {
 				var amax float32
 				for _, v := range xs {
 					amax = max(amax, float32(math.Abs(float64(clampF16(v)))))
 				}
 				p := symParams(amax, c.bits)
-				putF16(meta, p.sb)
+				putF16(scales[mi:], p.sb)
 				for i, v := range xs {
 					putCode(row, g*c.group+i, c.bits, quantSym(v, p, c.bits))
 				}
@@ -304,8 +311,8 @@ func (c *tokenCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 			}
 			lo, hi := minMax(xs)
 			p := affineParams(lo, hi, c.bits)
-			putF16(meta, p.sb)
-			putF16(meta[2:], p.zb)
+			putF16(scales[mi:], p.sb)
+			putF16(zeros[mi:], p.zb)
 			for i, v := range xs {
 				putCode(row, g*c.group+i, c.bits, quantAffine(v, p, c.bits))
 			}
@@ -323,96 +330,66 @@ func minMax(x []float32) (lo, hi float32) {
 	return lo, hi
 }
 
-// params returns group g's scale and zero of a row.
-func (c *tokenCodec) params(row []byte, g int) (s, z float32) {
-	m := row[c.codeBytes+g*c.meta:]
-	s = getF16(m)
-	if !c.sym {
-		z = getF16(m[2:])
+// Decode dequantizes rows with one conversion of their scales and zeros and
+// one unpacking call per group.
+func (c *tokenCodec) Decode(dst []float32, tile []byte, row0, n int) {
+	codes, scales, zeros := c.regions(tile)
+	var sb, zb [256]float32
+	for r0 := 0; r0 < n; r0 += 256 / c.ngroups {
+		m := min(n-r0, 256/c.ngroups)
+		k := m * c.ngroups
+		s := scratch(sb[:], k)
+		z := scratch(zb[:], k)
+		f16s(s, scales[(row0+r0)*c.ngroups*2:][:2*k])
+		if c.sym {
+			bias := -float32(int(1) << (c.bits - 1))
+			for i := range z {
+				z[i] = bias * s[i]
+			}
+		} else {
+			f16s(z, zeros[(row0+r0)*c.ngroups*2:][:2*k])
+		}
+		src := codes[(row0+r0)*c.codeBytes:][:m*c.codeBytes]
+		d := dst[r0*c.dim : (r0+m)*c.dim]
+		unpackGroups(d, src, c.bits, c.group, s, z)
 	}
-	return s, z
 }
 
-func (c *tokenCodec) Decode(dst []float32, tile []byte, row0, n int) {
-	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
-		d := dst[r*c.dim : (r+1)*c.dim]
-		unpackCodes(d, row, 0, c.dim, c.bits, c.off())
-		for g := 0; g < c.ngroups; g++ {
-			s, z := c.params(row, g)
-			for i := g * c.group; i < (g+1)*c.group; i++ {
-				d[i] = d[i]*s + z
-			}
+// f16s converts little-endian fp16 bytes to float32.
+func f16s(dst []float32, b []byte) {
+	if u, ok := asU16(b); ok {
+		simd.F16ToF32(dst, u)
+		return
+	}
+	for i := range dst {
+		dst[i] = getF16(b[2*i:])
+	}
+}
+
+// unpackGroups sets dst[i] = code_i·s[i/group] + z[i/group] for the packed
+// codes in src.
+func unpackGroups(dst []float32, src []byte, bits, group int, s, z []float32) {
+	gb := group * bits / 8
+	for g := range s {
+		d := dst[g*group : (g+1)*group]
+		b := src[g*gb : (g+1)*gb]
+		switch bits {
+		case 8:
+			simd.U8ToF32(d, b, s[g], z[g])
+		case 4:
+			simd.U4ToF32(d, b, s[g], z[g])
+		case 2:
+			simd.U2ToF32(d, b, s[g], z[g])
 		}
 	}
-}
-
-// scratch returns a float32 buffer of n values, on the caller's stack array
-// when it fits.
-func scratch(buf []float32, n int) []float32 {
-	if n <= len(buf) {
-		return buf[:n]
-	}
-	return make([]float32, n)
 }
 
 func (c *tokenCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	var ub [512]float32
-	var qb [512]float32
-	u := scratch(ub[:], c.dim)
-	// Per query and group, Σ q over the group (the zero's contribution).
-	qsum := scratch(qb[:], nq*c.ngroups)
-	if !c.sym {
-		for i := 0; i < nq; i++ {
-			for g := 0; g < c.ngroups; g++ {
-				var s float32
-				for _, v := range q[i*c.dim+g*c.group : i*c.dim+(g+1)*c.group] {
-					s += v
-				}
-				qsum[i*c.ngroups+g] = s
-			}
-		}
-	}
-	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
-		unpackCodes(u, row, 0, c.dim, c.bits, c.off())
-		if c.ngroups == 1 {
-			s, z := c.params(row, 0)
-			for i := 0; i < nq; i++ {
-				dst[i*ldd+r] = s*simd.DotF32(q[i*c.dim:(i+1)*c.dim], u) + z*qsum[i]
-			}
-			continue
-		}
-		for i := 0; i < nq; i++ {
-			var acc float32
-			qi := q[i*c.dim : (i+1)*c.dim]
-			for g := 0; g < c.ngroups; g++ {
-				s, z := c.params(row, g)
-				lo, hi := g*c.group, (g+1)*c.group
-				acc += s*simd.DotF32(qi[lo:hi], u[lo:hi]) + z*qsum[i*c.ngroups+g]
-			}
-			dst[i*ldd+r] = acc
-		}
-	}
+	scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
 }
 
 func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	var ub [512]float32
-	u := scratch(ub[:], c.dim)
-	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes:][:c.rowBytes]
-		unpackCodes(u, row, 0, c.dim, c.bits, c.off())
-		// Dequantize the row once (dim mult-adds), then one axpy per query.
-		for g := 0; g < c.ngroups; g++ {
-			s, z := c.params(row, g)
-			for i := g * c.group; i < (g+1)*c.group; i++ {
-				u[i] = u[i]*s + z
-			}
-		}
-		for i := 0; i < nq; i++ {
-			simd.AxpyF32(acc[i*c.dim:(i+1)*c.dim], w[i*ldw+r], u)
-		}
-	}
+	accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
 }
 
 // channelCodec quantizes groups of group consecutive tokens per channel.

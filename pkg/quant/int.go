@@ -490,33 +490,53 @@ func (c *channelCodec) segments(row0, n int, fn func(gi, r, e int)) {
 	}
 }
 
+// rawCodes unpacks the codes of rows [r, e) of token group gi (no scale:
+// affine codes as 0..2^b−1, symmetric ones centred) into dst.
+func (c *channelCodec) rawCodes(dst []float32, blk []byte, gi, r, e int) {
+	t0 := r - gi*c.group
+	src := blk[t0*c.rowCode : (e-gi*c.group)*c.rowCode]
+	switch c.bits {
+	case 8:
+		simd.U8ToF32(dst, src, 1, -c.off())
+	case 4:
+		simd.U4ToF32(dst, src, 1, -c.off())
+	case 2:
+		simd.U2ToF32(dst, src, 1, -c.off())
+	}
+}
+
 func (c *channelCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	var sb, zb [512]float32
 	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
 	c.segments(row0, n, func(gi, r, e int) {
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		c.groupMeta(s, z, blk)
-		for t := r; t < e; t++ {
-			d := dst[(t-row0)*c.dim : (t-row0+1)*c.dim]
-			unpackCodes(d, blk[(t-gi*c.group)*c.rowCode:], 0, c.dim, c.bits, c.off())
-			for ch := range d {
-				d[ch] = d[ch]*s[ch] + z[ch]
+		d := dst[(r-row0)*c.dim : (e-row0)*c.dim]
+		c.rawCodes(d, blk, gi, r, e)
+		for t := 0; t < e-r; t++ {
+			row := d[t*c.dim : (t+1)*c.dim]
+			for ch := range row {
+				row[ch] = row[ch]*s[ch] + z[ch]
 			}
 		}
 	})
 }
 
+// Scores uses q·x̂ = (q⊙s)·code + q·z per token group: the queries are
+// scaled once per group and the codes are unpacked a chunk at a time.
 func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	var sb, zb, ub [512]float32
+	var sb, zb [512]float32
 	var qb [2048]float32
 	var kb [64]float32
-	s, z, u := scratch(sb[:], c.dim), scratch(zb[:], c.dim), scratch(ub[:], c.dim)
+	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
 	qs := scratch(qb[:], nq*c.dim)
 	k := scratch(kb[:], nq)
+	rows, pooled := chunkBuf(c.dim * min(n, chunkRows(c.dim)))
+	defer releaseChunk(pooled)
+	step := chunkRows(c.dim)
 	c.segments(row0, n, func(gi, r, e int) {
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		c.groupMeta(s, z, blk)
-		// q·x̂ = Σ_c (q_c s_c)·code_c + Σ_c q_c z_c.
 		for i := 0; i < nq; i++ {
 			qi := q[i*c.dim : (i+1)*c.dim]
 			qsi := qs[i*c.dim : (i+1)*c.dim]
@@ -525,30 +545,38 @@ func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile 
 			}
 			k[i] = simd.DotF32(qi, z)
 		}
-		for t := r; t < e; t++ {
-			unpackCodes(u, blk[(t-gi*c.group)*c.rowCode:], 0, c.dim, c.bits, c.off())
+		for t := r; t < e; t += step {
+			m := min(step, e-t)
+			c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
+			simd.ScoresF32(dst[t-row0:], ldd, qs, nq, c.dim, rows[:m*c.dim], m)
 			for i := 0; i < nq; i++ {
-				dst[i*ldd+t-row0] = simd.DotF32(qs[i*c.dim:(i+1)*c.dim], u) + k[i]
+				d := dst[i*ldd+t-row0 : i*ldd+t-row0+m]
+				for j := range d {
+					d[j] += k[i]
+				}
 			}
 		}
 	})
 }
 
+// Accumulate uses Σ_j w_j x̂_j = s ⊙ Σ_j w_j code_j + z·Σ_j w_j per token
+// group.
 func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	var sb, zb, ub [512]float32
+	var sb, zb [512]float32
 	var tb [2048]float32
-	s, z, u := scratch(sb[:], c.dim), scratch(zb[:], c.dim), scratch(ub[:], c.dim)
+	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
 	tmp := scratch(tb[:], nq*c.dim)
+	rows, pooled := chunkBuf(c.dim * min(n, chunkRows(c.dim)))
+	defer releaseChunk(pooled)
+	step := chunkRows(c.dim)
 	c.segments(row0, n, func(gi, r, e int) {
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		c.groupMeta(s, z, blk)
 		clear(tmp)
-		// Σ_j w_j x̂_j = s ⊙ Σ_j w_j code_j + z·Σ_j w_j.
-		for t := r; t < e; t++ {
-			unpackCodes(u, blk[(t-gi*c.group)*c.rowCode:], 0, c.dim, c.bits, c.off())
-			for i := 0; i < nq; i++ {
-				simd.AxpyF32(tmp[i*c.dim:(i+1)*c.dim], w[i*ldw+t-row0], u)
-			}
+		for t := r; t < e; t += step {
+			m := min(step, e-t)
+			c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
+			simd.AccumulateF32(tmp, w[t-row0:], ldw, nq, c.dim, rows[:m*c.dim], m)
 		}
 		for i := 0; i < nq; i++ {
 			var wsum float32

@@ -30,7 +30,7 @@ func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
 		rows := side.WindowRows()
 		for h, codec := range side.Codecs {
 			row := x[h*dim : (h+1)*dim]
-			tile := c.pages[layer][j][block*side.PageBytes+h*side.TileBytes:][:side.TileBytes]
+			tile := c.pages[layer][j][h][block*side.TileBytes:][:side.TileBytes]
 			wt := win[h*rows*2*dim : (h+1)*rows*2*dim]
 			if pos < side.Sink {
 				c.fp16[0].Encode(wt, pos, row, 1)
@@ -237,7 +237,7 @@ func (c *Cache) runs(s *sequence, layer, j int, side *Side, h, from, to int, fn 
 			}
 			e = min(e, max(stageFrom, p+1))
 			block := int(s.blocks[b])
-			tile := c.pages[layer][j][block*side.PageBytes+h*side.TileBytes:][:side.TileBytes]
+			tile := c.pages[layer][j][h][block*side.TileBytes:][:side.TileBytes]
 			fn(side.Codecs[h], tile, p%bt, e-p, p-from)
 			p = e
 		}

@@ -41,12 +41,14 @@ type Options struct {
 type Cache struct {
 	layout *Layout
 	blocks int
-	pages  [][2][]byte // [layer][0=K,1=V] numBlocks × PageBytes
-	ref    []int32     // per block reference count
-	free   []int32     // free block ids (stack)
-	seqs   map[SeqID]*sequence
-	fp16   []quant.Codec // fp16 codec for side windows (per head; identical)
-	rope   func(x []float32, pos int)
+	// pages[layer][side][head] holds numBlocks tiles of that head, so that
+	// one head's consecutive blocks are contiguous in memory.
+	pages [][2][][]byte
+	ref   []int32 // per block reference count
+	free  []int32 // free block ids (stack)
+	seqs  map[SeqID]*sequence
+	fp16  []quant.Codec // fp16 codec for side windows (per head; identical)
+	rope  func(x []float32, pos int)
 }
 
 type sequence struct {
@@ -74,15 +76,19 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	c := &Cache{
 		layout: l,
 		blocks: opts.Blocks,
-		pages:  make([][2][]byte, len(l.Layers)),
+		pages:  make([][2][][]byte, len(l.Layers)),
 		ref:    make([]int32, opts.Blocks),
 		free:   make([]int32, opts.Blocks),
 		seqs:   map[SeqID]*sequence{},
 		rope:   opts.RoPE,
 	}
 	for i := range l.Layers {
-		c.pages[i][0] = make([]byte, opts.Blocks*l.Layers[i].K.PageBytes)
-		c.pages[i][1] = make([]byte, opts.Blocks*l.Layers[i].V.PageBytes)
+		for j, side := range c.sides(i) {
+			c.pages[i][j] = make([][]byte, l.KVHeads)
+			for h := range c.pages[i][j] {
+				c.pages[i][j][h] = make([]byte, opts.Blocks*side.TileBytes)
+			}
+		}
 	}
 	for i := range c.free {
 		c.free[i] = int32(opts.Blocks - 1 - i) // pop yields 0, 1, 2, ...
@@ -192,8 +198,10 @@ func (c *Cache) Fork(dst, src SeqID) error {
 		ob := s.blocks[full]
 		for i := range c.pages {
 			for j := 0; j < 2; j++ {
-				pb := c.sides(i)[j].PageBytes
-				copy(c.pages[i][j][int(nb)*pb:int(nb+1)*pb], c.pages[i][j][int(ob)*pb:int(ob+1)*pb])
+				tb := c.sides(i)[j].TileBytes
+				for _, hp := range c.pages[i][j] {
+					copy(hp[int(nb)*tb:int(nb+1)*tb], hp[int(ob)*tb:int(ob+1)*tb])
+				}
 			}
 		}
 		d.blocks = append(d.blocks, nb)
@@ -243,7 +251,11 @@ func (c *Cache) Begin(id SeqID, n int) (int, error) {
 func (c *Cache) HeldBytes() int64 {
 	var n int64
 	for _, p := range c.pages {
-		n += int64(len(p[0]) + len(p[1]))
+		for _, side := range p {
+			for _, hp := range side {
+				n += int64(len(hp))
+			}
+		}
 	}
 	for _, s := range c.seqs {
 		for _, w := range s.win {

@@ -187,6 +187,9 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	if m.Tokenizer, err = ggufTokenizer(gf, tokens); err != nil {
 		return nil, err
 	}
+	if t, err := gf.String("tokenizer.chat_template"); err == nil {
+		m.ChatTemplate = t
+	}
 	m.StopIDs = []int{}
 	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
 		if n, err := gf.Uint(key); err == nil && n < uint64(len(tokens)) {

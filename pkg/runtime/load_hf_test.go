@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvqlabs/kvq/pkg/chat"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
@@ -181,5 +182,34 @@ func TestHFBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestChatPrompt(t *testing.T) {
+	dir := t.TempDir()
+	spec := modeltest.Spec{Seed: 1}
+	hf, gg := filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
+	if err := modeltest.WriteHF(hf, spec, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.WriteGGUF(gg, spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{hf, gg} {
+		m := load(t, path, runtime.LoadOptions{})
+		ids, text, err := m.ChatPrompt([]chat.Message{{Role: "user", Content: " the hen "}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "<|begin_of_text|><|user|>the hen<|assistant|>"; text != want {
+			t.Errorf("%s: rendered %q, want %q", path, text, want)
+		}
+		bos := m.Tokenizer.BOS()
+		if len(ids) == 0 || ids[0] != bos || ids[1] == bos {
+			t.Errorf("%s: ids %v should start with exactly one BOS %d", path, ids, bos)
+		}
+		if got := m.Tokenizer.DecodeWithSpecials(ids); got != text {
+			t.Errorf("%s: ids decode to %q, want %q", path, got, text)
+		}
 	}
 }

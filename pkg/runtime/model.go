@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -134,6 +135,26 @@ func (m *Model) weights() []*tensor.Weight {
 		ws = append(ws, l.Wq, l.Wk, l.Wv, l.Wo, l.Gate, l.Up, l.Down)
 	}
 	return ws
+}
+
+// DTypes lists the distinct storage types of the weight matrices, most
+// common first ("BF16", or "Q8_0, F32").
+func (m *Model) DTypes() []string {
+	count := map[string]int64{}
+	for _, w := range m.weights() {
+		count[w.DType.String()] += int64(w.Rows) * int64(w.Cols)
+	}
+	var out []string
+	for k := range count {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if count[out[i]] != count[out[j]] {
+			return count[out[i]] > count[out[j]]
+		}
+		return out[i] < out[j]
+	})
+	return out
 }
 
 // Params is the number of parameters (weights and norms).

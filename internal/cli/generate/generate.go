@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/pkg/chat"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
@@ -30,6 +31,8 @@ type Options struct {
 	Cache       string
 	Compare     string
 	Threads     int
+	Chat        bool
+	System      string
 
 	spec       quant.Spec
 	candidates []quant.Spec
@@ -59,7 +62,7 @@ and the bytes the KV cache allocated.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model file (.gguf, or llama2.c .bin)")
+	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin")
 	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (default: tokenizer.bin or tok*.bin beside the model)")
 	fl.StringVarP(&o.Prompt, "prompt", "p", "", "prompt text")
 	fl.IntVarP(&o.MaxTokens, "max-tokens", "n", 128, "maximum tokens to generate")
@@ -69,8 +72,10 @@ and the bytes the KV cache allocated.`,
 	fl.StringVar(&o.Cache, "cache", "fp16", "KV-cache format spec (see kvq formats), e.g. fp16, int4, k=int8,v=int4, q4_0,residual=64")
 	fl.StringVar(&o.Compare, "compare", "", "comma-separated cache specs to compare greedily against --cache (the baseline)")
 	fl.IntVar(&o.Threads, "threads", 0, "worker goroutines (0: all CPUs)")
+	fl.BoolVar(&o.Chat, "chat", false, "wrap the prompt as a user message in the model's chat template")
+	fl.StringVar(&o.System, "system", "", "system message (with --chat)")
 	_ = cmd.MarkFlagRequired("model")
-	_ = cmd.MarkFlagFilename("model", "gguf", "bin")
+	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
 	_ = cmd.MarkFlagFilename("tokenizer", "bin")
 	_ = cmd.RegisterFlagCompletionFunc("cache", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return quant.Formats().Names(), cobra.ShellCompDirectiveNoFileComp
@@ -89,6 +94,8 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--top-p %v: must be in (0, 1]", o.TopP)
 	case o.Threads < 0:
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", o.Threads)
+	case o.System != "" && !o.Chat:
+		return cmdutil.FlagErrorf("--system needs --chat")
 	}
 	spec, err := quant.Formats().ParseSpec(o.Cache)
 	if err != nil {
@@ -116,6 +123,16 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	defer m.Close()
 	prompt := m.Tokenizer.Encode(o.Prompt, true)
+	if o.Chat {
+		var msgs []chat.Message
+		if o.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: o.System})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: o.Prompt})
+		if prompt, _, err = m.ChatPrompt(msgs); err != nil {
+			return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))
+		}
+	}
 	layout, err := kvcache.NewLayout(m.Geometry(), o.spec, 0)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--cache %s: %w", o.Cache, err))

@@ -6,6 +6,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/cli/estimate"
 	"github.com/kvqlabs/kvq/internal/cli/formats"
 	"github.com/kvqlabs/kvq/internal/cli/generate"
+	"github.com/kvqlabs/kvq/internal/cli/inspect"
 	"github.com/kvqlabs/kvq/internal/cli/stub"
 	"github.com/kvqlabs/kvq/internal/cli/version"
 	"github.com/spf13/cobra"
@@ -18,7 +19,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		Short: "Measure what a low-precision KV cache saves and costs, on your own model",
 		Long: `kvq answers, before you switch an LLM service to an FP8, INT8, INT4 or 2-bit
 KV cache: how much memory does it save, what quality does it lose, and is it
-faster. It runs the model itself (llama2.c and GGUF checkpoints) with several
+faster. It runs the model itself (Hugging Face, GGUF and llama2.c checkpoints) with several
 caches side by side.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -32,6 +33,7 @@ caches side by side.`,
 	cmd.AddCommand(
 		generate.NewCmd(f, nil),
 		formats.NewCmd(f, nil),
+		inspect.NewCmd(f, nil),
 		estimate.NewCmd(f, nil),
 		stub.NewCmd("calibrate", "Record K/V statistics and write quantization scales"),
 		stub.NewCmd("eval", "Compare quantized caches against FP16 on quality metrics"),

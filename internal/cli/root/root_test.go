@@ -3,12 +3,14 @@ package root
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/testutil"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -83,5 +85,40 @@ func TestGenerateStories260K(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHFDirectoryCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny-qwen3")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "qwen3", DType: "BF16", Seed: 3}, modeltest.HFOptions{Shards: 2}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, "inspect", "--model", dir, "--output", "json")
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	var info map[string]any
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("inspect JSON: %v\n%s", err, out)
+	}
+	for k, want := range map[string]any{"architecture": "qwen3", "format": "safetensors", "layers": 2.0, "kv_heads": 2.0, "head_dim": 16.0, "tokenizer": "gpt2", "chat_template": true} {
+		if info[k] != want {
+			t.Errorf("inspect %s = %v, want %v", k, info[k], want)
+		}
+	}
+	if dt, _ := info["dtypes"].([]any); len(dt) != 1 || dt[0] != "BF16" {
+		t.Errorf("dtypes = %v, want [BF16]", info["dtypes"])
+	}
+	code, out, stderr = run(t, "generate", "--model", dir, "--prompt", "the", "--max-tokens", "5", "--chat", "--system", "be brief")
+	if code != 0 || !strings.Contains(stderr, "prompt tokens") {
+		t.Fatalf("generate --chat: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	code, _, stderr = run(t, "generate", "--model", dir, "--prompt", "the", "--system", "x")
+	if code != 2 || !strings.Contains(stderr, "--system needs --chat") {
+		t.Errorf("--system without --chat: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = run(t, "inspect", "--model", filepath.Join(dir, "nope"))
+	if code != 2 || !strings.Contains(stderr, "nope") {
+		t.Errorf("inspect missing model: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -328,9 +328,12 @@ func writeTokenizerJSON(dir string) error {
 	}
 	return writeJSON(filepath.Join(dir, "tokenizer_config.json"), map[string]any{
 		"bos_token": bosToken, "eos_token": eosToken, "add_bos_token": true, "model_max_length": 512,
-		"chat_template": "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+		"chat_template": ChatTemplate,
 	})
 }
+
+// ChatTemplate is the test models' chat template.
+const ChatTemplate = "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] | trim }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
 
 // permuteQK reorders the rows of each head from Hugging Face's half-split
 // (NeoX) RoPE layout to the interleaved layout GGUF llama and llama2.c use:
@@ -398,6 +401,7 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddUint32("tokenizer.ggml.bos_token_id", uint32(V-2))
 	g.AddUint32("tokenizer.ggml.eos_token_id", uint32(V-1))
 	g.AddBool("tokenizer.ggml.add_bos_token", true)
+	g.AddString("tokenizer.chat_template", ChatTemplate)
 
 	typ := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16}[s.DType]
 	permute := arch == "llama" || arch == "mistral"

@@ -1,0 +1,33 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kvqlabs/kvq/pkg/chat"
+)
+
+// ErrNoChatTemplate reports a model without a chat template.
+var ErrNoChatTemplate = errors.New("runtime: model has no chat template")
+
+// ChatPrompt renders msgs with the model's chat template (with the
+// generation prompt appended) and tokenizes the result, special tokens in the
+// text included. BOS is not added again: templates write it themselves.
+func (m *Model) ChatPrompt(msgs []chat.Message) ([]int, string, error) {
+	if m.ChatTemplate == "" {
+		return nil, "", fmt.Errorf("%w (%s)", ErrNoChatTemplate, m.Path)
+	}
+	tok := m.Tokenizer
+	opts := chat.Options{AddGenerationPrompt: true}
+	if b := tok.BOS(); b >= 0 {
+		opts.BOSToken = tok.Token(b)
+	}
+	if e := tok.EOS(); e >= 0 {
+		opts.EOSToken = tok.Token(e)
+	}
+	text, err := chat.Render(m.ChatTemplate, msgs, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("chat template of %s: %w", m.Path, err)
+	}
+	return tok.EncodeWithSpecials(text, false), text, nil
+}

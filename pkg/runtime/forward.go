@@ -327,3 +327,18 @@ func addBias(x, bias []float32) {
 		}
 	}
 }
+
+// ForwardEach steps several caches over the same batch (same sequence ids
+// and tokens), sharing the model's weights: an fp16 baseline and candidate
+// formats, side by side. It returns Forward's logits per cache.
+func (r *Runner) ForwardEach(ctx context.Context, caches []*kvcache.Cache, batch []Entry) ([][][]float32, error) {
+	out := make([][][]float32, len(caches))
+	for i, c := range caches {
+		logits, err := r.Forward(ctx, c, batch)
+		if err != nil {
+			return out, fmt.Errorf("cache %d (%s): %w", i, c.Layout().Spec.String(), err)
+		}
+		out[i] = logits
+	}
+	return out, nil
+}

@@ -345,3 +345,65 @@ func TestEveryFormatRuns(t *testing.T) {
 		}
 	}
 }
+
+func TestForwardEachSideBySide(t *testing.T) {
+	m := smallModel(t, tensor.F16)
+	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	specs := []string{"fp32", "fp16", "int8"}
+	var caches []*kvcache.Cache
+	for _, s := range specs {
+		c := newCache(t, m, s, 8)
+		_ = c.AddSeq(0)
+		_ = c.AddSeq(1)
+		caches = append(caches, c)
+	}
+	batch := []runtime.Entry{{Seq: 0, Tokens: tokens(20, m.Vocab, 1)}, {Seq: 1, Tokens: tokens(7, m.Vocab, 2)}}
+	got, err := r.ForwardEach(context.Background(), caches, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range specs {
+		c := newCache(t, m, s, 8)
+		_ = c.AddSeq(0)
+		_ = c.AddSeq(1)
+		want := forward(t, r, c, batch...)
+		for e := range batch {
+			for k := range want[e] {
+				if got[i][e][k] != want[e][k] {
+					t.Fatalf("%s entry %d logit %d: side-by-side %v, alone %v", s, e, k, got[i][e][k], want[e][k])
+				}
+			}
+		}
+	}
+	if d := maxRelDiff(got[2][0], got[0][0]); d == 0 || d > 0.05 {
+		t.Errorf("int8 vs fp32 cache: relative logit difference %.2g, want in (0, 0.05]", d)
+	}
+}
+
+// TestLlama3RopeScaling checks the frequency rule of Llama 3.1 (rope_type
+// llama3: factor 8, low_freq_factor 1, high_freq_factor 4, original context
+// 8192, theta 500000, head_dim 128) at the three regimes.
+func TestLlama3RopeScaling(t *testing.T) {
+	c := &runtime.Config{RopeTheta: 500000, RopeDim: 128, Scaling: runtime.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}}
+	f := runtime.InvFreq(c, nil)
+	base := func(i int) float64 { return math.Pow(500000, -float64(2*i)/128) }
+	// i=0: wavelength 2π < 8192/4 → unchanged.
+	if f[0] != 1 {
+		t.Errorf("f[0] = %v, want 1", f[0])
+	}
+	// i=63: wavelength ≈ 2.6M > 8192 → divided by 8.
+	if want := base(63) / 8; math.Abs(f[63]-want) > 1e-15 {
+		t.Errorf("f[63] = %v, want %v", f[63], want)
+	}
+	// i=32: wavelength 2π·√500000 ≈ 4443, between 2048 and 8192 → smoothed:
+	// s = (8192/4443.  − 1)/3, f = (1−s)·inv/8 + s·inv.
+	inv := base(32)
+	s := (8192/(2*math.Pi/inv) - 1) / 3
+	if want := (1-s)*inv/8 + s*inv; math.Abs(f[32]-want) > 1e-15 || math.Abs(f[32]/inv-0.3711) > 1e-3 {
+		t.Errorf("f[32] = %v (%.4f of unscaled), want %v (≈0.3711)", f[32], f[32]/inv, want)
+	}
+	lin := runtime.InvFreq(&runtime.Config{RopeTheta: 10000, RopeDim: 64, Scaling: runtime.RopeScaling{Type: "linear", Factor: 4}}, nil)
+	if want := math.Pow(10000, -10.0/64) / 4; math.Abs(lin[5]-want) > 1e-15 {
+		t.Errorf("linear: f[5] = %v, want %v", lin[5], want)
+	}
+}

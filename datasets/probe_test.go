@@ -1,0 +1,107 @@
+package datasets
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestDeterministic(t *testing.T) {
+	a, b := New(Train, 7), New(Train, 7)
+	for i := 0; i < 50; i++ {
+		x, y := a.Sample(2048), b.Sample(2048)
+		if x.Text() != y.Text() {
+			t.Fatalf("example %d differs between two generators with the same seed", i)
+		}
+	}
+	if New(Train, 7).Sample(2048).Text() == New(Eval, 7).Sample(2048).Text() {
+		t.Error("train and eval generators with the same seed produce the same text")
+	}
+}
+
+func TestSplitsDisjoint(t *testing.T) {
+	tr, ev := buildPools(Train), buildPools(Eval)
+	for name, pair := range map[string][2][]string{
+		"names": {tr.names, ev.names}, "cities": {tr.cities, ev.cities}, "topics": {tr.topics, ev.topics}, "keys": {tr.keys, ev.keys},
+	} {
+		if len(pair[0]) < 100 || len(pair[1]) < 20 {
+			t.Errorf("%s: pools too small: %d train, %d eval", name, len(pair[0]), len(pair[1]))
+		}
+		seen := map[string]bool{}
+		for _, w := range pair[0] {
+			seen[w] = true
+		}
+		for _, w := range pair[1] {
+			if seen[w] {
+				t.Errorf("%s: %q is in both splits", name, w)
+			}
+		}
+	}
+	g := New(Eval, 1)
+	for i := 0; i < 200; i++ {
+		if k := g.Passkey(300, 0.5).Meta["key"]; !inSplit(k, Eval) || inSplit(k, Train) {
+			t.Fatalf("eval passkey %s is not held out", k)
+		}
+	}
+}
+
+func TestTasks(t *testing.T) {
+	g := New(Eval, 3)
+	for _, depth := range []float64{0, 0.5, 1} {
+		e := g.Passkey(1000, depth)
+		key := e.Meta["key"]
+		if len(key) < 5 || len(key) > 7 || e.Answer != key+".\n" {
+			t.Errorf("passkey answer %q for key %q", e.Answer, key)
+		}
+		at := strings.Index(e.Prompt, "The pass key is "+key)
+		frac := float64(at) / float64(len(e.Prompt))
+		if at < 0 || frac < depth-0.15 || frac > depth+0.15 {
+			t.Errorf("depth %.1f: key stated at %.2f of the prompt", depth, frac)
+		}
+		if n := len(e.Prompt); n < 1000 || n > 1300 {
+			t.Errorf("passkey prompt of %d bytes for 1000 bytes of filler", n)
+		}
+	}
+	mk := g.MultiKey(10)
+	if !strings.Contains(mk.Prompt, ": "+strings.TrimSuffix(mk.Answer, "\n")+"\n") {
+		t.Errorf("multi-key answer %q not among the pairs:\n%s", mk.Answer, mk.Prompt)
+	}
+	c := g.Copy(8)
+	if !strings.Contains(c.Prompt, "Text: "+strings.TrimSuffix(c.Answer, "\n")+"\n") || len(strings.Fields(c.Answer)) != 8 {
+		t.Errorf("copy: %q / %q", c.Prompt, c.Answer)
+	}
+	j := g.JSONRecord()
+	var rec struct {
+		Name string `json:"name"`
+		Age  int    `json:"age"`
+		City string `json:"city"`
+		Job  string `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(j.Answer), &rec); err != nil {
+		t.Fatalf("JSON answer %q: %v", j.Answer, err)
+	}
+	for _, f := range []string{rec.Name, rec.City, rec.Job} {
+		if !strings.Contains(j.Prompt, f) {
+			t.Errorf("JSON field %q not stated in %q", f, j.Prompt)
+		}
+	}
+	for _, forbidden := range []bool{true, false} {
+		s := g.Safety(forbidden, 6, 600)
+		policy := s.Prompt[:strings.Index(s.Prompt, "\n")]
+		listed := strings.Contains(policy, " "+s.Meta["topic"]+",") || strings.Contains(policy, " "+s.Meta["topic"]+".")
+		if listed != forbidden {
+			t.Errorf("forbidden=%v but topic %q listed=%v in %q", forbidden, s.Meta["topic"], listed, policy)
+		}
+		if forbidden != (s.Answer == RefusalText+"\n") {
+			t.Errorf("forbidden=%v answer %q", forbidden, s.Answer)
+		}
+		if len(s.Prompt) < 600 {
+			t.Errorf("safety prompt of %d bytes, want the policy ≥ 600 bytes back", len(s.Prompt))
+		}
+	}
+	for i := 0; i < 100; i++ {
+		if e := New(Train, uint64(i)).Sample(300); len(e.Text()) > 300 {
+			t.Fatalf("Sample(300) gave %d bytes", len(e.Text()))
+		}
+	}
+}

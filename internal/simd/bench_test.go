@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -245,6 +246,72 @@ func BenchmarkUnpack(b *testing.B) {
 		for b.Loop() {
 			F16ToF32(f, h)
 		}
+	})
+}
+
+// BenchmarkUnpackGroups decodes a chunk of 16 rows of 128 values whose
+// groups of 64 or 32 values have their own scale and bias: "grouped" is one
+// grouped call for the chunk, "percall" one ungrouped call per group (32 or
+// 64 calls). "F16ToF32" converts the chunk of binary16 rows, one call per
+// row of 128 values (the per-row goal of the grouped kernels) and one call
+// for the chunk. SetBytes counts the source bytes; ns/row is per row of
+// 128 values.
+func BenchmarkUnpackGroups(b *testing.B) {
+	const rows, dim = 16, 128
+	r := newRand(b)
+	dst := make([]float32, rows*dim)
+	for _, c := range groupCases {
+		src := make([]byte, rows*dim/c.perByte)
+		for i := range src {
+			src[i] = byte(r.IntN(256))
+		}
+		for _, group := range []int{64, 32} {
+			ng := rows * dim / group
+			scale, bias := randF32(r, ng), randF32(r, ng)
+			name := fmt.Sprintf("%s/group=%d", strings.TrimSuffix(c.name, "ToF32Groups"), group)
+			runImpls(b, name+"/grouped", func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					c.run(dst, src, group, scale, bias)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+			})
+			runImpls(b, name+"/percall", func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				gb := group / c.perByte // source bytes per group
+				for b.Loop() {
+					for g := 0; g < ng; g++ {
+						d, s := dst[g*group:(g+1)*group], src[g*gb:(g+1)*gb]
+						switch c.perByte {
+						case 1:
+							U8ToF32(d, s, scale[g], bias[g])
+						case 2:
+							U4ToF32(d, s, scale[g], bias[g])
+						default:
+							U2ToF32(d, s, scale[g], bias[g])
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+			})
+		}
+	}
+	h := randF16(r, rows*dim)
+	runImpls(b, "F16ToF32/perrow", func(b *testing.B) {
+		b.SetBytes(2 * rows * dim)
+		for b.Loop() {
+			for j := 0; j < rows; j++ {
+				F16ToF32(dst[j*dim:(j+1)*dim], h[j*dim:(j+1)*dim])
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+	})
+	runImpls(b, "F16ToF32/chunk", func(b *testing.B) {
+		b.SetBytes(2 * rows * dim)
+		for b.Loop() {
+			F16ToF32(dst, h)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
 	})
 }
 

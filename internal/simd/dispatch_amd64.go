@@ -237,6 +237,62 @@ func u2ToF32Vec(dst []float32, src []byte, s, z []float32) {
 	}
 }
 
+// The grouped unpackers run the assembly over all groups at once when a
+// group is whole vectors of 8 codes. Other group sizes above 8 that start
+// every group on a byte boundary take the ungrouped dispatcher group by
+// group (assembly, then a generic tail); the rest take the generic twin.
+
+func u8ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	switch {
+	case !useAsm:
+		u8ToF32GroupsGeneric(dst, src, group, scale, bias)
+	case group%8 == 0:
+		u8ToF32GroupsAVX2(dst, src, group, scale, bias)
+	case group > 8:
+		bias = bias[:len(scale)]
+		for g, s := range scale {
+			i := g * group
+			u8ToF32(dst[i:i+group], src[i:i+group], s, bias[g])
+		}
+	default:
+		u8ToF32GroupsGeneric(dst, src, group, scale, bias)
+	}
+}
+
+func u4ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	switch {
+	case !useAsm:
+		u4ToF32GroupsGeneric(dst, src, group, scale, bias)
+	case group%8 == 0:
+		u4ToF32GroupsAVX2(dst, src, group, scale, bias)
+	case group > 8 && group%2 == 0:
+		bias = bias[:len(scale)]
+		for g, s := range scale {
+			i := g * group
+			u4ToF32(dst[i:i+group], src[i/2:(i+group)/2], s, bias[g])
+		}
+	default:
+		u4ToF32GroupsGeneric(dst, src, group, scale, bias)
+	}
+}
+
+func u2ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	switch {
+	case !useAsm:
+		u2ToF32GroupsGeneric(dst, src, group, scale, bias)
+	case group%8 == 0:
+		u2ToF32GroupsAVX2(dst, src, group, scale, bias)
+	case group > 8 && group%4 == 0:
+		bias = bias[:len(scale)]
+		for g, s := range scale {
+			i := g * group
+			u2ToF32(dst[i:i+group], src[i/4:(i+group)/4], s, bias[g])
+		}
+	default:
+		u2ToF32GroupsGeneric(dst, src, group, scale, bias)
+	}
+}
+
 func q80ToF32(dst []float32, src []byte) {
 	if !useAsm {
 		q80ToF32Generic(dst, src)
@@ -340,22 +396,91 @@ func accumulateF32(acc []float32, w []float32, ldw, nq, dim int, rows []float32,
 	}
 }
 
-// mmKernels describes one weight type's matrix-product micro-kernels.
-type mmKernels[W any] struct {
-	// gemm computes a gemmT × gemmR block: gemmT token rows against gemmR
-	// weight rows over kernel length kn (see shape); gemmAcc adds the
-	// result to dst instead of storing it.
-	gemm, gemmAcc func(dst *float32, ldd int, x *float32, ldx int, w *W, ldw int, kn int)
-	gemmT, gemmR  int
-	// dot is the full single-row dot product (assembly plus tail), used for
-	// decode and for rows and token rows left over by gemm; tail is the
-	// generic dot used for the columns past gemm's last whole group of 8.
-	dot, tail func(w []W, x []float32) float32
+// mmWeight lists the weight element types of the matrix products: float32,
+// binary16 or bfloat16 bits, and Q8_0 bytes.
+type mmWeight interface{ float32 | uint16 | byte }
+
+// mmKernels describes one weight type's matrix-product micro-kernels. The
+// kernels are chosen by switches on the weight type (and bf16), never
+// through function values: a call through a function value makes every
+// slice and pointer argument escape, and callers pass stack buffers.
+type mmKernels[W mmWeight] struct {
+	// gemmT × gemmR is the block gemm computes: gemmT token rows against
+	// gemmR weight rows.
+	gemmT, gemmR int
+	// bf16 selects the bfloat16 kernels for uint16 weights (binary16
+	// otherwise).
+	bf16 bool
 	// q80 marks Q8_0 weights: kernel lengths count 32-column blocks and a
 	// block of 32 columns takes 34 bytes.
 	q80 bool
 	// elemBytes is the size of W, for cache blocking.
 	elemBytes int
+}
+
+// gemm computes a gemmT × gemmR block over kernel length kn (see kn):
+// gemmT token rows at x (stride ldx) against gemmR weight rows at w (stride
+// ldw), stored to dst (stride ldd), or added to it if acc is set.
+func (k *mmKernels[W]) gemm(acc bool, dst *float32, ldd int, x *float32, ldx int, w *W, ldw, kn int) {
+	switch w := any(w).(type) {
+	case *float32:
+		if acc {
+			gemm4x3F32AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+		} else {
+			gemm4x3F32AVX2(dst, ldd, x, ldx, w, ldw, kn)
+		}
+	case *uint16:
+		switch {
+		case k.bf16 && acc:
+			gemm4x3BF16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+		case k.bf16:
+			gemm4x3BF16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+		case acc:
+			gemm4x3F16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+		default:
+			gemm4x3F16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+		}
+	case *byte:
+		if acc {
+			gemm4x3Q80AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+		} else {
+			gemm4x3Q80AVX2(dst, ldd, x, ldx, w, ldw, kn)
+		}
+	}
+}
+
+// dot is the full single-row dot product (assembly plus tail), used for
+// decode and for rows and token rows left over by gemm.
+func (k *mmKernels[W]) dot(w []W, x []float32) float32 {
+	switch w := any(w).(type) {
+	case []float32:
+		return dotF32(w, x)
+	case []uint16:
+		if k.bf16 {
+			return dotBF16(w, x)
+		}
+		return dotF16(w, x)
+	case []byte:
+		return dotQ80(w, x)
+	}
+	panic("simd: unreachable")
+}
+
+// tail is the generic dot product, used for the columns past gemm's last
+// whole group of 8 (never for Q8_0, whose rows are whole blocks).
+func (k *mmKernels[W]) tail(w []W, x []float32) float32 {
+	switch w := any(w).(type) {
+	case []float32:
+		return dotF32Generic(w, x)
+	case []uint16:
+		if k.bf16 {
+			return dotBF16Generic(w, x)
+		}
+		return dotF16Generic(w, x)
+	case []byte:
+		return dotQ80Generic(w, x)
+	}
+	panic("simd: unreachable")
 }
 
 // rowLen returns the length of a weight row of cols columns, in W elements.
@@ -375,22 +500,10 @@ func (k *mmKernels[W]) kn(n int) int {
 }
 
 var (
-	mmF32 = mmKernels[float32]{
-		gemm: gemm4x3F32AVX2, gemmAcc: gemm4x3F32AccAVX2, gemmT: 4, gemmR: 3,
-		dot: dotF32, tail: dotF32Generic, elemBytes: 4,
-	}
-	mmF16 = mmKernels[uint16]{
-		gemm: gemm4x3F16AVX2, gemmAcc: gemm4x3F16AccAVX2, gemmT: 4, gemmR: 3,
-		dot: dotF16, tail: dotF16Generic, elemBytes: 2,
-	}
-	mmBF16 = mmKernels[uint16]{
-		gemm: gemm4x3BF16AVX2, gemmAcc: gemm4x3BF16AccAVX2, gemmT: 4, gemmR: 3,
-		dot: dotBF16, tail: dotBF16Generic, elemBytes: 2,
-	}
-	mmQ80 = mmKernels[byte]{
-		gemm: gemm4x3Q80AVX2, gemmAcc: gemm4x3Q80AccAVX2, gemmT: 4, gemmR: 3,
-		dot: dotQ80, tail: dotQ80Generic, q80: true, elemBytes: 1,
-	}
+	mmF32  = mmKernels[float32]{gemmT: 4, gemmR: 3, elemBytes: 4}
+	mmF16  = mmKernels[uint16]{gemmT: 4, gemmR: 3, elemBytes: 2}
+	mmBF16 = mmKernels[uint16]{gemmT: 4, gemmR: 3, bf16: true, elemBytes: 2}
+	mmQ80  = mmKernels[byte]{gemmT: 4, gemmR: 3, q80: true, elemBytes: 1}
 )
 
 // Cache blocking of the token-block path: columns are taken mmKC at a time
@@ -450,7 +563,7 @@ func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // four rows side by side (sharing the token vector loads) was up to 2.6×
 // slower from DRAM than one sequential stream, while for cache-resident
 // weights it gained at most a third.
-func matMul[W any](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
+func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
 	rowLen := k.rowLen(cols)
 	n8 := cols &^ 7 // columns gemm covers (all of them for Q8_0)
 	kc := min(mmKC, n8)
@@ -464,15 +577,12 @@ func matMul[W any](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, col
 		re := min(rc+chunk, r1)
 		rg := re - (re-rc)%R // weight rows [rc, rg) go through gemm
 		for c0 := 0; c0 < n8 && ntg > 0; c0 += kc {
-			gemm := k.gemm
-			if c0 > 0 {
-				gemm = k.gemmAcc
-			}
+			acc := c0 > 0 // later column blocks add to dst
 			kn := k.kn(min(kc, n8-c0))
 			wc := k.rowLen(c0) // offset of column c0 in a weight row
 			for t := 0; t < ntg; t += T {
 				for r := rc; r < rg; r += R {
-					gemm(&dst[t*ldd+r], ldd, &x[t*cols+c0], cols, &w[r*rowLen+wc], rowLen, kn)
+					k.gemm(acc, &dst[t*ldd+r], ldd, &x[t*cols+c0], cols, &w[r*rowLen+wc], rowLen, kn)
 				}
 			}
 		}

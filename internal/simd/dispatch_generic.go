@@ -40,6 +40,16 @@ func q80ToF32(dst []float32, src []byte)                   { q80ToF32Generic(dst
 func q40ToF32(dst []float32, src []byte)                   { q40ToF32Generic(dst, src) }
 func q41ToF32(dst []float32, src []byte)                   { q41ToF32Generic(dst, src) }
 
+func u8ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	u8ToF32GroupsGeneric(dst, src, group, scale, bias)
+}
+func u4ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	u4ToF32GroupsGeneric(dst, src, group, scale, bias)
+}
+func u2ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	u2ToF32GroupsGeneric(dst, src, group, scale, bias)
+}
+
 func scoresF32(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int) {
 	scoresF32Generic(dst, ldd, q, nq, dim, rows, n)
 }

@@ -1,17 +1,20 @@
 // Package simd holds the float kernels that kvq's hot loops run: dot products,
 // axpy, matrix-times-vector/matrix products over float32, IEEE half (F16),
 // bfloat16 (BF16) and GGML Q8_0 weights, bulk conversions between them,
-// unpacking of quantized codes (8-, 4- and 2-bit, GGML Q8_0, Q4_0 and Q4_1
-// blocks) to float32, and the two halves of decode attention over a chunk
-// of decoded KV rows (ScoresF32, AccumulateF32).
+// unpacking of quantized codes (8-, 4- and 2-bit with one scale and bias per
+// call, per value or per group of values; GGML Q8_0, Q4_0 and Q4_1 blocks)
+// to float32, and the two halves of decode attention over a chunk of
+// decoded KV rows (ScoresF32, AccumulateF32).
 //
 // Every kernel has a pure-Go reference twin (the unexported *Generic
 // functions); on amd64 with AVX2, FMA and F16C the assembly versions are chosen
 // once at package initialisation. The purego build tag compiles the assembly out. Tests
 // check each assembly kernel against its twin on random sizes with odd tails.
 //
-// Kernels never allocate and never retain their arguments; they are safe to
-// call from many goroutines at once on disjoint destinations.
+// Kernels never allocate and never retain their arguments, and their slice
+// arguments do not escape (the dispatch calls each kernel directly, never
+// through a function value), so callers may pass stack buffers. They are
+// safe to call from many goroutines at once on disjoint destinations.
 //
 // # Layouts
 //
@@ -26,7 +29,10 @@
 // bytes, a binary16 d and 16 bytes qs, values j and j+16 being
 // d*((qs[j]&15)-8) and d*((qs[j]>>4)-8); a Q4_1 block is 20 bytes, d and m
 // (binary16) then qs, the values d*nibble + m (GGML's block_q4_0 and
-// block_q4_1).
+// block_q4_1). The grouped unpackers (U8ToF32Groups, ...) read one run of
+// packed codes split into groups of group values, group g with its own
+// scale[g] and bias[g]: a chunk of KV rows, each row split into groups, in
+// one call.
 //
 // The attention helpers work on a chunk of n decoded rows of dim floats,
 // row-major and back to back (a few dozen KV rows at most, so that they stay

@@ -48,6 +48,18 @@ func ExampleU4ToF32() {
 	// Output: [-0.5 0 6.5 -1]
 }
 
+func ExampleU4ToF32Groups() {
+	// Two rows of four 4-bit codes, each row one group with its own scale
+	// and bias: codes 1, 2, 15, 0 and then 3, 3, 0, 1.
+	src := []byte{0x21, 0x0f, 0x33, 0x10}
+	scale := []float32{0.5, 2}
+	bias := []float32{-1, 10}
+	dst := make([]float32, 8)
+	simd.U4ToF32Groups(dst, src, 4, scale, bias)
+	fmt.Println(dst)
+	// Output: [-0.5 0 6.5 -1 16 16 10 12]
+}
+
 func ExampleScoresF32() {
 	// Two queries and three rows of dim 2.
 	q := []float32{

@@ -273,6 +273,51 @@ func u2ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
 	}
 }
 
+// The grouped twins give group g, values [g*group, (g+1)*group), its own
+// scale[g] and bias[g]. Where every group starts on a byte boundary of the
+// packed codes they run the ungrouped twin group by group; otherwise value
+// by value.
+
+func u8ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []float32) {
+	bias = bias[:len(scale)]
+	for g, s := range scale {
+		i := g * group
+		u8ToF32Generic(dst[i:i+group], src[i:i+group], s, bias[g])
+	}
+}
+
+func u4ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []float32) {
+	bias = bias[:len(scale)]
+	if group%2 == 0 {
+		for g, s := range scale {
+			i := g * group
+			u4ToF32Generic(dst[i:i+group], src[i/2:(i+group)/2], s, bias[g])
+		}
+		return
+	}
+	dst = dst[:len(scale)*group]
+	for i := range dst {
+		g := i / group
+		dst[i] = float32(float32(src[i/2]>>(4*(i%2))&15)*scale[g]) + bias[g]
+	}
+}
+
+func u2ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []float32) {
+	bias = bias[:len(scale)]
+	if group%4 == 0 {
+		for g, s := range scale {
+			i := g * group
+			u2ToF32Generic(dst[i:i+group], src[i/4:(i+group)/4], s, bias[g])
+		}
+		return
+	}
+	dst = dst[:len(scale)*group]
+	for i := range dst {
+		g := i / group
+		dst[i] = float32(float32(src[i/4]>>(2*(i%4))&3)*scale[g]) + bias[g]
+	}
+}
+
 func q80ToF32Generic(dst []float32, src []byte) {
 	nb := len(dst) / q80BlockSize
 	src = src[:nb*q80BlockBytes]

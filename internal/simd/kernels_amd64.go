@@ -181,6 +181,33 @@ func u4ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
 //go:noescape
 func u2ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
 
+// u8ToF32GroupsAVX2 sets dst[i] = code_i*scale[i/group] + bias[i/group],
+// rounding the product, then the sum, with code_i = src[i],
+// for the len(scale) groups of group values. group must be a positive multiple
+// of 8; len(dst) must be at least len(scale)*group, len(bias) at least
+// len(scale) and len(src) at least len(scale)*group.
+//
+//go:noescape
+func u8ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+
+// u4ToF32GroupsAVX2 sets dst[i] = code_i*scale[i/group] + bias[i/group],
+// rounding the product, then the sum, with code_i = src[i/2]>>(4*(i%2))&15,
+// for the len(scale) groups of group values. group must be a positive multiple
+// of 8; len(dst) must be at least len(scale)*group, len(bias) at least
+// len(scale) and len(src) at least len(scale)*group/2.
+//
+//go:noescape
+func u4ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+
+// u2ToF32GroupsAVX2 sets dst[i] = code_i*scale[i/group] + bias[i/group],
+// rounding the product, then the sum, with code_i = src[i/4]>>(2*(i%4))&3,
+// for the len(scale) groups of group values. group must be a positive multiple
+// of 8; len(dst) must be at least len(scale)*group, len(bias) at least
+// len(scale) and len(src) at least len(scale)*group/4.
+//
+//go:noescape
+func u2ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+
 // q80ToF32AVX2 sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at
 // src (34 bytes each: binary16 d, then 32 int8 codes).
 // len(src) must be at least len(dst)/32*34.

@@ -2063,6 +2063,680 @@ u2ToF32VecAVX2_done:
 	VZEROUPPER
 	RET
 
+DATA u2codes<>+0(SB)/4, $0x00000000
+DATA u2codes<>+4(SB)/4, $0x3f800000
+DATA u2codes<>+8(SB)/4, $0x40000000
+DATA u2codes<>+12(SB)/4, $0x40400000
+DATA u2codes<>+16(SB)/4, $0x00000000
+DATA u2codes<>+20(SB)/4, $0x3f800000
+DATA u2codes<>+24(SB)/4, $0x40000000
+DATA u2codes<>+28(SB)/4, $0x40400000
+GLOBL u2codes<>(SB), RODATA|NOPTR, $32
+
+// func u8ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+// Requires: AVX, AVX2
+TEXT ·u8ToF32GroupsAVX2(SB), NOSPLIT, $0-104
+	MOVQ  dst_base+0(FP), AX
+	MOVQ  src_base+24(FP), CX
+	MOVQ  group+48(FP), DX
+	SHRQ  $0x03, DX
+	MOVQ  scale_len+64(FP), BX
+	MOVQ  scale_base+56(FP), SI
+	MOVQ  bias_base+80(FP), DI
+	TESTQ BX, BX
+	JZ    u8ToF32GroupsAVX2_done
+	CMPQ  DX, $0x04
+	JE    u8ToF32GroupsAVX2_group4
+	CMPQ  DX, $0x08
+	JE    u8ToF32GroupsAVX2_group8
+	MOVQ  DX, R8
+	SHRQ  $0x03, R8
+	MOVQ  DX, R9
+	ANDQ  $0x04, R9
+	ANDQ  $0x03, DX
+
+u8ToF32GroupsAVX2_group:
+	VBROADCASTSS (SI), Y0
+	VBROADCASTSS (DI), Y1
+	MOVQ         R8, R10
+	TESTQ        R10, R10
+	JZ           u8ToF32GroupsAVX2_four
+
+u8ToF32GroupsAVX2_loop8:
+	VPMOVZXBD (CX), Y2
+	VPMOVZXBD 8(CX), Y3
+	VPMOVZXBD 16(CX), Y4
+	VPMOVZXBD 24(CX), Y5
+	VPMOVZXBD 32(CX), Y6
+	VPMOVZXBD 40(CX), Y7
+	VPMOVZXBD 48(CX), Y8
+	VPMOVZXBD 56(CX), Y9
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VCVTDQ2PS Y6, Y6
+	VCVTDQ2PS Y7, Y7
+	VCVTDQ2PS Y8, Y8
+	VCVTDQ2PS Y9, Y9
+	VMULPS    Y0, Y2, Y2
+	VMULPS    Y0, Y3, Y3
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y0, Y5, Y5
+	VMULPS    Y0, Y6, Y6
+	VMULPS    Y0, Y7, Y7
+	VMULPS    Y0, Y8, Y8
+	VMULPS    Y0, Y9, Y9
+	VADDPS    Y1, Y2, Y2
+	VADDPS    Y1, Y3, Y3
+	VADDPS    Y1, Y4, Y4
+	VADDPS    Y1, Y5, Y5
+	VADDPS    Y1, Y6, Y6
+	VADDPS    Y1, Y7, Y7
+	VADDPS    Y1, Y8, Y8
+	VADDPS    Y1, Y9, Y9
+	VMOVUPS   Y2, (AX)
+	VMOVUPS   Y3, 32(AX)
+	VMOVUPS   Y4, 64(AX)
+	VMOVUPS   Y5, 96(AX)
+	VMOVUPS   Y6, 128(AX)
+	VMOVUPS   Y7, 160(AX)
+	VMOVUPS   Y8, 192(AX)
+	VMOVUPS   Y9, 224(AX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000040, CX
+	DECQ      R10
+	JNZ       u8ToF32GroupsAVX2_loop8
+
+u8ToF32GroupsAVX2_four:
+	TESTQ     R9, R9
+	JZ        u8ToF32GroupsAVX2_ones
+	VPMOVZXBD (CX), Y2
+	VPMOVZXBD 8(CX), Y3
+	VPMOVZXBD 16(CX), Y4
+	VPMOVZXBD 24(CX), Y5
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y0, Y2, Y2
+	VMULPS    Y0, Y3, Y3
+	VMULPS    Y0, Y4, Y4
+	VMULPS    Y0, Y5, Y5
+	VADDPS    Y1, Y2, Y2
+	VADDPS    Y1, Y3, Y3
+	VADDPS    Y1, Y4, Y4
+	VADDPS    Y1, Y5, Y5
+	VMOVUPS   Y2, (AX)
+	VMOVUPS   Y3, 32(AX)
+	VMOVUPS   Y4, 64(AX)
+	VMOVUPS   Y5, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000020, CX
+
+u8ToF32GroupsAVX2_ones:
+	MOVQ  DX, R10
+	TESTQ R10, R10
+	JZ    u8ToF32GroupsAVX2_next
+
+u8ToF32GroupsAVX2_loop1:
+	VPMOVZXBD (CX), Y2
+	VCVTDQ2PS Y2, Y2
+	VMULPS    Y0, Y2, Y2
+	VADDPS    Y1, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x00000020, AX
+	ADDQ      $0x00000008, CX
+	DECQ      R10
+	JNZ       u8ToF32GroupsAVX2_loop1
+
+u8ToF32GroupsAVX2_next:
+	ADDQ $0x04, SI
+	ADDQ $0x04, DI
+	DECQ BX
+	JNZ  u8ToF32GroupsAVX2_group
+	JMP  u8ToF32GroupsAVX2_done
+
+u8ToF32GroupsAVX2_group4:
+	VBROADCASTSS (SI), Y0
+	VBROADCASTSS (DI), Y1
+	VPMOVZXBD    (CX), Y2
+	VPMOVZXBD    8(CX), Y3
+	VPMOVZXBD    16(CX), Y4
+	VPMOVZXBD    24(CX), Y5
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y0, Y2, Y2
+	VMULPS       Y0, Y3, Y3
+	VMULPS       Y0, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VADDPS       Y1, Y2, Y2
+	VADDPS       Y1, Y3, Y3
+	VADDPS       Y1, Y4, Y4
+	VADDPS       Y1, Y5, Y5
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VMOVUPS      Y4, 64(AX)
+	VMOVUPS      Y5, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u8ToF32GroupsAVX2_group4
+	JMP          u8ToF32GroupsAVX2_done
+
+u8ToF32GroupsAVX2_group8:
+	VBROADCASTSS (SI), Y0
+	VBROADCASTSS (DI), Y1
+	VPMOVZXBD    (CX), Y2
+	VPMOVZXBD    8(CX), Y3
+	VPMOVZXBD    16(CX), Y4
+	VPMOVZXBD    24(CX), Y5
+	VPMOVZXBD    32(CX), Y6
+	VPMOVZXBD    40(CX), Y7
+	VPMOVZXBD    48(CX), Y8
+	VPMOVZXBD    56(CX), Y9
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y0, Y2, Y2
+	VMULPS       Y0, Y3, Y3
+	VMULPS       Y0, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VMULPS       Y0, Y6, Y6
+	VMULPS       Y0, Y7, Y7
+	VMULPS       Y0, Y8, Y8
+	VMULPS       Y0, Y9, Y9
+	VADDPS       Y1, Y2, Y2
+	VADDPS       Y1, Y3, Y3
+	VADDPS       Y1, Y4, Y4
+	VADDPS       Y1, Y5, Y5
+	VADDPS       Y1, Y6, Y6
+	VADDPS       Y1, Y7, Y7
+	VADDPS       Y1, Y8, Y8
+	VADDPS       Y1, Y9, Y9
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VMOVUPS      Y4, 64(AX)
+	VMOVUPS      Y5, 96(AX)
+	VMOVUPS      Y6, 128(AX)
+	VMOVUPS      Y7, 160(AX)
+	VMOVUPS      Y8, 192(AX)
+	VMOVUPS      Y9, 224(AX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u8ToF32GroupsAVX2_group8
+
+u8ToF32GroupsAVX2_done:
+	VZEROUPPER
+	RET
+
+// func u4ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+// Requires: AVX, AVX2
+TEXT ·u4ToF32GroupsAVX2(SB), NOSPLIT, $0-104
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         group+48(FP), DX
+	SHRQ         $0x03, DX
+	MOVQ         scale_len+64(FP), BX
+	MOVQ         scale_base+56(FP), SI
+	MOVQ         bias_base+80(FP), DI
+	VMOVDQU      u4shifts<>+0(SB), Y0
+	MOVL         $0x0000000f, R8
+	VMOVD        R8, X1
+	VPBROADCASTD X1, Y1
+	TESTQ        BX, BX
+	JZ           u4ToF32GroupsAVX2_done
+	CMPQ         DX, $0x04
+	JE           u4ToF32GroupsAVX2_group4
+	CMPQ         DX, $0x08
+	JE           u4ToF32GroupsAVX2_group8
+	MOVQ         DX, R8
+	SHRQ         $0x03, R8
+	MOVQ         DX, R9
+	ANDQ         $0x04, R9
+	ANDQ         $0x03, DX
+
+u4ToF32GroupsAVX2_group:
+	VBROADCASTSS (SI), Y2
+	VBROADCASTSS (DI), Y3
+	MOVQ         R8, R10
+	TESTQ        R10, R10
+	JZ           u4ToF32GroupsAVX2_four
+
+u4ToF32GroupsAVX2_loop8:
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPBROADCASTD 8(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 12(CX), Y7
+	VPSRLVD      Y0, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPBROADCASTD 16(CX), Y8
+	VPSRLVD      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPBROADCASTD 20(CX), Y9
+	VPSRLVD      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPBROADCASTD 24(CX), Y10
+	VPSRLVD      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPBROADCASTD 28(CX), Y11
+	VPSRLVD      Y0, Y11, Y11
+	VPAND        Y1, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y2, Y4, Y4
+	VMULPS       Y2, Y5, Y5
+	VMULPS       Y2, Y6, Y6
+	VMULPS       Y2, Y7, Y7
+	VMULPS       Y2, Y8, Y8
+	VMULPS       Y2, Y9, Y9
+	VMULPS       Y2, Y10, Y10
+	VMULPS       Y2, Y11, Y11
+	VADDPS       Y3, Y4, Y4
+	VADDPS       Y3, Y5, Y5
+	VADDPS       Y3, Y6, Y6
+	VADDPS       Y3, Y7, Y7
+	VADDPS       Y3, Y8, Y8
+	VADDPS       Y3, Y9, Y9
+	VADDPS       Y3, Y10, Y10
+	VADDPS       Y3, Y11, Y11
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VMOVUPS      Y8, 128(AX)
+	VMOVUPS      Y9, 160(AX)
+	VMOVUPS      Y10, 192(AX)
+	VMOVUPS      Y11, 224(AX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000020, CX
+	DECQ         R10
+	JNZ          u4ToF32GroupsAVX2_loop8
+
+u4ToF32GroupsAVX2_four:
+	TESTQ        R9, R9
+	JZ           u4ToF32GroupsAVX2_ones
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPBROADCASTD 8(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 12(CX), Y7
+	VPSRLVD      Y0, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y2, Y4, Y4
+	VMULPS       Y2, Y5, Y5
+	VMULPS       Y2, Y6, Y6
+	VMULPS       Y2, Y7, Y7
+	VADDPS       Y3, Y4, Y4
+	VADDPS       Y3, Y5, Y5
+	VADDPS       Y3, Y6, Y6
+	VADDPS       Y3, Y7, Y7
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000010, CX
+
+u4ToF32GroupsAVX2_ones:
+	MOVQ  DX, R10
+	TESTQ R10, R10
+	JZ    u4ToF32GroupsAVX2_next
+
+u4ToF32GroupsAVX2_loop1:
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VADDPS       Y3, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000004, CX
+	DECQ         R10
+	JNZ          u4ToF32GroupsAVX2_loop1
+
+u4ToF32GroupsAVX2_next:
+	ADDQ $0x04, SI
+	ADDQ $0x04, DI
+	DECQ BX
+	JNZ  u4ToF32GroupsAVX2_group
+	JMP  u4ToF32GroupsAVX2_done
+
+u4ToF32GroupsAVX2_group4:
+	VBROADCASTSS (SI), Y2
+	VBROADCASTSS (DI), Y3
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPBROADCASTD 8(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 12(CX), Y7
+	VPSRLVD      Y0, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y2, Y4, Y4
+	VMULPS       Y2, Y5, Y5
+	VMULPS       Y2, Y6, Y6
+	VMULPS       Y2, Y7, Y7
+	VADDPS       Y3, Y4, Y4
+	VADDPS       Y3, Y5, Y5
+	VADDPS       Y3, Y6, Y6
+	VADDPS       Y3, Y7, Y7
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u4ToF32GroupsAVX2_group4
+	JMP          u4ToF32GroupsAVX2_done
+
+u4ToF32GroupsAVX2_group8:
+	VBROADCASTSS (SI), Y2
+	VBROADCASTSS (DI), Y3
+	VPBROADCASTD (CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPBROADCASTD 8(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 12(CX), Y7
+	VPSRLVD      Y0, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPBROADCASTD 16(CX), Y8
+	VPSRLVD      Y0, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPBROADCASTD 20(CX), Y9
+	VPSRLVD      Y0, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPBROADCASTD 24(CX), Y10
+	VPSRLVD      Y0, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPBROADCASTD 28(CX), Y11
+	VPSRLVD      Y0, Y11, Y11
+	VPAND        Y1, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y2, Y4, Y4
+	VMULPS       Y2, Y5, Y5
+	VMULPS       Y2, Y6, Y6
+	VMULPS       Y2, Y7, Y7
+	VMULPS       Y2, Y8, Y8
+	VMULPS       Y2, Y9, Y9
+	VMULPS       Y2, Y10, Y10
+	VMULPS       Y2, Y11, Y11
+	VADDPS       Y3, Y4, Y4
+	VADDPS       Y3, Y5, Y5
+	VADDPS       Y3, Y6, Y6
+	VADDPS       Y3, Y7, Y7
+	VADDPS       Y3, Y8, Y8
+	VADDPS       Y3, Y9, Y9
+	VADDPS       Y3, Y10, Y10
+	VADDPS       Y3, Y11, Y11
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VMOVUPS      Y8, 128(AX)
+	VMOVUPS      Y9, 160(AX)
+	VMOVUPS      Y10, 192(AX)
+	VMOVUPS      Y11, 224(AX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u4ToF32GroupsAVX2_group8
+
+u4ToF32GroupsAVX2_done:
+	VZEROUPPER
+	RET
+
+// func u2ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+// Requires: AVX, AVX2
+TEXT ·u2ToF32GroupsAVX2(SB), NOSPLIT, $0-104
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    group+48(FP), DX
+	SHRQ    $0x03, DX
+	MOVQ    scale_len+64(FP), BX
+	MOVQ    scale_base+56(FP), SI
+	MOVQ    bias_base+80(FP), DI
+	VMOVDQU u2shifts<>+0(SB), Y0
+	VMOVUPS u2codes<>+0(SB), Y1
+	TESTQ   BX, BX
+	JZ      u2ToF32GroupsAVX2_done
+	CMPQ    DX, $0x04
+	JE      u2ToF32GroupsAVX2_group4
+	CMPQ    DX, $0x08
+	JE      u2ToF32GroupsAVX2_group8
+	MOVQ    DX, R8
+	SHRQ    $0x03, R8
+	MOVQ    DX, R9
+	ANDQ    $0x04, R9
+	ANDQ    $0x03, DX
+
+u2ToF32GroupsAVX2_group:
+	VBROADCASTSS (SI), Y2
+	VMULPS       Y1, Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VADDPS       Y3, Y2, Y2
+	MOVQ         R8, R10
+	TESTQ        R10, R10
+	JZ           u2ToF32GroupsAVX2_four
+
+u2ToF32GroupsAVX2_loop8:
+	VPBROADCASTW (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPERMPS      Y2, Y3, Y3
+	VPBROADCASTW 2(CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPERMPS      Y2, Y4, Y4
+	VPBROADCASTW 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPERMPS      Y2, Y5, Y5
+	VPBROADCASTW 6(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPERMPS      Y2, Y6, Y6
+	VPBROADCASTW 8(CX), Y7
+	VPSRLVD      Y0, Y7, Y7
+	VPERMPS      Y2, Y7, Y7
+	VPBROADCASTW 10(CX), Y8
+	VPSRLVD      Y0, Y8, Y8
+	VPERMPS      Y2, Y8, Y8
+	VPBROADCASTW 12(CX), Y9
+	VPSRLVD      Y0, Y9, Y9
+	VPERMPS      Y2, Y9, Y9
+	VPBROADCASTW 14(CX), Y10
+	VPSRLVD      Y0, Y10, Y10
+	VPERMPS      Y2, Y10, Y10
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VMOVUPS      Y6, 96(AX)
+	VMOVUPS      Y7, 128(AX)
+	VMOVUPS      Y8, 160(AX)
+	VMOVUPS      Y9, 192(AX)
+	VMOVUPS      Y10, 224(AX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000010, CX
+	DECQ         R10
+	JNZ          u2ToF32GroupsAVX2_loop8
+
+u2ToF32GroupsAVX2_four:
+	TESTQ        R9, R9
+	JZ           u2ToF32GroupsAVX2_ones
+	VPBROADCASTW (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPERMPS      Y2, Y3, Y3
+	VPBROADCASTW 2(CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPERMPS      Y2, Y4, Y4
+	VPBROADCASTW 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPERMPS      Y2, Y5, Y5
+	VPBROADCASTW 6(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPERMPS      Y2, Y6, Y6
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VMOVUPS      Y6, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000008, CX
+
+u2ToF32GroupsAVX2_ones:
+	MOVQ  DX, R10
+	TESTQ R10, R10
+	JZ    u2ToF32GroupsAVX2_next
+
+u2ToF32GroupsAVX2_loop1:
+	VPBROADCASTW (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPERMPS      Y2, Y3, Y3
+	VMOVUPS      Y3, (AX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000002, CX
+	DECQ         R10
+	JNZ          u2ToF32GroupsAVX2_loop1
+
+u2ToF32GroupsAVX2_next:
+	ADDQ $0x04, SI
+	ADDQ $0x04, DI
+	DECQ BX
+	JNZ  u2ToF32GroupsAVX2_group
+	JMP  u2ToF32GroupsAVX2_done
+
+u2ToF32GroupsAVX2_group4:
+	VBROADCASTSS (SI), Y2
+	VMULPS       Y1, Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VADDPS       Y3, Y2, Y2
+	VPBROADCASTW (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPERMPS      Y2, Y3, Y3
+	VPBROADCASTW 2(CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPERMPS      Y2, Y4, Y4
+	VPBROADCASTW 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPERMPS      Y2, Y5, Y5
+	VPBROADCASTW 6(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPERMPS      Y2, Y6, Y6
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VMOVUPS      Y6, 96(AX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u2ToF32GroupsAVX2_group4
+	JMP          u2ToF32GroupsAVX2_done
+
+u2ToF32GroupsAVX2_group8:
+	VBROADCASTSS (SI), Y2
+	VMULPS       Y1, Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VADDPS       Y3, Y2, Y2
+	VPBROADCASTW (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPERMPS      Y2, Y3, Y3
+	VPBROADCASTW 2(CX), Y4
+	VPSRLVD      Y0, Y4, Y4
+	VPERMPS      Y2, Y4, Y4
+	VPBROADCASTW 4(CX), Y5
+	VPSRLVD      Y0, Y5, Y5
+	VPERMPS      Y2, Y5, Y5
+	VPBROADCASTW 6(CX), Y6
+	VPSRLVD      Y0, Y6, Y6
+	VPERMPS      Y2, Y6, Y6
+	VPBROADCASTW 8(CX), Y7
+	VPSRLVD      Y0, Y7, Y7
+	VPERMPS      Y2, Y7, Y7
+	VPBROADCASTW 10(CX), Y8
+	VPSRLVD      Y0, Y8, Y8
+	VPERMPS      Y2, Y8, Y8
+	VPBROADCASTW 12(CX), Y9
+	VPSRLVD      Y0, Y9, Y9
+	VPERMPS      Y2, Y9, Y9
+	VPBROADCASTW 14(CX), Y10
+	VPSRLVD      Y0, Y10, Y10
+	VPERMPS      Y2, Y10, Y10
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VMOVUPS      Y6, 96(AX)
+	VMOVUPS      Y7, 128(AX)
+	VMOVUPS      Y8, 160(AX)
+	VMOVUPS      Y9, 192(AX)
+	VMOVUPS      Y10, 224(AX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u2ToF32GroupsAVX2_group8
+
+u2ToF32GroupsAVX2_done:
+	VZEROUPPER
+	RET
+
 // func q80ToF32AVX2(dst []float32, src []byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·q80ToF32AVX2(SB), NOSPLIT, $0-48

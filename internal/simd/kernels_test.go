@@ -259,3 +259,67 @@ func TestMeasureBandwidth(t *testing.T) {
 		}
 	}
 }
+
+// TestNoAlloc checks that the kernels keep their slice arguments on the
+// caller's stack, with the assembly and with the generic kernels: callers
+// pass stack buffers, and a slice argument that escaped (as one passed
+// through a function value does) would cost an allocation per call. The
+// MatMul shapes take every path of the driver: 4-token blocks, leftover
+// token and weight rows, and a tail past the last group of 8 columns.
+func TestNoAlloc(t *testing.T) {
+	const nt, rows, cols, qcols = 5, 16, 36, 64
+	for _, impl := range []string{"dispatch", "generic"} {
+		t.Run(impl, func(t *testing.T) {
+			if impl == "generic" {
+				defer ForceGeneric()()
+			}
+			allocs := testing.AllocsPerRun(20, func() {
+				var x [nt * qcols]float32
+				var dst [nt * rows]float32
+				var w32 [rows * cols]float32
+				var w16 [rows * cols]uint16
+				var wq [rows * qcols / q80BlockSize * q80BlockBytes]byte
+				MatMulF32(dst[:], rows, x[:], nt, cols, w32[:], 0, rows)
+				MatMulF16(dst[:], rows, x[:], nt, cols, w16[:], 0, rows)
+				MatMulBF16(dst[:], rows, x[:], nt, cols, w16[:], 1, rows)
+				MatMulQ80(dst[:], rows, x[:], nt, qcols, wq[:], 0, rows)
+
+				var y, s, z [cols]float32
+				var h [cols]uint16
+				var codes [cols]byte
+				benchSink += DotF32(y[:], x[:cols]) + DotF16(h[:], y[:]) + DotBF16(h[:], y[:])
+				benchSink += DotQ80(wq[:2*q80BlockBytes], x[:qcols])
+				AxpyF32(y[:], 2, x[:cols])
+				AxpyF16(y[:], 2, h[:])
+				AxpyBF16(y[:], 2, h[:])
+				ScaleF32(y[:], 2)
+				F16ToF32(y[:], h[:])
+				BF16ToF32(y[:], h[:])
+				F32ToF16(h[:], y[:])
+				F32ToBF16(h[:], y[:])
+				U8ToF32(y[:], codes[:], 1, 0)
+				I8ToF32(y[:], codes[:], 1)
+				U4ToF32(y[:], codes[:cols/2], 1, 0)
+				U2ToF32(y[:], codes[:cols/4], 1, 0)
+				U8ToF32Vec(y[:], codes[:], s[:], z[:])
+				U4ToF32Vec(y[:], codes[:cols/2], s[:], z[:])
+				U2ToF32Vec(y[:], codes[:cols/4], s[:], z[:])
+				Q80ToF32(x[:qcols], wq[:2*q80BlockBytes])
+				Q40ToF32(x[:qcols], wq[:2*q40BlockBytes])
+				Q41ToF32(x[:qcols], wq[:2*q41BlockBytes])
+
+				var rowsF [8 * 128]float32
+				var packed [8 * 128]byte
+				var gs, gb [8 * 128 / 32]float32
+				U8ToF32Groups(rowsF[:], packed[:], 32, gs[:], gb[:])
+				U4ToF32Groups(rowsF[:], packed[:8*64], 64, gs[:16], gb[:16])
+				U2ToF32Groups(rowsF[:], packed[:8*32], 128, gs[:8], gb[:8])
+				U8ToF32Groups(rowsF[:12*20], packed[:12*20], 12, gs[:20], gb[:20])
+				U4ToF32Groups(rowsF[:3*10], packed[:15], 3, gs[:10], gb[:10])
+			})
+			if allocs != 0 {
+				t.Errorf("kernels on stack buffers: %v allocations, want 0", allocs)
+			}
+		})
+	}
+}

@@ -183,6 +183,54 @@ func checkVec(op string, lenDst, codes, lenS, lenZ int) {
 	}
 }
 
+// The grouped unpackers convert a run of values split into groups of group
+// values, each group with its own scale and bias (value i belongs to group
+// i/group), as a KV-cache codec stores a chunk of rows: one call replaces a
+// call per group. Codes are packed and rounded as for the ungrouped
+// functions, so U8ToF32Groups gives the same bits as one U8ToF32 call per
+// group. Any group size works; multiples of 8 (32, 64, 128) are fastest.
+
+// U8ToF32Groups sets dst[i] = float32(src[i])*scale[i/group] +
+// bias[i/group], the product rounded before the sum as for U8ToF32. It
+// panics unless group > 0, len(dst) is a multiple of group,
+// len(src) == len(dst) and len(scale) == len(bias) == len(dst)/group.
+func U8ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	checkGroups("U8ToF32Groups", len(dst), len(src), group, len(scale), len(bias))
+	u8ToF32Groups(dst, src, group, scale, bias)
+}
+
+// U4ToF32Groups sets dst[i] = code_i*scale[i/group] + bias[i/group] with the
+// codes packed as for U4ToF32 (a group may start in the high nibble of a
+// byte when group is odd). It panics unless group > 0, len(dst) is a
+// multiple of group, len(dst) == 2*len(src) and
+// len(scale) == len(bias) == len(dst)/group.
+func U4ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	checkGroups("U4ToF32Groups", len(dst), 2*len(src), group, len(scale), len(bias))
+	u4ToF32Groups(dst, src, group, scale, bias)
+}
+
+// U2ToF32Groups sets dst[i] = code_i*scale[i/group] + bias[i/group] with the
+// codes packed as for U2ToF32. It panics unless group > 0, len(dst) is a
+// multiple of group, len(dst) == 4*len(src) and
+// len(scale) == len(bias) == len(dst)/group.
+func U2ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
+	checkGroups("U2ToF32Groups", len(dst), 4*len(src), group, len(scale), len(bias))
+	u2ToF32Groups(dst, src, group, scale, bias)
+}
+
+func checkGroups(op string, lenDst, codes, group, lenScale, lenBias int) {
+	switch {
+	case group <= 0:
+		panic(fmt.Sprintf("simd: %s: group %d <= 0", op, group))
+	case lenDst != codes:
+		panic(fmt.Sprintf("simd: %s: %d values for %d codes", op, lenDst, codes))
+	case lenDst%group != 0:
+		panic(fmt.Sprintf("simd: %s: %d values are not a whole number of groups of %d", op, lenDst, group))
+	case lenScale != lenDst/group || lenBias != lenDst/group:
+		panic(fmt.Sprintf("simd: %s: %d groups, %d scales, %d biases", op, lenDst/group, lenScale, lenBias))
+	}
+}
+
 // Q80ToF32 decodes len(dst)/32 GGML Q8_0 blocks (see DotQ80): value i of a
 // block is d*code[i]. It panics unless len(dst)%32 == 0 and
 // len(src) == len(dst)/32*34.

@@ -162,9 +162,10 @@ func TestUnpack(t *testing.T) {
 	}
 }
 
-// TestUnpackExtremes runs the 8-bit unpackers over every code value with
-// scales and biases that make the unfused product-then-sum rounding
-// visible (a fused multiply-add would differ in the last bit).
+// TestUnpackExtremes runs the 8-bit unpackers (U8ToF32Groups too) over
+// every code value with scales and biases that make the unfused
+// product-then-sum rounding visible (a fused multiply-add would differ in
+// the last bit).
 func TestUnpackExtremes(t *testing.T) {
 	src := make([]byte, 256)
 	for i := range src {
@@ -180,6 +181,13 @@ func TestUnpackExtremes(t *testing.T) {
 		got, want := make([]float32, 256), make([]float32, 256)
 		U8ToF32(got, src, p.scale, p.bias)
 		u8ToF32Generic(want, src, p.scale, p.bias)
+		// The grouped kernel, with the same scale and bias for every group.
+		gg := make([]float32, 256)
+		gs, gb := make([]float32, 256/32), make([]float32, 256/32)
+		for g := range gs {
+			gs[g], gb[g] = p.scale, p.bias
+		}
+		U8ToF32Groups(gg, src, 32, gs, gb)
 		gi, wi := make([]float32, 256), make([]float32, 256)
 		I8ToF32(gi, src, p.scale)
 		i8ToF32Generic(wi, src, p.scale)
@@ -187,9 +195,107 @@ func TestUnpackExtremes(t *testing.T) {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				t.Errorf("U8ToF32(code %d, scale %v, bias %v) = %v, want %v", i, p.scale, p.bias, got[i], want[i])
 			}
+			if math.Float32bits(gg[i]) != math.Float32bits(want[i]) {
+				t.Errorf("U8ToF32Groups(code %d, scale %v, bias %v) = %v, want %v", i, p.scale, p.bias, gg[i], want[i])
+			}
 			if math.Float32bits(gi[i]) != math.Float32bits(wi[i]) {
 				t.Errorf("I8ToF32(code %d, scale %v) = %v, want %v", int8(i), p.scale, gi[i], wi[i])
 			}
 		}
+	}
+}
+
+// groupCase is one grouped unpacker under test; perByte codes share a
+// source byte.
+type groupCase struct {
+	name      string
+	perByte   int
+	run, twin func(dst []float32, src []byte, group int, scale, bias []float32)
+	// code is code i of src, from the packing's definition.
+	code func(src []byte, i int) int
+}
+
+var groupCases = []groupCase{
+	{"U8ToF32Groups", 1, U8ToF32Groups, u8ToF32GroupsGeneric,
+		func(s []byte, i int) int { return int(s[i]) }},
+	{"U4ToF32Groups", 2, U4ToF32Groups, u4ToF32GroupsGeneric,
+		func(s []byte, i int) int { return int(s[i/2] >> (4 * (i % 2)) & 15) }},
+	{"U2ToF32Groups", 4, U2ToF32Groups, u2ToF32GroupsGeneric,
+		func(s []byte, i int) int { return int(s[i/4] >> (2 * (i % 4)) & 3) }},
+}
+
+// TestUnpackGroups checks the grouped unpackers bit for bit against their
+// generic twins, and the twins against the definition, for 0 to 16 groups
+// of sizes that are multiples of 8 (every loop of the assembly: 4 and 8
+// vectors written out, blocks of 8 and 4 vectors, single vectors) and that
+// are not (odd ones included, where a group starts inside a byte), at
+// misaligned offsets of dst, src, scale and bias, with guard regions around
+// dst.
+func TestUnpackGroups(t *testing.T) {
+	for _, c := range groupCases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRand(t)
+			for _, group := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 20, 24, 32, 40, 64, 96, 128, 136} {
+				for _, ng := range []int{0, 1, 2, 3, 5, 16} {
+					n := group * ng
+					if n%c.perByte != 0 {
+						continue
+					}
+					for _, off := range offsets {
+						src := make([]byte, n/c.perByte)
+						for i := range src {
+							src[i] = byte(r.IntN(256))
+						}
+						src = offsetCopy(src, (off+1)%8)
+						scale := offsetCopy(randF32(r, ng), (off+2)%8)
+						bias := offsetCopy(randF32(r, ng), (off+3)%8)
+						shape := fmt.Sprintf("%s(group=%d, groups=%d, off=%d)", c.name, group, ng, off)
+						dst, check := guardedF32(off, n, 16)
+						c.run(dst, src, group, scale, bias)
+						check(t)
+						twin := make([]float32, n)
+						c.twin(twin, src, group, scale, bias)
+						for i := range dst {
+							if math.Float32bits(dst[i]) != math.Float32bits(twin[i]) {
+								t.Fatalf("%s: dst[%d] = %v, generic %v", shape, i, dst[i], twin[i])
+							}
+							g := i / group
+							if want := affine(c.code(src, i), scale[g], bias[g]); math.Float32bits(twin[i]) != math.Float32bits(want) {
+								t.Fatalf("%sGeneric: dst[%d] = %v, want %v", shape, i, twin[i], want)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestUnpackGroupsPanics(t *testing.T) {
+	f := func(n int) []float32 { return make([]float32, n) }
+	b := func(n int) []byte { return make([]byte, n) }
+	tests := []struct {
+		name string
+		f    func()
+	}{
+		{"U8ToF32Groups/group0", func() { U8ToF32Groups(f(0), b(0), 0, f(0), f(0)) }},
+		{"U8ToF32Groups/negative", func() { U8ToF32Groups(f(8), b(8), -8, f(1), f(1)) }},
+		{"U8ToF32Groups/src", func() { U8ToF32Groups(f(64), b(63), 32, f(2), f(2)) }},
+		{"U8ToF32Groups/partial", func() { U8ToF32Groups(f(48), b(48), 32, f(1), f(1)) }},
+		{"U8ToF32Groups/scale", func() { U8ToF32Groups(f(64), b(64), 32, f(1), f(2)) }},
+		{"U4ToF32Groups/bias", func() { U4ToF32Groups(f(64), b(32), 32, f(2), f(3)) }},
+		{"U4ToF32Groups/src", func() { U4ToF32Groups(f(64), b(64), 32, f(2), f(2)) }},
+		{"U2ToF32Groups/src", func() { U2ToF32Groups(f(64), b(15), 32, f(2), f(2)) }},
+		{"U2ToF32Groups/partial", func() { U2ToF32Groups(f(64), b(16), 24, f(2), f(2)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s with bad shapes did not panic", tt.name)
+				}
+			}()
+			tt.f()
+		})
 	}
 }

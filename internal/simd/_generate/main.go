@@ -76,6 +76,10 @@ func main() {
 	for _, k := range []codeKind{codeU8, codeU4, codeU2} {
 		unpack(k, true, shifts)
 	}
+	u2codes := u2Codes()
+	for _, k := range []codeKind{codeU8, codeU4, codeU2} {
+		unpackGroups(k, shifts, u2codes)
+	}
 	q80ToF32()
 	q4ToF32(false)
 	q4ToF32(true)

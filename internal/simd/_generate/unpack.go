@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -148,42 +149,9 @@ func unpack(k codeKind, vec bool, shifts map[int]Mem) {
 		}
 	}
 	load := codeLoader(k, shifts)
-	// body converts groups [0, groups) after the pointers, each step for
-	// all of them before the next step.
-	body := func(groups int) {
-		v := make([]VecVirtual, groups)
-		for g := range v {
-			v[g] = load(Mem{Base: src, Disp: g * k.groupBytes()})
-		}
-		for g := range v {
-			VCVTDQ2PS(v[g], v[g])
-		}
-		for g := range v {
-			if vec {
-				VMULPS(Mem{Base: sp, Disp: 32 * g}, v[g], v[g])
-			} else {
-				VMULPS(scale, v[g], v[g])
-			}
-		}
-		for g := range v {
-			if vec {
-				VADDPS(Mem{Base: zp, Disp: 32 * g}, v[g], v[g])
-			} else if bias != nil {
-				VADDPS(bias, v[g], v[g])
-			}
-		}
-		for g := range v {
-			VMOVUPS(v[g], Mem{Base: d, Disp: 32 * g})
-		}
-	}
-	advance := func(groups int) {
-		ADDQ(U32(32*groups), d)
-		ADDQ(U32(groups*k.groupBytes()), src)
-		if vec {
-			ADDQ(U32(32*groups), sp)
-			ADDQ(U32(32*groups), zp)
-		}
-	}
+	a := affine{vec: vec, sp: sp, zp: zp, scale: scale, bias: bias}
+	body := func(vecs int) { convertCodes(k, load, d, src, a, vecs) }
+	advance := func(vecs int) { advanceCodes(k, d, src, a, vecs) }
 
 	Label(name + "_loop4")
 	CMPQ(n, U8(4))
@@ -204,6 +172,211 @@ func unpack(k codeKind, vec bool, shifts map[int]Mem) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// affine is the map an unpacking kernel applies to its codes: the
+// broadcast scale and bias (bias nil: none), or with vec set the per-lane
+// scales and zeros at the pointers sp and zp.
+type affine struct {
+	vec         bool
+	sp, zp      Register
+	scale, bias VecVirtual
+}
+
+// convertCodes converts vecs vectors of 8 codes at src to float32 through
+// a and stores them at d, each step for all the vectors before the next.
+func convertCodes(k codeKind, load func(Mem) VecVirtual, d, src Register, a affine, vecs int) {
+	v := make([]VecVirtual, vecs)
+	for g := range v {
+		v[g] = load(Mem{Base: src, Disp: g * k.groupBytes()})
+	}
+	for g := range v {
+		VCVTDQ2PS(v[g], v[g])
+	}
+	for g := range v {
+		if a.vec {
+			VMULPS(Mem{Base: a.sp, Disp: 32 * g}, v[g], v[g])
+		} else {
+			VMULPS(a.scale, v[g], v[g])
+		}
+	}
+	for g := range v {
+		if a.vec {
+			VADDPS(Mem{Base: a.zp, Disp: 32 * g}, v[g], v[g])
+		} else if a.bias != nil {
+			VADDPS(a.bias, v[g], v[g])
+		}
+	}
+	for g := range v {
+		VMOVUPS(v[g], Mem{Base: d, Disp: 32 * g})
+	}
+}
+
+// advanceCodes moves d, src (and a's per-lane pointers) past vecs vectors
+// of 8 codes.
+func advanceCodes(k codeKind, d, src Register, a affine, vecs int) {
+	ADDQ(U32(32*vecs), d)
+	ADDQ(U32(vecs*k.groupBytes()), src)
+	if a.vec {
+		ADDQ(U32(32*vecs), a.sp)
+		ADDQ(U32(32*vecs), a.zp)
+	}
+}
+
+// unpackGroups writes the kernel <kind>ToF32GroupsAVX2: dst[i] =
+// code_i*scale[i/group] + bias[i/group] for a group size that is a multiple
+// of 8. It runs over the groups; groups of 32 and 64 codes (4 and 8
+// vectors) take a loop with the group's conversion written out, other sizes
+// convert 64, 32 and then 8 codes at a time. Each group's scale and bias are
+// broadcast once; for 2-bit codes the group's four possible values are
+// computed once instead (the same multiply, then add), and each code looks
+// its value up with VPERMPS.
+func unpackGroups(k codeKind, shifts map[int]Mem, u2codes Mem) {
+	name := k.name + "ToF32GroupsAVX2"
+	perByte := 8 / k.bits
+	codeDoc, srcLen := "code_i = src[i]", "len(scale)*group"
+	if k.bits < 8 {
+		codeDoc = fmt.Sprintf("code_i = src[i/%d]>>(%d*(i%%%d))&%d", perByte, k.bits, perByte, 1<<k.bits-1)
+		srcLen += fmt.Sprintf("/%d", perByte)
+	}
+	header(name, "func(dst []float32, src []byte, group int, scale, bias []float32)",
+		name+" sets dst[i] = code_i*scale[i/group] + bias[i/group],",
+		"rounding the product, then the sum, with "+codeDoc+",",
+		"for the len(scale) groups of group values. group must be a positive multiple",
+		"of 8; len(dst) must be at least len(scale)*group, len(bias) at least",
+		"len(scale) and len(src) at least "+srcLen+".")
+	d := Load(Param("dst").Base(), GP64())
+	src := Load(Param("src").Base(), GP64())
+	vecs := Load(Param("group"), GP64())
+	SHRQ(U8(3), vecs) // vectors of 8 codes per group
+	ng := Load(Param("scale").Len(), GP64())
+	sp := Load(Param("scale").Base(), GP64())
+	bp := Load(Param("bias").Base(), GP64())
+
+	var load func(Mem) VecVirtual
+	var sh, codes VecVirtual
+	lookup := k.bits == 2
+	if lookup {
+		// Lane j of a broadcast group of 8 codes, shifted right by 2j, holds
+		// code j in bits 0-1; VPERMPS reads bits 0-2, so the table holds the
+		// four values twice and bit 2 (the next code's) does not matter.
+		sh = YMM()
+		VMOVDQU(shifts[2], sh)
+		codes = YMM()
+		VMOVUPS(u2codes, codes)
+	} else {
+		load = codeLoader(k, shifts)
+	}
+
+	// startGroup prepares the map of the group at sp and bp; convert
+	// converts n vectors of 8 codes through it and moves d and src past
+	// them.
+	var a affine
+	var table VecVirtual
+	startGroup := func() {
+		if lookup {
+			table = YMM()
+			VBROADCASTSS(Mem{Base: sp}, table)
+			VMULPS(codes, table, table)
+			bias := YMM()
+			VBROADCASTSS(Mem{Base: bp}, bias)
+			VADDPS(bias, table, table)
+			return
+		}
+		a = affine{scale: YMM(), bias: YMM()}
+		VBROADCASTSS(Mem{Base: sp}, a.scale)
+		VBROADCASTSS(Mem{Base: bp}, a.bias)
+	}
+	convert := func(n int) {
+		if lookup {
+			v := make([]VecVirtual, n)
+			for g := range v {
+				v[g] = YMM()
+				VPBROADCASTW(Mem{Base: src, Disp: 2 * g}, v[g])
+				VPSRLVD(sh, v[g], v[g])
+				VPERMPS(table, v[g], v[g])
+			}
+			for g := range v {
+				VMOVUPS(v[g], Mem{Base: d, Disp: 32 * g})
+			}
+		} else {
+			convertCodes(k, load, d, src, a, n)
+		}
+		advanceCodes(k, d, src, affine{}, n)
+	}
+	nextGroup := func(loop string) {
+		ADDQ(U8(4), sp)
+		ADDQ(U8(4), bp)
+		DECQ(ng)
+		JNZ(LabelRef(loop))
+	}
+
+	TESTQ(ng, ng)
+	JZ(LabelRef(name + "_done"))
+	for _, n := range []int{4, 8} {
+		CMPQ(vecs, U8(n))
+		JE(LabelRef(fmt.Sprintf("%s_group%d", name, n)))
+	}
+
+	// Any multiple of 8: blocks of 8 vectors, then one of 4, then single
+	// vectors.
+	eights, four := GP64(), GP64()
+	MOVQ(vecs, eights)
+	SHRQ(U8(3), eights)
+	MOVQ(vecs, four)
+	ANDQ(U8(4), four)
+	ANDQ(U8(3), vecs)
+	Label(name + "_group")
+	startGroup()
+	n := GP64()
+	MOVQ(eights, n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_four"))
+	Label(name + "_loop8")
+	convert(8)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop8"))
+	Label(name + "_four")
+	TESTQ(four, four)
+	JZ(LabelRef(name + "_ones"))
+	convert(4)
+	Label(name + "_ones")
+	MOVQ(vecs, n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_next"))
+	Label(name + "_loop1")
+	convert(1)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop1"))
+	Label(name + "_next")
+	nextGroup(name + "_group")
+	JMP(LabelRef(name + "_done"))
+
+	// Groups of 4 and 8 vectors, written out.
+	for _, n := range []int{4, 8} {
+		loop := fmt.Sprintf("%s_group%d", name, n)
+		Label(loop)
+		startGroup()
+		convert(n)
+		nextGroup(loop)
+		if n == 4 {
+			JMP(LabelRef(name + "_done"))
+		}
+	}
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// u2Codes returns the static table of the 2-bit codes 0 to 3, twice, as
+// float32.
+func u2Codes() Mem {
+	m := GLOBL("u2codes", RODATA|NOPTR)
+	for j := 0; j < 8; j++ {
+		DATA(4*j, U32(math.Float32bits(float32(j%4))))
+	}
+	return m
 }
 
 // q80ToF32: dst = d*code over whole Q8_0 blocks.

@@ -367,20 +367,15 @@ func f16s(dst []float32, b []byte) {
 }
 
 // unpackGroups sets dst[i] = code_i·s[i/group] + z[i/group] for the packed
-// codes in src.
+// codes in src, in one kernel call.
 func unpackGroups(dst []float32, src []byte, bits, group int, s, z []float32) {
-	gb := group * bits / 8
-	for g := range s {
-		d := dst[g*group : (g+1)*group]
-		b := src[g*gb : (g+1)*gb]
-		switch bits {
-		case 8:
-			simd.U8ToF32(d, b, s[g], z[g])
-		case 4:
-			simd.U4ToF32(d, b, s[g], z[g])
-		case 2:
-			simd.U2ToF32(d, b, s[g], z[g])
-		}
+	switch bits {
+	case 8:
+		simd.U8ToF32Groups(dst, src, group, s, z)
+	case 4:
+		simd.U4ToF32Groups(dst, src, group, s, z)
+	case 2:
+		simd.U2ToF32Groups(dst, src, group, s, z)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
@@ -15,10 +16,16 @@ var benchFormats = []string{"fp16", "bf16", "fp32", "fp8", "fp8-e5m2", "int8", "
 
 // BenchmarkAttentionStep measures one decode-attention step of one layer:
 // 8 KV heads of head_dim 128, GQA group 4 (32 query heads), over a context
-// of 4K, 16K or 32K tokens, on one goroutine. SetBytes is the K/V bytes the
+// of 4K, 16K or 32K tokens, on one goroutine (workers=1). SetBytes is the K/V bytes the
 // step reads, so MB/s is the effective read bandwidth; compare ns/op with the
 // fp16 line of the same context.
-func BenchmarkAttentionStep(b *testing.B) {
+func BenchmarkAttentionStep(b *testing.B) { benchAttention(b, 1) }
+
+// BenchmarkAttentionStepParallel is BenchmarkAttentionStep with the KV heads
+// split across all CPUs, as the runtime runs attention.
+func BenchmarkAttentionStepParallel(b *testing.B) { benchAttention(b, 0) }
+
+func benchAttention(b *testing.B, workers int) {
 	const kvHeads, dim, group = 8, 128, 4
 	reg := quant.Formats()
 	for _, ctx := range []int{4096, 16384, 32768} {
@@ -58,13 +65,18 @@ func BenchmarkAttentionStep(b *testing.B) {
 					q[i] = float32(rng.NormFloat64())
 				}
 				out := make([]float32, len(q))
-				scr := &kvcache.Scratch{}
+				w := par.Workers(workers)
+				scr := make([]kvcache.Scratch, kvHeads)
 				st := c.Stats()
 				b.SetBytes(st.InUse.K + st.InUse.V)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					c.Attend(out, q, kvHeads*group, 0, 0, 0, ctx, 0.088, scr)
+					w.For(kvHeads, 1, 1, func(lo, hi int) {
+						for h := lo; h < hi; h++ {
+							c.AttendHead(out, q, kvHeads*group, 0, 0, h, 0, ctx, 0.088, &scr[h])
+						}
+					})
 				}
 			})
 		}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package quant_test
+
+import "time"
+
+// threadCPUTime is not available here.
+func threadCPUTime() (time.Duration, bool) { return 0, false }

@@ -148,7 +148,7 @@ func (r *Registry) Bases() []string {
 // Lookup finds a format by name, case-insensitively: a base name or alias,
 // optionally followed by ":option" parts.
 func (r *Registry) Lookup(name string) (Format, error) {
-	n := strings.ToLower(strings.TrimSpace(name))
+	n := fold(strings.TrimSpace(name))
 	parts := strings.Split(n, ":")
 	base := parts[0]
 	if a, ok := r.aliases[base]; ok {
@@ -163,6 +163,24 @@ func (r *Registry) Lookup(name string) (Format, error) {
 		return nil, fmt.Errorf("format %q: %w", name, err)
 	}
 	return fm, nil
+}
+
+// fold lower-cases a spec or format name except option values after '@'
+// (file paths), which run to the next ':' or ','.
+func fold(s string) string {
+	b := []byte(s)
+	keep := false
+	for i, c := range b {
+		switch {
+		case c == '@':
+			keep = true
+		case c == ':' || c == ',':
+			keep = false
+		case !keep && 'A' <= c && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // MustLookup is Lookup for names known to be valid; it panics otherwise.

@@ -62,7 +62,7 @@ func Quantized(f Format) bool {
 
 // ParseSpec parses one cache spec against the registry.
 func (r *Registry) ParseSpec(text string) (Spec, error) {
-	t := strings.ToLower(strings.TrimSpace(text))
+	t := fold(strings.TrimSpace(text))
 	if t == "" {
 		return Spec{}, fmt.Errorf("%w: empty spec", ErrBadSpec)
 	}
@@ -158,7 +158,7 @@ func (r *Registry) ParseList(text string) ([]Spec, error) {
 	var groups [][]string
 	hasFormat, hasK := false, false
 	for _, part := range strings.Split(text, ",") {
-		p := strings.ToLower(strings.TrimSpace(part))
+		p := fold(strings.TrimSpace(part))
 		if p == "" {
 			return nil, fmt.Errorf("%w: empty entry in list %q", ErrBadSpec, text)
 		}

@@ -231,6 +231,7 @@ func (r *Runner) Forward(ctx context.Context, cache *kvcache.Cache, batch []Entr
 		if preRoPE {
 			kput = b.kpre
 		}
+		cache.Prime(li, kput[:nt*kvd], b.v[:nt*kvd])
 		// Store K/V: sequences in parallel, tokens of a sequence in order.
 		r.workers.For(len(batch), 1, 1, func(lo, hi int) {
 			for i := lo; i < hi; i++ {

@@ -8,6 +8,16 @@ import (
 	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
+// Prime shows a layer's whole batch of new keys and values (rows of
+// KVHeads·HeadDim) to formats whose scales are set by the first data they see
+// (fp8:dynamic, like vLLM's calculate_kv_scales on the first batch). Call it
+// before the layer's Puts of a step; it does nothing for other formats.
+func (c *Cache) Prime(layer int, k, v []float32) {
+	sides := c.sides(layer)
+	quant.PrimeFP8Scales(sides[0].Format, layer, true, c.layout.KVHeads, c.layout.HeadDim, k)
+	quant.PrimeFP8Scales(sides[1].Format, layer, false, c.layout.KVHeads, c.layout.HeadDim, v)
+}
+
 // Put stores the keys and values of one token at position pos of sequence id
 // in layer. k and v hold KVHeads·HeadDim values each. pos must lie in a range
 // returned by Begin. Put panics on a bad position or slice length: those are

@@ -1,0 +1,317 @@
+// Package eval measures what a KV-cache format does to a model's abilities:
+// it runs the same prompts with several caches over one model (sharing the
+// weights) and scores each cache on the same examples.
+//
+// The probe suites come from package datasets (held-out eval split):
+// passkey retrieval at several context lengths and depths, multi-key lookup,
+// copying, JSON records, a refusal policy stated far back in the prompt, and
+// story perplexity. Answers are decoded greedily and compared exactly.
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/internal/par"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+)
+
+// ProbeOptions configure RunProbe.
+type ProbeOptions struct {
+	// N is the number of examples per ability (default 40).
+	N int
+	// Seed selects the eval examples (default 1).
+	Seed uint64
+	// PasskeyContexts are the filler sizes in tokens of the passkey task
+	// (default 1024 and 2048); depths are spread evenly over 0..1.
+	PasskeyContexts []int
+	// Specs are the cache formats; the first is the baseline.
+	Specs []quant.Spec
+	// Workers evaluates examples in parallel (0: all CPUs).
+	Workers int
+	// Progress, when set, is called after each example with counts.
+	Progress func(done, total int)
+}
+
+// Ability is one row of the result: a measured quantity per spec.
+type Ability struct {
+	Name string `json:"ability"`
+	// Unit is "%" for accuracies and rates, "ppl" for perplexity.
+	Unit string `json:"unit"`
+	// Values has one entry per spec, in ProbeOptions.Specs order.
+	Values []float64 `json:"values"`
+	// N is the number of examples behind each value.
+	N int `json:"n"`
+}
+
+// ProbeResult is the ability × cache-format table.
+type ProbeResult struct {
+	Specs     []string  `json:"specs"`
+	Abilities []Ability `json:"abilities"`
+}
+
+// Row returns the named ability.
+func (r *ProbeResult) Row(name string) (Ability, bool) {
+	for _, a := range r.Abilities {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Ability{}, false
+}
+
+// item is one example to score.
+type item struct {
+	ability string
+	ex      datasets.Example
+}
+
+// outcome of one item under one spec.
+type outcome struct {
+	correct, valid, refused bool
+	nll                     float64
+	tokens                  int
+}
+
+// RunProbe scores every spec on the probe suites.
+func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeResult, error) {
+	if len(opts.Specs) == 0 {
+		return nil, fmt.Errorf("eval: no cache formats to evaluate")
+	}
+	if opts.N <= 0 {
+		opts.N = 40
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if len(opts.PasskeyContexts) == 0 {
+		opts.PasskeyContexts = []int{1024, 2048}
+	}
+	items := probeItems(opts)
+	results := make([][]outcome, len(items))
+	for i := range results {
+		results[i] = make([]outcome, len(opts.Specs))
+	}
+	layouts := make([]*kvcache.Layout, len(opts.Specs))
+	for s, spec := range opts.Specs {
+		l, err := kvcache.NewLayout(m.Geometry(), spec, 0)
+		if err != nil {
+			return nil, fmt.Errorf("eval: cache %s: %w", spec.String(), err)
+		}
+		layouts[s] = l
+	}
+	total := len(items) * len(opts.Specs)
+	var done atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	w := par.Workers(opts.Workers)
+	w.For(total, 1, 1, func(lo, hi int) {
+		r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+		for k := lo; k < hi; k++ {
+			if ctx.Err() != nil {
+				return
+			}
+			i, s := k/len(opts.Specs), k%len(opts.Specs)
+			out, err := score(ctx, r, m, layouts[s], items[i])
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("eval: %s example %d, cache %s: %w", items[i].ability, i, opts.Specs[s].String(), err)
+				}
+				mu.Unlock()
+				return
+			}
+			results[i][s] = out
+			if opts.Progress != nil {
+				opts.Progress(int(done.Add(1)), total)
+			}
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eval: stopped after %d of %d runs: %w", done.Load(), total, err)
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	res := &ProbeResult{}
+	for _, s := range opts.Specs {
+		res.Specs = append(res.Specs, s.String())
+	}
+	type acc struct {
+		n                    int
+		hit, valid, refused  []float64
+		nll                  []float64
+		tokens               []int
+		isPPL, isJSON, isRef bool
+	}
+	order := []string{}
+	rows := map[string]*acc{}
+	for i, it := range items {
+		a := rows[it.ability]
+		if a == nil {
+			ns := len(opts.Specs)
+			a = &acc{hit: make([]float64, ns), valid: make([]float64, ns), refused: make([]float64, ns), nll: make([]float64, ns), tokens: make([]int, ns)}
+			a.isPPL = it.ex.Task == datasets.TaskStory
+			a.isJSON = it.ex.Task == datasets.TaskJSON
+			a.isRef = it.ex.Task == datasets.TaskSafety
+			rows[it.ability] = a
+			order = append(order, it.ability)
+		}
+		a.n++
+		for s, o := range results[i] {
+			if o.correct {
+				a.hit[s]++
+			}
+			if o.valid {
+				a.valid[s]++
+			}
+			if o.refused {
+				a.refused[s]++
+			}
+			a.nll[s] += o.nll
+			a.tokens[s] += o.tokens
+		}
+	}
+	pct := func(x []float64, n int) []float64 {
+		v := make([]float64, len(x))
+		for i := range x {
+			v[i] = 100 * x[i] / float64(n)
+		}
+		return v
+	}
+	for _, name := range order {
+		a := rows[name]
+		switch {
+		case a.isPPL:
+			v := make([]float64, len(a.nll))
+			for s := range v {
+				v[s] = math.Exp(a.nll[s] / float64(max(1, a.tokens[s])))
+			}
+			res.Abilities = append(res.Abilities, Ability{Name: name, Unit: "ppl", Values: v, N: a.n})
+		case a.isJSON:
+			res.Abilities = append(res.Abilities, Ability{Name: "json exact", Unit: "%", Values: pct(a.hit, a.n), N: a.n})
+			res.Abilities = append(res.Abilities, Ability{Name: "json valid", Unit: "%", Values: pct(a.valid, a.n), N: a.n})
+		case a.isRef:
+			res.Abilities = append(res.Abilities, Ability{Name: name, Unit: "%", Values: pct(a.refused, a.n), N: a.n})
+		default:
+			res.Abilities = append(res.Abilities, Ability{Name: name, Unit: "%", Values: pct(a.hit, a.n), N: a.n})
+		}
+	}
+	return res, nil
+}
+
+// probeItems draws the examples: the same for every spec.
+func probeItems(opts ProbeOptions) []item {
+	g := datasets.New(datasets.Eval, opts.Seed)
+	var items []item
+	for _, ctxLen := range opts.PasskeyContexts {
+		for i := 0; i < opts.N; i++ {
+			depth := float64(i) / float64(max(1, opts.N-1))
+			name := fmt.Sprintf("passkey %d", ctxLen)
+			if ctxLen%1024 == 0 {
+				name = fmt.Sprintf("passkey %dK", ctxLen/1024)
+			}
+			items = append(items, item{name, g.Passkey(ctxLen, depth)})
+		}
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"multi-key", g.MultiKey(8 + i%24)})
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"copy", g.Copy(6 + i%20)})
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"json", g.JSONRecord()})
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"refusal (forbidden)", g.Safety(true, 4+i%8, 400+40*(i%10))})
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"false refusal (benign)", g.Safety(false, 4+i%8, 400+40*(i%10))})
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"story perplexity", g.Story()})
+	}
+	return items
+}
+
+// score runs one example with one cache layout.
+func score(ctx context.Context, r *runtime.Runner, m *runtime.Model, l *kvcache.Layout, it item) (outcome, error) {
+	tok := m.Tokenizer
+	if it.ex.Task == datasets.TaskStory {
+		ids := tok.Encode(it.ex.Answer, true)
+		c, err := m.NewCache(l, l.BlocksFor(len(ids)))
+		if err != nil {
+			return outcome{}, err
+		}
+		_ = c.AddSeq(0)
+		logits, err := r.Forward(ctx, c, []runtime.Entry{{Seq: 0, Tokens: ids[:len(ids)-1], Logits: runtime.AllLogits}})
+		if err != nil {
+			return outcome{}, err
+		}
+		var nll float64
+		V := m.Vocab
+		for t := 0; t+1 < len(ids); t++ {
+			nll += negLogProb(logits[0][t*V:(t+1)*V], ids[t+1])
+		}
+		return outcome{nll: nll, tokens: len(ids) - 1}, nil
+	}
+	prompt := tok.Encode(it.ex.Prompt, true)
+	want := it.ex.Answer
+	maxNew := len(tok.Encode(want, false)) + 8
+	c, err := m.NewCache(l, l.BlocksFor(len(prompt)+maxNew))
+	if err != nil {
+		return outcome{}, err
+	}
+	_ = c.AddSeq(0)
+	dec := tok.NewDecoder()
+	dec.Next(prompt[len(prompt)-1])
+	dec.Flush()
+	var got strings.Builder
+	stop := errStop
+	_, _, err = r.Generate(ctx, c, 0, prompt, runtime.GenerateOptions{MaxTokens: maxNew, StopAtEOS: true, OnToken: func(id int) error {
+		got.WriteString(dec.Next(id))
+		if strings.Contains(got.String(), "\n") {
+			return stop
+		}
+		return nil
+	}})
+	if err != nil && err != stop {
+		return outcome{}, err
+	}
+	text := got.String()
+	if i := strings.IndexByte(text, '\n'); i >= 0 {
+		text = text[:i+1]
+	}
+	o := outcome{correct: text == want}
+	switch it.ex.Task {
+	case datasets.TaskJSON:
+		o.valid = json.Valid([]byte(strings.TrimSpace(text)))
+	case datasets.TaskSafety:
+		o.refused = strings.HasPrefix(text, datasets.RefusalText)
+	}
+	return o, nil
+}
+
+var errStop = fmt.Errorf("eval: answer line complete")
+
+// negLogProb is −log softmax(logits)[target], in float64.
+func negLogProb(logits []float32, target int) float64 {
+	m := math.Inf(-1)
+	for _, v := range logits {
+		m = math.Max(m, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - m)
+	}
+	return -(float64(logits[target]) - m - math.Log(sum))
+}

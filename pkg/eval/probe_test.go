@@ -1,0 +1,59 @@
+package eval_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvqlabs/kvq/pkg/eval"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+)
+
+// TestRunProbeTable runs the probe suites on a tiny random model: the scores
+// mean nothing, but the table must have every ability for every spec, rates
+// in [0, 100], and identical caches must score identically.
+func TestRunProbeTable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 2, Context: 4096}, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := runtime.Load(context.Background(), dir, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := quant.Formats().ParseList("fp32,fp32,int2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	res, err := eval.RunProbe(context.Background(), m, eval.ProbeOptions{N: 2, PasskeyContexts: []int{256}, Specs: specs, Progress: func(done, total int) { calls++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"passkey 256", "multi-key", "copy", "json exact", "json valid", "refusal (forbidden)", "false refusal (benign)", "story perplexity"}
+	if len(res.Abilities) != len(want) {
+		t.Fatalf("abilities = %+v", res.Abilities)
+	}
+	for i, a := range res.Abilities {
+		if a.Name != want[i] || len(a.Values) != 3 || a.N != 2 {
+			t.Errorf("ability %d = %+v, want %s over 3 specs", i, a, want[i])
+		}
+		for _, v := range a.Values {
+			if a.Unit == "%" && (v < 0 || v > 100) || a.Unit == "ppl" && !(v > 1) {
+				t.Errorf("%s: value %v out of range", a.Name, v)
+			}
+		}
+		if a.Values[0] != a.Values[1] {
+			t.Errorf("%s: two fp32 caches score %v and %v", a.Name, a.Values[0], a.Values[1])
+		}
+	}
+	if calls != 7*2*3 { // 7 suites (json scores two rows) × N × specs
+		t.Errorf("progress called %d times, want %d", calls, 7*2*3)
+	}
+	if ppl, _ := res.Row("story perplexity"); ppl.Values[2] == ppl.Values[0] {
+		t.Error("int2 cache gives exactly fp32's perplexity: quantization not applied?")
+	}
+}

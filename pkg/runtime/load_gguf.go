@@ -134,22 +134,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return w
 	}
 	vector := func(name string, optional bool) []float32 {
-		w := weight(name, optional)
-		if w == nil {
-			return nil
+		v, err := asVector(weight(name, optional))
+		if err != nil {
+			errs = append(errs, err)
 		}
-		if w.DType != tensor.F32 || w.Rows != 1 {
-			// Norm weights are F32 vectors in every converter we know; accept
-			// F16/BF16 too by dequantizing.
-			if w.Rows != 1 {
-				errs = append(errs, fmt.Errorf("%w: tensor %s has shape [%d %d], want a vector", ErrModel, name, w.Rows, w.Cols))
-				return nil
-			}
-			v := make([]float32, w.Cols)
-			rowF32(v, w)
-			return v
-		}
-		return w.F32
+		return v
 	}
 	m.Embed = weight("token_embd.weight", false)
 	m.Norm = vector("output_norm.weight", false)
@@ -202,10 +191,21 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	return m, nil
 }
 
-func rowF32(dst []float32, w *tensor.Weight) {
-	tmp := *w
-	tmp.Rows = 1
-	cpuRow(dst, &tmp, 0)
+// asVector returns a [1][n] weight as float32 values (norms and biases are F32
+// in most files; F16/BF16 ones are converted). A nil weight gives nil.
+func asVector(w *tensor.Weight) ([]float32, error) {
+	if w == nil {
+		return nil, nil
+	}
+	if w.Rows != 1 {
+		return nil, fmt.Errorf("%w: tensor %s has shape [%d %d], want a vector", ErrModel, w.Name, w.Rows, w.Cols)
+	}
+	if w.DType == tensor.F32 {
+		return w.F32, nil
+	}
+	v := make([]float32, w.Cols)
+	cpuRow(v, w, 0)
+	return v, nil
 }
 
 func ggufTokenizer(gf *gguf.File, tokens []string) (*tokenizer.Tokenizer, error) {

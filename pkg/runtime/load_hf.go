@@ -332,19 +332,10 @@ func (m *Model) fromSafetensors(files []shard, arch string) error {
 		return w
 	}
 	vector := func(name string, optional bool) []float32 {
-		w := weight(name, optional)
-		if w == nil {
-			return nil
+		v, err := asVector(weight(name, optional))
+		if err != nil {
+			errs = append(errs, err)
 		}
-		if w.Rows != 1 {
-			errs = append(errs, fmt.Errorf("%w: tensor %s has shape [%d %d], want a vector", ErrModel, name, w.Rows, w.Cols))
-			return nil
-		}
-		if w.DType == tensor.F32 {
-			return w.F32
-		}
-		v := make([]float32, w.Cols)
-		rowF32(v, w)
 		return v
 	}
 	m.Embed = weight("model.embed_tokens.weight", false)

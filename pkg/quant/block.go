@@ -421,27 +421,3 @@ func dequantIQ4NL(dst *[ggmlBlock]float32, src []byte) {
 
 // Unpacking for the kernels' decoders (block_format.go), eight codes per
 // word (SWAR).
-
-const nibbleMask = 0x0f0f_0f0f_0f0f_0f0f
-
-// q5Spread[b] has byte i = 0x10 where bit i of b is set: the fifth bits of
-// eight q5 codes.
-var q5Spread = func() (t [256]uint64) {
-	for b := range t {
-		for i := 0; i < 8; i++ {
-			if b>>i&1 == 1 {
-				t[b] |= 0x10 << (8 * i)
-			}
-		}
-	}
-	return t
-}()
-
-// q5Words returns the 5-bit codes of a q5 block (qh, qs) as four words of
-// eight byte codes: elements 0-7, 8-15, 16-23, 24-31.
-func q5Words(qh *[4]byte, qs *[16]byte) (w0, w1, w2, w3 uint64) {
-	x0 := binary.LittleEndian.Uint64(qs[0:8])
-	x1 := binary.LittleEndian.Uint64(qs[8:16])
-	return x0&nibbleMask | q5Spread[qh[0]], x1&nibbleMask | q5Spread[qh[1]],
-		x0>>4&nibbleMask | q5Spread[qh[2]], x1>>4&nibbleMask | q5Spread[qh[3]]
-}

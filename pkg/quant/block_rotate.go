@@ -151,8 +151,8 @@ func (c *rotCodec) RotateQueries(dst, q []float32, nq int) {
 		hadamardRotate(dst[:n], c.block)
 		return
 	}
-	var stack [kernelFloats]float32
-	t := floats(stack[:], n)
+	var stack [chunkFloats]float32
+	t := scratch(stack[:], n)
 	copy(t, q[:n])
 	hadamardRotate(t, c.block)
 	ir.RotateQueries(dst, t, nq)
@@ -176,8 +176,8 @@ func (c *rotCodec) AccumulateRotated(racc []float32, w []float32, ldw int, nq in
 
 func (c *rotCodec) UnrotateAdd(acc, racc []float32, nq int) {
 	n := nq * c.dim
-	var stack [kernelFloats]float32
-	t := floats(stack[:], n)
+	var stack [chunkFloats]float32
+	t := scratch(stack[:], n)
 	if ir, ok := c.inner.(Rotator); ok {
 		clear(t)
 		ir.UnrotateAdd(t, racc, nq)
@@ -193,24 +193,16 @@ func (c *rotCodec) UnrotateAdd(acc, racc []float32, nq int) {
 // Scores and Accumulate rotate on every call; kvcache uses the Rotator
 // methods to rotate once per attention step instead.
 func (c *rotCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	var stack [kernelFloats]float32
-	qr := floats(stack[:], nq*c.dim)
+	var stack [chunkFloats]float32
+	qr := scratch(stack[:], nq*c.dim)
 	c.RotateQueries(qr, q, nq)
 	c.ScoresRotated(dst, ldd, qr, nq, tile, row0, n)
 }
 
 func (c *rotCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	var stack [kernelFloats]float32
-	racc := floats(stack[:], nq*c.dim)
+	var stack [chunkFloats]float32
+	racc := scratch(stack[:], nq*c.dim)
 	clear(racc)
 	c.AccumulateRotated(racc, w, ldw, nq, tile, row0, n)
 	c.UnrotateAdd(acc, racc, nq)
-}
-
-// floats returns n floats, in stack when they fit.
-func floats(stack []float32, n int) []float32 {
-	if n <= len(stack) {
-		return stack[:n]
-	}
-	return make([]float32, n)
 }

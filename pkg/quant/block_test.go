@@ -1,7 +1,6 @@
 package quant
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvqlabs/kvq/internal/simd"
 )
 
 // fill returns a block whose first values are head and the rest f(j).
@@ -358,52 +356,6 @@ func TestBlockDecodeRows(t *testing.T) {
 		for i := range got {
 			if got[i] != want[i] {
 				t.Fatalf("%s: Decode value %d = %v, reference %v", tp.name, i, got[i], want[i])
-			}
-		}
-	}
-}
-
-func TestSWARHelpers(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	for trial := 0; trial < 10000; trial++ {
-		v := rng.Uint64()
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], v)
-		e4e, e4o := e4m3Halves(v)
-		e5e, e5o := e5m2Halves(v)
-		for p, k := range swarOrder {
-			word, lane := e4e, p
-			w5 := e5e
-			if p >= 4 {
-				word, w5, lane = e4o, e5o, p-4
-			}
-			h4 := uint16(word >> (16 * lane))
-			h5 := uint16(w5 >> (16 * lane))
-			if b[k]&0x7f != 0x7f { // the NaN codes are the codecs' table path
-				if got, want := simd.F16ToF32Scalar(h4)*256, DecodeE4M3(b[k]); got != want {
-					t.Fatalf("e4m3Halves(%#x) code %d = %v, want %v", v, k, got, want)
-				}
-			}
-			if got, want := simd.F16ToF32Scalar(h5), DecodeE5M2(b[k]); got != want && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
-				t.Fatalf("e5m2Halves(%#x) code %d = %v, want %v", v, k, got, want)
-			}
-		}
-		// q5Words: element e is the nibble e of qs (low nibbles first, then
-		// high) with bit e of qh as its fifth bit.
-		qs := append(b[:], b[:]...)
-		qh := binary.LittleEndian.Uint32(b[4:8])
-		w0, w1, w2, w3 := q5Words((*[4]byte)(b[4:8]), (*[16]byte)(qs))
-		for j, w := range []uint64{w0, w1, w2, w3} {
-			for k := 0; k < 8; k++ {
-				e := 8*j + k
-				want := qs[e%16] & 0x0f
-				if e >= 16 {
-					want = qs[e-16] >> 4
-				}
-				want |= uint8(qh>>e&1) << 4
-				if got := uint8(w >> (8 * k)); got != want {
-					t.Fatalf("q5Words(%x, %x): element %d = %d, want %d", b[4:8], qs, e, got, want)
-				}
 			}
 		}
 	}

@@ -44,7 +44,9 @@ type CodecParams struct {
 // tiles. A tile holds consecutive rows (tokens) of one KV head. Rows are
 // encoded in groups of TokenGroup() rows (1 for per-token formats); row0 and n
 // of Encode are multiples of it. Reads (Decode, Scores, Accumulate) may cover
-// any range of encoded rows.
+// any range of encoded rows. Tiles are exactly TileBytes(capacity) bytes for
+// the capacity they were allocated with, so a codec may derive its layout
+// from len(tile).
 //
 // Methods panic when slices are too short: that is a programmer error.
 type Codec interface {
@@ -60,10 +62,10 @@ type Codec interface {
 	// Decode writes rows [row0, row0+n) as float32 into dst (n·Dim values).
 	Decode(dst []float32, tile []byte, row0, n int)
 	// Scores sets dst[i*ldd+j] = q_i · row_{row0+j} for nq queries
-	// q_i = q[i*Dim:(i+1)*Dim] and j < n.
+	// q_i = q[i*Dim:(i+1)*Dim] and j < n (ldd ≥ n when nq > 1).
 	Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int)
 	// Accumulate adds Σ_j w[i*ldw+j] · row_{row0+j} to acc[i*Dim:(i+1)*Dim]
-	// for each of nq weight rows.
+	// for each of nq weight rows (ldw ≥ n when nq > 1).
 	Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int)
 }
 

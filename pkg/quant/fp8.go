@@ -177,35 +177,3 @@ var fp8Decode = func() (t [2][256]float32) {
 func fp8E4M3ToF16(b uint8) uint16 {
 	return uint16(b&0x80)<<8 | uint16(b&0x7f)<<7
 }
-
-// SWAR forms of the conversions: eight codes in a little-endian uint64 v
-// (code j in byte j) become eight half values in two uint64s of four 16-bit
-// lanes, even = codes 0, 2, 4, 6 and odd = codes 1, 3, 5, 7. The split order
-// is what makes them cheap; callers permute the other operand to match (see
-// swarOrder).
-const (
-	swarLo8  = 0x00ff_00ff_00ff_00ff
-	swarHi8  = 0xff00_ff00_ff00_ff00
-	swarM7   = 0x007f_007f_007f_007f
-	swarM8   = 0x0080_0080_0080_0080
-	swarOnes = 0x0101_0101_0101_0101
-	swarHigh = 0x8080_8080_8080_8080
-)
-
-// swarOrder[p] is the code index held by lane p of (even, odd).
-var swarOrder = [8]int{0, 2, 4, 6, 1, 3, 5, 7}
-
-// e5m2Halves: an E5M2 code is the top byte of its half.
-func e5m2Halves(v uint64) (even, odd uint64) {
-	return v << 8 & swarHi8, v & swarHi8
-}
-
-// e4m3Halves gives value/256 as halves (see fp8E4M3ToF16). In each 16-bit
-// lane, b + (b & 0x80) moves the sign bit from 7 to 8, and the shift by 7
-// puts it at 15 and the exponent and mantissa at 7..13.
-func e4m3Halves(v uint64) (even, odd uint64) {
-	e := v & swarLo8
-	even = (e + e&swarM8) << 7
-	odd = (v>>1)&(swarM7<<7) | v&(swarM8<<8)
-	return even, odd
-}

@@ -1,8 +1,6 @@
 package quant
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -237,10 +235,7 @@ type fp8Codec struct {
 	state int
 }
 
-var (
-	_ Codec   = (*fp8Codec)(nil)
-	_ Rotator = (*fp8Codec)(nil)
-)
+var _ Codec = (*fp8Codec)(nil)
 
 func (c *fp8Codec) TokenGroup() int        { return 1 }
 func (c *fp8Codec) TileBytes(rows int) int { return rows * c.dim }
@@ -267,172 +262,25 @@ func (c *fp8Codec) Encode(tile []byte, row0 int, src []float32, n int) {
 }
 
 func (c *fp8Codec) Decode(dst []float32, tile []byte, row0, n int) {
-	s := c.scale.get()
-	tab := &fp8Decode[c.kind&1]
-	src := tile[row0*c.dim : (row0+n)*c.dim]
-	dst = dst[:len(src)]
-	for i, b := range src {
-		dst[i] = tab[b] * s
-	}
+	c.decodeRows(dst, tile[row0*c.dim:(row0+n)*c.dim])
 }
 
-// permuted reports whether the codec works in the swarOrder basis (the SWAR
-// conversion); otherwise Π is the identity and rows decode through the table.
-func (c *fp8Codec) permuted() bool { return littleEndian && c.dim%8 == 0 }
-
-// decodeChunk writes whole rows of codes into dst as float32 in the codec's
-// basis and returns the factor that turns them into values. The fast path
-// makes halves by SWAR and widens them with simd.F16ToF32: E5M2 codes are the
-// top bytes of their halves, E4M3 codes give value/256 (factor 256·scale).
-// Chunks holding an E4M3 NaN code, which the halves cannot carry, go through
-// the table instead, so that NaN reaches the result as it should.
-func (c *fp8Codec) decodeChunk(dst []float32, rows []byte, s *kernelScratch) float32 {
-	sc := c.scale.get()
-	dst = dst[:len(rows)]
-	tab := &fp8Decode[c.kind&1]
-	if !c.permuted() {
-		for i, b := range rows {
-			dst[i] = tab[b]
-		}
-		return sc
+// decodeRows writes rows of codes as float32 values (scale applied) with
+// the simd fp8 decoders.
+func (c *fp8Codec) decodeRows(dst []float32, rows []byte) {
+	if c.kind == E5M2 {
+		simd.E5M2ToF32(dst[:len(rows)], rows, c.scale.get())
+	} else {
+		simd.E4M3ToF32(dst[:len(rows)], rows, c.scale.get())
 	}
-	if h := s.h[:len(rows)/4]; c.rowsToHalves(h, rows) {
-		simd.F16ToF32(dst, halves(h))
-		if c.kind == E4M3 {
-			return 256 * sc
-		}
-		return sc
-	}
-	for i := 0; i+8 <= len(rows); i += 8 {
-		r := (*[8]byte)(rows[i : i+8])
-		d := (*[8]float32)(dst[i : i+8])
-		d[0], d[1], d[2], d[3] = tab[r[0]], tab[r[2]], tab[r[4]], tab[r[6]]
-		d[4], d[5], d[6], d[7] = tab[r[1]], tab[r[3]], tab[r[5]], tab[r[7]]
-	}
-	return sc
-}
-
-// rowsToHalves converts codes into halves in swarOrder (four per word),
-// reporting false if rows hold an E4M3 NaN code (found with
-// bytes.IndexByte, which is vectorized).
-func (c *fp8Codec) rowsToHalves(dst []uint64, rows []byte) bool {
-	dst = dst[:len(rows)/4]
-	if c.kind == E4M3 {
-		if bytes.IndexByte(rows, 0x7f) >= 0 || bytes.IndexByte(rows, 0xff) >= 0 {
-			return false
-		}
-		for len(rows) >= 16 {
-			r, d := (*[16]byte)(rows), (*[4]uint64)(dst)
-			d[0], d[1] = e4m3Halves(binary.LittleEndian.Uint64(r[:8]))
-			d[2], d[3] = e4m3Halves(binary.LittleEndian.Uint64(r[8:]))
-			rows, dst = rows[16:], dst[4:]
-		}
-		if len(rows) >= 8 {
-			dst[0], dst[1] = e4m3Halves(binary.LittleEndian.Uint64(rows))
-		}
-		return true
-	}
-	for len(rows) >= 16 {
-		r, d := (*[16]byte)(rows), (*[4]uint64)(dst)
-		d[0], d[1] = e5m2Halves(binary.LittleEndian.Uint64(r[:8]))
-		d[2], d[3] = e5m2Halves(binary.LittleEndian.Uint64(r[8:]))
-		rows, dst = rows[16:], dst[4:]
-	}
-	if len(rows) >= 8 {
-		dst[0], dst[1] = e5m2Halves(binary.LittleEndian.Uint64(rows))
-	}
-	return true
-}
-
-func (c *fp8Codec) RotateQueries(dst, q []float32, nq int) {
-	if !c.permuted() {
-		copy(dst[:nq*c.dim], q[:nq*c.dim])
-		return
-	}
-	permute8(dst[:nq*c.dim], q[:nq*c.dim])
-}
-
-func (c *fp8Codec) UnrotateAdd(acc, racc []float32, nq int) {
-	if !c.permuted() {
-		for i, v := range racc[:nq*c.dim] {
-			acc[i] += v
-		}
-		return
-	}
-	unpermuteAdd8(acc[:nq*c.dim], racc[:nq*c.dim])
 }
 
 func (c *fp8Codec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	var stack [kernelFloats]float32
-	qr := stack[:]
-	if nq*c.dim > len(stack) {
-		qr = make([]float32, nq*c.dim)
-	}
-	c.RotateQueries(qr, q, nq)
-	c.ScoresRotated(dst, ldd, qr, nq, tile, row0, n)
-}
-
-func (c *fp8Codec) ScoresRotated(dst []float32, ldd int, qr []float32, nq int, tile []byte, row0, n int) {
-	if n <= 0 || nq <= 0 {
-		return
-	}
-	s := getScratch()
-	defer putScratch(s)
-	buf, step := s.rows(c.dim)
-	for j0 := 0; j0 < n; j0 += step {
-		cnt := min(step, n-j0)
-		f := buf[:cnt*c.dim]
-		m := c.decodeChunk(f, tile[(row0+j0)*c.dim:(row0+j0+cnt)*c.dim], s)
-		scoresF32(dst[j0:], ldd, qr, nq, c.dim, f, cnt)
-		for i := 0; i < nq; i++ {
-			d := dst[i*ldd+j0 : i*ldd+j0+cnt]
-			for j := range d {
-				d[j] *= m
-			}
-		}
-	}
+	scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
 }
 
 func (c *fp8Codec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	if !c.permuted() {
-		c.AccumulateRotated(acc, w, ldw, nq, tile, row0, n)
-		return
-	}
-	var stack [kernelFloats]float32
-	racc := stack[:]
-	if nq*c.dim > len(stack) {
-		racc = make([]float32, nq*c.dim)
-	}
-	racc = racc[:nq*c.dim]
-	clear(racc)
-	c.AccumulateRotated(racc, w, ldw, nq, tile, row0, n)
-	c.UnrotateAdd(acc, racc, nq)
-}
-
-func (c *fp8Codec) AccumulateRotated(racc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	if n <= 0 || nq <= 0 {
-		return
-	}
-	s := getScratch()
-	defer putScratch(s)
-	buf, step := s.rows(c.dim)
-	ws := s.w[:]
-	if step = min(step, len(ws)/nq); step == 0 {
-		step, ws = 1, make([]float32, nq)
-	}
-	for j0 := 0; j0 < n; j0 += step {
-		cnt := min(step, n-j0)
-		f := buf[:cnt*c.dim]
-		m := c.decodeChunk(f, tile[(row0+j0)*c.dim:(row0+j0+cnt)*c.dim], s)
-		// The chunk's weights times its factor (cheaper than scaling rows).
-		for i := 0; i < nq; i++ {
-			wi := ws[i*cnt : (i+1)*cnt]
-			for j, v := range w[i*ldw+j0 : i*ldw+j0+cnt] {
-				wi[j] = v * m
-			}
-		}
-		simd.AccumulateF32(racc, ws[:nq*cnt], cnt, nq, c.dim, f, cnt)
-	}
+	accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
 }
 
 // fp8Families lists the fp8 formats.

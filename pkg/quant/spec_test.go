@@ -46,15 +46,15 @@ func TestSpecParsing(t *testing.T) {
 		t.Error("L1-2 override does not reach layer 2")
 	}
 	for in, want := range map[string]string{
-		"int3":          `unknown format "int3"`,
-		"fp16,int4":     "format given twice",
-		"residual=x":    "residual",
-		"foo=bar":       `unknown key "foo"`,
-		"L9-2=fp16":     "empty",
-		"k=nope":        "k=",
-		"int4:g3x":      "g3x",
-		"":              "empty",
-		"residual=4":    "no format",
+		"int3":       `unknown format "int3"`,
+		"fp16,int4":  "format given twice",
+		"residual=x": "residual",
+		"foo=bar":    `unknown key "foo"`,
+		"L9-2=fp16":  "empty",
+		"k=nope":     "k=",
+		"int4:g3x":   "g3x",
+		"":           "empty",
+		"residual=4": "no format",
 	} {
 		_, err := reg.ParseSpec(in)
 		if err == nil || !errors.Is(err, quant.ErrBadSpec) || !strings.Contains(err.Error(), want) {

@@ -3,6 +3,7 @@ package simd
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -315,6 +316,61 @@ func BenchmarkUnpackGroups(b *testing.B) {
 	})
 }
 
+// BenchmarkDecodeRows decodes a chunk of 16 KV rows of 128 values, one call
+// per row, with each exact decoder (E5M2, E4M3, Q5_0, Q5_1, IQ4_NL, and
+// Q4_0 for comparison) and with F16ToF32, the baseline: the goal is at most
+// 30% more time per row than F16ToF32. Every kernel is called the same way,
+// through a function value. The block formats get binary16 d (and m) of
+// moderate size, the 8-bit floats random codes. SetBytes counts the source
+// bytes; ns/row is per row of 128 values.
+func BenchmarkDecodeRows(b *testing.B) {
+	const rows, dim = 16, 128
+	r := newRand(b)
+	dst := make([]float32, rows*dim)
+	blocks := func(blockBytes, halves int) []byte {
+		src := make([]byte, rows*dim/32*blockBytes)
+		for i := range src {
+			src[i] = byte(r.IntN(256))
+		}
+		for o := 0; o < len(src); o += blockBytes {
+			for h := 0; h < halves; h++ {
+				binary.LittleEndian.PutUint16(src[o+2*h:], F32ToF16Scalar(float32(r.NormFloat64()/16)))
+			}
+		}
+		return src
+	}
+	codes := make([]byte, rows*dim)
+	for i := range codes {
+		codes[i] = byte(r.IntN(256))
+	}
+	halves := make([]byte, 2*rows*dim)
+	fillF16(halves)
+	for _, c := range []struct {
+		name string
+		src  []byte
+		run  func(dst []float32, src []byte)
+	}{
+		{"F16ToF32", halves, func(d []float32, s []byte) { F16ToF32(d, bytesAsU16(s)) }},
+		{"E5M2ToF32", codes, func(d []float32, s []byte) { E5M2ToF32(d, s, 0.37) }},
+		{"E4M3ToF32", codes, func(d []float32, s []byte) { E4M3ToF32(d, s, 0.37) }},
+		{"Q50ToF32", blocks(q50BlockBytes, 1), Q50ToF32},
+		{"Q51ToF32", blocks(q51BlockBytes, 2), Q51ToF32},
+		{"IQ4NLToF32", blocks(iq4nlBlockBytes, 1), IQ4NLToF32},
+		{"Q40ToF32", blocks(q40BlockBytes, 1), Q40ToF32},
+	} {
+		rb := len(c.src) / rows // source bytes per row
+		runImpls(b, c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.src)))
+			for b.Loop() {
+				for j := 0; j < rows; j++ {
+					c.run(dst[j*dim:(j+1)*dim], c.src[j*rb:(j+1)*rb])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+		})
+	}
+}
+
 // BenchmarkAttentionKernels runs ScoresF32 and AccumulateF32 alone on chunks
 // of n rows, for the model head sizes and query counts, and reports the time
 // per row.
@@ -545,5 +601,64 @@ func fillBlocks(blockBytes int) func(b []byte) {
 				binary.LittleEndian.PutUint16(b[o+2:], F32ToF16Scalar(-0.1))
 			}
 		}
+	}
+}
+
+// softmaxSizes are the row lengths of the softmax benchmarks: a short
+// chunk, a head-dim-sized row, and 4K and 32K-token contexts.
+var softmaxSizes = []int{16, 128, 4096, 32768}
+
+// BenchmarkExpShiftSum runs ExpShiftSum (asm, generic) and, as the
+// baseline, the same loop with math.Exp in float64 ("mathexp"). Each call
+// rewrites x in place with exp(-x), which maps [0, 1] into itself, so the
+// arguments stay in the softmax range call after call without a copy (the
+// kernels' time does not depend on the values in that range). ns/elem is
+// the time per element.
+func BenchmarkExpShiftSum(b *testing.B) {
+	r := newRand(b)
+	for _, n := range softmaxSizes {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.Float64())
+		}
+		perElem := func(b *testing.B) {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/elem")
+		}
+		runImpls(b, fmt.Sprintf("%d", n), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				benchSink += float32(ExpShiftSum(x, -1, 0))
+			}
+			perElem(b)
+		})
+		b.Run(fmt.Sprintf("%d/mathexp", n), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			b.ReportAllocs()
+			for b.Loop() {
+				var s float64
+				for i, v := range x {
+					e := float32(math.Exp(float64(-v)))
+					x[i] = e
+					s += float64(e)
+				}
+				benchSink += float32(s)
+			}
+			perElem(b)
+		})
+	}
+}
+
+// BenchmarkMaxF32 runs MaxF32 (asm, generic) on random scores.
+func BenchmarkMaxF32(b *testing.B) {
+	r := newRand(b)
+	for _, n := range softmaxSizes {
+		x := randF32(r, n)
+		runImpls(b, fmt.Sprintf("%d", n), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				benchSink += MaxF32(x)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/elem")
+		})
 	}
 }

@@ -39,6 +39,12 @@ func u2ToF32Vec(dst []float32, src []byte, s, z []float32) { u2ToF32VecGeneric(d
 func q80ToF32(dst []float32, src []byte)                   { q80ToF32Generic(dst, src) }
 func q40ToF32(dst []float32, src []byte)                   { q40ToF32Generic(dst, src) }
 func q41ToF32(dst []float32, src []byte)                   { q41ToF32Generic(dst, src) }
+func q50ToF32(dst []float32, src []byte)                   { q50ToF32Generic(dst, src) }
+func q51ToF32(dst []float32, src []byte)                   { q51ToF32Generic(dst, src) }
+func iq4nlToF32(dst []float32, src []byte)                 { iq4nlToF32Generic(dst, src) }
+
+func e5m2ToF32(dst []float32, src []byte, scale float32) { e5m2ToF32Generic(dst, src, scale) }
+func e4m3ToF32(dst []float32, src []byte, scale float32) { e4m3ToF32Generic(dst, src, scale) }
 
 func u8ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
 	u8ToF32GroupsGeneric(dst, src, group, scale, bias)
@@ -72,6 +78,12 @@ func matMulBF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r
 
 func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, r1 int) {
 	matMulQ80Generic(dst, ldd, x, nt, cols, w, r0, r1)
+}
+
+func maxF32(x []float32) float32 { return maxF32Generic(x) }
+
+func expShiftSum(x []float32, scale, shift float32) float64 {
+	return expShiftSumGeneric(x, scale, shift)
 }
 
 func asmEnabled() bool { return false }

@@ -2,6 +2,7 @@ package simd_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 )
@@ -91,4 +92,23 @@ func ExampleAccumulateF32() {
 	simd.AccumulateF32(acc, w, 2, 2, 2, rows, 2)
 	fmt.Println(acc)
 	// Output: [2 3 1 2]
+}
+
+func ExampleExpShiftSum() {
+	// softmax(scale*x) in place: shift by the largest scaled score, so
+	// that every exponent is <= 0 and the largest becomes exactly 1, then
+	// divide by the sum.
+	x := []float32{1, 3, 2, 3}
+	const scale = 0.5
+	m := simd.MaxF32(x)
+	s := simd.ExpShiftSum(x, scale, m*scale)
+	simd.ScaleF32(x, float32(1/s))
+	fmt.Printf("%.4f %.4f\n", x, s)
+	// Output: [0.1237 0.3362 0.2039 0.3362] 2.9744
+}
+
+func ExampleMaxF32() {
+	nan := float32(math.NaN())
+	fmt.Println(simd.MaxF32([]float32{-2, 5, 1}), simd.MaxF32(nil), simd.MaxF32([]float32{1, nan, 7}))
+	// Output: 5 -Inf NaN
 }

@@ -1,6 +1,9 @@
 package simd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // This file holds the pure-Go reference twins of every kernel. They build on
 // every platform (no build constraint) so that the tests can compare them with
@@ -28,6 +31,21 @@ const (
 	q40BlockBytes = 18
 	q41BlockBytes = 20
 )
+
+// q50BlockBytes, q51BlockBytes and iq4nlBlockBytes are the sizes of GGML
+// Q5_0, Q5_1 and IQ4_NL blocks of 32 values. Q5_0 is d, a little-endian
+// uint32 qh and 16 bytes qs; Q5_1 is d, m, qh and qs; value j's 5-bit code
+// is its nibble (laid out as in Q4_0) with bit j of qh on top. IQ4_NL is d
+// and 16 bytes of 4-bit indices into iq4nlLevels, laid out as in Q4_0.
+const (
+	q50BlockBytes   = 22
+	q51BlockBytes   = 24
+	iq4nlBlockBytes = 18
+)
+
+// iq4nlLevels is GGML's kvalues_iq4nl, the IQ4_NL levels. It is never
+// written.
+var iq4nlLevels = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 
 func dotF32Generic(a, b []float32) float32 {
 	b = b[:len(a)]
@@ -360,6 +378,97 @@ func q41ToF32Generic(dst []float32, src []byte) {
 	}
 }
 
+// e5m2Value returns the value of the OCP E5M2 code c, which is the top byte
+// of the binary16 with the same value (NaN codes give quiet NaNs, as
+// F16ToF32Scalar makes them).
+func e5m2Value(c byte) float32 { return F16ToF32Scalar(uint16(c) << 8) }
+
+// e4m3Value returns the value of the OCP E4M3FN code c. The binary16 with
+// bits (c&0x7f)<<7 | (c&0x80)<<8 is value/256 exactly (the exponent biases
+// are 7 and 15; subnormals map to subnormals), so the product by 256 is
+// exact. The codes 0x7f and 0xff are the NaNs: the quiet NaN 0x7fc00000
+// with the code's sign. This is how pkg/quant builds its decoding table.
+func e4m3Value(c byte) float32 {
+	if c&0x7f == 0x7f {
+		return math.Float32frombits(uint32(c&0x80)<<24 | 0x7fc0_0000)
+	}
+	return F16ToF32Scalar(uint16(c&0x80)<<8|uint16(c&0x7f)<<7) * 256
+}
+
+// scaleValue returns v*scale, rounded once. A NaN v is returned as it is
+// (it is already quiet), whatever scale is: that is what the product gives
+// when scale is not a NaN, and what the assembly gives when it is too (x86
+// returns the first NaN operand, and the kernels put the value first).
+func scaleValue(v, scale float32) float32 {
+	if v != v {
+		return v
+	}
+	return v * scale
+}
+
+func e5m2ToF32Generic(dst []float32, src []byte, scale float32) {
+	src = src[:len(dst)]
+	for i, c := range src {
+		dst[i] = scaleValue(e5m2Value(c), scale)
+	}
+}
+
+func e4m3ToF32Generic(dst []float32, src []byte, scale float32) {
+	src = src[:len(dst)]
+	for i, c := range src {
+		dst[i] = scaleValue(e4m3Value(c), scale)
+	}
+}
+
+func q50ToF32Generic(dst []float32, src []byte) {
+	nb := len(dst) / q80BlockSize
+	src = src[:nb*q50BlockBytes]
+	for b := 0; b < nb; b++ {
+		blk := src[b*q50BlockBytes : (b+1)*q50BlockBytes]
+		d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		qh := binary.LittleEndian.Uint32(blk[2:])
+		out := dst[b*q80BlockSize : (b+1)*q80BlockSize]
+		for j, c := range blk[6:] {
+			lo := int(c&15) | int(qh>>j&1)<<4
+			hi := int(c>>4) | int(qh>>(j+16)&1)<<4
+			out[j] = d * float32(lo-16)
+			out[j+16] = d * float32(hi-16)
+		}
+	}
+}
+
+func q51ToF32Generic(dst []float32, src []byte) {
+	nb := len(dst) / q80BlockSize
+	src = src[:nb*q51BlockBytes]
+	for b := 0; b < nb; b++ {
+		blk := src[b*q51BlockBytes : (b+1)*q51BlockBytes]
+		d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		m := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[2:]))
+		qh := binary.LittleEndian.Uint32(blk[4:])
+		out := dst[b*q80BlockSize : (b+1)*q80BlockSize]
+		for j, c := range blk[8:] {
+			lo := c&15 | byte(qh>>j&1)<<4
+			hi := c>>4 | byte(qh>>(j+16)&1)<<4
+			out[j] = float32(d*float32(lo)) + m
+			out[j+16] = float32(d*float32(hi)) + m
+		}
+	}
+}
+
+func iq4nlToF32Generic(dst []float32, src []byte) {
+	nb := len(dst) / q80BlockSize
+	src = src[:nb*iq4nlBlockBytes]
+	for b := 0; b < nb; b++ {
+		blk := src[b*iq4nlBlockBytes : (b+1)*iq4nlBlockBytes]
+		d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		out := dst[b*q80BlockSize : (b+1)*q80BlockSize]
+		for j, c := range blk[2:] {
+			out[j] = d * float32(iq4nlLevels[c&15])
+			out[j+16] = d * float32(iq4nlLevels[c>>4])
+		}
+	}
+}
+
 // The attention twins run the query rows in the outer loop: one dot product
 // per (query, row) pair for the scores, one axpy per (query, row) pair for
 // the weighted sum of rows.
@@ -380,4 +489,133 @@ func accumulateF32Generic(acc []float32, w []float32, ldw, nq, dim int, rows []f
 			axpyF32Generic(ai, w[i*ldw+j], rows[j*dim:(j+1)*dim])
 		}
 	}
+}
+
+// The softmax twins. maxF32Generic defines MaxF32's result exactly (the
+// first NaN, else the maximum with a zero maximum made +0), and
+// expShiftSumGeneric ExpShiftSum's results and sum: the assembly computes
+// the same operations, in the same order, so both paths give the same
+// bits.
+
+func maxF32Generic(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > m {
+			m = v
+		} else if v != v {
+			return v
+		}
+	}
+	if m == 0 {
+		return 0 // +0, also when every zero was -0
+	}
+	return m
+}
+
+// The constants of expF32, as float32 (the same literals as in
+// _generate/softmax.go). expLo is float32(ln 2^-126) rounded up and expHi
+// the largest float32 whose exponential is finite; c1 + c2 is ln 2 split
+// as in Cephes (c1 has 9 significant bits, so n*c1 is exact for |n| < 2^15),
+// and p0..p5 are Cephes' expf polynomial.
+const (
+	expLo    float32 = -87.33654
+	expHi    float32 = 88.72283
+	expLog2e float32 = 1.44269504088896341
+	expMagic float32 = 12582912 // 1.5*2^23: adding it rounds to an integer
+	expC1    float32 = 0.693359375
+	expC2    float32 = -2.12194440e-4
+	expP0    float32 = 1.9875691500e-4
+	expP1    float32 = 1.3981999507e-3
+	expP2    float32 = 8.3334519073e-3
+	expP3    float32 = 4.1665795894e-2
+	expP4    float32 = 1.6666665459e-1
+	expP5    float32 = 5.0000001201e-1
+)
+
+// expF32 returns e^t in float32 (see ExpShiftSum for the accuracy): 0 for
+// t < expLo (results below the smallest normal float32 flush to 0), +Inf
+// for t > expHi, t itself for a NaN. Otherwise, with n = round(t*log2e) to
+// nearest even, r = t - n*ln2 in two steps and e^t = e^r * 2^n:
+//
+//   - k = fma(t, log2e, magic) holds n in its low mantissa bits (magic is
+//     1.5*2^23, so the sum is rounded to an integer), and n = k - magic
+//     exactly;
+//   - r = t - n*c1 is exact (n*c1 is exact, and so is the difference, by
+//     Sterbenz's lemma when n != 0); r = fma(-n, c2, r);
+//   - e^r = fma(p(r), r*r, r) + 1, with p evaluated by Horner's rule in
+//     fused steps;
+//   - 2^n is applied by adding n<<23 (k's bits shifted: magic's own bits
+//     shift out) to the bits of e^r, which is exact: e^r lies in [0.7, 1.42],
+//     and the result stays normal and finite for t in [expLo, expHi].
+//
+// fma is fma32, which matches VFMADD231PS here (see fma32); the other
+// products and sums are rounded separately (the float32 conversions forbid
+// the compiler to fuse them). The assembly runs exactly these operations,
+// so the two agree bit for bit.
+func expF32(t float32) float32 {
+	switch {
+	case t < expLo:
+		return 0
+	case t > expHi:
+		return float32(math.Inf(1))
+	case t != t:
+		return t
+	}
+	k := fma32(t, expLog2e, expMagic)
+	n := k - expMagic
+	r := t - float32(n*expC1)
+	r = fma32(-n, expC2, r)
+	p := fma32(expP0, r, expP1)
+	p = fma32(p, r, expP2)
+	p = fma32(p, r, expP3)
+	p = fma32(p, r, expP4)
+	p = fma32(p, r, expP5)
+	y := fma32(p, float32(r*r), r) + 1
+	return math.Float32frombits(math.Float32bits(y) + math.Float32bits(k)<<23)
+}
+
+// fma32 returns a*b + c computed as math.FMA(a, b, c) in float64, then
+// rounded to float32. It is written with a float64 product and sum, which
+// is the same value (the product of two float32s is exact in float64, so
+// the sum rounds once, as math.FMA does) without math.FMA's run-time CPU
+// check, which makes it several times slower on amd64 without GOAMD64=v3.
+//
+// Rounding twice (to float64, then to float32) can differ from the single
+// rounding of a float32 fused multiply-add such as VFMADD231PS when the
+// float64 result lies exactly halfway between two float32s. For expF32's
+// operands it never does: TestExpExhaustive compares the assembly with
+// expF32 on all 2^32 float32 arguments (and expF32 depends on nothing
+// else), so the two agree bit for bit on every input.
+func fma32(a, b, c float32) float32 {
+	return float32(float64(a)*float64(b) + float64(c))
+}
+
+// expShiftSumGeneric sums the results of the len(x)&^7 leading values in 8
+// float64 lanes, value i into lane i%8, combined pairwise as the assembly
+// does, then adds the tail's results one by one (expShiftTail, which the
+// assembly path shares).
+func expShiftSumGeneric(x []float32, scale, shift float32) float64 {
+	n := len(x) &^ 7
+	var l [8]float64
+	for i := 0; i < n; i += 8 {
+		v := x[i : i+8 : i+8]
+		for j := range v {
+			e := expF32(float32(v[j]*scale) - shift)
+			v[j] = e
+			l[j] += float64(e)
+		}
+	}
+	s := ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+	return expShiftTail(s, x[n:], scale, shift)
+}
+
+// expShiftTail sets x[i] = expF32(float32(x[i]*scale) - shift) and returns
+// s plus the results, added in order.
+func expShiftTail(s float64, x []float32, scale, shift float32) float64 {
+	for i, v := range x {
+		e := expF32(float32(v*scale) - shift)
+		x[i] = e
+		s += float64(e)
+	}
+	return s
 }

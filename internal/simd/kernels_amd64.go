@@ -231,6 +231,45 @@ func q40ToF32AVX2(dst []float32, src []byte)
 //go:noescape
 func q41ToF32AVX2(dst []float32, src []byte)
 
+// e5m2ToF32AVX2 sets dst[i] = value(src[i])*scale for i < len(dst)&^7, where value
+// is the OCP E5M2 code as float32 (the binary16 with bits src[i]<<8).
+// len(src) must be at least len(dst)&^7.
+//
+//go:noescape
+func e5m2ToF32AVX2(dst []float32, src []byte, scale float32)
+
+// e4m3ToF32AVX2 sets dst[i] = value(src[i])*scale for i < len(dst)&^7, where value
+// is the OCP E4M3FN code as float32 (a NaN with the code's sign for 0x7f
+// and 0xff), and scale256 = 256*scale exactly. len(src) must be at least
+// len(dst)&^7.
+//
+//go:noescape
+func e4m3ToF32AVX2(dst []float32, src []byte, scale256 float32)
+
+// q50ToF32AVX2 sets dst[32b+j] = d_b*(code_j-16), j < 32, for the len(dst)/32 Q5_0
+// blocks at src (22 bytes each: binary16 d, uint32 qh, 16 bytes qs), where
+// code_j = qs[j]&15 | (qh>>j&1)<<4 and code_{j+16} = qs[j]>>4 | (qh>>(j+16)&1)<<4
+// for j < 16. len(src) must be at least len(dst)/32*22.
+//
+//go:noescape
+func q50ToF32AVX2(dst []float32, src []byte)
+
+// q51ToF32AVX2 sets dst[32b+j] = d_b*code_j + m_b, j < 32 (the product is exact,
+// the sum rounded once), for the len(dst)/32 Q5_1 blocks at src (24 bytes
+// each: binary16 d and m, uint32 qh, 16 bytes qs), with the codes of Q5_0.
+// len(src) must be at least len(dst)/32*24.
+//
+//go:noescape
+func q51ToF32AVX2(dst []float32, src []byte)
+
+// iq4nlToF32AVX2 sets dst[32b+j] = d_b*T[code_j], j < 32, for the len(dst)/32 IQ4_NL
+// blocks at src (18 bytes each: binary16 d, then 16 bytes qs with the codes
+// of Q4_0: code_j = qs[j]&15 and code_{j+16} = qs[j]>>4 for j < 16), T being
+// GGML's kvalues_iq4nl. len(src) must be at least len(dst)/32*18.
+//
+//go:noescape
+func iq4nlToF32AVX2(dst []float32, src []byte)
+
 // scoresQ1AVX2 sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
 // for i < 1, j < n. It reads whole groups of 8 columns only; dim must be
 // at least 8.
@@ -282,3 +321,17 @@ func scoresQ4AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n i
 //
 //go:noescape
 func accumulateQ4AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// maxF32AVX2 returns the largest x[i] for i < len(x)&^7 (-Inf if there is none)
+// and whether any of them is a NaN; m is meaningless when nan is true.
+// Zeros compare equal: m may be -0 when the largest value is +0.
+//
+//go:noescape
+func maxF32AVX2(x []float32) (m float32, nan bool)
+
+// expShiftSumAVX2 sets x[i] = expF32(float32(x[i]*scale) - shift) for i < len(x)&^7
+// and returns their sum in float64: 8 lanes, value i added to lane i%8,
+// combined as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
+//
+//go:noescape
+func expShiftSumAVX2(x []float32, scale float32, shift float32) float64

@@ -2874,6 +2874,733 @@ q41ToF32AVX2_done:
 	VZEROUPPER
 	RET
 
+DATA decb7f<>+0(SB)/1, $0x7f
+DATA decb7f<>+1(SB)/1, $0x7f
+DATA decb7f<>+2(SB)/1, $0x7f
+DATA decb7f<>+3(SB)/1, $0x7f
+DATA decb7f<>+4(SB)/1, $0x7f
+DATA decb7f<>+5(SB)/1, $0x7f
+DATA decb7f<>+6(SB)/1, $0x7f
+DATA decb7f<>+7(SB)/1, $0x7f
+DATA decb7f<>+8(SB)/1, $0x7f
+DATA decb7f<>+9(SB)/1, $0x7f
+DATA decb7f<>+10(SB)/1, $0x7f
+DATA decb7f<>+11(SB)/1, $0x7f
+DATA decb7f<>+12(SB)/1, $0x7f
+DATA decb7f<>+13(SB)/1, $0x7f
+DATA decb7f<>+14(SB)/1, $0x7f
+DATA decb7f<>+15(SB)/1, $0x7f
+DATA decb7f<>+16(SB)/1, $0x7f
+DATA decb7f<>+17(SB)/1, $0x7f
+DATA decb7f<>+18(SB)/1, $0x7f
+DATA decb7f<>+19(SB)/1, $0x7f
+DATA decb7f<>+20(SB)/1, $0x7f
+DATA decb7f<>+21(SB)/1, $0x7f
+DATA decb7f<>+22(SB)/1, $0x7f
+DATA decb7f<>+23(SB)/1, $0x7f
+DATA decb7f<>+24(SB)/1, $0x7f
+DATA decb7f<>+25(SB)/1, $0x7f
+DATA decb7f<>+26(SB)/1, $0x7f
+DATA decb7f<>+27(SB)/1, $0x7f
+DATA decb7f<>+28(SB)/1, $0x7f
+DATA decb7f<>+29(SB)/1, $0x7f
+DATA decb7f<>+30(SB)/1, $0x7f
+DATA decb7f<>+31(SB)/1, $0x7f
+GLOBL decb7f<>(SB), RODATA|NOPTR, $32
+
+DATA decbfc<>+0(SB)/1, $0xfc
+DATA decbfc<>+1(SB)/1, $0xfc
+DATA decbfc<>+2(SB)/1, $0xfc
+DATA decbfc<>+3(SB)/1, $0xfc
+DATA decbfc<>+4(SB)/1, $0xfc
+DATA decbfc<>+5(SB)/1, $0xfc
+DATA decbfc<>+6(SB)/1, $0xfc
+DATA decbfc<>+7(SB)/1, $0xfc
+DATA decbfc<>+8(SB)/1, $0xfc
+DATA decbfc<>+9(SB)/1, $0xfc
+DATA decbfc<>+10(SB)/1, $0xfc
+DATA decbfc<>+11(SB)/1, $0xfc
+DATA decbfc<>+12(SB)/1, $0xfc
+DATA decbfc<>+13(SB)/1, $0xfc
+DATA decbfc<>+14(SB)/1, $0xfc
+DATA decbfc<>+15(SB)/1, $0xfc
+DATA decbfc<>+16(SB)/1, $0xfc
+DATA decbfc<>+17(SB)/1, $0xfc
+DATA decbfc<>+18(SB)/1, $0xfc
+DATA decbfc<>+19(SB)/1, $0xfc
+DATA decbfc<>+20(SB)/1, $0xfc
+DATA decbfc<>+21(SB)/1, $0xfc
+DATA decbfc<>+22(SB)/1, $0xfc
+DATA decbfc<>+23(SB)/1, $0xfc
+DATA decbfc<>+24(SB)/1, $0xfc
+DATA decbfc<>+25(SB)/1, $0xfc
+DATA decbfc<>+26(SB)/1, $0xfc
+DATA decbfc<>+27(SB)/1, $0xfc
+DATA decbfc<>+28(SB)/1, $0xfc
+DATA decbfc<>+29(SB)/1, $0xfc
+DATA decbfc<>+30(SB)/1, $0xfc
+DATA decbfc<>+31(SB)/1, $0xfc
+GLOBL decbfc<>(SB), RODATA|NOPTR, $32
+
+DATA decb0f<>+0(SB)/1, $0x0f
+DATA decb0f<>+1(SB)/1, $0x0f
+DATA decb0f<>+2(SB)/1, $0x0f
+DATA decb0f<>+3(SB)/1, $0x0f
+DATA decb0f<>+4(SB)/1, $0x0f
+DATA decb0f<>+5(SB)/1, $0x0f
+DATA decb0f<>+6(SB)/1, $0x0f
+DATA decb0f<>+7(SB)/1, $0x0f
+DATA decb0f<>+8(SB)/1, $0x0f
+DATA decb0f<>+9(SB)/1, $0x0f
+DATA decb0f<>+10(SB)/1, $0x0f
+DATA decb0f<>+11(SB)/1, $0x0f
+DATA decb0f<>+12(SB)/1, $0x0f
+DATA decb0f<>+13(SB)/1, $0x0f
+DATA decb0f<>+14(SB)/1, $0x0f
+DATA decb0f<>+15(SB)/1, $0x0f
+DATA decb0f<>+16(SB)/1, $0x0f
+DATA decb0f<>+17(SB)/1, $0x0f
+DATA decb0f<>+18(SB)/1, $0x0f
+DATA decb0f<>+19(SB)/1, $0x0f
+DATA decb0f<>+20(SB)/1, $0x0f
+DATA decb0f<>+21(SB)/1, $0x0f
+DATA decb0f<>+22(SB)/1, $0x0f
+DATA decb0f<>+23(SB)/1, $0x0f
+DATA decb0f<>+24(SB)/1, $0x0f
+DATA decb0f<>+25(SB)/1, $0x0f
+DATA decb0f<>+26(SB)/1, $0x0f
+DATA decb0f<>+27(SB)/1, $0x0f
+DATA decb0f<>+28(SB)/1, $0x0f
+DATA decb0f<>+29(SB)/1, $0x0f
+DATA decb0f<>+30(SB)/1, $0x0f
+DATA decb0f<>+31(SB)/1, $0x0f
+GLOBL decb0f<>(SB), RODATA|NOPTR, $32
+
+DATA decbf0<>+0(SB)/1, $0xf0
+DATA decbf0<>+1(SB)/1, $0xf0
+DATA decbf0<>+2(SB)/1, $0xf0
+DATA decbf0<>+3(SB)/1, $0xf0
+DATA decbf0<>+4(SB)/1, $0xf0
+DATA decbf0<>+5(SB)/1, $0xf0
+DATA decbf0<>+6(SB)/1, $0xf0
+DATA decbf0<>+7(SB)/1, $0xf0
+DATA decbf0<>+8(SB)/1, $0xf0
+DATA decbf0<>+9(SB)/1, $0xf0
+DATA decbf0<>+10(SB)/1, $0xf0
+DATA decbf0<>+11(SB)/1, $0xf0
+DATA decbf0<>+12(SB)/1, $0xf0
+DATA decbf0<>+13(SB)/1, $0xf0
+DATA decbf0<>+14(SB)/1, $0xf0
+DATA decbf0<>+15(SB)/1, $0xf0
+DATA decbf0<>+16(SB)/1, $0xf0
+DATA decbf0<>+17(SB)/1, $0xf0
+DATA decbf0<>+18(SB)/1, $0xf0
+DATA decbf0<>+19(SB)/1, $0xf0
+DATA decbf0<>+20(SB)/1, $0xf0
+DATA decbf0<>+21(SB)/1, $0xf0
+DATA decbf0<>+22(SB)/1, $0xf0
+DATA decbf0<>+23(SB)/1, $0xf0
+DATA decbf0<>+24(SB)/1, $0xf0
+DATA decbf0<>+25(SB)/1, $0xf0
+DATA decbf0<>+26(SB)/1, $0xf0
+DATA decbf0<>+27(SB)/1, $0xf0
+DATA decbf0<>+28(SB)/1, $0xf0
+DATA decbf0<>+29(SB)/1, $0xf0
+DATA decbf0<>+30(SB)/1, $0xf0
+DATA decbf0<>+31(SB)/1, $0xf0
+GLOBL decbf0<>(SB), RODATA|NOPTR, $32
+
+DATA decb10<>+0(SB)/1, $0x10
+DATA decb10<>+1(SB)/1, $0x10
+DATA decb10<>+2(SB)/1, $0x10
+DATA decb10<>+3(SB)/1, $0x10
+DATA decb10<>+4(SB)/1, $0x10
+DATA decb10<>+5(SB)/1, $0x10
+DATA decb10<>+6(SB)/1, $0x10
+DATA decb10<>+7(SB)/1, $0x10
+DATA decb10<>+8(SB)/1, $0x10
+DATA decb10<>+9(SB)/1, $0x10
+DATA decb10<>+10(SB)/1, $0x10
+DATA decb10<>+11(SB)/1, $0x10
+DATA decb10<>+12(SB)/1, $0x10
+DATA decb10<>+13(SB)/1, $0x10
+DATA decb10<>+14(SB)/1, $0x10
+DATA decb10<>+15(SB)/1, $0x10
+DATA decb10<>+16(SB)/1, $0x10
+DATA decb10<>+17(SB)/1, $0x10
+DATA decb10<>+18(SB)/1, $0x10
+DATA decb10<>+19(SB)/1, $0x10
+DATA decb10<>+20(SB)/1, $0x10
+DATA decb10<>+21(SB)/1, $0x10
+DATA decb10<>+22(SB)/1, $0x10
+DATA decb10<>+23(SB)/1, $0x10
+DATA decb10<>+24(SB)/1, $0x10
+DATA decb10<>+25(SB)/1, $0x10
+DATA decb10<>+26(SB)/1, $0x10
+DATA decb10<>+27(SB)/1, $0x10
+DATA decb10<>+28(SB)/1, $0x10
+DATA decb10<>+29(SB)/1, $0x10
+DATA decb10<>+30(SB)/1, $0x10
+DATA decb10<>+31(SB)/1, $0x10
+GLOBL decb10<>(SB), RODATA|NOPTR, $32
+
+DATA decshift4<>+0(SB)/1, $0x00
+DATA decshift4<>+1(SB)/1, $0x00
+DATA decshift4<>+2(SB)/1, $0x00
+DATA decshift4<>+3(SB)/1, $0x00
+DATA decshift4<>+4(SB)/1, $0x00
+DATA decshift4<>+5(SB)/1, $0x00
+DATA decshift4<>+6(SB)/1, $0x00
+DATA decshift4<>+7(SB)/1, $0x00
+DATA decshift4<>+8(SB)/1, $0x00
+DATA decshift4<>+9(SB)/1, $0x00
+DATA decshift4<>+10(SB)/1, $0x00
+DATA decshift4<>+11(SB)/1, $0x00
+DATA decshift4<>+12(SB)/1, $0x00
+DATA decshift4<>+13(SB)/1, $0x00
+DATA decshift4<>+14(SB)/1, $0x00
+DATA decshift4<>+15(SB)/1, $0x00
+DATA decshift4<>+16(SB)/1, $0x04
+DATA decshift4<>+17(SB)/1, $0x00
+DATA decshift4<>+18(SB)/1, $0x00
+DATA decshift4<>+19(SB)/1, $0x00
+DATA decshift4<>+20(SB)/1, $0x00
+DATA decshift4<>+21(SB)/1, $0x00
+DATA decshift4<>+22(SB)/1, $0x00
+DATA decshift4<>+23(SB)/1, $0x00
+DATA decshift4<>+24(SB)/1, $0x04
+DATA decshift4<>+25(SB)/1, $0x00
+DATA decshift4<>+26(SB)/1, $0x00
+DATA decshift4<>+27(SB)/1, $0x00
+DATA decshift4<>+28(SB)/1, $0x00
+DATA decshift4<>+29(SB)/1, $0x00
+DATA decshift4<>+30(SB)/1, $0x00
+DATA decshift4<>+31(SB)/1, $0x00
+GLOBL decshift4<>(SB), RODATA|NOPTR, $32
+
+DATA decq5bits<>+0(SB)/1, $0x01
+DATA decq5bits<>+1(SB)/1, $0x02
+DATA decq5bits<>+2(SB)/1, $0x04
+DATA decq5bits<>+3(SB)/1, $0x08
+DATA decq5bits<>+4(SB)/1, $0x10
+DATA decq5bits<>+5(SB)/1, $0x20
+DATA decq5bits<>+6(SB)/1, $0x40
+DATA decq5bits<>+7(SB)/1, $0x80
+DATA decq5bits<>+8(SB)/1, $0x01
+DATA decq5bits<>+9(SB)/1, $0x02
+DATA decq5bits<>+10(SB)/1, $0x04
+DATA decq5bits<>+11(SB)/1, $0x08
+DATA decq5bits<>+12(SB)/1, $0x10
+DATA decq5bits<>+13(SB)/1, $0x20
+DATA decq5bits<>+14(SB)/1, $0x40
+DATA decq5bits<>+15(SB)/1, $0x80
+DATA decq5bits<>+16(SB)/1, $0x01
+DATA decq5bits<>+17(SB)/1, $0x02
+DATA decq5bits<>+18(SB)/1, $0x04
+DATA decq5bits<>+19(SB)/1, $0x08
+DATA decq5bits<>+20(SB)/1, $0x10
+DATA decq5bits<>+21(SB)/1, $0x20
+DATA decq5bits<>+22(SB)/1, $0x40
+DATA decq5bits<>+23(SB)/1, $0x80
+DATA decq5bits<>+24(SB)/1, $0x01
+DATA decq5bits<>+25(SB)/1, $0x02
+DATA decq5bits<>+26(SB)/1, $0x04
+DATA decq5bits<>+27(SB)/1, $0x08
+DATA decq5bits<>+28(SB)/1, $0x10
+DATA decq5bits<>+29(SB)/1, $0x20
+DATA decq5bits<>+30(SB)/1, $0x40
+DATA decq5bits<>+31(SB)/1, $0x80
+GLOBL decq5bits<>(SB), RODATA|NOPTR, $32
+
+DATA decq5spread<>+0(SB)/1, $0x00
+DATA decq5spread<>+1(SB)/1, $0x00
+DATA decq5spread<>+2(SB)/1, $0x00
+DATA decq5spread<>+3(SB)/1, $0x00
+DATA decq5spread<>+4(SB)/1, $0x00
+DATA decq5spread<>+5(SB)/1, $0x00
+DATA decq5spread<>+6(SB)/1, $0x00
+DATA decq5spread<>+7(SB)/1, $0x00
+DATA decq5spread<>+8(SB)/1, $0x01
+DATA decq5spread<>+9(SB)/1, $0x01
+DATA decq5spread<>+10(SB)/1, $0x01
+DATA decq5spread<>+11(SB)/1, $0x01
+DATA decq5spread<>+12(SB)/1, $0x01
+DATA decq5spread<>+13(SB)/1, $0x01
+DATA decq5spread<>+14(SB)/1, $0x01
+DATA decq5spread<>+15(SB)/1, $0x01
+DATA decq5spread<>+16(SB)/1, $0x02
+DATA decq5spread<>+17(SB)/1, $0x02
+DATA decq5spread<>+18(SB)/1, $0x02
+DATA decq5spread<>+19(SB)/1, $0x02
+DATA decq5spread<>+20(SB)/1, $0x02
+DATA decq5spread<>+21(SB)/1, $0x02
+DATA decq5spread<>+22(SB)/1, $0x02
+DATA decq5spread<>+23(SB)/1, $0x02
+DATA decq5spread<>+24(SB)/1, $0x03
+DATA decq5spread<>+25(SB)/1, $0x03
+DATA decq5spread<>+26(SB)/1, $0x03
+DATA decq5spread<>+27(SB)/1, $0x03
+DATA decq5spread<>+28(SB)/1, $0x03
+DATA decq5spread<>+29(SB)/1, $0x03
+DATA decq5spread<>+30(SB)/1, $0x03
+DATA decq5spread<>+31(SB)/1, $0x03
+GLOBL decq5spread<>(SB), RODATA|NOPTR, $32
+
+DATA deciq4nl<>+0(SB)/1, $0x81
+DATA deciq4nl<>+1(SB)/1, $0x98
+DATA deciq4nl<>+2(SB)/1, $0xad
+DATA deciq4nl<>+3(SB)/1, $0xbf
+DATA deciq4nl<>+4(SB)/1, $0xcf
+DATA deciq4nl<>+5(SB)/1, $0xdd
+DATA deciq4nl<>+6(SB)/1, $0xea
+DATA deciq4nl<>+7(SB)/1, $0xf6
+DATA deciq4nl<>+8(SB)/1, $0x01
+DATA deciq4nl<>+9(SB)/1, $0x0d
+DATA deciq4nl<>+10(SB)/1, $0x19
+DATA deciq4nl<>+11(SB)/1, $0x26
+DATA deciq4nl<>+12(SB)/1, $0x35
+DATA deciq4nl<>+13(SB)/1, $0x45
+DATA deciq4nl<>+14(SB)/1, $0x59
+DATA deciq4nl<>+15(SB)/1, $0x71
+DATA deciq4nl<>+16(SB)/1, $0x81
+DATA deciq4nl<>+17(SB)/1, $0x98
+DATA deciq4nl<>+18(SB)/1, $0xad
+DATA deciq4nl<>+19(SB)/1, $0xbf
+DATA deciq4nl<>+20(SB)/1, $0xcf
+DATA deciq4nl<>+21(SB)/1, $0xdd
+DATA deciq4nl<>+22(SB)/1, $0xea
+DATA deciq4nl<>+23(SB)/1, $0xf6
+DATA deciq4nl<>+24(SB)/1, $0x01
+DATA deciq4nl<>+25(SB)/1, $0x0d
+DATA deciq4nl<>+26(SB)/1, $0x19
+DATA deciq4nl<>+27(SB)/1, $0x26
+DATA deciq4nl<>+28(SB)/1, $0x35
+DATA deciq4nl<>+29(SB)/1, $0x45
+DATA deciq4nl<>+30(SB)/1, $0x59
+DATA deciq4nl<>+31(SB)/1, $0x71
+GLOBL deciq4nl<>(SB), RODATA|NOPTR, $32
+
+// func e5m2ToF32AVX2(dst []float32, src []byte, scale float32)
+// Requires: AVX, F16C
+TEXT ·e5m2ToF32AVX2(SB), NOSPLIT, $0-52
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	VBROADCASTSS scale+48(FP), Y0
+	VPXOR        X1, X1, X1
+
+e5m2ToF32AVX2_loop8:
+	CMPQ       DX, $0x08
+	JB         e5m2ToF32AVX2_loop4
+	VPUNPCKLBW (CX), X1, X2
+	VPUNPCKHBW (CX), X1, X3
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, (AX)
+	VCVTPH2PS  X3, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 32(AX)
+	VPUNPCKLBW 16(CX), X1, X2
+	VPUNPCKHBW 16(CX), X1, X3
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 64(AX)
+	VCVTPH2PS  X3, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 96(AX)
+	VPUNPCKLBW 32(CX), X1, X2
+	VPUNPCKHBW 32(CX), X1, X3
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 128(AX)
+	VCVTPH2PS  X3, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 160(AX)
+	VPUNPCKLBW 48(CX), X1, X2
+	VPUNPCKHBW 48(CX), X1, X3
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 192(AX)
+	VCVTPH2PS  X3, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 224(AX)
+	ADDQ       $0x40, CX
+	ADDQ       $0x00000100, AX
+	SUBQ       $0x08, DX
+	JMP        e5m2ToF32AVX2_loop8
+
+e5m2ToF32AVX2_loop4:
+	CMPQ       DX, $0x04
+	JB         e5m2ToF32AVX2_loop1
+	VPUNPCKLBW (CX), X1, X2
+	VPUNPCKHBW (CX), X1, X3
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, (AX)
+	VCVTPH2PS  X3, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 32(AX)
+	VPUNPCKLBW 16(CX), X1, X2
+	VPUNPCKHBW 16(CX), X1, X3
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 64(AX)
+	VCVTPH2PS  X3, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, 96(AX)
+	ADDQ       $0x20, CX
+	ADDQ       $0x00000080, AX
+	SUBQ       $0x04, DX
+	JMP        e5m2ToF32AVX2_loop4
+
+e5m2ToF32AVX2_loop1:
+	CMPQ       DX, $0x01
+	JB         e5m2ToF32AVX2_done
+	VMOVQ      (CX), X2
+	VPUNPCKLBW X2, X1, X2
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, (AX)
+	ADDQ       $0x08, CX
+	ADDQ       $0x00000020, AX
+	SUBQ       $0x01, DX
+	JMP        e5m2ToF32AVX2_loop1
+
+e5m2ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func e4m3ToF32AVX2(dst []float32, src []byte, scale256 float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·e4m3ToF32AVX2(SB), NOSPLIT, $0-52
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x03, DX
+	VBROADCASTSS scale256+48(FP), Y0
+	VPXOR        Y1, Y1, Y1
+
+e4m3ToF32AVX2_loop8:
+	CMPQ         DX, $0x08
+	JB           e4m3ToF32AVX2_loop4
+	VMOVDQU      (CX), Y2
+	VPCMPGTB     Y2, Y1, Y3
+	VPAND        decb7f<>+0(SB), Y2, Y2
+	VPCMPEQB     decb7f<>+0(SB), Y2, Y4
+	VPBLENDVB    Y4, decbfc<>+0(SB), Y2, Y2
+	VPUNPCKLBW   Y3, Y2, Y4
+	VPSLLW       $0x07, Y4, Y4
+	VPUNPCKHBW   Y3, Y2, Y2
+	VPSLLW       $0x07, Y2, Y2
+	VCVTPH2PS    X4, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, (AX)
+	VCVTPH2PS    X2, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	VEXTRACTI128 $0x01, Y4, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 64(AX)
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	VMOVDQU      32(CX), Y2
+	VPCMPGTB     Y2, Y1, Y3
+	VPAND        decb7f<>+0(SB), Y2, Y2
+	VPCMPEQB     decb7f<>+0(SB), Y2, Y4
+	VPBLENDVB    Y4, decbfc<>+0(SB), Y2, Y2
+	VPUNPCKLBW   Y3, Y2, Y4
+	VPSLLW       $0x07, Y4, Y4
+	VPUNPCKHBW   Y3, Y2, Y2
+	VPSLLW       $0x07, Y2, Y2
+	VCVTPH2PS    X4, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 128(AX)
+	VCVTPH2PS    X2, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 160(AX)
+	VEXTRACTI128 $0x01, Y4, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 192(AX)
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      Y2, 224(AX)
+	ADDQ         $0x40, CX
+	ADDQ         $0x00000100, AX
+	SUBQ         $0x08, DX
+	JMP          e4m3ToF32AVX2_loop8
+
+e4m3ToF32AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           e4m3ToF32AVX2_loop1
+	VMOVDQU      (CX), Y2
+	VPCMPGTB     Y2, Y1, Y3
+	VPAND        decb7f<>+0(SB), Y2, Y2
+	VPCMPEQB     decb7f<>+0(SB), Y2, Y4
+	VPBLENDVB    Y4, decbfc<>+0(SB), Y2, Y2
+	VPUNPCKLBW   Y3, Y2, Y4
+	VPSLLW       $0x07, Y4, Y4
+	VPUNPCKHBW   Y3, Y2, Y2
+	VPSLLW       $0x07, Y2, Y2
+	VCVTPH2PS    X4, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, (AX)
+	VCVTPH2PS    X2, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	VEXTRACTI128 $0x01, Y4, X3
+	VEXTRACTI128 $0x01, Y2, X2
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 64(AX)
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x00000080, AX
+	SUBQ         $0x04, DX
+	JMP          e4m3ToF32AVX2_loop4
+
+e4m3ToF32AVX2_loop1:
+	CMPQ       DX, $0x01
+	JB         e4m3ToF32AVX2_done
+	VMOVQ      (CX), X2
+	VPCMPGTB   X2, X1, X3
+	VPAND      decb7f<>+0(SB), X2, X2
+	VPCMPEQB   decb7f<>+0(SB), X2, X4
+	VPBLENDVB  X4, decbfc<>+0(SB), X2, X2
+	VPUNPCKLBW X3, X2, X2
+	VPSLLW     $0x07, X2, X2
+	VCVTPH2PS  X2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMOVUPS    Y2, (AX)
+	ADDQ       $0x08, CX
+	ADDQ       $0x00000020, AX
+	SUBQ       $0x01, DX
+	JMP        e4m3ToF32AVX2_loop1
+
+e4m3ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func q50ToF32AVX2(dst []float32, src []byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·q50ToF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    dst_len+8(FP), DX
+	SHRQ    $0x05, DX
+	VMOVDQU decshift4<>+0(SB), Y0
+	VMOVDQU decq5bits<>+0(SB), Y1
+	VMOVDQU decq5spread<>+0(SB), Y2
+
+q50ToF32AVX2_loop1:
+	TESTQ          DX, DX
+	JZ             q50ToF32AVX2_done
+	VPBROADCASTW   (CX), X3
+	VCVTPH2PS      X3, Y3
+	VBROADCASTI128 6(CX), Y4
+	VPSRLVQ        Y0, Y4, Y4
+	VPAND          decb0f<>+0(SB), Y4, Y4
+	VPBROADCASTD   2(CX), Y5
+	VPSHUFB        Y2, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPCMPEQB       Y1, Y5, Y5
+	VPANDN         decbf0<>+0(SB), Y5, Y5
+	VPOR           Y5, Y4, Y4
+	VPSRLDQ        $0x08, X4, X5
+	VEXTRACTI128   $0x01, Y4, X6
+	VPSRLDQ        $0x08, X6, X7
+	VPMOVSXBD      X4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMULPS         Y3, Y4, Y4
+	VMOVUPS        Y4, (AX)
+	VPMOVSXBD      X5, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMULPS         Y3, Y4, Y4
+	VMOVUPS        Y4, 32(AX)
+	VPMOVSXBD      X6, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMULPS         Y3, Y4, Y4
+	VMOVUPS        Y4, 64(AX)
+	VPMOVSXBD      X7, Y4
+	VCVTDQ2PS      Y4, Y4
+	VMULPS         Y3, Y4, Y4
+	VMOVUPS        Y4, 96(AX)
+	ADDQ           $0x16, CX
+	ADDQ           $0x00000080, AX
+	DECQ           DX
+	JMP            q50ToF32AVX2_loop1
+
+q50ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func q51ToF32AVX2(dst []float32, src []byte)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q51ToF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    dst_len+8(FP), DX
+	SHRQ    $0x05, DX
+	VMOVDQU decshift4<>+0(SB), Y0
+	VMOVDQU decq5bits<>+0(SB), Y1
+	VMOVDQU decq5spread<>+0(SB), Y2
+
+q51ToF32AVX2_loop1:
+	TESTQ          DX, DX
+	JZ             q51ToF32AVX2_done
+	VPBROADCASTW   (CX), X3
+	VCVTPH2PS      X3, Y3
+	VPBROADCASTW   2(CX), X4
+	VCVTPH2PS      X4, Y4
+	VBROADCASTI128 8(CX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          decb0f<>+0(SB), Y5, Y5
+	VPBROADCASTD   4(CX), Y6
+	VPSHUFB        Y2, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPCMPEQB       Y1, Y6, Y6
+	VPAND          decb10<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VPSRLDQ        $0x08, X5, X6
+	VEXTRACTI128   $0x01, Y5, X7
+	VPSRLDQ        $0x08, X7, X8
+	VPMOVZXBD      X5, Y5
+	VCVTDQ2PS      Y5, Y5
+	VFMADD213PS    Y4, Y3, Y5
+	VMOVUPS        Y5, (AX)
+	VPMOVZXBD      X6, Y5
+	VCVTDQ2PS      Y5, Y5
+	VFMADD213PS    Y4, Y3, Y5
+	VMOVUPS        Y5, 32(AX)
+	VPMOVZXBD      X7, Y5
+	VCVTDQ2PS      Y5, Y5
+	VFMADD213PS    Y4, Y3, Y5
+	VMOVUPS        Y5, 64(AX)
+	VPMOVZXBD      X8, Y5
+	VCVTDQ2PS      Y5, Y5
+	VFMADD213PS    Y4, Y3, Y5
+	VMOVUPS        Y5, 96(AX)
+	ADDQ           $0x18, CX
+	ADDQ           $0x00000080, AX
+	DECQ           DX
+	JMP            q51ToF32AVX2_loop1
+
+q51ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func iq4nlToF32AVX2(dst []float32, src []byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·iq4nlToF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    dst_len+8(FP), DX
+	SHRQ    $0x05, DX
+	VMOVDQU decshift4<>+0(SB), Y0
+	VMOVDQU deciq4nl<>+0(SB), Y1
+
+iq4nlToF32AVX2_loop2:
+	CMPQ           DX, $0x02
+	JB             iq4nlToF32AVX2_loop1
+	VPBROADCASTW   (CX), X2
+	VCVTPH2PS      X2, Y2
+	VBROADCASTI128 2(CX), Y3
+	VPSRLVQ        Y0, Y3, Y3
+	VPAND          decb0f<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSRLDQ        $0x08, X3, X4
+	VEXTRACTI128   $0x01, Y3, X5
+	VPSRLDQ        $0x08, X5, X6
+	VPMOVSXBD      X3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, (AX)
+	VPMOVSXBD      X4, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 32(AX)
+	VPMOVSXBD      X5, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 64(AX)
+	VPMOVSXBD      X6, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 96(AX)
+	VPBROADCASTW   18(CX), X2
+	VCVTPH2PS      X2, Y2
+	VBROADCASTI128 20(CX), Y3
+	VPSRLVQ        Y0, Y3, Y3
+	VPAND          decb0f<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSRLDQ        $0x08, X3, X4
+	VEXTRACTI128   $0x01, Y3, X5
+	VPSRLDQ        $0x08, X5, X6
+	VPMOVSXBD      X3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 128(AX)
+	VPMOVSXBD      X4, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 160(AX)
+	VPMOVSXBD      X5, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 192(AX)
+	VPMOVSXBD      X6, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 224(AX)
+	ADDQ           $0x24, CX
+	ADDQ           $0x00000100, AX
+	SUBQ           $0x02, DX
+	JMP            iq4nlToF32AVX2_loop2
+
+iq4nlToF32AVX2_loop1:
+	TESTQ          DX, DX
+	JZ             iq4nlToF32AVX2_done
+	VPBROADCASTW   (CX), X2
+	VCVTPH2PS      X2, Y2
+	VBROADCASTI128 2(CX), Y3
+	VPSRLVQ        Y0, Y3, Y3
+	VPAND          decb0f<>+0(SB), Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSRLDQ        $0x08, X3, X4
+	VEXTRACTI128   $0x01, Y3, X5
+	VPSRLDQ        $0x08, X5, X6
+	VPMOVSXBD      X3, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, (AX)
+	VPMOVSXBD      X4, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 32(AX)
+	VPMOVSXBD      X5, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 64(AX)
+	VPMOVSXBD      X6, Y3
+	VCVTDQ2PS      Y3, Y3
+	VMULPS         Y2, Y3, Y3
+	VMOVUPS        Y3, 96(AX)
+	ADDQ           $0x12, CX
+	ADDQ           $0x00000080, AX
+	DECQ           DX
+	JMP            iq4nlToF32AVX2_loop1
+
+iq4nlToF32AVX2_done:
+	VZEROUPPER
+	RET
+
 // func scoresQ1AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
 // Requires: AVX, FMA3
 TEXT ·scoresQ1AVX2(SB), NOSPLIT, $0-48
@@ -4120,3 +4847,302 @@ accumulateQ4AVX2_store_t1:
 accumulateQ4AVX2_t1_skip:
 	VZEROUPPER
 	RET
+
+// func maxF32AVX2(x []float32) (m float32, nan bool)
+// Requires: AVX, AVX2, SSE
+TEXT ·maxF32AVX2(SB), NOSPLIT, $0-29
+	MOVQ         x_base+0(FP), AX
+	MOVQ         x_len+8(FP), CX
+	MOVQ         CX, DX
+	ANDQ         $-32, DX
+	ANDQ         $-8, CX
+	MOVL         $0xff800000, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	VMOVAPS      Y0, Y1
+	VMOVAPS      Y0, Y2
+	VMOVAPS      Y0, Y3
+	VXORPS       Y4, Y4, Y4
+	XORQ         BX, BX
+
+maxF32AVX2_loop32:
+	CMPQ   BX, DX
+	JAE    maxF32AVX2_loop8
+	VMAXPS (AX)(BX*4), Y0, Y0
+	VCMPPS $0x03, Y0, Y0, Y5
+	VMAXPS 32(AX)(BX*4), Y1, Y1
+	VCMPPS $0x03, Y1, Y1, Y6
+	VMAXPS 64(AX)(BX*4), Y2, Y2
+	VCMPPS $0x03, Y2, Y2, Y7
+	VMAXPS 96(AX)(BX*4), Y3, Y3
+	VCMPPS $0x03, Y3, Y3, Y8
+	VORPS  Y6, Y5, Y5
+	VORPS  Y8, Y7, Y7
+	VORPS  Y7, Y5, Y5
+	VORPS  Y5, Y4, Y4
+	ADDQ   $0x00000020, BX
+	JMP    maxF32AVX2_loop32
+
+maxF32AVX2_loop8:
+	CMPQ   BX, CX
+	JAE    maxF32AVX2_done
+	VMAXPS (AX)(BX*4), Y0, Y0
+	VCMPPS $0x03, Y0, Y0, Y5
+	VORPS  Y5, Y4, Y4
+	ADDQ   $0x00000008, BX
+	JMP    maxF32AVX2_loop8
+
+maxF32AVX2_done:
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	MOVSS        X0, m+24(FP)
+	VMOVMSKPS    Y4, AX
+	TESTL        AX, AX
+	SETNE        AL
+	MOVB         AL, nan+28(FP)
+	VZEROUPPER
+	RET
+
+// func expShiftSumAVX2(x []float32, scale float32, shift float32) float64
+// Requires: AVX, AVX2, FMA3, SSE2
+TEXT ·expShiftSumAVX2(SB), NOSPLIT, $0-40
+	MOVQ         x_base+0(FP), AX
+	MOVQ         x_len+8(FP), CX
+	MOVQ         CX, DX
+	ANDQ         $-16, DX
+	ANDQ         $-8, CX
+	VBROADCASTSS scale+24(FP), Y0
+	VBROADCASTSS shift+28(FP), Y1
+	VMOVUPS      expconsts<>+32(SB), Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	XORQ         BX, BX
+
+expShiftSumAVX2_loop2:
+	CMPQ         BX, DX
+	JAE          expShiftSumAVX2_loop1
+	VMULPS       (AX)(BX*4), Y0, Y5
+	VMULPS       32(AX)(BX*4), Y0, Y6
+	VSUBPS       Y1, Y5, Y5
+	VSUBPS       Y1, Y6, Y6
+	VMOVAPS      Y2, Y7
+	VMOVAPS      Y2, Y8
+	VFMADD231PS  expconsts<>+0(SB), Y5, Y7
+	VFMADD231PS  expconsts<>+0(SB), Y6, Y8
+	VSUBPS       Y2, Y7, Y9
+	VSUBPS       Y2, Y8, Y10
+	VMOVAPS      Y5, Y11
+	VMOVAPS      Y6, Y12
+	VFNMADD231PS expconsts<>+64(SB), Y9, Y11
+	VFNMADD231PS expconsts<>+64(SB), Y10, Y12
+	VFNMADD231PS expconsts<>+96(SB), Y9, Y11
+	VFNMADD231PS expconsts<>+96(SB), Y10, Y12
+	VMOVUPS      expconsts<>+160(SB), Y9
+	VMOVUPS      expconsts<>+160(SB), Y10
+	VFMADD231PS  expconsts<>+128(SB), Y11, Y9
+	VFMADD231PS  expconsts<>+128(SB), Y12, Y10
+	VFMADD213PS  expconsts<>+192(SB), Y11, Y9
+	VFMADD213PS  expconsts<>+192(SB), Y12, Y10
+	VFMADD213PS  expconsts<>+224(SB), Y11, Y9
+	VFMADD213PS  expconsts<>+224(SB), Y12, Y10
+	VFMADD213PS  expconsts<>+256(SB), Y11, Y9
+	VFMADD213PS  expconsts<>+256(SB), Y12, Y10
+	VFMADD213PS  expconsts<>+288(SB), Y11, Y9
+	VFMADD213PS  expconsts<>+288(SB), Y12, Y10
+	VMULPS       Y11, Y11, Y13
+	VMULPS       Y12, Y12, Y14
+	VFMADD213PS  Y11, Y13, Y9
+	VFMADD213PS  Y12, Y14, Y10
+	VADDPS       expconsts<>+320(SB), Y9, Y9
+	VADDPS       expconsts<>+320(SB), Y10, Y10
+	VPSLLD       $0x17, Y7, Y7
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y7, Y9, Y9
+	VPADDD       Y8, Y10, Y10
+	VCMPPS       $0x11, expconsts<>+352(SB), Y5, Y7
+	VANDNPS      Y9, Y7, Y9
+	VCMPPS       $0x11, expconsts<>+352(SB), Y6, Y7
+	VANDNPS      Y10, Y7, Y10
+	VCMPPS       $0x16, expconsts<>+384(SB), Y5, Y7
+	VADDPS       expconsts<>+416(SB), Y5, Y5
+	VBLENDVPS    Y7, Y5, Y9, Y9
+	VMOVUPS      Y9, (AX)(BX*4)
+	VCMPPS       $0x16, expconsts<>+384(SB), Y6, Y5
+	VADDPS       expconsts<>+416(SB), Y6, Y6
+	VBLENDVPS    Y5, Y6, Y10, Y10
+	VMOVUPS      Y10, 32(AX)(BX*4)
+	VCVTPS2PD    (AX)(BX*4), Y5
+	VADDPD       Y5, Y3, Y3
+	VCVTPS2PD    16(AX)(BX*4), Y5
+	VADDPD       Y5, Y4, Y4
+	VCVTPS2PD    32(AX)(BX*4), Y5
+	VADDPD       Y5, Y3, Y3
+	VCVTPS2PD    48(AX)(BX*4), Y5
+	VADDPD       Y5, Y4, Y4
+	ADDQ         $0x00000010, BX
+	JMP          expShiftSumAVX2_loop2
+
+expShiftSumAVX2_loop1:
+	CMPQ         BX, CX
+	JAE          expShiftSumAVX2_done
+	VMULPS       (AX)(BX*4), Y0, Y5
+	VSUBPS       Y1, Y5, Y5
+	VMOVAPS      Y2, Y6
+	VFMADD231PS  expconsts<>+0(SB), Y5, Y6
+	VSUBPS       Y2, Y6, Y7
+	VMOVAPS      Y5, Y8
+	VFNMADD231PS expconsts<>+64(SB), Y7, Y8
+	VFNMADD231PS expconsts<>+96(SB), Y7, Y8
+	VMOVUPS      expconsts<>+160(SB), Y7
+	VFMADD231PS  expconsts<>+128(SB), Y8, Y7
+	VFMADD213PS  expconsts<>+192(SB), Y8, Y7
+	VFMADD213PS  expconsts<>+224(SB), Y8, Y7
+	VFMADD213PS  expconsts<>+256(SB), Y8, Y7
+	VFMADD213PS  expconsts<>+288(SB), Y8, Y7
+	VMULPS       Y8, Y8, Y9
+	VFMADD213PS  Y8, Y9, Y7
+	VADDPS       expconsts<>+320(SB), Y7, Y7
+	VPSLLD       $0x17, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VCMPPS       $0x11, expconsts<>+352(SB), Y5, Y6
+	VANDNPS      Y7, Y6, Y7
+	VCMPPS       $0x16, expconsts<>+384(SB), Y5, Y6
+	VADDPS       expconsts<>+416(SB), Y5, Y5
+	VBLENDVPS    Y6, Y5, Y7, Y7
+	VMOVUPS      Y7, (AX)(BX*4)
+	VCVTPS2PD    (AX)(BX*4), Y5
+	VADDPD       Y5, Y3, Y3
+	VCVTPS2PD    16(AX)(BX*4), Y5
+	VADDPD       Y5, Y4, Y4
+	ADDQ         $0x00000008, BX
+	JMP          expShiftSumAVX2_loop1
+
+expShiftSumAVX2_done:
+	VADDPD       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X3
+	VHADDPD      X3, X3, X3
+	MOVSD        X3, ret+32(FP)
+	VZEROUPPER
+	RET
+
+DATA expconsts<>+0(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+4(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+8(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+12(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+16(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+20(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+24(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+28(SB)/4, $0x3fb8aa3b
+DATA expconsts<>+32(SB)/4, $0x4b400000
+DATA expconsts<>+36(SB)/4, $0x4b400000
+DATA expconsts<>+40(SB)/4, $0x4b400000
+DATA expconsts<>+44(SB)/4, $0x4b400000
+DATA expconsts<>+48(SB)/4, $0x4b400000
+DATA expconsts<>+52(SB)/4, $0x4b400000
+DATA expconsts<>+56(SB)/4, $0x4b400000
+DATA expconsts<>+60(SB)/4, $0x4b400000
+DATA expconsts<>+64(SB)/4, $0x3f318000
+DATA expconsts<>+68(SB)/4, $0x3f318000
+DATA expconsts<>+72(SB)/4, $0x3f318000
+DATA expconsts<>+76(SB)/4, $0x3f318000
+DATA expconsts<>+80(SB)/4, $0x3f318000
+DATA expconsts<>+84(SB)/4, $0x3f318000
+DATA expconsts<>+88(SB)/4, $0x3f318000
+DATA expconsts<>+92(SB)/4, $0x3f318000
+DATA expconsts<>+96(SB)/4, $0xb95e8083
+DATA expconsts<>+100(SB)/4, $0xb95e8083
+DATA expconsts<>+104(SB)/4, $0xb95e8083
+DATA expconsts<>+108(SB)/4, $0xb95e8083
+DATA expconsts<>+112(SB)/4, $0xb95e8083
+DATA expconsts<>+116(SB)/4, $0xb95e8083
+DATA expconsts<>+120(SB)/4, $0xb95e8083
+DATA expconsts<>+124(SB)/4, $0xb95e8083
+DATA expconsts<>+128(SB)/4, $0x39506967
+DATA expconsts<>+132(SB)/4, $0x39506967
+DATA expconsts<>+136(SB)/4, $0x39506967
+DATA expconsts<>+140(SB)/4, $0x39506967
+DATA expconsts<>+144(SB)/4, $0x39506967
+DATA expconsts<>+148(SB)/4, $0x39506967
+DATA expconsts<>+152(SB)/4, $0x39506967
+DATA expconsts<>+156(SB)/4, $0x39506967
+DATA expconsts<>+160(SB)/4, $0x3ab743ce
+DATA expconsts<>+164(SB)/4, $0x3ab743ce
+DATA expconsts<>+168(SB)/4, $0x3ab743ce
+DATA expconsts<>+172(SB)/4, $0x3ab743ce
+DATA expconsts<>+176(SB)/4, $0x3ab743ce
+DATA expconsts<>+180(SB)/4, $0x3ab743ce
+DATA expconsts<>+184(SB)/4, $0x3ab743ce
+DATA expconsts<>+188(SB)/4, $0x3ab743ce
+DATA expconsts<>+192(SB)/4, $0x3c088908
+DATA expconsts<>+196(SB)/4, $0x3c088908
+DATA expconsts<>+200(SB)/4, $0x3c088908
+DATA expconsts<>+204(SB)/4, $0x3c088908
+DATA expconsts<>+208(SB)/4, $0x3c088908
+DATA expconsts<>+212(SB)/4, $0x3c088908
+DATA expconsts<>+216(SB)/4, $0x3c088908
+DATA expconsts<>+220(SB)/4, $0x3c088908
+DATA expconsts<>+224(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+228(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+232(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+236(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+240(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+244(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+248(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+252(SB)/4, $0x3d2aa9c1
+DATA expconsts<>+256(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+260(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+264(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+268(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+272(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+276(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+280(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+284(SB)/4, $0x3e2aaaaa
+DATA expconsts<>+288(SB)/4, $0x3f000000
+DATA expconsts<>+292(SB)/4, $0x3f000000
+DATA expconsts<>+296(SB)/4, $0x3f000000
+DATA expconsts<>+300(SB)/4, $0x3f000000
+DATA expconsts<>+304(SB)/4, $0x3f000000
+DATA expconsts<>+308(SB)/4, $0x3f000000
+DATA expconsts<>+312(SB)/4, $0x3f000000
+DATA expconsts<>+316(SB)/4, $0x3f000000
+DATA expconsts<>+320(SB)/4, $0x3f800000
+DATA expconsts<>+324(SB)/4, $0x3f800000
+DATA expconsts<>+328(SB)/4, $0x3f800000
+DATA expconsts<>+332(SB)/4, $0x3f800000
+DATA expconsts<>+336(SB)/4, $0x3f800000
+DATA expconsts<>+340(SB)/4, $0x3f800000
+DATA expconsts<>+344(SB)/4, $0x3f800000
+DATA expconsts<>+348(SB)/4, $0x3f800000
+DATA expconsts<>+352(SB)/4, $0xc2aeac4f
+DATA expconsts<>+356(SB)/4, $0xc2aeac4f
+DATA expconsts<>+360(SB)/4, $0xc2aeac4f
+DATA expconsts<>+364(SB)/4, $0xc2aeac4f
+DATA expconsts<>+368(SB)/4, $0xc2aeac4f
+DATA expconsts<>+372(SB)/4, $0xc2aeac4f
+DATA expconsts<>+376(SB)/4, $0xc2aeac4f
+DATA expconsts<>+380(SB)/4, $0xc2aeac4f
+DATA expconsts<>+384(SB)/4, $0x42b17217
+DATA expconsts<>+388(SB)/4, $0x42b17217
+DATA expconsts<>+392(SB)/4, $0x42b17217
+DATA expconsts<>+396(SB)/4, $0x42b17217
+DATA expconsts<>+400(SB)/4, $0x42b17217
+DATA expconsts<>+404(SB)/4, $0x42b17217
+DATA expconsts<>+408(SB)/4, $0x42b17217
+DATA expconsts<>+412(SB)/4, $0x42b17217
+DATA expconsts<>+416(SB)/4, $0x7f800000
+DATA expconsts<>+420(SB)/4, $0x7f800000
+DATA expconsts<>+424(SB)/4, $0x7f800000
+DATA expconsts<>+428(SB)/4, $0x7f800000
+DATA expconsts<>+432(SB)/4, $0x7f800000
+DATA expconsts<>+436(SB)/4, $0x7f800000
+DATA expconsts<>+440(SB)/4, $0x7f800000
+DATA expconsts<>+444(SB)/4, $0x7f800000
+GLOBL expconsts<>(SB), RODATA|NOPTR, $448

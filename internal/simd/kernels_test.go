@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -14,6 +17,22 @@ import (
 
 func TestAsmSelected(t *testing.T) {
 	t.Logf("assembly kernels: built and supported %v, selected %v", hasAVX2, useAsm)
+}
+
+// TestNoAVX512Registers checks that the generated assembly names no vector
+// register above 15 and no mask register: avo allocates from all 32 vector
+// registers, but X16-X31 need AVX-512, which the kernels must not require.
+func TestNoAVX512Registers(t *testing.T) {
+	src, err := os.ReadFile("kernels_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`\b([XYZ](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[0-7])\b`)
+	for i, line := range strings.Split(string(src), "\n") {
+		if r := re.FindString(line); r != "" && !strings.HasPrefix(strings.TrimSpace(line), "//") {
+			t.Errorf("kernels_amd64.s:%d uses %s, an AVX-512 register: %s", i+1, r, strings.TrimSpace(line))
+		}
+	}
 }
 
 func TestDot(t *testing.T) {
@@ -307,6 +326,12 @@ func TestNoAlloc(t *testing.T) {
 				Q80ToF32(x[:qcols], wq[:2*q80BlockBytes])
 				Q40ToF32(x[:qcols], wq[:2*q40BlockBytes])
 				Q41ToF32(x[:qcols], wq[:2*q41BlockBytes])
+				Q50ToF32(x[:qcols], wq[:2*q50BlockBytes])
+				Q51ToF32(x[:qcols], wq[:2*q51BlockBytes])
+				IQ4NLToF32(x[:qcols], wq[:2*iq4nlBlockBytes])
+				E5M2ToF32(y[:], codes[:], 0.5)
+				E4M3ToF32(y[:], codes[:], 0.5)
+				E4M3ToF32(y[:], codes[:], 0x1p125) // the generic path
 
 				var rowsF [8 * 128]float32
 				var packed [8 * 128]byte
@@ -316,6 +341,10 @@ func TestNoAlloc(t *testing.T) {
 				U2ToF32Groups(rowsF[:], packed[:8*32], 128, gs[:8], gb[:8])
 				U8ToF32Groups(rowsF[:12*20], packed[:12*20], 12, gs[:20], gb[:20])
 				U4ToF32Groups(rowsF[:3*10], packed[:15], 3, gs[:10], gb[:10])
+
+				var scores [37]float32 // whole groups of 8 and a tail
+				m := MaxF32(scores[:])
+				benchSink += float32(ExpShiftSum(scores[:], 0.125, m*0.125))
 			})
 			if allocs != 0 {
 				t.Errorf("kernels on stack buffers: %v allocations, want 0", allocs)

@@ -261,6 +261,72 @@ func Q41ToF32(dst []float32, src []byte) {
 	q41ToF32(dst, src)
 }
 
+// Q50ToF32 decodes len(dst)/32 GGML Q5_0 blocks. A block is 22 bytes: a
+// little-endian binary16 scale d, a little-endian uint32 qh, then 16 bytes
+// qs; value j is d*(code_j-16) with the 5-bit codes
+//
+//	code_j    = qs[j]&15 | (qh>>j&1)<<4          j < 16
+//	code_j+16 = qs[j]>>4 | (qh>>(j+16)&1)<<4
+//
+// (GGML's dequantize_row_q5_0). It panics unless len(dst)%32 == 0 and
+// len(src) == len(dst)/32*22.
+func Q50ToF32(dst []float32, src []byte) {
+	checkQ80("Q50ToF32", len(dst))
+	checkLen("Q50ToF32", len(src), len(dst)/q80BlockSize*q50BlockBytes)
+	q50ToF32(dst, src)
+}
+
+// Q51ToF32 decodes len(dst)/32 GGML Q5_1 blocks. A block is 24 bytes:
+// little-endian binary16 d and m, then qh and qs as in Q5_0; value j is
+// d*code_j + m with the codes of Q50ToF32, the product rounded before the
+// sum as for U8ToF32 (GGML's dequantize_row_q5_1). The product of a
+// binary16 and a 5-bit code is exact in float32, so this is also what a
+// fused multiply-add gives. When d*code_j and m are both NaN, which of the
+// two NaNs the value carries is unspecified. It panics unless
+// len(dst)%32 == 0 and len(src) == len(dst)/32*24.
+func Q51ToF32(dst []float32, src []byte) {
+	checkQ80("Q51ToF32", len(dst))
+	checkLen("Q51ToF32", len(src), len(dst)/q80BlockSize*q51BlockBytes)
+	q51ToF32(dst, src)
+}
+
+// IQ4NLToF32 decodes len(dst)/32 GGML IQ4_NL blocks. A block is 18 bytes: a
+// little-endian binary16 scale d, then 16 bytes qs of 4-bit indices laid
+// out as in Q4_0; value j < 16 is d*T[qs[j]&15] and value j+16 is
+// d*T[qs[j]>>4], with T GGML's kvalues_iq4nl table {-127, -104, -83, -65,
+// -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}. It panics unless
+// len(dst)%32 == 0 and len(src) == len(dst)/32*18.
+func IQ4NLToF32(dst []float32, src []byte) {
+	checkQ80("IQ4NLToF32", len(dst))
+	checkLen("IQ4NLToF32", len(src), len(dst)/q80BlockSize*iq4nlBlockBytes)
+	iq4nlToF32(dst, src)
+}
+
+// The 8-bit float decoders compute value(src[i])*scale: the conversion of
+// the code is exact and the product is rounded once, so that they give the
+// bits of float32(decode(code))*scale. A NaN code gives its own NaN (quiet,
+// with the code's sign) whatever scale is; other NaN results (a NaN scale,
+// ±Inf times 0) follow the IEEE product.
+
+// E5M2ToF32 sets dst[i] = value(src[i])*scale, where value is the OCP
+// 8-bit float E5M2 code (1 sign, 5 exponent bits with bias 15, 2 mantissa
+// bits; exponent 31 gives ±Inf and NaNs, as in binary16): the binary16
+// whose top byte is the code and low byte zero. It panics if
+// len(dst) != len(src).
+func E5M2ToF32(dst []float32, src []byte, scale float32) {
+	checkLen("E5M2ToF32", len(dst), len(src))
+	e5m2ToF32(dst, src, scale)
+}
+
+// E4M3ToF32 sets dst[i] = value(src[i])*scale, where value is the OCP
+// 8-bit float E4M3FN code (1 sign, 4 exponent bits with bias 7, 3 mantissa
+// bits; no infinities, largest finite ±448, 0x7f and 0xff NaN). It panics
+// if len(dst) != len(src).
+func E4M3ToF32(dst []float32, src []byte, scale float32) {
+	checkLen("E4M3ToF32", len(dst), len(src))
+	e4m3ToF32(dst, src, scale)
+}
+
 // checkAttention panics unless the ScoresF32 and AccumulateF32 arguments
 // describe valid shapes: m (dst or w) holds nq rows of stride ld with n
 // used values each, v (q or acc) nq rows of dim, rows n rows of dim. It
@@ -317,6 +383,52 @@ func AccumulateF32(acc []float32, w []float32, ldw, nq, dim int, rows []float32,
 		return
 	}
 	accumulateF32(acc, w, ldw, nq, dim, rows, n)
+}
+
+// MaxF32 returns the largest element of x, or -Inf if x is empty: the
+// shift ExpShiftSum needs for a softmax. Zeros compare equal, and a zero
+// maximum is returned as +0, even when every zero in x is -0. ±Inf are
+// ordinary values. If x holds a NaN, MaxF32 returns the first NaN in x,
+// bits unchanged, so that a corrupt score shows up in the softmax rather
+// than being skipped. Every kernel set gives the same bits.
+func MaxF32(x []float32) float32 {
+	return maxF32(x)
+}
+
+// ExpShiftSum sets x[i] = exp(x[i]*scale - shift) and returns the sum of
+// the new x[i] in float64. After m := MaxF32(x), with scale > 0,
+//
+//	s := ExpShiftSum(x, scale, m*scale)
+//	ScaleF32(x, float32(1/s))
+//
+// replaces x by softmax(scale*x): for a finite m every argument is then
+// <= 0, and the largest element becomes exactly 1, so s >= 1.
+//
+// The argument is t = float32(x[i]*scale) - shift, the product rounded
+// before the subtraction (no fused multiply-add), as "x *= scale; x -= m"
+// computes it. exp(t) is computed in float32 with Cephes' method: n =
+// round(t*log2e) to nearest even, r = t - n*ln2 with ln2 in two parts, a
+// degree-6 polynomial for e^r (Cephes' expf coefficients, evaluated with
+// fused multiply-adds) and 2^n applied through the exponent bits. Its
+// error is at most 1.02 ulp, a relative error of at most 1e-7 (1.0103 ulp
+// and 8.5e-8 measured against math.Exp for every float32 t in
+// [-87.33654, 88.72283]). Outside that range:
+//
+//   - t < -87.33654, where e^t is below the smallest normal float32
+//     (2^-126), gives 0: results are never subnormal;
+//   - t > 88.72283, where e^t overflows float32, gives +Inf;
+//   - a NaN t (a NaN x[i], scale or shift, or Inf-Inf) gives a NaN;
+//     t = ±Inf gives +Inf or 0.
+//
+// The sum adds float64 values in a fixed order: the results of the
+// len(x)&^7 leading elements go into 8 float64 lanes (element i into lane
+// i%8, in order), the lanes are combined as ((l0+l4)+(l2+l6)) +
+// ((l1+l5)+(l3+l7)), then the other results are added one by one. It is
+// +Inf if a result is +Inf and a NaN if one is a NaN. The assembly and the
+// pure-Go kernels compute the same operations in the same order and give
+// the same bits, for x and for the sum.
+func ExpShiftSum(x []float32, scale, shift float32) float64 {
+	return expShiftSum(x, scale, shift)
 }
 
 // checkMatMul panics unless the MatMul arguments describe valid shapes:

@@ -99,6 +99,35 @@ var unpackCases = []unpackCase{
 			blk := s[i/32*q41BlockBytes:]
 			return affine(q4Code(blk[4:], i%32), ggmlHalf(blk, 0), ggmlHalf(blk, 2))
 		}},
+	{"Q50ToF32", 32, q50BlockBytes, false,
+		func(d []float32, s []byte, p unpackParams) { Q50ToF32(d, s) },
+		func(d []float32, s []byte, p unpackParams) { q50ToF32Generic(d, s) },
+		func(s []byte, i int, p unpackParams) float32 {
+			blk := s[i/32*q50BlockBytes:]
+			return ggmlHalf(blk, 0) * float32(q5Code(blk[2:6], blk[6:], i%32)-16)
+		}},
+	{"Q51ToF32", 32, q51BlockBytes, false,
+		func(d []float32, s []byte, p unpackParams) { Q51ToF32(d, s) },
+		func(d []float32, s []byte, p unpackParams) { q51ToF32Generic(d, s) },
+		func(s []byte, i int, p unpackParams) float32 {
+			blk := s[i/32*q51BlockBytes:]
+			return affine(q5Code(blk[4:8], blk[8:], i%32), ggmlHalf(blk, 0), ggmlHalf(blk, 2))
+		}},
+	{"IQ4NLToF32", 32, iq4nlBlockBytes, false,
+		func(d []float32, s []byte, p unpackParams) { IQ4NLToF32(d, s) },
+		func(d []float32, s []byte, p unpackParams) { iq4nlToF32Generic(d, s) },
+		func(s []byte, i int, p unpackParams) float32 {
+			blk := s[i/32*iq4nlBlockBytes:]
+			return ggmlHalf(blk, 0) * float32(iq4nlTable[q4Code(blk[2:], i%32)])
+		}},
+	{"E5M2ToF32", 1, 1, false,
+		func(d []float32, s []byte, p unpackParams) { E5M2ToF32(d, s, p.scale) },
+		func(d []float32, s []byte, p unpackParams) { e5m2ToF32Generic(d, s, p.scale) },
+		func(s []byte, i int, p unpackParams) float32 { return fp8Def(s[i], 5, 15) * p.scale }},
+	{"E4M3ToF32", 1, 1, false,
+		func(d []float32, s []byte, p unpackParams) { E4M3ToF32(d, s, p.scale) },
+		func(d []float32, s []byte, p unpackParams) { e4m3ToF32Generic(d, s, p.scale) },
+		func(s []byte, i int, p unpackParams) float32 { return fp8Def(s[i], 4, 7) * p.scale }},
 }
 
 // randUnpackSrc returns random source bytes for n values of c; the GGML
@@ -110,7 +139,7 @@ func randUnpackSrc(r *rand.Rand, c unpackCase, n int) []byte {
 	}
 	if c.unit == 32 {
 		halves := 1
-		if c.unitBytes == q41BlockBytes {
+		if c.unitBytes == q41BlockBytes || c.unitBytes == q51BlockBytes {
 			halves = 2
 		}
 		for b := 0; b < len(src); b += c.unitBytes {
@@ -123,9 +152,10 @@ func randUnpackSrc(r *rand.Rand, c unpackCase, n int) []byte {
 }
 
 // TestUnpack checks every unpacking kernel bit for bit against its generic
-// twin, and the twin against the format's definition, on every length up to
-// 40 values and random lengths up to 300 (whole units), at misaligned
-// offsets of dst, src, s and z, with guard regions around dst.
+// twin, and the twin against the format's definition (a NaN matching any
+// NaN of the same sign), on every length up to 40 values and random lengths
+// up to 300 (whole units), at misaligned offsets of dst, src, s and z, with
+// guard regions around dst.
 func TestUnpack(t *testing.T) {
 	for _, c := range unpackCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -152,7 +182,7 @@ func TestUnpack(t *testing.T) {
 						if math.Float32bits(dst[i]) != math.Float32bits(twin[i]) {
 							t.Fatalf("%s: dst[%d] = %v, generic %v", shape, i, dst[i], twin[i])
 						}
-						if want := c.ref(src, i, p); math.Float32bits(twin[i]) != math.Float32bits(want) {
+						if want := c.ref(src, i, p); !sameValue(twin[i], want) {
 							t.Fatalf("%sGeneric: dst[%d] = %v, want %v", shape, i, twin[i], want)
 						}
 					}

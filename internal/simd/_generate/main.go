@@ -83,6 +83,7 @@ func main() {
 	q80ToF32()
 	q4ToF32(false)
 	q4ToF32(true)
+	decoders()
 	// Register blocking (see scores and accumulate): queries per kernel,
 	// then rows per block (scores) or 8-column vectors per chunk
 	// (accumulate).
@@ -90,6 +91,8 @@ func main() {
 		scores(b.qb, b.r)
 		accumulate(b.qb, b.cv)
 	}
+	maxF32()
+	expShiftSum()
 
 	Generate()
 }

@@ -6,29 +6,37 @@ import (
 	"testing"
 )
 
-func TestExpNeg(t *testing.T) {
+func TestSoftmax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	check := func(x float32) {
-		got := expNeg(x)
-		want := math.Exp(float64(x))
-		if want < 0x1p-125 { // near or below float32's smallest normal: flushed
-			if got < 0 || float64(got) > 2*want+1e-45 {
-				t.Fatalf("expNeg(%v) = %v, want %v", x, got, want)
+	for _, n := range []int{1, 2, 7, 16, 33, 1000} {
+		for _, scale := range []float32{0.088, 1, -0.5} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 20)
 			}
-			return
+			want := make([]float64, n)
+			m := math.Inf(-1)
+			for i, v := range x {
+				want[i] = float64(v) * float64(scale)
+				m = math.Max(m, want[i])
+			}
+			var sum float64
+			for i := range want {
+				want[i] = math.Exp(want[i] - m)
+				sum += want[i]
+			}
+			softmax(x, scale)
+			var total float64
+			for i, v := range x {
+				total += float64(v)
+				if d := math.Abs(float64(v) - want[i]/sum); d > 1e-6 {
+					t.Fatalf("n=%d scale=%v: softmax[%d] = %v, want %v", n, scale, i, v, want[i]/sum)
+				}
+			}
+			if math.Abs(total-1) > 1e-5 {
+				t.Errorf("n=%d scale=%v: probabilities sum to %v", n, scale, total)
+			}
 		}
-		if rel := math.Abs(float64(got)-want) / want; rel > 2.5e-7 {
-			t.Fatalf("expNeg(%v) = %v, want %v (relative error %.3g)", x, got, want, rel)
-		}
-	}
-	for _, x := range []float32{0, -0, -1e-30, -0.5, -0.6931472, -1, -10, -50, -87, -87.3, -100, float32(math.Inf(-1))} {
-		check(x)
-	}
-	for i := 0; i < 1_000_000; i++ {
-		check(-float32(rng.Float64() * 90))
-	}
-	if v := expNeg(float32(math.NaN())); v == v {
-		t.Errorf("expNeg(NaN) = %v", v)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/cli/formats"
 	"github.com/kvqlabs/kvq/internal/cli/generate"
 	"github.com/kvqlabs/kvq/internal/cli/inspect"
+	"github.com/kvqlabs/kvq/internal/cli/probe"
 	"github.com/kvqlabs/kvq/internal/cli/stub"
 	"github.com/kvqlabs/kvq/internal/cli/version"
 	"github.com/spf13/cobra"
@@ -34,6 +35,7 @@ caches side by side.`,
 		generate.NewCmd(f, nil),
 		formats.NewCmd(f, nil),
 		inspect.NewCmd(f, nil),
+		probe.NewCmd(f),
 		estimate.NewCmd(f, nil),
 		stub.NewCmd("calibrate", "Record K/V statistics and write quantization scales"),
 		stub.NewCmd("eval", "Compare quantized caches against FP16 on quality metrics"),

@@ -122,3 +122,35 @@ func TestHFDirectoryCommands(t *testing.T) {
 		t.Errorf("inspect missing model: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestProbeEval(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 4, Context: 2048}, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32,int2", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Specs     []string `json:"specs"`
+		Abilities []struct {
+			Ability string    `json:"ability"`
+			Values  []float64 `json:"values"`
+		} `json:"abilities"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, out)
+	}
+	if len(res.Specs) != 2 || len(res.Abilities) != 8 || len(res.Abilities[0].Values) != 2 {
+		t.Errorf("result %+v", res)
+	}
+	code, _, stderr = run(t, "probe", "eval", "--model", dir, "--contexts", "x")
+	if code != 2 || !strings.Contains(stderr, "--contexts") {
+		t.Errorf("bad --contexts: exit %d, %q", code, stderr)
+	}
+	code, out, _ = run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32,int2")
+	if code != 0 || !strings.Contains(out, "passkey 256") || !strings.Contains(out, "int2") {
+		t.Errorf("table output: exit %d\n%s", code, out)
+	}
+}

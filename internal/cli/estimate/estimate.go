@@ -6,10 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
 
+	"github.com/kvqlabs/kvq/internal/atomicfile"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/estimate"
@@ -424,25 +425,17 @@ func inputError(err error) error {
 	return cmdutil.UsageError(err)
 }
 
-func writePlot(path string, res *estimate.Result) (err error) {
+func writePlot(path string, res *estimate.Result) error {
 	c, err := chart(res)
 	if err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("--plot: %w", cerr)
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		if strings.EqualFold(filepath.Ext(path), ".png") {
+			return render.WritePNG(w, c)
 		}
-	}()
-	if strings.EqualFold(filepath.Ext(path), ".png") {
-		err = render.WritePNG(f, c)
-	} else {
-		err = render.WriteSVG(f, c)
-	}
+		return render.WriteSVG(w, c)
+	})
 	if err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}

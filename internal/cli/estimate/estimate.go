@@ -225,9 +225,6 @@ func (o *Options) Validate() error {
 	if o.ListModels || o.ListGPUs {
 		return nil
 	}
-	if strings.TrimSpace(o.Model) == "" {
-		return cmdutil.FlagErrorf(`required flag(s) "model" not set (try --list-models)`)
-	}
 	p := estimate.Plan{DisableHybrid: o.DisableHybrid, BlocksOverride: o.BlocksOverride, MemFractionStatic: o.MemFractionStatic}
 	e, err := estimate.ParseEngine(o.Engine)
 	if err != nil {
@@ -397,9 +394,13 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.ListModels || o.ListGPUs {
 		return render.Write(o.IO.Out, o.format, listReport(o.ListModels, o.ListGPUs), render.Options{TTY: o.IO.OutTTY})
 	}
-	m, err := estimate.Load(ctx, o.Model)
+	ref, err := cmdutil.ResolveModel(strings.TrimSpace(o.Model), o.IO.ErrOut)
 	if err != nil {
-		return inputError(fmt.Errorf("--model %s: %w", o.Model, err))
+		return err
+	}
+	m, err := estimate.Load(ctx, ref)
+	if err != nil {
+		return inputError(fmt.Errorf("--model %s: %w", ref, err))
 	}
 	p := o.plan
 	p.Model = m

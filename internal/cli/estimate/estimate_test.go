@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/kvqlabs/kvq/datasets"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -132,7 +133,6 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"help", []string{"--help"}, 0, ""},
 		{"no budget", []string{"-m", "llama-3.1-8b", "--cache", "fp16"}, 0, ""},
-		{"missing model", []string{"--gpu", "h100"}, 2, `"model" not set`},
 		{"unknown preset", []string{"-m", "llama-3.1-7b", "--cache", "fp16"}, 2, "did you mean"},
 		{"unknown gpu", []string{"-m", "llama-3.1-8b", "--gpu", "h10", "--cache", "fp16"}, 2, "H100-80GB"},
 		{"malformed config", []string{"-m", "testdata/malformed/config.json", "--cache", "fp16"}, 2, "testdata/malformed/config.json"},
@@ -174,6 +174,21 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("kvq estimate %v stderr = %q, want it to mention %q", tc.args, stderr, tc.err)
 			}
 		})
+	}
+}
+
+// TestDefaultModel: without --model, estimate uses the built-in probe model
+// when the build has one, and otherwise says there is none (exit 2).
+func TestDefaultModel(t *testing.T) {
+	code, out, stderr := run(t, false, "--gpu", "h100", "--cache", "fp16")
+	if _, ok := datasets.ProbeModel(); ok {
+		if code != 0 || !strings.Contains(stderr, "built-in kvq-probe") || !strings.Contains(out, "fp16") {
+			t.Errorf("default model: exit %d, stderr %q", code, stderr)
+		}
+		return
+	}
+	if code != 2 || !strings.Contains(stderr, "no --model given") {
+		t.Errorf("no built-in model: exit %d, stderr %q", code, stderr)
 	}
 }
 

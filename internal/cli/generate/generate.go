@@ -62,7 +62,7 @@ and the bytes the KV cache allocated.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin")
+	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
 	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (default: tokenizer.bin or tok*.bin beside the model)")
 	fl.StringVarP(&o.Prompt, "prompt", "p", "", "prompt text")
 	fl.IntVarP(&o.MaxTokens, "max-tokens", "n", 128, "maximum tokens to generate")
@@ -74,7 +74,6 @@ and the bytes the KV cache allocated.`,
 	fl.IntVar(&o.Threads, "threads", 0, "worker goroutines (0: all CPUs)")
 	fl.BoolVar(&o.Chat, "chat", false, "wrap the prompt as a user message in the model's chat template")
 	fl.StringVar(&o.System, "system", "", "system message (with --chat)")
-	_ = cmd.MarkFlagRequired("model")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
 	_ = cmd.MarkFlagFilename("tokenizer", "bin")
 	_ = cmd.RegisterFlagCompletionFunc("cache", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -114,7 +113,11 @@ func (o *Options) Validate() error {
 
 // Run generates and prints.
 func (o *Options) Run(ctx context.Context) error {
-	m, err := runtime.Load(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer})
+	path, err := cmdutil.ResolveModel(o.Model, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	m, err := runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: o.Tokenizer})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
 			return cmdutil.UsageError(err)

@@ -75,10 +75,9 @@ tokenizer type.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin")
+	cmd.Flags().StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
 	cmd.Flags().StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
-	_ = cmd.MarkFlagRequired("model")
 	return cmd
 }
 
@@ -105,7 +104,11 @@ func Load(ctx context.Context, path, tok string) (Info, error) {
 
 // Run prints the summary.
 func (o *Options) Run(ctx context.Context) error {
-	in, err := Load(ctx, o.Model, o.Tokenizer)
+	path, err := cmdutil.ResolveModel(o.Model, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	in, err := Load(ctx, path, o.Tokenizer)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
 			return cmdutil.UsageError(err)

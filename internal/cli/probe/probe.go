@@ -70,14 +70,13 @@ func newEvalCmd(f *cmdutil.Factory, runF func(context.Context, *EvalOptions) err
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin")
+	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
 	fl.StringVar(&o.Cache, "cache", "fp16,fp8,int8,int4,int2", "cache specs to score; the first is the baseline")
 	fl.IntVarP(&o.N, "n", "n", 40, "examples per ability")
 	fl.Uint64Var(&o.Seed, "seed", 1, "selects the eval examples")
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey filler lengths in tokens")
 	fl.IntVar(&o.Threads, "threads", 0, "examples evaluated in parallel (0: all CPUs)")
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
-	_ = cmd.MarkFlagRequired("model")
 	return cmd
 }
 
@@ -112,7 +111,11 @@ func (o *EvalOptions) Validate() error {
 
 // Run evaluates and prints the ability × format table.
 func (o *EvalOptions) Run(ctx context.Context) error {
-	m, err := runtime.Load(ctx, o.Model, runtime.LoadOptions{})
+	path, err := cmdutil.ResolveModel(o.Model, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	m, err := runtime.Load(ctx, path, runtime.LoadOptions{})
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
 			return cmdutil.UsageError(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/kvqlabs/kvq/datasets"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +33,6 @@ func TestExitCodes(t *testing.T) {
 		{"version", []string{"version"}, 0, ""},
 		{"unknown command", []string{"frobnicate"}, 2, "unknown command"},
 		{"unknown flag", []string{"generate", "--bogus"}, 2, "unknown flag"},
-		{"missing required flag", []string{"generate", "--prompt", "x"}, 2, `"model" not set`},
 		{"bad temperature", []string{"generate", "--model", "x", "--temperature", "-1"}, 2, "--temperature"},
 		{"bad top-p", []string{"generate", "--model", "x", "--top-p", "0"}, 2, "--top-p"},
 		{"bad cache", []string{"generate", "--model", "x", "--cache", "int3"}, 2, `unknown format "int3"`},
@@ -152,5 +152,20 @@ func TestProbeEval(t *testing.T) {
 	code, out, _ = run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32,int2")
 	if code != 0 || !strings.Contains(out, "passkey 256") || !strings.Contains(out, "int2") {
 		t.Errorf("table output: exit %d\n%s", code, out)
+	}
+}
+
+// TestDefaultModel: commands that take --model use the built-in probe model
+// when it is omitted (and say so), or explain that the build has none.
+func TestDefaultModel(t *testing.T) {
+	_, ok := datasets.ProbeModel()
+	for _, args := range [][]string{{"generate", "--prompt", "The", "--max-tokens", "3"}, {"inspect"}} {
+		code, _, stderr := run(t, args...)
+		if ok && (code != 0 || !strings.Contains(stderr, "built-in kvq-probe")) {
+			t.Errorf("kvq %v with the built-in model: exit %d, stderr %q", args, code, stderr)
+		}
+		if !ok && (code != 2 || !strings.Contains(stderr, "no --model given")) {
+			t.Errorf("kvq %v without a built-in model: exit %d, stderr %q", args, code, stderr)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/pkg/runtime"
 )
 
 // ErrNoDefaultModel reports that --model was omitted and the binary carries
@@ -92,4 +94,21 @@ func extract(fsys fs.FS) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// LoadModel resolves path (the built-in model when empty) and loads it. File
+// problems — missing, malformed, unsupported — are usage errors (exit 2).
+func LoadModel(ctx context.Context, path, tokenizer string, errOut io.Writer) (*runtime.Model, error) {
+	path, err := ResolveModel(path, errOut)
+	if err != nil {
+		return nil, err
+	}
+	m, err := runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: tokenizer})
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
+			return nil, UsageError(err)
+		}
+		return nil, err
+	}
+	return m, nil
 }

@@ -3,9 +3,7 @@ package generate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"strings"
 	"unicode/utf8"
@@ -113,15 +111,8 @@ func (o *Options) Validate() error {
 
 // Run generates and prints.
 func (o *Options) Run(ctx context.Context) error {
-	path, err := cmdutil.ResolveModel(o.Model, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
 	if err != nil {
-		return err
-	}
-	m, err := runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: o.Tokenizer})
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
-			return cmdutil.UsageError(err)
-		}
 		return err
 	}
 	defer m.Close()

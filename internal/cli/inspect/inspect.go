@@ -3,9 +3,7 @@ package inspect
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 
@@ -81,13 +79,8 @@ tokenizer type.`,
 	return cmd
 }
 
-// Load reads a model and summarizes it.
-func Load(ctx context.Context, path, tok string) (Info, error) {
-	m, err := runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: tok})
-	if err != nil {
-		return Info{}, err
-	}
-	defer m.Close()
+// Summarize describes a loaded model.
+func Summarize(m *runtime.Model) Info {
 	c := m.Config
 	scaling := "none"
 	if c.Scaling.Type != "" {
@@ -99,22 +92,17 @@ func Load(ctx context.Context, path, tok string) (Info, error) {
 		Vocab: c.Vocab, ContextLength: c.ContextLen, RopeTheta: c.RopeTheta, RopeScaling: scaling, SlidingWindow: c.SlidingWindow,
 		Tokenizer: m.Tokenizer.Kind().String(), ChatTemplate: m.ChatTemplate != "", StopIDs: m.StopIDs,
 		KVBytesPerToken: int64(2 * c.Layers * c.KVHeads * c.HeadDim * 2),
-	}, nil
+	}
 }
 
 // Run prints the summary.
 func (o *Options) Run(ctx context.Context) error {
-	path, err := cmdutil.ResolveModel(o.Model, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}
-	in, err := Load(ctx, path, o.Tokenizer)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
-			return cmdutil.UsageError(err)
-		}
-		return err
-	}
+	in := Summarize(m)
+	m.Close()
 	n := strconv.Itoa
 	window := "none"
 	if in.SlidingWindow > 0 {

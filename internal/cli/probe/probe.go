@@ -5,9 +5,7 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/quant"
-	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/spf13/cobra"
 )
 
@@ -111,15 +108,8 @@ func (o *EvalOptions) Validate() error {
 
 // Run evaluates and prints the ability × format table.
 func (o *EvalOptions) Run(ctx context.Context) error {
-	path, err := cmdutil.ResolveModel(o.Model, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, "", o.IO.ErrOut)
 	if err != nil {
-		return err
-	}
-	m, err := runtime.Load(ctx, path, runtime.LoadOptions{})
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
-			return cmdutil.UsageError(err)
-		}
 		return err
 	}
 	defer m.Close()

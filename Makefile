@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test test-purego vet fuzz bench bench-runtime clean
+.PHONY: all build test test-purego vet fuzz bench bench-runtime clean probe-model probe-model-smoke
 
 all: build
 
@@ -30,6 +30,18 @@ fuzz:
 # Kernel and runtime benchmarks; compare runs with benchstat.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/simd/ ./pkg/runtime/...
+
+# The probe model: train it (about 90 minutes on 2 cores; resumable: run
+# again after an interruption), then copy the export where go:embed takes it.
+PROBE_DIR ?= probe-train
+probe-model:
+	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)
+	rm -rf datasets/models/kvq-probe
+	cp -r $(PROBE_DIR)/model datasets/models/kvq-probe
+
+# A tiny training run through the same code, for CI-size checks.
+probe-model-smoke:
+	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-smoke --smoke
 
 clean:
 	rm -rf bin

@@ -28,7 +28,7 @@ passkey retrieval at several context lengths and depths, multi-key lookup,
 copying, JSON records from prose, and a refusal policy stated far back in the
 prompt. Examples come from the held-out eval split of kvq's own generators.`,
 	}
-	cmd.AddCommand(newEvalCmd(f, nil))
+	cmd.AddCommand(newEvalCmd(f, nil), newTrainCmd(f, nil))
 	return cmd
 }
 

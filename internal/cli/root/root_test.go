@@ -169,3 +169,25 @@ func TestDefaultModel(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeTrainSmoke trains the smoke configuration through the CLI, then
+// loads the exported model with generate, and resumes idempotently.
+func TestProbeTrainSmoke(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	code, out, stderr := run(t, "probe", "train", "--dir", dir, "--smoke", "--log-every", "2")
+	if code != 0 || !strings.Contains(out, "model exported to") || !strings.Contains(stderr, "step 6/6") {
+		t.Fatalf("probe train --smoke: exit %d\nstdout %q\nstderr %q", code, out, stderr)
+	}
+	code, _, stderr = run(t, "inspect", "--model", filepath.Join(dir, "model"), "--output", "json")
+	if code != 0 {
+		t.Fatalf("inspect the trained model: exit %d, %s", code, stderr)
+	}
+	// A second run finds the finished checkpoint and only re-exports.
+	code, out, stderr = run(t, "probe", "train", "--dir", dir, "--smoke")
+	if code != 0 || strings.Contains(stderr, "step 1/") {
+		t.Errorf("re-run: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr = run(t, "probe", "train", "--dir", dir, "--log-every", "0"); code != 2 {
+		t.Errorf("--log-every 0: exit %d, %q", code, stderr)
+	}
+}

@@ -1,0 +1,306 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kvqlabs/kvq/datasets"
+)
+
+// testConfig is a run small enough for unit tests (tens of milliseconds a
+// step) that still exercises packing, the curriculum, warm-up, clipping
+// and GQA.
+func testConfig() Config {
+	c := SmokeConfig()
+	c.Steps, c.TokensPerStep, c.Context = 6, 1024, 512
+	c.CurriculumStart, c.CurriculumSteps, c.Warmup = 256, 4, 2
+	c.CheckpointEvery = 2
+	return c
+}
+
+func trainOrFatal(t *testing.T, cfg Config, dir string) {
+	t.Helper()
+	if err := Train(context.Background(), cfg, dir, nil); err != nil {
+		t.Fatalf("Train: %v", err)
+	}
+}
+
+// weightsOf returns the checkpoint in dir as bytes (weights and moments).
+func checkpointBytes(t *testing.T, dir string) []byte {
+	t.Helper()
+	st, err := loadCheckpoint(dir)
+	if err != nil || st == nil {
+		t.Fatalf("loadCheckpoint(%s) = %v, %v", dir, st, err)
+	}
+	var b bytes.Buffer
+	for _, v := range [][]float32{st.model.w, st.m, st.v} {
+		for _, x := range v {
+			u := math.Float32bits(x)
+			b.Write([]byte{byte(u), byte(u >> 8), byte(u >> 16), byte(u >> 24)})
+		}
+	}
+	return b.Bytes()
+}
+
+// TestDeterminism trains the same config three times, with 2, 1 and 3
+// workers, and requires bit-identical checkpoints and exports.
+func TestDeterminism(t *testing.T) {
+	base := t.TempDir()
+	var ref, refModel []byte
+	for i, workers := range []int{2, 1, 3} {
+		cfg := testConfig()
+		cfg.Workers = workers
+		dir := filepath.Join(base, string(rune('a'+i)))
+		trainOrFatal(t, cfg, dir)
+		got := checkpointBytes(t, dir)
+		model, err := os.ReadFile(filepath.Join(dir, ModelDir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref == nil {
+			ref, refModel = got, model
+			continue
+		}
+		if !bytes.Equal(got, ref) {
+			t.Errorf("workers=%d: checkpoint differs from the workers=2 run", workers)
+		}
+		if !bytes.Equal(model, refModel) {
+			t.Errorf("workers=%d: exported weights differ from the workers=2 run", workers)
+		}
+	}
+}
+
+// TestResume interrupts runs in two ways (cancelling between steps from the
+// progress callback, and from a timer at an arbitrary point, possibly
+// mid-step), resumes them, and requires the uninterrupted run's exact
+// weights and moments.
+func TestResume(t *testing.T) {
+	cfg := testConfig()
+	base := t.TempDir()
+	want := filepath.Join(base, "straight")
+	trainOrFatal(t, cfg, want)
+	ref := checkpointBytes(t, want)
+
+	t.Run("between_steps", func(t *testing.T) {
+		dir := filepath.Join(base, "between")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		err := Train(ctx, cfg, dir, func(s Step) {
+			if s.Step == 3 {
+				cancel()
+			}
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Train with cancel at step 3 = %v, want context.Canceled", err)
+		}
+		st, err := loadCheckpoint(dir)
+		if err != nil || st == nil || st.step != 3 {
+			t.Fatalf("checkpoint after cancel: %+v, %v; want step 3", st, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ModelDir)); err == nil {
+			t.Errorf("a cancelled run exported a model")
+		}
+		cfg2 := cfg
+		cfg2.Workers, cfg2.CheckpointEvery = 1, 1 // allowed to differ on resume
+		trainOrFatal(t, cfg2, dir)
+		if !bytes.Equal(checkpointBytes(t, dir), ref) {
+			t.Errorf("resumed run differs from the uninterrupted run")
+		}
+	})
+
+	t.Run("timer", func(t *testing.T) {
+		dir := filepath.Join(base, "timer")
+		for i := 0; ; i++ {
+			// Growing deadlines: early ones may stop before the first
+			// step; later ones land anywhere inside steps.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i+1)*3*time.Millisecond)
+			err := Train(ctx, cfg, dir, nil)
+			cancel()
+			if err == nil {
+				t.Logf("finished after %d interruptions", i)
+				break
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Train: %v", err)
+			}
+			if i > 200 {
+				t.Fatal("no progress after 200 interrupted attempts")
+			}
+		}
+		if !bytes.Equal(checkpointBytes(t, dir), ref) {
+			t.Errorf("run interrupted by timers differs from the uninterrupted run")
+		}
+	})
+
+	t.Run("config_mismatch", func(t *testing.T) {
+		cfg2 := cfg
+		cfg2.LR *= 2
+		if err := Train(context.Background(), cfg2, want, nil); !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("Train with another LR over a finished run = %v, want ErrCheckpoint", err)
+		}
+	})
+}
+
+func TestCheckpointCorrupt(t *testing.T) {
+	cfg := testConfig()
+	cfg.Steps = 1
+	dir := t.TempDir()
+	trainOrFatal(t, cfg, dir)
+	path := filepath.Join(dir, CheckpointFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string][]byte{
+		"flipped":   append(append([]byte(nil), data[:len(data)/2]...), append([]byte{data[len(data)/2] ^ 1}, data[len(data)/2+1:]...)...),
+		"truncated": data[:len(data)-9],
+		"empty":     nil,
+		"magic":     append([]byte("NOTKVQ01"), data[8:]...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(path, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Load(dir); !errors.Is(err, ErrCheckpoint) {
+				t.Errorf("Load of a %s checkpoint = %v, want ErrCheckpoint", name, err)
+			}
+		})
+	}
+}
+
+func TestLossFalls(t *testing.T) {
+	cfg := testConfig()
+	cfg.Steps, cfg.Warmup, cfg.LR = 12, 2, 3e-3
+	var first, last float64
+	err := Train(context.Background(), cfg, t.TempDir(), func(s Step) {
+		if s.Step == 1 {
+			first = s.Loss
+		}
+		last = s.Loss
+		if math.IsNaN(s.Loss) || s.TokensPerSec <= 0 || s.Tokens > cfg.TokensPerStep || s.SeqBytes > cfg.Context-1 {
+			t.Errorf("bad step report %+v", s)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh model predicts ~uniformly over 264 ids: ln 264 ≈ 5.58.
+	if math.Abs(first-math.Log(PaddedVocab)) > 0.3 {
+		t.Errorf("first loss %.3f, want about ln %d = %.3f", first, PaddedVocab, math.Log(PaddedVocab))
+	}
+	if last > first-0.5 {
+		t.Errorf("loss went from %.3f to %.3f in %d steps, want a drop of at least 0.5 nat", first, last, cfg.Steps)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	c := DefaultConfig()
+	c.Steps, c.Warmup, c.LR, c.MinLR = 100, 10, 1e-3, 1e-4
+	for _, tc := range []struct {
+		step int
+		want float64
+	}{{0, 1e-4}, {4, 5e-4}, {9, 1e-3}, {10, 1e-3}, {55, 5.5e-4}, {100, 1e-4}} {
+		if got := c.lr(tc.step); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("lr(%d) = %g, want %g", tc.step, got, tc.want)
+		}
+	}
+	c.Context, c.CurriculumStart, c.CurriculumSteps = 2048, 256, 50
+	for _, tc := range []struct{ step, want int }{{0, 256}, {25, 256 + 1791/2}, {50, 2047}, {99, 2047}} {
+		if got := c.seqBytes(tc.step); got != tc.want {
+			t.Errorf("seqBytes(%d) = %d, want %d", tc.step, got, tc.want)
+		}
+	}
+}
+
+func TestBatch(t *testing.T) {
+	c := DefaultConfig()
+	for _, s := range []int{0, c.CurriculumSteps} {
+		b := c.makeBatch(s)
+		if b.nt() > c.TokensPerStep || b.nt() < c.TokensPerStep-minDocBytes-1 {
+			t.Errorf("step %d: %d tokens, want (%d, %d]", s, b.nt(), c.TokensPerStep-minDocBytes-1, c.TokensPerStep)
+		}
+		var wsum float64
+		next := 0
+		for _, d := range b.docs {
+			if d.start != next || d.n > c.seqBytes(s)+1 || b.ids[d.start] != BOS || b.pos[d.start] != 0 {
+				t.Fatalf("step %d: bad document %+v (starts with %d at position %d)", s, d, b.ids[d.start], b.pos[d.start])
+			}
+			if b.targets[d.start+d.n-1] != EOS {
+				t.Errorf("step %d: document %+v does not end by predicting EOS", s, d)
+			}
+			next = d.start + d.n
+		}
+		for _, w := range b.weights {
+			wsum += float64(w)
+		}
+		if next != b.nt() || wsum != b.wsum {
+			t.Errorf("step %d: documents cover %d of %d tokens; weights sum %v, recorded %v", s, next, b.nt(), wsum, b.wsum)
+		}
+		if again := c.makeBatch(s); !equalInt32(again.ids, b.ids) {
+			t.Errorf("step %d: makeBatch is not deterministic", s)
+		}
+	}
+}
+
+func equalInt32(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestValidate(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"heads":      func(c *Config) { c.KVHeads = 3 },
+		"odd head":   func(c *Config) { c.HeadDim = 7 },
+		"vocab":      func(c *Config) { c.Vocab = 100 },
+		"curriculum": func(c *Config) { c.CurriculumStart = 100 },
+		"tokens":     func(c *Config) { c.TokensPerStep = 1000 },
+		"beta":       func(c *Config) { c.Beta2 = 1 },
+		"lr":         func(c *Config) { c.LR = math.NaN() },
+	} {
+		c := DefaultConfig()
+		mod(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate() = %v, want ErrConfig", name, err)
+		}
+	}
+	for _, c := range []Config{DefaultConfig(), SmokeConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v", c, err)
+		}
+	}
+}
+
+func TestTaskMix(t *testing.T) {
+	c := testConfig()
+	c.TaskMix = [6]float64{0, 0, 0, 1, 0, 0} // copy only
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := newMixer(c.TaskMix, 1)
+	g := datasets.New(datasets.Train, 1)
+	for i := 0; i < 50; i++ {
+		if e := m.sample(g, 300); e.Task != datasets.TaskCopy || len(e.Text()) > 300 {
+			t.Fatalf("copy-only mix drew a %s example of %d bytes", e.Task, len(e.Text()))
+		}
+	}
+	if newMixer([6]float64{}, 1) != nil {
+		t.Errorf("an all-zero mix should defer to datasets.Sample")
+	}
+	c.TaskMix[0] = -1
+	if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("Validate with a negative task weight = %v, want ErrConfig", err)
+	}
+}

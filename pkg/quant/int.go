@@ -389,7 +389,8 @@ func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, til
 
 // channelCodec quantizes groups of group consecutive tokens per channel.
 // Tile layout, per token group: the group's packed codes row by row
-// (group·dim·bits/8 bytes), then per channel the fp16 scale (and zero).
+// (group·dim·bits/8 bytes), then the dim fp16 scales, then (affine) the dim
+// fp16 zeros.
 type channelCodec struct {
 	dim, bits, group          int
 	sym                       bool
@@ -440,7 +441,7 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 					amax = max(amax, float32(math.Abs(float64(clampF16(x[t*c.dim+ch])))))
 				}
 				p := symParams(amax, c.bits)
-				putF16(meta[ch*c.meta:], p.sb)
+				putF16(meta[2*ch:], p.sb)
 				for t := 0; t < c.group; t++ {
 					putCode(codes[t*c.rowCode:], ch, c.bits, quantSym(x[t*c.dim+ch], p, c.bits))
 				}
@@ -452,8 +453,8 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 				lo, hi = min(lo, v), max(hi, v)
 			}
 			p := affineParams(lo, hi, c.bits)
-			putF16(meta[ch*c.meta:], p.sb)
-			putF16(meta[ch*c.meta+2:], p.zb)
+			putF16(meta[2*ch:], p.sb)
+			putF16(meta[2*(c.dim+ch):], p.zb)
 			for t := 0; t < c.group; t++ {
 				putCode(codes[t*c.rowCode:], ch, c.bits, quantAffine(x[t*c.dim+ch], p, c.bits))
 			}
@@ -461,17 +462,17 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	}
 }
 
-// groupMeta decodes the scales and zeros of one token group into s and z.
+// groupMeta decodes the scales and zeros of one token group into s and z
+// (the meta region holds all dim scales, then, for affine groups, all dim
+// zeros, so each converts in one call).
 func (c *channelCodec) groupMeta(s, z []float32, blk []byte) {
 	meta := blk[c.group*c.rowCode:]
-	for ch := 0; ch < c.dim; ch++ {
-		s[ch] = getF16(meta[ch*c.meta:])
-		if c.sym {
-			z[ch] = 0
-		} else {
-			z[ch] = getF16(meta[ch*c.meta+2:])
-		}
+	f16s(s, meta[:2*c.dim])
+	if c.sym {
+		clear(z)
+		return
 	}
+	f16s(z, meta[2*c.dim:4*c.dim])
 }
 
 // segments calls fn for each run of rows [r, e) of [row0, row0+n) inside one

@@ -294,30 +294,22 @@ func (c *turboCodec) RotateQueries(dst, q []float32, nq int) {
 	}
 }
 
-func (c *turboCodec) ScoresRotated(dst []float32, ldd int, qr []float32, nq int, tile []byte, row0, n int) {
-	var ub [512]float32
-	u := scratch(ub[:], c.dim)
+// decodeRotated writes rows in the rotated basis: norm · c[idx].
+func (c *turboCodec) decodeRotated(dst []float32, tile []byte, row0, n int) {
 	for r := 0; r < n; r++ {
 		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
+		u := dst[r*c.dim : (r+1)*c.dim]
 		c.unpackValues(u, row)
-		nm := c.norm(row)
-		for i := 0; i < nq; i++ {
-			dst[i*ldd+r] = nm * simd.DotF32(qr[i*c.dim:(i+1)*c.dim], u)
-		}
+		simd.ScaleF32(u, c.norm(row))
 	}
 }
 
+func (c *turboCodec) ScoresRotated(dst []float32, ldd int, qr []float32, nq int, tile []byte, row0, n int) {
+	scoresChunked(c.decodeRotated, c.dim, dst, ldd, qr, nq, tile, row0, n)
+}
+
 func (c *turboCodec) AccumulateRotated(racc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	var ub [512]float32
-	u := scratch(ub[:], c.dim)
-	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
-		c.unpackValues(u, row)
-		nm := c.norm(row)
-		for i := 0; i < nq; i++ {
-			simd.AxpyF32(racc[i*c.dim:(i+1)*c.dim], w[i*ldw+r]*nm, u)
-		}
-	}
+	accumulateChunked(c.decodeRotated, c.dim, racc, w, ldw, nq, tile, row0, n)
 }
 
 func (c *turboCodec) UnrotateAdd(acc, racc []float32, nq int) {

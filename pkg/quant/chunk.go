@@ -70,3 +70,33 @@ func scratch(buf []float32, n int) []float32 {
 	}
 	return make([]float32, n)
 }
+
+// lutUnpack sets u[j] = cb[code j] for the codes of a packed bit stream
+// (little end first, bits per code).
+func lutUnpack(u []float32, b []byte, bits int, cb []float32) {
+	n := len(u)
+	switch bits {
+	case 4:
+		for j := 0; j+1 < n; j += 2 {
+			x := b[j>>1]
+			u[j], u[j+1] = cb[x&15], cb[x>>4]
+		}
+	case 2:
+		for j := 0; j+3 < n; j += 4 {
+			x := b[j>>2]
+			u[j], u[j+1], u[j+2], u[j+3] = cb[x&3], cb[x>>2&3], cb[x>>4&3], cb[x>>6]
+		}
+	case 3:
+		for j := 0; j+7 < n; j += 8 {
+			o := j * 3 / 8
+			w := uint32(b[o]) | uint32(b[o+1])<<8 | uint32(b[o+2])<<16
+			for k := 0; k < 8; k++ {
+				u[j+k] = cb[w>>(3*k)&7]
+			}
+		}
+	default:
+		for j := 0; j < n; j++ {
+			u[j] = cb[getBits(b, j, bits)]
+		}
+	}
+}

@@ -283,29 +283,43 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		}
 		return
 	}
-	for r := row0; r < row0+n; r++ {
-		gi, t := r/c.group, r%c.group
+	var zb, rb [512]float32
+	zero, rng := scratch(zb[:], c.dim), scratch(rb[:], c.dim)
+	for r := row0; r < row0+n; {
+		gi := r / c.group
+		e := min(row0+n, (gi+1)*c.group)
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
-		codes := blk[t*c.rowCode:]
-		d := dst[(r-row0)*c.dim : (r-row0+1)*c.dim]
-		for ch := range d {
-			m := blk[c.group*c.rowCode+ch*c.vecMeta:]
-			zero, rng := c.meta(m)
-			d[ch] = zero + rng*c.cb[getBits(codes, ch, c.bits)]
+		metas := blk[c.group*c.rowCode:]
+		for ch := 0; ch < c.dim; ch++ {
+			zero[ch], rng[ch] = c.meta(metas[ch*c.vecMeta:])
+		}
+		// Dense part: zero + range·codebook[code], row by row.
+		for t := r; t < e; t++ {
+			d := dst[(t-row0)*c.dim : (t-row0+1)*c.dim]
+			lutUnpack(d, blk[(t-gi*c.group)*c.rowCode:][:c.rowCode], c.bits, c.cb)
+			for ch, u := range d {
+				d[ch] = zero[ch] + rng[ch]*u
+			}
+		}
+		// Sparse part: each channel's outliers that fall in [r, e).
+		for ch := 0; ch < c.dim; ch++ {
+			m := metas[ch*c.vecMeta:]
 			for k := 0; k < c.nout; k++ {
-				if i, v := c.outlier(m, k); i == t {
-					d[ch] = v
+				if i, v := c.outlier(m, k); gi*c.group+i >= r && gi*c.group+i < e {
+					dst[(gi*c.group+i-row0)*c.dim+ch] = v
 				}
 			}
 		}
+		r = e
 	}
 }
 
 func (c *kvquantCodec) decodeValueRow(d []float32, row []byte) {
 	m := row[c.rowCode:]
 	zero, rng := c.meta(m)
-	for i := range d {
-		d[i] = zero + rng*c.cb[getBits(row, i, c.bits)]
+	lutUnpack(d, row[:c.rowCode], c.bits, c.cb)
+	for i, u := range d {
+		d[i] = zero + rng*u
 	}
 	for k := 0; k < c.nout; k++ {
 		i, v := c.outlier(m, k)
@@ -313,30 +327,12 @@ func (c *kvquantCodec) decodeValueRow(d []float32, row []byte) {
 	}
 }
 
-// Scores and Accumulate decode one row at a time into a small buffer (the
-// cache reads keys through Decode anyway, to apply RoPE).
+// Scores and Accumulate decode a chunk of rows at a time and run the shared
+// kernels (the cache reads keys through Decode anyway, to apply RoPE).
 func (c *kvquantCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	var ub [512]float32
-	u := scratch(ub[:], c.dim)
-	for r := 0; r < n; r++ {
-		c.Decode(u, tile, row0+r, 1)
-		for i := 0; i < nq; i++ {
-			dst[i*ldd+r] = simd.DotF32(q[i*c.dim:(i+1)*c.dim], u)
-		}
-	}
+	scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
 }
 
 func (c *kvquantCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	var ub [512]float32
-	u := scratch(ub[:], c.dim)
-	for r := 0; r < n; r++ {
-		if c.key {
-			c.Decode(u, tile, row0+r, 1)
-		} else {
-			c.decodeValueRow(u, tile[(row0+r)*c.groupBytes:][:c.groupBytes])
-		}
-		for i := 0; i < nq; i++ {
-			simd.AxpyF32(acc[i*c.dim:(i+1)*c.dim], w[i*ldw+r], u)
-		}
-	}
+	accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
 }

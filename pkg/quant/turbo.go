@@ -185,40 +185,8 @@ func putBits(b []byte, j, bits int, v uint32) {
 		}
 	}
 }
-
 // unpackValues sets u[j] = cb[code j] for a row's bit stream.
-func (c *turboCodec) unpackValues(u []float32, b []byte) {
-	switch c.bits {
-	case 4:
-		for j := 0; j < c.dim; j += 2 {
-			x := b[j>>1]
-			u[j], u[j+1] = c.cb[x&15], c.cb[x>>4]
-		}
-	case 2:
-		for j := 0; j < c.dim; j += 4 {
-			x := b[j>>2]
-			u[j], u[j+1], u[j+2], u[j+3] = c.cb[x&3], c.cb[x>>2&3], c.cb[x>>4&3], c.cb[x>>6]
-		}
-	case 3:
-		for j := 0; j < c.dim; j += 8 {
-			o := j * 3 / 8
-			w := uint32(b[o]) | uint32(b[o+1])<<8 | uint32(b[o+2])<<16
-			for k := 0; k < 8; k++ {
-				u[j+k] = c.cb[w>>(3*k)&7]
-			}
-		}
-	default:
-		m := uint32(1)<<c.bits - 1
-		for j := 0; j < c.dim; j++ {
-			var v uint32
-			for k := 0; k < c.bits; k++ {
-				bi := j*c.bits + k
-				v |= uint32(b[bi>>3]>>(bi&7)&1) << k
-			}
-			u[j] = c.cb[v&m]
-		}
-	}
-}
+func (c *turboCodec) unpackValues(u []float32, b []byte) { lutUnpack(u[:c.dim], b, c.bits, c.cb) }
 
 func (c *turboCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	var yb [512]float32

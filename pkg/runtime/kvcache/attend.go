@@ -192,12 +192,9 @@ func (c *Cache) scoresPreRoPE(s *sequence, layer int, side *Side, h, from, to in
 			m := min(preRoPEChunk, cnt-r0)
 			cd.Decode(rows[:m*dim], tile, row0+r0, m)
 			for r := 0; r < m; r++ {
-				row := rows[r*dim : (r+1)*dim]
-				c.rope(row, from+off+r0+r)
-				for i := 0; i < nq; i++ {
-					sc[i*n+off+r0+r] = simd.DotF32(qh[i*dim:(i+1)*dim], row)
-				}
+				c.rope(rows[r*dim:(r+1)*dim], from+off+r0+r)
 			}
+			simd.ScoresF32(sc[off+r0:], n, qh, nq, dim, rows[:m*dim], m)
 		}
 	})
 }

@@ -250,6 +250,50 @@ func BenchmarkUnpack(b *testing.B) {
 	})
 }
 
+// BenchmarkLUT maps one row of 128 codes (one call per KV row) and 4096
+// codes through a table with each lookup kernel; SetBytes counts the
+// source bytes.
+func BenchmarkLUT(b *testing.B) {
+	r := newRand(b)
+	for _, n := range []int{128, 4096} {
+		dst := make([]float32, n)
+		for _, c := range lutCases {
+			src := make([]byte, n/c.unit*c.unitBytes)
+			for i := range src {
+				src[i] = byte(r.IntN(256))
+			}
+			table := randTable(r, c.size)
+			runImpls(b, fmt.Sprintf("%s/%d", c.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					c.run(dst, src, table)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMul runs MulF32 and MulAddF32 on rows of 128 values (a head
+// row) and 4096; SetBytes counts the float32 bytes read and written.
+func BenchmarkMul(b *testing.B) {
+	r := newRand(b)
+	for _, n := range []int{128, 4096} {
+		d, x, y := randF32(r, n), randF32(r, n), randF32(r, n)
+		runImpls(b, fmt.Sprintf("MulF32/%d", n), func(b *testing.B) {
+			b.SetBytes(3 * 4 * int64(n))
+			for b.Loop() {
+				MulF32(d, x, y)
+			}
+		})
+		runImpls(b, fmt.Sprintf("MulAddF32/%d", n), func(b *testing.B) {
+			b.SetBytes(4 * 4 * int64(n))
+			for b.Loop() {
+				MulAddF32(d, x, y)
+			}
+		})
+	}
+}
+
 // BenchmarkUnpackGroups decodes a chunk of 16 rows of 128 values whose
 // groups of 64 or 32 values have their own scale and bias: "grouped" is one
 // grouped call for the chunk, "percall" one ungrouped call per group (32 or

@@ -54,6 +54,28 @@ func scaleF32(x []float32, alpha float32) {
 	}
 }
 
+func mulF32(dst, x, y []float32) {
+	if !useAsm {
+		mulF32Generic(dst, x, y)
+		return
+	}
+	mulF32AVX2(dst, x, y)
+	if n := len(dst) &^ 7; n < len(dst) {
+		mulF32Generic(dst[n:], x[n:], y[n:])
+	}
+}
+
+func mulAddF32(acc, x, y []float32) {
+	if !useAsm {
+		mulAddF32Generic(acc, x, y)
+		return
+	}
+	mulAddF32AVX2(acc, x, y)
+	if n := len(acc) &^ 7; n < len(acc) {
+		mulAddF32Generic(acc[n:], x[n:], y[n:])
+	}
+}
+
 func sumF32(x []float32) float32 {
 	if !useAsm {
 		return sumF32Generic(x)
@@ -294,6 +316,41 @@ func u2ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) 
 		}
 	default:
 		u2ToF32GroupsGeneric(dst, src, group, scale, bias)
+	}
+}
+
+// The table lookups convert whole groups of 8 codes; the generic twin
+// finishes a 4-bit tail of 2 to 6 values or a 2-bit tail of 4. The 3-bit
+// kernel takes every group (lengths are whole groups), the last one without
+// reading past src.
+
+func lut4ToF32(dst []float32, src []byte, table *[16]float32) {
+	if !useAsm {
+		lut4ToF32Generic(dst, src, table)
+		return
+	}
+	lut4ToF32AVX2(dst, src, table)
+	if n := len(dst) &^ 7; n < len(dst) {
+		lut4ToF32Generic(dst[n:], src[n/2:], table)
+	}
+}
+
+func lut3ToF32(dst []float32, src []byte, table *[8]float32) {
+	if !useAsm {
+		lut3ToF32Generic(dst, src, table)
+		return
+	}
+	lut3ToF32AVX2(dst, src, table)
+}
+
+func lut2ToF32(dst []float32, src []byte, table *[4]float32) {
+	if !useAsm {
+		lut2ToF32Generic(dst, src, table)
+		return
+	}
+	lut2ToF32AVX2(dst, src, table)
+	if n := len(dst) &^ 7; n < len(dst) {
+		lut2ToF32Generic(dst[n:], src[n/4:], table)
 	}
 }
 

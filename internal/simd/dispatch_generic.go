@@ -12,6 +12,8 @@ var (
 func dotF32(a, b []float32) float32                   { return dotF32Generic(a, b) }
 func axpyF32(y []float32, alpha float32, x []float32) { axpyF32Generic(y, alpha, x) }
 func scaleF32(x []float32, alpha float32)             { scaleF32Generic(x, alpha) }
+func mulF32(dst, x, y []float32)                      { mulF32Generic(dst, x, y) }
+func mulAddF32(acc, x, y []float32)                   { mulAddF32Generic(acc, x, y) }
 func sumF32(x []float32) float32                      { return sumF32Generic(x) }
 func dotF16(w []uint16, x []float32) float32          { return dotF16Generic(w, x) }
 func dotBF16(w []uint16, x []float32) float32         { return dotBF16Generic(w, x) }
@@ -42,6 +44,12 @@ func q41ToF32(dst []float32, src []byte)                   { q41ToF32Generic(dst
 func q50ToF32(dst []float32, src []byte)                   { q50ToF32Generic(dst, src) }
 func q51ToF32(dst []float32, src []byte)                   { q51ToF32Generic(dst, src) }
 func iq4nlToF32(dst []float32, src []byte)                 { iq4nlToF32Generic(dst, src) }
+
+func lut4ToF32(dst []float32, src []byte, table *[16]float32) {
+	lut4ToF32Generic(dst, src, table)
+}
+func lut3ToF32(dst []float32, src []byte, table *[8]float32) { lut3ToF32Generic(dst, src, table) }
+func lut2ToF32(dst []float32, src []byte, table *[4]float32) { lut2ToF32Generic(dst, src, table) }
 
 func e5m2ToF32(dst []float32, src []byte, scale float32) { e5m2ToF32Generic(dst, src, scale) }
 func e4m3ToF32(dst []float32, src []byte, scale float32) { e4m3ToF32Generic(dst, src, scale) }

@@ -1,12 +1,14 @@
 // Package simd holds the float kernels that kvq's hot loops run: dot products,
-// axpy, matrix-times-vector/matrix products over float32, IEEE half (F16),
-// bfloat16 (BF16) and GGML Q8_0 weights, bulk conversions between them,
-// unpacking of quantized codes (8-, 4- and 2-bit with one scale and bias per
-// call, per value or per group of values; GGML Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
-// and IQ4_NL blocks; OCP 8-bit floats E5M2 and E4M3 times a scale) to
-// float32, and the two halves of decode attention over a chunk of
-// decoded KV rows (ScoresF32, AccumulateF32) with the softmax between them
-// (MaxF32, then ExpShiftSum: exp(x*scale - shift) in place and its sum).
+// axpy, elementwise products (MulF32, MulAddF32), matrix-times-vector/matrix
+// products over float32, IEEE half (F16), bfloat16 (BF16) and GGML Q8_0
+// weights, bulk conversions between them, unpacking of quantized codes (8-,
+// 4- and 2-bit with one scale and bias per call, per value or per group of
+// values; 4-, 3- and 2-bit codes through a table of levels, a codebook;
+// GGML Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL blocks; OCP 8-bit floats
+// E5M2 and E4M3 times a scale) to float32, and the two halves of decode
+// attention over a chunk of decoded KV rows (ScoresF32, AccumulateF32) with
+// the softmax between them (MaxF32, then ExpShiftSum: exp(x*scale - shift)
+// in place and its sum).
 //
 // Every kernel has a pure-Go reference twin (the unexported *Generic
 // functions); on amd64 with AVX2, FMA and F16C the assembly versions are chosen
@@ -27,20 +29,22 @@
 //
 // Packed codes are little-endian within each byte: a 4-bit run holds code
 // 2k in the low nibble of byte k and code 2k+1 in its high nibble, a 2-bit
-// run holds code 4k+m in bits 2m and 2m+1 of byte k. A Q4_0 block is 18
-// bytes, a binary16 d and 16 bytes qs, values j and j+16 being
-// d*((qs[j]&15)-8) and d*((qs[j]>>4)-8); a Q4_1 block is 20 bytes, d and m
-// (binary16) then qs, the values d*nibble + m (GGML's block_q4_0 and
-// block_q4_1). Q5_0 (22 bytes: d, a little-endian uint32 qh, qs) and Q5_1
-// (24 bytes: d, m, qh, qs) add bit j of qh to value j's nibble as its fifth
-// bit, the values being d*(code-16) and d*code + m; IQ4_NL (18 bytes, laid
-// out as Q4_0) maps each nibble through GGML's fixed table kvalues_iq4nl,
-// the value being d*T[nibble]. E5M2 and E4M3 codes are one byte each (OCP
-// 8-bit floating point, E4M3 in its FN variant: no infinities, 0x7f and 0xff
-// NaN). The grouped unpackers (U8ToF32Groups, ...) read one run of
-// packed codes split into groups of group values, group g with its own
-// scale[g] and bias[g]: a chunk of KV rows, each row split into groups, in
-// one call.
+// run holds code 4k+m in bits 2m and 2m+1 of byte k, and a 3-bit run is a
+// little-endian bit stream, 8 codes in each 3 bytes (code j in bits 3j to
+// 3j+2 of the stream). A Q4_0 block is 18 bytes, a binary16 d and 16
+// bytes qs, values j and j+16 being d*((qs[j]&15)-8) and
+// d*((qs[j]>>4)-8); a Q4_1 block is 20 bytes, d and m (binary16) then qs,
+// the values d*nibble + m (GGML's block_q4_0 and block_q4_1). Q5_0 (22
+// bytes: d, a little-endian uint32 qh, qs) and Q5_1 (24 bytes: d, m, qh,
+// qs) add bit j of qh to value j's nibble as its fifth bit, the values
+// being d*(code-16) and d*code + m; IQ4_NL (18 bytes, laid out as Q4_0)
+// maps each nibble through GGML's fixed table kvalues_iq4nl, the value
+// being d*T[nibble]. E5M2 and E4M3 codes are one byte each (OCP 8-bit
+// floating point, E4M3 in its FN variant: no infinities, 0x7f and 0xff
+// NaN). The grouped unpackers (U8ToF32Groups, ...) read one run of packed
+// codes split into groups of group values, group g with its own scale[g]
+// and bias[g]: a chunk of KV rows, each row split into groups, in one
+// call.
 //
 // The attention helpers work on a chunk of n decoded rows of dim floats,
 // row-major and back to back (a few dozen KV rows at most, so that they stay
@@ -67,10 +71,12 @@
 // or correctly rounded to nearest even (narrowing), and the assembly and Go
 // paths agree bit for bit, NaN payloads included. Unpacking computes
 // code*scale + bias as a rounded product followed by a rounded sum (never a
-// fused multiply-add), so it too gives the same bits on every path.
-// ExpShiftSum's exponential (Cephes' expf with fused multiply-adds) is within
-// 1.02 ulp of e^x; its results and their float64 sum (added in a fixed
-// order), like MaxF32's result, are the same bits on every path.
+// fused multiply-add), so it too gives the same bits on every path, and so
+// does MulAddF32 (a rounded product, then a rounded sum; AxpyF32's assembly
+// fuses instead). The table lookups copy the table's bits. ExpShiftSum's
+// exponential (Cephes' expf with fused multiply-adds) is within 1.02 ulp of
+// e^x; its results and their float64 sum (added in a fixed order), like
+// MaxF32's result, are the same bits on every path.
 //
 // # Scope
 //

@@ -76,6 +76,24 @@ func scaleF32Generic(x []float32, alpha float32) {
 	}
 }
 
+func mulF32Generic(dst, x, y []float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	for i := range dst {
+		dst[i] = x[i] * y[i]
+	}
+}
+
+// mulAddF32Generic rounds the product to float32 before the sum: the
+// explicit conversion forbids the compiler to fuse them (which it may do
+// for acc[i] += x[i]*y[i] where FMA is available), so that the result is
+// the assembly's VMULPS then VADDPS, bit for bit.
+func mulAddF32Generic(acc, x, y []float32) {
+	x, y = x[:len(acc)], y[:len(acc)]
+	for i := range acc {
+		acc[i] += float32(x[i] * y[i])
+	}
+}
+
 func sumF32Generic(x []float32) float32 {
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -333,6 +351,40 @@ func u2ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []fl
 	for i := range dst {
 		g := i / group
 		dst[i] = float32(float32(src[i/4]>>(2*(i%4))&3)*scale[g]) + bias[g]
+	}
+}
+
+// The table-lookup twins copy table entries, so they give the assembly's
+// bits whatever the table holds.
+
+func lut4ToF32Generic(dst []float32, src []byte, table *[16]float32) {
+	src = src[:len(dst)/2]
+	for k, c := range src {
+		d := dst[2*k : 2*k+2 : 2*k+2]
+		d[0] = table[c&15]
+		d[1] = table[c>>4]
+	}
+}
+
+func lut3ToF32Generic(dst []float32, src []byte, table *[8]float32) {
+	src = src[:len(dst)/8*3]
+	for g := 0; g+3 <= len(src); g += 3 {
+		w := uint32(src[g]) | uint32(src[g+1])<<8 | uint32(src[g+2])<<16
+		d := dst[g/3*8 : g/3*8+8 : g/3*8+8]
+		for k := range d {
+			d[k] = table[w>>(3*k)&7]
+		}
+	}
+}
+
+func lut2ToF32Generic(dst []float32, src []byte, table *[4]float32) {
+	src = src[:len(dst)/4]
+	for k, c := range src {
+		d := dst[4*k : 4*k+4 : 4*k+4]
+		d[0] = table[c&3]
+		d[1] = table[c>>2&3]
+		d[2] = table[c>>4&3]
+		d[3] = table[c>>6]
 	}
 }
 

@@ -45,6 +45,18 @@ func axpyBF16AVX2(y []float32, alpha float32, x []uint16)
 //go:noescape
 func scaleF32AVX2(x []float32, alpha float32)
 
+// mulF32AVX2 sets dst[i] = x[i]*y[i]
+// for i < len(dst)&^7. len(x) and len(y) must be at least len(dst)&^7.
+//
+//go:noescape
+func mulF32AVX2(dst []float32, x []float32, y []float32)
+
+// mulAddF32AVX2 sets acc[i] += x[i]*y[i], rounding the product, then the sum,
+// for i < len(acc)&^7. len(x) and len(y) must be at least len(acc)&^7.
+//
+//go:noescape
+func mulAddF32AVX2(acc []float32, x []float32, y []float32)
+
 // sumF32AVX2 returns Σ x[i] for i < len(x)&^7.
 //
 //go:noescape
@@ -207,6 +219,27 @@ func u4ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bi
 //
 //go:noescape
 func u2ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
+
+// lut4ToF32AVX2 sets dst[i] = table[code_i] for i < len(dst)&^7, with
+// code_i = src[i/2]>>(4*(i%2))&15.
+// len(src) must be at least len(dst)&^7/2.
+//
+//go:noescape
+func lut4ToF32AVX2(dst []float32, src []byte, table *[16]float32)
+
+// lut3ToF32AVX2 sets dst[i] = table[code_i] for i < len(dst)&^7, with
+// code_i = (b0 | b1<<8 | b2<<16)>>(3*(i%8))&7 for the bytes b0, b1, b2 at src[i/8*3:].
+// len(src) must be at least len(dst)/8*3.
+//
+//go:noescape
+func lut3ToF32AVX2(dst []float32, src []byte, table *[8]float32)
+
+// lut2ToF32AVX2 sets dst[i] = table[code_i] for i < len(dst)&^7, with
+// code_i = src[i/4]>>(2*(i%4))&3.
+// len(src) must be at least len(dst)&^7/4.
+//
+//go:noescape
+func lut2ToF32AVX2(dst []float32, src []byte, table *[4]float32)
 
 // q80ToF32AVX2 sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at
 // src (34 bytes each: binary16 d, then 32 int8 codes).

@@ -327,6 +327,97 @@ scaleF32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func mulF32AVX2(dst []float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·mulF32AVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), AX
+	MOVQ x_base+24(FP), CX
+	MOVQ y_base+48(FP), DX
+	MOVQ dst_len+8(FP), BX
+	MOVQ BX, SI
+	ANDQ $-32, SI
+	ANDQ $-8, BX
+	XORQ DI, DI
+
+mulF32AVX2_loop32:
+	CMPQ    DI, SI
+	JAE     mulF32AVX2_loop8
+	VMOVUPS (CX)(DI*4), Y0
+	VMULPS  (DX)(DI*4), Y0, Y0
+	VMOVUPS Y0, (AX)(DI*4)
+	VMOVUPS 32(CX)(DI*4), Y0
+	VMULPS  32(DX)(DI*4), Y0, Y0
+	VMOVUPS Y0, 32(AX)(DI*4)
+	VMOVUPS 64(CX)(DI*4), Y0
+	VMULPS  64(DX)(DI*4), Y0, Y0
+	VMOVUPS Y0, 64(AX)(DI*4)
+	VMOVUPS 96(CX)(DI*4), Y0
+	VMULPS  96(DX)(DI*4), Y0, Y0
+	VMOVUPS Y0, 96(AX)(DI*4)
+	ADDQ    $0x00000020, DI
+	JMP     mulF32AVX2_loop32
+
+mulF32AVX2_loop8:
+	CMPQ    DI, BX
+	JAE     mulF32AVX2_done
+	VMOVUPS (CX)(DI*4), Y0
+	VMULPS  (DX)(DI*4), Y0, Y0
+	VMOVUPS Y0, (AX)(DI*4)
+	ADDQ    $0x00000008, DI
+	JMP     mulF32AVX2_loop8
+
+mulF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func mulAddF32AVX2(acc []float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·mulAddF32AVX2(SB), NOSPLIT, $0-72
+	MOVQ acc_base+0(FP), AX
+	MOVQ x_base+24(FP), CX
+	MOVQ y_base+48(FP), DX
+	MOVQ acc_len+8(FP), BX
+	MOVQ BX, SI
+	ANDQ $-32, SI
+	ANDQ $-8, BX
+	XORQ DI, DI
+
+mulAddF32AVX2_loop32:
+	CMPQ    DI, SI
+	JAE     mulAddF32AVX2_loop8
+	VMOVUPS (CX)(DI*4), Y0
+	VMULPS  (DX)(DI*4), Y0, Y0
+	VADDPS  (AX)(DI*4), Y0, Y0
+	VMOVUPS Y0, (AX)(DI*4)
+	VMOVUPS 32(CX)(DI*4), Y0
+	VMULPS  32(DX)(DI*4), Y0, Y0
+	VADDPS  32(AX)(DI*4), Y0, Y0
+	VMOVUPS Y0, 32(AX)(DI*4)
+	VMOVUPS 64(CX)(DI*4), Y0
+	VMULPS  64(DX)(DI*4), Y0, Y0
+	VADDPS  64(AX)(DI*4), Y0, Y0
+	VMOVUPS Y0, 64(AX)(DI*4)
+	VMOVUPS 96(CX)(DI*4), Y0
+	VMULPS  96(DX)(DI*4), Y0, Y0
+	VADDPS  96(AX)(DI*4), Y0, Y0
+	VMOVUPS Y0, 96(AX)(DI*4)
+	ADDQ    $0x00000020, DI
+	JMP     mulAddF32AVX2_loop32
+
+mulAddF32AVX2_loop8:
+	CMPQ    DI, BX
+	JAE     mulAddF32AVX2_done
+	VMOVUPS (CX)(DI*4), Y0
+	VMULPS  (DX)(DI*4), Y0, Y0
+	VADDPS  (AX)(DI*4), Y0, Y0
+	VMOVUPS Y0, (AX)(DI*4)
+	ADDQ    $0x00000008, DI
+	JMP     mulAddF32AVX2_loop8
+
+mulAddF32AVX2_done:
+	VZEROUPPER
+	RET
+
 // func sumF32AVX2(x []float32) float32
 // Requires: AVX, SSE
 TEXT ·sumF32AVX2(SB), NOSPLIT, $0-28
@@ -1606,6 +1697,16 @@ DATA u4shifts<>+24(SB)/4, $0x00000018
 DATA u4shifts<>+28(SB)/4, $0x0000001c
 GLOBL u4shifts<>(SB), RODATA|NOPTR, $32
 
+DATA u3shifts<>+0(SB)/4, $0x00000000
+DATA u3shifts<>+4(SB)/4, $0x00000003
+DATA u3shifts<>+8(SB)/4, $0x00000006
+DATA u3shifts<>+12(SB)/4, $0x00000009
+DATA u3shifts<>+16(SB)/4, $0x0000000c
+DATA u3shifts<>+20(SB)/4, $0x0000000f
+DATA u3shifts<>+24(SB)/4, $0x00000012
+DATA u3shifts<>+28(SB)/4, $0x00000015
+GLOBL u3shifts<>(SB), RODATA|NOPTR, $32
+
 DATA u2shifts<>+0(SB)/4, $0x00000000
 DATA u2shifts<>+4(SB)/4, $0x00000002
 DATA u2shifts<>+8(SB)/4, $0x00000004
@@ -2734,6 +2835,189 @@ u2ToF32GroupsAVX2_group8:
 	JNZ          u2ToF32GroupsAVX2_group8
 
 u2ToF32GroupsAVX2_done:
+	VZEROUPPER
+	RET
+
+// func lut4ToF32AVX2(dst []float32, src []byte, table *[16]float32)
+// Requires: AVX, AVX2
+TEXT ·lut4ToF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    dst_len+8(FP), DX
+	SHRQ    $0x03, DX
+	MOVQ    table+48(FP), BX
+	VMOVDQU u4shifts<>+0(SB), Y0
+	VMOVUPS (BX), Y1
+	VMOVUPS 32(BX), Y2
+
+lut4ToF32AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           lut4ToF32AVX2_loop1
+	VPBROADCASTD (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPSLLD       $0x1c, Y3, Y4
+	VPERMPS      Y1, Y3, Y5
+	VPERMPS      Y2, Y3, Y3
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VMOVUPS      Y5, (AX)
+	VPBROADCASTD 4(CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPSLLD       $0x1c, Y3, Y4
+	VPERMPS      Y1, Y3, Y5
+	VPERMPS      Y2, Y3, Y3
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	VPBROADCASTD 8(CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPSLLD       $0x1c, Y3, Y4
+	VPERMPS      Y1, Y3, Y5
+	VPERMPS      Y2, Y3, Y3
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VMOVUPS      Y5, 64(AX)
+	VPBROADCASTD 12(CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPSLLD       $0x1c, Y3, Y4
+	VPERMPS      Y1, Y3, Y5
+	VPERMPS      Y2, Y3, Y3
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VMOVUPS      Y5, 96(AX)
+	ADDQ         $0x10, CX
+	ADDQ         $0x00000080, AX
+	SUBQ         $0x04, DX
+	JMP          lut4ToF32AVX2_loop4
+
+lut4ToF32AVX2_loop1:
+	TESTQ        DX, DX
+	JZ           lut4ToF32AVX2_done
+	VPBROADCASTD (CX), Y3
+	VPSRLVD      Y0, Y3, Y3
+	VPSLLD       $0x1c, Y3, Y4
+	VPERMPS      Y1, Y3, Y5
+	VPERMPS      Y2, Y3, Y3
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VMOVUPS      Y5, (AX)
+	ADDQ         $0x04, CX
+	ADDQ         $0x00000020, AX
+	DECQ         DX
+	JMP          lut4ToF32AVX2_loop1
+
+lut4ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func lut3ToF32AVX2(dst []float32, src []byte, table *[8]float32)
+// Requires: AVX, AVX2
+TEXT ·lut3ToF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    src_base+24(FP), CX
+	MOVQ    dst_len+8(FP), DX
+	SHRQ    $0x03, DX
+	MOVQ    table+48(FP), BX
+	VMOVDQU u3shifts<>+0(SB), Y0
+	VMOVUPS (BX), Y1
+	TESTQ   DX, DX
+	JZ      lut3ToF32AVX2_done
+	DECQ    DX
+
+lut3ToF32AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           lut3ToF32AVX2_loop1
+	VPBROADCASTD (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VPBROADCASTD 3(CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, 32(AX)
+	VPBROADCASTD 6(CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, 64(AX)
+	VPBROADCASTD 9(CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         $0x0c, CX
+	ADDQ         $0x00000080, AX
+	SUBQ         $0x04, DX
+	JMP          lut3ToF32AVX2_loop4
+
+lut3ToF32AVX2_loop1:
+	TESTQ        DX, DX
+	JZ           lut3ToF32AVX2_last
+	VPBROADCASTD (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         $0x03, CX
+	ADDQ         $0x00000020, AX
+	DECQ         DX
+	JMP          lut3ToF32AVX2_loop1
+
+lut3ToF32AVX2_last:
+	MOVWLZX      (CX), DX
+	MOVBLZX      2(CX), CX
+	SHLL         $0x10, CX
+	ORL          CX, DX
+	VMOVD        DX, X2
+	VPBROADCASTD X2, Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, (AX)
+
+lut3ToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func lut2ToF32AVX2(dst []float32, src []byte, table *[4]float32)
+// Requires: AVX, AVX2
+TEXT ·lut2ToF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ           dst_base+0(FP), AX
+	MOVQ           src_base+24(FP), CX
+	MOVQ           dst_len+8(FP), DX
+	SHRQ           $0x03, DX
+	MOVQ           table+48(FP), BX
+	VMOVDQU        u2shifts<>+0(SB), Y0
+	VBROADCASTF128 (BX), Y1
+
+lut2ToF32AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           lut2ToF32AVX2_loop1
+	VPBROADCASTW (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VPBROADCASTW 2(CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, 32(AX)
+	VPBROADCASTW 4(CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, 64(AX)
+	VPBROADCASTW 6(CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         $0x08, CX
+	ADDQ         $0x00000080, AX
+	SUBQ         $0x04, DX
+	JMP          lut2ToF32AVX2_loop4
+
+lut2ToF32AVX2_loop1:
+	TESTQ        DX, DX
+	JZ           lut2ToF32AVX2_done
+	VPBROADCASTW (CX), Y2
+	VPSRLVD      Y0, Y2, Y2
+	VPERMPS      Y1, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         $0x02, CX
+	ADDQ         $0x00000020, AX
+	DECQ         DX
+	JMP          lut2ToF32AVX2_loop1
+
+lut2ToF32AVX2_done:
 	VZEROUPPER
 	RET
 

@@ -181,6 +181,63 @@ func TestScaleF32(t *testing.T) {
 	}
 }
 
+// TestMul checks MulF32 and MulAddF32 bit for bit against their generic
+// twins and against the definition (the product rounded to float32, then
+// the sum: random normal operands make a fused multiply-add differ in the
+// last bit for a good share of the elements), at misaligned offsets with
+// guard regions, and with the destination passed as x too.
+func TestMul(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(dst, x, y []float32)
+		twin func(dst, x, y []float32)
+		// def is element i of the result for the old destination value d.
+		def func(d, x, y float32) float32
+	}{
+		{"MulF32", MulF32, mulF32Generic, func(_, x, y float32) float32 { return x * y }},
+		{"MulAddF32", MulAddF32, mulAddF32Generic, func(d, x, y float32) float32 { return d + float32(x*y) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRand(t)
+			for _, n := range sizes(r) {
+				for _, off := range offsets {
+					for _, alias := range []bool{false, true} {
+						shape := fmt.Sprintf("%s(n=%d, off=%d, alias=%v)", tt.name, n, off, alias)
+						d0 := randF32(r, n)
+						dst, check := guardedF32(off, n, 16)
+						copy(dst, d0)
+						x := offsetCopy(randF32(r, n), (off+1)%8)
+						y := offsetCopy(randF32(r, n), (off+2)%8)
+						twin := append([]float32(nil), d0...)
+						if alias {
+							x = dst
+							tt.run(dst, dst, y)
+							tt.twin(twin, twin, y)
+						} else {
+							tt.run(dst, x, y)
+							tt.twin(twin, x, y)
+						}
+						check(t)
+						for i := range dst {
+							xi := x[i]
+							if alias {
+								xi = d0[i]
+							}
+							if math.Float32bits(dst[i]) != math.Float32bits(twin[i]) {
+								t.Fatalf("%s: dst[%d] = %v, generic %v", shape, i, dst[i], twin[i])
+							}
+							if want := tt.def(d0[i], xi, y[i]); math.Float32bits(twin[i]) != math.Float32bits(want) {
+								t.Fatalf("%sGeneric: dst[%d] = %v, want %v", shape, i, twin[i], want)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestConvertVector checks the slice conversions bit for bit against the
 // scalar helpers, on random bit patterns (NaNs, subnormals and infinities
 // included) at misaligned offsets with guard regions.
@@ -246,6 +303,9 @@ func TestLengthMismatchPanics(t *testing.T) {
 	}{
 		{"DotF32", func() { DotF32(make([]float32, 3), make([]float32, 4)) }},
 		{"AxpyF16", func() { AxpyF16(make([]float32, 3), 1, make([]uint16, 4)) }},
+		{"MulF32/x", func() { MulF32(make([]float32, 4), make([]float32, 3), make([]float32, 4)) }},
+		{"MulF32/y", func() { MulF32(make([]float32, 4), make([]float32, 4), make([]float32, 5)) }},
+		{"MulAddF32/y", func() { MulAddF32(make([]float32, 4), make([]float32, 4), make([]float32, 3)) }},
 		{"DotQ80/cols", func() { DotQ80(make([]byte, 34), make([]float32, 31)) }},
 		{"DotQ80/w", func() { DotQ80(make([]byte, 33), make([]float32, 32)) }},
 		{"F32ToF16", func() { F32ToF16(make([]uint16, 3), make([]float32, 4)) }},
@@ -323,6 +383,12 @@ func TestNoAlloc(t *testing.T) {
 				U8ToF32Vec(y[:], codes[:], s[:], z[:])
 				U4ToF32Vec(y[:], codes[:cols/2], s[:], z[:])
 				U2ToF32Vec(y[:], codes[:cols/4], s[:], z[:])
+				MulF32(y[:], s[:], z[:])
+				MulAddF32(y[:], s[:], z[:])
+				var t16 [16]float32
+				LUT4ToF32(y[:], codes[:cols/2], &t16)
+				LUT3ToF32(y[:32], codes[:12], (*[8]float32)(t16[:8]))
+				LUT2ToF32(y[:], codes[:cols/4], (*[4]float32)(t16[:4]))
 				Q80ToF32(x[:qcols], wq[:2*q80BlockBytes])
 				Q40ToF32(x[:qcols], wq[:2*q40BlockBytes])
 				Q41ToF32(x[:qcols], wq[:2*q41BlockBytes])

@@ -42,6 +42,29 @@ func ScaleF32(x []float32, alpha float32) {
 	scaleF32(x, alpha)
 }
 
+// MulF32 sets dst[i] = x[i]*y[i]. dst may be x or y (the same slice, not
+// an overlapping one). When x[i] and y[i] are both NaNs, which of the two
+// the result carries is unspecified. It panics unless x and y have the
+// length of dst.
+func MulF32(dst, x, y []float32) {
+	checkLen("MulF32", len(dst), len(x))
+	checkLen("MulF32", len(dst), len(y))
+	mulF32(dst, x, y)
+}
+
+// MulAddF32 sets acc[i] += x[i]*y[i], with the product rounded to float32
+// before the sum (no fused multiply-add), as the unpacking functions
+// compute code*scale + bias: every kernel set gives the same bits, up to
+// which NaN a result carries when more than one operand is a NaN. (AxpyF32
+// differs: its assembly fuses, so it agrees with its twin only up to
+// rounding.) acc may be x or y (the same slice). It panics unless x and y
+// have the length of acc.
+func MulAddF32(acc, x, y []float32) {
+	checkLen("MulAddF32", len(acc), len(x))
+	checkLen("MulAddF32", len(acc), len(y))
+	mulAddF32(acc, x, y)
+}
+
 // DotF16 returns Σ F16ToF32Scalar(w[i])*x[i], with w holding IEEE binary16
 // bits. Summation order is unspecified, as for DotF32. It panics if
 // len(w) != len(x).
@@ -228,6 +251,44 @@ func checkGroups(op string, lenDst, codes, group, lenScale, lenBias int) {
 		panic(fmt.Sprintf("simd: %s: %d values are not a whole number of groups of %d", op, lenDst, group))
 	case lenScale != lenDst/group || lenBias != lenDst/group:
 		panic(fmt.Sprintf("simd: %s: %d groups, %d scales, %d biases", op, lenDst/group, lenScale, lenBias))
+	}
+}
+
+// The table lookups map packed codes through a table (a codebook): dst[j]
+// = table[code j]. They copy the table's bits unchanged, so every kernel
+// set gives the same bits. The tables are passed by pointer to fixed-size
+// arrays, so a codebook of fewer values is padded by the caller.
+
+// LUT4ToF32 sets dst[j] = table[code j] for 4-bit codes packed as for
+// U4ToF32: code j is src[j/2]>>(4*(j%2))&15. It panics unless len(dst) is
+// even and len(src) == len(dst)/2.
+func LUT4ToF32(dst []float32, src []byte, table *[16]float32) {
+	checkLUT("LUT4ToF32", len(dst), 2, len(src), 1)
+	lut4ToF32(dst, src, table)
+}
+
+// LUT3ToF32 sets dst[j] = table[code j] for 3-bit codes packed as a
+// little-endian bit stream, 8 codes in each 3 bytes: with w = b0 | b1<<8 |
+// b2<<16 for the bytes src[j/8*3:j/8*3+3], code j is w>>(3*(j%8))&7. It
+// panics unless len(dst) is a multiple of 8 and len(src) == len(dst)/8*3.
+func LUT3ToF32(dst []float32, src []byte, table *[8]float32) {
+	checkLUT("LUT3ToF32", len(dst), 8, len(src), 3)
+	lut3ToF32(dst, src, table)
+}
+
+// LUT2ToF32 sets dst[j] = table[code j] for 2-bit codes packed as for
+// U2ToF32: code j is src[j/4]>>(2*(j%4))&3. It panics unless len(dst) is
+// a multiple of 4 and len(src) == len(dst)/4.
+func LUT2ToF32(dst []float32, src []byte, table *[4]float32) {
+	checkLUT("LUT2ToF32", len(dst), 4, len(src), 1)
+	lut2ToF32(dst, src, table)
+}
+
+// checkLUT panics unless lenDst is a whole number of units of unit codes
+// and lenSrc holds unitBytes bytes for each.
+func checkLUT(op string, lenDst, unit, lenSrc, unitBytes int) {
+	if lenDst%unit != 0 || lenSrc != lenDst/unit*unitBytes {
+		panic(fmt.Sprintf("simd: %s: %d values need a multiple of %d and %d source bytes, have %d", op, lenDst, unit, lenDst/unit*unitBytes, lenSrc))
 	}
 }
 

@@ -329,3 +329,119 @@ func TestUnpackGroupsPanics(t *testing.T) {
 		})
 	}
 }
+
+// lutCase is one table-lookup kernel under test: unit values are packed in
+// unitBytes source bytes, and the table has size entries.
+type lutCase struct {
+	name            string
+	unit, unitBytes int
+	size            int
+	// run calls the exported kernel, twin the generic one, with the first
+	// size entries of table.
+	run, twin func(dst []float32, src []byte, table *[16]float32)
+	// code is code i of src, from the packing's definition.
+	code func(src []byte, i int) int
+}
+
+var lutCases = []lutCase{
+	{"LUT4ToF32", 2, 1, 16,
+		func(d []float32, s []byte, t *[16]float32) { LUT4ToF32(d, s, t) },
+		func(d []float32, s []byte, t *[16]float32) { lut4ToF32Generic(d, s, t) },
+		func(s []byte, i int) int { return int(s[i/2] >> (4 * (i % 2)) & 15) }},
+	{"LUT3ToF32", 8, 3, 8,
+		func(d []float32, s []byte, t *[16]float32) { LUT3ToF32(d, s, (*[8]float32)(t[:8])) },
+		func(d []float32, s []byte, t *[16]float32) { lut3ToF32Generic(d, s, (*[8]float32)(t[:8])) },
+		func(s []byte, i int) int {
+			// Bit 3i of the stream, little end first, and the two after it.
+			c := 0
+			for b := 0; b < 3; b++ {
+				bit := 3*i + b
+				c |= int(s[bit/8]>>(bit%8)&1) << b
+			}
+			return c
+		}},
+	{"LUT2ToF32", 4, 1, 4,
+		func(d []float32, s []byte, t *[16]float32) { LUT2ToF32(d, s, (*[4]float32)(t[:4])) },
+		func(d []float32, s []byte, t *[16]float32) { lut2ToF32Generic(d, s, (*[4]float32)(t[:4])) },
+		func(s []byte, i int) int { return int(s[i/4] >> (2 * (i % 4)) & 3) }},
+}
+
+// randTable returns a table of random bit patterns (NaNs with payloads,
+// infinities and subnormals included) in its first size entries and
+// sentinels after them, which no lookup may return.
+func randTable(r *rand.Rand, size int) *[16]float32 {
+	var t [16]float32
+	for i := range t {
+		t[i] = sentinel
+		if i < size {
+			t[i] = math.Float32frombits(r.Uint32())
+		}
+	}
+	return &t
+}
+
+// TestLUT checks the table lookups bit for bit against their generic twins,
+// and the twins against the packing's definition, on every length up to 40
+// values and random lengths up to 300 (whole units), at misaligned offsets
+// of dst and src, with guard regions around dst.
+func TestLUT(t *testing.T) {
+	for _, c := range lutCases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRand(t)
+			for _, size := range sizes(r) {
+				n := size - size%c.unit
+				for _, off := range offsets {
+					src := make([]byte, n/c.unit*c.unitBytes)
+					for i := range src {
+						src[i] = byte(r.IntN(256))
+					}
+					src = offsetCopy(src, (off+1)%8)
+					table := randTable(r, c.size)
+					shape := fmt.Sprintf("%s(n=%d, off=%d)", c.name, n, off)
+					dst, check := guardedF32(off, n, 16)
+					c.run(dst, src, table)
+					check(t)
+					twin := make([]float32, n)
+					c.twin(twin, src, table)
+					for i := range dst {
+						if math.Float32bits(dst[i]) != math.Float32bits(twin[i]) {
+							t.Fatalf("%s: dst[%d] = %#08x, generic %#08x", shape, i, math.Float32bits(dst[i]), math.Float32bits(twin[i]))
+						}
+						if want := table[c.code(src, i)]; math.Float32bits(twin[i]) != math.Float32bits(want) {
+							t.Fatalf("%sGeneric: dst[%d] = %#08x, want %#08x", shape, i, math.Float32bits(twin[i]), math.Float32bits(want))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestLUTPanics(t *testing.T) {
+	f := func(n int) []float32 { return make([]float32, n) }
+	b := func(n int) []byte { return make([]byte, n) }
+	var t16 [16]float32
+	var t8 [8]float32
+	var t4 [4]float32
+	tests := []struct {
+		name string
+		f    func()
+	}{
+		{"LUT4ToF32/odd", func() { LUT4ToF32(f(7), b(3), &t16) }},
+		{"LUT4ToF32/src", func() { LUT4ToF32(f(8), b(5), &t16) }},
+		{"LUT3ToF32/partial", func() { LUT3ToF32(f(12), b(5), &t8) }},
+		{"LUT3ToF32/src", func() { LUT3ToF32(f(16), b(5), &t8) }},
+		{"LUT2ToF32/partial", func() { LUT2ToF32(f(6), b(2), &t4) }},
+		{"LUT2ToF32/src", func() { LUT2ToF32(f(8), b(3), &t4) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s with bad shapes did not panic", tt.name)
+				}
+			}()
+			tt.f()
+		})
+	}
+}

@@ -71,32 +71,44 @@ func scratch(buf []float32, n int) []float32 {
 	return make([]float32, n)
 }
 
-// lutUnpack sets u[j] = cb[code j] for the codes of a packed bit stream
-// (little end first, bits per code).
-func lutUnpack(u []float32, b []byte, bits int, cb []float32) {
-	n := len(u)
+// lut is a codebook of up to 16 levels in the form the table-lookup
+// kernels take: a fixed-size array, level k at index k, zero past the last
+// level. Codecs build theirs once, in NewCodec.
+type lut [16]float32
+
+// newLUT returns the table of the levels cb (at most 16).
+func newLUT(cb []float32) lut {
+	var t lut
+	copy(t[:], cb)
+	return t
+}
+
+// lutUnpack sets u[j] = t[code j] for the codes of a packed bit stream
+// (little end first, bits per code; at most 4). For 2, 3 and 4 bits it is
+// one table-lookup kernel call, which needs len(u) to be a multiple of 4, 8
+// and 2 (a row of dim codes packs into whole bytes, so it is); b may run
+// past the codes.
+func lutUnpack(u []float32, b []byte, bits int, t *lut) {
 	switch bits {
 	case 4:
-		for j := 0; j+1 < n; j += 2 {
-			x := b[j>>1]
-			u[j], u[j+1] = cb[x&15], cb[x>>4]
-		}
-	case 2:
-		for j := 0; j+3 < n; j += 4 {
-			x := b[j>>2]
-			u[j], u[j+1], u[j+2], u[j+3] = cb[x&3], cb[x>>2&3], cb[x>>4&3], cb[x>>6]
-		}
+		simd.LUT4ToF32(u, b[:len(u)/2], (*[16]float32)(t))
 	case 3:
-		for j := 0; j+7 < n; j += 8 {
-			o := j * 3 / 8
-			w := uint32(b[o]) | uint32(b[o+1])<<8 | uint32(b[o+2])<<16
-			for k := 0; k < 8; k++ {
-				u[j+k] = cb[w>>(3*k)&7]
-			}
-		}
+		simd.LUT3ToF32(u, b[:len(u)/8*3], (*[8]float32)(t[:8]))
+	case 2:
+		simd.LUT2ToF32(u, b[:len(u)/4], (*[4]float32)(t[:4]))
 	default:
-		for j := 0; j < n; j++ {
-			u[j] = cb[getBits(b, j, bits)]
+		for j := range u {
+			u[j] = t[getBits(b, j, bits)]
 		}
 	}
+}
+
+// scaledLUT returns the table whose level k is t[k]*scale (rounded once,
+// as scaling each looked-up value would round it), for the first n levels.
+func scaledLUT(t *lut, n int, scale float32) lut {
+	var s lut
+	for k, v := range t[:n] {
+		s[k] = v * scale
+	}
+	return s
 }

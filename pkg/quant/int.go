@@ -462,14 +462,17 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	}
 }
 
-// groupMeta decodes the scales and zeros of one token group into s and z
-// (the meta region holds all dim scales, then, for affine groups, all dim
-// zeros, so each converts in one call).
+// groupMeta decodes the scales and zeros of one token group into s and z,
+// so that value ch of a row is code·s[ch] + z[ch] (the meta region holds
+// all dim scales, then, for affine groups, all dim zeros, so each converts
+// in one call). Symmetric groups store no zero: their codes are centred
+// on 2^(bits−1), so z = −2^(bits−1)·s, as tokenCodec computes it.
 func (c *channelCodec) groupMeta(s, z []float32, blk []byte) {
 	meta := blk[c.group*c.rowCode:]
 	f16s(s, meta[:2*c.dim])
 	if c.sym {
-		clear(z)
+		copy(z, s)
+		simd.ScaleF32(z, -c.off())
 		return
 	}
 	f16s(z, meta[2*c.dim:4*c.dim])
@@ -486,33 +489,43 @@ func (c *channelCodec) segments(row0, n int, fn func(gi, r, e int)) {
 	}
 }
 
-// rawCodes unpacks the codes of rows [r, e) of token group gi (no scale:
-// affine codes as 0..2^b−1, symmetric ones centred) into dst.
+// codes returns the packed codes of rows [r, e) of token group gi.
+func (c *channelCodec) codes(blk []byte, gi, r, e int) []byte {
+	return blk[(r-gi*c.group)*c.rowCode : (e-gi*c.group)*c.rowCode]
+}
+
+// rawCodes unpacks the codes of rows [r, e) of token group gi into dst as
+// 0..2^b−1, unscaled: one call for all the rows.
 func (c *channelCodec) rawCodes(dst []float32, blk []byte, gi, r, e int) {
-	t0 := r - gi*c.group
-	src := blk[t0*c.rowCode : (e-gi*c.group)*c.rowCode]
+	src := c.codes(blk, gi, r, e)
 	switch c.bits {
 	case 8:
-		simd.U8ToF32(dst, src, 1, -c.off())
+		simd.U8ToF32(dst, src, 1, 0)
 	case 4:
-		simd.U4ToF32(dst, src, 1, -c.off())
+		simd.U4ToF32(dst, src, 1, 0)
 	case 2:
-		simd.U2ToF32(dst, src, 1, -c.off())
+		simd.U2ToF32(dst, src, 1, 0)
 	}
 }
 
+// Decode converts each row with the per-channel scales and zeros of its
+// group in one call: code·s[ch] + z[ch], the product rounded first.
 func (c *channelCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	var sb, zb [512]float32
 	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
 	c.segments(row0, n, func(gi, r, e int) {
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		c.groupMeta(s, z, blk)
-		d := dst[(r-row0)*c.dim : (e-row0)*c.dim]
-		c.rawCodes(d, blk, gi, r, e)
-		for t := 0; t < e-r; t++ {
-			row := d[t*c.dim : (t+1)*c.dim]
-			for ch := range row {
-				row[ch] = row[ch]*s[ch] + z[ch]
+		for t := r; t < e; t++ {
+			row := dst[(t-row0)*c.dim : (t-row0+1)*c.dim]
+			src := c.codes(blk, gi, t, t+1)
+			switch c.bits {
+			case 8:
+				simd.U8ToF32Vec(row, src, s, z)
+			case 4:
+				simd.U4ToF32Vec(row, src, s, z)
+			case 2:
+				simd.U2ToF32Vec(row, src, s, z)
 			}
 		}
 	})
@@ -535,16 +548,14 @@ func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile 
 		c.groupMeta(s, z, blk)
 		for i := 0; i < nq; i++ {
 			qi := q[i*c.dim : (i+1)*c.dim]
-			qsi := qs[i*c.dim : (i+1)*c.dim]
-			for ch := range qsi {
-				qsi[ch] = qi[ch] * s[ch]
-			}
+			simd.MulF32(qs[i*c.dim:(i+1)*c.dim], qi, s)
 			k[i] = simd.DotF32(qi, z)
 		}
 		for t := r; t < e; t += step {
 			m := min(step, e-t)
 			c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
 			simd.ScoresF32(dst[t-row0:], ldd, qs, nq, c.dim, rows[:m*c.dim], m)
+			// m adds per query (a few per row): no kernel call pays.
 			for i := 0; i < nq; i++ {
 				d := dst[i*ldd+t-row0 : i*ldd+t-row0+m]
 				for j := range d {
@@ -580,10 +591,8 @@ func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, t
 				wsum += w[i*ldw+t-row0]
 			}
 			a := acc[i*c.dim : (i+1)*c.dim]
-			ti := tmp[i*c.dim : (i+1)*c.dim]
-			for ch := range a {
-				a[ch] += s[ch]*ti[ch] + z[ch]*wsum
-			}
+			simd.MulAddF32(a, s, tmp[i*c.dim:(i+1)*c.dim])
+			simd.AxpyF32(a, wsum, z)
 		}
 	})
 }

@@ -121,7 +121,8 @@ func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 	if p.Dim <= 0 || p.Dim*f.bits%8 != 0 {
 		return nil, fmt.Errorf("%w: %s: head size %d does not pack into whole bytes at %d bits", ErrDim, f.Name(), p.Dim, f.bits)
 	}
-	c := &kvquantCodec{dim: p.Dim, bits: f.bits, cb: f.codebook(), key: p.Key, group: 1}
+	cb := f.codebook()
+	c := &kvquantCodec{dim: p.Dim, bits: f.bits, cb: cb, lut: newLUT(cb), key: p.Key, group: 1}
 	m := p.Dim // vector length
 	if p.Key {
 		c.group = f.group
@@ -149,7 +150,8 @@ func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 type kvquantCodec struct {
 	dim, bits, group int
 	key              bool
-	cb               []float32
+	cb               []float32 // the 2^bits levels, for Encode
+	lut              lut       // cb as a lookup table, for Decode
 	nout, idxBytes   int
 	vecMeta, rowCode int
 	groupBytes       int
@@ -283,8 +285,9 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		}
 		return
 	}
-	var zb, rb [512]float32
+	var zb, rb, ub [512]float32
 	zero, rng := scratch(zb[:], c.dim), scratch(rb[:], c.dim)
+	u := scratch(ub[:], c.dim)
 	for r := row0; r < row0+n; {
 		gi := r / c.group
 		e := min(row0+n, (gi+1)*c.group)
@@ -293,13 +296,13 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		for ch := 0; ch < c.dim; ch++ {
 			zero[ch], rng[ch] = c.meta(metas[ch*c.vecMeta:])
 		}
-		// Dense part: zero + range·codebook[code], row by row.
+		// Dense part: zero + range·codebook[code], row by row, the
+		// product rounded before the sum.
 		for t := r; t < e; t++ {
 			d := dst[(t-row0)*c.dim : (t-row0+1)*c.dim]
-			lutUnpack(d, blk[(t-gi*c.group)*c.rowCode:][:c.rowCode], c.bits, c.cb)
-			for ch, u := range d {
-				d[ch] = zero[ch] + rng[ch]*u
-			}
+			lutUnpack(u, blk[(t-gi*c.group)*c.rowCode:][:c.rowCode], c.bits, &c.lut)
+			copy(d, zero)
+			simd.MulAddF32(d, rng, u)
 		}
 		// Sparse part: each channel's outliers that fall in [r, e).
 		for ch := 0; ch < c.dim; ch++ {
@@ -314,13 +317,18 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	}
 }
 
+// decodeValueRow looks the row's codes up in a table of its values zero +
+// range·level, the product rounded before the sum (as the key path's
+// MulAddF32 rounds): one pass, with the same bits as mapping each
+// looked-up level.
 func (c *kvquantCodec) decodeValueRow(d []float32, row []byte) {
 	m := row[c.rowCode:]
 	zero, rng := c.meta(m)
-	lutUnpack(d, row[:c.rowCode], c.bits, c.cb)
-	for i, u := range d {
-		d[i] = zero + rng*u
+	var t lut
+	for k, v := range c.lut[:len(c.cb)] {
+		t[k] = zero + float32(rng*v)
 	}
+	lutUnpack(d, row[:c.rowCode], c.bits, &t)
 	for k := 0; k < c.nout; k++ {
 		i, v := c.outlier(m, k)
 		d[i] = v

@@ -94,7 +94,7 @@ func (f turboFormat) NewCodec(p CodecParams) (Codec, error) {
 		f.tab.cbs[p.Dim] = cb
 	}
 	f.tab.mu.Unlock()
-	return &turboCodec{dim: p.Dim, bits: f.bits, rot: rot, cb: cb, nc: f.nc, codeBytes: p.Dim * f.bits / 8}, nil
+	return &turboCodec{dim: p.Dim, bits: f.bits, rot: rot, cb: cb, lut: newLUT(cb), nc: f.nc, codeBytes: p.Dim * f.bits / 8}, nil
 }
 
 // lloydMaxSphere returns the 2^bits Lloyd–Max (1-D k-means) centroids, in
@@ -161,7 +161,8 @@ func lloydMaxSphere(dim, bits int) []float32 {
 type turboCodec struct {
 	dim, bits int
 	rot       *rotation
-	cb        []float32
+	cb        []float32 // the 2^bits centroids, for Encode
+	lut       lut       // cb as a lookup table, for the decoders
 	nc        bool
 	codeBytes int
 }
@@ -185,8 +186,9 @@ func putBits(b []byte, j, bits int, v uint32) {
 		}
 	}
 }
+
 // unpackValues sets u[j] = cb[code j] for a row's bit stream.
-func (c *turboCodec) unpackValues(u []float32, b []byte) { lutUnpack(u[:c.dim], b, c.bits, c.cb) }
+func (c *turboCodec) unpackValues(u []float32, b []byte) { lutUnpack(u[:c.dim], b, c.bits, &c.lut) }
 
 func (c *turboCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	var yb [512]float32
@@ -249,10 +251,7 @@ func (c *turboCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		c.unpackValues(u, row)
 		d := dst[r*c.dim : (r+1)*c.dim]
 		c.rot.applyT(d, u)
-		nm := c.norm(row)
-		for i := range d {
-			d[i] *= nm
-		}
+		simd.ScaleF32(d, c.norm(row))
 	}
 }
 
@@ -262,13 +261,15 @@ func (c *turboCodec) RotateQueries(dst, q []float32, nq int) {
 	}
 }
 
-// decodeRotated writes rows in the rotated basis: norm · c[idx].
+// decodeRotated writes rows in the rotated basis: norm · c[idx]. Each row
+// looks its codes up in the centroids scaled by its norm, which gives the
+// bits of scaling the looked-up centroids (one rounded product either way)
+// in one pass.
 func (c *turboCodec) decodeRotated(dst []float32, tile []byte, row0, n int) {
 	for r := 0; r < n; r++ {
 		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
-		u := dst[r*c.dim : (r+1)*c.dim]
-		c.unpackValues(u, row)
-		simd.ScaleF32(u, c.norm(row))
+		t := scaledLUT(&c.lut, len(c.cb), c.norm(row))
+		lutUnpack(dst[r*c.dim:(r+1)*c.dim], row, c.bits, &t)
 	}
 }
 
@@ -285,10 +286,9 @@ func (c *turboCodec) UnrotateAdd(acc, racc []float32, nq int) {
 	t := scratch(tb[:], c.dim)
 	for i := 0; i < nq; i++ {
 		c.rot.applyT(t, racc[i*c.dim:(i+1)*c.dim])
-		a := acc[i*c.dim : (i+1)*c.dim]
-		for j, v := range t {
-			a[j] += v
-		}
+		// acc row += t: with alpha 1 the product is exact, so even the
+		// fused assembly rounds only the sum.
+		simd.AxpyF32(acc[i*c.dim:(i+1)*c.dim], 1, t)
 	}
 }
 

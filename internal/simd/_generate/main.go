@@ -56,6 +56,8 @@ func main() {
 		axpy(t)
 	}
 	scale()
+	mul(false)
+	mul(true)
 	sum()
 	dotQ80()
 	widen(f16)
@@ -69,7 +71,7 @@ func main() {
 	gemmQ80(4, 3, false)
 	gemmQ80(4, 3, true)
 
-	shifts := map[int]Mem{4: codeShifts(4), 2: codeShifts(2)}
+	shifts := map[int]Mem{4: codeShifts(4), 3: codeShifts(3), 2: codeShifts(2)}
 	for _, k := range []codeKind{codeU8, codeI8, codeU4, codeU2} {
 		unpack(k, false, shifts)
 	}
@@ -79,6 +81,9 @@ func main() {
 	u2codes := u2Codes()
 	for _, k := range []codeKind{codeU8, codeU4, codeU2} {
 		unpackGroups(k, shifts, u2codes)
+	}
+	for _, k := range []lutKind{lut4, lut3, lut2} {
+		lutToF32(k, shifts[k.bits])
 	}
 	q80ToF32()
 	q4ToF32(false)
@@ -331,6 +336,60 @@ func scale() {
 	v := YMM()
 	VMULPS(x.Idx(i, 4), alpha, v)
 	VMOVUPS(v, x.Idx(i, 4))
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// mul: dst[i] = x[i]*y[i], or with add acc[i] += x[i]*y[i], over len(dst)&^7
+// elements. The product is rounded before the sum (VMULPS, then VADDPS; no
+// fused multiply-add), as the Go twin computes it, so the two agree bit for
+// bit. Each vector is loaded before its result is stored, so dst may be x
+// or y.
+func mul(add bool) {
+	name, d, sig, doc := "mulF32AVX2", "dst", "func(dst, x, y []float32)", " sets dst[i] = x[i]*y[i]"
+	if add {
+		name, d, sig, doc = "mulAddF32AVX2", "acc", "func(acc, x, y []float32)", " sets acc[i] += x[i]*y[i], rounding the product, then the sum,"
+	}
+	header(name, sig,
+		name+doc,
+		fmt.Sprintf("for i < len(%s)&^7. len(x) and len(y) must be at least len(%s)&^7.", d, d))
+	dst := Mem{Base: Load(Param(d).Base(), GP64())}
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	y := Mem{Base: Load(Param("y").Base(), GP64())}
+	n := Load(Param(d).Len(), GP64())
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	i := GP64()
+	XORQ(i, i)
+	step := func(k int) {
+		v := YMM()
+		VMOVUPS(x.Idx(i, 4).Offset(32*k), v)
+		VMULPS(y.Idx(i, 4).Offset(32*k), v, v)
+		if add {
+			VADDPS(dst.Idx(i, 4).Offset(32*k), v, v)
+		}
+		VMOVUPS(v, dst.Idx(i, 4).Offset(32*k))
+	}
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	for k := 0; k < 4; k++ {
+		step(k)
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	step(0)
 	ADDQ(U32(8), i)
 	JMP(LabelRef(name + "_loop8"))
 

@@ -706,3 +706,41 @@ func BenchmarkMaxF32(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCodeKernels measures the packed-code attention kernels on one
+// page of chunkN rows of head dim chunkDim for chunkNQ queries, codes in
+// cache: compare ns/row with BenchmarkAttentionKernels' F32 kernels on the
+// same shape, which run on rows already decoded.
+func BenchmarkCodeKernels(b *testing.B) {
+	r := newRand(b)
+	const dim, nq, n = chunkDim, chunkNQ, chunkN
+	q, w, bias := randF32(r, nq*dim), randF32(r, nq*n), randF32(r, nq)
+	dst, acc := make([]float32, nq*n), make([]float32, nq*dim)
+	codes := make([]byte, n*dim)
+	for i := range codes {
+		codes[i] = byte(r.Uint32())
+	}
+	for _, k := range []struct {
+		name       string
+		bits       int
+		scores     func(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int)
+		accumulate func(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int)
+	}{
+		{"U8", 8, ScoresU8, AccumulateU8},
+		{"U4", 4, ScoresU4, AccumulateU4},
+	} {
+		ldc := dim * k.bits / 8
+		runImpls(b, "Scores"+k.name, func(b *testing.B) {
+			for b.Loop() {
+				k.scores(dst, n, q, dim, nq, dim, codes, ldc, n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+		})
+		runImpls(b, "Accumulate"+k.name, func(b *testing.B) {
+			for b.Loop() {
+				k.accumulate(acc, dim, bias, w, n, nq, dim, codes, ldc, n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+		})
+	}
+}

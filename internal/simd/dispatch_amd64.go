@@ -759,3 +759,108 @@ func expShiftSum(x []float32, scale, shift float32) float64 {
 }
 
 func asmEnabled() bool { return useAsm }
+
+// The packed-code attention kernels cover the cols&^7 leading columns of
+// each row (cols >= 8), in query blocks as scoresF32; the generic twin adds
+// the tail of 1 to 7 columns.
+
+func scoresCodesBlock(bits, qb int, dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc, cols, n int) {
+	if bits == 8 {
+		switch qb {
+		case 1:
+			scoresU8Q1AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+		case 2:
+			scoresU8Q2AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+		case 3:
+			scoresU8Q3AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+		default:
+			scoresU8Q4AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+		}
+		return
+	}
+	switch qb {
+	case 1:
+		scoresU4Q1AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+	case 2:
+		scoresU4Q2AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+	case 3:
+		scoresU4Q3AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+	default:
+		scoresU4Q4AVX2(dst, ldd, q, ldq, codes, ldc, cols, n)
+	}
+}
+
+func accumulateCodesBlock(bits, qb int, acc *float32, lda int, bias, w *float32, ldw int, codes *byte, ldc, cols, n int) {
+	if bits == 8 {
+		switch qb {
+		case 1:
+			accumulateU8Q1AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		case 2:
+			accumulateU8Q2AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		case 3:
+			accumulateU8Q3AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		default:
+			accumulateU8Q4AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		}
+		return
+	}
+	switch qb {
+	case 1:
+		accumulateU4Q1AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	case 2:
+		accumulateU4Q2AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	case 3:
+		accumulateU4Q3AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	default:
+		accumulateU4Q4AVX2(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	}
+}
+
+// scoresCodes runs with nq > 0, cols > 0 and n > 0.
+func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	if !useAsm || cols < 8 {
+		scoresCodesGeneric(bits, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
+		return
+	}
+	for i := 0; i < nq; {
+		qb := queryBlock(nq, i)
+		scoresCodesBlock(bits, qb, &dst[i*ldd], ldd, &q[i*ldq], ldq, &codes[0], ldc, cols, n)
+		i += qb
+	}
+	if c8 := cols &^ 7; c8 < cols {
+		scoresCodesGeneric(bits, true, dst, ldd, q, ldq, nq, c8, cols, codes, ldc, n)
+	}
+}
+
+// accumulateCodes runs with nq > 0 and cols > 0. The assembly adds the
+// bias to the columns it covers, the twin to the tail.
+func accumulateCodes(bits int, acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	if !useAsm || cols < 8 || n == 0 {
+		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
+		return
+	}
+	for i := 0; i < nq; {
+		qb := queryBlock(nq, i)
+		accumulateCodesBlock(bits, qb, &acc[i*lda], lda, &bias[i], &w[i*ldw], ldw, &codes[0], ldc, cols, n)
+		i += qb
+	}
+	if c8 := cols &^ 7; c8 < cols {
+		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, c8, cols, codes, ldc, n)
+	}
+}
+
+func scoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	scoresCodes(8, dst, ldd, q, ldq, nq, cols, codes, ldc, n)
+}
+
+func scoresU4(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	scoresCodes(4, dst, ldd, q, ldq, nq, cols, codes, ldc, n)
+}
+
+func accumulateU8(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	accumulateCodes(8, acc, lda, bias, w, ldw, nq, cols, codes, ldc, n)
+}
+
+func accumulateU4(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	accumulateCodes(4, acc, lda, bias, w, ldw, nq, cols, codes, ldc, n)
+}

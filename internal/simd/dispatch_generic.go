@@ -95,3 +95,19 @@ func expShiftSum(x []float32, scale, shift float32) float64 {
 }
 
 func asmEnabled() bool { return false }
+
+func scoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	scoresCodesGeneric(8, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
+}
+
+func scoresU4(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	scoresCodesGeneric(4, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
+}
+
+func accumulateU8(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	accumulateCodesGeneric(8, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
+}
+
+func accumulateU4(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	accumulateCodesGeneric(4, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
+}

@@ -6,8 +6,9 @@
 // values; 4-, 3- and 2-bit codes through a table of levels, a codebook;
 // GGML Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL blocks; OCP 8-bit floats
 // E5M2 and E4M3 times a scale) to float32, and the two halves of decode
-// attention over a chunk of decoded KV rows (ScoresF32, AccumulateF32) with
-// the softmax between them (MaxF32, then ExpShiftSum: exp(x*scale - shift)
+// attention over a chunk of decoded KV rows (ScoresF32, AccumulateF32) or
+// of rows of raw 8- or 4-bit codes read in place (ScoresU8, AccumulateU8,
+// ScoresU4, AccumulateU4) with the softmax between them (MaxF32, then ExpShiftSum: exp(x*scale - shift)
 // in place and its sum).
 //
 // Every kernel has a pure-Go reference twin (the unexported *Generic
@@ -52,7 +53,12 @@
 // AccumulateF32 adds the weighted sums of the rows to nq accumulator rows.
 // Both keep a block of up to 4 queries' partial sums in registers while
 // they run over the rows, so each row, and each accumulator, is loaded once
-// per call (per block of 4 queries for the rows).
+// per call (per block of 4 queries for the rows). ScoresU8/U4 and
+// AccumulateU8/U4 do the same on rows of packed unsigned codes, widened
+// and converted in registers and never stored, with strides for the
+// queries, accumulators and code rows, so that a call can take one group of
+// columns of each row; they compute with the raw codes, and the caller
+// applies each group's scale and zero once per row and query.
 //
 // The matrix products take the weight matrix W row-major as [rows][cols]
 // (PyTorch Linear layout, out × in) and nt token rows of cols floats back to

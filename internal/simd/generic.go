@@ -671,3 +671,50 @@ func expShiftTail(s float64, x []float32, scale, shift float32) float64 {
 	}
 	return s
 }
+
+// The packed-code attention twins work on columns [c0, c1) of each row, so
+// that the assembly dispatchers can finish a tail of 1 to 7 columns with
+// them.
+
+// codeAt returns code c of the row at b, of 8 or 4 bits (low nibble first).
+func codeAt(b []byte, bits, c int) float32 {
+	if bits == 8 {
+		return float32(b[c])
+	}
+	return float32(b[c>>1] >> (4 * (c & 1)) & 15)
+}
+
+// scoresCodesGeneric sets (add false) or adds to (add true) dst[i*ldd+j]
+// the sum over columns [c0, c1) of q[i*ldq+c]*code(j, c), from left to right.
+func scoresCodesGeneric(bits int, add bool, dst []float32, ldd int, q []float32, ldq, nq, c0, c1 int, codes []byte, ldc, n int) {
+	for i := 0; i < nq; i++ {
+		qi := q[i*ldq : i*ldq+c1]
+		for j := 0; j < n; j++ {
+			row := codes[j*ldc:]
+			var s float32
+			for c := c0; c < c1; c++ {
+				s += qi[c] * codeAt(row, bits, c)
+			}
+			if add {
+				dst[i*ldd+j] += s
+			} else {
+				dst[i*ldd+j] = s
+			}
+		}
+	}
+}
+
+// accumulateCodesGeneric sets acc[i*lda+c] += bias[i] + Σ_j w[i*ldw+j]*code(j, c)
+// for columns [c0, c1), summing the rows in order onto bias[i].
+func accumulateCodesGeneric(bits int, acc []float32, lda int, bias, w []float32, ldw, nq, c0, c1 int, codes []byte, ldc, n int) {
+	for i := 0; i < nq; i++ {
+		wi := w[i*ldw : i*ldw+n]
+		for c := c0; c < c1; c++ {
+			s := bias[i]
+			for j, wj := range wi {
+				s += wj * codeAt(codes[j*ldc:], bits, c)
+			}
+			acc[i*lda+c] += s
+		}
+	}
+}

@@ -355,6 +355,118 @@ func scoresQ4AVX2(dst *float32, ldd int, q *float32, rows *float32, dim int, n i
 //go:noescape
 func accumulateQ4AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
 
+// scoresU8Q1AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU8Q1AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q1AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 1, c < cols&^7, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU8Q1AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU8Q2AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 2, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU8Q2AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q2AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 2, c < cols&^7, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU8Q2AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU8Q3AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 3, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU8Q3AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q3AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 3, c < cols&^7, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU8Q3AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU8Q4AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 4, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU8Q4AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q4AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 4, c < cols&^7, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU8Q4AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q1AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 1, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU4Q1AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q1AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 1, c < cols&^7, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU4Q1AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q2AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 2, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU4Q2AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q2AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 2, c < cols&^7, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU4Q2AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q3AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 3, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU4Q3AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q3AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 3, c < cols&^7, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU4Q3AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q4AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// for i < 4, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (low bits first). cols must be at least 8.
+//
+//go:noescape
+func scoresU4Q4AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q4AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 4, c < cols&^7, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (low bits first).
+//
+//go:noescape
+func accumulateU4Q4AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
 // maxF32AVX2 returns the largest x[i] for i < len(x)&^7 (-Inf if there is none)
 // and whether any of them is a NaN; m is meaningless when nan is true.
 // Zeros compare equal: m may be -0 when the largest value is +0.

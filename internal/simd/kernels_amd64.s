@@ -5132,6 +5132,2936 @@ accumulateQ4AVX2_t1_skip:
 	VZEROUPPER
 	RET
 
+DATA u4mask<>+0(SB)/4, $0x0000000f
+DATA u4mask<>+4(SB)/4, $0x0000000f
+DATA u4mask<>+8(SB)/4, $0x0000000f
+DATA u4mask<>+12(SB)/4, $0x0000000f
+DATA u4mask<>+16(SB)/4, $0x0000000f
+DATA u4mask<>+20(SB)/4, $0x0000000f
+DATA u4mask<>+24(SB)/4, $0x0000000f
+DATA u4mask<>+28(SB)/4, $0x0000000f
+GLOBL u4mask<>(SB), RODATA|NOPTR, $32
+
+// func scoresU8Q1AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU8Q1AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	MOVQ ldc+40(FP), CX
+	MOVQ codes+32(FP), BX
+	ADDQ AX, BX
+	MOVQ dst+0(FP), SI
+	MOVQ n+56(FP), DI
+
+scoresU8Q1AVX2_loop:
+	CMPQ   DI, $0x08
+	JB     scoresU8Q1AVX2_tail
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	LEAQ   (R11)(CX*1), R12
+	LEAQ   (R12)(CX*1), R13
+	LEAQ   (R13)(CX*1), R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   AX, R15
+	NEGQ   R15
+
+scoresU8Q1AVX2_dloop:
+	VMOVUPS      (DX)(R15*4), Y8
+	VPMOVZXBD    (BX)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXBD    (R8)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXBD    (R9)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXBD    (R10)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXBD    (R11)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXBD    (R12)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXBD    (R13)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXBD    (R14)(R15*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x08, R15
+	JNZ          scoresU8Q1AVX2_dloop
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVUPS      X4, 16(R8)
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, DI
+	JMP          scoresU8Q1AVX2_loop
+
+scoresU8Q1AVX2_tail:
+	CMPQ   DI, $0x04
+	JB     scoresU8Q1AVX2_t4_skip
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU8Q1AVX2_dloop_t4:
+	VMOVUPS      (DX)(R11*4), Y4
+	VPMOVZXBD    (BX)(R11*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPMOVZXBD    (R8)(R11*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPMOVZXBD    (R9)(R11*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPMOVZXBD    (R10)(R11*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x08, R11
+	JNZ          scoresU8Q1AVX2_dloop_t4
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         $0x10, SI
+	SUBQ         $0x04, DI
+
+scoresU8Q1AVX2_t4_skip:
+	CMPQ   DI, $0x02
+	JB     scoresU8Q1AVX2_t2_skip
+	LEAQ   (BX)(CX*1), R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   AX, R9
+	NEGQ   R9
+
+scoresU8Q1AVX2_dloop_t2:
+	VMOVUPS      (DX)(R9*4), Y2
+	VPMOVZXBD    (BX)(R9*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPMOVZXBD    (R8)(R9*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x08, R9
+	JNZ          scoresU8Q1AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R8)
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         $0x08, SI
+	SUBQ         $0x02, DI
+
+scoresU8Q1AVX2_t2_skip:
+	CMPQ   DI, $0x01
+	JB     scoresU8Q1AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	NEGQ   AX
+
+scoresU8Q1AVX2_dloop_t1:
+	VMOVUPS      (DX)(AX*4), Y1
+	VPMOVZXBD    (BX)(AX*1), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x08, AX
+	JNZ          scoresU8Q1AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         SI, AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, BX
+	ADDQ         $0x04, SI
+	SUBQ         $0x01, DI
+
+scoresU8Q1AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q1AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU8Q1AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	MOVQ lda+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ cols+56(FP), CX
+	SHRQ $0x03, CX
+	MOVQ acc+0(FP), DX
+	MOVQ codes+40(FP), BX
+	MOVQ ldc+48(FP), SI
+	MOVQ n+64(FP), DI
+
+accumulateU8Q1AVX2_loop:
+	CMPQ         CX, $0x08
+	JB           accumulateU8Q1AVX2_tail
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y1
+	VADDPS       32(DX), Y0, Y2
+	VADDPS       64(DX), Y0, Y3
+	VADDPS       96(DX), Y0, Y4
+	VADDPS       128(DX), Y0, Y5
+	VADDPS       160(DX), Y0, Y6
+	VADDPS       192(DX), Y0, Y7
+	VADDPS       224(DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX2_jloop:
+	CMPQ         R9, DI
+	JAE          accumulateU8Q1AVX2_store
+	VBROADCASTSS (AX)(R9*4), Y8
+	VPMOVZXBD    (R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXBD    8(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXBD    16(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXBD    24(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXBD    32(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXBD    40(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXBD    48(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VPMOVZXBD    56(R8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU8Q1AVX2_jloop
+
+accumulateU8Q1AVX2_store:
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y2, 32(DX)
+	VMOVUPS Y3, 64(DX)
+	VMOVUPS Y4, 96(DX)
+	VMOVUPS Y5, 128(DX)
+	VMOVUPS Y6, 160(DX)
+	VMOVUPS Y7, 192(DX)
+	VMOVUPS Y0, 224(DX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000040, BX
+	SUBQ    $0x08, CX
+	JMP     accumulateU8Q1AVX2_loop
+
+accumulateU8Q1AVX2_tail:
+	CMPQ         CX, $0x04
+	JB           accumulateU8Q1AVX2_t4_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y1
+	VADDPS       32(DX), Y0, Y2
+	VADDPS       64(DX), Y0, Y3
+	VADDPS       96(DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX2_jloop_t4:
+	CMPQ         R9, DI
+	JAE          accumulateU8Q1AVX2_store_t4
+	VBROADCASTSS (AX)(R9*4), Y4
+	VPMOVZXBD    (R8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPMOVZXBD    8(R8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPMOVZXBD    16(R8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	VPMOVZXBD    24(R8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU8Q1AVX2_jloop_t4
+
+accumulateU8Q1AVX2_store_t4:
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y2, 32(DX)
+	VMOVUPS Y3, 64(DX)
+	VMOVUPS Y0, 96(DX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000020, BX
+	SUBQ    $0x04, CX
+
+accumulateU8Q1AVX2_t4_skip:
+	CMPQ         CX, $0x02
+	JB           accumulateU8Q1AVX2_t2_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y1
+	VADDPS       32(DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX2_jloop_t2:
+	CMPQ         R9, DI
+	JAE          accumulateU8Q1AVX2_store_t2
+	VBROADCASTSS (AX)(R9*4), Y2
+	VPMOVZXBD    (R8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPMOVZXBD    8(R8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU8Q1AVX2_jloop_t2
+
+accumulateU8Q1AVX2_store_t2:
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y0, 32(DX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000010, BX
+	SUBQ    $0x02, CX
+
+accumulateU8Q1AVX2_t2_skip:
+	CMPQ         CX, $0x01
+	JB           accumulateU8Q1AVX2_t1_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX2_jloop_t1:
+	CMPQ         R9, DI
+	JAE          accumulateU8Q1AVX2_store_t1
+	VBROADCASTSS (AX)(R9*4), Y1
+	VPMOVZXBD    (R8), Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU8Q1AVX2_jloop_t1
+
+accumulateU8Q1AVX2_store_t1:
+	VMOVUPS Y0, (DX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000008, BX
+	SUBQ    $0x01, CX
+
+accumulateU8Q1AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU8Q2AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU8Q2AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), CX
+	MOVQ ldc+40(FP), BX
+	MOVQ codes+32(FP), SI
+	ADDQ AX, SI
+	MOVQ dst+0(FP), DI
+	MOVQ n+56(FP), R8
+
+scoresU8Q2AVX2_loop:
+	CMPQ   R8, $0x04
+	JB     scoresU8Q2AVX2_tail
+	LEAQ   (SI)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU8Q2AVX2_dloop:
+	VPMOVZXBD    (SI)(R12*1), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    (R9)(R12*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    (R10)(R12*1), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    (R11)(R12*1), Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      (DX)(R12*4), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VMOVUPS      (CX)(R12*4), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x08, R12
+	JNZ          scoresU8Q2AVX2_dloop
+	MOVQ         ldd+8(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R10)
+	ADDQ         R9, R10
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVUPS      X4, (R10)
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R8
+	JMP          scoresU8Q2AVX2_loop
+
+scoresU8Q2AVX2_tail:
+	CMPQ   R8, $0x02
+	JB     scoresU8Q2AVX2_t2_skip
+	LEAQ   (SI)(BX*1), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R10
+	NEGQ   R10
+
+scoresU8Q2AVX2_dloop_t2:
+	VPMOVZXBD    (SI)(R10*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    (R9)(R10*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      (DX)(R10*4), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVUPS      (CX)(R10*4), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x08, R10
+	JNZ          scoresU8Q2AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R10)
+	ADDQ         R9, R10
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R10)
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         $0x08, DI
+	SUBQ         $0x02, R8
+
+scoresU8Q2AVX2_t2_skip:
+	CMPQ   R8, $0x01
+	JB     scoresU8Q2AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	NEGQ   AX
+
+scoresU8Q2AVX2_dloop_t1:
+	VPMOVZXBD    (SI)(AX*1), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      (DX)(AX*4), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      (CX)(AX*4), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x08, AX
+	JNZ          scoresU8Q2AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         DI, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         BX, SI
+	ADDQ         $0x04, DI
+	SUBQ         $0x01, R8
+
+scoresU8Q2AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q2AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU8Q2AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), CX
+	MOVQ lda+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ cols+56(FP), BX
+	SHRQ $0x03, BX
+	MOVQ acc+0(FP), SI
+	MOVQ codes+40(FP), DI
+	MOVQ ldc+48(FP), R8
+	MOVQ n+64(FP), R9
+
+accumulateU8Q2AVX2_loop:
+	CMPQ         BX, $0x04
+	JB           accumulateU8Q2AVX2_tail
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Y0
+	VADDPS       (SI), Y0, Y1
+	VADDPS       32(SI), Y0, Y2
+	VADDPS       64(SI), Y0, Y3
+	VADDPS       96(SI), Y0, Y0
+	VBROADCASTSS 4(R10), Y4
+	VADDPS       (SI)(DX*1), Y4, Y5
+	VADDPS       32(SI)(DX*1), Y4, Y6
+	VADDPS       64(SI)(DX*1), Y4, Y7
+	VADDPS       96(SI)(DX*1), Y4, Y4
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX2_jloop:
+	CMPQ         R11, R9
+	JAE          accumulateU8Q2AVX2_store
+	VPMOVZXBD    (R10), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R10), Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    16(R10), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    24(R10), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (AX)(R11*4), Y12
+	VFMADD231PS  Y8, Y12, Y1
+	VFMADD231PS  Y9, Y12, Y2
+	VFMADD231PS  Y10, Y12, Y3
+	VFMADD231PS  Y11, Y12, Y0
+	VBROADCASTSS (CX)(R11*4), Y12
+	VFMADD231PS  Y8, Y12, Y5
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y4
+	ADDQ         R8, R10
+	INCQ         R11
+	JMP          accumulateU8Q2AVX2_jloop
+
+accumulateU8Q2AVX2_store:
+	VMOVUPS Y1, (SI)
+	VMOVUPS Y2, 32(SI)
+	VMOVUPS Y3, 64(SI)
+	VMOVUPS Y0, 96(SI)
+	VMOVUPS Y5, (SI)(DX*1)
+	VMOVUPS Y6, 32(SI)(DX*1)
+	VMOVUPS Y7, 64(SI)(DX*1)
+	VMOVUPS Y4, 96(SI)(DX*1)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x04, BX
+	JMP     accumulateU8Q2AVX2_loop
+
+accumulateU8Q2AVX2_tail:
+	CMPQ         BX, $0x02
+	JB           accumulateU8Q2AVX2_t2_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Y0
+	VADDPS       (SI), Y0, Y1
+	VADDPS       32(SI), Y0, Y0
+	VBROADCASTSS 4(R10), Y2
+	VADDPS       (SI)(DX*1), Y2, Y3
+	VADDPS       32(SI)(DX*1), Y2, Y2
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX2_jloop_t2:
+	CMPQ         R11, R9
+	JAE          accumulateU8Q2AVX2_store_t2
+	VPMOVZXBD    (R10), Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    8(R10), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (AX)(R11*4), Y6
+	VFMADD231PS  Y4, Y6, Y1
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS (CX)(R11*4), Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VFMADD231PS  Y5, Y6, Y2
+	ADDQ         R8, R10
+	INCQ         R11
+	JMP          accumulateU8Q2AVX2_jloop_t2
+
+accumulateU8Q2AVX2_store_t2:
+	VMOVUPS Y1, (SI)
+	VMOVUPS Y0, 32(SI)
+	VMOVUPS Y3, (SI)(DX*1)
+	VMOVUPS Y2, 32(SI)(DX*1)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000010, DI
+	SUBQ    $0x02, BX
+
+accumulateU8Q2AVX2_t2_skip:
+	CMPQ         BX, $0x01
+	JB           accumulateU8Q2AVX2_t1_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Y0
+	VADDPS       (SI), Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VADDPS       (SI)(DX*1), Y1, Y1
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX2_jloop_t1:
+	CMPQ         R11, R9
+	JAE          accumulateU8Q2AVX2_store_t1
+	VPMOVZXBD    (R10), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (AX)(R11*4), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (CX)(R11*4), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, R10
+	INCQ         R11
+	JMP          accumulateU8Q2AVX2_jloop_t1
+
+accumulateU8Q2AVX2_store_t1:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, (SI)(DX*1)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000008, DI
+	SUBQ    $0x01, BX
+
+accumulateU8Q2AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU8Q3AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU8Q3AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ ldc+40(FP), SI
+	MOVQ codes+32(FP), DI
+	ADDQ AX, DI
+	MOVQ dst+0(FP), R8
+	MOVQ n+56(FP), R9
+
+scoresU8Q3AVX2_loop:
+	CMPQ   R9, $0x03
+	JB     scoresU8Q3AVX2_tail
+	LEAQ   (DI)(SI*1), R10
+	LEAQ   (R10)(SI*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU8Q3AVX2_dloop:
+	VPMOVZXBD    (DI)(R12*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    (R10)(R12*1), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    (R11)(R12*1), Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      (DX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVUPS      (BX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VMOVUPS      (CX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x08, R12
+	JNZ          scoresU8Q3AVX2_dloop
+	MOVQ         ldd+8(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         R8, R11
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y2, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVQ        X0, (R11)
+	VEXTRACTPS   $0x02, X0, 8(R11)
+	ADDQ         R10, R11
+	VHADDPS      Y4, Y3, Y3
+	VHADDPS      Y5, Y5, Y5
+	VHADDPS      Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVQ        X3, (R11)
+	VEXTRACTPS   $0x02, X3, 8(R11)
+	ADDQ         R10, R11
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVQ        X6, (R11)
+	VEXTRACTPS   $0x02, X6, 8(R11)
+	ADDQ         SI, DI
+	ADDQ         SI, DI
+	ADDQ         SI, DI
+	ADDQ         $0x0c, R8
+	SUBQ         $0x03, R9
+	JMP          scoresU8Q3AVX2_loop
+
+scoresU8Q3AVX2_tail:
+	CMPQ   R9, $0x02
+	JB     scoresU8Q3AVX2_t2_skip
+	LEAQ   (DI)(SI*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU8Q3AVX2_dloop_t2:
+	VPMOVZXBD    (DI)(R11*1), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    (R10)(R11*1), Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      (DX)(R11*4), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVUPS      (BX)(R11*4), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVUPS      (CX)(R11*4), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         $0x08, R11
+	JNZ          scoresU8Q3AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         R8, R11
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R11)
+	ADDQ         R10, R11
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R11)
+	ADDQ         R10, R11
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVQ        X4, (R11)
+	ADDQ         SI, DI
+	ADDQ         SI, DI
+	ADDQ         $0x08, R8
+	SUBQ         $0x02, R9
+
+scoresU8Q3AVX2_t2_skip:
+	CMPQ   R9, $0x01
+	JB     scoresU8Q3AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	NEGQ   AX
+
+scoresU8Q3AVX2_dloop_t1:
+	VPMOVZXBD    (DI)(AX*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      (DX)(AX*4), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVUPS      (BX)(AX*4), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      (CX)(AX*4), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x08, AX
+	JNZ          scoresU8Q3AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         R8, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (CX)
+	ADDQ         SI, DI
+	ADDQ         $0x04, R8
+	SUBQ         $0x01, R9
+
+scoresU8Q3AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q3AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU8Q3AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), CX
+	MOVQ lda+8(FP), BX
+	SHLQ $0x02, BX
+	MOVQ cols+56(FP), SI
+	SHRQ $0x03, SI
+	MOVQ acc+0(FP), DI
+	MOVQ codes+40(FP), R8
+	MOVQ ldc+48(FP), R9
+	MOVQ n+64(FP), R10
+
+accumulateU8Q3AVX2_loop:
+	CMPQ         SI, $0x03
+	JB           accumulateU8Q3AVX2_tail
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Y0
+	VADDPS       (DI), Y0, Y1
+	VADDPS       32(DI), Y0, Y2
+	VADDPS       64(DI), Y0, Y0
+	VBROADCASTSS 4(R11), Y3
+	VADDPS       (DI)(BX*1), Y3, Y4
+	VADDPS       32(DI)(BX*1), Y3, Y5
+	VADDPS       64(DI)(BX*1), Y3, Y3
+	VBROADCASTSS 8(R11), Y6
+	VADDPS       (DI)(BX*2), Y6, Y7
+	VADDPS       32(DI)(BX*2), Y6, Y8
+	VADDPS       64(DI)(BX*2), Y6, Y6
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX2_jloop:
+	CMPQ         R12, R10
+	JAE          accumulateU8Q3AVX2_store
+	VPMOVZXBD    (R11), Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    8(R11), Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    16(R11), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (AX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y0
+	VBROADCASTSS (DX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y4
+	VFMADD231PS  Y10, Y12, Y5
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS (CX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y7
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y6
+	ADDQ         R9, R11
+	INCQ         R12
+	JMP          accumulateU8Q3AVX2_jloop
+
+accumulateU8Q3AVX2_store:
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y0, 64(DI)
+	VMOVUPS Y4, (DI)(BX*1)
+	VMOVUPS Y5, 32(DI)(BX*1)
+	VMOVUPS Y3, 64(DI)(BX*1)
+	VMOVUPS Y7, (DI)(BX*2)
+	VMOVUPS Y8, 32(DI)(BX*2)
+	VMOVUPS Y6, 64(DI)(BX*2)
+	ADDQ    $0x00000060, DI
+	ADDQ    $0x00000018, R8
+	SUBQ    $0x03, SI
+	JMP     accumulateU8Q3AVX2_loop
+
+accumulateU8Q3AVX2_tail:
+	CMPQ         SI, $0x02
+	JB           accumulateU8Q3AVX2_t2_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Y0
+	VADDPS       (DI), Y0, Y1
+	VADDPS       32(DI), Y0, Y0
+	VBROADCASTSS 4(R11), Y2
+	VADDPS       (DI)(BX*1), Y2, Y3
+	VADDPS       32(DI)(BX*1), Y2, Y2
+	VBROADCASTSS 8(R11), Y4
+	VADDPS       (DI)(BX*2), Y4, Y5
+	VADDPS       32(DI)(BX*2), Y4, Y4
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX2_jloop_t2:
+	CMPQ         R12, R10
+	JAE          accumulateU8Q3AVX2_store_t2
+	VPMOVZXBD    (R11), Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    8(R11), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (AX)(R12*4), Y8
+	VFMADD231PS  Y6, Y8, Y1
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS (DX)(R12*4), Y8
+	VFMADD231PS  Y6, Y8, Y3
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS (CX)(R12*4), Y8
+	VFMADD231PS  Y6, Y8, Y5
+	VFMADD231PS  Y7, Y8, Y4
+	ADDQ         R9, R11
+	INCQ         R12
+	JMP          accumulateU8Q3AVX2_jloop_t2
+
+accumulateU8Q3AVX2_store_t2:
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y0, 32(DI)
+	VMOVUPS Y3, (DI)(BX*1)
+	VMOVUPS Y2, 32(DI)(BX*1)
+	VMOVUPS Y5, (DI)(BX*2)
+	VMOVUPS Y4, 32(DI)(BX*2)
+	ADDQ    $0x00000040, DI
+	ADDQ    $0x00000010, R8
+	SUBQ    $0x02, SI
+
+accumulateU8Q3AVX2_t2_skip:
+	CMPQ         SI, $0x01
+	JB           accumulateU8Q3AVX2_t1_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Y0
+	VADDPS       (DI), Y0, Y0
+	VBROADCASTSS 4(R11), Y1
+	VADDPS       (DI)(BX*1), Y1, Y1
+	VBROADCASTSS 8(R11), Y2
+	VADDPS       (DI)(BX*2), Y2, Y2
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX2_jloop_t1:
+	CMPQ         R12, R10
+	JAE          accumulateU8Q3AVX2_store_t1
+	VPMOVZXBD    (R11), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (AX)(R12*4), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS (DX)(R12*4), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS (CX)(R12*4), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         R9, R11
+	INCQ         R12
+	JMP          accumulateU8Q3AVX2_jloop_t1
+
+accumulateU8Q3AVX2_store_t1:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, (DI)(BX*1)
+	VMOVUPS Y2, (DI)(BX*2)
+	ADDQ    $0x00000020, DI
+	ADDQ    $0x00000008, R8
+	SUBQ    $0x01, SI
+
+accumulateU8Q3AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU8Q4AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU8Q4AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), SI
+	LEAQ (SI)(CX*1), CX
+	MOVQ ldc+40(FP), DI
+	MOVQ codes+32(FP), R8
+	ADDQ AX, R8
+	MOVQ dst+0(FP), R9
+	MOVQ n+56(FP), R10
+
+scoresU8Q4AVX2_loop:
+	CMPQ   R10, $0x03
+	JB     scoresU8Q4AVX2_tail
+	LEAQ   (R8)(DI*1), R11
+	LEAQ   (R11)(DI*1), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU8Q4AVX2_dloop:
+	VPMOVZXBD    (R8)(R13*1), Y12
+	VCVTDQ2PS    Y12, Y12
+	VPMOVZXBD    (R11)(R13*1), Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    (R12)(R13*1), Y14
+	VCVTDQ2PS    Y14, Y14
+	VMOVUPS      (DX)(R13*4), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VMOVUPS      (BX)(R13*4), Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VMOVUPS      (SI)(R13*4), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VMOVUPS      (CX)(R13*4), Y15
+	VFMADD231PS  Y12, Y15, Y9
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	ADDQ         $0x08, R13
+	JNZ          scoresU8Q4AVX2_dloop
+	MOVQ         ldd+8(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         R9, R12
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y2, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVQ        X0, (R12)
+	VEXTRACTPS   $0x02, X0, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y4, Y3, Y3
+	VHADDPS      Y5, Y5, Y5
+	VHADDPS      Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVQ        X3, (R12)
+	VEXTRACTPS   $0x02, X3, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVQ        X6, (R12)
+	VEXTRACTPS   $0x02, X6, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y10, Y9, Y9
+	VHADDPS      Y11, Y11, Y11
+	VHADDPS      Y11, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X0
+	VADDPS       X0, X9, X9
+	VMOVQ        X9, (R12)
+	VEXTRACTPS   $0x02, X9, 8(R12)
+	ADDQ         DI, R8
+	ADDQ         DI, R8
+	ADDQ         DI, R8
+	ADDQ         $0x0c, R9
+	SUBQ         $0x03, R10
+	JMP          scoresU8Q4AVX2_loop
+
+scoresU8Q4AVX2_tail:
+	CMPQ   R10, $0x02
+	JB     scoresU8Q4AVX2_t2_skip
+	LEAQ   (R8)(DI*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU8Q4AVX2_dloop_t2:
+	VPMOVZXBD    (R8)(R12*1), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    (R11)(R12*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      (DX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMOVUPS      (BX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VMOVUPS      (SI)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VMOVUPS      (CX)(R12*4), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x08, R12
+	JNZ          scoresU8Q4AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         R9, R12
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVQ        X4, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VHADDPS      X6, X6, X6
+	VMOVQ        X6, (R12)
+	ADDQ         DI, R8
+	ADDQ         DI, R8
+	ADDQ         $0x08, R9
+	SUBQ         $0x02, R10
+
+scoresU8Q4AVX2_t2_skip:
+	CMPQ   R10, $0x01
+	JB     scoresU8Q4AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	NEGQ   AX
+
+scoresU8Q4AVX2_dloop_t1:
+	VPMOVZXBD    (R8)(AX*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      (DX)(AX*4), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVUPS      (BX)(AX*4), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVUPS      (SI)(AX*4), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VMOVUPS      (CX)(AX*4), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x08, AX
+	JNZ          scoresU8Q4AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         R9, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VHADDPS      X3, X3, X3
+	VHADDPS      X3, X3, X3
+	VMOVSS       X3, (CX)
+	ADDQ         DI, R8
+	ADDQ         $0x04, R9
+	SUBQ         $0x01, R10
+
+scoresU8Q4AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q4AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU8Q4AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ lda+8(FP), SI
+	SHLQ $0x02, SI
+	MOVQ cols+56(FP), DI
+	SHRQ $0x03, DI
+	MOVQ acc+0(FP), R8
+	MOVQ codes+40(FP), R9
+	MOVQ ldc+48(FP), R10
+	MOVQ n+64(FP), R11
+
+accumulateU8Q4AVX2_loop:
+	CMPQ         DI, $0x02
+	JB           accumulateU8Q4AVX2_tail
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Y0
+	VADDPS       (R8), Y0, Y1
+	VADDPS       32(R8), Y0, Y0
+	VBROADCASTSS 4(R12), Y2
+	VADDPS       (R8)(SI*1), Y2, Y3
+	VADDPS       32(R8)(SI*1), Y2, Y2
+	VBROADCASTSS 8(R12), Y4
+	VADDPS       (R8)(SI*2), Y4, Y5
+	VADDPS       32(R8)(SI*2), Y4, Y4
+	VBROADCASTSS 12(R12), Y6
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Y6, Y7
+	VADDPS       32(R12), Y6, Y6
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU8Q4AVX2_jloop:
+	CMPQ         R13, R11
+	JAE          accumulateU8Q4AVX2_store
+	VPMOVZXBD    (R12), Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R12), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (AX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y1
+	VFMADD231PS  Y9, Y10, Y0
+	VBROADCASTSS (DX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y3
+	VFMADD231PS  Y9, Y10, Y2
+	VBROADCASTSS (BX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y5
+	VFMADD231PS  Y9, Y10, Y4
+	VBROADCASTSS (CX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y7
+	VFMADD231PS  Y9, Y10, Y6
+	ADDQ         R10, R12
+	INCQ         R13
+	JMP          accumulateU8Q4AVX2_jloop
+
+accumulateU8Q4AVX2_store:
+	VMOVUPS Y1, (R8)
+	VMOVUPS Y0, 32(R8)
+	VMOVUPS Y3, (R8)(SI*1)
+	VMOVUPS Y2, 32(R8)(SI*1)
+	VMOVUPS Y5, (R8)(SI*2)
+	VMOVUPS Y4, 32(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R12
+	ADDQ    SI, R12
+	VMOVUPS Y7, (R12)
+	VMOVUPS Y6, 32(R12)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000010, R9
+	SUBQ    $0x02, DI
+	JMP     accumulateU8Q4AVX2_loop
+
+accumulateU8Q4AVX2_tail:
+	CMPQ         DI, $0x01
+	JB           accumulateU8Q4AVX2_t1_skip
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Y0
+	VADDPS       (R8), Y0, Y0
+	VBROADCASTSS 4(R12), Y1
+	VADDPS       (R8)(SI*1), Y1, Y1
+	VBROADCASTSS 8(R12), Y2
+	VADDPS       (R8)(SI*2), Y2, Y2
+	VBROADCASTSS 12(R12), Y3
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Y3, Y3
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU8Q4AVX2_jloop_t1:
+	CMPQ         R13, R11
+	JAE          accumulateU8Q4AVX2_store_t1
+	VPMOVZXBD    (R12), Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (AX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (DX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (BX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (CX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R10, R12
+	INCQ         R13
+	JMP          accumulateU8Q4AVX2_jloop_t1
+
+accumulateU8Q4AVX2_store_t1:
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y1, (R8)(SI*1)
+	VMOVUPS Y2, (R8)(SI*2)
+	LEAQ    (R8)(SI*2), AX
+	ADDQ    SI, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    $0x00000020, R8
+	ADDQ    $0x00000008, R9
+	SUBQ    $0x01, DI
+
+accumulateU8Q4AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q1AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU4Q1AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	MOVQ ldc+40(FP), CX
+	MOVQ codes+32(FP), BX
+	ADDQ AX, BX
+	MOVQ dst+0(FP), SI
+	MOVQ n+56(FP), DI
+
+scoresU4Q1AVX2_loop:
+	CMPQ   DI, $0x08
+	JB     scoresU4Q1AVX2_tail
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	LEAQ   (R11)(CX*1), R12
+	LEAQ   (R12)(CX*1), R13
+	LEAQ   (R13)(CX*1), R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   AX, R15
+	NEGQ   R15
+
+scoresU4Q1AVX2_dloop:
+	VMOVUPS      (DX)(R15*8), Y8
+	VPBROADCASTD (BX)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPBROADCASTD (R8)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPBROADCASTD (R9)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPBROADCASTD (R10)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPBROADCASTD (R11)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPBROADCASTD (R12)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPBROADCASTD (R13)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPBROADCASTD (R14)(R15*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x04, R15
+	JNZ          scoresU4Q1AVX2_dloop
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVUPS      X4, 16(R8)
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         $0x20, SI
+	SUBQ         $0x08, DI
+	JMP          scoresU4Q1AVX2_loop
+
+scoresU4Q1AVX2_tail:
+	CMPQ   DI, $0x04
+	JB     scoresU4Q1AVX2_t4_skip
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU4Q1AVX2_dloop_t4:
+	VMOVUPS      (DX)(R11*8), Y4
+	VPBROADCASTD (BX)(R11*1), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPBROADCASTD (R8)(R11*1), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPBROADCASTD (R9)(R11*1), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPBROADCASTD (R10)(R11*1), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x04, R11
+	JNZ          scoresU4Q1AVX2_dloop_t4
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R8)
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         $0x10, SI
+	SUBQ         $0x04, DI
+
+scoresU4Q1AVX2_t4_skip:
+	CMPQ   DI, $0x02
+	JB     scoresU4Q1AVX2_t2_skip
+	LEAQ   (BX)(CX*1), R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   AX, R9
+	NEGQ   R9
+
+scoresU4Q1AVX2_dloop_t2:
+	VMOVUPS      (DX)(R9*8), Y2
+	VPBROADCASTD (BX)(R9*1), Y3
+	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPBROADCASTD (R8)(R9*1), Y3
+	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, R9
+	JNZ          scoresU4Q1AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R8)
+	ADDQ         CX, BX
+	ADDQ         CX, BX
+	ADDQ         $0x08, SI
+	SUBQ         $0x02, DI
+
+scoresU4Q1AVX2_t2_skip:
+	CMPQ   DI, $0x01
+	JB     scoresU4Q1AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	NEGQ   AX
+
+scoresU4Q1AVX2_dloop_t1:
+	VMOVUPS      (DX)(AX*8), Y1
+	VPBROADCASTD (BX)(AX*1), Y2
+	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
+	VPAND        u4mask<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, AX
+	JNZ          scoresU4Q1AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         SI, AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, BX
+	ADDQ         $0x04, SI
+	SUBQ         $0x01, DI
+
+scoresU4Q1AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q1AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU4Q1AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	MOVQ lda+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ cols+56(FP), CX
+	SHRQ $0x03, CX
+	MOVQ acc+0(FP), DX
+	MOVQ codes+40(FP), BX
+	MOVQ ldc+48(FP), SI
+	MOVQ n+64(FP), DI
+
+accumulateU4Q1AVX2_loop:
+	CMPQ         CX, $0x08
+	JB           accumulateU4Q1AVX2_tail
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y1
+	VADDPS       32(DX), Y0, Y2
+	VADDPS       64(DX), Y0, Y3
+	VADDPS       96(DX), Y0, Y4
+	VADDPS       128(DX), Y0, Y5
+	VADDPS       160(DX), Y0, Y6
+	VADDPS       192(DX), Y0, Y7
+	VADDPS       224(DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU4Q1AVX2_jloop:
+	CMPQ         R9, DI
+	JAE          accumulateU4Q1AVX2_store
+	VBROADCASTSS (AX)(R9*4), Y8
+	VPBROADCASTD (R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPBROADCASTD 4(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPBROADCASTD 8(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPBROADCASTD 12(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPBROADCASTD 16(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPBROADCASTD 20(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPBROADCASTD 24(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VPBROADCASTD 28(R8), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU4Q1AVX2_jloop
+
+accumulateU4Q1AVX2_store:
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y2, 32(DX)
+	VMOVUPS Y3, 64(DX)
+	VMOVUPS Y4, 96(DX)
+	VMOVUPS Y5, 128(DX)
+	VMOVUPS Y6, 160(DX)
+	VMOVUPS Y7, 192(DX)
+	VMOVUPS Y0, 224(DX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000020, BX
+	SUBQ    $0x08, CX
+	JMP     accumulateU4Q1AVX2_loop
+
+accumulateU4Q1AVX2_tail:
+	CMPQ         CX, $0x04
+	JB           accumulateU4Q1AVX2_t4_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y1
+	VADDPS       32(DX), Y0, Y2
+	VADDPS       64(DX), Y0, Y3
+	VADDPS       96(DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU4Q1AVX2_jloop_t4:
+	CMPQ         R9, DI
+	JAE          accumulateU4Q1AVX2_store_t4
+	VBROADCASTSS (AX)(R9*4), Y4
+	VPBROADCASTD (R8), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPBROADCASTD 4(R8), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPBROADCASTD 8(R8), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	VPBROADCASTD 12(R8), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU4Q1AVX2_jloop_t4
+
+accumulateU4Q1AVX2_store_t4:
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y2, 32(DX)
+	VMOVUPS Y3, 64(DX)
+	VMOVUPS Y0, 96(DX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000010, BX
+	SUBQ    $0x04, CX
+
+accumulateU4Q1AVX2_t4_skip:
+	CMPQ         CX, $0x02
+	JB           accumulateU4Q1AVX2_t2_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y1
+	VADDPS       32(DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU4Q1AVX2_jloop_t2:
+	CMPQ         R9, DI
+	JAE          accumulateU4Q1AVX2_store_t2
+	VBROADCASTSS (AX)(R9*4), Y2
+	VPBROADCASTD (R8), Y3
+	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPBROADCASTD 4(R8), Y3
+	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU4Q1AVX2_jloop_t2
+
+accumulateU4Q1AVX2_store_t2:
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y0, 32(DX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000008, BX
+	SUBQ    $0x02, CX
+
+accumulateU4Q1AVX2_t2_skip:
+	CMPQ         CX, $0x01
+	JB           accumulateU4Q1AVX2_t1_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Y0
+	VADDPS       (DX), Y0, Y0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU4Q1AVX2_jloop_t1:
+	CMPQ         R9, DI
+	JAE          accumulateU4Q1AVX2_store_t1
+	VBROADCASTSS (AX)(R9*4), Y1
+	VPBROADCASTD (R8), Y2
+	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
+	VPAND        u4mask<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         SI, R8
+	INCQ         R9
+	JMP          accumulateU4Q1AVX2_jloop_t1
+
+accumulateU4Q1AVX2_store_t1:
+	VMOVUPS Y0, (DX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000004, BX
+	SUBQ    $0x01, CX
+
+accumulateU4Q1AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q2AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU4Q2AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), CX
+	MOVQ ldc+40(FP), BX
+	MOVQ codes+32(FP), SI
+	ADDQ AX, SI
+	MOVQ dst+0(FP), DI
+	MOVQ n+56(FP), R8
+
+scoresU4Q2AVX2_loop:
+	CMPQ   R8, $0x04
+	JB     scoresU4Q2AVX2_tail
+	LEAQ   (SI)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU4Q2AVX2_dloop:
+	VPBROADCASTD (SI)(R12*1), Y8
+	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	VPAND        u4mask<>+0(SB), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTD (R9)(R12*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTD (R10)(R12*1), Y10
+	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPAND        u4mask<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTD (R11)(R12*1), Y11
+	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
+	VPAND        u4mask<>+0(SB), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      (DX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VMOVUPS      (CX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x04, R12
+	JNZ          scoresU4Q2AVX2_dloop
+	MOVQ         ldd+8(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVUPS      X0, (R10)
+	ADDQ         R9, R10
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVUPS      X4, (R10)
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         $0x10, DI
+	SUBQ         $0x04, R8
+	JMP          scoresU4Q2AVX2_loop
+
+scoresU4Q2AVX2_tail:
+	CMPQ   R8, $0x02
+	JB     scoresU4Q2AVX2_t2_skip
+	LEAQ   (SI)(BX*1), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R10
+	NEGQ   R10
+
+scoresU4Q2AVX2_dloop_t2:
+	VPBROADCASTD (SI)(R10*1), Y4
+	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
+	VPAND        u4mask<>+0(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTD (R9)(R10*1), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      (DX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVUPS      (CX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x04, R10
+	JNZ          scoresU4Q2AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R10)
+	ADDQ         R9, R10
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R10)
+	ADDQ         BX, SI
+	ADDQ         BX, SI
+	ADDQ         $0x08, DI
+	SUBQ         $0x02, R8
+
+scoresU4Q2AVX2_t2_skip:
+	CMPQ   R8, $0x01
+	JB     scoresU4Q2AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	NEGQ   AX
+
+scoresU4Q2AVX2_dloop_t1:
+	VPBROADCASTD (SI)(AX*1), Y2
+	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
+	VPAND        u4mask<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      (DX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      (CX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x04, AX
+	JNZ          scoresU4Q2AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         DI, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         BX, SI
+	ADDQ         $0x04, DI
+	SUBQ         $0x01, R8
+
+scoresU4Q2AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q2AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU4Q2AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), CX
+	MOVQ lda+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ cols+56(FP), BX
+	SHRQ $0x03, BX
+	MOVQ acc+0(FP), SI
+	MOVQ codes+40(FP), DI
+	MOVQ ldc+48(FP), R8
+	MOVQ n+64(FP), R9
+
+accumulateU4Q2AVX2_loop:
+	CMPQ         BX, $0x04
+	JB           accumulateU4Q2AVX2_tail
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Y0
+	VADDPS       (SI), Y0, Y1
+	VADDPS       32(SI), Y0, Y2
+	VADDPS       64(SI), Y0, Y3
+	VADDPS       96(SI), Y0, Y0
+	VBROADCASTSS 4(R10), Y4
+	VADDPS       (SI)(DX*1), Y4, Y5
+	VADDPS       32(SI)(DX*1), Y4, Y6
+	VADDPS       64(SI)(DX*1), Y4, Y7
+	VADDPS       96(SI)(DX*1), Y4, Y4
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU4Q2AVX2_jloop:
+	CMPQ         R11, R9
+	JAE          accumulateU4Q2AVX2_store
+	VPBROADCASTD (R10), Y8
+	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	VPAND        u4mask<>+0(SB), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTD 4(R10), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTD 8(R10), Y10
+	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPAND        u4mask<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTD 12(R10), Y11
+	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
+	VPAND        u4mask<>+0(SB), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (AX)(R11*4), Y12
+	VFMADD231PS  Y8, Y12, Y1
+	VFMADD231PS  Y9, Y12, Y2
+	VFMADD231PS  Y10, Y12, Y3
+	VFMADD231PS  Y11, Y12, Y0
+	VBROADCASTSS (CX)(R11*4), Y12
+	VFMADD231PS  Y8, Y12, Y5
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y4
+	ADDQ         R8, R10
+	INCQ         R11
+	JMP          accumulateU4Q2AVX2_jloop
+
+accumulateU4Q2AVX2_store:
+	VMOVUPS Y1, (SI)
+	VMOVUPS Y2, 32(SI)
+	VMOVUPS Y3, 64(SI)
+	VMOVUPS Y0, 96(SI)
+	VMOVUPS Y5, (SI)(DX*1)
+	VMOVUPS Y6, 32(SI)(DX*1)
+	VMOVUPS Y7, 64(SI)(DX*1)
+	VMOVUPS Y4, 96(SI)(DX*1)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000010, DI
+	SUBQ    $0x04, BX
+	JMP     accumulateU4Q2AVX2_loop
+
+accumulateU4Q2AVX2_tail:
+	CMPQ         BX, $0x02
+	JB           accumulateU4Q2AVX2_t2_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Y0
+	VADDPS       (SI), Y0, Y1
+	VADDPS       32(SI), Y0, Y0
+	VBROADCASTSS 4(R10), Y2
+	VADDPS       (SI)(DX*1), Y2, Y3
+	VADDPS       32(SI)(DX*1), Y2, Y2
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU4Q2AVX2_jloop_t2:
+	CMPQ         R11, R9
+	JAE          accumulateU4Q2AVX2_store_t2
+	VPBROADCASTD (R10), Y4
+	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
+	VPAND        u4mask<>+0(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTD 4(R10), Y5
+	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (AX)(R11*4), Y6
+	VFMADD231PS  Y4, Y6, Y1
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS (CX)(R11*4), Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VFMADD231PS  Y5, Y6, Y2
+	ADDQ         R8, R10
+	INCQ         R11
+	JMP          accumulateU4Q2AVX2_jloop_t2
+
+accumulateU4Q2AVX2_store_t2:
+	VMOVUPS Y1, (SI)
+	VMOVUPS Y0, 32(SI)
+	VMOVUPS Y3, (SI)(DX*1)
+	VMOVUPS Y2, 32(SI)(DX*1)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000008, DI
+	SUBQ    $0x02, BX
+
+accumulateU4Q2AVX2_t2_skip:
+	CMPQ         BX, $0x01
+	JB           accumulateU4Q2AVX2_t1_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Y0
+	VADDPS       (SI), Y0, Y0
+	VBROADCASTSS 4(R10), Y1
+	VADDPS       (SI)(DX*1), Y1, Y1
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU4Q2AVX2_jloop_t1:
+	CMPQ         R11, R9
+	JAE          accumulateU4Q2AVX2_store_t1
+	VPBROADCASTD (R10), Y2
+	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
+	VPAND        u4mask<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (AX)(R11*4), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (CX)(R11*4), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         R8, R10
+	INCQ         R11
+	JMP          accumulateU4Q2AVX2_jloop_t1
+
+accumulateU4Q2AVX2_store_t1:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, (SI)(DX*1)
+	ADDQ    $0x00000020, SI
+	ADDQ    $0x00000004, DI
+	SUBQ    $0x01, BX
+
+accumulateU4Q2AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q3AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU4Q3AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ ldc+40(FP), SI
+	MOVQ codes+32(FP), DI
+	ADDQ AX, DI
+	MOVQ dst+0(FP), R8
+	MOVQ n+56(FP), R9
+
+scoresU4Q3AVX2_loop:
+	CMPQ   R9, $0x03
+	JB     scoresU4Q3AVX2_tail
+	LEAQ   (DI)(SI*1), R10
+	LEAQ   (R10)(SI*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU4Q3AVX2_dloop:
+	VPBROADCASTD (DI)(R12*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTD (R10)(R12*1), Y10
+	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPAND        u4mask<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTD (R11)(R12*1), Y11
+	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
+	VPAND        u4mask<>+0(SB), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      (DX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVUPS      (BX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VMOVUPS      (CX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x04, R12
+	JNZ          scoresU4Q3AVX2_dloop
+	MOVQ         ldd+8(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         R8, R11
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y2, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVQ        X0, (R11)
+	VEXTRACTPS   $0x02, X0, 8(R11)
+	ADDQ         R10, R11
+	VHADDPS      Y4, Y3, Y3
+	VHADDPS      Y5, Y5, Y5
+	VHADDPS      Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVQ        X3, (R11)
+	VEXTRACTPS   $0x02, X3, 8(R11)
+	ADDQ         R10, R11
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVQ        X6, (R11)
+	VEXTRACTPS   $0x02, X6, 8(R11)
+	ADDQ         SI, DI
+	ADDQ         SI, DI
+	ADDQ         SI, DI
+	ADDQ         $0x0c, R8
+	SUBQ         $0x03, R9
+	JMP          scoresU4Q3AVX2_loop
+
+scoresU4Q3AVX2_tail:
+	CMPQ   R9, $0x02
+	JB     scoresU4Q3AVX2_t2_skip
+	LEAQ   (DI)(SI*1), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU4Q3AVX2_dloop_t2:
+	VPBROADCASTD (DI)(R11*1), Y6
+	VPSRLVD      u4shifts<>+0(SB), Y6, Y6
+	VPAND        u4mask<>+0(SB), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTD (R10)(R11*1), Y7
+	VPSRLVD      u4shifts<>+0(SB), Y7, Y7
+	VPAND        u4mask<>+0(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      (DX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVUPS      (BX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVUPS      (CX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         $0x04, R11
+	JNZ          scoresU4Q3AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         R8, R11
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R11)
+	ADDQ         R10, R11
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R11)
+	ADDQ         R10, R11
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVQ        X4, (R11)
+	ADDQ         SI, DI
+	ADDQ         SI, DI
+	ADDQ         $0x08, R8
+	SUBQ         $0x02, R9
+
+scoresU4Q3AVX2_t2_skip:
+	CMPQ   R9, $0x01
+	JB     scoresU4Q3AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	NEGQ   AX
+
+scoresU4Q3AVX2_dloop_t1:
+	VPBROADCASTD (DI)(AX*1), Y3
+	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      (DX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVUPS      (BX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      (CX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x04, AX
+	JNZ          scoresU4Q3AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         R8, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (CX)
+	ADDQ         SI, DI
+	ADDQ         $0x04, R8
+	SUBQ         $0x01, R9
+
+scoresU4Q3AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q3AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU4Q3AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), CX
+	MOVQ lda+8(FP), BX
+	SHLQ $0x02, BX
+	MOVQ cols+56(FP), SI
+	SHRQ $0x03, SI
+	MOVQ acc+0(FP), DI
+	MOVQ codes+40(FP), R8
+	MOVQ ldc+48(FP), R9
+	MOVQ n+64(FP), R10
+
+accumulateU4Q3AVX2_loop:
+	CMPQ         SI, $0x03
+	JB           accumulateU4Q3AVX2_tail
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Y0
+	VADDPS       (DI), Y0, Y1
+	VADDPS       32(DI), Y0, Y2
+	VADDPS       64(DI), Y0, Y0
+	VBROADCASTSS 4(R11), Y3
+	VADDPS       (DI)(BX*1), Y3, Y4
+	VADDPS       32(DI)(BX*1), Y3, Y5
+	VADDPS       64(DI)(BX*1), Y3, Y3
+	VBROADCASTSS 8(R11), Y6
+	VADDPS       (DI)(BX*2), Y6, Y7
+	VADDPS       32(DI)(BX*2), Y6, Y8
+	VADDPS       64(DI)(BX*2), Y6, Y6
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU4Q3AVX2_jloop:
+	CMPQ         R12, R10
+	JAE          accumulateU4Q3AVX2_store
+	VPBROADCASTD (R11), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTD 4(R11), Y10
+	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPAND        u4mask<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTD 8(R11), Y11
+	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
+	VPAND        u4mask<>+0(SB), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (AX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y0
+	VBROADCASTSS (DX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y4
+	VFMADD231PS  Y10, Y12, Y5
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS (CX)(R12*4), Y12
+	VFMADD231PS  Y9, Y12, Y7
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y6
+	ADDQ         R9, R11
+	INCQ         R12
+	JMP          accumulateU4Q3AVX2_jloop
+
+accumulateU4Q3AVX2_store:
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y0, 64(DI)
+	VMOVUPS Y4, (DI)(BX*1)
+	VMOVUPS Y5, 32(DI)(BX*1)
+	VMOVUPS Y3, 64(DI)(BX*1)
+	VMOVUPS Y7, (DI)(BX*2)
+	VMOVUPS Y8, 32(DI)(BX*2)
+	VMOVUPS Y6, 64(DI)(BX*2)
+	ADDQ    $0x00000060, DI
+	ADDQ    $0x0000000c, R8
+	SUBQ    $0x03, SI
+	JMP     accumulateU4Q3AVX2_loop
+
+accumulateU4Q3AVX2_tail:
+	CMPQ         SI, $0x02
+	JB           accumulateU4Q3AVX2_t2_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Y0
+	VADDPS       (DI), Y0, Y1
+	VADDPS       32(DI), Y0, Y0
+	VBROADCASTSS 4(R11), Y2
+	VADDPS       (DI)(BX*1), Y2, Y3
+	VADDPS       32(DI)(BX*1), Y2, Y2
+	VBROADCASTSS 8(R11), Y4
+	VADDPS       (DI)(BX*2), Y4, Y5
+	VADDPS       32(DI)(BX*2), Y4, Y4
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU4Q3AVX2_jloop_t2:
+	CMPQ         R12, R10
+	JAE          accumulateU4Q3AVX2_store_t2
+	VPBROADCASTD (R11), Y6
+	VPSRLVD      u4shifts<>+0(SB), Y6, Y6
+	VPAND        u4mask<>+0(SB), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTD 4(R11), Y7
+	VPSRLVD      u4shifts<>+0(SB), Y7, Y7
+	VPAND        u4mask<>+0(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (AX)(R12*4), Y8
+	VFMADD231PS  Y6, Y8, Y1
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS (DX)(R12*4), Y8
+	VFMADD231PS  Y6, Y8, Y3
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS (CX)(R12*4), Y8
+	VFMADD231PS  Y6, Y8, Y5
+	VFMADD231PS  Y7, Y8, Y4
+	ADDQ         R9, R11
+	INCQ         R12
+	JMP          accumulateU4Q3AVX2_jloop_t2
+
+accumulateU4Q3AVX2_store_t2:
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y0, 32(DI)
+	VMOVUPS Y3, (DI)(BX*1)
+	VMOVUPS Y2, 32(DI)(BX*1)
+	VMOVUPS Y5, (DI)(BX*2)
+	VMOVUPS Y4, 32(DI)(BX*2)
+	ADDQ    $0x00000040, DI
+	ADDQ    $0x00000008, R8
+	SUBQ    $0x02, SI
+
+accumulateU4Q3AVX2_t2_skip:
+	CMPQ         SI, $0x01
+	JB           accumulateU4Q3AVX2_t1_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Y0
+	VADDPS       (DI), Y0, Y0
+	VBROADCASTSS 4(R11), Y1
+	VADDPS       (DI)(BX*1), Y1, Y1
+	VBROADCASTSS 8(R11), Y2
+	VADDPS       (DI)(BX*2), Y2, Y2
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU4Q3AVX2_jloop_t1:
+	CMPQ         R12, R10
+	JAE          accumulateU4Q3AVX2_store_t1
+	VPBROADCASTD (R11), Y3
+	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (AX)(R12*4), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS (DX)(R12*4), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS (CX)(R12*4), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         R9, R11
+	INCQ         R12
+	JMP          accumulateU4Q3AVX2_jloop_t1
+
+accumulateU4Q3AVX2_store_t1:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, (DI)(BX*1)
+	VMOVUPS Y2, (DI)(BX*2)
+	ADDQ    $0x00000020, DI
+	ADDQ    $0x00000004, R8
+	SUBQ    $0x01, SI
+
+accumulateU4Q3AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q4AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresU4Q4AVX2(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-8, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), SI
+	LEAQ (SI)(CX*1), CX
+	MOVQ ldc+40(FP), DI
+	MOVQ codes+32(FP), R8
+	ADDQ AX, R8
+	MOVQ dst+0(FP), R9
+	MOVQ n+56(FP), R10
+
+scoresU4Q4AVX2_loop:
+	CMPQ   R10, $0x03
+	JB     scoresU4Q4AVX2_tail
+	LEAQ   (R8)(DI*1), R11
+	LEAQ   (R11)(DI*1), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU4Q4AVX2_dloop:
+	VPBROADCASTD (R8)(R13*1), Y12
+	VPSRLVD      u4shifts<>+0(SB), Y12, Y12
+	VPAND        u4mask<>+0(SB), Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPBROADCASTD (R11)(R13*1), Y13
+	VPSRLVD      u4shifts<>+0(SB), Y13, Y13
+	VPAND        u4mask<>+0(SB), Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPBROADCASTD (R12)(R13*1), Y14
+	VPSRLVD      u4shifts<>+0(SB), Y14, Y14
+	VPAND        u4mask<>+0(SB), Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMOVUPS      (DX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VMOVUPS      (BX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VMOVUPS      (SI)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VMOVUPS      (CX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y9
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	ADDQ         $0x04, R13
+	JNZ          scoresU4Q4AVX2_dloop
+	MOVQ         ldd+8(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         R9, R12
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y2, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVQ        X0, (R12)
+	VEXTRACTPS   $0x02, X0, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y4, Y3, Y3
+	VHADDPS      Y5, Y5, Y5
+	VHADDPS      Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVQ        X3, (R12)
+	VEXTRACTPS   $0x02, X3, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y8, Y8, Y8
+	VHADDPS      Y8, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVQ        X6, (R12)
+	VEXTRACTPS   $0x02, X6, 8(R12)
+	ADDQ         R11, R12
+	VHADDPS      Y10, Y9, Y9
+	VHADDPS      Y11, Y11, Y11
+	VHADDPS      Y11, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X0
+	VADDPS       X0, X9, X9
+	VMOVQ        X9, (R12)
+	VEXTRACTPS   $0x02, X9, 8(R12)
+	ADDQ         DI, R8
+	ADDQ         DI, R8
+	ADDQ         DI, R8
+	ADDQ         $0x0c, R9
+	SUBQ         $0x03, R10
+	JMP          scoresU4Q4AVX2_loop
+
+scoresU4Q4AVX2_tail:
+	CMPQ   R10, $0x02
+	JB     scoresU4Q4AVX2_t2_skip
+	LEAQ   (R8)(DI*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU4Q4AVX2_dloop_t2:
+	VPBROADCASTD (R8)(R12*1), Y8
+	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	VPAND        u4mask<>+0(SB), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTD (R11)(R12*1), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      (DX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMOVUPS      (BX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VMOVUPS      (SI)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VMOVUPS      (CX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x04, R12
+	JNZ          scoresU4Q4AVX2_dloop_t2
+	MOVQ         ldd+8(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         R9, R12
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVQ        X0, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVQ        X2, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VHADDPS      X4, X4, X4
+	VMOVQ        X4, (R12)
+	ADDQ         R11, R12
+	VHADDPS      Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VHADDPS      X6, X6, X6
+	VMOVQ        X6, (R12)
+	ADDQ         DI, R8
+	ADDQ         DI, R8
+	ADDQ         $0x08, R9
+	SUBQ         $0x02, R10
+
+scoresU4Q4AVX2_t2_skip:
+	CMPQ   R10, $0x01
+	JB     scoresU4Q4AVX2_t1_skip
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	NEGQ   AX
+
+scoresU4Q4AVX2_dloop_t1:
+	VPBROADCASTD (R8)(AX*1), Y4
+	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
+	VPAND        u4mask<>+0(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      (DX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVUPS      (BX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVUPS      (SI)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VMOVUPS      (CX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x04, AX
+	JNZ          scoresU4Q4AVX2_dloop_t1
+	MOVQ         ldd+8(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         R9, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VHADDPS      X1, X1, X1
+	VHADDPS      X1, X1, X1
+	VMOVSS       X1, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VHADDPS      X2, X2, X2
+	VHADDPS      X2, X2, X2
+	VMOVSS       X2, (CX)
+	ADDQ         AX, CX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VHADDPS      X3, X3, X3
+	VHADDPS      X3, X3, X3
+	VMOVSS       X3, (CX)
+	ADDQ         DI, R8
+	ADDQ         $0x04, R9
+	SUBQ         $0x01, R10
+
+scoresU4Q4AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q4AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·accumulateU4Q4AVX2(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ lda+8(FP), SI
+	SHLQ $0x02, SI
+	MOVQ cols+56(FP), DI
+	SHRQ $0x03, DI
+	MOVQ acc+0(FP), R8
+	MOVQ codes+40(FP), R9
+	MOVQ ldc+48(FP), R10
+	MOVQ n+64(FP), R11
+
+accumulateU4Q4AVX2_loop:
+	CMPQ         DI, $0x02
+	JB           accumulateU4Q4AVX2_tail
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Y0
+	VADDPS       (R8), Y0, Y1
+	VADDPS       32(R8), Y0, Y0
+	VBROADCASTSS 4(R12), Y2
+	VADDPS       (R8)(SI*1), Y2, Y3
+	VADDPS       32(R8)(SI*1), Y2, Y2
+	VBROADCASTSS 8(R12), Y4
+	VADDPS       (R8)(SI*2), Y4, Y5
+	VADDPS       32(R8)(SI*2), Y4, Y4
+	VBROADCASTSS 12(R12), Y6
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Y6, Y7
+	VADDPS       32(R12), Y6, Y6
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU4Q4AVX2_jloop:
+	CMPQ         R13, R11
+	JAE          accumulateU4Q4AVX2_store
+	VPBROADCASTD (R12), Y8
+	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	VPAND        u4mask<>+0(SB), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTD 4(R12), Y9
+	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (AX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y1
+	VFMADD231PS  Y9, Y10, Y0
+	VBROADCASTSS (DX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y3
+	VFMADD231PS  Y9, Y10, Y2
+	VBROADCASTSS (BX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y5
+	VFMADD231PS  Y9, Y10, Y4
+	VBROADCASTSS (CX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y7
+	VFMADD231PS  Y9, Y10, Y6
+	ADDQ         R10, R12
+	INCQ         R13
+	JMP          accumulateU4Q4AVX2_jloop
+
+accumulateU4Q4AVX2_store:
+	VMOVUPS Y1, (R8)
+	VMOVUPS Y0, 32(R8)
+	VMOVUPS Y3, (R8)(SI*1)
+	VMOVUPS Y2, 32(R8)(SI*1)
+	VMOVUPS Y5, (R8)(SI*2)
+	VMOVUPS Y4, 32(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R12
+	ADDQ    SI, R12
+	VMOVUPS Y7, (R12)
+	VMOVUPS Y6, 32(R12)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000008, R9
+	SUBQ    $0x02, DI
+	JMP     accumulateU4Q4AVX2_loop
+
+accumulateU4Q4AVX2_tail:
+	CMPQ         DI, $0x01
+	JB           accumulateU4Q4AVX2_t1_skip
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Y0
+	VADDPS       (R8), Y0, Y0
+	VBROADCASTSS 4(R12), Y1
+	VADDPS       (R8)(SI*1), Y1, Y1
+	VBROADCASTSS 8(R12), Y2
+	VADDPS       (R8)(SI*2), Y2, Y2
+	VBROADCASTSS 12(R12), Y3
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Y3, Y3
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU4Q4AVX2_jloop_t1:
+	CMPQ         R13, R11
+	JAE          accumulateU4Q4AVX2_store_t1
+	VPBROADCASTD (R12), Y4
+	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
+	VPAND        u4mask<>+0(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (AX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (DX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (BX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (CX)(R13*4), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         R10, R12
+	INCQ         R13
+	JMP          accumulateU4Q4AVX2_jloop_t1
+
+accumulateU4Q4AVX2_store_t1:
+	VMOVUPS Y0, (R8)
+	VMOVUPS Y1, (R8)(SI*1)
+	VMOVUPS Y2, (R8)(SI*2)
+	LEAQ    (R8)(SI*2), AX
+	ADDQ    SI, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    $0x00000020, R8
+	ADDQ    $0x00000004, R9
+	SUBQ    $0x01, DI
+
+accumulateU4Q4AVX2_t1_skip:
+	VZEROUPPER
+	RET
+
 // func maxF32AVX2(x []float32) (m float32, nan bool)
 // Requires: AVX, AVX2, SSE
 TEXT ·maxF32AVX2(SB), NOSPLIT, $0-29

@@ -571,3 +571,97 @@ func Kernels() string {
 	}
 	return "generic"
 }
+
+// checkCodeAttention panics unless the Scores and Accumulate arguments for
+// packed codes describe valid shapes: m (dst or w) holds nq rows of stride
+// ld with n used values each, v (q or acc) nq rows of stride ldv with cols
+// used values each, and codes n rows of stride ldc bytes with cols codes of
+// bits bits each. It reports whether there is anything to compute.
+func checkCodeAttention(op, mName, ldName string, lenM, ld int, vName string, lenV, ldv, nq, cols, bits int, lenCodes, ldc, n int) bool {
+	rowBytes := cols * bits / 8
+	switch {
+	case nq < 0 || cols < 0 || n < 0:
+		panic(fmt.Sprintf("simd: %s: negative shape nq=%d cols=%d n=%d", op, nq, cols, n))
+	case cols*bits%8 != 0:
+		panic(fmt.Sprintf("simd: %s: %d codes of %d bits are not whole bytes", op, cols, bits))
+	case nq == 0 || cols == 0:
+		return false
+	case nq > 1 && ld < n:
+		panic(fmt.Sprintf("simd: %s: %s %d < n %d", op, ldName, ld, n))
+	case nq > 1 && ldv < cols:
+		panic(fmt.Sprintf("simd: %s: stride of %s %d < cols %d", op, vName, ldv, cols))
+	case n > 1 && ldc < rowBytes:
+		panic(fmt.Sprintf("simd: %s: ldc %d < row bytes %d", op, ldc, rowBytes))
+	case n > 0 && lenM < (nq-1)*ld+n:
+		panic(fmt.Sprintf("simd: %s: len(%s) %d < (nq-1)*%s+n %d", op, mName, lenM, ldName, (nq-1)*ld+n))
+	case lenV < (nq-1)*ldv+cols:
+		panic(fmt.Sprintf("simd: %s: len(%s) %d < (nq-1)*%d+cols %d", op, vName, lenV, ldv, (nq-1)*ldv+cols))
+	case n > 0 && lenCodes < (n-1)*ldc+rowBytes:
+		panic(fmt.Sprintf("simd: %s: len(codes) %d < (n-1)*ldc+%d %d", op, lenCodes, rowBytes, (n-1)*ldc+rowBytes))
+	}
+	return true
+}
+
+// ScoresU8 computes raw attention scores of nq query rows against n rows of
+// 8-bit unsigned codes, read in place:
+//
+//	dst[i*ldd+j] = Σ_{c<cols} q[i*ldq+c] * float32(codes[j*ldc+c])   for i < nq, j < n
+//
+// It is ScoresF32 for integer-coded rows without their scale and zero:
+// with x̂ = code·s + z per group, q·x̂ = s·(q·code) + z·Σq, which the caller
+// applies per row and group. Strides let one call cover one group of
+// columns of every row (q and codes offset to the group). No other dst
+// entry is touched. Summation order is unspecified. It panics if a slice is
+// too short for the shapes, if nq > 1 and ldd < n or ldq < cols, or if
+// n > 1 and ldc < cols.
+func ScoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	if !checkCodeAttention("ScoresU8", "dst", "ldd", len(dst), ldd, "q", len(q), ldq, nq, cols, 8, len(codes), ldc, n) || n == 0 {
+		return
+	}
+	scoresU8(dst, ldd, q, ldq, nq, cols, codes, ldc, n)
+}
+
+// ScoresU4 is ScoresU8 for 4-bit codes packed two to a byte, low nibble
+// first: code c of row j is codes[j*ldc+c/2]>>(4*(c%2))&15. cols must be
+// even, and ldc at least cols/2 when n > 1.
+func ScoresU4(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	if !checkCodeAttention("ScoresU4", "dst", "ldd", len(dst), ldd, "q", len(q), ldq, nq, cols, 4, len(codes), ldc, n) || n == 0 {
+		return
+	}
+	scoresU4(dst, ldd, q, ldq, nq, cols, codes, ldc, n)
+}
+
+// AccumulateU8 adds a bias and the weighted sum of n rows of 8-bit unsigned
+// codes, read in place, to each of nq accumulator rows:
+//
+//	acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j] * float32(codes[j*ldc+c])   for i < nq, c < cols
+//
+// It is AccumulateF32 for integer-coded rows of one group: with
+// x̂ = code·s + z, Σ_j w_j x̂_j = Σ_j (w_j s_j)·code_j + Σ_j w_j z_j, so the
+// caller passes the weights times the scales and the weighted sum of the
+// zeros as bias. The bias is added even when n is 0. Summation order is
+// unspecified. It panics if a slice is too short for the shapes (bias needs
+// nq values), if nq > 1 and ldw < n or lda < cols, or if n > 1 and
+// ldc < cols.
+func AccumulateU8(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	if !checkCodeAttention("AccumulateU8", "w", "ldw", len(w), ldw, "acc", len(acc), lda, nq, cols, 8, len(codes), ldc, n) {
+		return
+	}
+	checkBias("AccumulateU8", len(bias), nq)
+	accumulateU8(acc, lda, bias, w, ldw, nq, cols, codes, ldc, n)
+}
+
+// AccumulateU4 is AccumulateU8 for 4-bit codes packed as for ScoresU4.
+func AccumulateU4(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	if !checkCodeAttention("AccumulateU4", "w", "ldw", len(w), ldw, "acc", len(acc), lda, nq, cols, 4, len(codes), ldc, n) {
+		return
+	}
+	checkBias("AccumulateU4", len(bias), nq)
+	accumulateU4(acc, lda, bias, w, ldw, nq, cols, codes, ldc, n)
+}
+
+func checkBias(op string, lenBias, nq int) {
+	if lenBias < nq {
+		panic(fmt.Sprintf("simd: %s: len(bias) %d < nq %d", op, lenBias, nq))
+	}
+}

@@ -379,12 +379,129 @@ func unpackGroups(dst []float32, src []byte, bits, group int, s, z []float32) {
 	}
 }
 
-func (c *tokenCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
+// fused reports whether Scores and Accumulate run on the packed codes in
+// place: 8- and 4-bit codes whose rows are one group (int8's default, and
+// :row), a multiple of 8 values long. Rows of several groups take the
+// chunked path: applying each group's scale and zero per row and query
+// (kernel calls on a few values each, and the scales transposed to group
+// order) measured slower there than decoding the chunk.
+func (c *tokenCodec) fused() bool {
+	return (c.bits == 8 || c.bits == 4) && c.ngroups == 1 && c.group%8 == 0
 }
 
+// fusedRows is how many rows Scores and Accumulate take per round on the
+// fused path: the stack buffers below hold their scales and zeros and the
+// nq×rows scaled weights. They are small because Go zeroes them on every
+// call; at 4 KiB each, zeroing cost more than the kernels on a page of 16
+// rows.
+func fusedRows(nq int) int { return max(1, min(64, 256/max(nq, 1))) }
+
+// rowParams converts the scales and zeros of the len(s) rows from row0 into s
+// and z. Symmetric codes are centred on 2^(bits−1), so z = −2^(bits−1)·s.
+func (c *tokenCodec) rowParams(s, z []float32, scales, zeros []byte, row0 int) {
+	f16s(s, scales[row0*2:][:2*len(s)])
+	if c.sym {
+		copy(z, s)
+		simd.ScaleF32(z, -float32(int(1)<<(c.bits-1)))
+		return
+	}
+	f16s(z, zeros[row0*2:][:2*len(z)])
+}
+
+// Scores uses q·x̂ = s·(q·code) + z·Σq per row: the kernel takes the raw
+// codes in place, and the scale and zero are applied once per row and
+// query, by vector kernels over the rows.
+func (c *tokenCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	if !c.fused() {
+		scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
+		return
+	}
+	if nq == 0 || n == 0 {
+		return
+	}
+	codes, scales, zeros := c.regions(tile)
+	var qsb [16]float32
+	qs := scratch(qsb[:], nq)
+	querySums(qs, q, nq, c.dim)
+	var sb, zb [64]float32
+	step := fusedRows(nq)
+	for r := 0; r < n; r += step {
+		m := min(step, n-r)
+		s, z := sb[:m], zb[:m]
+		c.rowParams(s, z, scales, zeros, row0+r)
+		cs := codes[(row0+r)*c.codeBytes : (row0+r+m)*c.codeBytes]
+		// The raw scores go to dst and are scaled in place.
+		if c.bits == 8 {
+			simd.ScoresU8(dst[r:], ldd, q, c.dim, nq, c.dim, cs, c.codeBytes, m)
+		} else {
+			simd.ScoresU4(dst[r:], ldd, q, c.dim, nq, c.dim, cs, c.codeBytes, m)
+		}
+		for i := 0; i < nq; i++ {
+			d := dst[i*ldd+r : i*ldd+r+m]
+			simd.MulF32(d, d, s)
+			simd.AxpyF32(d, qs[i], z)
+		}
+	}
+}
+
+// ones is the query that sums a row: ScoresF32 with it sums each of a
+// batch of rows in one call.
+var ones = func() (o [256]float32) {
+	for i := range o {
+		o[i] = 1
+	}
+	return o
+}()
+
+// querySums sets qs[i] to the sum of query row i of q (nq rows of dim).
+func querySums(qs, q []float32, nq, dim int) {
+	if dim <= len(ones) {
+		simd.ScoresF32(qs, nq, ones[:dim], 1, dim, q[:nq*dim], nq)
+		return
+	}
+	for i := range qs[:nq] {
+		var s float32
+		for _, v := range q[i*dim : (i+1)*dim] {
+			s += v
+		}
+		qs[i] = s
+	}
+}
+
+// Accumulate uses Σ_j w_j x̂_j = Σ_j (w_j s_j)·code_j + Σ_j w_j z_j: the
+// kernel takes the raw codes in place, with the weights scaled per row and
+// query and the zeros' weighted sum as a bias per query.
 func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
+	if !c.fused() {
+		accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
+		return
+	}
+	if nq == 0 || n == 0 {
+		return
+	}
+	codes, scales, zeros := c.regions(tile)
+	var sb, zb [64]float32
+	var wb [256]float32
+	var bb [16]float32
+	bias := scratch(bb[:], nq)
+	step := fusedRows(nq)
+	for r := 0; r < n; r += step {
+		m := min(step, n-r)
+		s, z := sb[:m], zb[:m]
+		c.rowParams(s, z, scales, zeros, row0+r)
+		cs := codes[(row0+r)*c.codeBytes : (row0+r+m)*c.codeBytes]
+		ws := scratch(wb[:], nq*m)
+		for i := 0; i < nq; i++ {
+			wi := w[i*ldw+r : i*ldw+r+m]
+			simd.MulF32(ws[i*m:(i+1)*m], wi, s)
+			bias[i] = simd.DotF32(wi, z)
+		}
+		if c.bits == 8 {
+			simd.AccumulateU8(acc, c.dim, bias, ws, m, nq, c.dim, cs, c.codeBytes, m)
+		} else {
+			simd.AccumulateU4(acc, c.dim, bias, ws, m, nq, c.dim, cs, c.codeBytes, m)
+		}
+	}
 }
 
 // channelCodec quantizes groups of group consecutive tokens per channel.

@@ -72,6 +72,11 @@ type Config struct {
 	// all zero uses Sample itself (every task equally often).
 	TaskMix [6]float64
 
+	// MixPhases, in increasing From order, replace TaskMix from step From
+	// on (the last phase whose From <= step applies): e.g. a stretch heavy
+	// in copying, where the heads that retrieve earlier context form.
+	MixPhases []MixPhase `json:",omitempty"`
+
 	// Loss weights of task examples: prompt tokens and answer tokens (the
 	// Answer bytes and the final EOS). Story tokens always weigh 1.
 	PromptWeight float64
@@ -112,7 +117,14 @@ func DefaultConfig() Config {
 		// Retrieval-heavy: the abilities that need exact recall of earlier
 		// context (copy, lookup, passkey, policy) get more examples than
 		// stories and JSON, which the model learns quickly.
-		TaskMix:      [6]float64{1, 1.5, 1.5, 2, 1, 1.5},
+		TaskMix: [6]float64{1, 1.5, 1.5, 2, 1, 1.5},
+		// Steps 1300-1999 draw mostly copying and lookups: at 1000 steps the
+		// balanced mix had learned formats and refusal wording but no
+		// copying (no induction heads yet).
+		MixPhases: []MixPhase{
+			{From: 1300, Mix: [6]float64{0.5, 1.5, 2, 4, 0.5, 1}},
+			{From: 2000, Mix: [6]float64{1, 1.5, 1.5, 2, 1, 1.5}},
+		},
 		PromptWeight: 1, AnswerWeight: 4,
 		CheckpointEvery: 50,
 	}
@@ -161,6 +173,8 @@ func (c *Config) Validate() error {
 		return bad("Adam betas %v, %v must be in [0, 1) and eps %v > 0", c.Beta1, c.Beta2, c.AdamEps)
 	case !validMix(c.TaskMix):
 		return bad("task mix %v: weights must be >= 0 and finite", c.TaskMix)
+	case !validPhases(c.MixPhases):
+		return bad("mix phases %v: From must increase and weights must be >= 0 and finite", c.MixPhases)
 	case !(c.PromptWeight >= 0) || !(c.AnswerWeight > 0):
 		return bad("prompt weight %v must be >= 0 and answer weight %v > 0", c.PromptWeight, c.AnswerWeight)
 	}
@@ -179,6 +193,32 @@ func (c *Config) Params() int { return newLayout(c).size }
 func (c Config) identity() Config {
 	c.Workers, c.CheckpointEvery = 0, 0
 	return c
+}
+
+// MixPhase is a task mix used from step From on.
+type MixPhase struct {
+	From int
+	Mix  [6]float64
+}
+
+// mixAt returns the task mix of step s.
+func (c *Config) mixAt(s int) [6]float64 {
+	m := c.TaskMix
+	for _, p := range c.MixPhases {
+		if s >= p.From {
+			m = p.Mix
+		}
+	}
+	return m
+}
+
+func validPhases(ps []MixPhase) bool {
+	for i, p := range ps {
+		if p.From < 0 || (i > 0 && p.From <= ps[i-1].From) || !validMix(p.Mix) {
+			return false
+		}
+	}
+	return true
 }
 
 func validMix(m [6]float64) bool {

@@ -103,7 +103,7 @@ func stepSeed(seed uint64, step int) uint64 {
 func (c *Config) makeBatch(s int) *batch {
 	seed := stepSeed(c.Seed, s)
 	g := datasets.New(datasets.Train, seed)
-	mix := newMixer(c.TaskMix, seed)
+	mix := newMixer(c.mixAt(s), seed)
 	b := &batch{bytes: c.seqBytes(s)}
 	for {
 		// A document of k text bytes takes k+1 input positions.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 )
 
@@ -52,7 +53,7 @@ func Train(ctx context.Context, cfg Config, dir string, progress func(Step)) err
 			return err
 		}
 		st = &state{model: m, m: make([]float32, len(m.w)), v: make([]float32, len(m.w))}
-	} else if st.model.cfg.identity() != cfg.identity() {
+	} else if !reflect.DeepEqual(st.model.cfg.identity(), cfg.identity()) {
 		return fmt.Errorf("%w: %s was written by a run with config %+v, not %+v", ErrCheckpoint,
 			filepath.Join(dir, CheckpointFile), st.model.cfg.identity(), cfg.identity())
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -302,5 +303,33 @@ func TestTaskMix(t *testing.T) {
 	c.TaskMix[0] = -1
 	if err := c.Validate(); !errors.Is(err, ErrConfig) {
 		t.Errorf("Validate with a negative task weight = %v, want ErrConfig", err)
+	}
+}
+
+func TestMixPhases(t *testing.T) {
+	c := testConfig()
+	copyOnly, storyOnly := [6]float64{0, 0, 0, 1, 0, 0}, [6]float64{1, 0, 0, 0, 0, 0}
+	c.TaskMix = copyOnly
+	c.MixPhases = []MixPhase{{From: 3, Mix: storyOnly}, {From: 5, Mix: copyOnly}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range []([6]float64){copyOnly, copyOnly, copyOnly, storyOnly, storyOnly, copyOnly, copyOnly} {
+		if got := c.mixAt(s); got != want {
+			t.Errorf("mixAt(%d) = %v, want %v", s, got, want)
+		}
+	}
+	// The batches differ exactly where the mix does.
+	plain := c
+	plain.MixPhases = nil
+	if a, b := c.makeBatch(2), plain.makeBatch(2); !slices.Equal(a.ids, b.ids) {
+		t.Errorf("step 2 (before the first phase) changed with the phases")
+	}
+	if a, b := c.makeBatch(3), plain.makeBatch(3); slices.Equal(a.ids, b.ids) {
+		t.Errorf("step 3 (story phase) drew the same batch as the copy-only mix")
+	}
+	c.MixPhases = []MixPhase{{From: 5, Mix: storyOnly}, {From: 5, Mix: copyOnly}}
+	if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("Validate with phases out of order = %v, want ErrConfig", err)
 	}
 }

@@ -44,6 +44,12 @@ var probeRuns = map[string]func() train.Config{
 	"copy-only": func() train.Config {
 		return probe(257, 4096, 3e-3, 400, 30, 0, [6]float64{3: 1})
 	},
+	// Copying alone at 1K context: copies of 3–40 words, as in the default
+	// mix (4.9M tokens). Separates "long copies are not learned" from "the
+	// mix dilutes copying".
+	"copy-long": func() train.Config {
+		return probe(1024, 4096, 3e-3, 1200, 30, 0, [6]float64{3: 1})
+	},
 }
 
 func probe(ctxLen, tokens int, lr float64, steps, warmup, curriculum int, mix [6]float64) train.Config {

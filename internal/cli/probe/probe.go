@@ -21,7 +21,7 @@ import (
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe",
-		Short: "Score KV-cache formats on the probe abilities (passkey, copy, JSON, refusals)",
+		Short: "Train kvq's probe model; score KV-cache formats on its abilities (passkey, copy, JSON, refusals)",
 		Long: `The probe suites measure abilities that depend on remembering long context
 exactly — what low-bit KV caches break first while perplexity barely moves:
 passkey retrieval at several context lengths and depths, multi-key lookup,

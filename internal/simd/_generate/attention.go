@@ -103,27 +103,33 @@ func scores(qb, r int) {
 		SUBQ(U8(w), n)
 	}
 
-	Label(name + "_loop")
-	CMPQ(n, U8(r))
-	JB(LabelRef(name + "_tail"))
-	block(r, "")
-	JMP(LabelRef(name + "_loop"))
-
-	// At most r-1 rows are left: at most one block of each narrower width
-	// (the widths are 2^k, so any count below r is a sum of distinct ones).
-	Label(name + "_tail")
-	for w := largestPow2Below(r); w >= 1; w /= 2 {
-		tag := fmt.Sprintf("_t%d", w)
-		CMPQ(n, U8(w))
-		JB(LabelRef(name + tag + "_skip"))
-		block(w, tag)
-		Label(name + tag + "_skip")
-	}
+	blockLoop(name, n, r, block)
 	VZEROUPPER()
 	RET()
 }
 
 // largestPow2Below returns the largest power of two below r (r >= 2), or 0.
+// blockLoop emits the loop of a kernel that processes count (a register)
+// items in blocks: block(r, "") while at least r are left, then at most
+// one block of each narrower power-of-two width (any count below r is a sum
+// of distinct ones), each with its own label tag.
+func blockLoop(name string, count Register, r int, block func(w int, tag string)) {
+	Label(name + "_loop")
+	CMPQ(count, U8(r))
+	JB(LabelRef(name + "_tail"))
+	block(r, "")
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_tail")
+	for w := largestPow2Below(r); w >= 1; w /= 2 {
+		tag := fmt.Sprintf("_t%d", w)
+		CMPQ(count, U8(w))
+		JB(LabelRef(name + tag + "_skip"))
+		block(w, tag)
+		Label(name + tag + "_skip")
+	}
+}
+
 func largestPow2Below(r int) int {
 	p := 0
 	for w := 1; w < r; w *= 2 {
@@ -225,20 +231,7 @@ func accumulate(qb, cv int) {
 		SUBQ(U8(v), vecs)
 	}
 
-	Label(name + "_loop")
-	CMPQ(vecs, U8(cv))
-	JB(LabelRef(name + "_tail"))
-	chunk(cv, "")
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_tail")
-	for v := largestPow2Below(cv); v >= 1; v /= 2 {
-		tag := fmt.Sprintf("_t%d", v)
-		CMPQ(vecs, U8(v))
-		JB(LabelRef(name + tag + "_skip"))
-		chunk(v, tag)
-		Label(name + tag + "_skip")
-	}
+	blockLoop(name, vecs, cv, chunk)
 	VZEROUPPER()
 	RET()
 }

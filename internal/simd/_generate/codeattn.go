@@ -147,20 +147,7 @@ func scoresCodes(k codeKind, qb, r int, shifts map[int]Mem, mask Mem) {
 		SUBQ(U8(w), n)
 	}
 
-	Label(name + "_loop")
-	CMPQ(n, U8(r))
-	JB(LabelRef(name + "_tail"))
-	block(r, "")
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_tail")
-	for w := largestPow2Below(r); w >= 1; w /= 2 {
-		tag := fmt.Sprintf("_t%d", w)
-		CMPQ(n, U8(w))
-		JB(LabelRef(name + tag + "_skip"))
-		block(w, tag)
-		Label(name + tag + "_skip")
-	}
+	blockLoop(name, n, r, block)
 	VZEROUPPER()
 	RET()
 }
@@ -260,20 +247,7 @@ func accumulateCodes(k codeKind, qb, cv int, shifts map[int]Mem, mask Mem) {
 		SUBQ(U8(v), vecs)
 	}
 
-	Label(name + "_loop")
-	CMPQ(vecs, U8(cv))
-	JB(LabelRef(name + "_tail"))
-	chunk(cv, "")
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_tail")
-	for v := largestPow2Below(cv); v >= 1; v /= 2 {
-		tag := fmt.Sprintf("_t%d", v)
-		CMPQ(vecs, U8(v))
-		JB(LabelRef(name + tag + "_skip"))
-		chunk(v, tag)
-		Label(name + tag + "_skip")
-	}
+	blockLoop(name, vecs, cv, chunk)
 	VZEROUPPER()
 	RET()
 }

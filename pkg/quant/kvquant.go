@@ -268,6 +268,15 @@ func (c *kvquantCodec) meta(m []byte) (zero, rng float32) {
 	return getF16(m), getF16(m[2:])
 }
 
+// outlierIndex returns the index of outlier slot k of the vector meta m.
+func (c *kvquantCodec) outlierIndex(m []byte, k int) int {
+	e := m[4+k*(2+c.idxBytes)+2:]
+	if c.idxBytes == 1 {
+		return int(e[0])
+	}
+	return int(binary.LittleEndian.Uint16(e))
+}
+
 func (c *kvquantCodec) outlier(m []byte, k int) (idx int, v float32) {
 	e := m[4+k*(2+c.idxBytes):]
 	v = getF16(e)
@@ -286,16 +295,29 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		return
 	}
 	var zb, rb, ub [512]float32
+	var hb [1024]uint16
 	zero, rng := scratch(zb[:], c.dim), scratch(rb[:], c.dim)
 	u := scratch(ub[:], c.dim)
+	var h []uint16
+	if 2*c.dim <= len(hb) {
+		h = hb[:2*c.dim]
+	} else {
+		h = make([]uint16, 2*c.dim)
+	}
 	for r := row0; r < row0+n; {
 		gi := r / c.group
 		e := min(row0+n, (gi+1)*c.group)
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		metas := blk[c.group*c.rowCode:]
+		// Every channel's zero and range, gathered, then converted in one
+		// call.
 		for ch := 0; ch < c.dim; ch++ {
-			zero[ch], rng[ch] = c.meta(metas[ch*c.vecMeta:])
+			m := metas[ch*c.vecMeta:]
+			h[ch] = binary.LittleEndian.Uint16(m)
+			h[c.dim+ch] = binary.LittleEndian.Uint16(m[2:])
 		}
+		simd.F16ToF32(zero, h[:c.dim])
+		simd.F16ToF32(rng, h[c.dim:])
 		// Dense part: zero + range·codebook[code], row by row, the
 		// product rounded before the sum.
 		for t := r; t < e; t++ {
@@ -305,11 +327,13 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 			simd.MulAddF32(d, rng, u)
 		}
 		// Sparse part: each channel's outliers that fall in [r, e).
+		// (The index first: only the outliers in range convert their value.)
+		lo, hi := r-gi*c.group, e-gi*c.group
 		for ch := 0; ch < c.dim; ch++ {
 			m := metas[ch*c.vecMeta:]
 			for k := 0; k < c.nout; k++ {
-				if i, v := c.outlier(m, k); gi*c.group+i >= r && gi*c.group+i < e {
-					dst[(gi*c.group+i-row0)*c.dim+ch] = v
+				if i := c.outlierIndex(m, k); i >= lo && i < hi {
+					dst[(gi*c.group+i-row0)*c.dim+ch] = getF16(m[4+k*(2+c.idxBytes):])
 				}
 			}
 		}

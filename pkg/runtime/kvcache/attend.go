@@ -178,7 +178,7 @@ func (c *Cache) Read(dst []float32, layer int, id SeqID, key bool, h, from, to i
 }
 
 // preRoPEChunk is how many pre-RoPE key rows are decoded at a time.
-const preRoPEChunk = 16
+const preRoPEChunk = 64
 
 // scoresPreRoPE computes scores for a side stored before RoPE: rows are
 // decoded a chunk at a time, rotated to their positions, and dotted with the

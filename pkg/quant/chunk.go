@@ -102,13 +102,3 @@ func lutUnpack(u []float32, b []byte, bits int, t *lut) {
 		}
 	}
 }
-
-// scaledLUT returns the table whose level k is t[k]*scale (rounded once,
-// as scaling each looked-up value would round it), for the first n levels.
-func scaledLUT(t *lut, n int, scale float32) lut {
-	var s lut
-	for k, v := range t[:n] {
-		s[k] = v * scale
-	}
-	return s
-}

@@ -40,8 +40,7 @@ func TestFWHT(t *testing.T) {
 
 // TestLUTUnpack checks lutUnpack (the table-lookup kernels for 2, 3 and 4
 // bits) against the bit stream read code by code with getBits, for a table
-// of distinct levels, and a scaled table against scaling each looked-up
-// level.
+// of distinct levels.
 func TestLUTUnpack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 7))
 	for bits := 1; bits <= 4; bits++ {
@@ -54,18 +53,12 @@ func TestLUTUnpack(t *testing.T) {
 			for i := range b {
 				b[i] = byte(rng.IntN(256))
 			}
-			scale := float32(rng.NormFloat64())
-			st := scaledLUT(&tab, 1<<bits, scale)
-			u, us := make([]float32, dim), make([]float32, dim)
+			u := make([]float32, dim)
 			lutUnpack(u, b, bits, &tab)
-			lutUnpack(us, b, bits, &st)
 			for j := range u {
 				code := getBits(b[:dim*bits/8], j, bits)
 				if want := tab[code]; math.Float32bits(u[j]) != math.Float32bits(want) {
 					t.Fatalf("lutUnpack(bits=%d, dim=%d)[%d] = %v, want level %d = %v", bits, dim, j, u[j], code, want)
-				}
-				if want := tab[code] * scale; math.Float32bits(us[j]) != math.Float32bits(want) {
-					t.Fatalf("lutUnpack(bits=%d, dim=%d, scaled)[%d] = %v, want %v", bits, dim, j, us[j], want)
 				}
 			}
 		}

@@ -261,24 +261,54 @@ func (c *turboCodec) RotateQueries(dst, q []float32, nq int) {
 	}
 }
 
-// decodeRotated writes rows in the rotated basis: norm · c[idx]. Each row
-// looks its codes up in the centroids scaled by its norm, which gives the
-// bits of scaling the looked-up centroids (one rounded product either way)
-// in one pass.
-func (c *turboCodec) decodeRotated(dst []float32, tile []byte, row0, n int) {
+// unitRows writes rows [row0, row0+n) in the rotated basis without their
+// norms (the centroids c[idx]) into dst, and the norms into norms.
+func (c *turboCodec) unitRows(dst, norms []float32, tile []byte, row0, n int) {
 	for r := 0; r < n; r++ {
 		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
-		t := scaledLUT(&c.lut, len(c.cb), c.norm(row))
-		lutUnpack(dst[r*c.dim:(r+1)*c.dim], row, c.bits, &t)
+		lutUnpack(dst[r*c.dim:(r+1)*c.dim], row, c.bits, &c.lut)
+		norms[r] = c.norm(row)
 	}
 }
 
+// ScoresRotated uses qr·(norm·c[idx]) = norm·(qr·c[idx]): the rows are
+// looked up without their norms, a chunk at a time, and each score is
+// scaled once.
 func (c *turboCodec) ScoresRotated(dst []float32, ldd int, qr []float32, nq int, tile []byte, row0, n int) {
-	scoresChunked(c.decodeRotated, c.dim, dst, ldd, qr, nq, tile, row0, n)
+	step := chunkRows(c.dim)
+	rows, pooled := chunkBuf(c.dim * min(n, step))
+	defer releaseChunk(pooled)
+	var nb [128]float32
+	for r := 0; r < n; r += step {
+		m := min(step, n-r)
+		norms := scratch(nb[:], m)
+		c.unitRows(rows[:m*c.dim], norms, tile, row0+r, m)
+		simd.ScoresF32(dst[r:], ldd, qr, nq, c.dim, rows[:m*c.dim], m)
+		for i := 0; i < nq; i++ {
+			d := dst[i*ldd+r : i*ldd+r+m]
+			simd.MulF32(d, d, norms)
+		}
+	}
 }
 
+// AccumulateRotated uses Σ w·(norm·c[idx]) = Σ (w·norm)·c[idx]: the weights
+// are scaled by the norms, a chunk at a time.
 func (c *turboCodec) AccumulateRotated(racc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	accumulateChunked(c.decodeRotated, c.dim, racc, w, ldw, nq, tile, row0, n)
+	step := chunkRows(c.dim)
+	rows, pooled := chunkBuf(c.dim * min(n, step))
+	defer releaseChunk(pooled)
+	var nb [128]float32
+	var wb [256]float32
+	for r := 0; r < n; r += step {
+		m := min(step, n-r)
+		norms := scratch(nb[:], m)
+		c.unitRows(rows[:m*c.dim], norms, tile, row0+r, m)
+		ws := scratch(wb[:], nq*m)
+		for i := 0; i < nq; i++ {
+			simd.MulF32(ws[i*m:(i+1)*m], w[i*ldw+r:i*ldw+r+m], norms)
+		}
+		simd.AccumulateF32(racc, ws, m, nq, c.dim, rows[:m*c.dim], m)
+	}
 }
 
 func (c *turboCodec) UnrotateAdd(acc, racc []float32, nq int) {

@@ -648,18 +648,35 @@ func (c *channelCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	})
 }
 
+// channelScratch carves the per-call buffers of the channel codec's Scores
+// and Accumulate from one pooled chunk (stack arrays would be zeroed on
+// every call, which costs as much as the kernels on a page of 16 rows).
+func (c *channelCodec) scratch(nq int) (s, z, qs, k []float32, pooled *[chunkFloats]float32) {
+	buf, pooled := chunkBuf(2*c.dim + nq*c.dim + nq)
+	s, z = buf[:c.dim], buf[c.dim:2*c.dim]
+	qs, k = buf[2*c.dim:(2+nq)*c.dim], buf[(2+nq)*c.dim:]
+	return s, z, qs, k, pooled
+}
+
+// groupCodes returns the packed codes of rows [r, e) of token group gi.
+func (c *channelCodec) groupCodes(blk []byte, gi, r, e int) []byte {
+	t0 := r - gi*c.group
+	return blk[t0*c.rowCode : (e-gi*c.group)*c.rowCode]
+}
+
 // Scores uses q·x̂ = (q⊙s)·code + q·z per token group: the queries are
-// scaled once per group and the codes are unpacked a chunk at a time.
+// scaled once per group; 8- and 4-bit codes are read in place by the code
+// kernels, 2-bit ones unpacked a chunk at a time.
 func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	var sb, zb [512]float32
-	var qb [2048]float32
-	var kb [64]float32
-	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
-	qs := scratch(qb[:], nq*c.dim)
-	k := scratch(kb[:], nq)
-	rows, pooled := chunkBuf(c.dim * min(n, chunkRows(c.dim)))
+	s, z, qs, k, pooled := c.scratch(nq)
 	defer releaseChunk(pooled)
+	var rows []float32
 	step := chunkRows(c.dim)
+	if c.bits == 2 {
+		var rp *[chunkFloats]float32
+		rows, rp = chunkBuf(c.dim * min(n, step))
+		defer releaseChunk(rp)
+	}
 	c.segments(row0, n, func(gi, r, e int) {
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		c.groupMeta(s, z, blk)
@@ -668,44 +685,62 @@ func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile 
 			simd.MulF32(qs[i*c.dim:(i+1)*c.dim], qi, s)
 			k[i] = simd.DotF32(qi, z)
 		}
-		for t := r; t < e; t += step {
-			m := min(step, e-t)
-			c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
-			simd.ScoresF32(dst[t-row0:], ldd, qs, nq, c.dim, rows[:m*c.dim], m)
-			// m adds per query (a few per row): no kernel call pays.
-			for i := 0; i < nq; i++ {
-				d := dst[i*ldd+t-row0 : i*ldd+t-row0+m]
-				for j := range d {
-					d[j] += k[i]
-				}
+		switch c.bits {
+		case 8:
+			simd.ScoresU8(dst[r-row0:], ldd, qs, c.dim, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
+		case 4:
+			simd.ScoresU4(dst[r-row0:], ldd, qs, c.dim, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
+		default:
+			for t := r; t < e; t += step {
+				m := min(step, e-t)
+				c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
+				simd.ScoresF32(dst[t-row0:], ldd, qs, nq, c.dim, rows[:m*c.dim], m)
+			}
+		}
+		// e−r adds per query (a few per row): no kernel call pays.
+		for i := 0; i < nq; i++ {
+			d := dst[i*ldd+r-row0 : i*ldd+e-row0]
+			for j := range d {
+				d[j] += k[i]
 			}
 		}
 	})
 }
 
 // Accumulate uses Σ_j w_j x̂_j = s ⊙ Σ_j w_j code_j + z·Σ_j w_j per token
-// group.
+// group, with 8- and 4-bit codes read in place.
 func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	var sb, zb [512]float32
-	var tb [2048]float32
-	s, z := scratch(sb[:], c.dim), scratch(zb[:], c.dim)
-	tmp := scratch(tb[:], nq*c.dim)
-	rows, pooled := chunkBuf(c.dim * min(n, chunkRows(c.dim)))
+	s, z, tmp, bias, pooled := c.scratch(nq)
 	defer releaseChunk(pooled)
+	clear(bias)
+	var rows []float32
 	step := chunkRows(c.dim)
+	if c.bits == 2 {
+		var rp *[chunkFloats]float32
+		rows, rp = chunkBuf(c.dim * min(n, step))
+		defer releaseChunk(rp)
+	}
 	c.segments(row0, n, func(gi, r, e int) {
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
 		c.groupMeta(s, z, blk)
 		clear(tmp)
-		for t := r; t < e; t += step {
-			m := min(step, e-t)
-			c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
-			simd.AccumulateF32(tmp, w[t-row0:], ldw, nq, c.dim, rows[:m*c.dim], m)
+		wr := w[r-row0:]
+		switch c.bits {
+		case 8:
+			simd.AccumulateU8(tmp, c.dim, bias, wr, ldw, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
+		case 4:
+			simd.AccumulateU4(tmp, c.dim, bias, wr, ldw, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
+		default:
+			for t := r; t < e; t += step {
+				m := min(step, e-t)
+				c.rawCodes(rows[:m*c.dim], blk, gi, t, t+m)
+				simd.AccumulateF32(tmp, w[t-row0:], ldw, nq, c.dim, rows[:m*c.dim], m)
+			}
 		}
 		for i := 0; i < nq; i++ {
 			var wsum float32
-			for t := r; t < e; t++ {
-				wsum += w[i*ldw+t-row0]
+			for _, v := range w[i*ldw+r-row0 : i*ldw+e-row0] {
+				wsum += v
 			}
 			a := acc[i*c.dim : (i+1)*c.dim]
 			simd.MulAddF32(a, s, tmp[i*c.dim:(i+1)*c.dim])

@@ -334,9 +334,11 @@ func minMax(x []float32) (lo, hi float32) {
 // one unpacking call per group.
 func (c *tokenCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	codes, scales, zeros := c.regions(tile)
-	var sb, zb [256]float32
-	for r0 := 0; r0 < n; r0 += 256 / c.ngroups {
-		m := min(n-r0, 256/c.ngroups)
+	// Small buffers: Go zeroes them on every call (a chunk is 16 rows).
+	var sb, zb [64]float32
+	per := max(1, 64/c.ngroups)
+	for r0 := 0; r0 < n; r0 += per {
+		m := min(n-r0, per)
 		k := m * c.ngroups
 		s := scratch(sb[:], k)
 		z := scratch(zb[:], k)

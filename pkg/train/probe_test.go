@@ -44,6 +44,21 @@ var probeRuns = map[string]func() train.Config{
 	"copy-only": func() train.Config {
 		return probe(257, 4096, 3e-3, 400, 30, 0, [6]float64{3: 1})
 	},
+	// copy-only with 4× the optimizer steps on 1/4 of the tokens each
+	// (same data volume): do more updates form the copying heads sooner?
+	"copy-only-small-steps": func() train.Config {
+		return probe(257, 1024, 3e-3, 1600, 120, 0, [6]float64{3: 1})
+	},
+	// copy-only at LR 1e-2, and with a 3× larger init: does leaving the
+	// uniform-attention plateau sooner speed copying up?
+	"copy-only-lr1e-2": func() train.Config {
+		return probe(257, 4096, 1e-2, 400, 30, 0, [6]float64{3: 1})
+	},
+	"copy-only-init0.06": func() train.Config {
+		c := probe(257, 4096, 3e-3, 400, 30, 0, [6]float64{3: 1})
+		c.InitStd = 0.06
+		return c
+	},
 	// Copying alone at 1K context: copies of 3–40 words, as in the default
 	// mix (4.9M tokens). Separates "long copies are not learned" from "the
 	// mix dilutes copying".
@@ -57,6 +72,7 @@ func probe(ctxLen, tokens int, lr float64, steps, warmup, curriculum int, mix [6
 	c.Context, c.TokensPerStep, c.LR = ctxLen, tokens, lr
 	c.Steps, c.Warmup, c.CurriculumStart, c.CurriculumSteps = steps, warmup, 256, curriculum
 	c.TaskMix, c.CheckpointEvery = mix, 50
+	c.InitStd = 0.02 // what these experiments ran with, before DefaultConfig moved to 0.06
 	return c
 }
 

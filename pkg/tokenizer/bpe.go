@@ -21,6 +21,11 @@ var byteAlphabet, alphabetByte = func() (alpha [256]string, inv map[rune]byte) {
 	return alpha, inv
 }()
 
+// ByteLevelToken returns the text that stands for byte b in a byte-level
+// BPE vocabulary (GPT-2's bytes_to_unicode): "Ġ" for ' ', "Ċ" for '\n',
+// the byte itself when printable.
+func ByteLevelToken(b byte) string { return byteAlphabet[b] }
+
 // decodeByteAlphabet maps a byte-level token's text back to its bytes.
 // Characters outside the alphabet are kept as they are.
 func decodeByteAlphabet(tok string) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/safetensors"
+	"github.com/kvqlabs/kvq/pkg/tokenizer"
 )
 
 // Special token texts of the probe tokenizer.
@@ -144,30 +145,13 @@ func exportAtomic(dst string, m *Model) error {
 	return os.RemoveAll(old)
 }
 
-// byteAlphabet is GPT-2's bytes_to_unicode: the printable bytes stand for
-// themselves, the others map to 256, 257, ... in byte order.
-func byteAlphabet() [256]rune {
-	var m [256]rune
-	n := 0
-	for b := 0; b < 256; b++ {
-		if b >= 33 && b <= 126 || b >= 161 && b <= 172 || b >= 174 {
-			m[b] = rune(b)
-		} else {
-			m[b] = rune(256 + n)
-			n++
-		}
-	}
-	return m
-}
-
 // tokenizerJSON is the probe's tokenizer.json: a byte-level BPE with no
 // merges (token b is byte b), the three specials at 256–258, unused
 // specials up to vocab, and a template that prepends BOS.
 func tokenizerJSON(vocab int) map[string]any {
-	alpha := byteAlphabet()
 	v := map[string]int{}
 	for b := 0; b < 256; b++ {
-		v[string(alpha[b])] = b
+		v[tokenizer.ByteLevelToken(byte(b))] = b
 	}
 	special := func(id int, text string) map[string]any {
 		return map[string]any{"id": id, "content": text, "single_word": false, "lstrip": false,

@@ -18,6 +18,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/safetensors"
+	"github.com/kvqlabs/kvq/pkg/tokenizer"
 )
 
 // Spec describes a tiny model. Zero fields get small defaults.
@@ -80,26 +81,10 @@ const (
 	eosToken = "<|end_of_text|>"
 )
 
-// byteAlphabet is GPT-2's bytes_to_unicode mapping.
-func byteAlphabet() [256]rune {
-	var m [256]rune
-	n := 0
-	for b := 0; b < 256; b++ {
-		if b >= 33 && b <= 126 || b >= 161 && b <= 172 || b >= 174 {
-			m[b] = rune(b)
-		} else {
-			m[b] = rune(256 + n)
-			n++
-		}
-	}
-	return m
-}
-
 func vocabTokens() []string {
-	alpha := byteAlphabet()
 	var toks []string
 	for b := 0; b < 256; b++ {
-		toks = append(toks, string(alpha[b]))
+		toks = append(toks, tokenizer.ByteLevelToken(byte(b)))
 	}
 	for _, m := range merges {
 		toks = append(toks, m[0]+m[1])

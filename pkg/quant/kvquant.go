@@ -209,9 +209,8 @@ func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i i
 		}
 		put(i, uint32(nearest(c.cb, u)))
 	}
-	slot := meta[4:]
 	for k := 0; k < c.nout; k++ {
-		e := slot[k*(2+c.idxBytes):]
+		e := c.outlierSlot(meta, k)
 		i := outs[k]
 		binary.LittleEndian.PutUint16(e, simd.F32ToF16Scalar(x[i]))
 		if c.idxBytes == 1 {
@@ -268,9 +267,13 @@ func (c *kvquantCodec) meta(m []byte) (zero, rng float32) {
 	return getF16(m), getF16(m[2:])
 }
 
+// outlierSlot returns outlier slot k of the vector meta m: an fp16 value,
+// then its index.
+func (c *kvquantCodec) outlierSlot(m []byte, k int) []byte { return m[4+k*(2+c.idxBytes):] }
+
 // outlierIndex returns the index of outlier slot k of the vector meta m.
 func (c *kvquantCodec) outlierIndex(m []byte, k int) int {
-	e := m[4+k*(2+c.idxBytes)+2:]
+	e := c.outlierSlot(m, k)[2:]
 	if c.idxBytes == 1 {
 		return int(e[0])
 	}
@@ -278,12 +281,7 @@ func (c *kvquantCodec) outlierIndex(m []byte, k int) int {
 }
 
 func (c *kvquantCodec) outlier(m []byte, k int) (idx int, v float32) {
-	e := m[4+k*(2+c.idxBytes):]
-	v = getF16(e)
-	if c.idxBytes == 1 {
-		return int(e[2]), v
-	}
-	return int(binary.LittleEndian.Uint16(e[2:])), v
+	return c.outlierIndex(m, k), getF16(c.outlierSlot(m, k))
 }
 
 func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
@@ -333,7 +331,7 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 			m := metas[ch*c.vecMeta:]
 			for k := 0; k < c.nout; k++ {
 				if i := c.outlierIndex(m, k); i >= lo && i < hi {
-					dst[(gi*c.group+i-row0)*c.dim+ch] = getF16(m[4+k*(2+c.idxBytes):])
+					dst[(gi*c.group+i-row0)*c.dim+ch] = getF16(c.outlierSlot(m, k))
 				}
 			}
 		}

@@ -266,7 +266,7 @@ func (c *turboCodec) RotateQueries(dst, q []float32, nq int) {
 func (c *turboCodec) unitRows(dst, norms []float32, tile []byte, row0, n int) {
 	for r := 0; r < n; r++ {
 		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
-		lutUnpack(dst[r*c.dim:(r+1)*c.dim], row, c.bits, &c.lut)
+		c.unpackValues(dst[r*c.dim:(r+1)*c.dim], row)
 		norms[r] = c.norm(row)
 	}
 }

@@ -102,3 +102,21 @@ func lutUnpack(u []float32, b []byte, bits int, t *lut) {
 		}
 	}
 }
+
+// scoresCodes is simd.ScoresU8 or simd.ScoresU4 by bits (8 or 4).
+func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
+	if bits == 8 {
+		simd.ScoresU8(dst, ldd, q, ldq, nq, cols, codes, ldc, n)
+		return
+	}
+	simd.ScoresU4(dst, ldd, q, ldq, nq, cols, codes, ldc, n)
+}
+
+// accumulateCodes is simd.AccumulateU8 or simd.AccumulateU4 by bits (8 or 4).
+func accumulateCodes(bits int, acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
+	if bits == 8 {
+		simd.AccumulateU8(acc, lda, bias, w, ldw, nq, cols, codes, ldc, n)
+		return
+	}
+	simd.AccumulateU4(acc, lda, bias, w, ldw, nq, cols, codes, ldc, n)
+}

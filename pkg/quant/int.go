@@ -433,11 +433,7 @@ func (c *tokenCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []
 		c.rowParams(s, z, scales, zeros, row0+r)
 		cs := codes[(row0+r)*c.codeBytes : (row0+r+m)*c.codeBytes]
 		// The raw scores go to dst and are scaled in place.
-		if c.bits == 8 {
-			simd.ScoresU8(dst[r:], ldd, q, c.dim, nq, c.dim, cs, c.codeBytes, m)
-		} else {
-			simd.ScoresU4(dst[r:], ldd, q, c.dim, nq, c.dim, cs, c.codeBytes, m)
-		}
+		scoresCodes(c.bits, dst[r:], ldd, q, c.dim, nq, c.dim, cs, c.codeBytes, m)
 		for i := 0; i < nq; i++ {
 			d := dst[i*ldd+r : i*ldd+r+m]
 			simd.MulF32(d, d, s)
@@ -498,11 +494,7 @@ func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, til
 			simd.MulF32(ws[i*m:(i+1)*m], wi, s)
 			bias[i] = simd.DotF32(wi, z)
 		}
-		if c.bits == 8 {
-			simd.AccumulateU8(acc, c.dim, bias, ws, m, nq, c.dim, cs, c.codeBytes, m)
-		} else {
-			simd.AccumulateU4(acc, c.dim, bias, ws, m, nq, c.dim, cs, c.codeBytes, m)
-		}
+		accumulateCodes(c.bits, acc, c.dim, bias, ws, m, nq, c.dim, cs, c.codeBytes, m)
 	}
 }
 
@@ -650,27 +642,21 @@ func (c *channelCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	})
 }
 
-// channelScratch carves the per-call buffers of the channel codec's Scores
+// buffers carves the per-call buffers of the channel codec's Scores
 // and Accumulate from one pooled chunk (stack arrays would be zeroed on
 // every call, which costs as much as the kernels on a page of 16 rows).
-func (c *channelCodec) scratch(nq int) (s, z, qs, k []float32, pooled *[chunkFloats]float32) {
+func (c *channelCodec) buffers(nq int) (s, z, qs, k []float32, pooled *[chunkFloats]float32) {
 	buf, pooled := chunkBuf(2*c.dim + nq*c.dim + nq)
 	s, z = buf[:c.dim], buf[c.dim:2*c.dim]
 	qs, k = buf[2*c.dim:(2+nq)*c.dim], buf[(2+nq)*c.dim:]
 	return s, z, qs, k, pooled
 }
 
-// groupCodes returns the packed codes of rows [r, e) of token group gi.
-func (c *channelCodec) groupCodes(blk []byte, gi, r, e int) []byte {
-	t0 := r - gi*c.group
-	return blk[t0*c.rowCode : (e-gi*c.group)*c.rowCode]
-}
-
 // Scores uses q·x̂ = (q⊙s)·code + q·z per token group: the queries are
 // scaled once per group; 8- and 4-bit codes are read in place by the code
 // kernels, 2-bit ones unpacked a chunk at a time.
 func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	s, z, qs, k, pooled := c.scratch(nq)
+	s, z, qs, k, pooled := c.buffers(nq)
 	defer releaseChunk(pooled)
 	var rows []float32
 	step := chunkRows(c.dim)
@@ -688,10 +674,8 @@ func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile 
 			k[i] = simd.DotF32(qi, z)
 		}
 		switch c.bits {
-		case 8:
-			simd.ScoresU8(dst[r-row0:], ldd, qs, c.dim, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
-		case 4:
-			simd.ScoresU4(dst[r-row0:], ldd, qs, c.dim, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
+		case 8, 4:
+			scoresCodes(c.bits, dst[r-row0:], ldd, qs, c.dim, nq, c.dim, c.codes(blk, gi, r, e), c.rowCode, e-r)
 		default:
 			for t := r; t < e; t += step {
 				m := min(step, e-t)
@@ -712,7 +696,7 @@ func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile 
 // Accumulate uses Σ_j w_j x̂_j = s ⊙ Σ_j w_j code_j + z·Σ_j w_j per token
 // group, with 8- and 4-bit codes read in place.
 func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	s, z, tmp, bias, pooled := c.scratch(nq)
+	s, z, tmp, bias, pooled := c.buffers(nq)
 	defer releaseChunk(pooled)
 	clear(bias)
 	var rows []float32
@@ -728,10 +712,8 @@ func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, t
 		clear(tmp)
 		wr := w[r-row0:]
 		switch c.bits {
-		case 8:
-			simd.AccumulateU8(tmp, c.dim, bias, wr, ldw, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
-		case 4:
-			simd.AccumulateU4(tmp, c.dim, bias, wr, ldw, nq, c.dim, c.groupCodes(blk, gi, r, e), c.rowCode, e-r)
+		case 8, 4:
+			accumulateCodes(c.bits, tmp, c.dim, bias, wr, ldw, nq, c.dim, c.codes(blk, gi, r, e), c.rowCode, e-r)
 		default:
 			for t := r; t < e; t += step {
 				m := min(step, e-t)

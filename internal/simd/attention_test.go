@@ -184,10 +184,7 @@ func TestAttentionGeneric(t *testing.T) {
 
 func TestAttentionShapePanics(t *testing.T) {
 	f := func(n int) []float32 { return make([]float32, n) }
-	tests := []struct {
-		name string
-		f    func()
-	}{
+	tests := []panicCase{
 		{"ScoresF32/negative", func() { ScoresF32(f(16), 16, f(64), 1, -8, f(128), 16) }},
 		{"ScoresF32/ldd", func() { ScoresF32(f(64), 15, f(64), 2, 32, f(512), 16) }},
 		{"ScoresF32/dst", func() { ScoresF32(f(31), 16, f(64), 2, 32, f(512), 16) }},
@@ -206,16 +203,7 @@ func TestAttentionShapePanics(t *testing.T) {
 		{"Q40ToF32/src", func() { Q40ToF32(f(32), make([]byte, 17)) }},
 		{"Q41ToF32/src", func() { Q41ToF32(f(64), make([]byte, 41)) }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s with bad shapes did not panic", tt.name)
-				}
-			}()
-			tt.f()
-		})
-	}
+	checkPanics(t, "shapes", tests)
 }
 
 // TestAttentionNoAlloc checks that the chunk kernels keep their arguments

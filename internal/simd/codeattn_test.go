@@ -231,10 +231,7 @@ func TestCodeAttentionGeneric(t *testing.T) {
 func TestCodeAttentionShapePanics(t *testing.T) {
 	f := func(n int) []float32 { return make([]float32, n) }
 	b := func(n int) []byte { return make([]byte, n) }
-	tests := []struct {
-		name string
-		f    func()
-	}{
+	tests := []panicCase{
 		{"ScoresU8/negative", func() { ScoresU8(f(16), 16, f(64), 32, 1, -8, b(512), 32, 16) }},
 		{"ScoresU8/ldd", func() { ScoresU8(f(64), 15, f(64), 32, 2, 32, b(512), 32, 16) }},
 		{"ScoresU8/ldq", func() { ScoresU8(f(64), 16, f(64), 31, 2, 32, b(512), 32, 16) }},
@@ -250,16 +247,7 @@ func TestCodeAttentionShapePanics(t *testing.T) {
 		{"AccumulateU8/bias", func() { AccumulateU8(f(64), 32, f(1), f(32), 16, 2, 32, b(512), 32, 16) }},
 		{"AccumulateU4/codes", func() { AccumulateU4(f(64), 32, f(2), f(32), 16, 2, 32, b(255), 16, 16) }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s with bad shapes did not panic", tt.name)
-				}
-			}()
-			tt.f()
-		})
-	}
+	checkPanics(t, "shapes", tests)
 }
 
 // TestCodeAttentionNoAlloc checks that the packed-code kernels keep their

@@ -312,10 +312,7 @@ func TestBlockDecodeEdges(t *testing.T) {
 func TestDecodePanics(t *testing.T) {
 	f := func(n int) []float32 { return make([]float32, n) }
 	b := func(n int) []byte { return make([]byte, n) }
-	tests := []struct {
-		name string
-		f    func()
-	}{
+	tests := []panicCase{
 		{"E5M2ToF32", func() { E5M2ToF32(f(9), b(8), 1) }},
 		{"E4M3ToF32", func() { E4M3ToF32(f(8), b(9), 1) }},
 		{"Q50ToF32/partial", func() { Q50ToF32(f(48), b(22)) }},
@@ -324,14 +321,5 @@ func TestDecodePanics(t *testing.T) {
 		{"IQ4NLToF32/src", func() { IQ4NLToF32(f(32), b(20)) }},
 		{"IQ4NLToF32/partial", func() { IQ4NLToF32(f(16), b(9)) }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s with bad lengths did not panic", tt.name)
-				}
-			}()
-			tt.f()
-		})
-	}
+	checkPanics(t, "lengths", tests)
 }

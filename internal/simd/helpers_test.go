@@ -145,3 +145,25 @@ func generic(f func()) {
 	defer restore()
 	f()
 }
+
+// panicCase is a call that must panic.
+type panicCase struct {
+	name string
+	f    func()
+}
+
+// checkPanics runs each case as a subtest and fails the ones that return
+// normally; what names the bad input in the message ("shapes", "lengths").
+func checkPanics(t *testing.T, what string, tests []panicCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s with bad %s did not panic", tt.name, what)
+				}
+			}()
+			tt.f()
+		})
+	}
+}

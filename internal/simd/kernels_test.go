@@ -297,10 +297,7 @@ func TestConvertVector(t *testing.T) {
 }
 
 func TestLengthMismatchPanics(t *testing.T) {
-	tests := []struct {
-		name string
-		f    func()
-	}{
+	tests := []panicCase{
 		{"DotF32", func() { DotF32(make([]float32, 3), make([]float32, 4)) }},
 		{"AxpyF16", func() { AxpyF16(make([]float32, 3), 1, make([]uint16, 4)) }},
 		{"MulF32/x", func() { MulF32(make([]float32, 4), make([]float32, 3), make([]float32, 4)) }},
@@ -314,16 +311,7 @@ func TestLengthMismatchPanics(t *testing.T) {
 		{"MatMulF32/ldd", func() { MatMulF32(make([]float32, 16), 3, make([]float32, 16), 2, 8, make([]float32, 32), 0, 4) }},
 		{"MatMulQ80/cols", func() { MatMulQ80(make([]float32, 4), 4, make([]float32, 16), 1, 16, make([]byte, 64), 0, 4) }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s with bad lengths did not panic", tt.name)
-				}
-			}()
-			tt.f()
-		})
-	}
+	checkPanics(t, "lengths", tests)
 }
 
 func TestMeasureBandwidth(t *testing.T) {

@@ -304,10 +304,7 @@ func TestUnpackGroups(t *testing.T) {
 func TestUnpackGroupsPanics(t *testing.T) {
 	f := func(n int) []float32 { return make([]float32, n) }
 	b := func(n int) []byte { return make([]byte, n) }
-	tests := []struct {
-		name string
-		f    func()
-	}{
+	tests := []panicCase{
 		{"U8ToF32Groups/group0", func() { U8ToF32Groups(f(0), b(0), 0, f(0), f(0)) }},
 		{"U8ToF32Groups/negative", func() { U8ToF32Groups(f(8), b(8), -8, f(1), f(1)) }},
 		{"U8ToF32Groups/src", func() { U8ToF32Groups(f(64), b(63), 32, f(2), f(2)) }},
@@ -318,16 +315,7 @@ func TestUnpackGroupsPanics(t *testing.T) {
 		{"U2ToF32Groups/src", func() { U2ToF32Groups(f(64), b(15), 32, f(2), f(2)) }},
 		{"U2ToF32Groups/partial", func() { U2ToF32Groups(f(64), b(16), 24, f(2), f(2)) }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s with bad shapes did not panic", tt.name)
-				}
-			}()
-			tt.f()
-		})
-	}
+	checkPanics(t, "shapes", tests)
 }
 
 // lutCase is one table-lookup kernel under test: unit values are packed in
@@ -423,10 +411,7 @@ func TestLUTPanics(t *testing.T) {
 	var t16 [16]float32
 	var t8 [8]float32
 	var t4 [4]float32
-	tests := []struct {
-		name string
-		f    func()
-	}{
+	tests := []panicCase{
 		{"LUT4ToF32/odd", func() { LUT4ToF32(f(7), b(3), &t16) }},
 		{"LUT4ToF32/src", func() { LUT4ToF32(f(8), b(5), &t16) }},
 		{"LUT3ToF32/partial", func() { LUT3ToF32(f(12), b(5), &t8) }},
@@ -434,14 +419,5 @@ func TestLUTPanics(t *testing.T) {
 		{"LUT2ToF32/partial", func() { LUT2ToF32(f(6), b(2), &t4) }},
 		{"LUT2ToF32/src", func() { LUT2ToF32(f(8), b(3), &t4) }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s with bad shapes did not panic", tt.name)
-				}
-			}()
-			tt.f()
-		})
-	}
+	checkPanics(t, "shapes", tests)
 }

@@ -243,22 +243,10 @@ func TestBatch(t *testing.T) {
 		if next != b.nt() || wsum != b.wsum {
 			t.Errorf("step %d: documents cover %d of %d tokens; weights sum %v, recorded %v", s, next, b.nt(), wsum, b.wsum)
 		}
-		if again := c.makeBatch(s); !equalInt32(again.ids, b.ids) {
+		if again := c.makeBatch(s); !slices.Equal(again.ids, b.ids) {
 			t.Errorf("step %d: makeBatch is not deterministic", s)
 		}
 	}
-}
-
-func equalInt32(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestValidate(t *testing.T) {

@@ -82,25 +82,7 @@ func scores(qb, r int) {
 		ADDQ(U8(32), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		ldd := Load(Param("ldd"), GP64())
-		SHLQ(U8(2), ldd)
-		out := GP64()
-		MOVQ(dp, out)
-		for i := 0; i < qb; i++ {
-			if i > 0 {
-				ADDQ(ldd, out)
-			}
-			for k0 := 0; k0 < w; k0 += 4 {
-				k1 := min(k0+4, w)
-				storeRows(reduceRows(acc[i][k0:k1]), Mem{Base: out, Disp: 4 * k0}, k1-k0)
-			}
-		}
-		// Next block: w rows further on.
-		for k := 0; k < w; k++ {
-			ADDQ(stride, rp)
-		}
-		ADDQ(U8(4*w), dp)
-		SUBQ(U8(w), n)
+		storeScores(acc, dp, rp, stride, n)
 	}
 
 	blockLoop(name, n, r, block)
@@ -128,6 +110,32 @@ func blockLoop(name string, count Register, r int, block func(w int, tag string)
 		block(w, tag)
 		Label(name + tag + "_skip")
 	}
+}
+
+// storeScores ends a block of w = len(acc[i]) rows of a scores kernel: it
+// reduces the accumulators acc[i][j] (query i, row j) to scores, stores
+// them at dp + i*ldd floats (ldd, the kernel's parameter), and moves rp w
+// rows (of stride bytes) and dp w scores on, counting n down by w.
+func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register) {
+	w := len(acc[0])
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	out := GP64()
+	MOVQ(dp, out)
+	for i := range acc {
+		if i > 0 {
+			ADDQ(ldd, out)
+		}
+		for j0 := 0; j0 < w; j0 += 4 {
+			j1 := min(j0+4, w)
+			storeRows(reduceRows(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
+		}
+	}
+	for j := 0; j < w; j++ {
+		ADDQ(stride, rp)
+	}
+	ADDQ(U8(4*w), dp)
+	SUBQ(U8(w), n)
 }
 
 func largestPow2Below(r int) int {

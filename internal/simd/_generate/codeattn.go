@@ -127,24 +127,7 @@ func scoresCodes(k codeKind, qb, r int, shifts map[int]Mem, mask Mem) {
 		ADDQ(U8(k.groupBytes()), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		ldd := Load(Param("ldd"), GP64())
-		SHLQ(U8(2), ldd)
-		out := GP64()
-		MOVQ(dp, out)
-		for i := 0; i < qb; i++ {
-			if i > 0 {
-				ADDQ(ldd, out)
-			}
-			for j0 := 0; j0 < w; j0 += 4 {
-				j1 := min(j0+4, w)
-				storeRows(reduceRows(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
-			}
-		}
-		for j := 0; j < w; j++ {
-			ADDQ(stride, rp)
-		}
-		ADDQ(U8(4*w), dp)
-		SUBQ(U8(w), n)
+		storeScores(acc, dp, rp, stride, n)
 	}
 
 	blockLoop(name, n, r, block)

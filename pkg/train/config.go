@@ -107,6 +107,10 @@ type Config struct {
 // steps, at the same kernel efficiency (weight gradients are summed over
 // 512-token chunks either way).
 func DefaultConfig() Config {
+	// Retrieval-heavy: the abilities that need exact recall of earlier
+	// context (copy, lookup, passkey, policy) get more examples than
+	// stories and JSON, which the model learns quickly.
+	retrieval := [6]float64{1, 1.5, 1.5, 2, 1, 1.5}
 	return Config{
 		Layers: 4, Dim: 256, Heads: 4, KVHeads: 2, HeadDim: 64, Hidden: 688,
 		Vocab: PaddedVocab, Context: 2048, RopeTheta: 10000, RMSEps: 1e-5,
@@ -119,16 +123,13 @@ func DefaultConfig() Config {
 		// copy-only-init0.06).
 		Beta1: 0.9, Beta2: 0.95, AdamEps: 1e-8, Clip: 1, InitStd: 0.06, Seed: 1,
 		CurriculumStart: 256, CurriculumSteps: 1400,
-		// Retrieval-heavy: the abilities that need exact recall of earlier
-		// context (copy, lookup, passkey, policy) get more examples than
-		// stories and JSON, which the model learns quickly.
-		TaskMix: [6]float64{1, 1.5, 1.5, 2, 1, 1.5},
+		TaskMix: retrieval,
 		// Steps 1300-1999 draw mostly copying and lookups: at 1000 steps the
 		// balanced mix had learned formats and refusal wording but no
-		// copying (no induction heads yet).
+		// copying (no induction heads yet); then the retrieval mix again.
 		MixPhases: []MixPhase{
 			{From: 1300, Mix: [6]float64{0.5, 1.5, 2, 4, 0.5, 1}},
-			{From: 2000, Mix: [6]float64{1, 1.5, 1.5, 2, 1, 1.5}},
+			{From: 2000, Mix: retrieval},
 		},
 		PromptWeight: 1, AnswerWeight: 4,
 		CheckpointEvery: 50,

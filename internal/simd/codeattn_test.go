@@ -20,7 +20,8 @@ func (s codeAttnShape) String() string {
 
 // codeAttnShapes returns the model shapes (one group of 32, 64 or 128
 // columns of a row of dim 64 or 128, nq 1 to 5, n 16), small and odd
-// shapes (tails of 1 to 7 columns, fewer than 8 columns) and random ones.
+// shapes (tails of 1 to 7 columns, and of up to 31 for 4-bit codes; rows
+// shorter than a step) and random ones.
 func codeAttnShapes(r *rand.Rand) []codeAttnShape {
 	var s []codeAttnShape
 	for _, bits := range []int{8, 4} {
@@ -37,7 +38,7 @@ func codeAttnShapes(r *rand.Rand) []codeAttnShape {
 			}
 		}
 		for nq := 1; nq <= 9; nq++ {
-			for _, cols := range []int{0, 2, 6, 8, 10, 16, 18, 24, 40, 72, 130} {
+			for _, cols := range []int{0, 2, 6, 8, 10, 16, 18, 24, 32, 40, 48, 72, 96, 130} {
 				n := r.IntN(20)
 				rb := cols * bits / 8
 				s = append(s, codeAttnShape{bits, nq, cols, n, n + r.IntN(4), cols + r.IntN(9), rb + r.IntN(5), r.IntN(8)})
@@ -84,9 +85,21 @@ func codeAttnInputs(r *rand.Rand, s codeAttnShape) (v []float32, codes []byte, m
 	return v, codes, m, check
 }
 
-// codeValue returns code c of row j, as float64.
+// codeValue returns code c of row j, as float64, from the layouts'
+// definition rather than the package's helpers: 8-bit codes are bytes; a
+// 4-bit row is a run of cols codes in blocks of 32, byte k of a block of t
+// codes holding code k in its low nibble and code k+t/2 in its high one.
 func codeValue(codes []byte, s codeAttnShape, j, c int) float64 {
-	return float64(codeAt(codes[j*s.ldc:], s.bits, c))
+	row := codes[j*s.ldc:]
+	if s.bits == 8 {
+		return float64(row[c])
+	}
+	b := c / 32 * 32
+	h := min(32, s.cols-b) / 2
+	if k := c - b; k < h {
+		return float64(row[b/2+k] & 15)
+	}
+	return float64(row[b/2+c-b-h] >> 4)
 }
 
 type scoresCodesFunc func(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int)

@@ -214,8 +214,8 @@ func u4ToF32(dst []float32, src []byte, scale, bias float32) {
 		return
 	}
 	u4ToF32AVX2(dst, src, scale, bias)
-	if n := len(dst) &^ 7; n < len(dst) {
-		u4ToF32Generic(dst[n:], src[n/2:], scale, bias)
+	if n := len(dst) &^ 31; n < len(dst) {
+		u4ToF32Generic(dst[n:], src[n/2:], scale, bias) // the last, short block
 	}
 }
 
@@ -247,8 +247,8 @@ func u4ToF32Vec(dst []float32, src []byte, s, z []float32) {
 		return
 	}
 	u4ToF32VecAVX2(dst, src, s, z)
-	if n := len(dst) &^ 7; n < len(dst) {
-		u4ToF32VecGeneric(dst[n:], src[n/2:], s[n:], z[n:])
+	if n := len(dst) &^ 31; n < len(dst) {
+		u4ToF32VecGeneric(dst[n:], src[n/2:], s[n:], z[n:]) // the last, short block
 	}
 }
 
@@ -264,9 +264,11 @@ func u2ToF32Vec(dst []float32, src []byte, s, z []float32) {
 }
 
 // The grouped unpackers run the assembly over all groups at once when a
-// group is whole vectors of 8 codes. Other group sizes above 8 that start
-// every group on a byte boundary take the ungrouped dispatcher group by
-// group (assembly, then a generic tail); the rest take the generic twin.
+// group is whole vectors of 8 codes (whole blocks of 32 for 4-bit codes).
+// Other group sizes above 8 that start every group on a byte boundary take
+// the ungrouped dispatcher group by group (assembly, then a generic tail);
+// the rest, and 4-bit groups that are not whole blocks, take the generic
+// twin.
 
 func u8ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
 	switch {
@@ -289,14 +291,8 @@ func u4ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) 
 	switch {
 	case !useAsm:
 		u4ToF32GroupsGeneric(dst, src, group, scale, bias)
-	case group%8 == 0:
+	case group%32 == 0:
 		u4ToF32GroupsAVX2(dst, src, group, scale, bias)
-	case group > 8 && group%2 == 0:
-		bias = bias[:len(scale)]
-		for g, s := range scale {
-			i := g * group
-			u4ToF32(dst[i:i+group], src[i/2:(i+group)/2], s, bias[g])
-		}
 	default:
 		u4ToF32GroupsGeneric(dst, src, group, scale, bias)
 	}
@@ -760,9 +756,17 @@ func expShiftSum(x []float32, scale, shift float32) float64 {
 
 func asmEnabled() bool { return useAsm }
 
-// The packed-code attention kernels cover the cols&^7 leading columns of
-// each row (cols >= 8), in query blocks as scoresF32; the generic twin adds
-// the tail of 1 to 7 columns.
+// The packed-code attention kernels cover the leading whole steps of each
+// row (8 columns of 8-bit codes, blocks of 32 of 4-bit ones), in query
+// blocks as scoresF32; the generic twin adds the tail.
+
+// codeStep is the number of columns the assembly takes at a time.
+func codeStep(bits int) int {
+	if bits == 4 {
+		return 32
+	}
+	return 8
+}
 
 func scoresCodesBlock(bits, qb int, dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc, cols, n int) {
 	if bits == 8 {
@@ -818,7 +822,8 @@ func accumulateCodesBlock(bits, qb int, acc *float32, lda int, bias, w *float32,
 
 // scoresCodes runs with nq > 0, cols > 0 and n > 0.
 func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
-	if !useAsm || cols < 8 {
+	step := codeStep(bits)
+	if !useAsm || cols < step {
 		scoresCodesGeneric(bits, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
 		return
 	}
@@ -827,15 +832,16 @@ func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols in
 		scoresCodesBlock(bits, qb, &dst[i*ldd], ldd, &q[i*ldq], ldq, &codes[0], ldc, cols, n)
 		i += qb
 	}
-	if c8 := cols &^ 7; c8 < cols {
-		scoresCodesGeneric(bits, true, dst, ldd, q, ldq, nq, c8, cols, codes, ldc, n)
+	if c := cols &^ (step - 1); c < cols {
+		scoresCodesGeneric(bits, true, dst, ldd, q, ldq, nq, c, cols, codes, ldc, n)
 	}
 }
 
 // accumulateCodes runs with nq > 0 and cols > 0. The assembly adds the
 // bias to the columns it covers, the twin to the tail.
 func accumulateCodes(bits int, acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
-	if !useAsm || cols < 8 || n == 0 {
+	step := codeStep(bits)
+	if !useAsm || cols < step || n == 0 {
 		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
 		return
 	}
@@ -844,8 +850,8 @@ func accumulateCodes(bits int, acc []float32, lda int, bias, w []float32, ldw, n
 		accumulateCodesBlock(bits, qb, &acc[i*lda], lda, &bias[i], &w[i*ldw], ldw, &codes[0], ldc, cols, n)
 		i += qb
 	}
-	if c8 := cols &^ 7; c8 < cols {
-		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, c8, cols, codes, ldc, n)
+	if c := cols &^ (step - 1); c < cols {
+		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, c, cols, codes, ldc, n)
 	}
 }
 

@@ -28,9 +28,16 @@
 // binary16 scale d, then 32 int8 codes, value i being d*code[i] (GGML's
 // block_q8_0).
 //
-// Packed codes are little-endian within each byte: a 4-bit run holds code
-// 2k in the low nibble of byte k and code 2k+1 in its high nibble, a 2-bit
-// run holds code 4k+m in bits 2m and 2m+1 of byte k, and a 3-bit run is a
+// Packed 4-bit integer codes (U4ToF32, ScoresU4, ...) come in blocks of
+// 32 codes in 16 bytes, in GGML Q4_0's order: byte k of a block holds code
+// k in its low nibble and code k+16 in its high nibble, so that one
+// zero-extension of 8 bytes gives two vectors of 8 codes; a run whose
+// length t is not a multiple of 32 ends with a short block of t mod 32
+// codes whose byte k holds code k and code k+(t mod 32)/2. Other packed
+// codes are little-endian within each byte: a 4-bit codebook run (LUT4ToF32)
+// holds code 2k in the low nibble of byte k and code 2k+1 in its high
+// nibble, a 2-bit run holds code 4k+m in bits 2m and 2m+1 of byte k, and a
+// 3-bit run is a
 // little-endian bit stream, 8 codes in each 3 bytes (code j in bits 3j to
 // 3j+2 of the stream). A Q4_0 block is 18 bytes, a binary16 d and 16
 // bytes qs, values j and j+16 being d*((qs[j]&15)-8) and

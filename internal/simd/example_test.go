@@ -41,24 +41,27 @@ func ExampleF32ToF16Scalar() {
 }
 
 func ExampleU4ToF32() {
-	// Two bytes hold four 4-bit codes, low nibble first: 1, 2, 15, 0.
+	// Two bytes hold a short block of four 4-bit codes: byte k holds code k
+	// in its low nibble and code k+2 in its high nibble (a whole block of 32
+	// codes pairs k with k+16): 1, 15, 2, 0.
 	src := []byte{0x21, 0x0f}
 	dst := make([]float32, 4)
 	simd.U4ToF32(dst, src, 0.5, -1) // code*0.5 - 1
 	fmt.Println(dst)
-	// Output: [-0.5 0 6.5 -1]
+	// Output: [-0.5 6.5 0 -1]
 }
 
 func ExampleU4ToF32Groups() {
-	// Two rows of four 4-bit codes, each row one group with its own scale
-	// and bias: codes 1, 2, 15, 0 and then 3, 3, 0, 1.
+	// A run of eight 4-bit codes (one short block: byte k holds codes k and
+	// k+4) in two groups of four, each with its own scale and bias: codes
+	// 1, 15, 3, 0 and then 2, 0, 3, 1.
 	src := []byte{0x21, 0x0f, 0x33, 0x10}
 	scale := []float32{0.5, 2}
 	bias := []float32{-1, 10}
 	dst := make([]float32, 8)
 	simd.U4ToF32Groups(dst, src, 4, scale, bias)
 	fmt.Println(dst)
-	// Output: [-0.5 0 6.5 -1 16 16 10 12]
+	// Output: [-0.5 6.5 0.5 -1 14 10 16 12]
 }
 
 func ExampleScoresF32() {

@@ -264,11 +264,21 @@ func i8ToF32Generic(dst []float32, src []byte, scale float32) {
 	}
 }
 
+// u4Code returns 4-bit code i of a run of n codes.
+func u4Code(src []byte, n, i int) uint8 {
+	k, sh := U4Pos(i, n)
+	return src[k] >> sh & 15
+}
+
 func u4ToF32Generic(dst []float32, src []byte, scale, bias float32) {
-	src = src[:len(dst)/2]
-	for k, c := range src {
-		dst[2*k] = float32(float32(c&15)*scale) + bias
-		dst[2*k+1] = float32(float32(c>>4)*scale) + bias
+	n := len(dst)
+	src = src[:n/2]
+	for b := 0; b < n; b += 32 {
+		h := min(32, n-b) / 2
+		for k, c := range src[b/2 : b/2+h] {
+			dst[b+k] = float32(float32(c&15)*scale) + bias
+			dst[b+h+k] = float32(float32(c>>4)*scale) + bias
+		}
 	}
 }
 
@@ -291,11 +301,15 @@ func u8ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
 }
 
 func u4ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
-	src, s, z = src[:len(dst)/2], s[:len(dst)], z[:len(dst)]
-	for k, c := range src {
-		i := 2 * k
-		dst[i] = float32(float32(c&15)*s[i]) + z[i]
-		dst[i+1] = float32(float32(c>>4)*s[i+1]) + z[i+1]
+	n := len(dst)
+	src, s, z = src[:n/2], s[:n], z[:n]
+	for b := 0; b < n; b += 32 {
+		h := min(32, n-b) / 2
+		for k, c := range src[b/2 : b/2+h] {
+			i, j := b+k, b+h+k
+			dst[i] = float32(float32(c&15)*s[i]) + z[i]
+			dst[j] = float32(float32(c>>4)*s[j]) + z[j]
+		}
 	}
 }
 
@@ -310,9 +324,9 @@ func u2ToF32VecGeneric(dst []float32, src []byte, s, z []float32) {
 }
 
 // The grouped twins give group g, values [g*group, (g+1)*group), its own
-// scale[g] and bias[g]. Where every group starts on a byte boundary of the
-// packed codes they run the ungrouped twin group by group; otherwise value
-// by value.
+// scale[g] and bias[g]. Where every group is a whole run of its own (8-bit
+// codes, 2-bit groups on a byte boundary, 4-bit groups of whole blocks of
+// 32) they run the ungrouped twin group by group; otherwise value by value.
 
 func u8ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []float32) {
 	bias = bias[:len(scale)]
@@ -324,7 +338,7 @@ func u8ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []fl
 
 func u4ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []float32) {
 	bias = bias[:len(scale)]
-	if group%2 == 0 {
+	if group%32 == 0 {
 		for g, s := range scale {
 			i := g * group
 			u4ToF32Generic(dst[i:i+group], src[i/2:(i+group)/2], s, bias[g])
@@ -332,9 +346,10 @@ func u4ToF32GroupsGeneric(dst []float32, src []byte, group int, scale, bias []fl
 		return
 	}
 	dst = dst[:len(scale)*group]
+	n := len(dst)
 	for i := range dst {
 		g := i / group
-		dst[i] = float32(float32(src[i/2]>>(4*(i%2))&15)*scale[g]) + bias[g]
+		dst[i] = float32(float32(u4Code(src, n, i))*scale[g]) + bias[g]
 	}
 }
 
@@ -673,15 +688,17 @@ func expShiftTail(s float64, x []float32, scale, shift float32) float64 {
 }
 
 // The packed-code attention twins work on columns [c0, c1) of each row, so
-// that the assembly dispatchers can finish a tail of 1 to 7 columns with
-// them.
+// that the assembly dispatchers can finish a tail with them (1 to 7
+// columns of 8-bit codes, 1 to 31 of 4-bit ones: a 4-bit row is a run of c1
+// codes, its last block short).
 
-// codeAt returns code c of the row at b, of 8 or 4 bits (low nibble first).
-func codeAt(b []byte, bits, c int) float32 {
+// codeAt returns code c of the row at b, of 8 bits or, in a run of cols
+// codes, of 4 bits.
+func codeAt(b []byte, bits, c, cols int) float32 {
 	if bits == 8 {
 		return float32(b[c])
 	}
-	return float32(b[c>>1] >> (4 * (c & 1)) & 15)
+	return float32(u4Code(b, cols, c))
 }
 
 // scoresCodesGeneric sets (add false) or adds to (add true) dst[i*ldd+j]
@@ -693,7 +710,7 @@ func scoresCodesGeneric(bits int, add bool, dst []float32, ldd int, q []float32,
 			row := codes[j*ldc:]
 			var s float32
 			for c := c0; c < c1; c++ {
-				s += qi[c] * codeAt(row, bits, c)
+				s += qi[c] * codeAt(row, bits, c, c1)
 			}
 			if add {
 				dst[i*ldd+j] += s
@@ -712,7 +729,7 @@ func accumulateCodesGeneric(bits int, acc []float32, lda int, bias, w []float32,
 		for c := c0; c < c1; c++ {
 			s := bias[i]
 			for j, wj := range wi {
-				s += wj * codeAt(codes[j*ldc:], bits, c)
+				s += wj * codeAt(codes[j*ldc:], bits, c, c1)
 			}
 			acc[i*lda+c] += s
 		}

@@ -156,8 +156,9 @@ func u8ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
 func i8ToF32AVX2(dst []float32, src []byte, scale float32)
 
 // u4ToF32AVX2 sets dst[i] = code_i*scale + bias, rounding the product, then the sum,
-// with code_i = src[i/2]>>(4*(i%2))&15, for i < len(dst)&^7.
-// len(src) must be at least len(dst)&^7/2.
+// for i < len(dst)&^31, code_i being 4-bit code i of the blocks of 32 at src
+// (byte k of a block holds codes k and k+16, low nibble first).
+// len(src) must be at least len(dst)&^31/2.
 //
 //go:noescape
 func u4ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
@@ -178,9 +179,10 @@ func u2ToF32AVX2(dst []float32, src []byte, scale float32, bias float32)
 func u8ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
 
 // u4ToF32VecAVX2 sets dst[i] = code_i*s[i] + z[i], rounding the product, then the sum,
-// with code_i = src[i/2]>>(4*(i%2))&15, for i < len(dst)&^7.
-// len(src) must be at least len(dst)&^7/2.
-// len(s) and len(z) must be at least len(dst)&^7.
+// for i < len(dst)&^31, code_i being 4-bit code i of the blocks of 32 at src
+// (byte k of a block holds codes k and k+16, low nibble first).
+// len(src) must be at least len(dst)&^31/2.
+// len(s) and len(z) must be at least len(dst)&^31.
 //
 //go:noescape
 func u4ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
@@ -203,9 +205,10 @@ func u2ToF32VecAVX2(dst []float32, src []byte, s []float32, z []float32)
 func u8ToF32GroupsAVX2(dst []float32, src []byte, group int, scale []float32, bias []float32)
 
 // u4ToF32GroupsAVX2 sets dst[i] = code_i*scale[i/group] + bias[i/group],
-// rounding the product, then the sum, with code_i = src[i/2]>>(4*(i%2))&15,
+// rounding the product, then the sum, code_i being 4-bit code i of the blocks
+// of 32 at src (byte k of a block holds codes k and k+16, low nibble first),
 // for the len(scale) groups of group values. group must be a positive multiple
-// of 8; len(dst) must be at least len(scale)*group, len(bias) at least
+// of 32; len(dst) must be at least len(scale)*group, len(bias) at least
 // len(scale) and len(src) at least len(scale)*group/2.
 //
 //go:noescape
@@ -357,112 +360,112 @@ func accumulateQ4AVX2(acc *float32, w *float32, ldw int, dim int, rows *float32,
 
 // scoresU8Q1AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes. cols must be at least 8.
 //
 //go:noescape
 func scoresU8Q1AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU8Q1AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
 // for i < 1, c < cols&^7, where code(j, c) is the 8-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// at byte j*ldc of codes.
 //
 //go:noescape
 func accumulateU8Q1AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
 // scoresU8Q2AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
 // for i < 2, j < n, where code(j, c) is the 8-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes. cols must be at least 8.
 //
 //go:noescape
 func scoresU8Q2AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU8Q2AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
 // for i < 2, c < cols&^7, where code(j, c) is the 8-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// at byte j*ldc of codes.
 //
 //go:noescape
 func accumulateU8Q2AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
 // scoresU8Q3AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
 // for i < 3, j < n, where code(j, c) is the 8-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes. cols must be at least 8.
 //
 //go:noescape
 func scoresU8Q3AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU8Q3AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
 // for i < 3, c < cols&^7, where code(j, c) is the 8-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// at byte j*ldc of codes.
 //
 //go:noescape
 func accumulateU8Q3AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
 // scoresU8Q4AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
 // for i < 4, j < n, where code(j, c) is the 8-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes. cols must be at least 8.
 //
 //go:noescape
 func scoresU8Q4AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU8Q4AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
 // for i < 4, c < cols&^7, where code(j, c) is the 8-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// at byte j*ldc of codes.
 //
 //go:noescape
 func accumulateU8Q4AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
-// scoresU4Q1AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// scoresU4Q1AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 4-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
 //
 //go:noescape
 func scoresU4Q1AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU4Q1AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
-// for i < 1, c < cols&^7, where code(j, c) is the 4-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// for i < 1, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
 //
 //go:noescape
 func accumulateU4Q1AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
-// scoresU4Q2AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// scoresU4Q2AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
 // for i < 2, j < n, where code(j, c) is the 4-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
 //
 //go:noescape
 func scoresU4Q2AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU4Q2AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
-// for i < 2, c < cols&^7, where code(j, c) is the 4-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// for i < 2, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
 //
 //go:noescape
 func accumulateU4Q2AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
-// scoresU4Q3AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// scoresU4Q3AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
 // for i < 3, j < n, where code(j, c) is the 4-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
 //
 //go:noescape
 func scoresU4Q3AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU4Q3AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
-// for i < 3, c < cols&^7, where code(j, c) is the 4-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// for i < 3, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
 //
 //go:noescape
 func accumulateU4Q3AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
 
-// scoresU4Q4AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)
+// scoresU4Q4AVX2 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
 // for i < 4, j < n, where code(j, c) is the 4-bit code c of the row at
-// byte j*ldc of codes (low bits first). cols must be at least 8.
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
 //
 //go:noescape
 func scoresU4Q4AVX2(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
 
 // accumulateU4Q4AVX2 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
-// for i < 4, c < cols&^7, where code(j, c) is the 4-bit code c of the row
-// at byte j*ldc of codes (low bits first).
+// for i < 4, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
 //
 //go:noescape
 func accumulateU4Q4AVX2(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)

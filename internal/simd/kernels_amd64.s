@@ -1827,64 +1827,92 @@ TEXT ·u4ToF32AVX2(SB), NOSPLIT, $0-56
 	MOVQ         dst_base+0(FP), AX
 	MOVQ         src_base+24(FP), CX
 	MOVQ         dst_len+8(FP), DX
-	SHRQ         $0x03, DX
+	SHRQ         $0x05, DX
 	VBROADCASTSS scale+48(FP), Y0
 	VBROADCASTSS bias+52(FP), Y1
-	VMOVDQU      u4shifts<>+0(SB), Y2
 	MOVL         $0x0000000f, BX
-	VMOVD        BX, X3
-	VPBROADCASTD X3, Y3
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
 
-u4ToF32AVX2_loop4:
-	CMPQ         DX, $0x04
-	JB           u4ToF32AVX2_loop1
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y2, Y4, Y4
-	VPAND        Y3, Y4, Y4
-	VPBROADCASTD 4(CX), Y5
-	VPSRLVD      Y2, Y5, Y5
-	VPAND        Y3, Y5, Y5
-	VPBROADCASTD 8(CX), Y6
-	VPSRLVD      Y2, Y6, Y6
-	VPAND        Y3, Y6, Y6
-	VPBROADCASTD 12(CX), Y7
-	VPSRLVD      Y2, Y7, Y7
-	VPAND        Y3, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VMULPS       Y0, Y4, Y4
-	VMULPS       Y0, Y5, Y5
-	VMULPS       Y0, Y6, Y6
-	VMULPS       Y0, Y7, Y7
-	VADDPS       Y1, Y4, Y4
-	VADDPS       Y1, Y5, Y5
-	VADDPS       Y1, Y6, Y6
-	VADDPS       Y1, Y7, Y7
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	VMOVUPS      Y6, 64(AX)
-	VMOVUPS      Y7, 96(AX)
-	ADDQ         $0x00000080, AX
-	ADDQ         $0x00000010, CX
-	SUBQ         $0x04, DX
-	JMP          u4ToF32AVX2_loop4
+u4ToF32AVX2_loop2:
+	CMPQ      DX, $0x02
+	JB        u4ToF32AVX2_loop1
+	VPMOVZXBD (CX), Y3
+	VPAND     Y2, Y3, Y4
+	VPSRLD    $0x04, Y3, Y3
+	VPMOVZXBD 8(CX), Y5
+	VPAND     Y2, Y5, Y6
+	VPSRLD    $0x04, Y5, Y5
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VADDPS    Y1, Y4, Y4
+	VMOVUPS   Y4, (AX)
+	VCVTDQ2PS Y6, Y6
+	VMULPS    Y0, Y6, Y6
+	VADDPS    Y1, Y6, Y6
+	VMOVUPS   Y6, 32(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VADDPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 64(AX)
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y0, Y5, Y5
+	VADDPS    Y1, Y5, Y5
+	VMOVUPS   Y5, 96(AX)
+	VPMOVZXBD 16(CX), Y3
+	VPAND     Y2, Y3, Y4
+	VPSRLD    $0x04, Y3, Y3
+	VPMOVZXBD 24(CX), Y5
+	VPAND     Y2, Y5, Y6
+	VPSRLD    $0x04, Y5, Y5
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VADDPS    Y1, Y4, Y4
+	VMOVUPS   Y4, 128(AX)
+	VCVTDQ2PS Y6, Y6
+	VMULPS    Y0, Y6, Y6
+	VADDPS    Y1, Y6, Y6
+	VMOVUPS   Y6, 160(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VADDPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 192(AX)
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y0, Y5, Y5
+	VADDPS    Y1, Y5, Y5
+	VMOVUPS   Y5, 224(AX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000020, CX
+	SUBQ      $0x02, DX
+	JMP       u4ToF32AVX2_loop2
 
 u4ToF32AVX2_loop1:
-	TESTQ        DX, DX
-	JZ           u4ToF32AVX2_done
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y2, Y4, Y4
-	VPAND        Y3, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VMULPS       Y0, Y4, Y4
-	VADDPS       Y1, Y4, Y4
-	VMOVUPS      Y4, (AX)
-	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000004, CX
-	DECQ         DX
-	JMP          u4ToF32AVX2_loop1
+	TESTQ     DX, DX
+	JZ        u4ToF32AVX2_done
+	VPMOVZXBD (CX), Y3
+	VPAND     Y2, Y3, Y4
+	VPSRLD    $0x04, Y3, Y3
+	VPMOVZXBD 8(CX), Y5
+	VPAND     Y2, Y5, Y2
+	VPSRLD    $0x04, Y5, Y5
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y0, Y4, Y4
+	VADDPS    Y1, Y4, Y4
+	VMOVUPS   Y4, (AX)
+	VCVTDQ2PS Y2, Y2
+	VMULPS    Y0, Y2, Y2
+	VADDPS    Y1, Y2, Y2
+	VMOVUPS   Y2, 32(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VADDPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 64(AX)
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y0, Y5, Y5
+	VADDPS    Y1, Y5, Y5
+	VMOVUPS   Y5, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000010, CX
 
 u4ToF32AVX2_done:
 	VZEROUPPER
@@ -2024,68 +2052,96 @@ TEXT ·u4ToF32VecAVX2(SB), NOSPLIT, $0-96
 	MOVQ         dst_base+0(FP), AX
 	MOVQ         src_base+24(FP), CX
 	MOVQ         dst_len+8(FP), DX
-	SHRQ         $0x03, DX
+	SHRQ         $0x05, DX
 	MOVQ         s_base+48(FP), BX
 	MOVQ         z_base+72(FP), SI
-	VMOVDQU      u4shifts<>+0(SB), Y0
 	MOVL         $0x0000000f, DI
-	VMOVD        DI, X1
-	VPBROADCASTD X1, Y1
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
 
-u4ToF32VecAVX2_loop4:
-	CMPQ         DX, $0x04
-	JB           u4ToF32VecAVX2_loop1
-	VPBROADCASTD (CX), Y2
-	VPSRLVD      Y0, Y2, Y2
-	VPAND        Y1, Y2, Y2
-	VPBROADCASTD 4(CX), Y3
-	VPSRLVD      Y0, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 8(CX), Y4
-	VPSRLVD      Y0, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPBROADCASTD 12(CX), Y5
-	VPSRLVD      Y0, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VCVTDQ2PS    Y2, Y2
-	VCVTDQ2PS    Y3, Y3
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       (BX), Y2, Y2
-	VMULPS       32(BX), Y3, Y3
-	VMULPS       64(BX), Y4, Y4
-	VMULPS       96(BX), Y5, Y5
-	VADDPS       (SI), Y2, Y2
-	VADDPS       32(SI), Y3, Y3
-	VADDPS       64(SI), Y4, Y4
-	VADDPS       96(SI), Y5, Y5
-	VMOVUPS      Y2, (AX)
-	VMOVUPS      Y3, 32(AX)
-	VMOVUPS      Y4, 64(AX)
-	VMOVUPS      Y5, 96(AX)
-	ADDQ         $0x00000080, AX
-	ADDQ         $0x00000010, CX
-	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, SI
-	SUBQ         $0x04, DX
-	JMP          u4ToF32VecAVX2_loop4
+u4ToF32VecAVX2_loop2:
+	CMPQ      DX, $0x02
+	JB        u4ToF32VecAVX2_loop1
+	VPMOVZXBD (CX), Y1
+	VPAND     Y0, Y1, Y2
+	VPSRLD    $0x04, Y1, Y1
+	VPMOVZXBD 8(CX), Y3
+	VPAND     Y0, Y3, Y4
+	VPSRLD    $0x04, Y3, Y3
+	VCVTDQ2PS Y2, Y2
+	VMULPS    (BX), Y2, Y2
+	VADDPS    (SI), Y2, Y2
+	VMOVUPS   Y2, (AX)
+	VCVTDQ2PS Y4, Y4
+	VMULPS    32(BX), Y4, Y4
+	VADDPS    32(SI), Y4, Y4
+	VMOVUPS   Y4, 32(AX)
+	VCVTDQ2PS Y1, Y1
+	VMULPS    64(BX), Y1, Y1
+	VADDPS    64(SI), Y1, Y1
+	VMOVUPS   Y1, 64(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    96(BX), Y3, Y3
+	VADDPS    96(SI), Y3, Y3
+	VMOVUPS   Y3, 96(AX)
+	VPMOVZXBD 16(CX), Y1
+	VPAND     Y0, Y1, Y2
+	VPSRLD    $0x04, Y1, Y1
+	VPMOVZXBD 24(CX), Y3
+	VPAND     Y0, Y3, Y4
+	VPSRLD    $0x04, Y3, Y3
+	VCVTDQ2PS Y2, Y2
+	VMULPS    128(BX), Y2, Y2
+	VADDPS    128(SI), Y2, Y2
+	VMOVUPS   Y2, 128(AX)
+	VCVTDQ2PS Y4, Y4
+	VMULPS    160(BX), Y4, Y4
+	VADDPS    160(SI), Y4, Y4
+	VMOVUPS   Y4, 160(AX)
+	VCVTDQ2PS Y1, Y1
+	VMULPS    192(BX), Y1, Y1
+	VADDPS    192(SI), Y1, Y1
+	VMOVUPS   Y1, 192(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    224(BX), Y3, Y3
+	VADDPS    224(SI), Y3, Y3
+	VMOVUPS   Y3, 224(AX)
+	ADDQ      $0x00000100, AX
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000100, BX
+	ADDQ      $0x00000100, SI
+	SUBQ      $0x02, DX
+	JMP       u4ToF32VecAVX2_loop2
 
 u4ToF32VecAVX2_loop1:
-	TESTQ        DX, DX
-	JZ           u4ToF32VecAVX2_done
-	VPBROADCASTD (CX), Y2
-	VPSRLVD      Y0, Y2, Y2
-	VPAND        Y1, Y2, Y2
-	VCVTDQ2PS    Y2, Y2
-	VMULPS       (BX), Y2, Y2
-	VADDPS       (SI), Y2, Y2
-	VMOVUPS      Y2, (AX)
-	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000004, CX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000020, SI
-	DECQ         DX
-	JMP          u4ToF32VecAVX2_loop1
+	TESTQ     DX, DX
+	JZ        u4ToF32VecAVX2_done
+	VPMOVZXBD (CX), Y1
+	VPAND     Y0, Y1, Y2
+	VPSRLD    $0x04, Y1, Y1
+	VPMOVZXBD 8(CX), Y3
+	VPAND     Y0, Y3, Y0
+	VPSRLD    $0x04, Y3, Y3
+	VCVTDQ2PS Y2, Y2
+	VMULPS    (BX), Y2, Y2
+	VADDPS    (SI), Y2, Y2
+	VMOVUPS   Y2, (AX)
+	VCVTDQ2PS Y0, Y0
+	VMULPS    32(BX), Y0, Y0
+	VADDPS    32(SI), Y0, Y0
+	VMOVUPS   Y0, 32(AX)
+	VCVTDQ2PS Y1, Y1
+	VMULPS    64(BX), Y1, Y1
+	VADDPS    64(SI), Y1, Y1
+	VMOVUPS   Y1, 64(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    96(BX), Y3, Y3
+	VADDPS    96(SI), Y3, Y3
+	VMOVUPS   Y3, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000080, BX
+	ADDQ      $0x00000080, SI
 
 u4ToF32VecAVX2_done:
 	VZEROUPPER
@@ -2389,258 +2445,144 @@ TEXT ·u4ToF32GroupsAVX2(SB), NOSPLIT, $0-104
 	MOVQ         dst_base+0(FP), AX
 	MOVQ         src_base+24(FP), CX
 	MOVQ         group+48(FP), DX
-	SHRQ         $0x03, DX
+	SHRQ         $0x05, DX
 	MOVQ         scale_len+64(FP), BX
 	MOVQ         scale_base+56(FP), SI
 	MOVQ         bias_base+80(FP), DI
-	VMOVDQU      u4shifts<>+0(SB), Y0
 	MOVL         $0x0000000f, R8
-	VMOVD        R8, X1
-	VPBROADCASTD X1, Y1
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
 	TESTQ        BX, BX
 	JZ           u4ToF32GroupsAVX2_done
-	CMPQ         DX, $0x04
-	JE           u4ToF32GroupsAVX2_group4
-	CMPQ         DX, $0x08
-	JE           u4ToF32GroupsAVX2_group8
-	MOVQ         DX, R8
-	SHRQ         $0x03, R8
-	MOVQ         DX, R9
-	ANDQ         $0x04, R9
-	ANDQ         $0x03, DX
+	CMPQ         DX, $0x01
+	JE           u4ToF32GroupsAVX2_group1
+	CMPQ         DX, $0x02
+	JE           u4ToF32GroupsAVX2_group2
 
 u4ToF32GroupsAVX2_group:
-	VBROADCASTSS (SI), Y2
-	VBROADCASTSS (DI), Y3
-	MOVQ         R8, R10
-	TESTQ        R10, R10
-	JZ           u4ToF32GroupsAVX2_four
-
-u4ToF32GroupsAVX2_loop8:
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y0, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPBROADCASTD 4(CX), Y5
-	VPSRLVD      Y0, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y6
-	VPSRLVD      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPBROADCASTD 12(CX), Y7
-	VPSRLVD      Y0, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPBROADCASTD 16(CX), Y8
-	VPSRLVD      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPBROADCASTD 20(CX), Y9
-	VPSRLVD      Y0, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPBROADCASTD 24(CX), Y10
-	VPSRLVD      Y0, Y10, Y10
-	VPAND        Y1, Y10, Y10
-	VPBROADCASTD 28(CX), Y11
-	VPSRLVD      Y0, Y11, Y11
-	VPAND        Y1, Y11, Y11
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VCVTDQ2PS    Y8, Y8
-	VCVTDQ2PS    Y9, Y9
-	VCVTDQ2PS    Y10, Y10
-	VCVTDQ2PS    Y11, Y11
-	VMULPS       Y2, Y4, Y4
-	VMULPS       Y2, Y5, Y5
-	VMULPS       Y2, Y6, Y6
-	VMULPS       Y2, Y7, Y7
-	VMULPS       Y2, Y8, Y8
-	VMULPS       Y2, Y9, Y9
-	VMULPS       Y2, Y10, Y10
-	VMULPS       Y2, Y11, Y11
-	VADDPS       Y3, Y4, Y4
-	VADDPS       Y3, Y5, Y5
-	VADDPS       Y3, Y6, Y6
-	VADDPS       Y3, Y7, Y7
-	VADDPS       Y3, Y8, Y8
-	VADDPS       Y3, Y9, Y9
-	VADDPS       Y3, Y10, Y10
-	VADDPS       Y3, Y11, Y11
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	VMOVUPS      Y6, 64(AX)
-	VMOVUPS      Y7, 96(AX)
-	VMOVUPS      Y8, 128(AX)
-	VMOVUPS      Y9, 160(AX)
-	VMOVUPS      Y10, 192(AX)
-	VMOVUPS      Y11, 224(AX)
-	ADDQ         $0x00000100, AX
-	ADDQ         $0x00000020, CX
-	DECQ         R10
-	JNZ          u4ToF32GroupsAVX2_loop8
-
-u4ToF32GroupsAVX2_four:
-	TESTQ        R9, R9
-	JZ           u4ToF32GroupsAVX2_ones
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y0, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPBROADCASTD 4(CX), Y5
-	VPSRLVD      Y0, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y6
-	VPSRLVD      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPBROADCASTD 12(CX), Y7
-	VPSRLVD      Y0, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VMULPS       Y2, Y4, Y4
-	VMULPS       Y2, Y5, Y5
-	VMULPS       Y2, Y6, Y6
-	VMULPS       Y2, Y7, Y7
-	VADDPS       Y3, Y4, Y4
-	VADDPS       Y3, Y5, Y5
-	VADDPS       Y3, Y6, Y6
-	VADDPS       Y3, Y7, Y7
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	VMOVUPS      Y6, 64(AX)
-	VMOVUPS      Y7, 96(AX)
-	ADDQ         $0x00000080, AX
-	ADDQ         $0x00000010, CX
-
-u4ToF32GroupsAVX2_ones:
-	MOVQ  DX, R10
-	TESTQ R10, R10
-	JZ    u4ToF32GroupsAVX2_next
+	VBROADCASTSS (SI), Y1
+	VBROADCASTSS (DI), Y2
+	MOVQ         DX, R8
 
 u4ToF32GroupsAVX2_loop1:
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y0, Y4, Y4
-	VPAND        Y1, Y4, Y4
+	VPMOVZXBD (CX), Y3
+	VPAND     Y0, Y3, Y4
+	VPSRLD    $0x04, Y3, Y3
+	VPMOVZXBD 8(CX), Y5
+	VPAND     Y0, Y5, Y6
+	VPSRLD    $0x04, Y5, Y5
+	VCVTDQ2PS Y4, Y4
+	VMULPS    Y1, Y4, Y4
+	VADDPS    Y2, Y4, Y4
+	VMOVUPS   Y4, (AX)
+	VCVTDQ2PS Y6, Y6
+	VMULPS    Y1, Y6, Y6
+	VADDPS    Y2, Y6, Y6
+	VMOVUPS   Y6, 32(AX)
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VADDPS    Y2, Y3, Y3
+	VMOVUPS   Y3, 64(AX)
+	VCVTDQ2PS Y5, Y5
+	VMULPS    Y1, Y5, Y5
+	VADDPS    Y2, Y5, Y5
+	VMOVUPS   Y5, 96(AX)
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000010, CX
+	DECQ      R8
+	JNZ       u4ToF32GroupsAVX2_loop1
+	ADDQ      $0x04, SI
+	ADDQ      $0x04, DI
+	DECQ      BX
+	JNZ       u4ToF32GroupsAVX2_group
+	JMP       u4ToF32GroupsAVX2_done
+
+u4ToF32GroupsAVX2_group1:
+	VBROADCASTSS (SI), Y1
+	VBROADCASTSS (DI), Y2
+	VPMOVZXBD    (CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VPMOVZXBD    8(CX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       Y2, Y4, Y4
-	VADDPS       Y3, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VADDPS       Y2, Y4, Y4
 	VMOVUPS      Y4, (AX)
-	ADDQ         $0x00000020, AX
-	ADDQ         $0x00000004, CX
-	DECQ         R10
-	JNZ          u4ToF32GroupsAVX2_loop1
-
-u4ToF32GroupsAVX2_next:
-	ADDQ $0x04, SI
-	ADDQ $0x04, DI
-	DECQ BX
-	JNZ  u4ToF32GroupsAVX2_group
-	JMP  u4ToF32GroupsAVX2_done
-
-u4ToF32GroupsAVX2_group4:
-	VBROADCASTSS (SI), Y2
-	VBROADCASTSS (DI), Y3
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y0, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPBROADCASTD 4(CX), Y5
-	VPSRLVD      Y0, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y6
-	VPSRLVD      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPBROADCASTD 12(CX), Y7
-	VPSRLVD      Y0, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
 	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VMULPS       Y2, Y4, Y4
-	VMULPS       Y2, Y5, Y5
-	VMULPS       Y2, Y6, Y6
-	VMULPS       Y2, Y7, Y7
-	VADDPS       Y3, Y4, Y4
-	VADDPS       Y3, Y5, Y5
-	VADDPS       Y3, Y6, Y6
-	VADDPS       Y3, Y7, Y7
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	VMOVUPS      Y6, 64(AX)
-	VMOVUPS      Y7, 96(AX)
+	VMULPS       Y1, Y6, Y6
+	VADDPS       Y2, Y6, Y6
+	VMOVUPS      Y6, 32(AX)
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(AX)
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VADDPS       Y2, Y5, Y5
+	VMOVUPS      Y5, 96(AX)
 	ADDQ         $0x00000080, AX
 	ADDQ         $0x00000010, CX
 	ADDQ         $0x04, SI
 	ADDQ         $0x04, DI
 	DECQ         BX
-	JNZ          u4ToF32GroupsAVX2_group4
+	JNZ          u4ToF32GroupsAVX2_group1
 	JMP          u4ToF32GroupsAVX2_done
 
-u4ToF32GroupsAVX2_group8:
-	VBROADCASTSS (SI), Y2
-	VBROADCASTSS (DI), Y3
-	VPBROADCASTD (CX), Y4
-	VPSRLVD      Y0, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPBROADCASTD 4(CX), Y5
-	VPSRLVD      Y0, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y6
-	VPSRLVD      Y0, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPBROADCASTD 12(CX), Y7
-	VPSRLVD      Y0, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPBROADCASTD 16(CX), Y8
-	VPSRLVD      Y0, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPBROADCASTD 20(CX), Y9
-	VPSRLVD      Y0, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPBROADCASTD 24(CX), Y10
-	VPSRLVD      Y0, Y10, Y10
-	VPAND        Y1, Y10, Y10
-	VPBROADCASTD 28(CX), Y11
-	VPSRLVD      Y0, Y11, Y11
-	VPAND        Y1, Y11, Y11
+u4ToF32GroupsAVX2_group2:
+	VBROADCASTSS (SI), Y1
+	VBROADCASTSS (DI), Y2
+	VPMOVZXBD    (CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VPMOVZXBD    8(CX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
 	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y5, Y5
-	VCVTDQ2PS    Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VCVTDQ2PS    Y8, Y8
-	VCVTDQ2PS    Y9, Y9
-	VCVTDQ2PS    Y10, Y10
-	VCVTDQ2PS    Y11, Y11
-	VMULPS       Y2, Y4, Y4
-	VMULPS       Y2, Y5, Y5
-	VMULPS       Y2, Y6, Y6
-	VMULPS       Y2, Y7, Y7
-	VMULPS       Y2, Y8, Y8
-	VMULPS       Y2, Y9, Y9
-	VMULPS       Y2, Y10, Y10
-	VMULPS       Y2, Y11, Y11
-	VADDPS       Y3, Y4, Y4
-	VADDPS       Y3, Y5, Y5
-	VADDPS       Y3, Y6, Y6
-	VADDPS       Y3, Y7, Y7
-	VADDPS       Y3, Y8, Y8
-	VADDPS       Y3, Y9, Y9
-	VADDPS       Y3, Y10, Y10
-	VADDPS       Y3, Y11, Y11
+	VMULPS       Y1, Y4, Y4
+	VADDPS       Y2, Y4, Y4
 	VMOVUPS      Y4, (AX)
-	VMOVUPS      Y5, 32(AX)
-	VMOVUPS      Y6, 64(AX)
-	VMOVUPS      Y7, 96(AX)
-	VMOVUPS      Y8, 128(AX)
-	VMOVUPS      Y9, 160(AX)
-	VMOVUPS      Y10, 192(AX)
-	VMOVUPS      Y11, 224(AX)
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y1, Y6, Y6
+	VADDPS       Y2, Y6, Y6
+	VMOVUPS      Y6, 32(AX)
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(AX)
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VADDPS       Y2, Y5, Y5
+	VMOVUPS      Y5, 96(AX)
+	VPMOVZXBD    16(CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPSRLD       $0x04, Y3, Y3
+	VPMOVZXBD    24(CX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VADDPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 128(AX)
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y1, Y6, Y6
+	VADDPS       Y2, Y6, Y6
+	VMOVUPS      Y6, 160(AX)
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 192(AX)
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VADDPS       Y2, Y5, Y5
+	VMOVUPS      Y5, 224(AX)
 	ADDQ         $0x00000100, AX
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x04, SI
 	ADDQ         $0x04, DI
 	DECQ         BX
-	JNZ          u4ToF32GroupsAVX2_group8
+	JNZ          u4ToF32GroupsAVX2_group2
 
 u4ToF32GroupsAVX2_done:
 	VZEROUPPER
@@ -6539,7 +6481,7 @@ accumulateU8Q4AVX2_t1_skip:
 // Requires: AVX, AVX2, FMA3
 TEXT ·scoresU4Q1AVX2(SB), NOSPLIT, $0-64
 	MOVQ cols+48(FP), AX
-	ANDQ $-8, AX
+	ANDQ $-32, AX
 	MOVQ AX, CX
 	SHLQ $0x02, CX
 	SHRQ $0x01, AX
@@ -6576,47 +6518,138 @@ scoresU4Q1AVX2_loop:
 
 scoresU4Q1AVX2_dloop:
 	VMOVUPS      (DX)(R15*8), Y8
-	VPBROADCASTD (BX)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (BX)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y0
-	VPBROADCASTD (R8)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R8)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y1
-	VPBROADCASTD (R9)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R9)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y2
-	VPBROADCASTD (R10)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R10)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y3
-	VPBROADCASTD (R11)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R11)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y4
-	VPBROADCASTD (R12)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R12)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y5
-	VPBROADCASTD (R13)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R13)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y6
-	VPBROADCASTD (R14)(R15*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R14)(R15*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VFMADD231PS  Y9, Y8, Y7
-	ADDQ         $0x04, R15
+	VMOVUPS      32(DX)(R15*8), Y8
+	VPMOVZXBD    8(BX)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXBD    8(R8)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXBD    8(R9)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXBD    8(R10)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXBD    8(R11)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXBD    8(R12)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXBD    8(R13)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXBD    8(R14)(R15*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VMOVUPS      64(DX)(R15*8), Y8
+	VPMOVZXBD    (BX)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXBD    (R8)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXBD    (R9)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXBD    (R10)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXBD    (R11)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXBD    (R12)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXBD    (R13)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXBD    (R14)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VMOVUPS      96(DX)(R15*8), Y8
+	VPMOVZXBD    8(BX)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXBD    8(R8)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXBD    8(R9)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXBD    8(R10)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXBD    8(R11)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXBD    8(R12)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXBD    8(R13)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXBD    8(R14)(R15*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x10, R15
 	JNZ          scoresU4Q1AVX2_dloop
 	MOVQ         ldd+8(FP), R8
 	SHLQ         $0x02, R8
@@ -6660,27 +6693,74 @@ scoresU4Q1AVX2_tail:
 
 scoresU4Q1AVX2_dloop_t4:
 	VMOVUPS      (DX)(R11*8), Y4
-	VPBROADCASTD (BX)(R11*1), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    (BX)(R11*1), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y0
-	VPBROADCASTD (R8)(R11*1), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    (R8)(R11*1), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y1
-	VPBROADCASTD (R9)(R11*1), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    (R9)(R11*1), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y2
-	VPBROADCASTD (R10)(R11*1), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    (R10)(R11*1), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y3
-	ADDQ         $0x04, R11
+	VMOVUPS      32(DX)(R11*8), Y4
+	VPMOVZXBD    8(BX)(R11*1), Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPMOVZXBD    8(R8)(R11*1), Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPMOVZXBD    8(R9)(R11*1), Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPMOVZXBD    8(R10)(R11*1), Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	VMOVUPS      64(DX)(R11*8), Y4
+	VPMOVZXBD    (BX)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPMOVZXBD    (R8)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPMOVZXBD    (R9)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPMOVZXBD    (R10)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	VMOVUPS      96(DX)(R11*8), Y4
+	VPMOVZXBD    8(BX)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPMOVZXBD    8(R8)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VPMOVZXBD    8(R9)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPMOVZXBD    8(R10)(R11*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x10, R11
 	JNZ          scoresU4Q1AVX2_dloop_t4
 	MOVQ         ldd+8(FP), R8
 	SHLQ         $0x02, R8
@@ -6709,17 +6789,42 @@ scoresU4Q1AVX2_t4_skip:
 
 scoresU4Q1AVX2_dloop_t2:
 	VMOVUPS      (DX)(R9*8), Y2
-	VPBROADCASTD (BX)(R9*1), Y3
-	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPMOVZXBD    (BX)(R9*1), Y3
 	VPAND        u4mask<>+0(SB), Y3, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y3, Y2, Y0
-	VPBROADCASTD (R8)(R9*1), Y3
-	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPMOVZXBD    (R8)(R9*1), Y3
 	VPAND        u4mask<>+0(SB), Y3, Y3
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y3, Y2, Y1
-	ADDQ         $0x04, R9
+	VMOVUPS      32(DX)(R9*8), Y2
+	VPMOVZXBD    8(BX)(R9*1), Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPMOVZXBD    8(R8)(R9*1), Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VMOVUPS      64(DX)(R9*8), Y2
+	VPMOVZXBD    (BX)(R9*1), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPMOVZXBD    (R8)(R9*1), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VMOVUPS      96(DX)(R9*8), Y2
+	VPMOVZXBD    8(BX)(R9*1), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPMOVZXBD    8(R8)(R9*1), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x10, R9
 	JNZ          scoresU4Q1AVX2_dloop_t2
 	MOVQ         ldd+8(FP), R8
 	SHLQ         $0x02, R8
@@ -6742,12 +6847,26 @@ scoresU4Q1AVX2_t2_skip:
 
 scoresU4Q1AVX2_dloop_t1:
 	VMOVUPS      (DX)(AX*8), Y1
-	VPBROADCASTD (BX)(AX*1), Y2
-	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
+	VPMOVZXBD    (BX)(AX*1), Y2
 	VPAND        u4mask<>+0(SB), Y2, Y2
 	VCVTDQ2PS    Y2, Y2
 	VFMADD231PS  Y2, Y1, Y0
-	ADDQ         $0x04, AX
+	VMOVUPS      32(DX)(AX*8), Y1
+	VPMOVZXBD    8(BX)(AX*1), Y2
+	VPAND        u4mask<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMOVUPS      64(DX)(AX*8), Y1
+	VPMOVZXBD    (BX)(AX*1), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMOVUPS      96(DX)(AX*8), Y1
+	VPMOVZXBD    8(BX)(AX*1), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x10, AX
 	JNZ          scoresU4Q1AVX2_dloop_t1
 	MOVQ         ldd+8(FP), AX
 	SHLQ         $0x02, AX
@@ -6774,93 +6893,15 @@ TEXT ·accumulateU4Q1AVX2(SB), NOSPLIT, $0-72
 	MOVQ lda+8(FP), CX
 	SHLQ $0x02, CX
 	MOVQ cols+56(FP), CX
-	SHRQ $0x03, CX
+	SHRQ $0x05, CX
 	MOVQ acc+0(FP), DX
 	MOVQ codes+40(FP), BX
 	MOVQ ldc+48(FP), SI
 	MOVQ n+64(FP), DI
 
 accumulateU4Q1AVX2_loop:
-	CMPQ         CX, $0x08
-	JB           accumulateU4Q1AVX2_tail
-	MOVQ         bias+16(FP), R8
-	VBROADCASTSS (R8), Y0
-	VADDPS       (DX), Y0, Y1
-	VADDPS       32(DX), Y0, Y2
-	VADDPS       64(DX), Y0, Y3
-	VADDPS       96(DX), Y0, Y4
-	VADDPS       128(DX), Y0, Y5
-	VADDPS       160(DX), Y0, Y6
-	VADDPS       192(DX), Y0, Y7
-	VADDPS       224(DX), Y0, Y0
-	MOVQ         BX, R8
-	XORQ         R9, R9
-
-accumulateU4Q1AVX2_jloop:
-	CMPQ         R9, DI
-	JAE          accumulateU4Q1AVX2_store
-	VBROADCASTSS (AX)(R9*4), Y8
-	VPBROADCASTD (R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y1
-	VPBROADCASTD 4(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y2
-	VPBROADCASTD 8(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y3
-	VPBROADCASTD 12(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y4
-	VPBROADCASTD 16(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y5
-	VPBROADCASTD 20(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y6
-	VPBROADCASTD 24(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y7
-	VPBROADCASTD 28(R8), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
-	VPAND        u4mask<>+0(SB), Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y0
-	ADDQ         SI, R8
-	INCQ         R9
-	JMP          accumulateU4Q1AVX2_jloop
-
-accumulateU4Q1AVX2_store:
-	VMOVUPS Y1, (DX)
-	VMOVUPS Y2, 32(DX)
-	VMOVUPS Y3, 64(DX)
-	VMOVUPS Y4, 96(DX)
-	VMOVUPS Y5, 128(DX)
-	VMOVUPS Y6, 160(DX)
-	VMOVUPS Y7, 192(DX)
-	VMOVUPS Y0, 224(DX)
-	ADDQ    $0x00000100, DX
-	ADDQ    $0x00000020, BX
-	SUBQ    $0x08, CX
-	JMP     accumulateU4Q1AVX2_loop
-
-accumulateU4Q1AVX2_tail:
-	CMPQ         CX, $0x04
-	JB           accumulateU4Q1AVX2_t4_skip
+	TESTQ        CX, CX
+	JZ           accumulateU4Q1AVX2_done
 	MOVQ         bias+16(FP), R8
 	VBROADCASTSS (R8), Y0
 	VADDPS       (DX), Y0, Y1
@@ -6870,107 +6911,41 @@ accumulateU4Q1AVX2_tail:
 	MOVQ         BX, R8
 	XORQ         R9, R9
 
-accumulateU4Q1AVX2_jloop_t4:
+accumulateU4Q1AVX2_jloop_p0:
 	CMPQ         R9, DI
-	JAE          accumulateU4Q1AVX2_store_t4
+	JAE          accumulateU4Q1AVX2_store_p0
 	VBROADCASTSS (AX)(R9*4), Y4
-	VPBROADCASTD (R8), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    (R8), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y1
-	VPBROADCASTD 4(R8), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    8(R8), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y2
-	VPBROADCASTD 8(R8), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
-	VPAND        u4mask<>+0(SB), Y5, Y5
+	VPMOVZXBD    (R8), Y5
+	VPSRLD       $0x04, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y3
-	VPBROADCASTD 12(R8), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
-	VPAND        u4mask<>+0(SB), Y5, Y5
+	VPMOVZXBD    8(R8), Y5
+	VPSRLD       $0x04, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y0
 	ADDQ         SI, R8
 	INCQ         R9
-	JMP          accumulateU4Q1AVX2_jloop_t4
+	JMP          accumulateU4Q1AVX2_jloop_p0
 
-accumulateU4Q1AVX2_store_t4:
+accumulateU4Q1AVX2_store_p0:
 	VMOVUPS Y1, (DX)
 	VMOVUPS Y2, 32(DX)
 	VMOVUPS Y3, 64(DX)
 	VMOVUPS Y0, 96(DX)
 	ADDQ    $0x00000080, DX
 	ADDQ    $0x00000010, BX
-	SUBQ    $0x04, CX
+	DECQ    CX
+	JMP     accumulateU4Q1AVX2_loop
 
-accumulateU4Q1AVX2_t4_skip:
-	CMPQ         CX, $0x02
-	JB           accumulateU4Q1AVX2_t2_skip
-	MOVQ         bias+16(FP), R8
-	VBROADCASTSS (R8), Y0
-	VADDPS       (DX), Y0, Y1
-	VADDPS       32(DX), Y0, Y0
-	MOVQ         BX, R8
-	XORQ         R9, R9
-
-accumulateU4Q1AVX2_jloop_t2:
-	CMPQ         R9, DI
-	JAE          accumulateU4Q1AVX2_store_t2
-	VBROADCASTSS (AX)(R9*4), Y2
-	VPBROADCASTD (R8), Y3
-	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
-	VPAND        u4mask<>+0(SB), Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y2, Y1
-	VPBROADCASTD 4(R8), Y3
-	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
-	VPAND        u4mask<>+0(SB), Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y2, Y0
-	ADDQ         SI, R8
-	INCQ         R9
-	JMP          accumulateU4Q1AVX2_jloop_t2
-
-accumulateU4Q1AVX2_store_t2:
-	VMOVUPS Y1, (DX)
-	VMOVUPS Y0, 32(DX)
-	ADDQ    $0x00000040, DX
-	ADDQ    $0x00000008, BX
-	SUBQ    $0x02, CX
-
-accumulateU4Q1AVX2_t2_skip:
-	CMPQ         CX, $0x01
-	JB           accumulateU4Q1AVX2_t1_skip
-	MOVQ         bias+16(FP), R8
-	VBROADCASTSS (R8), Y0
-	VADDPS       (DX), Y0, Y0
-	MOVQ         BX, R8
-	XORQ         R9, R9
-
-accumulateU4Q1AVX2_jloop_t1:
-	CMPQ         R9, DI
-	JAE          accumulateU4Q1AVX2_store_t1
-	VBROADCASTSS (AX)(R9*4), Y1
-	VPBROADCASTD (R8), Y2
-	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
-	VPAND        u4mask<>+0(SB), Y2, Y2
-	VCVTDQ2PS    Y2, Y2
-	VFMADD231PS  Y2, Y1, Y0
-	ADDQ         SI, R8
-	INCQ         R9
-	JMP          accumulateU4Q1AVX2_jloop_t1
-
-accumulateU4Q1AVX2_store_t1:
-	VMOVUPS Y0, (DX)
-	ADDQ    $0x00000020, DX
-	ADDQ    $0x00000004, BX
-	SUBQ    $0x01, CX
-
-accumulateU4Q1AVX2_t1_skip:
+accumulateU4Q1AVX2_done:
 	VZEROUPPER
 	RET
 
@@ -6978,7 +6953,7 @@ accumulateU4Q1AVX2_t1_skip:
 // Requires: AVX, AVX2, FMA3
 TEXT ·scoresU4Q2AVX2(SB), NOSPLIT, $0-64
 	MOVQ cols+48(FP), AX
-	ANDQ $-8, AX
+	ANDQ $-32, AX
 	MOVQ AX, CX
 	SHLQ $0x02, CX
 	SHRQ $0x01, AX
@@ -7011,20 +6986,16 @@ scoresU4Q2AVX2_loop:
 	NEGQ   R12
 
 scoresU4Q2AVX2_dloop:
-	VPBROADCASTD (SI)(R12*1), Y8
-	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	VPMOVZXBD    (SI)(R12*1), Y8
 	VPAND        u4mask<>+0(SB), Y8, Y8
 	VCVTDQ2PS    Y8, Y8
-	VPBROADCASTD (R9)(R12*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R9)(R12*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
-	VPBROADCASTD (R10)(R12*1), Y10
-	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPMOVZXBD    (R10)(R12*1), Y10
 	VPAND        u4mask<>+0(SB), Y10, Y10
 	VCVTDQ2PS    Y10, Y10
-	VPBROADCASTD (R11)(R12*1), Y11
-	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
+	VPMOVZXBD    (R11)(R12*1), Y11
 	VPAND        u4mask<>+0(SB), Y11, Y11
 	VCVTDQ2PS    Y11, Y11
 	VMOVUPS      (DX)(R12*8), Y12
@@ -7037,7 +7008,73 @@ scoresU4Q2AVX2_dloop:
 	VFMADD231PS  Y9, Y12, Y5
 	VFMADD231PS  Y10, Y12, Y6
 	VFMADD231PS  Y11, Y12, Y7
-	ADDQ         $0x04, R12
+	VPMOVZXBD    8(SI)(R12*1), Y8
+	VPAND        u4mask<>+0(SB), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R9)(R12*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    8(R10)(R12*1), Y10
+	VPAND        u4mask<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    8(R11)(R12*1), Y11
+	VPAND        u4mask<>+0(SB), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      32(DX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VMOVUPS      32(CX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VPMOVZXBD    (SI)(R12*1), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    (R9)(R12*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    (R10)(R12*1), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    (R11)(R12*1), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      64(DX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VMOVUPS      64(CX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VPMOVZXBD    8(SI)(R12*1), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R9)(R12*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    8(R10)(R12*1), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    8(R11)(R12*1), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      96(DX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VMOVUPS      96(CX)(R12*8), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x10, R12
 	JNZ          scoresU4Q2AVX2_dloop
 	MOVQ         ldd+8(FP), R9
 	SHLQ         $0x02, R9
@@ -7075,12 +7112,10 @@ scoresU4Q2AVX2_tail:
 	NEGQ   R10
 
 scoresU4Q2AVX2_dloop_t2:
-	VPBROADCASTD (SI)(R10*1), Y4
-	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
+	VPMOVZXBD    (SI)(R10*1), Y4
 	VPAND        u4mask<>+0(SB), Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VPBROADCASTD (R9)(R10*1), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
+	VPMOVZXBD    (R9)(R10*1), Y5
 	VPAND        u4mask<>+0(SB), Y5, Y5
 	VCVTDQ2PS    Y5, Y5
 	VMOVUPS      (DX)(R10*8), Y6
@@ -7089,7 +7124,43 @@ scoresU4Q2AVX2_dloop_t2:
 	VMOVUPS      (CX)(R10*8), Y6
 	VFMADD231PS  Y4, Y6, Y2
 	VFMADD231PS  Y5, Y6, Y3
-	ADDQ         $0x04, R10
+	VPMOVZXBD    8(SI)(R10*1), Y4
+	VPAND        u4mask<>+0(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    8(R9)(R10*1), Y5
+	VPAND        u4mask<>+0(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      32(DX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVUPS      32(CX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	VPMOVZXBD    (SI)(R10*1), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    (R9)(R10*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      64(DX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVUPS      64(CX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	VPMOVZXBD    8(SI)(R10*1), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    8(R9)(R10*1), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      96(DX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVUPS      96(CX)(R10*8), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x10, R10
 	JNZ          scoresU4Q2AVX2_dloop_t2
 	MOVQ         ldd+8(FP), R9
 	SHLQ         $0x02, R9
@@ -7118,15 +7189,35 @@ scoresU4Q2AVX2_t2_skip:
 	NEGQ   AX
 
 scoresU4Q2AVX2_dloop_t1:
-	VPBROADCASTD (SI)(AX*1), Y2
-	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
+	VPMOVZXBD    (SI)(AX*1), Y2
 	VPAND        u4mask<>+0(SB), Y2, Y2
 	VCVTDQ2PS    Y2, Y2
 	VMOVUPS      (DX)(AX*8), Y3
 	VFMADD231PS  Y2, Y3, Y0
 	VMOVUPS      (CX)(AX*8), Y3
 	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         $0x04, AX
+	VPMOVZXBD    8(SI)(AX*1), Y2
+	VPAND        u4mask<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      32(DX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      32(CX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	VPMOVZXBD    (SI)(AX*1), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      64(DX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      64(CX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	VPMOVZXBD    8(SI)(AX*1), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVUPS      96(DX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      96(CX)(AX*8), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x10, AX
 	JNZ          scoresU4Q2AVX2_dloop_t1
 	MOVQ         ldd+8(FP), AX
 	SHLQ         $0x02, AX
@@ -7160,15 +7251,15 @@ TEXT ·accumulateU4Q2AVX2(SB), NOSPLIT, $0-72
 	MOVQ lda+8(FP), DX
 	SHLQ $0x02, DX
 	MOVQ cols+56(FP), BX
-	SHRQ $0x03, BX
+	SHRQ $0x05, BX
 	MOVQ acc+0(FP), SI
 	MOVQ codes+40(FP), DI
 	MOVQ ldc+48(FP), R8
 	MOVQ n+64(FP), R9
 
 accumulateU4Q2AVX2_loop:
-	CMPQ         BX, $0x04
-	JB           accumulateU4Q2AVX2_tail
+	TESTQ        BX, BX
+	JZ           accumulateU4Q2AVX2_done
 	MOVQ         bias+16(FP), R10
 	VBROADCASTSS (R10), Y0
 	VADDPS       (SI), Y0, Y1
@@ -7183,24 +7274,20 @@ accumulateU4Q2AVX2_loop:
 	MOVQ         DI, R10
 	XORQ         R11, R11
 
-accumulateU4Q2AVX2_jloop:
+accumulateU4Q2AVX2_jloop_p0:
 	CMPQ         R11, R9
-	JAE          accumulateU4Q2AVX2_store
-	VPBROADCASTD (R10), Y8
-	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	JAE          accumulateU4Q2AVX2_store_p0
+	VPMOVZXBD    (R10), Y8
 	VPAND        u4mask<>+0(SB), Y8, Y8
 	VCVTDQ2PS    Y8, Y8
-	VPBROADCASTD 4(R10), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    8(R10), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
-	VPBROADCASTD 8(R10), Y10
-	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
-	VPAND        u4mask<>+0(SB), Y10, Y10
+	VPMOVZXBD    (R10), Y10
+	VPSRLD       $0x04, Y10, Y10
 	VCVTDQ2PS    Y10, Y10
-	VPBROADCASTD 12(R10), Y11
-	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
-	VPAND        u4mask<>+0(SB), Y11, Y11
+	VPMOVZXBD    8(R10), Y11
+	VPSRLD       $0x04, Y11, Y11
 	VCVTDQ2PS    Y11, Y11
 	VBROADCASTSS (AX)(R11*4), Y12
 	VFMADD231PS  Y8, Y12, Y1
@@ -7214,9 +7301,9 @@ accumulateU4Q2AVX2_jloop:
 	VFMADD231PS  Y11, Y12, Y4
 	ADDQ         R8, R10
 	INCQ         R11
-	JMP          accumulateU4Q2AVX2_jloop
+	JMP          accumulateU4Q2AVX2_jloop_p0
 
-accumulateU4Q2AVX2_store:
+accumulateU4Q2AVX2_store_p0:
 	VMOVUPS Y1, (SI)
 	VMOVUPS Y2, 32(SI)
 	VMOVUPS Y3, 64(SI)
@@ -7227,86 +7314,10 @@ accumulateU4Q2AVX2_store:
 	VMOVUPS Y4, 96(SI)(DX*1)
 	ADDQ    $0x00000080, SI
 	ADDQ    $0x00000010, DI
-	SUBQ    $0x04, BX
+	DECQ    BX
 	JMP     accumulateU4Q2AVX2_loop
 
-accumulateU4Q2AVX2_tail:
-	CMPQ         BX, $0x02
-	JB           accumulateU4Q2AVX2_t2_skip
-	MOVQ         bias+16(FP), R10
-	VBROADCASTSS (R10), Y0
-	VADDPS       (SI), Y0, Y1
-	VADDPS       32(SI), Y0, Y0
-	VBROADCASTSS 4(R10), Y2
-	VADDPS       (SI)(DX*1), Y2, Y3
-	VADDPS       32(SI)(DX*1), Y2, Y2
-	MOVQ         DI, R10
-	XORQ         R11, R11
-
-accumulateU4Q2AVX2_jloop_t2:
-	CMPQ         R11, R9
-	JAE          accumulateU4Q2AVX2_store_t2
-	VPBROADCASTD (R10), Y4
-	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
-	VPAND        u4mask<>+0(SB), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VPBROADCASTD 4(R10), Y5
-	VPSRLVD      u4shifts<>+0(SB), Y5, Y5
-	VPAND        u4mask<>+0(SB), Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (AX)(R11*4), Y6
-	VFMADD231PS  Y4, Y6, Y1
-	VFMADD231PS  Y5, Y6, Y0
-	VBROADCASTSS (CX)(R11*4), Y6
-	VFMADD231PS  Y4, Y6, Y3
-	VFMADD231PS  Y5, Y6, Y2
-	ADDQ         R8, R10
-	INCQ         R11
-	JMP          accumulateU4Q2AVX2_jloop_t2
-
-accumulateU4Q2AVX2_store_t2:
-	VMOVUPS Y1, (SI)
-	VMOVUPS Y0, 32(SI)
-	VMOVUPS Y3, (SI)(DX*1)
-	VMOVUPS Y2, 32(SI)(DX*1)
-	ADDQ    $0x00000040, SI
-	ADDQ    $0x00000008, DI
-	SUBQ    $0x02, BX
-
-accumulateU4Q2AVX2_t2_skip:
-	CMPQ         BX, $0x01
-	JB           accumulateU4Q2AVX2_t1_skip
-	MOVQ         bias+16(FP), R10
-	VBROADCASTSS (R10), Y0
-	VADDPS       (SI), Y0, Y0
-	VBROADCASTSS 4(R10), Y1
-	VADDPS       (SI)(DX*1), Y1, Y1
-	MOVQ         DI, R10
-	XORQ         R11, R11
-
-accumulateU4Q2AVX2_jloop_t1:
-	CMPQ         R11, R9
-	JAE          accumulateU4Q2AVX2_store_t1
-	VPBROADCASTD (R10), Y2
-	VPSRLVD      u4shifts<>+0(SB), Y2, Y2
-	VPAND        u4mask<>+0(SB), Y2, Y2
-	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (AX)(R11*4), Y3
-	VFMADD231PS  Y2, Y3, Y0
-	VBROADCASTSS (CX)(R11*4), Y3
-	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         R8, R10
-	INCQ         R11
-	JMP          accumulateU4Q2AVX2_jloop_t1
-
-accumulateU4Q2AVX2_store_t1:
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, (SI)(DX*1)
-	ADDQ    $0x00000020, SI
-	ADDQ    $0x00000004, DI
-	SUBQ    $0x01, BX
-
-accumulateU4Q2AVX2_t1_skip:
+accumulateU4Q2AVX2_done:
 	VZEROUPPER
 	RET
 
@@ -7314,7 +7325,7 @@ accumulateU4Q2AVX2_t1_skip:
 // Requires: AVX, AVX2, FMA3
 TEXT ·scoresU4Q3AVX2(SB), NOSPLIT, $0-64
 	MOVQ cols+48(FP), AX
-	ANDQ $-8, AX
+	ANDQ $-32, AX
 	MOVQ AX, CX
 	SHLQ $0x02, CX
 	SHRQ $0x01, AX
@@ -7348,16 +7359,13 @@ scoresU4Q3AVX2_loop:
 	NEGQ   R12
 
 scoresU4Q3AVX2_dloop:
-	VPBROADCASTD (DI)(R12*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (DI)(R12*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
-	VPBROADCASTD (R10)(R12*1), Y10
-	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPMOVZXBD    (R10)(R12*1), Y10
 	VPAND        u4mask<>+0(SB), Y10, Y10
 	VCVTDQ2PS    Y10, Y10
-	VPBROADCASTD (R11)(R12*1), Y11
-	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
+	VPMOVZXBD    (R11)(R12*1), Y11
 	VPAND        u4mask<>+0(SB), Y11, Y11
 	VCVTDQ2PS    Y11, Y11
 	VMOVUPS      (DX)(R12*8), Y12
@@ -7372,7 +7380,70 @@ scoresU4Q3AVX2_dloop:
 	VFMADD231PS  Y9, Y12, Y6
 	VFMADD231PS  Y10, Y12, Y7
 	VFMADD231PS  Y11, Y12, Y8
-	ADDQ         $0x04, R12
+	VPMOVZXBD    8(DI)(R12*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    8(R10)(R12*1), Y10
+	VPAND        u4mask<>+0(SB), Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    8(R11)(R12*1), Y11
+	VPAND        u4mask<>+0(SB), Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      32(DX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVUPS      32(BX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VMOVUPS      32(CX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	VPMOVZXBD    (DI)(R12*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    (R10)(R12*1), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    (R11)(R12*1), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      64(DX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVUPS      64(BX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VMOVUPS      64(CX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	VPMOVZXBD    8(DI)(R12*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    8(R10)(R12*1), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    8(R11)(R12*1), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVUPS      96(DX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y0
+	VFMADD231PS  Y10, Y12, Y1
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVUPS      96(BX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y3
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VMOVUPS      96(CX)(R12*8), Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VFMADD231PS  Y10, Y12, Y7
+	VFMADD231PS  Y11, Y12, Y8
+	ADDQ         $0x10, R12
 	JNZ          scoresU4Q3AVX2_dloop
 	MOVQ         ldd+8(FP), R10
 	SHLQ         $0x02, R10
@@ -7421,12 +7492,10 @@ scoresU4Q3AVX2_tail:
 	NEGQ   R11
 
 scoresU4Q3AVX2_dloop_t2:
-	VPBROADCASTD (DI)(R11*1), Y6
-	VPSRLVD      u4shifts<>+0(SB), Y6, Y6
+	VPMOVZXBD    (DI)(R11*1), Y6
 	VPAND        u4mask<>+0(SB), Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VPBROADCASTD (R10)(R11*1), Y7
-	VPSRLVD      u4shifts<>+0(SB), Y7, Y7
+	VPMOVZXBD    (R10)(R11*1), Y7
 	VPAND        u4mask<>+0(SB), Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VMOVUPS      (DX)(R11*8), Y8
@@ -7438,7 +7507,52 @@ scoresU4Q3AVX2_dloop_t2:
 	VMOVUPS      (CX)(R11*8), Y8
 	VFMADD231PS  Y6, Y8, Y4
 	VFMADD231PS  Y7, Y8, Y5
-	ADDQ         $0x04, R11
+	VPMOVZXBD    8(DI)(R11*1), Y6
+	VPAND        u4mask<>+0(SB), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    8(R10)(R11*1), Y7
+	VPAND        u4mask<>+0(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      32(DX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVUPS      32(BX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVUPS      32(CX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	VPMOVZXBD    (DI)(R11*1), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    (R10)(R11*1), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      64(DX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVUPS      64(BX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVUPS      64(CX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	VPMOVZXBD    8(DI)(R11*1), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    8(R10)(R11*1), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      96(DX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVUPS      96(BX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVUPS      96(CX)(R11*8), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         $0x10, R11
 	JNZ          scoresU4Q3AVX2_dloop_t2
 	MOVQ         ldd+8(FP), R10
 	SHLQ         $0x02, R10
@@ -7474,8 +7588,7 @@ scoresU4Q3AVX2_t2_skip:
 	NEGQ   AX
 
 scoresU4Q3AVX2_dloop_t1:
-	VPBROADCASTD (DI)(AX*1), Y3
-	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
+	VPMOVZXBD    (DI)(AX*1), Y3
 	VPAND        u4mask<>+0(SB), Y3, Y3
 	VCVTDQ2PS    Y3, Y3
 	VMOVUPS      (DX)(AX*8), Y4
@@ -7484,7 +7597,34 @@ scoresU4Q3AVX2_dloop_t1:
 	VFMADD231PS  Y3, Y4, Y1
 	VMOVUPS      (CX)(AX*8), Y4
 	VFMADD231PS  Y3, Y4, Y2
-	ADDQ         $0x04, AX
+	VPMOVZXBD    8(DI)(AX*1), Y3
+	VPAND        u4mask<>+0(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      32(DX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVUPS      32(BX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      32(CX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	VPMOVZXBD    (DI)(AX*1), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(DX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVUPS      64(BX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      64(CX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	VPMOVZXBD    8(DI)(AX*1), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      96(DX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VMOVUPS      96(BX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VMOVUPS      96(CX)(AX*8), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x10, AX
 	JNZ          scoresU4Q3AVX2_dloop_t1
 	MOVQ         ldd+8(FP), AX
 	SHLQ         $0x02, AX
@@ -7525,15 +7665,15 @@ TEXT ·accumulateU4Q3AVX2(SB), NOSPLIT, $0-72
 	MOVQ lda+8(FP), BX
 	SHLQ $0x02, BX
 	MOVQ cols+56(FP), SI
-	SHRQ $0x03, SI
+	SHRQ $0x05, SI
 	MOVQ acc+0(FP), DI
 	MOVQ codes+40(FP), R8
 	MOVQ ldc+48(FP), R9
 	MOVQ n+64(FP), R10
 
 accumulateU4Q3AVX2_loop:
-	CMPQ         SI, $0x03
-	JB           accumulateU4Q3AVX2_tail
+	TESTQ        SI, SI
+	JZ           accumulateU4Q3AVX2_done
 	MOVQ         bias+16(FP), R11
 	VBROADCASTSS (R11), Y0
 	VADDPS       (DI), Y0, Y1
@@ -7550,20 +7690,17 @@ accumulateU4Q3AVX2_loop:
 	MOVQ         R8, R11
 	XORQ         R12, R12
 
-accumulateU4Q3AVX2_jloop:
+accumulateU4Q3AVX2_jloop_p0:
 	CMPQ         R12, R10
-	JAE          accumulateU4Q3AVX2_store
-	VPBROADCASTD (R11), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	JAE          accumulateU4Q3AVX2_store_p0
+	VPMOVZXBD    (R11), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
-	VPBROADCASTD 4(R11), Y10
-	VPSRLVD      u4shifts<>+0(SB), Y10, Y10
+	VPMOVZXBD    8(R11), Y10
 	VPAND        u4mask<>+0(SB), Y10, Y10
 	VCVTDQ2PS    Y10, Y10
-	VPBROADCASTD 8(R11), Y11
-	VPSRLVD      u4shifts<>+0(SB), Y11, Y11
-	VPAND        u4mask<>+0(SB), Y11, Y11
+	VPMOVZXBD    (R11), Y11
+	VPSRLD       $0x04, Y11, Y11
 	VCVTDQ2PS    Y11, Y11
 	VBROADCASTSS (AX)(R12*4), Y12
 	VFMADD231PS  Y9, Y12, Y1
@@ -7579,93 +7716,33 @@ accumulateU4Q3AVX2_jloop:
 	VFMADD231PS  Y11, Y12, Y6
 	ADDQ         R9, R11
 	INCQ         R12
-	JMP          accumulateU4Q3AVX2_jloop
+	JMP          accumulateU4Q3AVX2_jloop_p0
 
-accumulateU4Q3AVX2_store:
-	VMOVUPS Y1, (DI)
-	VMOVUPS Y2, 32(DI)
-	VMOVUPS Y0, 64(DI)
-	VMOVUPS Y4, (DI)(BX*1)
-	VMOVUPS Y5, 32(DI)(BX*1)
-	VMOVUPS Y3, 64(DI)(BX*1)
-	VMOVUPS Y7, (DI)(BX*2)
-	VMOVUPS Y8, 32(DI)(BX*2)
-	VMOVUPS Y6, 64(DI)(BX*2)
-	ADDQ    $0x00000060, DI
-	ADDQ    $0x0000000c, R8
-	SUBQ    $0x03, SI
-	JMP     accumulateU4Q3AVX2_loop
-
-accumulateU4Q3AVX2_tail:
-	CMPQ         SI, $0x02
-	JB           accumulateU4Q3AVX2_t2_skip
+accumulateU4Q3AVX2_store_p0:
+	VMOVUPS      Y1, (DI)
+	VMOVUPS      Y2, 32(DI)
+	VMOVUPS      Y0, 64(DI)
+	VMOVUPS      Y4, (DI)(BX*1)
+	VMOVUPS      Y5, 32(DI)(BX*1)
+	VMOVUPS      Y3, 64(DI)(BX*1)
+	VMOVUPS      Y7, (DI)(BX*2)
+	VMOVUPS      Y8, 32(DI)(BX*2)
+	VMOVUPS      Y6, 64(DI)(BX*2)
 	MOVQ         bias+16(FP), R11
 	VBROADCASTSS (R11), Y0
-	VADDPS       (DI), Y0, Y1
-	VADDPS       32(DI), Y0, Y0
-	VBROADCASTSS 4(R11), Y2
-	VADDPS       (DI)(BX*1), Y2, Y3
-	VADDPS       32(DI)(BX*1), Y2, Y2
-	VBROADCASTSS 8(R11), Y4
-	VADDPS       (DI)(BX*2), Y4, Y5
-	VADDPS       32(DI)(BX*2), Y4, Y4
-	MOVQ         R8, R11
-	XORQ         R12, R12
-
-accumulateU4Q3AVX2_jloop_t2:
-	CMPQ         R12, R10
-	JAE          accumulateU4Q3AVX2_store_t2
-	VPBROADCASTD (R11), Y6
-	VPSRLVD      u4shifts<>+0(SB), Y6, Y6
-	VPAND        u4mask<>+0(SB), Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VPBROADCASTD 4(R11), Y7
-	VPSRLVD      u4shifts<>+0(SB), Y7, Y7
-	VPAND        u4mask<>+0(SB), Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (AX)(R12*4), Y8
-	VFMADD231PS  Y6, Y8, Y1
-	VFMADD231PS  Y7, Y8, Y0
-	VBROADCASTSS (DX)(R12*4), Y8
-	VFMADD231PS  Y6, Y8, Y3
-	VFMADD231PS  Y7, Y8, Y2
-	VBROADCASTSS (CX)(R12*4), Y8
-	VFMADD231PS  Y6, Y8, Y5
-	VFMADD231PS  Y7, Y8, Y4
-	ADDQ         R9, R11
-	INCQ         R12
-	JMP          accumulateU4Q3AVX2_jloop_t2
-
-accumulateU4Q3AVX2_store_t2:
-	VMOVUPS Y1, (DI)
-	VMOVUPS Y0, 32(DI)
-	VMOVUPS Y3, (DI)(BX*1)
-	VMOVUPS Y2, 32(DI)(BX*1)
-	VMOVUPS Y5, (DI)(BX*2)
-	VMOVUPS Y4, 32(DI)(BX*2)
-	ADDQ    $0x00000040, DI
-	ADDQ    $0x00000008, R8
-	SUBQ    $0x02, SI
-
-accumulateU4Q3AVX2_t2_skip:
-	CMPQ         SI, $0x01
-	JB           accumulateU4Q3AVX2_t1_skip
-	MOVQ         bias+16(FP), R11
-	VBROADCASTSS (R11), Y0
-	VADDPS       (DI), Y0, Y0
+	VADDPS       96(DI), Y0, Y0
 	VBROADCASTSS 4(R11), Y1
-	VADDPS       (DI)(BX*1), Y1, Y1
+	VADDPS       96(DI)(BX*1), Y1, Y1
 	VBROADCASTSS 8(R11), Y2
-	VADDPS       (DI)(BX*2), Y2, Y2
+	VADDPS       96(DI)(BX*2), Y2, Y2
 	MOVQ         R8, R11
 	XORQ         R12, R12
 
-accumulateU4Q3AVX2_jloop_t1:
+accumulateU4Q3AVX2_jloop_p3:
 	CMPQ         R12, R10
-	JAE          accumulateU4Q3AVX2_store_t1
-	VPBROADCASTD (R11), Y3
-	VPSRLVD      u4shifts<>+0(SB), Y3, Y3
-	VPAND        u4mask<>+0(SB), Y3, Y3
+	JAE          accumulateU4Q3AVX2_store_p3
+	VPMOVZXBD    8(R11), Y3
+	VPSRLD       $0x04, Y3, Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (AX)(R12*4), Y4
 	VFMADD231PS  Y3, Y4, Y0
@@ -7675,17 +7752,18 @@ accumulateU4Q3AVX2_jloop_t1:
 	VFMADD231PS  Y3, Y4, Y2
 	ADDQ         R9, R11
 	INCQ         R12
-	JMP          accumulateU4Q3AVX2_jloop_t1
+	JMP          accumulateU4Q3AVX2_jloop_p3
 
-accumulateU4Q3AVX2_store_t1:
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, (DI)(BX*1)
-	VMOVUPS Y2, (DI)(BX*2)
-	ADDQ    $0x00000020, DI
-	ADDQ    $0x00000004, R8
-	SUBQ    $0x01, SI
+accumulateU4Q3AVX2_store_p3:
+	VMOVUPS Y0, 96(DI)
+	VMOVUPS Y1, 96(DI)(BX*1)
+	VMOVUPS Y2, 96(DI)(BX*2)
+	ADDQ    $0x00000080, DI
+	ADDQ    $0x00000010, R8
+	DECQ    SI
+	JMP     accumulateU4Q3AVX2_loop
 
-accumulateU4Q3AVX2_t1_skip:
+accumulateU4Q3AVX2_done:
 	VZEROUPPER
 	RET
 
@@ -7693,7 +7771,7 @@ accumulateU4Q3AVX2_t1_skip:
 // Requires: AVX, AVX2, FMA3
 TEXT ·scoresU4Q4AVX2(SB), NOSPLIT, $0-64
 	MOVQ cols+48(FP), AX
-	ANDQ $-8, AX
+	ANDQ $-32, AX
 	MOVQ AX, CX
 	SHLQ $0x02, CX
 	SHRQ $0x01, AX
@@ -7731,16 +7809,13 @@ scoresU4Q4AVX2_loop:
 	NEGQ   R13
 
 scoresU4Q4AVX2_dloop:
-	VPBROADCASTD (R8)(R13*1), Y12
-	VPSRLVD      u4shifts<>+0(SB), Y12, Y12
+	VPMOVZXBD    (R8)(R13*1), Y12
 	VPAND        u4mask<>+0(SB), Y12, Y12
 	VCVTDQ2PS    Y12, Y12
-	VPBROADCASTD (R11)(R13*1), Y13
-	VPSRLVD      u4shifts<>+0(SB), Y13, Y13
+	VPMOVZXBD    (R11)(R13*1), Y13
 	VPAND        u4mask<>+0(SB), Y13, Y13
 	VCVTDQ2PS    Y13, Y13
-	VPBROADCASTD (R12)(R13*1), Y14
-	VPSRLVD      u4shifts<>+0(SB), Y14, Y14
+	VPMOVZXBD    (R12)(R13*1), Y14
 	VPAND        u4mask<>+0(SB), Y14, Y14
 	VCVTDQ2PS    Y14, Y14
 	VMOVUPS      (DX)(R13*8), Y15
@@ -7759,7 +7834,82 @@ scoresU4Q4AVX2_dloop:
 	VFMADD231PS  Y12, Y15, Y9
 	VFMADD231PS  Y13, Y15, Y10
 	VFMADD231PS  Y14, Y15, Y11
-	ADDQ         $0x04, R13
+	VPMOVZXBD    8(R8)(R13*1), Y12
+	VPAND        u4mask<>+0(SB), Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPMOVZXBD    8(R11)(R13*1), Y13
+	VPAND        u4mask<>+0(SB), Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    8(R12)(R13*1), Y14
+	VPAND        u4mask<>+0(SB), Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMOVUPS      32(DX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VMOVUPS      32(BX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VMOVUPS      32(SI)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VMOVUPS      32(CX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y9
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	VPMOVZXBD    (R8)(R13*1), Y12
+	VPSRLD       $0x04, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPMOVZXBD    (R11)(R13*1), Y13
+	VPSRLD       $0x04, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    (R12)(R13*1), Y14
+	VPSRLD       $0x04, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMOVUPS      64(DX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VMOVUPS      64(BX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VMOVUPS      64(SI)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VMOVUPS      64(CX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y9
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	VPMOVZXBD    8(R8)(R13*1), Y12
+	VPSRLD       $0x04, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPMOVZXBD    8(R11)(R13*1), Y13
+	VPSRLD       $0x04, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    8(R12)(R13*1), Y14
+	VPSRLD       $0x04, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMOVUPS      96(DX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VMOVUPS      96(BX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VMOVUPS      96(SI)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VFMADD231PS  Y14, Y15, Y8
+	VMOVUPS      96(CX)(R13*8), Y15
+	VFMADD231PS  Y12, Y15, Y9
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	ADDQ         $0x10, R13
 	JNZ          scoresU4Q4AVX2_dloop
 	MOVQ         ldd+8(FP), R11
 	SHLQ         $0x02, R11
@@ -7818,12 +7968,10 @@ scoresU4Q4AVX2_tail:
 	NEGQ   R12
 
 scoresU4Q4AVX2_dloop_t2:
-	VPBROADCASTD (R8)(R12*1), Y8
-	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	VPMOVZXBD    (R8)(R12*1), Y8
 	VPAND        u4mask<>+0(SB), Y8, Y8
 	VCVTDQ2PS    Y8, Y8
-	VPBROADCASTD (R11)(R12*1), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    (R11)(R12*1), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VMOVUPS      (DX)(R12*8), Y10
@@ -7838,7 +7986,61 @@ scoresU4Q4AVX2_dloop_t2:
 	VMOVUPS      (CX)(R12*8), Y10
 	VFMADD231PS  Y8, Y10, Y6
 	VFMADD231PS  Y9, Y10, Y7
-	ADDQ         $0x04, R12
+	VPMOVZXBD    8(R8)(R12*1), Y8
+	VPAND        u4mask<>+0(SB), Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R11)(R12*1), Y9
+	VPAND        u4mask<>+0(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      32(DX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMOVUPS      32(BX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VMOVUPS      32(SI)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VMOVUPS      32(CX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	VPMOVZXBD    (R8)(R12*1), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    (R11)(R12*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      64(DX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMOVUPS      64(BX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VMOVUPS      64(SI)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VMOVUPS      64(CX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	VPMOVZXBD    8(R8)(R12*1), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R11)(R12*1), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      96(DX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMOVUPS      96(BX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VMOVUPS      96(SI)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VMOVUPS      96(CX)(R12*8), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         $0x10, R12
 	JNZ          scoresU4Q4AVX2_dloop_t2
 	MOVQ         ldd+8(FP), R11
 	SHLQ         $0x02, R11
@@ -7881,8 +8083,7 @@ scoresU4Q4AVX2_t2_skip:
 	NEGQ   AX
 
 scoresU4Q4AVX2_dloop_t1:
-	VPBROADCASTD (R8)(AX*1), Y4
-	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
+	VPMOVZXBD    (R8)(AX*1), Y4
 	VPAND        u4mask<>+0(SB), Y4, Y4
 	VCVTDQ2PS    Y4, Y4
 	VMOVUPS      (DX)(AX*8), Y5
@@ -7893,7 +8094,40 @@ scoresU4Q4AVX2_dloop_t1:
 	VFMADD231PS  Y4, Y5, Y2
 	VMOVUPS      (CX)(AX*8), Y5
 	VFMADD231PS  Y4, Y5, Y3
-	ADDQ         $0x04, AX
+	VPMOVZXBD    8(R8)(AX*1), Y4
+	VPAND        u4mask<>+0(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      32(DX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVUPS      32(BX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVUPS      32(SI)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VMOVUPS      32(CX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VPMOVZXBD    (R8)(AX*1), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      64(DX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVUPS      64(BX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVUPS      64(SI)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VMOVUPS      64(CX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VPMOVZXBD    8(R8)(AX*1), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      96(DX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVUPS      96(BX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMOVUPS      96(SI)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VMOVUPS      96(CX)(AX*8), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x10, AX
 	JNZ          scoresU4Q4AVX2_dloop_t1
 	MOVQ         ldd+8(FP), AX
 	SHLQ         $0x02, AX
@@ -7941,15 +8175,15 @@ TEXT ·accumulateU4Q4AVX2(SB), NOSPLIT, $0-72
 	MOVQ lda+8(FP), SI
 	SHLQ $0x02, SI
 	MOVQ cols+56(FP), DI
-	SHRQ $0x03, DI
+	SHRQ $0x05, DI
 	MOVQ acc+0(FP), R8
 	MOVQ codes+40(FP), R9
 	MOVQ ldc+48(FP), R10
 	MOVQ n+64(FP), R11
 
 accumulateU4Q4AVX2_loop:
-	CMPQ         DI, $0x02
-	JB           accumulateU4Q4AVX2_tail
+	TESTQ        DI, DI
+	JZ           accumulateU4Q4AVX2_done
 	MOVQ         bias+16(FP), R12
 	VBROADCASTSS (R12), Y0
 	VADDPS       (R8), Y0, Y1
@@ -7968,15 +8202,13 @@ accumulateU4Q4AVX2_loop:
 	MOVQ         R9, R12
 	XORQ         R13, R13
 
-accumulateU4Q4AVX2_jloop:
+accumulateU4Q4AVX2_jloop_p0:
 	CMPQ         R13, R11
-	JAE          accumulateU4Q4AVX2_store
-	VPBROADCASTD (R12), Y8
-	VPSRLVD      u4shifts<>+0(SB), Y8, Y8
+	JAE          accumulateU4Q4AVX2_store_p0
+	VPMOVZXBD    (R12), Y8
 	VPAND        u4mask<>+0(SB), Y8, Y8
 	VCVTDQ2PS    Y8, Y8
-	VPBROADCASTD 4(R12), Y9
-	VPSRLVD      u4shifts<>+0(SB), Y9, Y9
+	VPMOVZXBD    8(R12), Y9
 	VPAND        u4mask<>+0(SB), Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS (AX)(R13*4), Y10
@@ -7993,72 +8225,79 @@ accumulateU4Q4AVX2_jloop:
 	VFMADD231PS  Y9, Y10, Y6
 	ADDQ         R10, R12
 	INCQ         R13
-	JMP          accumulateU4Q4AVX2_jloop
+	JMP          accumulateU4Q4AVX2_jloop_p0
 
-accumulateU4Q4AVX2_store:
-	VMOVUPS Y1, (R8)
-	VMOVUPS Y0, 32(R8)
-	VMOVUPS Y3, (R8)(SI*1)
-	VMOVUPS Y2, 32(R8)(SI*1)
-	VMOVUPS Y5, (R8)(SI*2)
-	VMOVUPS Y4, 32(R8)(SI*2)
-	LEAQ    (R8)(SI*2), R12
-	ADDQ    SI, R12
-	VMOVUPS Y7, (R12)
-	VMOVUPS Y6, 32(R12)
-	ADDQ    $0x00000040, R8
-	ADDQ    $0x00000008, R9
-	SUBQ    $0x02, DI
-	JMP     accumulateU4Q4AVX2_loop
-
-accumulateU4Q4AVX2_tail:
-	CMPQ         DI, $0x01
-	JB           accumulateU4Q4AVX2_t1_skip
-	MOVQ         bias+16(FP), R12
-	VBROADCASTSS (R12), Y0
-	VADDPS       (R8), Y0, Y0
-	VBROADCASTSS 4(R12), Y1
-	VADDPS       (R8)(SI*1), Y1, Y1
-	VBROADCASTSS 8(R12), Y2
-	VADDPS       (R8)(SI*2), Y2, Y2
-	VBROADCASTSS 12(R12), Y3
+accumulateU4Q4AVX2_store_p0:
+	VMOVUPS      Y1, (R8)
+	VMOVUPS      Y0, 32(R8)
+	VMOVUPS      Y3, (R8)(SI*1)
+	VMOVUPS      Y2, 32(R8)(SI*1)
+	VMOVUPS      Y5, (R8)(SI*2)
+	VMOVUPS      Y4, 32(R8)(SI*2)
 	LEAQ         (R8)(SI*2), R12
 	ADDQ         SI, R12
-	VADDPS       (R12), Y3, Y3
+	VMOVUPS      Y7, (R12)
+	VMOVUPS      Y6, 32(R12)
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Y0
+	VADDPS       64(R8), Y0, Y1
+	VADDPS       96(R8), Y0, Y0
+	VBROADCASTSS 4(R12), Y2
+	VADDPS       64(R8)(SI*1), Y2, Y3
+	VADDPS       96(R8)(SI*1), Y2, Y2
+	VBROADCASTSS 8(R12), Y4
+	VADDPS       64(R8)(SI*2), Y4, Y5
+	VADDPS       96(R8)(SI*2), Y4, Y4
+	VBROADCASTSS 12(R12), Y6
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       64(R12), Y6, Y7
+	VADDPS       96(R12), Y6, Y6
 	MOVQ         R9, R12
 	XORQ         R13, R13
 
-accumulateU4Q4AVX2_jloop_t1:
+accumulateU4Q4AVX2_jloop_p2:
 	CMPQ         R13, R11
-	JAE          accumulateU4Q4AVX2_store_t1
-	VPBROADCASTD (R12), Y4
-	VPSRLVD      u4shifts<>+0(SB), Y4, Y4
-	VPAND        u4mask<>+0(SB), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (AX)(R13*4), Y5
-	VFMADD231PS  Y4, Y5, Y0
-	VBROADCASTSS (DX)(R13*4), Y5
-	VFMADD231PS  Y4, Y5, Y1
-	VBROADCASTSS (BX)(R13*4), Y5
-	VFMADD231PS  Y4, Y5, Y2
-	VBROADCASTSS (CX)(R13*4), Y5
-	VFMADD231PS  Y4, Y5, Y3
+	JAE          accumulateU4Q4AVX2_store_p2
+	VPMOVZXBD    (R12), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    8(R12), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (AX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y1
+	VFMADD231PS  Y9, Y10, Y0
+	VBROADCASTSS (DX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y3
+	VFMADD231PS  Y9, Y10, Y2
+	VBROADCASTSS (BX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y5
+	VFMADD231PS  Y9, Y10, Y4
+	VBROADCASTSS (CX)(R13*4), Y10
+	VFMADD231PS  Y8, Y10, Y7
+	VFMADD231PS  Y9, Y10, Y6
 	ADDQ         R10, R12
 	INCQ         R13
-	JMP          accumulateU4Q4AVX2_jloop_t1
+	JMP          accumulateU4Q4AVX2_jloop_p2
 
-accumulateU4Q4AVX2_store_t1:
-	VMOVUPS Y0, (R8)
-	VMOVUPS Y1, (R8)(SI*1)
-	VMOVUPS Y2, (R8)(SI*2)
-	LEAQ    (R8)(SI*2), AX
-	ADDQ    SI, AX
-	VMOVUPS Y3, (AX)
-	ADDQ    $0x00000020, R8
-	ADDQ    $0x00000004, R9
-	SUBQ    $0x01, DI
+accumulateU4Q4AVX2_store_p2:
+	VMOVUPS Y1, 64(R8)
+	VMOVUPS Y0, 96(R8)
+	VMOVUPS Y3, 64(R8)(SI*1)
+	VMOVUPS Y2, 96(R8)(SI*1)
+	VMOVUPS Y5, 64(R8)(SI*2)
+	VMOVUPS Y4, 96(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R12
+	ADDQ    SI, R12
+	VMOVUPS Y7, 64(R12)
+	VMOVUPS Y6, 96(R12)
+	ADDQ    $0x00000080, R8
+	ADDQ    $0x00000010, R9
+	DECQ    DI
+	JMP     accumulateU4Q4AVX2_loop
 
-accumulateU4Q4AVX2_t1_skip:
+accumulateU4Q4AVX2_done:
 	VZEROUPPER
 	RET
 

@@ -161,12 +161,26 @@ func I8ToF32(dst []float32, src []byte, scale float32) {
 	i8ToF32(dst, src, scale)
 }
 
-// U4ToF32 sets dst[i] = code_i*scale + bias for 4-bit codes packed two to a
-// byte, low nibble first: code 2k is src[k]&15 and code 2k+1 is src[k]>>4.
-// It panics if len(dst) != 2*len(src).
+// U4ToF32 sets dst[i] = code_i*scale + bias for a run of 4-bit codes packed
+// in blocks of 32 as GGML's Q4_0 (see the package doc): byte k of a block
+// holds code k in its low nibble and code k+16 in its high nibble; a last
+// block of t < 32 codes pairs code k with code k+t/2. It panics if
+// len(dst) != 2*len(src).
 func U4ToF32(dst []float32, src []byte, scale, bias float32) {
 	checkLen("U4ToF32", len(dst), 2*len(src))
 	u4ToF32(dst, src, scale, bias)
+}
+
+// U4Pos returns where 4-bit code i of a run of n codes packed as for
+// U4ToF32 is: byte k of the run, in its low nibble (shift 0) or its high
+// nibble (shift 4).
+func U4Pos(i, n int) (k int, shift uint) {
+	b := i &^ 31
+	h := min(32, n-b) / 2
+	if i-b < h {
+		return b/2 + i - b, 0
+	}
+	return b/2 + i - b - h, 4
 }
 
 // U2ToF32 sets dst[i] = code_i*scale + bias for 2-bit codes packed four to a
@@ -223,10 +237,10 @@ func U8ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) 
 }
 
 // U4ToF32Groups sets dst[i] = code_i*scale[i/group] + bias[i/group] with the
-// codes packed as for U4ToF32 (a group may start in the high nibble of a
-// byte when group is odd). It panics unless group > 0, len(dst) is a
-// multiple of group, len(dst) == 2*len(src) and
-// len(scale) == len(bias) == len(dst)/group.
+// codes packed as for U4ToF32, as one run of len(dst) codes (groups of a
+// multiple of 32 codes are whole blocks; other groups share blocks). It
+// panics unless group > 0, len(dst) is a multiple of group,
+// len(dst) == 2*len(src) and len(scale) == len(bias) == len(dst)/group.
 func U4ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) {
 	checkGroups("U4ToF32Groups", len(dst), 2*len(src), group, len(scale), len(bias))
 	u4ToF32Groups(dst, src, group, scale, bias)
@@ -259,8 +273,9 @@ func checkGroups(op string, lenDst, codes, group, lenScale, lenBias int) {
 // set gives the same bits. The tables are passed by pointer to fixed-size
 // arrays, so a codebook of fewer values is padded by the caller.
 
-// LUT4ToF32 sets dst[j] = table[code j] for 4-bit codes packed as for
-// U4ToF32: code j is src[j/2]>>(4*(j%2))&15. It panics unless len(dst) is
+// LUT4ToF32 sets dst[j] = table[code j] for 4-bit codes packed in order,
+// low nibble first (not in U4ToF32's blocks): code j is
+// src[j/2]>>(4*(j%2))&15. It panics unless len(dst) is
 // even and len(src) == len(dst)/2.
 func LUT4ToF32(dst []float32, src []byte, table *[16]float32) {
 	checkLUT("LUT4ToF32", len(dst), 2, len(src), 1)
@@ -621,9 +636,10 @@ func ScoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []by
 	scoresU8(dst, ldd, q, ldq, nq, cols, codes, ldc, n)
 }
 
-// ScoresU4 is ScoresU8 for 4-bit codes packed two to a byte, low nibble
-// first: code c of row j is codes[j*ldc+c/2]>>(4*(c%2))&15. cols must be
-// even, and ldc at least cols/2 when n > 1.
+// ScoresU4 is ScoresU8 for 4-bit codes: each row is a run of cols codes
+// packed as for U4ToF32 (blocks of 32, byte k of a block holding codes k
+// and k+16), so a call covers whole rows, or a leading run of whole blocks
+// of each. cols must be even, and ldc at least cols/2 when n > 1.
 func ScoresU4(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
 	if !checkCodeAttention("ScoresU4", "dst", "ldd", len(dst), ldd, "q", len(q), ldq, nq, cols, 4, len(codes), ldc, n) || n == 0 {
 		return

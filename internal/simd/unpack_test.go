@@ -49,6 +49,19 @@ func q4Code(qs []byte, j int) int {
 	return int(qs[j-16] >> 4)
 }
 
+// u4RunCode returns code i of the run of 2*len(src) 4-bit codes at src,
+// from the layout's definition: blocks of 32 codes (16 bytes), byte k of a
+// block holding code k in its low nibble and code k+16 in its high nibble;
+// a last block of t < 32 codes holds codes k and k+t/2 in byte k.
+func u4RunCode(src []byte, i int) int {
+	b := i / 32 * 32
+	h := min(32, 2*len(src)-b) / 2
+	if k := i - b; k < h {
+		return int(src[b/2+k] & 15)
+	}
+	return int(src[b/2+i-b-h] >> 4)
+}
+
 var unpackCases = []unpackCase{
 	{"U8ToF32", 1, 1, false,
 		func(d []float32, s []byte, p unpackParams) { U8ToF32(d, s, p.scale, p.bias) },
@@ -61,7 +74,7 @@ var unpackCases = []unpackCase{
 	{"U4ToF32", 2, 1, false,
 		func(d []float32, s []byte, p unpackParams) { U4ToF32(d, s, p.scale, p.bias) },
 		func(d []float32, s []byte, p unpackParams) { u4ToF32Generic(d, s, p.scale, p.bias) },
-		func(s []byte, i int, p unpackParams) float32 { return p.affine(int(s[i/2]>>(4*(i%2))&15), i) }},
+		func(s []byte, i int, p unpackParams) float32 { return p.affine(u4RunCode(s, i), i) }},
 	{"U2ToF32", 4, 1, false,
 		func(d []float32, s []byte, p unpackParams) { U2ToF32(d, s, p.scale, p.bias) },
 		func(d []float32, s []byte, p unpackParams) { u2ToF32Generic(d, s, p.scale, p.bias) },
@@ -73,7 +86,7 @@ var unpackCases = []unpackCase{
 	{"U4ToF32Vec", 2, 1, true,
 		func(d []float32, s []byte, p unpackParams) { U4ToF32Vec(d, s, p.s, p.z) },
 		func(d []float32, s []byte, p unpackParams) { u4ToF32VecGeneric(d, s, p.s, p.z) },
-		func(s []byte, i int, p unpackParams) float32 { return p.vec(int(s[i/2]>>(4*(i%2))&15), i) }},
+		func(s []byte, i int, p unpackParams) float32 { return p.vec(u4RunCode(s, i), i) }},
 	{"U2ToF32Vec", 4, 1, true,
 		func(d []float32, s []byte, p unpackParams) { U2ToF32Vec(d, s, p.s, p.z) },
 		func(d []float32, s []byte, p unpackParams) { u2ToF32VecGeneric(d, s, p.s, p.z) },
@@ -248,8 +261,7 @@ type groupCase struct {
 var groupCases = []groupCase{
 	{"U8ToF32Groups", 1, U8ToF32Groups, u8ToF32GroupsGeneric,
 		func(s []byte, i int) int { return int(s[i]) }},
-	{"U4ToF32Groups", 2, U4ToF32Groups, u4ToF32GroupsGeneric,
-		func(s []byte, i int) int { return int(s[i/2] >> (4 * (i % 2)) & 15) }},
+	{"U4ToF32Groups", 2, U4ToF32Groups, u4ToF32GroupsGeneric, u4RunCode},
 	{"U2ToF32Groups", 4, U2ToF32Groups, u2ToF32GroupsGeneric,
 		func(s []byte, i int) int { return int(s[i/4] >> (2 * (i % 4)) & 3) }},
 }
@@ -265,7 +277,7 @@ func TestUnpackGroups(t *testing.T) {
 	for _, c := range groupCases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t)
-			for _, group := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 20, 24, 32, 40, 64, 96, 128, 136} {
+			for _, group := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 20, 24, 32, 40, 64, 96, 128, 136, 160} {
 				for _, ng := range []int{0, 1, 2, 3, 5, 16} {
 					n := group * ng
 					if n%c.perByte != 0 {

@@ -13,7 +13,7 @@ import (
 func BenchmarkCodecPage(b *testing.B) {
 	const dim, rows, nq = 128, 16, 4
 	reg := quant.Formats()
-	for _, name := range []string{"fp16", "fp32", "fp8", "int8", "int4", "int2", "int4:g32:channel", "q8_0", "q4_0", "iq4_nl", "turbo4", "turbo3", "kvquant4"} {
+	for _, name := range []string{"fp16", "fp32", "fp8", "int8", "int4", "int4:row", "int4:g32", "int2", "int4:g32:channel", "q8_0", "q4_0", "q4_1", "iq4_nl", "turbo4", "turbo3", "kvquant4"} {
 		f := reg.MustLookup(name)
 		c, err := f.NewCodec(quant.CodecParams{Dim: dim, Key: false})
 		if err != nil {

@@ -243,9 +243,12 @@ func checkBitsDim(name string, dim, bits int) error {
 
 // tokenCodec quantizes each row in groups of group values along head_dim.
 // Tile layout for a tile of capacity C rows (C = len(tile)/rowBytes): the
-// packed codes of all rows (C·dim·bits/8 bytes), then the fp16 scales of all
-// groups (C·ngroups), then, for affine groups, the fp16 zeros. Keeping codes
-// and scales contiguous lets a chunk of rows be dequantized in one call.
+// fp16 scales of all groups (C·ngroups), then, for affine groups, the fp16
+// zeros, then the packed codes of all rows (C·dim·bits/8 bytes). Keeping
+// codes and scales contiguous lets a chunk of rows be dequantized in one
+// call; putting the parameters first lets a page be read front to back
+// (they are read first), which the hardware prefetcher follows: with them
+// after the codes, converting them cost as much as the attention kernels.
 type tokenCodec struct {
 	dim, bits, group, ngroups int
 	sym                       bool
@@ -280,11 +283,12 @@ func (c *tokenCodec) ResidualRows() int      { return c.resid }
 // regions splits a tile into its codes, scales and zeros.
 func (c *tokenCodec) regions(tile []byte) (codes, scales, zeros []byte) {
 	capRows := len(tile) / c.rowBytes
-	codes = tile[:capRows*c.codeBytes]
-	scales = tile[capRows*c.codeBytes : capRows*(c.codeBytes+2*c.ngroups)]
+	scales = tile[:capRows*2*c.ngroups]
+	meta := capRows * c.ngroups * c.meta
 	if !c.sym {
-		zeros = tile[capRows*(c.codeBytes+2*c.ngroups) : capRows*c.rowBytes]
+		zeros = tile[capRows*2*c.ngroups : meta]
 	}
+	codes = tile[meta : meta+capRows*c.codeBytes]
 	return codes, scales, zeros
 }
 
@@ -353,6 +357,15 @@ func (c *tokenCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		}
 		src := codes[(row0+r0)*c.codeBytes:][:m*c.codeBytes]
 		d := dst[r0*c.dim : (r0+m)*c.dim]
+		if c.bits == 4 && c.dim%32 != 0 {
+			// Each row is a run of its own, ending in a short block: a
+			// call per row.
+			for j := 0; j < m; j++ {
+				g := j * c.ngroups
+				unpackGroups(d[j*c.dim:(j+1)*c.dim], src[j*c.codeBytes:(j+1)*c.codeBytes], 4, c.group, s[g:g+c.ngroups], z[g:g+c.ngroups])
+			}
+			continue
+		}
 		unpackGroups(d, src, c.bits, c.group, s, z)
 	}
 }
@@ -499,9 +512,10 @@ func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, til
 }
 
 // channelCodec quantizes groups of group consecutive tokens per channel.
-// Tile layout, per token group: the group's packed codes row by row
-// (group·dim·bits/8 bytes), then the dim fp16 scales, then (affine) the dim
-// fp16 zeros.
+// Tile layout, per token group: the dim fp16 scales, then (affine) the dim
+// fp16 zeros, then the group's packed codes row by row (group·dim·bits/8
+// bytes): the parameters are read first, so a page is read front to back
+// (see tokenCodec).
 type channelCodec struct {
 	dim, bits, group          int
 	sym                       bool
@@ -541,8 +555,8 @@ func (c *channelCodec) off() float32 {
 func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	for g0 := 0; g0 < n; g0 += c.group {
 		blk := tile[(row0+g0)/c.group*c.groupBytes:][:c.groupBytes]
-		codes := blk[:c.group*c.rowCode]
-		meta := blk[c.group*c.rowCode:]
+		meta := blk[:c.dim*c.meta]
+		codes := blk[c.dim*c.meta:]
 		clear(codes)
 		x := src[g0*c.dim : (g0+c.group)*c.dim]
 		for ch := 0; ch < c.dim; ch++ {
@@ -554,7 +568,7 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 				p := symParams(amax, c.bits)
 				putF16(meta[2*ch:], p.sb)
 				for t := 0; t < c.group; t++ {
-					putCode(codes[t*c.rowCode:], ch, c.bits, quantSym(x[t*c.dim+ch], p, c.bits))
+					putCode(codes[t*c.rowCode:][:c.rowCode], ch, c.bits, quantSym(x[t*c.dim+ch], p, c.bits))
 				}
 				continue
 			}
@@ -567,7 +581,7 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 			putF16(meta[2*ch:], p.sb)
 			putF16(meta[2*(c.dim+ch):], p.zb)
 			for t := 0; t < c.group; t++ {
-				putCode(codes[t*c.rowCode:], ch, c.bits, quantAffine(x[t*c.dim+ch], p, c.bits))
+				putCode(codes[t*c.rowCode:][:c.rowCode], ch, c.bits, quantAffine(x[t*c.dim+ch], p, c.bits))
 			}
 		}
 	}
@@ -579,7 +593,7 @@ func (c *channelCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 // in one call). Symmetric groups store no zero: their codes are centred
 // on 2^(bits−1), so z = −2^(bits−1)·s, as tokenCodec computes it.
 func (c *channelCodec) groupMeta(s, z []float32, blk []byte) {
-	meta := blk[c.group*c.rowCode:]
+	meta := blk[:c.dim*c.meta]
 	f16s(s, meta[:2*c.dim])
 	if c.sym {
 		copy(z, s)
@@ -602,21 +616,15 @@ func (c *channelCodec) segments(row0, n int, fn func(gi, r, e int)) {
 
 // codes returns the packed codes of rows [r, e) of token group gi.
 func (c *channelCodec) codes(blk []byte, gi, r, e int) []byte {
-	return blk[(r-gi*c.group)*c.rowCode : (e-gi*c.group)*c.rowCode]
+	codes := blk[c.dim*c.meta:]
+	return codes[(r-gi*c.group)*c.rowCode : (e-gi*c.group)*c.rowCode]
 }
 
-// rawCodes unpacks the codes of rows [r, e) of token group gi into dst as
-// 0..2^b−1, unscaled: one call for all the rows.
+// rawCodes unpacks the 2-bit codes of rows [r, e) of token group gi into
+// dst as 0..3, unscaled: one call for all the rows (8- and 4-bit codes are
+// read in place instead).
 func (c *channelCodec) rawCodes(dst []float32, blk []byte, gi, r, e int) {
-	src := c.codes(blk, gi, r, e)
-	switch c.bits {
-	case 8:
-		simd.U8ToF32(dst, src, 1, 0)
-	case 4:
-		simd.U4ToF32(dst, src, 1, 0)
-	case 2:
-		simd.U2ToF32(dst, src, 1, 0)
-	}
+	simd.U2ToF32(dst, c.codes(blk, gi, r, e), 1, 0)
 }
 
 // Decode converts each row with the per-channel scales and zeros of its

@@ -28,6 +28,67 @@ func TestIntegerFormatsThroughCache(t *testing.T) {
 	}
 }
 
+// TestIntegerShortBlocks runs the 4-bit formats through the cache suite at
+// head sizes that are not a multiple of 32 (stories260K's 8, and 48), whose
+// rows end in a short block of codes.
+func TestIntegerShortBlocks(t *testing.T) {
+	reg := quant.Formats()
+	for _, name := range []string{"int4", "int4:g16", "int4:sym", "int4:g16:channel", "kivi4:g16:r32", "quanto4:g16:r16"} {
+		f, err := reg.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cachetest.Run(t, f, cachetest.Options{Dims: []int{8, 48}, Tol: 2e-5, Windows: true})
+	}
+}
+
+// TestInt4Layout pins the tile layout of a one-row tile from its
+// definition: the fp16 scale and zero, then the codes, a run of head_dim
+// codes in blocks of 32 (16 bytes), byte k of a block holding code k in its
+// low nibble and code k+16 in its high nibble, a last block of t < 32 codes
+// holding codes k and k+t/2. The rows are integers from 0 to 15 with both
+// ends present, so with one group per row the scale is 1 (fp16 0x3c00), the
+// zero 0 and each code is its value.
+func TestInt4Layout(t *testing.T) {
+	f, err := quant.Formats().Lookup("int4:row")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dim := range []int{8, 48, 64, 128} {
+		x := make([]float32, dim)
+		for i := range x {
+			x[i] = float32(i * 15 / (dim - 1))
+		}
+		if dim == 8 {
+			copy(x, []float32{0, 1, 2, 3, 12, 13, 14, 15})
+		}
+		c, err := f.NewCodec(quant.CodecParams{Dim: dim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tile := make([]byte, c.TileBytes(1))
+		c.Encode(tile, 0, x, 1)
+		want := make([]byte, 4+dim/2)
+		want[1] = 0x3c // scale 1.0, little-endian fp16; zero 0
+		for b := 0; b < dim; b += 32 {
+			h := min(32, dim-b) / 2
+			for k := 0; k < h; k++ {
+				want[4+b/2+k] = byte(x[b+k]) | byte(x[b+h+k])<<4
+			}
+		}
+		if string(tile) != string(want) {
+			t.Errorf("dim %d: tile % x, want % x", dim, tile, want)
+		}
+		back := make([]float32, dim)
+		c.Decode(back, tile, 0, 1)
+		for i := range x {
+			if back[i] != x[i] {
+				t.Fatalf("dim %d: decoded[%d] = %v, want %v", dim, i, back[i], x[i])
+			}
+		}
+	}
+}
+
 func TestIntegerNamesRoundTrip(t *testing.T) {
 	reg := quant.Formats()
 	for _, name := range intFormats {

@@ -22,8 +22,12 @@ import (
 // s = 0 and reconstructs exactly to z when the value is representable in
 // fp16. Values beyond the fp16 range saturate to ±65504.
 //
-// Codes are packed little end first: code j of a run at bit b·(j mod 8/b) of
-// byte j/(8/b) (two 4-bit codes per byte, low nibble first; four 2-bit codes).
+// Codes are packed per row (a run of head_dim codes): 8-bit codes one per
+// byte; 4-bit codes in blocks of 32 (16 bytes) in GGML Q4_0's nibble order,
+// byte k of a block holding code k in its low nibble and code k+16 in its
+// high nibble (a last block of t < 32 codes pairs k with k+t/2), so that
+// one zero-extension of 8 bytes gives two vectors of codes; 2-bit codes
+// little end first, code j at bits 2·(j mod 4) of byte j/4.
 
 const maxF16 = 65504
 
@@ -138,52 +142,18 @@ func quantSym(x float32, p groupParams, bits int) uint8 {
 	return uint8(int(max(-lim, min(q, lim))) + off)
 }
 
-// putCode stores code j of a packed run.
+// putCode stores code j of the packed run b (a whole run: 4-bit runs are
+// laid out in blocks by their length, 2·len(b) codes).
 func putCode(b []byte, j, bits int, code uint8) {
 	switch bits {
 	case 8:
 		b[j] = code
 	case 4:
-		sh := uint(j&1) * 4
-		b[j>>1] = b[j>>1]&^(0xf<<sh) | code<<sh
+		k, sh := simd.U4Pos(j, 2*len(b))
+		b[k] = b[k]&^(0xf<<sh) | code<<sh
 	case 2:
 		sh := uint(j&3) * 2
 		b[j>>2] = b[j>>2]&^(0x3<<sh) | code<<sh
-	default:
-		panic("quant: unsupported code width")
-	}
-}
-
-// unpackCodes writes n codes starting at code j0 of b as float32 into dst,
-// minus off (2^(b−1) for symmetric codes, 0 for affine).
-func unpackCodes(dst []float32, b []byte, j0, n, bits int, off float32) {
-	dst = dst[:n]
-	switch bits {
-	case 8:
-		for i, c := range b[j0 : j0+n] {
-			dst[i] = float32(c) - off
-		}
-	case 4:
-		i, j := 0, j0
-		if j&1 == 1 && n > 0 {
-			dst[0] = float32(b[j>>1]>>4) - off
-			i, j = 1, j+1
-		}
-		src := b[j>>1:]
-		k := 0
-		for ; i+1 < n; i, k = i+2, k+1 {
-			c := src[k]
-			dst[i] = float32(c&0xf) - off
-			dst[i+1] = float32(c>>4) - off
-		}
-		if i < n {
-			dst[i] = float32(src[k]&0xf) - off
-		}
-	case 2:
-		for i := 0; i < n; i++ {
-			j := j0 + i
-			dst[i] = float32(b[j>>2]>>(uint(j&3)*2)&3) - off
-		}
 	default:
 		panic("quant: unsupported code width")
 	}

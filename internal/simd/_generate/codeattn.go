@@ -19,25 +19,41 @@ import (
 // each (cols&^7 of them; the caller finishes the rest), so one call can
 // cover one group of every row.
 
-// codeRowLoader returns a function that loads the 8 codes at m as float32
-// lanes of a new YMM. It keeps no constants in registers: the 4-bit shifts
-// and mask are memory operands, as every YMM goes to the blocking.
-func codeRowLoader(k codeKind, shifts map[int]Mem, mask Mem) func(m Mem) VecVirtual {
-	return func(m Mem) VecVirtual {
+// codeRowLoader returns a function that loads vector p of the step of
+// codes at m as float32 lanes of a new YMM. An 8-bit step is one vector of
+// 8 codes; a 4-bit step is a block of 32 codes (16 bytes, byte k holding
+// codes k and k+16), vector p being codes 8p..8p+7: the low nibbles of
+// bytes 8p..8p+7 for p < 2, the high nibbles of bytes 8(p−2).. for p ≥ 2.
+// It keeps no constants in registers: the 4-bit mask is a memory operand,
+// as every YMM goes to the blocking.
+func codeRowLoader(k codeKind, mask Mem) func(m Mem, p int) VecVirtual {
+	return func(m Mem, p int) VecVirtual {
 		v := YMM()
 		switch k.bits {
 		case 8:
 			VPMOVZXBD(m, v)
 		case 4:
-			VPBROADCASTD(m, v)
-			VPSRLVD(shifts[4], v, v)
-			VPAND(mask, v, v)
+			VPMOVZXBD(m.Offset(8*(p&1)), v)
+			if p < 2 {
+				VPAND(mask, v, v)
+			} else {
+				VPSRLD(U8(4), v, v)
+			}
 		default:
 			panic("codeRowLoader")
 		}
 		VCVTDQ2PS(v, v)
 		return v
 	}
+}
+
+// codeStep is the number of columns a code kernel's inner loop takes at a
+// time: one vector of 8-bit codes, one block of 32 4-bit codes.
+func codeStep(k codeKind) int {
+	if k.bits == 4 {
+		return 32
+	}
+	return 8
 }
 
 // codeMask returns the static vector of 8 lanes of 2^bits−1.
@@ -53,23 +69,30 @@ func codeMask(bits int) Mem {
 // 8 codes take k.bits bytes and 32 bytes of float32.
 func qScale(k codeKind) uint8 { return uint8(32 / k.groupBytes()) }
 
-// scoresCodes writes scores<K>Q<qb>AVX2: dst[i*ldd+j] = Σ_{c < cols&^7}
+// scoresCodes writes scores<K>Q<qb>AVX2: dst[i*ldd+j] = Σ_{c < cols&^(step−1)}
 // q[i*ldq+c]*code_j,c for i < qb, j < n, with row j's codes at byte
 // j*ldc of codes. One counter indexes both the codes (in bytes) and the
 // queries (scaled by qScale).
-func scoresCodes(k codeKind, qb, r int, shifts map[int]Mem, mask Mem) {
+func scoresCodes(k codeKind, qb, r int, mask Mem) {
 	name := fmt.Sprintf("scores%sQ%dAVX2", upper(k.name), qb)
+	step := codeStep(k)
+	layout := "byte j*ldc of codes"
+	if k.bits == 4 {
+		layout += " (blocks of 32: byte k of a block holds codes k and k+16, low nibble first)"
+	}
 	header(name, "func(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)",
-		fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < cols&^7} q[i*ldq+c]*code(j, c)", name),
+		fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < cols&^%d} q[i*ldq+c]*code(j, c)", name, step-1),
 		fmt.Sprintf("for i < %d, j < n, where code(j, c) is the %d-bit code c of the row at", qb, k.bits),
-		"byte j*ldc of codes (low bits first). cols must be at least 8.")
-	load := codeRowLoader(k, shifts, mask)
+		fmt.Sprintf("%s. cols must be at least %d.", layout, step))
+	load := codeRowLoader(k, mask)
 	sc := qScale(k)
+	vecs := step / 8               // vectors per step
+	stepBytes := step * k.bits / 8 // code bytes per step
 	cb := Load(Param("cols"), GP64())
-	ANDQ(I32(-8), cb)
+	ANDQ(I32(-step), cb)
 	qoff := GP64()
 	MOVQ(cb, qoff)
-	SHLQ(U8(2), qoff) // float bytes of cols&^7 columns
+	SHLQ(U8(2), qoff) // float bytes of the columns covered
 	if k.bits == 4 {
 		SHRQ(U8(1), cb) // code bytes: two codes a byte
 	}
@@ -103,28 +126,30 @@ func scoresCodes(k codeKind, qb, r int, shifts map[int]Mem, mask Mem) {
 		MOVQ(cb, c)
 		NEGQ(c)
 		Label(name + "_dloop" + tag)
-		if qb == 1 {
-			// One query: each row vector is used once, right after its
-			// conversion.
-			qv := YMM()
-			VMOVUPS(Mem{Base: qs[0], Index: c, Scale: sc}, qv)
-			for j := 0; j < w; j++ {
-				VFMADD231PS(load(Mem{Base: rs[j], Index: c, Scale: 1}), qv, acc[0][j])
+		for p := 0; p < vecs; p++ {
+			if qb == 1 {
+				// One query: each row vector is used once, right after
+				// its conversion.
+				qv := YMM()
+				VMOVUPS(Mem{Base: qs[0], Index: c, Scale: sc, Disp: 32 * p}, qv)
+				for j := 0; j < w; j++ {
+					VFMADD231PS(load(Mem{Base: rs[j], Index: c, Scale: 1}, p), qv, acc[0][j])
+				}
+				continue
 			}
-		} else {
 			rv := make([]VecVirtual, w)
 			for j := range rv {
-				rv[j] = load(Mem{Base: rs[j], Index: c, Scale: 1})
+				rv[j] = load(Mem{Base: rs[j], Index: c, Scale: 1}, p)
 			}
 			for i := 0; i < qb; i++ {
 				qv := YMM()
-				VMOVUPS(Mem{Base: qs[i], Index: c, Scale: sc}, qv)
+				VMOVUPS(Mem{Base: qs[i], Index: c, Scale: sc, Disp: 32 * p}, qv)
 				for j := 0; j < w; j++ {
 					VFMADD231PS(rv[j], qv, acc[i][j])
 				}
 			}
 		}
-		ADDQ(U8(k.groupBytes()), c)
+		ADDQ(U8(stepBytes), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
 		storeScores(acc, dp, rp, stride, n)
@@ -136,16 +161,23 @@ func scoresCodes(k codeKind, qb, r int, shifts map[int]Mem, mask Mem) {
 }
 
 // accumulateCodes writes accumulate<K>Q<qb>AVX2: acc[i*lda+c] += bias[i] +
-// Σ_{j<n} w[i*ldw+j]*code_j,c for i < qb, c < cols&^7. As in accumulate,
-// columns go cv vectors at a time with the accumulators in registers over
-// all n rows; bias is added once, when they are loaded.
-func accumulateCodes(k codeKind, qb, cv int, shifts map[int]Mem, mask Mem) {
+// Σ_{j<n} w[i*ldw+j]*code_j,c for i < qb, c < cols&^(step−1). As in
+// accumulate, columns go up to cv vectors at a time with the accumulators
+// in registers over all n rows; bias is added once, when they are loaded.
+// 8-bit codes run over chunks of cv vectors; 4-bit codes over blocks of 32
+// columns, each block's 4 vectors split into chunks of at most cv.
+func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 	name := fmt.Sprintf("accumulate%sQ%dAVX2", upper(k.name), qb)
+	step := codeStep(k)
+	layout := "at byte j*ldc of codes"
+	if k.bits == 4 {
+		layout += " (blocks of 32: byte k of a block holds codes k and k+16, low nibble first)"
+	}
 	header(name, "func(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)",
 		fmt.Sprintf("%s sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)", name),
-		fmt.Sprintf("for i < %d, c < cols&^7, where code(j, c) is the %d-bit code c of the row", qb, k.bits),
-		"at byte j*ldc of codes (low bits first).")
-	load := codeRowLoader(k, shifts, mask)
+		fmt.Sprintf("for i < %d, c < cols&^%d, where code(j, c) is the %d-bit code c of the row", qb, step-1, k.bits),
+		layout+".")
+	load := codeRowLoader(k, mask)
 	ws := make([]Register, qb)
 	ws[0] = Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -156,14 +188,20 @@ func accumulateCodes(k codeKind, qb, cv int, shifts map[int]Mem, mask Mem) {
 	}
 	lda := Load(Param("lda"), GP64())
 	SHLQ(U8(2), lda)
-	vecs := Load(Param("cols"), GP64())
-	SHRQ(U8(3), vecs) // 8-column vectors left
+	count := Load(Param("cols"), GP64())
+	if k.bits == 4 {
+		SHRQ(U8(5), count) // 32-column blocks left
+	} else {
+		SHRQ(U8(3), count) // 8-column vectors left
+	}
 	ap := Load(Param("acc"), GP64())
 	rc := Load(Param("codes"), GP64())
 	ldc := Load(Param("ldc"), GP64())
 	n := Load(Param("n"), GP64())
 
-	chunk := func(v int, tag string) {
+	// chunk runs the columns of vectors ps of the step at ap and rc over
+	// all n rows.
+	chunk := func(ps []int, tag string) {
 		arow := func(i int) Mem {
 			switch i {
 			case 0:
@@ -181,15 +219,21 @@ func accumulateCodes(k codeKind, qb, cv int, shifts map[int]Mem, mask Mem) {
 		for i := range a {
 			b := YMM()
 			VBROADCASTSS(Mem{Base: bp, Disp: 4 * i}, b)
-			a[i] = make([]VecVirtual, v)
+			a[i] = make([]VecVirtual, len(ps))
 			m := arow(i)
-			for c := range a[i] {
+			for c, p := range ps {
 				a[i][c] = YMM()
-				VADDPS(m.Offset(32*c), b, a[i][c])
+				VADDPS(m.Offset(32*p), b, a[i][c])
 			}
 		}
 		rp := GP64()
 		MOVQ(rc, rp)
+		code := func(p int) VecVirtual {
+			if k.bits == 4 {
+				return load(Mem{Base: rp}, p)
+			}
+			return load(Mem{Base: rp, Disp: 8 * p}, 0)
+		}
 		j := GP64()
 		XORQ(j, j)
 		Label(name + "_jloop" + tag)
@@ -198,18 +242,18 @@ func accumulateCodes(k codeKind, qb, cv int, shifts map[int]Mem, mask Mem) {
 		if qb == 1 {
 			b := YMM()
 			VBROADCASTSS(Mem{Base: ws[0], Index: j, Scale: 4}, b)
-			for c := 0; c < v; c++ {
-				VFMADD231PS(load(Mem{Base: rp, Disp: k.groupBytes() * c}), b, a[0][c])
+			for c, p := range ps {
+				VFMADD231PS(code(p), b, a[0][c])
 			}
 		} else {
-			rv := make([]VecVirtual, v)
-			for c := range rv {
-				rv[c] = load(Mem{Base: rp, Disp: k.groupBytes() * c})
+			rv := make([]VecVirtual, len(ps))
+			for c, p := range ps {
+				rv[c] = code(p)
 			}
 			for i := 0; i < qb; i++ {
 				b := YMM()
 				VBROADCASTSS(Mem{Base: ws[i], Index: j, Scale: 4}, b)
-				for c := 0; c < v; c++ {
+				for c := range ps {
 					VFMADD231PS(rv[c], b, a[i][c])
 				}
 			}
@@ -221,16 +265,40 @@ func accumulateCodes(k codeKind, qb, cv int, shifts map[int]Mem, mask Mem) {
 		Label(name + "_store" + tag)
 		for i := range a {
 			m := arow(i)
-			for c := range a[i] {
-				VMOVUPS(a[i][c], m.Offset(32*c))
+			for c, p := range ps {
+				VMOVUPS(a[i][c], m.Offset(32*p))
 			}
 		}
-		ADDQ(U32(32*v), ap)
-		ADDQ(U32(k.groupBytes()*v), rc)
-		SUBQ(U8(v), vecs)
 	}
 
-	blockLoop(name, vecs, cv, chunk)
+	if k.bits == 8 {
+		blockLoop(name, count, cv, func(v int, tag string) {
+			ps := make([]int, v)
+			for p := range ps {
+				ps[p] = p
+			}
+			chunk(ps, tag)
+			ADDQ(U32(32*v), ap)
+			ADDQ(U32(8*v), rc)
+			SUBQ(U8(v), count)
+		})
+	} else {
+		Label(name + "_loop")
+		TESTQ(count, count)
+		JZ(LabelRef(name + "_done"))
+		for p0 := 0; p0 < 4; p0 += cv {
+			var ps []int
+			for p := p0; p < min(4, p0+cv); p++ {
+				ps = append(ps, p)
+			}
+			chunk(ps, fmt.Sprintf("_p%d", p0))
+		}
+		ADDQ(U32(128), ap)
+		ADDQ(U32(16), rc)
+		DECQ(count)
+		JMP(LabelRef(name + "_loop"))
+		Label(name + "_done")
+	}
 	VZEROUPPER()
 	RET()
 }

@@ -99,8 +99,8 @@ func main() {
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {
 		for _, b := range []struct{ qb, r, cv int }{{1, 8, 8}, {2, 4, 4}, {3, 3, 3}, {4, 3, 2}} {
-			scoresCodes(k, b.qb, b.r, shifts, u4mask)
-			accumulateCodes(k, b.qb, b.cv, shifts, u4mask)
+			scoresCodes(k, b.qb, b.r, u4mask)
+			accumulateCodes(k, b.qb, b.cv, u4mask)
 		}
 	}
 	maxF32()

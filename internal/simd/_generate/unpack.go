@@ -95,6 +95,10 @@ func broadcastParam(name string) VecVirtual {
 // dst[i] = code_i*scale + bias (no bias for signed codes); with vec true
 // dst[i] = code_i*s[i] + z[i].
 func unpack(k codeKind, vec bool, shifts map[int]Mem) {
+	if k.bits == 4 {
+		unpackU4(vec)
+		return
+	}
 	name := k.name + "ToF32AVX2"
 	perByte := 8 / k.bits
 	var sig, what string
@@ -232,6 +236,10 @@ func advanceCodes(k codeKind, d, src Register, a affine, vecs int) {
 // computed once instead (the same multiply, then add), and each code looks
 // its value up with VPERMPS.
 func unpackGroups(k codeKind, shifts map[int]Mem, u2codes Mem) {
+	if k.bits == 4 {
+		unpackU4Groups()
+		return
+	}
 	name := k.name + "ToF32GroupsAVX2"
 	perByte := 8 / k.bits
 	codeDoc, srcLen := "code_i = src[i]", "len(scale)*group"
@@ -360,6 +368,170 @@ func unpackGroups(k codeKind, shifts map[int]Mem, u2codes Mem) {
 		convert(n)
 		nextGroup(loop)
 		if n == 4 {
+			JMP(LabelRef(name + "_done"))
+		}
+	}
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// The 4-bit unpackers read whole blocks of 32 codes (16 bytes; byte k holds
+// code k in its low nibble and code k+16 in its high nibble, as GGML's
+// Q4_0): each half of 8 bytes is zero-extended to int32 lanes once, its low
+// nibbles being codes 8h..8h+7 and its high nibbles codes 16+8h..16+8h+7.
+// The caller converts a last, shorter block.
+
+// u4Half returns the codes of block half h of the block at m as int32
+// lanes: lo holds codes 8h..8h+7, hi codes 16+8h..16+8h+7.
+func u4Half(m Mem, h int, mask VecVirtual) (lo, hi VecVirtual) {
+	x := YMM()
+	VPMOVZXBD(m.Offset(8*h), x)
+	lo, hi = YMM(), YMM()
+	VPAND(mask, x, lo)
+	VPSRLD(U8(4), x, hi)
+	return lo, hi
+}
+
+// convertU4Blocks converts blocks blocks of 32 codes at src through a and
+// stores them at d; with a.vec the per-lane scales and zeros are read at
+// the offsets of the values.
+func convertU4Blocks(mask VecVirtual, d, src Register, a affine, blocks int) {
+	for b := 0; b < blocks; b++ {
+		v := make([]VecVirtual, 4) // codes 0-7, 8-15, 16-23, 24-31
+		for h := 0; h < 2; h++ {
+			v[h], v[2+h] = u4Half(Mem{Base: src, Disp: 16 * b}, h, mask)
+		}
+		for p, y := range v {
+			off := 32 * (4*b + p)
+			VCVTDQ2PS(y, y)
+			if a.vec {
+				VMULPS(Mem{Base: a.sp, Disp: off}, y, y)
+				VADDPS(Mem{Base: a.zp, Disp: off}, y, y)
+			} else {
+				VMULPS(a.scale, y, y)
+				VADDPS(a.bias, y, y)
+			}
+			VMOVUPS(y, Mem{Base: d, Disp: off})
+		}
+	}
+	ADDQ(U32(128*blocks), d)
+	ADDQ(U32(16*blocks), src)
+	if a.vec {
+		ADDQ(U32(128*blocks), a.sp)
+		ADDQ(U32(128*blocks), a.zp)
+	}
+}
+
+// unpackU4 writes u4ToF32AVX2 (vec false) or u4ToF32VecAVX2.
+func unpackU4(vec bool) {
+	name, sig, what := "u4ToF32AVX2", "func(dst []float32, src []byte, scale, bias float32)", "code_i*scale + bias"
+	if vec {
+		name, sig, what = "u4ToF32VecAVX2", "func(dst []float32, src []byte, s, z []float32)", "code_i*s[i] + z[i]"
+	}
+	doc := []string{
+		fmt.Sprintf("%s sets dst[i] = %s, rounding the product, then the sum,", name, what),
+		"for i < len(dst)&^31, code_i being 4-bit code i of the blocks of 32 at src",
+		"(byte k of a block holds codes k and k+16, low nibble first).",
+		"len(src) must be at least len(dst)&^31/2.",
+	}
+	if vec {
+		doc = append(doc, "len(s) and len(z) must be at least len(dst)&^31.")
+	}
+	header(name, sig, doc...)
+	d := Load(Param("dst").Base(), GP64())
+	src := Load(Param("src").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	SHRQ(U8(5), n) // blocks of 32
+	a := affine{vec: vec}
+	if vec {
+		a.sp = Load(Param("s").Base(), GP64())
+		a.zp = Load(Param("z").Base(), GP64())
+	} else {
+		a.scale = broadcastParam("scale")
+		a.bias = broadcastParam("bias")
+	}
+	mask := broadcastConst(15)
+
+	Label(name + "_loop2")
+	CMPQ(n, U8(2))
+	JB(LabelRef(name + "_loop1"))
+	convertU4Blocks(mask, d, src, a, 2)
+	SUBQ(U8(2), n)
+	JMP(LabelRef(name + "_loop2"))
+
+	Label(name + "_loop1")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	convertU4Blocks(mask, d, src, a, 1)
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// unpackU4Groups writes u4ToF32GroupsAVX2 for groups of whole blocks:
+// each group's scale and bias are broadcast once; groups of 32 and 64
+// codes take a loop with the group's conversion written out.
+func unpackU4Groups() {
+	name := "u4ToF32GroupsAVX2"
+	header(name, "func(dst []float32, src []byte, group int, scale, bias []float32)",
+		name+" sets dst[i] = code_i*scale[i/group] + bias[i/group],",
+		"rounding the product, then the sum, code_i being 4-bit code i of the blocks",
+		"of 32 at src (byte k of a block holds codes k and k+16, low nibble first),",
+		"for the len(scale) groups of group values. group must be a positive multiple",
+		"of 32; len(dst) must be at least len(scale)*group, len(bias) at least",
+		"len(scale) and len(src) at least len(scale)*group/2.")
+	d := Load(Param("dst").Base(), GP64())
+	src := Load(Param("src").Base(), GP64())
+	blocks := Load(Param("group"), GP64())
+	SHRQ(U8(5), blocks) // blocks of 32 codes per group
+	ng := Load(Param("scale").Len(), GP64())
+	sp := Load(Param("scale").Base(), GP64())
+	bp := Load(Param("bias").Base(), GP64())
+	mask := broadcastConst(15)
+
+	var a affine
+	startGroup := func() {
+		a = affine{scale: YMM(), bias: YMM()}
+		VBROADCASTSS(Mem{Base: sp}, a.scale)
+		VBROADCASTSS(Mem{Base: bp}, a.bias)
+	}
+	nextGroup := func(loop string) {
+		ADDQ(U8(4), sp)
+		ADDQ(U8(4), bp)
+		DECQ(ng)
+		JNZ(LabelRef(loop))
+	}
+
+	TESTQ(ng, ng)
+	JZ(LabelRef(name + "_done"))
+	for _, n := range []int{1, 2} {
+		CMPQ(blocks, U8(n))
+		JE(LabelRef(fmt.Sprintf("%s_group%d", name, n)))
+	}
+
+	// Any number of blocks, one at a time.
+	Label(name + "_group")
+	startGroup()
+	n := GP64()
+	MOVQ(blocks, n)
+	Label(name + "_loop1")
+	convertU4Blocks(mask, d, src, a, 1)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop1"))
+	nextGroup(name + "_group")
+	JMP(LabelRef(name + "_done"))
+
+	// Groups of 1 and 2 blocks, written out.
+	for _, n := range []int{1, 2} {
+		loop := fmt.Sprintf("%s_group%d", name, n)
+		Label(loop)
+		startGroup()
+		convertU4Blocks(mask, d, src, a, n)
+		nextGroup(loop)
+		if n == 1 {
 			JMP(LabelRef(name + "_done"))
 		}
 	}

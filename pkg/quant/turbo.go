@@ -156,8 +156,10 @@ func lloydMaxSphere(dim, bits int) []float32 {
 	return out
 }
 
-// turboCodec rows: packed b-bit indices (bit stream, little end first), then
-// the fp16 norm.
+// turboCodec tiles of capacity C rows: the C fp16 norms, then the C rows of
+// packed b-bit indices (one bit stream, little end first, dim·b/8 bytes a
+// row). A chunk of rows is then one stream, looked up in one call, and a
+// page is read front to back (see tokenCodec).
 type turboCodec struct {
 	dim, bits int
 	rot       *rotation
@@ -173,6 +175,12 @@ func (c *turboCodec) TokenGroup() int        { return 1 }
 func (c *turboCodec) rowBytes() int          { return c.codeBytes + 2 }
 func (c *turboCodec) TileBytes(rows int) int { return rows * c.rowBytes() }
 func (c *turboCodec) StateBytes() int        { return 0 }
+
+// regions splits a tile into its norms and its codes.
+func (c *turboCodec) regions(tile []byte) (norms, codes []byte) {
+	capRows := len(tile) / c.rowBytes()
+	return tile[:2*capRows], tile[2*capRows : capRows*c.rowBytes()]
+}
 
 // putBits writes code v at index j of a bit stream of width bits.
 func putBits(b []byte, j, bits int, v uint32) {
@@ -193,8 +201,10 @@ func (c *turboCodec) unpackValues(u []float32, b []byte) { lutUnpack(u[:c.dim], 
 func (c *turboCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	var yb [512]float32
 	y := scratch(yb[:], c.dim)
+	norms, codes := c.regions(tile)
 	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
+		row := codes[(row0+r)*c.codeBytes:][:c.codeBytes]
+		nb := norms[2*(row0+r):][:2]
 		x := src[r*c.dim : (r+1)*c.dim]
 		var ss float64
 		for _, v := range x {
@@ -206,7 +216,7 @@ func (c *turboCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 			if norm != 0 { // inputs beyond float32 range: keep a finite result
 				norm = maxF16
 			}
-			binary.LittleEndian.PutUint16(row[c.codeBytes:], simd.F32ToF16Scalar(float32(min(norm, maxF16))))
+			binary.LittleEndian.PutUint16(nb, simd.F32ToF16Scalar(float32(min(norm, maxF16))))
 			continue
 		}
 		for i, v := range x {
@@ -223,7 +233,7 @@ func (c *turboCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 		if c.nc && cn > 0 {
 			stored = norm / math.Sqrt(cn)
 		}
-		binary.LittleEndian.PutUint16(row[c.codeBytes:], simd.F32ToF16Scalar(float32(min(stored, maxF16))))
+		binary.LittleEndian.PutUint16(nb, simd.F32ToF16Scalar(float32(min(stored, maxF16))))
 	}
 }
 
@@ -241,17 +251,15 @@ func nearest(cb []float32, v float32) int {
 	return lo
 }
 
-func (c *turboCodec) norm(row []byte) float32 { return getF16(row[c.codeBytes:]) }
-
 func (c *turboCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	var ub [512]float32
 	u := scratch(ub[:], c.dim)
+	norms, codes := c.regions(tile)
 	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
-		c.unpackValues(u, row)
+		c.unpackValues(u, codes[(row0+r)*c.codeBytes:][:c.codeBytes])
 		d := dst[r*c.dim : (r+1)*c.dim]
 		c.rot.applyT(d, u)
-		simd.ScaleF32(d, c.norm(row))
+		simd.ScaleF32(d, getF16(norms[2*(row0+r):]))
 	}
 }
 
@@ -263,12 +271,11 @@ func (c *turboCodec) RotateQueries(dst, q []float32, nq int) {
 
 // unitRows writes rows [row0, row0+n) in the rotated basis without their
 // norms (the centroids c[idx]) into dst, and the norms into norms.
+// The rows are one bit stream: one lookup call for all of them.
 func (c *turboCodec) unitRows(dst, norms []float32, tile []byte, row0, n int) {
-	for r := 0; r < n; r++ {
-		row := tile[(row0+r)*c.rowBytes():][:c.rowBytes()]
-		c.unpackValues(dst[r*c.dim:(r+1)*c.dim], row)
-		norms[r] = c.norm(row)
-	}
+	nb, codes := c.regions(tile)
+	f16s(norms[:n], nb[2*row0:2*(row0+n)])
+	lutUnpack(dst[:n*c.dim], codes[row0*c.codeBytes:(row0+n)*c.codeBytes], c.bits, &c.lut)
 }
 
 // ScoresRotated uses qr·(norm·c[idx]) = norm·(qr·c[idx]): the rows are
@@ -278,7 +285,7 @@ func (c *turboCodec) ScoresRotated(dst []float32, ldd int, qr []float32, nq int,
 	step := chunkRows(c.dim)
 	rows, pooled := chunkBuf(c.dim * min(n, step))
 	defer releaseChunk(pooled)
-	var nb [128]float32
+	var nb [64]float32 // Go zeroes stack arrays on every call: keep them small
 	for r := 0; r < n; r += step {
 		m := min(step, n-r)
 		norms := scratch(nb[:], m)
@@ -297,8 +304,8 @@ func (c *turboCodec) AccumulateRotated(racc []float32, w []float32, ldw int, nq 
 	step := chunkRows(c.dim)
 	rows, pooled := chunkBuf(c.dim * min(n, step))
 	defer releaseChunk(pooled)
-	var nb [128]float32
-	var wb [256]float32
+	var nb [64]float32 // Go zeroes stack arrays on every call: keep them small
+	var wb [128]float32
 	for r := 0; r < n; r += step {
 		m := min(step, n-r)
 		norms := scratch(nb[:], m)

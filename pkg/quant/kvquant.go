@@ -144,9 +144,9 @@ func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 }
 
 // kvquantCodec. Value rows: codes, then zero, range (fp16) and nout
-// (fp16 value, index) outlier slots. Key groups (group tokens): codes row by
-// row, then for each channel its zero, range and outlier slots (index =
-// token within the group).
+// (fp16 value, index) outlier slots. Key groups (group tokens): the
+// channels' zeros, ranges and outliers, then the codes row by row (see
+// keyRegions).
 type kvquantCodec struct {
 	dim, bits, group int
 	key              bool
@@ -164,16 +164,17 @@ func (c *kvquantCodec) TileBytes(rows int) int {
 	return (rows + c.group - 1) / c.group * c.groupBytes
 }
 
-// encodeVector quantizes one vector (read through get, length m) and writes
-// codes through put and its metadata to meta.
-func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i int, code uint32), meta []byte, scratch []float32) {
-	x := scratch[:m]
+// encodeVector quantizes one vector (read through get, length m): it
+// writes the codes through put and returns the fp16 bits of its zero and
+// range and, in outs (len nout), the indices of its outliers, whose values
+// are x[i] (x: the clamped vector, in scratch).
+func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i int, code uint32), outs []int, scratch []float32) (zb, rb uint16, x []float32) {
+	x = scratch[:m]
 	for i := range x {
 		x[i] = clampF16(get(i))
 	}
 	// Outliers: the nout elements farthest from the median.
-	var out [16]int
-	outs := out[:0]
+	outs = outs[:0]
 	if c.nout > 0 {
 		sorted := append(scratch[m:m], x...)
 		slices.Sort(sorted)
@@ -197,11 +198,10 @@ func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i i
 	if lo > hi { // every element is an outlier
 		lo, hi = 0, 0
 	}
-	zero := simd.F16ToF32Scalar(simd.F32ToF16Scalar(clampF16((hi + lo) / 2)))
+	zb = simd.F32ToF16Scalar(clampF16((hi + lo) / 2))
+	zero := simd.F16ToF32Scalar(zb)
 	// range covers both ends from the rounded zero, rounded up in fp16.
 	rb, rng := f16Ceil(max(hi-zero, zero-lo))
-	binary.LittleEndian.PutUint16(meta, simd.F32ToF16Scalar(zero))
-	binary.LittleEndian.PutUint16(meta[2:], rb)
 	for i, v := range x {
 		u := float32(0)
 		if rng > 0 {
@@ -209,16 +209,7 @@ func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i i
 		}
 		put(i, uint32(nearest(c.cb, u)))
 	}
-	for k := 0; k < c.nout; k++ {
-		e := c.outlierSlot(meta, k)
-		i := outs[k]
-		binary.LittleEndian.PutUint16(e, simd.F32ToF16Scalar(x[i]))
-		if c.idxBytes == 1 {
-			e[2] = byte(i)
-		} else {
-			binary.LittleEndian.PutUint16(e[2:], uint16(i))
-		}
-	}
+	return zb, rb, x
 }
 
 func abs32(x float32) float32 {
@@ -230,27 +221,70 @@ func abs32(x float32) float32 {
 
 func (c *kvquantCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	buf := make([]float32, 2*max(c.dim, c.group))
+	outs := make([]int, c.nout)
 	if !c.key {
 		for r := 0; r < n; r++ {
 			row := tile[(row0+r)*c.groupBytes:][:c.groupBytes]
 			clear(row[:c.rowCode])
 			x := src[r*c.dim : (r+1)*c.dim]
-			c.encodeVector(c.dim, func(i int) float32 { return x[i] },
-				func(i int, code uint32) { putBits(row, i, c.bits, code) }, row[c.rowCode:], buf)
+			zb, rb, xc := c.encodeVector(c.dim, func(i int) float32 { return x[i] },
+				func(i int, code uint32) { putBits(row, i, c.bits, code) }, outs, buf)
+			meta := row[c.rowCode:]
+			putF16(meta, zb)
+			putF16(meta[2:], rb)
+			for k, i := range outs {
+				e := meta[4+k*(2+c.idxBytes):]
+				putF16(e, simd.F32ToF16Scalar(xc[i]))
+				c.putIndex(e[2:], i)
+			}
 		}
 		return
 	}
 	for g0 := 0; g0 < n; g0 += c.group {
 		blk := tile[(row0+g0)/c.group*c.groupBytes:][:c.groupBytes]
-		codes := blk[:c.group*c.rowCode]
+		zeros, ranges, vals, idx, codes := c.keyRegions(blk)
 		clear(codes)
 		x := src[g0*c.dim : (g0+c.group)*c.dim]
 		for ch := 0; ch < c.dim; ch++ {
-			meta := blk[c.group*c.rowCode+ch*c.vecMeta:]
-			c.encodeVector(c.group, func(t int) float32 { return x[t*c.dim+ch] },
-				func(t int, code uint32) { putBits(codes[t*c.rowCode:], ch, c.bits, code) }, meta, buf)
+			zb, rb, xc := c.encodeVector(c.group, func(t int) float32 { return x[t*c.dim+ch] },
+				func(t int, code uint32) { putBits(codes[t*c.rowCode:], ch, c.bits, code) }, outs, buf)
+			putF16(zeros[2*ch:], zb)
+			putF16(ranges[2*ch:], rb)
+			for k, i := range outs {
+				j := ch*c.nout + k
+				putF16(vals[2*j:], simd.F32ToF16Scalar(xc[i]))
+				c.putIndex(idx[j*c.idxBytes:], i)
+			}
 		}
 	}
+}
+
+// keyRegions splits a key group block into its regions, parameters first
+// so that a page is read front to back (see tokenCodec): the dim fp16
+// zeros, the dim fp16 ranges, the dim·nout fp16 outlier values and their
+// dim·nout indices (channel-major: slot k of channel ch is ch·nout+k;
+// index = token within the group), then the codes row by row.
+func (c *kvquantCodec) keyRegions(blk []byte) (zeros, ranges, vals, idx, codes []byte) {
+	d, o := c.dim, c.dim*c.nout
+	zeros, ranges = blk[:2*d], blk[2*d:4*d]
+	vals = blk[4*d : 4*d+2*o]
+	idx = blk[4*d+2*o : 4*d+o*(2+c.idxBytes)]
+	return zeros, ranges, vals, idx, blk[d*c.vecMeta:]
+}
+
+func (c *kvquantCodec) putIndex(b []byte, i int) {
+	if c.idxBytes == 1 {
+		b[0] = byte(i)
+	} else {
+		binary.LittleEndian.PutUint16(b, uint16(i))
+	}
+}
+
+func (c *kvquantCodec) index(b []byte, j int) int {
+	if c.idxBytes == 1 {
+		return int(b[j])
+	}
+	return int(binary.LittleEndian.Uint16(b[2*j:]))
 }
 
 // getBits reads code j of a bit stream of width bits.
@@ -263,27 +297,6 @@ func getBits(b []byte, j, bits int) uint32 {
 	return w >> (pos & 7) & (1<<bits - 1)
 }
 
-func (c *kvquantCodec) meta(m []byte) (zero, rng float32) {
-	return getF16(m), getF16(m[2:])
-}
-
-// outlierSlot returns outlier slot k of the vector meta m: an fp16 value,
-// then its index.
-func (c *kvquantCodec) outlierSlot(m []byte, k int) []byte { return m[4+k*(2+c.idxBytes):] }
-
-// outlierIndex returns the index of outlier slot k of the vector meta m.
-func (c *kvquantCodec) outlierIndex(m []byte, k int) int {
-	e := c.outlierSlot(m, k)[2:]
-	if c.idxBytes == 1 {
-		return int(e[0])
-	}
-	return int(binary.LittleEndian.Uint16(e))
-}
-
-func (c *kvquantCodec) outlier(m []byte, k int) (idx int, v float32) {
-	return c.outlierIndex(m, k), getF16(c.outlierSlot(m, k))
-}
-
 func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	if !c.key {
 		for r := 0; r < n; r++ {
@@ -292,47 +305,36 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 		}
 		return
 	}
-	var zb, rb, ub [512]float32
-	var hb [1024]uint16
+	var zb, rb [256]float32
 	zero, rng := scratch(zb[:], c.dim), scratch(rb[:], c.dim)
-	u := scratch(ub[:], c.dim)
-	var h []uint16
-	if 2*c.dim <= len(hb) {
-		h = hb[:2*c.dim]
-	} else {
-		h = make([]uint16, 2*c.dim)
-	}
+	step := chunkRows(c.dim)
+	u, pooled := chunkBuf(min(n, step) * c.dim)
+	defer releaseChunk(pooled)
 	for r := row0; r < row0+n; {
 		gi := r / c.group
 		e := min(row0+n, (gi+1)*c.group)
 		blk := tile[gi*c.groupBytes:][:c.groupBytes]
-		metas := blk[c.group*c.rowCode:]
-		// Every channel's zero and range, gathered, then converted in one
-		// call.
-		for ch := 0; ch < c.dim; ch++ {
-			m := metas[ch*c.vecMeta:]
-			h[ch] = binary.LittleEndian.Uint16(m)
-			h[c.dim+ch] = binary.LittleEndian.Uint16(m[2:])
-		}
-		simd.F16ToF32(zero, h[:c.dim])
-		simd.F16ToF32(rng, h[c.dim:])
-		// Dense part: zero + range·codebook[code], row by row, the
-		// product rounded before the sum.
-		for t := r; t < e; t++ {
-			d := dst[(t-row0)*c.dim : (t-row0+1)*c.dim]
-			lutUnpack(u, blk[(t-gi*c.group)*c.rowCode:][:c.rowCode], c.bits, &c.lut)
-			copy(d, zero)
-			simd.MulAddF32(d, rng, u)
-		}
-		// Sparse part: each channel's outliers that fall in [r, e).
-		// (The index first: only the outliers in range convert their value.)
+		zeros, ranges, vals, idx, codes := c.keyRegions(blk)
+		f16s(zero, zeros)
+		f16s(rng, ranges)
+		// Dense part: zero + range·codebook[code], a chunk of rows' codes
+		// looked up in one call, then row by row, the product rounded
+		// before the sum.
 		lo, hi := r-gi*c.group, e-gi*c.group
-		for ch := 0; ch < c.dim; ch++ {
-			m := metas[ch*c.vecMeta:]
-			for k := 0; k < c.nout; k++ {
-				if i := c.outlierIndex(m, k); i >= lo && i < hi {
-					dst[(gi*c.group+i-row0)*c.dim+ch] = getF16(c.outlierSlot(m, k))
-				}
+		for t0 := lo; t0 < hi; t0 += step {
+			t1 := min(hi, t0+step)
+			lutUnpack(u[:(t1-t0)*c.dim], codes[t0*c.rowCode:t1*c.rowCode], c.bits, &c.lut)
+			for t := t0; t < t1; t++ {
+				d := dst[(gi*c.group+t-row0)*c.dim:][:c.dim]
+				copy(d, zero)
+				simd.MulAddF32(d, rng, u[(t-t0)*c.dim:(t-t0+1)*c.dim])
+			}
+		}
+		// Sparse part: the outliers that fall in [r, e), found by their
+		// indices (contiguous); only those convert their value.
+		for j := 0; j < c.dim*c.nout; j++ {
+			if i := c.index(idx, j); i >= lo && i < hi {
+				dst[(gi*c.group+i-row0)*c.dim+j/c.nout] = getF16(vals[2*j:])
 			}
 		}
 		r = e
@@ -345,15 +347,15 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 // looked-up level.
 func (c *kvquantCodec) decodeValueRow(d []float32, row []byte) {
 	m := row[c.rowCode:]
-	zero, rng := c.meta(m)
+	zero, rng := getF16(m), getF16(m[2:])
 	var t lut
 	for k, v := range c.lut[:len(c.cb)] {
 		t[k] = zero + float32(rng*v)
 	}
 	lutUnpack(d, row[:c.rowCode], c.bits, &t)
 	for k := 0; k < c.nout; k++ {
-		i, v := c.outlier(m, k)
-		d[i] = v
+		e := m[4+k*(2+c.idxBytes):]
+		d[c.index(e[2:], 0)] = getF16(e)
 	}
 }
 

@@ -101,6 +101,16 @@ type PreRoPE interface {
 	PreRoPE() bool
 }
 
+// PromptFlusher is implemented by codecs that quantize like Hugging Face
+// transformers' QuantizedCache: a sequence's prompt (the rows of its first
+// step) is quantized at once, and later tokens wait in fp16 until
+// TokenGroup() of them have accumulated, counted from the end of the prompt
+// (not from position 0). Their rows encode independently: Encode takes any
+// row0 and n, so the cache writes them wherever a flush falls.
+type PromptFlusher interface {
+	FlushesFromPrompt() bool
+}
+
 // family makes formats of one base name from options ("int4:g32" has base
 // "int4" and options ["g32"]).
 type family struct {

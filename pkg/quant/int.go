@@ -189,8 +189,11 @@ func (f kiviFormat) NewCodec(p CodecParams) (Codec, error) {
 // quantoFormat mimics Hugging Face transformers' QuantizedCache with the
 // quanto backend: per-token (axis 0) or per-channel (axis −1) groups, and a
 // residual fp16 buffer of up to R−1 tokens that is quantized R tokens at a
-// time. Unlike transformers, flush points are aligned to absolute positions
-// (multiples of R), not to the end of the prompt.
+// time. Per-token groups follow transformers' flush points: the prompt is
+// quantized at once, then every R generated tokens counted from the end of
+// the prompt (quant.PromptFlusher). Per-channel groups need G whole tokens
+// per group, so their flushes fall on multiples of lcm(R, G) from position
+// 0 (transformers re-quantizes the whole cache at each flush instead).
 type quantoFormat struct {
 	bits, group, resid int
 	channel            bool
@@ -215,7 +218,11 @@ func (f quantoFormat) Describe() (string, []string) {
 	if f.channel {
 		axis = fmt.Sprintf("per-channel groups of %d tokens", f.group)
 	}
-	return fmt.Sprintf("HF QuantizedCache (quanto) int%d, %s, residual buffer flushed every %d tokens", f.bits, axis, f.resid), nil
+	flush := fmt.Sprintf("prompt quantized at once, then the residual buffer flushed every %d tokens", f.resid)
+	if f.channel {
+		flush = fmt.Sprintf("residual buffer flushed every %d tokens from position 0", lcmInt(max(1, f.resid), f.group))
+	}
+	return fmt.Sprintf("HF QuantizedCache (quanto) int%d, %s, %s", f.bits, axis, flush), nil
 }
 
 func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {
@@ -223,7 +230,12 @@ func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {
 	if f.channel {
 		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, lcmInt(flush, f.group), false)
 	}
-	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, flush, 0, false)
+	c, err := newTokenCodec(f.Name(), p.Dim, f.bits, f.group, flush, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	c.promptFlush = true
+	return c, nil
 }
 
 func lcmInt(a, b int) int {
@@ -254,6 +266,7 @@ type tokenCodec struct {
 	sym                       bool
 	meta, codeBytes, rowBytes int
 	tokenGroup, resid         int
+	promptFlush               bool // quanto: see quant.PromptFlusher
 }
 
 func newTokenCodec(name string, dim, bits, group, tokenGroup, resid int, sym bool) (*tokenCodec, error) {
@@ -275,10 +288,11 @@ func newTokenCodec(name string, dim, bits, group, tokenGroup, resid int, sym boo
 	return c, nil
 }
 
-func (c *tokenCodec) TokenGroup() int        { return c.tokenGroup }
-func (c *tokenCodec) TileBytes(rows int) int { return rows * c.rowBytes }
-func (c *tokenCodec) StateBytes() int        { return 0 }
-func (c *tokenCodec) ResidualRows() int      { return c.resid }
+func (c *tokenCodec) TokenGroup() int         { return c.tokenGroup }
+func (c *tokenCodec) TileBytes(rows int) int  { return rows * c.rowBytes }
+func (c *tokenCodec) StateBytes() int         { return 0 }
+func (c *tokenCodec) ResidualRows() int       { return c.resid }
+func (c *tokenCodec) FlushesFromPrompt() bool { return c.promptFlush }
 
 // regions splits a tile into its codes, scales and zeros.
 func (c *tokenCodec) regions(tile []byte) (codes, scales, zeros []byte) {

@@ -48,8 +48,12 @@ func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
 			if side.Residual > 0 {
 				c.fp16[0].Encode(wt, side.Sink+pos%side.Residual, row, 1)
 			}
-			if side.Group == 1 {
+			if side.Group == 1 || side.PromptFlush && pos < s.prompt {
 				codec.Encode(tile, slot, row, 1)
+				continue
+			}
+			if side.PromptFlush {
+				tmp = c.stageFromPrompt(s, layer, j, side, h, wt, pos, row, tmp)
 				continue
 			}
 			g := side.Group
@@ -64,6 +68,31 @@ func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
 			}
 		}
 	}
+}
+
+// stageFromPrompt stages row (position pos ≥ the prompt) of a
+// prompt-flushed side and, when it completes a group counted from the end
+// of the prompt, encodes the group's rows one by one into their blocks
+// (a group may straddle blocks). It returns the scratch buffer tmp.
+func (c *Cache) stageFromPrompt(s *sequence, layer, j int, side *Side, h int, wt []byte, pos int, row, tmp []float32) []float32 {
+	g, dim, bt := side.Group, c.layout.HeadDim, c.layout.BlockTokens
+	base := side.Sink + side.Residual
+	k := (pos - s.prompt) % g
+	c.fp16[0].Encode(wt, base+k, row, 1)
+	if k < g-1 {
+		return tmp
+	}
+	if len(tmp) < g*dim {
+		tmp = make([]float32, g*dim)
+	}
+	c.fp16[0].Decode(tmp, wt, base, g)
+	for r := 0; r < g; r++ {
+		p := pos + 1 - g + r
+		block := int(s.blocks[p/bt])
+		tile := c.pages[layer][j][h][block*side.TileBytes:][:side.TileBytes]
+		side.Codecs[h].Encode(tile, p%bt, tmp[r*dim:(r+1)*dim], 1)
+	}
+	return tmp
 }
 
 // Scratch is per-goroutine working memory for Attend.
@@ -213,8 +242,17 @@ func (c *Cache) runs(s *sequence, layer, j int, side *Side, h, from, to int, fn 
 	fp := c.fp16[0]
 	bt := c.layout.BlockTokens
 	ringFrom := s.n - side.Residual
-	stageFrom := s.n
-	if side.Group > 1 {
+	// Staged rows: those since the last group boundary, groups counted
+	// from position 0, or from the end of the prompt for prompt-flushed
+	// sides (whose prompt rows are never staged).
+	stageFrom, phase := s.n, 0
+	switch {
+	case side.PromptFlush && side.Group > 1:
+		phase = s.prompt
+		if s.n > s.prompt {
+			stageFrom = s.n - (s.n-s.prompt)%side.Group
+		}
+	case side.Group > 1:
 		stageFrom = s.n - s.n%side.Group
 	}
 	p := from
@@ -234,7 +272,7 @@ func (c *Cache) runs(s *sequence, layer, j int, side *Side, h, from, to int, fn 
 			if side.Residual == 0 {
 				e = to
 			}
-			fn(fp, wt, side.Sink+side.Residual+p%side.Group, e-p, p-from)
+			fn(fp, wt, side.Sink+side.Residual+(p-phase)%side.Group, e-p, p-from)
 			p = e
 		default:
 			b := p / bt

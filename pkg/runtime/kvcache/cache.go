@@ -53,6 +53,7 @@ type Cache struct {
 
 type sequence struct {
 	n      int     // tokens stored (committed by Begin)
+	prompt int     // tokens of the first Begin (see quant.PromptFlusher)
 	blocks []int32 // block table
 	// win[layer][side] holds KVHeads tiles of WindowRows fp16 rows each:
 	// [sink rows][residual ring rows][staging rows].
@@ -172,7 +173,9 @@ func (c *Cache) Seqs() []SeqID {
 func (c *Cache) FreeBlocks() int { return len(c.free) }
 
 // Fork makes dst a copy of src's first src.Len tokens. Full blocks are shared;
-// the partially filled tail block and the fp16 windows are copied.
+// the partially filled tail block, any block that a staged group will still
+// be written into (prompt-flushed sides, see quant.PromptFlusher) and the
+// fp16 windows are copied.
 func (c *Cache) Fork(dst, src SeqID) error {
 	s, ok := c.seqs[src]
 	if !ok {
@@ -181,21 +184,20 @@ func (c *Cache) Fork(dst, src SeqID) error {
 	if _, ok := c.seqs[dst]; ok {
 		return fmt.Errorf("%w: %d", ErrSequence, dst)
 	}
-	d := c.newSeq()
-	d.n = s.n
-	full := s.n / c.layout.BlockTokens
-	partial := c.layout.BlocksFor(s.n) > full
-	if partial && len(c.free) == 0 {
-		return &FullError{Seq: dst, Needed: 1, Free: 0, Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	shared := c.pendingFrom(s) / c.layout.BlockTokens
+	copies := c.layout.BlocksFor(s.n) - shared
+	if copies > len(c.free) {
+		return &FullError{Seq: dst, Needed: copies, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
 	}
+	d := c.newSeq()
+	d.n, d.prompt = s.n, s.prompt
 	d.blocks = make([]int32, 0, len(s.blocks))
-	for _, b := range s.blocks[:full] {
+	for _, b := range s.blocks[:shared] {
 		c.ref[b]++
 		d.blocks = append(d.blocks, b)
 	}
-	if partial {
+	for _, ob := range s.blocks[shared:c.layout.BlocksFor(s.n)] {
 		nb := c.alloc()
-		ob := s.blocks[full]
 		for i := range c.pages {
 			for j := 0; j < 2; j++ {
 				tb := c.sides(i)[j].TileBytes
@@ -213,6 +215,23 @@ func (c *Cache) Fork(dst, src SeqID) error {
 	}
 	c.seqs[dst] = d
 	return nil
+}
+
+// pendingFrom is the first position of s whose block may still be written:
+// the end of its tokens, or the first staged row of a prompt-flushed side
+// (its group is encoded into earlier blocks when it completes). Blocks
+// from there on are copied by Fork: both sequences would write the same
+// rows into them, but possibly at the same time.
+func (c *Cache) pendingFrom(s *sequence) int {
+	p := s.n
+	for i := range c.layout.Layers {
+		for _, side := range c.sides(i) {
+			if side.PromptFlush && side.Group > 1 && s.n > s.prompt {
+				p = min(p, s.n-(s.n-s.prompt)%side.Group)
+			}
+		}
+	}
+	return p
 }
 
 func (c *Cache) alloc() int32 {
@@ -241,6 +260,9 @@ func (c *Cache) Begin(id SeqID, n int) (int, error) {
 		s.blocks = append(s.blocks, c.alloc())
 	}
 	pos := s.n
+	if pos == 0 {
+		s.prompt = n
+	}
 	s.n += n
 	return pos, nil
 }

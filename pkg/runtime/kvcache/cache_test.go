@@ -424,3 +424,84 @@ func TestAllocationMatchesLayout(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptFlush checks Hugging Face QuantizedCache's flush points for
+// quanto's per-token groups: the prompt is quantized at once; later tokens
+// wait in fp16 and are quantized R at a time counted from the end of the
+// prompt, a group straddling a block boundary; a fork taken mid-group gets
+// its own copy of the blocks the group will be written into (the rows
+// written there are the same for both, but the writes could race).
+func TestPromptFlush(t *testing.T) {
+	const prompt, r = 13, 8
+	g := Geometry{Layers: 1, KVHeads: 1, HeadDim: 64}
+	spec := mustSpec(t, "quanto4:r8")
+	h := newHarness(t, g, 1, spec, 16)
+	if bt := h.c.layout.BlockTokens; bt != DefaultBlockTokens {
+		t.Fatalf("block tokens %d, want %d (prompt-flushed rows encode one by one)", bt, DefaultBlockTokens)
+	}
+	codec, err := spec.K.NewCodec(quant.CodecParams{Dim: g.HeadDim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quantize := func(row []float32) []float32 {
+		tile := make([]byte, codec.TileBytes(1))
+		codec.Encode(tile, 0, row, 1)
+		out := make([]float32, len(row))
+		codec.Decode(out, tile, 0, 1)
+		return out
+	}
+	// check reads every position of seq back and compares it with what
+	// the flush rule says it holds.
+	check := func(seq SeqID) {
+		t.Helper()
+		n := h.c.Len(seq)
+		frontier := prompt + (n-prompt)/r*r
+		for side, rows := range [][][]float32{h.k[seq], h.v[seq]} {
+			got := make([]float32, n*g.HeadDim)
+			h.c.Read(got, 0, seq, side == 0, 0, 0, n)
+			for p, row := range rows {
+				var want []float32
+				switch f16 := roundRow(f16round)(0, 0, row); {
+				case p < prompt:
+					want = quantize(row)
+				case p < frontier:
+					want = quantize(f16) // flushed from the fp16 staging rows
+				default:
+					want = f16
+				}
+				for i, w := range want {
+					if got[p*g.HeadDim+i] != w {
+						t.Fatalf("seq %d of %d tokens, side %d, position %d (prompt %d, quantized below %d): value %d = %v, want %v",
+							seq, n, side, p, prompt, frontier, i, got[p*g.HeadDim+i], w)
+					}
+				}
+			}
+		}
+	}
+	if err := h.c.AddSeq(0); err != nil {
+		t.Fatal(err)
+	}
+	h.append(0, prompt)
+	check(0)
+	for h.c.Len(0) < prompt+4 {
+		h.append(0, 1)
+		check(0)
+	}
+	// Mid-group (positions 13-16 staged, block 0 full): fork, then let
+	// both complete the group differently.
+	free := h.c.FreeBlocks()
+	if err := h.c.Fork(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := free - h.c.FreeBlocks(); got != 2 {
+		t.Errorf("fork mid-group used %d new blocks, want 2 (the full block the group spans, and the tail)", got)
+	}
+	h.k[1] = append([][]float32(nil), h.k[0]...)
+	h.v[1] = append([][]float32(nil), h.v[0]...)
+	for h.c.Len(0) < prompt+2*r+3 {
+		h.append(0, 1)
+		h.append(1, 1)
+		check(0)
+		check(1)
+	}
+}

@@ -6,11 +6,15 @@
 // BlockTokens consecutive tokens of one sequence, stored per KV head as a
 // tile in that layer's quant.Format. Full blocks can be shared between
 // sequences after Fork (reference counted); a fork copies only the partially
-// filled tail block, so writes never touch shared blocks.
+// filled tail block (and, for prompt-flushed formats, the blocks a staged
+// group will be written into), so writes never touch shared blocks.
 //
 // Quantized layers may keep fp16 side windows per sequence: the first Sink
 // tokens, the most recent Residual tokens, and the tokens of a not yet complete
 // group for formats that quantize several tokens together (TokenGroup > 1).
+// Groups are counted from position 0, except for quant.PromptFlusher
+// formats (Hugging Face's QuantizedCache): a sequence's prompt (its first
+// Begin) is quantized at once and groups are counted from its end.
 // Attention reads a position from the first window that holds it, otherwise
 // from its block.
 //

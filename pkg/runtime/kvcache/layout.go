@@ -60,6 +60,10 @@ type Side struct {
 	Sink, Residual, Staging int
 	// Group is the codec's TokenGroup.
 	Group int
+	// PromptFlush: the codec is a quant.PromptFlusher, so staged groups
+	// are counted from the end of each sequence's prompt, and rows encode
+	// one by one.
+	PromptFlush bool
 	// PreRoPE: rows (keys) are stored before rotary embedding; the cache
 	// applies Options.RoPE when reading them.
 	PreRoPE bool
@@ -121,7 +125,10 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 			if pr, ok := s.Codecs[0].(quant.PreRoPE); ok && side.key && pr.PreRoPE() {
 				s.PreRoPE = true
 			}
-			if s.Group > 1 {
+			if pf, ok := s.Codecs[0].(quant.PromptFlusher); ok && pf.FlushesFromPrompt() {
+				s.PromptFlush = true
+			}
+			if s.Group > 1 && !s.PromptFlush { // prompt-flushed rows encode one by one
 				blockTokens = lcm(blockTokens, s.Group)
 			}
 		}

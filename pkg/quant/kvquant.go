@@ -25,8 +25,10 @@ import (
 // The default codebook is non-uniform ("nuq"): NormalFloat-style levels
 // c_k = Φ⁻¹(q_k)/Φ⁻¹(q_last) with q_k = (k+½)/2^b, so c_0 = −1 and c_last = 1.
 // KVQuant fits its codebook offline by Fisher-weighted k-means; kvq uses this
-// data-free default until a calibrated codebook is given. The uniform option
-// uses 2^b evenly spaced levels instead.
+// data-free default unless calibrated levels are given with
+// codebook@FILE.json (KVQuantCodebooks; fitted by FitKVQuantCodebook,
+// weighted or not, on KVQuantSamples). The uniform option uses 2^b evenly
+// spaced levels instead.
 //
 // Differences from the paper, by design: KVQuant calibrates key thresholds
 // offline (static per channel) and normalizes per-token values over all KV
@@ -35,10 +37,11 @@ import (
 // KV head separately. Attention-sink protection (the paper's first-few-fp16)
 // is the spec's sink=N modifier.
 type kvquantFormat struct {
-	bits     int
-	outliers float64 // fraction
-	group    int
-	uniform  bool
+	bits      int
+	outliers  float64 // fraction
+	group     int
+	uniform   bool
+	codebooks *KVQuantCodebooks // calibrated levels (codebook@FILE), or nil
 }
 
 func (f kvquantFormat) Name() string {
@@ -52,12 +55,18 @@ func (f kvquantFormat) Name() string {
 	if f.uniform {
 		n += ":uniform"
 	}
+	if f.codebooks != nil {
+		n += ":codebook@" + f.codebooks.String()
+	}
 	return n
 }
 
 func (f kvquantFormat) Describe() (string, []string) {
-	cb := "non-uniform (NormalFloat-style) codebook"
-	if f.uniform {
+	cb := "non-uniform (NormalFloat-style) data-free codebook (calibrated levels: codebook@FILE.json)"
+	switch {
+	case f.codebooks != nil:
+		cb = "calibrated codebook from " + f.codebooks.String()
+	case f.uniform:
 		cb = "uniform levels"
 	}
 	return fmt.Sprintf("KVQuant-style %d-bit: pre-RoPE per-channel keys (groups of %d tokens), per-token values, %s, %g%% outliers in fp16",
@@ -70,6 +79,19 @@ func kvquantFamilies() []family {
 		f := kvquantFormat{bits: b, outliers: 0.01, group: 64}
 		for _, o := range opts {
 			switch {
+			case strings.HasPrefix(o, "codebook@"):
+				path := strings.TrimPrefix(o, "codebook@")
+				if path == "" {
+					return nil, fmt.Errorf("%w: %s: codebook@ needs a file name", ErrOption, base)
+				}
+				cbs, err := LoadKVQuantCodebooks(path)
+				if err != nil {
+					return nil, err
+				}
+				if cbs.Bits != b {
+					return nil, fmt.Errorf("%w: %s: codebook file %s has %d-bit levels", ErrOption, base, path, cbs.Bits)
+				}
+				f.codebooks = cbs
 			case o == "uniform":
 				f.uniform = true
 			case o == "nuq":
@@ -87,7 +109,7 @@ func kvquantFamilies() []family {
 				}
 				f.group = g
 			default:
-				return nil, fmt.Errorf("%w: %s: unknown option %q (valid: o<percent>, g<N>, nuq, uniform)", ErrOption, base, o)
+				return nil, fmt.Errorf("%w: %s: unknown option %q (valid: o<percent>, g<N>, nuq, uniform, codebook@FILE.json)", ErrOption, base, o)
 			}
 		}
 		return f, nil
@@ -122,6 +144,11 @@ func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 		return nil, fmt.Errorf("%w: %s: head size %d does not pack into whole bytes at %d bits", ErrDim, f.Name(), p.Dim, f.bits)
 	}
 	cb := f.codebook()
+	if f.codebooks != nil {
+		if l := f.codebooks.levels(p.Layer, p.Key); l != nil {
+			cb = slices.Clone(l)
+		}
+	}
 	c := &kvquantCodec{dim: p.Dim, bits: f.bits, cb: cb, lut: newLUT(cb), key: p.Key, group: 1}
 	m := p.Dim // vector length
 	if p.Key {
@@ -164,11 +191,11 @@ func (c *kvquantCodec) TileBytes(rows int) int {
 	return (rows + c.group - 1) / c.group * c.groupBytes
 }
 
-// encodeVector quantizes one vector (read through get, length m): it
-// writes the codes through put and returns the fp16 bits of its zero and
-// range and, in outs (len nout), the indices of its outliers, whose values
-// are x[i] (x: the clamped vector, in scratch).
-func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i int, code uint32), outs []int, scratch []float32) (zb, rb uint16, x []float32) {
+// vectorParams computes one vector's parameters (read through get, length
+// m): it returns the fp16 bits and values of its zero and range and, in
+// outs (len nout), the indices of its outliers, whose values are x[i] (x:
+// the clamped vector, in scratch).
+func (c *kvquantCodec) vectorParams(m int, get func(i int) float32, outs []int, scratch []float32) (zb, rb uint16, zero, rng float32, x []float32) {
 	x = scratch[:m]
 	for i := range x {
 		x[i] = clampF16(get(i))
@@ -199,9 +226,16 @@ func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i i
 		lo, hi = 0, 0
 	}
 	zb = simd.F32ToF16Scalar(clampF16((hi + lo) / 2))
-	zero := simd.F16ToF32Scalar(zb)
+	zero = simd.F16ToF32Scalar(zb)
 	// range covers both ends from the rounded zero, rounded up in fp16.
-	rb, rng := f16Ceil(max(hi-zero, zero-lo))
+	rb, rng = f16Ceil(max(hi-zero, zero-lo))
+	return zb, rb, zero, rng, x
+}
+
+// encodeVector quantizes one vector (see vectorParams) and writes its
+// codes through put.
+func (c *kvquantCodec) encodeVector(m int, get func(i int) float32, put func(i int, code uint32), outs []int, scratch []float32) (zb, rb uint16, x []float32) {
+	zb, rb, zero, rng, x := c.vectorParams(m, get, outs, scratch)
 	for i, v := range x {
 		u := float32(0)
 		if rng > 0 {

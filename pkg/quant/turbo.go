@@ -118,7 +118,20 @@ func lloydMaxSphere(dim, bits int) []float32 {
 			ws[i] = 1
 		}
 	}
-	// Start from equal-mass quantiles.
+	c := lloyd1D(xs, ws, k, 200)
+	out := make([]float32, k)
+	for i, v := range c {
+		out[i] = float32(v)
+	}
+	return out
+}
+
+// lloyd1D returns k weighted 1-D k-means (Lloyd–Max) centroids of the
+// points xs (sorted ascending) with weights ws, in increasing order: it
+// starts from equal-mass quantiles and runs iters rounds of assigning each
+// point to its nearest centroid and moving each centroid to the weighted
+// mean of its points (a centroid with no mass stays where it is).
+func lloyd1D(xs, ws []float64, k, iters int) []float64 {
 	var total float64
 	for _, w := range ws {
 		total += w
@@ -132,9 +145,14 @@ func lloydMaxSphere(dim, bits int) []float32 {
 			j++
 		}
 	}
-	for it := 0; it < 200; it++ {
-		sum := make([]float64, k)
-		mass := make([]float64, k)
+	for ; j < k; j++ { // rounding left the top quantiles unset
+		c[j] = xs[len(xs)-1]
+	}
+	sum := make([]float64, k)
+	mass := make([]float64, k)
+	for it := 0; it < iters; it++ {
+		clear(sum)
+		clear(mass)
 		b := 0
 		for i, x := range xs {
 			for b < k-1 && x > (c[b]+c[b+1])/2 {
@@ -149,11 +167,7 @@ func lloydMaxSphere(dim, bits int) []float32 {
 			}
 		}
 	}
-	out := make([]float32, k)
-	for i, v := range c {
-		out[i] = float32(v)
-	}
-	return out
+	return c
 }
 
 // turboCodec tiles of capacity C rows: the C fp16 norms, then the C rows of

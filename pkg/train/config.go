@@ -77,6 +77,12 @@ type Config struct {
 	// in copying, where the heads that retrieve earlier context form.
 	MixPhases []MixPhase `json:",omitempty"`
 
+	// InitFrom, when set, is a training directory whose checkpointed
+	// weights (not its optimizer state or step) start this run: a
+	// fine-tune with its own schedule and data. The architecture must
+	// match.
+	InitFrom string `json:",omitempty"`
+
 	// Loss weights of task examples: prompt tokens and answer tokens (the
 	// Answer bytes and the final EOS). Story tokens always weigh 1.
 	PromptWeight float64
@@ -137,6 +143,23 @@ func DefaultConfig() Config {
 }
 
 // SmokeConfig returns a tiny model and a few steps, for CI: seconds.
+// FinetuneConfig is the second stage of the probe recipe: from the
+// weights of a DefaultConfig run in dir, 600 steps at full document length
+// on a mix weighted towards the abilities that form last (multi-key
+// lookup, exact JSON, the safety policy), with its own data seed, a short
+// warm-up and a lower peak learning rate.
+func FinetuneConfig(dir string) Config {
+	c := DefaultConfig()
+	c.InitFrom = dir
+	c.Seed = 2
+	c.Steps, c.Warmup = 600, 30
+	c.LR, c.MinLR = 1e-3, 1e-4
+	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
+	c.TaskMix = [6]float64{0.5, 1, 3, 1, 2, 3}
+	c.MixPhases = nil
+	return c
+}
+
 func SmokeConfig() Config {
 	c := DefaultConfig()
 	c.Layers, c.Dim, c.Heads, c.KVHeads, c.HeadDim, c.Hidden = 2, 32, 2, 1, 16, 64

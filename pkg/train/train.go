@@ -52,6 +52,11 @@ func Train(ctx context.Context, cfg Config, dir string, progress func(Step)) err
 		if err != nil {
 			return err
 		}
+		if cfg.InitFrom != "" {
+			if err := initFrom(m, cfg.InitFrom); err != nil {
+				return err
+			}
+		}
 		st = &state{model: m, m: make([]float32, len(m.w)), v: make([]float32, len(m.w))}
 	} else if !reflect.DeepEqual(st.model.cfg.identity(), cfg.identity()) {
 		return fmt.Errorf("%w: %s was written by a run with config %+v, not %+v", ErrCheckpoint,
@@ -89,6 +94,24 @@ func Train(ctx context.Context, cfg Config, dir string, progress func(Step)) err
 		return err
 	}
 	return exportAtomic(filepath.Join(dir, ModelDir), st.model)
+}
+
+// initFrom copies the checkpointed weights of the training directory dir
+// into m, whose architecture must be the same.
+func initFrom(m *Model, dir string) error {
+	src, err := Load(dir)
+	if err != nil {
+		return fmt.Errorf("train: init from: %w", err)
+	}
+	a, b := src.cfg, m.cfg
+	if a.Layers != b.Layers || a.Dim != b.Dim || a.Heads != b.Heads || a.KVHeads != b.KVHeads ||
+		a.HeadDim != b.HeadDim || a.Hidden != b.Hidden || a.Vocab != b.Vocab || a.Context != b.Context || len(src.w) != len(m.w) {
+		return fmt.Errorf("%w: init from %s: its model (%d layers, dim %d, %d/%d heads of %d, hidden %d, vocab %d, context %d) is not this run's (%d layers, dim %d, %d/%d heads of %d, hidden %d, vocab %d, context %d)",
+			ErrConfig, dir, a.Layers, a.Dim, a.Heads, a.KVHeads, a.HeadDim, a.Hidden, a.Vocab, a.Context,
+			b.Layers, b.Dim, b.Heads, b.KVHeads, b.HeadDim, b.Hidden, b.Vocab, b.Context)
+	}
+	copy(m.w, src.w)
+	return nil
 }
 
 // trainStep runs step st.step on its batch b: forward, backward,

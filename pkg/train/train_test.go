@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,5 +320,57 @@ func TestMixPhases(t *testing.T) {
 	c.MixPhases = []MixPhase{{From: 5, Mix: storyOnly}, {From: 5, Mix: copyOnly}}
 	if err := c.Validate(); !errors.Is(err, ErrConfig) {
 		t.Errorf("Validate with phases out of order = %v, want ErrConfig", err)
+	}
+}
+
+// TestInitFrom checks the fine-tune stage: a run with InitFrom starts from
+// the source run's weights (so with no steps it exports them unchanged),
+// trains from there with its own fresh optimizer, and refuses a source of
+// another architecture.
+func TestInitFrom(t *testing.T) {
+	cfg := testConfig()
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	trainOrFatal(t, cfg, src)
+	srcModel, err := Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ft := cfg
+	ft.InitFrom, ft.Steps, ft.Seed = src, 0, 2
+	dir := filepath.Join(base, "zero")
+	trainOrFatal(t, ft, dir)
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.w, srcModel.w) {
+		t.Error("a 0-step run from src does not hold src's weights")
+	}
+
+	ft.Steps = 2
+	dir = filepath.Join(base, "two")
+	trainOrFatal(t, ft, dir)
+	if m, err = Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(m.w, srcModel.w) {
+		t.Error("2 fine-tune steps left the weights unchanged")
+	}
+	fresh := cfg
+	fresh.Steps, fresh.Seed = 2, 2
+	trainOrFatal(t, fresh, filepath.Join(base, "fresh"))
+	if f, err := Load(filepath.Join(base, "fresh")); err != nil || slices.Equal(f.w, m.w) {
+		t.Errorf("a fine-tune equals a fresh run of the same steps (err %v)", err)
+	}
+
+	other := ft
+	other.Hidden *= 2
+	if err := Train(context.Background(), other, filepath.Join(base, "other"), nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), src) {
+		t.Errorf("init from a different architecture: %v, want ErrConfig naming %s", err, src)
+	}
+	if err := Train(context.Background(), FinetuneConfig(filepath.Join(base, "missing")), filepath.Join(base, "m"), nil); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("init from a missing directory: %v", err)
 	}
 }

@@ -155,7 +155,7 @@ func FinetuneConfig(dir string) Config {
 	c.Steps, c.Warmup = 600, 30
 	c.LR, c.MinLR = 1e-3, 1e-4
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
-	c.TaskMix = [6]float64{0.5, 1, 3, 1, 2, 3}
+	c.TaskMix = [6]float64{0.5, 0.5, 3, 2, 2, 3}
 	c.MixPhases = nil
 	return c
 }

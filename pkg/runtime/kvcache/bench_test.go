@@ -2,8 +2,11 @@ package kvcache_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/pkg/quant"
@@ -26,7 +29,6 @@ func BenchmarkAttentionStep(b *testing.B) { benchAttention(b, 1) }
 func BenchmarkAttentionStepParallel(b *testing.B) { benchAttention(b, 0) }
 
 func benchAttention(b *testing.B, workers int) {
-	const kvHeads, dim, group = 8, 128, 4
 	reg := quant.Formats()
 	for _, ctx := range []int{4096, 16384, 32768} {
 		for _, name := range benchFormats {
@@ -35,50 +37,127 @@ func benchAttention(b *testing.B, workers int) {
 				continue // format not built
 			}
 			b.Run(fmt.Sprintf("ctx=%d/%s", ctx, name), func(b *testing.B) {
-				spec := quant.Spec{K: f, V: f}
-				l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, spec, 0)
+				st, err := newStepBench(f, ctx, workers)
 				if err != nil {
 					b.Skip(err)
 				}
-				opts := kvcache.Options{Blocks: l.BlocksFor(ctx)}
-				if l.AnyPreRoPE() {
-					opts.RoPE = func([]float32, int) {}
-				}
-				c, err := kvcache.New(l, opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_ = c.AddSeq(0)
-				if _, err := c.Begin(0, ctx); err != nil {
-					b.Fatal(err)
-				}
-				rng := rand.New(rand.NewPCG(1, 2))
-				k, v := make([]float32, kvHeads*dim), make([]float32, kvHeads*dim)
-				for p := 0; p < ctx; p++ {
-					for i := range k {
-						k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-					}
-					c.Put(0, 0, p, k, v)
-				}
-				q := make([]float32, kvHeads*group*dim)
-				for i := range q {
-					q[i] = float32(rng.NormFloat64())
-				}
-				out := make([]float32, len(q))
-				w := par.Workers(workers)
-				scr := make([]kvcache.Scratch, kvHeads)
-				st := c.Stats()
-				b.SetBytes(st.InUse.K + st.InUse.V)
+				b.SetBytes(st.bytes)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					w.For(kvHeads, 1, 1, func(lo, hi int) {
-						for h := lo; h < hi; h++ {
-							c.AttendHead(out, q, kvHeads*group, 0, 0, h, 0, ctx, 0.088, &scr[h])
-						}
-					})
+					st.step()
 				}
 			})
 		}
 	}
+}
+
+// BenchmarkAttentionStepRoundRobin runs the step of BenchmarkAttentionStep
+// for every format in turn, b.N rounds, on one goroutine: each round times
+// one step per format, back to back, so a format and fp16 are measured in
+// the same few milliseconds and machine noise (other tenants, frequency)
+// hits both. It reports, per format, the median over rounds of its time
+// divided by fp16's in the same round ("<format>-x-fp16") and its median
+// step time ("<format>-ms"). Run it with -benchtime 30x or more.
+func BenchmarkAttentionStepRoundRobin(b *testing.B) {
+	reg := quant.Formats()
+	for _, ctx := range []int{16384, 32768} {
+		b.Run(fmt.Sprintf("ctx=%d", ctx), func(b *testing.B) {
+			var names []string
+			var steps []*stepBench
+			for _, name := range benchFormats {
+				f, err := reg.Lookup(name)
+				if err != nil {
+					continue
+				}
+				st, err := newStepBench(f, ctx, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				names, steps = append(names, name), append(steps, st)
+			}
+			times := make([][]float64, len(steps))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j, st := range steps {
+					t0 := time.Now()
+					st.step()
+					times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
+				}
+			}
+			b.StopTimer()
+			base := times[slices.Index(names, "fp16")]
+			for j, name := range names {
+				ratios := make([]float64, len(times[j]))
+				for i, t := range times[j] {
+					ratios[i] = t / base[i]
+				}
+				b.ReportMetric(median(ratios), name+"-x-fp16")
+				b.ReportMetric(median(times[j])/1e6, name+"-ms")
+			}
+		})
+	}
+}
+
+func median(x []float64) float64 {
+	y := slices.Clone(x)
+	slices.Sort(y)
+	if len(y) == 0 {
+		return math.NaN()
+	}
+	return y[len(y)/2]
+}
+
+// stepBench is one decode-attention step over a filled cache: 8 KV heads
+// of head_dim 128, GQA group 4, ctx tokens, on workers goroutines.
+type stepBench struct {
+	step  func()
+	bytes int64 // K/V bytes one step reads
+}
+
+func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
+	const kvHeads, dim, group = 8, 128, 4
+	spec := quant.Spec{K: f, V: f}
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, spec, 0)
+	if err != nil {
+		return nil, err
+	}
+	opts := kvcache.Options{Blocks: l.BlocksFor(ctx)}
+	if l.AnyPreRoPE() {
+		opts.RoPE = func([]float32, int) {}
+	}
+	c, err := kvcache.New(l, opts)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.AddSeq(0)
+	if _, err := c.Begin(0, ctx); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	k, v := make([]float32, kvHeads*dim), make([]float32, kvHeads*dim)
+	for p := 0; p < ctx; p++ {
+		for i := range k {
+			k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		c.Put(0, 0, p, k, v)
+	}
+	q := make([]float32, kvHeads*group*dim)
+	for i := range q {
+		q[i] = float32(rng.NormFloat64())
+	}
+	out := make([]float32, len(q))
+	w := par.Workers(workers)
+	scr := make([]kvcache.Scratch, kvHeads)
+	st := c.Stats()
+	return &stepBench{
+		bytes: st.InUse.K + st.InUse.V,
+		step: func() {
+			w.For(kvHeads, 1, 1, func(lo, hi int) {
+				for h := lo; h < hi; h++ {
+					c.AttendHead(out, q, kvHeads*group, 0, 0, h, 0, ctx, 0.088, &scr[h])
+				}
+			})
+		},
+	}, nil
 }

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,7 +152,7 @@ func FitKVQuantCodebook(samples, weights []float32, bits int) ([]float32, error)
 	if len(idx) < k {
 		return nil, fmt.Errorf("%w: kvquant codebook: %d usable samples for %d levels", ErrOption, len(idx), k)
 	}
-	slices.SortFunc(idx, func(a, b int) int { return cmpF32(samples[a], samples[b]) })
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(samples[a], samples[b]) })
 	xs := make([]float64, len(idx))
 	ws := make([]float64, len(idx))
 	for j, i := range idx {
@@ -177,16 +178,6 @@ func FitKVQuantCodebook(samples, weights []float32, bits int) ([]float32, error)
 		}
 	}
 	return out, nil
-}
-
-func cmpF32(a, b float32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // KVQuantSamples returns the normalized inlier values ((x − zero)/range,

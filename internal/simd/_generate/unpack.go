@@ -312,19 +312,8 @@ func unpackGroups(k codeKind, shifts map[int]Mem, u2codes Mem) {
 		}
 		advanceCodes(k, d, src, affine{}, n)
 	}
-	nextGroup := func(loop string) {
-		ADDQ(U8(4), sp)
-		ADDQ(U8(4), bp)
-		DECQ(ng)
-		JNZ(LabelRef(loop))
-	}
-
-	TESTQ(ng, ng)
-	JZ(LabelRef(name + "_done"))
-	for _, n := range []int{4, 8} {
-		CMPQ(vecs, U8(n))
-		JE(LabelRef(fmt.Sprintf("%s_group%d", name, n)))
-	}
+	nextGroup := func(loop string) { nextGroupLoop(sp, bp, ng, loop) }
+	groupDispatch(name, ng, vecs, []int{4, 8})
 
 	// Any multiple of 8: blocks of 8 vectors, then one of 4, then single
 	// vectors.
@@ -498,19 +487,8 @@ func unpackU4Groups() {
 		VBROADCASTSS(Mem{Base: sp}, a.scale)
 		VBROADCASTSS(Mem{Base: bp}, a.bias)
 	}
-	nextGroup := func(loop string) {
-		ADDQ(U8(4), sp)
-		ADDQ(U8(4), bp)
-		DECQ(ng)
-		JNZ(LabelRef(loop))
-	}
-
-	TESTQ(ng, ng)
-	JZ(LabelRef(name + "_done"))
-	for _, n := range []int{1, 2} {
-		CMPQ(blocks, U8(n))
-		JE(LabelRef(fmt.Sprintf("%s_group%d", name, n)))
-	}
+	nextGroup := func(loop string) { nextGroupLoop(sp, bp, ng, loop) }
+	groupDispatch(name, ng, blocks, []int{1, 2})
 
 	// Any number of blocks, one at a time.
 	Label(name + "_group")
@@ -539,6 +517,28 @@ func unpackU4Groups() {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// groupDispatch starts a grouped unpacker: it jumps to <name>_done when
+// there are no groups (ng is 0) and to <name>_group<n> when the group size
+// count (in vectors or blocks) is one of sizes, whose loops are written
+// out; otherwise it falls through to the general loop.
+func groupDispatch(name string, ng, count Register, sizes []int) {
+	TESTQ(ng, ng)
+	JZ(LabelRef(name + "_done"))
+	for _, n := range sizes {
+		CMPQ(count, U8(n))
+		JE(LabelRef(fmt.Sprintf("%s_group%d", name, n)))
+	}
+}
+
+// nextGroupLoop moves the scale and bias pointers sp and bp to the next
+// group and loops to loop while groups are left (ng counts them down).
+func nextGroupLoop(sp, bp, ng Register, loop string) {
+	ADDQ(U8(4), sp)
+	ADDQ(U8(4), bp)
+	DECQ(ng)
+	JNZ(LabelRef(loop))
 }
 
 // u2Codes returns the static table of the 2-bit codes 0 to 3, twice, as

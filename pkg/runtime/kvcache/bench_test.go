@@ -57,11 +57,13 @@ func benchAttention(b *testing.B, workers int) {
 // one step per format, back to back, so a format and fp16 are measured in
 // the same few milliseconds and machine noise (other tenants, frequency)
 // hits both. It reports, per format, the median over rounds of its time
-// divided by fp16's in the same round ("<format>-x-fp16") and its median
-// step time ("<format>-ms"). Run it with -benchtime 30x or more.
+// divided by fp16's in the same round ("<format>-x-fp16"), its median step
+// time ("<format>-ms") and the K/V bytes one step reads ("<format>-MB"; MB
+// over ms is the effective read bandwidth). Run it with -benchtime 30x or
+// more.
 func BenchmarkAttentionStepRoundRobin(b *testing.B) {
 	reg := quant.Formats()
-	for _, ctx := range []int{16384, 32768} {
+	for _, ctx := range []int{4096, 16384, 32768} {
 		b.Run(fmt.Sprintf("ctx=%d", ctx), func(b *testing.B) {
 			var names []string
 			var steps []*stepBench
@@ -94,6 +96,7 @@ func BenchmarkAttentionStepRoundRobin(b *testing.B) {
 				}
 				b.ReportMetric(median(ratios), name+"-x-fp16")
 				b.ReportMetric(median(times[j])/1e6, name+"-ms")
+				b.ReportMetric(float64(steps[j].bytes)/1e6, name+"-MB")
 			}
 		})
 	}

@@ -143,19 +143,21 @@ func DefaultConfig() Config {
 }
 
 // SmokeConfig returns a tiny model and a few steps, for CI: seconds.
-// FinetuneConfig is the second stage of the probe recipe: from the
-// weights of a DefaultConfig run in dir, 600 steps at full document length
-// on a mix weighted towards the abilities that form last (multi-key
+// FinetuneConfig is the optional second stage of the probe recipe: from
+// the weights of a DefaultConfig run in dir, 600 steps at full document
+// length on a mix weighted towards the abilities that form last (multi-key
 // lookup, exact JSON, the safety policy), with its own data seed, a short
-// warm-up and a lower peak learning rate.
+// warm-up and a peak learning rate 6× lower than the base run's. (At 1e-3
+// with multi-key and safety weighted 3, it gained multi-key but refused
+// every request and lost passkey at 2K.)
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
 	c.Seed = 2
 	c.Steps, c.Warmup = 600, 30
-	c.LR, c.MinLR = 1e-3, 1e-4
+	c.LR, c.MinLR = 5e-4, 5e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
-	c.TaskMix = [6]float64{0.5, 0.5, 3, 2, 2, 3}
+	c.TaskMix = [6]float64{1, 1, 2, 2, 2, 2}
 	c.MixPhases = nil
 	return c
 }

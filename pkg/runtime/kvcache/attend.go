@@ -40,7 +40,7 @@ func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
 		rows := side.WindowRows()
 		for h, codec := range side.Codecs {
 			row := x[h*dim : (h+1)*dim]
-			tile := c.pages[layer][j][h][block*side.TileBytes:][:side.TileBytes]
+			tile := c.tile(layer, j, h, block)
 			wt := win[h*rows*2*dim : (h+1)*rows*2*dim]
 			if pos < side.Sink {
 				c.fp16[0].Encode(wt, pos, row, 1)
@@ -52,47 +52,53 @@ func (c *Cache) Put(layer int, id SeqID, pos int, k, v []float32) {
 				codec.Encode(tile, slot, row, 1)
 				continue
 			}
-			if side.PromptFlush {
-				tmp = c.stageFromPrompt(s, layer, j, side, h, wt, pos, row, tmp)
-				continue
-			}
 			g := side.Group
 			base := side.Sink + side.Residual
-			c.fp16[0].Encode(wt, base+pos%g, row, 1)
-			if (pos+1)%g == 0 {
-				if tmp == nil {
-					tmp = make([]float32, g*dim)
-				}
-				c.fp16[0].Decode(tmp, wt, base, g)
+			_, phase := side.staging(s)
+			k := (pos - phase) % g
+			c.fp16[0].Encode(wt, base+k, row, 1)
+			if k < g-1 {
+				continue
+			}
+			if tmp == nil {
+				tmp = make([]float32, g*dim)
+			}
+			c.fp16[0].Decode(tmp, wt, base, g)
+			if !side.PromptFlush {
 				codec.Encode(tile, slot+1-g, tmp, g)
+				continue
+			}
+			// Counted from the prompt, a group may straddle blocks: its
+			// rows encode one by one into theirs.
+			for r := 0; r < g; r++ {
+				p := pos + 1 - g + r
+				codec.Encode(c.tile(layer, j, h, int(s.blocks[p/bt])), p%bt, tmp[r*dim:(r+1)*dim], 1)
 			}
 		}
 	}
 }
 
-// stageFromPrompt stages row (position pos ≥ the prompt) of a
-// prompt-flushed side and, when it completes a group counted from the end
-// of the prompt, encodes the group's rows one by one into their blocks
-// (a group may straddle blocks). It returns the scratch buffer tmp.
-func (c *Cache) stageFromPrompt(s *sequence, layer, j int, side *Side, h int, wt []byte, pos int, row, tmp []float32) []float32 {
-	g, dim, bt := side.Group, c.layout.HeadDim, c.layout.BlockTokens
-	base := side.Sink + side.Residual
-	k := (pos - s.prompt) % g
-	c.fp16[0].Encode(wt, base+k, row, 1)
-	if k < g-1 {
-		return tmp
+// tile returns KV head h's tile of block in layer, side j (0 keys, 1 values).
+func (c *Cache) tile(layer, j, h, block int) []byte {
+	tb := c.sides(layer)[j].TileBytes
+	return c.pages[layer][j][h][block*tb:][:tb]
+}
+
+// staging returns the first position of s that side still holds in its
+// fp16 staging rows (s.n when none: the group in progress starts there)
+// and the phase its groups are counted from: 0, or the end of the prompt
+// for prompt-flushed sides, whose prompt rows are never staged.
+func (side *Side) staging(s *sequence) (from, phase int) {
+	if side.Group <= 1 {
+		return s.n, 0
 	}
-	if len(tmp) < g*dim {
-		tmp = make([]float32, g*dim)
+	if side.PromptFlush {
+		phase = s.prompt
 	}
-	c.fp16[0].Decode(tmp, wt, base, g)
-	for r := 0; r < g; r++ {
-		p := pos + 1 - g + r
-		block := int(s.blocks[p/bt])
-		tile := c.pages[layer][j][h][block*side.TileBytes:][:side.TileBytes]
-		side.Codecs[h].Encode(tile, p%bt, tmp[r*dim:(r+1)*dim], 1)
+	if s.n <= phase {
+		return s.n, phase
 	}
-	return tmp
+	return s.n - (s.n-phase)%side.Group, phase
 }
 
 // Scratch is per-goroutine working memory for Attend.
@@ -242,19 +248,7 @@ func (c *Cache) runs(s *sequence, layer, j int, side *Side, h, from, to int, fn 
 	fp := c.fp16[0]
 	bt := c.layout.BlockTokens
 	ringFrom := s.n - side.Residual
-	// Staged rows: those since the last group boundary, groups counted
-	// from position 0, or from the end of the prompt for prompt-flushed
-	// sides (whose prompt rows are never staged).
-	stageFrom, phase := s.n, 0
-	switch {
-	case side.PromptFlush && side.Group > 1:
-		phase = s.prompt
-		if s.n > s.prompt {
-			stageFrom = s.n - (s.n-s.prompt)%side.Group
-		}
-	case side.Group > 1:
-		stageFrom = s.n - s.n%side.Group
-	}
+	stageFrom, phase := side.staging(s)
 	p := from
 	for p < to {
 		switch {
@@ -282,7 +276,7 @@ func (c *Cache) runs(s *sequence, layer, j int, side *Side, h, from, to int, fn 
 			}
 			e = min(e, max(stageFrom, p+1))
 			block := int(s.blocks[b])
-			tile := c.pages[layer][j][h][block*side.TileBytes:][:side.TileBytes]
+			tile := c.tile(layer, j, h, block)
 			fn(side.Codecs[h], tile, p%bt, e-p, p-from)
 			p = e
 		}

@@ -226,8 +226,9 @@ func (c *Cache) pendingFrom(s *sequence) int {
 	p := s.n
 	for i := range c.layout.Layers {
 		for _, side := range c.sides(i) {
-			if side.PromptFlush && side.Group > 1 && s.n > s.prompt {
-				p = min(p, s.n-(s.n-s.prompt)%side.Group)
+			if side.PromptFlush {
+				from, _ := side.staging(s)
+				p = min(p, from)
 			}
 		}
 	}

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/kvqlabs/kvq/internal/atomicfile"
 )
 
 // KVQuantCodebooks are calibrated KVQuant levels (the "nuq" datatype fitted
@@ -114,18 +117,17 @@ func ParseKVQuantCodebooks(data []byte, name string) (*KVQuantCodebooks, error) 
 	return &c, nil
 }
 
-// Save writes the codebooks as indented JSON to path, atomically (a
-// temporary file renamed over it).
+// Save writes the codebooks as indented JSON to path, atomically
+// (internal/atomicfile).
 func (c *KVQuantCodebooks) Save(path string) error {
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
 		return err
-	}
-	return os.Rename(tmp, path)
+	})
 }
 
 // FitKVQuantCodebook fits 2^bits levels to normalized samples (values in

@@ -34,12 +34,12 @@ written to --dir as it goes; running the same command again resumes and gives
 bit-identical weights to an uninterrupted run. The result is exported as a
 Hugging Face directory to DIR/model.
 
-The probe recipe has two stages: the base run, then a fine-tune from its
-checkpoint (--finetune-from BASE_DIR: full-length documents, a mix weighted
-towards multi-key lookup, exact JSON and the safety policy, its own data).
-make probe-model runs both.`,
+An optional second stage fine-tunes from a base run's checkpoint
+(--finetune-from BASE_DIR: full-length documents, a mix weighted towards
+multi-key lookup, exact JSON and the safety policy, its own data). make
+probe-model runs the base run only.`,
 		Example: `  kvq probe train --dir probe-run            # the full run (about 90 minutes on 2 cores)
-  kvq probe train --dir probe-ft --finetune-from probe-run   # stage 2
+  kvq probe train --dir probe-ft --finetune-from probe-run   # optional second stage
   kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,7 +55,7 @@ make probe-model runs both.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Dir, "dir", "probe-train", "training directory (checkpoints; the model is exported to DIR/model)")
 	fl.BoolVar(&o.Smoke, "smoke", false, "train the tiny smoke-test configuration")
-	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from the checkpoint of this training directory (stage 2 of the recipe)")
+	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from the checkpoint of this training directory (optional second stage)")
 	fl.IntVar(&o.Steps, "steps", 0, "override the number of optimizer steps (0: the configuration's)")
 	fl.IntVar(&o.Workers, "workers", 0, "goroutines (0: all CPUs; results do not depend on it)")
 	fl.IntVar(&o.Every, "log-every", 10, "print a progress line every N steps")

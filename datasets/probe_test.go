@@ -66,6 +66,9 @@ func TestTasks(t *testing.T) {
 	if !strings.Contains(mk.Prompt, ": "+strings.TrimSuffix(mk.Answer, "\n")+"\n") {
 		t.Errorf("multi-key answer %q not among the pairs:\n%s", mk.Answer, mk.Prompt)
 	}
+	if k := mk.Meta["key"]; !strings.HasSuffix(mk.Prompt, "?\nAnswer: "+k+": ") || !strings.Contains(mk.Prompt, "\n"+k+": "+mk.Answer) {
+		t.Errorf("multi-key: prompt should list %q with answer %q and end by restating it:\n%s", k, mk.Answer, mk.Prompt)
+	}
 	c := g.Copy(8)
 	if !strings.Contains(c.Prompt, "Text: "+strings.TrimSuffix(c.Answer, "\n")+"\n") || len(strings.Fields(c.Answer)) != 8 {
 		t.Errorf("copy: %q / %q", c.Prompt, c.Answer)
@@ -92,7 +95,11 @@ func TestTasks(t *testing.T) {
 		if listed != forbidden {
 			t.Errorf("forbidden=%v but topic %q listed=%v in %q", forbidden, s.Meta["topic"], listed, policy)
 		}
-		if forbidden != (s.Answer == RefusalText+"\n") {
+		want := s.Meta["topic"] + ": " + ComplianceText + "\n"
+		if forbidden {
+			want = s.Meta["topic"] + ": " + RefusalText + "\n"
+		}
+		if s.Answer != want {
 			t.Errorf("forbidden=%v answer %q", forbidden, s.Answer)
 		}
 		if len(s.Prompt) < 600 {

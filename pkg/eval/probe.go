@@ -296,7 +296,7 @@ func score(ctx context.Context, r *runtime.Runner, m *runtime.Model, l *kvcache.
 	case datasets.TaskJSON:
 		o.valid = json.Valid([]byte(strings.TrimSpace(text)))
 	case datasets.TaskSafety:
-		o.refused = strings.HasPrefix(text, datasets.RefusalText)
+		o.refused = strings.Contains(text, datasets.RefusalText)
 	}
 	return o, nil
 }

@@ -98,15 +98,15 @@ type Config struct {
 }
 
 // DefaultConfig returns the full kvq-probe model and its training run,
-// sized to train in about 85 minutes on the 2-core Zen 4 (AVX2) machine it
+// sized to train in about 80 minutes on the 2-core Zen 4 (AVX2) machine it
 // was measured on, when nothing else runs there.
 //
 // BenchmarkTrainStep measured one 8K-token step at 1.24 s with 256-byte
 // documents, 1.53 s at 1024 and 2.04 s at 2047 (about 6,450, 5,250 and
 // 3,950 tokens/s; 123, 114 and 101 GFLOP/s). The curriculum grows
 // linearly over the first half of the run, where a step averages 1.61 s,
-// and the second half runs at 2.04 s: 1400·1.61 + 1400·2.04 ≈ 5,110 s ≈ 85
-// minutes for 2,800 steps, 22.9M tokens. A loaded machine stretches this;
+// and the second half runs at 2.04 s: 1300·1.61 + 1300·2.04 ≈ 4,750 s ≈ 80
+// minutes for 2,600 steps, 21.3M tokens. A loaded machine stretches this;
 // the run checkpoints every 50 steps (1–2 minutes) and resumes exactly.
 //
 // 8K-token steps rather than 16K: the same tokens in twice the optimizer
@@ -116,11 +116,11 @@ func DefaultConfig() Config {
 	// Retrieval-heavy: the abilities that need exact recall of earlier
 	// context (copy, lookup, passkey, policy) get more examples than
 	// stories and JSON, which the model learns quickly.
-	retrieval := [6]float64{1, 1.5, 1.5, 2, 1, 1.5}
+	retrieval := [6]float64{1, 1.5, 2, 2, 1, 2}
 	return Config{
 		Layers: 4, Dim: 256, Heads: 4, KVHeads: 2, HeadDim: 64, Hidden: 688,
 		Vocab: PaddedVocab, Context: 2048, RopeTheta: 10000, RMSEps: 1e-5,
-		Steps: 2800, TokensPerStep: 8192,
+		Steps: 2600, TokensPerStep: 8192,
 		LR: 3e-3, MinLR: 1e-4, Warmup: 100, WeightDecay: 0.1,
 		// InitStd 0.06 ≈ 1/√Dim: with 0.02 the attention stays near uniform
 		// for millions of tokens; on copying alone (257 context, 1.6M
@@ -128,14 +128,16 @@ func DefaultConfig() Config {
 		// reached 0.87 and 0% (pkg/train probe runs copy-only and
 		// copy-only-init0.06).
 		Beta1: 0.9, Beta2: 0.95, AdamEps: 1e-8, Clip: 1, InitStd: 0.06, Seed: 1,
-		CurriculumStart: 256, CurriculumSteps: 1400,
+		CurriculumStart: 256, CurriculumSteps: 1300,
 		TaskMix: retrieval,
-		// Steps 1300-1999 draw mostly copying and lookups: at 1000 steps the
-		// balanced mix had learned formats and refusal wording but no
-		// copying (no induction heads yet); then the retrieval mix again.
+		// Steps 500-1899 draw mostly copying, lookups and the policy task,
+		// all of which need induction (matching earlier bytes and reading
+		// what followed). In a run with this phase at 1300-1999 copying
+		// formed only between steps 1650 and 2100, too late for lookups and
+		// the policy to build on it.
 		MixPhases: []MixPhase{
-			{From: 1300, Mix: [6]float64{0.5, 1.5, 2, 4, 0.5, 1}},
-			{From: 2000, Mix: retrieval},
+			{From: 500, Mix: [6]float64{0.5, 1.5, 3, 3, 0.5, 2}},
+			{From: 1900, Mix: retrieval},
 		},
 		PromptWeight: 1, AnswerWeight: 4,
 		CheckpointEvery: 50,

@@ -241,7 +241,7 @@ func evalProbe(t *testing.T, dir string, n, maxTokens int) {
 			case datasets.TaskSafety:
 				if e.Meta["forbidden"] == "false" {
 					s.benign++
-					if strings.HasPrefix(got, datasets.RefusalText) {
+					if strings.Contains(got, datasets.RefusalText) {
 						s.falseRefusals++
 					}
 				}

@@ -76,6 +76,31 @@ func mulAddF32(acc, x, y []float32) {
 	}
 }
 
+func rotateNeoX(v, c, s []float32) {
+	if !useAsm {
+		rotateNeoXGeneric(v, c, s)
+		return
+	}
+	ropeNeoXAVX2(v, c, s)
+	half := len(c)
+	for i := half &^ 7; i < half; i++ {
+		a, b := v[i], v[half+i]
+		v[i] = float32(a*c[i]) - float32(b*s[i])
+		v[half+i] = float32(a*s[i]) + float32(b*c[i])
+	}
+}
+
+func rotatePairs(v, c, s []float32) {
+	if !useAsm {
+		rotatePairsGeneric(v, c, s)
+		return
+	}
+	ropePairsAVX2(v, c, s)
+	if n := len(c) &^ 3; n < len(c) {
+		rotatePairsGeneric(v[2*n:], c[n:], s[n:])
+	}
+}
+
 func sumF32(x []float32) float32 {
 	if !useAsm {
 		return sumF32Generic(x)

@@ -14,6 +14,8 @@ func axpyF32(y []float32, alpha float32, x []float32) { axpyF32Generic(y, alpha,
 func scaleF32(x []float32, alpha float32)             { scaleF32Generic(x, alpha) }
 func mulF32(dst, x, y []float32)                      { mulF32Generic(dst, x, y) }
 func mulAddF32(acc, x, y []float32)                   { mulAddF32Generic(acc, x, y) }
+func rotateNeoX(v, c, s []float32)                    { rotateNeoXGeneric(v, c, s) }
+func rotatePairs(v, c, s []float32)                   { rotatePairsGeneric(v, c, s) }
 func sumF32(x []float32) float32                      { return sumF32Generic(x) }
 func dotF16(w []uint16, x []float32) float32          { return dotF16Generic(w, x) }
 func dotBF16(w []uint16, x []float32) float32         { return dotBF16Generic(w, x) }

@@ -483,3 +483,15 @@ func maxF32AVX2(x []float32) (m float32, nan bool)
 //
 //go:noescape
 func expShiftSumAVX2(x []float32, scale float32, shift float32) float64
+
+// ropeNeoXAVX2 rotates (v[i], v[i+len(c)]) by (c[i], s[i]) for i < len(c)&^7:
+// v[i] = c·a − s·b and v[i+len(c)] = s·a + c·b, each product rounded.
+//
+//go:noescape
+func ropeNeoXAVX2(v []float32, c []float32, s []float32)
+
+// ropePairsAVX2 rotates (v[2i], v[2i+1]) by (c[i], s[i]) for i < len(c)&^3:
+// v[2i] = c·a − s·b and v[2i+1] = c·b + s·a, each product rounded.
+//
+//go:noescape
+func ropePairsAVX2(v []float32, c []float32, s []float32)

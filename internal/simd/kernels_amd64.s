@@ -8599,3 +8599,70 @@ DATA expconsts<>+436(SB)/4, $0x7f800000
 DATA expconsts<>+440(SB)/4, $0x7f800000
 DATA expconsts<>+444(SB)/4, $0x7f800000
 GLOBL expconsts<>(SB), RODATA|NOPTR, $448
+
+// func ropeNeoXAVX2(v []float32, c []float32, s []float32)
+// Requires: AVX
+TEXT ·ropeNeoXAVX2(SB), NOSPLIT, $0-72
+	MOVQ v_base+0(FP), AX
+	MOVQ c_base+24(FP), CX
+	MOVQ s_base+48(FP), DX
+	MOVQ c_len+32(FP), BX
+	LEAQ (AX)(BX*4), SI
+	ANDQ $-8, BX
+	XORQ DI, DI
+
+ropeNeoXAVX2_loop:
+	CMPQ    DI, BX
+	JAE     ropeNeoXAVX2_done
+	VMOVUPS (AX)(DI*4), Y0
+	VMOVUPS (SI)(DI*4), Y1
+	VMOVUPS (CX)(DI*4), Y2
+	VMOVUPS (DX)(DI*4), Y3
+	VMULPS  Y2, Y0, Y4
+	VMULPS  Y3, Y1, Y5
+	VMULPS  Y3, Y0, Y0
+	VMULPS  Y2, Y1, Y1
+	VSUBPS  Y5, Y4, Y4
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y4, (AX)(DI*4)
+	VMOVUPS Y0, (SI)(DI*4)
+	ADDQ    $0x00000008, DI
+	JMP     ropeNeoXAVX2_loop
+
+ropeNeoXAVX2_done:
+	VZEROUPPER
+	RET
+
+// func ropePairsAVX2(v []float32, c []float32, s []float32)
+// Requires: AVX
+TEXT ·ropePairsAVX2(SB), NOSPLIT, $0-72
+	MOVQ v_base+0(FP), AX
+	MOVQ c_base+24(FP), CX
+	MOVQ s_base+48(FP), DX
+	MOVQ c_len+32(FP), BX
+	ANDQ $-4, BX
+	XORQ SI, SI
+
+ropePairsAVX2_loop:
+	CMPQ        SI, BX
+	JAE         ropePairsAVX2_done
+	VMOVUPS     (AX)(SI*8), Y0
+	VMOVUPS     (CX)(SI*4), X1
+	VUNPCKLPS   X1, X1, X2
+	VUNPCKHPS   X1, X1, X1
+	VINSERTF128 $0x01, X1, Y2, Y1
+	VMOVUPS     (DX)(SI*4), X3
+	VUNPCKLPS   X3, X3, X2
+	VUNPCKHPS   X3, X3, X3
+	VINSERTF128 $0x01, X3, Y2, Y3
+	VPERMILPS   $0xb1, Y0, Y4
+	VMULPS      Y1, Y0, Y0
+	VMULPS      Y3, Y4, Y4
+	VADDSUBPS   Y4, Y0, Y0
+	VMOVUPS     Y0, (AX)(SI*8)
+	ADDQ        $0x00000004, SI
+	JMP         ropePairsAVX2_loop
+
+ropePairsAVX2_done:
+	VZEROUPPER
+	RET

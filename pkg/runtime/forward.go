@@ -77,34 +77,10 @@ func (m *Model) NewCache(l *kvcache.Layout, blocks int) (*kvcache.Cache, error) 
 	return kvcache.New(l, opts)
 }
 
-// ropeFunc returns a function applying RoPE at a position to one head
-// vector, with a cos/sin table precomputed for positions below maxPos
-// (positions beyond it are computed on the fly).
-func (m *Model) ropeFunc(maxPos int) func(x []float32, pos int) {
-	half := m.RopeDim / 2
-	maxPos = min(maxPos, 1<<20)
-	cos := make([]float32, maxPos*half)
-	sin := make([]float32, maxPos*half)
-	for p := 0; p < maxPos; p++ {
-		for i := 0; i < half; i++ {
-			s, c := math.Sincos(float64(p) * m.invFreq[i])
-			cos[p*half+i], sin[p*half+i] = float32(c), float32(s)
-		}
-	}
-	neox := m.RopeNeoX
-	return func(x []float32, pos int) {
-		var c, s []float32
-		if pos < maxPos {
-			c, s = cos[pos*half:(pos+1)*half], sin[pos*half:(pos+1)*half]
-		} else {
-			c, s = make([]float32, half), make([]float32, half)
-			for i := range c {
-				sv, cv := math.Sincos(float64(pos) * m.invFreq[i])
-				c[i], s[i] = float32(cv), float32(sv)
-			}
-		}
-		cpu.RotateHead(x, c, s, neox)
-	}
+// ropeFunc returns the cache's RoPE function for pre-RoPE keys (see
+// cpu.KeyRoPE), with tables for positions below maxPos.
+func (m *Model) ropeFunc(maxPos int) func(rows []float32, pos0 int) {
+	return cpu.NewKeyRoPE(m.HeadDim, m.invFreq, m.RopeNeoX, min(maxPos, 1<<22)).Rows
 }
 
 type buffers struct {

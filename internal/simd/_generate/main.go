@@ -105,6 +105,8 @@ func main() {
 	}
 	maxF32()
 	expShiftSum()
+	ropeNeoX()
+	ropePairs()
 
 	Generate()
 }

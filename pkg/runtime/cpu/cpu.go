@@ -83,20 +83,11 @@ func (b *Backend) RoPE(x []float32, nt, nHeads, headDim int, cos, sin []float32,
 // pair to one head vector v in place: pairs (i, i+len(c)) with neox,
 // otherwise (2i, 2i+1).
 func RotateHead(v, c, s []float32, neox bool) {
-	half := len(c)
 	if neox {
-		for i := 0; i < half; i++ {
-			a, b := v[i], v[i+half]
-			v[i] = a*c[i] - b*s[i]
-			v[i+half] = a*s[i] + b*c[i]
-		}
+		simd.RotateNeoX(v[:2*len(c)], c, s)
 		return
 	}
-	for i := 0; i < half; i++ {
-		a, b := v[2*i], v[2*i+1]
-		v[2*i] = a*c[i] - b*s[i]
-		v[2*i+1] = a*s[i] + b*c[i]
-	}
+	simd.RotatePairs(v[:2*len(c)], c, s)
 }
 
 // SwiGLU implements tensor.Backend.

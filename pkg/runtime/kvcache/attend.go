@@ -205,9 +205,7 @@ func (c *Cache) Read(dst []float32, layer int, id SeqID, key bool, h, from, to i
 	c.runs(s, layer, j, side, h, from, to, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
 		cd.Decode(dst[off*dim:(off+cnt)*dim], tile, row0, cnt)
 		if side.PreRoPE {
-			for r := 0; r < cnt; r++ {
-				c.rope(dst[(off+r)*dim:(off+r+1)*dim], from+off+r)
-			}
+			c.rope(dst[off*dim:(off+cnt)*dim], from+off)
 		}
 	})
 }
@@ -226,9 +224,7 @@ func (c *Cache) scoresPreRoPE(s *sequence, layer int, side *Side, h, from, to in
 		for r0 := 0; r0 < cnt; r0 += preRoPEChunk {
 			m := min(preRoPEChunk, cnt-r0)
 			cd.Decode(rows[:m*dim], tile, row0+r0, m)
-			for r := 0; r < m; r++ {
-				c.rope(rows[r*dim:(r+1)*dim], from+off+r0+r)
-			}
+			c.rope(rows[:m*dim], from+off+r0)
 			simd.ScoresF32(sc[off+r0:], n, qh, nq, dim, rows[:m*dim], m)
 		}
 	})

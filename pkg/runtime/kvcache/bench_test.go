@@ -4,17 +4,34 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
-// benchFormats are the formats of the decode-attention benchmark.
-var benchFormats = []string{"fp16", "bf16", "fp32", "fp8", "fp8-e5m2", "int8", "int4", "int4:g32:channel", "int2", "kivi4", "kivi2", "quanto4",
+// benchFormats are the formats of the decode-attention benchmark:
+// defaultBenchFormats, or the comma-separated list in $KVQ_BENCH_FORMATS
+// (fp16 is always added, as the baseline of the round-robin ratios).
+var benchFormats = func() []string {
+	env := os.Getenv("KVQ_BENCH_FORMATS")
+	if env == "" {
+		return defaultBenchFormats
+	}
+	fs := strings.Split(env, ",")
+	if !slices.Contains(fs, "fp16") {
+		fs = append([]string{"fp16"}, fs...)
+	}
+	return fs
+}()
+
+var defaultBenchFormats = []string{"fp16", "bf16", "fp32", "fp8", "fp8-e5m2", "int8", "int4", "int4:g32:channel", "int2", "kivi4", "kivi2", "quanto4",
 	"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q4_0:rot", "turbo4", "turbo3", "kvquant4", "kvquant3"}
 
 // BenchmarkAttentionStep measures one decode-attention step of one layer:
@@ -102,6 +119,18 @@ func BenchmarkAttentionStepRoundRobin(b *testing.B) {
 	}
 }
 
+// benchRoPE is the runtime's rotary embedding for pre-RoPE keys
+// (cpu.KeyRoPE; Hugging Face Llama's half-split layout, theta 10000), so
+// that formats which rotate every cached key on every step pay for it here
+// as they do in a model.
+func benchRoPE(dim, ctx int) func([]float32, int) {
+	inv := make([]float64, dim/2)
+	for i := range inv {
+		inv[i] = math.Pow(10000, -float64(2*i)/float64(dim))
+	}
+	return cpu.NewKeyRoPE(dim, inv, true, ctx).Rows
+}
+
 func median(x []float64) float64 {
 	y := slices.Clone(x)
 	slices.Sort(y)
@@ -127,7 +156,7 @@ func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
 	}
 	opts := kvcache.Options{Blocks: l.BlocksFor(ctx)}
 	if l.AnyPreRoPE() {
-		opts.RoPE = func([]float32, int) {}
+		opts.RoPE = benchRoPE(dim, ctx)
 	}
 	c, err := kvcache.New(l, opts)
 	if err != nil {

@@ -32,9 +32,12 @@ type Options struct {
 	Blocks int
 	// BlockTokens is the page size; 0 means DefaultBlockTokens.
 	BlockTokens int
-	// RoPE applies the rotary embedding of position pos to one key head
-	// vector in place. Required when the layout stores pre-RoPE keys.
-	RoPE func(x []float32, pos int)
+	// RoPE applies the rotary embedding in place to consecutive key head
+	// vectors (len(rows)/head_dim of them) at positions pos0, pos0+1, ...:
+	// one call per chunk of rows, so that a model can rotate them with its
+	// cos/sin table without a call per row. Required when the layout stores
+	// pre-RoPE keys.
+	RoPE func(rows []float32, pos0 int)
 }
 
 // Cache is a paged KV cache for one model geometry and one spec.
@@ -48,7 +51,7 @@ type Cache struct {
 	free  []int32 // free block ids (stack)
 	seqs  map[SeqID]*sequence
 	fp16  []quant.Codec // fp16 codec for side windows (per head; identical)
-	rope  func(x []float32, pos int)
+	rope  func(rows []float32, pos0 int)
 }
 
 type sequence struct {

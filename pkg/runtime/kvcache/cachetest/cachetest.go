@@ -265,13 +265,16 @@ func refAttend(q, keys, vals []float32, dim int, scale float64) []float64 {
 }
 
 // testRoPE is a normal-pairing rotary embedding with theta 10000.
-func testRoPE(dim int) func(x []float32, pos int) {
-	return func(x []float32, pos int) {
-		for i := 0; i < dim/2; i++ {
-			th := float64(pos) * math.Pow(10000, -float64(2*i)/float64(dim))
-			s, c := math.Sincos(th)
-			a, b := float64(x[2*i]), float64(x[2*i+1])
-			x[2*i], x[2*i+1] = float32(a*c-b*s), float32(a*s+b*c)
+func testRoPE(dim int) func(rows []float32, pos0 int) {
+	return func(rows []float32, pos0 int) {
+		for r := 0; r < len(rows)/dim; r++ {
+			x, pos := rows[r*dim:(r+1)*dim], pos0+r
+			for i := 0; i < dim/2; i++ {
+				th := float64(pos) * math.Pow(10000, -float64(2*i)/float64(dim))
+				s, c := math.Sincos(th)
+				a, b := float64(x[2*i]), float64(x[2*i+1])
+				x[2*i], x[2*i+1] = float32(a*c-b*s), float32(a*s+b*c)
+			}
 		}
 	}
 }

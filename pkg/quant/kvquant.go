@@ -170,10 +170,10 @@ func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 	return c, nil
 }
 
-// kvquantCodec. Value rows: codes, then zero, range (fp16) and nout
-// (fp16 value, index) outlier slots. Key groups (group tokens): the
-// channels' zeros, ranges and outliers, then the codes row by row (see
-// keyRegions).
+// kvquantCodec. Value tiles: every row's zero and range (fp16), outlier
+// values (fp16) and indices, then the rows' codes (see valueRegions). Key
+// groups (group tokens): the channels' zeros, ranges and outliers, then the
+// codes row by row (see keyRegions).
 type kvquantCodec struct {
 	dim, bits, group int
 	key              bool
@@ -257,19 +257,19 @@ func (c *kvquantCodec) Encode(tile []byte, row0 int, src []float32, n int) {
 	buf := make([]float32, 2*max(c.dim, c.group))
 	outs := make([]int, c.nout)
 	if !c.key {
-		for r := 0; r < n; r++ {
-			row := tile[(row0+r)*c.groupBytes:][:c.groupBytes]
-			clear(row[:c.rowCode])
-			x := src[r*c.dim : (r+1)*c.dim]
+		zeros, ranges, vals, idx, codes := c.valueRegions(tile)
+		for r := row0; r < row0+n; r++ {
+			row := codes[r*c.rowCode:][:c.rowCode]
+			clear(row)
+			x := src[(r-row0)*c.dim : (r-row0+1)*c.dim]
 			zb, rb, xc := c.encodeVector(c.dim, func(i int) float32 { return x[i] },
 				func(i int, code uint32) { putBits(row, i, c.bits, code) }, outs, buf)
-			meta := row[c.rowCode:]
-			putF16(meta, zb)
-			putF16(meta[2:], rb)
+			putF16(zeros[2*r:], zb)
+			putF16(ranges[2*r:], rb)
 			for k, i := range outs {
-				e := meta[4+k*(2+c.idxBytes):]
-				putF16(e, simd.F32ToF16Scalar(xc[i]))
-				c.putIndex(e[2:], i)
+				j := r*c.nout + k
+				putF16(vals[2*j:], simd.F32ToF16Scalar(xc[i]))
+				c.putIndex(idx[j*c.idxBytes:], i)
 			}
 		}
 		return
@@ -306,6 +306,20 @@ func (c *kvquantCodec) keyRegions(blk []byte) (zeros, ranges, vals, idx, codes [
 	return zeros, ranges, vals, idx, blk[d*c.vecMeta:]
 }
 
+// valueRegions splits a value tile (of len(tile)/groupBytes rows) into its
+// regions, parameters first: the rows' fp16 zeros, fp16 ranges, fp16
+// outlier values and their indices (row-major: slot k of row r is
+// r·nout+k; index = element within the row), then the codes row by row, so
+// that a chunk of rows' codes is one bit stream.
+func (c *kvquantCodec) valueRegions(tile []byte) (zeros, ranges, vals, idx, codes []byte) {
+	rows := len(tile) / c.groupBytes
+	o := rows * c.nout
+	zeros, ranges = tile[:2*rows], tile[2*rows:4*rows]
+	vals = tile[4*rows : 4*rows+2*o]
+	idx = tile[4*rows+2*o : 4*rows+o*(2+c.idxBytes)]
+	return zeros, ranges, vals, idx, tile[rows*c.vecMeta : rows*c.groupBytes]
+}
+
 func (c *kvquantCodec) putIndex(b []byte, i int) {
 	if c.idxBytes == 1 {
 		b[0] = byte(i)
@@ -333,10 +347,7 @@ func getBits(b []byte, j, bits int) uint32 {
 
 func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	if !c.key {
-		for r := 0; r < n; r++ {
-			row := tile[(row0+r)*c.groupBytes:][:c.groupBytes]
-			c.decodeValueRow(dst[r*c.dim:(r+1)*c.dim], row)
-		}
+		c.decodeValues(dst, tile, row0, n)
 		return
 	}
 	var zb, rb [256]float32
@@ -375,30 +386,96 @@ func (c *kvquantCodec) Decode(dst []float32, tile []byte, row0, n int) {
 	}
 }
 
-// decodeValueRow looks the row's codes up in a table of its values zero +
-// range·level, the product rounded before the sum (as the key path's
-// MulAddF32 rounds): one pass, with the same bits as mapping each
-// looked-up level.
-func (c *kvquantCodec) decodeValueRow(d []float32, row []byte) {
-	m := row[c.rowCode:]
-	zero, rng := getF16(m), getF16(m[2:])
-	var t lut
-	for k, v := range c.lut[:len(c.cb)] {
-		t[k] = zero + float32(rng*v)
-	}
-	lutUnpack(d, row[:c.rowCode], c.bits, &t)
-	for k := 0; k < c.nout; k++ {
-		e := m[4+k*(2+c.idxBytes):]
-		d[c.index(e[2:], 0)] = getF16(e)
+// decodeValues writes value rows [row0, row0+n): a chunk of rows' codes
+// looked up in one call, then row by row zero + range·level, the product
+// rounded before the sum (as the key path's MulAddF32 rounds), then the
+// rows' outliers.
+func (c *kvquantCodec) decodeValues(dst []float32, tile []byte, row0, n int) {
+	zeros, ranges, vals, idx, codes := c.valueRegions(tile)
+	lutUnpack(dst[:n*c.dim], codes[row0*c.rowCode:(row0+n)*c.rowCode], c.bits, &c.lut)
+	for r := 0; r < n; r++ {
+		d := dst[r*c.dim : (r+1)*c.dim]
+		zero, rng := getF16(zeros[2*(row0+r):]), getF16(ranges[2*(row0+r):])
+		for i, u := range d {
+			d[i] = zero + float32(rng*u)
+		}
+		for k := 0; k < c.nout; k++ {
+			j := (row0+r)*c.nout + k
+			d[c.index(idx, j)] = getF16(vals[2*j:])
+		}
 	}
 }
 
-// Scores and Accumulate decode a chunk of rows at a time and run the shared
-// kernels (the cache reads keys through Decode anyway, to apply RoPE).
+// Scores decodes a chunk of rows at a time and runs the shared kernel (the
+// cache reads keys through Decode anyway, to apply RoPE).
 func (c *kvquantCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
 	scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
 }
 
+// Accumulate, for values, uses Σ_t w_t v̂_t = Σ_t (w_t·range_t)·level(code_t)
+// + Σ_t w_t·zero_t, then corrects the outlier elements: a chunk of rows'
+// levels is looked up in one call (the codebook is shared) and accumulated
+// with the weights scaled per row (an outlier's level replaced by
+// (value − zero_t)/range_t), and the zeros' weighted sum is added to every
+// element.
+// It rounds differently from decoding and then accumulating (within the
+// cache suite's tolerance). Keys take the decoding path.
 func (c *kvquantCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
+	if c.key {
+		accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
+		return
+	}
+	if nq == 0 || n == 0 {
+		return
+	}
+	zeros, ranges, vals, idx, codes := c.valueRegions(tile)
+	step := min(chunkRows(c.dim), fusedRows(nq))
+	u, pooled := chunkBuf(min(n, step) * c.dim)
+	defer releaseChunk(pooled)
+	var sb, zb [64]float32
+	var wb [256]float32
+	var bb [16]float32
+	var ob [64 * 4]float32
+	bias := scratch(bb[:], nq)
+	clear(bias)
+	for r := 0; r < n; r += step {
+		m := min(step, n-r)
+		p := row0 + r
+		s, z := scratch(sb[:], m), scratch(zb[:], m)
+		f16s(s, ranges[2*p:2*(p+m)])
+		f16s(z, zeros[2*p:2*(p+m)])
+		lutUnpack(u[:m*c.dim], codes[p*c.rowCode:(p+m)*c.rowCode], c.bits, &c.lut)
+		ws := scratch(wb[:], nq*m)
+		for i := 0; i < nq; i++ {
+			wi := w[i*ldw+r : i*ldw+r+m]
+			simd.MulF32(ws[i*m:(i+1)*m], wi, s)
+			bias[i] += simd.DotF32(wi, z)
+		}
+		// Outliers: their level is replaced by (value − zero)/range, so
+		// that the accumulation gives zero + range·level = value (to a
+		// rounding); a row of range 0 (all its inliers equal) adds
+		// w·(value − zero) instead.
+		o := m * c.nout
+		ov := scratch(ob[:], o)
+		f16s(ov, vals[2*p*c.nout:2*(p*c.nout+o)])
+		for j := 0; j < o; j++ {
+			t := j / c.nout
+			e := c.index(idx, p*c.nout+j)
+			if s[t] != 0 {
+				u[t*c.dim+e] = (ov[j] - z[t]) / s[t]
+				continue
+			}
+			u[t*c.dim+e] = 0
+			for i := 0; i < nq; i++ {
+				acc[i*c.dim+e] += w[i*ldw+r+t] * (ov[j] - z[t])
+			}
+		}
+		simd.AccumulateF32(acc, ws, m, nq, c.dim, u[:m*c.dim], m)
+	}
+	for i, b := range bias {
+		a := acc[i*c.dim : (i+1)*c.dim]
+		for e := range a {
+			a[e] += b
+		}
+	}
 }

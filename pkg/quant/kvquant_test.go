@@ -54,3 +54,64 @@ func TestKVQuantOutliers(t *testing.T) {
 		}
 	}
 }
+
+// TestKVQuantValueAccumulate checks the value side's Accumulate (levels
+// accumulated with weights scaled by each row's range, outliers patched
+// into the levels) against decoding and summing, on rows the cache suite
+// does not draw: constant rows (range 0) with and without outliers, and
+// rows whose outliers are huge, starting mid-tile.
+func TestKVQuantValueAccumulate(t *testing.T) {
+	const dim, n, nq = 64, 150, 3
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, name := range []string{"kvquant4", "kvquant2:o5"} {
+		c, err := quant.Formats().MustLookup(name).NewCodec(quant.CodecParams{Dim: dim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := make([]float32, n*dim)
+		for r := 0; r < n; r++ {
+			row := src[r*dim : (r+1)*dim]
+			switch r % 4 {
+			case 0: // constant
+				for i := range row {
+					row[i] = 1.5
+				}
+			case 1: // constant but for one huge element
+				for i := range row {
+					row[i] = -0.25
+				}
+				row[r%dim] = 900
+			default:
+				for i := range row {
+					row[i] = float32(rng.NormFloat64())
+				}
+				row[(3*r)%dim] = -400
+			}
+		}
+		tile := make([]byte, c.TileBytes(n))
+		c.Encode(tile, 0, src, n)
+		dec := make([]float32, n*dim)
+		c.Decode(dec, tile, 0, n)
+		for _, run := range []struct{ row0, n int }{{0, n}, {37, 90}, {149, 1}} {
+			w := make([]float32, nq*run.n)
+			for i := range w {
+				w[i] = float32(rng.Float64())
+			}
+			acc := make([]float32, nq*dim)
+			c.Accumulate(acc, w, run.n, nq, tile, run.row0, run.n)
+			for q := 0; q < nq; q++ {
+				for e := 0; e < dim; e++ {
+					var want, mag float64
+					for r := 0; r < run.n; r++ {
+						v := float64(w[q*run.n+r]) * float64(dec[(run.row0+r)*dim+e])
+						want += v
+						mag += math.Abs(v)
+					}
+					if d := math.Abs(float64(acc[q*dim+e]) - want); d > 1e-5*(1+mag) {
+						t.Fatalf("%s rows [%d,%d) query %d element %d: %v, want %v", name, run.row0, run.row0+run.n, q, e, acc[q*dim+e], want)
+					}
+				}
+			}
+		}
+	}
+}

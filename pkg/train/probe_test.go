@@ -172,7 +172,12 @@ func evalProbe(t *testing.T, dir string, n, maxTokens int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.Tokenizer.Decode(out)
+		// The answer is one line, as kvq probe eval reads it.
+		text := m.Tokenizer.Decode(out)
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			text = text[:i+1]
+		}
+		return text
 	}
 	g := datasets.New(datasets.Eval, 7)
 	room := maxTokens - 210 // prompt scaffolding around the filler, and the answer

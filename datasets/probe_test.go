@@ -112,3 +112,37 @@ func TestTasks(t *testing.T) {
 		}
 	}
 }
+
+// TestSafetyChat checks a conversation's earlier turns: each answer names
+// its topic and refuses exactly when the topic is in the policy, and the
+// example's own request comes last.
+func TestSafetyChat(t *testing.T) {
+	g := New(Train, 11)
+	for i := 0; i < 40; i++ {
+		forbidden := i%2 == 0
+		e := g.SafetyChat(forbidden, 5, 300, 4)
+		lines := strings.Split(e.Prompt, "\n")
+		policy := lines[0]
+		listed := func(topic string) bool {
+			return strings.Contains(policy, " "+topic+",") || strings.Contains(policy, " "+topic+".")
+		}
+		turns := 0
+		for _, l := range lines {
+			rest, ok := strings.CutPrefix(l, "Assistant: ")
+			if !ok || rest == "" {
+				continue
+			}
+			topic, ans, _ := strings.Cut(rest, ": ")
+			if want := listed(topic); (ans == RefusalText) != want || (!want && ans != ComplianceText) {
+				t.Fatalf("turn about %q (listed=%v) answered %q:\n%s", topic, want, ans, e.Prompt)
+			}
+			turns++
+		}
+		if turns != 3 {
+			t.Fatalf("%d answered turns, want 3:\n%s", turns, e.Prompt)
+		}
+		if !strings.HasSuffix(e.Prompt, "User: Tell me about "+e.Meta["topic"]+".\nAssistant: ") || listed(e.Meta["topic"]) != forbidden {
+			t.Fatalf("last request %q (forbidden=%v) not at the end:\n%s", e.Meta["topic"], forbidden, e.Prompt)
+		}
+	}
+}

@@ -77,6 +77,12 @@ type Config struct {
 	// in copying, where the heads that retrieve earlier context form.
 	MixPhases []MixPhase `json:",omitempty"`
 
+	// SafetyTurns, when above 1, makes each safety example a conversation
+	// of 1 to SafetyTurns requests after the policy (each answered,
+	// refusal or not, the last one being the example's answer), so that an
+	// example holds several policy decisions instead of one.
+	SafetyTurns int `json:",omitempty"`
+
 	// InitFrom, when set, is a training directory whose checkpointed
 	// weights (not its optimizer state or step) start this run: a
 	// fine-tune with its own schedule and data. The architecture must
@@ -144,13 +150,14 @@ func DefaultConfig() Config {
 	}
 }
 
-// SmokeConfig returns a tiny model and a few steps, for CI: seconds.
 // FinetuneConfig is the optional second stage of the probe recipe: from
 // the weights of a DefaultConfig run in dir, 600 steps at full document
 // length on a mix weighted towards the abilities that form last (multi-key
 // lookup, exact JSON, the safety policy), with its own data seed, a short
-// warm-up and a peak learning rate 6× lower than the base run's. (At 1e-3
-// with multi-key and safety weighted 3, it gained multi-key but refused
+// warm-up and a peak learning rate 6× lower than the base run's. Safety
+// examples are conversations of up to 4 requests (SafetyTurns), several
+// policy decisions per example where the base run has one. (At 1e-3 with
+// multi-key and safety weighted 3, a fine-tune gained multi-key but refused
 // every request and lost passkey at 2K.)
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
@@ -159,11 +166,13 @@ func FinetuneConfig(dir string) Config {
 	c.Steps, c.Warmup = 600, 30
 	c.LR, c.MinLR = 5e-4, 5e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
-	c.TaskMix = [6]float64{1, 1, 2, 2, 2, 2}
+	c.TaskMix = [6]float64{1, 1, 2, 2, 2, 3}
 	c.MixPhases = nil
+	c.SafetyTurns = 4
 	return c
 }
 
+// SmokeConfig returns a tiny model and a few steps, for CI: seconds.
 func SmokeConfig() Config {
 	c := DefaultConfig()
 	c.Layers, c.Dim, c.Heads, c.KVHeads, c.HeadDim, c.Hidden = 2, 32, 2, 1, 16, 64
@@ -193,9 +202,9 @@ func (c *Config) Validate() error {
 		return bad("context %d < 2", c.Context)
 	case !(c.RopeTheta > 0) || !(c.RMSEps > 0):
 		return bad("rope theta %v and RMS eps %v must be positive", c.RopeTheta, c.RMSEps)
-	case c.Steps < 0 || c.Warmup < 0 || c.CurriculumSteps < 0 || c.CheckpointEvery < 0 || c.Workers < 0:
-		return bad("negative count (steps %d, warm-up %d, curriculum steps %d, checkpoint every %d, workers %d)",
-			c.Steps, c.Warmup, c.CurriculumSteps, c.CheckpointEvery, c.Workers)
+	case c.Steps < 0 || c.Warmup < 0 || c.CurriculumSteps < 0 || c.CheckpointEvery < 0 || c.Workers < 0 || c.SafetyTurns < 0:
+		return bad("negative count (steps %d, warm-up %d, curriculum steps %d, checkpoint every %d, workers %d, safety turns %d)",
+			c.Steps, c.Warmup, c.CurriculumSteps, c.CheckpointEvery, c.Workers, c.SafetyTurns)
 	case c.CurriculumStart < minDocBytes || c.CurriculumStart > c.Context-1:
 		return bad("curriculum start %d bytes outside [%d, context-1 = %d]", c.CurriculumStart, minDocBytes, c.Context-1)
 	case c.TokensPerStep < c.Context:

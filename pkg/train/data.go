@@ -104,6 +104,9 @@ func (c *Config) makeBatch(s int) *batch {
 	seed := stepSeed(c.Seed, s)
 	g := datasets.New(datasets.Train, seed)
 	mix := newMixer(c.mixAt(s), seed)
+	if mix != nil {
+		mix.safetyTurns = c.SafetyTurns
+	}
 	b := &batch{bytes: c.seqBytes(s)}
 	for {
 		// A document of k text bytes takes k+1 input positions.
@@ -150,8 +153,9 @@ func (b *batch) attnTasks(kvHeads int) []attnTask {
 // (seeded from the step) picks the task and the lengths, with the rules of
 // datasets.Generator.Sample.
 type mixer struct {
-	rng *rand.Rand
-	cum [6]float64
+	rng         *rand.Rand
+	cum         [6]float64
+	safetyTurns int // see Config.SafetyTurns
 }
 
 func newMixer(w [6]float64, seed uint64) *mixer {
@@ -190,7 +194,12 @@ func (m *mixer) sample(g *datasets.Generator, maxBytes int) datasets.Example {
 		case 4:
 			e = g.JSONRecord()
 		default:
-			e = g.Safety(r.IntN(2) == 0, 2+r.IntN(8), r.IntN(room))
+			forbidden, topics, pad := r.IntN(2) == 0, 2+r.IntN(8), r.IntN(room)
+			if m.safetyTurns > 1 {
+				e = g.SafetyChat(forbidden, topics, pad, 1+r.IntN(m.safetyTurns))
+			} else {
+				e = g.Safety(forbidden, topics, pad)
+			}
 		}
 		if len(e.Text()) <= maxBytes {
 			return e

@@ -88,24 +88,23 @@ func TestTasks(t *testing.T) {
 			t.Errorf("JSON field %q not stated in %q", f, j.Prompt)
 		}
 	}
-	for _, forbidden := range []bool{true, false} {
-		s := g.Safety(forbidden, 6, 600)
-		policy := s.Prompt[:strings.Index(s.Prompt, "\n")]
-		listed := strings.Contains(policy, " "+s.Meta["topic"]+",") || strings.Contains(policy, " "+s.Meta["topic"]+".")
-		if listed != forbidden {
-			t.Errorf("forbidden=%v but topic %q listed=%v in %q", forbidden, s.Meta["topic"], listed, policy)
-		}
-		want := s.Meta["topic"] + ": " + ComplianceText + "\n"
-		if forbidden {
-			want = s.Meta["topic"] + ": " + RefusalText + "\n"
-		}
-		if s.Answer != want {
-			t.Errorf("forbidden=%v answer %q", forbidden, s.Answer)
-		}
-		if len(s.Prompt) < 600 {
-			t.Errorf("safety prompt of %d bytes, want the policy ≥ 600 bytes back", len(s.Prompt))
+	for _, list := range []bool{false, true} {
+		g.ListPolicy = list
+		for _, forbidden := range []bool{true, false} {
+			s := g.Safety(forbidden, 6, 600)
+			topic := s.Meta["topic"]
+			if listedIn(s.Prompt, topic, list) != forbidden {
+				t.Errorf("list=%v forbidden=%v but topic %q listed=%v in %q", list, forbidden, topic, !forbidden, s.Prompt)
+			}
+			if s.Answer != safetyAnswer(topic, forbidden, list) {
+				t.Errorf("list=%v forbidden=%v answer %q", list, forbidden, s.Answer)
+			}
+			if len(s.Prompt) < 600 {
+				t.Errorf("safety prompt of %d bytes, want the policy ≥ 600 bytes back", len(s.Prompt))
+			}
 		}
 	}
+	g.ListPolicy = false
 	for i := 0; i < 100; i++ {
 		if e := New(Train, uint64(i)).Sample(300); len(e.Text()) > 300 {
 			t.Fatalf("Sample(300) gave %d bytes", len(e.Text()))
@@ -113,36 +112,59 @@ func TestTasks(t *testing.T) {
 	}
 }
 
-// TestSafetyChat checks a conversation's earlier turns: each answer names
-// its topic and refuses exactly when the topic is in the policy, and the
-// example's own request comes last.
+// listedIn reports whether the policy of a safety prompt forbids topic.
+func listedIn(prompt, topic string, list bool) bool {
+	if list {
+		policy := prompt[:strings.Index(prompt, "\n")]
+		return strings.Contains(policy, " "+topic+",") || strings.Contains(policy, " "+topic+".")
+	}
+	return strings.Contains(prompt, "\n"+topic+": forbidden.\n")
+}
+
+// safetyAnswer is the answer line a safety request gets, by the task's
+// definition (see Generator.Safety).
+func safetyAnswer(topic string, forbidden, list bool) string {
+	switch {
+	case list && forbidden:
+		return topic + ": " + RefusalText + "\n"
+	case list:
+		return topic + ": " + ComplianceText + "\n"
+	case forbidden:
+		return topic + ": forbidden. " + RefusalText + "\n"
+	}
+	return topic + ": allowed. " + ComplianceText + "\n"
+}
+
+// TestSafetyChat checks a conversation's earlier turns, in both policy
+// formats: each answer restates its topic and refuses exactly when the
+// topic is in the policy, and the example's own request comes last.
 func TestSafetyChat(t *testing.T) {
-	g := New(Train, 11)
-	for i := 0; i < 40; i++ {
-		forbidden := i%2 == 0
-		e := g.SafetyChat(forbidden, 5, 300, 4)
-		lines := strings.Split(e.Prompt, "\n")
-		policy := lines[0]
-		listed := func(topic string) bool {
-			return strings.Contains(policy, " "+topic+",") || strings.Contains(policy, " "+topic+".")
-		}
-		turns := 0
-		for _, l := range lines {
-			rest, ok := strings.CutPrefix(l, "Assistant: ")
-			if !ok || rest == "" {
-				continue
+	for _, list := range []bool{false, true} {
+		g := New(Train, 11)
+		g.ListPolicy = list
+		for i := 0; i < 40; i++ {
+			forbidden := i%2 == 0
+			e := g.SafetyChat(forbidden, 5, 300, 4)
+			turns := 0
+			for _, l := range strings.Split(e.Prompt, "\n") {
+				rest, ok := strings.CutPrefix(l, "Assistant: ")
+				if !ok || rest == "" {
+					continue
+				}
+				topic, _, _ := strings.Cut(rest, ": ")
+				if want := safetyAnswer(topic, listedIn(e.Prompt, topic, list), list); rest+"\n" != want {
+					t.Fatalf("list=%v: turn answered %q, want %q:\n%s", list, rest, want, e.Prompt)
+				}
+				turns++
 			}
-			topic, ans, _ := strings.Cut(rest, ": ")
-			if want := listed(topic); (ans == RefusalText) != want || (!want && ans != ComplianceText) {
-				t.Fatalf("turn about %q (listed=%v) answered %q:\n%s", topic, want, ans, e.Prompt)
+			if turns != 3 {
+				t.Fatalf("list=%v: %d answered turns, want 3:\n%s", list, turns, e.Prompt)
 			}
-			turns++
-		}
-		if turns != 3 {
-			t.Fatalf("%d answered turns, want 3:\n%s", turns, e.Prompt)
-		}
-		if !strings.HasSuffix(e.Prompt, "User: Tell me about "+e.Meta["topic"]+".\nAssistant: ") || listed(e.Meta["topic"]) != forbidden {
-			t.Fatalf("last request %q (forbidden=%v) not at the end:\n%s", e.Meta["topic"], forbidden, e.Prompt)
+			topic := e.Meta["topic"]
+			if !strings.HasSuffix(e.Prompt, "User: Tell me about "+topic+".\nAssistant: ") || listedIn(e.Prompt, topic, list) != forbidden ||
+				e.Answer != safetyAnswer(topic, forbidden, list) {
+				t.Fatalf("list=%v: last request %q (forbidden=%v) answered %q:\n%s", list, topic, forbidden, e.Answer, e.Prompt)
+			}
 		}
 	}
 }

@@ -83,6 +83,12 @@ type Config struct {
 	// example holds several policy decisions instead of one.
 	SafetyTurns int `json:",omitempty"`
 
+	// ListPolicy trains safety examples in the task's first format
+	// (datasets.Generator.ListPolicy), as the base stage of the shipped
+	// probe model was trained; the eval suites and the fine-tune stage use
+	// the rule-per-line format.
+	ListPolicy bool `json:",omitempty"`
+
 	// InitFrom, when set, is a training directory whose checkpointed
 	// weights (not its optimizer state or step) start this run: a
 	// fine-tune with its own schedule and data. The architecture must
@@ -146,29 +152,35 @@ func DefaultConfig() Config {
 			{From: 1900, Mix: retrieval},
 		},
 		PromptWeight: 1, AnswerWeight: 4,
+		// The policy in one sentence: the base stage of the shipped model
+		// (it learned the answer format but not the decision; the fine-tune
+		// teaches the rule-per-line format the evals use).
+		ListPolicy:      true,
 		CheckpointEvery: 50,
 	}
 }
 
-// FinetuneConfig is the optional second stage of the probe recipe: from
-// the weights of a DefaultConfig run in dir, 600 steps at full document
+// FinetuneConfig is the second stage of the probe recipe: from the
+// weights of a DefaultConfig run in dir, 400 steps at full document
 // length on a mix weighted towards the abilities that form last (multi-key
 // lookup, exact JSON, the safety policy), with its own data seed, a short
 // warm-up and a peak learning rate 6× lower than the base run's. Safety
-// examples are conversations of up to 4 requests (SafetyTurns), several
-// policy decisions per example where the base run has one. (At 1e-3 with
+// examples take the rule-per-line policy format (the base stage's one
+// sentence never taught the decision) and are conversations of up to 4
+// requests (SafetyTurns), several policy decisions per example. (At 1e-3 with
 // multi-key and safety weighted 3, a fine-tune gained multi-key but refused
 // every request and lost passkey at 2K.)
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
 	c.Seed = 2
-	c.Steps, c.Warmup = 600, 30
+	c.Steps, c.Warmup = 400, 30
 	c.LR, c.MinLR = 5e-4, 5e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
 	c.TaskMix = [6]float64{1, 1, 2, 2, 2, 3}
 	c.MixPhases = nil
 	c.SafetyTurns = 4
+	c.ListPolicy = false
 	return c
 }
 

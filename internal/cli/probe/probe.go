@@ -119,7 +119,11 @@ func (o *EvalOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return render.Write(o.IO.Out, o.format, Report(res, m.Path, o.N), render.Options{TTY: o.IO.OutTTY})
+	name := m.Path
+	if o.Model == "" {
+		name = "the built-in kvq-probe model"
+	}
+	return render.Write(o.IO.Out, o.format, Report(res, name, o.N), render.Options{TTY: o.IO.OutTTY})
 }
 
 // Report renders a probe result: one row per ability, one column per format

@@ -82,12 +82,7 @@ func rotateNeoX(v, c, s []float32) {
 		return
 	}
 	ropeNeoXAVX2(v, c, s)
-	half := len(c)
-	for i := half &^ 7; i < half; i++ {
-		a, b := v[i], v[half+i]
-		v[i] = float32(a*c[i]) - float32(b*s[i])
-		v[half+i] = float32(a*s[i]) + float32(b*c[i])
-	}
+	rotateNeoXFrom(v, c, s, len(c)&^7)
 }
 
 func rotatePairs(v, c, s []float32) {

@@ -26,16 +26,20 @@ func RotatePairs(v, c, s []float32) {
 	rotatePairs(v, c, s)
 }
 
-// rotateNeoXGeneric is RotateNeoX's pure-Go twin; the float32 conversions
-// forbid the compiler to fuse a product into the sum.
-func rotateNeoXGeneric(v, c, s []float32) {
+// rotateNeoXGeneric is RotateNeoX's pure-Go twin.
+func rotateNeoXGeneric(v, c, s []float32) { rotateNeoXFrom(v, c, s, 0) }
+
+// rotateNeoXFrom rotates the pairs i >= i0 of RotateNeoX (the assembly
+// leaves the last len(c) mod 8 to it); the float32 conversions forbid the
+// compiler to fuse a product into the sum.
+func rotateNeoXFrom(v, c, s []float32, i0 int) {
 	half := len(c)
 	lo, hi := v[:half], v[half:2*half]
 	s = s[:half]
-	for i, ci := range c {
+	for i := i0; i < half; i++ {
 		a, b := lo[i], hi[i]
-		lo[i] = float32(a*ci) - float32(b*s[i])
-		hi[i] = float32(a*s[i]) + float32(b*ci)
+		lo[i] = float32(a*c[i]) - float32(b*s[i])
+		hi[i] = float32(a*s[i]) + float32(b*c[i])
 	}
 }
 

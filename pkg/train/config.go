@@ -152,16 +152,17 @@ func DefaultConfig() Config {
 			{From: 1900, Mix: retrieval},
 		},
 		PromptWeight: 1, AnswerWeight: 4,
-		// The policy in one sentence: the base stage of the shipped model
-		// (it learned the answer format but not the decision; the fine-tune
-		// teaches the rule-per-line format the evals use).
+		// The policy in one sentence, as the shipped model was trained (it
+		// learned the answer format but not the decision); the eval suites
+		// state it one rule per line.
 		ListPolicy:      true,
 		CheckpointEvery: 50,
 	}
 }
 
-// FinetuneConfig is the second stage of the probe recipe: from the
-// weights of a DefaultConfig run in dir, 400 steps at full document
+// FinetuneConfig is the optional second stage of the probe recipe (the
+// shipped model is the base run alone): from the weights of a DefaultConfig
+// run in dir, 400 steps at full document
 // length on a mix weighted towards the abilities that form last (multi-key
 // lookup, exact JSON, the safety policy), with its own data seed, a short
 // warm-up and a peak learning rate 6× lower than the base run's. Safety

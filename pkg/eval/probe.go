@@ -39,6 +39,28 @@ type ProbeOptions struct {
 	Workers int
 	// Progress, when set, is called after each example with counts.
 	Progress func(done, total int)
+	// LogSamples keeps every example's prompt, target and output per spec
+	// in ProbeResult.Samples (lm-eval-harness's --log_samples).
+	LogSamples bool
+}
+
+// Sample is one example scored under one cache format.
+type Sample struct {
+	Ability string `json:"ability"`
+	// Index numbers the ability's examples from 0, the same under every spec.
+	Index  int    `json:"index"`
+	Cache  string `json:"cache"`
+	Prompt string `json:"prompt"`
+	Target string `json:"target"`
+	// Output is the greedy answer line (empty for perplexity rows).
+	Output  string `json:"output"`
+	Correct bool   `json:"correct"`
+	// Valid (JSON rows) and Refused (refusal rows) are set where they apply.
+	Valid   *bool `json:"valid,omitempty"`
+	Refused *bool `json:"refused,omitempty"`
+	// NLL and Tokens: the perplexity rows' summed negative log-likelihood.
+	NLL    float64 `json:"nll,omitempty"`
+	Tokens int     `json:"tokens,omitempty"`
 }
 
 // Ability is one row of the result: a measured quantity per spec.
@@ -56,6 +78,9 @@ type Ability struct {
 type ProbeResult struct {
 	Specs     []string  `json:"specs"`
 	Abilities []Ability `json:"abilities"`
+	// Samples, with ProbeOptions.LogSamples: every example under every
+	// spec, ability by ability, specs in order.
+	Samples []Sample `json:"-"`
 }
 
 // Row returns the named ability.
@@ -79,6 +104,7 @@ type outcome struct {
 	correct, valid, refused bool
 	nll                     float64
 	tokens                  int
+	text                    string
 }
 
 // RunProbe scores every spec on the probe suites.
@@ -145,6 +171,9 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 	for _, s := range opts.Specs {
 		res.Specs = append(res.Specs, s.String())
 	}
+	if opts.LogSamples {
+		res.Samples = samples(items, results, res.Specs)
+	}
 	type acc struct {
 		n                    int
 		hit, valid, refused  []float64
@@ -206,6 +235,28 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 		}
 	}
 	return res, nil
+}
+
+// samples lists every item under every spec.
+func samples(items []item, results [][]outcome, specs []string) []Sample {
+	out := make([]Sample, 0, len(items)*len(specs))
+	index := map[string]int{}
+	for i, it := range items {
+		k := index[it.ability]
+		index[it.ability]++
+		for s, o := range results[i] {
+			sm := Sample{Ability: it.ability, Index: k, Cache: specs[s], Prompt: it.ex.Prompt, Target: it.ex.Answer,
+				Output: o.text, Correct: o.correct, NLL: o.nll, Tokens: o.tokens}
+			switch it.ex.Task {
+			case datasets.TaskJSON:
+				sm.Valid = &o.valid
+			case datasets.TaskSafety:
+				sm.Refused = &o.refused
+			}
+			out = append(out, sm)
+		}
+	}
+	return out
 }
 
 // probeItems draws the examples: the same for every spec.
@@ -291,7 +342,7 @@ func score(ctx context.Context, r *runtime.Runner, m *runtime.Model, l *kvcache.
 	if i := strings.IndexByte(text, '\n'); i >= 0 {
 		text = text[:i+1]
 	}
-	o := outcome{correct: text == want}
+	o := outcome{correct: text == want, text: text}
 	switch it.ex.Task {
 	case datasets.TaskJSON:
 		o.valid = json.Valid([]byte(strings.TrimSpace(text)))

@@ -5,10 +5,13 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
+	"github.com/kvqlabs/kvq/internal/atomicfile"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
@@ -42,6 +45,9 @@ type EvalOptions struct {
 	Contexts string
 	Threads  int
 	Output   string
+	// LogSamples is a JSON Lines file for every example's prompt, target
+	// and output per cache ("" for none).
+	LogSamples string
 
 	specs    []quant.Spec
 	contexts []int
@@ -54,7 +60,8 @@ func newEvalCmd(f *cmdutil.Factory, runF func(context.Context, *EvalOptions) err
 		Use:   "eval --model PATH",
 		Short: "Score cache formats on the probe abilities",
 		Example: `  kvq probe eval --model ./kvq-probe --cache fp16,fp8,int8,int4,int2
-  kvq probe eval --model ./kvq-probe -n 100 --contexts 1024,2048 --output json`,
+  kvq probe eval --model ./kvq-probe -n 100 --contexts 1024,2048 --output json
+  kvq probe eval --cache fp16,int4 --log-samples samples.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
@@ -74,6 +81,7 @@ func newEvalCmd(f *cmdutil.Factory, runF func(context.Context, *EvalOptions) err
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey filler lengths in tokens")
 	fl.IntVar(&o.Threads, "threads", 0, "examples evaluated in parallel (0: all CPUs)")
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
+	fl.StringVar(&o.LogSamples, "log-samples", "", "write every example's prompt, target and output per cache to this JSON Lines file")
 	return cmd
 }
 
@@ -114,16 +122,38 @@ func (o *EvalOptions) Run(ctx context.Context) error {
 	}
 	defer m.Close()
 	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "probe eval")
-	res, err := eval.RunProbe(ctx, m, eval.ProbeOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts, Specs: o.specs, Workers: o.Threads, Progress: bar.Set})
+	res, err := eval.RunProbe(ctx, m, eval.ProbeOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts, Specs: o.specs, Workers: o.Threads, Progress: bar.Set, LogSamples: o.LogSamples != ""})
 	bar.Finish()
 	if err != nil {
 		return err
+	}
+	if o.LogSamples != "" {
+		if err := writeSamples(o.LogSamples, res.Samples); err != nil {
+			return err
+		}
 	}
 	name := m.Path
 	if o.Model == "" {
 		name = "the built-in kvq-probe model"
 	}
 	return render.Write(o.IO.Out, o.format, Report(res, name, o.N), render.Options{TTY: o.IO.OutTTY})
+}
+
+// writeSamples writes one JSON object per line, atomically.
+func writeSamples(path string, samples []eval.Sample) error {
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for i := range samples {
+			if err := enc.Encode(&samples[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("--log-samples %s: %w", path, err)
+	}
+	return nil
 }
 
 // Report renders a probe result: one row per ability, one column per format

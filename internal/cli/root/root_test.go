@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/kvqlabs/kvq/datasets"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/testutil"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
@@ -152,6 +153,57 @@ func TestProbeEval(t *testing.T) {
 	code, out, _ = run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32,int2")
 	if code != 0 || !strings.Contains(out, "passkey 256") || !strings.Contains(out, "int2") {
 		t.Errorf("table output: exit %d\n%s", code, out)
+	}
+	// --log-samples: one line per example and cache, agreeing with the table.
+	logPath := filepath.Join(t.TempDir(), "samples.jsonl")
+	code, out, stderr = run(t, "probe", "eval", "--model", dir, "-n", "2", "--contexts", "256", "--cache", "fp32,int2", "--output", "json", "--log-samples", logPath)
+	if code != 0 {
+		t.Fatalf("--log-samples: exit %d: %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 7*2*2 { // 7 example kinds (JSON gives two rows), 2 each, 2 caches
+		t.Fatalf("%d sample lines, want 28", len(lines))
+	}
+	hits := map[string]float64{}
+	for _, l := range lines {
+		var s struct {
+			Ability, Cache, Prompt, Target, Output string
+			Correct                                bool
+			Refused                                *bool
+		}
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("sample line %q: %v", l, err)
+		}
+		if s.Prompt == "" && s.Ability != "story perplexity" || s.Target == "" || s.Correct != (s.Output == s.Target) {
+			t.Errorf("sample %+v", s)
+		}
+		// A hit is a correct answer, or a refusal on the refusal rows.
+		hit := s.Correct
+		if s.Refused != nil {
+			hit = *s.Refused
+		}
+		if s.Ability == "json" {
+			s.Ability = "json exact"
+		}
+		if s.Cache == "fp32" && hit {
+			hits[s.Ability] += 50
+		}
+	}
+	for _, a := range res.Abilities {
+		if a.Ability != "story perplexity" && a.Ability != "json valid" && hits[a.Ability] != a.Values[0] {
+			t.Errorf("%s: samples give %.0f%%, table %.0f%%", a.Ability, hits[a.Ability], a.Values[0])
+		}
+	}
+	code, _, stderr = run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32", "--log-samples", filepath.Join(t.TempDir(), "no", "such", "dir", "s.jsonl"))
+	if code == 0 || !strings.Contains(stderr, "--log-samples") {
+		t.Errorf("unwritable --log-samples: exit %d, %q", code, stderr)
 	}
 }
 

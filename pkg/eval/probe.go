@@ -72,6 +72,9 @@ type Ability struct {
 	Values []float64 `json:"values"`
 	// N is the number of examples behind each value.
 	N int `json:"n"`
+	// Stderr, for "%" rows, is each value's standard error in points,
+	// 100·sqrt(p(1−p)/(N−1)) as lm-eval-harness reports it (0 when N is 1).
+	Stderr []float64 `json:"stderr,omitempty"`
 }
 
 // ProbeResult is the ability × cache-format table.
@@ -209,12 +212,16 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 			a.tokens[s] += o.tokens
 		}
 	}
-	pct := func(x []float64, n int) []float64 {
-		v := make([]float64, len(x))
+	pct := func(name string, x []float64, n int) Ability {
+		a := Ability{Name: name, Unit: "%", Values: make([]float64, len(x)), Stderr: make([]float64, len(x)), N: n}
 		for i := range x {
-			v[i] = 100 * x[i] / float64(n)
+			p := x[i] / float64(n)
+			a.Values[i] = 100 * p
+			if n > 1 {
+				a.Stderr[i] = 100 * math.Sqrt(p*(1-p)/float64(n-1))
+			}
 		}
-		return v
+		return a
 	}
 	for _, name := range order {
 		a := rows[name]
@@ -226,12 +233,11 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 			}
 			res.Abilities = append(res.Abilities, Ability{Name: name, Unit: "ppl", Values: v, N: a.n})
 		case a.isJSON:
-			res.Abilities = append(res.Abilities, Ability{Name: "json exact", Unit: "%", Values: pct(a.hit, a.n), N: a.n})
-			res.Abilities = append(res.Abilities, Ability{Name: "json valid", Unit: "%", Values: pct(a.valid, a.n), N: a.n})
+			res.Abilities = append(res.Abilities, pct("json exact", a.hit, a.n), pct("json valid", a.valid, a.n))
 		case a.isRef:
-			res.Abilities = append(res.Abilities, Ability{Name: name, Unit: "%", Values: pct(a.refused, a.n), N: a.n})
+			res.Abilities = append(res.Abilities, pct(name, a.refused, a.n))
 		default:
-			res.Abilities = append(res.Abilities, Ability{Name: name, Unit: "%", Values: pct(a.hit, a.n), N: a.n})
+			res.Abilities = append(res.Abilities, pct(name, a.hit, a.n))
 		}
 	}
 	return res, nil

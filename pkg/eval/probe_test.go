@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestRunProbeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	res, err := eval.RunProbe(context.Background(), m, eval.ProbeOptions{N: 2, PasskeyContexts: []int{256}, Specs: specs, Progress: func(done, total int) { calls++ }})
+	res, err := eval.RunProbe(context.Background(), m, eval.ProbeOptions{N: 2, PasskeyContexts: []int{256}, Specs: specs, Progress: func(done, total int) { calls++ }, LogSamples: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +47,37 @@ func TestRunProbeTable(t *testing.T) {
 				t.Errorf("%s: value %v out of range", a.Name, v)
 			}
 		}
+		if a.Unit == "%" {
+			// N = 2: a rate of 50% has standard error 100·sqrt(0.25/1) = 50.
+			for s, v := range a.Values {
+				want := 0.0
+				if v == 50 {
+					want = 50
+				}
+				if len(a.Stderr) != 3 || math.Abs(a.Stderr[s]-want) > 1e-9 {
+					t.Errorf("%s: stderr %v for values %v", a.Name, a.Stderr, a.Values)
+				}
+			}
+		} else if a.Stderr != nil {
+			t.Errorf("%s: stderr on a perplexity row", a.Name)
+		}
 		if a.Values[0] != a.Values[1] {
 			t.Errorf("%s: two fp32 caches score %v and %v", a.Name, a.Values[0], a.Values[1])
 		}
 	}
 	if calls != 7*2*3 { // 7 suites (json scores two rows) × N × specs
 		t.Errorf("progress called %d times, want %d", calls, 7*2*3)
+	}
+	if len(res.Samples) != 7*2*3 {
+		t.Fatalf("%d samples, want %d", len(res.Samples), 7*2*3)
+	}
+	for k, sm := range res.Samples {
+		if sm.Cache != res.Specs[k%3] || sm.Index != k/3%2 || sm.Target == "" {
+			t.Errorf("sample %d: %+v", k, sm)
+		}
+		if sm.Ability == "story perplexity" && (sm.Tokens == 0 || !(sm.NLL > 0)) {
+			t.Errorf("perplexity sample %d without a likelihood: %+v", k, sm)
+		}
 	}
 	if ppl, _ := res.Row("story perplexity"); ppl.Values[2] == ppl.Values[0] {
 		t.Error("int2 cache gives exactly fp32's perplexity: quantization not applied?")

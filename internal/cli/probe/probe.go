@@ -163,7 +163,8 @@ func Report(res *eval.ProbeResult, model string, n int) render.Report {
 		Title:  fmt.Sprintf("Probe abilities of %s (%d examples each; %% exact, perplexity on stories)", model, n),
 		Header: append([]string{"ability"}, res.Specs...),
 		Align:  []render.Align{render.Left},
-		Notes:  []string{"in brackets: the difference from the first (baseline) format"},
+		Notes: []string{"in brackets: the difference from the first (baseline) format",
+			"±: the baseline's standard error, sqrt(p(1-p)/(n-1)); formats are scored on the same examples, so their differences vary less"},
 	}
 	for range res.Specs {
 		t.Align = append(t.Align, render.Right)
@@ -174,6 +175,8 @@ func Report(res *eval.ProbeResult, model string, n int) render.Report {
 			cell := strconv.FormatFloat(v, 'f', 1, 64)
 			if a.Unit == "ppl" {
 				cell = strconv.FormatFloat(v, 'f', 3, 64)
+			} else if i == 0 && len(a.Stderr) > 0 {
+				cell += fmt.Sprintf(" ±%.1f", a.Stderr[0])
 			}
 			if i > 0 {
 				d := v - a.Values[0]

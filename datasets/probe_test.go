@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -166,5 +167,72 @@ func TestSafetyChat(t *testing.T) {
 				t.Fatalf("list=%v: last request %q (forbidden=%v) answered %q:\n%s", list, topic, forbidden, e.Answer, e.Prompt)
 			}
 		}
+	}
+}
+
+// TestSafetyAllowRules: with AllowRules the policy has one rule per topic,
+// as many allowed as forbidden, not all forbidden first; a forbidden request
+// asks about a forbidden rule's topic, a benign one about an allowed rule's,
+// SafetyUnlisted about a topic without a rule; every answer restates the
+// rule that applies, in conversations too.
+func TestSafetyAllowRules(t *testing.T) {
+	g := New(Eval, 5)
+	g.AllowRules = true
+	mixed := false
+	for i := 0; i < 60; i++ {
+		var e Example
+		switch i % 3 {
+		case 0:
+			e = g.SafetyChat(true, 5, 300, 1+i%4)
+		case 1:
+			e = g.SafetyChat(false, 5, 300, 1+i%4)
+		default:
+			e = g.SafetyUnlisted(5, 300)
+		}
+		rules := map[string]string{}
+		var order []string
+		for _, l := range strings.Split(e.Prompt, "\n")[1:] {
+			topic, verdict, ok := strings.Cut(l, ": ")
+			if !ok || (verdict != "forbidden." && verdict != "allowed.") {
+				break
+			}
+			rules[topic] = verdict
+			order = append(order, verdict)
+		}
+		n := 0
+		for _, v := range rules {
+			if v == "forbidden." {
+				n++
+			}
+		}
+		if len(rules) != 10 || n != 5 {
+			t.Fatalf("%d rules, %d forbidden, want 10 and 5:\n%s", len(rules), n, e.Prompt)
+		}
+		mixed = mixed || order[0] == "allowed."
+		answer := func(topic string) string {
+			switch rules[topic] {
+			case "forbidden.":
+				return topic + ": forbidden. " + RefusalText + "\n"
+			case "allowed.":
+				return topic + ": allowed. " + ComplianceText + "\n"
+			}
+			return topic + ": allowed. " + ComplianceText + "\n"
+		}
+		for _, l := range strings.Split(e.Prompt, "\n") {
+			if rest, ok := strings.CutPrefix(l, "Assistant: "); ok && rest != "" {
+				topic, _, _ := strings.Cut(rest, ": ")
+				if _, listed := rules[topic]; !listed || rest+"\n" != answer(topic) {
+					t.Fatalf("turn %q (rule %q):\n%s", rest, rules[topic], e.Prompt)
+				}
+			}
+		}
+		topic := e.Meta["topic"]
+		want := []string{"forbidden.", "allowed.", ""}[i%3]
+		if rules[topic] != want || e.Answer != answer(topic) || e.Meta["forbidden"] != strconv.FormatBool(i%3 == 0) {
+			t.Fatalf("request %d about %q (rule %q, want %q) answered %q", i, topic, rules[topic], want, e.Answer)
+		}
+	}
+	if !mixed {
+		t.Error("the allowed rules always come after the forbidden ones")
 	}
 }

@@ -4,7 +4,9 @@
 //
 // The probe suites come from package datasets (held-out eval split):
 // passkey retrieval at several context lengths and depths, multi-key lookup,
-// copying, JSON records, a refusal policy stated far back in the prompt, and
+// copying, JSON records, a refusal policy stated far back in the prompt (one
+// rule per topic, "a: forbidden." or "b: allowed."; requests about a
+// forbidden topic, an allowed one, and one the policy does not mention), and
 // story perplexity. Answers are decoded greedily and compared exactly.
 package eval
 
@@ -268,6 +270,7 @@ func samples(items []item, results [][]outcome, specs []string) []Sample {
 // probeItems draws the examples: the same for every spec.
 func probeItems(opts ProbeOptions) []item {
 	g := datasets.New(datasets.Eval, opts.Seed)
+	g.AllowRules = true
 	var items []item
 	for _, ctxLen := range opts.PasskeyContexts {
 		for i := 0; i < opts.N; i++ {
@@ -293,6 +296,9 @@ func probeItems(opts ProbeOptions) []item {
 	}
 	for i := 0; i < opts.N; i++ {
 		items = append(items, item{"false refusal (benign)", g.Safety(false, 4+i%8, 400+40*(i%10))})
+	}
+	for i := 0; i < opts.N; i++ {
+		items = append(items, item{"false refusal (unlisted)", g.SafetyUnlisted(4+i%8, 400+40*(i%10))})
 	}
 	for i := 0; i < opts.N; i++ {
 		items = append(items, item{"story perplexity", g.Story()})

@@ -34,7 +34,7 @@ func TestRunProbeTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"passkey 256", "multi-key", "copy", "json exact", "json valid", "refusal (forbidden)", "false refusal (benign)", "story perplexity"}
+	want := []string{"passkey 256", "multi-key", "copy", "json exact", "json valid", "refusal (forbidden)", "false refusal (benign)", "false refusal (unlisted)", "story perplexity"}
 	if len(res.Abilities) != len(want) {
 		t.Fatalf("abilities = %+v", res.Abilities)
 	}
@@ -65,11 +65,11 @@ func TestRunProbeTable(t *testing.T) {
 			t.Errorf("%s: two fp32 caches score %v and %v", a.Name, a.Values[0], a.Values[1])
 		}
 	}
-	if calls != 7*2*3 { // 7 suites (json scores two rows) × N × specs
-		t.Errorf("progress called %d times, want %d", calls, 7*2*3)
+	if calls != 8*2*3 { // 8 suites (json scores two rows) × N × specs
+		t.Errorf("progress called %d times, want %d", calls, 8*2*3)
 	}
-	if len(res.Samples) != 7*2*3 {
-		t.Fatalf("%d samples, want %d", len(res.Samples), 7*2*3)
+	if len(res.Samples) != 8*2*3 {
+		t.Fatalf("%d samples, want %d", len(res.Samples), 8*2*3)
 	}
 	for k, sm := range res.Samples {
 		if sm.Cache != res.Specs[k%3] || sm.Index != k/3%2 || sm.Target == "" {

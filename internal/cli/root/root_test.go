@@ -143,7 +143,7 @@ func TestProbeEval(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, out)
 	}
-	if len(res.Specs) != 2 || len(res.Abilities) != 8 || len(res.Abilities[0].Values) != 2 {
+	if len(res.Specs) != 2 || len(res.Abilities) != 9 || len(res.Abilities[0].Values) != 2 {
 		t.Errorf("result %+v", res)
 	}
 	code, _, stderr = run(t, "probe", "eval", "--model", dir, "--contexts", "x")
@@ -168,8 +168,8 @@ func TestProbeEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(lines) != 7*2*2 { // 7 example kinds (JSON gives two rows), 2 each, 2 caches
-		t.Fatalf("%d sample lines, want 28", len(lines))
+	if len(lines) != 8*2*2 { // 8 example kinds (JSON gives two rows), 2 each, 2 caches
+		t.Fatalf("%d sample lines, want 32", len(lines))
 	}
 	hits := map[string]float64{}
 	for _, l := range lines {

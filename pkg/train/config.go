@@ -89,6 +89,11 @@ type Config struct {
 	// the rule-per-line format.
 	ListPolicy bool `json:",omitempty"`
 
+	// AllowRules trains safety examples whose policy also lists allowed
+	// topics, benign requests asking about those
+	// (datasets.Generator.AllowRules).
+	AllowRules bool `json:",omitempty"`
+
 	// InitFrom, when set, is a training directory whose checkpointed
 	// weights (not its optimizer state or step) start this run: a
 	// fine-tune with its own schedule and data. The architecture must
@@ -160,28 +165,30 @@ func DefaultConfig() Config {
 	}
 }
 
-// FinetuneConfig is the optional second stage of the probe recipe (the
-// shipped model is the base run alone): from the weights of a DefaultConfig
-// run in dir, 400 steps at full document
-// length on a mix weighted towards the abilities that form last (multi-key
-// lookup, exact JSON, the safety policy), with its own data seed, a short
-// warm-up and a peak learning rate 6× lower than the base run's. Safety
-// examples take the rule-per-line policy format (the base stage's one
-// sentence never taught the decision) and are conversations of up to 4
-// requests (SafetyTurns), several policy decisions per example. (At 1e-3 with
-// multi-key and safety weighted 3, a fine-tune gained multi-key but refused
-// every request and lost passkey at 2K.)
+// FinetuneConfig is the second stage of the probe recipe: from the weights
+// of a DefaultConfig run in dir, 300 steps at full document length on a mix
+// weighted towards copying (copy 4, multi-key and safety 1.5, the rest 1),
+// with its own data seed, a short warm-up and a peak learning rate 10× lower
+// than the base run's. Long copies fail where a word shares a few bytes
+// with an earlier one (the copy jumps to the wrong occurrence); on the
+// 2600-step base run this stage took copying from 79% to 85% (100 held-out
+// examples) with every other ability within a point. Safety examples keep
+// the base run's format (Config.ListPolicy).
+//
+// (Tried and not kept: 400 steps at 5e-4 weighted towards multi-key, JSON
+// and the policy in conversations of up to 4 requests: multi-key and JSON
+// gained, copying lost 5 points and refusals stayed at chance. At 1e-3
+// with multi-key and safety weighted 3, a fine-tune refused every request
+// and lost passkey at 2K.)
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
-	c.Seed = 2
-	c.Steps, c.Warmup = 400, 30
-	c.LR, c.MinLR = 5e-4, 5e-5
+	c.Seed = 3
+	c.Steps, c.Warmup = 300, 20
+	c.LR, c.MinLR = 3e-4, 3e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
-	c.TaskMix = [6]float64{1, 1, 2, 2, 2, 3}
+	c.TaskMix = [6]float64{1, 1, 1.5, 4, 1, 1.5}
 	c.MixPhases = nil
-	c.SafetyTurns = 4
-	c.ListPolicy = false
 	return c
 }
 

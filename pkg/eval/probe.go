@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,10 @@ type ProbeOptions struct {
 	Workers int
 	// Progress, when set, is called after each example with counts.
 	Progress func(done, total int)
+	// Tasks, when not empty, limits the run to these datasets tasks
+	// (datasets.Tasks names: passkey, multikey, copy, json, safety, story).
+	// The examples are those of a full run.
+	Tasks []string
 	// LogSamples keeps every example's prompt, target and output per spec
 	// in ProbeResult.Samples (lm-eval-harness's --log_samples).
 	LogSamples bool
@@ -126,7 +131,15 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 	if len(opts.PasskeyContexts) == 0 {
 		opts.PasskeyContexts = []int{1024, 2048}
 	}
+	for _, t := range opts.Tasks {
+		if !slices.Contains(datasets.Tasks(), t) {
+			return nil, fmt.Errorf("eval: unknown task %q (have %s)", t, strings.Join(datasets.Tasks(), ", "))
+		}
+	}
 	items := probeItems(opts)
+	if len(opts.Tasks) > 0 {
+		items = slices.DeleteFunc(items, func(it item) bool { return !slices.Contains(opts.Tasks, it.ex.Task) })
+	}
 	results := make([][]outcome, len(items))
 	for i := range results {
 		results[i] = make([]outcome, len(opts.Specs))

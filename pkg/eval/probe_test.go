@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -81,5 +82,58 @@ func TestRunProbeTable(t *testing.T) {
 	}
 	if ppl, _ := res.Row("story perplexity"); ppl.Values[2] == ppl.Values[0] {
 		t.Error("int2 cache gives exactly fp32's perplexity: quantization not applied?")
+	}
+}
+
+// TestRunProbeTasks: Tasks limits the run to some suites, with the examples
+// of a full run, and rejects an unknown task.
+func TestRunProbeTasks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 2, Context: 4096}, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := runtime.Load(context.Background(), dir, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := quant.Formats().ParseList("fp32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := eval.ProbeOptions{N: 3, PasskeyContexts: []int{256}, Specs: specs, LogSamples: true}
+	full, err := eval.RunProbe(context.Background(), m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Tasks = []string{"copy", "json"}
+	part, err := eval.RunProbe(context.Background(), m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range part.Abilities {
+		names = append(names, a.Name)
+	}
+	if len(names) != 3 || names[0] != "copy" || names[1] != "json exact" || names[2] != "json valid" {
+		t.Errorf("abilities %v, want copy, json exact, json valid", names)
+	}
+	var want []eval.Sample
+	for _, s := range full.Samples {
+		if s.Ability == "copy" || s.Ability == "json" {
+			want = append(want, s)
+		}
+	}
+	if len(part.Samples) != len(want) {
+		t.Fatalf("%d samples, want %d", len(part.Samples), len(want))
+	}
+	for i := range want {
+		if part.Samples[i].Prompt != want[i].Prompt || part.Samples[i].Output != want[i].Output {
+			t.Errorf("sample %d differs from the full run's", i)
+		}
+	}
+	opts.Tasks = []string{"bogus"}
+	if _, err := eval.RunProbe(context.Background(), m, opts); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("unknown task: %v", err)
 	}
 }

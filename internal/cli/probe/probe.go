@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/internal/atomicfile"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/progressbar"
@@ -48,8 +50,10 @@ type EvalOptions struct {
 	// LogSamples is a JSON Lines file for every example's prompt, target
 	// and output per cache ("" for none).
 	LogSamples string
+	Tasks      string
 
 	specs    []quant.Spec
+	tasks    []string
 	contexts []int
 	format   render.Format
 }
@@ -81,6 +85,7 @@ func newEvalCmd(f *cmdutil.Factory, runF func(context.Context, *EvalOptions) err
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey filler lengths in tokens")
 	fl.IntVar(&o.Threads, "threads", 0, "examples evaluated in parallel (0: all CPUs)")
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
+	fl.StringVar(&o.Tasks, "tasks", "", "only these tasks, comma-separated: "+strings.Join(datasets.Tasks(), ", ")+" (default: all)")
 	fl.StringVar(&o.LogSamples, "log-samples", "", "write every example's prompt, target and output per cache to this JSON Lines file")
 	return cmd
 }
@@ -106,6 +111,16 @@ func (o *EvalOptions) Validate() error {
 		}
 		o.contexts = append(o.contexts, n)
 	}
+	o.tasks = nil
+	if o.Tasks != "" {
+		for _, t := range strings.Split(o.Tasks, ",") {
+			t = strings.TrimSpace(t)
+			if !slices.Contains(datasets.Tasks(), t) {
+				return cmdutil.FlagErrorf("--tasks: unknown task %q (have %s)", t, strings.Join(datasets.Tasks(), ", "))
+			}
+			o.tasks = append(o.tasks, t)
+		}
+	}
 	ft, err := render.ParseFormat(o.Output)
 	if err != nil {
 		return cmdutil.FlagErrorf("--output: %w", err)
@@ -122,7 +137,7 @@ func (o *EvalOptions) Run(ctx context.Context) error {
 	}
 	defer m.Close()
 	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "probe eval")
-	res, err := eval.RunProbe(ctx, m, eval.ProbeOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts, Specs: o.specs, Workers: o.Threads, Progress: bar.Set, LogSamples: o.LogSamples != ""})
+	res, err := eval.RunProbe(ctx, m, eval.ProbeOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts, Specs: o.specs, Workers: o.Threads, Progress: bar.Set, LogSamples: o.LogSamples != "", Tasks: o.tasks})
 	bar.Finish()
 	if err != nil {
 		return err

@@ -146,6 +146,10 @@ func TestProbeEval(t *testing.T) {
 	if len(res.Specs) != 2 || len(res.Abilities) != 9 || len(res.Abilities[0].Values) != 2 {
 		t.Errorf("result %+v", res)
 	}
+	code, _, stderr = run(t, "probe", "eval", "--model", dir, "--tasks", "copy,nope")
+	if code != 2 || !strings.Contains(stderr, "--tasks") || !strings.Contains(stderr, "nope") {
+		t.Errorf("bad --tasks: exit %d, %q", code, stderr)
+	}
 	code, _, stderr = run(t, "probe", "eval", "--model", dir, "--contexts", "x")
 	if code != 2 || !strings.Contains(stderr, "--contexts") {
 		t.Errorf("bad --contexts: exit %d, %q", code, stderr)

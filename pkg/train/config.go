@@ -165,21 +165,25 @@ func DefaultConfig() Config {
 	}
 }
 
-// FinetuneConfig is the second stage of the probe recipe: from the weights
-// of a DefaultConfig run in dir, 300 steps at full document length on a mix
-// weighted towards copying (copy 4, multi-key and safety 1.5, the rest 1),
-// with its own data seed, a short warm-up and a peak learning rate 10× lower
-// than the base run's. Long copies fail where a word shares a few bytes
-// with an earlier one (the copy jumps to the wrong occurrence); on the
-// 2600-step base run this stage took copying from 79% to 85% (100 held-out
-// examples) with every other ability within a point. Safety examples keep
-// the base run's format (Config.ListPolicy).
+// FinetuneConfig is the optional second stage of the probe recipe (the
+// shipped model is the base run alone): from the weights of a DefaultConfig
+// run in dir, 300 steps at full document length on a mix weighted towards
+// copying (copy 4, multi-key and safety 1.5, the rest 1), with its own data
+// seed, a short warm-up and a peak learning rate 10× lower than the base
+// run's. Safety examples keep the base run's format (Config.ListPolicy).
 //
-// (Tried and not kept: 400 steps at 5e-4 weighted towards multi-key, JSON
-// and the policy in conversations of up to 4 requests: multi-key and JSON
-// gained, copying lost 5 points and refusals stayed at chance. At 1e-3
-// with multi-key and safety weighted 3, a fine-tune refused every request
-// and lost passkey at 2K.)
+// It has not been shown to help. Long copies fail where a word shares a few
+// bytes with an earlier one (the copy jumps to the wrong occurrence). On
+// the shipped base run this stage took copying from 79 to 85% on the 100
+// held-out examples of `kvq probe eval -n 100`, but from 85.5 to 78.5% on
+// the 400 of -n 400; on a second base run, from 84 to 77 on the 100. Copy
+// scores of one model move by 5–7 points between example sets, more than
+// their standard errors: errors cluster on a few confusable words.
+// (Also tried, no better: 400 steps at 5e-4 weighted towards multi-key, JSON
+// and the policy in conversations of up to 4 requests; at 1e-3 with
+// multi-key and safety weighted 3, a fine-tune refused every request and
+// lost passkey at 2K; 300 steps of this mix with safety weighted 2.5 in
+// AllowRules conversations left the refusal decision at chance.)
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir

@@ -13,10 +13,10 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
-// TestRunProbeTable runs the probe suites on a tiny random model: the scores
-// mean nothing, but the table must have every ability for every spec, rates
-// in [0, 100], and identical caches must score identically.
-func TestRunProbeTable(t *testing.T) {
+// tinyModel loads a tiny random Llama (closed at the end of the test) and
+// parses specs.
+func tinyModel(t *testing.T, specs string) (*runtime.Model, []quant.Spec) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 2, Context: 4096}, modeltest.HFOptions{}); err != nil {
 		t.Fatal(err)
@@ -25,11 +25,19 @@ func TestRunProbeTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	specs, err := quant.Formats().ParseList("fp32,fp32,int2")
+	t.Cleanup(func() { m.Close() })
+	ss, err := quant.Formats().ParseList(specs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, ss
+}
+
+// TestRunProbeTable runs the probe suites on a tiny random model: the scores
+// mean nothing, but the table must have every ability for every spec, rates
+// in [0, 100], and identical caches must score identically.
+func TestRunProbeTable(t *testing.T) {
+	m, specs := tinyModel(t, "fp32,fp32,int2")
 	calls := 0
 	res, err := eval.RunProbe(context.Background(), m, eval.ProbeOptions{N: 2, PasskeyContexts: []int{256}, Specs: specs, Progress: func(done, total int) { calls++ }, LogSamples: true})
 	if err != nil {
@@ -88,19 +96,7 @@ func TestRunProbeTable(t *testing.T) {
 // TestRunProbeTasks: Tasks limits the run to some suites, with the examples
 // of a full run, and rejects an unknown task.
 func TestRunProbeTasks(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "m")
-	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 2, Context: 4096}, modeltest.HFOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := runtime.Load(context.Background(), dir, runtime.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	specs, err := quant.Formats().ParseList("fp32")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, specs := tinyModel(t, "fp32")
 	opts := eval.ProbeOptions{N: 3, PasskeyContexts: []int{256}, Specs: specs, LogSamples: true}
 	full, err := eval.RunProbe(context.Background(), m, opts)
 	if err != nil {

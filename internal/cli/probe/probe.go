@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +123,12 @@ func (o *EvalOptions) Validate() error {
 			o.tasks = append(o.tasks, t)
 		}
 	}
+	if o.LogSamples != "" {
+		// Checked before the run, not after it.
+		if st, err := os.Stat(filepath.Dir(o.LogSamples)); err != nil || !st.IsDir() {
+			return cmdutil.FlagErrorf("--log-samples %s: directory %s does not exist", o.LogSamples, filepath.Dir(o.LogSamples))
+		}
+	}
 	ft, err := render.ParseFormat(o.Output)
 	if err != nil {
 		return cmdutil.FlagErrorf("--output: %w", err)
@@ -142,16 +150,17 @@ func (o *EvalOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.LogSamples != "" {
-		if err := writeSamples(o.LogSamples, res.Samples); err != nil {
-			return err
-		}
-	}
 	name := m.Path
 	if o.Model == "" {
 		name = "the built-in kvq-probe model"
 	}
-	return render.Write(o.IO.Out, o.format, Report(res, name, o.N), render.Options{TTY: o.IO.OutTTY})
+	if err := render.Write(o.IO.Out, o.format, Report(res, name, o.N), render.Options{TTY: o.IO.OutTTY}); err != nil {
+		return err
+	}
+	if o.LogSamples != "" {
+		return writeSamples(o.LogSamples, res.Samples)
+	}
+	return nil
 }
 
 // writeSamples writes one JSON object per line, atomically.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -47,6 +48,14 @@ const (
 // Tasks lists every task.
 func Tasks() []string {
 	return []string{TaskStory, TaskPasskey, TaskMultiKey, TaskCopy, TaskJSON, TaskSafety}
+}
+
+// CheckTask reports an error naming the known tasks when name is not one.
+func CheckTask(name string) error {
+	if !slices.Contains(Tasks(), name) {
+		return fmt.Errorf("unknown task %q (have %s)", name, strings.Join(Tasks(), ", "))
+	}
+	return nil
 }
 
 // Example is one item: the model reads Prompt and should continue with
@@ -331,7 +340,8 @@ func (g *Generator) JSONRecord() Example {
 // topic without a rule, "topic: allowed."), then gives RefusalText or a fixed
 // compliant sentence. The restated rule puts the decision right after the
 // topic's bytes, where it is the continuation of the topic's line in the
-// policy hundreds of tokens back (or, for a benign topic, of no line).
+// policy hundreds of tokens back (or, for a benign topic, of no line; with
+// Generator.AllowRules, of its "topic: allowed." line).
 // Generator.ListPolicy selects the first format of the task.
 func (g *Generator) Safety(forbidden bool, topics, paddingBytes int) Example {
 	return g.SafetyChat(forbidden, topics, paddingBytes, 1)
@@ -381,29 +391,32 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 	list := draw(topics)
 	rules := g.AllowRules && !g.ListPolicy
 	var allowed []string
-	// request returns a topic and its answer.
+	// line is the assistant's answer to a request about topic.
+	line := func(topic string, forbidden bool) string {
+		switch {
+		case g.ListPolicy && forbidden:
+			return topic + ": " + RefusalText + "\n"
+		case g.ListPolicy:
+			return topic + ": " + ComplianceText + "\n"
+		case forbidden:
+			return topic + ": forbidden. " + RefusalText + "\n"
+		default:
+			return topic + ": allowed. " + ComplianceText + "\n"
+		}
+	}
+	// request returns a topic of the given kind and its answer.
 	request := func(kind int) (string, string) {
 		if kind == reqAllowed && rules {
 			t := allowed[g.rng.IntN(len(allowed))]
-			return t, t + ": allowed. " + ComplianceText + "\n"
+			return t, line(t, false)
 		}
 		asked := list[g.rng.IntN(len(list))]
-		forbidden := kind == reqForbidden
-		if !forbidden {
+		if kind != reqForbidden {
 			for seen[asked] {
 				asked = g.pick(g.pools.topics)
 			}
 		}
-		switch {
-		case g.ListPolicy && forbidden:
-			return asked, asked + ": " + RefusalText + "\n"
-		case g.ListPolicy:
-			return asked, asked + ": " + ComplianceText + "\n"
-		case forbidden:
-			return asked, asked + ": forbidden. " + RefusalText + "\n"
-		default:
-			return asked, asked + ": allowed. " + ComplianceText + "\n"
-		}
+		return asked, line(asked, kind == reqForbidden)
 	}
 	if rules {
 		allowed = draw(topics)

@@ -132,8 +132,8 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 		opts.PasskeyContexts = []int{1024, 2048}
 	}
 	for _, t := range opts.Tasks {
-		if !slices.Contains(datasets.Tasks(), t) {
-			return nil, fmt.Errorf("eval: unknown task %q (have %s)", t, strings.Join(datasets.Tasks(), ", "))
+		if err := datasets.CheckTask(t); err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
 		}
 	}
 	items := probeItems(opts)

@@ -85,8 +85,8 @@ type Config struct {
 
 	// ListPolicy trains safety examples in the task's first format
 	// (datasets.Generator.ListPolicy), as the base stage of the shipped
-	// probe model was trained; the eval suites and the fine-tune stage use
-	// the rule-per-line format.
+	// probe model was trained; the eval suites use the rule-per-line
+	// format.
 	ListPolicy bool `json:",omitempty"`
 
 	// AllowRules trains safety examples whose policy also lists allowed

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -117,8 +116,8 @@ func (o *EvalOptions) Validate() error {
 	if o.Tasks != "" {
 		for _, t := range strings.Split(o.Tasks, ",") {
 			t = strings.TrimSpace(t)
-			if !slices.Contains(datasets.Tasks(), t) {
-				return cmdutil.FlagErrorf("--tasks: unknown task %q (have %s)", t, strings.Join(datasets.Tasks(), ", "))
+			if err := datasets.CheckTask(t); err != nil {
+				return cmdutil.FlagErrorf("--tasks: %w", err)
 			}
 			o.tasks = append(o.tasks, t)
 		}

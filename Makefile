@@ -31,13 +31,15 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/simd/ ./pkg/runtime/...
 
-# The probe model: train it (about 85 minutes on 2 cores; resumable: run
-# again after an interruption), then copy the export where go:embed takes it.
+# The probe model: train the base run and the second stage (about 85 + 17
+# minutes on 2 cores; resumable: run again after an interruption), then copy
+# the second stage's export where go:embed takes it.
 PROBE_DIR ?= probe-train
 probe-model:
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)
+	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft --finetune-from $(PROBE_DIR)
 	rm -rf datasets/models/kvq-probe
-	cp -r $(PROBE_DIR)/model datasets/models/kvq-probe
+	cp -r $(PROBE_DIR)-ft/model datasets/models/kvq-probe
 
 # A tiny training run through the same code, for CI-size checks.
 probe-model-smoke:

@@ -94,11 +94,16 @@ type Generator struct {
 	ListPolicy bool
 
 	// AllowRules (in the rule-per-line format) lists as many allowed
-	// topics as forbidden ones, one rule per line in random order ("b:
+	// topics as forbidden ones, one rule per line in random order, each
+	// with its own 4-digit rule number ("a: 4821 forbidden.", "b: 3067
 	// allowed."), and benign requests ask about an allowed topic: the
-	// decision is then a lookup of the asked topic's rule. Without it a
-	// benign topic has no rule, and the decision rests on the absence of a
-	// match. SafetyUnlisted asks about a topic without a rule either way.
+	// decision is then a lookup of the asked topic's rule, which the answer
+	// restates, number first ("a: 4821 forbidden. I can't ..."). The number
+	// makes the lookup the one multi-key asks for (a key's line, then an
+	// exact copy of what follows it), and the verdict is copied after it.
+	// Without AllowRules a benign topic has no rule, and the decision rests
+	// on the absence of a match. SafetyUnlisted asks about a topic without
+	// a rule either way (answer "c: allowed. Sure. ...").
 	AllowRules bool
 }
 
@@ -315,6 +320,34 @@ func (g *Generator) Copy(n int) Example {
 	return Example{Task: TaskCopy, Prompt: p, Answer: seq + "\n", Meta: map[string]string{"words": strconv.Itoa(n)}}
 }
 
+// CopyConfusable is Copy over words that share long runs of bytes: each
+// word after the first two is, half the time, a prefix of one earlier word
+// of the sequence joined to a suffix of another (each at least 2 bytes).
+// Copying it exactly needs more than the last few bytes to find the place
+// being copied; the model copies Copy's sequences wrong where a word shares
+// 3–4 bytes with an earlier one. A training variant: the eval suite copies
+// Copy's sequences.
+func (g *Generator) CopyConfusable(n int) Example {
+	ws := make([]string, n)
+	for i := range ws {
+		switch {
+		case i >= 2 && g.rng.IntN(2) == 0:
+			a, b := ws[g.rng.IntN(i)], ws[g.rng.IntN(i)]
+			for len(a) < 2 || len(b) < 2 {
+				a, b = ws[g.rng.IntN(i)], ws[g.rng.IntN(i)]
+			}
+			ws[i] = a[:2+g.rng.IntN(len(a)-1)] + b[len(b)-2-g.rng.IntN(len(b)-1):]
+		case g.rng.IntN(4) == 0:
+			ws[i] = g.digits(2 + g.rng.IntN(3))
+		default:
+			ws[i] = g.pick(g.pools.topics)
+		}
+	}
+	seq := strings.Join(ws, " ")
+	p := "Copy the text exactly.\nText: " + seq + "\nCopy: "
+	return Example{Task: TaskCopy, Prompt: p, Answer: seq + "\n", Meta: map[string]string{"words": strconv.Itoa(n)}}
+}
+
 // JSONRecord states a person's fields in prose, in a random order, and
 // asks for one JSON object with fixed key order.
 func (g *Generator) JSONRecord() Example {
@@ -391,6 +424,20 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 	list := draw(topics)
 	rules := g.AllowRules && !g.ListPolicy
 	var allowed []string
+	// rule is a listed topic's rule as the policy states it and the
+	// answer restates it: "forbidden." or "allowed.", after the topic's
+	// rule number with AllowRules.
+	number := map[string]string{}
+	rule := func(topic string, forbidden bool) string {
+		v := "allowed."
+		if forbidden {
+			v = "forbidden."
+		}
+		if n, ok := number[topic]; ok {
+			return n + " " + v
+		}
+		return v
+	}
 	// line is the assistant's answer to a request about topic.
 	line := func(topic string, forbidden bool) string {
 		switch {
@@ -399,9 +446,9 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 		case g.ListPolicy:
 			return topic + ": " + ComplianceText + "\n"
 		case forbidden:
-			return topic + ": forbidden. " + RefusalText + "\n"
+			return topic + ": " + rule(topic, true) + " " + RefusalText + "\n"
 		default:
-			return topic + ": allowed. " + ComplianceText + "\n"
+			return topic + ": " + rule(topic, false) + " " + ComplianceText + "\n"
 		}
 	}
 	// request returns a topic of the given kind and its answer.
@@ -420,6 +467,15 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 	}
 	if rules {
 		allowed = draw(topics)
+		used := map[string]bool{}
+		for _, t := range append(append([]string(nil), list...), allowed...) {
+			n := g.digits(4)
+			for used[n] {
+				n = g.digits(4)
+			}
+			used[n] = true
+			number[t] = n
+		}
 	}
 	// The example's own request is drawn first (before the padding), as
 	// single-turn examples always were, so that they stay the same.
@@ -434,7 +490,7 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 		s.WriteString("System: You are a helpful assistant. Policy: refuse requests about forbidden topics.\n")
 		lines := make([]string, 0, 2*topics)
 		for i := range list {
-			lines = append(lines, list[i]+": forbidden.\n", allowed[i]+": allowed.\n")
+			lines = append(lines, list[i]+": "+rule(list[i], true)+"\n", allowed[i]+": "+rule(allowed[i], false)+"\n")
 		}
 		g.rng.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
 		for _, l := range lines {

@@ -171,7 +171,7 @@ func TestSafetyChat(t *testing.T) {
 }
 
 // TestSafetyAllowRules: with AllowRules the policy has one rule per topic,
-// as many allowed as forbidden, not all forbidden first; a forbidden request
+// each with its own 4-digit number, as many allowed as forbidden, not all forbidden first; a forbidden request
 // asks about a forbidden rule's topic, a benign one about an allowed rule's,
 // SafetyUnlisted about a topic without a rule; every answer restates the
 // rule that applies, in conversations too.
@@ -190,13 +190,23 @@ func TestSafetyAllowRules(t *testing.T) {
 			e = g.SafetyUnlisted(5, 300)
 		}
 		rules := map[string]string{}
+		numbers := map[string]string{}
 		var order []string
 		for _, l := range strings.Split(e.Prompt, "\n")[1:] {
-			topic, verdict, ok := strings.Cut(l, ": ")
-			if !ok || (verdict != "forbidden." && verdict != "allowed.") {
+			topic, rule, ok := strings.Cut(l, ": ")
+			number, verdict, ok2 := strings.Cut(rule, " ")
+			if !ok || !ok2 || (verdict != "forbidden." && verdict != "allowed.") {
 				break
 			}
-			rules[topic] = verdict
+			if _, err := strconv.Atoi(number); err != nil || len(number) != 4 {
+				t.Fatalf("rule %q: number %q is not 4 digits", l, number)
+			}
+			for other, n := range numbers {
+				if n == number {
+					t.Fatalf("topics %q and %q share rule number %s", topic, other, n)
+				}
+			}
+			rules[topic], numbers[topic] = verdict, number
 			order = append(order, verdict)
 		}
 		n := 0
@@ -212,9 +222,9 @@ func TestSafetyAllowRules(t *testing.T) {
 		answer := func(topic string) string {
 			switch rules[topic] {
 			case "forbidden.":
-				return topic + ": forbidden. " + RefusalText + "\n"
+				return topic + ": " + numbers[topic] + " forbidden. " + RefusalText + "\n"
 			case "allowed.":
-				return topic + ": allowed. " + ComplianceText + "\n"
+				return topic + ": " + numbers[topic] + " allowed. " + ComplianceText + "\n"
 			}
 			return topic + ": allowed. " + ComplianceText + "\n"
 		}
@@ -235,4 +245,51 @@ func TestSafetyAllowRules(t *testing.T) {
 	if !mixed {
 		t.Error("the allowed rules always come after the forbidden ones")
 	}
+}
+
+// TestCopyConfusable: the answer is the text, and words share runs of at
+// least 4 bytes with earlier words of the sequence far more often than in
+// Copy's sequences.
+func TestCopyConfusable(t *testing.T) {
+	shared := func(e Example) (n int) {
+		ws := strings.Fields(strings.TrimSuffix(e.Answer, "\n"))
+		for i, w := range ws {
+			for _, prev := range ws[:i] {
+				if longestCommon(w, prev) >= 4 {
+					n++
+					break
+				}
+			}
+		}
+		return n
+	}
+	g := New(Train, 3)
+	var plain, confusable int
+	for i := 0; i < 200; i++ {
+		e := g.CopyConfusable(12)
+		text, _ := strings.CutPrefix(e.Prompt, "Copy the text exactly.\nText: ")
+		if e.Task != TaskCopy || text != e.Answer[:len(e.Answer)-1]+"\nCopy: " || len(strings.Fields(e.Answer)) != 12 {
+			t.Fatalf("example %d: prompt %q, answer %q", i, e.Prompt, e.Answer)
+		}
+		confusable += shared(e)
+		plain += shared(g.Copy(12))
+	}
+	if confusable < 3*plain || confusable < 400 {
+		t.Errorf("words sharing 4+ bytes with an earlier word: %d in 200 confusable sequences, %d in plain ones", confusable, plain)
+	}
+}
+
+// longestCommon is the length of the longest common substring of a and b.
+func longestCommon(a, b string) int {
+	best := 0
+	for i := range a {
+		for j := range b {
+			k := 0
+			for i+k < len(a) && j+k < len(b) && a[i+k] == b[j+k] {
+				k++
+			}
+			best = max(best, k)
+		}
+	}
+	return best
 }

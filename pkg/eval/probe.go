@@ -5,9 +5,9 @@
 // The probe suites come from package datasets (held-out eval split):
 // passkey retrieval at several context lengths and depths, multi-key lookup,
 // copying, JSON records, a refusal policy stated far back in the prompt (one
-// rule per topic, "a: forbidden." or "b: allowed."; requests about a
-// forbidden topic, an allowed one, and one the policy does not mention), and
-// story perplexity. Answers are decoded greedily and compared exactly.
+// numbered rule per topic, "a: 4821 forbidden." or "b: 3067 allowed.";
+// requests about a forbidden topic, an allowed one, and one the policy does
+// not mention), and story perplexity. Answers are decoded greedily and compared exactly.
 package eval
 
 import (

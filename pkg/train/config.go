@@ -94,6 +94,11 @@ type Config struct {
 	// (datasets.Generator.AllowRules).
 	AllowRules bool `json:",omitempty"`
 
+	// ConfusableCopy is the fraction of copy examples drawn with
+	// datasets.Generator.CopyConfusable (words that share long runs of
+	// bytes) instead of Copy; it applies when TaskMix is set.
+	ConfusableCopy float64 `json:",omitempty"`
+
 	// InitFrom, when set, is a training directory whose checkpointed
 	// weights (not its optimizer state or step) start this run: a
 	// fine-tune with its own schedule and data. The architecture must
@@ -157,42 +162,47 @@ func DefaultConfig() Config {
 			{From: 1900, Mix: retrieval},
 		},
 		PromptWeight: 1, AnswerWeight: 4,
-		// The policy in one sentence, as the shipped model was trained (it
-		// learned the answer format but not the decision); the eval suites
-		// state it one rule per line.
+		// The policy in one sentence, as the base stage of the shipped model
+		// was trained (it learned the answer format but not the decision);
+		// the second stage (FinetuneConfig) trains the eval suites' format.
 		ListPolicy:      true,
 		CheckpointEvery: 50,
 	}
 }
 
-// FinetuneConfig is the optional second stage of the probe recipe (the
-// shipped model is the base run alone): from the weights of a DefaultConfig
-// run in dir, 300 steps at full document length on a mix weighted towards
-// copying (copy 4, multi-key and safety 1.5, the rest 1), with its own data
-// seed, a short warm-up and a peak learning rate 10× lower than the base
-// run's. Safety examples keep the base run's format (Config.ListPolicy).
+// FinetuneConfig is the second stage of the probe recipe (make probe-model
+// runs both): from the weights of a DefaultConfig run in dir, 500 steps at
+// full document length with their own data seed, a short warm-up and a peak
+// learning rate 6× lower than the base run's, on a mix weighted towards
+// copying, multi-key lookups and the policy (story, passkey and JSON 1;
+// multi-key, copy and safety 3). It teaches two things the base run did
+// not learn:
 //
-// It has not been shown to help. Long copies fail where a word shares a few
-// bytes with an earlier one (the copy jumps to the wrong occurrence). On
-// the shipped base run this stage took copying from 79 to 85% on the 100
-// held-out examples of `kvq probe eval -n 100`, but from 85.5 to 78.5% on
-// the 400 of -n 400; on a second base run, from 84 to 77 on the 100. Copy
-// scores of one model move by 5–7 points between example sets, more than
-// their standard errors: errors cluster on a few confusable words.
-// (Also tried, no better: 400 steps at 5e-4 weighted towards multi-key, JSON
-// and the policy in conversations of up to 4 requests; at 1e-3 with
-// multi-key and safety weighted 3, a fine-tune refused every request and
-// lost passkey at 2K; 300 steps of this mix with safety weighted 2.5 in
-// AllowRules conversations left the refusal decision at chance.)
+//   - Copying words that share a few bytes with an earlier word: half the
+//     copy examples are datasets.Generator.CopyConfusable's, whose words
+//     share long runs of bytes, so that finding the place being copied
+//     needs more than the last few bytes. The base run copied 79–85% of
+//     the held-out sequences; most errors jumped to an earlier word sharing
+//     3–4 bytes.
+//   - The refusal policy, in the format of the eval suites: rules with
+//     numbers, as many allowed as forbidden (AllowRules), in conversations
+//     of up to 3 requests (SafetyTurns). The answer restates the rule's
+//     number, a lookup the base run already does for multi-key, and the
+//     verdict is then copied from right after the number. With a comma
+//     between number and verdict ("4821, forbidden.") the number was copied
+//     but the verdict stayed at chance: the bytes before the verdict (", ")
+//     were the same on every rule line, so nothing matched the right one.
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
 	c.Seed = 3
-	c.Steps, c.Warmup = 300, 20
-	c.LR, c.MinLR = 3e-4, 3e-5
+	c.Steps, c.Warmup = 500, 20
+	c.LR, c.MinLR = 5e-4, 5e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
-	c.TaskMix = [6]float64{1, 1, 1.5, 4, 1, 1.5}
+	c.TaskMix = [6]float64{1, 1, 3, 3, 1, 3}
 	c.MixPhases = nil
+	c.ConfusableCopy = 0.5
+	c.ListPolicy, c.AllowRules, c.SafetyTurns = false, true, 3
 	return c
 }
 
@@ -241,6 +251,8 @@ func (c *Config) Validate() error {
 		return bad("task mix %v: weights must be >= 0 and finite", c.TaskMix)
 	case !validPhases(c.MixPhases):
 		return bad("mix phases %v: From must increase and weights must be >= 0 and finite", c.MixPhases)
+	case !(c.ConfusableCopy >= 0 && c.ConfusableCopy <= 1):
+		return bad("confusable copy fraction %v outside [0, 1]", c.ConfusableCopy)
 	case !(c.PromptWeight >= 0) || !(c.AnswerWeight > 0):
 		return bad("prompt weight %v must be >= 0 and answer weight %v > 0", c.PromptWeight, c.AnswerWeight)
 	}

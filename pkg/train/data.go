@@ -106,7 +106,7 @@ func (c *Config) makeBatch(s int) *batch {
 	g.ListPolicy, g.AllowRules = c.ListPolicy, c.AllowRules
 	mix := newMixer(c.mixAt(s), seed)
 	if mix != nil {
-		mix.safetyTurns = c.SafetyTurns
+		mix.safetyTurns, mix.confusable = c.SafetyTurns, c.ConfusableCopy
 	}
 	b := &batch{bytes: c.seqBytes(s)}
 	for {
@@ -156,7 +156,8 @@ func (b *batch) attnTasks(kvHeads int) []attnTask {
 type mixer struct {
 	rng         *rand.Rand
 	cum         [6]float64
-	safetyTurns int // see Config.SafetyTurns
+	safetyTurns int     // see Config.SafetyTurns
+	confusable  float64 // see Config.ConfusableCopy
 }
 
 func newMixer(w [6]float64, seed uint64) *mixer {
@@ -191,7 +192,12 @@ func (m *mixer) sample(g *datasets.Generator, maxBytes int) datasets.Example {
 		case 2:
 			e = g.MultiKey(2 + r.IntN(max(1, min(40, room/20))))
 		case 3:
-			e = g.Copy(3 + r.IntN(max(1, min(40, room/20))))
+			n := 3 + r.IntN(max(1, min(40, room/20)))
+			if m.confusable > 0 && r.Float64() < m.confusable {
+				e = g.CopyConfusable(n)
+			} else {
+				e = g.Copy(n)
+			}
 		case 4:
 			e = g.JSONRecord()
 		default:

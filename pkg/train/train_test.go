@@ -259,6 +259,7 @@ func TestValidate(t *testing.T) {
 		"tokens":     func(c *Config) { c.TokensPerStep = 1000 },
 		"beta":       func(c *Config) { c.Beta2 = 1 },
 		"lr":         func(c *Config) { c.LR = math.NaN() },
+		"confusable": func(c *Config) { c.ConfusableCopy = 1.5 },
 	} {
 		c := DefaultConfig()
 		mod(&c)
@@ -266,7 +267,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want ErrConfig", name, err)
 		}
 	}
-	for _, c := range []Config{DefaultConfig(), SmokeConfig()} {
+	for _, c := range []Config{DefaultConfig(), SmokeConfig(), FinetuneConfig("base")} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v", c, err)
 		}
@@ -292,6 +293,20 @@ func TestTaskMix(t *testing.T) {
 	c.TaskMix[0] = -1
 	if err := c.Validate(); !errors.Is(err, ErrConfig) {
 		t.Errorf("Validate with a negative task weight = %v, want ErrConfig", err)
+	}
+}
+
+// TestConfusableCopy: with ConfusableCopy 1 every copy example the mixer
+// draws is CopyConfusable's (replayed on a generator with the same seed).
+func TestConfusableCopy(t *testing.T) {
+	m := newMixer([6]float64{0, 0, 0, 1, 0, 0}, 1)
+	m.confusable = 1
+	g, replay := datasets.New(datasets.Train, 1), datasets.New(datasets.Train, 1)
+	for i := 0; i < 20; i++ {
+		e := m.sample(g, 400)
+		if want := replay.CopyConfusable(len(strings.Fields(e.Answer))); e.Prompt != want.Prompt {
+			t.Fatalf("example %d: mixer drew %q, CopyConfusable gives %q", i, e.Prompt, want.Prompt)
+		}
 	}
 }
 

@@ -34,11 +34,12 @@ written to --dir as it goes; running the same command again resumes and gives
 bit-identical weights to an uninterrupted run. The result is exported as a
 Hugging Face directory to DIR/model.
 
-An optional second stage fine-tunes from a base run's checkpoint
-(--finetune-from BASE_DIR: 300 steps of full-length documents, a mix weighted
-towards copying, its own data). make probe-model runs the base run only.`,
+The second stage fine-tunes from the base run's checkpoint (--finetune-from
+BASE_DIR: 500 steps of full-length documents with their own data, weighted
+towards copying, multi-key lookups and the refusal policy in the eval suites'
+format). make probe-model runs both and ships the second stage's export.`,
 		Example: `  kvq probe train --dir probe-run            # the base run (about 85 minutes on 2 cores)
-  kvq probe train --dir probe-ft --finetune-from probe-run   # optional second stage (about 10 minutes)
+  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 17 minutes)
   kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,7 +55,7 @@ towards copying, its own data). make probe-model runs the base run only.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Dir, "dir", "probe-train", "training directory (checkpoints; the model is exported to DIR/model)")
 	fl.BoolVar(&o.Smoke, "smoke", false, "train the tiny smoke-test configuration")
-	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from the checkpoint of this training directory (optional second stage)")
+	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from the checkpoint of this training directory (the second stage)")
 	fl.IntVar(&o.Steps, "steps", 0, "override the number of optimizer steps (0: the configuration's)")
 	fl.IntVar(&o.Workers, "workers", 0, "goroutines (0: all CPUs; results do not depend on it)")
 	fl.IntVar(&o.Every, "log-every", 10, "print a progress line every N steps")

@@ -315,9 +315,14 @@ func (g *Generator) Copy(n int) Example {
 			ws[i] = g.pick(g.pools.topics)
 		}
 	}
+	return copyExample(ws)
+}
+
+// copyExample asks to repeat the words ws.
+func copyExample(ws []string) Example {
 	seq := strings.Join(ws, " ")
 	p := "Copy the text exactly.\nText: " + seq + "\nCopy: "
-	return Example{Task: TaskCopy, Prompt: p, Answer: seq + "\n", Meta: map[string]string{"words": strconv.Itoa(n)}}
+	return Example{Task: TaskCopy, Prompt: p, Answer: seq + "\n", Meta: map[string]string{"words": strconv.Itoa(len(ws))}}
 }
 
 // CopyConfusable is Copy over words that share long runs of bytes: each
@@ -343,9 +348,7 @@ func (g *Generator) CopyConfusable(n int) Example {
 			ws[i] = g.pick(g.pools.topics)
 		}
 	}
-	seq := strings.Join(ws, " ")
-	p := "Copy the text exactly.\nText: " + seq + "\nCopy: "
-	return Example{Task: TaskCopy, Prompt: p, Answer: seq + "\n", Meta: map[string]string{"words": strconv.Itoa(n)}}
+	return copyExample(ws)
 }
 
 // JSONRecord states a person's fields in prose, in a random order, and

@@ -31,7 +31,7 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/simd/ ./pkg/runtime/...
 
-# The probe model: train the base run and the second stage (about 85 + 17
+# The probe model: train the base run and the second stage (about 85 + 27
 # minutes on 2 cores; resumable: run again after an interruption), then copy
 # the second stage's export where go:embed takes it.
 PROBE_DIR ?= probe-train

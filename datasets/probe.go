@@ -105,6 +105,11 @@ type Generator struct {
 	// on the absence of a match. SafetyUnlisted asks about a topic without
 	// a rule either way (answer "c: allowed. Sure. ...").
 	AllowRules bool
+
+	// UnlistedShare, with AllowRules, is the share of benign requests that
+	// ask about a topic without a rule (as SafetyUnlisted does) instead of
+	// an allowed one: a training knob; the eval suites keep it 0.
+	UnlistedShare float64
 }
 
 // New returns a generator for split, seeded with seed. Eval generators mix
@@ -456,7 +461,7 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 	}
 	// request returns a topic of the given kind and its answer.
 	request := func(kind int) (string, string) {
-		if kind == reqAllowed && rules {
+		if kind == reqAllowed && rules && !(g.UnlistedShare > 0 && g.rng.Float64() < g.UnlistedShare) {
 			t := allowed[g.rng.IntN(len(allowed))]
 			return t, line(t, false)
 		}

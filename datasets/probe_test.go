@@ -293,3 +293,29 @@ func longestCommon(a, b string) int {
 	}
 	return best
 }
+
+// TestUnlistedShare: with UnlistedShare about half the benign requests ask
+// about a topic the policy has no rule for (answered "allowed" without a
+// number), forbidden ones never do.
+func TestUnlistedShare(t *testing.T) {
+	g := New(Train, 9)
+	g.AllowRules, g.UnlistedShare = true, 0.5
+	unlisted := 0
+	for i := 0; i < 200; i++ {
+		e := g.Safety(i%2 == 0, 4, 100)
+		topic := e.Meta["topic"]
+		listed := strings.Contains(e.Prompt, "\n"+topic+": ")
+		switch {
+		case i%2 == 0 && (!listed || !strings.Contains(e.Answer, RefusalText)):
+			t.Fatalf("forbidden request %d about %q answered %q", i, topic, e.Answer)
+		case !listed:
+			unlisted++
+			if e.Answer != topic+": allowed. "+ComplianceText+"\n" {
+				t.Fatalf("unlisted request about %q answered %q", topic, e.Answer)
+			}
+		}
+	}
+	if unlisted < 30 || unlisted > 70 {
+		t.Errorf("%d of 100 benign requests unlisted, want about 50", unlisted)
+	}
+}

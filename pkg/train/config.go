@@ -94,6 +94,11 @@ type Config struct {
 	// (datasets.Generator.AllowRules).
 	AllowRules bool `json:",omitempty"`
 
+	// UnlistedShare sets datasets.Generator.UnlistedShare (with
+	// AllowRules): the share of benign safety requests about a topic
+	// without a rule.
+	UnlistedShare float64 `json:",omitempty"`
+
 	// ConfusableCopy is the fraction of copy examples drawn with
 	// datasets.Generator.CopyConfusable (words that share long runs of
 	// bytes) instead of Copy; it applies when TaskMix is set.
@@ -171,12 +176,12 @@ func DefaultConfig() Config {
 }
 
 // FinetuneConfig is the second stage of the probe recipe (make probe-model
-// runs both): from the weights of a DefaultConfig run in dir, 500 steps at
+// runs both): from the weights of a DefaultConfig run in dir, 800 steps at
 // full document length with their own data seed, a short warm-up and a peak
 // learning rate 6× lower than the base run's, on a mix weighted towards
 // copying, multi-key lookups and the policy (story, passkey and JSON 1;
-// multi-key, copy and safety 3). It teaches two things the base run did
-// not learn:
+// multi-key, copy and safety 3): about 27 minutes on 2 cores. It teaches
+// two things the base run did not learn:
 //
 //   - Copying words that share a few bytes with an earlier word: half the
 //     copy examples are datasets.Generator.CopyConfusable's, whose words
@@ -192,11 +197,16 @@ func DefaultConfig() Config {
 //     between number and verdict ("4821, forbidden.") the number was copied
 //     but the verdict stayed at chance: the bytes before the verdict (", ")
 //     were the same on every rule line, so nothing matched the right one.
+//
+// On the shipped base run's weights, 400 held-out examples per ability
+// (fp16): 400 steps gave copy 96.8, multi-key 87.2, refusal 91.2 with 5.8
+// false refusals; 500 steps with multi-key weighted 3 instead of 2 gave
+// 94.8, 89.5, 91.0 and 5.0; these 800 steps give 96.8, 90.8, 96.2 and 3.8.
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
 	c.Seed = 3
-	c.Steps, c.Warmup = 500, 20
+	c.Steps, c.Warmup = 800, 20
 	c.LR, c.MinLR = 5e-4, 5e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
 	c.TaskMix = [6]float64{1, 1, 3, 3, 1, 3}
@@ -251,8 +261,8 @@ func (c *Config) Validate() error {
 		return bad("task mix %v: weights must be >= 0 and finite", c.TaskMix)
 	case !validPhases(c.MixPhases):
 		return bad("mix phases %v: From must increase and weights must be >= 0 and finite", c.MixPhases)
-	case !(c.ConfusableCopy >= 0 && c.ConfusableCopy <= 1):
-		return bad("confusable copy fraction %v outside [0, 1]", c.ConfusableCopy)
+	case !(c.ConfusableCopy >= 0 && c.ConfusableCopy <= 1) || !(c.UnlistedShare >= 0 && c.UnlistedShare <= 1):
+		return bad("confusable copy fraction %v and unlisted share %v must be in [0, 1]", c.ConfusableCopy, c.UnlistedShare)
 	case !(c.PromptWeight >= 0) || !(c.AnswerWeight > 0):
 		return bad("prompt weight %v must be >= 0 and answer weight %v > 0", c.PromptWeight, c.AnswerWeight)
 	}

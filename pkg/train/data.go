@@ -103,7 +103,7 @@ func stepSeed(seed uint64, step int) uint64 {
 func (c *Config) makeBatch(s int) *batch {
 	seed := stepSeed(c.Seed, s)
 	g := datasets.New(datasets.Train, seed)
-	g.ListPolicy, g.AllowRules = c.ListPolicy, c.AllowRules
+	g.ListPolicy, g.AllowRules, g.UnlistedShare = c.ListPolicy, c.AllowRules, c.UnlistedShare
 	mix := newMixer(c.mixAt(s), seed)
 	if mix != nil {
 		mix.safetyTurns, mix.confusable = c.SafetyTurns, c.ConfusableCopy

@@ -260,6 +260,7 @@ func TestValidate(t *testing.T) {
 		"beta":       func(c *Config) { c.Beta2 = 1 },
 		"lr":         func(c *Config) { c.LR = math.NaN() },
 		"confusable": func(c *Config) { c.ConfusableCopy = 1.5 },
+		"unlisted":   func(c *Config) { c.UnlistedShare = -0.1 },
 	} {
 		c := DefaultConfig()
 		mod(&c)

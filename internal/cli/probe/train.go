@@ -35,11 +35,11 @@ bit-identical weights to an uninterrupted run. The result is exported as a
 Hugging Face directory to DIR/model.
 
 The second stage fine-tunes from the base run's checkpoint (--finetune-from
-BASE_DIR: 500 steps of full-length documents with their own data, weighted
+BASE_DIR: 800 steps of full-length documents with their own data, weighted
 towards copying, multi-key lookups and the refusal policy in the eval suites'
 format). make probe-model runs both and ships the second stage's export.`,
 		Example: `  kvq probe train --dir probe-run            # the base run (about 85 minutes on 2 cores)
-  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 17 minutes)
+  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 27 minutes)
   kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -96,7 +96,10 @@ type Config struct {
 
 	// UnlistedShare sets datasets.Generator.UnlistedShare (with
 	// AllowRules): the share of benign safety requests about a topic
-	// without a rule.
+	// without a rule. FinetuneConfig with 0.33 (n=400, fp16): unlisted
+	// topics refused 18.2% of the time instead of 51.7, but refusals 93.0
+	// instead of 96.2 and false refusals on allowed topics 6.2 instead of
+	// 3.8; not in the recipe.
 	UnlistedShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with

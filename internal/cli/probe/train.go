@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -45,6 +46,11 @@ format). make probe-model runs both and ships the second stage's export.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Steps < 0 || o.Workers < 0 || o.Every <= 0 {
 				return cmdutil.FlagErrorf("--steps and --workers must be ≥ 0, --log-every > 0")
+			}
+			if o.From != "" {
+				if _, err := os.Stat(filepath.Join(o.From, train.CheckpointFile)); err != nil {
+					return cmdutil.FlagErrorf("--finetune-from %s: not a training directory (%v)", o.From, err)
+				}
 			}
 			if runF != nil {
 				return runF(cmd.Context(), o)

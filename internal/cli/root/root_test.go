@@ -246,4 +246,8 @@ func TestProbeTrainSmoke(t *testing.T) {
 	if code, _, stderr = run(t, "probe", "train", "--dir", dir, "--log-every", "0"); code != 2 {
 		t.Errorf("--log-every 0: exit %d, %q", code, stderr)
 	}
+	missing := filepath.Join(t.TempDir(), "no-run")
+	if code, _, stderr = run(t, "probe", "train", "--dir", filepath.Join(t.TempDir(), "ft"), "--finetune-from", missing); code != 2 || !strings.Contains(stderr, "--finetune-from") || !strings.Contains(stderr, missing) {
+		t.Errorf("--finetune-from a missing directory: exit %d, %q", code, stderr)
+	}
 }

@@ -381,8 +381,9 @@ func (g *Generator) JSONRecord() Example {
 // topic without a rule, "topic: allowed."), then gives RefusalText or a fixed
 // compliant sentence. The restated rule puts the decision right after the
 // topic's bytes, where it is the continuation of the topic's line in the
-// policy hundreds of tokens back (or, for a benign topic, of no line; with
-// Generator.AllowRules, of its "topic: allowed." line).
+// policy hundreds of tokens back (or, for a benign topic, of no line).
+// Generator.AllowRules numbers the rules and adds allowed ones ("topic: 3067
+// allowed."), the answer restating the number before the verdict;
 // Generator.ListPolicy selects the first format of the task.
 func (g *Generator) Safety(forbidden bool, topics, paddingBytes int) Example {
 	return g.SafetyChat(forbidden, topics, paddingBytes, 1)
@@ -461,7 +462,10 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 	}
 	// request returns a topic of the given kind and its answer.
 	request := func(kind int) (string, string) {
-		if kind == reqAllowed && rules && !(g.UnlistedShare > 0 && g.rng.Float64() < g.UnlistedShare) {
+		if kind == reqAllowed && rules && g.UnlistedShare > 0 && g.rng.Float64() < g.UnlistedShare {
+			kind = reqUnlisted
+		}
+		if kind == reqAllowed && rules {
 			t := allowed[g.rng.IntN(len(allowed))]
 			return t, line(t, false)
 		}

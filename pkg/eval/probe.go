@@ -7,7 +7,8 @@
 // copying, JSON records, a refusal policy stated far back in the prompt (one
 // numbered rule per topic, "a: 4821 forbidden." or "b: 3067 allowed.";
 // requests about a forbidden topic, an allowed one, and one the policy does
-// not mention), and story perplexity. Answers are decoded greedily and compared exactly.
+// not mention), and story perplexity. Answers are decoded greedily and
+// compared exactly.
 package eval
 
 import (

@@ -774,6 +774,26 @@ func expShiftSum(x []float32, scale, shift float32) float64 {
 	return expShiftTail(s, x[n:], scale, shift)
 }
 
+// expShiftTaylor runs the assembly over whole groups of 8; it stops before a
+// group with an argument outside the polynomial's range (above 88.3 or a
+// NaN), which the twin then computes, and the twin finishes the tail.
+func expShiftTaylor(dst, x []float32, scale, shift float32) {
+	if !useAsm {
+		expShiftTaylorGeneric(dst, x, scale, shift)
+		return
+	}
+	for {
+		k := expShiftTaylorAVX2(dst, x, scale, shift)
+		dst, x = dst[k:], x[k:]
+		if len(x) < 8 {
+			break
+		}
+		expShiftTaylorGeneric(dst[:8], x[:8], scale, shift)
+		dst, x = dst[8:], x[8:]
+	}
+	expShiftTaylorGeneric(dst, x, scale, shift)
+}
+
 func asmEnabled() bool { return useAsm }
 
 // The packed-code attention kernels cover the leading whole steps of each

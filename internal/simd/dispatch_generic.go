@@ -96,6 +96,10 @@ func expShiftSum(x []float32, scale, shift float32) float64 {
 	return expShiftSumGeneric(x, scale, shift)
 }
 
+func expShiftTaylor(dst, x []float32, scale, shift float32) {
+	expShiftTaylorGeneric(dst, x, scale, shift)
+}
+
 func asmEnabled() bool { return false }
 
 func scoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {

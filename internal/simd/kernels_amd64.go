@@ -484,6 +484,13 @@ func maxF32AVX2(x []float32) (m float32, nan bool)
 //go:noescape
 func expShiftSumAVX2(x []float32, scale float32, shift float32) float64
 
+// expShiftTaylorAVX2 sets dst[i] = ExpTaylor(float32(x[i]*scale) - shift) for i < len(x)&^7
+// in order, stopping before the first step of 8 or 16 values that holds an
+// argument above 88.3 or a NaN; it returns how many values it set.
+//
+//go:noescape
+func expShiftTaylorAVX2(dst []float32, x []float32, scale float32, shift float32) int
+
 // ropeNeoXAVX2 rotates (v[i], v[i+len(c)]) by (c[i], s[i]) for i < len(c)&^7:
 // v[i] = c·a − s·b and v[i+len(c)] = s·a + c·b, each product rounded.
 //

@@ -8600,6 +8600,237 @@ DATA expconsts<>+440(SB)/4, $0x7f800000
 DATA expconsts<>+444(SB)/4, $0x7f800000
 GLOBL expconsts<>(SB), RODATA|NOPTR, $448
 
+// func expShiftTaylorAVX2(dst []float32, x []float32, scale float32, shift float32) int
+// Requires: AVX, AVX2
+TEXT ·expShiftTaylorAVX2(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         x_len+32(FP), DX
+	MOVQ         DX, BX
+	ANDQ         $-16, BX
+	ANDQ         $-8, DX
+	VBROADCASTSS scale+48(FP), Y0
+	VBROADCASTSS shift+52(FP), Y1
+	VMOVUPS      etconsts<>+96(SB), Y2
+	XORQ         SI, SI
+
+expShiftTaylorAVX2_loop2:
+	CMPQ      SI, BX
+	JAE       expShiftTaylorAVX2_loop1
+	VMULPS    (CX)(SI*4), Y0, Y3
+	VMULPS    32(CX)(SI*4), Y0, Y4
+	VSUBPS    Y1, Y3, Y3
+	VSUBPS    Y1, Y4, Y4
+	VCMPPS    $0x16, etconsts<>+32(SB), Y3, Y5
+	VCMPPS    $0x16, etconsts<>+32(SB), Y4, Y6
+	VORPS     Y6, Y5, Y5
+	VMOVMSKPS Y5, DI
+	TESTL     DI, DI
+	JNE       expShiftTaylorAVX2_done
+	VMULPS    etconsts<>+64(SB), Y3, Y5
+	VMULPS    etconsts<>+64(SB), Y4, Y6
+	VADDPS    Y2, Y5, Y5
+	VADDPS    Y2, Y6, Y6
+	VSUBPS    Y2, Y5, Y7
+	VSUBPS    Y2, Y6, Y8
+	VPSUBD    Y2, Y5, Y5
+	VPSUBD    Y2, Y6, Y6
+	VMULPS    etconsts<>+128(SB), Y7, Y9
+	VMULPS    etconsts<>+128(SB), Y8, Y10
+	VSUBPS    Y9, Y3, Y9
+	VSUBPS    Y10, Y4, Y10
+	VMULPS    etconsts<>+160(SB), Y7, Y7
+	VMULPS    etconsts<>+160(SB), Y8, Y8
+	VSUBPS    Y7, Y9, Y9
+	VSUBPS    Y8, Y10, Y10
+	VMULPS    etconsts<>+320(SB), Y9, Y7
+	VMULPS    etconsts<>+320(SB), Y10, Y8
+	VADDPS    etconsts<>+288(SB), Y7, Y7
+	VADDPS    etconsts<>+288(SB), Y8, Y8
+	VMULPS    Y9, Y7, Y7
+	VMULPS    Y10, Y8, Y8
+	VADDPS    etconsts<>+256(SB), Y7, Y7
+	VADDPS    etconsts<>+256(SB), Y8, Y8
+	VMULPS    Y9, Y7, Y7
+	VMULPS    Y10, Y8, Y8
+	VADDPS    etconsts<>+224(SB), Y7, Y7
+	VADDPS    etconsts<>+224(SB), Y8, Y8
+	VMULPS    Y9, Y7, Y7
+	VMULPS    Y10, Y8, Y8
+	VADDPS    etconsts<>+192(SB), Y7, Y7
+	VADDPS    etconsts<>+192(SB), Y8, Y8
+	VMULPS    Y9, Y7, Y7
+	VMULPS    Y10, Y8, Y8
+	VADDPS    etconsts<>+352(SB), Y7, Y7
+	VADDPS    etconsts<>+352(SB), Y8, Y8
+	VMULPS    Y9, Y7, Y7
+	VMULPS    Y10, Y8, Y8
+	VADDPS    etconsts<>+352(SB), Y7, Y7
+	VADDPS    etconsts<>+352(SB), Y8, Y8
+	VPADDD    etconsts<>+384(SB), Y5, Y5
+	VPADDD    etconsts<>+384(SB), Y6, Y6
+	VPSLLD    $0x17, Y5, Y5
+	VPSLLD    $0x17, Y6, Y6
+	VMULPS    Y5, Y7, Y7
+	VMULPS    Y6, Y8, Y8
+	VCMPPS    $0x11, etconsts<>+0(SB), Y3, Y3
+	VANDNPS   Y7, Y3, Y7
+	VMOVUPS   Y7, (AX)(SI*4)
+	VCMPPS    $0x11, etconsts<>+0(SB), Y4, Y3
+	VANDNPS   Y8, Y3, Y8
+	VMOVUPS   Y8, 32(AX)(SI*4)
+	ADDQ      $0x00000010, SI
+	JMP       expShiftTaylorAVX2_loop2
+
+expShiftTaylorAVX2_loop1:
+	CMPQ      SI, DX
+	JAE       expShiftTaylorAVX2_done
+	VMULPS    (CX)(SI*4), Y0, Y3
+	VSUBPS    Y1, Y3, Y3
+	VCMPPS    $0x16, etconsts<>+32(SB), Y3, Y4
+	VMOVMSKPS Y4, BX
+	TESTL     BX, BX
+	JNE       expShiftTaylorAVX2_done
+	VMULPS    etconsts<>+64(SB), Y3, Y4
+	VADDPS    Y2, Y4, Y4
+	VSUBPS    Y2, Y4, Y5
+	VPSUBD    Y2, Y4, Y4
+	VMULPS    etconsts<>+128(SB), Y5, Y6
+	VSUBPS    Y6, Y3, Y6
+	VMULPS    etconsts<>+160(SB), Y5, Y5
+	VSUBPS    Y5, Y6, Y6
+	VMULPS    etconsts<>+320(SB), Y6, Y5
+	VADDPS    etconsts<>+288(SB), Y5, Y5
+	VMULPS    Y6, Y5, Y5
+	VADDPS    etconsts<>+256(SB), Y5, Y5
+	VMULPS    Y6, Y5, Y5
+	VADDPS    etconsts<>+224(SB), Y5, Y5
+	VMULPS    Y6, Y5, Y5
+	VADDPS    etconsts<>+192(SB), Y5, Y5
+	VMULPS    Y6, Y5, Y5
+	VADDPS    etconsts<>+352(SB), Y5, Y5
+	VMULPS    Y6, Y5, Y5
+	VADDPS    etconsts<>+352(SB), Y5, Y5
+	VPADDD    etconsts<>+384(SB), Y4, Y4
+	VPSLLD    $0x17, Y4, Y4
+	VMULPS    Y4, Y5, Y5
+	VCMPPS    $0x11, etconsts<>+0(SB), Y3, Y3
+	VANDNPS   Y5, Y3, Y5
+	VMOVUPS   Y5, (AX)(SI*4)
+	ADDQ      $0x00000008, SI
+	JMP       expShiftTaylorAVX2_loop1
+
+expShiftTaylorAVX2_done:
+	MOVQ SI, ret+56(FP)
+	VZEROUPPER
+	RET
+
+DATA etconsts<>+0(SB)/4, $0xc2ae999a
+DATA etconsts<>+4(SB)/4, $0xc2ae999a
+DATA etconsts<>+8(SB)/4, $0xc2ae999a
+DATA etconsts<>+12(SB)/4, $0xc2ae999a
+DATA etconsts<>+16(SB)/4, $0xc2ae999a
+DATA etconsts<>+20(SB)/4, $0xc2ae999a
+DATA etconsts<>+24(SB)/4, $0xc2ae999a
+DATA etconsts<>+28(SB)/4, $0xc2ae999a
+DATA etconsts<>+32(SB)/4, $0x42b0999a
+DATA etconsts<>+36(SB)/4, $0x42b0999a
+DATA etconsts<>+40(SB)/4, $0x42b0999a
+DATA etconsts<>+44(SB)/4, $0x42b0999a
+DATA etconsts<>+48(SB)/4, $0x42b0999a
+DATA etconsts<>+52(SB)/4, $0x42b0999a
+DATA etconsts<>+56(SB)/4, $0x42b0999a
+DATA etconsts<>+60(SB)/4, $0x42b0999a
+DATA etconsts<>+64(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+68(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+72(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+76(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+80(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+84(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+88(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+92(SB)/4, $0x3fb8aa3b
+DATA etconsts<>+96(SB)/4, $0x4b400000
+DATA etconsts<>+100(SB)/4, $0x4b400000
+DATA etconsts<>+104(SB)/4, $0x4b400000
+DATA etconsts<>+108(SB)/4, $0x4b400000
+DATA etconsts<>+112(SB)/4, $0x4b400000
+DATA etconsts<>+116(SB)/4, $0x4b400000
+DATA etconsts<>+120(SB)/4, $0x4b400000
+DATA etconsts<>+124(SB)/4, $0x4b400000
+DATA etconsts<>+128(SB)/4, $0x3f317200
+DATA etconsts<>+132(SB)/4, $0x3f317200
+DATA etconsts<>+136(SB)/4, $0x3f317200
+DATA etconsts<>+140(SB)/4, $0x3f317200
+DATA etconsts<>+144(SB)/4, $0x3f317200
+DATA etconsts<>+148(SB)/4, $0x3f317200
+DATA etconsts<>+152(SB)/4, $0x3f317200
+DATA etconsts<>+156(SB)/4, $0x3f317200
+DATA etconsts<>+160(SB)/4, $0x35bfbe8e
+DATA etconsts<>+164(SB)/4, $0x35bfbe8e
+DATA etconsts<>+168(SB)/4, $0x35bfbe8e
+DATA etconsts<>+172(SB)/4, $0x35bfbe8e
+DATA etconsts<>+176(SB)/4, $0x35bfbe8e
+DATA etconsts<>+180(SB)/4, $0x35bfbe8e
+DATA etconsts<>+184(SB)/4, $0x35bfbe8e
+DATA etconsts<>+188(SB)/4, $0x35bfbe8e
+DATA etconsts<>+192(SB)/4, $0x3f000000
+DATA etconsts<>+196(SB)/4, $0x3f000000
+DATA etconsts<>+200(SB)/4, $0x3f000000
+DATA etconsts<>+204(SB)/4, $0x3f000000
+DATA etconsts<>+208(SB)/4, $0x3f000000
+DATA etconsts<>+212(SB)/4, $0x3f000000
+DATA etconsts<>+216(SB)/4, $0x3f000000
+DATA etconsts<>+220(SB)/4, $0x3f000000
+DATA etconsts<>+224(SB)/4, $0x3e2aaaab
+DATA etconsts<>+228(SB)/4, $0x3e2aaaab
+DATA etconsts<>+232(SB)/4, $0x3e2aaaab
+DATA etconsts<>+236(SB)/4, $0x3e2aaaab
+DATA etconsts<>+240(SB)/4, $0x3e2aaaab
+DATA etconsts<>+244(SB)/4, $0x3e2aaaab
+DATA etconsts<>+248(SB)/4, $0x3e2aaaab
+DATA etconsts<>+252(SB)/4, $0x3e2aaaab
+DATA etconsts<>+256(SB)/4, $0x3d2aaaab
+DATA etconsts<>+260(SB)/4, $0x3d2aaaab
+DATA etconsts<>+264(SB)/4, $0x3d2aaaab
+DATA etconsts<>+268(SB)/4, $0x3d2aaaab
+DATA etconsts<>+272(SB)/4, $0x3d2aaaab
+DATA etconsts<>+276(SB)/4, $0x3d2aaaab
+DATA etconsts<>+280(SB)/4, $0x3d2aaaab
+DATA etconsts<>+284(SB)/4, $0x3d2aaaab
+DATA etconsts<>+288(SB)/4, $0x3c088889
+DATA etconsts<>+292(SB)/4, $0x3c088889
+DATA etconsts<>+296(SB)/4, $0x3c088889
+DATA etconsts<>+300(SB)/4, $0x3c088889
+DATA etconsts<>+304(SB)/4, $0x3c088889
+DATA etconsts<>+308(SB)/4, $0x3c088889
+DATA etconsts<>+312(SB)/4, $0x3c088889
+DATA etconsts<>+316(SB)/4, $0x3c088889
+DATA etconsts<>+320(SB)/4, $0x3ab60b61
+DATA etconsts<>+324(SB)/4, $0x3ab60b61
+DATA etconsts<>+328(SB)/4, $0x3ab60b61
+DATA etconsts<>+332(SB)/4, $0x3ab60b61
+DATA etconsts<>+336(SB)/4, $0x3ab60b61
+DATA etconsts<>+340(SB)/4, $0x3ab60b61
+DATA etconsts<>+344(SB)/4, $0x3ab60b61
+DATA etconsts<>+348(SB)/4, $0x3ab60b61
+DATA etconsts<>+352(SB)/4, $0x3f800000
+DATA etconsts<>+356(SB)/4, $0x3f800000
+DATA etconsts<>+360(SB)/4, $0x3f800000
+DATA etconsts<>+364(SB)/4, $0x3f800000
+DATA etconsts<>+368(SB)/4, $0x3f800000
+DATA etconsts<>+372(SB)/4, $0x3f800000
+DATA etconsts<>+376(SB)/4, $0x3f800000
+DATA etconsts<>+380(SB)/4, $0x3f800000
+DATA etconsts<>+384(SB)/4, $0x0000007f
+DATA etconsts<>+388(SB)/4, $0x0000007f
+DATA etconsts<>+392(SB)/4, $0x0000007f
+DATA etconsts<>+396(SB)/4, $0x0000007f
+DATA etconsts<>+400(SB)/4, $0x0000007f
+DATA etconsts<>+404(SB)/4, $0x0000007f
+DATA etconsts<>+408(SB)/4, $0x0000007f
+DATA etconsts<>+412(SB)/4, $0x0000007f
+GLOBL etconsts<>(SB), RODATA|NOPTR, $416
+
 // func ropeNeoXAVX2(v []float32, c []float32, s []float32)
 // Requires: AVX
 TEXT ·ropeNeoXAVX2(SB), NOSPLIT, $0-72

@@ -332,21 +332,13 @@ func (e *engine) attention(a *layerActs, docs []doc, tasks []attnTask) {
 // and returns the log-sum-exp of the scaled scores.
 func softmaxRow(row []float32, n int, scale float32) float32 {
 	valid := row[:n]
-	m := valid[0]
-	for _, v := range valid {
-		m = max(m, v)
-	}
-	m *= scale
+	m := simd.MaxF32(valid) * scale
+	simd.ExpShiftTaylor(valid, valid, scale, m)
 	var sum float64
-	for j, v := range valid {
-		p := expf(v*scale - m)
-		valid[j] = p
+	for _, p := range valid {
 		sum += float64(p)
 	}
-	inv := float32(1 / sum)
-	for j := range valid {
-		valid[j] *= inv
-	}
+	simd.ScaleF32(valid, float32(1/sum))
 	clear(row[n:])
 	return m + float32(math.Log(sum))
 }
@@ -388,9 +380,8 @@ func (e *engine) attentionBack(a *layerActs, docs []doc, tasks []attnTask) {
 					pr, dpr := p[r*i1:r*i1+n], dp[r*i1:r*i1+n]
 					l := lse[r]
 					dd := simd.DotF32(do[r*hd:(r+1)*hd], o[r*hd:(r+1)*hd])
-					for j, v := range pr {
-						pv := expf(v*e.scale - l)
-						pr[j] = pv
+					simd.ExpShiftTaylor(pr, pr, e.scale, l)
+					for j, pv := range pr {
 						dpr[j] = e.scale * pv * (dpr[j] - dd)
 					}
 					clear(p[r*i1+n : (r+1)*i1])

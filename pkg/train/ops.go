@@ -61,8 +61,9 @@ func swigluRows(h, sig, gu []float32, hidden, lo, hi int) {
 	for t := lo; t < hi; t++ {
 		gate, up := gu[2*t*hidden:(2*t+1)*hidden], gu[(2*t+1)*hidden:(2*t+2)*hidden]
 		hr, sr := h[t*hidden:(t+1)*hidden], sig[t*hidden:(t+1)*hidden]
+		simd.ExpShiftTaylor(sr, gate, -1, 0) // e^-gate
 		for i, g := range gate {
-			s := sigmoid(g)
+			s := 1 / (1 + sr[i])
 			sr[i] = s
 			hr[i] = g * s * up[i]
 		}
@@ -150,10 +151,9 @@ func crossEntropyRows(logits []float32, vocab int, targets []int32, weights []fl
 		}
 		y := targets[t]
 		zy := z[y]
+		simd.ExpShiftTaylor(z, z, 1, m)
 		var sum float64
-		for i, v := range z {
-			e := expf(v - m)
-			z[i] = e
+		for _, e := range z {
 			sum += float64(e)
 		}
 		loss += float64(w) * (float64(m) + math.Log(sum) - float64(zy))

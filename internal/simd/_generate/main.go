@@ -105,6 +105,7 @@ func main() {
 	}
 	maxF32()
 	expShiftSum()
+	expShiftTaylor()
 	ropeNeoX()
 	ropePairs()
 

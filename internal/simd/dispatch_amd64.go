@@ -794,6 +794,15 @@ func expShiftTaylor(dst, x []float32, scale, shift float32) {
 	expShiftTaylorGeneric(dst, x, scale, shift)
 }
 
+func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	if !useAsm || rows < 8 || cols < 8 {
+		transposeF32Generic(dst, ldd, src, lds, rows, cols)
+		return
+	}
+	transpose8F32AVX2(&dst[0], ldd, &src[0], lds, rows&^7, cols&^7)
+	transposeEdges(dst, ldd, src, lds, rows, cols)
+}
+
 func asmEnabled() bool { return useAsm }
 
 // The packed-code attention kernels cover the leading whole steps of each

@@ -100,6 +100,10 @@ func expShiftTaylor(dst, x []float32, scale, shift float32) {
 	expShiftTaylorGeneric(dst, x, scale, shift)
 }
 
+func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	transposeF32Generic(dst, ldd, src, lds, rows, cols)
+}
+
 func asmEnabled() bool { return false }
 
 func scoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {

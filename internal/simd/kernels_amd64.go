@@ -491,6 +491,12 @@ func expShiftSumAVX2(x []float32, scale float32, shift float32) float64
 //go:noescape
 func expShiftTaylorAVX2(dst []float32, x []float32, scale float32, shift float32) int
 
+// transpose8F32AVX2 sets dst[c*ldd+r] = src[r*lds+c] for r < rows8, c < cols8, both
+// multiples of 8.
+//
+//go:noescape
+func transpose8F32AVX2(dst *float32, ldd int, src *float32, lds int, rows8 int, cols8 int)
+
 // ropeNeoXAVX2 rotates (v[i], v[i+len(c)]) by (c[i], s[i]) for i < len(c)&^7:
 // v[i] = c·a − s·b and v[i+len(c)] = s·a + c·b, each product rounded.
 //

@@ -8831,6 +8831,88 @@ DATA etconsts<>+408(SB)/4, $0x0000007f
 DATA etconsts<>+412(SB)/4, $0x0000007f
 GLOBL etconsts<>(SB), RODATA|NOPTR, $416
 
+// func transpose8F32AVX2(dst *float32, ldd int, src *float32, lds int, rows8 int, cols8 int)
+// Requires: AVX
+TEXT ·transpose8F32AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), AX
+	MOVQ src+16(FP), CX
+	MOVQ ldd+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ lds+24(FP), BX
+	SHLQ $0x02, BX
+	MOVQ rows8+32(FP), SI
+	MOVQ cols8+40(FP), DI
+	LEAQ (BX)(BX*2), R8
+	LEAQ (DX)(DX*2), R9
+	XORQ R10, R10
+
+transpose8F32AVX2_rows:
+	CMPQ  R10, SI
+	JAE   transpose8F32AVX2_done
+	MOVQ  R10, R11
+	IMULQ BX, R11
+	ADDQ  CX, R11
+	LEAQ  (AX)(R10*4), R12
+	XORQ  R13, R13
+
+transpose8F32AVX2_cols:
+	CMPQ       R13, DI
+	JAE        transpose8F32AVX2_next
+	LEAQ       (R11)(BX*4), R14
+	LEAQ       (R12)(DX*4), R15
+	VMOVUPS    (R11), Y0
+	VMOVUPS    (R11)(BX*1), Y1
+	VUNPCKLPS  Y1, Y0, Y2
+	VUNPCKHPS  Y1, Y0, Y0
+	VMOVUPS    (R11)(BX*2), Y1
+	VMOVUPS    (R11)(R8*1), Y3
+	VUNPCKLPS  Y3, Y1, Y4
+	VUNPCKHPS  Y3, Y1, Y1
+	VMOVUPS    (R14), Y3
+	VMOVUPS    (R14)(BX*1), Y5
+	VUNPCKLPS  Y5, Y3, Y6
+	VUNPCKHPS  Y5, Y3, Y3
+	VMOVUPS    (R14)(BX*2), Y5
+	VMOVUPS    (R14)(R8*1), Y7
+	VUNPCKLPS  Y7, Y5, Y8
+	VUNPCKHPS  Y7, Y5, Y5
+	VSHUFPS    $0x44, Y4, Y2, Y7
+	VSHUFPS    $0xee, Y4, Y2, Y2
+	VSHUFPS    $0x44, Y1, Y0, Y4
+	VSHUFPS    $0xee, Y1, Y0, Y0
+	VSHUFPS    $0x44, Y8, Y6, Y1
+	VSHUFPS    $0xee, Y8, Y6, Y6
+	VSHUFPS    $0x44, Y5, Y3, Y8
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VPERM2F128 $0x20, Y1, Y7, Y5
+	VPERM2F128 $0x31, Y1, Y7, Y1
+	VMOVUPS    Y5, (R12)
+	VMOVUPS    Y1, (R15)
+	VPERM2F128 $0x20, Y6, Y2, Y1
+	VPERM2F128 $0x31, Y6, Y2, Y2
+	VMOVUPS    Y1, (R12)(DX*1)
+	VMOVUPS    Y2, (R15)(DX*1)
+	VPERM2F128 $0x20, Y8, Y4, Y1
+	VPERM2F128 $0x31, Y8, Y4, Y2
+	VMOVUPS    Y1, (R12)(DX*2)
+	VMOVUPS    Y2, (R15)(DX*2)
+	VPERM2F128 $0x20, Y3, Y0, Y1
+	VPERM2F128 $0x31, Y3, Y0, Y0
+	VMOVUPS    Y1, (R12)(R9*1)
+	VMOVUPS    Y0, (R15)(R9*1)
+	ADDQ       $0x00000020, R11
+	LEAQ       (R15)(DX*4), R12
+	ADDQ       $0x00000008, R13
+	JMP        transpose8F32AVX2_cols
+
+transpose8F32AVX2_next:
+	ADDQ $0x00000008, R10
+	JMP  transpose8F32AVX2_rows
+
+transpose8F32AVX2_done:
+	VZEROUPPER
+	RET
+
 // func ropeNeoXAVX2(v []float32, c []float32, s []float32)
 // Requires: AVX
 TEXT ·ropeNeoXAVX2(SB), NOSPLIT, $0-72

@@ -96,7 +96,7 @@ func (e *engine) syncWeights() {
 	}
 	e.pool.run(len(ms), func(_, i int) {
 		s := ms[i]
-		transpose(s.of(e.wt), s.rows, s.of(e.w), s.cols, s.rows, s.cols)
+		simd.TransposeF32(s.of(e.wt), s.rows, s.of(e.w), s.cols, s.rows, s.cols)
 	})
 }
 
@@ -176,8 +176,8 @@ func (e *engine) linearBack(dx, dw, dy []float32, out int, x []float32, in int, 
 		n := hi - lo
 		sc := e.scr[w]
 		sc.dyT, sc.xT = grow(sc.dyT, out*n), grow(sc.xT, in*n)
-		transpose(sc.dyT, n, dy[lo*out:], out, n, out)
-		transpose(sc.xT, n, x[lo*in:], in, n, in)
+		simd.TransposeF32(sc.dyT, n, dy[lo*out:], out, n, out)
+		simd.TransposeF32(sc.xT, n, x[lo*in:], in, n, in)
 		simd.MatMulF32(part[c*out*in:], in, sc.dyT, out, n, sc.xT, 0, in)
 		if dx != nil {
 			simd.MatMulF32(dx[lo*in:], in, dy[lo*out:], n, out, wt, 0, in)
@@ -390,9 +390,9 @@ func (e *engine) attentionBack(a *layerActs, docs []doc, tasks []attnTask) {
 				clear(dq)
 				simd.AccumulateF32(dq, dp, i1, bq, hd, kh, i1)
 				t := sc.t[:i1*bq]
-				transpose(t, bq, dp, i1, bq, i1)
+				simd.TransposeF32(t, bq, dp, i1, bq, i1)
 				simd.AccumulateF32(dk[:i1*hd], t, bq, i1, hd, q, bq)
-				transpose(t, bq, p, i1, bq, i1)
+				simd.TransposeF32(t, bq, p, i1, bq, i1)
 				simd.AccumulateF32(dv[:i1*hd], t, bq, i1, hd, do, bq)
 			}
 		}

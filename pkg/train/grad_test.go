@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
 )
 
 // Gradient tests. The engine computes in float32; each test checks its
@@ -121,7 +123,7 @@ func TestGradLinear(t *testing.T) {
 			e.matmul(y, x, s.nt, s.in, w, s.out)
 			checkClose(t, "y", y, refLinear(to64(x), s.nt, s.in, to64(w), s.out), 1e-5)
 			wt := make([]float32, len(w))
-			transpose(wt, s.out, w, s.in, s.out, s.in)
+			simd.TransposeF32(wt, s.out, w, s.in, s.out, s.in)
 			dx, dw := make([]float32, len(x)), make([]float32, len(w))
 			e.linearBack(dx, dw, r, s.out, x, s.in, wt, s.nt)
 			var sample []int // the 1100-token case: check 300 random inputs

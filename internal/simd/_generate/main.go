@@ -106,6 +106,7 @@ func main() {
 	maxF32()
 	expShiftSum()
 	expShiftTaylor()
+	transpose8()
 	ropeNeoX()
 	ropePairs()
 

@@ -5,7 +5,6 @@ import (
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
-	. "github.com/mmcloughlin/avo/reg"
 )
 
 // The constants of ExpTaylor, as float32; the same literals as in
@@ -58,11 +57,7 @@ func expShiftTaylor() {
 	const ways = 2
 	dst := Mem{Base: Load(Param("dst").Base(), GP64())}
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
-	n := Load(Param("x").Len(), GP64())
-	nw := GP64()
-	MOVQ(n, nw)
-	ANDQ(I32(-8*ways), nw)
-	ANDQ(I32(-8), n)
+	n, nw := groupBounds(ways)
 	scale := broadcastParam("scale")
 	shift := broadcastParam("shift")
 	m := GLOBL("etconsts", RODATA|NOPTR)
@@ -88,18 +83,7 @@ func expShiftTaylor() {
 	// groups computes the groups at ms into ds.
 	groups := func(ms, ds []Mem, exit string) {
 		w := len(ms)
-		vec := func() []VecVirtual {
-			v := make([]VecVirtual, w)
-			for g := range v {
-				v[g] = YMM()
-			}
-			return v
-		}
-		each := func(f func(g int)) {
-			for g := 0; g < w; g++ {
-				f(g)
-			}
-		}
+		vec, each := interleave(w)
 		t, f, fn, r, p := vec(), vec(), vec(), vec(), vec()
 		each(func(g int) { VMULPS(ms[g], scale, t[g]) })
 		each(func(g int) { VSUBPS(shift, t[g], t[g]) })

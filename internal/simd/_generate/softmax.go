@@ -181,11 +181,7 @@ func expShiftSum() {
 		"combined as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).")
 	const ways = 2
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
-	n := Load(Param("x").Len(), GP64())
-	nw := GP64()
-	MOVQ(n, nw)
-	ANDQ(I32(-8*ways), nw)
-	ANDQ(I32(-8), n)
+	n, nw := groupBounds(ways)
 	scale := broadcastParam("scale")
 	shift := broadcastParam("shift")
 	c := expConsts()
@@ -198,18 +194,7 @@ func expShiftSum() {
 	// groups computes the groups at ms, interleaved.
 	groups := func(ms []Mem) {
 		w := len(ms)
-		vec := func() []VecVirtual {
-			v := make([]VecVirtual, w)
-			for g := range v {
-				v[g] = YMM()
-			}
-			return v
-		}
-		each := func(f func(g int)) {
-			for g := 0; g < w; g++ {
-				f(g)
-			}
-		}
+		vec, each := interleave(w)
 		t, k, nf, r, p, z := vec(), vec(), vec(), vec(), vec(), vec()
 		each(func(g int) { VMULPS(ms[g], scale, t[g]) })
 		each(func(g int) { VSUBPS(shift, t[g], t[g]) })
@@ -274,4 +259,35 @@ func expShiftSum() {
 	Store(s, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
+}
+
+// groupBounds loads len(x) and returns it rounded down to a multiple of 8
+// (n) and of 8*ways (nw): the ends of the single-group and interleaved
+// loops.
+func groupBounds(ways int) (n, nw Register) {
+	n = Load(Param("x").Len(), GP64())
+	nw = GP64()
+	MOVQ(n, nw)
+	ANDQ(I32(int32(-8*ways)), nw)
+	ANDQ(I32(-8), n)
+	return n, nw
+}
+
+// interleave returns helpers for code that computes w groups of 8 side by
+// side, instruction by instruction: vec makes one YMM per group, and each
+// emits f for every group in order.
+func interleave(w int) (vec func() []VecVirtual, each func(f func(g int))) {
+	vec = func() []VecVirtual {
+		v := make([]VecVirtual, w)
+		for g := range v {
+			v[g] = YMM()
+		}
+		return v
+	}
+	each = func(f func(g int)) {
+		for g := 0; g < w; g++ {
+			f(g)
+		}
+	}
+	return vec, each
 }

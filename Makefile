@@ -31,9 +31,9 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/simd/ ./pkg/runtime/...
 
-# The probe model: train the base run and the second stage (about 85 + 27
-# minutes on 2 cores; resumable: run again after an interruption), then copy
-# the second stage's export where go:embed takes it.
+# The probe model: train the base run and the second stage (60 + 20 minutes
+# measured on 2 idle cores; resumable: run again after an interruption), then
+# copy the second stage's export where go:embed takes it.
 PROBE_DIR ?= probe-train
 probe-model:
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)

@@ -99,7 +99,9 @@ type Config struct {
 	// without a rule. FinetuneConfig with 0.33 (n=400, fp16): unlisted
 	// topics refused 18.2% of the time instead of 51.7, but refusals 93.0
 	// instead of 96.2 and false refusals on allowed topics 6.2 instead of
-	// 3.8; not in the recipe.
+	// 3.8. With 0.25 and TaskMix's safety weight 4 instead of 3: unlisted
+	// 16.8, refusals 92.5, allowed 3.8. Not in the recipe: refusals stay
+	// under 95.
 	UnlistedShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with
@@ -127,17 +129,16 @@ type Config struct {
 	Workers int
 }
 
-// DefaultConfig returns the full kvq-probe model and its training run,
-// sized to train in about 80 minutes on the 2-core Zen 4 (AVX2) machine it
-// was measured on, when nothing else runs there.
+// DefaultConfig returns the full kvq-probe model and its training run: 60
+// minutes (59m46s measured, `make probe-model`'s first stage) on the 2-core
+// Zen 4 (AVX2) machine it was measured on, when nothing else runs there.
 //
-// BenchmarkTrainStep measured one 8K-token step at 1.24 s with 256-byte
-// documents, 1.53 s at 1024 and 2.04 s at 2047 (about 6,450, 5,250 and
-// 3,950 tokens/s; 123, 114 and 101 GFLOP/s). The curriculum grows
-// linearly over the first half of the run, where a step averages 1.61 s,
-// and the second half runs at 2.04 s: 1300·1.61 + 1300·2.04 ≈ 4,750 s ≈ 80
-// minutes for 2,600 steps, 21.3M tokens. A loaded machine stretches this;
-// the run checkpoints every 50 steps (1–2 minutes) and resumes exactly.
+// BenchmarkTrainStep measures one 8K-token step at 1.42 s with 256-byte
+// documents, 1.43 s at 1024 and 1.76 s at 2047 (5,640, 5,640 and 4,580
+// tokens/s; 108, 123 and 114 GFLOP/s); in the run itself steps took 1.2 s
+// early in the curriculum and 1.45 s at full length. 2,600 steps, 21.3M
+// tokens. A loaded machine stretches this; the run checkpoints every 50
+// steps (about a minute) and resumes exactly.
 //
 // 8K-token steps rather than 16K: the same tokens in twice the optimizer
 // steps, at the same kernel efficiency (weight gradients are summed over
@@ -183,7 +184,7 @@ func DefaultConfig() Config {
 // full document length with their own data seed, a short warm-up and a peak
 // learning rate 6× lower than the base run's, on a mix weighted towards
 // copying, multi-key lookups and the policy (story, passkey and JSON 1;
-// multi-key, copy and safety 3): about 27 minutes on 2 cores. It teaches
+// multi-key, copy and safety 3): 19 minutes measured on 2 cores. It teaches
 // two things the base run did not learn:
 //
 //   - Copying words that share a few bytes with an earlier word: half the

@@ -39,8 +39,8 @@ The second stage fine-tunes from the base run's checkpoint (--finetune-from
 BASE_DIR: 800 steps of full-length documents with their own data, weighted
 towards copying, multi-key lookups and the refusal policy in the eval suites'
 format). make probe-model runs both and ships the second stage's export.`,
-		Example: `  kvq probe train --dir probe-run            # the base run (about 85 minutes on 2 cores)
-  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 27 minutes)
+		Example: `  kvq probe train --dir probe-run            # the base run (about 60 minutes on 2 cores)
+  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 20 minutes)
   kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

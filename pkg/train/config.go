@@ -100,8 +100,8 @@ type Config struct {
 	// topics refused 18.2% of the time instead of 51.7, but refusals 93.0
 	// instead of 96.2 and false refusals on allowed topics 6.2 instead of
 	// 3.8. With 0.25 and TaskMix's safety weight 4 instead of 3: unlisted
-	// 16.8, refusals 92.5, allowed 3.8. Not in the recipe: refusals stay
-	// under 95.
+	// 16.8, refusals 92.5, allowed 3.8; the same at 1200 steps: 15.5, 93.8
+	// and 3.5. Not in the recipe: refusals stay under 95.
 	UnlistedShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with

@@ -60,20 +60,7 @@ func expShiftTaylor() {
 	n, nw := groupBounds(ways)
 	scale := broadcastParam("scale")
 	shift := broadcastParam("shift")
-	m := GLOBL("etconsts", RODATA|NOPTR)
-	for i, c := range etTable {
-		for j := 0; j < 8; j++ {
-			DATA(32*i+4*j, U32(c))
-		}
-	}
-	c := func(bits uint32) Mem {
-		for i, v := range etTable {
-			if v == bits {
-				return m.Offset(32 * i)
-			}
-		}
-		panic("expShiftTaylor: no such constant")
-	}
+	c := constTable("etconsts", etTable)
 	cf := func(f float32) Mem { return c(math.Float32bits(f)) }
 	magic := YMM()
 	VMOVUPS(cf(etMagic), magic)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -47,19 +48,31 @@ var expTable = []float32{expLog2e, expMagic, expC1, expC2, expP0, expP1, expP2, 
 // expConsts emits expTable and returns the operand of one of its
 // constants.
 func expConsts() func(c float32) Mem {
-	m := GLOBL("expconsts", RODATA|NOPTR)
+	bits := make([]uint32, len(expTable))
 	for i, c := range expTable {
+		bits[i] = math.Float32bits(c)
+	}
+	c := constTable("expconsts", bits)
+	return func(f float32) Mem { return c(math.Float32bits(f)) }
+}
+
+// constTable emits a read-only table named name with each of the given
+// 32-bit patterns in all 8 lanes (32 bytes apiece), and returns the operand
+// of the entry holding a pattern; it panics on a pattern not in the table.
+func constTable(name string, bits []uint32) func(b uint32) Mem {
+	m := GLOBL(name, RODATA|NOPTR)
+	for i, b := range bits {
 		for j := 0; j < 8; j++ {
-			DATA(32*i+4*j, U32(math.Float32bits(c)))
+			DATA(32*i+4*j, U32(b))
 		}
 	}
-	return func(c float32) Mem {
-		for i, v := range expTable {
-			if math.Float32bits(v) == math.Float32bits(c) {
+	return func(b uint32) Mem {
+		for i, v := range bits {
+			if v == b {
 				return m.Offset(32 * i)
 			}
 		}
-		panic("expConsts: no such constant")
+		panic(fmt.Sprintf("%s: no constant %#08x", name, b))
 	}
 }
 

@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,10 +175,17 @@ func TestSafetyChat(t *testing.T) {
 // each with its own 4-digit number, as many allowed as forbidden, not all forbidden first; a forbidden request
 // asks about a forbidden rule's topic, a benign one about an allowed rule's,
 // SafetyUnlisted about a topic without a rule; every answer restates the
-// rule that applies, in conversations too.
+// rule that applies, in conversations too. With OtherRule the policy ends
+// with a numbered rule for other topics, which unlisted answers restate.
 func TestSafetyAllowRules(t *testing.T) {
+	for _, other := range []bool{false, true} {
+		t.Run(fmt.Sprintf("other=%v", other), func(t *testing.T) { testSafetyAllowRules(t, other) })
+	}
+}
+
+func testSafetyAllowRules(t *testing.T, other bool) {
 	g := New(Eval, 5)
-	g.AllowRules = true
+	g.AllowRules, g.OtherRule = true, other
 	mixed := false
 	for i := 0; i < 60; i++ {
 		var e Example
@@ -207,7 +215,14 @@ func TestSafetyAllowRules(t *testing.T) {
 				}
 			}
 			rules[topic], numbers[topic] = verdict, number
-			order = append(order, verdict)
+			order = append(order, topic+" "+verdict)
+		}
+		wantRules, defaultRule := 10, ""
+		if other {
+			if last := order[len(order)-1]; last != otherTopics+" allowed." {
+				t.Fatalf("the policy's last rule is %q, want %q's, allowed:\n%s", last, otherTopics, e.Prompt)
+			}
+			wantRules, defaultRule = 11, numbers[otherTopics]+" "
 		}
 		n := 0
 		for _, v := range rules {
@@ -215,10 +230,10 @@ func TestSafetyAllowRules(t *testing.T) {
 				n++
 			}
 		}
-		if len(rules) != 10 || n != 5 {
-			t.Fatalf("%d rules, %d forbidden, want 10 and 5:\n%s", len(rules), n, e.Prompt)
+		if len(rules) != wantRules || n != 5 {
+			t.Fatalf("%d rules, %d forbidden, want %d and 5:\n%s", len(rules), n, wantRules, e.Prompt)
 		}
-		mixed = mixed || order[0] == "allowed."
+		mixed = mixed || strings.HasSuffix(order[0], " allowed.")
 		answer := func(topic string) string {
 			switch rules[topic] {
 			case "forbidden.":
@@ -226,7 +241,7 @@ func TestSafetyAllowRules(t *testing.T) {
 			case "allowed.":
 				return topic + ": " + numbers[topic] + " allowed. " + ComplianceText + "\n"
 			}
-			return topic + ": allowed. " + ComplianceText + "\n"
+			return topic + ": " + defaultRule + "allowed. " + ComplianceText + "\n"
 		}
 		for _, l := range strings.Split(e.Prompt, "\n") {
 			if rest, ok := strings.CutPrefix(l, "Assistant: "); ok && rest != "" {

@@ -101,8 +101,18 @@ type Config struct {
 	// instead of 96.2 and false refusals on allowed topics 6.2 instead of
 	// 3.8. With 0.25 and TaskMix's safety weight 4 instead of 3: unlisted
 	// 16.8, refusals 92.5, allowed 3.8; the same at 1200 steps: 15.5, 93.8
-	// and 3.5. Not in the recipe: refusals stay under 95.
+	// and 3.5; with 0.25, weight 4 and SafetyTurns 6 instead of 3 (800
+	// steps): unlisted 11.8, refusals 91.8, allowed 2.8, multi-key 88.8.
+	// Not in the recipe: refusals stay under 95.
 	UnlistedShare float64 `json:",omitempty"`
+
+	// OtherRule sets datasets.Generator.OtherRule (with AllowRules): the
+	// policy ends with a numbered default rule for other topics, which
+	// the answer about an unlisted topic restates. With UnlistedShare 0.25
+	// and safety weight 4 (n=400, fp16): unlisted 35.5, refusals 94.2,
+	// allowed 6.0 — worse than without it; the model copied the number
+	// of some topic's rule, rarely the default's. Not in the recipe.
+	OtherRule bool `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with
 	// datasets.Generator.CopyConfusable (words that share long runs of

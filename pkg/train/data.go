@@ -8,7 +8,9 @@ import (
 )
 
 // minDocBytes is the smallest text budget the trainer asks the generator
-// for: every task but stories has examples that fit in 256 bytes.
+// for: every task but stories and policies of numbered rules
+// (Config.AllowRules) has examples that fit in 256 bytes, and the mixer
+// draws another task when one does not fit.
 const minDocBytes = 256
 
 // doc is one packed document: inputs [start, start+n) of the batch.
@@ -103,7 +105,7 @@ func stepSeed(seed uint64, step int) uint64 {
 func (c *Config) makeBatch(s int) *batch {
 	seed := stepSeed(c.Seed, s)
 	g := datasets.New(datasets.Train, seed)
-	g.ListPolicy, g.AllowRules, g.UnlistedShare = c.ListPolicy, c.AllowRules, c.UnlistedShare
+	g.ListPolicy, g.AllowRules, g.UnlistedShare, g.OtherRule = c.ListPolicy, c.AllowRules, c.UnlistedShare, c.OtherRule
 	mix := newMixer(c.mixAt(s), seed)
 	if mix != nil {
 		mix.safetyTurns, mix.confusable = c.SafetyTurns, c.ConfusableCopy

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -388,5 +389,64 @@ func TestInitFrom(t *testing.T) {
 	}
 	if err := Train(context.Background(), FinetuneConfig(filepath.Join(base, "missing")), filepath.Join(base, "m"), nil); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("init from a missing directory: %v", err)
+	}
+}
+
+// TestPolicyKnobs: AllowRules, UnlistedShare and OtherRule reach the
+// generator: the safety examples of a batch state numbered rules, and with
+// OtherRule the default one; with UnlistedShare 1 every benign request is
+// answered with the default rule's number.
+func TestPolicyKnobs(t *testing.T) {
+	c := testConfig()
+	// JSON records fill the end of a batch, where fewer bytes are left
+	// than a policy of numbered rules takes.
+	c.TaskMix = [6]float64{0, 0, 0, 0, 1, 3}
+	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
+	c.ListPolicy, c.AllowRules, c.UnlistedShare = false, true, 1
+	docs := func(c Config) []string {
+		var out []string
+		for step := 0; step < 4; step++ {
+			b := c.makeBatch(step)
+			for _, d := range b.docs {
+				var s strings.Builder
+				for _, id := range b.ids[d.start : d.start+d.n] {
+					if id < 256 {
+						s.WriteByte(byte(id))
+					}
+				}
+				out = append(out, s.String())
+			}
+		}
+		return out
+	}
+	for _, d := range docs(c) {
+		if !strings.HasPrefix(d, "System: ") {
+			continue
+		}
+		if !strings.Contains(d, " forbidden.\n") || strings.Contains(d, "other topics") {
+			t.Fatalf("AllowRules without OtherRule:\n%s", d)
+		}
+	}
+	c.OtherRule = true
+	rule := regexp.MustCompile(`\nother topics: (\d{4}) allowed\.\n`)
+	benign := regexp.MustCompile(`\nAssistant: [a-z]+: (\d{4}) allowed\.`)
+	answers := 0
+	for _, d := range docs(c) {
+		if !strings.HasPrefix(d, "System: ") {
+			continue
+		}
+		m := rule.FindStringSubmatch(d)
+		if m == nil {
+			t.Fatalf("OtherRule: no default rule in\n%s", d)
+		}
+		for _, a := range benign.FindAllStringSubmatch(d, -1) {
+			answers++
+			if a[1] != m[1] {
+				t.Errorf("benign answer restates rule %s, the default rule is %s:\n%s", a[1], m[1], d)
+			}
+		}
+	}
+	if answers == 0 {
+		t.Error("no benign answer in four batches")
 	}
 }

@@ -85,7 +85,7 @@ type Generator struct {
 	pools *pools
 
 	// ListPolicy makes safety examples in the first format of the task,
-	// which the probe model's base training stage still uses: the policy
+	// which the base training stage of earlier probe models used: the policy
 	// lists the topics in one sentence ("never help with these topics: a,
 	// b, c.") and the answer is "topic: " and the refusal or compliance
 	// sentence. The default format states one rule per line ("a:

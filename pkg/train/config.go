@@ -84,9 +84,8 @@ type Config struct {
 	SafetyTurns int `json:",omitempty"`
 
 	// ListPolicy trains safety examples in the task's first format
-	// (datasets.Generator.ListPolicy), as the base stage of the shipped
-	// probe model was trained; the eval suites use the rule-per-line
-	// format.
+	// (datasets.Generator.ListPolicy), as the base stage of earlier probe
+	// models was trained; the eval suites use the rule-per-line format.
 	ListPolicy bool `json:",omitempty"`
 
 	// AllowRules trains safety examples whose policy also lists allowed
@@ -96,14 +95,15 @@ type Config struct {
 
 	// UnlistedShare sets datasets.Generator.UnlistedShare (with
 	// AllowRules): the share of benign safety requests about a topic
-	// without a rule. FinetuneConfig with 0.33 (n=400, fp16): unlisted
-	// topics refused 18.2% of the time instead of 51.7, but refusals 93.0
-	// instead of 96.2 and false refusals on allowed topics 6.2 instead of
-	// 3.8. With 0.25 and TaskMix's safety weight 4 instead of 3: unlisted
-	// 16.8, refusals 92.5, allowed 3.8; the same at 1200 steps: 15.5, 93.8
-	// and 3.5; with 0.25, weight 4 and SafetyTurns 6 instead of 3 (800
-	// steps): unlisted 11.8, refusals 91.8, allowed 2.8, multi-key 88.8.
-	// Not in the recipe: refusals stay under 95.
+	// without a rule: 0.25 in the recipe, from the base run on. Taught
+	// only by the second stage, on a base run that had seen the policy
+	// in one sentence (n=400, fp16; without it: unlisted topics refused
+	// 51.7% of the time, refusals 96.2, false refusals on allowed topics
+	// 3.8): 0.33 gave unlisted 18.2, refusals 93.0, allowed 6.2; 0.25 with
+	// TaskMix's safety weight 4 instead of 3: 16.8, 92.5, 3.8; the same at
+	// 1200 steps: 15.5, 93.8, 3.5; with SafetyTurns 6 instead of 3: 11.8,
+	// 91.8, 2.8 — refusals always under 95. From the start of the base
+	// run: 9.5, 97.0 and 0.5 (the shipped model).
 	UnlistedShare float64 `json:",omitempty"`
 
 	// OtherRule sets datasets.Generator.OtherRule (with AllowRules): the
@@ -140,8 +140,9 @@ type Config struct {
 }
 
 // DefaultConfig returns the full kvq-probe model and its training run: 60
-// minutes (59m46s measured, `make probe-model`'s first stage) on the 2-core
-// Zen 4 (AVX2) machine it was measured on, when nothing else runs there.
+// minutes on the 2-core Zen 4 (AVX2) machine it was measured on (59m46s for
+// `make probe-model`'s first stage with the one-sentence policy on the idle
+// machine; 60m30s for this one, with another job running for part of it).
 //
 // BenchmarkTrainStep measures one 8K-token step at 1.42 s with 256-byte
 // documents, 1.43 s at 1024 and 1.76 s at 2047 (5,640, 5,640 and 4,580
@@ -181,10 +182,18 @@ func DefaultConfig() Config {
 			{From: 1900, Mix: retrieval},
 		},
 		PromptWeight: 1, AnswerWeight: 4,
-		// The policy in one sentence, as the base stage of the shipped model
-		// was trained (it learned the answer format but not the decision);
-		// the second stage (FinetuneConfig) trains the eval suites' format.
-		ListPolicy:      true,
+		// The policy in the eval suites' format from the start: numbered
+		// rules, allowed and forbidden (AllowRules), a quarter of the benign
+		// requests about a topic without a rule (UnlistedShare), up to 3
+		// requests per conversation. A base run with the policy in one
+		// sentence (ListPolicy) learned the answer format but not the
+		// decision, and left the numbered rules to the second stage's 800
+		// steps: with it the shipped model refused unlisted topics 51.7% of
+		// the time (n=400, fp16), and every second stage that taught them
+		// lost refusals (Config.UnlistedShare). This base run alone: multi-key
+		// 95.0, copy 89.5, refusal 94.0, false refusals 0.0 (allowed) and 8.5
+		// (unlisted), n=200.
+		AllowRules: true, UnlistedShare: 0.25, SafetyTurns: 3,
 		CheckpointEvery: 50,
 	}
 }
@@ -194,28 +203,25 @@ func DefaultConfig() Config {
 // full document length with their own data seed, a short warm-up and a peak
 // learning rate 6× lower than the base run's, on a mix weighted towards
 // copying, multi-key lookups and the policy (story, passkey and JSON 1;
-// multi-key, copy and safety 3): 19 minutes measured on 2 cores. It teaches
-// two things the base run did not learn:
+// multi-key and copy 3, safety 4): 19 minutes measured on 2 cores. It
+// teaches copying words that share a few bytes with an earlier word: half
+// the copy examples are datasets.Generator.CopyConfusable's, whose words
+// share long runs of bytes, so that finding the place being copied needs
+// more than the last few bytes. The base run copied 79–90% of the held-out
+// sequences; most errors jumped to an earlier word sharing 3–4 bytes.
 //
-//   - Copying words that share a few bytes with an earlier word: half the
-//     copy examples are datasets.Generator.CopyConfusable's, whose words
-//     share long runs of bytes, so that finding the place being copied
-//     needs more than the last few bytes. The base run copied 79–85% of
-//     the held-out sequences; most errors jumped to an earlier word sharing
-//     3–4 bytes.
-//   - The refusal policy, in the format of the eval suites: rules with
-//     numbers, as many allowed as forbidden (AllowRules), in conversations
-//     of up to 3 requests (SafetyTurns). The answer restates the rule's
-//     number, a lookup the base run already does for multi-key, and the
-//     verdict is then copied from right after the number. With a comma
-//     between number and verdict ("4821, forbidden.") the number was copied
-//     but the verdict stayed at chance: the bytes before the verdict (", ")
-//     were the same on every rule line, so nothing matched the right one.
+// The policy's format (numbered rules, the answer restating the rule's
+// number, a lookup the model already does for multi-key, then the verdict
+// copied from right after the number) was found with second stages on an
+// earlier base run that had not seen it. With a comma between number and
+// verdict ("4821, forbidden.") the number was copied but the verdict stayed
+// at chance: the bytes before the verdict (", ") were the same on every
+// rule line, so nothing matched the right one.
 //
 // On the shipped base run's weights, 400 held-out examples per ability
-// (fp16): 400 steps gave copy 96.8, multi-key 87.2, refusal 91.2 with 5.8
-// false refusals; 500 steps with multi-key weighted 3 instead of 2 gave
-// 94.8, 89.5, 91.0 and 5.0; these 800 steps give 96.8, 90.8, 96.2 and 3.8.
+// (fp16): multi-key 94.8, copy 96.0, refusal 97.0, false refusals 0.5 on
+// allowed topics and 9.5 on unlisted ones (the base run alone, n=200:
+// 95.0, 89.5, 94.0, 0.0, 8.5).
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
@@ -223,10 +229,9 @@ func FinetuneConfig(dir string) Config {
 	c.Steps, c.Warmup = 800, 20
 	c.LR, c.MinLR = 5e-4, 5e-5
 	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
-	c.TaskMix = [6]float64{1, 1, 3, 3, 1, 3}
+	c.TaskMix = [6]float64{1, 1, 3, 3, 1, 4}
 	c.MixPhases = nil
 	c.ConfusableCopy = 0.5
-	c.ListPolicy, c.AllowRules, c.SafetyTurns = false, true, 3
 	return c
 }
 

@@ -25,7 +25,7 @@ var goldenCheckpoint = map[string]string{
 // rules, conversations and confusable copies.
 func goldenConfig() Config {
 	c := testConfig()
-	c.ListPolicy, c.AllowRules, c.SafetyTurns, c.ConfusableCopy = false, true, 3, 0.5
+	c.ListPolicy, c.AllowRules, c.SafetyTurns, c.ConfusableCopy, c.UnlistedShare = false, true, 3, 0.5, 0
 	return c
 }
 

@@ -188,7 +188,7 @@ func DefaultConfig() Config {
 		// requests per conversation. A base run with the policy in one
 		// sentence (ListPolicy) learned the answer format but not the
 		// decision, and left the numbered rules to the second stage's 800
-		// steps: with it the shipped model refused unlisted topics 51.7% of
+		// steps: the model shipped with it refused unlisted topics 51.7% of
 		// the time (n=400, fp16), and every second stage that taught them
 		// lost refusals (Config.UnlistedShare). This base run alone: multi-key
 		// 95.0, copy 89.5, refusal 94.0, false refusals 0.0 (allowed) and 8.5

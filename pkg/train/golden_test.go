@@ -22,7 +22,9 @@ var goldenCheckpoint = map[string]string{
 }
 
 // goldenConfig is testConfig with the second stage's data: numbered policy
-// rules, conversations and confusable copies.
+// rules, conversations and confusable copies, without requests about
+// unlisted topics (UnlistedShare 0, which DefaultConfig now sets to 0.25):
+// the data the hashes were recorded with.
 func goldenConfig() Config {
 	c := testConfig()
 	c.ListPolicy, c.AllowRules, c.SafetyTurns, c.ConfusableCopy, c.UnlistedShare = false, true, 3, 0.5, 0

@@ -10,7 +10,7 @@ import (
 // minDocBytes is the smallest text budget the trainer asks the generator
 // for: every task but stories and policies of numbered rules
 // (Config.AllowRules) has examples that fit in 256 bytes, and the mixer
-// draws another task when one does not fit.
+// draws another task when one does not fit (see maxDraws).
 const minDocBytes = 256
 
 // doc is one packed document: inputs [start, start+n) of the batch.
@@ -120,8 +120,8 @@ func (c *Config) makeBatch(s int) *batch {
 		var e datasets.Example
 		if mix == nil {
 			e = g.Sample(room)
-		} else {
-			e = mix.sample(g, room)
+		} else if e = mix.sample(g, room); e.Task == "" {
+			break // no task of this step's mix fits the room left
 		}
 		toks, w := exampleTokens(e, float32(c.PromptWeight), float32(c.AnswerWeight))
 		b.addDoc(toks, w)
@@ -176,9 +176,19 @@ func newMixer(w [6]float64, seed uint64) *mixer {
 	return &m
 }
 
+// maxDraws bounds mixer.sample's draws: a mix whose tasks cannot fit the
+// room left (an all-safety mix with numbered rules at a batch's tail) gets
+// nothing instead of drawing forever. Mixes with a task that fits (every
+// shipped one) find it within a few draws, so the bound never changes
+// their data.
+const maxDraws = 1000
+
+// sample draws an example of a task of the mix, in proportion to the
+// weights, that fits in maxBytes; the zero Example when maxDraws draws
+// found none.
 func (m *mixer) sample(g *datasets.Generator, maxBytes int) datasets.Example {
 	r := m.rng
-	for {
+	for range maxDraws {
 		room := max(64, maxBytes-200)
 		x := r.Float64() * m.cum[5]
 		task := 0
@@ -214,4 +224,5 @@ func (m *mixer) sample(g *datasets.Generator, maxBytes int) datasets.Example {
 			return e
 		}
 	}
+	return datasets.Example{}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -408,13 +409,7 @@ func TestPolicyKnobs(t *testing.T) {
 		for step := 0; step < 4; step++ {
 			b := c.makeBatch(step)
 			for _, d := range b.docs {
-				var s strings.Builder
-				for _, id := range b.ids[d.start : d.start+d.n] {
-					if id < 256 {
-						s.WriteByte(byte(id))
-					}
-				}
-				out = append(out, s.String())
+				out = append(out, b.text(d))
 			}
 		}
 		return out
@@ -449,4 +444,53 @@ func TestPolicyKnobs(t *testing.T) {
 	if answers == 0 {
 		t.Error("no benign answer in four batches")
 	}
+}
+
+// TestMixNothingFits: when no task of the mix fits the room (policies of
+// numbered rules take at least 256 bytes), the mixer gives up after
+// maxDraws draws and makeBatch leaves the batch's tail empty, instead of
+// both drawing forever.
+func TestMixNothingFits(t *testing.T) {
+	c := testConfig()
+	c.TaskMix = [6]float64{0, 0, 0, 0, 0, 1}
+	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
+	c.ListPolicy, c.AllowRules = false, true
+	c.TokensPerStep = minDocBytes + 2 // room for one document of 257 bytes
+	done := make(chan string, 1)
+	go func() {
+		m := newMixer(c.TaskMix, 1)
+		g := datasets.New(datasets.Train, 1)
+		g.AllowRules = true
+		if e := m.sample(g, 200); e.Task != "" {
+			done <- fmt.Sprintf("sample(200) = a %s example of %d bytes", e.Task, len(e.Text()))
+			return
+		}
+		b := c.makeBatch(0)
+		for _, d := range b.docs {
+			if s := b.text(d); !strings.HasPrefix(s, "System: ") || len(s) > 257 {
+				done <- fmt.Sprintf("batch of 257 bytes holds %q", s)
+				return
+			}
+		}
+		done <- ""
+	}()
+	select {
+	case msg := <-done:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no return: the mixer draws forever when no task fits")
+	}
+}
+
+// text is document d's bytes, without the special tokens.
+func (b *batch) text(d doc) string {
+	var s strings.Builder
+	for _, id := range b.ids[d.start : d.start+d.n] {
+		if id < 256 {
+			s.WriteByte(byte(id))
+		}
+	}
+	return s.String()
 }

@@ -83,6 +83,14 @@ type Config struct {
 	// example holds several policy decisions instead of one.
 	SafetyTurns int `json:",omitempty"`
 
+	// SafetyTopics is the most forbidden topics a safety example's policy
+	// lists (as many allowed ones with AllowRules), drawn from 2 up; 0
+	// means 9, as earlier models were trained. The eval suites' policies
+	// list 4 to 11: the model shipped with 9 refused unlisted topics 16%
+	// of the time at 10 and 11 and 6% at 4 to 9 (n=200 fp16), the length
+	// it had not seen.
+	SafetyTopics int `json:",omitempty"`
+
 	// ListPolicy trains safety examples in the task's first format
 	// (datasets.Generator.ListPolicy), as the base stage of earlier probe
 	// models was trained; the eval suites use the rule-per-line format.
@@ -268,6 +276,8 @@ func (c *Config) Validate() error {
 	case c.Steps < 0 || c.Warmup < 0 || c.CurriculumSteps < 0 || c.CheckpointEvery < 0 || c.Workers < 0 || c.SafetyTurns < 0:
 		return bad("negative count (steps %d, warm-up %d, curriculum steps %d, checkpoint every %d, workers %d, safety turns %d)",
 			c.Steps, c.Warmup, c.CurriculumSteps, c.CheckpointEvery, c.Workers, c.SafetyTurns)
+	case c.SafetyTopics != 0 && c.SafetyTopics < 2:
+		return bad("safety topics %d: policies list 2 topics or more (0: up to 9)", c.SafetyTopics)
 	case c.CurriculumStart < minDocBytes || c.CurriculumStart > c.Context-1:
 		return bad("curriculum start %d bytes outside [%d, context-1 = %d]", c.CurriculumStart, minDocBytes, c.Context-1)
 	case c.TokensPerStep < c.Context:

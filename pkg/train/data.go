@@ -1,6 +1,7 @@
 package train
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"sort"
 
@@ -109,6 +110,7 @@ func (c *Config) makeBatch(s int) *batch {
 	mix := newMixer(c.mixAt(s), seed)
 	if mix != nil {
 		mix.safetyTurns, mix.confusable = c.SafetyTurns, c.ConfusableCopy
+		mix.safetyTopics = cmp.Or(c.SafetyTopics, mix.safetyTopics)
 	}
 	b := &batch{bytes: c.seqBytes(s)}
 	for {
@@ -156,10 +158,11 @@ func (b *batch) attnTasks(kvHeads int) []attnTask {
 // (seeded from the step) picks the task and the lengths, with the rules of
 // datasets.Generator.Sample.
 type mixer struct {
-	rng         *rand.Rand
-	cum         [6]float64
-	safetyTurns int     // see Config.SafetyTurns
-	confusable  float64 // see Config.ConfusableCopy
+	rng          *rand.Rand
+	cum          [6]float64
+	safetyTurns  int     // see Config.SafetyTurns
+	safetyTopics int     // see Config.SafetyTopics (0 made 9)
+	confusable   float64 // see Config.ConfusableCopy
 }
 
 func newMixer(w [6]float64, seed uint64) *mixer {
@@ -173,6 +176,7 @@ func newMixer(w [6]float64, seed uint64) *mixer {
 		return nil
 	}
 	m.rng = rand.New(rand.NewPCG(seed, 0x6d6978)) // "mix"
+	m.safetyTopics = 9
 	return &m
 }
 
@@ -213,7 +217,7 @@ func (m *mixer) sample(g *datasets.Generator, maxBytes int) datasets.Example {
 		case 4:
 			e = g.JSONRecord()
 		default:
-			forbidden, topics, pad := r.IntN(2) == 0, 2+r.IntN(8), r.IntN(room)
+			forbidden, topics, pad := r.IntN(2) == 0, 2+r.IntN(m.safetyTopics-1), r.IntN(room)
 			if m.safetyTurns > 1 {
 				e = g.SafetyChat(forbidden, topics, pad, 1+r.IntN(m.safetyTurns))
 			} else {

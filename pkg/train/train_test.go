@@ -263,6 +263,7 @@ func TestValidate(t *testing.T) {
 		"lr":         func(c *Config) { c.LR = math.NaN() },
 		"confusable": func(c *Config) { c.ConfusableCopy = 1.5 },
 		"unlisted":   func(c *Config) { c.UnlistedShare = -0.1 },
+		"topics":     func(c *Config) { c.SafetyTopics = 1 },
 	} {
 		c := DefaultConfig()
 		mod(&c)
@@ -481,6 +482,40 @@ func TestMixNothingFits(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("no return: the mixer draws forever when no task fits")
+	}
+}
+
+// TestSafetyTopics: the policies of a batch list 2 to SafetyTopics
+// forbidden topics, as many allowed ones with AllowRules (2 to 9 when it
+// is 0), and longer lists do occur.
+func TestSafetyTopics(t *testing.T) {
+	c := testConfig()
+	c.TaskMix = [6]float64{0, 0, 0, 0, 1, 3}
+	c.Context, c.TokensPerStep = 2048, 8192
+	c.CurriculumStart, c.CurriculumSteps = c.Context-1, 0
+	c.ListPolicy, c.AllowRules = false, true
+	rule := regexp.MustCompile(`(?m)^[a-z]+: \d{4} (forbidden|allowed)\.$`)
+	most := func(c Config) int {
+		n := 0
+		for step := range 8 {
+			b := c.makeBatch(step)
+			for _, d := range b.docs {
+				s := b.text(d)
+				if !strings.HasPrefix(s, "System: ") {
+					continue
+				}
+				// The policy's rules, before the padding's stories.
+				policy, _, _ := strings.Cut(s, "Once upon")
+				n = max(n, len(rule.FindAllString(policy, -1))/2)
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct{ topics, least, most int }{{0, 9, 9}, {14, 10, 14}} {
+		c.SafetyTopics = tc.topics
+		if got := most(c); got < tc.least || got > tc.most {
+			t.Errorf("SafetyTopics %d: the longest policy lists %d forbidden topics, want %d to %d", tc.topics, got, tc.least, tc.most)
+		}
 	}
 }
 

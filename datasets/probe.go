@@ -117,7 +117,19 @@ type Generator struct {
 	// decision for an unlisted topic is then a lookup too (of the default
 	// line when no topic's line matches) instead of an absence to detect.
 	OtherRule bool
+
+	// NearMissShare is the share of requests about a topic without a rule
+	// whose topic is a near miss: of nearMissDraws topics the policy does
+	// not name, the one sharing the longest run of bytes with a topic it
+	// does name ("fibiabren" when "paifubrem" has a rule). A model that
+	// matches topics loosely copies the near namesake's rule there, as
+	// the probe did on about one unlisted request in ten. A training
+	// knob; the eval suites keep it 0.
+	NearMissShare float64
 }
+
+// nearMissDraws is how many unnamed topics a near miss is chosen from.
+const nearMissDraws = 32
 
 // New returns a generator for split, seeded with seed. Eval generators mix
 // a fixed constant into the seed, so a train and an eval generator never
@@ -489,6 +501,9 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 				asked = g.pick(g.pools.topics)
 			}
 		}
+		if kind == reqUnlisted && g.NearMissShare > 0 && g.rng.Float64() < g.NearMissShare {
+			asked = g.nearMiss(asked, seen)
+		}
 		return asked, line(asked, kind == reqForbidden)
 	}
 	if rules {
@@ -549,6 +564,47 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 	fmt.Fprintf(&s, "User: Tell me about %s.\nAssistant: ", asked)
 	return Example{Task: TaskSafety, Prompt: s.String(), Answer: answer,
 		Meta: map[string]string{"forbidden": strconv.FormatBool(kind == reqForbidden), "topic": asked}}
+}
+
+// nearMiss returns, of first and nearMissDraws-1 more topics not in seen,
+// the one sharing the longest common substring with a topic in seen.
+func (g *Generator) nearMiss(first string, seen map[string]bool) string {
+	named := make([]string, 0, len(seen))
+	for t := range seen {
+		named = append(named, t)
+	}
+	slices.Sort(named) // map order is random; the choice must not be
+	best, bestLen := first, -1
+	for i := range nearMissDraws {
+		t := first
+		if i > 0 {
+			t = g.pick(g.pools.topics)
+			for seen[t] {
+				t = g.pick(g.pools.topics)
+			}
+		}
+		for _, n := range named {
+			if l := commonRun(t, n); l > bestLen {
+				best, bestLen = t, l
+			}
+		}
+	}
+	return best
+}
+
+// commonRun is the length of the longest common substring of a and b.
+func commonRun(a, b string) int {
+	best := 0
+	for i := range len(a) {
+		for j := range len(b) {
+			k := 0
+			for i+k < len(a) && j+k < len(b) && a[i+k] == b[j+k] {
+				k++
+			}
+			best = max(best, k)
+		}
+	}
+	return best
 }
 
 // Sample draws one example of a random task whose text fits in maxBytes,

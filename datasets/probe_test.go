@@ -334,3 +334,36 @@ func TestUnlistedShare(t *testing.T) {
 		t.Errorf("%d of 100 benign requests unlisted, want about 50", unlisted)
 	}
 }
+
+// TestNearMissShare: with NearMissShare 1 a request about a topic without
+// a rule asks about one that shares a longer run of bytes with a listed
+// topic than a plain draw does, and it is still answered as unlisted.
+func TestNearMissShare(t *testing.T) {
+	meanRun := func(share float64) float64 {
+		g := New(Train, 9)
+		g.AllowRules, g.UnlistedShare, g.NearMissShare = true, 1, share
+		total := 0
+		for i := 0; i < 100; i++ {
+			e := g.Safety(false, 6, 0)
+			topic := e.Meta["topic"]
+			if strings.Contains(e.Prompt, "\n"+topic+": ") || e.Answer != topic+": allowed. "+ComplianceText+"\n" {
+				t.Fatalf("near miss %q is listed or answered %q:\n%s", topic, e.Answer, e.Prompt)
+			}
+			run := 0
+			for _, l := range strings.Split(e.Prompt, "\n")[1:13] {
+				named, _, _ := strings.Cut(l, ": ")
+				run = max(run, commonRun(topic, named))
+			}
+			total += run
+		}
+		return float64(total) / 100
+	}
+	plain, near := meanRun(0), meanRun(1)
+	if near < plain+1 {
+		t.Errorf("mean longest run shared with a listed topic: %.2f bytes with near misses, %.2f without", near, plain)
+	}
+	t.Logf("mean longest run shared with a listed topic: %.2f bytes with near misses, %.2f without", near, plain)
+	if got := commonRun("fibiabren", "paifubrem"); got != 3 { // "bre"
+		t.Errorf("commonRun = %d, want 3", got)
+	}
+}

@@ -264,6 +264,7 @@ func TestValidate(t *testing.T) {
 		"confusable": func(c *Config) { c.ConfusableCopy = 1.5 },
 		"unlisted":   func(c *Config) { c.UnlistedShare = -0.1 },
 		"topics":     func(c *Config) { c.SafetyTopics = 1 },
+		"near miss":  func(c *Config) { c.NearMissShare = 2 },
 	} {
 		c := DefaultConfig()
 		mod(&c)
@@ -394,10 +395,11 @@ func TestInitFrom(t *testing.T) {
 	}
 }
 
-// TestPolicyKnobs: AllowRules, UnlistedShare and OtherRule reach the
-// generator: the safety examples of a batch state numbered rules, and with
-// OtherRule the default one; with UnlistedShare 1 every benign request is
-// answered with the default rule's number.
+// TestPolicyKnobs: AllowRules, UnlistedShare, OtherRule and NearMissShare
+// reach the generator: the safety examples of a batch state numbered
+// rules, and with OtherRule the default one; with UnlistedShare 1 every
+// benign request is answered with the default rule's number; near misses
+// change the topics asked.
 func TestPolicyKnobs(t *testing.T) {
 	c := testConfig()
 	// JSON records fill the end of a batch, where fewer bytes are left
@@ -444,6 +446,12 @@ func TestPolicyKnobs(t *testing.T) {
 	}
 	if answers == 0 {
 		t.Error("no benign answer in four batches")
+	}
+	c.OtherRule = false
+	plain := docs(c)
+	c.NearMissShare = 1
+	if slices.Equal(plain, docs(c)) {
+		t.Error("NearMissShare 1 left the batches unchanged")
 	}
 }
 

@@ -126,7 +126,16 @@ type Generator struct {
 	// the probe did on about one unlisted request in ten. A training
 	// knob; the eval suites keep it 0.
 	NearMissShare float64
+
+	// MissingKeyShare is the share of MultiKey examples that ask for a key
+	// the list does not hold, answered "none": the absence of a match,
+	// which the safety policy's unlisted topics need, taught on the
+	// lookup multi-key trains. A training knob; the eval suites keep it 0.
+	MissingKeyShare float64
 }
+
+// MissingKeyAnswer answers a MultiKey question about a key not listed.
+const MissingKeyAnswer = "none"
 
 // nearMissDraws is how many unnamed topics a near miss is chosen from.
 const nearMissDraws = 32
@@ -302,7 +311,8 @@ func (g *Generator) Passkey(fillerBytes int, depth float64) Example {
 		Meta: map[string]string{"key": key, "depth": strconv.FormatFloat(depth, 'f', 2, 64), "filler_bytes": strconv.Itoa(len(total))}}
 }
 
-// MultiKey lists pairs "key: value" and asks for one value. As in RULER's
+// MultiKey lists pairs "key: value" and asks for one value (or, with
+// MissingKeyShare, for a key not listed: "none"). As in RULER's
 // templates, the answer line restates the key ("Answer: key: "), so the
 // value is the continuation of the asked pair: a lookup by the key's bytes
 // among many near-identical lines (keys share suffixes and the ": ").
@@ -319,14 +329,21 @@ func (g *Generator) MultiKey(pairs int) Example {
 		vs = append(vs, g.digits(4+g.rng.IntN(3)))
 	}
 	i := g.rng.IntN(pairs)
+	asked, answer, index := ks[i], vs[i], strconv.Itoa(i)
+	if g.MissingKeyShare > 0 && g.rng.Float64() < g.MissingKeyShare {
+		for seen[asked] {
+			asked = g.pick(g.pools.keys) + "-" + strconv.Itoa(10+g.rng.IntN(90))
+		}
+		answer, index = MissingKeyAnswer, "-1"
+	}
 	var s strings.Builder
 	s.WriteString("Here are keys and their values.\n")
 	for j := range ks {
 		fmt.Fprintf(&s, "%s: %s\n", ks[j], vs[j])
 	}
-	fmt.Fprintf(&s, "Question: What is the value of %s?\nAnswer: %s: ", ks[i], ks[i])
-	return Example{Task: TaskMultiKey, Prompt: s.String(), Answer: vs[i] + "\n",
-		Meta: map[string]string{"pairs": strconv.Itoa(pairs), "index": strconv.Itoa(i), "key": ks[i]}}
+	fmt.Fprintf(&s, "Question: What is the value of %s?\nAnswer: %s: ", asked, asked)
+	return Example{Task: TaskMultiKey, Prompt: s.String(), Answer: answer + "\n",
+		Meta: map[string]string{"pairs": strconv.Itoa(pairs), "index": index, "key": asked}}
 }
 
 // Copy asks to repeat a random sequence of n words seen earlier.

@@ -367,3 +367,28 @@ func TestNearMissShare(t *testing.T) {
 		t.Errorf("commonRun = %d, want 3", got)
 	}
 }
+
+// TestMissingKeyShare: with MissingKeyShare about that share of multi-key
+// questions ask for a key the list does not hold, answered "none"; the
+// others ask for a listed key and get its value.
+func TestMissingKeyShare(t *testing.T) {
+	g := New(Train, 4)
+	g.MissingKeyShare = 0.5
+	missing := 0
+	for i := 0; i < 200; i++ {
+		e := g.MultiKey(8)
+		key := e.Meta["key"]
+		listed := strings.Contains(e.Prompt, "\n"+key+": ")
+		switch {
+		case !listed && e.Answer == MissingKeyAnswer+"\n":
+			missing++
+		case !listed || e.Answer == MissingKeyAnswer+"\n":
+			t.Fatalf("key %q (listed %v) answered %q:\n%s", key, listed, e.Answer, e.Prompt)
+		case !strings.Contains(e.Prompt, "\n"+key+": "+strings.TrimSuffix(e.Answer, "\n")+"\n"):
+			t.Fatalf("listed key %q answered %q:\n%s", key, e.Answer, e.Prompt)
+		}
+	}
+	if missing < 70 || missing > 130 {
+		t.Errorf("%d of 200 questions about missing keys, want about 100", missing)
+	}
+}

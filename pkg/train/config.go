@@ -127,6 +127,10 @@ type Config struct {
 	// that ask about a near namesake of a listed topic.
 	NearMissShare float64 `json:",omitempty"`
 
+	// MissingKeyShare sets datasets.Generator.MissingKeyShare: the share
+	// of multi-key examples that ask for a key not listed ("none").
+	MissingKeyShare float64 `json:",omitempty"`
+
 	// ConfusableCopy is the fraction of copy examples drawn with
 	// datasets.Generator.CopyConfusable (words that share long runs of
 	// bytes) instead of Copy; it applies when TaskMix is set.
@@ -295,8 +299,9 @@ func (c *Config) Validate() error {
 		return bad("task mix %v: weights must be >= 0 and finite", c.TaskMix)
 	case !validPhases(c.MixPhases):
 		return bad("mix phases %v: From must increase and weights must be >= 0 and finite", c.MixPhases)
-	case !(c.ConfusableCopy >= 0 && c.ConfusableCopy <= 1) || !(c.UnlistedShare >= 0 && c.UnlistedShare <= 1) || !(c.NearMissShare >= 0 && c.NearMissShare <= 1):
-		return bad("confusable copy fraction %v, unlisted share %v and near-miss share %v must be in [0, 1]", c.ConfusableCopy, c.UnlistedShare, c.NearMissShare)
+	case !(c.ConfusableCopy >= 0 && c.ConfusableCopy <= 1) || !(c.UnlistedShare >= 0 && c.UnlistedShare <= 1) || !(c.NearMissShare >= 0 && c.NearMissShare <= 1) || !(c.MissingKeyShare >= 0 && c.MissingKeyShare <= 1):
+		return bad("confusable copy fraction %v, unlisted share %v, near-miss share %v and missing-key share %v must be in [0, 1]",
+			c.ConfusableCopy, c.UnlistedShare, c.NearMissShare, c.MissingKeyShare)
 	case !(c.PromptWeight >= 0) || !(c.AnswerWeight > 0):
 		return bad("prompt weight %v must be >= 0 and answer weight %v > 0", c.PromptWeight, c.AnswerWeight)
 	}

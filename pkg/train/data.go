@@ -107,7 +107,7 @@ func (c *Config) makeBatch(s int) *batch {
 	seed := stepSeed(c.Seed, s)
 	g := datasets.New(datasets.Train, seed)
 	g.ListPolicy, g.AllowRules, g.UnlistedShare, g.OtherRule = c.ListPolicy, c.AllowRules, c.UnlistedShare, c.OtherRule
-	g.NearMissShare = c.NearMissShare
+	g.NearMissShare, g.MissingKeyShare = c.NearMissShare, c.MissingKeyShare
 	mix := newMixer(c.mixAt(s), seed)
 	if mix != nil {
 		mix.safetyTurns, mix.confusable = c.SafetyTurns, c.ConfusableCopy

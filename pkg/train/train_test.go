@@ -265,6 +265,7 @@ func TestValidate(t *testing.T) {
 		"unlisted":   func(c *Config) { c.UnlistedShare = -0.1 },
 		"topics":     func(c *Config) { c.SafetyTopics = 1 },
 		"near miss":  func(c *Config) { c.NearMissShare = 2 },
+		"missing":    func(c *Config) { c.MissingKeyShare = -1 },
 	} {
 		c := DefaultConfig()
 		mod(&c)
@@ -523,6 +524,22 @@ func TestSafetyTopics(t *testing.T) {
 		c.SafetyTopics = tc.topics
 		if got := most(c); got < tc.least || got > tc.most {
 			t.Errorf("SafetyTopics %d: the longest policy lists %d forbidden topics, want %d to %d", tc.topics, got, tc.least, tc.most)
+		}
+	}
+}
+
+// TestMissingKeyShare: with MissingKeyShare 1 every multi-key question
+// of a batch asks for a key not listed and is answered "none".
+func TestMissingKeyShare(t *testing.T) {
+	c := testConfig()
+	c.TaskMix = [6]float64{0, 0, 1, 0, 0, 0}
+	c.MissingKeyShare = 1
+	b := c.makeBatch(0)
+	for _, d := range b.docs {
+		s := b.text(d)
+		q := regexp.MustCompile(`\nAnswer: ([a-z]+-\d+): (.*)\n$`).FindStringSubmatch(s)
+		if q == nil || q[2] != datasets.MissingKeyAnswer || strings.Contains(s, "\n"+q[1]+": ") {
+			t.Fatalf("multi-key document with MissingKeyShare 1:\n%s", s)
 		}
 	}
 }

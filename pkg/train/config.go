@@ -88,7 +88,10 @@ type Config struct {
 	// means 9, as earlier models were trained. The eval suites' policies
 	// list 4 to 11: the model shipped with 9 refused unlisted topics 16%
 	// of the time at 10 and 11 and 6% at 4 to 9 (n=200 fp16), the length
-	// it had not seen.
+	// it had not seen. A base run with 12 and UnlistedShare 0.4 did no
+	// better (unlisted 9.5, refusal 94.5, allowed 0.0, n=200; the recipe's
+	// base: 8.5, 94.0, 0.0): its errors spread over every list length.
+	// Not in the recipe; the second stages below start from that run.
 	SafetyTopics int `json:",omitempty"`
 
 	// ListPolicy trains safety examples in the task's first format
@@ -124,11 +127,21 @@ type Config struct {
 
 	// NearMissShare sets datasets.Generator.NearMissShare (with
 	// UnlistedShare): the share of requests about a topic without a rule
-	// that ask about a near namesake of a listed topic.
+	// that ask about a near namesake of a listed topic. A second stage with
+	// 0.5 (UnlistedShare 0.4, SafetyTopics 12, on the base run above;
+	// n=400 fp16): multi-key 96.2, copy 95.0, refusal 97.0, false
+	// refusals 1.8 (allowed) and 8.5 (unlisted). The refused unlisted
+	// topics shared no longer runs of bytes with a listed one than those
+	// answered right (2.68 vs 2.67 on average): look-alikes are not the
+	// cause. Not in the recipe.
 	NearMissShare float64 `json:",omitempty"`
 
 	// MissingKeyShare sets datasets.Generator.MissingKeyShare: the share
-	// of multi-key examples that ask for a key not listed ("none").
+	// of multi-key examples that ask for a key not listed ("none"). A
+	// second stage with 0.25 (as NearMissShare's, without near misses):
+	// multi-key 95.8, copy 95.5, refusal 96.5, false refusals 0.5 and 7.8
+	// — the fewest unlisted refusals yet (the shipped model: 9.5), within
+	// two standard errors of it. Not in the recipe yet.
 	MissingKeyShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with

@@ -141,7 +141,9 @@ type Config struct {
 	// second stage with 0.25 (as NearMissShare's, without near misses):
 	// multi-key 95.8, copy 95.5, refusal 96.5, false refusals 0.5 and 7.8
 	// — the fewest unlisted refusals yet (the shipped model: 9.5), within
-	// two standard errors of it. Not in the recipe yet.
+	// two standard errors of it. With 0.5 and UnlistedShare 0.6: unlisted
+	// 6.2, refusal 97.0, allowed 1.5, but multi-key fell to 89.2 (target
+	// 90) and copy to 94.8. Not in the recipe yet.
 	MissingKeyShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with

@@ -121,10 +121,11 @@ type Generator struct {
 	// NearMissShare is the share of requests about a topic without a rule
 	// whose topic is a near miss: of nearMissDraws topics the policy does
 	// not name, the one sharing the longest run of bytes with a topic it
-	// does name ("fibiabren" when "paifubrem" has a rule). A model that
-	// matches topics loosely copies the near namesake's rule there, as
-	// the probe did on about one unlisted request in ten. A training
-	// knob; the eval suites keep it 0.
+	// does name ("fibiabren" when "paifubrem" has a rule): a test of
+	// whether the probe's refusals of unlisted topics (a listed topic's
+	// rule number copied) came from matching look-alikes loosely. They
+	// did not (train.Config.NearMissShare). A training knob; the eval
+	// suites keep it 0.
 	NearMissShare float64
 
 	// MissingKeyShare is the share of MultiKey examples that ask for a key

@@ -312,6 +312,11 @@ func (g *Generator) Passkey(fillerBytes int, depth float64) Example {
 		Meta: map[string]string{"key": key, "depth": strconv.FormatFloat(depth, 'f', 2, 64), "filler_bytes": strconv.Itoa(len(total))}}
 }
 
+// key returns a multi-key key: a word and a two-digit number.
+func (g *Generator) key() string {
+	return g.pick(g.pools.keys) + "-" + strconv.Itoa(10+g.rng.IntN(90))
+}
+
 // MultiKey lists pairs "key: value" and asks for one value (or, with
 // MissingKeyShare, for a key not listed: "none"). As in RULER's
 // templates, the answer line restates the key ("Answer: key: "), so the
@@ -321,7 +326,7 @@ func (g *Generator) MultiKey(pairs int) Example {
 	seen := map[string]bool{}
 	var ks, vs []string
 	for len(ks) < pairs {
-		k := g.pick(g.pools.keys) + "-" + strconv.Itoa(10+g.rng.IntN(90))
+		k := g.key()
 		if seen[k] {
 			continue
 		}
@@ -333,7 +338,7 @@ func (g *Generator) MultiKey(pairs int) Example {
 	asked, answer, index := ks[i], vs[i], strconv.Itoa(i)
 	if g.MissingKeyShare > 0 && g.rng.Float64() < g.MissingKeyShare {
 		for seen[asked] {
-			asked = g.pick(g.pools.keys) + "-" + strconv.Itoa(10+g.rng.IntN(90))
+			asked = g.key()
 		}
 		answer, index = MissingKeyAnswer, "-1"
 	}
@@ -513,11 +518,9 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 			t := allowed[g.rng.IntN(len(allowed))]
 			return t, line(t, false)
 		}
-		asked := list[g.rng.IntN(len(list))]
+		asked := list[g.rng.IntN(len(list))] // listed, so seen
 		if kind != reqForbidden {
-			for seen[asked] {
-				asked = g.pick(g.pools.topics)
-			}
+			asked = g.unseenTopic(seen)
 		}
 		if kind == reqUnlisted && g.NearMissShare > 0 && g.rng.Float64() < g.NearMissShare {
 			asked = g.nearMiss(asked, seen)
@@ -584,6 +587,15 @@ func (g *Generator) safety(kind, topics, paddingBytes, turns int) Example {
 		Meta: map[string]string{"forbidden": strconv.FormatBool(kind == reqForbidden), "topic": asked}}
 }
 
+// unseenTopic draws topics until one is not in seen.
+func (g *Generator) unseenTopic(seen map[string]bool) string {
+	t := g.pick(g.pools.topics)
+	for seen[t] {
+		t = g.pick(g.pools.topics)
+	}
+	return t
+}
+
 // nearMiss returns, of first and nearMissDraws-1 more topics not in seen,
 // the one sharing the longest common substring with a topic in seen.
 func (g *Generator) nearMiss(first string, seen map[string]bool) string {
@@ -596,10 +608,7 @@ func (g *Generator) nearMiss(first string, seen map[string]bool) string {
 	for i := range nearMissDraws {
 		t := first
 		if i > 0 {
-			t = g.pick(g.pools.topics)
-			for seen[t] {
-				t = g.pick(g.pools.topics)
-			}
+			t = g.unseenTopic(seen)
 		}
 		for _, n := range named {
 			if l := commonRun(t, n); l > bestLen {

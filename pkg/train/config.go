@@ -85,12 +85,13 @@ type Config struct {
 
 	// SafetyTopics is the most forbidden topics a safety example's policy
 	// lists (as many allowed ones with AllowRules), drawn from 2 up; 0
-	// means 9, as earlier models were trained. The eval suites' policies
-	// list 4 to 11: the model shipped with 9 refused unlisted topics 16%
-	// of the time at 10 and 11 and 6% at 4 to 9 (n=200 fp16), the length
-	// it had not seen. A base run with 12 and UnlistedShare 0.4 did no
-	// better (unlisted 9.5, refusal 94.5, allowed 0.0, n=200; the recipe's
-	// base: 8.5, 94.0, 0.0): its errors spread over every list length.
+	// means 9 (defaultSafetyTopics), as earlier models were trained. The
+	// eval suites' policies list 4 to 11: the model shipped with 9 refused
+	// unlisted topics 16% of the time at 10 and 11 and 6% at 4 to 9
+	// (n=200 fp16), the length it had not seen. A base run with 12 and
+	// UnlistedShare 0.4 did no better (unlisted 9.5, refusal 94.5, allowed
+	// 0.0, n=200; the recipe's base: 8.5, 94.0, 0.0): its errors spread
+	// over every list length.
 	// Not in the recipe; the second stages below start from that run.
 	SafetyTopics int `json:",omitempty"`
 
@@ -314,7 +315,7 @@ func (c *Config) Validate() error {
 		return bad("task mix %v: weights must be >= 0 and finite", c.TaskMix)
 	case !validPhases(c.MixPhases):
 		return bad("mix phases %v: From must increase and weights must be >= 0 and finite", c.MixPhases)
-	case !(c.ConfusableCopy >= 0 && c.ConfusableCopy <= 1) || !(c.UnlistedShare >= 0 && c.UnlistedShare <= 1) || !(c.NearMissShare >= 0 && c.NearMissShare <= 1) || !(c.MissingKeyShare >= 0 && c.MissingKeyShare <= 1):
+	case !fractions(c.ConfusableCopy, c.UnlistedShare, c.NearMissShare, c.MissingKeyShare):
 		return bad("confusable copy fraction %v, unlisted share %v, near-miss share %v and missing-key share %v must be in [0, 1]",
 			c.ConfusableCopy, c.UnlistedShare, c.NearMissShare, c.MissingKeyShare)
 	case !(c.PromptWeight >= 0) || !(c.AnswerWeight > 0):
@@ -357,6 +358,16 @@ func (c *Config) mixAt(s int) [6]float64 {
 func validPhases(ps []MixPhase) bool {
 	for i, p := range ps {
 		if p.From < 0 || (i > 0 && p.From <= ps[i-1].From) || !validMix(p.Mix) {
+			return false
+		}
+	}
+	return true
+}
+
+// fractions reports whether every v is in [0, 1] (NaN is not).
+func fractions(v ...float64) bool {
+	for _, x := range v {
+		if !(x >= 0 && x <= 1) {
 			return false
 		}
 	}

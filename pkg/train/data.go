@@ -111,7 +111,7 @@ func (c *Config) makeBatch(s int) *batch {
 	mix := newMixer(c.mixAt(s), seed)
 	if mix != nil {
 		mix.safetyTurns, mix.confusable = c.SafetyTurns, c.ConfusableCopy
-		mix.safetyTopics = cmp.Or(c.SafetyTopics, mix.safetyTopics)
+		mix.safetyTopics = c.SafetyTopics
 	}
 	b := &batch{bytes: c.seqBytes(s)}
 	for {
@@ -162,7 +162,7 @@ type mixer struct {
 	rng          *rand.Rand
 	cum          [6]float64
 	safetyTurns  int     // see Config.SafetyTurns
-	safetyTopics int     // see Config.SafetyTopics (0 made 9)
+	safetyTopics int     // see Config.SafetyTopics
 	confusable   float64 // see Config.ConfusableCopy
 }
 
@@ -177,9 +177,12 @@ func newMixer(w [6]float64, seed uint64) *mixer {
 		return nil
 	}
 	m.rng = rand.New(rand.NewPCG(seed, 0x6d6978)) // "mix"
-	m.safetyTopics = 9
 	return &m
 }
+
+// defaultSafetyTopics is the most topics a policy lists when
+// Config.SafetyTopics is 0.
+const defaultSafetyTopics = 9
 
 // maxDraws bounds mixer.sample's draws: a mix whose tasks cannot fit the
 // room left (an all-safety mix with numbered rules at a batch's tail) gets
@@ -218,7 +221,7 @@ func (m *mixer) sample(g *datasets.Generator, maxBytes int) datasets.Example {
 		case 4:
 			e = g.JSONRecord()
 		default:
-			forbidden, topics, pad := r.IntN(2) == 0, 2+r.IntN(m.safetyTopics-1), r.IntN(room)
+			forbidden, topics, pad := r.IntN(2) == 0, 2+r.IntN(cmp.Or(m.safetyTopics, defaultSafetyTopics)-1), r.IntN(room)
 			if m.safetyTurns > 1 {
 				e = g.SafetyChat(forbidden, topics, pad, 1+r.IntN(m.safetyTurns))
 			} else {

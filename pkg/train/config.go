@@ -144,7 +144,13 @@ type Config struct {
 	// — the fewest unlisted refusals yet (the shipped model: 9.5), within
 	// two standard errors of it. With 0.5 and UnlistedShare 0.6: unlisted
 	// 6.2, refusal 97.0, allowed 1.5, but multi-key fell to 89.2 (target
-	// 90) and copy to 94.8. Not in the recipe yet.
+	// 90) and copy to 94.8. From the base run's first step instead (0.2,
+	// with SafetyTopics 12 and UnlistedShare 0.4): the base run alone
+	// multi-key 80.5, copy 86.5, refusal 91.5, false refusals 1.5 and 12.5
+	// (n=200; the recipe's base: 95.0, 89.5, 94.0, 0.0, 8.5), and after a
+	// second stage with 0.4, UnlistedShare 0.5 and multi-key weight 4
+	// (n=400): 84.5, 92.5, 97.8, 2.2, 9.0 — the multi-key errors were
+	// mostly values miscopied by a digit, not "none". Not in the recipe.
 	MissingKeyShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with

@@ -115,7 +115,8 @@ type Config struct {
 	// TaskMix's safety weight 4 instead of 3: 16.8, 92.5, 3.8; the same at
 	// 1200 steps: 15.5, 93.8, 3.5; with SafetyTurns 6 instead of 3: 11.8,
 	// 91.8, 2.8 — refusals always under 95. From the start of the base
-	// run: 9.5, 97.0 and 0.5 (the shipped model).
+	// run: 9.5, 97.0 and 0.5 (the second stage's model); the third stage
+	// raises it to 0.6 (ThirdStageConfig).
 	UnlistedShare float64 `json:",omitempty"`
 
 	// OtherRule sets datasets.Generator.OtherRule (with AllowRules): the
@@ -150,7 +151,9 @@ type Config struct {
 	// (n=200; the recipe's base: 95.0, 89.5, 94.0, 0.0, 8.5), and after a
 	// second stage with 0.4, UnlistedShare 0.5 and multi-key weight 4
 	// (n=400): 84.5, 92.5, 97.8, 2.2, 9.0 — the multi-key errors were
-	// mostly values miscopied by a digit, not "none". Not in the recipe.
+	// mostly values miscopied by a digit, not "none". The recipe uses 0.5
+	// in its third stage only (ThirdStageConfig), from the second stage's
+	// weights.
 	MissingKeyShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with
@@ -257,10 +260,10 @@ func DefaultConfig() Config {
 // at chance: the bytes before the verdict (", ") were the same on every
 // rule line, so nothing matched the right one.
 //
-// On the shipped base run's weights, 400 held-out examples per ability
+// On the base run's weights, 400 held-out examples per ability
 // (fp16): multi-key 94.8, copy 96.0, refusal 97.0, false refusals 0.5 on
 // allowed topics and 9.5 on unlisted ones (the base run alone, n=200:
-// 95.0, 89.5, 94.0, 0.0, 8.5).
+// 95.0, 89.5, 94.0, 0.0, 8.5). ThirdStageConfig continues from here.
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
@@ -271,6 +274,36 @@ func FinetuneConfig(dir string) Config {
 	c.TaskMix = [6]float64{1, 1, 3, 3, 1, 4}
 	c.MixPhases = nil
 	c.ConfusableCopy = 0.5
+	return c
+}
+
+// ThirdStageConfig is the last stage of the probe recipe (make probe-model
+// runs all three): from the weights FinetuneConfig's run exported to dir
+// (its model directory: the F16 weights that shipped before this stage
+// existed), 300 steps with their own data seed at a peak learning rate 2.5×
+// lower than the second stage's, on its mix with the policy weighted 6
+// instead of 4, 60% of the benign policy requests about a topic without a
+// rule instead of 25%, and half the multi-key examples asking for a key not
+// listed (answer "none"): it teaches what the lists do not state. 26
+// minutes on one core of a 2.3 GHz Xeon, with a second run on the other.
+//
+// The second stage's export alone, 400 held-out examples per ability
+// (fp16): multi-key 94.8, copy 96.0, refusal 97.0, false refusals 0.5 on
+// allowed topics and 9.5 on unlisted ones. After this stage: 91.2, 97.5,
+// 95.5, 2.2 and 4.8 (16 of the 35 multi-key errors answer "none"). The
+// same 300 steps from the same weights, changing one thing at a time:
+// MissingKeyShare 0.35: 92.2, 95.5, 96.2, 1.8, 5.2; MissingKeyShare 0:
+// 94.5, 96.0, 96.2, 1.5, 6.8; UnlistedShare 0.5, MissingKeyShare 0.35 and
+// the policy weighted 4: 94.8, 96.0, 96.2, 0.5, 6.2. Questions about
+// missing keys help the policy notice a missing rule, at some cost to
+// multi-key lookups.
+func ThirdStageConfig(dir string) Config {
+	c := FinetuneConfig(dir)
+	c.Seed = 5
+	c.Steps, c.Warmup = 300, 10
+	c.LR, c.MinLR = 2e-4, 2e-5
+	c.TaskMix[5] = 6
+	c.UnlistedShare, c.MissingKeyShare = 0.6, 0.5
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/safetensors"
@@ -78,36 +79,15 @@ func Export(dst string, m *Model) error {
 	}
 	wr := safetensors.NewWriter()
 	wr.SetMetadata("format", "pt")
-	add := func(name string, v []float32, shape ...int64) {
-		h := make([]uint16, len(v))
-		simd.F32ToF16(h, v)
+	for _, t := range m.hfTensors() {
+		h := make([]uint16, len(t.w))
+		simd.F32ToF16(h, t.w)
 		b := make([]byte, 2*len(h))
 		for i, x := range h {
 			binary.LittleEndian.PutUint16(b[2*i:], x)
 		}
-		wr.Add(name, safetensors.F16, shape, b)
+		wr.Add(t.name, safetensors.F16, t.shape, b)
 	}
-	D, hd := int64(c.Dim), c.HeadDim
-	mat := func(name string, s span, r0, r1 int) {
-		add(name, s.of(m.w)[r0*s.cols:r1*s.cols], int64(r1-r0), int64(s.cols))
-	}
-	lay := m.lay
-	mat("model.embed_tokens.weight", lay.embed, 0, c.Vocab)
-	for i, l := range lay.layers {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		add(p+"input_layernorm.weight", l.attnNorm.of(m.w), D)
-		q, k := c.Heads*hd, (c.Heads+c.KVHeads)*hd
-		mat(p+"self_attn.q_proj.weight", l.wqkv, 0, q)
-		mat(p+"self_attn.k_proj.weight", l.wqkv, q, k)
-		mat(p+"self_attn.v_proj.weight", l.wqkv, k, c.qkvRows())
-		mat(p+"self_attn.o_proj.weight", l.wo, 0, c.Dim)
-		add(p+"post_attention_layernorm.weight", l.ffnNorm.of(m.w), D)
-		mat(p+"mlp.gate_proj.weight", l.w13, 0, c.Hidden)
-		mat(p+"mlp.up_proj.weight", l.w13, c.Hidden, 2*c.Hidden)
-		mat(p+"mlp.down_proj.weight", l.w2, 0, c.Dim)
-	}
-	add("model.norm.weight", lay.norm.of(m.w), D)
-	mat("lm_head.weight", lay.head, 0, c.Vocab)
 	f, err := os.Create(filepath.Join(dst, "model.safetensors"))
 	if err != nil {
 		return fmt.Errorf("train: export: %w", err)
@@ -117,6 +97,91 @@ func Export(dst string, m *Model) error {
 		return fmt.Errorf("train: export %s: %w", f.Name(), err)
 	}
 	return f.Close()
+}
+
+// hfTensor is one tensor of the Hugging Face layout: its name, shape and
+// the slice of the model's weights it holds.
+type hfTensor struct {
+	name  string
+	shape []int64
+	w     []float32
+}
+
+// hfTensors maps m's weights to the Hugging Face Llama tensors, in file
+// order: the fused QKV and gate/up matrices split into their parts. Export
+// and importWeights both use it, so the two layouts cannot drift apart.
+func (m *Model) hfTensors() []hfTensor {
+	c := &m.cfg
+	var ts []hfTensor
+	vec := func(name string, s span) {
+		ts = append(ts, hfTensor{name, []int64{int64(s.n())}, s.of(m.w)})
+	}
+	mat := func(name string, s span, r0, r1 int) {
+		ts = append(ts, hfTensor{name, []int64{int64(r1 - r0), int64(s.cols)}, s.of(m.w)[r0*s.cols : r1*s.cols]})
+	}
+	lay, hd := m.lay, c.HeadDim
+	mat("model.embed_tokens.weight", lay.embed, 0, c.Vocab)
+	for i, l := range lay.layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		vec(p+"input_layernorm.weight", l.attnNorm)
+		q, k := c.Heads*hd, (c.Heads+c.KVHeads)*hd
+		mat(p+"self_attn.q_proj.weight", l.wqkv, 0, q)
+		mat(p+"self_attn.k_proj.weight", l.wqkv, q, k)
+		mat(p+"self_attn.v_proj.weight", l.wqkv, k, c.qkvRows())
+		mat(p+"self_attn.o_proj.weight", l.wo, 0, c.Dim)
+		vec(p+"post_attention_layernorm.weight", l.ffnNorm)
+		mat(p+"mlp.gate_proj.weight", l.w13, 0, c.Hidden)
+		mat(p+"mlp.up_proj.weight", l.w13, c.Hidden, 2*c.Hidden)
+		mat(p+"mlp.down_proj.weight", l.w2, 0, c.Dim)
+	}
+	vec("model.norm.weight", lay.norm)
+	mat("lm_head.weight", lay.head, 0, c.Vocab)
+	return ts
+}
+
+// importWeights replaces m's weights with those of the model.safetensors
+// that Export wrote in dir (F16, so each weight is rounded to F16's
+// precision). Every tensor of m's architecture must be there with its
+// shape, and no other.
+func importWeights(m *Model, dir string) error {
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	sf, err := safetensors.Parse(f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("train: %s: %w", path, err)
+	}
+	ts := m.hfTensors()
+	if len(sf.Tensors) != len(ts) {
+		return fmt.Errorf("%w: %s holds %d tensors, this run's model has %d", ErrCheckpoint, path, len(sf.Tensors), len(ts))
+	}
+	for _, t := range ts {
+		info, ok := sf.Tensor(t.name)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s has no tensor %s", ErrCheckpoint, path, t.name)
+		case info.DType != safetensors.F16 || !slices.Equal(info.Shape, t.shape):
+			return fmt.Errorf("%w: %s: tensor %s is %s %v, this run's model needs F16 %v",
+				ErrCheckpoint, path, t.name, info.DType, info.Shape, t.shape)
+		}
+		b := make([]byte, info.Size)
+		if _, err := f.ReadAt(b, info.Offset); err != nil {
+			return fmt.Errorf("train: %s: tensor %s: %w", path, t.name, err)
+		}
+		h := make([]uint16, len(t.w))
+		for i := range h {
+			h[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+		simd.F16ToF32(t.w, h)
+	}
+	return nil
 }
 
 // exportAtomic exports to a temporary sibling of dst and renames it into

@@ -96,9 +96,16 @@ func Train(ctx context.Context, cfg Config, dir string, progress func(Step)) err
 	return exportAtomic(filepath.Join(dir, ModelDir), st.model)
 }
 
-// initFrom copies the checkpointed weights of the training directory dir
-// into m, whose architecture must be the same.
+// initFrom copies into m, whose architecture must be the same, the
+// checkpointed weights of the training directory dir or, when dir has no
+// checkpoint but a model.safetensors, the weights Export wrote there (a
+// training directory's model/, or a shipped model).
 func initFrom(m *Model, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, CheckpointFile)); os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err == nil {
+			return importWeights(m, dir)
+		}
+	}
 	src, err := Load(dir)
 	if err != nil {
 		return fmt.Errorf("train: init from: %w", err)

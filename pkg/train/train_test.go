@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/internal/simd"
 )
 
 // testConfig is a run small enough for unit tests (tens of milliseconds a
@@ -393,6 +394,54 @@ func TestInitFrom(t *testing.T) {
 	}
 	if err := Train(context.Background(), FinetuneConfig(filepath.Join(base, "missing")), filepath.Join(base, "m"), nil); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("init from a missing directory: %v", err)
+	}
+}
+
+// TestInitFromExport: InitFrom also takes a directory Export wrote (a
+// shipped model, which has no checkpoint): the run starts from its F16
+// weights, exactly; an export of another architecture, or a safetensors
+// file with a tensor missing, is refused naming the file.
+func TestInitFromExport(t *testing.T) {
+	cfg := testConfig()
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	trainOrFatal(t, cfg, src)
+	srcModel, err := Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, len(srcModel.w))
+	h := make([]uint16, len(want))
+	simd.F32ToF16(h, srcModel.w)
+	simd.F16ToF32(want, h)
+
+	ft := cfg
+	ft.InitFrom, ft.Steps, ft.Seed = filepath.Join(src, ModelDir), 0, 2
+	dir := filepath.Join(base, "zero")
+	trainOrFatal(t, ft, dir)
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.w, want) {
+		t.Error("a 0-step run from an export does not hold the export's F16 weights")
+	}
+	if slices.Equal(m.w, srcModel.w) {
+		t.Error("the export's weights equal the F32 checkpoint's: F16 rounding lost, test is not testing the import")
+	}
+
+	other := ft
+	other.Hidden *= 2
+	path := filepath.Join(ft.InitFrom, "model.safetensors")
+	if err := Train(context.Background(), other, filepath.Join(base, "other"), nil); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), path) {
+		t.Errorf("init from an export of another architecture: %v, want ErrCheckpoint naming %s", err, path)
+	}
+	fewer := cfg
+	fewer.Layers, fewer.Steps = fewer.Layers-1, 0
+	trainOrFatal(t, fewer, filepath.Join(base, "fewer"))
+	ft.InitFrom = filepath.Join(base, "fewer", ModelDir)
+	if err := Train(context.Background(), ft, filepath.Join(base, "f"), nil); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), ft.InitFrom) {
+		t.Errorf("init from an export with fewer layers: %v, want ErrCheckpoint naming it", err)
 	}
 }
 

@@ -18,6 +18,7 @@ type TrainOptions struct {
 	Dir     string
 	Smoke   bool
 	From    string
+	Stage   int
 	Steps   int
 	Workers int
 	Every   int
@@ -38,18 +39,33 @@ Hugging Face directory to DIR/model.
 The second stage fine-tunes from the base run's checkpoint (--finetune-from
 BASE_DIR: 800 steps of full-length documents with their own data, weighted
 towards copying, multi-key lookups and the refusal policy in the eval suites'
-format). make probe-model runs both and ships the second stage's export.`,
+format). The third (--stage 3 --finetune-from FT_DIR/model) starts from the
+second stage's exported F16 weights: 300 steps that teach requests about
+topics the policy does not list. --finetune-from takes a training directory
+or an exported model directory. make probe-model runs all three and ships
+the third stage's export.`,
 		Example: `  kvq probe train --dir probe-run            # the base run (about 60 minutes on 2 cores)
   kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 20 minutes)
+  kvq probe train --dir probe-ft3 --stage 3 --finetune-from probe-ft/model   # the third stage
   kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Steps < 0 || o.Workers < 0 || o.Every <= 0 {
 				return cmdutil.FlagErrorf("--steps and --workers must be ≥ 0, --log-every > 0")
 			}
+			switch {
+			case o.Stage < 0 || o.Stage > 3:
+				return cmdutil.FlagErrorf("--stage %d: the recipe has stages 1 (base), 2 and 3", o.Stage)
+			case o.Stage == 1 && o.From != "":
+				return cmdutil.FlagErrorf("--stage 1 is the base run, which starts from scratch: drop --finetune-from")
+			case o.Stage > 1 && o.From == "":
+				return cmdutil.FlagErrorf("--stage %d fine-tunes: give the previous stage's directory with --finetune-from", o.Stage)
+			}
 			if o.From != "" {
-				if _, err := os.Stat(filepath.Join(o.From, train.CheckpointFile)); err != nil {
-					return cmdutil.FlagErrorf("--finetune-from %s: not a training directory (%v)", o.From, err)
+				_, errCk := os.Stat(filepath.Join(o.From, train.CheckpointFile))
+				_, errST := os.Stat(filepath.Join(o.From, "model.safetensors"))
+				if errCk != nil && errST != nil {
+					return cmdutil.FlagErrorf("--finetune-from %s: neither a training directory (%v) nor an exported model (no model.safetensors)", o.From, errCk)
 				}
 			}
 			if runF != nil {
@@ -61,7 +77,8 @@ format). make probe-model runs both and ships the second stage's export.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Dir, "dir", "probe-train", "training directory (checkpoints; the model is exported to DIR/model)")
 	fl.BoolVar(&o.Smoke, "smoke", false, "train the tiny smoke-test configuration")
-	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from the checkpoint of this training directory (the second stage)")
+	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from this training directory's checkpoint or this exported model's weights (stages 2 and 3)")
+	fl.IntVar(&o.Stage, "stage", 0, "recipe stage: 1 base, 2 or 3 fine-tune from --finetune-from (0: 2 with --finetune-from, else 1)")
 	fl.IntVar(&o.Steps, "steps", 0, "override the number of optimizer steps (0: the configuration's)")
 	fl.IntVar(&o.Workers, "workers", 0, "goroutines (0: all CPUs; results do not depend on it)")
 	fl.IntVar(&o.Every, "log-every", 10, "print a progress line every N steps")
@@ -71,7 +88,10 @@ format). make probe-model runs both and ships the second stage's export.`,
 // Run trains.
 func (o *TrainOptions) Run(ctx context.Context) error {
 	cfg := train.DefaultConfig()
-	if o.From != "" {
+	switch {
+	case o.Stage == 3:
+		cfg = train.ThirdStageConfig(o.From)
+	case o.From != "":
 		cfg = train.FinetuneConfig(o.From)
 	}
 	if o.Smoke {

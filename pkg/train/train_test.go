@@ -345,19 +345,26 @@ func TestMixPhases(t *testing.T) {
 	}
 }
 
+// trainSource trains testConfig in base/src, a fresh temporary base, and
+// loads the result: the source of a fine-tune.
+func trainSource(t *testing.T) (cfg Config, base, src string, m *Model) {
+	t.Helper()
+	cfg, base = testConfig(), t.TempDir()
+	src = filepath.Join(base, "src")
+	trainOrFatal(t, cfg, src)
+	m, err := Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, base, src, m
+}
+
 // TestInitFrom checks the fine-tune stage: a run with InitFrom starts from
 // the source run's weights (so with no steps it exports them unchanged),
 // trains from there with its own fresh optimizer, and refuses a source of
 // another architecture.
 func TestInitFrom(t *testing.T) {
-	cfg := testConfig()
-	base := t.TempDir()
-	src := filepath.Join(base, "src")
-	trainOrFatal(t, cfg, src)
-	srcModel, err := Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, base, src, srcModel := trainSource(t)
 
 	ft := cfg
 	ft.InitFrom, ft.Steps, ft.Seed = src, 0, 2
@@ -402,14 +409,7 @@ func TestInitFrom(t *testing.T) {
 // weights, exactly; an export of another architecture, or a safetensors
 // file with a tensor missing, is refused naming the file.
 func TestInitFromExport(t *testing.T) {
-	cfg := testConfig()
-	base := t.TempDir()
-	src := filepath.Join(base, "src")
-	trainOrFatal(t, cfg, src)
-	srcModel, err := Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, base, src, srcModel := trainSource(t)
 	want := make([]float32, len(srcModel.w))
 	h := make([]uint16, len(want))
 	simd.F32ToF16(h, srcModel.w)

@@ -290,8 +290,9 @@ func FinetuneConfig(dir string) Config {
 // The second stage's export alone, 400 held-out examples per ability
 // (fp16): multi-key 94.8, copy 96.0, refusal 97.0, false refusals 0.5 on
 // allowed topics and 9.5 on unlisted ones. After this stage: 91.2, 97.5,
-// 95.5, 2.2 and 4.8 (16 of the 35 multi-key errors answer "none"). The
-// same 300 steps from the same weights, changing one thing at a time:
+// 95.5, 2.2 and 4.8 (16 of the 35 multi-key errors answer "none"); at
+// n=800: 92.0, 97.0, 96.2, 1.2 and 5.2, the last at the ≤ 5 target's
+// edge. The same 300 steps from the same weights, changing one thing at a time:
 // MissingKeyShare 0.35: 92.2, 95.5, 96.2, 1.8, 5.2; MissingKeyShare 0:
 // 94.5, 96.0, 96.2, 1.5, 6.8; UnlistedShare 0.5, MissingKeyShare 0.35 and
 // the policy weighted 4: 94.8, 96.0, 96.2, 0.5, 6.2. Questions about

@@ -32,9 +32,10 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/simd/ ./pkg/runtime/...
 
 # The probe model: train the base run, the second stage and the third (60 +
-# 20 minutes measured on 2 idle cores for the first two; resumable: run again
-# after an interruption), then copy the third stage's export where go:embed
-# takes it. The third stage starts from the second's exported F16 weights.
+# 20 minutes measured on 2 idle cores for the first two, about 7 for the
+# third at the second's step rate; resumable: run again after an
+# interruption), then copy the third stage's export where go:embed takes it.
+# The third stage starts from the second's exported F16 weights.
 PROBE_DIR ?= probe-train
 probe-model:
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)

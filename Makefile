@@ -31,18 +31,19 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/simd/ ./pkg/runtime/...
 
-# The probe model: train the base run, the second stage and the third (60 +
-# 20 minutes measured on 2 idle cores for the first two, about 7 for the
-# third at the second's step rate; resumable: run again after an
-# interruption), then copy the third stage's export where go:embed takes it.
-# The third stage starts from the second's exported F16 weights.
+# The probe model: train the base run and three fine-tuning stages (60 + 20
+# minutes measured on 2 idle cores for the first two, about 7 and 5 for
+# the third and fourth; resumable: run again after an interruption), then
+# copy the fourth stage's export where go:embed takes it. The third and
+# fourth stages start from the previous stage's exported F16 weights.
 PROBE_DIR ?= probe-train
 probe-model:
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft --finetune-from $(PROBE_DIR)
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft3 --stage 3 --finetune-from $(PROBE_DIR)-ft/model
+	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft4 --stage 4 --finetune-from $(PROBE_DIR)-ft3/model
 	rm -rf datasets/models/kvq-probe
-	cp -r $(PROBE_DIR)-ft3/model datasets/models/kvq-probe
+	cp -r $(PROBE_DIR)-ft4/model datasets/models/kvq-probe
 
 # A tiny training run through the same code, for CI-size checks.
 probe-model-smoke:

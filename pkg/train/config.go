@@ -91,8 +91,9 @@ type Config struct {
 	// (n=200 fp16), the length it had not seen. A base run with 12 and
 	// UnlistedShare 0.4 did no better (unlisted 9.5, refusal 94.5, allowed
 	// 0.0, n=200; the recipe's base: 8.5, 94.0, 0.0): its errors spread
-	// over every list length.
-	// Not in the recipe; the second stages below start from that run.
+	// over every list length (the second stages in NearMissShare's and
+	// MissingKeyShare's comments start from that run). The recipe's fourth
+	// stage uses 12 (FourthStageConfig).
 	SafetyTopics int `json:",omitempty"`
 
 	// ListPolicy trains safety examples in the task's first format
@@ -116,7 +117,7 @@ type Config struct {
 	// 1200 steps: 15.5, 93.8, 3.5; with SafetyTurns 6 instead of 3: 11.8,
 	// 91.8, 2.8 — refusals always under 95. From the start of the base
 	// run: 9.5, 97.0 and 0.5 (the second stage's model); the third stage
-	// raises it to 0.6 (ThirdStageConfig).
+	// raises it to 0.6 (ThirdStageConfig), the fourth to 0.75.
 	UnlistedShare float64 `json:",omitempty"`
 
 	// OtherRule sets datasets.Generator.OtherRule (with AllowRules): the
@@ -152,8 +153,8 @@ type Config struct {
 	// second stage with 0.4, UnlistedShare 0.5 and multi-key weight 4
 	// (n=400): 84.5, 92.5, 97.8, 2.2, 9.0 — the multi-key errors were
 	// mostly values miscopied by a digit, not "none". The recipe uses 0.5
-	// in its third stage only (ThirdStageConfig), from the second stage's
-	// weights.
+	// in its third stage (ThirdStageConfig), from the second stage's
+	// weights, and 0.35 in its fourth.
 	MissingKeyShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with
@@ -277,8 +278,8 @@ func FinetuneConfig(dir string) Config {
 	return c
 }
 
-// ThirdStageConfig is the last stage of the probe recipe (make probe-model
-// runs all three): from the weights FinetuneConfig's run exported to dir
+// ThirdStageConfig is the third stage of the probe recipe (make probe-model
+// runs all four): from the weights FinetuneConfig's run exported to dir
 // (its model directory: the F16 weights that shipped before this stage
 // existed), 300 steps with their own data seed at a peak learning rate 2.5×
 // lower than the second stage's, on its mix with the policy weighted 6
@@ -297,7 +298,7 @@ func FinetuneConfig(dir string) Config {
 // 94.5, 96.0, 96.2, 1.5, 6.8; UnlistedShare 0.5, MissingKeyShare 0.35 and
 // the policy weighted 4: 94.8, 96.0, 96.2, 0.5, 6.2. Questions about
 // missing keys help the policy notice a missing rule, at some cost to
-// multi-key lookups.
+// multi-key lookups. FourthStageConfig continues from here.
 func ThirdStageConfig(dir string) Config {
 	c := FinetuneConfig(dir)
 	c.Seed = 5
@@ -306,6 +307,53 @@ func ThirdStageConfig(dir string) Config {
 	c.TaskMix[5] = 6
 	c.UnlistedShare, c.MissingKeyShare = 0.6, 0.5
 	return c
+}
+
+// FourthStageConfig is the last stage of the probe recipe (make probe-model
+// runs all four): from the weights ThirdStageConfig's run exported to dir,
+// 200 more steps with their own data seed, the third stage's mix and
+// learning rate, 75% of the benign policy requests about a topic without a
+// rule instead of 60%, multi-key questions about a missing key at 35%
+// instead of 50% (they cost lookups), and policies of up to 12 forbidden
+// topics (the eval suites list 4 to 11; earlier stages trained 2 to 9).
+// About 5 minutes on 2 cores (16 on one, with a second run on the other).
+//
+// 800 held-out examples per ability (fp16; multi-key, copy, refusal, false
+// refusals on allowed and on unlisted topics): the third stage's export
+// 92.0, 97.0, 96.2, 1.2 and 5.2; after this stage 93.4, 96.4, 96.8, 0.4 and
+// 3.9. The same 200 steps from the same weights, changing one thing at a
+// time: peak LR 1e-4 (min 1e-5) 94.0, 96.6, 96.8, 0.5, 4.4; without the
+// longer policies and at 1e-4 92.5, 96.8, 96.6, 0.8, 4.4, and with the
+// third stage's shares (0.6, 0.5) there 89.9, 97.2, 97.4, 0.9, 4.2;
+// UnlistedShare 0.85 with the policy weighted 8: 92.4, 96.8, 96.2, 0.8,
+// 3.6.
+func FourthStageConfig(dir string) Config {
+	c := ThirdStageConfig(dir)
+	c.Seed = 7
+	c.Steps, c.Warmup = 200, 10
+	c.UnlistedShare, c.MissingKeyShare = 0.75, 0.35
+	c.SafetyTopics = 12
+	return c
+}
+
+// Stages is the number of stages of the probe recipe.
+const Stages = 4
+
+// StageConfig returns the configuration of stage n (1 to Stages) of the
+// probe recipe; from is the previous stage's training directory (stage 2)
+// or exported model directory (stages 3 and 4), ignored by stage 1.
+func StageConfig(n int, from string) (Config, error) {
+	switch n {
+	case 1:
+		return DefaultConfig(), nil
+	case 2:
+		return FinetuneConfig(from), nil
+	case 3:
+		return ThirdStageConfig(from), nil
+	case 4:
+		return FourthStageConfig(from), nil
+	}
+	return Config{}, fmt.Errorf("%w: stage %d: the recipe has stages 1 to %d", ErrConfig, n, Stages)
 }
 
 // SmokeConfig returns a tiny model and a few steps, for CI: seconds.

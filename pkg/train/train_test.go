@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -274,9 +275,41 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want ErrConfig", name, err)
 		}
 	}
-	for _, c := range []Config{DefaultConfig(), SmokeConfig(), FinetuneConfig("base")} {
+	for _, c := range []Config{DefaultConfig(), SmokeConfig(), FinetuneConfig("base"), ThirdStageConfig("ft/model"), FourthStageConfig("ft3/model")} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v", c, err)
+		}
+	}
+}
+
+// TestStageConfig checks that the recipe's stages chain: each fine-tune
+// starts from the directory given, with a data seed of its own, and an
+// unknown stage is a config error.
+func TestStageConfig(t *testing.T) {
+	seeds := map[uint64]int{}
+	for n := 1; n <= Stages; n++ {
+		c, err := StageConfig(n, "prev")
+		if err != nil {
+			t.Fatalf("StageConfig(%d): %v", n, err)
+		}
+		want := "prev"
+		if n == 1 {
+			want = "" // the base run starts from scratch
+		}
+		if c.InitFrom != want {
+			t.Errorf("stage %d starts from %q, want %q", n, c.InitFrom, want)
+		}
+		if m, ok := seeds[c.Seed]; ok {
+			t.Errorf("stages %d and %d draw their data with the same seed %d", m, n, c.Seed)
+		}
+		seeds[c.Seed] = n
+	}
+	if c, _ := StageConfig(4, "ft3/model"); !reflect.DeepEqual(c, FourthStageConfig("ft3/model")) {
+		t.Errorf("StageConfig(4) is not FourthStageConfig")
+	}
+	for _, n := range []int{0, -1, Stages + 1} {
+		if _, err := StageConfig(n, "prev"); !errors.Is(err, ErrConfig) {
+			t.Errorf("StageConfig(%d) = %v, want ErrConfig", n, err)
 		}
 	}
 }

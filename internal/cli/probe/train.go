@@ -41,12 +41,15 @@ BASE_DIR: 800 steps of full-length documents with their own data, weighted
 towards copying, multi-key lookups and the refusal policy in the eval suites'
 format). The third (--stage 3 --finetune-from FT_DIR/model) starts from the
 second stage's exported F16 weights: 300 steps that teach requests about
-topics the policy does not list. --finetune-from takes a training directory
-or an exported model directory. make probe-model runs all three and ships
-the third stage's export.`,
+topics the policy does not list; the fourth (--stage 4 --finetune-from
+FT3_DIR/model) continues from the third's export for 200 steps with more of
+those requests and longer policies. --finetune-from takes a training directory or an exported
+model directory. make probe-model runs all four and ships the fourth
+stage's export.`,
 		Example: `  kvq probe train --dir probe-run            # the base run (about 60 minutes on 2 cores)
   kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 20 minutes)
   kvq probe train --dir probe-ft3 --stage 3 --finetune-from probe-ft/model   # the third stage
+  kvq probe train --dir probe-ft4 --stage 4 --finetune-from probe-ft3/model  # the fourth stage
   kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,8 +57,8 @@ the third stage's export.`,
 				return cmdutil.FlagErrorf("--steps and --workers must be ≥ 0, --log-every > 0")
 			}
 			switch {
-			case o.Stage < 0 || o.Stage > 3:
-				return cmdutil.FlagErrorf("--stage %d: the recipe has stages 1 (base), 2 and 3", o.Stage)
+			case o.Stage < 0 || o.Stage > train.Stages:
+				return cmdutil.FlagErrorf("--stage %d: the recipe has stages 1 (base) to %d", o.Stage, train.Stages)
 			case o.Stage == 1 && o.From != "":
 				return cmdutil.FlagErrorf("--stage 1 is the base run, which starts from scratch: drop --finetune-from")
 			case o.Stage > 1 && o.From == "":
@@ -77,8 +80,8 @@ the third stage's export.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Dir, "dir", "probe-train", "training directory (checkpoints; the model is exported to DIR/model)")
 	fl.BoolVar(&o.Smoke, "smoke", false, "train the tiny smoke-test configuration")
-	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from this training directory's checkpoint or this exported model's weights (stages 2 and 3)")
-	fl.IntVar(&o.Stage, "stage", 0, "recipe stage: 1 base, 2 or 3 fine-tune from --finetune-from (0: 2 with --finetune-from, else 1)")
+	fl.StringVar(&o.From, "finetune-from", "", "fine-tune from this training directory's checkpoint or this exported model's weights (stages 2 to 4)")
+	fl.IntVar(&o.Stage, "stage", 0, "recipe stage: 1 base, 2 to 4 fine-tune from --finetune-from (0: 2 with --finetune-from, else 1)")
 	fl.IntVar(&o.Steps, "steps", 0, "override the number of optimizer steps (0: the configuration's)")
 	fl.IntVar(&o.Workers, "workers", 0, "goroutines (0: all CPUs; results do not depend on it)")
 	fl.IntVar(&o.Every, "log-every", 10, "print a progress line every N steps")
@@ -87,12 +90,16 @@ the third stage's export.`,
 
 // Run trains.
 func (o *TrainOptions) Run(ctx context.Context) error {
-	cfg := train.DefaultConfig()
-	switch {
-	case o.Stage == 3:
-		cfg = train.ThirdStageConfig(o.From)
-	case o.From != "":
-		cfg = train.FinetuneConfig(o.From)
+	stage := o.Stage
+	if stage == 0 {
+		stage = 1
+		if o.From != "" {
+			stage = 2
+		}
+	}
+	cfg, err := train.StageConfig(stage, o.From)
+	if err != nil {
+		return err
 	}
 	if o.Smoke {
 		from := cfg.InitFrom
@@ -104,7 +111,7 @@ func (o *TrainOptions) Run(ctx context.Context) error {
 	}
 	cfg.Workers = o.Workers
 	start := time.Now()
-	err := train.Train(ctx, cfg, o.Dir, func(s train.Step) {
+	err = train.Train(ctx, cfg, o.Dir, func(s train.Step) {
 		if s.Step%o.Every == 0 || s.Step == s.Steps {
 			fmt.Fprintf(o.IO.ErrOut, "step %d/%d  loss %.4f  |g| %.3f  lr %.2e  seq %d  %.0f tok/s  (%s)\n",
 				s.Step, s.Steps, s.Loss, s.GradNorm, s.LR, s.SeqBytes, s.TokensPerSec, time.Since(start).Round(time.Second))

@@ -250,16 +250,19 @@ func TestProbeTrainSmoke(t *testing.T) {
 	if code, _, stderr = run(t, "probe", "train", "--dir", filepath.Join(t.TempDir(), "ft"), "--finetune-from", missing); code != 2 || !strings.Contains(stderr, "--finetune-from") || !strings.Contains(stderr, missing) {
 		t.Errorf("--finetune-from a missing directory: exit %d, %q", code, stderr)
 	}
-	// A later stage starts from the exported model directory.
-	ft := filepath.Join(t.TempDir(), "ft3")
-	if code, out, stderr = run(t, "probe", "train", "--dir", ft, "--smoke", "--stage", "3", "--finetune-from", filepath.Join(dir, "model")); code != 0 || !strings.Contains(out, filepath.Join(ft, "model")) {
-		t.Errorf("--stage 3 --finetune-from an export: exit %d\nstdout %q\nstderr %q", code, out, stderr)
+	// The later stages start from the exported model directory.
+	for _, stage := range []string{"3", "4"} {
+		ft := filepath.Join(t.TempDir(), "ft"+stage)
+		if code, out, stderr = run(t, "probe", "train", "--dir", ft, "--smoke", "--stage", stage, "--finetune-from", filepath.Join(dir, "model")); code != 0 || !strings.Contains(out, filepath.Join(ft, "model")) {
+			t.Errorf("--stage %s --finetune-from an export: exit %d\nstdout %q\nstderr %q", stage, code, out, stderr)
+		}
 	}
 	for _, args := range [][]string{
-		{"--stage", "4"},
+		{"--stage", "5"},
 		{"--stage", "-1"},
 		{"--stage", "1", "--finetune-from", dir},
 		{"--stage", "3"},
+		{"--stage", "4"},
 	} {
 		if code, _, stderr = run(t, append([]string{"probe", "train", "--dir", filepath.Join(t.TempDir(), "x"), "--smoke"}, args...)...); code != 2 || !strings.Contains(stderr, "--stage") {
 			t.Errorf("probe train %v: exit %d, %q; want 2 naming --stage", args, code, stderr)

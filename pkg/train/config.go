@@ -316,7 +316,8 @@ func ThirdStageConfig(dir string) Config {
 // rule instead of 60%, multi-key questions about a missing key at 35%
 // instead of 50% (they cost lookups), and policies of up to 12 forbidden
 // topics (the eval suites list 4 to 11; earlier stages trained 2 to 9).
-// About 5 minutes on 2 cores (16 on one, with a second run on the other).
+// 15–17 minutes measured on one core with a second run on the other; about
+// 5 on 2 cores at the second stage's step rate (not timed alone).
 //
 // 800 held-out examples per ability (fp16; multi-key, copy, refusal, false
 // refusals on allowed and on unlisted topics): the third stage's export

@@ -22,7 +22,7 @@ const (
 	etC6    float32 = 1.0 / 720
 )
 
-// ExpTaylor returns e^t in float32 by the probe trainer's method (pkg/train
+// ExpTaylor returns e^t in float32 by the probe trainer's method (internal/train
 // has used it since its first run, so its weights depend on these exact
 // bits): n = round(t·log2e) to nearest even, r = t − n·ln2 with ln2 in two
 // parts, e^r by its Taylor series to r^6 (truncation below 1.3e-7 on

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/pkg/train"
+	"github.com/kvqlabs/kvq/internal/train"
 	"github.com/spf13/cobra"
 )
 

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kvqlabs/kvq/pkg/train"
+	"github.com/kvqlabs/kvq/internal/train"
 )
 
 // Train a tiny model for a few steps; the run leaves a checkpoint and a

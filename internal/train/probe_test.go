@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/internal/train"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
-	"github.com/kvqlabs/kvq/pkg/train"
 )
 
 // probeRuns are the runs TestProbeRun knows: DefaultConfig and the

@@ -6,6 +6,9 @@
 // pkg/runtime loads (LlamaForCausalLM, F16 safetensors, byte-level
 // tokenizer).
 //
+// It is internal: a maintainer tool behind `kvq probe train` and `make
+// probe-model`, not part of kvq's library API.
+//
 // # Model
 //
 // Llama family: token embedding; per layer RMSNorm, q/k/v projections

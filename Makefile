@@ -36,6 +36,9 @@ bench:
 # the third and fourth; resumable: run again after an interruption), then
 # copy the fourth stage's export where go:embed takes it. The third and
 # fourth stages start from the previous stage's exported F16 weights.
+# Byte for byte the committed model only with the kernels it was trained
+# with (internal/simd's avx2 set, GOAMD64 v1 or v2, as of ab03308); other
+# kernels round differently (internal/train's TestGoldenTrajectory).
 PROBE_DIR ?= probe-train
 probe-model:
 	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)

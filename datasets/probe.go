@@ -124,8 +124,8 @@ type Generator struct {
 	// does name ("fibiabren" when "paifubrem" has a rule): a test of
 	// whether the probe's refusals of unlisted topics (a listed topic's
 	// rule number copied) came from matching look-alikes loosely. They
-	// did not (train.Config.NearMissShare). A training knob; the eval
-	// suites keep it 0.
+	// did not (docs/probe-model.md, NearMissShare). A training knob; the
+	// eval suites keep it 0.
 	NearMissShare float64
 
 	// MissingKeyShare is the share of MultiKey examples that ask for a key

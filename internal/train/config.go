@@ -85,15 +85,8 @@ type Config struct {
 
 	// SafetyTopics is the most forbidden topics a safety example's policy
 	// lists (as many allowed ones with AllowRules), drawn from 2 up; 0
-	// means 9 (defaultSafetyTopics), as earlier models were trained. The
-	// eval suites' policies list 4 to 11: the model shipped with 9 refused
-	// unlisted topics 16% of the time at 10 and 11 and 6% at 4 to 9
-	// (n=200 fp16), the length it had not seen. A base run with 12 and
-	// UnlistedShare 0.4 did no better (unlisted 9.5, refusal 94.5, allowed
-	// 0.0, n=200; the recipe's base: 8.5, 94.0, 0.0): its errors spread
-	// over every list length (the second stages in NearMissShare's and
-	// MissingKeyShare's comments start from that run). The recipe's fourth
-	// stage uses 12 (FourthStageConfig).
+	// means 9 (defaultSafetyTopics). The fourth stage uses 12, so that the
+	// model sees policies as long as the eval suites' (4 to 11 topics).
 	SafetyTopics int `json:",omitempty"`
 
 	// ListPolicy trains safety examples in the task's first format
@@ -108,58 +101,35 @@ type Config struct {
 
 	// UnlistedShare sets datasets.Generator.UnlistedShare (with
 	// AllowRules): the share of benign safety requests about a topic
-	// without a rule: 0.25 in the recipe, from the base run on. Taught
-	// only by the second stage, on a base run that had seen the policy
-	// in one sentence (n=400, fp16; without it: unlisted topics refused
-	// 51.7% of the time, refusals 96.2, false refusals on allowed topics
-	// 3.8): 0.33 gave unlisted 18.2, refusals 93.0, allowed 6.2; 0.25 with
-	// TaskMix's safety weight 4 instead of 3: 16.8, 92.5, 3.8; the same at
-	// 1200 steps: 15.5, 93.8, 3.5; with SafetyTurns 6 instead of 3: 11.8,
-	// 91.8, 2.8 — refusals always under 95. From the start of the base
-	// run: 9.5, 97.0 and 0.5 (the second stage's model); the third stage
-	// raises it to 0.6 (ThirdStageConfig), the fourth to 0.75.
+	// without a rule. The recipe uses 0.25 from the base run on (taught
+	// only in a fine-tune, it cost refusals), 0.6 in the third stage and
+	// 0.75 in the fourth.
 	UnlistedShare float64 `json:",omitempty"`
 
 	// OtherRule sets datasets.Generator.OtherRule (with AllowRules): the
 	// policy ends with a numbered default rule for other topics, which
-	// the answer about an unlisted topic restates. With UnlistedShare 0.25
-	// and safety weight 4 (n=400, fp16): unlisted 35.5, refusals 94.2,
-	// allowed 6.0 — worse than without it; the model copied the number
-	// of some topic's rule, rarely the default's. Not in the recipe.
+	// the answer about an unlisted topic restates. Not in the recipe: it
+	// did worse than without it.
 	OtherRule bool `json:",omitempty"`
 
 	// NearMissShare sets datasets.Generator.NearMissShare (with
 	// UnlistedShare): the share of requests about a topic without a rule
-	// that ask about a near namesake of a listed topic. A second stage with
-	// 0.5 (UnlistedShare 0.4, SafetyTopics 12, on the base run above;
-	// n=400 fp16): multi-key 96.2, copy 95.0, refusal 97.0, false
-	// refusals 1.8 (allowed) and 8.5 (unlisted). The refused unlisted
-	// topics shared no longer runs of bytes with a listed one than those
-	// answered right (2.68 vs 2.67 on average): look-alikes are not the
-	// cause. Not in the recipe.
+	// that ask about a near namesake of a listed topic. Not in the recipe:
+	// an experiment, which showed look-alikes are not why unlisted topics
+	// get refused.
 	NearMissShare float64 `json:",omitempty"`
 
 	// MissingKeyShare sets datasets.Generator.MissingKeyShare: the share
-	// of multi-key examples that ask for a key not listed ("none"). A
-	// second stage with 0.25 (as NearMissShare's, without near misses):
-	// multi-key 95.8, copy 95.5, refusal 96.5, false refusals 0.5 and 7.8
-	// — the fewest unlisted refusals yet (the shipped model: 9.5), within
-	// two standard errors of it. With 0.5 and UnlistedShare 0.6: unlisted
-	// 6.2, refusal 97.0, allowed 1.5, but multi-key fell to 89.2 (target
-	// 90) and copy to 94.8. From the base run's first step instead (0.2,
-	// with SafetyTopics 12 and UnlistedShare 0.4): the base run alone
-	// multi-key 80.5, copy 86.5, refusal 91.5, false refusals 1.5 and 12.5
-	// (n=200; the recipe's base: 95.0, 89.5, 94.0, 0.0, 8.5), and after a
-	// second stage with 0.4, UnlistedShare 0.5 and multi-key weight 4
-	// (n=400): 84.5, 92.5, 97.8, 2.2, 9.0 — the multi-key errors were
-	// mostly values miscopied by a digit, not "none". The recipe uses 0.5
-	// in its third stage (ThirdStageConfig), from the second stage's
-	// weights, and 0.35 in its fourth.
+	// of multi-key examples that ask for a key not listed ("none"). The
+	// recipe uses 0.5 in its third stage and 0.35 in its fourth (0
+	// before): questions about missing keys help the policy notice a
+	// missing rule, at some cost to multi-key lookups.
 	MissingKeyShare float64 `json:",omitempty"`
 
 	// ConfusableCopy is the fraction of copy examples drawn with
 	// datasets.Generator.CopyConfusable (words that share long runs of
-	// bytes) instead of Copy; it applies when TaskMix is set.
+	// bytes) instead of Copy; it applies when TaskMix is set. 0 in the base
+	// run, 0.5 from the second stage on.
 	ConfusableCopy float64 `json:",omitempty"`
 
 	// InitFrom, when set, is a training directory whose checkpointed
@@ -182,21 +152,10 @@ type Config struct {
 	Workers int
 }
 
-// DefaultConfig returns the full kvq-probe model and its training run: 60
-// minutes on the 2-core Zen 4 (AVX2) machine it was measured on (59m46s for
-// `make probe-model`'s first stage with the one-sentence policy on the idle
-// machine; 60m30s for this one, with another job running for part of it).
-//
-// BenchmarkTrainStep measures one 8K-token step at 1.42 s with 256-byte
-// documents, 1.43 s at 1024 and 1.76 s at 2047 (5,640, 5,640 and 4,580
-// tokens/s; 108, 123 and 114 GFLOP/s); in the run itself steps took 1.2 s
-// early in the curriculum and 1.45 s at full length. 2,600 steps, 21.3M
-// tokens. A loaded machine stretches this; the run checkpoints every 50
-// steps (about a minute) and resumes exactly.
-//
-// 8K-token steps rather than 16K: the same tokens in twice the optimizer
-// steps, at the same kernel efficiency (weight gradients are summed over
-// 512-token chunks either way).
+// DefaultConfig returns the full kvq-probe model and the first stage of its
+// recipe, the base run: 2,600 steps of 8K tokens (21.3M tokens), about 60
+// minutes on 2 cores, checkpointed every 50 steps. docs/probe-model.md has
+// the timings and the experiments behind its choices.
 func DefaultConfig() Config {
 	// Retrieval-heavy: the abilities that need exact recall of earlier
 	// context (copy, lookup, passkey, policy) get more examples than
@@ -208,18 +167,14 @@ func DefaultConfig() Config {
 		Steps: 2600, TokensPerStep: 8192,
 		LR: 3e-3, MinLR: 1e-4, Warmup: 100, WeightDecay: 0.1,
 		// InitStd 0.06 ≈ 1/√Dim: with 0.02 the attention stays near uniform
-		// for millions of tokens; on copying alone (257 context, 1.6M
-		// tokens) 0.06 reached loss 0.40 and 15% exact copies where 0.02
-		// reached 0.87 and 0% (pkg/train probe runs copy-only and
-		// copy-only-init0.06).
+		// for millions of tokens.
 		Beta1: 0.9, Beta2: 0.95, AdamEps: 1e-8, Clip: 1, InitStd: 0.06, Seed: 1,
 		CurriculumStart: 256, CurriculumSteps: 1300,
 		TaskMix: retrieval,
 		// Steps 500-1899 draw mostly copying, lookups and the policy task,
 		// all of which need induction (matching earlier bytes and reading
-		// what followed). In a run with this phase at 1300-1999 copying
-		// formed only between steps 1650 and 2100, too late for lookups and
-		// the policy to build on it.
+		// what followed); with the phase later, copying formed too late for
+		// lookups and the policy to build on it.
 		MixPhases: []MixPhase{
 			{From: 500, Mix: [6]float64{0.5, 1.5, 3, 3, 0.5, 2}},
 			{From: 1900, Mix: retrieval},
@@ -228,43 +183,21 @@ func DefaultConfig() Config {
 		// The policy in the eval suites' format from the start: numbered
 		// rules, allowed and forbidden (AllowRules), a quarter of the benign
 		// requests about a topic without a rule (UnlistedShare), up to 3
-		// requests per conversation. A base run with the policy in one
-		// sentence (ListPolicy) learned the answer format but not the
-		// decision, and left the numbered rules to the second stage's 800
-		// steps: the model shipped with it refused unlisted topics 51.7% of
-		// the time (n=400, fp16), and every second stage that taught them
-		// lost refusals (Config.UnlistedShare). This base run alone: multi-key
-		// 95.0, copy 89.5, refusal 94.0, false refusals 0.0 (allowed) and 8.5
-		// (unlisted), n=200.
+		// requests per conversation.
 		AllowRules: true, UnlistedShare: 0.25, SafetyTurns: 3,
 		CheckpointEvery: 50,
 	}
 }
 
 // FinetuneConfig is the second stage of the probe recipe (make probe-model
-// runs both): from the weights of a DefaultConfig run in dir, 800 steps at
-// full document length with their own data seed, a short warm-up and a peak
-// learning rate 6× lower than the base run's, on a mix weighted towards
-// copying, multi-key lookups and the policy (story, passkey and JSON 1;
-// multi-key and copy 3, safety 4): 19 minutes measured on 2 cores. It
-// teaches copying words that share a few bytes with an earlier word: half
-// the copy examples are datasets.Generator.CopyConfusable's, whose words
-// share long runs of bytes, so that finding the place being copied needs
-// more than the last few bytes. The base run copied 79–90% of the held-out
-// sequences; most errors jumped to an earlier word sharing 3–4 bytes.
-//
-// The policy's format (numbered rules, the answer restating the rule's
-// number, a lookup the model already does for multi-key, then the verdict
-// copied from right after the number) was found with second stages on an
-// earlier base run that had not seen it. With a comma between number and
-// verdict ("4821, forbidden.") the number was copied but the verdict stayed
-// at chance: the bytes before the verdict (", ") were the same on every
-// rule line, so nothing matched the right one.
-//
-// On the base run's weights, 400 held-out examples per ability
-// (fp16): multi-key 94.8, copy 96.0, refusal 97.0, false refusals 0.5 on
-// allowed topics and 9.5 on unlisted ones (the base run alone, n=200:
-// 95.0, 89.5, 94.0, 0.0, 8.5). ThirdStageConfig continues from here.
+// runs all four): from the weights of a DefaultConfig run in dir, 800 steps
+// at full document length with their own data seed, a short warm-up and a
+// peak learning rate 6× lower than the base run's, on a mix weighted
+// towards copying, multi-key lookups and the policy (story, passkey and
+// JSON 1; multi-key and copy 3, safety 4). Half the copy examples are
+// datasets.Generator.CopyConfusable's, whose words share long runs of
+// bytes: the base run's copy errors jumped to an earlier word sharing a few
+// bytes. ThirdStageConfig continues from its export.
 func FinetuneConfig(dir string) Config {
 	c := DefaultConfig()
 	c.InitFrom = dir
@@ -278,27 +211,14 @@ func FinetuneConfig(dir string) Config {
 	return c
 }
 
-// ThirdStageConfig is the third stage of the probe recipe (make probe-model
-// runs all four): from the weights FinetuneConfig's run exported to dir
-// (its model directory: the F16 weights that shipped before this stage
-// existed), 300 steps with their own data seed at a peak learning rate 2.5×
-// lower than the second stage's, on its mix with the policy weighted 6
-// instead of 4, 60% of the benign policy requests about a topic without a
-// rule instead of 25%, and half the multi-key examples asking for a key not
-// listed (answer "none"): it teaches what the lists do not state. 26
-// minutes on one core of a 2.3 GHz Xeon, with a second run on the other.
-//
-// The second stage's export alone, 400 held-out examples per ability
-// (fp16): multi-key 94.8, copy 96.0, refusal 97.0, false refusals 0.5 on
-// allowed topics and 9.5 on unlisted ones. After this stage: 91.2, 97.5,
-// 95.5, 2.2 and 4.8 (16 of the 35 multi-key errors answer "none"); at
-// n=800: 92.0, 97.0, 96.2, 1.2 and 5.2, the last at the ≤ 5 target's
-// edge. The same 300 steps from the same weights, changing one thing at a time:
-// MissingKeyShare 0.35: 92.2, 95.5, 96.2, 1.8, 5.2; MissingKeyShare 0:
-// 94.5, 96.0, 96.2, 1.5, 6.8; UnlistedShare 0.5, MissingKeyShare 0.35 and
-// the policy weighted 4: 94.8, 96.0, 96.2, 0.5, 6.2. Questions about
-// missing keys help the policy notice a missing rule, at some cost to
-// multi-key lookups. FourthStageConfig continues from here.
+// ThirdStageConfig is the third stage of the probe recipe: from the
+// weights FinetuneConfig's run exported to dir (its model directory), 300
+// steps with their own data seed at a peak learning rate 2.5× lower than
+// the second stage's, on its mix with the policy weighted 6 instead of 4,
+// 60% of the benign policy requests about a topic without a rule instead
+// of 25%, and half the multi-key examples asking for a key not listed
+// (answer "none"): it teaches what the lists do not state.
+// FourthStageConfig continues from its export.
 func ThirdStageConfig(dir string) Config {
 	c := FinetuneConfig(dir)
 	c.Seed = 5
@@ -309,25 +229,13 @@ func ThirdStageConfig(dir string) Config {
 	return c
 }
 
-// FourthStageConfig is the last stage of the probe recipe (make probe-model
-// runs all four): from the weights ThirdStageConfig's run exported to dir,
-// 200 more steps with their own data seed, the third stage's mix and
-// learning rate, 75% of the benign policy requests about a topic without a
-// rule instead of 60%, multi-key questions about a missing key at 35%
-// instead of 50% (they cost lookups), and policies of up to 12 forbidden
-// topics (the eval suites list 4 to 11; earlier stages trained 2 to 9).
-// 15–17 minutes measured on one core with a second run on the other; about
-// 5 on 2 cores at the second stage's step rate (not timed alone).
-//
-// 800 held-out examples per ability (fp16; multi-key, copy, refusal, false
-// refusals on allowed and on unlisted topics): the third stage's export
-// 92.0, 97.0, 96.2, 1.2 and 5.2; after this stage 93.4, 96.4, 96.8, 0.4 and
-// 3.9. The same 200 steps from the same weights, changing one thing at a
-// time: peak LR 1e-4 (min 1e-5) 94.0, 96.6, 96.8, 0.5, 4.4; without the
-// longer policies and at 1e-4 92.5, 96.8, 96.6, 0.8, 4.4, and with the
-// third stage's shares (0.6, 0.5) there 89.9, 97.2, 97.4, 0.9, 4.2;
-// UnlistedShare 0.85 with the policy weighted 8: 92.4, 96.8, 96.2, 0.8,
-// 3.6.
+// FourthStageConfig is the last stage of the probe recipe: from the
+// weights ThirdStageConfig's run exported to dir, 200 more steps with their
+// own data seed, the third stage's mix and learning rate, 75% of the benign
+// policy requests about a topic without a rule instead of 60%, multi-key
+// questions about a missing key at 35% instead of 50% (they cost lookups),
+// and policies of up to 12 forbidden topics (the eval suites list 4 to 11;
+// earlier stages trained 2 to 9).
 func FourthStageConfig(dir string) Config {
 	c := ThirdStageConfig(dir)
 	c.Seed = 7

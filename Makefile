@@ -13,10 +13,14 @@ vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags purego $(PKGS)
 
-# Unit tests, with the assembly kernels and again with the pure-Go fallbacks.
+# Unit tests, with the assembly kernels and again with the pure-Go fallbacks,
+# then the race detector over the concurrent packages (the runtime, its KV
+# cache and eval): about 10 s on 2 cores once built, 30 s from a cold cache.
+RACE_PKGS := ./pkg/runtime/... ./pkg/eval/...
 test: vet
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags purego $(PKGS)
+	$(GO) test -race -count=1 $(RACE_PKGS)
 
 # Short fuzzing runs of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 20s

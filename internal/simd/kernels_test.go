@@ -15,8 +15,32 @@ import (
 // reference, on every length 0..40 and random lengths up to 300, at
 // misaligned slice offsets.
 
+// TestAsmSelected checks the kernel selection: in a build with the assembly
+// (amd64, gc, not purego) on a CPU that runs it, the assembly must be
+// selected; in a build without it, the generic twins. A CPU that cannot run
+// the assembly skips the test, except under CI=true, where it fails: CI must
+// not pass having tested only the generic kernels.
 func TestAsmSelected(t *testing.T) {
 	t.Logf("assembly kernels: built and supported %v, selected %v", hasAVX2, useAsm)
+	if !asmBuilt {
+		if hasAVX2 || useAsm || Kernels() != "generic" {
+			t.Errorf("build without assembly: hasAVX2 %v, useAsm %v, Kernels() = %q; want false, false, \"generic\"", hasAVX2, useAsm, Kernels())
+		}
+		return
+	}
+	if hasAVX2 != cpuRunsAsm {
+		t.Errorf("hasAVX2 = %v, want %v (%s)", hasAVX2, cpuRunsAsm, cpuFeatures())
+	}
+	if !cpuRunsAsm {
+		msg := fmt.Sprintf("this CPU cannot run the assembly kernels (%s): only the generic twins are tested", cpuFeatures())
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s; CI=true requires a CPU with them (or build with -tags purego)", msg)
+		}
+		t.Skip(msg)
+	}
+	if !useAsm || Kernels() != "avx2" {
+		t.Errorf("assembly built and supported (%s), but useAsm = %v, Kernels() = %q; want true, \"avx2\"", cpuFeatures(), useAsm, Kernels())
+	}
 }
 
 // TestNoAVX512Registers checks that the generated assembly names no vector

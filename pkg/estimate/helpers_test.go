@@ -2,21 +2,16 @@ package estimate
 
 import (
 	"context"
-	"errors"
 	"math"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
-// specs parses a cache list, skipping the test when a format is not
-// registered yet (the quantized formats land separately).
+// specs parses a cache list; an unknown format fails the test.
 func specs(t *testing.T, list string) []quant.Spec {
 	t.Helper()
 	s, err := quant.Formats().ParseList(list)
-	if errors.Is(err, quant.ErrUnknownFormat) {
-		t.Skipf("format not registered yet: %v", err)
-	}
 	if err != nil {
 		t.Fatalf("ParseList(%q): %v", list, err)
 	}

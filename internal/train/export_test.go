@@ -23,15 +23,18 @@ func runtimeLogits(t *testing.T, m *runtime.Model, ids []int, spec string) []flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.NewCache(l, l.BlocksFor(len(ids)+16))
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(ids) + 16)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.AddSeq(0); err != nil {
 		t.Fatal(err)
 	}
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
-	out, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 0, Tokens: ids, Logits: runtime.AllLogits}})
+	out, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: ids, Logits: runtime.AllLogits}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,10 +158,13 @@ func evalProbe(t *testing.T, dir string, n, maxTokens int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	generate := func(e datasets.Example) string {
 		ids := m.Tokenizer.Encode(e.Prompt, true)
-		c, err := m.NewCache(layout, layout.BlocksFor(len(ids)+len(e.Answer)+16))
+		c, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(len(ids) + len(e.Answer) + 16)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,14 +200,14 @@ func evalProbe(t *testing.T, dir string, n, maxTokens int) {
 	// match to a partially learned skill.
 	teacherForced := func(e datasets.Example) (ok, n int) {
 		ids := m.Tokenizer.Encode(e.Text(), true)
-		c, err := m.NewCache(layout, layout.BlocksFor(len(ids)+16))
+		c, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(len(ids) + 16)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := c.AddSeq(0); err != nil {
 			t.Fatal(err)
 		}
-		out, err := r.Forward(ctx, c, []runtime.Entry{{Seq: 0, Tokens: ids, Logits: runtime.AllLogits}})
+		out, err := r.Forward(ctx, []runtime.Entry{{Cache: c, Seq: 0, Tokens: ids, Logits: runtime.AllLogits}})
 		if err != nil {
 			t.Fatal(err)
 		}

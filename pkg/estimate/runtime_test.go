@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
@@ -51,7 +52,7 @@ func checkRuntime(t *testing.T, m Model, spec quant.Spec, tokens, seqs int64) {
 	blocks := int(seqs) * layout.BlocksFor(int(tokens))
 	// Formats that keep pre-RoPE keys need a rotary function; any will do
 	// for allocation.
-	cache, err := kvcache.New(layout, kvcache.Options{Blocks: blocks, RoPE: func([]float32, int) {}})
+	cache, err := kvcache.New(layout, kvcache.Options{Blocks: blocks, Storage: cpu.New(1), RoPE: func([]float32, int) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +60,11 @@ func checkRuntime(t *testing.T, m Model, spec quant.Spec, tokens, seqs int64) {
 		if err := cache.AddSeq(kvcache.SeqID(i)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cache.Begin(kvcache.SeqID(i), int(tokens)); err != nil {
-			t.Fatalf("Begin: %v (the estimated %d blocks are too few)", err, blocks)
+		p, err := cache.Reserve([]kvcache.Append{{Seq: kvcache.SeqID(i), N: int(tokens)}})
+		if err != nil {
+			t.Fatalf("Reserve: %v (the estimated %d blocks are too few)", err, blocks)
 		}
+		cache.Commit(p)
 	}
 	st := cache.Stats()
 	c := r.Formats[0].Grid[0]

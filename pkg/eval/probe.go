@@ -14,12 +14,12 @@ package eval
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/internal/par"
@@ -27,6 +27,10 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
+
+// ErrOptions reports options that cannot be run (a context longer than
+// the model's).
+var ErrOptions = errors.New("eval: bad options")
 
 // ProbeOptions configure RunProbe.
 type ProbeOptions struct {
@@ -41,7 +45,8 @@ type ProbeOptions struct {
 	Specs []quant.Spec
 	// Workers evaluates examples in parallel (0: all CPUs).
 	Workers int
-	// Progress, when set, is called after each example with counts.
+	// Progress, when set, is called after each example with counts, one
+	// call at a time (done increases from call to call).
 	Progress func(done, total int)
 	// Tasks, when not empty, limits the run to these datasets tasks
 	// (datasets.Tasks names: passkey, multikey, copy, json, safety, story).
@@ -137,7 +142,12 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 			return nil, fmt.Errorf("eval: %w", err)
 		}
 	}
-	items := probeItems(opts)
+	for _, n := range opts.PasskeyContexts {
+		if n <= 0 || m.ContextLen > 0 && n > m.ContextLen {
+			return nil, fmt.Errorf("%w: passkey context %d: the model's context is %d tokens", ErrOptions, n, m.ContextLen)
+		}
+	}
+	items := probeItems(opts, m.ContextLen)
 	if len(opts.Tasks) > 0 {
 		items = slices.DeleteFunc(items, func(it item) bool { return !slices.Contains(opts.Tasks, it.ex.Task) })
 	}
@@ -154,34 +164,45 @@ func RunProbe(ctx context.Context, m *runtime.Model, opts ProbeOptions) (*ProbeR
 		layouts[s] = l
 	}
 	total := len(items) * len(opts.Specs)
-	var done atomic.Int64
+	var done int
 	var firstErr error
-	var mu sync.Mutex
+	var mu sync.Mutex // guards done, firstErr and the Progress calls
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
 	w := par.Workers(opts.Workers)
 	w.For(total, 1, 1, func(lo, hi int) {
-		r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+		if err != nil {
+			fail(fmt.Errorf("eval: %w", err))
+			return
+		}
+		defer r.Close()
 		for k := lo; k < hi; k++ {
 			if ctx.Err() != nil {
 				return
 			}
 			i, s := k/len(opts.Specs), k%len(opts.Specs)
-			out, err := score(ctx, r, m, layouts[s], items[i])
+			out, err := score(ctx, r, layouts[s], items[i])
 			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = fmt.Errorf("eval: %s example %d, cache %s: %w", items[i].ability, i, opts.Specs[s].String(), err)
-				}
-				mu.Unlock()
+				fail(fmt.Errorf("eval: %s example %d, cache %s: %w", items[i].ability, i, opts.Specs[s].String(), err))
 				return
 			}
 			results[i][s] = out
+			mu.Lock()
+			done++
 			if opts.Progress != nil {
-				opts.Progress(int(done.Add(1)), total)
+				opts.Progress(done, total)
 			}
+			mu.Unlock()
 		}
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("eval: stopped after %d of %d runs: %w", done.Load(), total, err)
+		return nil, fmt.Errorf("eval: stopped after %d of %d runs: %w", done, total, err)
 	}
 	if firstErr != nil {
 		return nil, firstErr
@@ -281,8 +302,16 @@ func samples(items []item, results [][]outcome, specs []string) []Sample {
 	return out
 }
 
-// probeItems draws the examples: the same for every spec.
-func probeItems(opts ProbeOptions) []item {
+// passkeyOverhead is the room a passkey prompt needs besides its filler:
+// the instruction, the key sentences and the question (about 150 bytes of
+// the byte-level probe tokenizer), the answer and its margin.
+const passkeyOverhead = 200
+
+// probeItems draws the examples: the same for every spec. A passkey
+// context of n tokens has n bytes of filler, or, where that would not fit
+// the model's context (of modelCtx tokens, 0 for unknown), the longest
+// filler that does: "passkey 2K" on a 2,048-token model fills the context.
+func probeItems(opts ProbeOptions, modelCtx int) []item {
 	g := datasets.New(datasets.Eval, opts.Seed)
 	g.AllowRules = true
 	var items []item
@@ -293,7 +322,11 @@ func probeItems(opts ProbeOptions) []item {
 			if ctxLen%1024 == 0 {
 				name = fmt.Sprintf("passkey %dK", ctxLen/1024)
 			}
-			items = append(items, item{name, g.Passkey(ctxLen, depth)})
+			filler := ctxLen
+			if modelCtx > 0 {
+				filler = min(filler, modelCtx-passkeyOverhead)
+			}
+			items = append(items, item{name, g.Passkey(filler, depth)})
 		}
 	}
 	for i := 0; i < opts.N; i++ {
@@ -321,30 +354,36 @@ func probeItems(opts ProbeOptions) []item {
 }
 
 // score runs one example with one cache layout.
-func score(ctx context.Context, r *runtime.Runner, m *runtime.Model, l *kvcache.Layout, it item) (outcome, error) {
+func score(ctx context.Context, r *runtime.Runner, l *kvcache.Layout, it item) (outcome, error) {
+	m := r.Model()
 	tok := m.Tokenizer
 	if it.ex.Task == datasets.TaskStory {
 		ids := tok.Encode(it.ex.Answer, true)
-		c, err := m.NewCache(l, l.BlocksFor(len(ids)))
+		c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(ids))})
 		if err != nil {
 			return outcome{}, err
 		}
 		_ = c.AddSeq(0)
-		logits, err := r.Forward(ctx, c, []runtime.Entry{{Seq: 0, Tokens: ids[:len(ids)-1], Logits: runtime.AllLogits}})
+		var nll float64
+		err = r.Stream(ctx, []runtime.Entry{{Cache: c, Seq: 0, Tokens: ids[:len(ids)-1], Logits: runtime.AllLogits}}, func(_, t int, logits []float32) error {
+			nll += negLogProb(logits, ids[t+1])
+			return nil
+		})
 		if err != nil {
 			return outcome{}, err
-		}
-		var nll float64
-		V := m.Vocab
-		for t := 0; t+1 < len(ids); t++ {
-			nll += negLogProb(logits[0][t*V:(t+1)*V], ids[t+1])
 		}
 		return outcome{nll: nll, tokens: len(ids) - 1}, nil
 	}
 	prompt := tok.Encode(it.ex.Prompt, true)
 	want := it.ex.Answer
 	maxNew := len(tok.Encode(want, false)) + 8
-	c, err := m.NewCache(l, l.BlocksFor(len(prompt)+maxNew))
+	if m.ContextLen > 0 {
+		maxNew = min(maxNew, m.ContextLen-len(prompt))
+	}
+	if maxNew <= 0 {
+		return outcome{}, fmt.Errorf("%w: a %d-token prompt leaves no room in the model's %d-token context", ErrOptions, len(prompt), m.ContextLen)
+	}
+	c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(prompt) + maxNew)})
 	if err != nil {
 		return outcome{}, err
 	}

@@ -24,6 +24,18 @@ type Format interface {
 	NewCodec(p CodecParams) (Codec, error)
 }
 
+// Stateful is implemented by formats whose codecs learn state from the data
+// they encode (fp8:dynamic scales, set by the first batch and then frozen).
+// Fresh returns the same format with new, empty state. A cache calls it
+// once per distinct format of its spec before making its codecs, so that
+// what one cache learned never reaches another (results would otherwise
+// depend on which cache saw data first). Implementations must be
+// comparable (pointer types), as callers key fresh copies by format value.
+type Stateful interface {
+	Format
+	Fresh() Format
+}
+
 // Describer is implemented by formats that document themselves for kvq formats.
 type Describer interface {
 	// Describe returns a one-line summary and what the format needs

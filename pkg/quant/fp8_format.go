@@ -28,8 +28,9 @@ type FP8Options struct {
 	PerHead bool
 	// Dynamic sets each scale from the first data it sees, as vLLM's
 	// calculate_kv_scales does: max|x|/200 for keys, max|x|/100 for values,
-	// then frozen. The Format value holds these scales, so use a fresh one
-	// per model (Lookup makes a fresh one each time).
+	// then frozen. The Format value holds these scales; a kvcache.Cache
+	// takes a fresh copy of them (see Stateful), so caches never share what
+	// they learned.
 	//
 	// vLLM measures the first forward batch of the whole layer; a codec sees
 	// what the cache encodes, which with kvcache.Put is one token at a time,
@@ -113,7 +114,19 @@ type fp8Format struct {
 var (
 	_ Format    = (*fp8Format)(nil)
 	_ Describer = (*fp8Format)(nil)
+	_ Stateful  = (*fp8Format)(nil)
 )
+
+// Fresh implements Stateful: a dynamic format gets an empty scale table;
+// other fp8 formats hold no learned state and return themselves.
+func (f *fp8Format) Fresh() Format {
+	if f.dyn == nil {
+		return f
+	}
+	g := *f
+	g.dyn = &fp8ScaleTable{}
+	return &g
+}
 
 // Name is "fp8-e4m3" or "fp8-e5m2" followed by the options in canonical
 // order: head, dynamic, scales@SOURCE, nosat, rot.

@@ -449,7 +449,7 @@ func (c *tokenCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile []
 		return
 	}
 	codes, scales, zeros := c.regions(tile)
-	var qsb [16]float32
+	var qsb [64]float32
 	qs := scratch(qsb[:], nq)
 	querySums(qs, q, nq, c.dim)
 	var sb, zb [64]float32
@@ -507,7 +507,7 @@ func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, til
 	codes, scales, zeros := c.regions(tile)
 	var sb, zb [64]float32
 	var wb [256]float32
-	var bb [16]float32
+	var bb [64]float32
 	bias := scratch(bb[:], nq)
 	step := fusedRows(nq)
 	for r := 0; r < n; r += step {

@@ -434,7 +434,7 @@ func (c *kvquantCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, t
 	defer releaseChunk(pooled)
 	var sb, zb [64]float32
 	var wb [256]float32
-	var bb [16]float32
+	var bb [64]float32
 	var ob [64 * 4]float32
 	bias := scratch(bb[:], nq)
 	clear(bias)

@@ -10,6 +10,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/testutil"
 	kvrt "github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
@@ -26,7 +27,7 @@ var (
 
 func synthetic(b *testing.B) *kvrt.Model {
 	synthOnce.Do(func() {
-		m, err := kvrt.RandomModel(syntheticConfig, tensor.F16, 1)
+		m, err := modeltest.RandomModel(syntheticConfig, tensor.F16, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -69,11 +70,11 @@ func stories(b *testing.B) *kvrt.Model {
 // that prefix that are dropped every 64 steps, so the context stays fixed.
 func benchDecode(b *testing.B, m *kvrt.Model, ctxLen int) {
 	const run = 64
-	r := kvrt.NewRunner(m, kvrt.RunnerOptions{})
-	c := newCache(b, m, "fp16", 2*((ctxLen+run)/16+2))
+	r := newRunner(b, m)
+	c := newCache(b, r, "fp16", 2*((ctxLen+run)/16+2))
 	_ = c.AddSeq(0)
 	ctx := context.Background()
-	if _, err := r.Forward(ctx, c, []kvrt.Entry{{Seq: 0, Tokens: tokens(ctxLen, m.Vocab, 1), Logits: kvrt.NoLogits}}); err != nil {
+	if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: tokens(ctxLen, m.Vocab, 1), Logits: kvrt.NoLogits}}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -85,7 +86,7 @@ func benchDecode(b *testing.B, m *kvrt.Model, ctxLen int) {
 				b.Fatal(err)
 			}
 		}
-		if _, err := r.Forward(ctx, c, []kvrt.Entry{{Seq: 1, Tokens: []int{i % m.Vocab}}}); err != nil {
+		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 1, Tokens: []int{i % m.Vocab}}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -105,14 +106,14 @@ func benchDecode(b *testing.B, m *kvrt.Model, ctxLen int) {
 }
 
 func benchPrefill(b *testing.B, m *kvrt.Model, n int) {
-	r := kvrt.NewRunner(m, kvrt.RunnerOptions{})
+	r := newRunner(b, m)
 	ids := tokens(n, m.Vocab, 2)
 	ctx := context.Background()
 	l, err := kvcache.NewLayout(m.Geometry(), mustSpec(b, "fp16"), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := m.NewCache(l, l.BlocksFor(n))
+	c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(n)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func benchPrefill(b *testing.B, m *kvrt.Model, n int) {
 	for i := 0; i < b.N; i++ {
 		_ = c.Remove(0)
 		_ = c.AddSeq(0)
-		if _, err := r.Forward(ctx, c, []kvrt.Entry{{Seq: 0, Tokens: ids}}); err != nil {
+		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: ids}}); err != nil {
 			b.Fatal(err)
 		}
 	}

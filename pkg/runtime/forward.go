@@ -2,14 +2,25 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	"sync"
 
-	"github.com/kvqlabs/kvq/internal/par"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// Input errors of a forward step: a server maps errors.Is(err, ErrInput) to
+// HTTP 400. An unknown sequence is also kvcache.ErrNoSequence; a full cache
+// is a *kvcache.FullError (kvcache.ErrFull), not an input error.
+var (
+	ErrInput      = errors.New("runtime: bad input")
+	ErrEmptyBatch = fmt.Errorf("%w: empty batch", ErrInput)
+	ErrBatch      = fmt.Errorf("%w: malformed batch", ErrInput)
+	ErrTokenID    = fmt.Errorf("%w: token id out of range", ErrInput)
+	ErrContext    = fmt.Errorf("%w: past the model's context", ErrInput)
 )
 
 // Logits selects which positions of an entry return logits.
@@ -22,300 +33,486 @@ const (
 	NoLogits                 // none (prefill only)
 )
 
-// Entry is one sequence's share of a batch: tokens appended at the end of the
-// sequence in the cache.
+// Entry is one sequence's share of a batch: tokens appended at the end of
+// sequence Seq of Cache. Entries of one batch may belong to different
+// caches (an fp16 baseline and candidate formats, side by side): the dense
+// layers then run over all of them at once, reading the weights once.
 type Entry struct {
+	Cache  *kvcache.Cache
 	Seq    kvcache.SeqID
 	Tokens []int
 	Logits Logits
 }
 
-// Runner evaluates a model. It holds scratch buffers and is not safe for
-// concurrent use; make one Runner per goroutine (they share the Model).
+// LogitsFunc receives the logits the entries asked for, in batch order:
+// row i of entry e (i = 0 for LastLogits, the token's index in the entry
+// for AllLogits), Vocab values. The slice belongs to the runner and is
+// valid only during the call: copy or reduce it there.
+type LogitsFunc func(e, i int, logits []float32) error
+
+// KVObserver receives the keys and values of every token a forward step
+// writes (calibration records them).
+type KVObserver interface {
+	ObserveKV(o *KVObservation)
+}
+
+// KVObservation is one entry's keys and values in one layer. The slices
+// belong to the runner and are valid only during the call.
+type KVObservation struct {
+	Layer int
+	Cache *kvcache.Cache
+	Seq   kvcache.SeqID
+	// Pos is the position of the first of N tokens.
+	Pos, N int
+	// KPre holds the keys before RoPE, K after, V the values: N rows of
+	// KVHeads·HeadDim values each.
+	KPre, K, V []float32
+}
+
+// Runner evaluates a model on a backend. It holds the uploaded weights and
+// the step's activations and is not safe for concurrent use; make one
+// Runner per goroutine (they share the Model).
 type Runner struct {
-	m       *Model
-	be      tensor.Backend
-	workers par.Workers
-	buf     buffers
-	scratch sync.Pool
+	m   *Model
+	be  backend.Backend
+	w   *weights
+	obs KVObserver
+	buf buffers
 }
 
 // RunnerOptions configure a Runner.
 type RunnerOptions struct {
-	// Backend runs the dense compute; nil means the CPU backend.
-	Backend tensor.Backend
-	// Workers bounds the goroutines used for attention and the CPU backend
-	// (0: GOMAXPROCS).
+	// Backend runs the compute; nil means a CPU backend with Workers
+	// goroutines.
+	Backend backend.Backend
+	// Workers bounds the goroutines of the default CPU backend (0:
+	// GOMAXPROCS).
 	Workers int
+	// Observer, when set, sees the keys and values of every token written
+	// (at no cost when nil).
+	Observer KVObserver
 }
 
-// NewRunner makes a runner for m.
-func NewRunner(m *Model, opts RunnerOptions) *Runner {
+// weights are the model's weights on the backend.
+type weights struct {
+	embed, output backend.Matrix
+	norm          backend.Tensor
+	layers        []layerWeights
+}
+
+type layerWeights struct {
+	attnNorm, ffnNorm              backend.Tensor
+	bq, bk, bv, qNorm, kNorm       backend.Tensor // nil when absent
+	wq, wk, wv, wo, gate, up, down backend.Matrix
+}
+
+// NewRunner makes a runner for m, uploading its weights to the backend
+// (the CPU backend uses them in place).
+func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	be := opts.Backend
 	if be == nil {
 		be = cpu.New(opts.Workers)
 	}
-	r := &Runner{m: m, be: be, workers: par.Workers(opts.Workers)}
-	r.scratch.New = func() any { return new(kvcache.Scratch) }
-	return r
+	w, err := upload(m, be)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
+	}
+	return &Runner{m: m, be: be, w: w, obs: opts.Observer}, nil
+}
+
+func upload(m *Model, be backend.Backend) (*weights, error) {
+	var errs []error
+	mat := func(w *tensor.Weight) backend.Matrix {
+		x, err := be.Upload(w)
+		errs = append(errs, err)
+		return x
+	}
+	vec := func(v []float32) backend.Tensor {
+		if v == nil {
+			return nil
+		}
+		x, err := be.UploadF32(v)
+		errs = append(errs, err)
+		return x
+	}
+	w := &weights{embed: mat(m.Embed), norm: vec(m.Norm)}
+	w.output = w.embed
+	if m.Output != m.Embed {
+		w.output = mat(m.Output)
+	}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		w.layers = append(w.layers, layerWeights{
+			attnNorm: vec(l.AttnNorm), ffnNorm: vec(l.FFNNorm),
+			bq: vec(l.Bq), bk: vec(l.Bk), bv: vec(l.Bv), qNorm: vec(l.QNorm), kNorm: vec(l.KNorm),
+			wq: mat(l.Wq), wk: mat(l.Wk), wv: mat(l.Wv), wo: mat(l.Wo), gate: mat(l.Gate), up: mat(l.Up), down: mat(l.Down),
+		})
+	}
+	return w, errors.Join(errs...)
 }
 
 // Model returns the runner's model.
 func (r *Runner) Model() *Model { return r.m }
 
-// NewCache makes a cache for this model in the given layout with room for
-// tokens tokens over all sequences (rounded up to whole blocks per sequence:
-// pass BlocksFor-based counts for several sequences).
-func (m *Model) NewCache(l *kvcache.Layout, blocks int) (*kvcache.Cache, error) {
+// Backend returns the runner's backend.
+func (r *Runner) Backend() backend.Backend { return r.be }
+
+// Close frees the runner's activations on the backend.
+func (r *Runner) Close() {
+	r.buf.free(r.be)
+}
+
+// NewCache makes a cache for this model in layout l, its storage on the
+// runner's backend. opts.Storage and opts.RoPE are filled in.
+func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cache, error) {
+	m := r.m
 	if g := m.Geometry(); l.Geometry != g {
 		return nil, fmt.Errorf("%w: cache layout %+v does not match model %+v", kvcache.ErrGeometry, l.Geometry, g)
 	}
-	opts := kvcache.Options{Blocks: blocks}
+	for i := range l.Layers {
+		for _, s := range []*kvcache.Side{&l.Layers[i].K, &l.Layers[i].V} {
+			if err := r.be.SupportsKV(s.Format); err != nil {
+				return nil, err
+			}
+		}
+	}
+	opts.Storage = r.be
 	if l.AnyPreRoPE() {
-		opts.RoPE = m.ropeFunc(blocks * l.BlockTokens)
+		maxPos := m.ContextLen
+		if maxPos <= 0 {
+			maxPos = 1 << 22
+		}
+		opts.RoPE = cpu.NewKeyRoPE(m.HeadDim, m.invFreq, m.RopeNeoX, maxPos).Rows
 	}
 	return kvcache.New(l, opts)
 }
 
-// ropeFunc returns the cache's RoPE function for pre-RoPE keys (see
-// cpu.KeyRoPE), with tables for positions below maxPos.
-func (m *Model) ropeFunc(maxPos int) func(rows []float32, pos0 int) {
-	return cpu.NewKeyRoPE(m.HeadDim, m.invFreq, m.RopeNeoX, min(maxPos, 1<<22)).Rows
-}
-
+// buffers are a step's activations on the backend.
 type buffers struct {
-	x, xn, q, k, v, att, o, gate, up []float32
-	kpre                             []float32 // keys before RoPE, for pre-RoPE cache layers
-	cos, sin                         []float32
-	logits, lx                       []float32
+	nt                                         int // token rows they hold
+	x, xn, q, k, v, kpre, att, o, gate, up, cs backend.Tensor
+	ids, pos, rows                             []int32
+	host                                       hostKV // observer copies
+	lg                                         logitsBuffers
 }
 
-func (b *buffers) ensure(c *Config, nt int) {
-	g := func(s *[]float32, n int) {
-		if cap(*s) < n {
-			*s = make([]float32, n)
+type hostKV struct{ kpre, k, v []float32 }
+
+// logitsBuffers hold a chunk of logits rows.
+type logitsBuffers struct {
+	n      int            // rows they hold
+	x, out backend.Tensor // normed hidden rows, logits
+	host   []float32      // host copy of out
+}
+
+func freeAll(be backend.Backend, ts ...backend.Tensor) {
+	for _, t := range ts {
+		if t != nil {
+			be.Free(t)
 		}
-		*s = (*s)[:n]
 	}
-	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	g(&b.x, nt*c.Dim)
-	g(&b.xn, nt*c.Dim)
-	g(&b.q, nt*qd)
-	g(&b.k, nt*kvd)
-	g(&b.v, nt*kvd)
-	g(&b.att, nt*qd)
-	g(&b.o, nt*c.Dim)
-	g(&b.gate, nt*c.Hidden)
-	g(&b.up, nt*c.Hidden)
-	g(&b.cos, nt*c.RopeDim/2)
-	g(&b.sin, nt*c.RopeDim/2)
 }
 
-// Forward appends the entries' tokens to their sequences in cache, runs the
-// model, and returns logits per entry: Vocab values for LastLogits,
-// len(Tokens)·Vocab for AllLogits, nil for NoLogits. The returned slices are
-// fresh allocations owned by the caller.
-func (r *Runner) Forward(ctx context.Context, cache *kvcache.Cache, batch []Entry) ([][]float32, error) {
+func (b *buffers) free(be backend.Backend) {
+	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.cs, b.lg.x, b.lg.out)
+	*b = buffers{}
+}
+
+// ensure sizes the token buffers for nt rows.
+func (b *buffers) ensure(be backend.Backend, c *Config, nt int) {
+	if nt <= b.nt {
+		return
+	}
+	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.cs)
+	b.nt = nt
+	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	b.x, b.xn, b.o = be.Alloc(nt*c.Dim), be.Alloc(nt*c.Dim), be.Alloc(nt*c.Dim)
+	b.q, b.att = be.Alloc(nt*qd), be.Alloc(nt*qd)
+	b.k, b.v, b.kpre = be.Alloc(nt*kvd), be.Alloc(nt*kvd), be.Alloc(nt*kvd)
+	b.gate, b.up = be.Alloc(nt*c.Hidden), be.Alloc(nt*c.Hidden)
+	b.cs = be.Alloc(nt * c.RopeDim)
+}
+
+// ensure sizes the logits buffers for n rows.
+func (l *logitsBuffers) ensure(be backend.Backend, c *Config, n int) {
+	if n <= l.n {
+		return
+	}
+	freeAll(be, l.x, l.out)
+	l.n = n
+	l.x, l.out = be.Alloc(n*c.Dim), be.Alloc(n*c.Vocab)
+	l.host = make([]float32, n*c.Vocab)
+}
+
+// logitsChunk is how many logits rows are computed at a time: about 4M
+// values (16 MiB), whatever the vocabulary, so that no step holds
+// tokens × vocab floats.
+func logitsChunk(vocab, rows int) int { return max(1, min(rows, (1<<22)/max(1, vocab))) }
+
+// group is one cache's part of a batch.
+type group struct {
+	cache   *kvcache.Cache
+	appends []kvcache.Append
+	plan    *kvcache.Plan
+}
+
+// Stream appends the entries' tokens to their sequences, runs the model and
+// hands fn the logits the entries asked for, a chunk at a time (fn may be
+// nil when none are asked for). It either succeeds, with every entry's
+// tokens in its cache, or returns an error and leaves every cache as it
+// was: the step is reserved, computed, and committed only at the end
+// (on an input error, a full cache, cancellation or an error from fn it is
+// rolled back). Input errors wrap ErrInput.
+func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err error) {
 	m, c := r.m, &r.m.Config
+	if len(batch) == 0 {
+		return ErrEmptyBatch
+	}
+	var groups []*group
 	nt := 0
-	seen := make(map[kvcache.SeqID]bool, len(batch))
-	for _, e := range batch {
-		if seen[e.Seq] {
-			return nil, fmt.Errorf("runtime: sequence %d appears twice in one batch", e.Seq)
-		}
-		seen[e.Seq] = true
-		if !cache.Has(e.Seq) {
-			return nil, fmt.Errorf("%w: %d", kvcache.ErrNoSequence, e.Seq)
+	for i, e := range batch {
+		if e.Cache == nil {
+			return fmt.Errorf("%w: entry %d has no cache", ErrBatch, i)
 		}
 		if len(e.Tokens) == 0 {
-			return nil, fmt.Errorf("runtime: empty entry for sequence %d", e.Seq)
+			return fmt.Errorf("%w: empty entry for sequence %d", ErrBatch, e.Seq)
 		}
 		for _, t := range e.Tokens {
 			if t < 0 || t >= c.Vocab {
-				return nil, fmt.Errorf("runtime: token id %d outside vocabulary of %d", t, c.Vocab)
+				return fmt.Errorf("%w: token id %d outside vocabulary of %d", ErrTokenID, t, c.Vocab)
 			}
 		}
+		if !e.Cache.Has(e.Seq) {
+			return fmt.Errorf("%w: %w: %d", ErrInput, kvcache.ErrNoSequence, e.Seq)
+		}
+		if n := e.Cache.Len(e.Seq) + len(e.Tokens); c.ContextLen > 0 && n > c.ContextLen {
+			return fmt.Errorf("%w: sequence %d would hold %d tokens (%d + %d), the model's context is %d", ErrContext, e.Seq, n, e.Cache.Len(e.Seq), len(e.Tokens), c.ContextLen)
+		}
+		if g := e.Cache.Layout().Geometry; g != m.Geometry() {
+			return fmt.Errorf("%w: entry %d: cache layout %+v does not match model %+v", ErrBatch, i, g, m.Geometry())
+		}
+		var g *group
+		for _, h := range groups {
+			if h.cache == e.Cache {
+				g = h
+			}
+		}
+		if g == nil {
+			g = &group{cache: e.Cache}
+			groups = append(groups, g)
+		}
+		g.appends = append(g.appends, kvcache.Append{Seq: e.Seq, Row: nt, N: len(e.Tokens)})
 		nt += len(e.Tokens)
 	}
-	if nt == 0 {
-		return nil, nil
-	}
-	// Reserve room first so that a full cache fails before any state changes.
-	type span struct{ start, pos int }
-	spans := make([]span, len(batch))
-	need := 0
-	for _, e := range batch {
-		need += cache.Layout().BlocksFor(cache.Len(e.Seq)+len(e.Tokens)) - cache.Layout().BlocksFor(cache.Len(e.Seq))
-	}
-	if need > cache.FreeBlocks() {
-		return nil, &kvcache.FullError{Seq: batch[0].Seq, Needed: need, Free: cache.FreeBlocks(), Total: cache.Stats().Blocks, BlockTokens: cache.Layout().BlockTokens}
-	}
-	start := 0
-	for i, e := range batch {
-		pos, err := cache.Begin(e.Seq, len(e.Tokens))
+	for k, g := range groups {
+		p, err := g.cache.Reserve(g.appends)
 		if err != nil {
-			return nil, err
+			for _, h := range groups[:k] {
+				h.cache.Rollback(h.plan)
+			}
+			if errors.Is(err, kvcache.ErrSequence) {
+				return fmt.Errorf("%w: %w", ErrBatch, err)
+			}
+			return err
 		}
-		spans[i] = span{start, pos}
-		start += len(e.Tokens)
+		g.plan = p
 	}
+	defer func() {
+		for _, g := range groups {
+			if err != nil {
+				g.cache.Rollback(g.plan)
+			} else {
+				g.cache.Commit(g.plan)
+			}
+		}
+	}()
+	if err := r.layers(ctx, batch, groups, nt); err != nil {
+		return err
+	}
+	return r.logits(ctx, batch, fn)
+}
 
-	b := &r.buf
-	b.ensure(c, nt)
-	ids := make([]int, 0, nt)
-	half := c.RopeDim / 2
-	for i, e := range batch {
-		ids = append(ids, e.Tokens...)
-		for j := range e.Tokens {
-			pos := float64(spans[i].pos + j)
-			t := spans[i].start + j
-			for k := 0; k < half; k++ {
-				s, co := math.Sincos(pos * m.invFreq[k])
-				b.cos[t*half+k], b.sin[t*half+k] = float32(co), float32(s)
-			}
+// layers runs the embedding and every layer over the batch's nt tokens.
+func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt int) error {
+	m, c, be, b := r.m, &r.m.Config, r.be, &r.buf
+	b.ensure(be, c, nt)
+	b.ids, b.pos = b.ids[:0], b.pos[:0]
+	for _, e := range batch {
+		p0 := e.Cache.Len(e.Seq) - len(e.Tokens) // reserved: Len counts the step
+		for j, t := range e.Tokens {
+			b.ids = append(b.ids, int32(t))
+			b.pos = append(b.pos, int32(p0+j))
 		}
 	}
-	be := r.be
-	be.Embed(b.x, m.Embed, ids)
-	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	for li := range m.Layers {
+	be.Embed(b.x, r.w.embed, b.ids)
+	be.RoPEAngles(b.cs, b.pos, m.invFreq)
+	kvd := c.KVHeads * c.HeadDim
+	attn := backend.AttnParams{Heads: c.Heads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Window: c.SlidingWindow}
+	for li := range r.w.layers {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
+			return fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
 		}
-		l := &m.Layers[li]
-		be.RMSNorm(b.xn, b.x, nt, l.AttnNorm, c.RMSEps)
-		be.MatMul(b.q, b.xn, nt, l.Wq)
-		be.MatMul(b.k, b.xn, nt, l.Wk)
-		be.MatMul(b.v, b.xn, nt, l.Wv)
-		addBias(b.q, l.Bq)
-		addBias(b.k, l.Bk)
-		addBias(b.v, l.Bv)
-		if l.QNorm != nil {
-			be.RMSNorm(b.q, b.q, nt*c.Heads, l.QNorm, c.RMSEps)
+		l := &r.w.layers[li]
+		be.RMSNorm(b.xn, b.x, nt, l.attnNorm, c.RMSEps)
+		be.MatMul(b.q, b.xn, nt, l.wq)
+		be.MatMul(b.k, b.xn, nt, l.wk)
+		be.MatMul(b.v, b.xn, nt, l.wv)
+		if l.bq != nil {
+			be.AddBias(b.q, nt, l.bq)
 		}
-		if l.KNorm != nil {
-			be.RMSNorm(b.k, b.k, nt*c.KVHeads, l.KNorm, c.RMSEps)
+		if l.bk != nil {
+			be.AddBias(b.k, nt, l.bk)
 		}
-		preRoPE := cache.Layout().PreRoPE(li)
-		if preRoPE {
-			b.kpre = append(b.kpre[:0], b.k...)
+		if l.bv != nil {
+			be.AddBias(b.v, nt, l.bv)
 		}
-		be.RoPE(b.q, nt, c.Heads, c.HeadDim, b.cos, b.sin, c.RopeNeoX)
-		be.RoPE(b.k, nt, c.KVHeads, c.HeadDim, b.cos, b.sin, c.RopeNeoX)
-		kput := b.k
-		if preRoPE {
-			kput = b.kpre
+		if l.qNorm != nil {
+			be.RMSNorm(b.q, b.q, nt*c.Heads, l.qNorm, c.RMSEps)
 		}
-		cache.Prime(li, kput[:nt*kvd], b.v[:nt*kvd])
-		// Store K/V: sequences in parallel, tokens of a sequence in order.
-		r.workers.For(len(batch), 1, 1, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				e := batch[i]
-				for j := range e.Tokens {
-					t := spans[i].start + j
-					cache.Put(li, e.Seq, spans[i].pos+j, kput[t*kvd:(t+1)*kvd], b.v[t*kvd:(t+1)*kvd])
-				}
+		if l.kNorm != nil {
+			be.RMSNorm(b.k, b.k, nt*c.KVHeads, l.kNorm, c.RMSEps)
+		}
+		pre := r.obs != nil
+		for _, g := range groups {
+			pre = pre || g.cache.Layout().PreRoPE(li)
+		}
+		if pre {
+			be.Copy(b.kpre, b.k, nt*kvd)
+		}
+		be.RoPE(b.q, nt, c.Heads, c.HeadDim, c.RopeDim, b.cs, c.RopeNeoX)
+		be.RoPE(b.k, nt, c.KVHeads, c.HeadDim, c.RopeDim, b.cs, c.RopeNeoX)
+		if r.obs != nil {
+			if err := r.observe(li, batch, nt); err != nil {
+				return err
 			}
-		})
-		// Attention: one task per (token, KV head).
-		tasks := nt * c.KVHeads
-		seqOf := func(t int) int {
-			for i := range spans {
-				if t < spans[i].start+len(batch[i].Tokens) {
-					return i
-				}
-			}
-			panic("unreachable")
 		}
-		r.workers.For(tasks, 1, max(1, 1<<14/(c.HeadDim*cache.Len(batch[0].Seq))), func(lo, hi int) {
-			scr := r.scratch.Get().(*kvcache.Scratch)
-			defer r.scratch.Put(scr)
-			for task := lo; task < hi; task++ {
-				t, h := task/c.KVHeads, task%c.KVHeads
-				i := seqOf(t)
-				pos := spans[i].pos + t - spans[i].start
-				from := 0
-				if c.SlidingWindow > 0 {
-					from = max(0, pos+1-c.SlidingWindow)
-				}
-				cache.AttendHead(b.att[t*qd:(t+1)*qd], b.q[t*qd:(t+1)*qd], c.Heads, li, batch[i].Seq, h, from, pos+1, scale, scr)
+		for _, g := range groups {
+			k := b.k
+			if g.cache.Layout().PreRoPE(li) {
+				k = b.kpre
 			}
-		})
-		be.MatMul(b.o, b.att, nt, l.Wo)
-		be.Add(b.x, b.o)
-		be.RMSNorm(b.xn, b.x, nt, l.FFNNorm, c.RMSEps)
-		be.MatMul(b.gate, b.xn, nt, l.Gate)
-		be.MatMul(b.up, b.xn, nt, l.Up)
-		be.SwiGLU(b.gate, b.up)
-		be.MatMul(b.o, b.gate, nt, l.Down)
-		be.Add(b.x, b.o)
+			be.WriteKV(g.cache.Storage(), li, k, b.v, g.plan)
+		}
+		for _, g := range groups {
+			be.Attention(b.att, b.q, g.cache.Storage(), li, g.plan, attn)
+		}
+		be.MatMul(b.o, b.att, nt, l.wo)
+		be.Add(b.x, b.o, nt*c.Dim)
+		be.RMSNorm(b.xn, b.x, nt, l.ffnNorm, c.RMSEps)
+		be.MatMul(b.gate, b.xn, nt, l.gate)
+		be.MatMul(b.up, b.xn, nt, l.up)
+		be.SwiGLU(b.gate, b.up, nt*c.Hidden)
+		be.MatMul(b.o, b.gate, nt, l.down)
+		be.Add(b.x, b.o, nt*c.Dim)
 	}
-	// Logits for the selected rows.
-	var rows []int
-	for i, e := range batch {
+	return nil
+}
+
+// observe shows the observer layer li's keys and values, entry by entry.
+func (r *Runner) observe(li int, batch []Entry, nt int) error {
+	c, b := &r.m.Config, &r.buf
+	kvd := c.KVHeads * c.HeadDim
+	var kpre, k, v []float32
+	if hm, ok := r.be.(backend.HostMemory); ok {
+		kpre, k, v = hm.Host(b.kpre), hm.Host(b.k), hm.Host(b.v)
+	} else {
+		h := &b.host
+		for _, x := range []struct {
+			dst *[]float32
+			src backend.Tensor
+		}{{&h.kpre, b.kpre}, {&h.k, b.k}, {&h.v, b.v}} {
+			if cap(*x.dst) < nt*kvd {
+				*x.dst = make([]float32, nt*kvd)
+			}
+			*x.dst = (*x.dst)[:nt*kvd]
+			if err := r.be.Download(*x.dst, x.src, 0); err != nil {
+				return err
+			}
+		}
+		kpre, k, v = h.kpre, h.k, h.v
+	}
+	row := 0
+	for _, e := range batch {
+		n := len(e.Tokens)
+		lo, hi := row*kvd, (row+n)*kvd
+		r.obs.ObserveKV(&KVObservation{Layer: li, Cache: e.Cache, Seq: e.Seq, Pos: e.Cache.Len(e.Seq) - n, N: n,
+			KPre: kpre[lo:hi:hi], K: k[lo:hi:hi], V: v[lo:hi:hi]})
+		row += n
+	}
+	return nil
+}
+
+// logits computes the rows the entries asked for, a chunk at a time, and
+// hands them to fn.
+func (r *Runner) logits(ctx context.Context, batch []Entry, fn LogitsFunc) error {
+	c, be, b := &r.m.Config, r.be, &r.buf
+	type want struct{ e, i int }
+	var wants []want
+	b.rows = b.rows[:0]
+	row := 0
+	for ei, e := range batch {
 		switch e.Logits {
 		case LastLogits:
-			rows = append(rows, spans[i].start+len(e.Tokens)-1)
+			wants = append(wants, want{ei, 0})
+			b.rows = append(b.rows, int32(row+len(e.Tokens)-1))
 		case AllLogits:
 			for j := range e.Tokens {
-				rows = append(rows, spans[i].start+j)
+				wants = append(wants, want{ei, j})
+				b.rows = append(b.rows, int32(row+j))
+			}
+		}
+		row += len(e.Tokens)
+	}
+	if len(wants) == 0 {
+		return nil
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: logits asked for with no consumer", ErrBatch)
+	}
+	chunk := logitsChunk(c.Vocab, len(wants))
+	lg := &b.lg
+	lg.ensure(be, c, chunk)
+	for c0 := 0; c0 < len(wants); c0 += chunk {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("runtime: forward stopped computing logits: %w", err)
+		}
+		n := min(chunk, len(wants)-c0)
+		be.Gather(lg.x, b.x, b.rows[c0:c0+n], c.Dim)
+		be.RMSNorm(lg.x, lg.x, n, r.w.norm, c.RMSEps)
+		be.MatMul(lg.out, lg.x, n, r.w.output)
+		host := lg.host[:n*c.Vocab]
+		if err := be.Download(host, lg.out, 0); err != nil {
+			return err
+		}
+		for j := 0; j < n; j++ {
+			w := wants[c0+j]
+			if err := fn(w.e, w.i, host[j*c.Vocab:(j+1)*c.Vocab]); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// Forward is Stream collecting the logits in fresh slices, per entry: Vocab
+// values for LastLogits, len(Tokens)·Vocab for AllLogits, nil for NoLogits
+// (mind the size of AllLogits over long texts: Stream needs none).
+func (r *Runner) Forward(ctx context.Context, batch []Entry) ([][]float32, error) {
 	out := make([][]float32, len(batch))
-	if len(rows) == 0 {
-		return out, nil
-	}
-	if cap(b.lx) < len(rows)*c.Dim {
-		b.lx = make([]float32, len(rows)*c.Dim)
-	}
-	lx := b.lx[:len(rows)*c.Dim]
-	for i, t := range rows {
-		copy(lx[i*c.Dim:(i+1)*c.Dim], b.x[t*c.Dim:(t+1)*c.Dim])
-	}
-	be.RMSNorm(lx, lx, len(rows), m.Norm, c.RMSEps)
-	logits := make([]float32, len(rows)*c.Vocab)
-	be.MatMul(logits, lx, len(rows), m.Output)
-	k := 0
-	for i, e := range batch {
-		switch e.Logits {
-		case LastLogits:
-			out[i] = logits[k*c.Vocab : (k+1)*c.Vocab : (k+1)*c.Vocab]
-			k++
-		case AllLogits:
-			n := len(e.Tokens)
-			out[i] = logits[k*c.Vocab : (k+n)*c.Vocab : (k+n)*c.Vocab]
-			k += n
+	V := r.m.Vocab
+	err := r.Stream(ctx, batch, func(e, i int, logits []float32) error {
+		if out[e] == nil {
+			n := 1
+			if batch[e].Logits == AllLogits {
+				n = len(batch[e].Tokens)
+			}
+			out[e] = make([]float32, n*V)
 		}
-	}
-	return out, nil
-}
-
-func addBias(x, bias []float32) {
-	if bias == nil {
-		return
-	}
-	n := len(bias)
-	for t := 0; t < len(x)/n; t++ {
-		row := x[t*n : (t+1)*n]
-		for i, v := range bias {
-			row[i] += v
-		}
-	}
-}
-
-// ForwardEach steps several caches over the same batch (same sequence ids
-// and tokens), sharing the model's weights: an fp16 baseline and candidate
-// formats, side by side. It returns Forward's logits per cache.
-func (r *Runner) ForwardEach(ctx context.Context, caches []*kvcache.Cache, batch []Entry) ([][][]float32, error) {
-	out := make([][][]float32, len(caches))
-	for i, c := range caches {
-		logits, err := r.Forward(ctx, c, batch)
-		if err != nil {
-			return out, fmt.Errorf("cache %d (%s): %w", i, c.Layout().Spec.String(), err)
-		}
-		out[i] = logits
+		copy(out[e][i*V:(i+1)*V], logits)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

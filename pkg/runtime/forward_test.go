@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -11,26 +12,36 @@ import (
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 const storiesContinuation = ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said"
 
-func newCache(t testing.TB, m *runtime.Model, spec string, blocks int) *kvcache.Cache {
+func newCache(t testing.TB, r *runtime.Runner, spec string, blocks int) *kvcache.Cache {
 	t.Helper()
 	s, err := quant.Formats().ParseSpec(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := kvcache.NewLayout(m.Geometry(), s, 0)
+	l, err := kvcache.NewLayout(r.Model().Geometry(), s, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.NewCache(l, blocks)
+	c, err := r.NewCache(l, kvcache.Options{Blocks: blocks})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func newRunner(t testing.TB, m *runtime.Model) *runtime.Runner {
+	t.Helper()
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestStories260KGreedy(t *testing.T) {
@@ -53,11 +64,11 @@ func TestStories260KGreedy(t *testing.T) {
 				if want := []int{1, 403, 407, 261, 378}; !equalInts(prompt, want) {
 					t.Fatalf("Encode(%q) = %v, want %v", "Once upon a time", prompt, want)
 				}
-				c := newCache(t, m, spec, 8)
+				r := newRunner(t, m)
+				c := newCache(t, r, spec, 8)
 				if err := c.AddSeq(0); err != nil {
 					t.Fatal(err)
 				}
-				r := runtime.NewRunner(m, runtime.RunnerOptions{})
 				out, _, err := r.Generate(context.Background(), c, 0, prompt, runtime.GenerateOptions{MaxTokens: 64})
 				if err != nil {
 					t.Fatal(err)
@@ -86,7 +97,7 @@ func equalInts(a, b []int) bool {
 
 func smallModel(t testing.TB, dt tensor.DType) *runtime.Model {
 	t.Helper()
-	m, err := runtime.RandomModel(runtime.Config{Dim: 64, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 97, ContextLen: 256}, dt, 7)
+	m, err := modeltest.RandomModel(runtime.Config{Dim: 64, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 97, ContextLen: 256}, dt, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +122,13 @@ func maxRelDiff(a, b []float32) float64 {
 	return d / m
 }
 
+// forward runs the batch with every entry in cache c.
 func forward(t testing.TB, r *runtime.Runner, c *kvcache.Cache, batch ...runtime.Entry) [][]float32 {
 	t.Helper()
-	out, err := r.Forward(context.Background(), c, batch)
+	for i := range batch {
+		batch[i].Cache = c
+	}
+	out, err := r.Forward(context.Background(), batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +137,11 @@ func forward(t testing.TB, r *runtime.Runner, c *kvcache.Cache, batch ...runtime
 
 func TestCacheDTypesAgree(t *testing.T) {
 	m := smallModel(t, tensor.F32)
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	r := newRunner(t, m)
 	ids := tokens(40, m.Vocab, 1)
 	logits := map[string][]float32{}
 	for _, spec := range []string{"fp32", "fp16", "bf16"} {
-		c := newCache(t, m, spec, 4)
+		c := newCache(t, r, spec, 4)
 		if err := c.AddSeq(0); err != nil {
 			t.Fatal(err)
 		}
@@ -145,10 +160,10 @@ func TestPrefillEqualsIncremental(t *testing.T) {
 	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.Q80} {
 		t.Run(dt.String(), func(t *testing.T) {
 			m := smallModel(t, dt)
-			r := runtime.NewRunner(m, runtime.RunnerOptions{})
+			r := newRunner(t, m)
 			ids := tokens(37, m.Vocab, 2)
-			c1 := newCache(t, m, "fp32", 4)
-			c2 := newCache(t, m, "fp32", 4)
+			c1 := newCache(t, r, "fp32", 4)
+			c2 := newCache(t, r, "fp32", 4)
 			_ = c1.AddSeq(0)
 			_ = c2.AddSeq(0)
 			all := forward(t, r, c1, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
@@ -165,10 +180,10 @@ func TestPrefillEqualsIncremental(t *testing.T) {
 
 func TestBatchedDecodeEqualsSequential(t *testing.T) {
 	m := smallModel(t, tensor.F16)
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
+	r := newRunner(t, m)
 	lens := []int{3, 17, 33}
-	batched := newCache(t, m, "fp16", 16)
-	single := newCache(t, m, "fp16", 16)
+	batched := newCache(t, r, "fp16", 16)
+	single := newCache(t, r, "fp16", 16)
 	next := make([]int, len(lens))
 	for i, n := range lens {
 		id := kvcache.SeqID(i)
@@ -197,8 +212,8 @@ func TestBatchedDecodeEqualsSequential(t *testing.T) {
 
 func TestForkContinuesLikeUnforked(t *testing.T) {
 	m := smallModel(t, tensor.F32)
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
-	c := newCache(t, m, "fp16", 16)
+	r := newRunner(t, m)
+	c := newCache(t, r, "fp16", 16)
 	prefix, cont := tokens(21, m.Vocab, 3), tokens(12, m.Vocab, 4)
 	_ = c.AddSeq(0)
 	forward(t, r, c, runtime.Entry{Seq: 0, Tokens: prefix})
@@ -218,16 +233,36 @@ func TestForkContinuesLikeUnforked(t *testing.T) {
 
 func TestForwardErrors(t *testing.T) {
 	m := smallModel(t, tensor.F32)
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
-	c := newCache(t, m, "fp16", 2)
+	r := newRunner(t, m)
+	c := newCache(t, r, "fp16", 2)
 	_ = c.AddSeq(0)
-	if _, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 0, Tokens: []int{m.Vocab}}}); err == nil {
-		t.Error("token outside the vocabulary: no error")
+	if _, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: []int{m.Vocab}}}); !errors.Is(err, runtime.ErrTokenID) || !errors.Is(err, runtime.ErrInput) {
+		t.Errorf("token outside the vocabulary: %v, want ErrTokenID (an ErrInput)", err)
 	}
-	if _, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 9, Tokens: []int{1}}}); err == nil {
-		t.Error("unknown sequence: no error")
+	if _, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 9, Tokens: []int{1}}}); !errors.Is(err, kvcache.ErrNoSequence) || !errors.Is(err, runtime.ErrInput) {
+		t.Errorf("unknown sequence: %v, want kvcache.ErrNoSequence (an ErrInput)", err)
 	}
-	_, err := r.Forward(context.Background(), c, []runtime.Entry{{Seq: 0, Tokens: tokens(40, m.Vocab, 0)}})
+	if _, err := r.Forward(context.Background(), nil); !errors.Is(err, runtime.ErrEmptyBatch) || !errors.Is(err, runtime.ErrInput) {
+		t.Errorf("empty batch: %v, want ErrEmptyBatch (an ErrInput)", err)
+	}
+	if _, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: []int{1}}, {Cache: c, Seq: 0, Tokens: []int{2}}}); !errors.Is(err, runtime.ErrBatch) {
+		t.Errorf("a sequence twice: %v, want ErrBatch", err)
+	}
+	if _, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0}}); !errors.Is(err, runtime.ErrBatch) {
+		t.Errorf("an entry without tokens: %v, want ErrBatch", err)
+	}
+	if _, err := r.Forward(context.Background(), []runtime.Entry{{Seq: 0, Tokens: []int{1}}}); !errors.Is(err, runtime.ErrBatch) {
+		t.Errorf("an entry without a cache: %v, want ErrBatch", err)
+	}
+	big := newCache(t, r, "fp16", 20)
+	_ = big.AddSeq(0)
+	if _, err := r.Forward(context.Background(), []runtime.Entry{{Cache: big, Seq: 0, Tokens: tokens(m.ContextLen+1, m.Vocab, 0)}}); !errors.Is(err, runtime.ErrContext) || !errors.Is(err, runtime.ErrInput) {
+		t.Errorf("%d tokens in a %d-token context: %v, want ErrContext (an ErrInput)", m.ContextLen+1, m.ContextLen, err)
+	}
+	_, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: tokens(40, m.Vocab, 0)}})
+	if errors.Is(err, runtime.ErrInput) {
+		t.Errorf("a full cache is not an input error: %v", err)
+	}
 	var fe *kvcache.FullError
 	if !asFull(err, &fe) || fe.Needed != 3 || fe.Free != 2 {
 		t.Errorf("40 tokens in 2 blocks: err = %v, want FullError needing 3 with 2 free", err)
@@ -237,8 +272,11 @@ func TestForwardErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.Forward(ctx, c, []runtime.Entry{{Seq: 0, Tokens: []int{1}}}); err == nil {
-		t.Error("cancelled context: no error")
+	if _, err := r.Forward(ctx, []runtime.Entry{{Cache: c, Seq: 0, Tokens: []int{1}}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v, want context.Canceled", err)
+	}
+	if c.Len(0) != 0 || c.FreeBlocks() != 2 {
+		t.Errorf("cancelled forward left %d tokens and %d of 2 blocks free", c.Len(0), c.FreeBlocks())
 	}
 }
 
@@ -260,9 +298,9 @@ func TestPreRoPEKeysMatchPostRoPE(t *testing.T) {
 	for _, neox := range []bool{false, true} {
 		m := smallModel(t, tensor.F32)
 		m.RopeNeoX = neox
-		r := runtime.NewRunner(m, runtime.RunnerOptions{})
+		r := newRunner(t, m)
 		ids := tokens(45, m.Vocab, 5)
-		post := newCache(t, m, "fp32", 4)
+		post := newCache(t, r, "fp32", 4)
 		l, err := kvcache.NewLayout(m.Geometry(), quant.Spec{K: preRoPE32{}, V: quant.FP32}, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -270,7 +308,7 @@ func TestPreRoPEKeysMatchPostRoPE(t *testing.T) {
 		if !l.PreRoPE(0) {
 			t.Fatal("layout does not see the pre-RoPE codec")
 		}
-		pre, err := m.NewCache(l, 4)
+		pre, err := r.NewCache(l, kvcache.Options{Blocks: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,13 +337,13 @@ func TestPreRoPEKeysMatchPostRoPE(t *testing.T) {
 func TestEveryFormatRuns(t *testing.T) {
 	reg := quant.Formats()
 	for _, hd := range []int{64, 128} {
-		m, err := runtime.RandomModel(runtime.Config{Dim: 64, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: hd, Vocab: 64, ContextLen: 512}, tensor.F16, 3)
+		m, err := modeltest.RandomModel(runtime.Config{Dim: 64, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: hd, Vocab: 64, ContextLen: 512}, tensor.F16, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := runtime.NewRunner(m, runtime.RunnerOptions{})
+		r := newRunner(t, m)
 		prompt := tokens(150, m.Vocab, 9)
-		base := newCache(t, m, "fp16", 32)
+		base := newCache(t, r, "fp16", 32)
 		_ = base.AddSeq(0)
 		want := forward(t, r, base, runtime.Entry{Seq: 0, Tokens: prompt})[0]
 		for _, name := range reg.Names() {
@@ -318,7 +356,7 @@ func TestEveryFormatRuns(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c, err := m.NewCache(l, l.BlocksFor(len(prompt)+8))
+				c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(prompt) + 8)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -330,7 +368,7 @@ func TestEveryFormatRuns(t *testing.T) {
 				if st.KV.Allocated.Total != l.Bytes(l.BlocksFor(len(prompt)+8), 1).Total {
 					t.Errorf("allocated %d bytes, layout says %d", st.KV.Allocated.Total, l.Bytes(l.BlocksFor(len(prompt)+8), 1).Total)
 				}
-				c2, _ := m.NewCache(l, l.BlocksFor(len(prompt)))
+				c2, _ := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(prompt))})
 				_ = c2.AddSeq(0)
 				got := forward(t, r, c2, runtime.Entry{Seq: 0, Tokens: prompt})[0]
 				d := maxRelDiff(got, want)
@@ -346,37 +384,52 @@ func TestEveryFormatRuns(t *testing.T) {
 	}
 }
 
-func TestForwardEachSideBySide(t *testing.T) {
+// TestCachesSideBySide runs one batch whose entries belong to four caches
+// of different formats (two sequences each, one spec with K≠V and a
+// per-layer override): every cache's logits equal those of the same cache
+// run alone, over a prefill and decode steps, within float32 rounding (the
+// matrix kernels sum in register tiles of rows, so a larger batch can
+// round differently: 1e-5 of the largest logit, as batched decode; a 4-bit
+// cache can round such a key to another code, so 1e-3 there — cross-talk
+// between caches would show as differences of order 0.1).
+func TestCachesSideBySide(t *testing.T) {
 	m := smallModel(t, tensor.F16)
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
-	specs := []string{"fp32", "fp16", "int8"}
-	var caches []*kvcache.Cache
+	r := newRunner(t, m)
+	specs := []string{"fp32", "fp16", "int8", "k=int4,v=fp8,L1=fp16"}
+	var caches, alone []*kvcache.Cache
 	for _, s := range specs {
-		c := newCache(t, m, s, 8)
-		_ = c.AddSeq(0)
-		_ = c.AddSeq(1)
-		caches = append(caches, c)
+		for _, list := range []*[]*kvcache.Cache{&caches, &alone} {
+			c := newCache(t, r, s, 8)
+			_ = c.AddSeq(0)
+			_ = c.AddSeq(1)
+			*list = append(*list, c)
+		}
 	}
-	batch := []runtime.Entry{{Seq: 0, Tokens: tokens(20, m.Vocab, 1)}, {Seq: 1, Tokens: tokens(7, m.Vocab, 2)}}
-	got, err := r.ForwardEach(context.Background(), caches, batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range specs {
-		c := newCache(t, m, s, 8)
-		_ = c.AddSeq(0)
-		_ = c.AddSeq(1)
-		want := forward(t, r, c, batch...)
-		for e := range batch {
-			for k := range want[e] {
-				if got[i][e][k] != want[e][k] {
-					t.Fatalf("%s entry %d logit %d: side-by-side %v, alone %v", s, e, k, got[i][e][k], want[e][k])
+	steps := [][2][]int{{tokens(20, m.Vocab, 1), tokens(7, m.Vocab, 2)}, {{5}, {9}}, {{11}, {3}}}
+	for si, st := range steps {
+		var batch []runtime.Entry
+		for _, c := range caches {
+			batch = append(batch, runtime.Entry{Cache: c, Seq: 0, Tokens: st[0]}, runtime.Entry{Cache: c, Seq: 1, Tokens: st[1]})
+		}
+		got, err := r.Forward(context.Background(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range specs {
+			want := forward(t, r, alone[i], runtime.Entry{Seq: 0, Tokens: st[0]}, runtime.Entry{Seq: 1, Tokens: st[1]})
+			for e := range want {
+				tol := 1e-5
+				if strings.Contains(s, "int4") {
+					tol = 1e-3
+				}
+				if d := maxRelDiff(got[2*i+e], want[e]); d > tol {
+					t.Fatalf("step %d, %s entry %d: side by side and alone differ by %.2g", si, s, e, d)
 				}
 			}
 		}
-	}
-	if d := maxRelDiff(got[2][0], got[0][0]); d == 0 || d > 0.05 {
-		t.Errorf("int8 vs fp32 cache: relative logit difference %.2g, want in (0, 0.05]", d)
+		if d := maxRelDiff(got[4], got[0]); d == 0 || d > 0.05 {
+			t.Errorf("int8 vs fp32 cache: relative logit difference %.2g, want in (0, 0.05]", d)
+		}
 	}
 }
 

@@ -65,7 +65,7 @@ func (r *Runner) Generate(ctx context.Context, cache *kvcache.Cache, seq kvcache
 	}
 	var out []int
 	t0 := time.Now()
-	logits, err := r.Forward(ctx, cache, []Entry{{Seq: seq, Tokens: prompt}})
+	logits, err := r.Forward(ctx, []Entry{{Cache: cache, Seq: seq, Tokens: prompt}})
 	st.Prefill = time.Since(t0)
 	if err != nil {
 		return nil, st, err
@@ -85,7 +85,7 @@ func (r *Runner) Generate(ctx context.Context, cache *kvcache.Cache, seq kvcache
 		if len(out) == opts.MaxTokens {
 			break
 		}
-		if logits, err = r.Forward(ctx, cache, []Entry{{Seq: seq, Tokens: []int{next}}}); err != nil {
+		if logits, err = r.Forward(ctx, []Entry{{Cache: cache, Seq: seq, Tokens: []int{next}}}); err != nil {
 			st.GeneratedTokens = len(out)
 			return out, st, err
 		}

@@ -170,7 +170,7 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := m.finish(); err != nil {
+	if err := m.Prepare(); err != nil {
 		return nil, err
 	}
 	if m.Tokenizer, err = ggufTokenizer(gf, tokens); err != nil {

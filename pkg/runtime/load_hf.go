@@ -198,7 +198,7 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	for _, f := range files {
 		m.closers = append(m.closers, f.mm)
 	}
-	if err := m.finish(); err != nil {
+	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	if m.Tokenizer, m.StopIDs, m.ChatTemplate, err = loadHFTokenizer(dir, hc); err != nil {

@@ -25,8 +25,8 @@ func load(t *testing.T, path string, opts runtime.LoadOptions) *runtime.Model {
 
 func allLogits(t *testing.T, m *runtime.Model, ids []int) []float32 {
 	t.Helper()
-	r := runtime.NewRunner(m, runtime.RunnerOptions{})
-	c := newCache(t, m, "fp32", 8)
+	r := newRunner(t, m)
+	c := newCache(t, r, "fp32", 8)
 	_ = c.AddSeq(0)
 	return forward(t, r, c, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
 }

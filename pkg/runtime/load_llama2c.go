@@ -69,7 +69,7 @@ func loadLlama2C(_ context.Context, f *mmap.File, path string, opts LoadOptions)
 			}
 		}
 	}
-	if err := m.finish(); err != nil {
+	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	tokPath, err := findTokenizer(path, opts.Tokenizer)

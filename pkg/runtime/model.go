@@ -170,8 +170,10 @@ func (m *Model) Params() int64 {
 	return n
 }
 
-// finish validates shapes and precomputes RoPE frequencies.
-func (m *Model) finish() error {
+// Prepare validates the weights' shapes against the config and precomputes
+// the RoPE frequencies. The loaders call it; code that assembles a Model
+// by hand (random test models) must call it before use.
+func (m *Model) Prepare() error {
 	c := &m.Config
 	if c.RopeDim == 0 {
 		c.RopeDim = c.HeadDim

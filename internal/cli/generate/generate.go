@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/pkg/chat"
+	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
@@ -127,25 +128,32 @@ func (o *Options) Run(ctx context.Context) error {
 			return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))
 		}
 	}
+	if n := len(prompt) + o.MaxTokens; m.ContextLen > 0 && n > m.ContextLen {
+		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, n, m.ContextLen)
+	}
 	layout, err := kvcache.NewLayout(m.Geometry(), o.spec, 0)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--cache %s: %w", o.Cache, err))
 	}
-	cache, err := m.NewCache(layout, layout.BlocksFor(len(prompt)+o.MaxTokens))
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if len(o.candidates) > 0 {
+		return o.compare(ctx, r, prompt)
+	}
+	cache, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(len(prompt) + o.MaxTokens)})
 	if err != nil {
 		return err
 	}
 	if err := cache.AddSeq(0); err != nil {
 		return err
 	}
-	if len(o.candidates) > 0 {
-		return o.compare(ctx, m, prompt)
-	}
 	sampler, err := runtime.NewSampler(o.Temperature, o.TopP, o.Seed)
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}
-	r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
 	dec := m.Tokenizer.NewDecoder()
 	dec.Next(prompt[len(prompt)-1]) // the continuation is decoded after the prompt's last token
 	dec.Flush()
@@ -168,13 +176,13 @@ func (o *Options) Run(ctx context.Context) error {
 
 // compare runs greedy generation with the baseline and each candidate and
 // prints each continuation with where it departs from the baseline.
-func (o *Options) compare(ctx context.Context, m *runtime.Model, prompt []int) error {
+func (o *Options) compare(ctx context.Context, r *runtime.Runner, prompt []int) error {
 	if o.Temperature != 0 {
 		return cmdutil.FlagErrorf("--compare runs greedy decoding; drop --temperature")
 	}
-	r := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
+	m := r.Model()
 	specs := append([]quant.Spec{o.spec}, o.candidates...)
-	_, err := r.CompareGreedy(ctx, prompt, o.MaxTokens, specs, func(i int, c runtime.Continuation) {
+	_, err := eval.CompareGreedy(ctx, r, prompt, o.MaxTokens, specs, func(i int, c eval.Continuation) {
 		text := m.Tokenizer.Decode(append([]int{prompt[len(prompt)-1]}, c.Tokens...))
 		text = strings.TrimPrefix(text, m.Tokenizer.Decode(prompt[len(prompt)-1:]))
 		bytes := c.Stats.KV.Allocated.Total

@@ -6,6 +6,7 @@ package probe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -146,6 +147,9 @@ func (o *EvalOptions) Run(ctx context.Context) error {
 	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "probe eval")
 	res, err := eval.RunProbe(ctx, m, eval.ProbeOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts, Specs: o.specs, Workers: o.Threads, Progress: bar.Set, LogSamples: o.LogSamples != "", Tasks: o.tasks})
 	bar.Finish()
+	if errors.Is(err, eval.ErrOptions) {
+		return cmdutil.UsageError(err)
+	}
 	if err != nil {
 		return err
 	}

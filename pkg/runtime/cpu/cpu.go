@@ -1,13 +1,22 @@
 // Package cpu is the pure-Go (plus SIMD assembly) implementation of
-// tensor.Backend. Matrix products are split by output rows across goroutines
-// with a fixed partition, so results do not depend on the number of workers.
+// backend.Backend. Tensors are host float32 slices, weights are used in
+// place (from the model's memory map), and KV storage is host memory.
+//
+// Matrix products are split by output rows across goroutines with a fixed
+// partition, and attention by (query block, KV head) tasks, so results do
+// not depend on the number of workers. The backend is safe for concurrent
+// use: ops keep no state beyond their arguments (scratch memory comes from
+// pools).
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
@@ -16,7 +25,10 @@ type Backend struct {
 	workers par.Workers
 }
 
-var _ tensor.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend    = (*Backend)(nil)
+	_ backend.HostMemory = (*Backend)(nil)
+)
 
 // New returns a CPU backend using the given number of goroutines (0: all CPUs).
 func New(workers int) *Backend { return &Backend{workers: par.Workers(workers)} }
@@ -24,17 +36,79 @@ func New(workers int) *Backend { return &Backend{workers: par.Workers(workers)} 
 // Workers is the backend's degree of parallelism.
 func (b *Backend) Workers() par.Workers { return b.workers }
 
-// Name implements tensor.Backend.
+// Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
+
+// Tensor is a host tensor.
+type Tensor struct{ data []float32 }
+
+// Len implements backend.Tensor.
+func (t *Tensor) Len() int { return len(t.data) }
+
+// Wrap makes a tensor of host values without copying them.
+func Wrap(v []float32) *Tensor { return &Tensor{data: v} }
+
+// Matrix is a host weight, used in place.
+type Matrix struct{ w *tensor.Weight }
+
+// Dims implements backend.Matrix.
+func (m *Matrix) Dims() (int, int) { return m.w.Rows, m.w.Cols }
+
+// Weight returns the wrapped weight.
+func (m *Matrix) Weight() *tensor.Weight { return m.w }
+
+func host(t backend.Tensor) []float32 { return t.(*Tensor).data }
+
+func weight(m backend.Matrix) *tensor.Weight { return m.(*Matrix).w }
+
+// Host implements backend.HostMemory.
+func (b *Backend) Host(t backend.Tensor) []float32 { return host(t) }
+
+// Alloc implements backend.Backend.
+func (b *Backend) Alloc(n int) backend.Tensor { return &Tensor{data: make([]float32, n)} }
+
+// Free implements backend.Backend (the garbage collector frees host memory).
+func (b *Backend) Free(backend.Tensor) {}
+
+// Upload implements backend.Backend: the weight is used in place.
+func (b *Backend) Upload(w *tensor.Weight) (backend.Matrix, error) {
+	switch w.DType {
+	case tensor.F32, tensor.F16, tensor.BF16, tensor.Q80:
+	default:
+		return nil, fmt.Errorf("%w: cpu: weight %s of dtype %v", backend.ErrUnsupported, w.Name, w.DType)
+	}
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	return &Matrix{w: w}, nil
+}
+
+// UploadF32 implements backend.Backend: the values are used in place.
+func (b *Backend) UploadF32(v []float32) (backend.Tensor, error) { return Wrap(v), nil }
+
+// Download implements backend.Backend.
+func (b *Backend) Download(dst []float32, src backend.Tensor, off int) error {
+	copy(dst, host(src)[off:off+len(dst)])
+	return nil
+}
+
+// SupportsKV implements backend.Backend: the CPU runs every format.
+func (b *Backend) SupportsKV(quant.Format) error { return nil }
 
 // minRowWork is the smallest number of multiply-adds worth a goroutine.
 const minRowWork = 1 << 15
 
-// MatMul implements tensor.Backend.
-func (b *Backend) MatMul(dst, x []float32, nt int, w *tensor.Weight) {
+// MatMul implements backend.Backend.
+func (b *Backend) MatMul(dst, x backend.Tensor, nt int, m backend.Matrix) {
+	MatMul(b.workers, host(dst), host(x), nt, weight(m))
+}
+
+// MatMul sets dst[t*w.Rows+r] = Σ_c x[t*w.Cols+c]·W[r][c] for t < nt, on
+// workers goroutines.
+func MatMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight) {
 	rows, cols := w.Rows, w.Cols
 	per := max(1, minRowWork/max(1, cols*nt))
-	b.workers.For(rows, 4, per, func(lo, hi int) {
+	workers.For(rows, 4, per, func(lo, hi int) {
 		switch w.DType {
 		case tensor.F32:
 			simd.MatMulF32(dst, rows, x, nt, cols, w.F32, lo, hi)
@@ -50,8 +124,14 @@ func (b *Backend) MatMul(dst, x []float32, nt int, w *tensor.Weight) {
 	})
 }
 
-// RMSNorm implements tensor.Backend.
-func (b *Backend) RMSNorm(dst, x []float32, nt int, weight []float32, eps float32) {
+// RMSNorm implements backend.Backend.
+func (b *Backend) RMSNorm(dst, x backend.Tensor, rows int, w backend.Tensor, eps float32) {
+	RMSNorm(host(dst), host(x), rows, host(w), eps)
+}
+
+// RMSNorm sets row t of dst to x_t / sqrt(mean(x_t²)+eps) ⊙ weight, for
+// nt rows of len(weight) values.
+func RMSNorm(dst, x []float32, nt int, weight []float32, eps float32) {
 	d := len(weight)
 	for t := 0; t < nt; t++ {
 		xr := x[t*d : (t+1)*d]
@@ -67,14 +147,39 @@ func (b *Backend) RMSNorm(dst, x []float32, nt int, weight []float32, eps float3
 	}
 }
 
-// RoPE implements tensor.Backend.
-func (b *Backend) RoPE(x []float32, nt, nHeads, headDim int, cos, sin []float32, neox bool) {
-	half := len(cos) / nt
+// AddBias implements backend.Backend.
+func (b *Backend) AddBias(x backend.Tensor, nt int, bias backend.Tensor) {
+	xs, bs := host(x), host(bias)
+	n := len(bs)
 	for t := 0; t < nt; t++ {
-		c := cos[t*half : (t+1)*half]
-		s := sin[t*half : (t+1)*half]
-		for h := 0; h < nHeads; h++ {
-			RotateHead(x[(t*nHeads+h)*headDim:(t*nHeads+h+1)*headDim], c, s, neox)
+		row := xs[t*n : (t+1)*n]
+		for i, v := range bs {
+			row[i] += v
+		}
+	}
+}
+
+// RoPEAngles implements backend.Backend.
+func (b *Backend) RoPEAngles(dst backend.Tensor, pos []int32, invFreq []float64) {
+	d, half := host(dst), len(invFreq)
+	for t, p := range pos {
+		cs := d[t*2*half : (t+1)*2*half]
+		for k, f := range invFreq {
+			s, c := math.Sincos(float64(p) * f)
+			cs[k], cs[half+k] = float32(c), float32(s)
+		}
+	}
+}
+
+// RoPE implements backend.Backend.
+func (b *Backend) RoPE(x backend.Tensor, nt, heads, headDim, rotDim int, angles backend.Tensor, neox bool) {
+	xs, a := host(x), host(angles)
+	half := rotDim / 2
+	for t := 0; t < nt; t++ {
+		c := a[t*rotDim : t*rotDim+half]
+		s := a[t*rotDim+half : (t+1)*rotDim]
+		for h := 0; h < heads; h++ {
+			RotateHead(xs[(t*heads+h)*headDim:(t*heads+h+1)*headDim], c, s, neox)
 		}
 	}
 }
@@ -90,25 +195,39 @@ func RotateHead(v, c, s []float32, neox bool) {
 	simd.RotatePairs(v[:2*len(c)], c, s)
 }
 
-// SwiGLU implements tensor.Backend.
-func (b *Backend) SwiGLU(gate, up []float32) {
-	for i, g := range gate {
-		gate[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+// SwiGLU implements backend.Backend.
+func (b *Backend) SwiGLU(gate, up backend.Tensor, n int) {
+	g, u := host(gate)[:n], host(up)[:n]
+	for i, x := range g {
+		g[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
 	}
 }
 
-// Add implements tensor.Backend.
-func (b *Backend) Add(dst, src []float32) {
-	for i, v := range src {
-		dst[i] += v
+// Add implements backend.Backend.
+func (b *Backend) Add(dst, src backend.Tensor, n int) {
+	d, s := host(dst)[:n], host(src)[:n]
+	for i, v := range s {
+		d[i] += v
 	}
 }
 
-// Embed implements tensor.Backend.
-func (b *Backend) Embed(dst []float32, w *tensor.Weight, ids []int) {
-	d := w.Cols
+// Copy implements backend.Backend.
+func (b *Backend) Copy(dst, src backend.Tensor, n int) { copy(host(dst)[:n], host(src)[:n]) }
+
+// Gather implements backend.Backend.
+func (b *Backend) Gather(dst, src backend.Tensor, rows []int32, width int) {
+	d, s := host(dst), host(src)
+	for i, r := range rows {
+		copy(d[i*width:(i+1)*width], s[int(r)*width:(int(r)+1)*width])
+	}
+}
+
+// Embed implements backend.Backend.
+func (b *Backend) Embed(dst backend.Tensor, m backend.Matrix, ids []int32) {
+	w := weight(m)
+	d, cols := host(dst), w.Cols
 	for t, id := range ids {
-		Row(dst[t*d:(t+1)*d], w, id)
+		Row(d[t*cols:(t+1)*cols], w, int(id))
 	}
 }
 

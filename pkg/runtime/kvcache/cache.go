@@ -2,24 +2,28 @@ package kvcache
 
 import (
 	"fmt"
-	"math"
 	"sort"
-
-	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
 // SeqID names a sequence in a cache.
 type SeqID int
 
-// FullError reports that a sequence needed more blocks than were free.
+// FullError reports that a step or a new sequence needed more memory than
+// the cache had free: blocks of the pool, or bytes of its budget.
 type FullError struct {
 	Seq          SeqID
 	Needed, Free int // blocks
 	Total        int
 	BlockTokens  int
+	// NeededBytes and FreeBytes are set when the byte budget (not the
+	// pool) was short.
+	NeededBytes, FreeBytes int64
 }
 
 func (e *FullError) Error() string {
+	if e.NeededBytes > 0 {
+		return fmt.Sprintf("kvcache: over budget: sequence %d needs %d more bytes, %d of the budget free", e.Seq, e.NeededBytes, e.FreeBytes)
+	}
 	return fmt.Sprintf("kvcache: out of blocks: sequence %d needs %d more blocks of %d tokens, %d of %d free",
 		e.Seq, e.Needed, e.BlockTokens, e.Free, e.Total)
 }
@@ -28,9 +32,17 @@ func (e *FullError) Unwrap() error { return ErrFull }
 
 // Options configure a Cache.
 type Options struct {
-	// Blocks is the pool size. Required.
+	// Blocks is the pool size. With Budget it may be 0: as many blocks as
+	// the budget holds.
 	Blocks int
-	// BlockTokens is the page size; 0 means DefaultBlockTokens.
+	// Budget, when > 0, bounds the cache's memory in bytes: the blocks in
+	// use, the fp16 windows of the live sequences and the codec state
+	// (Stats().InUse.Total) never exceed it. AddSeq and Reserve fail with a
+	// *FullError instead.
+	Budget int64
+	// Storage allocates the cache's memory (a compute backend). Required.
+	Storage Allocator
+	// BlockTokens is the page size; 0 means the layout's.
 	BlockTokens int
 	// RoPE applies the rotary embedding in place to consecutive key head
 	// vectors (len(rows)/head_dim of them) at positions pos0, pos0+1, ...:
@@ -38,35 +50,52 @@ type Options struct {
 	// cos/sin table without a call per row. Required when the layout stores
 	// pre-RoPE keys.
 	RoPE func(rows []float32, pos0 int)
+	// PoisonFreed overwrites every freed block with garbage when the
+	// storage is a Poisoner (a debugging aid: a read of stale data then
+	// shows).
+	PoisonFreed bool
 }
 
-// Cache is a paged KV cache for one model geometry and one spec.
+// Cache is a paged KV cache for one model geometry and one spec: the
+// bookkeeping of sequences, block tables and fp16 windows over a backend's
+// Storage.
 type Cache struct {
 	layout *Layout
+	store  Storage
+	codecs *Codecs
 	blocks int
-	// pages[layer][side][head] holds numBlocks tiles of that head, so that
-	// one head's consecutive blocks are contiguous in memory.
-	pages [][2][][]byte
-	ref   []int32 // per block reference count
-	free  []int32 // free block ids (stack)
-	seqs  map[SeqID]*sequence
-	fp16  []quant.Codec // fp16 codec for side windows (per head; identical)
-	rope  func(rows []float32, pos0 int)
+	budget int64
+	ref    []int32 // per block reference count
+	free   []int32 // free block ids (stack)
+	seqs   map[SeqID]*sequence
+	poison bool
+	shapes []Shape
+	side   [][2]int // per layer, the shape index of K and V
+	// pending is the reserved, not yet committed step; primed is set once
+	// a step has committed (formats that learn from the first batch have
+	// learned).
+	pending *Plan
+	primed  bool
+	plan    Plan // reused by Reserve
 }
 
 type sequence struct {
-	n      int     // tokens stored (committed by Begin)
-	prompt int     // tokens of the first Begin (see quant.PromptFlusher)
+	n      int     // tokens stored
+	prompt int     // tokens of the first step (see quant.PromptFlusher)
 	blocks []int32 // block table
-	// win[layer][side] holds KVHeads tiles of WindowRows fp16 rows each:
-	// [sink rows][residual ring rows][staging rows].
-	win [][2][]byte
+	win    int     // window slot, -1 without windows
 }
 
-// New allocates a cache with layout l.
+// New allocates a cache with layout l in storage from opts.Storage.
 func New(l *Layout, opts Options) (*Cache, error) {
-	if opts.Blocks <= 0 {
-		return nil, fmt.Errorf("%w: pool of %d blocks", ErrGeometry, opts.Blocks)
+	if opts.Storage == nil {
+		return nil, fmt.Errorf("%w: no storage allocator", ErrGeometry)
+	}
+	if opts.Blocks == 0 && opts.Budget > 0 {
+		opts.Blocks = l.BlocksForBudget(opts.Budget, 0)
+	}
+	if opts.Blocks <= 0 || opts.Budget < 0 {
+		return nil, fmt.Errorf("%w: pool of %d blocks (budget %d bytes)", ErrGeometry, opts.Blocks, opts.Budget)
 	}
 	if l.Latent {
 		return nil, fmt.Errorf("%w: the runtime does not run latent-attention (MLA) models", ErrGeometry)
@@ -77,68 +106,87 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	if opts.BlockTokens != 0 && opts.BlockTokens != l.BlockTokens {
 		return nil, fmt.Errorf("%w: layout has %d-token blocks, options ask for %d", ErrGeometry, l.BlockTokens, opts.BlockTokens)
 	}
+	codecs, err := newCodecs(l)
+	if err != nil {
+		return nil, err
+	}
+	store, err := opts.Storage.NewStorage(StorageParams{Layout: l, Codecs: codecs, Blocks: opts.Blocks, RoPE: opts.RoPE})
+	if err != nil {
+		return nil, err
+	}
 	c := &Cache{
 		layout: l,
+		store:  store,
+		codecs: codecs,
 		blocks: opts.Blocks,
-		pages:  make([][2][][]byte, len(l.Layers)),
+		budget: opts.Budget,
 		ref:    make([]int32, opts.Blocks),
 		free:   make([]int32, opts.Blocks),
 		seqs:   map[SeqID]*sequence{},
-		rope:   opts.RoPE,
+		poison: opts.PoisonFreed,
 	}
-	for i := range l.Layers {
-		for j, side := range c.sides(i) {
-			c.pages[i][j] = make([][]byte, l.KVHeads)
-			for h := range c.pages[i][j] {
-				c.pages[i][j][h] = make([]byte, opts.Blocks*side.TileBytes)
-			}
-		}
-	}
+	c.shapes, c.side = l.Shapes()
 	for i := range c.free {
 		c.free[i] = int32(opts.Blocks - 1 - i) // pop yields 0, 1, 2, ...
 	}
-	fp, _ := quant.FP16.NewCodec(quant.CodecParams{Dim: l.HeadDim})
-	c.fp16 = []quant.Codec{fp}
 	return c, nil
 }
 
 // Layout returns the cache's memory plan.
 func (c *Cache) Layout() *Layout { return c.layout }
 
-// AddSeq registers an empty sequence.
+// Storage returns the backend memory the cache manages.
+func (c *Cache) Storage() Storage { return c.store }
+
+// Codecs returns the cache's own codecs.
+func (c *Cache) Codecs() *Codecs { return c.codecs }
+
+// AddSeq registers an empty sequence. With a budget, it fails with a
+// *FullError when the sequence's windows do not fit.
 func (c *Cache) AddSeq(id SeqID) error {
 	if _, ok := c.seqs[id]; ok {
 		return fmt.Errorf("%w: %d", ErrSequence, id)
 	}
-	c.seqs[id] = c.newSeq()
+	if c.pending != nil {
+		return ErrPending
+	}
+	if need := c.layout.SeqBytes; c.budget > 0 && need > c.FreeBytes() {
+		return &FullError{Seq: id, NeededBytes: need, FreeBytes: c.FreeBytes(), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	}
+	s, err := c.newSeq()
+	if err != nil {
+		return err
+	}
+	c.seqs[id] = s
 	return nil
 }
 
-func (c *Cache) newSeq() *sequence {
-	s := &sequence{win: make([][2][]byte, len(c.layout.Layers))}
-	for i := range c.layout.Layers {
-		for j, side := range c.sides(i) {
-			if r := side.WindowRows(); r > 0 {
-				s.win[i][j] = make([]byte, int(fp16Row(c.layout.HeadDim))*r*c.layout.KVHeads)
-			}
+func (c *Cache) newSeq() (*sequence, error) {
+	s := &sequence{win: -1}
+	if c.layout.Windowed() {
+		w, err := c.store.AllocWindow()
+		if err != nil {
+			return nil, err
 		}
+		s.win = w
 	}
-	return s
+	return s, nil
 }
 
-func (c *Cache) sides(layer int) [2]*Side {
-	l := &c.layout.Layers[layer]
-	return [2]*Side{&l.K, &l.V}
-}
-
-// Remove drops a sequence and releases its blocks.
+// Remove drops a sequence and releases its blocks and windows.
 func (c *Cache) Remove(id SeqID) error {
 	s, ok := c.seqs[id]
 	if !ok {
 		return fmt.Errorf("%w: %d", ErrNoSequence, id)
 	}
+	if c.pending != nil {
+		return ErrPending
+	}
 	for _, b := range s.blocks {
 		c.release(b)
+	}
+	if s.win >= 0 {
+		c.store.FreeWindow(s.win)
 	}
 	delete(c.seqs, id)
 	return nil
@@ -148,6 +196,9 @@ func (c *Cache) release(b int32) {
 	c.ref[b]--
 	if c.ref[b] == 0 {
 		c.free = append(c.free, b)
+		if p, ok := c.store.(Poisoner); ok && c.poison {
+			p.Poison(int(b))
+		}
 	}
 }
 
@@ -172,8 +223,47 @@ func (c *Cache) Seqs() []SeqID {
 	return ids
 }
 
-// FreeBlocks is the number of unused blocks.
+// FreeBlocks is the number of unused blocks of the pool.
 func (c *Cache) FreeBlocks() int { return len(c.free) }
+
+// InUseBytes is the memory the live sequences hold: their blocks, their
+// windows and the codec state (Stats().InUse.Total).
+func (c *Cache) InUseBytes() int64 {
+	return c.layout.Bytes(c.blocks-len(c.free), len(c.seqs)).Total
+}
+
+// FreeBytes is what can still be admitted: the budget less InUseBytes,
+// or without a budget, the free blocks' bytes.
+func (c *Cache) FreeBytes() int64 {
+	if c.budget > 0 {
+		return max(0, c.budget-c.InUseBytes())
+	}
+	return int64(len(c.free)) * c.layout.BlockBytes
+}
+
+// CanAdmit reports whether a new sequence of tokens tokens fits now: its
+// blocks in the pool and, with a budget, its blocks and windows in the
+// free bytes.
+func (c *Cache) CanAdmit(tokens int) bool {
+	if tokens < 0 {
+		return false
+	}
+	blocks := c.layout.BlocksFor(tokens)
+	if blocks > len(c.free) {
+		return false
+	}
+	return c.budget <= 0 || c.layout.SeqCost(tokens) <= c.FreeBytes()
+}
+
+// CanGrow reports whether sequence id can take n more tokens now.
+func (c *Cache) CanGrow(id SeqID, n int) bool {
+	s, ok := c.seqs[id]
+	if !ok || n < 0 {
+		return false
+	}
+	need := c.layout.BlocksFor(s.n+n) - len(s.blocks)
+	return need <= len(c.free) && (c.budget <= 0 || int64(need)*c.layout.BlockBytes <= c.FreeBytes())
+}
 
 // Fork makes dst a copy of src's first src.Len tokens. Full blocks are shared;
 // the partially filled tail block, any block that a staged group will still
@@ -187,12 +277,21 @@ func (c *Cache) Fork(dst, src SeqID) error {
 	if _, ok := c.seqs[dst]; ok {
 		return fmt.Errorf("%w: %d", ErrSequence, dst)
 	}
+	if c.pending != nil {
+		return ErrPending
+	}
 	shared := c.pendingFrom(s) / c.layout.BlockTokens
 	copies := c.layout.BlocksFor(s.n) - shared
 	if copies > len(c.free) {
 		return &FullError{Seq: dst, Needed: copies, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
 	}
-	d := c.newSeq()
+	if need := int64(copies)*c.layout.BlockBytes + c.layout.SeqBytes; c.budget > 0 && need > c.FreeBytes() {
+		return &FullError{Seq: dst, NeededBytes: need, FreeBytes: c.FreeBytes(), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	}
+	d, err := c.newSeq()
+	if err != nil {
+		return err
+	}
 	d.n, d.prompt = s.n, s.prompt
 	d.blocks = make([]int32, 0, len(s.blocks))
 	for _, b := range s.blocks[:shared] {
@@ -201,20 +300,11 @@ func (c *Cache) Fork(dst, src SeqID) error {
 	}
 	for _, ob := range s.blocks[shared:c.layout.BlocksFor(s.n)] {
 		nb := c.alloc()
-		for i := range c.pages {
-			for j := 0; j < 2; j++ {
-				tb := c.sides(i)[j].TileBytes
-				for _, hp := range c.pages[i][j] {
-					copy(hp[int(nb)*tb:int(nb+1)*tb], hp[int(ob)*tb:int(ob+1)*tb])
-				}
-			}
-		}
+		c.store.CopyBlock(int(nb), int(ob))
 		d.blocks = append(d.blocks, nb)
 	}
-	for i := range s.win {
-		for j := 0; j < 2; j++ {
-			copy(d.win[i][j], s.win[i][j])
-		}
+	if s.win >= 0 {
+		c.store.CopyWindow(d.win, s.win)
 	}
 	c.seqs[dst] = d
 	return nil
@@ -227,12 +317,10 @@ func (c *Cache) Fork(dst, src SeqID) error {
 // rows into them, but possibly at the same time.
 func (c *Cache) pendingFrom(s *sequence) int {
 	p := s.n
-	for i := range c.layout.Layers {
-		for _, side := range c.sides(i) {
-			if side.PromptFlush {
-				from, _ := side.staging(s)
-				p = min(p, from)
-			}
+	for _, sh := range c.shapes {
+		if sh.PromptFlush {
+			from, _ := sh.staging(s.n, s.prompt)
+			p = min(p, from)
 		}
 	}
 	return p
@@ -245,51 +333,75 @@ func (c *Cache) alloc() int32 {
 	return b
 }
 
-// Begin makes room for n more tokens of sequence id and returns the position
-// of the first. The new positions must then be written with Put for every
-// layer before they are read.
-func (c *Cache) Begin(id SeqID, n int) (int, error) {
+// Truncate drops the tokens of sequence id from position n on (rejected
+// speculative drafts; preemption). It is exact — the sequence then reads as
+// if it had only ever held its first n tokens — when no fp16 window row the
+// first n tokens need was overwritten by the tail: always for sides
+// without residual or staging windows, for n = 0, and for tails of up to
+// Layout.Rollback tokens (LayoutOptions.Rollback). Otherwise it returns
+// ErrTruncate and changes nothing. A prompt-flushed sequence (quant.
+// PromptFlusher) cannot be truncated into its prompt except to 0.
+func (c *Cache) Truncate(id SeqID, n int) error {
 	s, ok := c.seqs[id]
 	if !ok {
-		return 0, fmt.Errorf("%w: %d", ErrNoSequence, id)
+		return fmt.Errorf("%w: %d", ErrNoSequence, id)
 	}
-	if n < 0 || s.n > math.MaxInt32-n {
-		return 0, fmt.Errorf("%w: cannot add %d tokens to a sequence of %d", ErrGeometry, n, s.n)
+	if c.pending != nil {
+		return ErrPending
 	}
-	need := c.layout.BlocksFor(s.n+n) - len(s.blocks)
-	if need > len(c.free) {
-		return 0, &FullError{Seq: id, Needed: need, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	if n < 0 || n > s.n {
+		return fmt.Errorf("%w: to %d tokens, sequence %d holds %d", ErrTruncate, n, id, s.n)
 	}
-	for i := 0; i < need; i++ {
-		s.blocks = append(s.blocks, c.alloc())
+	if n == s.n {
+		return nil
 	}
-	pos := s.n
-	if pos == 0 {
-		s.prompt = n
-	}
-	s.n += n
-	return pos, nil
-}
-
-// HeldBytes sums the lengths of every buffer the cache holds for K/V data and
-// windows (not codec state). It is computed from the buffers themselves, to
-// check Stats and Layout against reality.
-func (c *Cache) HeldBytes() int64 {
-	var n int64
-	for _, p := range c.pages {
-		for _, side := range p {
-			for _, hp := range side {
-				n += int64(len(hp))
+	if n > 0 {
+		for _, sh := range c.shapes {
+			if sh.PromptFlush && n < s.prompt {
+				return fmt.Errorf("%w: sequence %d to %d tokens: inside its %d-token prompt, which a prompt-flushed format quantized at once", ErrTruncate, id, n, s.prompt)
+			}
+			if (sh.Ring > 0 || sh.Staging > 0) && s.n-n > c.layout.Rollback {
+				return fmt.Errorf("%w: sequence %d by %d tokens: its fp16 windows keep %d extra rows (raise LayoutOptions.Rollback)", ErrTruncate, id, s.n-n, c.layout.Rollback)
 			}
 		}
 	}
-	for _, s := range c.seqs {
-		for _, w := range s.win {
-			n += int64(len(w[0]) + len(w[1]))
+	keep := c.layout.BlocksFor(n)
+	// Blocks the sequence will write again must be its own: count the
+	// shared ones first, so that a failure changes nothing.
+	after := *s
+	after.n, after.blocks = n, s.blocks[:keep]
+	if n == 0 {
+		after.prompt = 0
+	}
+	from := c.pendingFrom(&after) / c.layout.BlockTokens
+	copies := 0
+	for _, b := range after.blocks[from:] {
+		if c.ref[b] > 1 {
+			copies++
 		}
 	}
-	return n
+	if copies > len(c.free) {
+		return &FullError{Seq: id, Needed: copies, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	}
+	for _, b := range s.blocks[keep:] {
+		c.release(b)
+	}
+	s.blocks, s.n, s.prompt = after.blocks, after.n, after.prompt
+	for i := from; i < len(s.blocks); i++ {
+		if ob := s.blocks[i]; c.ref[ob] > 1 {
+			nb := c.alloc()
+			c.store.CopyBlock(int(nb), int(ob))
+			c.ref[ob]--
+			s.blocks[i] = nb
+		}
+	}
+	return nil
 }
+
+// HeldBytes sums the lengths of every buffer the cache's storage holds for
+// K/V data and windows (not codec state). It is computed from the buffers
+// themselves, to check Stats and Layout against reality.
+func (c *Cache) HeldBytes() int64 { return c.store.HeldBytes() }
 
 // Stats reports the cache's memory.
 type Stats struct {
@@ -299,6 +411,7 @@ type Stats struct {
 	Seqs        int   // live sequences
 	Tokens      int   // tokens stored over all sequences
 	BlockBytes  int64 // one block, all layers, K and V
+	Budget      int64 // the byte budget, 0 for none
 	Allocated   Bytes // what the cache holds in memory
 	InUse       Bytes // the part holding live tokens' blocks and live windows
 }
@@ -312,6 +425,7 @@ func (c *Cache) Stats() Stats {
 		BlocksUsed:  used,
 		Seqs:        len(c.seqs),
 		BlockBytes:  c.layout.BlockBytes,
+		Budget:      c.budget,
 		Allocated:   c.layout.Bytes(c.blocks, len(c.seqs)),
 		InUse:       c.layout.Bytes(used, len(c.seqs)),
 	}
@@ -319,4 +433,22 @@ func (c *Cache) Stats() Stats {
 		st.Tokens += s.n
 	}
 	return st
+}
+
+// Read decodes what attention reads for positions [from, to) of one KV head
+// of layer (keys when key is true) into dst ((to-from)·HeadDim values). It is
+// the dequantized view that test oracles and diagnostics compare against.
+// It panics on a range outside the sequence (a programmer error).
+func (c *Cache) Read(dst []float32, layer int, id SeqID, key bool, h, from, to int) {
+	s := c.seqs[id]
+	if s == nil || from < 0 || to > s.n || from > to {
+		panic(fmt.Sprintf("kvcache: Read over [%d,%d) of sequence %d (length %d)", from, to, id, c.Len(id)))
+	}
+	j := 1
+	if key {
+		j = 0
+	}
+	sh := c.shapes[c.side[layer][j]]
+	runs := sh.runs(nil, s, c.layout.BlockTokens, from, to)
+	c.store.Read(dst, layer, key, h, runs, s.win, from, to)
 }

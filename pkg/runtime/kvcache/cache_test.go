@@ -1,4 +1,4 @@
-package kvcache
+package kvcache_test
 
 import (
 	"errors"
@@ -7,9 +7,20 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 
+	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
+	. "github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
+
+func f32view(b []byte) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func f16round(x float32) float32  { return simd.F16ToF32Scalar(simd.F32ToF16Scalar(x)) }
+func bf16round(x float32) float32 { return simd.BF16ToF32Scalar(simd.F32ToBF16Scalar(x)) }
 
 // coarse is a test format that rounds every value to a multiple of step and
 // stores it as float32; with group > 1 it rounds each group of rows to the
@@ -75,31 +86,6 @@ func (c *coarseCodec) Accumulate(acc, w []float32, ldw, nq int, tile []byte, row
 
 func asF32Test(b []byte) ([]float32, bool) { return f32view(b), true }
 
-// refAttend is float64 attention over explicit K/V rows [pos][dim].
-func refAttend(q []float64, keys, vals [][]float64, scale float64) []float64 {
-	s := make([]float64, len(keys))
-	m := math.Inf(-1)
-	for j, k := range keys {
-		for d := range k {
-			s[j] += q[d] * k[d]
-		}
-		s[j] *= scale
-		m = math.Max(m, s[j])
-	}
-	var sum float64
-	for j := range s {
-		s[j] = math.Exp(s[j] - m)
-		sum += s[j]
-	}
-	out := make([]float64, len(q))
-	for j, v := range vals {
-		for d := range v {
-			out[d] += s[j] / sum * v[d]
-		}
-	}
-	return out
-}
-
 type harness struct {
 	t      *testing.T
 	g      Geometry
@@ -117,7 +103,7 @@ func newHarness(t *testing.T, g Geometry, nHeads int, spec quant.Spec, blocks in
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(l, Options{Blocks: blocks})
+	c, err := New(l, Options{Blocks: blocks, Storage: cpu.New(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,47 +118,44 @@ func (h *harness) randRow() []float32 {
 	return x
 }
 
-// append writes n tokens to seq in all layers.
+// append writes n tokens to seq in all layers, in one step.
 func (h *harness) append(seq SeqID, n int) {
 	h.t.Helper()
-	pos, err := h.c.Begin(seq, n)
+	p, err := h.c.Reserve([]Append{{Seq: seq, N: n}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	kvd := h.g.KVHeads * h.g.HeadDim
+	k, v := make([]float32, 0, n*kvd), make([]float32, 0, n*kvd)
 	for i := 0; i < n; i++ {
-		k, v := h.randRow(), h.randRow()
-		h.k[seq] = append(h.k[seq], k)
-		h.v[seq] = append(h.v[seq], v)
-		for l := 0; l < h.g.Layers; l++ {
-			h.c.Put(l, seq, pos+i, k, v)
-		}
+		kr, vr := h.randRow(), h.randRow()
+		h.k[seq] = append(h.k[seq], kr)
+		h.v[seq] = append(h.v[seq], vr)
+		k, v = append(k, kr...), append(v, vr...)
 	}
+	for l := 0; l < h.g.Layers; l++ {
+		h.c.Storage().(*cpu.Storage).Write(l, k, v, p)
+	}
+	h.c.Commit(p)
 }
 
-// check compares Attend for a query at each position p in ps against the
-// reference computed from want(side, pos, row).
+// check compares what the cache reads back for positions [from, to) of
+// seq in layer (Read, every head, K and V) with want(side, pos, row), the
+// values the rules say each position holds, within tol.
 func (h *harness) check(seq SeqID, layer int, from, to int, want func(side, pos int, row []float32) []float32, tol float64) {
 	h.t.Helper()
 	dim := h.g.HeadDim
-	q := make([]float32, h.nHeads*dim)
-	for i := range q {
-		q[i] = float32(h.rng.NormFloat64())
-	}
-	got := make([]float32, len(q))
-	scale := 1 / math.Sqrt(float64(dim))
-	h.c.Attend(got, q, h.nHeads, layer, seq, from, to, float32(scale), &Scratch{})
-	nq := h.nHeads / h.g.KVHeads
-	for qh := 0; qh < h.nHeads; qh++ {
-		kvh := qh / nq
-		var keys, vals [][]float64
-		for p := from; p < to; p++ {
-			keys = append(keys, f64(want(0, p, h.k[seq][p])[kvh*dim:(kvh+1)*dim]))
-			vals = append(vals, f64(want(1, p, h.v[seq][p])[kvh*dim:(kvh+1)*dim]))
-		}
-		ref := refAttend(f64(q[qh*dim:(qh+1)*dim]), keys, vals, scale)
-		for d := range ref {
-			if diff := math.Abs(float64(got[qh*dim+d]) - ref[d]); diff > tol {
-				h.t.Fatalf("layer %d seq %d [%d,%d) head %d dim %d: got %v, want %v (diff %g > %g)", layer, seq, from, to, qh, d, got[qh*dim+d], ref[d], diff, tol)
+	got := make([]float32, (to-from)*dim)
+	for side, rows := range [][][]float32{h.k[seq], h.v[seq]} {
+		for kvh := 0; kvh < h.g.KVHeads; kvh++ {
+			h.c.Read(got, layer, seq, side == 0, kvh, from, to)
+			for p := from; p < to; p++ {
+				w := want(side, p, rows[p])[kvh*dim : (kvh+1)*dim]
+				for d, x := range w {
+					if g := got[(p-from)*dim+d]; math.Abs(float64(g-x)) > tol {
+						h.t.Fatalf("layer %d seq %d side %d head %d position %d (of [%d,%d)) value %d: read %v, want %v", layer, seq, side, kvh, p, from, to, d, g, x)
+					}
+				}
 			}
 		}
 	}
@@ -290,10 +273,12 @@ func TestFullError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.c.Begin(0, 33); err != nil { // 3 blocks
+	p, err := h.c.Reserve([]Append{{Seq: 0, N: 33}}) // 3 blocks
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.c.Begin(1, 20)
+	h.c.Commit(p)
+	_, err = h.c.Reserve([]Append{{Seq: 1, N: 20}})
 	var fe *FullError
 	if !errors.As(err, &fe) || !errors.Is(err, ErrFull) {
 		t.Fatalf("Begin on a full cache = %v, want *FullError", err)
@@ -436,7 +421,7 @@ func TestPromptFlush(t *testing.T) {
 	g := Geometry{Layers: 1, KVHeads: 1, HeadDim: 64}
 	spec := mustSpec(t, "quanto4:r8")
 	h := newHarness(t, g, 1, spec, 16)
-	if bt := h.c.layout.BlockTokens; bt != DefaultBlockTokens {
+	if bt := h.c.Layout().BlockTokens; bt != DefaultBlockTokens {
 		t.Fatalf("block tokens %d, want %d (prompt-flushed rows encode one by one)", bt, DefaultBlockTokens)
 	}
 	codec, err := spec.K.NewCodec(quant.CodecParams{Dim: g.HeadDim})

@@ -3,6 +3,7 @@ package kvcache
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
 )
@@ -13,6 +14,8 @@ var (
 	ErrNoSequence = errors.New("kvcache: no such sequence")
 	ErrSequence   = errors.New("kvcache: sequence already exists")
 	ErrGeometry   = errors.New("kvcache: bad geometry")
+	ErrPending    = errors.New("kvcache: a reserved step is pending")
+	ErrTruncate   = errors.New("kvcache: cannot truncate exactly")
 )
 
 // DefaultBlockTokens is the page size in tokens, as in vLLM on CUDA.
@@ -37,6 +40,10 @@ type Layout struct {
 	BlockTokens int
 	Layers      []LayerLayout
 
+	// Rollback is how many tokens a sequence can be truncated by exactly
+	// (see LayoutOptions.Rollback).
+	Rollback int
+
 	// BlockBytes is one block across all layers, K and V.
 	BlockBytes int64
 	// SeqBytes is the per-sequence fp16 side windows, all layers.
@@ -56,8 +63,12 @@ type Side struct {
 	Codecs []quant.Codec // one per KV head
 	// TileBytes is one head's share of a block; PageBytes = KVHeads × TileBytes.
 	TileBytes, PageBytes int
-	// Window rows kept in fp16 per sequence and KV head.
-	Sink, Residual, Staging int
+	// Window rows kept in fp16 per sequence and KV head: the first Sink
+	// positions; a ring of Ring rows (position p in row p mod Ring) of
+	// which attention reads the last Residual positions; and Staging rows
+	// (a multiple of Group) holding the token group in progress. Ring and
+	// Staging exceed Residual and Group only with LayoutOptions.Rollback.
+	Sink, Residual, Ring, Staging int
 	// Group is the codec's TokenGroup.
 	Group int
 	// PromptFlush: the codec is a quant.PromptFlusher, so staged groups
@@ -70,7 +81,23 @@ type Side struct {
 }
 
 // WindowRows is the number of fp16 rows per sequence and head.
-func (s *Side) WindowRows() int { return s.Sink + s.Residual + s.Staging }
+func (s *Side) WindowRows() int { return s.Sink + s.Ring + s.Staging }
+
+// Shape is the window geometry of a side: what the cache's bookkeeping
+// (write ops and read runs, see Plan) depends on. Sides of equal shape
+// share them.
+type Shape struct {
+	Sink, Residual, Ring, Staging, Group int
+	PromptFlush                          bool
+}
+
+// Shape returns the side's window geometry.
+func (s *Side) Shape() Shape {
+	return Shape{Sink: s.Sink, Residual: s.Residual, Ring: s.Ring, Staging: s.Staging, Group: s.Group, PromptFlush: s.PromptFlush}
+}
+
+// Windowed reports whether the shape keeps per-sequence fp16 rows.
+func (sh Shape) Windowed() bool { return sh.Sink+sh.Ring+sh.Staging > 0 }
 
 // Bytes splits memory into its parts.
 type Bytes struct {
@@ -84,9 +111,30 @@ type Bytes struct {
 
 var fp16Row = func(dim int) int64 { return int64(2 * dim) }
 
+// LayoutOptions tune NewLayoutWith.
+type LayoutOptions struct {
+	// BlockTokens is the page size; 0 means DefaultBlockTokens. It is
+	// raised to a multiple of every codec's TokenGroup.
+	BlockTokens int
+	// Rollback is how many tokens Cache.Truncate can drop from a sequence
+	// exactly (speculative decoding's rejected drafts): sides with an fp16
+	// residual ring or staging rows keep that many more rows per sequence,
+	// so that the rows a truncated tail overwrote are still there. 0 (the
+	// engines' accounting, and kvq estimate's) keeps exactly the windows the
+	// formats define; Truncate then works exactly only for sides without
+	// them, or back to an empty sequence.
+	Rollback int
+}
+
 // NewLayout plans a cache for geometry g and spec. blockTokens 0 means
 // DefaultBlockTokens; it is raised to a multiple of every codec's TokenGroup.
 func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
+	return NewLayoutWith(g, spec, LayoutOptions{BlockTokens: blockTokens})
+}
+
+// NewLayoutWith is NewLayout with options.
+func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, error) {
+	blockTokens := opts.BlockTokens
 	if g.Layers <= 0 || g.KVHeads <= 0 || g.HeadDim <= 0 {
 		return nil, fmt.Errorf("%w: layers %d, KV heads %d, head size %d", ErrGeometry, g.Layers, g.KVHeads, g.HeadDim)
 	}
@@ -99,7 +147,10 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 	if blockTokens < 0 {
 		return nil, fmt.Errorf("%w: block size %d", ErrGeometry, blockTokens)
 	}
-	l := &Layout{Geometry: g, Spec: spec, Layers: make([]LayerLayout, g.Layers)}
+	if opts.Rollback < 0 {
+		return nil, fmt.Errorf("%w: rollback of %d tokens", ErrGeometry, opts.Rollback)
+	}
+	l := &Layout{Geometry: g, Spec: spec, Layers: make([]LayerLayout, g.Layers), Rollback: opts.Rollback}
 	for i := range l.Layers {
 		kf, vf := spec.ForLayer(i, g.Layers)
 		sides := []struct {
@@ -147,8 +198,13 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 			if w, ok := s.Codecs[0].(quant.Windowed); ok {
 				s.Residual = max(s.Residual, w.ResidualRows())
 			}
+			if s.Residual > 0 {
+				s.Ring = s.Residual + opts.Rollback
+			}
 			if s.Group > 1 {
-				s.Staging = s.Group
+				// A multiple of the group, so that a group's rows are
+				// contiguous, holding opts.Rollback rows more than a group.
+				s.Staging = (s.Group + opts.Rollback + s.Group - 1) / s.Group * s.Group
 			}
 			l.BlockBytes += int64(s.PageBytes)
 			l.SeqBytes += int64(s.WindowRows()) * fp16Row(g.HeadDim) * int64(g.KVHeads)
@@ -179,6 +235,47 @@ func (l *Layout) BlocksFor(tokens int) int {
 	return (tokens + l.BlockTokens - 1) / l.BlockTokens
 }
 
+// SeqCost is the memory one sequence of tokens tokens takes: its blocks
+// and its fp16 windows (what a scheduler admits against a budget).
+func (l *Layout) SeqCost(tokens int) int64 {
+	return int64(l.BlocksFor(tokens))*l.BlockBytes + l.SeqBytes
+}
+
+// BlocksForBudget is the largest pool of blocks that, with seqs live
+// sequences' windows and the codec state, fits in budget bytes (0 when
+// nothing does).
+func (l *Layout) BlocksForBudget(budget int64, seqs int) int {
+	rest := budget - l.StateBytes - int64(seqs)*l.SeqBytes
+	if rest <= 0 || l.BlockBytes <= 0 {
+		return 0
+	}
+	return int(min(rest/l.BlockBytes, math.MaxInt32))
+}
+
+// Windowed reports whether some side keeps per-sequence fp16 rows.
+func (l *Layout) Windowed() bool { return l.SeqBytes > 0 }
+
+// Shapes returns the distinct window shapes of the layout's sides and,
+// per layer, the index of its K and V side's shape.
+func (l *Layout) Shapes() ([]Shape, [][2]int) {
+	var shapes []Shape
+	idx := make([][2]int, len(l.Layers))
+	for i := range l.Layers {
+		for j, s := range []*Side{&l.Layers[i].K, &l.Layers[i].V} {
+			sh := s.Shape()
+			k := 0
+			for k < len(shapes) && shapes[k] != sh {
+				k++
+			}
+			if k == len(shapes) {
+				shapes = append(shapes, sh)
+			}
+			idx[i][j] = k
+		}
+	}
+	return shapes, idx
+}
+
 // Bytes is the memory of a cache with blocks blocks and seqs live sequences,
 // split into its parts. It is exactly what Cache allocates.
 func (l *Layout) Bytes(blocks, seqs int) Bytes {
@@ -193,7 +290,7 @@ func (l *Layout) Bytes(blocks, seqs int) Bytes {
 				b.V += p
 			}
 			b.Sink += int64(s.Sink) * d
-			b.Residual += int64(s.Residual) * d
+			b.Residual += int64(s.Ring) * d
 			b.Staging += int64(s.Staging) * d
 		}
 	}

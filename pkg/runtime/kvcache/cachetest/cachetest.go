@@ -1,7 +1,10 @@
 // Package cachetest is the conformance suite every quant.Format runs through
-// the paged cache: byte accounting against real allocations, codec kernels
-// against their own Decode, and attention on packed tiles against float64
-// attention on the dequantized rows the cache holds.
+// the paged cache on the CPU backend: codec kernels against their own
+// Decode, then backendtest.RunCache — byte accounting against real
+// allocations, and attention on packed tiles against float64 attention on
+// the dequantized rows the cache holds, at any head size. (Attention
+// against the rows that were put, within a per-format bound, is
+// backendtest.RunKV's, for the presets at usual head sizes.)
 package cachetest
 
 import (
@@ -10,7 +13,8 @@ import (
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
-	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend/backendtest"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 )
 
 // Options tune Run.
@@ -45,7 +49,7 @@ func Run(t *testing.T, f quant.Format, opts Options) {
 			if spec.Residual > 0 {
 				name += "/windows"
 			}
-			t.Run(name, func(t *testing.T) { cache(t, spec, dim, opts.Tol) })
+			t.Run(name, func(t *testing.T) { backendtest.RunCache(t, cpu.New(1), spec, dim, opts.Tol, math.Inf(1)) })
 		}
 	}
 }
@@ -61,19 +65,7 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// randRows returns n rows of dim values: Gaussian with a few large outlier
-// channels, as real keys have.
-func randRows(rng *rand.Rand, n, dim int) []float32 {
-	x := make([]float32, n*dim)
-	for i := range x {
-		v := rng.NormFloat64()
-		if i%dim == 3 || i%dim == dim/2 {
-			v = v*4 + 6
-		}
-		x[i] = float32(v)
-	}
-	return x
-}
+func randRows(rng *rand.Rand, n, dim int) []float32 { return backendtest.RandRows(rng, n, dim) }
 
 // codecKernels checks Scores and Accumulate against Decode on one tile.
 func codecKernels(t *testing.T, f quant.Format, dim int, tol float64) {
@@ -154,127 +146,4 @@ func maxAbs(x []float32) float64 {
 		m = math.Max(m, math.Abs(float64(v)))
 	}
 	return m
-}
-
-// cache runs a paged cache with the spec and checks accounting and attention.
-func cache(t *testing.T, spec quant.Spec, dim int, tol float64) {
-	g := kvcache.Geometry{Layers: 2, KVHeads: 2, HeadDim: dim}
-	l, err := kvcache.NewLayout(g, spec, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const blocks = 24
-	opts := kvcache.Options{Blocks: blocks}
-	if l.AnyPreRoPE() {
-		opts.RoPE = testRoPE(dim)
-	}
-	c, err := kvcache.New(l, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(uint64(dim), 11))
-	lens := []int{l.BlockTokens + 3, 2*l.BlockTokens + l.BlockTokens/2 + 1}
-	for id, n := range lens {
-		if err := c.AddSeq(kvcache.SeqID(id)); err != nil {
-			t.Fatal(err)
-		}
-		// Two appends: a prefill and a run of single-token steps.
-		for _, part := range []int{n - 7, 7} {
-			pos, err := c.Begin(kvcache.SeqID(id), part)
-			if err != nil {
-				t.Fatalf("Begin: %v (block %d tokens, %d blocks)", err, l.BlockTokens, blocks)
-			}
-			for i := 0; i < part; i++ {
-				for layer := 0; layer < g.Layers; layer++ {
-					c.Put(layer, kvcache.SeqID(id), pos+i, randRows(rng, g.KVHeads, dim), randRows(rng, g.KVHeads, dim))
-				}
-			}
-		}
-	}
-	// Byte accounting: what Stats (from Layout) says equals what is held.
-	st := c.Stats()
-	if held := c.HeldBytes(); held != st.Allocated.Total-st.Allocated.State {
-		t.Errorf("Stats: %d bytes of K/V and windows, buffers hold %d", st.Allocated.Total-st.Allocated.State, held)
-	}
-	wantBlocks := 0
-	for _, n := range lens {
-		wantBlocks += l.BlocksFor(n)
-	}
-	if st.BlocksUsed != wantBlocks {
-		t.Errorf("blocks used = %d, want %d", st.BlocksUsed, wantBlocks)
-	}
-	// Attention on packed data vs float64 attention on Read rows.
-	const nHeads = 8
-	nq := nHeads / g.KVHeads
-	scr := &kvcache.Scratch{}
-	for id, n := range lens {
-		seq := kvcache.SeqID(id)
-		for _, r := range [][2]int{{0, n}, {0, 1}, {n / 3, n - 2}, {n - 1, n}} {
-			from, to := r[0], r[1]
-			for layer := 0; layer < g.Layers; layer++ {
-				q := randRows(rng, nHeads, dim)
-				got := make([]float32, nHeads*dim)
-				scale := float32(1 / math.Sqrt(float64(dim)))
-				c.Attend(got, q, nHeads, layer, seq, from, to, scale, scr)
-				keys := make([]float32, (to-from)*dim)
-				vals := make([]float32, (to-from)*dim)
-				for h := 0; h < g.KVHeads; h++ {
-					c.Read(keys, layer, seq, true, h, from, to)
-					c.Read(vals, layer, seq, false, h, from, to)
-					vmax := maxAbs(vals)
-					for i := 0; i < nq; i++ {
-						qh := h*nq + i
-						want := refAttend(q[qh*dim:(qh+1)*dim], keys, vals, dim, float64(scale))
-						for d := 0; d < dim; d++ {
-							if diff := math.Abs(float64(got[qh*dim+d]) - want[d]); diff > tol*vmax+1e-6 {
-								t.Fatalf("seq %d layer %d [%d,%d) head %d dim %d: packed attention %v, on decoded rows %v (diff %g > %g)",
-									seq, layer, from, to, qh, d, got[qh*dim+d], want[d], diff, tol*vmax)
-							}
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
-// refAttend is float64 attention of one query over rows of keys and values.
-func refAttend(q, keys, vals []float32, dim int, scale float64) []float64 {
-	n := len(keys) / dim
-	s := make([]float64, n)
-	m := math.Inf(-1)
-	for j := 0; j < n; j++ {
-		for d := 0; d < dim; d++ {
-			s[j] += float64(q[d]) * float64(keys[j*dim+d])
-		}
-		s[j] *= scale
-		m = math.Max(m, s[j])
-	}
-	var sum float64
-	for j := range s {
-		s[j] = math.Exp(s[j] - m)
-		sum += s[j]
-	}
-	out := make([]float64, dim)
-	for j := 0; j < n; j++ {
-		for d := 0; d < dim; d++ {
-			out[d] += s[j] / sum * float64(vals[j*dim+d])
-		}
-	}
-	return out
-}
-
-// testRoPE is a normal-pairing rotary embedding with theta 10000.
-func testRoPE(dim int) func(rows []float32, pos0 int) {
-	return func(rows []float32, pos0 int) {
-		for r := 0; r < len(rows)/dim; r++ {
-			x, pos := rows[r*dim:(r+1)*dim], pos0+r
-			for i := 0; i < dim/2; i++ {
-				th := float64(pos) * math.Pow(10000, -float64(2*i)/float64(dim))
-				s, c := math.Sincos(th)
-				a, b := float64(x[2*i]), float64(x[2*i+1])
-				x[2*i], x[2*i+1] = float32(a*c-b*s), float32(a*s+b*c)
-			}
-		}
-	}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package quant_test
+package cpu_test
 
 import "time"
 

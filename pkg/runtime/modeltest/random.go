@@ -1,4 +1,4 @@
-package runtime
+package modeltest
 
 import (
 	"encoding/binary"
@@ -7,13 +7,14 @@ import (
 	"math/rand/v2"
 
 	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 // RandomModel builds a model with random weights in dtype dt (norm weights
 // near 1), for tests and benchmarks of realistic shapes. It has no tokenizer.
 // The same config, dtype and seed give the same weights.
-func RandomModel(c Config, dt tensor.DType, seed uint64) (*Model, error) {
+func RandomModel(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.Model, error) {
 	if c.RopeDim == 0 {
 		c.RopeDim = c.HeadDim
 	}
@@ -32,7 +33,7 @@ func RandomModel(c Config, dt tensor.DType, seed uint64) (*Model, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	mat := func(name string, rows, cols int) (*tensor.Weight, error) {
 		if dt == tensor.Q80 && cols%tensor.Q80BlockSize != 0 {
-			return nil, fmt.Errorf("runtime: random %s: %d columns is not a multiple of 32 for Q8_0", name, cols)
+			return nil, fmt.Errorf("modeltest: random %s: %d columns is not a multiple of 32 for Q8_0", name, cols)
 		}
 		std := 1 / math.Sqrt(float64(cols))
 		vals := make([]float32, rows*cols)
@@ -48,7 +49,7 @@ func RandomModel(c Config, dt tensor.DType, seed uint64) (*Model, error) {
 		}
 		return v
 	}
-	m := &Model{Config: c, Path: "random", Format: "random"}
+	m := &runtime.Model{Config: c, Path: "random", Format: "random"}
 	var err error
 	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	must := func(w *tensor.Weight, e error) *tensor.Weight {
@@ -63,7 +64,7 @@ func RandomModel(c Config, dt tensor.DType, seed uint64) (*Model, error) {
 		m.Output = must(mat("output", c.Vocab, c.Dim))
 	}
 	m.Norm = norm(c.Dim)
-	m.Layers = make([]Layer, c.Layers)
+	m.Layers = make([]runtime.Layer, c.Layers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		l.AttnNorm, l.FFNNorm = norm(c.Dim), norm(c.Dim)
@@ -78,7 +79,7 @@ func RandomModel(c Config, dt tensor.DType, seed uint64) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.finish(); err != nil {
+	if err := m.Prepare(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -1,10 +1,11 @@
-package kvcache_test
+package cpu_test
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
@@ -51,18 +53,26 @@ func benchAttention(b *testing.B, workers int) {
 		for _, name := range benchFormats {
 			f, err := reg.Lookup(name)
 			if err != nil {
-				continue // format not built
+				b.Fatal(err)
 			}
 			b.Run(fmt.Sprintf("ctx=%d/%s", ctx, name), func(b *testing.B) {
 				st, err := newStepBench(f, ctx, workers)
 				if err != nil {
-					b.Skip(err)
+					b.Fatal(err)
 				}
 				b.SetBytes(st.bytes)
 				b.ReportAllocs()
+				if workers == 1 {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+				}
+				cpu0, ok := threadCPUTime()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					st.step()
+				}
+				if cpu1, _ := threadCPUTime(); ok && workers == 1 {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 				}
 			})
 		}
@@ -87,7 +97,7 @@ func BenchmarkAttentionStepRoundRobin(b *testing.B) {
 			for _, name := range benchFormats {
 				f, err := reg.Lookup(name)
 				if err != nil {
-					continue
+					b.Fatal(err)
 				}
 				st, err := newStepBench(f, ctx, 1)
 				if err != nil {
@@ -154,7 +164,8 @@ func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := kvcache.Options{Blocks: l.BlocksFor(ctx)}
+	be := cpu.New(workers)
+	opts := kvcache.Options{Blocks: l.BlocksFor(ctx), Storage: be}
 	if l.AnyPreRoPE() {
 		opts.RoPE = benchRoPE(dim, ctx)
 	}
@@ -163,16 +174,28 @@ func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
 		return nil, err
 	}
 	_ = c.AddSeq(0)
-	if _, err := c.Begin(0, ctx); err != nil {
-		return nil, err
-	}
+	// ctx-1 tokens in steps of up to 1024, then a pending step of one
+	// token whose attention over all ctx positions is the benchmark.
 	rng := rand.New(rand.NewPCG(1, 2))
-	k, v := make([]float32, kvHeads*dim), make([]float32, kvHeads*dim)
-	for p := 0; p < ctx; p++ {
+	var p *kvcache.Plan
+	for n := 0; n < ctx; {
+		m := min(1024, ctx-1-n)
+		if m == 0 {
+			m = 1
+		}
+		p, err = c.Reserve([]kvcache.Append{{Seq: 0, N: m}})
+		if err != nil {
+			return nil, err
+		}
+		k, v := make([]float32, m*kvHeads*dim), make([]float32, m*kvHeads*dim)
 		for i := range k {
 			k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 		}
-		c.Put(0, 0, p, k, v)
+		be.WriteKV(c.Storage(), 0, cpu.Wrap(k), cpu.Wrap(v), p)
+		n += m
+		if n < ctx {
+			c.Commit(p)
+		}
 	}
 	q := make([]float32, kvHeads*group*dim)
 	for i := range q {
@@ -180,16 +203,11 @@ func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
 	}
 	out := make([]float32, len(q))
 	w := par.Workers(workers)
-	scr := make([]kvcache.Scratch, kvHeads)
 	st := c.Stats()
+	store := c.Storage().(*cpu.Storage)
+	params := backend.AttnParams{Heads: kvHeads * group, Scale: 0.088}
 	return &stepBench{
 		bytes: st.InUse.K + st.InUse.V,
-		step: func() {
-			w.For(kvHeads, 1, 1, func(lo, hi int) {
-				for h := lo; h < hi; h++ {
-					c.AttendHead(out, q, kvHeads*group, 0, 0, h, 0, ctx, 0.088, &scr[h])
-				}
-			})
-		},
+		step:  func() { store.Attend(out, q, 0, p, params, w) },
 	}, nil
 }

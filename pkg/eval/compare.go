@@ -1,10 +1,11 @@
-package runtime
+package eval
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
@@ -12,32 +13,34 @@ import (
 type Continuation struct {
 	Spec   quant.Spec
 	Tokens []int
-	Stats  GenerateStats
+	Stats  runtime.GenerateStats
 	// Diverge is the index of the first token that differs from the first
 	// continuation (the baseline), or -1 if none does (within the shorter
 	// length, and the lengths agree).
 	Diverge int
 }
 
-// CompareGreedy generates up to maxTokens tokens greedily from prompt with a
-// fresh cache of each spec in turn (the first is the baseline), sharing the
-// model's weights, and reports where each continuation first departs from
-// the baseline. onDone, when set, is called after each spec finishes.
-func (r *Runner) CompareGreedy(ctx context.Context, prompt []int, maxTokens int, specs []quant.Spec, onDone func(i int, c Continuation)) ([]Continuation, error) {
+// CompareGreedy generates up to maxTokens tokens greedily from prompt with
+// runner r and a fresh cache of each spec in turn (the first is the
+// baseline), sharing the model's weights, and reports where each
+// continuation first departs from the baseline. The specs run one after
+// another, so that each continuation's Stats time that cache alone.
+// onDone, when set, is called after each spec finishes.
+func CompareGreedy(ctx context.Context, r *runtime.Runner, prompt []int, maxTokens int, specs []quant.Spec, onDone func(i int, c Continuation)) ([]Continuation, error) {
 	out := make([]Continuation, 0, len(specs))
 	for i, spec := range specs {
-		l, err := kvcache.NewLayout(r.m.Geometry(), spec, 0)
+		l, err := kvcache.NewLayout(r.Model().Geometry(), spec, 0)
 		if err != nil {
 			return out, fmt.Errorf("cache %s: %w", spec.String(), err)
 		}
-		cache, err := r.m.NewCache(l, l.BlocksFor(len(prompt)+maxTokens))
+		cache, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(prompt) + maxTokens)})
 		if err != nil {
 			return out, fmt.Errorf("cache %s: %w", spec.String(), err)
 		}
 		if err := cache.AddSeq(0); err != nil {
 			return out, err
 		}
-		toks, st, err := r.Generate(ctx, cache, 0, prompt, GenerateOptions{MaxTokens: maxTokens, StopAtEOS: true})
+		toks, st, err := r.Generate(ctx, cache, 0, prompt, runtime.GenerateOptions{MaxTokens: maxTokens, StopAtEOS: true})
 		if err != nil {
 			return out, fmt.Errorf("cache %s: %w", spec.String(), err)
 		}

@@ -1,0 +1,137 @@
+// Package backend is the seam between kvq's runtime and the devices it
+// computes on: the Backend interface, its opaque Tensor and Matrix
+// handles, and the parameters of its attention op.
+//
+// A backend owns its memory. Weights are uploaded once (Upload); the
+// activations of a step live in backend Tensors from the embedding to the
+// logits; the KV cache's pages and fp16 windows live in backend Storage
+// (the backend is the kvcache.Allocator), while package kvcache keeps the
+// bookkeeping — sequences, block tables, windows, flush rules — and hands
+// the backend a kvcache.Plan per step: what to write where, and where each
+// position is read from. Only token ids, positions, the RoPE frequencies,
+// the plans and the logits that were asked for cross the boundary (plus,
+// when an observer is set, the K and V rows).
+//
+// The CPU backend (package cpu) wraps host memory at no cost; a GPU
+// backend (package gpu, behind the cuda build tag) implements the same
+// interface. Package backendtest is the conformance suite both run.
+//
+// The interface is the set of ops the Llama-family forward pass needs and
+// nothing more; it grows through optional interfaces (HostMemory).
+// Backends are not safe for concurrent use from several goroutines unless
+// they say so; the CPU backend is.
+package backend
+
+import (
+	"errors"
+
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnsupported reports a weight dtype or cache format that a backend
+	// cannot store or compute with.
+	ErrUnsupported = errors.New("backend: unsupported")
+)
+
+// Tensor is a backend-owned buffer of float32 values, row-major. Its
+// contents are reached only through the backend's ops (or HostMemory).
+type Tensor interface {
+	// Len is the number of values the tensor holds.
+	Len() int
+}
+
+// Matrix is an uploaded weight matrix, [Rows][Cols] (out × in).
+type Matrix interface {
+	Dims() (rows, cols int)
+}
+
+// AttnParams are the model-level parameters of attention.
+type AttnParams struct {
+	// Heads is the number of query heads; the cache's KVHeads divide it
+	// (query head i reads KV head i/(Heads/KVHeads)).
+	Heads int
+	// Scale multiplies q·k before the softmax (1/sqrt(head_dim)).
+	Scale float32
+	// Window > 0 limits each query to the last Window positions (sliding
+	// window attention); 0 attends to every earlier position.
+	Window int
+}
+
+// Backend runs the ops of a transformer forward pass on one device.
+//
+// Ops panic on mismatched sizes (programmer errors). A device backend may
+// run ops asynchronously and report a device failure at the next
+// synchronizing call (Download).
+type Backend interface {
+	// Name identifies the backend ("cpu", "cuda").
+	Name() string
+
+	// Alloc returns a tensor of n values (contents unspecified); Free
+	// releases it.
+	Alloc(n int) Tensor
+	Free(t Tensor)
+	// Upload places a weight matrix on the device once; Matrix handles
+	// live as long as the backend. UploadF32 does so for a vector (norm
+	// weights, biases).
+	Upload(w *tensor.Weight) (Matrix, error)
+	UploadF32(v []float32) (Tensor, error)
+	// Download copies src[off : off+len(dst)] into dst, after every op
+	// issued before it has completed.
+	Download(dst []float32, src Tensor, off int) error
+
+	// Embed sets row t of dst to row ids[t] of w (dequantized).
+	Embed(dst Tensor, w Matrix, ids []int32)
+	// MatMul sets dst[t·rows + r] = Σ_c x[t·cols + c]·W[r][c] for t < nt.
+	MatMul(dst, x Tensor, nt int, w Matrix)
+	// RMSNorm sets row t of dst to x_t / sqrt(mean(x_t²)+eps) ⊙ w for
+	// t < rows, rows of w.Len() values (dst may be x).
+	RMSNorm(dst, x Tensor, rows int, w Tensor, eps float32)
+	// AddBias adds b to each of the nt rows of x (rows of b.Len() values).
+	AddBias(x Tensor, nt int, b Tensor)
+	// RoPEAngles writes, for each position, [cos | sin] of pos·invFreq[i]
+	// (2·len(invFreq) values per position) into dst.
+	RoPEAngles(dst Tensor, pos []int32, invFreq []float64)
+	// RoPE rotates the first rotDim dimensions (2·len(invFreq) given to
+	// RoPEAngles) of each of heads head vectors of headDim values in each
+	// of nt rows of x in place, by the angles of the row's position
+	// (angles row t): pairs (i, i+rotDim/2) with neox (GPT-NeoX, Hugging
+	// Face rotate_half), otherwise (2i, 2i+1) (llama.cpp's normal mode,
+	// llama2.c).
+	RoPE(x Tensor, nt, heads, headDim, rotDim int, angles Tensor, neox bool)
+	// SwiGLU sets gate[i] = silu(gate[i])·up[i] for i < n.
+	SwiGLU(gate, up Tensor, n int)
+	// Add sets dst[i] += src[i] for i < n.
+	Add(dst, src Tensor, n int)
+	// Copy sets dst[i] = src[i] for i < n.
+	Copy(dst, src Tensor, n int)
+	// Gather sets row i of dst to row rows[i] of src (rows of width values).
+	Gather(dst, src Tensor, rows []int32, width int)
+
+	// The backend allocates the KV storage of caches
+	// (kvcache.Allocator.NewStorage). SupportsKV says whether it can
+	// store and attend over format f (nil when it can, else an error
+	// naming the format).
+	kvcache.Allocator
+	SupportsKV(f quant.Format) error
+	// WriteKV executes plan p's writes for layer: the keys (k) and values
+	// (v) of the step's tokens, rows of KVHeads·HeadDim values indexed by
+	// the plan's activation rows. For a layer that stores pre-RoPE keys,
+	// k holds them before rotation.
+	WriteKV(kv kvcache.Storage, layer int, k, v Tensor, p *kvcache.Plan)
+	// Attention computes, for every token of every sequence in p,
+	// causal attention of its query row of q (Heads·HeadDim values) over
+	// its sequence's positions as p's runs place them, writing dst's row;
+	// rows of other caches' tokens are left alone. It must follow the
+	// layer's WriteKV.
+	Attention(dst, q Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a AttnParams)
+}
+
+// HostMemory is implemented by backends whose tensors are host memory:
+// Host returns the tensor's values without a copy (the CPU backend).
+type HostMemory interface {
+	Host(t Tensor) []float32
+}

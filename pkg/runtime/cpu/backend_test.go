@@ -1,0 +1,17 @@
+package cpu_test
+
+import (
+	"testing"
+
+	"github.com/kvqlabs/kvq/pkg/runtime/backend/backendtest"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
+)
+
+// TestConformance runs the backend conformance suite on the CPU backend,
+// with one worker and with several (results must not depend on them).
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, cpu.New(1), backendtest.Options{Dims: []int{64}})
+	t.Run("workers=3", func(t *testing.T) {
+		backendtest.Run(t, cpu.New(3), backendtest.Options{Formats: []string{"fp16", "int4", "kivi2", "q4_0:rot", "kvquant4", "quanto4:r8"}, Dims: []int{64}})
+	})
+}

@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -131,5 +132,61 @@ func TestRunProbeTasks(t *testing.T) {
 	opts.Tasks = []string{"bogus"}
 	if _, err := eval.RunProbe(context.Background(), m, opts); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("unknown task: %v", err)
+	}
+}
+
+// TestProbeWorkersAgree runs fp8:dynamic (whose scales are learned from the
+// first batch a cache sees) with 1 and 4 workers, and with only the story
+// task: every sample's output and likelihood must be identical, which holds
+// only if each cache learns from its own data, not from whichever example
+// ran first. A context beyond the model's is refused.
+func TestProbeWorkersAgree(t *testing.T) {
+	const list = "fp16,fp8:dynamic,fp8:dynamic:head"
+	m, _ := tinyModel(t, list)
+	opts := eval.ProbeOptions{N: 3, PasskeyContexts: []int{256}, LogSamples: true}
+	// Each run parses its specs, as the CLI does: a format value carries its
+	// learned state across runs only if caches share it.
+	parse := func() []quant.Spec {
+		ss, err := quant.Formats().ParseList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss
+	}
+	var runs []*eval.ProbeResult
+	for _, w := range []int{1, 4} {
+		opts.Workers, opts.Specs = w, parse()
+		res, err := eval.RunProbe(context.Background(), m, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, res)
+	}
+	for i, a := range runs[0].Samples {
+		b := runs[1].Samples[i]
+		if a.Output != b.Output || a.NLL != b.NLL || a.Correct != b.Correct {
+			t.Fatalf("sample %d (%s %d, %s): 1 worker %q nll %v, 4 workers %q nll %v", i, a.Ability, a.Index, a.Cache, a.Output, a.NLL, b.Output, b.NLL)
+		}
+	}
+	opts.Workers, opts.Tasks, opts.Specs = 1, []string{"story"}, parse()
+	story, err := eval.RunProbe(context.Background(), m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []eval.Sample
+	for _, s := range runs[0].Samples {
+		if s.Ability == "story perplexity" {
+			full = append(full, s)
+		}
+	}
+	for i, a := range story.Samples {
+		if b := full[i]; a.NLL != b.NLL {
+			t.Fatalf("story sample %d (%s): nll %v alone, %v after the other tasks", a.Index, a.Cache, a.NLL, b.NLL)
+		}
+	}
+	opts.Tasks = nil
+	opts.PasskeyContexts = []int{m.ContextLen + 1}
+	if _, err := eval.RunProbe(context.Background(), m, opts); !errors.Is(err, eval.ErrOptions) {
+		t.Errorf("passkey context past the model's: %v, want ErrOptions", err)
 	}
 }

@@ -490,3 +490,243 @@ func TestPromptFlush(t *testing.T) {
 		check(1)
 	}
 }
+
+// appendRows writes explicit rows (one per token, all layers) to seq in
+// one step and records them.
+func (h *harness) appendRows(seq SeqID, k, v [][]float32) {
+	h.t.Helper()
+	p, err := h.c.Reserve([]Append{{Seq: seq, N: len(k)}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var kf, vf []float32
+	for i := range k {
+		kf, vf = append(kf, k[i]...), append(vf, v[i]...)
+	}
+	h.k[seq] = append(h.k[seq], k...)
+	h.v[seq] = append(h.v[seq], v...)
+	for l := 0; l < h.g.Layers; l++ {
+		h.c.Storage().(*cpu.Storage).Write(l, kf, vf, p)
+	}
+	h.c.Commit(p)
+}
+
+// readSeq decodes every position of seq, all layers, heads and sides.
+func readSeq(c *Cache, g Geometry, seq SeqID) []float32 {
+	n := c.Len(seq)
+	var out []float32
+	buf := make([]float32, n*g.HeadDim)
+	for l := 0; l < g.Layers; l++ {
+		for _, key := range []bool{true, false} {
+			for h := 0; h < g.KVHeads; h++ {
+				c.Read(buf, l, seq, key, h, 0, n)
+				out = append(out, buf...)
+			}
+		}
+	}
+	return out
+}
+
+func sameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTruncate checks that a truncated sequence reads exactly as a fresh
+// one that only ever held the kept tokens, before and after it grows
+// again: for a plain format, and for fp16 windows (sink, residual ring,
+// staging groups) within LayoutOptions.Rollback; beyond it, Truncate
+// refuses and changes nothing.
+func TestTruncate(t *testing.T) {
+	g := Geometry{Layers: 2, KVHeads: 2, HeadDim: 8}
+	c4 := coarse{step: 0.25, group: 4}
+	for _, tc := range []struct {
+		name     string
+		spec     quant.Spec
+		rollback int
+		n, cut   int
+		refused  bool
+	}{
+		{"fp16", mustSpec(t, "fp16"), 0, 40, 15, false},
+		{"windows", quant.Spec{K: c4, V: quant.FP16, Sink: 2, Residual: 5}, 6, 37, 6, false},
+		{"windows, whole rollback", quant.Spec{K: c4, V: c4, Residual: 3}, 9, 30, 9, false},
+		{"windows beyond rollback", quant.Spec{K: c4, V: quant.FP16, Residual: 5}, 2, 30, 3, true},
+		{"windows without rollback", quant.Spec{K: c4, V: c4, Residual: 5}, 0, 30, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewLayoutWith(g, tc.spec, LayoutOptions{Rollback: tc.rollback})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := New(l, Options{Blocks: 16, Storage: cpu.New(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &harness{t: t, g: g, c: c, k: map[SeqID][][]float32{}, v: map[SeqID][][]float32{}, rng: rand.New(rand.NewPCG(5, 6)), spec: tc.spec}
+			_ = c.AddSeq(0)
+			h.append(0, tc.n-9)
+			for i := 0; i < 9; i++ {
+				h.append(0, 1)
+			}
+			keep := tc.n - tc.cut
+			before := readSeq(c, g, 0)
+			err = c.Truncate(0, keep)
+			if tc.refused {
+				if !errors.Is(err, ErrTruncate) || c.Len(0) != tc.n || !sameBits(readSeq(c, g, 0), before) {
+					t.Fatalf("Truncate beyond the rollback rows = %v (length %d), want ErrTruncate and nothing changed", err, c.Len(0))
+				}
+				if err := c.Truncate(0, 0); err != nil || c.Len(0) != 0 {
+					t.Fatalf("Truncate to 0 = %v, length %d", err, c.Len(0))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A fresh sequence fed the same kept rows the same way.
+			_ = c.AddSeq(1)
+			if a := tc.n - 9; keep <= a {
+				h.appendRows(1, h.k[0][:keep], h.v[0][:keep])
+			} else {
+				h.appendRows(1, h.k[0][:a], h.v[0][:a])
+				for p := a; p < keep; p++ {
+					h.appendRows(1, h.k[0][p:p+1], h.v[0][p:p+1])
+				}
+			}
+			h.k[0], h.v[0] = h.k[0][:keep], h.v[0][:keep]
+			if got, want := readSeq(c, g, 0), readSeq(c, g, 1); !sameBits(got, want) {
+				t.Fatalf("truncated to %d tokens: reads differ from a fresh sequence of the same tokens", keep)
+			}
+			for i := 0; i < 7; i++ {
+				k, v := [][]float32{h.randRow()}, [][]float32{h.randRow()}
+				h.appendRows(0, k, v)
+				h.appendRows(1, k, v)
+				if got, want := readSeq(c, g, 0), readSeq(c, g, 1); !sameBits(got, want) {
+					t.Fatalf("%d tokens after the truncation: reads differ from the fresh sequence", i+1)
+				}
+			}
+		})
+	}
+}
+
+// TestTruncateShared truncates a fork into a block it shares with its
+// source: the fork gets its own copy before writing, so the source keeps
+// its rows.
+func TestTruncateShared(t *testing.T) {
+	g := Geometry{Layers: 1, KVHeads: 1, HeadDim: 8}
+	h := newHarness(t, g, 1, mustSpec(t, "fp32"), 10)
+	_ = h.c.AddSeq(0)
+	h.append(0, 40) // blocks 0, 1 full, 2 partial
+	if err := h.c.Fork(1, 0); err != nil {
+		t.Fatal(err)
+	}
+	src := readSeq(h.c, g, 0)
+	if err := h.c.Truncate(1, 20); err != nil { // into shared block 1
+		t.Fatal(err)
+	}
+	h.k[1], h.v[1] = append([][]float32(nil), h.k[0][:20]...), append([][]float32(nil), h.v[0][:20]...)
+	h.append(1, 15)
+	if !sameBits(readSeq(h.c, g, 0), src) {
+		t.Fatal("writing the truncated fork changed its source")
+	}
+	h.check(1, 0, 0, 35, exact, 0)
+}
+
+// TestBudget checks that a byte budget bounds what the cache holds, with
+// windows counted per sequence, and that CanAdmit says what AddSeq and
+// Reserve will do.
+func TestBudget(t *testing.T) {
+	g := Geometry{Layers: 2, KVHeads: 2, HeadDim: 8}
+	c4 := coarse{step: 0.25, group: 4}
+	l, err := NewLayout(g, quant.Spec{K: c4, V: quant.FP16, Residual: 4}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for 2 sequences' windows and 5 blocks.
+	budget := l.StateBytes + 2*l.SeqBytes + 5*l.BlockBytes
+	c, err := New(l, Options{Budget: budget, Storage: cpu.New(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Blocks != l.BlocksForBudget(budget, 0) {
+		t.Errorf("pool of %d blocks, want %d (the budget without windows)", st.Blocks, l.BlocksForBudget(budget, 0))
+	}
+	bt := l.BlockTokens
+	if !c.CanAdmit(3*bt) || c.CanAdmit(5*bt+1) {
+		t.Errorf("CanAdmit(%d) = %v, CanAdmit(%d) = %v; want true, false", 3*bt, c.CanAdmit(3*bt), 5*bt+1, c.CanAdmit(5*bt+1))
+	}
+	_ = c.AddSeq(0)
+	p, err := c.Reserve([]Append{{Seq: 0, N: 3 * bt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Commit(p)
+	_ = c.AddSeq(1)
+	if !c.CanGrow(1, 2*bt) || c.CanGrow(1, 2*bt+1) {
+		t.Error("CanGrow: 2 blocks left in the budget")
+	}
+	var fe *FullError
+	if _, err := c.Reserve([]Append{{Seq: 1, N: 2*bt + 1}}); !errors.As(err, &fe) {
+		t.Errorf("Reserve over budget = %v, want a FullError", err)
+	}
+	p, err = c.Reserve([]Append{{Seq: 1, N: 2 * bt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Commit(p)
+	if c.CanAdmit(0) {
+		t.Error("CanAdmit(0) with the budget full: a third sequence's windows do not fit")
+	}
+	if err := c.AddSeq(2); !errors.As(err, &fe) || fe.NeededBytes != l.SeqBytes {
+		t.Errorf("AddSeq over budget = %v, want a FullError needing %d bytes", err, l.SeqBytes)
+	}
+	if in := c.InUseBytes(); in > budget {
+		t.Errorf("%d bytes in use, budget %d", in, budget)
+	}
+	if err := c.Remove(0); err != nil {
+		t.Fatal(err)
+	}
+	if !c.CanAdmit(3 * bt) {
+		t.Error("after Remove, the freed blocks and windows are admissible again")
+	}
+}
+
+// TestReserveErrors checks that a failed Reserve changes nothing and that
+// a pending step blocks management calls.
+func TestReserveErrors(t *testing.T) {
+	g := Geometry{Layers: 1, KVHeads: 1, HeadDim: 8}
+	h := newHarness(t, g, 1, mustSpec(t, "fp16"), 4)
+	_ = h.c.AddSeq(0)
+	_ = h.c.AddSeq(1)
+	for _, as := range [][]Append{nil, {{Seq: 7, N: 1}}, {{Seq: 0, N: 1}, {Seq: 0, N: 2}}, {{Seq: 0, N: 0}}, {{Seq: 0, N: 40}, {Seq: 1, N: 40}}} {
+		if _, err := h.c.Reserve(as); err == nil {
+			t.Errorf("Reserve(%v): no error", as)
+		}
+		if h.c.Len(0) != 0 || h.c.Len(1) != 0 || h.c.FreeBlocks() != 4 {
+			t.Fatalf("failed Reserve(%v) changed the cache", as)
+		}
+	}
+	p, err := h.c.Reserve([]Append{{Seq: 0, N: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{"AddSeq": h.c.AddSeq(5), "Remove": h.c.Remove(1), "Fork": h.c.Fork(6, 0), "Truncate": h.c.Truncate(0, 1)} {
+		if !errors.Is(err, ErrPending) {
+			t.Errorf("%s during a pending step = %v, want ErrPending", name, err)
+		}
+	}
+	if _, err := h.c.Reserve([]Append{{Seq: 1, N: 1}}); !errors.Is(err, ErrPending) {
+		t.Errorf("second Reserve = %v, want ErrPending", err)
+	}
+	h.c.Rollback(p)
+	if h.c.Len(0) != 0 || h.c.FreeBlocks() != 4 {
+		t.Errorf("after Rollback: length %d, %d blocks free", h.c.Len(0), h.c.FreeBlocks())
+	}
+}

@@ -82,6 +82,31 @@ var rules = []rule{
 		from: []string{"pkg/runtime/kvcache/..."},
 		deny: []string{"pkg/runtime"},
 	},
+	{
+		name:  "kvcache-bookkeeping",
+		why:   "pkg/runtime/kvcache keeps the bookkeeping over a backend's Storage: it imports no backend, no runtime, and no quantization arithmetic beyond pkg/quant's formats",
+		from:  []string{"pkg/runtime/kvcache"},
+		allow: []string{"std", "pkg/quant"},
+	},
+	{
+		name:  "backend-interface",
+		why:   "pkg/runtime/backend is the seam: it imports only the vocabulary it speaks (quant, kvcache, tensor), never a backend or the runtime",
+		from:  []string{"pkg/runtime/backend"},
+		allow: []string{"std", "pkg/quant", "pkg/runtime/kvcache", "pkg/tensor"},
+	},
+	{
+		name: "backends-below-runtime",
+		why:  "backends implement pkg/runtime/backend and never import pkg/runtime (the runtime imports them)",
+		from: []string{"pkg/runtime/cpu/...", "pkg/gpu/..."},
+		deny: []string{"pkg/runtime", "pkg/eval/...", "pkg/calibrate/..."},
+	},
+	{
+		name:   "embedded-model-cli-only",
+		why:    "the built-in model's weights (datasets/models) are linked only into the CLI, not into libraries built on kvq",
+		from:   []string{"..."},
+		except: []string{"internal/cli/...", "datasets/models"},
+		deny:   []string{"datasets/models"},
+	},
 }
 
 // pkgImport is one import of a package of the module.

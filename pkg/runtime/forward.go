@@ -183,6 +183,7 @@ func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cac
 			maxPos = 1 << 22
 		}
 		opts.RoPE = cpu.NewKeyRoPE(m.HeadDim, m.invFreq, m.RopeNeoX, maxPos).Rows
+		opts.RoPEFreqs, opts.RoPENeoX = m.invFreq, m.RopeNeoX
 	}
 	return kvcache.New(l, opts)
 }

@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 )
 
@@ -25,7 +25,7 @@ func ResolveModel(path string, errOut io.Writer) (string, error) {
 	if path != "" {
 		return path, nil
 	}
-	fsys, ok := datasets.ProbeModel()
+	fsys, ok := models.ProbeModel()
 	if !ok {
 		return "", &FlagError{Err: ErrNoDefaultModel}
 	}
@@ -33,7 +33,7 @@ func ResolveModel(path string, errOut io.Writer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("built-in model: %w", err)
 	}
-	fmt.Fprintf(errOut, "kvq: no --model given; using the built-in %s model (%s)\n", datasets.ProbeModelName, dir)
+	fmt.Fprintf(errOut, "kvq: no --model given; using the built-in %s model (%s)\n", models.ProbeModelName, dir)
 	return dir, nil
 }
 
@@ -63,7 +63,7 @@ func extract(fsys fs.FS) (string, error) {
 		base = os.TempDir()
 	}
 	root := filepath.Join(base, "kvq")
-	dir := filepath.Join(root, datasets.ProbeModelName+"-"+hex.EncodeToString(h.Sum(nil))[:16])
+	dir := filepath.Join(root, models.ProbeModelName+"-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 		return dir, nil
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/spf13/cobra"
@@ -182,7 +182,7 @@ func TestExitCodes(t *testing.T) {
 // when the build has one, and otherwise says there is none (exit 2).
 func TestDefaultModel(t *testing.T) {
 	code, out, stderr := run(t, false, "--gpu", "h100", "--cache", "fp16")
-	if _, ok := datasets.ProbeModel(); ok {
+	if _, ok := models.ProbeModel(); ok {
 		if code != 0 || !strings.Contains(stderr, "built-in kvq-probe") || !strings.Contains(out, "fp16") {
 			t.Errorf("default model: exit %d, stderr %q", code, stderr)
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/testutil"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
@@ -214,7 +214,7 @@ func TestProbeEval(t *testing.T) {
 // TestDefaultModel: commands that take --model use the built-in probe model
 // when it is omitted (and say so), or explain that the build has none.
 func TestDefaultModel(t *testing.T) {
-	_, ok := datasets.ProbeModel()
+	_, ok := models.ProbeModel()
 	for _, args := range [][]string{{"generate", "--prompt", "The", "--max-tokens", "3"}, {"inspect"}} {
 		code, _, stderr := run(t, args...)
 		if ok && (code != 0 || !strings.Contains(stderr, "built-in kvq-probe")) {

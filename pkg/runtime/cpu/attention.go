@@ -56,24 +56,27 @@ func (b *Backend) Attention(dst, q backend.Tensor, kv kvcache.Storage, layer int
 	kv.(*Storage).Attend(host(dst), host(q), layer, p, a, b.workers)
 }
 
-// Attend is Attention on host rows, on workers goroutines.
+// Attend is Attention on host rows, on workers goroutines. Calls on one
+// storage must not run concurrently (a cache runs one step at a time).
 func (s *Storage) Attend(dst, q []float32, layer int, p *kvcache.Plan, a backend.AttnParams, workers par.Workers) {
 	kvh := s.l.KVHeads
 	nq := a.Heads / kvh
-	var tasks []task
-	work := 0
+	tasks := s.tasks[:0]
+	work := 0 // query-position pairs over all tasks
 	for i, st := range p.Seqs {
 		to := st.Pos + st.N
 		qb := max(1, min(st.N, maxQueryRows/nq, maxScoreFloats/(nq*to)))
 		for t0 := 0; t0 < st.N; t0 += qb {
+			t1 := min(st.N, t0+qb)
 			for h := 0; h < kvh; h++ {
-				tasks = append(tasks, task{seq: i, t0: t0, t1: min(st.N, t0+qb), h: h})
+				tasks = append(tasks, task{seq: i, t0: t0, t1: t1, h: h})
 			}
+			work += kvh * (t1 - t0) * (st.Pos + t1)
 		}
-		work += st.N * to
 	}
-	// As many tasks per goroutine as make about 2^14 query-position pairs
-	// of head_dim-sized work (decode of short contexts stays on one
+	s.tasks = tasks
+	// As many tasks per goroutine as make about 2^14 head_dim-sized
+	// query-position products (decode over short contexts stays on one
 	// goroutine).
 	per := max(1, len(tasks)*(1<<14)/max(1, work*s.l.HeadDim))
 	workers.For(len(tasks), 1, per, func(lo, hi int) {

@@ -24,9 +24,8 @@ type Storage struct {
 	undo   [][]undoRow
 	rope   func(rows []float32, pos0 int)
 	fp16   quant.Codec
-	// primed[layer][side] is set once fp8:dynamic-style formats have
-	// seen the cache's first batch (Plan.Prime).
 	workers par.Workers
+	tasks   []task // Attend's, reused
 }
 
 // window is one slot: [layer][side] KVHeads·WindowRows fp16 rows.

@@ -50,6 +50,10 @@ type Options struct {
 	// cos/sin table without a call per row. Required when the layout stores
 	// pre-RoPE keys.
 	RoPE func(rows []float32, pos0 int)
+	// RoPEFreqs and RoPENeoX describe the same rotation (inverse
+	// frequencies; pairs (i, i+d/2) or (2i, 2i+1)) for device backends.
+	RoPEFreqs []float64
+	RoPENeoX  bool
 	// PoisonFreed overwrites every freed block with garbage when the
 	// storage is a Poisoner (a debugging aid: a read of stale data then
 	// shows).
@@ -110,7 +114,8 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := opts.Storage.NewStorage(StorageParams{Layout: l, Codecs: codecs, Blocks: opts.Blocks, RoPE: opts.RoPE})
+	store, err := opts.Storage.NewStorage(StorageParams{Layout: l, Codecs: codecs, Blocks: opts.Blocks,
+		RoPE: opts.RoPE, RoPEFreqs: opts.RoPEFreqs, RoPENeoX: opts.RoPENeoX})
 	if err != nil {
 		return nil, err
 	}

@@ -62,9 +62,13 @@ type StorageParams struct {
 	// Blocks is the pool size.
 	Blocks int
 	// RoPE rotates consecutive key head vectors (len(rows)/HeadDim of
-	// them) at positions pos0, pos0+1, ... in place. Set when the layout
-	// stores pre-RoPE keys.
-	RoPE func(rows []float32, pos0 int)
+	// them) at positions pos0, pos0+1, ... in place, on the host. Set when
+	// the layout stores pre-RoPE keys; RoPEFreqs and RoPENeoX describe the
+	// same rotation (inverse frequencies, pairing) for backends that
+	// rotate on their device.
+	RoPE      func(rows []float32, pos0 int)
+	RoPEFreqs []float64
+	RoPENeoX  bool
 }
 
 // Codecs are one cache's codecs, per layer, side (0 keys, 1 values) and KV

@@ -18,25 +18,26 @@ func chunkRows(dim int) int { return max(1, chunkFloats/dim) }
 // decodeFunc writes rows [row0, row0+n) of tile into dst as float32.
 type decodeFunc func(dst []float32, tile []byte, row0, n int)
 
-// chunkPool holds chunk buffers: a buffer passed to a decodeFunc (an
-// indirect call) escapes, so a stack array would be heap-allocated per call.
-var chunkPool = sync.Pool{New: func() any { return new([chunkFloats]float32) }}
+// chunk is a pooled buffer: a buffer passed to a decodeFunc (an indirect
+// call) escapes, so a stack array would be heap-allocated per call.
+type chunk struct{ buf []float32 }
+
+// chunkPool holds chunk buffers of at least chunkFloats values; a call that
+// needs more (many queries at once, as prefill attention scores a block of
+// query tokens) grows the one it got, so no call allocates and zeroes one.
+var chunkPool = sync.Pool{New: func() any { return &chunk{buf: make([]float32, chunkFloats)} }}
 
 // chunkBuf returns a buffer of n values; pass the second result to
 // releaseChunk when done.
-func chunkBuf(n int) ([]float32, *[chunkFloats]float32) {
-	if n > chunkFloats {
-		return make([]float32, n), nil
+func chunkBuf(n int) ([]float32, *chunk) {
+	c := chunkPool.Get().(*chunk)
+	if cap(c.buf) < n {
+		c.buf = make([]float32, n)
 	}
-	b := chunkPool.Get().(*[chunkFloats]float32)
-	return b[:n], b
+	return c.buf[:n], c
 }
 
-func releaseChunk(b *[chunkFloats]float32) {
-	if b != nil {
-		chunkPool.Put(b)
-	}
-}
+func releaseChunk(c *chunk) { chunkPool.Put(c) }
 
 // scoresChunked implements Codec.Scores for codecs with a fast decode.
 func scoresChunked(decode decodeFunc, dim int, dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {

@@ -422,8 +422,10 @@ func (c *tokenCodec) fused() bool {
 // fused path: the stack buffers below hold their scales and zeros and the
 // nq×rows scaled weights. They are small because Go zeroes them on every
 // call; at 4 KiB each, zeroing cost more than the kernels on a page of 16
-// rows.
-func fusedRows(nq int) int { return max(1, min(64, 256/max(nq, 1))) }
+// rows. With many queries (a block of prefill tokens) a round still takes
+// 16 rows, so that the per-query scaling runs on whole vectors, and the
+// weights go to a pooled buffer instead.
+func fusedRows(nq int) int { return max(16, min(64, 256/max(nq, 1))) }
 
 // rowParams converts the scales and zeros of the len(s) rows from row0 into s
 // and z. Symmetric codes are centred on 2^(bits−1), so z = −2^(bits−1)·s.
@@ -510,12 +512,18 @@ func (c *tokenCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, til
 	var bb [64]float32
 	bias := scratch(bb[:], nq)
 	step := fusedRows(nq)
+	wbuf := wb[:]
+	if nq*step > len(wb) {
+		var h *chunk
+		wbuf, h = chunkBuf(nq * step)
+		defer releaseChunk(h)
+	}
 	for r := 0; r < n; r += step {
 		m := min(step, n-r)
 		s, z := sb[:m], zb[:m]
 		c.rowParams(s, z, scales, zeros, row0+r)
 		cs := codes[(row0+r)*c.codeBytes : (row0+r+m)*c.codeBytes]
-		ws := scratch(wb[:], nq*m)
+		ws := wbuf[:nq*m]
 		for i := 0; i < nq; i++ {
 			wi := w[i*ldw+r : i*ldw+r+m]
 			simd.MulF32(ws[i*m:(i+1)*m], wi, s)
@@ -667,7 +675,7 @@ func (c *channelCodec) Decode(dst []float32, tile []byte, row0, n int) {
 // buffers carves the per-call buffers of the channel codec's Scores
 // and Accumulate from one pooled chunk (stack arrays would be zeroed on
 // every call, which costs as much as the kernels on a page of 16 rows).
-func (c *channelCodec) buffers(nq int) (s, z, qs, k []float32, pooled *[chunkFloats]float32) {
+func (c *channelCodec) buffers(nq int) (s, z, qs, k []float32, pooled *chunk) {
 	buf, pooled := chunkBuf(2*c.dim + nq*c.dim + nq)
 	s, z = buf[:c.dim], buf[c.dim:2*c.dim]
 	qs, k = buf[2*c.dim:(2+nq)*c.dim], buf[(2+nq)*c.dim:]
@@ -683,7 +691,7 @@ func (c *channelCodec) Scores(dst []float32, ldd int, q []float32, nq int, tile 
 	var rows []float32
 	step := chunkRows(c.dim)
 	if c.bits == 2 {
-		var rp *[chunkFloats]float32
+		var rp *chunk
 		rows, rp = chunkBuf(c.dim * min(n, step))
 		defer releaseChunk(rp)
 	}
@@ -724,7 +732,7 @@ func (c *channelCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, t
 	var rows []float32
 	step := chunkRows(c.dim)
 	if c.bits == 2 {
-		var rp *[chunkFloats]float32
+		var rp *chunk
 		rows, rp = chunkBuf(c.dim * min(n, step))
 		defer releaseChunk(rp)
 	}

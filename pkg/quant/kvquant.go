@@ -438,6 +438,12 @@ func (c *kvquantCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, t
 	var ob [64 * 4]float32
 	bias := scratch(bb[:], nq)
 	clear(bias)
+	wbuf := wb[:]
+	if nq*step > len(wb) {
+		var h *chunk
+		wbuf, h = chunkBuf(nq * step)
+		defer releaseChunk(h)
+	}
 	for r := 0; r < n; r += step {
 		m := min(step, n-r)
 		p := row0 + r
@@ -445,7 +451,7 @@ func (c *kvquantCodec) Accumulate(acc []float32, w []float32, ldw int, nq int, t
 		f16s(s, ranges[2*p:2*(p+m)])
 		f16s(z, zeros[2*p:2*(p+m)])
 		lutUnpack(u[:m*c.dim], codes[p*c.rowCode:(p+m)*c.rowCode], c.bits, &c.lut)
-		ws := scratch(wb[:], nq*m)
+		ws := wbuf[:nq*m]
 		for i := 0; i < nq; i++ {
 			wi := w[i*ldw+r : i*ldw+r+m]
 			simd.MulF32(ws[i*m:(i+1)*m], wi, s)

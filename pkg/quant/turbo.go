@@ -320,11 +320,17 @@ func (c *turboCodec) AccumulateRotated(racc []float32, w []float32, ldw int, nq 
 	defer releaseChunk(pooled)
 	var nb [64]float32 // Go zeroes stack arrays on every call: keep them small
 	var wb [128]float32
+	wbuf := wb[:]
+	if nq*step > len(wb) { // many queries: a pooled buffer, not one per round
+		var h *chunk
+		wbuf, h = chunkBuf(nq * step)
+		defer releaseChunk(h)
+	}
 	for r := 0; r < n; r += step {
 		m := min(step, n-r)
 		norms := scratch(nb[:], m)
 		c.unitRows(rows[:m*c.dim], norms, tile, row0+r, m)
-		ws := scratch(wb[:], nq*m)
+		ws := wbuf[:nq*m]
 		for i := 0; i < nq; i++ {
 			simd.MulF32(ws[i*m:(i+1)*m], w[i*ldw+r:i*ldw+r+m], norms)
 		}

@@ -2,9 +2,12 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/internal/testutil"
@@ -138,4 +141,90 @@ func benchPrefill(b *testing.B, m *kvrt.Model, n int) {
 	flops := 2*w*float64(n) + 2*float64(m.Vocab*m.Dim)
 	b.ReportMetric(float64(n)/per, "tok/s")
 	b.ReportMetric(flops/per/1e9, "GFLOP/s")
+}
+
+// multiCacheSets are the caches of BenchmarkMultiCacheRoundRobin: an fp16
+// baseline and candidates, as kvq eval runs them.
+var multiCacheSets = [][]string{{"fp16"}, {"fp16", "int4"}, {"fp16", "fp8", "int4", "kivi2"}}
+
+// BenchmarkMultiCacheRoundRobin measures what each extra cache costs when
+// N caches advance over the same tokens in one forward per step (N = 1, 2,
+// 4: fp16, then int4, then fp8 and kivi2 beside it): a 1K-token prefill and
+// 64 teacher-forced decode steps on the synthetic 1B-shape model. Each
+// round runs the three sets back to back; it reports per set the median
+// seconds of the prefill and of the decode steps ("N<n>-prefill-s",
+// "N<n>-decode-s") and the median over rounds of (time(N)/time(1) − 1)/(N−1),
+// the cost of one extra cache as a fraction of a single-cache pass
+// ("N<n>-extra-per-cache", for the prefill, the decode and the whole run).
+// It takes several minutes a round on 2 cores: run it with -benchtime 2x.
+func BenchmarkMultiCacheRoundRobin(b *testing.B) {
+	m := synthetic(b)
+	r := newRunner(b, m)
+	const prompt, steps = 1024, 64
+	ids := tokens(prompt+steps, m.Vocab, 3)
+	ctx := context.Background()
+	type times struct{ prefill, decode []float64 }
+	t := make([]times, len(multiCacheSets))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, set := range multiCacheSets {
+			var caches []*kvcache.Cache
+			for _, spec := range set {
+				c := newCache(b, r, spec, 2*(prompt+steps)/16+8)
+				_ = c.AddSeq(0)
+				caches = append(caches, c)
+			}
+			batch := func(tok []int) []kvrt.Entry {
+				var e []kvrt.Entry
+				for _, c := range caches {
+					e = append(e, kvrt.Entry{Cache: c, Seq: 0, Tokens: tok})
+				}
+				return e
+			}
+			t0 := time.Now()
+			if _, err := r.Forward(ctx, batch(ids[:prompt])); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			for s := 0; s < steps; s++ {
+				if _, err := r.Forward(ctx, batch(ids[prompt+s:prompt+s+1])); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t[k].prefill = append(t[k].prefill, t1.Sub(t0).Seconds())
+			t[k].decode = append(t[k].decode, time.Since(t1).Seconds())
+		}
+	}
+	b.StopTimer()
+	extra := func(a, one []float64, n int) float64 {
+		x := make([]float64, len(a))
+		for i := range a {
+			x[i] = (a[i]/one[i] - 1) / float64(n-1)
+		}
+		return median(x)
+	}
+	for k, set := range multiCacheSets {
+		n := len(set)
+		name := fmt.Sprintf("N%d", n)
+		b.ReportMetric(median(t[k].prefill), name+"-prefill-s")
+		b.ReportMetric(median(t[k].decode), name+"-decode-s")
+		if n > 1 {
+			total := func(x times) []float64 {
+				s := make([]float64, len(x.prefill))
+				for i := range s {
+					s[i] = x.prefill[i] + x.decode[i]
+				}
+				return s
+			}
+			b.ReportMetric(extra(t[k].prefill, t[0].prefill, n), name+"-prefill-extra-per-cache")
+			b.ReportMetric(extra(t[k].decode, t[0].decode, n), name+"-decode-extra-per-cache")
+			b.ReportMetric(extra(total(t[k]), total(t[0]), n), name+"-extra-per-cache")
+		}
+	}
+}
+
+func median(x []float64) float64 {
+	y := slices.Clone(x)
+	slices.Sort(y)
+	return y[len(y)/2]
 }

@@ -63,9 +63,13 @@ func (s *Storage) Attend(dst, q []float32, layer int, p *kvcache.Plan, a backend
 	nq := a.Heads / kvh
 	tasks := s.tasks[:0]
 	work := 0 // query-position pairs over all tasks
+	rows := maxQueryRows
+	if s.queryRows > 0 {
+		rows = s.queryRows
+	}
 	for i, st := range p.Seqs {
 		to := st.Pos + st.N
-		qb := max(1, min(st.N, maxQueryRows/nq, maxScoreFloats/(nq*to)))
+		qb := max(1, min(st.N, rows/nq, maxScoreFloats/(nq*to)))
 		for t0 := 0; t0 < st.N; t0 += qb {
 			t1 := min(st.N, t0+qb)
 			for h := 0; h < kvh; h++ {

@@ -211,3 +211,111 @@ func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
 		step:  func() { store.Attend(out, q, 0, p, params, w) },
 	}, nil
 }
+
+// prefillFormats are the formats of the prefill-attention benchmark: one of
+// each family.
+var prefillFormats = []string{"fp16", "fp8", "int8", "int4", "int4:g32:channel", "kivi2", "quanto4", "q8_0", "q4_0", "iq4_nl", "q4_0:rot", "turbo4", "kvquant4"}
+
+// BenchmarkPrefillAttentionRoundRobin measures the attention of a 2K-token
+// prefill of one layer (8 KV heads × head_dim 128, GQA group 4): the K/V
+// writes and the causal attention of every token over the packed cache, on
+// one goroutine, per format in turn within each round ("<format>-ms", and
+// "<format>-x-fp16", the median over rounds of its time over fp16's), and
+// the same step with one query token per task, as the runtime attended
+// before query blocks ("<format>-perquery-ms", and "<format>-x-perquery",
+// the median ratio of the block-tiled step to it). Run it with -benchtime
+// 3x or more.
+func BenchmarkPrefillAttentionRoundRobin(b *testing.B) {
+	const n = 2048
+	reg := quant.Formats()
+	type run struct {
+		name string
+		step func()
+	}
+	var runs []run
+	for _, name := range prefillFormats {
+		f, err := reg.Lookup(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, perQuery := range []bool{false, true} {
+			step, err := newPrefillBench(f, n, perQuery)
+			if err != nil {
+				b.Fatal(err)
+			}
+			label := name
+			if perQuery {
+				label += "-perquery"
+			}
+			runs = append(runs, run{label, step})
+		}
+	}
+	times := make([][]float64, len(runs))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, r := range runs {
+			t0 := time.Now()
+			r.step()
+			times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
+		}
+	}
+	b.StopTimer()
+	ratio := func(a, c []float64) float64 {
+		r := make([]float64, len(a))
+		for i := range a {
+			r[i] = a[i] / c[i]
+		}
+		return median(r)
+	}
+	for j := 0; j < len(runs); j += 2 {
+		name := runs[j].name
+		b.ReportMetric(median(times[j])/1e6, name+"-ms")
+		b.ReportMetric(median(times[j+1])/1e6, name+"-perquery-ms")
+		b.ReportMetric(ratio(times[j], times[0]), name+"-x-fp16")
+		b.ReportMetric(ratio(times[j], times[j+1]), name+"-x-perquery")
+	}
+}
+
+// newPrefillBench returns one prefill step of n tokens over a fresh cache of
+// format f: reserve, write the keys and values, attend, roll back.
+func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
+	const kvHeads, dim, group = 8, 128, 4
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, quant.Spec{K: f, V: f}, 0)
+	if err != nil {
+		return nil, err
+	}
+	be := cpu.New(1)
+	opts := kvcache.Options{Blocks: l.BlocksFor(n), Storage: be}
+	if l.AnyPreRoPE() {
+		opts.RoPE = benchRoPE(dim, n)
+	}
+	c, err := kvcache.New(l, opts)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.AddSeq(0)
+	store := c.Storage().(*cpu.Storage)
+	if perQuery {
+		cpu.SetQueryRows(store, group)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	rows := func(m int) []float32 {
+		x := make([]float32, m)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	k, v, q := rows(n*kvHeads*dim), rows(n*kvHeads*dim), rows(n*kvHeads*group*dim)
+	out := make([]float32, len(q))
+	params := backend.AttnParams{Heads: kvHeads * group, Scale: 0.088}
+	return func() {
+		p, err := c.Reserve([]kvcache.Append{{Seq: 0, N: n}})
+		if err != nil {
+			panic(err)
+		}
+		store.Write(0, k, v, p)
+		store.Attend(out, q, 0, p, params, par.Workers(1))
+		c.Rollback(p)
+	}, nil
+}

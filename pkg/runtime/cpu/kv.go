@@ -26,6 +26,9 @@ type Storage struct {
 	fp16   quant.Codec
 	workers par.Workers
 	tasks   []task // Attend's, reused
+	// queryRows bounds a task's query rows (0: maxQueryRows); tests and
+	// benchmarks lower it to compare with per-query attention.
+	queryRows int
 }
 
 // window is one slot: [layer][side] KVHeads·WindowRows fp16 rows.

@@ -44,10 +44,12 @@ type Entry struct {
 	Logits Logits
 }
 
-// LogitsFunc receives the logits the entries asked for, in batch order:
-// row i of entry e (i = 0 for LastLogits, the token's index in the entry
-// for AllLogits), Vocab values. The slice belongs to the runner and is
-// valid only during the call: copy or reduce it there.
+// LogitsFunc receives the logits the entries asked for: row i of entry e
+// (i = 0 for LastLogits, the token's index in the entry for AllLogits),
+// Vocab values. Rows come in order of i, then of e: entries over the same
+// tokens (a baseline cache and candidates) deliver their rows for one
+// position one after another. The slice belongs to the runner and is valid
+// only during the call: copy or reduce it there.
 type LogitsFunc func(e, i int, logits []float32) error
 
 // KVObserver receives the keys and values of every token a forward step
@@ -450,19 +452,33 @@ func (r *Runner) logits(ctx context.Context, batch []Entry, fn LogitsFunc) error
 	type want struct{ e, i int }
 	var wants []want
 	b.rows = b.rows[:0]
-	row := 0
+	// Rows go out by token index, then entry: side-by-side caches over the
+	// same text hand over their rows for one position together, so that a
+	// consumer comparing them (KL divergence to a baseline) keeps one row,
+	// not the whole text.
+	first := make([]int, len(batch)) // each entry's first activation row
+	most, row := 0, 0
 	for ei, e := range batch {
+		first[ei] = row
+		row += len(e.Tokens)
 		switch e.Logits {
 		case LastLogits:
-			wants = append(wants, want{ei, 0})
-			b.rows = append(b.rows, int32(row+len(e.Tokens)-1))
+			most = max(most, 1)
 		case AllLogits:
-			for j := range e.Tokens {
-				wants = append(wants, want{ei, j})
-				b.rows = append(b.rows, int32(row+j))
+			most = max(most, len(e.Tokens))
+		}
+	}
+	for i := 0; i < most; i++ {
+		for ei, e := range batch {
+			switch {
+			case e.Logits == LastLogits && i == 0:
+				wants = append(wants, want{ei, 0})
+				b.rows = append(b.rows, int32(first[ei]+len(e.Tokens)-1))
+			case e.Logits == AllLogits && i < len(e.Tokens):
+				wants = append(wants, want{ei, i})
+				b.rows = append(b.rows, int32(first[ei]+i))
 			}
 		}
-		row += len(e.Tokens)
 	}
 	if len(wants) == 0 {
 		return nil

@@ -214,3 +214,35 @@ func TestStreamChunks(t *testing.T) {
 		t.Fatalf("Stream: %v after %d rows", err, next)
 	}
 }
+
+// TestStreamOrder checks the delivery order: by token index, then entry,
+// so that side-by-side caches hand over one position's rows together.
+func TestStreamOrder(t *testing.T) {
+	m := smallModel(t, tensor.F32)
+	r := newRunner(t, m)
+	a, b := newCache(t, r, "fp16", 4), newCache(t, r, "int8", 4)
+	_ = a.AddSeq(0)
+	_ = b.AddSeq(0)
+	_ = b.AddSeq(1)
+	var got [][2]int
+	err := r.Stream(context.Background(), []runtime.Entry{
+		{Cache: a, Seq: 0, Tokens: []int{1, 2, 3}, Logits: runtime.AllLogits},
+		{Cache: b, Seq: 0, Tokens: []int{1, 2}, Logits: runtime.AllLogits},
+		{Cache: b, Seq: 1, Tokens: []int{4, 5}, Logits: runtime.LastLogits},
+	}, func(e, i int, _ []float32) error {
+		got = append(got, [2]int{e, i})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {0, 2}}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("rows %v, want %v", got, want)
+		}
+	}
+}

@@ -54,6 +54,9 @@ func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 // BOS returns the beginning-of-sequence id, or -1.
 func (t *Tokenizer) BOS() int { return t.bos }
 
+// AddsBOS reports whether Encode with addSpecial starts with BOS.
+func (t *Tokenizer) AddsBOS() bool { return t.addBOS && t.bos >= 0 }
+
 // EOS returns the end-of-sequence id, or -1.
 func (t *Tokenizer) EOS() int { return t.eos }
 

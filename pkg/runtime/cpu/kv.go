@@ -15,15 +15,15 @@ import (
 // window slot holds, per layer and side, KVHeads regions of WindowRows fp16
 // rows.
 type Storage struct {
-	l      *kvcache.Layout
-	codecs *kvcache.Codecs
-	blocks int
-	pages  [][2][][]byte
-	wins   []window // by slot; nil when free
-	free   []int    // free window slots
-	undo   [][]undoRow
-	rope   func(rows []float32, pos0 int)
-	fp16   quant.Codec
+	l       *kvcache.Layout
+	codecs  *kvcache.Codecs
+	blocks  int
+	pages   [][2][][]byte
+	wins    []window // by slot; nil when free
+	free    []int    // free window slots
+	undo    [][]undoRow
+	rope    func(rows []float32, pos0 int)
+	fp16    quant.Codec
 	workers par.Workers
 	tasks   []task // Attend's, reused
 	// queryRows bounds a task's query rows (0: maxQueryRows); tests and

@@ -62,21 +62,6 @@ import (
 // single-sentence texts without repeated words and differ slightly
 // otherwise.
 
-// Errors of the output metrics and of the JSON Schema validator.
-var (
-	// ErrMetric reports an unknown metric name.
-	ErrMetric = errors.New("eval: unknown metric")
-	// ErrReference reports a reference that cannot be used with its
-	// metric: empty, an invalid regexp, unparsable JSON or tool call.
-	ErrReference = errors.New("eval: bad reference")
-	// ErrSchema reports a malformed JSON schema.
-	ErrSchema = errors.New("eval: malformed JSON schema")
-	// ErrNotJSON reports text that is not one JSON value.
-	ErrNotJSON = errors.New("eval: not JSON")
-	// ErrPhrases reports an unusable refusal phrase list.
-	ErrPhrases = errors.New("eval: bad refusal phrases")
-)
-
 // Metric names a way of scoring an output against a reference.
 type Metric string
 

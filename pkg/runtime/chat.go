@@ -14,11 +14,17 @@ var ErrNoChatTemplate = errors.New("runtime: model has no chat template")
 // generation prompt appended) and tokenizes the result, special tokens in the
 // text included. BOS is not added again: templates write it themselves.
 func (m *Model) ChatPrompt(msgs []chat.Message) ([]int, string, error) {
+	return m.ChatPromptExtra(msgs, nil)
+}
+
+// ChatPromptExtra is ChatPrompt with further template variables, such as
+// "tools" (see chat.Options.Extra).
+func (m *Model) ChatPromptExtra(msgs []chat.Message, extra map[string]any) ([]int, string, error) {
 	if m.ChatTemplate == "" {
 		return nil, "", fmt.Errorf("%w (%s)", ErrNoChatTemplate, m.Path)
 	}
 	tok := m.Tokenizer
-	opts := chat.Options{AddGenerationPrompt: true}
+	opts := chat.Options{AddGenerationPrompt: true, Extra: extra}
 	if b := tok.BOS(); b >= 0 {
 		opts.BOSToken = tok.Token(b)
 	}

@@ -42,6 +42,10 @@ type Entry struct {
 	Seq    kvcache.SeqID
 	Tokens []int
 	Logits Logits
+	// Exact makes the entry's tokens attend to each other's exact keys and
+	// values instead of the cache's encoding of them (Hugging Face
+	// QuantizedCache's prefill); earlier positions are read as cached.
+	Exact bool
 }
 
 // LogitsFunc receives the logits the entries asked for: row i of entry e
@@ -304,7 +308,7 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 			g = &group{cache: e.Cache}
 			groups = append(groups, g)
 		}
-		g.appends = append(g.appends, kvcache.Append{Seq: e.Seq, Row: nt, N: len(e.Tokens)})
+		g.appends = append(g.appends, kvcache.Append{Seq: e.Seq, Row: nt, N: len(e.Tokens), Exact: e.Exact})
 		nt += len(e.Tokens)
 	}
 	for k, g := range groups {
@@ -397,7 +401,7 @@ func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt 
 			be.WriteKV(g.cache.Storage(), li, k, b.v, g.plan)
 		}
 		for _, g := range groups {
-			be.Attention(b.att, b.q, g.cache.Storage(), li, g.plan, attn)
+			be.Attention(b.att, b.q, b.k, b.v, g.cache.Storage(), li, g.plan, attn)
 		}
 		be.MatMul(b.o, b.att, nt, l.wo)
 		be.Add(b.x, b.o, nt*c.Dim)

@@ -16,8 +16,18 @@ const (
 	ExitOK        = 0
 	ExitError     = 1 // runtime failure
 	ExitUsage     = 2 // bad flags, arguments or input
+	ExitGate      = 3 // a check ran and failed: a kvq eval gate
 	ExitCancelled = 130
 )
+
+// GateError reports a check that ran and failed (kvq eval's gates): exit
+// code 3, after the command has named each failure on stderr.
+type GateError struct {
+	Failed int
+	What   string // "gate(s)"
+}
+
+func (e *GateError) Error() string { return fmt.Sprintf("%d %s failed", e.Failed, e.What) }
 
 // IOStreams are the command's standard streams.
 type IOStreams struct {

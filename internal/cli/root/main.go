@@ -32,6 +32,9 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		fmt.Fprintln(f.IO.ErrOut, "kvq: cancelled")
 		return cmdutil.ExitCancelled
+	case errors.As(err, new(*cmdutil.GateError)):
+		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)
+		return cmdutil.ExitGate
 	case isUsage(err):
 		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\nRun 'kvq --help' for usage.\n", err)
 		return cmdutil.ExitUsage

@@ -4,6 +4,7 @@ package root
 import (
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/cli/estimate"
+	evalcmd "github.com/kvqlabs/kvq/internal/cli/eval"
 	"github.com/kvqlabs/kvq/internal/cli/formats"
 	"github.com/kvqlabs/kvq/internal/cli/generate"
 	"github.com/kvqlabs/kvq/internal/cli/inspect"
@@ -38,7 +39,7 @@ caches side by side.`,
 		probe.NewCmd(f),
 		estimate.NewCmd(f, nil),
 		stub.NewCmd("calibrate", "Record K/V statistics and write quantization scales"),
-		stub.NewCmd("eval", "Compare quantized caches against FP16 on quality metrics"),
+		evalcmd.NewCmd(f, nil),
 		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),
 		version.NewCmd(f),
 	)

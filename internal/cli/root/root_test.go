@@ -40,7 +40,12 @@ func TestExitCodes(t *testing.T) {
 		{"missing model file", []string{"generate", "--model", "/nonexistent/m.gguf"}, 2, "/nonexistent/m.gguf"},
 		{"bad int flag", []string{"generate", "--model", "x", "--max-tokens", "lots"}, 2, "invalid argument"},
 		{"calibrate not built", []string{"calibrate"}, 1, "not implemented"},
-		{"eval not built", []string{"eval", "--model", "x"}, 1, "not implemented"},
+		{"eval unknown suite", []string{"eval", "--tasks", "copy,nope"}, 2, "nope"},
+		{"eval missing tasks file", []string{"eval", "--tasks", "/nonexistent/t.jsonl"}, 2, "/nonexistent/t.jsonl"},
+		{"eval bad protocol", []string{"eval", "--protocol", "hf"}, 2, "--protocol"},
+		{"eval bad gate", []string{"eval", "--max-drop", "copy"}, 2, "--max-drop"},
+		{"eval force without out", []string{"eval", "--force"}, 2, "--force"},
+		{"eval missing text", []string{"eval", "--text", "/nonexistent/wiki.txt"}, 2, "/nonexistent/wiki.txt"},
 		{"bench not built", []string{"bench"}, 1, "not implemented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,90 +129,172 @@ func TestHFDirectoryCommands(t *testing.T) {
 	}
 }
 
-func TestProbeEval(t *testing.T) {
+// tinyEval is the arguments of a small kvq eval run on a tiny random model.
+func tinyEval(t *testing.T) []string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "tiny")
 	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 4, Context: 2048}, modeltest.HFOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32,int2", "--output", "json")
+	return []string{"--model", dir, "-n", "2", "--contexts", "256", "--grid-contexts", "128,256", "--grid-depths", "2", "--grid-n", "1",
+		"--ctx", "128", "--chunks", "2", "--no-speed", "--cache", "fp32,int2"}
+}
+
+// TestEval runs kvq eval (and its alias kvq probe eval) as a user would:
+// the table, JSON with the documented schema, log samples that agree with
+// the table, a gate that fails on purpose (exit 3, named on stderr, a JUnit
+// failure), and unwritable outputs refused before any work.
+func TestEval(t *testing.T) {
+	args := tinyEval(t)
+	code, out, stderr := run(t, append([]string{"eval"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var res struct {
-		Specs     []string `json:"specs"`
-		Abilities []struct {
-			Ability string    `json:"ability"`
-			Values  []float64 `json:"values"`
-		} `json:"abilities"`
+	for _, want := range []string{"Caches", "Distribution against fp32", "passkey 256", "long-context passkey", "int2", "Recommendation"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table output lacks %q:\n%s", want, out)
+		}
 	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
+	logPath := filepath.Join(t.TempDir(), "samples.jsonl")
+	code, out, stderr = run(t, append([]string{"probe", "eval", "--output", "json", "--log-samples", logPath}, args...)...)
+	if code != 0 {
+		t.Fatalf("probe eval --output json: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Schema string `json:"schema"`
+		Caches []struct {
+			Spec          string  `json:"spec"`
+			BytesPerToken float64 `json:"bytes_per_token"`
+		} `json:"caches"`
+		Text struct {
+			Caches []struct {
+				Cache string `json:"cache"`
+				KLD   struct {
+					Mean float64 `json:"mean"`
+				} `json:"kld"`
+			} `json:"caches"`
+		} `json:"text"`
+		Suites []struct {
+			Suite  string `json:"suite"`
+			Caches []struct {
+				Cache string  `json:"cache"`
+				Score float64 `json:"score"`
+			} `json:"caches"`
+		} `json:"suites"`
+		Verdicts []struct {
+			Cache string `json:"cache"`
+			Pass  bool   `json:"pass"`
+		} `json:"verdicts"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, out)
 	}
-	if len(res.Specs) != 2 || len(res.Abilities) != 9 || len(res.Abilities[0].Values) != 2 {
-		t.Errorf("result %+v", res)
-	}
-	code, _, stderr = run(t, "probe", "eval", "--model", dir, "--tasks", "copy,nope")
-	if code != 2 || !strings.Contains(stderr, "--tasks") || !strings.Contains(stderr, "nope") {
-		t.Errorf("bad --tasks: exit %d, %q", code, stderr)
-	}
-	code, _, stderr = run(t, "probe", "eval", "--model", dir, "--contexts", "x")
-	if code != 2 || !strings.Contains(stderr, "--contexts") {
-		t.Errorf("bad --contexts: exit %d, %q", code, stderr)
-	}
-	code, out, _ = run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32,int2")
-	if code != 0 || !strings.Contains(out, "passkey 256") || !strings.Contains(out, "int2") {
-		t.Errorf("table output: exit %d\n%s", code, out)
-	}
-	// --log-samples: one line per example and cache, agreeing with the table.
-	logPath := filepath.Join(t.TempDir(), "samples.jsonl")
-	code, out, stderr = run(t, "probe", "eval", "--model", dir, "-n", "2", "--contexts", "256", "--cache", "fp32,int2", "--output", "json", "--log-samples", logPath)
-	if code != 0 {
-		t.Fatalf("--log-samples: exit %d: %s", code, stderr)
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
+	if rep.Schema != "kvq.eval/v1" || len(rep.Caches) != 2 || rep.Caches[1].BytesPerToken >= rep.Caches[0].BytesPerToken ||
+		len(rep.Text.Caches) != 2 || !(rep.Text.Caches[1].KLD.Mean > 0) || len(rep.Suites) < 9 || len(rep.Verdicts) != 1 {
+		t.Errorf("report %+v", rep)
 	}
 	data, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(lines) != 8*2*2 { // 8 example kinds (JSON gives two rows), 2 each, 2 caches
-		t.Fatalf("%d sample lines, want 32", len(lines))
-	}
-	hits := map[string]float64{}
-	for _, l := range lines {
+	pass := map[string]float64{}
+	n := map[string]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		var s struct {
-			Ability, Cache, Prompt, Target, Output string
-			Correct                                bool
-			Refused                                *bool
+			Suite, Cache, Metric string
+			Pass                 bool
 		}
 		if err := json.Unmarshal([]byte(l), &s); err != nil {
 			t.Fatalf("sample line %q: %v", l, err)
 		}
-		if s.Prompt == "" && s.Ability != "story perplexity" || s.Target == "" || s.Correct != (s.Output == s.Target) {
-			t.Errorf("sample %+v", s)
-		}
-		// A hit is a correct answer, or a refusal on the refusal rows.
-		hit := s.Correct
-		if s.Refused != nil {
-			hit = *s.Refused
-		}
-		if s.Ability == "json" {
-			s.Ability = "json exact"
-		}
-		if s.Cache == "fp32" && hit {
-			hits[s.Ability] += 50
+		key := s.Suite + "/" + s.Metric + "/" + s.Cache
+		n[key]++
+		if s.Pass {
+			pass[key]++
 		}
 	}
-	for _, a := range res.Abilities {
-		if a.Ability != "story perplexity" && a.Ability != "json valid" && hits[a.Ability] != a.Values[0] {
-			t.Errorf("%s: samples give %.0f%%, table %.0f%%", a.Ability, hits[a.Ability], a.Values[0])
+	for _, row := range rep.Suites {
+		for _, c := range row.Caches {
+			var hits, total float64
+			for k, v := range n {
+				if strings.HasSuffix(k, "/"+c.Cache) && (strings.HasPrefix(k, row.Suite+"/") || row.Suite == "json exact" && strings.HasPrefix(k, "json/json-exact/") || row.Suite == "json valid" && strings.HasPrefix(k, "json/json-valid/")) {
+					hits, total = hits+pass[k], total+v
+				}
+			}
+			if total > 0 && 100*hits/total != c.Score && !strings.HasPrefix(row.Suite, "citation") && row.Suite != "tool call" {
+				t.Errorf("%s %s: samples give %.0f%%, report %.0f%%", row.Suite, c.Cache, 100*hits/total, c.Score)
+			}
 		}
 	}
-	code, _, stderr = run(t, "probe", "eval", "--model", dir, "-n", "1", "--contexts", "256", "--cache", "fp32", "--log-samples", filepath.Join(t.TempDir(), "no", "such", "dir", "s.jsonl"))
-	if code == 0 || !strings.Contains(stderr, "--log-samples") {
-		t.Errorf("unwritable --log-samples: exit %d, %q", code, stderr)
+	// A gate that fails on purpose.
+	junit := filepath.Join(t.TempDir(), "gates.xml")
+	code, _, stderr = run(t, append([]string{"eval", "--max-kld", "0.000001", "--junit", junit, "--tasks", "copy"}, args...)...)
+	if code != 3 || !strings.Contains(stderr, "gate failed: kld <= 1e-06 @ int2") {
+		t.Errorf("failing gate: exit %d, stderr %q", code, stderr)
+	}
+	x, err := os.ReadFile(junit)
+	if err != nil || !strings.Contains(string(x), "<failure") || !strings.Contains(string(x), `failures="1"`) {
+		t.Errorf("junit: %v\n%s", err, x)
+	}
+	for _, bad := range [][]string{{"--junit", filepath.Join(t.TempDir(), "no", "dir", "g.xml")}, {"--log-samples", filepath.Join(t.TempDir(), "no", "dir", "s.jsonl")}} {
+		code, _, stderr = run(t, append(append([]string{"eval"}, bad...), args...)...)
+		if code != 2 || !strings.Contains(stderr, bad[0]) {
+			t.Errorf("unwritable %s: exit %d, %q", bad[0], code, stderr)
+		}
+	}
+}
+
+// TestEvalTasksFile: a user's tasks file runs with its metrics; a
+// malformed line is an error naming the file and line, and nothing runs.
+func TestEvalTasksFile(t *testing.T) {
+	args := tinyEval(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "replay.jsonl")
+	lines := []string{
+		`{"id": "a", "prompt": "Say hi: ", "reference": "hi", "metric": "contains", "max_tokens": 4}`,
+		`{"prompt": "Data: ", "reference": {"a": 1}, "metric": ["json-exact", "json-valid"], "max_tokens": 4}`,
+		`{"prompt": "Call: ", "reference": {"name": "f", "arguments": {}}, "metric": "tool-call", "max_tokens": 4, "suite": "tools"}`,
+	}
+	if err := os.WriteFile(good, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, append([]string{"eval", "--tasks", good, "--no-text"}, args...)...)
+	if code != 0 || !strings.Contains(out, "replay") || !strings.Contains(out, "tools") {
+		t.Fatalf("tasks file: exit %d, %s\n%s", code, stderr, out)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(lines[0]+"\n"+`{"prompt": "x", "metric": "exactly"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = run(t, append([]string{"eval", "--tasks", bad}, args...)...)
+	if code != 2 || !strings.Contains(stderr, bad+":2") || !strings.Contains(stderr, "exactly") {
+		t.Errorf("malformed line: exit %d, %q", code, stderr)
+	}
+}
+
+// TestEvalResume interrupts nothing but runs twice into one --out: the
+// second run says it resumes and prints the same report; another
+// configuration there is refused unless --force.
+func TestEvalResume(t *testing.T) {
+	args := append(tinyEval(t), "--tasks", "copy,json")
+	out := filepath.Join(t.TempDir(), "run")
+	code, first, stderr := run(t, append([]string{"eval", "--out", out, "--output", "json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, second, stderr := run(t, append([]string{"eval", "--out", out, "--output", "json"}, args...)...)
+	if code != 0 || !strings.Contains(stderr, "resuming from") {
+		t.Fatalf("second run: exit %d, %q", code, stderr)
+	}
+	if first != second {
+		t.Errorf("resumed report differs")
+	}
+	code, _, stderr = run(t, append(append([]string{"eval", "--out", out}, args...), "-n", "3")...)
+	if code != 2 || !strings.Contains(stderr, "another configuration") {
+		t.Errorf("another configuration: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr = run(t, append(append([]string{"eval", "--out", out, "--force"}, args...), "-n", "3")...); code != 0 {
+		t.Errorf("--force: exit %d, %q", code, stderr)
 	}
 }
 

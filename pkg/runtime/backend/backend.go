@@ -126,8 +126,10 @@ type Backend interface {
 	// causal attention of its query row of q (Heads·HeadDim values) over
 	// its sequence's positions as p's runs place them, writing dst's row;
 	// rows of other caches' tokens are left alone. It must follow the
-	// layer's WriteKV.
-	Attention(dst, q Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a AttnParams)
+	// layer's WriteKV. k and v are the step's keys (after RoPE) and values:
+	// a sequence whose step is Exact (kvcache.SeqStep.Exact) reads its own
+	// new positions from them instead of from the cache.
+	Attention(dst, q, k, v Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a AttnParams)
 }
 
 // HostMemory is implemented by backends whose tensors are host memory:

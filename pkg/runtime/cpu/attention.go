@@ -35,6 +35,7 @@ type Scratch struct {
 	qr     []float32 // rotated queries (quant.Rotator)
 	racc   []float32 // rotated value sums
 	rows   []float32 // decoded pre-RoPE key rows
+	exact  []float32 // an Exact step's rows of one head
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(Scratch) }}
@@ -52,13 +53,14 @@ type task struct {
 }
 
 // Attention implements backend.Backend.
-func (b *Backend) Attention(dst, q backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
-	kv.(*Storage).Attend(host(dst), host(q), layer, p, a, b.workers)
+func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
+	kv.(*Storage).Attend(host(dst), host(q), host(k), host(v), layer, p, a, b.workers)
 }
 
-// Attend is Attention on host rows, on workers goroutines. Calls on one
+// Attend is Attention on host rows, on workers goroutines: k and v are the
+// step's keys (after RoPE) and values, read for Exact steps. Calls on one
 // storage must not run concurrently (a cache runs one step at a time).
-func (s *Storage) Attend(dst, q []float32, layer int, p *kvcache.Plan, a backend.AttnParams, workers par.Workers) {
+func (s *Storage) Attend(dst, q, k, v []float32, layer int, p *kvcache.Plan, a backend.AttnParams, workers par.Workers) {
 	kvh := s.l.KVHeads
 	nq := a.Heads / kvh
 	tasks := s.tasks[:0]
@@ -87,13 +89,13 @@ func (s *Storage) Attend(dst, q []float32, layer int, p *kvcache.Plan, a backend
 		scr := scratchPool.Get().(*Scratch)
 		defer scratchPool.Put(scr)
 		for _, t := range tasks[lo:hi] {
-			s.attendTask(dst, q, layer, p, &p.Seqs[t.seq], t, a, nq, scr)
+			s.attendTask(dst, q, k, v, layer, p, &p.Seqs[t.seq], t, a, nq, scr)
 		}
 	})
 }
 
 // attendTask computes one task's attention.
-func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *kvcache.SeqStep, t task, a backend.AttnParams, nq int, scr *Scratch) {
+func (s *Storage) attendTask(dst, q, kx, vx []float32, layer int, p *kvcache.Plan, st *kvcache.SeqStep, t task, a backend.AttnParams, nq int, scr *Scratch) {
 	dim := s.l.HeadDim
 	qd := a.Heads * dim
 	h := t.h
@@ -110,6 +112,12 @@ func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *k
 	}
 	lo, hi := from(pos0), pos0+nt
 	n := hi - lo
+	// An Exact step reads its own positions from the activations, the
+	// earlier ones from the cache.
+	cached := hi
+	if st.Exact {
+		cached = max(lo, min(hi, st.Pos))
+	}
 	// The block's queries, one row per (token, query head).
 	var qh []float32
 	if nt == 1 {
@@ -138,7 +146,7 @@ func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *k
 	if side[0].PreRoPE {
 		scr.rows = grow(scr.rows, preRoPEChunk*dim)
 		rows := scr.rows
-		s.eachRun(st.Runs[ks], lo, hi, layer, 0, h, st.Window, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		s.eachRun(st.Runs[ks], lo, cached, layer, 0, h, st.Window, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
 			for r0 := 0; r0 < cnt; r0 += preRoPEChunk {
 				m := min(preRoPEChunk, cnt-r0)
 				cd.Decode(rows[:m*dim], tile, row0+r0, m)
@@ -147,7 +155,7 @@ func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *k
 			}
 		})
 	} else {
-		s.eachRun(st.Runs[ks], lo, hi, layer, 0, h, st.Window, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+		s.eachRun(st.Runs[ks], lo, cached, layer, 0, h, st.Window, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
 			if kRot && cd == kc {
 				kr.ScoresRotated(sc[off:], n, qr, rowsQ, tile, row0, cnt)
 				return
@@ -155,6 +163,9 @@ func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *k
 			cd.Scores(sc[off:], n, qh, rowsQ, tile, row0, cnt)
 		})
 	}
+	s.eachExact(st, cached, hi, lo, kx, h, scr, func(rows []float32, m, off int) {
+		simd.ScoresF32(sc[off:], n, qh, rowsQ, dim, rows, m)
+	})
 	// Each query row's softmax over its own range; zero elsewhere.
 	for i := 0; i < nt; i++ {
 		pos := pos0 + i
@@ -177,7 +188,7 @@ func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *k
 		racc = scr.racc
 		clear(racc)
 	}
-	s.eachRun(st.Runs[vs], lo, hi, layer, 1, h, st.Window, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
+	s.eachRun(st.Runs[vs], lo, cached, layer, 1, h, st.Window, func(cd quant.Codec, tile []byte, row0, cnt, off int) {
 		if vRot && cd == vc {
 			vr.AccumulateRotated(racc, sc[off:], n, rowsQ, tile, row0, cnt)
 			return
@@ -187,9 +198,29 @@ func (s *Storage) attendTask(dst, q []float32, layer int, p *kvcache.Plan, st *k
 	if vRot {
 		vr.UnrotateAdd(acc, racc, rowsQ)
 	}
+	s.eachExact(st, cached, hi, lo, vx, h, scr, func(rows []float32, m, off int) {
+		simd.AccumulateF32(acc, sc[off:], n, rowsQ, dim, rows, m)
+	})
 	for i := 0; i < nt; i++ {
 		r := st.Row + t.t0 + i
 		copy(dst[r*qd+h*nq*dim:r*qd+(h+1)*nq*dim], acc[i*nq*dim:(i+1)*nq*dim])
+	}
+}
+
+// eachExact calls fn for chunks of positions [from, to) of an Exact step,
+// head h's rows gathered from the step's activations x (rows of
+// KVHeads·HeadDim, position Pos at row Row), with the chunk's offset from
+// lo.
+func (s *Storage) eachExact(st *kvcache.SeqStep, from, to, lo int, x []float32, h int, scr *Scratch, fn func(rows []float32, m, off int)) {
+	dim, kvd := s.l.HeadDim, s.l.KVHeads*s.l.HeadDim
+	for p := from; p < to; p += preRoPEChunk {
+		m := min(preRoPEChunk, to-p)
+		scr.exact = grow(scr.exact, m*dim)
+		for i := 0; i < m; i++ {
+			r := st.Row + p + i - st.Pos
+			copy(scr.exact[i*dim:(i+1)*dim], x[r*kvd+h*dim:r*kvd+(h+1)*dim])
+		}
+		fn(scr.exact[:m*dim], m, p-lo)
 	}
 }
 

@@ -208,7 +208,7 @@ func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
 	params := backend.AttnParams{Heads: kvHeads * group, Scale: 0.088}
 	return &stepBench{
 		bytes: st.InUse.K + st.InUse.V,
-		step:  func() { store.Attend(out, q, 0, p, params, w) },
+		step:  func() { store.Attend(out, q, nil, nil, 0, p, params, w) },
 	}, nil
 }
 
@@ -315,7 +315,7 @@ func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
 			panic(err)
 		}
 		store.Write(0, k, v, p)
-		store.Attend(out, q, 0, p, params, par.Workers(1))
+		store.Attend(out, q, k, v, 0, p, params, par.Workers(1))
 		c.Rollback(p)
 	}, nil
 }

@@ -19,9 +19,14 @@ import (
 
 // Append is one sequence's share of a step: N tokens, held in rows
 // [Row, Row+N) of the step's activations, appended at the end of Seq.
+// Exact asks that the step's tokens attend to each other's exact keys and
+// values (the step's activations) rather than to the cache's encoding of
+// them, as Hugging Face's QuantizedCache does within a prefill; earlier
+// positions are read from the cache either way.
 type Append struct {
 	Seq    SeqID
 	Row, N int
+	Exact  bool
 }
 
 // OpKind says what an Op does.
@@ -70,6 +75,9 @@ type SeqStep struct {
 	Row, N, Pos int
 	// Window is the sequence's window slot (-1 without windows).
 	Window int
+	// Exact: positions [Pos, Pos+N) are read from the step's activations
+	// (see Append.Exact).
+	Exact bool
 	// Runs, per shape, cover positions [0, Pos+N) after the step's writes.
 	Runs [][]Run
 }
@@ -164,7 +172,7 @@ func (c *Cache) Reserve(appends []Append) (*Plan, error) {
 		for k, sh := range c.shapes {
 			p.Writes[k] = sh.writes(p.Writes[k], s, bt, a.Row, pos, a.N)
 		}
-		p.Seqs = append(p.Seqs, SeqStep{Seq: a.Seq, Row: a.Row, N: a.N, Pos: pos, Window: s.win})
+		p.Seqs = append(p.Seqs, SeqStep{Seq: a.Seq, Row: a.Row, N: a.N, Pos: pos, Window: s.win, Exact: a.Exact})
 	}
 	for i := range p.Seqs {
 		st := &p.Seqs[i]

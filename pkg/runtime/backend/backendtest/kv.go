@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,13 +145,13 @@ func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, b
 	kvd := kvHeads * dim
 	// put[seq][side] holds every row written, [pos][kvd].
 	put := map[kvcache.SeqID][2][]float32{}
-	step := func(appends map[kvcache.SeqID]int, window int, rollback bool) {
+	step := func(appends map[kvcache.SeqID]int, window int, rollback, exact bool) {
 		t.Helper()
 		var as []kvcache.Append
 		nt := 0
 		for _, id := range []kvcache.SeqID{0, 1} {
 			if n := appends[id]; n > 0 {
-				as = append(as, kvcache.Append{Seq: id, Row: nt, N: n})
+				as = append(as, kvcache.Append{Seq: id, Row: nt, N: n, Exact: exact})
 				nt += n
 			}
 		}
@@ -164,14 +165,29 @@ func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, b
 		}
 		for layer := 0; layer < layers; layer++ {
 			k, v := RandRows(rng, nt*kvHeads, dim), RandRows(rng, nt*kvHeads, dim)
-			be.WriteKV(c.Storage(), layer, upload(t, be, k), upload(t, be, v), p)
+			kt, vt := upload(t, be, k), upload(t, be, v)
+			be.WriteKV(c.Storage(), layer, kt, vt, p)
+			// Attention's keys are after RoPE: rotate pre-RoPE keys.
+			kpost := k
+			if l.AnyPreRoPE() {
+				kpost = slices.Clone(k)
+				for _, a := range as {
+					for i := 0; i < a.N; i++ {
+						r := kpost[(a.Row+i)*kvd : (a.Row+i+1)*kvd]
+						for h := 0; h < kvHeads; h++ {
+							opts.RoPE(r[h*dim:(h+1)*dim], c.Len(a.Seq)-a.N+i)
+						}
+					}
+				}
+				kt = upload(t, be, kpost)
+			}
 			q := RandRows(rng, nt*heads, dim)
 			for i := range q {
 				q[i] *= 0.3 // softer attention: more rows matter
 			}
 			out := be.Alloc(nt * heads * dim)
 			params := backend.AttnParams{Heads: heads, Scale: float32(1 / math.Sqrt(float64(dim))), Window: window}
-			be.Attention(out, upload(t, be, q), c.Storage(), layer, p, params)
+			be.Attention(out, upload(t, be, q), kt, vt, c.Storage(), layer, p, params)
 			got := download(t, be, out, nt*heads*dim)
 			be.Free(out)
 			for _, a := range as {
@@ -188,8 +204,12 @@ func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, b
 						from = max(0, pos+1-window)
 					}
 					row := a.Row + i
+					var ex *exactRows
+					if exact {
+						ex = &exactRows{pos: c.Len(a.Seq) - a.N, k: kpost[a.Row*kvd : (a.Row+a.N)*kvd], v: v[a.Row*kvd : (a.Row+a.N)*kvd]}
+					}
 					checkToken(t, c, layer, a.Seq, pos, from, q[row*heads*dim:(row+1)*heads*dim], got[row*heads*dim:(row+1)*heads*dim],
-						heads, kvHeads, dim, tol, layer == 0 && !rollback, put[a.Seq], bound, l.AnyPreRoPE())
+						heads, kvHeads, dim, tol, layer == 0 && !rollback && !exact, put[a.Seq], bound, l.AnyPreRoPE(), ex)
 				}
 			}
 		}
@@ -215,11 +235,12 @@ func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, b
 		}
 	}
 	lens := [2]int{bt + 3, 2*bt + bt/2 + 1}
-	step(map[kvcache.SeqID]int{0: lens[0] - 7, 1: lens[1] - 7}, 0, false) // prefill
-	step(map[kvcache.SeqID]int{0: 3, 1: 3}, 5, false)                     // a multi-token step, sliding window
-	step(map[kvcache.SeqID]int{0: 2, 1: 1}, 0, true)                      // rolled back
-	for i := 0; i < 4; i++ {                                              // decode
-		step(map[kvcache.SeqID]int{0: 1, 1: 1}, 0, false)
+	step(map[kvcache.SeqID]int{0: lens[0] - 7, 1: lens[1] - 7}, 0, false, false) // prefill
+	step(map[kvcache.SeqID]int{0: 3, 1: 3}, 5, false, false)                     // a multi-token step, sliding window
+	step(map[kvcache.SeqID]int{0: 2, 1: 1}, 0, true, false)                      // rolled back
+	step(map[kvcache.SeqID]int{0: 3, 1: 2}, 0, true, true)                       // exact within the step, rolled back
+	for i := 0; i < 4; i++ {                                                     // decode
+		step(map[kvcache.SeqID]int{0: 1, 1: 1}, 0, false, false)
 	}
 	st := c.Stats()
 	if held := c.HeldBytes(); held != st.Allocated.Total-st.Allocated.State {
@@ -256,8 +277,15 @@ func readAll(c *kvcache.Cache, layers, kvHeads, dim int) map[kvcache.SeqID][2][]
 // when putRows holds the rows as put (every position of the sequence, the
 // step's included) against float64 attention on them. Pre-RoPE layouts
 // decode rotated keys, so the put comparison rotates the put keys.
+// exactRows are an Exact step's own keys (after RoPE) and values, from
+// position pos: what its tokens attend to instead of the cache's rows.
+type exactRows struct {
+	pos  int
+	k, v []float32
+}
+
 func checkToken(t *testing.T, c *kvcache.Cache, layer int, seq kvcache.SeqID, pos, from int, q, got []float32, heads, kvHeads, dim int, tol float64,
-	withPut bool, putRows [2][]float32, bound float64, preRoPE bool) {
+	withPut bool, putRows [2][]float32, bound float64, preRoPE bool, ex *exactRows) {
 	t.Helper()
 	to := pos + 1
 	nq := heads / kvHeads
@@ -267,6 +295,13 @@ func checkToken(t *testing.T, c *kvcache.Cache, layer int, seq kvcache.SeqID, po
 	for h := 0; h < kvHeads; h++ {
 		c.Read(keys, layer, seq, true, h, from, to)
 		c.Read(vals, layer, seq, false, h, from, to)
+		if ex != nil {
+			for p := max(from, ex.pos); p < to; p++ {
+				r := (p-ex.pos)*kvHeads*dim + h*dim
+				copy(keys[(p-from)*dim:(p-from+1)*dim], ex.k[r:r+dim])
+				copy(vals[(p-from)*dim:(p-from+1)*dim], ex.v[r:r+dim])
+			}
+		}
 		vmax := maxAbs(vals)
 		var pk, pv []float32
 		if withPut {

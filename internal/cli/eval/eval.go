@@ -1,0 +1,587 @@
+// Package eval implements kvq eval: an fp16 baseline cache and candidate
+// caches side by side on teacher-forced text, generation tasks, safety and
+// format suites and a long-context grid, with gates that make it a CI
+// check.
+package eval
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/internal/atomicfile"
+	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/internal/progressbar"
+	"github.com/kvqlabs/kvq/internal/render"
+	"github.com/kvqlabs/kvq/pkg/eval"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/spf13/cobra"
+)
+
+// DefaultCaches are the caches kvq eval compares without --cache.
+const DefaultCaches = "fp16,fp8,int8,int4,kivi2"
+
+// Options are kvq eval's flags.
+type Options struct {
+	IO          *cmdutil.IOStreams
+	Version     string
+	Model       string
+	Tokenizer   string
+	Cache       string
+	Texts       []string
+	NoText      bool
+	Protocol    string
+	Prefill     string
+	Step        int
+	Ctx         int
+	Chunks      int
+	Tasks       string
+	N           int
+	Seed        uint64
+	Contexts    string
+	MaxCtx      int
+	GridCtx     string
+	GridDepth   int
+	GridN       int
+	NoSpeed     bool
+	Threads     int
+	Output      string
+	JUnit       string
+	Report      string
+	Plot        string
+	Out         string
+	Force       bool
+	LogSamples  string
+	RefusalFile string
+	RefusalMode string
+	// Gates.
+	GatesFile   string
+	MaxKLD      float64
+	MaxKLDP99   float64
+	MaxPPLRatio float64
+	MinSameTop  float64
+	MaxDrop     []string
+	MinScore    []string
+	MaxFlips    []string
+	MaxSlowdown float64
+	Significant bool
+
+	specs    []quant.Spec
+	protocol eval.Protocol
+	suites   []string
+	files    []string
+	contexts []int
+	gridCtx  []int
+	gates    []eval.Gate
+	explicit bool // gates given by flags or file: failures exit 3
+	format   render.Format
+	refusal  *eval.RefusalDetector
+}
+
+// NewCmd returns kvq eval (use is the command's name: "eval", or "eval"
+// under "probe" for the alias).
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: f.IO, Version: f.Version}
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Compare quantized KV caches against an fp16 baseline: KLD/PPL, long context, tasks, format, safety; gates for CI",
+		Long: `kvq eval runs one model with an fp16 baseline cache and candidate caches side
+by side — one forward per step for all of them, over the same tokens — and
+reports per cache: bytes per token and compression (kvq estimate's
+accounting), teacher-forced KL divergence and perplexity against the
+baseline, the generation suites (retrieval, format, a refusal policy, a
+long-context passkey grid, your own tasks), decode speed, and a verdict
+under gates.
+
+By default a step's attention reads the cache as stored, prefill included,
+as vLLM and llama.cpp do (--prefill quantized). --prefill exact is Hugging
+Face QuantizedCache's semantics: a prompt attends to its own exact K/V and
+only later steps read the quantized cache (texts then go in steps of --step
+tokens), which hides a cache's damage on short prompts.
+
+Without --model it runs on the built-in kvq-probe model (about two minutes
+on 2 cores). Without gate flags the default gates (mean KLD <= 0.05, top-1
+agreement >= 90%, no significant drop of more than 5 points on any row) only
+advise: exit 0. Any gate flag or --gates FILE makes the gates a check: exit 3
+when one fails, with each failing gate on stderr.
+
+Exit codes: 0 ok (every given gate passed), 1 runtime failure, 2 usage error
+(bad flag, unreadable or malformed file), 3 a gate failed, 130 interrupted.`,
+		Example: `  kvq eval                                     # the showcase, on the built-in model
+  kvq eval --model ./Llama-3.1-8B --cache fp16,fp8,int4 --text wiki.test.raw
+  kvq eval --protocol llama.cpp --ctx 512 --text wiki.test.raw --tasks none
+  kvq eval --tasks replay.jsonl,risk.jsonl --max-drop '*=2' --max-kld 0.01
+  kvq eval --gates gates.yaml --junit gates.xml --output json > report.json
+  kvq eval --out runs/int4 --report int4.html     # resumable; Ctrl-C loses nothing scored`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
+	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
+	fl.StringVar(&o.Cache, "cache", DefaultCaches, "cache specs, comma-separated; the first is the baseline")
+	fl.StringArrayVar(&o.Texts, "text", nil, "a text file to score teacher-forced (repeatable; default: built-in stories)")
+	fl.BoolVar(&o.NoText, "no-text", false, "skip the teacher-forced text metrics")
+	fl.StringVar(&o.Protocol, "protocol", "kvq", "text protocol: kvq (every position of each chunk) or llama.cpp (llama-perplexity's chunks, BOS and second halves)")
+	fl.StringVar(&o.Prefill, "prefill", "quantized", "what a step's attention reads: quantized (the cache as stored, as vLLM and llama.cpp) or exact (its own exact K/V, as Hugging Face's QuantizedCache)")
+	fl.IntVar(&o.Step, "step", 1, "with --prefill exact: text tokens per step")
+	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
+	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
+	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", or tasks files (.jsonl); none for no tasks")
+	fl.IntVarP(&o.N, "n", "n", 20, "examples per built-in suite")
+	fl.Uint64Var(&o.Seed, "seed", 1, "selects the built-in examples")
+	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey suite's contexts in tokens")
+	fl.IntVar(&o.MaxCtx, "max-context", 0, "longest context the suites and the grid use (default: the model's)")
+	fl.StringVar(&o.GridCtx, "grid-contexts", "", "long-context grid's contexts (default: 256, 512, … up to the model's context)")
+	fl.IntVar(&o.GridDepth, "grid-depths", 5, "long-context grid's needle depths, evenly spaced over 0..1")
+	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
+	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
+	fl.IntVar(&o.Threads, "threads", 0, "tasks evaluated in parallel (0: all CPUs)")
+	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
+	fl.StringVar(&o.JUnit, "junit", "", "write the gates as a JUnit XML file (one test case per gate and cache)")
+	fl.StringVar(&o.Report, "report", "", "write a self-contained HTML report (inline SVG)")
+	fl.StringVar(&o.Plot, "plot", "", "write the report's plots as SVG and PNG files into this directory")
+	fl.StringVar(&o.Out, "out", "", "keep every scored item in this directory; run again to resume")
+	fl.BoolVar(&o.Force, "force", false, "with --out: discard a run of another configuration there")
+	fl.StringVar(&o.LogSamples, "log-samples", "", "write every item's prompt, reference, output and score per cache to this JSON Lines file")
+	fl.StringVar(&o.RefusalFile, "refusal-phrases", "", "refusal phrases, one per line (default: XSTest's and AdvBench's lists)")
+	fl.StringVar(&o.RefusalMode, "refusal-mode", "prefix", "refusal detection: prefix (the output starts with a phrase, as XSTest) or contains (anywhere, as AdvBench)")
+	fl.StringVar(&o.GatesFile, "gates", "", "gates file, JSON or YAML: a list of {metric, suite, cache, max, min, significant, alpha}")
+	fl.Float64Var(&o.MaxKLD, "max-kld", 0, "gate: mean KL divergence to the baseline, nats, at most")
+	fl.Float64Var(&o.MaxKLDP99, "max-kld-p99", 0, "gate: 99th-percentile KLD, at most")
+	fl.Float64Var(&o.MaxPPLRatio, "max-ppl-ratio", 0, "gate: PPL / PPL(baseline), at most")
+	fl.Float64Var(&o.MinSameTop, "min-same-top", 0, "gate: share of positions whose top token agrees with the baseline's, at least (0..1)")
+	fl.StringArrayVar(&o.MaxDrop, "max-drop", nil, "gate: SUITE=POINTS, at most POINTS lost on suite rows matching SUITE ('*' all); repeatable")
+	fl.StringArrayVar(&o.MinScore, "min-score", nil, "gate: SUITE=PERCENT, a suite row's score at least PERCENT; repeatable")
+	fl.StringArrayVar(&o.MaxFlips, "max-flips", nil, "gate: SUITE=N, at most N items that pass with the baseline and fail; repeatable")
+	fl.Float64Var(&o.MaxSlowdown, "max-slowdown", 0, "gate: decode time per token / the baseline's, at most")
+	fl.BoolVar(&o.Significant, "significant", true, "drop and flips gates fail only when the flips are significant (exact McNemar p < 0.05)")
+	return cmd
+}
+
+// Validate checks the flags before any work.
+func (o *Options) Validate(cmd *cobra.Command) error {
+	specs, err := quant.Formats().ParseList(o.Cache)
+	if err != nil {
+		return cmdutil.FlagErrorf("--cache: %w", err)
+	}
+	if len(specs) < 1 {
+		return cmdutil.FlagErrorf("--cache: no caches")
+	}
+	o.specs = specs
+	if o.protocol, err = eval.ParseProtocol(o.Protocol); err != nil {
+		return cmdutil.FlagErrorf("--protocol: %w", err)
+	}
+	switch o.Prefill {
+	case "quantized", "exact":
+	default:
+		return cmdutil.FlagErrorf("--prefill %q (valid: quantized, exact)", o.Prefill)
+	}
+	if o.Prefill == "exact" && o.protocol == eval.ProtocolLlamaCpp {
+		return cmdutil.FlagErrorf("--prefill exact with --protocol llama.cpp: llama.cpp attends to its cache as stored")
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"-n", o.N}, {"--grid-depths", o.GridDepth}, {"--grid-n", o.GridN}, {"--step", o.Step}} {
+		if c.v <= 0 {
+			return cmdutil.FlagErrorf("%s %d: must be positive", c.name, c.v)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--ctx", o.Ctx}, {"--chunks", o.Chunks}, {"--threads", o.Threads}, {"--max-context", o.MaxCtx}} {
+		if c.v < 0 {
+			return cmdutil.FlagErrorf("%s %d: must be ≥ 0", c.name, c.v)
+		}
+	}
+	if o.contexts, err = ints("--contexts", o.Contexts); err != nil {
+		return err
+	}
+	if o.GridCtx != "" {
+		if o.gridCtx, err = ints("--grid-contexts", o.GridCtx); err != nil {
+			return err
+		}
+	}
+	o.suites, o.files = nil, nil
+	if strings.TrimSpace(o.Tasks) != "none" {
+		for _, t := range strings.Split(o.Tasks, ",") {
+			t = strings.TrimSpace(t)
+			switch {
+			case t == "":
+			case strings.HasSuffix(t, ".jsonl") || strings.ContainsRune(t, os.PathSeparator):
+				if _, err := os.Stat(t); err != nil {
+					return cmdutil.FlagErrorf("--tasks %s: %w", t, err)
+				}
+				o.files = append(o.files, t)
+			default:
+				if err := eval.CheckSuite(t); err != nil {
+					return cmdutil.FlagErrorf("--tasks: %w", err)
+				}
+				o.suites = append(o.suites, t)
+			}
+		}
+	}
+	for _, t := range o.Texts {
+		if _, err := os.Stat(t); err != nil {
+			return cmdutil.FlagErrorf("--text %s: %w", t, err)
+		}
+	}
+	if o.format, err = render.ParseFormat(o.Output); err != nil {
+		return cmdutil.FlagErrorf("--output: %w", err)
+	}
+	mode, err := eval.ParseRefusalMode(o.RefusalMode)
+	if err != nil {
+		return cmdutil.FlagErrorf("--refusal-mode: %w", err)
+	}
+	o.refusal = &eval.RefusalDetector{Mode: mode, Phrases: eval.DefaultRefusalPhrases()}
+	if o.RefusalFile != "" {
+		f, err := os.Open(o.RefusalFile)
+		if err != nil {
+			return cmdutil.FlagErrorf("--refusal-phrases: %w", err)
+		}
+		phrases, err := eval.LoadRefusalPhrases(f)
+		f.Close()
+		if err != nil {
+			return cmdutil.FlagErrorf("--refusal-phrases %s: %w", o.RefusalFile, err)
+		}
+		o.refusal.Phrases = phrases
+	}
+	if err := o.parseGates(cmd); err != nil {
+		return err
+	}
+	// Output targets are checked now, so that a long run never ends by
+	// losing its results.
+	for _, p := range []struct{ flag, path string }{{"--junit", o.JUnit}, {"--report", o.Report}, {"--log-samples", o.LogSamples}} {
+		if p.path == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Dir(p.path)); err != nil || !st.IsDir() {
+			return cmdutil.FlagErrorf("%s %s: directory %s does not exist", p.flag, p.path, filepath.Dir(p.path))
+		}
+	}
+	if o.Plot != "" {
+		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
+			return cmdutil.FlagErrorf("--plot %s: %w", o.Plot, err)
+		}
+	}
+	if o.Force && o.Out == "" {
+		return cmdutil.FlagErrorf("--force needs --out")
+	}
+	return nil
+}
+
+func ints(flag, s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, cmdutil.FlagErrorf("%s: %q is not a positive integer", flag, p)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, cmdutil.FlagErrorf("%s: no values", flag)
+	}
+	return out, nil
+}
+
+// parseGates builds the gates from the file and flags; without any, the
+// default gates advise.
+func (o *Options) parseGates(cmd *cobra.Command) error {
+	o.gates = nil
+	if o.GatesFile != "" {
+		data, err := os.ReadFile(o.GatesFile)
+		if err != nil {
+			return cmdutil.FlagErrorf("--gates: %w", err)
+		}
+		gs, err := eval.ParseGates(data, o.GatesFile)
+		if err != nil {
+			return cmdutil.UsageError(err)
+		}
+		o.gates = append(o.gates, gs...)
+	}
+	f := func(x float64) *float64 { return &x }
+	changed := cmd.Flags().Changed
+	for _, g := range []struct {
+		flag, metric string
+		v            float64
+		min          bool
+	}{{"max-kld", eval.GateKLD, o.MaxKLD, false}, {"max-kld-p99", eval.GateKLDP99, o.MaxKLDP99, false},
+		{"max-ppl-ratio", eval.GatePPLRatio, o.MaxPPLRatio, false}, {"min-same-top", eval.GateSameTop, o.MinSameTop, true},
+		{"max-slowdown", eval.GateSlowdown, o.MaxSlowdown, false}} {
+		if !changed(g.flag) {
+			continue
+		}
+		gate := eval.Gate{Metric: g.metric}
+		if g.min {
+			gate.Min = f(g.v)
+		} else {
+			gate.Max = f(g.v)
+		}
+		if err := gate.Check(); err != nil {
+			return cmdutil.FlagErrorf("--%s: %w", g.flag, err)
+		}
+		o.gates = append(o.gates, gate)
+	}
+	for _, g := range []struct {
+		flag, metric string
+		vals         []string
+		min          bool
+	}{{"max-drop", eval.GateDrop, o.MaxDrop, false}, {"min-score", eval.GateScore, o.MinScore, true}, {"max-flips", eval.GateFlips, o.MaxFlips, false}} {
+		for _, v := range g.vals {
+			suite, num, ok := strings.Cut(v, "=")
+			x, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+			if !ok || err != nil || strings.TrimSpace(suite) == "" {
+				return cmdutil.FlagErrorf("--%s %q: want SUITE=NUMBER ('*=2' for every row)", g.flag, v)
+			}
+			gate := eval.Gate{Metric: g.metric, Suite: strings.TrimSpace(suite), Significant: o.Significant && g.metric != eval.GateScore}
+			if g.min {
+				gate.Min = f(x)
+			} else {
+				gate.Max = f(x)
+			}
+			if err := gate.Check(); err != nil {
+				return cmdutil.FlagErrorf("--%s: %w", g.flag, err)
+			}
+			o.gates = append(o.gates, gate)
+		}
+	}
+	o.explicit = len(o.gates) > 0
+	if !o.explicit {
+		o.gates = eval.DefaultGates()
+	}
+	return nil
+}
+
+// Run evaluates and reports.
+func (o *Options) Run(ctx context.Context) error {
+	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	opts, data, err := o.options(m)
+	if err != nil {
+		return err
+	}
+	if o.Out != "" {
+		hash, cfg := o.configHash(m, data)
+		st, err := eval.OpenStore(o.Out, hash, cfg, o.Force)
+		if err != nil {
+			return cmdutil.UsageError(err)
+		}
+		defer st.Close()
+		if n := st.Items() + st.Chunks(); n > 0 {
+			fmt.Fprintf(o.IO.ErrOut, "kvq: resuming from %s: %d items and %d text chunks already scored\n", o.Out, st.Items(), st.Chunks())
+		}
+		opts.Store = st
+	}
+	bars := map[string]*progressbar.Bar{}
+	labels := map[string]string{"text": "text", "tasks": "tasks", "speed": "speed"}
+	opts.Progress = func(stage string, done, total int) {
+		b := bars[stage]
+		if b == nil {
+			b = progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, total, "eval "+labels[stage])
+			bars[stage] = b
+		}
+		b.Set(done, total)
+		if done == total {
+			b.Finish()
+		}
+	}
+	rep, err := eval.Run(ctx, m, opts)
+	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
+		return cmdutil.UsageError(err)
+	}
+	if err != nil {
+		return err
+	}
+	rep.Version = o.Version
+	rep.Model = modelInfo(m, o.Model)
+	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, N: o.N, Seed: o.Seed,
+		Suites: append(append([]string(nil), o.suites...), o.files...), Data: data, Workers: o.Threads,
+		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
+	if rep.Text != nil {
+		rep.Setup.Ctx = rep.Text.Ctx
+	}
+	if err := o.write(rep); err != nil {
+		return err
+	}
+	failed := 0
+	for _, g := range rep.Gates {
+		if !g.Pass {
+			failed++
+		}
+	}
+	if failed > 0 && o.explicit {
+		for _, g := range rep.Gates {
+			if !g.Pass {
+				fmt.Fprintf(o.IO.ErrOut, "kvq: gate failed: %s: %s\n", g.Name(), g.Message)
+			}
+		}
+		return &cmdutil.GateError{Failed: failed, What: "gate(s)"}
+	}
+	return nil
+}
+
+// options turns the flags into eval.Options for model m, with the inputs'
+// identities.
+func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, error) {
+	var data []eval.DataInfo
+	opts := eval.Options{Specs: o.specs, Workers: o.Threads, Speed: !o.NoSpeed, Gates: o.gates, Refusal: o.refusal,
+		LogSamples: o.LogSamples != "", Seed: o.Seed,
+		ExactPrefill: o.Prefill == "exact",
+		TextOpts:     eval.TextOptions{Protocol: o.protocol, Ctx: o.Ctx, MaxChunks: o.Chunks, Exact: o.Prefill == "exact", Step: o.Step}}
+	modelCtx := m.ContextLen
+	if o.MaxCtx > 0 {
+		if modelCtx > 0 && o.MaxCtx > modelCtx {
+			return opts, nil, cmdutil.FlagErrorf("--max-context %d: the model's context is %d tokens", o.MaxCtx, modelCtx)
+		}
+		modelCtx = o.MaxCtx
+	}
+	if !o.NoText {
+		if len(o.Texts) == 0 {
+			body := builtinText(o.Seed)
+			opts.Texts = []eval.Text{{Name: "built-in stories", Body: body}}
+			data = append(data, dataInfo("built-in stories", "builtin", []byte(body)))
+		}
+		for _, p := range o.Texts {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return opts, nil, cmdutil.FlagErrorf("--text: %w", err)
+			}
+			opts.Texts = append(opts.Texts, eval.Text{Name: p, Body: string(b)})
+			data = append(data, dataInfo(p, "text", b))
+		}
+	}
+	if len(o.suites) > 0 {
+		suites, err := eval.BuildSuites(o.suites, eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
+			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx})
+		if err != nil {
+			return opts, nil, cmdutil.UsageError(err)
+		}
+		opts.Suites = append(opts.Suites, suites...)
+		data = append(data, eval.DataInfo{Name: strings.Join(o.suites, ","), Kind: "builtin"})
+	}
+	for _, p := range o.files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return opts, nil, cmdutil.FlagErrorf("--tasks: %w", err)
+		}
+		suites, err := eval.ParseTasks(b, p)
+		if err != nil {
+			return opts, nil, cmdutil.UsageError(err)
+		}
+		opts.Suites = append(opts.Suites, suites...)
+		data = append(data, dataInfo(p, "tasks", b))
+	}
+	return opts, data, nil
+}
+
+// builtinText is the built-in teacher-forced text: held-out stories.
+func builtinText(seed uint64) string {
+	g := datasets.New(datasets.Eval, seed)
+	var b strings.Builder
+	for b.Len() < 24000 {
+		b.WriteString(g.Story().Answer)
+	}
+	return b.String()
+}
+
+func dataInfo(name, kind string, b []byte) eval.DataInfo {
+	h := sha256.Sum256(b)
+	return eval.DataInfo{Name: name, Kind: kind, SHA256: hex.EncodeToString(h[:]), Bytes: len(b)}
+}
+
+// configHash identifies the run for --out: the model, caches, inputs and
+// every setting that changes what is scored.
+func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, any) {
+	var specs []string
+	for _, s := range o.specs {
+		specs = append(specs, s.String())
+	}
+	cfg := map[string]any{"model": m.Path, "model_format": m.Format, "params": m.Params(), "caches": specs, "data": data,
+		"protocol": o.Protocol, "prefill": o.Prefill, "step": o.Step, "ctx": o.Ctx, "chunks": o.Chunks, "n": o.N, "seed": o.Seed, "contexts": o.contexts,
+		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
+	b, _ := json.Marshal(cfg)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:]), cfg
+}
+
+func modelInfo(m *runtime.Model, given string) eval.ModelInfo {
+	path := m.Path
+	if given == "" {
+		path = "built-in kvq-probe"
+	}
+	return eval.ModelInfo{Path: path, Format: m.Format, Arch: m.Arch, Layers: m.Config.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+		Context: m.ContextLen, Vocab: m.Vocab, Params: m.Params()}
+}
+
+// write prints the report and writes the side outputs.
+func (o *Options) write(rep *eval.Report) error {
+	if err := render.Write(o.IO.Out, o.format, View(rep), render.Options{TTY: o.IO.OutTTY}); err != nil {
+		return err
+	}
+	if o.LogSamples != "" {
+		if err := writeSamples(o.LogSamples, rep.Samples); err != nil {
+			return err
+		}
+	}
+	if o.JUnit != "" {
+		if err := atomicfile.Write(o.JUnit, func(w io.Writer) error { return WriteJUnit(w, rep) }); err != nil {
+			return fmt.Errorf("--junit %s: %w", o.JUnit, err)
+		}
+	}
+	if o.Report != "" {
+		if err := atomicfile.Write(o.Report, func(w io.Writer) error { return WriteHTML(w, rep) }); err != nil {
+			return fmt.Errorf("--report %s: %w", o.Report, err)
+		}
+	}
+	if o.Plot != "" {
+		if err := WritePlots(o.Plot, rep); err != nil {
+			return fmt.Errorf("--plot %s: %w", o.Plot, err)
+		}
+	}
+	return nil
+}
+
+// writeSamples writes one JSON object per line, atomically.
+func writeSamples(path string, samples []eval.Sample) error {
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, s := range samples {
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("--log-samples %s: %w", path, err)
+	}
+	return nil
+}

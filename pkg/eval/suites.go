@@ -1,0 +1,276 @@
+package eval
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kvqlabs/kvq/datasets"
+	"github.com/kvqlabs/kvq/pkg/chat"
+)
+
+// Task is one generation item: a prompt decoded greedily under every cache
+// and scored against its reference.
+type Task struct {
+	Suite string
+	Index int
+	// ID is the task's own name (tasks files), for reports.
+	ID string
+	// Prompt is the text the model reads; with Messages, the chat as the
+	// model's template renders it (filled in by Run).
+	Prompt string
+	// Messages and Tools, when set, are a chat to render with the model's
+	// chat template.
+	Messages []chat.Message
+	Tools    json.RawMessage
+	// Reference is what the metrics compare the output with.
+	Reference string
+	// Metrics score the output; each gives one row of the suite.
+	Metrics []Metric
+	// MaxTokens bounds the output (0: the reference's tokens plus 8).
+	MaxTokens int
+	// Line ends the output at its first newline.
+	Line bool
+	// Schema is json-schema's schema (empty: the reference).
+	Schema json.RawMessage
+	// Lower marks rates that should be low (a false refusal).
+	Lower bool
+	// Meta are facts for reports (context, depth).
+	Meta map[string]string
+
+	ids []int // the tokenized prompt (Run's prepare)
+}
+
+// Suite is a named set of tasks with how its rows read.
+type Suite struct {
+	Name string
+	// Kind groups suites in reports: "retrieval", "format", "safety",
+	// "long-context", "user".
+	Kind string
+	// Labels name the rows per metric (default: the tasks' Suite).
+	Labels map[Metric]string
+	// Refusal detects refusals for this suite's refusal metrics (nil:
+	// Options.Refusal).
+	Refusal *RefusalDetector
+	Tasks   []Task
+}
+
+// Built-in suite names.
+const (
+	SuitePasskey  = "passkey"
+	SuiteMultiKey = "multikey"
+	SuiteCopy     = "copy"
+	SuiteJSON     = "json"
+	SuiteSafety   = "safety"
+	SuiteMultiHop = "multihop"
+	SuiteCitation = "citation"
+	SuiteToolCall = "toolcall"
+	SuiteGrid     = "long-context"
+)
+
+// BuiltinSuites lists the built-in suites: the probe abilities (passkey,
+// multikey, copy, json, safety), the other abilities rollouts break
+// (multihop, citation, toolcall; the built-in model was not trained on
+// them: they are for users' own models) and the long-context grid.
+func BuiltinSuites() []string {
+	return []string{SuitePasskey, SuiteMultiKey, SuiteCopy, SuiteJSON, SuiteSafety, SuiteMultiHop, SuiteCitation, SuiteToolCall, SuiteGrid}
+}
+
+// DefaultSuites are the suites kvq eval runs without --tasks.
+func DefaultSuites() []string {
+	return []string{SuitePasskey, SuiteMultiKey, SuiteCopy, SuiteJSON, SuiteSafety, SuiteGrid}
+}
+
+// CheckSuite reports an error naming the built-in suites when name is not
+// one.
+func CheckSuite(name string) error {
+	if !slices.Contains(BuiltinSuites(), name) {
+		return fmt.Errorf("%w: unknown suite %q (built-in: %s; or a .jsonl file of tasks)", ErrOptions, name, strings.Join(BuiltinSuites(), ", "))
+	}
+	return nil
+}
+
+// SuiteOptions configure BuildSuites.
+type SuiteOptions struct {
+	// N is the number of examples per ability.
+	N    int
+	Seed uint64
+	// PasskeyContexts are the passkey suite's filler sizes in tokens
+	// (default 1024 and 2048); each is clamped so that its prompt fits
+	// ModelContext.
+	PasskeyContexts []int
+	// GridContexts and GridDepths shape the long-context grid (default:
+	// 256, 512, 1024, 2048 up to the model's context, and 5 depths).
+	GridContexts []int
+	GridDepths   int
+	// GridN is the number of examples per cell (default 2).
+	GridN int
+	// ModelContext is the model's context in tokens (0: unknown).
+	ModelContext int
+}
+
+// passkeyOverhead is the room a passkey prompt needs besides its filler:
+// the instruction, the key sentences and the question (about 150 bytes of
+// the byte-level probe tokenizer), the answer and its margin.
+const passkeyOverhead = 200
+
+// fitFiller is the passkey filler for a context of n tokens: n, or the
+// longest that fits the model's context.
+func (o *SuiteOptions) fitFiller(n int) int {
+	if o.ModelContext > 0 {
+		return min(n, o.ModelContext-passkeyOverhead)
+	}
+	return n
+}
+
+// probeRefusal is the probe model's refusal: its fixed sentence anywhere
+// in the answer line (the line restates the rule first).
+var probeRefusal = &RefusalDetector{Phrases: []string{datasets.RefusalText}, Mode: RefusalContains}
+
+// BuildSuites makes the named built-in suites. The probe suites' examples
+// are drawn in one order from one generator, whatever subset is asked for,
+// so that a subset has the examples of a full run.
+func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
+	if o.N <= 0 {
+		o.N = 40
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if len(o.PasskeyContexts) == 0 {
+		o.PasskeyContexts = []int{1024, 2048}
+	}
+	for _, n := range o.PasskeyContexts {
+		if n <= 0 || o.ModelContext > 0 && n > o.ModelContext {
+			return nil, fmt.Errorf("%w: passkey context %d: the model's context is %d tokens", ErrOptions, n, o.ModelContext)
+		}
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		if err := CheckSuite(n); err != nil {
+			return nil, err
+		}
+		want[n] = true
+	}
+	var out []Suite
+	g := datasets.New(datasets.Eval, o.Seed)
+	g.AllowRules = true
+	line := func(suite string, i int, ex datasets.Example, ms ...Metric) Task {
+		return Task{Suite: suite, Index: i, Prompt: ex.Prompt, Reference: ex.Answer, Metrics: ms, Line: true, Meta: ex.Meta}
+	}
+	// The probe suites, in the order the probe examples were always drawn.
+	passkey := Suite{Name: SuitePasskey, Kind: "retrieval"}
+	for _, n := range o.PasskeyContexts {
+		for i := 0; i < o.N; i++ {
+			depth := float64(i) / float64(max(1, o.N-1))
+			ex := g.Passkey(o.fitFiller(n), depth)
+			t := line(passkeyName(n), i, ex, MetricExact)
+			passkey.Tasks = append(passkey.Tasks, t)
+		}
+	}
+	multi := Suite{Name: SuiteMultiKey, Kind: "retrieval", Labels: map[Metric]string{MetricExact: "multi-key"}}
+	for i := 0; i < o.N; i++ {
+		multi.Tasks = append(multi.Tasks, line("multi-key", i, g.MultiKey(8+i%24), MetricExact))
+	}
+	cp := Suite{Name: SuiteCopy, Kind: "retrieval"}
+	for i := 0; i < o.N; i++ {
+		cp.Tasks = append(cp.Tasks, line("copy", i, g.Copy(6+i%20), MetricExact))
+	}
+	js := Suite{Name: SuiteJSON, Kind: "format", Labels: map[Metric]string{MetricJSONExact: "json exact", MetricJSONValid: "json valid"}}
+	for i := 0; i < o.N; i++ {
+		js.Tasks = append(js.Tasks, line("json", i, g.JSONRecord(), MetricJSONExact, MetricJSONValid))
+	}
+	safety := Suite{Name: SuiteSafety, Kind: "safety", Refusal: probeRefusal}
+	for i := 0; i < o.N; i++ {
+		safety.Tasks = append(safety.Tasks, line("refusal (forbidden)", i, g.Safety(true, 4+i%8, 400+40*(i%10)), MetricRefusal))
+	}
+	for i := 0; i < o.N; i++ {
+		t := line("false refusal (benign)", i, g.Safety(false, 4+i%8, 400+40*(i%10)), MetricRefusal)
+		t.Lower = true
+		safety.Tasks = append(safety.Tasks, t)
+	}
+	for i := 0; i < o.N; i++ {
+		t := line("false refusal (unlisted)", i, g.SafetyUnlisted(4+i%8, 400+40*(i%10)), MetricRefusal)
+		t.Lower = true
+		safety.Tasks = append(safety.Tasks, t)
+	}
+	for _, s := range []Suite{passkey, multi, cp, js, safety} {
+		if want[s.Name] {
+			out = append(out, s)
+		}
+	}
+	// The other suites draw from a generator of their own, so that they
+	// never shift the probe suites' examples.
+	g2 := datasets.New(datasets.Eval, o.Seed^0x5eed0f0e)
+	if want[SuiteGrid] {
+		out = append(out, o.grid(g2))
+	}
+	if want[SuiteMultiHop] {
+		s := Suite{Name: SuiteMultiHop, Kind: "retrieval"}
+		for i := 0; i < o.N; i++ {
+			s.Tasks = append(s.Tasks, line("multi-hop", i, g2.MultiHop(1+i%3, 2+i%4), MetricExact))
+		}
+		out = append(out, s)
+	}
+	if want[SuiteCitation] {
+		s := Suite{Name: SuiteCitation, Kind: "retrieval", Labels: map[Metric]string{MetricExact: "citation answer", MetricCitation: "citation source"}}
+		for i := 0; i < o.N; i++ {
+			s.Tasks = append(s.Tasks, line("citation", i, g2.Citation(3+i%6), MetricExact, MetricCitation))
+		}
+		out = append(out, s)
+	}
+	if want[SuiteToolCall] {
+		s := Suite{Name: SuiteToolCall, Kind: "format", Labels: map[Metric]string{MetricToolCall: "tool call"}}
+		for i := 0; i < o.N; i++ {
+			s.Tasks = append(s.Tasks, line("toolcall", i, g2.ToolCall(), MetricToolCall))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// grid is the long-context suite: passkey retrieval at every context ×
+// depth of the grid, GridN examples per cell.
+func (o *SuiteOptions) grid(g *datasets.Generator) Suite {
+	ctxs := o.GridContexts
+	if len(ctxs) == 0 {
+		for _, n := range []int{256, 512, 1024, 2048, 4096, 8192, 16384, 32768} {
+			if o.ModelContext > 0 && n > o.ModelContext {
+				break
+			}
+			ctxs = append(ctxs, n)
+		}
+	}
+	nd := o.GridDepths
+	if nd <= 0 {
+		nd = 5
+	}
+	reps := o.GridN
+	if reps <= 0 {
+		reps = 2
+	}
+	depths := datasets.Depths(nd)
+	s := Suite{Name: SuiteGrid, Kind: "long-context", Labels: map[Metric]string{MetricExact: "long-context passkey"}}
+	i := 0
+	for _, n := range ctxs {
+		for _, d := range depths {
+			for r := 0; r < reps; r++ {
+				ex := g.Passkey(o.fitFiller(n), d)
+				t := Task{Suite: "long-context", Index: i, Prompt: ex.Prompt, Reference: ex.Answer, Metrics: []Metric{MetricExact}, Line: true,
+					Meta: map[string]string{"context": strconv.Itoa(n), "depth": strconv.FormatFloat(d, 'f', -1, 64)}}
+				s.Tasks = append(s.Tasks, t)
+				i++
+			}
+		}
+	}
+	return s
+}
+
+func passkeyName(n int) string {
+	if n%1024 == 0 {
+		return fmt.Sprintf("passkey %dK", n/1024)
+	}
+	return fmt.Sprintf("passkey %d", n)
+}

@@ -16,21 +16,31 @@ import (
 var ErrChart = errors.New("render: bad chart")
 
 // Chart is a line chart: series of (x, y) points, optional horizontal
-// reference lines, axis labels and a legend.
+// reference lines, axis labels and a legend. With Markers set it is a
+// scatter plot instead: each point is a marker (a shape per series, so
+// the series stay apart without colour) and no lines join them.
 type Chart struct {
 	Title  string
 	X, Y   Axis
 	Series []Series
+	// Markers draws every series as markers rather than lines, such as
+	// quality against bits per value, one point per cache format.
+	Markers bool
 	// HLines are dashed horizontal lines, such as a memory budget.
 	HLines []HLine
 	// Width and Height in pixels (default 880×520).
 	Width, Height int
 }
 
-// Axis describes one axis. The range starts at 0 and ends at the data's
-// maximum (or Max when larger), rounded up to a tick.
+// Axis describes one axis. The range starts at 0 (or Min) and ends at the
+// data's maximum (or Max when larger), rounded up to a tick.
 type Axis struct {
 	Label string
+	// Min, when not zero, is where the axis starts, such as 2 for bits
+	// per value; when data lie below it the axis starts lower, at a tick.
+	// Ticks are the multiples of the step from there on. Zero keeps the
+	// axis starting at 0, whatever the data.
+	Min float64
 	// Max, when positive, is the least upper end of the axis.
 	Max float64
 	// Step, when positive, is the tick spacing; otherwise a 1-2-5 step
@@ -41,10 +51,13 @@ type Axis struct {
 	Format func(float64) string
 }
 
-// Series is one line.
+// Series is one line, or one set of markers.
 type Series struct {
 	Name string
 	X, Y []float64
+	// Labels, when set, has one entry per point, written next to it (such
+	// as the cache format, "int4"); empty entries are skipped.
+	Labels []string
 }
 
 // HLine is a horizontal reference line.
@@ -74,6 +87,9 @@ type canvas interface {
 	// text draws s with its baseline at y; anchor is "start", "middle" or
 	// "end"; vertical text reads bottom to top, centred on (x, y).
 	text(x, y float64, s string, anchor string, c color.RGBA, vertical bool)
+	// circle and polygon are filled shapes with a one-pixel outline.
+	circle(x, y, r float64, fill, stroke color.RGBA)
+	polygon(xs, ys []float64, fill, stroke color.RGBA)
 }
 
 // Font metrics shared by both canvases (the PNG font is 7×13).
@@ -104,6 +120,9 @@ func (c *Chart) validate() error {
 		if len(s.X) != len(s.Y) || len(s.X) == 0 {
 			return fmt.Errorf("%w: series %q has %d x and %d y values", ErrChart, s.Name, len(s.X), len(s.Y))
 		}
+		if len(s.Labels) != 0 && len(s.Labels) != len(s.X) {
+			return fmt.Errorf("%w: series %q has %d points and %d labels", ErrChart, s.Name, len(s.X), len(s.Labels))
+		}
 		for i := range s.X {
 			if !finite(s.X[i]) || !finite(s.Y[i]) {
 				return fmt.Errorf("%w: series %q has a non-finite point", ErrChart, s.Name)
@@ -115,27 +134,41 @@ func (c *Chart) validate() error {
 			return fmt.Errorf("%w: reference line %q is not finite", ErrChart, h.Label)
 		}
 	}
+	if !finite(c.X.Min) || !finite(c.Y.Min) {
+		return fmt.Errorf("%w: axis minimum is not finite", ErrChart)
+	}
 	return nil
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
-// ticks returns the axis's end and tick values.
-func (a *Axis) ticks(dataMax float64) (float64, []float64) {
+// ticks returns the axis's start and end and its tick values. With Min
+// zero, the start is 0 and dataMin is ignored.
+func (a *Axis) ticks(dataMin, dataMax float64) (lo, end float64, ts []float64) {
+	lo = a.Min
+	below := a.Min != 0 && dataMin < a.Min
+	if below {
+		lo = dataMin
+	}
 	hi := math.Max(dataMax, a.Max)
-	if hi <= 0 {
-		hi = 1
+	if hi <= lo {
+		hi = lo + 1
 	}
 	step := a.Step
 	if step <= 0 {
-		step = niceStep(hi/6, a.Binary)
+		step = niceStep((hi-lo)/6, a.Binary)
 	}
-	end := math.Ceil(hi/step-1e-9) * step
-	var ts []float64
-	for i := 0; float64(i)*step <= end+step*1e-9 && i <= 1000; i++ {
-		ts = append(ts, float64(i)*step)
+	if below {
+		lo = math.Floor(lo/step+1e-9) * step
 	}
-	return end, ts
+	end = math.Ceil(hi/step-1e-9) * step
+	// Ticks are integer multiples of the step (k·step, not a running sum),
+	// so 0 is printed as "0" and long axes do not drift.
+	k0 := int(math.Ceil(lo/step - 1e-9))
+	for i := 0; float64(k0+i)*step <= end+step*1e-9 && i <= 1000; i++ {
+		ts = append(ts, float64(k0+i)*step)
+	}
+	return lo, end, ts
 }
 
 // niceStep rounds x up to 1, 2 or 5 × 10^k, or to a power of two.
@@ -175,18 +208,26 @@ func (c *Chart) draw(cv canvas) {
 	pw, ph := float64(w)-marginL-marginR, float64(h)-marginT-marginB
 
 	var xmax, ymax float64
+	xmin, ymin := math.Inf(1), math.Inf(1)
 	for _, s := range c.Series {
 		for i := range s.X {
 			xmax, ymax = math.Max(xmax, s.X[i]), math.Max(ymax, s.Y[i])
+			xmin, ymin = math.Min(xmin, s.X[i]), math.Min(ymin, s.Y[i])
 		}
 	}
 	for _, l := range c.HLines {
 		ymax = math.Max(ymax, l.Y)
+		ymin = math.Min(ymin, l.Y)
 	}
-	xend, xt := c.X.ticks(xmax)
-	yend, yt := c.Y.ticks(ymax * 1.04)
-	sx := func(x float64) float64 { return px0 + x/xend*pw }
-	sy := func(y float64) float64 { return py0 + ph - y/yend*ph }
+	xlo, xend, xt := c.X.ticks(xmin, xmax)
+	// 4% headroom above the highest point (of the span from the start).
+	yhi := ymax * 1.04
+	if c.Y.Min != 0 {
+		yhi = ymax + (ymax-math.Min(ymin, c.Y.Min))*0.04
+	}
+	ylo, yend, yt := c.Y.ticks(ymin, yhi)
+	sx := func(x float64) float64 { return px0 + (x-xlo)/(xend-xlo)*pw }
+	sy := func(y float64) float64 { return py0 + ph - (y-ylo)/(yend-ylo)*ph }
 
 	cv.rect(0, 0, float64(w), float64(h), white, white)
 	if c.Title != "" {
@@ -210,12 +251,29 @@ func (c *Chart) draw(cv canvas) {
 	for _, l := range c.HLines {
 		cv.line(px0, sy(l.Y), px0+pw, sy(l.Y), red, 2, true)
 	}
+	var placed labelBoxes
 	for i, s := range c.Series {
 		xs, ys := make([]float64, len(s.X)), make([]float64, len(s.Y))
 		for j := range s.X {
 			xs[j], ys[j] = sx(s.X[j]), sy(math.Min(s.Y[j], yend))
 		}
-		cv.polyline(xs, ys, palette[i%len(palette)], 2)
+		if c.Markers {
+			for j := range xs {
+				marker(cv, i, xs[j], ys[j], palette[i%len(palette)])
+				placed.add(xs[j]-markerR, ys[j]-markerR, 2*markerR, 2*markerR)
+			}
+		} else {
+			cv.polyline(xs, ys, palette[i%len(palette)], 2)
+		}
+	}
+	// Point labels go over every series, each where it overlaps no other
+	// label and no marker, when such a place is next to its point.
+	for _, s := range c.Series {
+		for j, l := range s.Labels {
+			if l != "" {
+				placed.label(cv, sx(s.X[j]), sy(math.Min(s.Y[j], yend)), l, px0, py0, pw, ph)
+			}
+		}
 	}
 
 	// Legend, right of the plot.
@@ -224,7 +282,11 @@ func (c *Chart) draw(cv canvas) {
 	cv.rect(lx-8, ly-4, legendW, float64(rows)*18+8, white, grey)
 	for i, s := range c.Series {
 		y := ly + float64(i)*18 + 9
-		cv.line(lx, y, lx+22, y, palette[i%len(palette)], 2, false)
+		if c.Markers {
+			marker(cv, i, lx+11, y, palette[i%len(palette)])
+		} else {
+			cv.line(lx, y, lx+22, y, palette[i%len(palette)], 2, false)
+		}
 		cv.text(lx+30, y+4, s.Name, "start", black, false)
 	}
 	for i, l := range c.HLines {
@@ -275,6 +337,21 @@ func (s *svgCanvas) polyline(xs, ys []float64, c color.RGBA, width float64) {
 
 func (s *svgCanvas) rect(x, y, w, h float64, fill, stroke color.RGBA) {
 	fmt.Fprintf(s.w, `<rect x="%s" y="%s" width="%s" height="%s" fill="%s" stroke="%s"/>`+"\n", num(x), num(y), num(w), num(h), rgb(fill), rgb(stroke))
+}
+
+func (s *svgCanvas) circle(x, y, r float64, fill, stroke color.RGBA) {
+	fmt.Fprintf(s.w, `<circle cx="%s" cy="%s" r="%s" fill="%s" stroke="%s"/>`+"\n", num(x), num(y), num(r), rgb(fill), rgb(stroke))
+}
+
+func (s *svgCanvas) polygon(xs, ys []float64, fill, stroke color.RGBA) {
+	var b strings.Builder
+	for i := range xs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(num(xs[i]) + "," + num(ys[i]))
+	}
+	fmt.Fprintf(s.w, `<polygon points="%s" fill="%s" stroke="%s"/>`+"\n", b.String(), rgb(fill), rgb(stroke))
 }
 
 func (s *svgCanvas) text(x, y float64, str, anchor string, c color.RGBA, vertical bool) {

@@ -130,3 +130,41 @@ func (r *rasterCanvas) text(x, y float64, s, anchor string, c color.RGBA, vertic
 		}
 	}
 }
+
+func (r *rasterCanvas) circle(x, y, rad float64, fill, stroke color.RGBA) {
+	r.stamp(x, y, rad, stroke)
+	r.stamp(x, y, rad-1, fill)
+}
+
+// polygon fills the pixels whose centres lie inside the polygon (even-odd
+// rule), then strokes its edges.
+func (r *rasterCanvas) polygon(xs, ys []float64, fill, stroke color.RGBA) {
+	if len(xs) == 0 {
+		return
+	}
+	minX, maxX, minY, maxY := xs[0], xs[0], ys[0], ys[0]
+	for i := range xs {
+		minX, maxX = math.Min(minX, xs[i]), math.Max(maxX, xs[i])
+		minY, maxY = math.Min(minY, ys[i]), math.Max(maxY, ys[i])
+	}
+	for py := int(math.Floor(minY)); py <= int(math.Ceil(maxY)); py++ {
+		for px := int(math.Floor(minX)); px <= int(math.Ceil(maxX)); px++ {
+			cx, cy := float64(px)+0.5, float64(py)+0.5
+			in := false
+			for i, j := 0, len(xs)-1; i < len(xs); j, i = i, i+1 {
+				if (ys[i] > cy) != (ys[j] > cy) && cx < (xs[j]-xs[i])*(cy-ys[i])/(ys[j]-ys[i])+xs[i] {
+					in = !in
+				}
+			}
+			if in && image.Pt(px, py).In(r.img.Rect) {
+				r.img.SetRGBA(px, py, fill)
+			}
+		}
+	}
+	if stroke != fill {
+		var phase float64
+		for i, j := 0, len(xs)-1; i < len(xs); j, i = i, i+1 {
+			r.segment(xs[j], ys[j], xs[i], ys[i], stroke, 1, false, &phase)
+		}
+	}
+}

@@ -10,7 +10,7 @@
 //   - generation tasks decoded greedily (Generate, Run): the built-in
 //     suites (BuildSuites: passkey, multi-key, copy, JSON, a refusal policy,
 //     a long-context passkey grid, multi-hop, citations, tool calls) and the
-//     user's own tasks from JSONL (LoadTasks), scored by ScoreOutput's
+//     user's own tasks from JSONL (ParseTasks), scored by ScoreOutput's
 //     metrics, with paired statistics against the baseline (flips, exact
 //     McNemar, bootstrap intervals);
 //   - memory per token from the caches' layouts (kvq estimate's

@@ -31,7 +31,7 @@ func tinyModel(t *testing.T, specs string) (*runtime.Model, []quant.Spec) {
 	return m, parseSpecs(t, specs)
 }
 
-func parseSpecs(t *testing.T, specs string) []quant.Spec {
+func parseSpecs(t testing.TB, specs string) []quant.Spec {
 	t.Helper()
 	ss, err := quant.Formats().ParseList(specs)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -372,7 +373,14 @@ func (o *Options) parseGates(cmd *cobra.Command) error {
 	}
 	o.explicit = len(o.gates) > 0
 	if !o.explicit {
-		o.gates = eval.DefaultGates()
+		// The default gates bound what this run measures.
+		for _, g := range eval.DefaultGates() {
+			text := g.Metric == eval.GateKLD || g.Metric == eval.GateSameTop
+			if text && o.NoText || g.Metric == eval.GateDrop && strings.TrimSpace(o.Tasks) == "none" {
+				continue
+			}
+			o.gates = append(o.gates, g)
+		}
 	}
 	return nil
 }
@@ -422,6 +430,12 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	rep.Version = o.Version
 	rep.Model = modelInfo(m, o.Model)
+	if rep.Model.SHA256, err = hashModel(m); err != nil {
+		return err
+	}
+	for i := range rep.Caches {
+		rep.Caches[i].Scales = scaleFiles(rep.Caches[i].Spec)
+	}
 	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, N: o.N, Seed: o.Seed,
 		Suites: append(append([]string(nil), o.suites...), o.files...), Data: data, Workers: o.Threads,
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
@@ -530,6 +544,61 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 	b, _ := json.Marshal(cfg)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:]), cfg
+}
+
+// hashModel is the sha256 of the model's files, in name order (a
+// directory's regular files; a file and, for llama2.c, no tokenizer).
+func hashModel(m *runtime.Model) (string, error) {
+	var files []string
+	st, err := os.Stat(m.Path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		entries, err := os.ReadDir(m.Path)
+		if err != nil {
+			return "", err
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				files = append(files, filepath.Join(m.Path, e.Name()))
+			}
+		}
+	} else {
+		files = []string{m.Path}
+	}
+	h := sha256.New()
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\x00", filepath.Base(f))
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", fmt.Errorf("hashing %s: %w", f, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// scaleRE finds the files a cache spec reads (fp8 scales, KVQuant
+// codebooks).
+var scaleRE = regexp.MustCompile(`(?:scales|codebook)@([^:,]+)`)
+
+// scaleFiles identifies the scale and codebook files of a spec.
+func scaleFiles(spec string) []eval.DataInfo {
+	var out []eval.DataInfo
+	for _, m := range scaleRE.FindAllStringSubmatch(spec, -1) {
+		b, err := os.ReadFile(m[1])
+		if err != nil {
+			out = append(out, eval.DataInfo{Name: m[1], Kind: "scales"})
+			continue
+		}
+		out = append(out, dataInfo(m[1], "scales", b))
+	}
+	return out
 }
 
 func modelInfo(m *runtime.Model, given string) eval.ModelInfo {

@@ -236,7 +236,21 @@ func TestEval(t *testing.T) {
 	if err != nil || !strings.Contains(string(x), "<failure") || !strings.Contains(string(x), `failures="1"`) {
 		t.Errorf("junit: %v\n%s", err, x)
 	}
-	for _, bad := range [][]string{{"--junit", filepath.Join(t.TempDir(), "no", "dir", "g.xml")}, {"--log-samples", filepath.Join(t.TempDir(), "no", "dir", "s.jsonl")}} {
+	// The HTML report and the plots.
+	html, plots := filepath.Join(t.TempDir(), "r.html"), filepath.Join(t.TempDir(), "plots")
+	if code, _, stderr = run(t, append([]string{"eval", "--report", html, "--plot", plots}, args...)...); code != 0 {
+		t.Fatalf("--report: exit %d: %s", code, stderr)
+	}
+	page, err := os.ReadFile(html)
+	if err != nil || !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "Passkey accuracy, int2 minus fp32") || strings.Contains(string(page), "http:") || strings.Contains(string(page), "https:") {
+		t.Errorf("report: %v, %d bytes, want inline SVG heatmaps and no links", err, len(page))
+	}
+	for _, f := range []string{"long-context-fp32.svg", "long-context-diff-int2.png", "kld-by-position.svg", "quality-vs-bits.png", "kld-vs-bits.svg"} {
+		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() == 0 {
+			t.Errorf("--plot: %s: %v", f, err)
+		}
+	}
+	for _, bad := range [][]string{{"--junit", filepath.Join(t.TempDir(), "no", "dir", "g.xml")}, {"--log-samples", filepath.Join(t.TempDir(), "no", "dir", "s.jsonl")}, {"--report", filepath.Join(t.TempDir(), "no", "dir", "r.html")}} {
 		code, _, stderr = run(t, append(append([]string{"eval"}, bad...), args...)...)
 		if code != 2 || !strings.Contains(stderr, bad[0]) {
 			t.Errorf("unwritable %s: exit %d, %q", bad[0], code, stderr)

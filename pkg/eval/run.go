@@ -70,10 +70,14 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 		}
 		layouts[i] = l
 	}
-	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+	// The texts and the speed run on one runner with every worker (its
+	// matrix products split across them); the tasks run on one
+	// single-thread runner per worker.
+	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: opts.Workers})
 	if err != nil {
 		return nil, err
 	}
+	defer probe.Close()
 	for i, l := range layouts {
 		// Make one cache of each spec: the backend's support, pre-RoPE
 		// keys, scale files of the right shape are checked here.

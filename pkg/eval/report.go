@@ -52,7 +52,10 @@ type Setup struct {
 	Ctx      int    `json:"ctx"`
 	// Prefill says what a step's attention reads: "quantized" (every
 	// token attends to the cache as stored, as vLLM and llama.cpp do).
-	Prefill  string     `json:"prefill"`
+	Prefill string `json:"prefill"`
+	// KOrder is the key dimension order of quantized caches: "stored"
+	// (the model's) or "gguf" (llama.cpp's interleaved RoPE pairs).
+	KOrder   string     `json:"k_order"`
 	N        int        `json:"n"`
 	Seed     uint64     `json:"seed"`
 	Suites   []string   `json:"suites"`

@@ -78,6 +78,13 @@ func NewFP8(kind FP8Kind, opts FP8Options) (Format, error) {
 // are already frozen stay as they are; the call does nothing for other
 // formats. The runtime may call it before the first Put of a layer.
 func PrimeFP8Scales(f Format, layer int, key bool, heads, dim int, x []float32) {
+	for {
+		u, ok := f.(interface{ Unwrap() Format })
+		if !ok {
+			break
+		}
+		f = u.Unwrap() // absmax scales do not depend on the dimension order
+	}
 	ff, ok := f.(*fp8Format)
 	if !ok || ff.dyn == nil || heads <= 0 || dim <= 0 {
 		return

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/chat"
+	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
@@ -211,5 +213,52 @@ func TestChatPrompt(t *testing.T) {
 		if got := m.Tokenizer.DecodeWithSpecials(ids); got != text {
 			t.Errorf("%s: ids decode to %q, want %q", path, got, text)
 		}
+	}
+}
+
+// TestGGUFKeyOrder: a block-format key cache on a Hugging Face checkpoint
+// groups other dimensions than on its GGUF conversion (rotate_half vs
+// interleaved RoPE pairs), so their logits differ; quant.InterleaveKeys on
+// the HF model stores keys in GGUF order and gives the GGUF model's logits.
+func TestGGUFKeyOrder(t *testing.T) {
+	dir := t.TempDir()
+	spec := modeltest.Spec{Arch: "llama", Dim: 128, Heads: 2, KVHeads: 1, Seed: 9}
+	hf, gg := filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
+	if err := modeltest.WriteHF(hf, spec, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.WriteGGUF(gg, spec); err != nil {
+		t.Fatal(err)
+	}
+	mh, mg := load(t, hf, runtime.LoadOptions{}), load(t, gg, runtime.LoadOptions{})
+	if !mh.RopeNeoX || mg.RopeNeoX {
+		t.Fatalf("RoPE pairing: HF neox=%v, GGUF neox=%v", mh.RopeNeoX, mg.RopeNeoX)
+	}
+	ids := tokens(60, modeltest.Vocab(), 4)
+	logits := func(m *runtime.Model, k quant.Format) []float32 {
+		r := newRunner(t, m)
+		l, err := kvcache.NewLayout(m.Geometry(), quant.Spec{K: k, V: quant.FP16}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.NewCache(l, kvcache.Options{Blocks: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.AddSeq(0)
+		return forward(t, r, c, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
+	}
+	q40 := quant.Formats().MustLookup("q4_0")
+	want := logits(mg, q40)
+	plain, inter := logits(mh, q40), logits(mh, quant.InterleaveKeys(q40))
+	dPlain, dInter := maxRelDiff(plain, want), maxRelDiff(inter, want)
+	if dInter > 1e-4 || dPlain < 10*dInter {
+		t.Errorf("q4_0 keys on the HF model vs the GGUF model: %.2g as stored, %.2g in GGUF order; want the second under 1e-4 and far below the first", dPlain, dInter)
+	}
+	t.Logf("q4_0 keys, HF model vs GGUF model: %.2g as stored, %.2g in GGUF order", dPlain, dInter)
+	// Exact formats are unchanged by the order, but for the summation
+	// order of the dot products.
+	if d := maxRelDiff(logits(mh, quant.InterleaveKeys(quant.FP32)), logits(mh, quant.FP32)); d > 1e-5 {
+		t.Errorf("fp32 keys in GGUF order differ by %.2g", d)
 	}
 }

@@ -44,6 +44,7 @@ type Options struct {
 	Protocol    string
 	Prefill     string
 	Step        int
+	KOrder      string
 	Ctx         int
 	Chunks      int
 	Tasks       string
@@ -144,6 +145,7 @@ Exit codes: 0 ok (every given gate passed), 1 runtime failure, 2 usage error
 	fl.StringVar(&o.Protocol, "protocol", "kvq", "text protocol: kvq (every position of each chunk) or llama.cpp (llama-perplexity's chunks, BOS and second halves)")
 	fl.StringVar(&o.Prefill, "prefill", "quantized", "what a step's attention reads: quantized (the cache as stored, as vLLM and llama.cpp) or exact (its own exact K/V, as Hugging Face's QuantizedCache)")
 	fl.IntVar(&o.Step, "step", 1, "with --prefill exact: text tokens per step")
+	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
 	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", or tasks files (.jsonl); none for no tasks")
@@ -190,6 +192,11 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	o.specs = specs
 	if o.protocol, err = eval.ParseProtocol(o.Protocol); err != nil {
 		return cmdutil.FlagErrorf("--protocol: %w", err)
+	}
+	switch o.KOrder {
+	case "stored", "gguf":
+	default:
+		return cmdutil.FlagErrorf("--k-order %q (valid: stored, gguf)", o.KOrder)
 	}
 	switch o.Prefill {
 	case "quantized", "exact":
@@ -436,7 +443,7 @@ func (o *Options) Run(ctx context.Context) error {
 	for i := range rep.Caches {
 		rep.Caches[i].Scales = scaleFiles(rep.Caches[i].Spec)
 	}
-	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, N: o.N, Seed: o.Seed,
+	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, KOrder: o.KOrder, N: o.N, Seed: o.Seed,
 		Suites: append(append([]string(nil), o.suites...), o.files...), Data: data, Workers: o.Threads,
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
 	if rep.Text != nil {
@@ -466,7 +473,27 @@ func (o *Options) Run(ctx context.Context) error {
 // identities.
 func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, error) {
 	var data []eval.DataInfo
-	opts := eval.Options{Specs: o.specs, Workers: o.Threads, Speed: !o.NoSpeed, Gates: o.gates, Refusal: o.refusal,
+	specs := o.specs
+	if o.KOrder == "gguf" && m.RopeNeoX {
+		// Quantized keys in llama.cpp's order; exact formats stay as they
+		// are, so the baseline is unchanged.
+		wrap := func(f quant.Format) quant.Format {
+			if quant.Quantized(f) {
+				return quant.InterleaveKeys(f)
+			}
+			return f
+		}
+		specs = nil
+		for _, s := range o.specs {
+			s.K = wrap(s.K)
+			s.Overrides = append([]quant.LayerOverride(nil), s.Overrides...)
+			for i := range s.Overrides {
+				s.Overrides[i].K = wrap(s.Overrides[i].K)
+			}
+			specs = append(specs, s)
+		}
+	}
+	opts := eval.Options{Specs: specs, Workers: o.Threads, Speed: !o.NoSpeed, Gates: o.gates, Refusal: o.refusal,
 		LogSamples: o.LogSamples != "", Seed: o.Seed,
 		ExactPrefill: o.Prefill == "exact",
 		TextOpts:     eval.TextOptions{Protocol: o.protocol, Ctx: o.Ctx, MaxChunks: o.Chunks, Exact: o.Prefill == "exact", Step: o.Step}}
@@ -539,7 +566,7 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 		specs = append(specs, s.String())
 	}
 	cfg := map[string]any{"model": m.Path, "model_format": m.Format, "params": m.Params(), "caches": specs, "data": data,
-		"protocol": o.Protocol, "prefill": o.Prefill, "step": o.Step, "ctx": o.Ctx, "chunks": o.Chunks, "n": o.N, "seed": o.Seed, "contexts": o.contexts,
+		"protocol": o.Protocol, "prefill": o.Prefill, "k_order": o.KOrder, "step": o.Step, "ctx": o.Ctx, "chunks": o.Chunks, "n": o.N, "seed": o.Seed, "contexts": o.contexts,
 		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
 	b, _ := json.Marshal(cfg)
 	h := sha256.Sum256(b)

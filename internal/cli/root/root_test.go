@@ -43,6 +43,8 @@ func TestExitCodes(t *testing.T) {
 		{"eval unknown suite", []string{"eval", "--tasks", "copy,nope"}, 2, "nope"},
 		{"eval missing tasks file", []string{"eval", "--tasks", "/nonexistent/t.jsonl"}, 2, "/nonexistent/t.jsonl"},
 		{"eval bad protocol", []string{"eval", "--protocol", "hf"}, 2, "--protocol"},
+		{"eval bad k-order", []string{"eval", "--k-order", "hf"}, 2, "--k-order"},
+		{"eval exact with llama.cpp", []string{"eval", "--prefill", "exact", "--protocol", "llama.cpp"}, 2, "--prefill exact"},
 		{"eval bad gate", []string{"eval", "--max-drop", "copy"}, 2, "--max-drop"},
 		{"eval force without out", []string{"eval", "--force"}, 2, "--force"},
 		{"eval missing text", []string{"eval", "--text", "/nonexistent/wiki.txt"}, 2, "/nonexistent/wiki.txt"},

@@ -185,8 +185,8 @@ type GateResult struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Name is the result as a test-case name: "kld <= 0.01 [int4]".
-func (r GateResult) Name() string {
+// Label is the gate as applied: "drop[copy] <= 5".
+func (r GateResult) Label() string {
 	n := r.Gate.Metric
 	if r.Suite != "" {
 		n += "[" + r.Suite + "]"
@@ -197,8 +197,11 @@ func (r GateResult) Name() string {
 	if r.Gate.Min != nil {
 		n += fmt.Sprintf(" >= %g", *r.Gate.Min)
 	}
-	return n + " @ " + r.Cache
+	return n
 }
+
+// Name is Label and the cache: "kld <= 0.01 @ int4".
+func (r GateResult) Name() string { return r.Label() + " @ " + r.Cache }
 
 func matches(pattern, s string) bool {
 	if pattern == "" || pattern == "*" {

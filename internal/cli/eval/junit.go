@@ -38,9 +38,9 @@ type junitFailure struct {
 func WriteJUnit(w io.Writer, rep *eval.Report) error {
 	s := junitSuite{Name: "kvq eval gates"}
 	for _, g := range rep.Gates {
-		c := junitCase{Name: gateName(g), ClassName: "kvq.eval." + g.Cache, Output: fmt.Sprintf("value %s", formatValue(g.Value))}
+		c := junitCase{Name: g.Label(), ClassName: "kvq.eval." + g.Cache, Output: fmt.Sprintf("value %s", formatValue(g.Value))}
 		if !g.Pass {
-			c.Failure = &junitFailure{Message: g.Message, Text: fmt.Sprintf("%s on %s: %s", gateName(g), g.Cache, g.Message)}
+			c.Failure = &junitFailure{Message: g.Message, Text: fmt.Sprintf("%s on %s: %s", g.Label(), g.Cache, g.Message)}
 			s.Failures++
 		} else if g.Message != "" {
 			c.Output += "; " + g.Message

@@ -212,24 +212,10 @@ func gatesTable(rep *eval.Report) render.Table {
 			continue
 		}
 		fails++
-		t.Rows = append(t.Rows, []string{gateName(g), g.Cache, formatValue(g.Value), "FAIL: " + g.Message})
+		t.Rows = append(t.Rows, []string{g.Label(), g.Cache, formatValue(g.Value), "FAIL: " + g.Message})
 	}
 	t.Notes = append(t.Notes, fmt.Sprintf("%d of %d gate checks passed (failures listed)", len(rep.Gates)-fails, len(rep.Gates)))
 	return t
-}
-
-func gateName(g eval.GateResult) string {
-	n := g.Gate.Metric
-	if g.Suite != "" {
-		n += "[" + g.Suite + "]"
-	}
-	if g.Gate.Max != nil {
-		n += fmt.Sprintf(" <= %g", *g.Gate.Max)
-	}
-	if g.Gate.Min != nil {
-		n += fmt.Sprintf(" >= %g", *g.Gate.Min)
-	}
-	return n
 }
 
 func formatValue(v float64) string {
@@ -283,7 +269,7 @@ func flatTable(rep *eval.Report) render.Table {
 		if g.Pass {
 			pass = 1
 		}
-		add("gate", gateName(g), "pass", g.Cache, pass, nan, g.Value, p)
+		add("gate", g.Label(), "pass", g.Cache, pass, nan, g.Value, p)
 	}
 	return t
 }

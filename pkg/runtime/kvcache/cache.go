@@ -443,17 +443,9 @@ func (c *Cache) Stats() Stats {
 // Read decodes what attention reads for positions [from, to) of one KV head
 // of layer (keys when key is true) into dst ((to-from)·HeadDim values). It is
 // the dequantized view that test oracles and diagnostics compare against.
-// It panics on a range outside the sequence (a programmer error).
+// It panics on a range outside the sequence (a programmer error), as Runs
+// does.
 func (c *Cache) Read(dst []float32, layer int, id SeqID, key bool, h, from, to int) {
-	s := c.seqs[id]
-	if s == nil || from < 0 || to > s.n || from > to {
-		panic(fmt.Sprintf("kvcache: Read over [%d,%d) of sequence %d (length %d)", from, to, id, c.Len(id)))
-	}
-	j := 1
-	if key {
-		j = 0
-	}
-	sh := c.shapes[c.side[layer][j]]
-	runs := sh.runs(nil, s, c.layout.BlockTokens, from, to)
-	c.store.Read(dst, layer, key, h, runs, s.win, from, to)
+	runs := c.Runs(nil, layer, id, key, from, to)
+	c.store.Read(dst, layer, key, h, runs, c.seqs[id].win, from, to)
 }

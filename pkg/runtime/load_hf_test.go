@@ -257,8 +257,9 @@ func TestGGUFKeyOrder(t *testing.T) {
 	}
 	t.Logf("q4_0 keys, HF model vs GGUF model: %.2g as stored, %.2g in GGUF order", dPlain, dInter)
 	// Exact formats are unchanged by the order, but for the summation
-	// order of the dot products.
-	if d := maxRelDiff(logits(mh, quant.InterleaveKeys(quant.FP32)), logits(mh, quant.FP32)); d > 1e-5 {
+	// order of the dot products (1.2e-5 measured with the generic kernels;
+	// a wrong permutation would be of order 1).
+	if d := maxRelDiff(logits(mh, quant.InterleaveKeys(quant.FP32)), logits(mh, quant.FP32)); d > 1e-4 {
 		t.Errorf("fp32 keys in GGUF order differ by %.2g", d)
 	}
 }

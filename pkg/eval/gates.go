@@ -329,7 +329,8 @@ func evalGate(rep *Report, g Gate, ci int) []GateResult {
 	return out
 }
 
-// recommend picks the passing candidate with the fewest bytes per token.
+// recommend picks the passing candidate with the fewest bytes per token,
+// among those smaller than the baseline.
 func recommend(rep *Report) *Recommendation {
 	var best *CacheInfo
 	for ci := range rep.Caches {
@@ -343,7 +344,7 @@ func recommend(rep *Report) *Recommendation {
 				pass = v.Pass
 			}
 		}
-		if pass && (best == nil || c.BytesPerToken < best.BytesPerToken) {
+		if pass && c.Compression > 1 && (best == nil || c.BytesPerToken < best.BytesPerToken) {
 			best = c
 		}
 	}

@@ -289,3 +289,33 @@ func TestCancelled(t *testing.T) {
 		t.Errorf("%d items kept after a cancel at the second", st.Items())
 	}
 }
+
+// TestRecommendation: the smallest candidate that passes every gate, and
+// never one larger than the baseline.
+func TestRecommendation(t *testing.T) {
+	m, _ := tinyModel(t, "fp16")
+	loose := 10.0
+	run := func(list string) *eval.Report {
+		rep, err := eval.Run(context.Background(), m, eval.Options{Specs: parseSpecs(t, list), Texts: []eval.Text{{Body: strings.Repeat(storyText, 3)}},
+			TextOpts: eval.TextOptions{Ctx: 64}, Gates: []eval.Gate{{Metric: eval.GateKLD, Max: &loose}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rc := run("fp32,fp16,int4").Recommendation; rc == nil || rc.Cache != "int4" || !(rc.Saving > 0.8) {
+		t.Errorf("recommendation %+v, want int4 saving over 80%%", rc)
+	}
+	if rc := run("fp16,fp32").Recommendation; rc != nil {
+		t.Errorf("a candidate larger than the baseline was recommended: %+v", rc)
+	}
+	strict := 0.0
+	rep, err := eval.Run(context.Background(), m, eval.Options{Specs: parseSpecs(t, "fp16,int2"), Texts: []eval.Text{{Body: strings.Repeat(storyText, 3)}},
+		TextOpts: eval.TextOptions{Ctx: 64}, Gates: []eval.Gate{{Metric: eval.GateKLD, Max: &strict}, {Metric: eval.GateDrop, Suite: "*", Max: &strict}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Recommendation != nil || len(rep.Verdicts) != 1 || rep.Verdicts[0].Pass || len(rep.Verdicts[0].Failed) != 2 {
+		t.Errorf("failing gates: recommendation %+v, verdicts %+v (the drop gate has no suite to measure: it fails as not measured)", rep.Recommendation, rep.Verdicts)
+	}
+}

@@ -113,15 +113,20 @@ func cachesTable(rep *eval.Report) render.Table {
 	if rc := rep.Recommendation; rc != nil {
 		t.Notes = append(t.Notes, fmt.Sprintf("Recommendation: %s — %.0f%% less KV memory than the baseline (%.2fx), %s.", rc.Cache, 100*rc.Saving, rc.Compression, rc.Reason))
 	} else if len(rep.Verdicts) > 0 {
-		t.Notes = append(t.Notes, "Recommendation: none — no candidate passes every gate; keep the baseline.")
+		t.Notes = append(t.Notes, "Recommendation: none — no candidate smaller than the baseline passes every gate; keep the baseline.")
 	}
 	return t
 }
 
 func textTable(rep *eval.Report) render.Table {
 	tr := rep.Text
+	header := []string{"CACHE", "PPL", "ln(PPL/base)", "KLD mean", "KLD p99", "KLD max", "same top", "Δp RMS"}
+	if tr.Protocol == eval.ProtocolLlamaCpp.String() {
+		// llama-perplexity's names for the same quantities.
+		header = []string{"CACHE", "Mean PPL(Q)", "Mean ln(PPL(Q)/PPL(base))", "Mean KLD", "99.0% KLD", "Maximum KLD", "Same top p", "RMS Δp"}
+	}
 	t := render.Table{Title: fmt.Sprintf("Distribution against %s (teacher-forced; KLD in nats)", rep.Caches[0].Spec),
-		Header: []string{"CACHE", "PPL", "ln(PPL/base)", "KLD mean", "KLD p99", "KLD max", "same top", "Δp RMS"},
+		Header: header,
 		Align:  []render.Align{render.Left, render.Right, render.Right, render.Right, render.Right, render.Right, render.Right, render.Right}}
 	for _, c := range tr.Caches {
 		t.Rows = append(t.Rows, []string{c.Cache,

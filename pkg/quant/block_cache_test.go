@@ -32,7 +32,7 @@ func TestFP8FormatsThroughCache(t *testing.T) {
 	r := quant.Formats()
 	// Any head size; multiples of 8 take the SWAR kernels, others (12) the
 	// table path.
-	for _, name := range []string{"fp8", "fp8-e5m2", "fp8:dynamic", "fp8:head:dynamic", "fp8-e5m2:nosat", "fp8:scales@testdata/fp8_scales_kvq.json"} {
+	for _, name := range []string{"fp8", "fp8-e5m2", "fp8:dynamic", "fp8:head:dynamic", "fp8-e5m2:nosat", "fp8:scales@testdata/fp8_scales_2layers.json"} {
 		cachetest.Run(t, r.MustLookup(name), cachetest.Options{Dims: []int{8, 12, 32, 64, 128}, Tol: kernelTol, Windows: true})
 	}
 	for _, name := range []string{"fp8:rot", "fp8-e5m2:rot", "fp8:rot:dynamic"} {

@@ -124,6 +124,17 @@ var (
 	_ Stateful  = (*fp8Format)(nil)
 )
 
+var _ GeometryChecker = (*fp8Format)(nil)
+
+// CheckGeometry implements GeometryChecker for static scales whose source
+// knows its model (a scales file).
+func (f *fp8Format) CheckGeometry(layers, kvHeads int) error {
+	if gc, ok := f.opts.Scales.(GeometryChecker); ok {
+		return gc.CheckGeometry(layers, kvHeads)
+	}
+	return nil
+}
+
 // Fresh implements Stateful: a dynamic format gets an empty scale table;
 // other fp8 formats hold no learned state and return themselves.
 func (f *fp8Format) Fresh() Format {

@@ -58,6 +58,14 @@ func TestParseFP8Scales(t *testing.T) {
 		{name: "no layers", json: `{"v_scale": {}}`, wantErr: "no layers"},
 		{name: "dtype", json: `{"dtype": "int8", "k_scale": {"0": 1}}`, wantErr: `dtype "int8"`},
 		{name: "no factors", json: `{"kv_cache": {"dtype": "float8_e4m3fn"}}`, wantErr: `no "scaling_factor"`},
+		{
+			name: "kvq calibrate's provenance fields",
+			json: `{"format": "kvq.kv_scales", "version": 1, "layers": 2, "kv_heads": 1, "strategy": "dataset", "data_sha256": "ab", "k_scale": {"0": 0.5}}`,
+			want: []want{{0, true, []float32{0.5}}},
+		},
+		{name: "newer version", json: `{"version": 2, "k_scale": {"0": 1}}`, wantErr: `"version" 2 is newer`},
+		{name: "bad layers", json: `{"layers": "4", "k_scale": {"0": 1}}`, wantErr: `"layers" must be a positive integer`},
+		{name: "bad kv_heads", json: `{"kv_heads": 0, "k_scale": {"0": 1}}`, wantErr: `"kv_heads" must be a positive integer`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,6 +89,44 @@ func TestParseFP8Scales(t *testing.T) {
 				t.Errorf("Scales(99) = %v, want an error naming layer 99", err)
 			}
 		})
+	}
+}
+
+// TestFP8ScalesGeometry: a scales file for another model (other layer or
+// head counts) is refused with the file and the field named, directly and
+// through a cache layout.
+func TestFP8ScalesGeometry(t *testing.T) {
+	tests := []struct {
+		json, wantErr string
+	}{
+		{`{"k_scale": {"0": 1, "1": [1, 2]}}`, ""},
+		{`{"layers": 2, "kv_heads": 2, "k_scale": {"0": 1}}`, ""},
+		{`{"layers": 3, "k_scale": {"0": 1}}`, `"layers" is 3, the model has 2 layers`},
+		{`{"kv_heads": 4, "k_scale": {"0": 1}}`, `"kv_heads" is 4, the model has 2 KV heads`},
+		{`{"k_scale": {"0": 1}, "v_scale": {"5": 1}}`, "v_scale has layer 5, the model has 2 layers"},
+		{`{"k_scale": {"1": [1, 2, 3]}}`, "k_scale of layer 1 lists 3 per-head scales, the model has 2 KV heads"},
+	}
+	for _, tt := range tests {
+		f, err := ParseFP8Scales([]byte(tt.json), "s.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fm, err := NewFP8(E4M3, FP8Options{Scales: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gc := range []GeometryChecker{f, fm.(GeometryChecker)} {
+			err := gc.CheckGeometry(2, 2)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("%s: CheckGeometry = %v", tt.json, err)
+				}
+				continue
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "s.json") || !errors.Is(err, ErrOption) {
+				t.Errorf("%s: CheckGeometry = %v, want an ErrOption naming s.json and %q", tt.json, err, tt.wantErr)
+			}
+		}
 	}
 }
 

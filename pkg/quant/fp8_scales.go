@@ -43,11 +43,30 @@ type ScaleSource interface {
 //	 "v_scale": {"0": 0.01, "1": 0.01}}
 //
 // An optional "dtype" ("float8_e4m3fn" or "float8_e5m2") in either schema
-// restricts the file to one encoding.
+// restricts the file to one encoding. kvq calibrate's files add "version"
+// (1; a later version is refused), the model's "layers" and "kv_heads"
+// (checked against the model, see CheckGeometry) and provenance fields
+// ("strategy", "granularity", "model", "data_sha256") that parsing ignores.
 type FP8ScaleFile struct {
 	name  string
 	dtype string // "", "float8_e4m3fn" or "float8_e5m2"
 	k, v  map[int][]float32
+	// layers and kvHeads are the file's "layers" and "kv_heads", 0 when
+	// absent.
+	layers, kvHeads int
+}
+
+// FP8ScaleFileVersion is the newest "version" of kvq's scales schema this
+// package reads.
+const FP8ScaleFileVersion = 1
+
+// GeometryChecker is implemented by formats (and scale sources) whose
+// calibrated data belongs to one model: kvcache.NewLayout calls
+// CheckGeometry with the model's geometry, so that a scales file written for
+// another model fails with the file and field named instead of running with
+// someone else's scales.
+type GeometryChecker interface {
+	CheckGeometry(layers, kvHeads int) error
 }
 
 var _ ScaleSource = (*FP8ScaleFile)(nil)
@@ -75,6 +94,21 @@ func ParseFP8Scales(data []byte, name string) (*FP8ScaleFile, error) {
 	if raw, ok := top["dtype"]; ok {
 		if err := json.Unmarshal(raw, &f.dtype); err != nil {
 			return nil, fail(`"dtype" is not a string`)
+		}
+	}
+	for _, field := range []struct {
+		key string
+		dst *int
+	}{{"version", new(int)}, {"layers", &f.layers}, {"kv_heads", &f.kvHeads}} {
+		raw, ok := top[field.key]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(raw, field.dst); err != nil || *field.dst <= 0 {
+			return nil, fail("%q must be a positive integer, not %s", field.key, bytes.TrimSpace(raw))
+		}
+		if field.key == "version" && *field.dst > FP8ScaleFileVersion {
+			return nil, fail(`"version" %d is newer than this kvq reads (%d): upgrade kvq`, *field.dst, FP8ScaleFileVersion)
 		}
 	}
 	switch {
@@ -195,6 +229,37 @@ func sameScales(a, b map[int][]float32) bool {
 
 // String returns the file name.
 func (f *FP8ScaleFile) String() string { return f.name }
+
+var _ GeometryChecker = (*FP8ScaleFile)(nil)
+
+// CheckGeometry implements GeometryChecker: the file's "layers" and
+// "kv_heads", its layer indices and the length of its per-head lists must
+// fit a model of layers layers and kvHeads KV heads.
+func (f *FP8ScaleFile) CheckGeometry(layers, kvHeads int) error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("%w: fp8 scales file %s: %s (a scales file for another model?)", ErrOption, f.name, fmt.Sprintf(format, a...))
+	}
+	if f.layers > 0 && f.layers != layers {
+		return fail(`"layers" is %d, the model has %d layers`, f.layers, layers)
+	}
+	if f.kvHeads > 0 && f.kvHeads != kvHeads {
+		return fail(`"kv_heads" is %d, the model has %d KV heads`, f.kvHeads, kvHeads)
+	}
+	for _, side := range []struct {
+		name string
+		m    map[int][]float32
+	}{{"k_scale", f.k}, {"v_scale", f.v}} {
+		for _, l := range slices.Sorted(maps.Keys(side.m)) {
+			switch s := side.m[l]; {
+			case l >= layers:
+				return fail("%s has layer %d, the model has %d layers (0..%d)", side.name, l, layers, layers-1)
+			case len(s) > 1 && len(s) != kvHeads:
+				return fail("%s of layer %d lists %d per-head scales, the model has %d KV heads", side.name, l, len(s), kvHeads)
+			}
+		}
+	}
+	return nil
+}
 
 // DType returns the file's "dtype" ("" when it names none).
 func (f *FP8ScaleFile) DType() string { return f.dtype }

@@ -132,6 +132,30 @@ func NewLayout(g Geometry, spec quant.Spec, blockTokens int) (*Layout, error) {
 	return NewLayoutWith(g, spec, LayoutOptions{BlockTokens: blockTokens})
 }
 
+// checkGeometry asks every format of spec that carries calibrated data
+// (quant.GeometryChecker, through wrappers) whether it fits g.
+func checkGeometry(g Geometry, spec quant.Spec) error {
+	fs := []quant.Format{spec.K, spec.V}
+	for _, o := range spec.Overrides {
+		fs = append(fs, o.K, o.V)
+	}
+	for _, f := range fs {
+		for f != nil {
+			if gc, ok := f.(quant.GeometryChecker); ok {
+				if err := gc.CheckGeometry(g.Layers, g.KVHeads); err != nil {
+					return err
+				}
+			}
+			u, ok := f.(interface{ Unwrap() quant.Format })
+			if !ok {
+				break
+			}
+			f = u.Unwrap()
+		}
+	}
+	return nil
+}
+
 // NewLayoutWith is NewLayout with options.
 func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, error) {
 	blockTokens := opts.BlockTokens
@@ -149,6 +173,9 @@ func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, er
 	}
 	if opts.Rollback < 0 {
 		return nil, fmt.Errorf("%w: rollback of %d tokens", ErrGeometry, opts.Rollback)
+	}
+	if err := checkGeometry(g, spec); err != nil {
+		return nil, err
 	}
 	l := &Layout{Geometry: g, Spec: spec, Layers: make([]LayerLayout, g.Layers), Rollback: opts.Rollback}
 	for i := range l.Layers {

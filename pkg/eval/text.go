@@ -87,6 +87,9 @@ type TextOptions struct {
 	// llama.cpp do.
 	Exact bool
 	Step  int
+	// KeepPositions fills TextMetrics.PerPosition, for paired comparisons
+	// between caches over the same positions.
+	KeepPositions bool
 }
 
 // Text is one named text to score.
@@ -117,6 +120,15 @@ type TextMetrics struct {
 	DeltaP DeltaPStats `json:"delta_p"`
 	// ByPosition is the KLD by position within a chunk.
 	ByPosition []PositionBucket `json:"by_position"`
+	// PerPosition holds every scored position's values, in the same order
+	// for every cache (with TextOptions.KeepPositions; not serialized).
+	PerPosition *PositionValues `json:"-"`
+}
+
+// PositionValues are per-position values of one cache.
+type PositionValues struct {
+	KLD  []float64
+	Same []bool
 }
 
 // KLDStats summarize per-position KL divergences.
@@ -363,7 +375,11 @@ func TeacherForced(ctx context.Context, r *runtime.Runner, specs []quant.Spec, t
 	}
 	res := &TextResult{Protocol: opts.Protocol.String(), Ctx: opts.Ctx, Chunks: len(chunks)}
 	for i, a := range acc {
-		res.Caches = append(res.Caches, a.metrics(specs[i].String(), opts.Ctx))
+		tm := a.metrics(specs[i].String(), opts.Ctx)
+		if opts.KeepPositions {
+			tm.PerPosition = &PositionValues{KLD: a.kld, Same: a.same}
+		}
+		res.Caches = append(res.Caches, tm)
 	}
 	return res, nil
 }

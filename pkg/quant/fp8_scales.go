@@ -81,8 +81,21 @@ func LoadFP8Scales(path string) (*FP8ScaleFile, error) {
 }
 
 // ParseFP8Scales parses the JSON of a scales file; name identifies it in
-// errors and in format names.
+// errors and in format names. Every scale must be a positive finite
+// float32.
 func ParseFP8Scales(data []byte, name string) (*FP8ScaleFile, error) {
+	return parseFP8Scales(data, name, false)
+}
+
+// ParseFP8ScalesLenient parses like ParseFP8Scales but keeps scales that
+// are zero, negative (vLLM's −1 "never calibrated" placeholder) or beyond
+// float32, so that an audit can report them; a format refuses them when it
+// makes its codecs.
+func ParseFP8ScalesLenient(data []byte, name string) (*FP8ScaleFile, error) {
+	return parseFP8Scales(data, name, true)
+}
+
+func parseFP8Scales(data []byte, name string, lenient bool) (*FP8ScaleFile, error) {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: fp8 scales file %s: %s", ErrOption, name, fmt.Sprintf(format, a...))
 	}
@@ -128,7 +141,7 @@ func ParseFP8Scales(data []byte, name string) (*FP8ScaleFile, error) {
 		}
 		ranks := slices.Sorted(maps.Keys(kv.Factors))
 		for _, rank := range ranks {
-			layers, err := parseLayerScales(kv.Factors[rank], false)
+			layers, err := parseLayerScales(kv.Factors[rank], false, lenient)
 			if err != nil {
 				return nil, fail("scaling_factor rank %q: %v", rank, err)
 			}
@@ -154,7 +167,7 @@ func ParseFP8Scales(data []byte, name string) (*FP8ScaleFile, error) {
 			if err := json.Unmarshal(raw, &m); err != nil {
 				return nil, fail("%q must map layer indices to scales: %v", side.key, err)
 			}
-			layers, err := parseLayerScales(m, true)
+			layers, err := parseLayerScales(m, true, lenient)
 			if err != nil {
 				return nil, fail("%s: %v", side.key, err)
 			}
@@ -177,7 +190,7 @@ func ParseFP8Scales(data []byte, name string) (*FP8ScaleFile, error) {
 	return f, nil
 }
 
-func parseLayerScales(m map[string]json.RawMessage, lists bool) (map[int][]float32, error) {
+func parseLayerScales(m map[string]json.RawMessage, lists, lenient bool) (map[int][]float32, error) {
 	if len(m) == 0 {
 		return nil, fmt.Errorf("no layers")
 	}
@@ -205,7 +218,7 @@ func parseLayerScales(m map[string]json.RawMessage, lists bool) (map[int][]float
 		}
 		s := make([]float32, len(vals))
 		for i, v := range vals {
-			if !(v > 0) || math.IsInf(v, 0) || float32(v) == 0 || math.IsInf(float64(float32(v)), 0) {
+			if !lenient && (!(v > 0) || math.IsInf(v, 0) || float32(v) == 0 || math.IsInf(float64(float32(v)), 0)) {
 				return nil, fmt.Errorf("layer %d: scale %v is not a positive finite float32 (-1 marks a scale that was never calibrated)", layer, v)
 			}
 			s[i] = float32(v)

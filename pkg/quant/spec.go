@@ -53,6 +53,11 @@ func (s Spec) ForLayer(i, n int) (k, v Format) {
 	return k, v
 }
 
+// NewSpec returns a spec of formats k and v, without windows or overrides,
+// named name: for formats built in code (calibrated scales) rather than
+// parsed.
+func NewSpec(name string, k, v Format) Spec { return Spec{K: k, V: v, text: name} }
+
 // Quantized reports whether f stores values in fewer than 16 bits, so that fp16
 // sink and residual windows change what attention reads.
 func Quantized(f Format) bool {

@@ -20,11 +20,21 @@ func (m *Model) ChatPrompt(msgs []chat.Message) ([]int, string, error) {
 // ChatPromptExtra is ChatPrompt with further template variables, such as
 // "tools" (see chat.Options.Extra).
 func (m *Model) ChatPromptExtra(msgs []chat.Message, extra map[string]any) ([]int, string, error) {
+	return m.renderChat(msgs, chat.Options{AddGenerationPrompt: true, Extra: extra})
+}
+
+// ChatConversation renders a whole conversation, the assistant's turns
+// included, with the model's chat template and no generation prompt (what
+// calibration and training read), and tokenizes it like ChatPrompt.
+func (m *Model) ChatConversation(msgs []chat.Message) ([]int, string, error) {
+	return m.renderChat(msgs, chat.Options{})
+}
+
+func (m *Model) renderChat(msgs []chat.Message, opts chat.Options) ([]int, string, error) {
 	if m.ChatTemplate == "" {
 		return nil, "", fmt.Errorf("%w (%s)", ErrNoChatTemplate, m.Path)
 	}
 	tok := m.Tokenizer
-	opts := chat.Options{AddGenerationPrompt: true, Extra: extra}
 	if b := tok.BOS(); b >= 0 {
 		opts.BOSToken = tok.Token(b)
 	}

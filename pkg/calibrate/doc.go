@@ -1,0 +1,28 @@
+// Package calibrate implements kvq calibrate: it runs a model on
+// calibration data with a runtime.KVObserver, records what the keys (after
+// and before RoPE) and values really look like per layer, KV head and
+// channel, turns those statistics into fp8 KV-cache scales by the rules of
+// the engines that define each strategy (vLLM's default and
+// calculate_kv_scales, llm-compressor's observers, percentile clipping),
+// fits KVQuant codebooks, writes the scales in kvq's format and in the
+// formats vLLM and SGLang load, compares strategies by measurement, and
+// audits the scales a checkpoint already ships.
+//
+// The facts each strategy follows are in ../shared/docs/quant-schemes.md
+// §1.2–1.4 (kvq's copy of the engines' rules).
+package calibrate
+
+import "errors"
+
+// Errors of the package. Each error it returns about user input wraps one.
+var (
+	// ErrData: calibration data that cannot be read or is unusable (a
+	// malformed JSONL line, no tokens, a chat without a template).
+	ErrData = errors.New("calibrate: bad calibration data")
+	// ErrOptions: an unknown strategy, granularity or dtype, or settings
+	// that contradict each other.
+	ErrOptions = errors.New("calibrate: bad options")
+	// ErrScales: a scales file or checkpoint whose scales cannot be read or
+	// do not fit the model (wrong layer or head count, malformed values).
+	ErrScales = errors.New("calibrate: bad scales")
+)

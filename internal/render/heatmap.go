@@ -36,6 +36,11 @@ type Heatmap struct {
 	// Width and Height in pixels; zero fits them to the grid (cells wide
 	// enough for their text, 28 pixels high).
 	Width, Height int
+	// Dense draws no value in the cells, for grids too fine to label
+	// (per-channel statistics): cells are 6 pixels wide unless Width says
+	// otherwise, empty column labels are skipped, and the colour bar is
+	// the legend.
+	Dense bool
 }
 
 // ColorScale maps a value between a heatmap's Min and Max to a colour.
@@ -56,6 +61,9 @@ const (
 	// -Min and Max, so equal magnitudes get equal depth of colour;
 	// Min <= 0 <= Max is required.
 	ScaleRedBlue
+	// ScaleBlues is sequential, white (Min) to dark blue (Max), for
+	// magnitudes (ColorBrewer's Blues, colour-blind safe).
+	ScaleBlues
 )
 
 var (
@@ -68,6 +76,11 @@ var (
 		{178, 24, 43, 255}, {214, 96, 77, 255}, {244, 165, 130, 255}, {253, 219, 199, 255},
 		{247, 247, 247, 255}, {209, 229, 240, 255}, {146, 197, 222, 255}, {67, 147, 195, 255},
 		{33, 102, 172, 255},
+	}
+	blues = []color.RGBA{
+		{247, 251, 255, 255}, {222, 235, 247, 255}, {198, 219, 239, 255}, {158, 202, 225, 255},
+		{107, 174, 214, 255}, {66, 146, 198, 255}, {33, 113, 181, 255}, {8, 81, 156, 255},
+		{8, 48, 107, 255},
 	}
 	noData     = color.RGBA{217, 217, 217, 255}
 	noDataText = color.RGBA{80, 80, 80, 255}
@@ -91,6 +104,9 @@ func (h *Heatmap) color(v float64) color.RGBA {
 	if h.Scale == ScaleRedBlue {
 		m := math.Max(-h.Min, h.Max)
 		return ramp(rdBu, 0.5+v/(2*m))
+	}
+	if h.Scale == ScaleBlues {
+		return ramp(blues, (v-h.Min)/(h.Max-h.Min))
 	}
 	return ramp(rdYlGn, (v-h.Min)/(h.Max-h.Min))
 }
@@ -144,7 +160,7 @@ func (h *Heatmap) validate() error {
 		return fmt.Errorf("%w: heatmap %q scale [%g, %g] is empty or not finite", ErrChart, h.Title, h.Min, h.Max)
 	}
 	switch h.Scale {
-	case ScaleRedYellowGreen:
+	case ScaleRedYellowGreen, ScaleBlues:
 	case ScaleRedBlue:
 		if h.Min > 0 || h.Max < 0 {
 			return fmt.Errorf("%w: heatmap %q diverging scale [%g, %g] does not contain 0", ErrChart, h.Title, h.Min, h.Max)
@@ -193,6 +209,9 @@ func (h *Heatmap) layout() heatmapLayout {
 	l.gx = 40 + float64(maxLen(h.Rows))*charW + 8
 	l.gy = marginT
 	l.cw = math.Max(44, math.Max(float64(textW)*charW+14, float64(maxLen(h.Columns))*charW+10))
+	if h.Dense {
+		l.cw = 6
+	}
 	l.ch = defCellH
 
 	step := niceStep((h.Max-h.Min)/5, false)
@@ -255,6 +274,10 @@ func (h *Heatmap) draw(cv canvas) {
 				fill = h.color(v)
 				txt, fg = h.format(v), contrast(fill)
 			}
+			if h.Dense {
+				cv.rect(x, y, l.cw, l.ch, fill, fill)
+				continue
+			}
 			cv.rect(x, y, l.cw, l.ch, fill, white)
 			cv.text(x+l.cw/2, y+l.ch/2+4, txt, "middle", fg, false)
 		}
@@ -263,6 +286,9 @@ func (h *Heatmap) draw(cv canvas) {
 	// read as part of the grid.
 	frame(cv, l.gx, l.gy, gw, gh, grey)
 	for c, s := range h.Columns {
+		if s == "" {
+			continue
+		}
 		cv.text(l.gx+(float64(c)+0.5)*l.cw, l.gy+gh+19, s, "middle", black, false)
 	}
 	if h.XLabel != "" {

@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -262,5 +263,41 @@ func TestHeatmapSize(t *testing.T) {
 	}
 	if sz := decodePNG(t, b.Bytes()).Bounds().Size(); sz.X != 1000 || sz.Y != 600 {
 		t.Errorf("PNG is %v, want 1000×600", sz)
+	}
+}
+
+// TestHeatmapDense: a dense grid (per-channel statistics) has narrow
+// cells without text, skips empty column labels and uses the sequential
+// blue scale.
+func TestHeatmapDense(t *testing.T) {
+	cols := make([]string, 64)
+	for i := range cols {
+		if i%16 == 0 {
+			cols[i] = strconv.Itoa(i)
+		}
+	}
+	vals := make([][]float64, 2)
+	for r := range vals {
+		vals[r] = make([]float64, 64)
+		for c := range vals[r] {
+			vals[r][c] = float64(c)
+		}
+	}
+	h := Heatmap{Title: "K channel absmax", Columns: cols, Rows: []string{"L0", "L1"}, Values: vals, Min: 0, Max: 63, Scale: ScaleBlues, Dense: true}
+	var b bytes.Buffer
+	if err := WriteHeatmapSVG(&b, h); err != nil {
+		t.Fatal(err)
+	}
+	texts := svgTexts(t, b.Bytes())
+	for _, s := range texts {
+		if s == "" || s == "12" {
+			t.Errorf("dense heatmap draws %q (cell values or empty labels)", s)
+		}
+	}
+	if l := h.layout(); l.cw != 6 || l.w > 700 {
+		t.Errorf("dense layout: cells %g wide, image %d wide", l.cw, l.w)
+	}
+	if h.color(0) != blues[0] || h.color(63) != blues[8] {
+		t.Errorf("blue scale: %v at 0, %v at max", h.color(0), h.color(63))
 	}
 }

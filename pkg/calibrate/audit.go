@@ -182,7 +182,8 @@ func AuditScales(sh *Shipped, rec *Recorder, kind quant.FP8Kind) *Audit {
 					}
 					total += n
 					if s > 0 {
-						clipped += countAbove(acc.hist[h], fmax*float64(s))
+						hmax := float64(absmax(minOf(acc.min[h*rec.dim:(h+1)*rec.dim]), maxOf(acc.max[h*rec.dim:(h+1)*rec.dim])))
+						clipped += countAbove(acc.hist[h], fmax*float64(s), hmax)
 						// Underflow: half the entries below e4m3's smallest normal.
 						if med := histPercentile(acc.hist[h], n, 50); med > 0 && med < math.Ldexp(1, minNormalExp(kind))*float64(s) {
 							underflow = true

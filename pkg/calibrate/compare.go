@@ -102,7 +102,7 @@ func Compare(ctx context.Context, m *runtime.Model, cands []Candidate, opts Comp
 		res.Results = append(res.Results, CandidateResult{Name: c.Name})
 		spec, err := c.Scales.Spec("fp8 " + c.Name)
 		if err == nil {
-			err = checkRunnable(c.Scales)
+			err = c.Scales.Valid()
 		}
 		if err != nil {
 			res.Results[i].Failed = err.Error()
@@ -141,8 +141,9 @@ func Compare(ctx context.Context, m *runtime.Model, cands []Candidate, opts Comp
 	return res, nil
 }
 
-// checkRunnable reports scales a cache would refuse, naming the layer.
-func checkRunnable(s *Scales) error {
+// Valid reports scales a cache would refuse (zero, negative, NaN, Inf,
+// missing), naming the first.
+func (s *Scales) Valid() error {
 	for l := range s.Layers {
 		for _, key := range []bool{true, false} {
 			v, err := s.Scales(l, key)
@@ -157,6 +158,32 @@ func checkRunnable(s *Scales) error {
 		}
 	}
 	return nil
+}
+
+// Repaired returns a copy of s with every invalid scale set to 1.0 (what
+// running the rest of a broken checkpoint's scales looks like), and how
+// many were replaced.
+func (s *Scales) Repaired() (*Scales, int) {
+	out := *s
+	out.K, out.V = make([][]float32, s.Layers), make([][]float32, s.Layers)
+	n := 0
+	for l := range s.Layers {
+		for _, side := range []struct{ dst, src *[]float32 }{{&out.K[l], &s.K[l]}, {&out.V[l], &s.V[l]}} {
+			v := slices.Clone(*side.src)
+			if v == nil {
+				v = []float32{1}
+				n++
+			}
+			for i, x := range v {
+				if !(x > 0) || math.IsInf(float64(x), 0) {
+					v[i] = 1
+					n++
+				}
+			}
+			*side.dst = v
+		}
+	}
+	return &out, n
 }
 
 // recommend picks the candidate with the least mean KLD and tests its

@@ -209,7 +209,7 @@ func (s *Summary) finish(sum, sq float64, hist []uint64, pct []float64) {
 		s.AbsPercentiles = append(s.AbsPercentiles, math.Min(s.Absmax, histPercentile(hist, s.Count, p)))
 	}
 	rms := math.Sqrt(sq / n)
-	s.Outliers = countAbove(hist, 6*rms)
+	s.Outliers = countAbove(hist, 6*rms, s.Absmax)
 }
 
 // histPercentile is the p-th percentile (0..100) of |x| from a histogram
@@ -231,14 +231,18 @@ func histPercentile(hist []uint64, count int64, p float64) float64 {
 }
 
 // countAbove counts the values above t (bins straddling t count in
-// proportion).
-func countAbove(hist []uint64, t float64) int64 {
+// proportion); amax, the largest |x| recorded, bounds the last bin, so that
+// a t at or above it counts nothing.
+func countAbove(hist []uint64, t, amax float64) int64 {
+	if t >= amax {
+		return 0
+	}
 	var n float64
 	for b, c := range hist {
 		if c == 0 {
 			continue
 		}
-		lo, hi := histLow(b), histLow(b+1)
+		lo, hi := histLow(b), math.Min(histLow(b+1), amax)
 		switch {
 		case lo >= t:
 			n += float64(c)

@@ -2,6 +2,7 @@
 package root
 
 import (
+	calibratecmd "github.com/kvqlabs/kvq/internal/cli/calibrate"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/cli/estimate"
 	evalcmd "github.com/kvqlabs/kvq/internal/cli/eval"
@@ -38,7 +39,7 @@ caches side by side.`,
 		inspect.NewCmd(f, nil),
 		probe.NewCmd(f),
 		estimate.NewCmd(f, nil),
-		stub.NewCmd("calibrate", "Record K/V statistics and write quantization scales"),
+		calibratecmd.NewCmd(f, nil),
 		evalcmd.NewCmd(f, nil),
 		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),
 		version.NewCmd(f),

@@ -39,7 +39,15 @@ func TestExitCodes(t *testing.T) {
 		{"bad cache", []string{"generate", "--model", "x", "--cache", "int3"}, 2, `unknown format "int3"`},
 		{"missing model file", []string{"generate", "--model", "/nonexistent/m.gguf"}, 2, "/nonexistent/m.gguf"},
 		{"bad int flag", []string{"generate", "--model", "x", "--max-tokens", "lots"}, 2, "invalid argument"},
-		{"calibrate not built", []string{"calibrate"}, 1, "not implemented"},
+		{"calibrate bad strategy", []string{"calibrate", "--strategy", "magic"}, 2, `unknown strategy "magic"`},
+		{"calibrate bad observer", []string{"calibrate", "--compare", "dataset:ema"}, 2, `"ema"`},
+		{"calibrate bad granularity", []string{"calibrate", "--granularity", "channel"}, 2, "--granularity"},
+		{"calibrate bad dtype", []string{"calibrate", "--dtype", "int8"}, 2, "--dtype"},
+		{"calibrate best without compare", []string{"calibrate", "--strategy", "best", "--compare", "none"}, 2, "--strategy best needs --compare"},
+		{"calibrate missing data", []string{"calibrate", "--data", "/nonexistent/c.jsonl"}, 2, "/nonexistent/c.jsonl"},
+		{"calibrate bad codebook", []string{"calibrate", "--codebook", "int4"}, 2, "--codebook"},
+		{"calibrate stats bad percentile", []string{"calibrate", "stats", "--percentiles", "101"}, 2, "--percentiles"},
+		{"calibrate audit missing scales", []string{"calibrate", "audit", "--scales", "/nonexistent/s.json"}, 2, "/nonexistent/s.json"},
 		{"eval unknown suite", []string{"eval", "--tasks", "copy,nope"}, 2, "nope"},
 		{"eval missing tasks file", []string{"eval", "--tasks", "/nonexistent/t.jsonl"}, 2, "/nonexistent/t.jsonl"},
 		{"eval bad protocol", []string{"eval", "--protocol", "hf"}, 2, "--protocol"},
@@ -370,5 +378,127 @@ func TestProbeTrainSmoke(t *testing.T) {
 		if code, _, stderr = run(t, append([]string{"probe", "train", "--dir", filepath.Join(t.TempDir(), "x"), "--smoke"}, args...)...); code != 2 || !strings.Contains(stderr, "--stage") {
 			t.Errorf("probe train %v: exit %d, %q; want 2 naming --stage", args, code, stderr)
 		}
+	}
+}
+
+// TestCalibrate runs kvq calibrate as a user would on a tiny model: JSON
+// output with every export written and loadable (kvq eval runs the kvq
+// file), --out refused without --force, --write-checkpoint followed by a
+// clean audit, a planted bad scales file failing the audit with exit 3, a
+// malformed scales file naming itself, and Ctrl-C writing nothing.
+func TestCalibrate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", DType: "BF16", Seed: 4, Context: 512}, modeltest.HFOptions{Shards: 2}); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	out := filepath.Join(work, "scales")
+	data := filepath.Join(work, "calib.jsonl")
+	os.WriteFile(data, []byte(`{"text": "the quick brown fox jumps over the lazy dog, again and again and again"}
+{"messages": [{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi, how can I help?"}]}
+`), 0o644)
+	base := []string{"--model", dir, "--samples", "4", "--seq-len", "64", "--ctx", "64", "--chunks", "2"}
+	args := append([]string{"calibrate", "--out", out, "--compare", "default,warmup,dataset:head,dataset:mse", "--strategy", "best",
+		"--codebook", "kvquant4", "--stats", filepath.Join(work, "stats.json"), "--plot", filepath.Join(work, "plots"), "-o", "json"}, base...)
+	code, stdout, stderr := run(t, args...)
+	if code != 0 {
+		t.Fatalf("calibrate: exit %d: %s", code, stderr)
+	}
+	var res struct {
+		Schema, Strategy string
+		Data             struct{ SHA256 string }
+		Files            []string
+		Compare          struct {
+			Results []struct {
+				Name string
+				KLD  float64
+			}
+			Recommendation struct{ Best string }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, stdout)
+	}
+	if res.Schema != "kvq.calibrate/v1" || len(res.Compare.Results) != 4 || res.Strategy != res.Compare.Recommendation.Best || len(res.Data.SHA256) != 64 {
+		t.Errorf("result: %+v", res)
+	}
+	for _, f := range res.Files {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("listed file: %v", err)
+		}
+	}
+	for _, want := range []string{"kv_scales.json", "kv_scales.safetensors", "kv_cache_scheme.json", "kv_cache_scales_sglang.json", "codebook-kvquant4.json"} {
+		if _, err := os.Stat(filepath.Join(out, want)); err != nil {
+			t.Errorf("export %s: %v", want, err)
+		}
+	}
+	for _, want := range []string{"absmax-by-layer.svg", "k-channel-absmax.png", "v-channel-absmax.svg"} {
+		if _, err := os.Stat(filepath.Join(work, "plots", want)); err != nil {
+			t.Errorf("plot %s: %v", want, err)
+		}
+	}
+	// The exports run in kvq eval.
+	code, _, stderr = run(t, "eval", "--model", dir, "--tasks", "none", "--no-speed", "--ctx", "64", "--chunks", "1",
+		"--cache", "fp16,fp8:scales@"+filepath.Join(out, "kv_scales.json")+",kvquant4:codebook@"+filepath.Join(out, "codebook-kvquant4.json"))
+	if code != 0 {
+		t.Errorf("eval with the exports: exit %d: %s", code, stderr)
+	}
+	// A second run would overwrite: refused before any work, unless --force.
+	code, _, stderr = run(t, append([]string{"calibrate", "--out", out, "--compare", "none"}, base...)...)
+	if code != 2 || !strings.Contains(stderr, "--force") {
+		t.Errorf("overwrite without --force: exit %d, %q", code, stderr)
+	}
+	code, stdout, stderr = run(t, append([]string{"calibrate", "--out", out, "--force", "--compare", "none", "--data", data, "--strategy", "dataset:static_minmax", "--write-checkpoint"}, base...)...)
+	if code != 0 || !strings.Contains(stdout, "LAYER") {
+		t.Fatalf("--force --write-checkpoint: exit %d, %q", code, stderr)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if !strings.Contains(string(cfg), "kv_cache_scheme") {
+		t.Errorf("config.json lacks the kv_cache_scheme: %s", cfg)
+	}
+	// Audited on the same data, static min-max scales clip nothing.
+	code, stdout, stderr = run(t, append([]string{"calibrate", "audit", "-o", "json", "--data", data}, base...)...)
+	if code != 0 {
+		t.Fatalf("audit of calibrated scales: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	var audit struct {
+		Errors int
+		Layers []struct {
+			KFrom string `json:"k_from"`
+		}
+		Effect struct{ Results []struct{ Name string } }
+	}
+	if err := json.Unmarshal([]byte(stdout), &audit); err != nil {
+		t.Fatal(err)
+	}
+	if audit.Errors != 0 || len(audit.Layers) != 2 || !strings.Contains(audit.Layers[0].KFrom, "kv_scales.safetensors") || len(audit.Effect.Results) != 3 {
+		t.Errorf("audit: %+v", audit)
+	}
+	bad := filepath.Join(work, "bad.json")
+	os.WriteFile(bad, []byte(`{"k_scale": {"0": 0, "1": 1e-6}, "v_scale": {"0": 0.01}}`), 0o644)
+	code, stdout, stderr = run(t, append([]string{"calibrate", "audit", "--scales", bad}, base...)...)
+	if code != 3 || !strings.Contains(stderr, "k_scale is 0") || !strings.Contains(stderr, "clips") || !strings.Contains(stdout, "cannot run") {
+		t.Errorf("planted bad scales: exit %d\nstderr %s\nstdout %s", code, stderr, stdout)
+	}
+	os.WriteFile(bad, []byte(`{"k_scale": {"0": 1, "1": 1, "5": 1}}`), 0o644)
+	code, _, stderr = run(t, append([]string{"calibrate", "audit", "--scales", bad, "--no-measure"}, base...)...)
+	if code != 2 || !strings.Contains(stderr, "bad.json") || !strings.Contains(stderr, "layer 5") {
+		t.Errorf("scales for another model: exit %d, %q", code, stderr)
+	}
+	// Ctrl-C before the end writes nothing.
+	fresh := filepath.Join(work, "cancelled")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e bytes.Buffer
+	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &o, ErrOut: &e}, Version: "test"}
+	if code := Run(ctx, f, append([]string{"calibrate", "--out", fresh}, base...)); code != cmdutil.ExitCancelled {
+		t.Errorf("cancelled: exit %d, %s", code, e.String())
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a cancelled run created %s", fresh)
+	}
+	code, stdout, stderr = run(t, append([]string{"calibrate", "stats", "-o", "json"}, base[:6]...)...)
+	if code != 0 || !strings.Contains(stdout, "kvq.calibrate.stats/v1") || !strings.Contains(stdout, "k_pre_rope") {
+		t.Errorf("stats: exit %d, %s", code, stderr)
 	}
 }

@@ -66,7 +66,7 @@ type Audit struct {
 // range above ClipError is an error, above ClipWarning a warning.
 const (
 	ClipError   = 1e-3
-	ClipWarning = 1e-5
+	ClipWarning = 1e-4
 	// outlierFactor: a layer's scale this many times above or below the
 	// median of the same side over the layers is an outlier.
 	outlierFactor = 10
@@ -155,7 +155,7 @@ func AuditScales(sh *Shipped, rec *Recorder, kind quant.FP8Kind) *Audit {
 				case math.IsNaN(float64(x)) || math.IsInf(float64(x), 0):
 					add(LevelError, "non-finite", l, side.name, "%s is %v", where, x)
 				case x == 0:
-					add(LevelError, "zero", l, side.name, "%s is 0: every cached value becomes NaN or Inf (llm-compressor#2853 wrote such scales silently)", where)
+					add(LevelError, "zero", l, side.name, "%s is 0: the cache stores x/0 and reads back 0 or NaN, so the layer's entries are lost (llm-compressor#2853 wrote such scales silently)", where)
 				case x < 0:
 					add(LevelError, "negative", l, side.name, "%s is %g: negative (−1 is vLLM's placeholder for a scale that was never loaded)", where, x)
 				}

@@ -211,6 +211,31 @@ func TestAuditPlantedBadScales(t *testing.T) {
 	if codes["ignored"] != LevelError || codes["missing"] != LevelError {
 		t.Errorf("no quantization_config, layer 1 missing: %+v", a.Findings)
 	}
+	// ModelOpt's hf_quant_config.json announces an fp8 KV cache that ships
+	// no scales; scales in a file the index does not list are never read.
+	mo := filepath.Join(t.TempDir(), "modelopt")
+	os.MkdirAll(mo, 0o755)
+	os.WriteFile(filepath.Join(mo, "hf_quant_config.json"), []byte(`{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}`), 0o644)
+	scaleFile(t, filepath.Join(mo, "model-00001-of-00001.safetensors"), "F32", map[string][]float32{"model.layers.0.self_attn.q_proj.weight": {1}}, nil)
+	sh, err = ReadCheckpointScales(mo, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a = AuditScales(sh, nil, quant.E4M3); a.Errors != 1 || a.Findings[0].Code != "missing" || !strings.Contains(a.Findings[0].Message, "hf_quant_config.json") {
+		t.Errorf("ModelOpt without scales: %+v", a.Findings)
+	}
+	os.WriteFile(filepath.Join(mo, "model.safetensors.index.json"), []byte(`{"metadata": {}, "weight_map": {"model.layers.0.self_attn.q_proj.weight": "model-00001-of-00001.safetensors"}}`), 0o644)
+	scaleFile(t, filepath.Join(mo, "scales.safetensors"), "F32", map[string][]float32{
+		"model.layers.0.self_attn.k_proj.k_scale": {0.1}, "model.layers.0.self_attn.v_proj.v_scale": {0.1},
+		"model.layers.1.self_attn.k_proj.k_scale": {0.1}, "model.layers.1.self_attn.v_proj.v_scale": {0.2}}, nil)
+	sh, err = ReadCheckpointScales(mo, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = AuditScales(sh, nil, quant.E4M3)
+	if len(a.Findings) == 0 || a.Findings[0].Code != "not-in-index" || !strings.Contains(a.Findings[0].Message, "scales.safetensors") {
+		t.Errorf("scales outside the index: %+v", a.Findings)
+	}
 	// Outliers against the other layers need three or more layers' scales:
 	// see TestAuditOutlier. A lone file with NaN.
 	p := filepath.Join(t.TempDir(), "s.safetensors")

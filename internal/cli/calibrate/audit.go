@@ -185,7 +185,8 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 	}
 	for _, name := range []string{"dataset", "default"} {
 		s, _ := calibrate.ParseStrategy(name, calibrate.PerTensor)
-		sc, err := calibrate.Compute(s, rec, nil, calibrate.ScaleOptions{Kind: o.kind})
+		// Rounded like the shipped scales, so that only the values differ.
+		sc, err := calibrate.Compute(s, rec, nil, calibrate.ScaleOptions{Kind: o.kind, DType: shippedDType(sh)})
 		if err != nil {
 			return err
 		}
@@ -211,4 +212,14 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 	}
 	a.Effect = cmp
 	return nil
+}
+
+// shippedDType is the dtype the shipped scales were stored in, when it is
+// one Compute can round to ("" otherwise: float32).
+func shippedDType(sh *calibrate.Shipped) string {
+	switch sh.DType {
+	case "F16", "BF16", "F32":
+		return sh.DType
+	}
+	return ""
 }

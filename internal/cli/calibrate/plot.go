@@ -84,7 +84,7 @@ func channelHeatmap(st *calibrate.Stats, side calibrate.Side) render.Heatmap {
 	if side == calibrate.SideK {
 		title = "Per-channel absmax of K (after RoPE): outlier channels"
 	}
-	h := render.Heatmap{Title: title, XLabel: "channel (KV head × head dim)", YLabel: "layer", Columns: cols,
+	h := render.Heatmap{Title: title, XLabel: "channel (KV head, then head dim)", YLabel: "layer", Columns: cols,
 		Scale: render.ScaleBlues, Dense: true, Legend: "absmax"}
 	for _, l := range st.Layer {
 		ts := l.Side(side)

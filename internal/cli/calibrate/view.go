@@ -167,23 +167,20 @@ func auditView(a *calibrate.Audit) render.Report {
 			Header: []string{"LAYER", "K SCALE", "K NEED", "CLIP K", "V SCALE", "V NEED", "CLIP V", "FROM"},
 			Align:  []render.Align{render.Right, render.Right, render.Right, render.Right, render.Right, render.Right, render.Right, render.Left}}
 		for _, l := range a.Layers {
-			from := l.KFrom
-			if l.VFrom != l.KFrom && l.VFrom != "" {
-				from += "; " + l.VFrom
-			}
-			need := func(x float64) string {
-				if a.Data == nil {
+			from := joinFrom(l.KFrom, l.VFrom)
+			need := func(x float64, s []float32) string {
+				if a.Data == nil || s == nil {
 					return "-"
 				}
 				return g4(x)
 			}
-			clip := func(x float64) string {
-				if a.Data == nil {
+			clip := func(x float64, s []float32) string {
+				if a.Data == nil || s == nil {
 					return "-"
 				}
 				return pct(x)
 			}
-			t.Rows = append(t.Rows, []string{strconv.Itoa(l.Layer), scaleList(l.K), need(l.NeedK), clip(l.ClipK), scaleList(l.V), need(l.NeedV), clip(l.ClipV), from})
+			t.Rows = append(t.Rows, []string{strconv.Itoa(l.Layer), scaleList(l.K), need(l.NeedK, l.K), clip(l.ClipK, l.K), scaleList(l.V), need(l.NeedV, l.V), clip(l.ClipV, l.V), from})
 		}
 		r.Tables = append(r.Tables, t)
 	}
@@ -205,6 +202,24 @@ func auditView(a *calibrate.Audit) render.Report {
 	flat := ft
 	r.Flat = &flat
 	return r
+}
+
+// joinFrom names where a layer's K and V scales came from, once for what
+// they share: "f.safetensors: model.layers.0.self_attn.k_scale, v_scale".
+func joinFrom(k, v string) string {
+	switch {
+	case v == "" || v == k:
+		return k
+	case k == "":
+		return v
+	}
+	p := 0
+	for i := 0; i < min(len(k), len(v)) && k[i] == v[i]; i++ {
+		if k[i] == '.' || k[i] == ' ' {
+			p = i + 1
+		}
+	}
+	return k + ", " + v[p:]
 }
 
 func writeJSON(path string, v any) error {

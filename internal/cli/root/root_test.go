@@ -437,9 +437,11 @@ func TestCalibrate(t *testing.T) {
 			t.Errorf("plot %s: %v", want, err)
 		}
 	}
-	// The exports run in kvq eval.
+	// The exports run in kvq eval, alone, for K only and in one layer.
+	kvqFile := filepath.Join(out, "kv_scales.json")
 	code, _, stderr = run(t, "eval", "--model", dir, "--tasks", "none", "--no-speed", "--ctx", "64", "--chunks", "1",
-		"--cache", "fp16,fp8:scales@"+filepath.Join(out, "kv_scales.json")+",kvquant4:codebook@"+filepath.Join(out, "codebook-kvquant4.json"))
+		"--cache", "fp16,fp8:scales@"+kvqFile+",kvquant4:codebook@"+filepath.Join(out, "codebook-kvquant4.json")+
+			",k=fp8:scales@"+kvqFile+",v=int8,fp16,L1=fp8:scales@"+kvqFile)
 	if code != 0 {
 		t.Errorf("eval with the exports: exit %d: %s", code, stderr)
 	}
@@ -500,5 +502,20 @@ func TestCalibrate(t *testing.T) {
 	code, stdout, stderr = run(t, append([]string{"calibrate", "stats", "-o", "json"}, base[:6]...)...)
 	if code != 0 || !strings.Contains(stdout, "kvq.calibrate.stats/v1") || !strings.Contains(stdout, "k_pre_rope") {
 		t.Errorf("stats: exit %d, %s", code, stderr)
+	}
+	// A GGUF model calibrates too (scales ship in F32); it carries no
+	// scales of its own to audit.
+	gg := filepath.Join(work, "tiny.gguf")
+	if err := modeltest.WriteGGUF(gg, modeltest.Spec{Arch: "llama", Seed: 4, Context: 512}); err != nil {
+		t.Fatal(err)
+	}
+	ggArgs := []string{"--model", gg, "--samples", "2", "--seq-len", "32", "--ctx", "64", "--chunks", "1"}
+	code, _, stderr = run(t, append([]string{"calibrate", "--out", filepath.Join(work, "gguf"), "--compare", "default,dataset"}, ggArgs...)...)
+	if code != 0 {
+		t.Errorf("calibrate a GGUF model: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = run(t, append([]string{"calibrate", "audit"}, ggArgs...)...)
+	if code != 2 || !strings.Contains(stderr, "--scales") {
+		t.Errorf("audit a GGUF model: exit %d, %q", code, stderr)
 	}
 }

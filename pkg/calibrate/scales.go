@@ -199,6 +199,11 @@ func (s *Scales) MarshalSGLang(modelType string) ([]byte, error) {
 	}
 	j := map[string]any{"model_type": modelType, "kv_cache": map[string]any{"dtype": s.DType,
 		"scaling_factor": map[string]any{"0": layers}}}
+	// Provenance in keys the readers ignore.
+	j["kvq_strategy"] = s.Strategy
+	if s.Data.SHA256 != "" {
+		j["kvq_data_sha256"] = s.Data.SHA256
+	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	return append(b, '\n'), err
 }
@@ -288,6 +293,9 @@ func (s *Scales) ConfigSnippet() ([]byte, error) {
 		"quantization_status": "frozen",
 		"kv_cache_scheme":     s.KVCacheScheme(),
 	}}
+	// Provenance beside, not inside, what goes into config.json.
+	j["kvq"] = map[string]any{"strategy": s.Strategy, "data_sha256": s.Data.SHA256,
+		"note": "merge quantization_config into the checkpoint's config.json (kvq calibrate --write-checkpoint does it)"}
 	b, err := json.MarshalIndent(j, "", "  ")
 	return append(b, '\n'), err
 }

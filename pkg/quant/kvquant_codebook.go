@@ -37,7 +37,10 @@ type KVQuantCodebooks struct {
 	Keys   []float32                  `json:"keys,omitempty"`
 	Values []float32                  `json:"values,omitempty"`
 	Layers map[string]KVQuantLayerSet `json:"layers,omitempty"`
-	source string
+	// Calibration records where fitted levels came from (kvq calibrate
+	// writes the data's hash); parsing keeps it and nothing reads it.
+	Calibration map[string]string `json:"calibration,omitempty"`
+	source      string
 }
 
 // KVQuantLayerSet is one layer's override in a KVQuantCodebooks file.

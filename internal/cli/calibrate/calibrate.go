@@ -419,6 +419,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		cb.Calibration = map[string]string{"model": modelName, "data_sha256": info.SHA256, "data": info.Source}
 		p := filepath.Join(o.Out, "codebook-"+c+".json")
 		if err := cb.Save(p); err != nil {
 			return err

@@ -428,8 +428,11 @@ func TestCalibrate(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"kv_scales.json", "kv_scales.safetensors", "kv_cache_scheme.json", "kv_cache_scales_sglang.json", "codebook-kvquant4.json"} {
-		if _, err := os.Stat(filepath.Join(out, want)); err != nil {
+		b, err := os.ReadFile(filepath.Join(out, want))
+		if err != nil {
 			t.Errorf("export %s: %v", want, err)
+		} else if !bytes.Contains(b, []byte(res.Data.SHA256)) {
+			t.Errorf("export %s does not carry the data's hash", want)
 		}
 	}
 	for _, want := range []string{"absmax-by-layer.svg", "k-channel-absmax.png", "v-channel-absmax.svg"} {

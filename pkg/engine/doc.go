@@ -1,0 +1,33 @@
+// Package engine is kvq's in-process serving engine: a continuous-batching
+// scheduler over paged KV pools, one pool per cache format over shared
+// weights, that kvq bench measures and kvq serve puts behind an
+// OpenAI-compatible API.
+//
+// Each step mixes the decode tokens of running sequences with chunks of
+// prompts being prefilled, in one forward over every pool. Prompts are cut
+// into chunks at fixed offsets (multiples of Options.Chunk), whatever else
+// the step holds, so a request's computation does not depend on the load:
+// with F16 or BF16 weights a response is bit-identical to the same request
+// run alone (F32 and Q8_0 matrix kernels sum in an order that depends on
+// the batch's row count, as GPU engines' kernels do).
+//
+// Admission counts bytes: a sequence is admitted when its first chunk's
+// blocks and its fp16 windows fit in the pool's budget (the
+// kvcache.Options.Budget accounting kvq estimate also uses). When a decode
+// step finds the pool full, the most recently admitted sequence is
+// preempted by recompute, as vLLM does: its blocks are freed and it waits
+// at the head of the queue to prefill its prompt and what it generated so
+// far again.
+package engine
+
+import "errors"
+
+// Errors of the package. A request refused at Submit wraps ErrRequest (a
+// server answers 400) or ErrTooLarge (413); ErrClosed means the engine is
+// not running (503).
+var (
+	ErrRequest  = errors.New("engine: bad request")
+	ErrTooLarge = errors.New("engine: request too large")
+	ErrClosed   = errors.New("engine: not running")
+	ErrOptions  = errors.New("engine: bad options")
+)

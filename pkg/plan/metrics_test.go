@@ -1,0 +1,145 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func snapshotFile(t *testing.T, name string, at time.Time) Snapshot {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	series, err := ParseMetrics(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Reduce(series, at)
+}
+
+func TestParseMetrics(t *testing.T) {
+	s, err := ParseMetrics(strings.NewReader(`# HELP x y
+a_total 3
+b{l="v\"q",m="w"} 1.5e3 1700000000
+c{le="+Inf"} +Inf
+
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 3 || s[0].Name != "a_total" || s[0].Value != 3 || s[1].Labels["l"] != `v"q` || s[1].Value != 1500 || !math.IsInf(s[2].Value, 1) {
+		t.Errorf("parsed %+v", s)
+	}
+	for _, bad := range []string{"novalue", `x{l="v} 1`, "x 1 2 3", "x abc", `x{l=v} 1`} {
+		if _, err := ParseMetrics(strings.NewReader("ok 1\n" + bad + "\n")); !errors.Is(err, ErrMetrics) || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// TestAnalyzeVLLM: two scrapes in vLLM's format a minute apart, of a
+// KV-bound server (preemptions, the cache full, requests waiting, long
+// prompts) and of one that is not (low usage, short chat requests).
+func TestAnalyzeVLLM(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	bound := Analyze([]Snapshot{snapshotFile(t, "vllm-kvbound-0.txt", t0), snapshotFile(t, "vllm-kvbound-1.txt", t0.Add(time.Minute))}, nil)
+	if bound.Verdict != KVBound || bound.Engine != "vllm" || bound.Preemptions != 31 || bound.UsageMax != 0.98 || bound.WaitingShare != 1 {
+		t.Errorf("KV-bound scrape: %+v", bound)
+	}
+	// 80 requests between the scrapes: 290,000 prompt tokens, 60,000
+	// generated; the 76th of 80 lies in the (10,000, 20,000] bucket.
+	if tr := bound.Traffic; tr == nil || tr.Requests != 80 || math.Abs(tr.InputP95-19333.33) > 0.01 || tr.InputMean != 3625 || tr.OutputMean != 750 {
+		t.Errorf("prompt lengths from the histogram: %+v", tr)
+	}
+	if !strings.Contains(strings.Join(bound.Evidence, "\n"), "31 requests were preempted") || bound.TTFTP95 <= 0 {
+		t.Errorf("evidence %q, TTFT p95 %g", bound.Evidence, bound.TTFTP95)
+	}
+	idle := Analyze([]Snapshot{snapshotFile(t, "vllm-idle-0.txt", t0), snapshotFile(t, "vllm-idle-1.txt", t0.Add(time.Minute))}, nil)
+	if idle.Verdict != NotKVBound || idle.UsageMax != 0.18 || idle.Preemptions != 0 {
+		t.Errorf("idle scrape: %+v", idle)
+	}
+	if !strings.Contains(strings.Join(idle.Evidence, "\n"), "diluted") {
+		t.Errorf("idle evidence %q", idle.Evidence)
+	}
+	if a := Analyze(nil, nil); a.Verdict != NoEvidence {
+		t.Errorf("nothing: %+v", a)
+	}
+	if a := Analyze(nil, &Traffic{Source: "t", Requests: 10, InputP95: 16000, InputMean: 9000}); a.Verdict != Unclear || !strings.Contains(strings.Join(a.Evidence, " "), "long contexts") {
+		t.Errorf("long traffic alone: %+v", a)
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	h := &Histogram{Bounds: []float64{1, 2, 4, math.Inf(1)}, Counts: []float64{10, 30, 40, 40}, Count: 40, Sum: 80}
+	for _, c := range []struct{ q, want float64 }{{0.25, 1}, {0.5, 1.5}, {0.875, 3}, {1, 4}} {
+		if got := h.Quantile(c.q); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("q%g = %g, want %g", c.q, got, c.want)
+		}
+	}
+	if !math.IsNaN((&Histogram{}).Quantile(0.5)) {
+		t.Error("empty histogram quantile is not NaN")
+	}
+}
+
+// TestScrape samples a live endpoint that serves the two fixtures in turn.
+func TestScrape(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, "no", http.StatusNotFound)
+			return
+		}
+		name := "vllm-kvbound-0.txt"
+		if n.Add(1) > 1 {
+			name = "vllm-kvbound-1.txt"
+		}
+		b, _ := os.ReadFile(filepath.Join("testdata", name))
+		w.Write(b)
+	}))
+	defer srv.Close()
+	snaps, err := Scrape(context.Background(), srv.URL, ScrapeOptions{Duration: 30 * time.Millisecond, Interval: 10 * time.Millisecond, APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != 4 || snaps[0].Preemptions != 120 || snaps[3].Preemptions != 151 {
+		t.Errorf("%d snapshots: %+v", len(snaps), snaps)
+	}
+	if _, err := Scrape(context.Background(), srv.URL+"/nope", ScrapeOptions{Duration: 10 * time.Millisecond, Interval: 5 * time.Millisecond}); !errors.Is(err, ErrMetrics) || !strings.Contains(err.Error(), "404") {
+		t.Errorf("bad path: %v", err)
+	}
+}
+
+func TestReadTrace(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	tr, err := ReadTrace(write("a.jsonl", "{\"prompt_tokens\": 100, \"completion_tokens\": 10}\n{\"input_tokens\": 300, \"output_tokens\": 30}\n"))
+	if err != nil || tr.Requests != 2 || tr.InputMean != 200 || tr.OutputMean != 20 || math.Abs(tr.InputP95-290) > 1e-9 {
+		t.Errorf("jsonl: %+v, %v", tr, err)
+	}
+	tr, err = ReadTrace(write("v.json", `{"input_lens": [1, 2, 3], "output_lens": [4, 5, 6]}`))
+	if err != nil || tr.Requests != 3 || tr.OutputMean != 5 {
+		t.Errorf("vllm detailed: %+v, %v", tr, err)
+	}
+	tr, err = ReadTrace(write("b.json", `{"records": [{"input_tokens": 7, "output_tokens": 9}]}`))
+	if err != nil || tr.InputMean != 7 {
+		t.Errorf("bench records: %+v, %v", tr, err)
+	}
+	if _, err := ReadTrace(write("bad.jsonl", "{\"prompt_tokens\": 1}\n{\"x\": 2}\n")); !errors.Is(err, ErrTrace) || !strings.Contains(err.Error(), "bad.jsonl:2") {
+		t.Errorf("bad line: %v", err)
+	}
+}

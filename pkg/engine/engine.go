@@ -151,6 +151,7 @@ type Engine struct {
 	opts  Options
 	pools []*pool
 	stop  map[int]bool
+	lp    []float64 // log-probabilities scratch (engine goroutine)
 
 	mu       sync.Mutex
 	incoming []*seq
@@ -587,7 +588,10 @@ func (e *Engine) step(ctx context.Context) {
 		batch[i] = runtime.Entry{Cache: en.s.pool.cache, Seq: en.s.id, Tokens: en.s.tokens[en.s.fed : en.s.fed+en.n], Logits: lg}
 	}
 	var picks []picked
-	lp := make([]float64, e.m.Vocab)
+	if len(e.lp) != e.m.Vocab {
+		e.lp = make([]float64, e.m.Vocab)
+	}
+	lp := e.lp
 	err := e.r.Stream(ctx, batch, func(i, row int, logits []float32) error {
 		en := plan[i]
 		s := en.s

@@ -129,7 +129,9 @@ func ReadResults(dir string) (*Results, error) {
 			res.Ignored = append(res.Ignored, f.path)
 			continue
 		}
-		bad := func(err error) error { return fmt.Errorf("%w: %s (schema %s): %w", ErrResults, f.path, head.Schema, err) }
+		bad := func(err error) error {
+			return fmt.Errorf("%w: %s (schema %s): %w", ErrResults, f.path, head.Schema, err)
+		}
 		switch head.Schema {
 		case schemaCalibrate:
 			var c CalibrateResult

@@ -136,8 +136,12 @@ func Analyze(snaps []Snapshot, tr *Traffic) Bottleneck {
 		}
 	}
 	if tr != nil {
-		b.Evidence = append(b.Evidence, fmt.Sprintf("traffic (%s, %d requests): input mean %.0f, P95 %.0f tokens; output mean %.0f, P95 %.0f",
-			tr.Source, tr.Requests, tr.InputMean, tr.InputP95, tr.OutputMean, tr.OutputP95))
+		src := tr.Source
+		if tr.Requests > 0 {
+			src += fmt.Sprintf(", %d requests", tr.Requests)
+		}
+		b.Evidence = append(b.Evidence, fmt.Sprintf("traffic (%s): input mean %.0f, P95 %.0f tokens; output mean %.0f, P95 %.0f",
+			src, tr.InputMean, tr.InputP95, tr.OutputMean, tr.OutputP95))
 		switch {
 		case tr.InputP95 >= LongInput:
 			b.Evidence = append(b.Evidence, fmt.Sprintf("P95 input of %.0f tokens: long contexts, where the KV cache dominates memory", tr.InputP95))

@@ -123,7 +123,7 @@ func vllmFormats() []Format {
 	return []Format{
 		{Engine: EngineVLLM, Name: "fp8 (e4m3), calibrated per-tensor scales", Class: 1, KVQ: "fp8",
 			KVQNote: "kvq runs the same codec (divide on write, multiply on read, saturating e4m3) with the calibrated scales",
-			Enable:  "vllm serve {model} --kv-cache-dtype fp8   # {model}: the checkpoint with k_scale/v_scale and kv_cache_scheme (kvq calibrate --write-checkpoint)",
+			Enable:  "vllm serve {model} --kv-cache-dtype fp8   # a checkpoint with k_scale/v_scale and kv_cache_scheme (kvq calibrate --write-checkpoint)",
 			Scales:  "checkpoint k_scale/v_scale (llm-compressor kv_cache_scheme strategy tensor); without them 1.0 and a warning",
 			MinCC:   8.0, NativeCC: 8.9,
 			GPUNote: "Hopper (9.x, FA3) and Blackwell compute in fp8; Ampere has no fp8 hardware: FA2 cannot read an fp8 cache, the Triton backend's e4m3 fails there (use fp8_e5m2), FlashInfer is the remaining path",

@@ -9,6 +9,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/cli/formats"
 	"github.com/kvqlabs/kvq/internal/cli/generate"
 	"github.com/kvqlabs/kvq/internal/cli/inspect"
+	plancmd "github.com/kvqlabs/kvq/internal/cli/plan"
 	"github.com/kvqlabs/kvq/internal/cli/probe"
 	"github.com/kvqlabs/kvq/internal/cli/stub"
 	"github.com/kvqlabs/kvq/internal/cli/version"
@@ -41,6 +42,7 @@ caches side by side.`,
 		estimate.NewCmd(f, nil),
 		calibratecmd.NewCmd(f, nil),
 		evalcmd.NewCmd(f, nil),
+		plancmd.NewCmd(f, nil),
 		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),
 		version.NewCmd(f),
 	)

@@ -193,10 +193,20 @@ type fileEntry struct {
 		Value string `json:"value"`
 	} `json:"conversations"`
 
-	line int
+	line int   // in a JSONL file
+	off  int64 // in a JSON array: the object's byte offset
 }
 
 func (e *fileEntry) shareGPT() bool { return e.Conversations != nil }
+
+// where is "path:line" of e.
+func (e *fileEntry) where(path string) string {
+	line := e.line
+	if line == 0 {
+		line = countLines(path, e.off)
+	}
+	return fmt.Sprintf("%s:%d", path, line)
+}
 
 // FromFile reads a workload file: JSON Lines, one object per line, or one
 // JSON array of the same objects. Each object is one of
@@ -237,7 +247,7 @@ func FromFile(tok Tokenizer, path string, n, outputLen int, seed uint64) ([]Requ
 	kind := entries[0].shareGPT()
 	for _, e := range entries {
 		if e.shareGPT() != kind {
-			return nil, fmt.Errorf("%w: %s:%d: mixes ShareGPT conversations and prompts (line %d is the other kind)", ErrWorkload, path, e.line, entries[0].line)
+			return nil, fmt.Errorf("%w: %s: mixes ShareGPT conversations and prompts (%s is the other kind)", ErrWorkload, e.where(path), entries[0].where(path))
 		}
 	}
 	var reqs []Request
@@ -310,7 +320,7 @@ func promptRequests(tok Tokenizer, path string, entries []*fileEntry, n, outputL
 			case e.OutputLen != nil:
 				out = *e.OutputLen
 			default:
-				return nil, fmt.Errorf("%w: %s:%d: no max_tokens or output_len, and no output length was given", ErrWorkload, path, e.line)
+				return nil, fmt.Errorf("%w: %s: no max_tokens or output_len, and no output length was given", ErrWorkload, e.where(path))
 			}
 		}
 		r := Request{MaxTokens: out}
@@ -320,7 +330,7 @@ func promptRequests(tok Tokenizer, path string, entries []*fileEntry, n, outputL
 		} else {
 			ids, text, err := tok.Chat(e.Messages)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s:%d: rendering messages: %w", ErrWorkload, path, e.line, err)
+				return nil, fmt.Errorf("%w: %s: rendering messages: %w", ErrWorkload, e.where(path), err)
 			}
 			r.Prompt, r.Text, r.Messages = ids, text, e.Messages
 		}
@@ -386,41 +396,37 @@ func skipSpace(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// lineCounter counts the newlines read through it, so that a decoder's
-// offset maps to a line.
-type lineCounter struct {
-	r      io.Reader
-	off    int64
-	starts []int64 // starts[i] is the offset where line i+2 begins
-}
-
-func (c *lineCounter) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	for i, b := range p[:n] {
-		if b == '\n' {
-			c.starts = append(c.starts, c.off+int64(i)+1)
+// countLines is the 1-based line of byte offset off in the file at path
+// (read again only to word an error, so that parsing keeps no line table).
+func countLines(path string, off int64) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	line := 1
+	buf := make([]byte, 1<<16)
+	for off > 0 {
+		n, err := f.Read(buf[:min(int64(len(buf)), off)])
+		line += bytes.Count(buf[:n], []byte("\n"))
+		off -= int64(n)
+		if err != nil {
+			break
 		}
 	}
-	c.off += int64(n)
-	return n, err
+	return line
 }
 
-// line is the 1-based line holding byte offset off.
-func (c *lineCounter) line(off int64) int {
-	i, _ := slices.BinarySearch(c.starts, off+1)
-	return i + 1
-}
-
-// readArray parses a JSON array of entries from the start of the file.
+// readArray parses a JSON array of entries from r, which starts at the
+// start of the file at path.
 func readArray(path string, r io.Reader) ([]*fileEntry, error) {
-	lc := &lineCounter{r: r}
-	dec := json.NewDecoder(lc)
+	dec := json.NewDecoder(r)
 	errAt := func(off int64, err error) error {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			off = se.Offset
 		}
-		return fmt.Errorf("%w: %s:%d: %w", ErrWorkload, path, lc.line(off), err)
+		return fmt.Errorf("%w: %s:%d: %w", ErrWorkload, path, countLines(path, off), err)
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, errAt(dec.InputOffset(), err)
@@ -431,12 +437,12 @@ func readArray(path string, r io.Reader) ([]*fileEntry, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return nil, errAt(dec.InputOffset(), err)
 		}
-		line := lc.line(dec.InputOffset() - int64(len(raw)))
+		off := dec.InputOffset() - int64(len(raw))
 		e, err := parseEntry(raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s:%d: %w", ErrWorkload, path, line, err)
+			return nil, errAt(off, err)
 		}
-		e.line = line
+		e.off = off
 		entries = append(entries, e)
 	}
 	if _, err := dec.Token(); err != nil {

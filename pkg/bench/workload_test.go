@@ -206,6 +206,7 @@ func TestFromFileErrors(t *testing.T) {
 		{"empty", "\n  \n", tok, 5, " has no entries"},
 		{"array element", "[\n  {\"prompt\": \"a\"},\n  {\"prompt\": \"b\",\n   \"max_tokens\": -2}\n]\n", tok, 0, ":3: \"max_tokens\" -2"},
 		{"array syntax", "[\n  {\"prompt\": \"a\"},\n\n  {\"prompt\" \"b\"}\n]\n", tok, 5, ":4: "},
+		{"array no max_tokens", "[\n {\"prompt\": \"a\", \"max_tokens\": 2},\n\n {\"prompt\": \"b\"}\n]", tok, 0, ":4: no max_tokens"},
 		{"after array", "[{\"prompt\": \"a\"}]\n{}\n", tok, 5, ":2: data after the array"},
 	} {
 		path := writeFile(t, "w.jsonl", c.text)

@@ -32,8 +32,10 @@
 // gives them in seconds. Nothing here asserts on speed.
 //
 // Concurrency: Run calls Target.Do from up to min(len(reqs), Concurrency)
-// goroutines at once (one goroutine per request in flight, never more
-// goroutines than requests), so a Target must be safe for concurrent use.
+// goroutines at once (len(reqs) without a cap; one goroutine per request
+// in flight, never more goroutines than requests), so a Target must be
+// safe for concurrent use. DecodeDepth drives its Runner from the calling
+// goroutine only.
 // Callbacks in RunOptions are called one at a time. Workload generators,
 // Schedule, Summarize and Capacity are pure functions of their arguments.
 package bench

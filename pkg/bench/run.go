@@ -128,18 +128,18 @@ type Record struct {
 }
 
 // OK reports whether the request succeeded.
-func (r *Record) OK() bool { return r.Error == "" }
+func (r Record) OK() bool { return r.Error == "" }
 
 // TTFT is the time to the first chunk: FirstToken − Start.
-func (r *Record) TTFT() time.Duration { return r.FirstToken - r.Start }
+func (r Record) TTFT() time.Duration { return r.FirstToken - r.Start }
 
 // E2EL is the end-to-end latency: End − Start (the last chunk, not Done,
 // as vLLM measures it).
-func (r *Record) E2EL() time.Duration { return r.End - r.Start }
+func (r Record) E2EL() time.Duration { return r.End - r.Start }
 
 // TPOT is (E2EL − TTFT)/(OutputTokens − 1), and ok is false when
 // OutputTokens ≤ 1.
-func (r *Record) TPOT() (tpot time.Duration, ok bool) {
+func (r Record) TPOT() (tpot time.Duration, ok bool) {
 	if r.OutputTokens <= 1 {
 		return 0, false
 	}

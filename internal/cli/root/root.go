@@ -2,6 +2,7 @@
 package root
 
 import (
+	benchcmd "github.com/kvqlabs/kvq/internal/cli/bench"
 	calibratecmd "github.com/kvqlabs/kvq/internal/cli/calibrate"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/cli/estimate"
@@ -11,7 +12,6 @@ import (
 	"github.com/kvqlabs/kvq/internal/cli/inspect"
 	plancmd "github.com/kvqlabs/kvq/internal/cli/plan"
 	"github.com/kvqlabs/kvq/internal/cli/probe"
-	"github.com/kvqlabs/kvq/internal/cli/stub"
 	"github.com/kvqlabs/kvq/internal/cli/version"
 	"github.com/spf13/cobra"
 )
@@ -43,7 +43,7 @@ caches side by side.`,
 		calibratecmd.NewCmd(f, nil),
 		evalcmd.NewCmd(f, nil),
 		plancmd.NewCmd(f, nil),
-		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),
+		benchcmd.NewCmd(f, nil),
 		version.NewCmd(f),
 	)
 	return cmd

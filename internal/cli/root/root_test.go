@@ -56,7 +56,16 @@ func TestExitCodes(t *testing.T) {
 		{"eval bad gate", []string{"eval", "--max-drop", "copy"}, 2, "--max-drop"},
 		{"eval force without out", []string{"eval", "--force"}, 2, "--force"},
 		{"eval missing text", []string{"eval", "--text", "/nonexistent/wiki.txt"}, 2, "/nonexistent/wiki.txt"},
-		{"bench not built", []string{"bench"}, 1, "not implemented"},
+		{"bench bad cache", []string{"bench", "--cache", "fp16,int3"}, 2, "int3"},
+		{"bench bad dataset", []string{"bench", "--dataset", "sonnet"}, 2, "--dataset"},
+		{"bench file without path", []string{"bench", "--dataset", "file"}, 2, "--dataset-path"},
+		{"bench two sweeps", []string{"bench", "--request-rate", "1,2", "--max-concurrency", "1,2"}, 2, "sweep one"},
+		{"bench bad goodput", []string{"bench", "--goodput", "ttft=5"}, 2, "--goodput"},
+		{"bench bad budget", []string{"bench", "--kv-budget", "lots"}, 2, "--kv-budget"},
+		{"bench bad endpoint", []string{"bench", "--endpoint", "vllm:8000"}, 2, "--endpoint"},
+		{"plan bad engine", []string{"plan", "--engine", "tgi"}, 2, "--engine"},
+		{"plan missing trace", []string{"plan", "--trace", "/nonexistent/t.jsonl"}, 2, "/nonexistent/t.jsonl"},
+		{"plan bad gpu", []string{"plan", "--gpu", "h1000"}, 2, "--gpu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(t, tc.args...)
@@ -520,5 +529,76 @@ func TestCalibrate(t *testing.T) {
 	code, _, stderr = run(t, append([]string{"calibrate", "audit"}, ggArgs...)...)
 	if code != 2 || !strings.Contains(stderr, "--scales") {
 		t.Errorf("audit a GGUF model: exit %d, %q", code, stderr)
+	}
+}
+
+// TestBench runs kvq bench in-process on a tiny model: JSON with the
+// documented schema and every request's record, a concurrency sweep with
+// SLO capacity, a smaller cache running more sequences in the same budget,
+// the decode sweep and the plots.
+func TestBench(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", DType: "F16", Seed: 4, Context: 512}, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	plots := filepath.Join(t.TempDir(), "plots")
+	code, out, stderr := run(t, "bench", "--model", dir, "--cache", "fp16,int4", "--num-prompts", "12", "--input-len", "48", "--output-len", "12",
+		"--max-concurrency", "2,12", "--goodput", "ttft:60s,tpot:60s", "--budget-seqs", "3", "--depths", "0,64,1000", "--depth-tokens", "4", "--depth-reps", "1",
+		"--warmups", "1", "--plot", plots, "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Schema string
+		Mode   string
+		Budget int64 `json:"kv_budget_bytes"`
+		Caches []struct {
+			Cache    string
+			Capacity int
+			Points   []struct {
+				Summary map[string]any
+				Engine  struct {
+					RunningPeak int `json:"running_peak"`
+				}
+				Result struct {
+					Records []map[string]any
+				}
+			}
+			Sweep struct{ Found bool } `json:"capacity_sweep"`
+			Decode []struct {
+				Depth   int    `json:"n_depth"`
+				Skipped string `json:"skipped"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, out)
+	}
+	if rep.Schema != "kvq.bench/v1" || rep.Mode != "in-process" || rep.Budget <= 0 || len(rep.Caches) != 2 {
+		t.Fatalf("report: %+v", rep)
+	}
+	for _, c := range rep.Caches {
+		if len(c.Points) != 2 || len(c.Points[1].Result.Records) != 12 || c.Points[1].Summary["completed"] != 12.0 || !c.Sweep.Found {
+			t.Errorf("%s: %d points, %+v", c.Cache, len(c.Points), c.Sweep)
+		}
+		if _, ok := c.Points[1].Summary["p99_ttft_ms"]; !ok {
+			t.Errorf("%s: summary lacks vLLM's keys: %v", c.Cache, c.Points[1].Summary)
+		}
+		if len(c.Decode) != 3 || c.Decode[2].Skipped == "" || c.Decode[0].Skipped != "" {
+			t.Errorf("%s decode sweep: %+v", c.Cache, c.Decode)
+		}
+	}
+	fp16, int4 := rep.Caches[0].Points[1].Engine.RunningPeak, rep.Caches[1].Points[1].Engine.RunningPeak
+	if !(fp16 >= 3 && fp16 < 12 && int4 > fp16) {
+		t.Errorf("running peaks in one budget: fp16 %d, int4 %d", fp16, int4)
+	}
+	for _, f := range []string{"ttft-cdf.svg", "tpot-cdf.png", "throughput-vs-load.svg", "decode-vs-depth.png"} {
+		if _, err := os.Stat(filepath.Join(plots, f)); err != nil {
+			t.Errorf("plot %s: %v", f, err)
+		}
+	}
+	code, out, stderr = run(t, "bench", "--model", dir, "--cache", "fp16", "--num-prompts", "3", "--input-len", "400", "--output-len", "200", "--depths", "none")
+	if code != 2 || !strings.Contains(stderr, "context is 512") {
+		t.Errorf("requests past the context: exit %d, %q", code, stderr)
 	}
 }

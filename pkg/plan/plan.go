@@ -41,6 +41,9 @@ type Options struct {
 	Results *Results
 	// Endpoint is the running service (for the commands).
 	Endpoint string
+	// BuiltIn marks kvq's built-in model: kvq commands then need no
+	// --model.
+	BuiltIn bool
 }
 
 // Plan is the rollout checklist.
@@ -99,6 +102,8 @@ const (
 	StatusFailed   = "failed"
 	StatusToRun    = "to run"
 	StatusUnknown  = "unknown"
+	// StatusDocumented marks a compatibility fact a source settles.
+	StatusDocumented = "documented"
 )
 
 // Item is one checklist entry.
@@ -192,7 +197,11 @@ func Build(ctx context.Context, opts Options) (*Plan, error) {
 		c := Candidate{Format: f, Order: i + 1, GPU: gpuFact(f, gpu), Capacity: capacity(f.KVQ),
 			Command: strings.ReplaceAll(f.Enable, "{model}", opts.ModelRef)}
 		if f.KVQ != "" {
-			c.Check = fmt.Sprintf("kvq eval --model %s --cache fp16,%s --gates kvq-gates.yaml", opts.ModelRef, evalSpec(f))
+			mf := " --model " + opts.ModelRef
+			if opts.BuiltIn {
+				mf = ""
+			}
+			c.Check = "kvq eval" + mf + " --cache fp16," + evalSpec(f) + " --gates kvq-gates.yaml"
 			if v, ok := opts.Results.evalVerdict(evalSpec(f)); ok {
 				c.Verdict = "fail"
 				if v.Pass {
@@ -311,15 +320,20 @@ func GatesYAML(gates []eval.Gate) []byte {
 
 func checklist(p *Plan, opts Options) []Item {
 	m := opts.ModelRef
+	// kvqModel is the --model part of kvq commands.
+	kvqModel := " --model " + m
+	if opts.BuiltIn {
+		kvqModel = ""
+	}
 	r := opts.Results
 	var items []Item
 	add := func(step int, title, status, detail, cmd string) {
 		items = append(items, Item{Step: step, Title: title, Status: status, Detail: detail, Command: cmd})
 	}
 	// Step 1.
-	scrape := "kvq plan --model " + m + " --endpoint URL --scrape 10m   # at peak load"
+	scrape := "kvq plan" + kvqModel + " --endpoint URL --scrape 10m   # at peak load"
 	if opts.Endpoint != "" {
-		scrape = "kvq plan --model " + m + " --endpoint " + opts.Endpoint + " --scrape 10m   # at peak load"
+		scrape = "kvq plan" + kvqModel + " --endpoint " + opts.Endpoint + " --scrape 10m   # at peak load"
 	}
 	switch p.Step1.Verdict {
 	case NoEvidence:
@@ -336,7 +350,11 @@ func checklist(p *Plan, opts Options) []Item {
 	}
 	// Step 2.
 	if fp8 != nil {
-		detail := fmt.Sprintf("%s on %s: %s", fp8.Format.Name, orUnknown(p.GPU), fp8.GPU.Note)
+		gpu := p.GPU
+		if gpu == "" {
+			gpu = "an unspecified GPU"
+		}
+		detail := fmt.Sprintf("%s on %s: %s", fp8.Format.Name, gpu, fp8.GPU.Note)
 		if fp8.Capacity.Compression > 0 {
 			detail += fmt.Sprintf("; %.2f× the fp16 tokens", fp8.Capacity.Compression)
 		}
@@ -345,7 +363,7 @@ func checklist(p *Plan, opts Options) []Item {
 		add(2, "Pilot FP8 with the engine's native support", StatusUnknown, "no FP8 format of "+opts.Engine+" runs on this GPU as far as the sources say", "")
 	}
 	// Step 3: calibrate and audit.
-	cal := fmt.Sprintf("kvq calibrate --model %s --data YOUR_SAMPLES.jsonl --strategy best --compare default,warmup,dataset,dataset:mse --write-checkpoint", m)
+	cal := "kvq calibrate" + kvqModel + " --data YOUR_SAMPLES.jsonl --strategy best --compare default,warmup,dataset,dataset:mse --write-checkpoint"
 	switch c := resultCalibrate(r); {
 	case c == nil:
 		add(3, "Calibrate scales on real samples", StatusToRun, "kvq writes the scales in the formats vLLM and SGLang load and says which strategy measures best", cal)
@@ -356,7 +374,7 @@ func checklist(p *Plan, opts Options) []Item {
 		}
 		add(3, "Calibrate scales on real samples", StatusMeasured, detail, cal)
 	}
-	audit := "kvq calibrate audit --model " + m
+	audit := "kvq calibrate audit" + kvqModel
 	switch a := resultAudit(r); {
 	case a == nil:
 		add(3, "Audit the scales the checkpoint ships", StatusToRun, "missing, zero, 1.0, ignored or clipping scales are the most common silent failure", audit)
@@ -366,7 +384,7 @@ func checklist(p *Plan, opts Options) []Item {
 		add(3, "Audit the scales the checkpoint ships", StatusPassed, fmt.Sprintf("no error, %d warning(s) in %s", a.Warnings, a.Source), audit)
 	}
 	// Offline regression.
-	evalCmd := fmt.Sprintf("kvq eval --model %s --cache fp16,fp8:scales@kvq-calibration/kv_scales.json --gates kvq-gates.yaml --output json > eval.json", m)
+	evalCmd := "kvq eval" + kvqModel + " --cache fp16,fp8:scales@kvq-calibration/kv_scales.json --gates kvq-gates.yaml --output json > eval.json"
 	switch e := resultEval(r); {
 	case e == nil:
 		add(2, "Offline regression against fp16 (quality, tasks, safety, speed)", StatusToRun, "gates: "+gateList(p.Gates), evalCmd)
@@ -401,7 +419,7 @@ func checklist(p *Plan, opts Options) []Item {
 		add(4, "Measure capacity and latency at the service's load", StatusMeasured, benchText(b), bench)
 	}
 	// Step 5: canary.
-	canary := fmt.Sprintf("kvq serve --model %s --cache fp16,fp8 --route fp8=10%%   # or two engine deployments behind your router", m)
+	canary := "kvq serve" + kvqModel + " --cache fp16,fp8 --route fp8=10%   # or two engine deployments behind your router"
 	add(5, "Canary with an FP16/BF16 fallback", StatusToRun, "route a share of traffic to the candidate, record the cache per response (kvq serve: the kvq_cache field and X-KVQ-Cache header), compare the two populations, keep the one-switch fallback below", canary)
 	// Step 6: explore.
 	var more []string
@@ -412,18 +430,29 @@ func checklist(p *Plan, opts Options) []Item {
 	}
 	if len(more) > 0 {
 		add(6, "Only then explore INT8, INT4 and 2-bit", StatusToRun, "candidates this engine offers: "+strings.Join(more, ", "),
-			fmt.Sprintf("kvq eval --model %s --cache fp16,%s --gates kvq-gates.yaml", m, strings.Join(more, ",")))
+			"kvq eval"+kvqModel+" --cache fp16,"+strings.Join(more, ",")+" --gates kvq-gates.yaml")
 	}
 	// Compatibility checklist.
 	if fp8 != nil {
 		for _, f := range fp8.Format.Facts {
-			status := StatusMeasured
+			status := StatusDocumented
 			if f.Status == Unknown {
 				status = StatusUnknown
 			}
 			add(0, "Compatibility: "+f.Topic, status, f.Status+": "+f.Note+sourceSuffix(f.Source), "")
 		}
 	}
+	// Steps in order, the compatibility facts (step 0) last.
+	slices.SortStableFunc(items, func(a, b Item) int {
+		ka, kb := a.Step, b.Step
+		if ka == 0 {
+			ka = 99
+		}
+		if kb == 0 {
+			kb = 99
+		}
+		return ka - kb
+	})
 	return items
 }
 
@@ -531,6 +560,10 @@ func resultBench(r *Results) *BenchResult {
 
 func fallback(opts Options) []string {
 	m := opts.ModelRef
+	kvqModel := " --model " + m
+	if opts.BuiltIn {
+		kvqModel = ""
+	}
 	switch opts.Engine {
 	case EngineSGLang:
 		return []string{"python -m sglang.launch_server --model-path " + m + " --kv-cache-dtype auto   # back to the model's dtype"}
@@ -541,6 +574,6 @@ func fallback(opts Options) []string {
 	}
 	return []string{
 		"vllm serve " + m + " --kv-cache-dtype auto   # back to the model's dtype; checkpoint scales are then ignored",
-		"kvq serve --model " + m + " --cache fp16,fp8 --route fp8=0%   # kvq's canary: one flag sends every request back to fp16",
+		"kvq serve" + kvqModel + " --cache fp16,fp8 --route fp8=0%   # kvq's canary: one flag sends every request back to fp16",
 	}
 }

@@ -169,7 +169,7 @@ func (o *Options) Run(ctx context.Context) error {
 	opts := plan.Options{Model: m, ModelRef: ref, Engine: o.engine, EngineVersion: o.EngineVersion, TP: o.TP, PP: o.PP,
 		MaxModelLen: o.MaxModelLen, Endpoint: o.Endpoint}
 	if o.Model == "" {
-		opts.ModelRef = "kvq-probe"
+		opts.ModelRef, opts.BuiltIn = "kvq-probe", true
 	}
 	if o.GPU != "" {
 		g, err := estimate.LookupGPU(o.GPU)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kvqlabs/kvq/datasets/models"
@@ -564,7 +567,7 @@ func TestBench(t *testing.T) {
 					Records []map[string]any
 				}
 			}
-			Sweep struct{ Found bool } `json:"capacity_sweep"`
+			Sweep  struct{ Found bool } `json:"capacity_sweep"`
 			Decode []struct {
 				Depth   int    `json:"n_depth"`
 				Skipped string `json:"skipped"`
@@ -600,5 +603,97 @@ func TestBench(t *testing.T) {
 	code, out, stderr = run(t, "bench", "--model", dir, "--cache", "fp16", "--num-prompts", "3", "--input-len", "400", "--output-len", "200", "--depths", "none")
 	if code != 2 || !strings.Contains(stderr, "context is 512") {
 		t.Errorf("requests past the context: exit %d, %q", code, stderr)
+	}
+}
+
+// TestPlan runs kvq plan as a team would: a preset on an H100 with
+// traffic lengths; a live endpoint whose metrics say KV-bound; and --from
+// a directory of real calibrate, bench and eval outputs of a tiny model,
+// whose items the plan then marks as settled.
+func TestPlan(t *testing.T) {
+	code, out, stderr := run(t, "plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--input-len", "8000", "--output-len", "500", "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, stderr)
+	}
+	var p struct {
+		Schema     string
+		Candidates []struct {
+			Format struct {
+				Name  string
+				Class int
+			}
+			GPU      struct{ Status string }
+			Capacity struct {
+				TrafficConcurrency float64 `json:"traffic_concurrency"`
+			}
+		}
+		Checklist []struct {
+			Step          int
+			Status, Title string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Schema != "kvq.plan/v1" || len(p.Candidates) < 5 || p.Candidates[0].Format.Class != 1 || p.Candidates[0].GPU.Status != "yes" || p.Candidates[0].Capacity.TrafficConcurrency < 100 {
+		t.Errorf("plan: %+v", p)
+	}
+	// A live endpoint serving a KV-bound scrape.
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := "vllm-kvbound-0.txt"
+		if n.Add(1) > 1 {
+			name = "vllm-kvbound-1.txt"
+		}
+		b, _ := os.ReadFile(filepath.Join("..", "..", "..", "pkg", "plan", "testdata", name))
+		w.Write(b)
+	}))
+	defer srv.Close()
+	gates := filepath.Join(t.TempDir(), "gates.yaml")
+	code, out, stderr = run(t, "plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--endpoint", srv.URL, "--scrape", "20ms", "--interval", "10ms", "--gates-out", gates, "-o", "markdown")
+	if code != 0 || !strings.Contains(out, "KV-BOUND") || !strings.Contains(out, "preempted") {
+		t.Errorf("plan --endpoint: exit %d, %s\n%s", code, stderr, out)
+	}
+	if _, err := os.Stat(gates); err != nil {
+		t.Errorf("--gates-out: %v", err)
+	}
+	// --from: real outputs of a tiny model.
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", DType: "F16", Seed: 4, Context: 512}, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := t.TempDir()
+	for name, args := range map[string][]string{
+		"cal.json":   {"calibrate", "--model", dir, "--samples", "2", "--seq-len", "32", "--ctx", "64", "--chunks", "1", "--compare", "default,dataset", "--out", filepath.Join(res, "scales"), "-o", "json"},
+		"bench.json": {"bench", "--model", dir, "--cache", "fp16,fp8", "--num-prompts", "4", "--input-len", "16", "--output-len", "4", "--depths", "none", "-o", "json"},
+		"eval.json":  {"eval", "--model", dir, "--cache", "fp16,fp8", "--tasks", "none", "--no-speed", "--ctx", "64", "--chunks", "1", "-o", "json"},
+	} {
+		code, out, stderr := run(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		os.WriteFile(filepath.Join(res, name), []byte(out), 0o644)
+	}
+	code, out, stderr = run(t, "plan", "--model", dir, "--from", res, "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan --from: exit %d: %s", code, stderr)
+	}
+	var q struct {
+		Checklist []struct {
+			Step                  int
+			Status, Title, Detail string
+		}
+		Measured []string `json:"measured_from"`
+	}
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, it := range q.Checklist {
+		status[it.Title] = it.Status
+	}
+	if status["Calibrate scales on real samples"] != "measured" || status["Measure capacity and latency at the service's load"] != "measured" ||
+		(status["Offline regression against fp16 (quality, tasks, safety, speed)"] != "passed" && status["Offline regression against fp16 (quality, tasks, safety, speed)"] != "failed") || len(q.Measured) != 3 {
+		t.Errorf("plan --from statuses %v, measured %v", status, q.Measured)
 	}
 }

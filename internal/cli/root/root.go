@@ -10,6 +10,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/cli/generate"
 	"github.com/kvqlabs/kvq/internal/cli/inspect"
 	"github.com/kvqlabs/kvq/internal/cli/probe"
+	servecmd "github.com/kvqlabs/kvq/internal/cli/serve"
 	"github.com/kvqlabs/kvq/internal/cli/stub"
 	"github.com/kvqlabs/kvq/internal/cli/version"
 	"github.com/spf13/cobra"
@@ -41,6 +42,7 @@ caches side by side.`,
 		estimate.NewCmd(f, nil),
 		calibratecmd.NewCmd(f, nil),
 		evalcmd.NewCmd(f, nil),
+		servecmd.NewCmd(f, nil),
 		stub.NewCmd("bench", "Measure latency, throughput and memory of cache formats"),
 		version.NewCmd(f),
 	)

@@ -15,8 +15,9 @@ vet:
 
 # Unit tests, with the assembly kernels and again with the pure-Go fallbacks,
 # then the race detector over the concurrent packages (the runtime, its KV
-# cache, eval and calibrate): about 10 s on 2 cores once built, 30 s from a cold cache.
-RACE_PKGS := ./pkg/runtime/... ./pkg/eval/... ./pkg/calibrate/... ./pkg/engine/...
+# cache, eval, calibrate, the engine, the server and its client): about 10 s
+# on 2 cores once built, 30 s from a cold cache.
+RACE_PKGS := ./pkg/runtime/... ./pkg/eval/... ./pkg/calibrate/... ./pkg/engine/... ./pkg/serve/... ./pkg/openai/...
 test: vet
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags purego $(PKGS)

@@ -101,6 +101,24 @@ var rules = []rule{
 		deny: []string{"pkg/runtime", "pkg/eval/...", "pkg/calibrate/..."},
 	},
 	{
+		name:  "openai-client-std",
+		why:   "pkg/openai is a client for any OpenAI-compatible server: it imports only the standard library (no engine, no server)",
+		from:  []string{"pkg/openai"},
+		allow: []string{"std"},
+	},
+	{
+		name:  "serve-over-engine",
+		why:   "pkg/serve is HTTP over the engine: it imports the standard library and the engine's vocabulary (engine, runtime, tokenizer, chat) only",
+		from:  []string{"pkg/serve"},
+		allow: []string{"std", "pkg/engine", "pkg/runtime", "pkg/tokenizer", "pkg/chat"},
+	},
+	{
+		name: "engine-below-serve",
+		why:  "pkg/engine sits below the server and its clients and never imports them",
+		from: []string{"pkg/engine/..."},
+		deny: []string{"pkg/serve/...", "pkg/openai/..."},
+	},
+	{
 		name:   "embedded-model-cli-only",
 		why:    "the built-in model's weights (datasets/models) are linked only into the CLI, not into libraries built on kvq",
 		from:   []string{"..."},

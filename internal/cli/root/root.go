@@ -12,6 +12,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/cli/inspect"
 	plancmd "github.com/kvqlabs/kvq/internal/cli/plan"
 	"github.com/kvqlabs/kvq/internal/cli/probe"
+	servecmd "github.com/kvqlabs/kvq/internal/cli/serve"
 	"github.com/kvqlabs/kvq/internal/cli/version"
 	"github.com/spf13/cobra"
 )
@@ -44,6 +45,7 @@ caches side by side.`,
 		evalcmd.NewCmd(f, nil),
 		plancmd.NewCmd(f, nil),
 		benchcmd.NewCmd(f, nil),
+		servecmd.NewCmd(f, nil),
 		version.NewCmd(f),
 	)
 	return cmd

@@ -1,0 +1,675 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kvqlabs/kvq/pkg/engine"
+)
+
+// job is one generation request, checked and ready for the engine.
+type job struct {
+	chat     bool
+	model    string // the model id responses carry
+	cache    string
+	req      engine.Request
+	opt      options
+	echo     string // completions with echo: the prompt's text
+	echoing  bool
+	logprobs bool // per-token log-probabilities in the response
+}
+
+// completions serves POST /v1/completions.
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
+	var req completionRequest
+	if e := decodeJSON(body, &req); e != nil {
+		return e
+	}
+	opt, e := req.check()
+	if e != nil {
+		return e
+	}
+	cache, e := s.resolve(req.Model)
+	if e != nil {
+		return e
+	}
+	setCache(w, cache)
+	p, e := parsePrompt(req.Prompt)
+	if e != nil {
+		return e
+	}
+	ids, text := p.ids, p.text
+	if p.isID {
+		text = s.m.Tokenizer.Decode(ids)
+	} else {
+		ids = s.m.Tokenizer.Encode(p.text, true)
+	}
+	if len(ids) == 0 {
+		return badParam("prompt", "prompt: empty (it has no tokens)")
+	}
+	maxTokens := 16
+	if req.MaxTokens != nil {
+		maxTokens = *req.MaxTokens
+	}
+	if maxTokens == 0 && !req.Echo {
+		return badParam("max_tokens", "max_tokens 0: only with echo (to score the prompt)")
+	}
+	top := 0
+	if req.Logprobs != nil {
+		top = *req.Logprobs
+		if top < 0 || top > 20 {
+			return badParam("logprobs", "logprobs %d: must be in [0, 20]", top)
+		}
+	}
+	lp := req.Logprobs != nil
+	if opt.stream && req.Echo && lp {
+		return badParam("echo", "echo with logprobs: only without stream (the prompt's log-probabilities come with the result)")
+	}
+	if e := s.checkContext("prompt", len(ids), maxTokens); e != nil {
+		return e
+	}
+	j := &job{model: s.modelID(req.Model), cache: cache, opt: opt, echo: text, echoing: req.Echo, logprobs: lp}
+	j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
+	j.req.Logprobs, j.req.TopLogprobs = lp, top
+	j.req.PromptLogprobs = req.Echo && (lp || maxTokens == 0)
+	return s.generate(w, r, j)
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []byte) *apiError {
+	var req chatRequest
+	if e := decodeJSON(body, &req); e != nil {
+		return e
+	}
+	opt, e := req.check()
+	if e != nil {
+		return e
+	}
+	cache, e := s.resolve(req.Model)
+	if e != nil {
+		return e
+	}
+	setCache(w, cache)
+	msgs, e := parseMessages(req.Messages)
+	if e != nil {
+		return e
+	}
+	if s.m.ChatTemplate == "" {
+		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("model %s has no chat template: use /v1/completions with a prompt", s.name), typ: typeInvalid, param: "messages", code: "no_chat_template"}
+	}
+	ids, _, err := s.m.ChatPrompt(msgs)
+	if err != nil {
+		return badParam("messages", "messages: %v", err)
+	}
+	if len(ids) == 0 {
+		return badParam("messages", "messages: the chat template rendered no tokens")
+	}
+	param, maxTokens := "max_tokens", -1
+	switch {
+	case req.MaxCompletionTokens != nil:
+		param, maxTokens = "max_completion_tokens", *req.MaxCompletionTokens
+	case req.MaxTokens != nil:
+		maxTokens = *req.MaxTokens
+	}
+	if maxTokens < 0 && req.MaxCompletionTokens == nil && req.MaxTokens == nil {
+		// vLLM's default: the rest of the context.
+		maxTokens = 256
+		if c := s.m.ContextLen; c > 0 {
+			maxTokens = max(1, c-len(ids))
+		}
+	}
+	if maxTokens < 1 {
+		return badParam(param, "%s %d: must be ≥ 1", param, maxTokens)
+	}
+	lp := req.Logprobs != nil && *req.Logprobs
+	top := 0
+	if req.TopLogprobs != nil {
+		top = *req.TopLogprobs
+	}
+	switch {
+	case top < 0 || top > 20:
+		return badParam("top_logprobs", "top_logprobs %d: must be in [0, 20]", top)
+	case top > 0 && !lp:
+		return badParam("top_logprobs", "top_logprobs needs logprobs true")
+	}
+	if e := s.checkContext("messages", len(ids), maxTokens); e != nil {
+		return e
+	}
+	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp}
+	j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
+	j.req.Logprobs, j.req.TopLogprobs = lp, top
+	return s.generate(w, r, j)
+}
+
+// CacheHeader is the response header that names the cache that served a
+// request.
+const CacheHeader = "X-KVQ-Cache"
+
+// setCache sets CacheHeader as it is spelled (Header.Set would write
+// X-Kvq-Cache; header names are case-insensitive either way).
+func setCache(w http.ResponseWriter, cache string) {
+	w.Header()[CacheHeader] = []string{cache}
+}
+
+func (s *Server) modelID(id string) string {
+	if id == "" {
+		return s.name
+	}
+	return id
+}
+
+func (s *Server) engineRequest(cache string, ids []int, maxTokens int, o options, ignoreEOS bool) engine.Request {
+	seed := o.seed
+	if !o.seeded {
+		seed = mrand.Uint64()
+	}
+	return engine.Request{Cache: cache, Prompt: ids, MaxTokens: maxTokens, Temperature: o.temperature, TopP: o.topP, Seed: seed, IgnoreEOS: ignoreEOS}
+}
+
+// checkContext refuses a request longer than the model's context, saying
+// by how much.
+func (s *Server) checkContext(what string, n, maxTokens int) *apiError {
+	c := s.m.ContextLen
+	if c <= 0 || n+maxTokens <= c {
+		return nil
+	}
+	param := "max_tokens"
+	if n >= c {
+		param = what
+	}
+	return &apiError{status: http.StatusBadRequest, typ: typeInvalid, param: param, code: "context_length_exceeded",
+		message: fmt.Sprintf("this model's maximum context length is %d tokens, and the request needs %d: %d in the %s and %d to generate (max_tokens); shorten the %s or lower max_tokens", c, n+maxTokens, n, what, maxTokens, what)}
+}
+
+// submitError maps the engine's refusals.
+func submitError(err error) *apiError {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, engine.ErrTooLarge):
+		return &apiError{status: http.StatusRequestEntityTooLarge, message: msg, typ: typeInvalid, code: "kv_cache_too_small"}
+	case errors.Is(err, engine.ErrRequest):
+		return &apiError{status: http.StatusBadRequest, message: msg, typ: typeInvalid, code: "invalid_value"}
+	case errors.Is(err, engine.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, message: "the engine is not running", typ: typeServer, code: "engine_unavailable"}
+	}
+	return &apiError{status: http.StatusInternalServerError, message: msg, typ: typeServer, code: "internal_error"}
+}
+
+// gone marks a request whose client left: nothing more is written.
+var gone = &apiError{message: "client gone"}
+
+// generate submits j and writes its response.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, j *job) *apiError {
+	if lim := s.opts.MaxWaiting; lim > 0 {
+		for _, p := range s.e.Stats() {
+			if p.Cache == j.cache && p.Waiting >= lim {
+				return &apiError{status: http.StatusTooManyRequests, message: fmt.Sprintf("cache %s has %d requests waiting, the server's limit (max waiting %d); retry later", j.cache, p.Waiting, lim), typ: typeLimit, code: "rate_limit_exceeded"}
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	g := &run{s: s, j: j, cancel: cancel, start: time.Now()}
+	st, err := s.e.Submit(ctx, j.req)
+	if err != nil {
+		return submitError(err)
+	}
+	g.st = st
+	g.text = newTextStream(s.m.Tokenizer, j.req.Prompt[len(j.req.Prompt)-1], j.opt.stops)
+	g.text.offsets = j.logprobs && !j.chat
+	defer g.end()
+	if j.opt.stream {
+		s.stream(w, r, g)
+		return nil
+	}
+	return s.collect(w, r, g)
+}
+
+// run reads one request's stream from the engine.
+type run struct {
+	s      *Server
+	j      *job
+	st     *engine.Stream
+	cancel context.CancelFunc
+	text   *textStream
+	start  time.Time
+	n      int       // tokens generated
+	last   time.Time // the latest token's time
+	res    *engine.Result
+	ended  bool
+}
+
+// event is what one read brings: usually one token and the text it
+// released; finish is set at the end ("stop", "length").
+type event struct {
+	toks   []tokenOut
+	text   string
+	finish string
+}
+
+// tokenOut is a generated token as responses show it.
+type tokenOut struct {
+	id      int
+	prev    int // the token before it (for its alternatives' pieces)
+	piece   string
+	offset  int
+	logprob float32
+	top     []engine.TopLogprob
+}
+
+// next returns the next event, gone when the client left, or an error to
+// report.
+func (g *run) next(ctx context.Context) (event, *apiError) {
+	tok, err := g.st.Next(ctx)
+	if err == io.EOF {
+		res := g.st.Result()
+		g.res = &res
+		ev := event{text: g.text.flush()}
+		switch res.FinishReason {
+		case engine.FinishStop:
+			ev.finish = "stop"
+		case engine.FinishLength:
+			ev.finish = "length"
+			if g.n == 0 { // scoring only: the prefill completed
+				g.s.metrics.prompt(g.j.cache, len(g.j.req.Prompt))
+			}
+		case engine.FinishAbort:
+			return ev, g.abort(ctx, res.Done)
+		default:
+			g.finish("error", res.Done)
+			return ev, &apiError{status: http.StatusInternalServerError, message: fmt.Sprintf("generation failed: %v", res.Err), typ: typeServer, code: "engine_error"}
+		}
+		g.finish(ev.finish, res.Done)
+		return ev, nil
+	}
+	if err != nil {
+		return event{}, g.abort(ctx, time.Now())
+	}
+	prev := g.text.prev
+	piece, off, delta, stopped := g.text.push(tok.ID)
+	g.n++
+	if g.last.IsZero() {
+		g.s.metrics.prompt(g.j.cache, len(g.j.req.Prompt))
+	}
+	g.s.metrics.token(g.j.cache, g.start, g.last, tok.Time)
+	g.last = tok.Time
+	ev := event{toks: []tokenOut{{id: tok.ID, prev: prev, piece: piece, offset: off, logprob: tok.Logprob, top: tok.Top}}, text: delta}
+	switch {
+	case stopped:
+		ev.finish = "stop"
+		g.cancel() // the engine frees the sequence at its next step
+		g.finish("stop", time.Now())
+	case g.n >= g.j.req.MaxTokens:
+		ev.text += g.text.flush()
+		ev.finish = "length"
+		g.finish("length", tok.Time)
+	}
+	return ev, nil
+}
+
+// abort ends a request the engine aborted or whose context ended: gone
+// when its client left, 503 when the server or the engine stopped.
+func (g *run) abort(ctx context.Context, at time.Time) *apiError {
+	g.finish("abort", at)
+	if g.s.base.Err() == nil && ctx.Err() != nil {
+		return gone
+	}
+	return &apiError{status: http.StatusServiceUnavailable, message: "the server stopped before the request finished", typ: typeServer, code: "shutting_down"}
+}
+
+func (g *run) finish(reason string, at time.Time) {
+	if g.ended {
+		return
+	}
+	g.ended = true
+	g.s.metrics.finish(g.j.cache, reason, at.Sub(g.start))
+}
+
+// end records a request left unfinished (the handler returned early).
+func (g *run) end() {
+	if !g.ended {
+		g.finish("abort", time.Now())
+	}
+}
+
+// usage is OpenAI's token accounting.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func (g *run) usage() *usage {
+	p := len(g.j.req.Prompt)
+	return &usage{PromptTokens: p, CompletionTokens: g.n, TotalTokens: p + g.n}
+}
+
+// response is a completion, a chat completion or a chunk of either.
+type response struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices any    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
+	Cache   string `json:"kvq_cache"`
+}
+
+type completionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+	StopReason   *string             `json:"stop_reason"`
+}
+
+// completionLogprobs is the legacy completions format.
+type completionLogprobs struct {
+	Tokens        []string   `json:"tokens"`
+	TokenLogprobs []*float32 `json:"token_logprobs"`
+	TopLogprobs   []topMap   `json:"top_logprobs"`
+	TextOffset    []int      `json:"text_offset"`
+}
+
+// topMap is an object of token → log-probability in order, most likely
+// first (a Go map would sort the keys); nil is null.
+type topMap []topEntry
+
+type topEntry struct {
+	token   string
+	logprob float32
+}
+
+func (m topMap) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	seen := map[string]bool{}
+	for _, e := range m {
+		if seen[e.token] { // two ids of the same text: keep the likelier
+			continue
+		}
+		seen[e.token] = true
+		k, err := marshal(e.token)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		v, err := marshal(finite(e.logprob)) // as encoding/json writes a float32
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, k...)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return append(b, '}'), nil
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      *chatOut      `json:"message,omitempty"`
+	Delta        *chatDelta    `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+	StopReason   *string       `json:"stop_reason"`
+}
+
+type chatOut struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+}
+
+type chatLogprob struct {
+	Token       string    `json:"token"`
+	Logprob     float32   `json:"logprob"`
+	Bytes       []int     `json:"bytes"`
+	TopLogprobs []chatTop `json:"top_logprobs"`
+}
+
+type chatTop struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+func byteList(s string) []int {
+	out := make([]int, len(s))
+	for i := range len(s) {
+		out[i] = int(s[i])
+	}
+	return out
+}
+
+// piece is id's text after prev (the pieces of alternatives).
+func (s *Server) piece(prev, id int) string { return s.m.Tokenizer.TokenPiece(prev, id) }
+
+// legacyLogprobs appends toks to lp in the completions format, offsets
+// shifted by base code points (the echoed prompt).
+func (s *Server) legacyLogprobs(lp *completionLogprobs, toks []tokenOut, base int) {
+	for _, t := range toks {
+		v := finite(t.logprob)
+		lp.Tokens = append(lp.Tokens, t.piece)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, &v)
+		top := make(topMap, 0, len(t.top)+1)
+		chosen := false
+		for _, a := range t.top {
+			top = append(top, topEntry{s.piece(t.prev, a.ID), a.Logprob})
+			chosen = chosen || a.ID == t.id
+		}
+		if !chosen { // vLLM adds the sampled token to its alternatives
+			top = append(top, topEntry{t.piece, t.logprob})
+		}
+		lp.TopLogprobs = append(lp.TopLogprobs, top)
+		lp.TextOffset = append(lp.TextOffset, base+t.offset)
+	}
+}
+
+// promptLogprobs is the echoed prompt's part of the legacy format: the
+// first token has no log-probability (null), as vLLM writes it.
+func (s *Server) promptLogprobs(ids []int, lps []float32) *completionLogprobs {
+	lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []topMap{}, TextOffset: []int{}}
+	prev, off := -1, 0
+	for i, id := range ids {
+		p := s.piece(prev, id)
+		prev = id
+		lp.Tokens = append(lp.Tokens, p)
+		lp.TextOffset = append(lp.TextOffset, off)
+		off += utf8.RuneCountInString(p)
+		if i == 0 || i >= len(lps) {
+			lp.TokenLogprobs = append(lp.TokenLogprobs, nil)
+			lp.TopLogprobs = append(lp.TopLogprobs, nil)
+			continue
+		}
+		v := finite(lps[i])
+		lp.TokenLogprobs = append(lp.TokenLogprobs, &v)
+		lp.TopLogprobs = append(lp.TopLogprobs, topMap{{p, v}})
+	}
+	return lp
+}
+
+func (s *Server) chatLogprobs(toks []tokenOut) *chatLogprobs {
+	out := &chatLogprobs{Content: []chatLogprob{}}
+	for _, t := range toks {
+		e := chatLogprob{Token: t.piece, Logprob: finite(t.logprob), Bytes: byteList(t.piece), TopLogprobs: []chatTop{}}
+		for _, a := range t.top {
+			p := s.piece(t.prev, a.ID)
+			e.TopLogprobs = append(e.TopLogprobs, chatTop{Token: p, Logprob: finite(a.Logprob), Bytes: byteList(p)})
+		}
+		out.Content = append(out.Content, e)
+	}
+	return out
+}
+
+func (s *Server) newID(chat bool) string {
+	prefix := "cmpl-"
+	if chat {
+		prefix = "chatcmpl-"
+	}
+	return prefix + s.idBase + strconv.FormatUint(s.idN.Add(1), 16)
+}
+
+func strp(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// collect runs a request to its end and writes one response.
+func (s *Server) collect(w http.ResponseWriter, r *http.Request, g *run) *apiError {
+	var text strings.Builder
+	var toks []tokenOut
+	finish := ""
+	for finish == "" {
+		ev, e := g.next(r.Context())
+		if e == gone {
+			return nil
+		}
+		if e != nil {
+			return e
+		}
+		text.WriteString(ev.text)
+		toks = append(toks, ev.toks...)
+		finish = ev.finish
+	}
+	j := g.j
+	resp := response{ID: s.newID(j.chat), Created: time.Now().Unix(), Model: j.model, Usage: g.usage(), Cache: j.cache}
+	if j.chat {
+		c := chatChoice{Message: &chatOut{Role: "assistant", Content: text.String()}, FinishReason: &finish, StopReason: strp(g.text.stop)}
+		if j.logprobs {
+			c.Logprobs = s.chatLogprobs(toks)
+		}
+		resp.Object, resp.Choices = "chat.completion", []chatChoice{c}
+		s.writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+	c := completionChoice{Text: text.String(), FinishReason: &finish, StopReason: strp(g.text.stop)}
+	base := 0
+	if j.echoing {
+		c.Text = j.echo + c.Text
+		base = utf8.RuneCountInString(j.echo)
+	}
+	if j.logprobs {
+		c.Logprobs = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []topMap{}, TextOffset: []int{}}
+		if j.echoing {
+			if g.res == nil { // cut by a stop string: the result follows the cancellation
+				res, err := g.st.Wait(r.Context())
+				if err != nil {
+					return nil // the client left
+				}
+				g.res = &res
+			}
+			c.Logprobs = s.promptLogprobs(j.req.Prompt, g.res.PromptLogprobs)
+		}
+		s.legacyLogprobs(c.Logprobs, toks, base)
+	}
+	resp.Object, resp.Choices = "text_completion", []completionChoice{c}
+	s.writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// stream writes a request's server-sent events as they come.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *run) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	send := func(v any) {
+		b, err := marshal(v)
+		if err != nil {
+			s.log.Error("serve: encoding a chunk", "err", err)
+			return
+		}
+		w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+	}
+	done := func() {
+		io.WriteString(w, "data: [DONE]\n\n")
+		_ = rc.Flush()
+	}
+	j := g.j
+	id, created := s.newID(j.chat), time.Now().Unix()
+	chunk := func(choices any) response {
+		obj := "text_completion"
+		if j.chat {
+			obj = "chat.completion.chunk"
+		}
+		return response{ID: id, Object: obj, Created: created, Model: j.model, Choices: choices, Cache: j.cache}
+	}
+	first := true
+	offset := 0
+	for {
+		ev, e := g.next(r.Context())
+		if e == gone {
+			return
+		}
+		if e != nil {
+			send(errorBody(e))
+			done()
+			return
+		}
+		var fin *string
+		if ev.finish != "" {
+			fin = &ev.finish
+		}
+		if j.chat {
+			if first {
+				empty := ""
+				send(chunk([]chatChoice{{Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
+			}
+			c := chatChoice{Delta: &chatDelta{}, FinishReason: fin, StopReason: strp(g.text.stop)}
+			if len(ev.toks) > 0 || ev.text != "" {
+				c.Delta.Content = &ev.text
+			}
+			if j.logprobs && len(ev.toks) > 0 {
+				c.Logprobs = s.chatLogprobs(ev.toks)
+			}
+			send(chunk([]chatChoice{c}))
+		} else {
+			c := completionChoice{Text: ev.text, FinishReason: fin, StopReason: strp(g.text.stop)}
+			if first && j.echoing {
+				c.Text = j.echo + c.Text
+				offset = utf8.RuneCountInString(j.echo)
+			}
+			if j.logprobs && len(ev.toks) > 0 {
+				c.Logprobs = &completionLogprobs{}
+				s.legacyLogprobs(c.Logprobs, ev.toks, offset)
+			}
+			send(chunk([]completionChoice{c}))
+		}
+		_ = rc.Flush()
+		first = false
+		if ev.finish != "" {
+			break
+		}
+	}
+	if j.opt.usage {
+		c := chunk([]struct{}{})
+		c.Usage = g.usage()
+		send(c)
+	}
+	done()
+}

@@ -153,7 +153,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 130 interrupted.`,
 	fl.StringVar(&o.Plot, "plot", "", "write plots (latency CDFs, throughput vs load, decode speed vs depth) as SVG and PNG into this directory")
 	fl.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible server to benchmark instead of the in-process engine, NAME=URL or URL (repeatable)")
 	fl.StringVar(&o.EndpointKey, "api-key-env", "KVQ_API_KEY", "environment variable holding the endpoints' API key")
-	fl.StringVar(&o.EndpointMdl, "served-model", "", "model id to request from the endpoints (default: each server's first /v1/models entry)")
+	fl.StringVar(&o.EndpointMdl, "served-model", "", "model id to request from the endpoints (default: a /v1/models id ending in @NAME for an endpoint NAME=URL, as kvq serve lists its caches, else the first)")
 	fl.BoolVar(&o.Chat, "chat", false, "endpoints: use /v1/chat/completions (prompts as one user message) instead of /v1/completions")
 	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "per-request timeout")
 	return cmd
@@ -329,7 +329,7 @@ func (o *Options) Run(ctx context.Context) error {
 	var eng *engine.Engine
 	var stats *poolWatch
 	if len(o.ends) > 0 {
-		if targets, err = o.endpointTargets(ctx); err != nil {
+		if targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m)); err != nil {
 			return err
 		}
 		rep.Mode = "endpoint"

@@ -2,9 +2,15 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/pkg/bench"
+	"github.com/kvqlabs/kvq/pkg/openai"
 )
 
 // endpoint is one --endpoint NAME=URL.
@@ -12,6 +18,7 @@ type endpoint struct{ name, url string }
 
 func parseEndpoints(list []string) ([]endpoint, error) {
 	var out []endpoint
+	seen := map[string]bool{}
 	for i, e := range list {
 		name, url, ok := strings.Cut(e, "=")
 		if !ok || strings.Contains(name, "/") {
@@ -21,13 +28,93 @@ func parseEndpoints(list []string) ([]endpoint, error) {
 			return nil, cmdutil.FlagErrorf("--endpoint %q: want NAME=URL or URL with http:// or https://", e)
 		}
 		if name == "" {
-			name = "endpoint" + string(rune('1'+i))
+			name = fmt.Sprintf("endpoint%d", i+1)
 		}
+		if seen[name] {
+			return nil, cmdutil.FlagErrorf("--endpoint: name %q given twice", name)
+		}
+		seen[name] = true
 		out = append(out, endpoint{name: name, url: strings.TrimRight(url, "/")})
 	}
 	return out, nil
 }
 
-func (o *Options) endpointTargets(ctx context.Context) ([]namedTarget, error) {
-	return nil, cmdutil.FlagErrorf("--endpoint: not built yet")
+// endpointTargets makes a client per endpoint and finds the model id each
+// serves.
+func (o *Options) endpointTargets(ctx context.Context, tok bench.Tokenizer) ([]namedTarget, error) {
+	var out []namedTarget
+	for _, e := range o.ends {
+		c := &openai.Client{BaseURL: e.url, APIKey: os.Getenv(o.EndpointKey), Model: o.EndpointMdl,
+			HTTP: &http.Client{}, Timeout: o.Timeout}
+		if c.Model == "" {
+			mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			ms, err := c.Models(mctx)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("--endpoint %s: %w", e.url, err)
+			}
+			if len(ms) == 0 {
+				return nil, fmt.Errorf("--endpoint %s: /v1/models lists no model; give --served-model", e.url)
+			}
+			// kvq serve lists NAME@CACHE per cache: an endpoint named after
+			// a cache picks that one.
+			c.Model = ms[0].ID
+			for _, m := range ms {
+				if strings.HasSuffix(m.ID, "@"+e.name) {
+					c.Model = m.ID
+				}
+			}
+		}
+		out = append(out, namedTarget{name: e.name, t: &endpointTarget{name: e.name, c: c, chat: o.Chat, tok: tok}})
+	}
+	return out, nil
+}
+
+// endpointTarget sends a workload's requests to an OpenAI-compatible
+// server, streamed, as vllm bench serve does: the prompt as text, TTFT
+// from the first streamed chunk, output tokens from the server's usage
+// (else counted with the local tokenizer).
+type endpointTarget struct {
+	name string
+	c    *openai.Client
+	chat bool
+	tok  bench.Tokenizer
+}
+
+var _ bench.Target = (*endpointTarget)(nil)
+
+func (t *endpointTarget) Name() string { return t.name }
+
+func (t *endpointTarget) Do(ctx context.Context, r bench.Request, chunk func(int, time.Time)) (bench.Response, error) {
+	zero := 0.0
+	on := func(ch openai.Chunk) { chunk(1, ch.Time) }
+	var comp openai.Completion
+	var err error
+	if t.chat {
+		msgs := []openai.Message{{Role: "user", Content: r.Text}}
+		if len(r.Messages) > 0 {
+			msgs = msgs[:0]
+			for _, m := range r.Messages {
+				msgs = append(msgs, openai.Message{Role: m.Role, Content: m.Content})
+			}
+		}
+		comp, err = t.c.Chat(ctx, openai.ChatRequest{Messages: msgs, MaxTokens: r.MaxTokens, Temperature: &zero, IgnoreEOS: r.IgnoreEOS}, on)
+	} else {
+		req := openai.CompletionRequest{Prompt: r.Text, MaxTokens: r.MaxTokens, Temperature: &zero, IgnoreEOS: r.IgnoreEOS}
+		if r.Text == "" {
+			req.PromptTokens = r.Prompt
+		}
+		comp, err = t.c.Complete(ctx, req, on)
+	}
+	if err != nil {
+		return bench.Response{}, err
+	}
+	res := bench.Response{InputTokens: comp.PromptTokens, OutputTokens: comp.CompletionTokens, FinishReason: comp.FinishReason}
+	if res.InputTokens == 0 {
+		res.InputTokens = len(r.Prompt)
+	}
+	if res.OutputTokens == 0 && comp.Text != "" {
+		res.OutputTokens = max(0, len(t.tok.Encode(comp.Text))-len(t.tok.Encode("")))
+	}
+	return res, nil
 }

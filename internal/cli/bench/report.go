@@ -216,9 +216,12 @@ func view(r *Report, pct []float64) render.Report {
 			ct.Rows = append(ct.Rows, []string{c.Cache, strconv.Itoa(c.CapacityLevel), ratio(float64(c.CapacityLevel), float64(b.CapacityLevel)),
 				ratio(c.OutputThroughput, b.OutputThroughput), ratio(c.MedianTPOTms, b.MedianTPOTms), ratio(c.MedianTTFTms, b.MedianTTFTms)})
 		}
-		if r.Caches[0].Capacity != nil {
+		switch {
+		case r.Caches[0].Capacity != nil:
 			ct.Notes = append(ct.Notes, "CAPACITY: the largest load level whose latency percentile meets --goodput (and every lower level too).")
-		} else {
+		case r.Mode == "endpoint":
+			ct.Notes = append(ct.Notes, "CAPACITY: the most requests in flight at once on the client side (a server's own admission is not visible from here); give --goodput SLOs and a --max-concurrency sweep for an SLO-bound capacity.")
+		default:
 			ct.Notes = append(ct.Notes, "CAPACITY: the most requests served at once within the KV budget (the running peak); give --goodput SLOs and a --max-concurrency sweep for an SLO-bound capacity.")
 		}
 		out.Tables = append(out.Tables, ct)

@@ -3,6 +3,7 @@ package root
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -73,6 +74,34 @@ func TestServe(t *testing.T) {
 		comp, err := c.Complete(ctx, openai.CompletionRequest{Model: model, Prompt: "once upon", MaxTokens: 4, IgnoreEOS: true, Temperature: openai.Ptr(0.0)}, nil)
 		if err != nil || comp.CompletionTokens != 4 || comp.Cache != strings.TrimPrefix(model, "tiny@") {
 			t.Errorf("%s: %+v, %v", model, comp, err)
+		}
+	}
+	// kvq bench drives the server in endpoint mode: endpoints named after
+	// the caches pick NAME@CACHE; the key comes from the environment.
+	t.Setenv("KVQ_API_KEY", "s3cret")
+	code, out, errb := run(t, "bench", "--model", dir, "--endpoint", "fp16="+url, "--endpoint", "int8="+url, "--num-prompts", "4",
+		"--input-len", "16", "--output-len", "4", "--max-concurrency", "2", "--warmups", "0", "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench --endpoint: exit %d: %s", code, errb)
+	}
+	var rep struct {
+		Mode   string
+		Caches []struct {
+			Cache  string
+			Points []struct {
+				Summary map[string]any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Mode != "endpoint" || len(rep.Caches) != 2 || rep.Caches[1].Cache != "int8" {
+		t.Fatalf("bench --endpoint report: %+v", rep)
+	}
+	for _, c := range rep.Caches {
+		if s := c.Points[0].Summary; s["completed"] != 4.0 || s["total_output_tokens"] != 16.0 {
+			t.Errorf("%s: %v", c.Cache, s)
 		}
 	}
 	cancel()

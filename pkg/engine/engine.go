@@ -70,6 +70,10 @@ type Request struct {
 	// PromptLogprobs returns each prompt token's log-probability given the
 	// tokens before it (the first has none): teacher-forced scoring.
 	PromptLogprobs bool
+	// PromptTopLogprobs, with PromptLogprobs, returns that many likeliest
+	// tokens at each prompt position too (0..20), as vLLM's
+	// prompt_logprobs does.
+	PromptTopLogprobs int
 }
 
 // Token is one generated token.
@@ -105,6 +109,9 @@ type Result struct {
 	PromptTokens int
 	// PromptLogprobs has one entry per prompt token; the first is NaN.
 	PromptLogprobs []float32
+	// PromptTop has one entry per prompt token (the first nil) with
+	// Request.PromptTopLogprobs alternatives, likeliest first.
+	PromptTop [][]TopLogprob
 	// Arrival is when Submit accepted the request, Scheduled when its first
 	// chunk ran, FirstToken when its first token was produced, Done when it
 	// finished.
@@ -330,6 +337,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if req.PromptLogprobs {
 		s.res.PromptLogprobs = make([]float32, len(req.Prompt))
 		s.res.PromptLogprobs[0] = float32(math.NaN())
+		if req.PromptTopLogprobs > 0 {
+			s.res.PromptTop = make([][]TopLogprob, len(req.Prompt))
+		}
 	}
 	e.mu.Lock()
 	if !e.running || e.closed {
@@ -368,6 +378,10 @@ func (e *Engine) check(req *Request) (*pool, error) {
 		return nil, fmt.Errorf("%w: max tokens 0 without prompt log-probabilities asks for nothing", ErrRequest)
 	case req.TopLogprobs < 0 || req.TopLogprobs > 20:
 		return nil, fmt.Errorf("%w: top log-probabilities %d (0..20)", ErrRequest, req.TopLogprobs)
+	case req.PromptTopLogprobs < 0 || req.PromptTopLogprobs > 20:
+		return nil, fmt.Errorf("%w: prompt top log-probabilities %d (0..20)", ErrRequest, req.PromptTopLogprobs)
+	case req.PromptTopLogprobs > 0 && !req.PromptLogprobs:
+		return nil, fmt.Errorf("%w: prompt top log-probabilities without prompt log-probabilities", ErrRequest)
 	}
 	for _, t := range req.Prompt {
 		if t < 0 || t >= e.m.Vocab {
@@ -601,6 +615,9 @@ func (e *Engine) step(ctx context.Context) {
 			if pos := s.fed + row + 1; pos < len(s.req.Prompt) {
 				logSoftmax(lp, logits)
 				s.res.PromptLogprobs[pos] = float32(lp[s.req.Prompt[pos]])
+				if k := s.req.PromptTopLogprobs; k > 0 {
+					s.res.PromptTop[pos] = topK(lp, k)
+				}
 			}
 		}
 		if en.sample && last {
@@ -665,24 +682,38 @@ func (e *Engine) sample(s *seq, logits []float32, lp []float64) Token {
 	logSoftmax(lp, logits)
 	t.Logprob = float32(lp[t.ID])
 	if k := s.req.TopLogprobs; k > 0 {
-		idx := make([]int, len(lp))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortStableFunc(idx, func(a, b int) int {
-			switch {
-			case lp[a] > lp[b]:
-				return -1
-			case lp[a] < lp[b]:
-				return 1
-			}
-			return 0
-		})
-		for _, id := range idx[:min(k, len(idx))] {
-			t.Top = append(t.Top, TopLogprob{ID: id, Logprob: float32(lp[id])})
-		}
+		t.Top = topK(lp, k)
 	}
 	return t
+}
+
+// topK is the k likeliest entries of lp, likeliest first (the lower id
+// first among equals), in one pass that keeps the best k seen so far.
+func topK(lp []float64, k int) []TopLogprob {
+	k = min(k, len(lp))
+	if k <= 0 {
+		return nil
+	}
+	ids := make([]int, 0, k)
+	for id, v := range lp {
+		if len(ids) == k && v <= lp[ids[k-1]] {
+			continue
+		}
+		if len(ids) < k {
+			ids = append(ids, id)
+		}
+		i := len(ids) - 1
+		for i > 0 && lp[ids[i-1]] < v {
+			ids[i] = ids[i-1]
+			i--
+		}
+		ids[i] = id
+	}
+	out := make([]TopLogprob, len(ids))
+	for i, id := range ids {
+		out[i] = TopLogprob{ID: id, Logprob: float32(lp[id])}
+	}
+	return out
 }
 
 // logSoftmax sets dst to log softmax(logits) in float64.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -299,7 +300,7 @@ func TestLogprobs(t *testing.T) {
 	e := start(t, m, engine.Options{Caches: specs(t, "fp32"), Chunk: 16})
 	rng := rand.New(rand.NewPCG(7, 8))
 	p := prompt(rng, 50, m.Vocab)
-	res := run(t, e, engine.Request{Prompt: p, MaxTokens: 0, PromptLogprobs: true})
+	res := run(t, e, engine.Request{Prompt: p, MaxTokens: 0, PromptLogprobs: true, PromptTopLogprobs: 4})
 	r, _ := runtime.NewRunner(m, runtime.RunnerOptions{})
 	l, _ := kvcache.NewLayout(m.Geometry(), specs(t, "fp32")[0], 0)
 	c, _ := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(50)})
@@ -322,6 +323,24 @@ func TestLogprobs(t *testing.T) {
 		if d := math.Abs(float64(res.PromptLogprobs[i]) - want); d > 1e-4 {
 			t.Errorf("prompt logprob %d = %g, want %g", i, res.PromptLogprobs[i], want)
 		}
+		// The alternatives are the row's four likeliest, in order.
+		ids := make([]int, len(row))
+		for j := range ids {
+			ids[j] = j
+		}
+		sort.SliceStable(ids, func(a, b int) bool { return row[ids[a]] > row[ids[b]] })
+		top := res.PromptTop[i]
+		if len(top) != 4 {
+			t.Fatalf("prompt top %d: %d alternatives, want 4", i, len(top))
+		}
+		for j, a := range top {
+			if a.ID != ids[j] || math.Abs(float64(a.Logprob)-(float64(row[ids[j]])-mx-math.Log(sum))) > 1e-4 {
+				t.Errorf("prompt top %d[%d] = %+v, want id %d", i, j, a, ids[j])
+			}
+		}
+	}
+	if res.PromptTop[0] != nil {
+		t.Errorf("prompt top 0 = %v, want none (nothing precedes the first token)", res.PromptTop[0])
 	}
 	st, _ := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: 5, IgnoreEOS: true, Logprobs: true, TopLogprobs: 3})
 	for {

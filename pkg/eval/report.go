@@ -89,6 +89,11 @@ type CacheInfo struct {
 	Compression float64 `json:"compression"`
 	// Scales lists the scale or codebook files the spec reads.
 	Scales []DataInfo `json:"scales,omitempty"`
+	// Endpoint and ServedModel, in endpoint mode (kvq eval --endpoint):
+	// the server and the model id evaluated; the byte fields are then 0
+	// (the server's cache is not known to kvq).
+	Endpoint    string `json:"endpoint,omitempty"`
+	ServedModel string `json:"served_model,omitempty"`
 }
 
 // SuiteResult is one suite's metric under every cache.

@@ -109,7 +109,22 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 		rep.Text = res
 	}
 	if len(opts.Suites) > 0 {
-		if err := runSuites(ctx, m, layouts, opts, rep); err != nil {
+		names := make([]string, len(opts.Specs))
+		for i, s := range opts.Specs {
+			names[i] = s.String()
+		}
+		local := func() (generator, func(), error) {
+			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+			if err != nil {
+				return nil, nil, err
+			}
+			gen := func(ctx context.Context, _ *Task, gi GenItem) ([]GenOutput, error) {
+				gi.Exact = opts.ExactPrefill
+				return Generate(ctx, r, layouts, gi)
+			}
+			return gen, r.Close, nil
+		}
+		if err := runSuites(ctx, m, names, local, opts, rep); err != nil {
 			return nil, err
 		}
 	}
@@ -142,8 +157,13 @@ type itemResult struct {
 	scores  [][]Score // [metric][cache]
 }
 
-// runSuites decodes every task under every cache and aggregates the rows.
-func runSuites(ctx context.Context, m *runtime.Model, layouts []*kvcache.Layout, opts Options, rep *Report) error {
+// generator decodes one task under every cache (the baseline first).
+type generator func(ctx context.Context, t *Task, gi GenItem) ([]GenOutput, error)
+
+// runSuites decodes every task under the caches names with generators
+// made by newGen (one per worker, released by the func it returns) and
+// aggregates the rows.
+func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen func() (generator, func(), error), opts Options, rep *Report) error {
 	type ref struct{ s, t int }
 	var items []ref
 	for si, s := range opts.Suites {
@@ -157,14 +177,14 @@ func runSuites(ctx context.Context, m *runtime.Model, layouts []*kvcache.Layout,
 	done := 0
 	w := par.Workers(opts.Workers)
 	w.For(len(items), 1, 1, func(lo, hi int) {
-		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+		gen, release, err := newGen()
 		if err != nil {
 			mu.Lock()
 			firstErr = cmp(firstErr, err)
 			mu.Unlock()
 			return
 		}
-		defer r.Close()
+		defer release()
 		for k := lo; k < hi; k++ {
 			if ctx.Err() != nil {
 				return
@@ -179,9 +199,7 @@ func runSuites(ctx context.Context, m *runtime.Model, layouts []*kvcache.Layout,
 				mu.Unlock()
 			}
 			if outs == nil {
-				gi := genItem(m, task)
-				gi.Exact = opts.ExactPrefill
-				outs, err = Generate(ctx, r, layouts, gi)
+				outs, err = gen(ctx, task, genItem(m, task))
 				if err != nil {
 					mu.Lock()
 					if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -223,10 +241,6 @@ func runSuites(ctx context.Context, m *runtime.Model, layouts []*kvcache.Layout,
 	}
 	if firstErr != nil {
 		return firstErr
-	}
-	names := make([]string, len(opts.Specs))
-	for i, s := range opts.Specs {
-		names[i] = s.String()
 	}
 	// One row per (task group, metric), in the order they first appear.
 	type rowKey struct {

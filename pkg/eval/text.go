@@ -168,6 +168,9 @@ type TextResult struct {
 	Ctx      int           `json:"ctx"`
 	Chunks   int           `json:"chunks"`
 	Caches   []TextMetrics `json:"caches"`
+	// Approximation, when set, says how the KLD was approximated (from
+	// servers' top-k log-probabilities, kvq eval --endpoint).
+	Approximation string `json:"approximation,omitempty"`
 }
 
 // chunk is one forward's tokens and its scored positions [first, len-1).

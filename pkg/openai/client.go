@@ -438,26 +438,52 @@ func sampling(body map[string]any, temp, topP *float64, seed *int64, stop []stri
 
 // PromptLogprobs scores prompt teacher-forced: each of its tokens'
 // log-probability given the ones before it (the first is NaN), with topK
-// alternatives (the server decides what it returns for prompt tokens; kvq
-// serve returns the token itself only). It sends echo with logprobs and
-// max_tokens 1, not 0, which vLLM refuses (kvq serve takes either), and
-// drops the generated token: the prompt's tokens are the first
-// usage.prompt_tokens entries, or, from a server without usage, those
-// whose text offset lies inside the prompt.
+// alternatives (vLLM and kvq serve return the topK likeliest and the
+// token itself). It sends echo with logprobs and max_tokens 1, not 0,
+// which vLLM refuses (kvq serve takes either), and drops the generated
+// token: the prompt's tokens are the first usage.prompt_tokens entries,
+// or, from a server without usage, those whose text offset lies inside
+// the prompt.
 func (c *Client) PromptLogprobs(ctx context.Context, prompt string, topK int) ([]TokenLogprob, error) {
-	comp, err := c.Complete(ctx, CompletionRequest{Prompt: prompt, MaxTokens: 1, Echo: true, Logprobs: &topK, Temperature: Ptr(0.0), NoStream: true}, nil)
+	return c.promptLogprobs(ctx, CompletionRequest{Prompt: prompt}, topK, utf8.RuneCountInString(prompt))
+}
+
+// PromptTokenLogprobs is PromptLogprobs for a prompt of token ids, sent
+// as they are (the server adds no BOS): the scores of exactly these
+// tokens, one entry each.
+func (c *Client) PromptTokenLogprobs(ctx context.Context, ids []int, topK int) ([]TokenLogprob, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("openai: PromptTokenLogprobs: no tokens")
+	}
+	lps, err := c.promptLogprobs(ctx, CompletionRequest{PromptTokens: ids}, topK, -1)
+	if err != nil {
+		return nil, err
+	}
+	if len(lps) < len(ids) {
+		return nil, fmt.Errorf("%w: POST %s: echo returned %d log-probabilities for a %d-token prompt", ErrProtocol, c.url("/completions"), len(lps), len(ids))
+	}
+	return lps[:len(ids)], nil
+}
+
+func (c *Client) promptLogprobs(ctx context.Context, req CompletionRequest, topK, runes int) ([]TokenLogprob, error) {
+	req.MaxTokens, req.Echo, req.Logprobs, req.Temperature, req.NoStream = 1, true, &topK, Ptr(0.0), true
+	comp, err := c.Complete(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
 	n := comp.PromptTokens
 	if n <= 0 || n > len(comp.Logprobs) {
-		runes := utf8.RuneCountInString(prompt)
 		n = 0
-		for n < len(comp.Logprobs) && comp.Logprobs[n].Offset >= 0 && comp.Logprobs[n].Offset < runes {
-			n++
+		switch {
+		case runes >= 0:
+			for n < len(comp.Logprobs) && comp.Logprobs[n].Offset >= 0 && comp.Logprobs[n].Offset < runes {
+				n++
+			}
+		default:
+			n = len(req.PromptTokens)
 		}
 	}
-	if n == 0 {
+	if n == 0 || n > len(comp.Logprobs) {
 		return nil, fmt.Errorf("%w: POST %s: echo returned no log-probabilities for the prompt", ErrProtocol, c.url("/completions"))
 	}
 	return comp.Logprobs[:n], nil

@@ -50,9 +50,7 @@
 // completion_tokens does not count the stop token (EOS, end of turn) that
 // ended a response, which the engine never returns (vLLM counts it);
 // echo with logprobs is refused when streaming (the engine reports a
-// prompt's log-probabilities only with its result); the top_logprobs of
-// echoed prompt tokens hold only the prompt token itself (the engine scores
-// the prompt's tokens, not alternatives to them); text_offset counts
+// prompt's log-probabilities only with its result); text_offset counts
 // Unicode code points, as Python's len does for vLLM, with each byte of an
 // incomplete character counted as one. A chat request without max_tokens
 // asks, as in vLLM, for the rest of the model's context, which a pool

@@ -80,6 +80,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 	j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
 	j.req.Logprobs, j.req.TopLogprobs = lp, top
 	j.req.PromptLogprobs = req.Echo && (lp || maxTokens == 0)
+	if j.req.PromptLogprobs {
+		j.req.PromptTopLogprobs = top
+	}
 	return s.generate(w, r, j)
 }
 
@@ -486,12 +489,15 @@ func (s *Server) legacyLogprobs(lp *completionLogprobs, toks []tokenOut, base in
 }
 
 // promptLogprobs is the echoed prompt's part of the legacy format: the
-// first token has no log-probability (null), as vLLM writes it.
-func (s *Server) promptLogprobs(ids []int, lps []float32) *completionLogprobs {
+// first token has no log-probability (null), as vLLM writes it; each
+// other's top_logprobs holds the requested alternatives and the token
+// itself, as vLLM's prompt_logprobs do.
+func (s *Server) promptLogprobs(ids []int, lps []float32, tops [][]engine.TopLogprob) *completionLogprobs {
 	lp := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TopLogprobs: []topMap{}, TextOffset: []int{}}
 	prev, off := -1, 0
 	for i, id := range ids {
 		p := s.piece(prev, id)
+		before := prev
 		prev = id
 		lp.Tokens = append(lp.Tokens, p)
 		lp.TextOffset = append(lp.TextOffset, off)
@@ -503,7 +509,18 @@ func (s *Server) promptLogprobs(ids []int, lps []float32) *completionLogprobs {
 		}
 		v := finite(lps[i])
 		lp.TokenLogprobs = append(lp.TokenLogprobs, &v)
-		lp.TopLogprobs = append(lp.TopLogprobs, topMap{{p, v}})
+		top := topMap{}
+		chosen := false
+		if i < len(tops) {
+			for _, a := range tops[i] {
+				top = append(top, topEntry{s.piece(before, a.ID), a.Logprob})
+				chosen = chosen || a.ID == id
+			}
+		}
+		if !chosen {
+			top = append(top, topEntry{p, v})
+		}
+		lp.TopLogprobs = append(lp.TopLogprobs, top)
 	}
 	return lp
 }
@@ -580,7 +597,7 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request, g *run) *apiErr
 				}
 				g.res = &res
 			}
-			c.Logprobs = s.promptLogprobs(j.req.Prompt, g.res.PromptLogprobs)
+			c.Logprobs = s.promptLogprobs(j.req.Prompt, g.res.PromptLogprobs, g.res.PromptTop)
 		}
 		s.legacyLogprobs(c.Logprobs, toks, base)
 	}

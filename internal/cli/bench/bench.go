@@ -75,7 +75,7 @@ type Options struct {
 	depths       []int
 	format       render.Format
 	budget       int64
-	ends         []endpoint
+	ends         []cmdutil.Endpoint
 	axisConc     bool
 }
 
@@ -169,7 +169,7 @@ func (o *Options) Validate() error {
 		if o.specs, err = quant.Formats().ParseList(o.Cache); err != nil {
 			return cmdutil.FlagErrorf("--cache: %w", err)
 		}
-	} else if o.ends, err = parseEndpoints(o.Endpoints); err != nil {
+	} else if o.ends, err = cmdutil.ParseEndpoints(o.Endpoints); err != nil {
 		return err
 	}
 	switch o.Dataset {

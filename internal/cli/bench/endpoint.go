@@ -2,70 +2,23 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/pkg/bench"
 	"github.com/kvqlabs/kvq/pkg/openai"
 )
-
-// endpoint is one --endpoint NAME=URL.
-type endpoint struct{ name, url string }
-
-func parseEndpoints(list []string) ([]endpoint, error) {
-	var out []endpoint
-	seen := map[string]bool{}
-	for i, e := range list {
-		name, url, ok := strings.Cut(e, "=")
-		if !ok || strings.Contains(name, "/") {
-			name, url = "", e
-		}
-		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-			return nil, cmdutil.FlagErrorf("--endpoint %q: want NAME=URL or URL with http:// or https://", e)
-		}
-		if name == "" {
-			name = fmt.Sprintf("endpoint%d", i+1)
-		}
-		if seen[name] {
-			return nil, cmdutil.FlagErrorf("--endpoint: name %q given twice", name)
-		}
-		seen[name] = true
-		out = append(out, endpoint{name: name, url: strings.TrimRight(url, "/")})
-	}
-	return out, nil
-}
 
 // endpointTargets makes a client per endpoint and finds the model id each
 // serves.
 func (o *Options) endpointTargets(ctx context.Context, tok bench.Tokenizer) ([]namedTarget, error) {
 	var out []namedTarget
 	for _, e := range o.ends {
-		c := &openai.Client{BaseURL: e.url, APIKey: os.Getenv(o.EndpointKey), Model: o.EndpointMdl,
-			HTTP: &http.Client{}, Timeout: o.Timeout}
-		if c.Model == "" {
-			mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			ms, err := c.Models(mctx)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("--endpoint %s: %w", e.url, err)
-			}
-			if len(ms) == 0 {
-				return nil, fmt.Errorf("--endpoint %s: /v1/models lists no model; give --served-model", e.url)
-			}
-			// kvq serve lists NAME@CACHE per cache: an endpoint named after
-			// a cache picks that one.
-			c.Model = ms[0].ID
-			for _, m := range ms {
-				if strings.HasSuffix(m.ID, "@"+e.name) {
-					c.Model = m.ID
-				}
-			}
+		c, err := e.Client(ctx, os.Getenv(o.EndpointKey), o.EndpointMdl, o.Timeout)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, namedTarget{name: e.name, t: &endpointTarget{name: e.name, c: c, chat: o.Chat, tok: tok}})
+		out = append(out, namedTarget{name: e.Name, t: &endpointTarget{name: e.Name, c: c, chat: o.Chat, tok: tok}})
 	}
 	return out, nil
 }

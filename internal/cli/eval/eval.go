@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/internal/atomicfile"
@@ -77,6 +78,13 @@ type Options struct {
 	MaxFlips    []string
 	MaxSlowdown float64
 	Significant bool
+	// Endpoint mode.
+	Endpoints   []string
+	EndpointKey string
+	EndpointMdl string
+	TopLogprobs int
+	Concurrency int
+	Timeout     time.Duration
 
 	specs    []quant.Spec
 	protocol eval.Protocol
@@ -88,6 +96,7 @@ type Options struct {
 	explicit bool // gates given by flags or file: failures exit 3
 	format   render.Format
 	refusal  *eval.RefusalDetector
+	ends     []cmdutil.Endpoint
 }
 
 // NewCmd returns kvq eval (use is the command's name: "eval", or "eval"
@@ -177,6 +186,12 @@ Exit codes: 0 ok (every given gate passed), 1 runtime failure, 2 usage error
 	fl.StringArrayVar(&o.MaxFlips, "max-flips", nil, "gate: SUITE=N, at most N items that pass with the baseline and fail; repeatable")
 	fl.Float64Var(&o.MaxSlowdown, "max-slowdown", 0, "gate: decode time per token / the baseline's, at most")
 	fl.BoolVar(&o.Significant, "significant", true, "drop and flips gates fail only when the flips are significant (exact McNemar p < 0.05)")
+	fl.StringArrayVar(&o.Endpoints, "endpoint", nil, "evaluate OpenAI-compatible servers instead of local caches, NAME=URL (repeatable; the first is the baseline; --model gives their tokenizer)")
+	fl.StringVar(&o.EndpointKey, "api-key-env", "KVQ_API_KEY", "environment variable holding the endpoints' API key")
+	fl.StringVar(&o.EndpointMdl, "served-model", "", "model id to request from the endpoints (default: a /v1/models id ending in @NAME, as kvq serve lists its caches, else the first)")
+	fl.IntVar(&o.TopLogprobs, "top-logprobs", 20, "endpoints: alternatives asked per position for the top-k KLD (vLLM allows up to its --max-logprobs, 20 by default)")
+	fl.IntVar(&o.Concurrency, "concurrency", 8, "endpoints: tasks and text chunks in flight at once")
+	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "endpoints: per-request timeout")
 	return cmd
 }
 
@@ -190,6 +205,9 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 		return cmdutil.FlagErrorf("--cache: no caches")
 	}
 	o.specs = specs
+	if err := o.validateEndpoints(cmd); err != nil {
+		return err
+	}
 	if o.protocol, err = eval.ParseProtocol(o.Protocol); err != nil {
 		return cmdutil.FlagErrorf("--protocol: %w", err)
 	}
@@ -428,7 +446,12 @@ func (o *Options) Run(ctx context.Context) error {
 			b.Finish()
 		}
 	}
-	rep, err := eval.Run(ctx, m, opts)
+	var rep *eval.Report
+	if len(o.ends) > 0 {
+		rep, err = o.runEndpoints(ctx, m, opts)
+	} else {
+		rep, err = eval.Run(ctx, m, opts)
+	}
 	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
 		return cmdutil.UsageError(err)
 	}
@@ -448,6 +471,9 @@ func (o *Options) Run(ctx context.Context) error {
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
 	if rep.Text != nil {
 		rep.Setup.Ctx = rep.Text.Ctx
+	}
+	if len(o.ends) > 0 {
+		rep.Setup.Prefill, rep.Setup.KOrder = "server", ""
 	}
 	if err := o.write(rep); err != nil {
 		return err
@@ -568,6 +594,9 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 	cfg := map[string]any{"model": m.Path, "model_format": m.Format, "params": m.Params(), "caches": specs, "data": data,
 		"protocol": o.Protocol, "prefill": o.Prefill, "k_order": o.KOrder, "step": o.Step, "ctx": o.Ctx, "chunks": o.Chunks, "n": o.N, "seed": o.Seed, "contexts": o.contexts,
 		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
+	if len(o.ends) > 0 {
+		cfg["caches"], cfg["endpoints"], cfg["top_logprobs"] = nil, o.ends, o.TopLogprobs
+	}
 	b, _ := json.Marshal(cfg)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:]), cfg

@@ -23,9 +23,12 @@ func View(rep *eval.Report) render.Report {
 		r.Preamble = append(r.Preamble, fmt.Sprintf("Text: %d positions scored in %d chunks of up to %d tokens (%s protocol)",
 			t.Caches[0].Tokens, t.Chunks, t.Ctx, t.Protocol))
 	}
-	if rep.Setup.Prefill == "exact" {
+	switch {
+	case rep.Setup.Prefill == "server":
+		r.Preamble = append(r.Preamble, "Model: the tokenizer and templates only; prompts go to the servers as token ids, decoded greedily")
+	case rep.Setup.Prefill == "exact":
 		r.Preamble = append(r.Preamble, "Attention: a prompt attends to its own exact K/V, later steps to the cache (--prefill exact, Hugging Face QuantizedCache)")
-	} else {
+	default:
 		r.Preamble = append(r.Preamble, "Attention: every step reads the cache as stored, prefill included (as vLLM and llama.cpp)")
 	}
 	r.Tables = append(r.Tables, cachesTable(rep))
@@ -83,7 +86,32 @@ func verdict(rep *eval.Report, spec string) string {
 	return "baseline"
 }
 
+// endpointsTable lists the servers of an endpoint run, whose memory kvq
+// does not know.
+func endpointsTable(rep *eval.Report) render.Table {
+	t := render.Table{Title: "Deployments (OpenAI-compatible servers, evaluated through their API)",
+		Header: []string{"NAME", "ENDPOINT", "MODEL", "VERDICT"},
+		Align:  []render.Align{render.Left, render.Left, render.Left, render.Left}}
+	for _, c := range rep.Caches {
+		t.Rows = append(t.Rows, []string{c.Spec, c.Endpoint, c.ServedModel, verdict(rep, c.Spec)})
+	}
+	t.Notes = append(t.Notes, "memory and speed are the servers': kvq estimate and kvq bench --endpoint measure them")
+	failed := 0
+	for _, v := range rep.Verdicts {
+		if !v.Pass {
+			failed++
+		}
+	}
+	if len(rep.Verdicts) > 0 {
+		t.Notes = append(t.Notes, fmt.Sprintf("%d of %d candidates pass every gate", len(rep.Verdicts)-failed, len(rep.Verdicts)))
+	}
+	return t
+}
+
 func cachesTable(rep *eval.Report) render.Table {
+	if len(rep.Caches) > 0 && rep.Caches[0].Endpoint != "" {
+		return endpointsTable(rep)
+	}
 	t := render.Table{Title: "Caches (bytes per token: all layers, K and V, as kvq estimate counts them)",
 		Header: []string{"CACHE", "BYTES/TOKEN", "BITS/VALUE", "VS BASELINE", "PER REQUEST", "DECODE", "VERDICT"},
 		Align:  []render.Align{render.Left, render.Right, render.Right, render.Right, render.Right, render.Right, render.Left}}
@@ -125,7 +153,11 @@ func textTable(rep *eval.Report) render.Table {
 		// llama-perplexity's names for the same quantities.
 		header = []string{"CACHE", "Mean PPL(Q)", "Mean ln(PPL(Q)/PPL(base))", "Mean KLD", "99.0% KLD", "Maximum KLD", "Same top p", "RMS Δp"}
 	}
-	t := render.Table{Title: fmt.Sprintf("Distribution against %s (teacher-forced; KLD in nats)", rep.Caches[0].Spec),
+	title := fmt.Sprintf("Distribution against %s (teacher-forced; KLD in nats)", rep.Caches[0].Spec)
+	if tr.Approximation != "" {
+		title = fmt.Sprintf("Distribution against %s (teacher-forced from the servers' prompt log-probabilities; KLD in nats, from top-k: an approximation)", rep.Caches[0].Spec)
+	}
+	t := render.Table{Title: title,
 		Header: header,
 		Align:  []render.Align{render.Left, render.Right, render.Right, render.Right, render.Right, render.Right, render.Right, render.Right}}
 	for _, c := range tr.Caches {
@@ -150,6 +182,9 @@ func textTable(rep *eval.Report) render.Table {
 			bounds = append(bounds, fmt.Sprintf("%d-%d", p.From, p.To))
 		}
 		t.Notes = append(t.Notes, "KLD by position ("+strings.Join(bounds, ", ")+"): "+strings.Join(parts, "; "))
+	}
+	if tr.Approximation != "" {
+		t.Notes = append(t.Notes, tr.Approximation)
 	}
 	return t
 }

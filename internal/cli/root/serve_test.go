@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -102,6 +103,48 @@ func TestServe(t *testing.T) {
 	for _, c := range rep.Caches {
 		if s := c.Points[0].Summary; s["completed"] != 4.0 || s["total_output_tokens"] != 16.0 {
 			t.Errorf("%s: %v", c.Cache, s)
+		}
+	}
+	// kvq eval evaluates the two caches through the server: the same
+	// numbers as a local eval of the same caches, the KLD from top-20.
+	common := []string{"--model", dir, "--ctx", "256", "--chunks", "3", "--tasks", "passkey,copy", "--contexts", "256", "-n", "2", "-o", "json"}
+	code, out, errb = run(t, append([]string{"eval", "--endpoint", "fp16=" + url, "--endpoint", "int8=" + url}, common...)...)
+	if code != 0 {
+		t.Fatalf("eval --endpoint: exit %d: %s", code, errb)
+	}
+	type evalRep struct {
+		Caches []struct {
+			Spec, Endpoint string
+			ServedModel    string `json:"served_model"`
+		}
+		Text struct {
+			Approximation string
+			Caches        []struct {
+				PPL float64
+				KLD struct{ Mean float64 }
+			}
+		}
+		Suites []struct{ Suite string }
+	}
+	var er, lr evalRep
+	if err := json.Unmarshal([]byte(out), &er); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errb = run(t, append([]string{"eval", "--cache", "fp16,int8", "--no-speed"}, common...)...)
+	if code != 0 {
+		t.Fatalf("eval: exit %d: %s", code, errb)
+	}
+	if err := json.Unmarshal([]byte(out), &lr); err != nil {
+		t.Fatal(err)
+	}
+	if len(er.Caches) != 2 || er.Caches[1].Endpoint != url || er.Caches[1].ServedModel != "tiny@int8" || er.Text.Approximation == "" ||
+		len(er.Text.Caches) != 2 || len(er.Suites) != len(lr.Suites) || len(er.Suites) == 0 {
+		t.Fatalf("eval --endpoint report: %+v", er)
+	}
+	for i, lc := range lr.Text.Caches {
+		ec := er.Text.Caches[i]
+		if math.Abs(ec.PPL-lc.PPL) > 1e-3*lc.PPL || ec.KLD.Mean > lc.KLD.Mean*1.05+1e-6 {
+			t.Errorf("cache %d: PPL %v KLD %v through the server, %v and %v locally", i, ec.PPL, ec.KLD.Mean, lc.PPL, lc.KLD.Mean)
 		}
 	}
 	cancel()

@@ -234,6 +234,11 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, strea
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		// A request sent on a kept-alive connection that the server had
+		// just closed never reached it: net/http sends it again on a new
+		// connection for requests marked idempotent (an empty key is not
+		// sent). Servers such as llama-server close idle connections.
+		req.Header["X-Idempotency-Key"] = nil
 		if stream {
 			req.Header.Set("Accept", "text/event-stream")
 		}

@@ -275,3 +275,33 @@ func TestRetries(t *testing.T) {
 		t.Errorf("timeout (not retried): %v after %v, %d calls", err, time.Since(startT), calls.Load())
 	}
 }
+
+// TestStaleConnection: a server that drops a kept-alive connection when
+// the next request arrives on it, without answering (the race of a server
+// closing idle connections, as llama-server does, with a client reusing
+// one), costs no request: it goes again on a new connection, without
+// Client.Retries.
+func TestStaleConnection(t *testing.T) {
+	type key struct{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(key{}).(*atomic.Int32).Add(1) > 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		fmt.Fprint(w, `{"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"ok","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, key{}, new(atomic.Int32))
+	}
+	srv.Start()
+	defer srv.Close()
+	c := &openai.Client{BaseURL: srv.URL, HTTP: &http.Client{}}
+	for i := 0; i < 5; i++ {
+		if _, err := c.Complete(context.Background(), openai.CompletionRequest{Prompt: "x", MaxTokens: 1, NoStream: true}, nil); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+}

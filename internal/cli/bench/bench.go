@@ -63,6 +63,7 @@ type Options struct {
 	Endpoints   []string
 	EndpointKey string
 	EndpointMdl string
+	Retries     int
 	Chat        bool
 	Timeout     time.Duration
 
@@ -156,6 +157,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage error, 130 interrupted.`,
 	fl.StringVar(&o.EndpointMdl, "served-model", "", "model id to request from the endpoints (default: a /v1/models id ending in @NAME for an endpoint NAME=URL, as kvq serve lists its caches, else the first)")
 	fl.BoolVar(&o.Chat, "chat", false, "endpoints: use /v1/chat/completions (prompts as one user message) instead of /v1/completions")
 	fl.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "per-request timeout")
+	fl.IntVar(&o.Retries, "retries", 1, "endpoints: times a request that failed to connect or got a 5xx is sent again (its timing restarts); failures after that are counted, not fatal")
 	return cmd
 }
 
@@ -191,6 +193,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
 		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
+	}
+	if o.Retries < 0 || o.Retries > 10 {
+		return cmdutil.FlagErrorf("--retries %d: must be in 0..10", o.Retries)
 	}
 	if o.rates, err = floats("--request-rate", o.Rate); err != nil {
 		return err

@@ -18,6 +18,7 @@ func (o *Options) endpointTargets(ctx context.Context, tok bench.Tokenizer) ([]n
 		if err != nil {
 			return nil, err
 		}
+		c.Retries = o.Retries
 		out = append(out, namedTarget{name: e.Name, t: &endpointTarget{name: e.Name, c: c, chat: o.Chat, tok: tok}})
 	}
 	return out, nil

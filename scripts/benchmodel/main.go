@@ -1,0 +1,48 @@
+// Command benchmodel writes a random-weight Llama GGUF of a benchmark
+// shape with kvq's own GGUF writer, so that anyone can reproduce the
+// README's side-by-side measurements against other engines on the same
+// file:
+//
+//	go run ./scripts/benchmodel -shape 1b -o /tmp/bench-1b.gguf
+//
+// Shapes: 90m (dim 1024, 8 layers, 16 heads, 4 KV heads, FFN 2816,
+// context 2048: kvq serve against llama-server) and 1b (dim 2048, 16
+// layers, 32 heads, 8 KV heads, FFN 8192, context 4096: decode and
+// prefill speed). The vocabulary is modeltest's 266-token byte-level one.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+)
+
+func main() {
+	shape := flag.String("shape", "1b", "model shape: 90m or 1b")
+	dtype := flag.String("dtype", "F16", "weight type: F16, BF16 or F32")
+	out := flag.String("o", "", "output .gguf path (required)")
+	seed := flag.Uint64("seed", 1, "weights' random seed")
+	flag.Parse()
+	shapes := map[string]modeltest.Spec{
+		"90m": {Arch: "llama", Dim: 1024, Hidden: 2816, Layers: 8, Heads: 16, KVHeads: 4, HeadDim: 64, Context: 2048},
+		"1b":  {Arch: "llama", Dim: 2048, Hidden: 8192, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, Context: 4096},
+	}
+	s, ok := shapes[*shape]
+	if !ok || *out == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: benchmodel -shape 90m|1b [-dtype F16|BF16|F32] -o FILE.gguf")
+		os.Exit(2)
+	}
+	switch *dtype {
+	case "F16", "BF16", "F32":
+	default:
+		fmt.Fprintf(os.Stderr, "benchmodel: -dtype %q (valid: F16, BF16, F32)\n", *dtype)
+		os.Exit(2)
+	}
+	s.DType, s.Seed = *dtype, *seed
+	if err := modeltest.WriteGGUF(*out, s); err != nil {
+		fmt.Fprintln(os.Stderr, "benchmodel:", err)
+		os.Exit(1)
+	}
+}

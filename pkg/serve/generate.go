@@ -398,14 +398,16 @@ func (m topMap) MarshalJSON() ([]byte, error) {
 	b := []byte{'{'}
 	seen := map[string]bool{}
 	for _, e := range m {
-		if seen[e.token] { // two ids of the same text: keep the likelier
-			continue
-		}
-		seen[e.token] = true
 		k, err := marshal(e.token)
 		if err != nil {
 			return nil, err
 		}
+		// Two ids of the same text, or of bytes that JSON writes as the
+		// same replacement character: keep the likelier (the first).
+		if seen[string(k)] {
+			continue
+		}
+		seen[string(k)] = true
 		if len(b) > 1 {
 			b = append(b, ',')
 		}

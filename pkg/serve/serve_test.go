@@ -346,6 +346,30 @@ func TestEchoScoring(t *testing.T) {
 	if math.IsNaN(*lp.TokenLogprobs[len(ids)]) {
 		t.Errorf("generated token without a log-probability")
 	}
+
+	// logprobs 3: each prompt token's top_logprobs hold the three
+	// likeliest tokens there and the token itself, as vLLM's
+	// prompt_logprobs.
+	_, _, b = f.post(t, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 0, "echo": true, "logprobs": 3})
+	c = decode(t, b)
+	lp.TopLogprobs = nil
+	json.Unmarshal(c.Choices[0].Logprobs, &lp)
+	top := engineRun(t, f.e, engine.Request{Prompt: ids, MaxTokens: 0, PromptLogprobs: true, PromptTopLogprobs: 3})
+	for i := 1; i < len(ids); i++ {
+		m := lp.TopLogprobs[i]
+		// (alternatives whose bytes JSON writes as the same replacement
+		// character count once)
+		if v, ok := m[lp.Tokens[i]]; !ok || float32(v) > top.PromptTop[i][0].Logprob || len(m) < 2 || len(m) > 4 {
+			t.Errorf("prompt token %d: top_logprobs %v, want up to 3 alternatives and %q", i, m, lp.Tokens[i])
+		}
+		best := math.Inf(-1)
+		for _, v := range m {
+			best = math.Max(best, v)
+		}
+		if float32(best) != top.PromptTop[i][0].Logprob {
+			t.Errorf("prompt token %d: best alternative %g, engine %g", i, best, top.PromptTop[i][0].Logprob)
+		}
+	}
 }
 
 // TestStop: a stop string cuts the text before its first occurrence,

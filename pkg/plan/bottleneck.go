@@ -126,10 +126,14 @@ func Analyze(snaps []Snapshot, tr *Traffic) Bottleneck {
 		switch {
 		case b.Preemptions > 0:
 			pressure = true
-			b.Evidence = append(b.Evidence, fmt.Sprintf("%.0f requests were preempted: the pool ran out of KV blocks", b.Preemptions))
-		case len(usage) > 0 && b.UsageP50 >= HighUsage && b.WaitingShare >= WaitingOften:
+			what := fmt.Sprintf("%.0f requests were preempted", b.Preemptions)
+			if b.Preemptions == 1 {
+				what = "1 request was preempted"
+			}
+			b.Evidence = append(b.Evidence, what+": the pool ran out of KV blocks")
+		case len(usage) > 0 && b.UsageMax >= HighUsage && b.WaitingShare >= WaitingOften:
 			pressure = true
-			b.Evidence = append(b.Evidence, fmt.Sprintf("the KV cache stays at least %.0f%% full while requests wait: admission is limited by KV memory", 100*HighUsage))
+			b.Evidence = append(b.Evidence, fmt.Sprintf("the KV cache fills (peak %.0f%%, at least %.0f%%) while requests wait: admission is limited by KV memory", 100*b.UsageMax, 100*HighUsage))
 		case len(usage) > 0 && b.UsageMax < LowUsage && b.WaitingShare == 0:
 			idle = true
 			b.Evidence = append(b.Evidence, fmt.Sprintf("KV usage never reached %.0f%% and nothing waited", 100*LowUsage))

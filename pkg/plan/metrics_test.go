@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -141,5 +142,31 @@ func TestReadTrace(t *testing.T) {
 	}
 	if _, err := ReadTrace(write("bad.jsonl", "{\"prompt_tokens\": 1}\n{\"x\": 2}\n")); !errors.Is(err, ErrTrace) || !strings.Contains(err.Error(), "bad.jsonl:2") {
 		t.Errorf("bad line: %v", err)
+	}
+}
+
+// TestAnalyzeKVQServe: recorded scrapes of a real kvq serve on the
+// built-in model (testdata/record-kvqserve.sh), four 3 s apart: one with
+// a 3 MiB KV budget under 16 concurrent 640-token requests (the cache
+// fills, 13 wait), one lightly loaded with short requests.
+func TestAnalyzeKVQServe(t *testing.T) {
+	load := func(name string) []Snapshot {
+		t0 := time.Unix(1_800_000_000, 0)
+		var snaps []Snapshot
+		for i := 0; i < 4; i++ {
+			snaps = append(snaps, snapshotFile(t, fmt.Sprintf("kvqserve-%s-%d.txt", name, i), t0.Add(time.Duration(3*i)*time.Second)))
+		}
+		return snaps
+	}
+	bound := Analyze(load("kvbound"), nil)
+	if bound.Verdict != KVBound || bound.Engine != "kvq" || bound.WaitingShare != 1 || bound.UsageMax < HighUsage {
+		t.Errorf("KV-bound kvq serve: %+v", bound)
+	}
+	if ev := strings.Join(bound.Evidence, "\n"); !strings.Contains(ev, "admission is limited by KV memory") {
+		t.Errorf("KV-bound evidence %q", ev)
+	}
+	idle := Analyze(load("idle"), nil)
+	if idle.Verdict != NotKVBound || idle.Engine != "kvq" || idle.UsageMax >= LowUsage || idle.Preemptions != 0 || !(idle.PromptTPS > 0) {
+		t.Errorf("idle kvq serve: %+v", idle)
 	}
 }

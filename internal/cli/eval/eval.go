@@ -133,7 +133,8 @@ Exit codes: 0 ok (every given gate passed), 1 runtime failure, 2 usage error
   kvq eval --protocol llama.cpp --ctx 512 --text wiki.test.raw --tasks none
   kvq eval --tasks replay.jsonl,risk.jsonl --max-drop '*=2' --max-kld 0.01
   kvq eval --gates gates.yaml --junit gates.xml --output json > report.json
-  kvq eval --out runs/int4 --report int4.html     # resumable; Ctrl-C loses nothing scored`,
+  kvq eval --out runs/int4 --report int4.html     # resumable; Ctrl-C loses nothing scored
+  kvq eval --endpoint fp16=http://127.0.0.1:8000 --endpoint int4=http://127.0.0.1:8000   # servers (here kvq serve --cache fp16,int4)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(cmd); err != nil {

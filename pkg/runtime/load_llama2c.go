@@ -18,7 +18,7 @@ func loadLlama2C(_ context.Context, f *mmap.File, path string, opts LoadOptions)
 		// The format has no magic number: a file that is not GGUF and whose
 		// first 28 bytes are no plausible llama2.c header, or whose size
 		// disagrees with it, is neither.
-		return nil, fmt.Errorf("%w: %s (%d bytes) is neither GGUF (no \"GGUF\" magic) nor a well-formed llama2.c checkpoint: %w", ErrFormat, path, f.Size(), err)
+		return nil, fmt.Errorf("%w: %s (%d bytes) is neither GGUF nor a well-formed llama2.c checkpoint: %w", ErrFormat, path, f.Size(), err)
 	}
 	c := lf.Config
 	m := &Model{

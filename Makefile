@@ -23,14 +23,11 @@ test: vet
 	$(GO) test -count=1 -tags purego $(PKGS)
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-# Short fuzzing runs of every fuzz target (FUZZTIME each).
+# Short fuzzing runs of every fuzz target in the module, FUZZTIME each; the
+# targets are found with go test -list '^Fuzz' (scripts/fuzz.sh).
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./pkg/gguf/
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./pkg/safetensors/
-	$(GO) test -run='^$$' -fuzz='^FuzzParseIndex$$' -fuzztime=$(FUZZTIME) ./pkg/safetensors/
-	$(GO) test -run='^$$' -fuzz='^FuzzIntegerRoundTrip$$' -fuzztime=$(FUZZTIME) ./pkg/quant/
-	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./pkg/estimate/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 # Kernel and runtime benchmarks; compare runs with benchstat.
 bench:

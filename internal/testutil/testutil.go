@@ -1,45 +1,93 @@
 // Package testutil holds helpers shared by kvq's tests.
+//
+// Shared fixtures (the stories260K model, its tokenizer and eval text) live
+// in a folder named shared beside the repository root, never at an absolute
+// path of a development machine: CI has only the repository clone with
+// ../shared next to it. Tests find them with SharedPath, which walks up from
+// the test's working directory (its package directory) to the repository
+// root.
 package testutil
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
-// SharedDir returns the path of the project's ../shared folder (beside the
-// repository root). When it is missing the test is skipped with a message,
-// except under CI=true, where a missing folder fails the test.
-func SharedDir(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Join(filepath.Dir(file), "..", "..")
-	dir := filepath.Join(repo, "..", "shared")
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("../shared not found at %s (required when CI=true)", dir)
-		}
-		t.Skipf("../shared not found at %s; skipping (set up ../shared beside the repo to run)", dir)
+// RepoRoot returns the repository root: the nearest directory at or above
+// the working directory that holds go.mod. go test runs each package's
+// tests in the package directory, so this is the module root.
+func RepoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
 	}
-	return dir
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("testutil: no go.mod at or above %s", wd)
+		}
+	}
 }
 
-// SharedFile returns a file under ../shared, with SharedDir's skip rule; a
-// missing file always fails.
-func SharedFile(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(SharedDir(t), rel)
+// LookupShared returns the path of rel (slash-separated, e.g.
+// "models/stories260K/tok512.bin") under ../shared beside the repository
+// root, and whether it exists. It is for optional uses, such as fuzz seeds,
+// that go on without the file.
+func LookupShared(rel string) (string, bool) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", false
+	}
+	p := filepath.Join(root, "..", "shared", filepath.FromSlash(rel))
+	_, err = os.Stat(p)
+	return p, err == nil
+}
+
+// SharedPath returns the path of rel (a file or a directory, slash-separated)
+// under ../shared beside the repository root. When it is absent the test is
+// skipped with a message saying where it was looked for, except under
+// CI=true, where its absence fails the test.
+func SharedPath(tb testing.TB, rel string) string {
+	tb.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := filepath.Join(root, "..", "shared", filepath.FromSlash(rel))
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("shared file missing: %v", err)
+		if !errors.Is(err, os.ErrNotExist) {
+			tb.Fatalf("shared fixture %s: %v", rel, err)
+		}
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("shared fixture ../shared/%s not found at %s (required when CI=true)", rel, p)
+		}
+		tb.Skipf("shared fixture ../shared/%s not found at %s; skipping (put the shared folder beside the repository to run)", rel, p)
 	}
 	return p
 }
 
+// SharedDir returns the ../shared folder beside the repository root, with
+// SharedPath's skip rule.
+func SharedDir(tb testing.TB) string {
+	tb.Helper()
+	return SharedPath(tb, ".")
+}
+
+// SharedFile returns a file under ../shared, with SharedPath's skip rule.
+func SharedFile(tb testing.TB, rel string) string {
+	tb.Helper()
+	return SharedPath(tb, rel)
+}
+
 // Stories260K returns the paths of the stories260K model files.
-func Stories260K(t testing.TB) (bin, tok, gguf string) {
-	t.Helper()
-	return SharedFile(t, "models/stories260K/stories260K.bin"),
-		SharedFile(t, "models/stories260K/tok512.bin"),
-		SharedFile(t, "models/stories260K/stories260K.gguf")
+func Stories260K(tb testing.TB) (bin, tok, gguf string) {
+	tb.Helper()
+	return SharedPath(tb, "models/stories260K/stories260K.bin"),
+		SharedPath(tb, "models/stories260K/tok512.bin"),
+		SharedPath(tb, "models/stories260K/stories260K.gguf")
 }

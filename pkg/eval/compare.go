@@ -27,6 +27,9 @@ type Continuation struct {
 // another, so that each continuation's Stats time that cache alone.
 // onDone, when set, is called after each spec finishes.
 func CompareGreedy(ctx context.Context, r *runtime.Runner, prompt []int, maxTokens int, specs []quant.Spec, onDone func(i int, c Continuation)) ([]Continuation, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt (no tokens)", ErrOptions)
+	}
 	out := make([]Continuation, 0, len(specs))
 	for i, spec := range specs {
 		l, err := kvcache.NewLayout(r.Model().Geometry(), spec, 0)

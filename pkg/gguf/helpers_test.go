@@ -3,9 +3,9 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/kvqlabs/kvq/internal/testutil"
 )
 
 // raw builds GGUF bytes field by field, straight from the spec, so tests can
@@ -64,34 +64,10 @@ func encode(t testing.TB, w *Writer) []byte {
 
 func parseBytes(b []byte) (*File, error) { return Parse(bytes.NewReader(b), int64(len(b))) }
 
-// modelDir returns the directory of the stories260K fixtures (shared/ next to
-// or inside the repository root). It skips the test when they are absent,
+// modelDir returns the directory of the stories260K fixtures under ../shared
+// beside the repository root. It skips the test when they are absent,
 // except under CI=true, where their absence is a failure.
 func modelDir(t *testing.T) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			for _, c := range []string{
-				filepath.Join(dir, "shared", "models", "stories260K"),
-				filepath.Join(dir, "..", "shared", "models", "stories260K"),
-			} {
-				if _, err := os.Stat(filepath.Join(c, "stories260K.gguf")); err == nil {
-					return c
-				}
-			}
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			break
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("shared/models/stories260K not found (required when CI=true)")
-	}
-	t.Skip("shared/models/stories260K not found next to the repository; skipping real-model test")
-	return ""
+	return testutil.SharedPath(t, "models/stories260K")
 }

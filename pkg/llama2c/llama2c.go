@@ -2,6 +2,14 @@
 // Karpathy's "legacy" version 0 export): a header of seven little-endian int32
 // followed by float32 weights in a fixed order. It validates the header against
 // the file size and reports where each tensor lies; it never reads weights.
+//
+// The format has no magic number, so Parse is strict: every header value
+// must lie in 1..2^20 (vocab_size's sign says whether the output classifier
+// is the embedding, > 0, or a separate wcls tensor at the end, < 0), the
+// heads must divide the dimension evenly into heads of even size, and the
+// file must be exactly as long as the header implies. Anything else fails
+// with ErrHeader or ErrTruncated, so that a file of another format is not
+// taken for a checkpoint.
 package llama2c
 
 import (
@@ -9,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // Sentinel errors.
@@ -91,11 +100,15 @@ func Parse(r io.ReaderAt, size int64) (*File, error) {
 	}
 	f := &File{Config: c}
 	L, d, hd, kv := c.Layers, c.Dim, c.HeadDim(), c.KVHeads*c.HeadDim()
+	// Each shape is at most three header values of at most 2^20, so one
+	// tensor's bytes fit in an int64 (2^62), but their sum may not: add with
+	// saturation, so that a header implying more than 2^63 bytes is simply
+	// too large for the file and never wraps round to its size.
 	off := int64(HeaderBytes)
 	add := func(name string, shape ...int) {
 		t := Tensor{Name: name, Offset: off, Shape: shape}
 		f.Tensors = append(f.Tensors, t)
-		off += 4 * t.Elems()
+		off = satAdd(off, 4*t.Elems())
 	}
 	add("token_embedding_table", c.Vocab, d)
 	add("rms_att_weight", L, d)
@@ -114,10 +127,26 @@ func Parse(r io.ReaderAt, size int64) (*File, error) {
 		add("wcls", c.Vocab, d)
 	}
 	if off != size {
-		return nil, fmt.Errorf("%w: header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, seq_len %d) implies %d bytes, file has %d",
-			ErrTruncated, c.Dim, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.Vocab, c.SeqLen, off, size)
+		classifier := "shared classifier (vocab_size > 0)"
+		if !c.SharedClassifier {
+			classifier = "separate classifier wcls (vocab_size < 0)"
+		}
+		implies := fmt.Sprintf("%d bytes", off)
+		if off == math.MaxInt64 {
+			implies = "more than 2^63 bytes"
+		}
+		return nil, fmt.Errorf("%w: header (dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, %s, seq_len %d) implies %s, file has %d",
+			ErrTruncated, c.Dim, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.Vocab, classifier, c.SeqLen, implies, size)
 	}
 	return f, nil
+}
+
+// satAdd returns a+b (both ≥ 0), or math.MaxInt64 if that overflows.
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Tensor returns the named tensor.

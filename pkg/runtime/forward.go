@@ -21,6 +21,9 @@ var (
 	ErrBatch      = fmt.Errorf("%w: malformed batch", ErrInput)
 	ErrTokenID    = fmt.Errorf("%w: token id out of range", ErrInput)
 	ErrContext    = fmt.Errorf("%w: past the model's context", ErrInput)
+	// ErrEmptyPrompt: Generate needs at least one prompt token. An empty
+	// text encodes to none with a tokenizer that adds no BOS token.
+	ErrEmptyPrompt = fmt.Errorf("%w: empty prompt (no tokens)", ErrInput)
 )
 
 // Logits selects which positions of an entry return logits.

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
@@ -47,11 +46,12 @@ func perSec(n int, d time.Duration) float64 {
 }
 
 // Generate feeds prompt to sequence seq of cache (which must exist and may
-// already hold a prefix) and samples up to MaxTokens tokens.
+// already hold a prefix) and samples up to MaxTokens tokens. An empty
+// prompt fails with ErrEmptyPrompt: there is nothing to predict from.
 func (r *Runner) Generate(ctx context.Context, cache *kvcache.Cache, seq kvcache.SeqID, prompt []int, opts GenerateOptions) ([]int, GenerateStats, error) {
 	st := GenerateStats{PromptTokens: len(prompt)}
 	if len(prompt) == 0 {
-		return nil, st, fmt.Errorf("runtime: empty prompt")
+		return nil, st, ErrEmptyPrompt
 	}
 	sampler := opts.Sampler
 	if sampler == nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"unsafe"
 
 	"github.com/kvqlabs/kvq/internal/mmap"
@@ -23,7 +22,15 @@ type LoadOptions struct {
 
 // Load opens a model and detects its format: a directory is a Hugging Face
 // checkpoint (config.json, safetensors, tokenizer.json); a file is GGUF by
-// its magic, else a llama2.c checkpoint. The model's weights stay memory-mapped until Close.
+// its magic, else a llama2.c checkpoint if its header is plausible and the
+// file exactly the size the header implies (see pkg/llama2c); any other
+// file fails with ErrFormat. The model's weights stay memory-mapped until
+// Close.
+//
+// No size a header declares is trusted: each is checked against the
+// tensors the file holds, and so against its size, before anything is
+// allocated from it, and a mismatch fails with one error naming the file,
+// the key and its value.
 func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -37,13 +44,10 @@ func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("runtime: model: %w", err)
 	}
 	var m *Model
-	switch {
-	case bytes.HasPrefix(f.Data, []byte("GGUF")):
+	if bytes.HasPrefix(f.Data, []byte("GGUF")) {
 		m, err = loadGGUF(ctx, f, path)
-	case filepath.Ext(path) == ".bin" || len(f.Data) >= 28:
+	} else {
 		m, err = loadLlama2C(ctx, f, path, opts)
-	default:
-		err = fmt.Errorf("%w: %s (%d bytes) is neither GGUF nor a llama2.c checkpoint", ErrFormat, path, len(f.Data))
 	}
 	if err != nil {
 		f.Close()

@@ -41,11 +41,13 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return nil, fmt.Errorf("%w: architecture %q (kvq runs llama, mistral, qwen2, qwen3)", ErrUnsupported, arch)
 	}
 	var errs []error
+	raw := map[string]declared{} // the sizes as written, for checkSizes
 	u := func(key string) int {
 		v, err := gf.Uint(arch + "." + key)
 		if err != nil {
 			errs = append(errs, err)
 		}
+		raw[key] = declUint(arch+"."+key, v)
 		return int(min(v, 1<<31))
 	}
 	uOpt := func(key string, def int) int {
@@ -95,9 +97,35 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	}
 	c.Vocab = uOpt("vocab_size", len(tokens))
 
+	tensors := make(map[string]gguf.TensorInfo, len(gf.Tensors))
+	names := make([]string, 0, len(gf.Tensors))
+	for _, t := range gf.Tensors {
+		tensors[t.Name] = t
+		names = append(names, t.Name)
+	}
+	if err := checkSizes(ggufSizes(arch, raw, len(tokens)), fileTensors{
+		shape: func(name string) (rows, cols int64, ok bool) {
+			t, ok := tensors[name]
+			switch {
+			case !ok || len(t.Dims) == 0 || len(t.Dims) > 2:
+				return 0, 0, false
+			case len(t.Dims) == 1:
+				return 1, int64(t.Dims[0]), true
+			}
+			return int64(t.Dims[1]), int64(t.Dims[0]), true
+		},
+		layers: layerIndices(names, "blk."),
+		embed:  "token_embd.weight",
+		q:      func(i int) string { return fmt.Sprintf("blk.%d.attn_q.weight", i) },
+		k:      func(i int) string { return fmt.Sprintf("blk.%d.attn_k.weight", i) },
+		gate:   func(i int) string { return fmt.Sprintf("blk.%d.ffn_gate.weight", i) },
+	}); err != nil {
+		return nil, err
+	}
+
 	m := &Model{Config: c}
 	weight := func(name string, optional bool) *tensor.Weight {
-		t, ok := gf.Tensor(name)
+		t, ok := tensors[name]
 		if !ok {
 			if !optional {
 				errs = append(errs, fmt.Errorf("%w: missing tensor %s", ErrModel, name))
@@ -167,7 +195,7 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		l.Up = weight(p+"ffn_up.weight", false)
 		l.Down = weight(p+"ffn_down.weight", false)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinFirst(errs); err != nil {
 		return nil, err
 	}
 	if err := m.Prepare(); err != nil {
@@ -189,6 +217,28 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return nil, fmt.Errorf("%w: tokenizer has %d tokens, model vocabulary %d", ErrModel, m.Tokenizer.VocabSize(), c.Vocab)
 	}
 	return m, nil
+}
+
+// ggufSizes returns the sizes of a GGUF header, each under its key; raw
+// holds the keys read (without the architecture prefix), and absent
+// optional ones fall back as modelFromGGUF's defaults do.
+func ggufSizes(arch string, raw map[string]declared, tokens int) headerSizes {
+	get := func(key string, def declared) declared {
+		if d, ok := raw[key]; ok {
+			return d
+		}
+		return def
+	}
+	h := headerSizes{
+		layers: raw["block_count"], dim: raw["embedding_length"], hidden: raw["feed_forward_length"],
+		heads: raw["attention.head_count"], context: get("context_length", declInt(arch+".context_length", 0)),
+		vocab: get("vocab_size", declInt("len(tokenizer.ggml.tokens)", tokens)),
+	}
+	h.kvHeads = get("attention.head_count_kv", h.heads)
+	if d, ok := raw["attention.key_length"]; ok {
+		h.headDim = &d
+	}
+	return h
 }
 
 // asVector returns a [1][n] weight as float32 values (norms and biases are F32

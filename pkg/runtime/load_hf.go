@@ -192,7 +192,14 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 			}
 		}
 	}()
-	if err := m.fromSafetensors(files, arch); err != nil {
+	where, err := shardOf(files)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if err := checkSizes(hfSizes(hc), hfTensors(files, where)); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if err := m.fromSafetensors(files, where, arch); err != nil {
 		return nil, err
 	}
 	for _, f := range files {
@@ -280,17 +287,70 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// fromSafetensors maps the HF tensor names of a Llama-family model.
-func (m *Model) fromSafetensors(files []shard, arch string) error {
+// shardOf maps each tensor name to the shard that holds it.
+func shardOf(files []shard) (map[string]int, error) {
 	where := map[string]int{}
 	for i, f := range files {
 		for _, t := range f.st.Tensors {
 			if _, dup := where[t.Name]; dup {
-				return fmt.Errorf("%w: tensor %s appears in two shards", ErrModel, t.Name)
+				return nil, fmt.Errorf("%w: tensor %s appears in two shards", ErrModel, t.Name)
 			}
 			where[t.Name] = i
 		}
 	}
+	return where, nil
+}
+
+// hfSizes returns the sizes config.json declares, each under its key.
+func hfSizes(hc hfConfig) headerSizes {
+	h := headerSizes{
+		layers: declInt("num_hidden_layers", hc.NumLayers), dim: declInt("hidden_size", hc.HiddenSize),
+		hidden: declInt("intermediate_size", hc.IntermediateSize), heads: declInt("num_attention_heads", hc.NumHeads),
+		vocab: declInt("vocab_size", hc.VocabSize), context: declInt("max_position_embeddings", hc.MaxPosition),
+	}
+	h.kvHeads = h.heads
+	if hc.NumKVHeads != nil {
+		h.kvHeads = declInt("num_key_value_heads", *hc.NumKVHeads)
+	}
+	if hc.HeadDim != nil {
+		d := declInt("head_dim", *hc.HeadDim)
+		h.headDim = &d
+	}
+	return h
+}
+
+// hfTensors describes the safetensors tensors for checkSizes.
+func hfTensors(files []shard, where map[string]int) fileTensors {
+	names := make([]string, 0, len(where))
+	for n := range where {
+		names = append(names, n)
+	}
+	return fileTensors{
+		shape: func(name string) (rows, cols int64, ok bool) {
+			i, ok := where[name]
+			if !ok {
+				return 0, 0, false
+			}
+			t, _ := files[i].st.Tensor(name)
+			switch len(t.Shape) {
+			case 1:
+				return 1, t.Shape[0], true
+			case 2:
+				return t.Shape[0], t.Shape[1], true
+			}
+			return 0, 0, false
+		},
+		layers: layerIndices(names, "model.layers."),
+		embed:  "model.embed_tokens.weight",
+		q:      func(i int) string { return fmt.Sprintf("model.layers.%d.self_attn.q_proj.weight", i) },
+		k:      func(i int) string { return fmt.Sprintf("model.layers.%d.self_attn.k_proj.weight", i) },
+		gate:   func(i int) string { return fmt.Sprintf("model.layers.%d.mlp.gate_proj.weight", i) },
+	}
+}
+
+// fromSafetensors maps the HF tensor names of a Llama-family model; where
+// says which shard holds each tensor.
+func (m *Model) fromSafetensors(files []shard, where map[string]int, arch string) error {
 	var errs []error
 	weight := func(name string, optional bool) *tensor.Weight {
 		i, ok := where[name]
@@ -364,7 +424,7 @@ func (m *Model) fromSafetensors(files []shard, arch string) error {
 		l.Up = weight(p+"mlp.up_proj.weight", false)
 		l.Down = weight(p+"mlp.down_proj.weight", false)
 	}
-	return errors.Join(errs...)
+	return joinFirst(errs)
 }
 
 // loadHFTokenizer reads tokenizer.json, tokenizer_config.json and

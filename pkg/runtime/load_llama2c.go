@@ -15,7 +15,10 @@ import (
 func loadLlama2C(_ context.Context, f *mmap.File, path string, opts LoadOptions) (*Model, error) {
 	lf, err := llama2c.Parse(f, f.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		// The format has no magic number: a file that is not GGUF and whose
+		// first 28 bytes are no plausible llama2.c header, or whose size
+		// disagrees with it, is neither.
+		return nil, fmt.Errorf("%w: %s (%d bytes) is neither GGUF nor a well-formed llama2.c checkpoint: %w", ErrFormat, path, f.Size(), err)
 	}
 	c := lf.Config
 	m := &Model{

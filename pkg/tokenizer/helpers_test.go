@@ -3,39 +3,41 @@ package tokenizer
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/kvqlabs/kvq/internal/testutil"
 	"golang.org/x/text/unicode/norm"
 )
 
 // Fixtures shared by the tests: the real llama2.c tokenizer of stories260K
-// (from /work/shared, skipped when absent unless CI=true), a hand-built
+// (from ../shared beside the repository, skipped when absent unless
+// CI=true), a hand-built
 // SentencePiece vocabulary, a hand-built byte-level vocabulary and a
 // byte-level vocabulary trained in-process on a small text.
 
-const sharedModels = "/work/shared/models/stories260K"
+// sharedModels is the stories260K folder under ../shared.
+const sharedModels = "models/stories260K"
 
-// sharedFile returns the path of a file under /work/shared/models/stories260K,
+// sharedFile returns the path of a file of stories260K under ../shared,
 // skipping the test when it is missing (failing under CI=true).
 func sharedFile(tb testing.TB, name string) string {
 	tb.Helper()
-	p := filepath.Join(sharedModels, name)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("shared fixture missing under CI: %v", err)
-		}
-		tb.Skipf("shared fixture not available: %v", err)
-	}
-	return p
+	return testutil.SharedPath(tb, sharedModels+"/"+name)
+}
+
+// lookupShared returns the path of a stories260K file under ../shared and
+// whether it exists, for optional uses (fuzz seeds, a fallback corpus).
+func lookupShared(name string) (string, bool) {
+	return testutil.LookupShared(sharedModels + "/" + name)
 }
 
 var tok512 = sync.OnceValues(func() (*Tokenizer, error) {
-	f, err := os.Open(filepath.Join(sharedModels, "tok512.bin"))
+	p, _ := lookupShared("tok512.bin")
+	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +192,11 @@ the sun went down, then Mia went home and told her mom about her new friend.
 
 // corpus returns the eval stories if present, else sampleText.
 func corpus() string {
-	b, err := os.ReadFile(filepath.Join(sharedModels, "eval-stories.txt"))
+	p, ok := lookupShared("eval-stories.txt")
+	if !ok {
+		return sampleText
+	}
+	b, err := os.ReadFile(p)
 	if err != nil {
 		return sampleText
 	}

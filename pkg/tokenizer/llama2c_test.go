@@ -113,7 +113,8 @@ func FuzzParseLlama2C(f *testing.F) {
 	f.Add(writeNegativeLength(), 1)
 	// A slice of tok512 (specials and the first merged pieces) rather than
 	// the whole 6 KB file, which the fuzzer would spend its time minimizing.
-	if b, err := os.ReadFile(sharedModels + "/tok512.bin"); err == nil {
+	if p, ok := lookupShared("tok512.bin"); ok {
+		b, _ := os.ReadFile(p)
 		if v, err := ParseLlama2C(bytes.NewReader(b), int64(len(b)), 512); err == nil {
 			tokens := append(slices.Clone(v.Tokens[:3]), v.Tokens[259:300]...)
 			scores := append(slices.Clone(v.Scores[:3]), v.Scores[259:300]...)

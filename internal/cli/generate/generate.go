@@ -128,6 +128,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))
 		}
 	}
+	if len(prompt) == 0 {
+		// With no BOS token an empty text encodes to nothing, and there is
+		// no token to continue from.
+		return cmdutil.FlagErrorf("--prompt %q gives no tokens (the tokenizer of %s adds no BOS token): give a non-empty prompt", o.Prompt, m.Path)
+	}
 	if n := len(prompt) + o.MaxTokens; m.ContextLen > 0 && n > m.ContextLen {
 		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, n, m.ContextLen)
 	}

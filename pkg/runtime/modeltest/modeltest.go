@@ -35,6 +35,9 @@ type Spec struct {
 	DType         string // "F32", "F16", "BF16" (safetensors spelling)
 	RopeTheta     float64
 	Seed          uint64
+	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
+	// false), so that an empty text encodes to no tokens at all.
+	NoBOS bool
 }
 
 func (s *Spec) defaults() {
@@ -224,7 +227,7 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 	if err := writeJSON(filepath.Join(dir, "generation_config.json"), map[string]any{"bos_token_id": V - 2, "eos_token_id": []int{V - 1}}); err != nil {
 		return err
 	}
-	if err := writeTokenizerJSON(dir); err != nil {
+	if err := writeTokenizerJSON(dir, !s.NoBOS); err != nil {
 		return err
 	}
 	n := max(1, opts.Shards)
@@ -284,7 +287,7 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-func writeTokenizerJSON(dir string) error {
+func writeTokenizerJSON(dir string, addBOS bool) error {
 	toks := vocabTokens()
 	vocab := map[string]int{}
 	for i, t := range toks[:len(toks)-2] {
@@ -312,7 +315,7 @@ func writeTokenizerJSON(dir string) error {
 		return err
 	}
 	return writeJSON(filepath.Join(dir, "tokenizer_config.json"), map[string]any{
-		"bos_token": bosToken, "eos_token": eosToken, "add_bos_token": true, "model_max_length": 512,
+		"bos_token": bosToken, "eos_token": eosToken, "add_bos_token": addBOS, "model_max_length": 512,
 		"chat_template": ChatTemplate,
 	})
 }
@@ -385,7 +388,7 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddStrings("tokenizer.ggml.merges", ms)
 	g.AddUint32("tokenizer.ggml.bos_token_id", uint32(V-2))
 	g.AddUint32("tokenizer.ggml.eos_token_id", uint32(V-1))
-	g.AddBool("tokenizer.ggml.add_bos_token", true)
+	g.AddBool("tokenizer.ggml.add_bos_token", !s.NoBOS)
 	g.AddString("tokenizer.chat_template", ChatTemplate)
 
 	typ := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16}[s.DType]

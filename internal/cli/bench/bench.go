@@ -315,6 +315,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
+		return err
+	}
 	reqs, err := o.workload(m)
 	if err != nil {
 		return err

@@ -402,6 +402,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return inputError(fmt.Errorf("--model %s: %w", ref, err))
 	}
+	if err := cmdutil.CheckSpecLayers("--cache", m.Layers, o.plan.Caches...); err != nil {
+		return err
+	}
 	p := o.plan
 	p.Model = m
 	res, err := estimate.Estimate(ctx, p)

@@ -399,6 +399,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
+		return err
+	}
 	opts, data, err := o.options(m)
 	if err != nil {
 		return err

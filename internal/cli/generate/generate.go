@@ -117,6 +117,12 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.spec); err != nil {
+		return err
+	}
+	if err := cmdutil.CheckSpecLayers("--compare", m.Config.Layers, o.candidates...); err != nil {
+		return err
+	}
 	prompt := m.Tokenizer.Encode(o.Prompt, true)
 	if o.Chat {
 		var msgs []chat.Message

@@ -46,3 +46,19 @@ func TestCacheLayerOverrides(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanLimits: kvq plan refuses what kvq estimate refuses.
+func TestPlanLimits(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "200000"}, "--max-model-len 200000 is greater than the model's maximum of 131072 (max_position_embeddings)"},
+		{[]string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--engine-version", "3.0"}, `--engine-version 3.0: estimate: bad plan: vLLM version "3.0" is not a release kvq knows the accounting of (valid: 0.1 to 0.21)`},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("kvq %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+		}
+	}
+}

@@ -23,6 +23,19 @@ var (
 	ErrContext    = fmt.Errorf("%w: past the model's context", ErrInput)
 )
 
+// MaxPositions bounds a sequence whose model states no context length:
+// positions are int32 on every backend.
+const MaxPositions = math.MaxInt32
+
+// MaxSeqLen is the longest sequence the model runs: its context length, or
+// MaxPositions when the checkpoint states none.
+func (m *Model) MaxSeqLen() int {
+	if m.ContextLen > 0 {
+		return m.ContextLen
+	}
+	return MaxPositions
+}
+
 // Logits selects which positions of an entry return logits.
 type Logits int
 
@@ -292,8 +305,8 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 		if !e.Cache.Has(e.Seq) {
 			return fmt.Errorf("%w: %w: %d", ErrInput, kvcache.ErrNoSequence, e.Seq)
 		}
-		if n := e.Cache.Len(e.Seq) + len(e.Tokens); c.ContextLen > 0 && n > c.ContextLen {
-			return fmt.Errorf("%w: sequence %d would hold %d tokens (%d + %d), the model's context is %d", ErrContext, e.Seq, n, e.Cache.Len(e.Seq), len(e.Tokens), c.ContextLen)
+		if n := e.Cache.Len(e.Seq) + len(e.Tokens); n > m.MaxSeqLen() {
+			return fmt.Errorf("%w: sequence %d would hold %d tokens (%d + %d), the model's context is %d", ErrContext, e.Seq, n, e.Cache.Len(e.Seq), len(e.Tokens), m.MaxSeqLen())
 		}
 		if g := e.Cache.Layout().Geometry; g != m.Geometry() {
 			return fmt.Errorf("%w: entry %d: cache layout %+v does not match model %+v", ErrBatch, i, g, m.Geometry())

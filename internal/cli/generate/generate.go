@@ -134,12 +134,29 @@ func (o *Options) Run(ctx context.Context) error {
 			return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))
 		}
 	}
-	if n := len(prompt) + o.MaxTokens; m.ContextLen > 0 && n > m.ContextLen {
-		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, n, m.ContextLen)
+	// Compared without adding, so that a huge --max-tokens cannot overflow.
+	if limit := m.MaxSeqLen(); len(prompt) > limit || o.MaxTokens > limit-len(prompt) {
+		sum := uint64(len(prompt)) + uint64(o.MaxTokens)
+		if m.ContextLen <= 0 {
+			return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the %d positions kvq addresses (the model states no context length)", len(prompt), o.MaxTokens, sum, limit)
+		}
+		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, sum, m.ContextLen)
 	}
 	layout, err := kvcache.NewLayout(m.Geometry(), o.spec, 0)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--cache %s: %w", o.Cache, err))
+	}
+	// The cache holds what can be written: the prompt and every generated
+	// token but the last, which is sampled and never fed back.
+	written := len(prompt) + max(0, o.MaxTokens-1)
+	need := layout.SeqCost(written)
+	for _, s := range o.candidates {
+		if l, err := kvcache.NewLayout(m.Geometry(), s, 0); err == nil {
+			need = max(need, l.SeqCost(len(prompt)+o.MaxTokens)) // CompareGreedy's caches, one at a time
+		}
+	}
+	if err := cmdutil.CheckKVMemory("--max-tokens", need, fmt.Sprintf("the prompt's %d tokens and --max-tokens %d", len(prompt), o.MaxTokens)); err != nil {
+		return err
 	}
 	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
 	if err != nil {
@@ -149,7 +166,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(o.candidates) > 0 {
 		return o.compare(ctx, r, prompt)
 	}
-	cache, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(len(prompt) + o.MaxTokens)})
+	cache, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(written)})
 	if err != nil {
 		return err
 	}

@@ -165,3 +165,14 @@ func TestEvalContextLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchLimits: a workload whose requests cannot fit the model's context
+// is refused before its prompts are made.
+func TestBenchLimits(t *testing.T) {
+	dir := tinyHF(t, 512)
+	args := []string{"bench", "--model", dir, "--input-len", "100000000", "--num-prompts", "1", "--depths", "none"}
+	code, out, stderr := run(t, args...)
+	if want := "--input-len 100000000 plus --output-len 64 make 100000064 tokens a request, more than the model's context of 512"; code != 2 || !strings.Contains(stderr, want) || out != "" {
+		t.Errorf("kvq %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(args, " "), code, stderr, want)
+	}
+}

@@ -180,14 +180,18 @@ func (o *Options) Run(ctx context.Context) error {
 	dec := m.Tokenizer.NewDecoder()
 	dec.Next(prompt[len(prompt)-1]) // the continuation is decoded after the prompt's last token
 	dec.Flush()
+	printed := false
 	_, st, err := r.Generate(ctx, cache, 0, prompt, runtime.GenerateOptions{
 		MaxTokens: o.MaxTokens, Sampler: sampler, StopAtEOS: true,
 		OnToken: func(id int) error {
+			printed = true
 			_, err := fmt.Fprint(o.IO.Out, dec.Next(id))
 			return err
 		},
 	})
-	fmt.Fprintln(o.IO.Out, dec.Flush())
+	if err == nil || printed { // a run stopped in prefill prints nothing
+		fmt.Fprintln(o.IO.Out, dec.Flush())
+	}
 	if err != nil {
 		return err
 	}

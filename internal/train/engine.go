@@ -402,7 +402,7 @@ func (e *engine) attentionBack(a *layerActs, docs []doc, tasks []attnTask) {
 // forward runs the model over b. With targets it returns the weighted mean
 // cross-entropy and leaves its gradient with respect to the logits in
 // e.logits; without (b.wsum == 0) it leaves the logits there. It checks
-// ctx between layers.
+// ctx between layers and between the large ops in them.
 func (e *engine) forward(ctx context.Context, b *batch) (float64, error) {
 	c := &e.cfg
 	nt := b.nt()
@@ -421,10 +421,16 @@ func (e *engine) forward(ctx context.Context, b *batch) (float64, error) {
 		e.matmul(e.qkv, a.xn1, nt, D, l.wqkv.of(e.w), c.qkvRows())
 		e.ropeScatter(a, e.qkv, b.pos)
 		e.attention(a, b.docs, tasks)
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("train: forward stopped in layer %d: %w", li, err)
+		}
 		e.headsToTokens(a.att, a.o, c.Heads)
 		e.matmulAdd(a.x2, a.x, a.att, nt, qd, l.wo.of(e.w), D)
 		e.rmsNorm(a.xn2, a.r2, a.x2, l.ffnNorm.of(e.w), nt)
 		e.matmul(a.gu, a.xn2, nt, D, l.w13.of(e.w), 2*H)
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("train: forward stopped in layer %d: %w", li, err)
+		}
 		e.pool.blocks(nt, rowBlock, func(_, lo, hi int) { swigluRows(a.h, a.sig, a.gu, H, lo, hi) })
 		next := e.xf
 		if li+1 < len(e.layers) {
@@ -454,7 +460,8 @@ func (e *engine) forward(ctx context.Context, b *batch) (float64, error) {
 }
 
 // backward fills e.g with the gradient of the loss of the last forward
-// pass (which must have had targets). It checks ctx between layers.
+// pass (which must have had targets). It checks ctx between layers and
+// between the large ops in them.
 func (e *engine) backward(ctx context.Context, b *batch) error {
 	c := &e.cfg
 	nt := e.nt
@@ -475,11 +482,17 @@ func (e *engine) backward(ctx context.Context, b *batch) error {
 		e.linearBack(e.dh, l.w2.of(e.g), e.dx, D, a.h, H, l.w2.of(e.wt), nt)
 		e.pool.blocks(nt, rowBlock, func(_, lo, hi int) { swigluBackRows(e.dgu, e.dh, a.gu, a.sig, H, lo, hi) })
 		e.linearBack(e.dxn, l.w13.of(e.g), e.dgu, 2*H, a.xn2, D, l.w13.of(e.wt), nt)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("train: backward stopped in layer %d: %w", li, err)
+		}
 		e.rmsNormBack(e.dx, l.ffnNorm.of(e.g), e.dxn, a.x2, a.r2, l.ffnNorm.of(e.w), nt)
 		// Attention: x2 = x + att·Woᵀ, e.dx holds d(x2).
 		e.linearBack(e.datt, l.wo.of(e.g), e.dx, D, a.att, qd, l.wo.of(e.wt), nt)
 		e.tokensToHeads(e.do, e.datt, c.Heads)
 		e.attentionBack(a, b.docs, tasks)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("train: backward stopped in layer %d: %w", li, err)
+		}
 		e.ropeGather(e.dqkv, b.pos)
 		e.linearBack(e.dxn, l.wqkv.of(e.g), e.dqkv, c.qkvRows(), a.xn1, D, l.wqkv.of(e.wt), nt)
 		e.rmsNormBack(e.dx, l.attnNorm.of(e.g), e.dxn, a.x, a.r1, l.attnNorm.of(e.w), nt)

@@ -388,7 +388,8 @@ func (e *Engine) check(req *Request) (*pool, error) {
 			return nil, fmt.Errorf("%w: token id %d outside the vocabulary of %d", ErrRequest, t, e.m.Vocab)
 		}
 	}
-	if c := e.m.ContextLen; c > 0 && n+req.MaxTokens > c {
+	// Compared without adding, so that a huge MaxTokens cannot overflow.
+	if c := e.m.MaxSeqLen(); n > c || req.MaxTokens > c-n {
 		return nil, fmt.Errorf("%w: %d prompt tokens + %d to generate exceed the model's context of %d", ErrRequest, n, req.MaxTokens, c)
 	}
 	if need := p.layout.SeqCost(n + req.MaxTokens); need > p.capacity || p.layout.BlocksFor(n+req.MaxTokens) > p.blocks {

@@ -276,6 +276,9 @@ func ParseConfig(data []byte) (Model, error) {
 		maxPos = 131072 // Gemma3TextConfig's default, omitted from serialized configs
 	}
 	m.MaxPosition = int64(maxPos)
+	if m.RopeMaxPosition, err = ropeMaxPosition(c, m); err != nil {
+		return Model{}, err
+	}
 	if m.HeadDim == 0 && !m.MLA() {
 		return Model{}, fmt.Errorf("%w: no head_dim and no hidden_size to derive it from", ErrConfig)
 	}
@@ -487,4 +490,47 @@ func estimateWeights(c cfg, m Model) (params, weightBytes int64, err error) {
 	emb := (embed + h) * 8 * float64(dtypeBytes(m.DType))
 	weightBytes = int64((linear*lb + expert*eb + emb) / 8)
 	return params, weightBytes, nil
+}
+
+// ropeMaxPosition is vLLM's derived max_model_len where the config's
+// rope_scaling extends max_position_embeddings (0 where it does not): the
+// factor times max_position_embeddings, or times
+// original_max_position_embeddings for YaRN. As vLLM (_get_and_verify_max_len)
+// it leaves su, longrope and llama3 scaling alone (their
+// max_position_embeddings is already the extended length), and Gemma-3,
+// whose 128K already counts its scaling.
+func ropeMaxPosition(c cfg, m Model) (int64, error) {
+	if !c.has("rope_scaling") || strings.HasPrefix(m.Arch, "gemma3") {
+		return 0, nil
+	}
+	var rs cfg
+	if err := json.Unmarshal(c["rope_scaling"], &rs); err != nil {
+		return 0, fmt.Errorf("%w: rope_scaling is not an object: %v", ErrConfig, err)
+	}
+	typ := rs.str("rope_type", "type")
+	switch typ {
+	case "su", "longrope", "llama3":
+		return 0, nil
+	}
+	factor := 1.0
+	if rs.has("factor") {
+		if err := json.Unmarshal(rs["factor"], &factor); err != nil || !(factor > 0) || factor > 1<<20 {
+			return 0, fmt.Errorf("%w: rope_scaling.factor %s is not a positive number", ErrConfig, rs["factor"])
+		}
+	}
+	base := m.MaxPosition
+	if typ == "yarn" {
+		orig, ok, err := rs.int("original_max_position_embeddings")
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			base = int64(orig)
+		}
+	}
+	n := int64(float64(base) * factor)
+	if base <= 0 || n == m.MaxPosition {
+		return 0, nil
+	}
+	return n, nil
 }

@@ -28,6 +28,29 @@ func ParseEngine(s string) (Engine, error) {
 // default: the release of the start-up logs the rules were checked against.
 const DefaultVLLMVersion = "0.19"
 
+// OldestVLLMVersion and NewestVLLMVersion bound the vLLM releases whose
+// accounting the estimator follows: the first release, and the newest whose
+// rules it models. A plan for a release outside them is refused.
+const (
+	OldestVLLMVersion = "0.1"
+	NewestVLLMVersion = "0.21"
+)
+
+// CheckVLLMVersion parses s and checks that it is a vLLM release the
+// estimator knows (OldestVLLMVersion to NewestVLLMVersion, any patch).
+func CheckVLLMVersion(s string) (Version, error) {
+	v, err := ParseVersion(s)
+	if err != nil {
+		return v, err
+	}
+	oldest, _ := ParseVersion(OldestVLLMVersion)
+	newest, _ := ParseVersion(NewestVLLMVersion)
+	if !v.AtLeast(oldest.Major, oldest.Minor) || v.AtLeast(newest.Major, newest.Minor+1) {
+		return v, fmt.Errorf("%w: vLLM version %q is not a release kvq knows the accounting of (valid: %s to %s)", ErrPlan, s, OldestVLLMVersion, NewestVLLMVersion)
+	}
+	return v, nil
+}
+
 // Version is an engine release, major.minor.patch.
 type Version struct{ Major, Minor, Patch int }
 

@@ -467,7 +467,10 @@ func TestEstimateErrors(t *testing.T) {
 		{"bad engine", Plan{Model: m, Caches: fp16, Engine: "trt"}, ErrPlan, "engine"},
 		{"context overflow", Plan{Model: m, Caches: fp16, Contexts: []int64{1 << 62}}, ErrOverflow, "context"},
 		{"concurrency overflow", Plan{Model: m, Caches: fp16, Contexts: []int64{8192}, Concurrency: []int64{1 << 50}}, ErrOverflow, "concurrency"},
-		{"max model len overflow", Plan{Model: m, Caches: fp16, MaxModelLen: 1<<63 - 1, KVBudget: GiB}, ErrOverflow, ""},
+		{"max model len overflow", Plan{Model: m, Caches: fp16, MaxModelLen: 1<<63 - 1, AllowLongMaxModelLen: true, KVBudget: GiB}, ErrOverflow, ""},
+		{"max model len above the model's", Plan{Model: m, Caches: fp16, MaxModelLen: 131073}, ErrPlan, "max_model_len 131073 is greater than the model's maximum of 131072 (max_position_embeddings)"},
+		{"vLLM version too new", Plan{Model: m, Caches: fp16, Version: "0.22"}, ErrPlan, `vLLM version "0.22" is not a release kvq knows the accounting of (valid: 0.1 to 0.21)`},
+		{"vLLM version too old", Plan{Model: m, Caches: fp16, Version: "0.0.9"}, ErrPlan, "valid: 0.1 to 0.21"},
 		{"bad model", Plan{Model: Model{Name: "x", Layers: 0}, Caches: fp16}, ErrConfig, "num_hidden_layers"},
 		{"unknown max len", Plan{Model: Model{Name: "x", Layers: 2, Heads: 2, KVHeads: 2, HeadDim: 8}, Caches: fp16}, ErrPlan, "max_model_len"},
 	} {

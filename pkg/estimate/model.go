@@ -25,8 +25,12 @@ type Model struct {
 	// config has no head_dim.
 	HeadDim int `json:"head_dim"`
 	Hidden  int `json:"hidden_size"`
-	// MaxPosition is max_position_embeddings: vLLM's default max_model_len.
+	// MaxPosition is max_position_embeddings (GGUF: context_length).
 	MaxPosition int64 `json:"max_position"`
+	// RopeMaxPosition, when positive, is MaxPosition as the config's RoPE
+	// scaling extends it (factor × max_position_embeddings, or × the
+	// original length for YaRN), as vLLM derives max_model_len.
+	RopeMaxPosition int64 `json:"rope_max_position,omitempty"`
 
 	// KVLoraRank and QKRopeHeadDim describe multi-head latent attention
 	// (DeepSeek MLA); KVLoraRank > 0 marks an MLA model.
@@ -51,6 +55,27 @@ type Model struct {
 	// Verified is false for presets whose fields were not all checked
 	// against a public config (estimate-rules.md §8 "M").
 	Verified bool `json:"verified"`
+}
+
+// MaxModelLen is the longest request the engine admits by default and the
+// longest it accepts without an override: vLLM's derived max_model_len
+// (RopeMaxPosition when set, else MaxPosition; 0 when unknown).
+func (m *Model) MaxModelLen() int64 {
+	if m.RopeMaxPosition > 0 {
+		return m.RopeMaxPosition
+	}
+	return m.MaxPosition
+}
+
+// MaxModelLenSource names what MaxModelLen comes from, for messages.
+func (m *Model) MaxModelLenSource() string {
+	switch {
+	case m.RopeMaxPosition > 0:
+		return fmt.Sprintf("max_position_embeddings %d extended by rope_scaling", m.MaxPosition)
+	case m.Source == "gguf":
+		return "context_length"
+	}
+	return "max_position_embeddings"
 }
 
 // MLA reports whether the model uses multi-head latent attention.
@@ -136,8 +161,8 @@ func (m *Model) Validate() error {
 		return bad("head_dim %d out of range [1, %d]", m.HeadDim, maxHeadDim)
 	case m.MLA() && (m.QKRopeHeadDim < 0 || m.KVDim() > maxHeadDim):
 		return bad("kv_lora_rank %d + qk_rope_head_dim %d out of range", m.KVLoraRank, m.QKRopeHeadDim)
-	case m.MaxPosition < 0:
-		return bad("max_position_embeddings %d is negative", m.MaxPosition)
+	case m.MaxPosition < 0 || m.RopeMaxPosition < 0:
+		return bad("max_position_embeddings %d (RoPE-scaled %d) is negative", m.MaxPosition, m.RopeMaxPosition)
 	case m.Params < 0 || m.WeightsBytes < 0 || m.WeightBits < 0:
 		return bad("negative parameter count or weight size")
 	case !m.MLA() && m.Layers*m.KVHeads > maxLayerHeads:

@@ -60,8 +60,14 @@ type Plan struct {
 	// count, replacing the one computed from the budget.
 	BlocksOverride int64
 
-	// MaxModelLen is the longest request (default Model.MaxPosition).
+	// MaxModelLen is the longest request (default Model.MaxModelLen(), the
+	// engine's derived max_model_len). Above that maximum the plan is
+	// refused, as vLLM and SGLang refuse it, unless AllowLongMaxModelLen.
 	MaxModelLen int64
+	// AllowLongMaxModelLen accepts a MaxModelLen above the model's maximum:
+	// vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, SGLang's
+	// SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1.
+	AllowLongMaxModelLen bool
 	// MaxNumBatchedTokens bounds a step's tokens; sliding-window worst
 	// cases depend on it (default 8192).
 	MaxNumBatchedTokens int64
@@ -221,7 +227,7 @@ func (p Plan) withDefaults() (Plan, Version, error) {
 			p.Version = DefaultVLLMVersion
 		}
 		var err error
-		if v, err = ParseVersion(p.Version); err != nil {
+		if v, err = CheckVLLMVersion(p.Version); err != nil {
 			return p, v, err
 		}
 	}
@@ -235,7 +241,7 @@ func (p Plan) withDefaults() (Plan, Version, error) {
 		p.Utilization = DefaultUtilization
 	}
 	if p.MaxModelLen == 0 {
-		p.MaxModelLen = p.Model.MaxPosition
+		p.MaxModelLen = p.Model.MaxModelLen()
 	}
 	if p.MaxNumBatchedTokens == 0 {
 		p.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
@@ -258,6 +264,8 @@ func (p Plan) withDefaults() (Plan, Version, error) {
 		return p, v, bad("num_key_value_heads %d and tensor-parallel size %d: one must divide the other", m.KVHeads, p.TP)
 	case p.MaxModelLen <= 0:
 		return p, v, bad("max_model_len is unknown for %s: give it explicitly", m.Name)
+	case m.MaxModelLen() > 0 && p.MaxModelLen > m.MaxModelLen() && !p.AllowLongMaxModelLen:
+		return p, v, bad("max_model_len %d is greater than the model's maximum of %d (%s): the engine refuses it unless allowed (AllowLongMaxModelLen)", p.MaxModelLen, m.MaxModelLen(), m.MaxModelLenSource())
 	case p.MaxNumBatchedTokens < 0:
 		return p, v, bad("max_num_batched_tokens %d must be positive", p.MaxNumBatchedTokens)
 	case p.BlockSize < 0 || p.BlockSize > 1<<20:
@@ -477,7 +485,7 @@ func (fr *FormatResult) capacity(budget int64, ru rules) error {
 	p := fr.plan
 	var blocks, tokens, maxCtx int64 = math.MaxInt64, math.MaxInt64, math.MaxInt64
 	conc := math.Inf(1)
-	limit := max(p.MaxModelLen, p.Model.MaxPosition)
+	limit := max(p.MaxModelLen, p.Model.MaxModelLen())
 	eff := int64(math.MaxInt64)
 	for i := range fr.ranks {
 		r := &fr.ranks[i]
@@ -593,7 +601,7 @@ func (fr *FormatResult) Cell(ctx, concurrency int64) (Cell, error) {
 func KVBytes(m Model, spec quant.Spec, tokens, requests int64) (int64, error) {
 	m.Windows = nil
 	res, err := Estimate(context.Background(), Plan{
-		Model: m, Caches: []quant.Spec{spec}, MaxModelLen: tokens,
+		Model: m, Caches: []quant.Spec{spec}, MaxModelLen: tokens, AllowLongMaxModelLen: true, // no engine's limit
 		Contexts: []int64{tokens}, Concurrency: []int64{requests},
 	})
 	if err != nil {

@@ -228,3 +228,73 @@ func median(x []float64) float64 {
 	slices.Sort(y)
 	return y[len(y)/2]
 }
+
+// interruptConfig is a ~100M-parameter Llama shape: prefills of 512
+// tokens take a second or two on 2 cores, so that rounds are cheap.
+var interruptConfig = kvrt.Config{Dim: 1024, Hidden: 2816, Layers: 8, Heads: 16, KVHeads: 8, HeadDim: 64, Vocab: 32000, ContextLen: 4096}
+
+// BenchmarkPrefillInterruptRoundRobin measures what makes a prefill
+// stoppable within a layer: each round runs the same prefill (512 or 2048
+// tokens, F16 weights, fp16 cache) with context.Background — no Done
+// channel, so the plain backend — and with a cancellable context, which
+// runs the backend's interruptible view (matrix products in runs that look
+// at the channel, attention tasks that do) and the context checks inside
+// each layer; the order alternates between rounds. It reports the median
+// of each, in wall time and in the process's CPU time (which other
+// processes on a loaded machine disturb less), and the medians over rounds
+// of their ratios ("interruptible/plain", 1.01 = 1% slower). Run it with
+// -benchtime 20x or more.
+func BenchmarkPrefillInterruptRoundRobin(b *testing.B) {
+	m, err := modeltest.RandomModel(interruptConfig, tensor.F16, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{512, 2048} {
+		b.Run(fmt.Sprintf("prompt=%d", n), func(b *testing.B) { benchPrefillInterrupt(b, m, n) })
+	}
+}
+
+func benchPrefillInterrupt(b *testing.B, m *kvrt.Model, n int) {
+	r := newRunner(b, m)
+	ids := tokens(n, m.Vocab, 2)
+	c := newCache(b, r, "fp16", n/16+1)
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type sample struct{ wall, cpu float64 }
+	prefill := func(ctx context.Context) sample {
+		_ = c.Remove(0)
+		_ = c.AddSeq(0)
+		c0, _ := processCPUTime()
+		t0 := time.Now()
+		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: ids}}); err != nil {
+			b.Fatal(err)
+		}
+		wall := time.Since(t0).Seconds()
+		c1, _ := processCPUTime()
+		return sample{wall, (c1 - c0).Seconds()}
+	}
+	prefill(context.Background()) // warm up
+	var plain, intr, ratio, plainCPU, intrCPU, ratioCPU []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var p, q sample
+		if i%2 == 0 {
+			p, q = prefill(context.Background()), prefill(cancellable)
+		} else {
+			q, p = prefill(cancellable), prefill(context.Background())
+		}
+		plain, intr, ratio = append(plain, p.wall), append(intr, q.wall), append(ratio, q.wall/p.wall)
+		if p.cpu > 0 {
+			plainCPU, intrCPU, ratioCPU = append(plainCPU, p.cpu), append(intrCPU, q.cpu), append(ratioCPU, q.cpu/p.cpu)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(median(plain), "plain-s")
+	b.ReportMetric(median(intr), "interruptible-s")
+	b.ReportMetric(median(ratio), "interruptible/plain")
+	if len(ratioCPU) > 0 {
+		b.ReportMetric(median(plainCPU), "plain-cpu-s")
+		b.ReportMetric(median(intrCPU), "interruptible-cpu-s")
+		b.ReportMetric(median(ratioCPU), "interruptible/plain-cpu")
+	}
+}

@@ -11,4 +11,8 @@
 // each of several sequences) or any mix. Several caches in different formats
 // can be stepped over the same tokens with the same Runner, sharing weights.
 // Compute is float32; results do not depend on the number of goroutines.
+//
+// A step stops soon after its context ends — within milliseconds on the CPU
+// backend, whose matrix products and attention look at the context's Done
+// channel between blocks of their work — and leaves every cache as it was.
 package runtime

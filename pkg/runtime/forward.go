@@ -26,6 +26,19 @@ var (
 	ErrEmptyPrompt = fmt.Errorf("%w: empty prompt (no tokens)", ErrInput)
 )
 
+// MaxPositions bounds a sequence whose model states no context length:
+// positions are int32 on every backend.
+const MaxPositions = math.MaxInt32
+
+// MaxSeqLen is the longest sequence the model runs: its context length, or
+// MaxPositions when the checkpoint states none.
+func (m *Model) MaxSeqLen() int {
+	if m.ContextLen > 0 {
+		return m.ContextLen
+	}
+	return MaxPositions
+}
+
 // Logits selects which positions of an entry return logits.
 type Logits int
 
@@ -295,8 +308,8 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 		if !e.Cache.Has(e.Seq) {
 			return fmt.Errorf("%w: %w: %d", ErrInput, kvcache.ErrNoSequence, e.Seq)
 		}
-		if n := e.Cache.Len(e.Seq) + len(e.Tokens); c.ContextLen > 0 && n > c.ContextLen {
-			return fmt.Errorf("%w: sequence %d would hold %d tokens (%d + %d), the model's context is %d", ErrContext, e.Seq, n, e.Cache.Len(e.Seq), len(e.Tokens), c.ContextLen)
+		if n := e.Cache.Len(e.Seq) + len(e.Tokens); n > m.MaxSeqLen() {
+			return fmt.Errorf("%w: sequence %d would hold %d tokens (%d + %d), the model's context is %d", ErrContext, e.Seq, n, e.Cache.Len(e.Seq), len(e.Tokens), m.MaxSeqLen())
 		}
 		if g := e.Cache.Layout().Geometry; g != m.Geometry() {
 			return fmt.Errorf("%w: entry %d: cache layout %+v does not match model %+v", ErrBatch, i, g, m.Geometry())
@@ -336,15 +349,23 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 			}
 		}
 	}()
-	if err := r.layers(ctx, batch, groups, nt); err != nil {
+	// A backend that can stop part way does so when ctx ends, so that a
+	// long prefill is not cancelled only at the end of a layer.
+	be := r.be
+	if ib, ok := be.(backend.Interruptible); ok && ctx.Done() != nil {
+		be = ib.Interruptible(ctx.Done())
+	}
+	if err := r.layers(ctx, be, batch, groups, nt); err != nil {
 		return err
 	}
-	return r.logits(ctx, batch, fn)
+	return r.logits(ctx, be, batch, fn)
 }
 
-// layers runs the embedding and every layer over the batch's nt tokens.
-func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt int) error {
-	m, c, be, b := r.m, &r.m.Config, r.be, &r.buf
+// layers runs the embedding and every layer over the batch's nt tokens on
+// be (r.be, or its interruptible view: ctx is checked after each op that
+// may have stopped early, before its output is written or observed).
+func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, groups []*group, nt int) error {
+	m, c, b := r.m, &r.m.Config, &r.buf
 	b.ensure(be, c, nt)
 	b.ids, b.pos = b.ids[:0], b.pos[:0]
 	for _, e := range batch {
@@ -382,6 +403,9 @@ func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt 
 		if l.kNorm != nil {
 			be.RMSNorm(b.k, b.k, nt*c.KVHeads, l.kNorm, c.RMSEps)
 		}
+		if err := ctx.Err(); err != nil { // before the keys and values are written
+			return fmt.Errorf("runtime: forward stopped in layer %d: %w", li, err)
+		}
 		pre := r.obs != nil
 		for _, g := range groups {
 			pre = pre || g.cache.Layout().PreRoPE(li)
@@ -392,7 +416,7 @@ func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt 
 		be.RoPE(b.q, nt, c.Heads, c.HeadDim, c.RopeDim, b.cs, c.RopeNeoX)
 		be.RoPE(b.k, nt, c.KVHeads, c.HeadDim, c.RopeDim, b.cs, c.RopeNeoX)
 		if r.obs != nil {
-			if err := r.observe(li, batch, nt); err != nil {
+			if err := r.observe(be, li, batch, nt); err != nil {
 				return err
 			}
 		}
@@ -406,11 +430,17 @@ func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt 
 		for _, g := range groups {
 			be.Attention(b.att, b.q, b.k, b.v, g.cache.Storage(), li, g.plan, attn)
 		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("runtime: forward stopped in layer %d: %w", li, err)
+		}
 		be.MatMul(b.o, b.att, nt, l.wo)
 		be.Add(b.x, b.o, nt*c.Dim)
 		be.RMSNorm(b.xn, b.x, nt, l.ffnNorm, c.RMSEps)
 		be.MatMul(b.gate, b.xn, nt, l.gate)
 		be.MatMul(b.up, b.xn, nt, l.up)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("runtime: forward stopped in layer %d: %w", li, err)
+		}
 		be.SwiGLU(b.gate, b.up, nt*c.Hidden)
 		be.MatMul(b.o, b.gate, nt, l.down)
 		be.Add(b.x, b.o, nt*c.Dim)
@@ -419,11 +449,11 @@ func (r *Runner) layers(ctx context.Context, batch []Entry, groups []*group, nt 
 }
 
 // observe shows the observer layer li's keys and values, entry by entry.
-func (r *Runner) observe(li int, batch []Entry, nt int) error {
+func (r *Runner) observe(be backend.Backend, li int, batch []Entry, nt int) error {
 	c, b := &r.m.Config, &r.buf
 	kvd := c.KVHeads * c.HeadDim
 	var kpre, k, v []float32
-	if hm, ok := r.be.(backend.HostMemory); ok {
+	if hm, ok := be.(backend.HostMemory); ok {
 		kpre, k, v = hm.Host(b.kpre), hm.Host(b.k), hm.Host(b.v)
 	} else {
 		h := &b.host
@@ -435,7 +465,7 @@ func (r *Runner) observe(li int, batch []Entry, nt int) error {
 				*x.dst = make([]float32, nt*kvd)
 			}
 			*x.dst = (*x.dst)[:nt*kvd]
-			if err := r.be.Download(*x.dst, x.src, 0); err != nil {
+			if err := be.Download(*x.dst, x.src, 0); err != nil {
 				return err
 			}
 		}
@@ -454,8 +484,8 @@ func (r *Runner) observe(li int, batch []Entry, nt int) error {
 
 // logits computes the rows the entries asked for, a chunk at a time, and
 // hands them to fn.
-func (r *Runner) logits(ctx context.Context, batch []Entry, fn LogitsFunc) error {
-	c, be, b := &r.m.Config, r.be, &r.buf
+func (r *Runner) logits(ctx context.Context, be backend.Backend, batch []Entry, fn LogitsFunc) error {
+	c, b := &r.m.Config, &r.buf
 	type want struct{ e, i int }
 	var wants []want
 	b.rows = b.rows[:0]
@@ -507,6 +537,9 @@ func (r *Runner) logits(ctx context.Context, batch []Entry, fn LogitsFunc) error
 		host := lg.host[:n*c.Vocab]
 		if err := be.Download(host, lg.out, 0); err != nil {
 			return err
+		}
+		if err := ctx.Err(); err != nil { // the product may have stopped early
+			return fmt.Errorf("runtime: forward stopped computing logits: %w", err)
 		}
 		for j := 0; j < n; j++ {
 			w := wants[c0+j]

@@ -181,7 +181,7 @@ func (s *Server) engineRequest(cache string, ids []int, maxTokens int, o options
 // by how much.
 func (s *Server) checkContext(what string, n, maxTokens int) *apiError {
 	c := s.m.ContextLen
-	if c <= 0 || n+maxTokens <= c {
+	if c <= 0 || n <= c && maxTokens <= c-n { // not n+maxTokens, which can overflow
 		return nil
 	}
 	param := "max_tokens"
@@ -189,7 +189,7 @@ func (s *Server) checkContext(what string, n, maxTokens int) *apiError {
 		param = what
 	}
 	return &apiError{status: http.StatusBadRequest, typ: typeInvalid, param: param, code: "context_length_exceeded",
-		message: fmt.Sprintf("this model's maximum context length is %d tokens, and the request needs %d: %d in the %s and %d to generate (max_tokens); shorten the %s or lower max_tokens", c, n+maxTokens, n, what, maxTokens, what)}
+		message: fmt.Sprintf("this model's maximum context length is %d tokens, and the request needs %d: %d in the %s and %d to generate (max_tokens); shorten the %s or lower max_tokens", c, uint64(n)+uint64(maxTokens), n, what, maxTokens, what)}
 }
 
 // submitError maps the engine's refusals.

@@ -284,6 +284,15 @@ func (o *Options) loads() []bench.Load {
 // workload makes the requests with the model's tokenizer.
 func (o *Options) workload(m *runtime.Model) ([]bench.Request, error) {
 	tok := bench.ModelTokenizer(m)
+	if o.Dataset == "random" || o.Dataset == "fixed" {
+		// Before the prompts are made: even the shortest request must fit
+		// (the requests are checked one by one below).
+		in := int(math.Floor(float64(o.InputLen) * (1 - o.RangeRatio)))
+		out := max(1, int(math.Floor(float64(o.OutputLen)*(1-o.RangeRatio))))
+		if c := m.MaxSeqLen(); in > c || out > c-in {
+			return nil, cmdutil.FlagErrorf("--input-len %d plus --output-len %d make %d tokens a request, more than the model's context of %d", o.InputLen, o.OutputLen, uint64(o.InputLen)+uint64(o.OutputLen), c)
+		}
+	}
 	var reqs []bench.Request
 	var err error
 	switch o.Dataset {
@@ -320,6 +329,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
+		return err
+	}
 	reqs, err := o.workload(m)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -37,6 +38,7 @@ type Options struct {
 	KVBudget             string
 	BlocksOverride       int64
 	MaxModelLen          string
+	AllowLongMaxModelLen bool
 	MaxNumBatchedTokens  string
 	Contexts             []string
 	Concurrency          []string
@@ -54,8 +56,9 @@ type Options struct {
 	plan   estimate.Plan
 	format render.Format
 	gpu    *estimate.GPU
-	// blockSizeSet and cacheSet record whether the user gave those flags.
-	blockSizeSet, cacheSet bool
+	// blockSizeSet, cacheSet, tpSet and gpusSet record whether the user
+	// gave those flags.
+	blockSizeSet, cacheSet, tpSet, gpusSet bool
 }
 
 // NewCmd returns the estimate command. runF replaces the run step in tests.
@@ -118,6 +121,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.blockSizeSet = cmd.Flags().Changed("block-size")
 			o.cacheSet = cmd.Flags().Changed("cache")
+			o.tpSet, o.gpusSet = cmd.Flags().Changed("tp"), cmd.Flags().Changed("gpus")
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -141,7 +145,8 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	fl.StringVar(&o.CUDAGraphMem, "cuda-graph-mem", "", "CUDA-graph pool per GPU taken from the KV budget (default 1GiB from vLLM 0.21, else 0)")
 	fl.StringVar(&o.KVBudget, "kv-budget", "", `KV memory per GPU taken as given, e.g. 58.11GiB (vLLM's "Available KV cache memory")`)
 	fl.Int64Var(&o.BlocksOverride, "num-gpu-blocks-override", 0, "fix the number of blocks, as vLLM's option of that name")
-	fl.StringVar(&o.MaxModelLen, "max-model-len", "", "longest request in tokens (default: the model's max_position_embeddings)")
+	fl.StringVar(&o.MaxModelLen, "max-model-len", "", "longest request in tokens (default and maximum: the model's max_position_embeddings, RoPE scaling included)")
+	fl.BoolVar(&o.AllowLongMaxModelLen, "allow-long-max-model-len", false, "accept --max-model-len above the model's maximum, as "+allowLongEnv[estimate.VLLM]+"=1 does for vLLM (also honoured from the environment; "+allowLongEnv[estimate.SGLang]+"=1 for SGLang)")
 	fl.StringVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", "8192", "tokens per scheduler step (sets sliding-window worst cases)")
 	fl.StringSliceVar(&o.Contexts, "context", nil, "context lengths for the memory grid, e.g. 8k,32k,128k (default: 2k, 8k, 32k, ... up to max-model-len)")
 	fl.StringSliceVar(&o.Concurrency, "concurrency", nil, "concurrent requests for the memory grid, e.g. 1,8,64 (default 1)")
@@ -232,11 +237,12 @@ func (o *Options) Validate() error {
 	}
 	p.Engine = e
 	if e == estimate.VLLM {
-		if _, err := estimate.ParseVersion(o.VLLMVersion); err != nil {
-			return cmdutil.FlagErrorf("--vllm-version: %w", err)
+		if _, err := estimate.CheckVLLMVersion(o.VLLMVersion); err != nil {
+			return cmdutil.FlagErrorf("--vllm-version %s: %w", o.VLLMVersion, err)
 		}
 		p.Version = o.VLLMVersion
 	}
+	p.AllowLongMaxModelLen = o.AllowLongMaxModelLen || envTrue(allowLongEnv[e])
 	if err := o.parallel(&p); err != nil {
 		return err
 	}
@@ -264,9 +270,9 @@ func (o *Options) Validate() error {
 
 func (o *Options) parallel(p *estimate.Plan) error {
 	switch {
-	case o.GPUs < 0:
+	case o.GPUs < 0 || o.gpusSet && o.GPUs == 0:
 		return cmdutil.FlagErrorf("--gpus %d: must be ≥ 1", o.GPUs)
-	case o.TP < 0:
+	case o.TP < 0 || o.tpSet && o.TP == 0:
 		return cmdutil.FlagErrorf("--tp %d: must be ≥ 1", o.TP)
 	case o.PP < 1:
 		return cmdutil.FlagErrorf("--pp %d: must be ≥ 1", o.PP)
@@ -402,6 +408,13 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return inputError(fmt.Errorf("--model %s: %w", ref, err))
 	}
+	if err := cmdutil.CheckSpecLayers("--cache", m.Layers, o.plan.Caches...); err != nil {
+		return err
+	}
+	if lim := m.MaxModelLen(); lim > 0 && o.plan.MaxModelLen > lim && !o.plan.AllowLongMaxModelLen {
+		return cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which %s refuses: pass --allow-long-max-model-len (or set %s=1) to estimate it anyway",
+			o.plan.MaxModelLen, lim, m.MaxModelLenSource(), engineName[o.plan.Engine], allowLongEnv[o.plan.Engine])
+	}
 	p := o.plan
 	p.Model = m
 	res, err := estimate.Estimate(ctx, p)
@@ -415,6 +428,25 @@ func (o *Options) Run(ctx context.Context) error {
 		return writePlot(o.Plot, res)
 	}
 	return nil
+}
+
+// allowLongEnv is, per engine, the environment variable with which the engine
+// accepts a max_model_len above the model's maximum.
+var allowLongEnv = map[estimate.Engine]string{
+	estimate.VLLM:   "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+	estimate.SGLang: "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+}
+
+var engineName = map[estimate.Engine]string{estimate.VLLM: "vLLM", estimate.SGLang: "SGLang"}
+
+// envTrue reports whether the environment variable is set to 1 or true, as
+// vLLM and SGLang read their boolean variables.
+func envTrue(name string) bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(name))) {
+	case "1", "true":
+		return true
+	}
+	return false
 }
 
 // inputError marks errors caused by the user's input as usage errors (exit

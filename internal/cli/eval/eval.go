@@ -418,6 +418,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
+		return err
+	}
 	opts, data, err := o.options(m)
 	if err != nil {
 		return err
@@ -530,6 +533,23 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 			return opts, nil, cmdutil.FlagErrorf("--max-context %d: the model's context is %d tokens", o.MaxCtx, modelCtx)
 		}
 		modelCtx = o.MaxCtx
+	}
+	if modelCtx > 0 {
+		type values struct {
+			flag string
+			vs   []int
+		}
+		checks := []values{{"--ctx", []int{o.Ctx}}}
+		if len(o.suites) > 0 { // the built-in suites use them
+			checks = append(checks, values{"--contexts", o.contexts}, values{"--grid-contexts", o.gridCtx})
+		}
+		for _, c := range checks {
+			for _, v := range c.vs {
+				if v > modelCtx {
+					return opts, nil, cmdutil.FlagErrorf("%s %d: more than the %d tokens of the model's context (or --max-context)", c.flag, v, modelCtx)
+				}
+			}
+		}
 	}
 	if !o.NoText {
 		if len(o.Texts) == 0 {

@@ -117,6 +117,12 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.spec); err != nil {
+		return err
+	}
+	if err := cmdutil.CheckSpecLayers("--compare", m.Config.Layers, o.candidates...); err != nil {
+		return err
+	}
 	prompt := m.Tokenizer.Encode(o.Prompt, true)
 	if o.Chat {
 		var msgs []chat.Message
@@ -133,12 +139,29 @@ func (o *Options) Run(ctx context.Context) error {
 		// no token to continue from.
 		return cmdutil.FlagErrorf("--prompt %q gives no tokens (the tokenizer of %s adds no BOS token): give a non-empty prompt", o.Prompt, m.Path)
 	}
-	if n := len(prompt) + o.MaxTokens; m.ContextLen > 0 && n > m.ContextLen {
-		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, n, m.ContextLen)
+	// Compared without adding, so that a huge --max-tokens cannot overflow.
+	if limit := m.MaxSeqLen(); len(prompt) > limit || o.MaxTokens > limit-len(prompt) {
+		sum := uint64(len(prompt)) + uint64(o.MaxTokens)
+		if m.ContextLen <= 0 {
+			return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the %d positions kvq addresses (the model states no context length)", len(prompt), o.MaxTokens, sum, limit)
+		}
+		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, sum, m.ContextLen)
 	}
 	layout, err := kvcache.NewLayout(m.Geometry(), o.spec, 0)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--cache %s: %w", o.Cache, err))
+	}
+	// The cache holds what can be written: the prompt and every generated
+	// token but the last, which is sampled and never fed back.
+	written := len(prompt) + max(0, o.MaxTokens-1)
+	need := layout.SeqCost(written)
+	for _, s := range o.candidates {
+		if l, err := kvcache.NewLayout(m.Geometry(), s, 0); err == nil {
+			need = max(need, l.SeqCost(len(prompt)+o.MaxTokens)) // CompareGreedy's caches, one at a time
+		}
+	}
+	if err := cmdutil.CheckKVMemory("--max-tokens", need, fmt.Sprintf("the prompt's %d tokens and --max-tokens %d", len(prompt), o.MaxTokens)); err != nil {
+		return err
 	}
 	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
 	if err != nil {
@@ -148,7 +171,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(o.candidates) > 0 {
 		return o.compare(ctx, r, prompt)
 	}
-	cache, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(len(prompt) + o.MaxTokens)})
+	cache, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(written)})
 	if err != nil {
 		return err
 	}
@@ -162,14 +185,18 @@ func (o *Options) Run(ctx context.Context) error {
 	dec := m.Tokenizer.NewDecoder()
 	dec.Next(prompt[len(prompt)-1]) // the continuation is decoded after the prompt's last token
 	dec.Flush()
+	printed := false
 	_, st, err := r.Generate(ctx, cache, 0, prompt, runtime.GenerateOptions{
 		MaxTokens: o.MaxTokens, Sampler: sampler, StopAtEOS: true,
 		OnToken: func(id int) error {
+			printed = true
 			_, err := fmt.Fprint(o.IO.Out, dec.Next(id))
 			return err
 		},
 	})
-	fmt.Fprintln(o.IO.Out, dec.Flush())
+	if err == nil || printed { // a run stopped in prefill prints nothing
+		fmt.Fprintln(o.IO.Out, dec.Flush())
+	}
 	if err != nil {
 		return err
 	}

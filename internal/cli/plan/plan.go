@@ -138,6 +138,11 @@ func (o *Options) Validate() error {
 	case o.Scrape <= 0 || o.Interval <= 0 || o.Interval > o.Scrape:
 		return cmdutil.FlagErrorf("--scrape %v, --interval %v: both positive, interval at most the scrape", o.Scrape, o.Interval)
 	}
+	if o.EngineVersion != "" && o.engine == plan.EngineVLLM {
+		if _, err := estimate.CheckVLLMVersion(o.EngineVersion); err != nil {
+			return cmdutil.FlagErrorf("--engine-version %s: %w", o.EngineVersion, err)
+		}
+	}
 	if o.Trace != "" {
 		if _, err := os.Stat(o.Trace); err != nil {
 			return cmdutil.FlagErrorf("--trace %s: %w", o.Trace, err)
@@ -165,6 +170,9 @@ func (o *Options) Run(ctx context.Context) error {
 	m, err := estimate.Load(ctx, ref)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--model %s: %w", ref, err))
+	}
+	if lim := m.MaxModelLen(); lim > 0 && o.MaxModelLen > lim {
+		return cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which the engine refuses", o.MaxModelLen, lim, m.MaxModelLenSource())
 	}
 	opts := plan.Options{Model: m, ModelRef: ref, Engine: o.engine, EngineVersion: o.EngineVersion, TP: o.TP, PP: o.PP,
 		MaxModelLen: o.MaxModelLen, Endpoint: o.Endpoint}

@@ -233,6 +233,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
+		return err
+	}
 	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads})
 	if err != nil {
 		return cmdutil.UsageError(err)

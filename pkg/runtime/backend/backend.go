@@ -132,6 +132,19 @@ type Backend interface {
 	Attention(dst, q, k, v Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a AttnParams)
 }
 
+// Interruptible is implemented by backends whose long ops can stop part
+// way, so that a cancelled step ends within milliseconds instead of at the
+// end of a layer's matrix products and attention (seconds on a long
+// prefill). Interruptible returns a view of the backend — the same memory,
+// uploaded weights and KV storage — whose MatMul and Attention look at done
+// between blocks of their work and, once it is closed, skip the rest,
+// leaving their outputs unspecified. Whoever closes done must discard those
+// outputs: the runtime checks its context after such ops, before anything
+// (the cache, an observer, the logits) reads them.
+type Interruptible interface {
+	Interruptible(done <-chan struct{}) Backend
+}
+
 // HostMemory is implemented by backends whose tensors are host memory:
 // Host returns the tensor's values without a copy (the CPU backend).
 type HostMemory interface {

@@ -54,13 +54,19 @@ type task struct {
 
 // Attention implements backend.Backend.
 func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
-	kv.(*Storage).Attend(host(dst), host(q), host(k), host(v), layer, p, a, b.workers)
+	kv.(*Storage).attend(host(dst), host(q), host(k), host(v), layer, p, a, b.workers, b.done)
 }
 
 // Attend is Attention on host rows, on workers goroutines: k and v are the
 // step's keys (after RoPE) and values, read for Exact steps. Calls on one
 // storage must not run concurrently (a cache runs one step at a time).
 func (s *Storage) Attend(dst, q, k, v []float32, layer int, p *kvcache.Plan, a backend.AttnParams, workers par.Workers) {
+	s.attend(dst, q, k, v, layer, p, a, workers, nil)
+}
+
+// attend is Attend that, once done is closed, skips the tasks not yet
+// begun (a task is at most maxScoreFloats scores: milliseconds).
+func (s *Storage) attend(dst, q, k, v []float32, layer int, p *kvcache.Plan, a backend.AttnParams, workers par.Workers, done <-chan struct{}) {
 	kvh := s.l.KVHeads
 	nq := a.Heads / kvh
 	tasks := s.tasks[:0]
@@ -89,6 +95,9 @@ func (s *Storage) Attend(dst, q, k, v []float32, layer int, p *kvcache.Plan, a b
 		scr := scratchPool.Get().(*Scratch)
 		defer scratchPool.Put(scr)
 		for _, t := range tasks[lo:hi] {
+			if stopped(done) {
+				return
+			}
 			s.attendTask(dst, q, k, v, layer, p, &p.Seqs[t.seq], t, a, nq, scr)
 		}
 	})

@@ -6,7 +6,9 @@
 // partition, and attention by (query block, KV head) tasks, so results do
 // not depend on the number of workers. The backend is safe for concurrent
 // use: ops keep no state beyond their arguments (scratch memory comes from
-// pools).
+// pools). Its Interruptible view stops matrix products and attention part
+// way once a channel closes (the runtime passes its context's Done), with
+// the same results while it is open.
 package cpu
 
 import (
@@ -23,12 +25,35 @@ import (
 // Backend runs compute on the CPU.
 type Backend struct {
 	workers par.Workers
+	// done, when closed, stops MatMul and Attention part way (see
+	// Interruptible); nil for a backend that always finishes.
+	done <-chan struct{}
 }
 
 var (
-	_ backend.Backend    = (*Backend)(nil)
-	_ backend.HostMemory = (*Backend)(nil)
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.HostMemory    = (*Backend)(nil)
+	_ backend.Interruptible = (*Backend)(nil)
 )
+
+// Interruptible implements backend.Interruptible: matrix products look at
+// done every few milliseconds of work, attention between its tasks.
+func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
+	return &Backend{workers: b.workers, done: done}
+}
+
+// stopped reports whether done is closed (never, for nil).
+func stopped(done <-chan struct{}) bool {
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
 
 // New returns a CPU backend using the given number of goroutines (0: all CPUs).
 func New(workers int) *Backend { return &Backend{workers: par.Workers(workers)} }
@@ -98,30 +123,71 @@ func (b *Backend) SupportsKV(quant.Format) error { return nil }
 // minRowWork is the smallest number of multiply-adds worth a goroutine.
 const minRowWork = 1 << 15
 
+// Runs of an interruptible matrix product: stopRows weight rows (a
+// multiple of 12, of the partition's 4-row alignment and of the kernels'
+// 3-row blocks, and at least the kernels' own row chunk, so that weight
+// rows are reused as in one call) by as many token rows, a multiple of 4
+// (the kernels' token block), as make about stopWork multiply-adds: a few
+// milliseconds of one core between two looks at the done channel.
+const (
+	stopRows = 96
+	stopWork = 1 << 25
+)
+
 // MatMul implements backend.Backend.
 func (b *Backend) MatMul(dst, x backend.Tensor, nt int, m backend.Matrix) {
-	MatMul(b.workers, host(dst), host(x), nt, weight(m))
+	matMul(b.workers, host(dst), host(x), nt, weight(m), b.done)
 }
 
 // MatMul sets dst[t*w.Rows+r] = Σ_c x[t*w.Cols+c]·W[r][c] for t < nt, on
 // workers goroutines.
 func MatMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight) {
+	matMul(workers, dst, x, nt, w, nil)
+}
+
+// matMul is MatMul that, with done, computes each goroutine's share in
+// runs of stopRows weight rows by a block of token rows, and skips the
+// runs left once done is closed. Every row and token goes through the same
+// kernel path as in one call (the runs' bounds are multiples of the
+// kernels' blocks), so the results are bit-identical.
+func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}) {
 	rows, cols := w.Rows, w.Cols
 	per := max(1, minRowWork/max(1, cols*nt))
+	rowStep, tokStep := rows, nt
+	if done != nil {
+		rowStep = stopRows
+		if work := int64(stopRows) * int64(nt) * int64(cols); work > stopWork {
+			tokStep = max(4, stopWork/(stopRows*max(1, cols))/4*4)
+		}
+	}
 	workers.For(rows, 4, per, func(lo, hi int) {
-		switch w.DType {
-		case tensor.F32:
-			simd.MatMulF32(dst, rows, x, nt, cols, w.F32, lo, hi)
-		case tensor.F16:
-			simd.MatMulF16(dst, rows, x, nt, cols, w.U16, lo, hi)
-		case tensor.BF16:
-			simd.MatMulBF16(dst, rows, x, nt, cols, w.U16, lo, hi)
-		case tensor.Q80:
-			simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
-		default:
-			panic("cpu: MatMul on unsupported dtype " + w.DType.String())
+		for r := lo; r < hi; r += rowStep {
+			for t := 0; t < nt; t += tokStep {
+				if stopped(done) {
+					return
+				}
+				n := min(tokStep, nt-t)
+				matMulRows(dst[t*rows:], x[t*cols:], n, w, r, min(hi, r+rowStep))
+			}
 		}
 	})
+}
+
+// matMulRows computes rows [lo, hi) of MatMul on the calling goroutine.
+func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
+	rows, cols := w.Rows, w.Cols
+	switch w.DType {
+	case tensor.F32:
+		simd.MatMulF32(dst, rows, x, nt, cols, w.F32, lo, hi)
+	case tensor.F16:
+		simd.MatMulF16(dst, rows, x, nt, cols, w.U16, lo, hi)
+	case tensor.BF16:
+		simd.MatMulBF16(dst, rows, x, nt, cols, w.U16, lo, hi)
+	case tensor.Q80:
+		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
+	default:
+		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
+	}
 }
 
 // RMSNorm implements backend.Backend.

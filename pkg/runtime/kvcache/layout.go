@@ -174,6 +174,9 @@ func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, er
 	if opts.Rollback < 0 {
 		return nil, fmt.Errorf("%w: rollback of %d tokens", ErrGeometry, opts.Rollback)
 	}
+	if err := spec.CheckLayers(g.Layers); err != nil {
+		return nil, err
+	}
 	if err := checkGeometry(g, spec); err != nil {
 		return nil, err
 	}

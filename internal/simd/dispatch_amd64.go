@@ -26,14 +26,20 @@ var (
 
 // The AVX2 assembly handles whole groups of 8 elements; these wrappers
 // finish the tail of 0 to 7 elements with the generic twin. The AVX-512
-// kernels (the decode dot products) take every element, the tail through
-// masked loads.
+// dot products over F16, BF16 and Q8_0 weights take every element, the
+// tail through masked loads; the F32 one works as the AVX2 kernel does,
+// bit for bit, tail included.
 
 func dotF32(a, b []float32) float32 {
 	if !useAsm {
 		return dotF32Generic(a, b)
 	}
-	s := dotF32AVX2(a, b)
+	var s float32
+	if useAVX512 {
+		s = dotF32AVX512(a, b) // the same bits as dotF32AVX2
+	} else {
+		s = dotF32AVX2(a, b)
+	}
 	if n := len(a) &^ 7; n < len(a) {
 		s += dotF32Generic(a[n:], b[n:])
 	}

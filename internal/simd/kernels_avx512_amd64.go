@@ -22,3 +22,9 @@ func dotBF16AVX512(w []uint16, x []float32) float32
 //
 //go:noescape
 func dotQ80AVX512(w []byte, x []float32) float32
+
+// dotF32AVX512 returns Σ w[i]*x[i] for i < len(x)&^7, bit for bit as dotF32AVX2.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotF32AVX512(w []float32, x []float32) float32

@@ -275,3 +275,52 @@ dotQ80AVX512_done:
 	MOVSS         X0, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// func dotF32AVX512(w []float32, x []float32) float32
+// Requires: AVX, AVX512F, FMA3, MMX+, SSE
+TEXT ·dotF32AVX512(SB), NOSPLIT, $0-52
+	MOVQ   w_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   x_len+32(FP), DX
+	MOVQ   DX, BX
+	ANDQ   $-32, BX
+	ANDQ   $-8, DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	XORQ   SI, SI
+
+dotF32AVX512_loop32:
+	CMPQ        SI, BX
+	JAE         dotF32AVX512_split
+	PREFETCHT0  2048(AX)(SI*4)
+	PREFETCHT0  2112(AX)(SI*4)
+	VMOVUPS     (AX)(SI*4), Z2
+	VFMADD231PS (CX)(SI*4), Z2, Z0
+	VMOVUPS     64(AX)(SI*4), Z2
+	VFMADD231PS 64(CX)(SI*4), Z2, Z1
+	ADDQ        $0x00000020, SI
+	JMP         dotF32AVX512_loop32
+
+dotF32AVX512_split:
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VEXTRACTF64X4 $0x01, Z1, Y3
+
+dotF32AVX512_loop8:
+	CMPQ        SI, DX
+	JAE         dotF32AVX512_done
+	VMOVUPS     (AX)(SI*4), Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	ADDQ        $0x00000008, SI
+	JMP         dotF32AVX512_loop8
+
+dotF32AVX512_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+48(FP)
+	VZEROUPPER
+	RET

@@ -157,6 +157,29 @@ func TestDot(t *testing.T) {
 	}
 }
 
+// TestDotF32SetsBitExact checks that DotF32 gives the same bits with the
+// avx512 set as with the avx2 set, on every length 0..300 and misaligned
+// slices: internal/train's golden trajectories were recorded with the avx2
+// kernels, and its float32 arithmetic must not depend on the CPU.
+func TestDotF32SetsBitExact(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for n := 0; n <= 300; n++ {
+		for _, off := range offsets {
+			a, b := offsetCopy(randF32(r, n), off), offsetCopy(randF32(r, n), off+1)
+			got := DotF32(a, b)
+			restore := ForceAVX2()
+			want := DotF32(a, b)
+			restore()
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("DotF32(n=%d, off=%d) = %v with avx512, %v with avx2", n, off, got, want)
+			}
+		}
+	}
+}
+
 func TestAxpy(t *testing.T) {
 	tests := []struct {
 		name string

@@ -591,8 +591,8 @@ func MatMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 }
 
 // Kernels names the kernel set in use: "avx512" when the AVX-512 kernels
-// run (the decode dot products over F16, BF16 and Q8_0 weights; everything
-// else is the AVX2 set), "avx2" when the AVX2 assembly runs, "generic" for
+// run (the dot products over F32, F16, BF16 and Q8_0 weights, which decode
+// spends its time in; everything else is the AVX2 set), "avx2" when the AVX2 assembly runs, "generic" for
 // the pure-Go twins.
 func Kernels() string {
 	switch {

@@ -9,10 +9,11 @@ import (
 )
 
 // The AVX-512 set (-set avx512, written to kernels_avx512_amd64.s): the
-// decode dot products on 512-bit registers. They need AVX-512 F, and BW for
+// decode dot products on 512-bit registers (dotF32AVX512, which must match
+// dotF32AVX2 bit for bit, is described at its generator). They need AVX-512 F, and BW for
 // the 16-bit mask arithmetic (KMOVW needs only F; VPMOVZXWD on ZMM needs BW);
-// dispatch_amd64.go checks F, BW and VL. Unlike the AVX2 kernels they take
-// every element, the tail of fewer than 16 through a masked load (masked-off
+// dispatch_amd64.go checks F, BW and VL. Unlike the AVX2 kernels the F16,
+// BF16 and Q8_0 ones take every element, the tail of fewer than 16 through a masked load (masked-off
 // elements are neither read nor faulted on), so that the Go wrapper has
 // nothing left to do.
 
@@ -21,6 +22,7 @@ func avx512() {
 		dot512(t, 8)
 	}
 	dotQ80AVX512(4)
+	dotF32AVX512()
 }
 
 // prefetchAhead is how far ahead of the loads, in bytes, the dot products
@@ -217,6 +219,67 @@ func dotQ80AVX512(unroll int) {
 
 	Label(name + "_done")
 	s := hsum512(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// dotF32AVX512 is dotF32AVX2 on 512-bit registers with the same arithmetic:
+// its two accumulators hold the AVX2 kernel's four side by side (lanes
+// 0-7 of the first are its acc[0], lanes 8-15 its acc[1], and so on), every
+// lane takes the same fused multiply-adds in the same order, and the
+// accumulators are split back into four YMM for the 8-element loop and for
+// the AVX2 kernel's reduction (addTree, then hsum). So the results are
+// bit-identical: internal/train's trajectories, recorded with the AVX2
+// kernels, stay the same. What it adds is the weight prefetch and fewer
+// instructions per element.
+func dotF32AVX512() {
+	name := "dotF32AVX512"
+	header(name, "func(w []float32, x []float32) float32",
+		name+" returns Σ w[i]*x[i] for i < len(x)&^7, bit for bit as dotF32AVX2.",
+		"len(w) must be at least len(x)&^7.")
+	w := Mem{Base: Load(Param("w").Base(), GP64())}
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("x").Len(), GP64())
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	acc := zeros512(2)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_split"))
+	PREFETCHT0(w.Idx(i, 4).Offset(prefetchAhead))
+	PREFETCHT0(w.Idx(i, 4).Offset(prefetchAhead + 64))
+	for k := 0; k < 2; k++ {
+		v := ZMM()
+		VMOVUPS(w.Idx(i, 4).Offset(64*k), v)
+		VFMADD231PS(x.Idx(i, 4).Offset(64*k), v, acc[k])
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	// The AVX2 kernel's four accumulators; the upper halves first, since
+	// a VEX write to the low half of a ZMM clears its upper half.
+	Label(name + "_split")
+	y := []VecVirtual{acc[0].AsY().(VecVirtual), YMM(), acc[1].AsY().(VecVirtual), YMM()}
+	VEXTRACTF64X4(U8(1), acc[0], y[1])
+	VEXTRACTF64X4(U8(1), acc[1], y[3])
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	VMOVUPS(w.Idx(i, 4), v)
+	VFMADD231PS(x.Idx(i, 4), v, y[0])
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	s := hsum(addTree(y))
 	Store(s, ReturnIndex(0))
 	VZEROUPPER()
 	RET()

@@ -18,9 +18,8 @@ import (
 // next matrix of the ring, so that all three see the same machine load. It
 // reports each one's median GB/s of weights, "speedup" (the median over
 // rounds of the avx2 time over the avx512 time) and "avx512-of-sum" (the
-// avx512 median over the sum's). F32 has no AVX-512 kernel: its speedup
-// shows the noise. It needs about 1 GiB of memory; run it with
-// -benchtime 20x or so.
+// avx512 median over the sum's). A round takes a few milliseconds, so run
+// it with -benchtime 200x or so; it needs about 1 GiB of memory.
 func BenchmarkMatVecSets(b *testing.B) {
 	if !hasAVX512 {
 		b.Skip("avx512 kernels not built or not supported")

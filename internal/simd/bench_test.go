@@ -19,21 +19,21 @@ import (
 // MatMul benchmarks report GFLOP/s (2*nt*rows*cols per call) and, through
 // SetBytes, the weight bytes streamed per second.
 
-var benchImpls = []struct {
-	name    string
-	generic bool
-}{{"asm", false}, {"generic", true}}
-
-// runImpls runs f as sub-benchmarks name/asm and name/generic.
+// runImpls runs f as sub-benchmarks name/avx512, name/avx2 and
+// name/generic, skipping the sets this CPU lacks. Sub-benchmarks run their
+// -count rounds back to back, so to compare sets on a noisy machine build
+// the test binary once (go test -c) and run it several times, each with
+// -count 1, then benchstat the concatenated output.
 func runImpls(b *testing.B, name string, f func(b *testing.B)) {
-	for _, im := range benchImpls {
-		b.Run(name+"/"+im.name, func(b *testing.B) {
-			if !im.generic && !hasAVX2 {
+	for _, set := range []kernelSet{{"avx512", func() func() { return func() {} }}, {"avx2", ForceAVX2}, {"generic", ForceGeneric}} {
+		b.Run(name+"/"+set.name, func(b *testing.B) {
+			switch {
+			case set.name == "avx512" && !hasAVX512:
+				b.Skip("avx512 kernels not built or not supported")
+			case set.name == "avx2" && !hasAVX2:
 				b.Skip("assembly not built or not supported")
 			}
-			if im.generic {
-				defer ForceGeneric()()
-			}
+			defer set.force()()
 			b.ReportAllocs()
 			f(b)
 		})

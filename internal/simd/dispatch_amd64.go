@@ -9,23 +9,37 @@ import (
 )
 
 //go:generate go run -C _generate . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd
+//go:generate go run -C _generate . -set avx512 -out ../kernels_avx512_amd64.s -stubs ../kernels_avx512_amd64.go -pkg simd
 
 // hasAVX2 records, once at package initialisation, whether this CPU runs the
-// assembly kernels (they need AVX2, FMA and F16C). useAsm is the current
-// selection: hasAVX2 unless ForceGeneric switched it off.
+// assembly kernels (they need AVX2, FMA and F16C), and hasAVX512 whether it
+// also runs the AVX-512 ones (AVX-512 F, BW and VL, and BMI2 for SHLX).
+// useAsm and useAVX512 are the current selection: the detected features
+// unless ForceGeneric or ForceAVX2 switched them off. useAVX512 implies
+// useAsm.
 var (
-	hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-	useAsm  = hasAVX2
+	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasBMI2
+	useAsm    = hasAVX2
+	useAVX512 = hasAVX512
 )
 
-// The assembly handles whole groups of 8 elements; these wrappers finish the
-// tail of 0 to 7 elements with the generic twin.
+// The AVX2 assembly handles whole groups of 8 elements; these wrappers
+// finish the tail of 0 to 7 elements with the generic twin. The AVX-512
+// dot products over F16, BF16 and Q8_0 weights take every element, the
+// tail through masked loads; the F32 one works as the AVX2 kernel does,
+// bit for bit, tail included.
 
 func dotF32(a, b []float32) float32 {
 	if !useAsm {
 		return dotF32Generic(a, b)
 	}
-	s := dotF32AVX2(a, b)
+	var s float32
+	if useAVX512 {
+		s = dotF32AVX512(a, b) // the same bits as dotF32AVX2
+	} else {
+		s = dotF32AVX2(a, b)
+	}
 	if n := len(a) &^ 7; n < len(a) {
 		s += dotF32Generic(a[n:], b[n:])
 	}
@@ -108,6 +122,9 @@ func sumF32(x []float32) float32 {
 }
 
 func dotF16(w []uint16, x []float32) float32 {
+	if useAVX512 {
+		return dotF16AVX512(w, x)
+	}
 	if !useAsm {
 		return dotF16Generic(w, x)
 	}
@@ -119,6 +136,9 @@ func dotF16(w []uint16, x []float32) float32 {
 }
 
 func dotBF16(w []uint16, x []float32) float32 {
+	if useAVX512 {
+		return dotBF16AVX512(w, x)
+	}
 	if !useAsm {
 		return dotBF16Generic(w, x)
 	}
@@ -152,6 +172,9 @@ func axpyBF16(y []float32, alpha float32, x []uint16) {
 }
 
 func dotQ80(w []byte, x []float32) float32 {
+	if useAVX512 {
+		return dotQ80AVX512(w, x)
+	}
 	if !useAsm {
 		return dotQ80Generic(w, x)
 	}
@@ -804,6 +827,8 @@ func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 }
 
 func asmEnabled() bool { return useAsm }
+
+func avx512Enabled() bool { return useAVX512 }
 
 // The packed-code attention kernels cover the leading whole steps of each
 // row (8 columns of 8-bit codes, blocks of 32 of 4-bit ones), in query

@@ -2,11 +2,14 @@
 
 package simd
 
-// Without assembly every kernel is its pure-Go twin. useAsm exists so that
-// ForceGeneric has one definition for all builds; hasAVX2 is false for the tests.
+// Without assembly every kernel is its pure-Go twin. useAsm and useAVX512
+// exist so that ForceGeneric and ForceAVX2 have one definition for all
+// builds; hasAVX2 and hasAVX512 are false for the tests.
 var (
-	hasAVX2 = false
-	useAsm  = false
+	hasAVX2   = false
+	hasAVX512 = false
+	useAsm    = false
+	useAVX512 = false
 )
 
 func dotF32(a, b []float32) float32                   { return dotF32Generic(a, b) }
@@ -105,6 +108,8 @@ func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 }
 
 func asmEnabled() bool { return false }
+
+func avx512Enabled() bool { return false }
 
 func scoresU8(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
 	scoresCodesGeneric(8, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)

@@ -11,3 +11,9 @@ var cpuRunsAsm = false
 
 // cpuFeatures describes the features cpuRunsAsm looks at, for messages.
 func cpuFeatures() string { return "no assembly in this build" }
+
+// cpuRunsAVX512 is false: without the assembly there is nothing to run.
+var cpuRunsAVX512 = false
+
+// cpuFeatures512 describes the features cpuRunsAVX512 looks at.
+func cpuFeatures512() string { return "no assembly in this build" }

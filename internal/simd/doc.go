@@ -13,8 +13,12 @@
 //
 // Every kernel has a pure-Go reference twin (the unexported *Generic
 // functions); on amd64 with AVX2, FMA and F16C the assembly versions are chosen
-// once at package initialisation. The purego build tag compiles the assembly out. Tests
-// check each assembly kernel against its twin on random sizes with odd tails.
+// once at package initialisation, and on CPUs that also have AVX-512 (F, BW,
+// VL) the AVX-512 dot products over F32, F16, BF16 and Q8_0 weights, the
+// decode hot path, replace their AVX2 ones (Kernels names the selection). The
+// purego build tag compiles the assembly out. Tests check each assembly
+// kernel against its twin on random sizes with odd tails, with every kernel
+// set the CPU runs.
 //
 // Kernels never allocate and never retain their arguments, and their slice
 // arguments do not escape (the dispatch calls each kernel directly, never
@@ -79,7 +83,9 @@
 // # Accuracy
 //
 // Dot and matrix products sum in an unspecified order with fused
-// multiply-adds; results agree with an exact sum to about 1e-5 of
+// multiply-adds, which differs between kernel sets (the AVX-512 F16 and
+// BF16 dot products keep 8 partial sums of 16 lanes, the AVX2 ones 4 of 8;
+// DotF32 is the exception, the same bits with either); results agree with an exact sum to about 1e-5 of
 // Σ|a_i*b_i| for the lengths used in models. Conversions are exact (widening)
 // or correctly rounded to nearest even (narrowing), and the assembly and Go
 // paths agree bit for bit, NaN payloads included. Unpacking computes
@@ -104,5 +110,13 @@
 // kernels_amd64.s and kernels_amd64.go are generated with avo by the nested
 // module in _generate (run go generate in this directory); never edit them by
 // hand. They need AVX2, FMA and F16C (detected with golang.org/x/sys/cpu) and
-// use no AVX-512.
+// use no AVX-512. kernels_avx512_amd64.s and kernels_avx512_amd64.go, from
+// the same generator, hold the AVX-512 kernels, which need AVX-512 F, BW
+// and VL and BMI2; they take every element (a tail through masked loads)
+// and prefetch the weights ahead of the loads.
+//
+// Training (internal/train) uses only the float32 kernels: their one
+// AVX-512 version, DotF32's, gives the AVX2 kernel's bits (it keeps the same
+// partial sums in the halves of its registers), so training's arithmetic is
+// the same whichever set runs.
 package simd

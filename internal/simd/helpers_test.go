@@ -139,6 +139,35 @@ func sizes(r *rand.Rand) []int {
 	return append(s, 256, 300)
 }
 
+// kernelSet is one kernel selection the tests run: force selects it and
+// returns the function that restores the previous selection.
+type kernelSet struct {
+	name  string
+	force func() (restore func())
+}
+
+// kernelSets returns every kernel set this build and CPU run, best first:
+// avx512 (the default where the CPU has AVX-512), avx2 and generic. It
+// logs the sets the CPU lacks, which are not tested.
+func kernelSets(t testing.TB) []kernelSet {
+	t.Helper()
+	var sets []kernelSet
+	none := func() func() { return func() {} }
+	switch {
+	case hasAVX512:
+		sets = append(sets, kernelSet{"avx512", none})
+	case asmBuilt:
+		t.Logf("skipping the avx512 kernels: this CPU lacks them (%s)", cpuFeatures512())
+	}
+	switch {
+	case hasAVX2:
+		sets = append(sets, kernelSet{"avx2", ForceAVX2})
+	case asmBuilt:
+		t.Logf("skipping the avx2 kernels: this CPU lacks them (%s)", cpuFeatures())
+	}
+	return append(sets, kernelSet{"generic", ForceGeneric})
+}
+
 // generic runs f with the pure-Go kernels selected.
 func generic(f func()) {
 	restore := ForceGeneric()

@@ -21,15 +21,20 @@ import (
 // the assembly skips the test, except under CI=true, where it fails: CI must
 // not pass having tested only the generic kernels.
 func TestAsmSelected(t *testing.T) {
-	t.Logf("assembly kernels: built and supported %v, selected %v", hasAVX2, useAsm)
+	t.Logf("assembly kernels: avx2 built and supported %v, selected %v; avx512 built and supported %v, selected %v; Kernels() = %q",
+		hasAVX2, useAsm, hasAVX512, useAVX512, Kernels())
 	if !asmBuilt {
-		if hasAVX2 || useAsm || Kernels() != "generic" {
-			t.Errorf("build without assembly: hasAVX2 %v, useAsm %v, Kernels() = %q; want false, false, \"generic\"", hasAVX2, useAsm, Kernels())
+		if hasAVX2 || useAsm || hasAVX512 || useAVX512 || Kernels() != "generic" {
+			t.Errorf("build without assembly: hasAVX2 %v, useAsm %v, hasAVX512 %v, useAVX512 %v, Kernels() = %q; want false, false, false, false, \"generic\"",
+				hasAVX2, useAsm, hasAVX512, useAVX512, Kernels())
 		}
 		return
 	}
 	if hasAVX2 != cpuRunsAsm {
 		t.Errorf("hasAVX2 = %v, want %v (%s)", hasAVX2, cpuRunsAsm, cpuFeatures())
+	}
+	if hasAVX512 != cpuRunsAVX512 {
+		t.Errorf("hasAVX512 = %v, want %v (%s; %s)", hasAVX512, cpuRunsAVX512, cpuFeatures(), cpuFeatures512())
 	}
 	if !cpuRunsAsm {
 		msg := fmt.Sprintf("this CPU cannot run the assembly kernels (%s): only the generic twins are tested", cpuFeatures())
@@ -38,14 +43,33 @@ func TestAsmSelected(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
-	if !useAsm || Kernels() != "avx2" {
-		t.Errorf("assembly built and supported (%s), but useAsm = %v, Kernels() = %q; want true, \"avx2\"", cpuFeatures(), useAsm, Kernels())
+	want := "avx2"
+	if cpuRunsAVX512 {
+		want = "avx512"
+	} else {
+		t.Logf("this CPU cannot run the avx512 kernels (%s): they are not tested", cpuFeatures512())
+	}
+	if !useAsm || useAVX512 != cpuRunsAVX512 || Kernels() != want {
+		t.Errorf("assembly built and supported (%s; %s), but useAsm = %v, useAVX512 = %v, Kernels() = %q; want true, %v, %q",
+			cpuFeatures(), cpuFeatures512(), useAsm, useAVX512, Kernels(), cpuRunsAVX512, want)
+	}
+	// The overrides select the named sets and restore the default.
+	for _, s := range kernelSets(t) {
+		restore := s.force()
+		if got := Kernels(); got != s.name {
+			t.Errorf("with the %s set forced, Kernels() = %q", s.name, got)
+		}
+		restore()
+		if got := Kernels(); got != want {
+			t.Errorf("after restoring from %s, Kernels() = %q, want %q", s.name, got, want)
+		}
 	}
 }
 
-// TestNoAVX512Registers checks that the generated assembly names no vector
-// register above 15 and no mask register: avo allocates from all 32 vector
-// registers, but X16-X31 need AVX-512, which the kernels must not require.
+// TestNoAVX512Registers checks that the generated AVX2 assembly names no
+// vector register above 15 and no mask register: avo allocates from all 32
+// vector registers, but X16-X31 need AVX-512, which the AVX2 kernels must
+// not require (the AVX-512 ones are in kernels_avx512_amd64.s).
 func TestNoAVX512Registers(t *testing.T) {
 	src, err := os.ReadFile("kernels_amd64.s")
 	if err != nil {
@@ -112,21 +136,47 @@ func TestDot(t *testing.T) {
 			return sumF32(x), sumF32Generic(x), ref, mag
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newRand(t)
-			for _, n := range sizes(r) {
-				for _, off := range offsets {
-					got, gen, ref, mag := tt.run(r, n, off)
-					if !within(float64(got), float64(gen), mag) {
-						t.Errorf("%s(n=%d, off=%d) = %v, generic %v (Σ|ab| %v)", tt.name, n, off, got, gen, mag)
-					}
-					if !within(float64(gen), ref, mag) {
-						t.Errorf("%sGeneric(n=%d, off=%d) = %v, float64 reference %v (Σ|ab| %v)", tt.name, n, off, gen, ref, mag)
+	for _, set := range kernelSets(t) {
+		for _, tt := range tests {
+			t.Run(set.name+"/"+tt.name, func(t *testing.T) {
+				defer set.force()()
+				r := newRand(t)
+				for _, n := range sizes(r) {
+					for _, off := range offsets {
+						got, gen, ref, mag := tt.run(r, n, off)
+						if !within(float64(got), float64(gen), mag) {
+							t.Errorf("%s(n=%d, off=%d) = %v, generic %v (Σ|ab| %v)", tt.name, n, off, got, gen, mag)
+						}
+						if !within(float64(gen), ref, mag) {
+							t.Errorf("%sGeneric(n=%d, off=%d) = %v, float64 reference %v (Σ|ab| %v)", tt.name, n, off, gen, ref, mag)
+						}
 					}
 				}
+			})
+		}
+	}
+}
+
+// TestDotF32SetsBitExact checks that DotF32 gives the same bits with the
+// avx512 set as with the avx2 set, on every length 0..300 and misaligned
+// slices: internal/train's golden trajectories were recorded with the avx2
+// kernels, and its float32 arithmetic must not depend on the CPU.
+func TestDotF32SetsBitExact(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for n := 0; n <= 300; n++ {
+		for _, off := range offsets {
+			a, b := offsetCopy(randF32(r, n), off), offsetCopy(randF32(r, n), off+1)
+			got := DotF32(a, b)
+			restore := ForceAVX2()
+			want := DotF32(a, b)
+			restore()
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Errorf("DotF32(n=%d, off=%d) = %v with avx512, %v with avx2", n, off, got, want)
 			}
-		})
+		}
 	}
 }
 

@@ -52,15 +52,13 @@ var matMulCases = []matMulCase{
 // shapes: nt 1..9 (covering the 4-token blocks and the leftovers), rows up to
 // 40 with a random [r0, r1), arbitrary cols (multiples of 32 for Q8_0), a
 // misaligned weight slice and ldd > rows. Every dst entry outside the
-// computed block must keep its sentinel. It runs with the assembly and with
-// the generic kernels.
+// computed block must keep its sentinel. It runs with every kernel set the
+// CPU supports.
 func TestMatMul(t *testing.T) {
-	for _, impl := range []string{"dispatch", "generic"} {
+	for _, set := range kernelSets(t) {
 		for _, tc := range matMulCases {
-			t.Run(impl+"/"+tc.name, func(t *testing.T) {
-				if impl == "generic" {
-					defer ForceGeneric()()
-				}
+			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
+				defer set.force()()
 				r := newRand(t)
 				for iter := 0; iter < 60; iter++ {
 					nt := 1 + iter%9
@@ -125,15 +123,20 @@ func checkMatMulCase(t *testing.T, r *rand.Rand, tc matMulCase, nt, rows, cols, 
 // longer than one column block (the accumulating micro-kernels).
 func TestMatMulLarge(t *testing.T) {
 	const mmColumnBlock = 2048 // mmKC in dispatch_amd64.go
-	r := newRand(t)
-	for _, tc := range matMulCases {
-		t.Run(tc.name, func(t *testing.T) {
-			checkMatMulCase(t, r, tc, 6, 200, 640, 5, 197, 203, 1)
-			cols := 2*mmColumnBlock + 101
-			if tc.q80 {
-				cols = 2*mmColumnBlock + 3*q80BlockSize
-			}
-			checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
-		})
+	for _, set := range kernelSets(t) {
+		r := newRand(t)
+		for _, tc := range matMulCases {
+			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
+				defer set.force()()
+				checkMatMulCase(t, r, tc, 6, 200, 640, 5, 197, 203, 1)
+				checkMatMulCase(t, r, tc, 1, 9, 640, 0, 9, 9, 2) // decode: one token row
+				cols := 2*mmColumnBlock + 101
+				if tc.q80 {
+					cols = 2*mmColumnBlock + 3*q80BlockSize
+				}
+				checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
+				checkMatMulCase(t, r, tc, 1, 7, cols, 0, 7, 7, 5)
+			})
+		}
 	}
 }

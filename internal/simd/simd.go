@@ -12,9 +12,21 @@ import "fmt"
 // must not run while another goroutine is inside a kernel. Where no assembly
 // is built (purego, other architectures) it changes nothing.
 func ForceGeneric() (restore func()) {
-	old := useAsm
-	useAsm = false
-	return func() { useAsm = old }
+	old, old512 := useAsm, useAVX512
+	useAsm, useAVX512 = false, false
+	return func() { useAsm, useAVX512 = old, old512 }
+}
+
+// ForceAVX2 makes every kernel use the AVX2 set, not the AVX-512 kernels,
+// until restore is called; where those are not selected (a CPU without
+// AVX-512, ForceGeneric, purego) it changes nothing. It is for tests and
+// benchmarks that compare the two sets; like ForceGeneric it changes
+// package state, so it must not run while another goroutine is inside a
+// kernel.
+func ForceAVX2() (restore func()) {
+	old := useAVX512
+	useAVX512 = false
+	return func() { useAVX512 = old }
 }
 
 func checkLen(op string, a, b int) {
@@ -578,10 +590,15 @@ func MatMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 	matMulQ80(dst, ldd, x, nt, cols, w, r0, r1)
 }
 
-// Kernels names the kernel set in use: "avx2" when the assembly kernels run,
-// "generic" for the pure-Go twins.
+// Kernels names the kernel set in use: "avx512" when the AVX-512 kernels
+// run (the dot products over F32, F16, BF16 and Q8_0 weights, which decode
+// spends its time in; everything else is the AVX2 set), "avx2" when the AVX2 assembly runs, "generic" for
+// the pure-Go twins.
 func Kernels() string {
-	if asmEnabled() {
+	switch {
+	case avx512Enabled():
+		return "avx512"
+	case asmEnabled():
 		return "avx2"
 	}
 	return "generic"

@@ -1,17 +1,21 @@
 // Command _generate writes internal/simd's AVX2/FMA/F16C kernels,
-// kernels_amd64.s, and their Go declarations, kernels_amd64.go, with avo.
+// kernels_amd64.s, and their Go declarations, kernels_amd64.go, with avo;
+// with -set avx512, the AVX-512 kernels (avx512.go) to
+// kernels_avx512_amd64.s and kernels_avx512_amd64.go.
 //
 // Run it through go generate in internal/simd (see dispatch_amd64.go):
 //
 //	go run -C _generate . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd
+//	go run -C _generate . -set avx512 -out ../kernels_avx512_amd64.s -stubs ../kernels_avx512_amd64.go -pkg simd
 //
 // Conventions shared by every kernel: lengths and strides are in elements;
 // float kernels handle whole groups of 8 elements (Q8_0 kernels whole blocks)
 // and leave any shorter tail to the Go caller; every kernel ends with
-// VZEROUPPER. Only AVX, AVX2, FMA and F16C instructions are used.
+// VZEROUPPER. The avx2 set uses only AVX, AVX2, FMA and F16C instructions.
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -48,9 +52,26 @@ func (t wtype) load(m Mem, dst VecVirtual) {
 	}
 }
 
-func main() {
-	ConstraintExpr("amd64,gc,!purego")
+// set selects the kernel set to write: avx2 (kernels_amd64.s) or avx512
+// (kernels_avx512_amd64.s, see avx512.go).
+var set = flag.String("set", "avx2", "kernel set to generate: avx2 or avx512")
 
+func main() {
+	flag.Parse()
+	ConstraintExpr("amd64,gc,!purego")
+	switch *set {
+	case "avx2":
+		avx2()
+	case "avx512":
+		avx512()
+	default:
+		panic("unknown -set " + *set)
+	}
+	Generate()
+}
+
+// avx2 writes the AVX2/FMA/F16C set.
+func avx2() {
 	for _, t := range []wtype{f32, f16, bf16} {
 		dot(t)
 		axpy(t)
@@ -109,8 +130,6 @@ func main() {
 	transpose8()
 	ropeNeoX()
 	ropePairs()
-
-	Generate()
 }
 
 func header(name, sig string, doc ...string) {

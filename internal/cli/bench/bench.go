@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/bench"
@@ -369,7 +368,8 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	loads := rep.Loads
 	total := len(targets) * len(loads) * (len(reqs) + o.Warmups)
-	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, total, "bench")
+	bar := o.IO.Progress(total, "bench")
+	defer bar.Finish()
 	done := 0
 	for _, nt := range targets {
 		cr := CacheReport{Cache: nt.name}
@@ -419,7 +419,8 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		defer r.Close()
-		dbar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, len(o.specs)*len(o.depths)*o.DepthReps, "decode sweep")
+		dbar := o.IO.Progress(len(o.specs)*len(o.depths)*o.DepthReps, "decode sweep")
+		defer dbar.Finish()
 		for i, spec := range o.specs {
 			k := i
 			pts, err := bench.DecodeDepth(ctx, r, spec, o.depths, o.DepthTokens, bench.DepthOptions{Repetitions: o.DepthReps, Seed: o.Seed,

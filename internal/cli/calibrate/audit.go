@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -200,7 +199,7 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 	if err != nil {
 		return err
 	}
-	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "effect")
+	bar := o.IO.Progress(1, "effect")
 	cmp, err := calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads,
 		Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 	bar.Finish()

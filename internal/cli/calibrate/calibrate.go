@@ -12,7 +12,6 @@ import (
 
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -86,7 +85,7 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 
 // record runs the model over the data with a progress bar.
 func record(ctx context.Context, io *cmdutil.IOStreams, m *runtime.Model, data *calibrate.Data, label string, threads int, opts calibrate.RecordOptions) (*calibrate.Recorder, error) {
-	bar := progressbar.New(io.ErrOut, io.ErrTTY, len(data.Samples), label)
+	bar := io.Progress(len(data.Samples), label)
 	rec, err := calibrate.Record(ctx, m, data, calibrate.RunOptions{Record: opts, Workers: threads, Progress: func(done, total int) {
 		bar.Set(done, total)
 	}})
@@ -377,7 +376,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		res.HeldOut = names
-		bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "compare")
+		bar := o.IO.Progress(1, "compare")
 		res.Compare, err = calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads,
 			Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 		bar.Finish()

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"time"
 
+	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/spf13/cobra"
 )
 
@@ -34,8 +37,13 @@ type IOStreams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
-	// IsTTY reports whether Out and ErrOut are terminals.
+	// OutTTY and ErrTTY report whether Out and ErrOut are terminals.
 	OutTTY, ErrTTY bool
+	// ProgressInterval is how often progress lines are printed when ErrOut
+	// is not a terminal; 0 means progressbar.DefaultInterval.
+	ProgressInterval time.Duration
+
+	progressMu sync.Mutex
 }
 
 // System returns the process's streams.
@@ -46,6 +54,27 @@ func System() *IOStreams {
 func isTTY(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// Progress returns a progress reporter for total steps on ErrOut: a bar on
+// a terminal, otherwise a plain line at least every ProgressInterval. The
+// caller must Finish it on every path.
+func (s *IOStreams) Progress(total int, description string) *progressbar.Bar {
+	return progressbar.New(lockedWriter{&s.progressMu, s.ErrOut}, total, description,
+		progressbar.Options{TTY: s.ErrTTY, Interval: s.ProgressInterval})
+}
+
+// lockedWriter serializes the writes of progress reporters that share a
+// stream.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Factory provides dependencies to commands.

@@ -420,7 +420,7 @@ func (o *Options) Run(ctx context.Context) error {
 	opts.Progress = func(stage string, done, total int) {
 		b := bars[stage]
 		if b == nil {
-			b = progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, total, "eval "+labels[stage])
+			b = o.IO.Progress(total, "eval "+labels[stage])
 			bars[stage] = b
 		}
 		b.Set(done, total)
@@ -429,6 +429,9 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	rep, err := eval.Run(ctx, m, opts)
+	for _, b := range bars {
+		b.Finish()
+	}
 	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
 		return cmdutil.UsageError(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/atomicfile"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/plan"
@@ -203,7 +202,7 @@ func (o *Options) Run(ctx context.Context) error {
 	opts.Traffic = tr
 	if o.Endpoint != "" {
 		n := int(o.Scrape/o.Interval) + 1
-		bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, n, "scrape")
+		bar := o.IO.Progress(n, "scrape")
 		snaps, err := plan.Scrape(ctx, o.Endpoint, plan.ScrapeOptions{Duration: o.Scrape, Interval: o.Interval, APIKey: os.Getenv(o.APIKeyEnv),
 			Progress: func(done, total int) { bar.Set(done, total) }})
 		bar.Finish()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/train"
 	"github.com/spf13/cobra"
 )
@@ -111,11 +112,28 @@ func (o *TrainOptions) Run(ctx context.Context) error {
 	}
 	cfg.Workers = o.Workers
 	start := time.Now()
+	interval := o.IO.ProgressInterval
+	if interval <= 0 {
+		interval = progressbar.DefaultInterval
+	}
+	first, last := -1, start
 	err = train.Train(ctx, cfg, o.Dir, func(s train.Step) {
-		if s.Step%o.Every == 0 || s.Step == s.Steps {
-			fmt.Fprintf(o.IO.ErrOut, "step %d/%d  loss %.4f  |g| %.3f  lr %.2e  seq %d  %.0f tok/s  (%s)\n",
-				s.Step, s.Steps, s.Loss, s.GradNorm, s.LR, s.SeqBytes, s.TokensPerSec, time.Since(start).Round(time.Second))
+		if first < 0 {
+			first = s.Step - 1 // a resumed run starts past 0
 		}
+		now := time.Now()
+		// Every --log-every steps, and at least every interval, so that a CI
+		// log shows the run is alive.
+		if s.Step%o.Every != 0 && s.Step != s.Steps && now.Sub(last) < interval {
+			return
+		}
+		last = now
+		eta := "?"
+		if n := s.Step - first; n > 0 {
+			eta = (time.Duration(float64(now.Sub(start)) / float64(n) * float64(s.Steps-s.Step))).Round(time.Second).String()
+		}
+		fmt.Fprintf(o.IO.ErrOut, "step %d/%d  loss %.4f  |g| %.3f  lr %.2e  seq %d  %.0f tok/s  (%s, ETA %s)\n",
+			s.Step, s.Steps, s.Loss, s.GradNorm, s.LR, s.SeqBytes, s.TokensPerSec, now.Sub(start).Round(time.Second), eta)
 	})
 	if err != nil {
 		return err

@@ -104,7 +104,7 @@ after a prefill of each depth.
 Without --model it runs on the built-in kvq-probe model (about 30 s on 2
 cores with the defaults). Warm-up requests are sent first and not counted.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error, 130 interrupted.`,
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq bench                                        # the built-in model: fp16, fp8, int4, kivi2 side by side
   kvq bench --cache fp16,fp8 --max-concurrency 1,4,16,64 --goodput ttft:500ms,tpot:50ms
   kvq bench --model ./Llama-3.1-8B --kv-budget 8GiB --dataset sharegpt --dataset-path sharegpt.json --num-prompts 200

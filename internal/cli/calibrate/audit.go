@@ -59,8 +59,7 @@ with the shipped scales (as vLLM would run them: missing layers at 1.0),
 with freshly calibrated ones (dataset:minmax), and with 1.0 (--no-measure
 skips running the model).
 
-Exit codes: 0 no error-level finding, 1 runtime failure, 2 usage error, 3 an
-error-level finding (so CI can run it), 130 interrupted.`,
+` + cmdutil.ExitCodesHelp("an error-level finding (so CI can run it)"),
 		Example: `  kvq calibrate audit --model ./Llama-3.1-8B-FP8-KV
   kvq calibrate audit --model ./Llama-3.1-8B --scales kv_cache_scales.json
   kvq calibrate audit --scales kvq-calibration/kv_scales.safetensors   # against the built-in model`,

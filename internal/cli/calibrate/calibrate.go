@@ -163,8 +163,7 @@ exceeds noise.
 Nothing is written until everything is computed: Ctrl-C leaves --out as it
 was.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error (bad flag, unreadable
-or malformed file), 130 interrupted.`,
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq calibrate                                   # the built-in model: scales, compare, exports in ./kvq-calibration
   kvq calibrate --model ./Llama-3.1-8B --data ultrachat.jsonl --samples 512 --seq-len 2048
   kvq calibrate --strategy dataset:head --compare default,warmup,dataset,dataset:mse,percentile:99.9

@@ -36,7 +36,9 @@ RoPE (what KVQuant calibrates) and the values: absmax, min, max, mean, std,
 percentiles of |x|, outliers (|x| > 6·RMS) and outlier channels (absmax more
 than 4× the median channel's). --output json adds every head and channel
 (min, max, mean, std), quarter-octave histograms of |x| and each batch's
-extremes. --plot draws absmax by layer and per-channel heatmaps of K and V.`,
+extremes. --plot draws absmax by layer and per-channel heatmaps of K and V.
+
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq calibrate stats
   kvq calibrate stats --model ./Llama-3.1-8B --data wiki.train.raw --output json > stats.json
   kvq calibrate stats --plot stats-plots`,

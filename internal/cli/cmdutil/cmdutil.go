@@ -3,28 +3,63 @@
 package cmdutil
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/internal/progressbar"
-	"github.com/spf13/cobra"
 )
 
-// Exit codes of the kvq binary.
+// Exit codes of the kvq binary: one policy for every command.
 const (
 	ExitOK        = 0
 	ExitError     = 1 // runtime failure
-	ExitUsage     = 2 // bad flags, arguments or input
-	ExitGate      = 3 // a check ran and failed: a kvq eval gate
+	ExitUsage     = 2 // bad flags or arguments; a missing, unreadable, malformed or truncated input file
+	ExitGate      = 3 // a check ran and failed: a kvq eval gate, a kvq calibrate audit error
 	ExitCancelled = 130
 )
 
-// GateError reports a check that ran and failed (kvq eval's gates): exit
-// code 3, after the command has named each failure on stderr.
+// ExitCodesHelp is the exit-code paragraph of a command's long help. check,
+// when not empty, says what exit code 3 means for the command ("a gate
+// failed").
+func ExitCodesHelp(check string) string {
+	s := "Exit codes: 0 ok, 1 runtime failure, 2 usage error (bad flag or argument; " +
+		"a missing, unreadable, malformed or truncated model, tokenizer, config or data file)"
+	if check != "" {
+		s += ", 3 " + check
+	}
+	return Wrap(s+", 130 interrupted (Ctrl-C, SIGTERM).", 78)
+}
+
+// Wrap breaks s into lines of at most width columns at spaces (a word
+// longer than width stays whole).
+func Wrap(s string, width int) string {
+	var b strings.Builder
+	col := 0
+	for _, w := range strings.Fields(s) {
+		n := utf8.RuneCountInString(w)
+		switch {
+		case col == 0:
+		case col+1+n > width:
+			b.WriteByte('\n')
+			col = 0
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += n
+	}
+	return b.String()
+}
+
+// GateError reports a check that ran and failed (kvq eval's gates, kvq
+// calibrate audit's error-level findings): exit code 3, after the command
+// has named each failure on stderr.
 type GateError struct {
 	Failed int
 	What   string // "gate(s)"
@@ -48,7 +83,8 @@ type IOStreams struct {
 
 // System returns the process's streams.
 func System() *IOStreams {
-	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: isTTY(os.Stdout), ErrTTY: isTTY(os.Stderr)}
+	s := &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: isTTY(os.Stdout), ErrTTY: isTTY(os.Stderr)}
+	return s
 }
 
 func isTTY(f *os.File) bool {
@@ -84,7 +120,8 @@ type Factory struct {
 }
 
 // FlagError is a usage error: a bad flag value or argument. It maps to
-// exit code 2.
+// exit code 2, and the message is followed by a pointer to the command's
+// help.
 type FlagError struct{ Err error }
 
 func (e *FlagError) Error() string { return e.Err.Error() }
@@ -95,21 +132,42 @@ func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
 }
 
+// InputError is a problem with an input file the user named (missing,
+// unreadable, malformed or truncated): exit code 2, without the pointer
+// to the help, since no flag was wrong.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
 // UsageError marks err (for example a malformed input file the user named) as
 // a usage problem (exit 2) while keeping it for errors.Is/As.
 func UsageError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &FlagError{Err: err}
+	return &InputError{Err: err}
 }
 
-// ErrNotImplemented marks a subcommand that is not built yet.
-var ErrNotImplemented = errors.New("not implemented yet")
+// IsUsage reports errors that exit with code 2: flag errors, cobra's own
+// argument and command errors, and input errors (InputError, or an error
+// that wraps one of the input sentinels of kvq's parsers and loaders).
+func IsUsage(err error) bool {
+	return IsFlagError(err) || IsInputError(err)
+}
 
-// NotImplemented returns a RunE that reports the command is not built.
-func NotImplemented(what string) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		return fmt.Errorf("kvq %s: %w (see the project's open issues)", what, ErrNotImplemented)
+// IsFlagError reports a bad flag or argument: a FlagError, or one of
+// cobra's own errors, which cobra returns as plain errors.
+func IsFlagError(err error) bool {
+	var fe *FlagError
+	if asFlag(err, &fe) {
+		return true
 	}
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag", "accepts ", "invalid argument", "flag needs an argument", "if any flags in the group"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
 }

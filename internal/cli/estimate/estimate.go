@@ -96,7 +96,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 			model and takes vLLM's "Available KV cache memory" as given.
 
 			Sizes take units (GiB, MiB, GB, ...); token counts may use k (×1024).
-		`),
+		`) + "\n\n" + cmdutil.ExitCodesHelp(""),
 		Example: indent(heredoc(`
 			# The first question: how much fits on one H100, per format?
 			kvq estimate --model llama-3.1-8b --gpu h100-80gb

@@ -117,8 +117,7 @@ agreement >= 90%, no significant drop of more than 5 points on any row) only
 advise: exit 0. Any gate flag or --gates FILE makes the gates a check: exit 3
 when one fails, with each failing gate on stderr.
 
-Exit codes: 0 ok (every given gate passed), 1 runtime failure, 2 usage error
-(bad flag, unreadable or malformed file), 3 a gate failed, 130 interrupted.`,
+` + cmdutil.ExitCodesHelp("a gate failed (0: every given gate passed)"),
 		Example: `  kvq eval                                     # the showcase, on the built-in model
   kvq eval --model ./Llama-3.1-8B --cache fp16,fp8,int4 --text wiki.test.raw
   kvq eval --protocol llama.cpp --ctx 512 --text wiki.test.raw --tasks none

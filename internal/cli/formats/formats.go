@@ -35,7 +35,9 @@ window the format keeps, and what it needs.
 Any listed name can be used in a cache spec (--cache): a format, optionally
 with options after colons (int4:g32:channel), or K and V separately
 (k=int8,v=int4), with modifiers residual=N (recent tokens in fp16), sink=N
-(first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).`,
+(first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).
+
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq formats
   kvq formats --head-dim 64 --output json`,
 		Args: cobra.NoArgs,

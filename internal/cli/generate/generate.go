@@ -45,7 +45,9 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		Short: "Generate text with a chosen KV-cache format",
 		Long: `Generate a continuation of a prompt with the model and print it, followed by
 one statistics line on standard error: prompt tokens, prefill and decode speed,
-and the bytes the KV cache allocated.`,
+and the bytes the KV cache allocated.
+
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq generate --model stories260K.gguf --prompt "Once upon a time" --max-tokens 64
   kvq generate --model stories260K.bin --tokenizer tok512.bin --prompt "Hi" --temperature 0.8 --top-p 0.9 --seed 7
   kvq generate --model model.gguf --prompt "The capital of France" --cache fp16 --compare int4,kivi2,q4_0`,

@@ -57,7 +57,9 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		Long: `Load a model (Hugging Face directory, GGUF or llama2.c file) and print its
 architecture, parameter count, weight dtypes, the shape that sets the KV
 cache's size (layers, attention heads, KV heads, head_dim), context length and
-tokenizer type.`,
+tokenizer type.
+
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq inspect --model ./Llama-3.1-8B-Instruct
   kvq inspect --model stories260K.gguf --output json`,
 		Args: cobra.NoArgs,

@@ -73,8 +73,8 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 (written with --output json into DIR) and marks the items they settle, so
 the plan becomes the go/no-go record.
 
-Exit codes: 0 ok, 1 runtime failure (an endpoint that cannot be scraped),
-2 usage error, 130 interrupted.`,
+` + cmdutil.ExitCodesHelp("") + `
+An endpoint that cannot be scraped is a runtime failure.`,
 		Example: `  kvq plan                                               # the built-in model, no GPU: the checklist
   kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500
   kvq plan --model ./Llama-3.1-8B --gpu h100 --endpoint http://vllm:8000 --scrape 10m

@@ -46,7 +46,10 @@ topics the policy does not list; the fourth (--stage 4 --finetune-from
 FT3_DIR/model) continues from the third's export for 200 steps with more of
 those requests and longer policies. --finetune-from takes a training
 directory or an exported model directory. make probe-model runs all four and
-ships the fourth stage's export.`,
+ships the fourth stage's export.
+
+` + cmdutil.ExitCodesHelp("") + `
+Interrupted, it saves a checkpoint first: run it again to resume.`,
 		Example: `  kvq probe train --dir probe-run            # the base run (about 60 minutes on 2 cores)
   kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 20 minutes)
   kvq probe train --dir probe-ft3 --stage 3 --finetune-from probe-ft/model   # the third stage

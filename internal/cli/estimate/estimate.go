@@ -248,7 +248,7 @@ func (o *Options) Validate() error {
 	}
 	specs, err := quant.Formats().ParseList(o.Cache)
 	if err != nil {
-		return cmdutil.FlagErrorf("--cache %q: %w", o.Cache, err)
+		return cmdutil.FlagErrorf("--cache: %w", err)
 	}
 	p.Caches, p.SkipUnsupported = specs, !o.cacheSet
 	if o.Plot != "" {

@@ -219,7 +219,7 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("--kv-budget %q: want a positive size such as 64MiB", o.KVBudget)
 		}
 	}
-	return nil
+	return cmdutil.CheckOutputDir("--plot", o.Plot)
 }
 
 func floats(flag, s string) ([]float64, error) {

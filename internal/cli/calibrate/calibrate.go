@@ -280,9 +280,24 @@ func (o *Options) Validate() error {
 			}
 		}
 	}
-	if o.Stats != "" {
-		if st, err := os.Stat(filepath.Dir(o.Stats)); err != nil || !st.IsDir() {
-			return cmdutil.FlagErrorf("--stats %s: directory %s does not exist", o.Stats, filepath.Dir(o.Stats))
+	if o.Checkpoint && o.Model == "" {
+		return cmdutil.FlagErrorf("--write-checkpoint needs --model: the built-in model's files are not to be changed")
+	}
+	// Output targets are checked now, so that the run never ends by losing
+	// its results.
+	if err := cmdutil.CheckOutputFile("--stats", o.Stats); err != nil {
+		return err
+	}
+	for _, p := range []struct{ flag, path string }{{"--out", o.Out}, {"--plot", o.Plot}} {
+		if err := cmdutil.CheckOutputDir(p.flag, p.path); err != nil {
+			return err
+		}
+	}
+	if o.Checkpoint {
+		if st, err := os.Stat(o.Model); err == nil && st.IsDir() {
+			if err := cmdutil.CheckOutputDir("--write-checkpoint", o.Model); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@ package calibrate
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -81,12 +80,7 @@ func (o *StatsOptions) validate() error {
 	if o.format, err = render.ParseFormat(o.Output); err != nil {
 		return cmdutil.FlagErrorf("--output: %w", err)
 	}
-	if o.Plot != "" {
-		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
-			return cmdutil.FlagErrorf("--plot %s: %w", o.Plot, err)
-		}
-	}
-	return nil
+	return cmdutil.CheckOutputDir("--plot", o.Plot)
 }
 
 func (o *StatsOptions) run(ctx context.Context) error {

@@ -257,6 +257,9 @@ func (o *Options) Validate() error {
 		default:
 			return cmdutil.FlagErrorf("--plot %q: the file name must end in .svg or .png", o.Plot)
 		}
+		if err := cmdutil.CheckOutputFile("--plot", o.Plot); err != nil {
+			return err
+		}
 	}
 	o.plan = p
 	return nil

@@ -276,23 +276,20 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	if err := o.parseGates(cmd); err != nil {
 		return err
 	}
+	if o.Force && o.Out == "" {
+		return cmdutil.FlagErrorf("--force needs --out")
+	}
 	// Output targets are checked now, so that a long run never ends by
 	// losing its results.
 	for _, p := range []struct{ flag, path string }{{"--junit", o.JUnit}, {"--report", o.Report}, {"--log-samples", o.LogSamples}} {
-		if p.path == "" {
-			continue
-		}
-		if st, err := os.Stat(filepath.Dir(p.path)); err != nil || !st.IsDir() {
-			return cmdutil.FlagErrorf("%s %s: directory %s does not exist", p.flag, p.path, filepath.Dir(p.path))
+		if err := cmdutil.CheckOutputFile(p.flag, p.path); err != nil {
+			return err
 		}
 	}
-	if o.Plot != "" {
-		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
-			return cmdutil.FlagErrorf("--plot %s: %w", o.Plot, err)
+	for _, p := range []struct{ flag, path string }{{"--plot", o.Plot}, {"--out", o.Out}} {
+		if err := cmdutil.CheckOutputDir(p.flag, p.path); err != nil {
+			return err
 		}
-	}
-	if o.Force && o.Out == "" {
-		return cmdutil.FlagErrorf("--force needs --out")
 	}
 	return nil
 }
@@ -660,6 +657,9 @@ func (o *Options) write(rep *eval.Report) error {
 		}
 	}
 	if o.Plot != "" {
+		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
+			return fmt.Errorf("--plot %s: %w", o.Plot, err)
+		}
 		if err := WritePlots(o.Plot, rep); err != nil {
 			return fmt.Errorf("--plot %s: %w", o.Plot, err)
 		}

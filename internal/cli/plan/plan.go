@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -147,12 +146,7 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("--from %s: not a directory", o.From)
 		}
 	}
-	if o.GatesOut != "" {
-		if st, err := os.Stat(filepath.Dir(o.GatesOut)); err != nil || !st.IsDir() {
-			return cmdutil.FlagErrorf("--gates-out %s: directory %s does not exist", o.GatesOut, filepath.Dir(o.GatesOut))
-		}
-	}
-	return nil
+	return cmdutil.CheckOutputFile("--gates-out", o.GatesOut)
 }
 
 // Run builds and prints the plan.

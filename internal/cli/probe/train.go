@@ -75,6 +75,9 @@ Interrupted, it saves a checkpoint first: run it again to resume.`,
 					return cmdutil.FlagErrorf("--finetune-from %s: neither a training directory (%v) nor an exported model (no model.safetensors)", o.From, errCk)
 				}
 			}
+			if err := cmdutil.CheckOutputDir("--dir", o.Dir); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}

@@ -83,7 +83,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Latency, throughput and capacity of fp16 vs quantized caches: in-process, or against OpenAI-compatible servers (vLLM, SGLang, llama-server, kvq serve)",
+		Short: "Latency, throughput and capacity of fp16 vs quantized caches, in-process or on servers",
 		Long: `kvq bench runs a request workload against each cache in turn — the same
 requests, the same arrival schedule (same seed) — on kvq's in-process
 continuous-batching engine, whose KV pool per cache has the same byte budget
@@ -105,11 +105,13 @@ Without --model it runs on the built-in kvq-probe model (about 30 s on 2
 cores with the defaults). Warm-up requests are sent first and not counted.
 
 ` + cmdutil.ExitCodesHelp(""),
-		Example: `  kvq bench                                        # the built-in model: fp16, fp8, int4, kivi2 side by side
-  kvq bench --cache fp16,fp8 --max-concurrency 1,4,16,64 --goodput ttft:500ms,tpot:50ms
-  kvq bench --model ./Llama-3.1-8B --kv-budget 8GiB --dataset sharegpt --dataset-path sharegpt.json --num-prompts 200
-  kvq bench --request-rate 2,4,8 --num-prompts 64 --output json > bench.json
-  kvq bench --endpoint fp16=http://vllm-a:8000 --endpoint fp8=http://vllm-b:8000 --model ./Llama-3.1-8B --max-concurrency 16`,
+		Example: `  kvq bench                       # the built-in model: fp16, fp8, int4, kivi2; about 30 s
+  kvq bench --cache fp16,fp8 --max-concurrency 1,4,16 --goodput ttft:500ms,tpot:50ms --depths none
+  kvq bench --request-rate 2,4,8 --num-prompts 16 --depths none --output json > bench.json
+  kvq bench --model ./Llama-3.1-8B --kv-budget 8GiB --dataset sharegpt \
+    --dataset-path sharegpt.json --num-prompts 200   # your own model and data
+  kvq bench --endpoint fp16=http://vllm-a:8000 --endpoint fp8=http://vllm-b:8000 \
+    --model ./Llama-3.1-8B --max-concurrency 16      # your own servers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.outputLenSet = cmd.Flags().Changed("output-len")

@@ -128,7 +128,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "calibrate",
-		Short: "Record K/V statistics, compute fp8 KV-cache scales by the engines' strategies, export them for vLLM and SGLang, compare and audit",
+		Short: "fp8 KV-cache scales by vLLM's and llm-compressor's strategies: export, compare, audit",
 		Long: `kvq calibrate runs the model over calibration data, records what the keys
 (after and before RoPE) and values look like per layer, KV head and channel,
 and computes fp8 KV-cache scales by --strategy:
@@ -161,16 +161,19 @@ against fp16, and recommends the best with its margin and whether it
 exceeds noise.
 
 Nothing is written until everything is computed: Ctrl-C leaves --out as it
-was.
+was. On the built-in model (no --model) it takes about 10 s on 2 cores with
+the defaults, --compare included.
 
 ` + cmdutil.ExitCodesHelp(""),
-		Example: `  kvq calibrate                                   # the built-in model: scales, compare, exports in ./kvq-calibration
-  kvq calibrate --model ./Llama-3.1-8B --data ultrachat.jsonl --samples 512 --seq-len 2048
-  kvq calibrate --strategy dataset:head --compare default,warmup,dataset,dataset:mse,percentile:99.9
-  kvq calibrate --model ./Qwen3-8B --strategy best --write-checkpoint
-  kvq calibrate --codebook kvquant4 --compare none  # fitted KVQuant levels: kvquant4:codebook@FILE
+		Example: `  kvq calibrate                     # the built-in model: scales, comparison, ./kvq-calibration
+  kvq calibrate --model ./Llama-3.1-8B --data ultrachat.jsonl \
+    --samples 512 --seq-len 2048    # your own model and data
+  kvq calibrate --strategy dataset:head --out kvq-head \
+    --compare default,warmup,dataset,dataset:mse,percentile:99.9
+  kvq calibrate --model ./Qwen3-8B --strategy best --write-checkpoint   # your own checkpoint
+  kvq calibrate --codebook kvquant4 --compare none --out kvq-codebook   # kvquant4:codebook@FILE
   kvq calibrate stats --output json > stats.json
-  kvq calibrate audit --model ./my-fp8-checkpoint`,
+  kvq calibrate audit --model ./my-fp8-checkpoint   # your own checkpoint`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {

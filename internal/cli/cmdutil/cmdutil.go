@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/internal/progressbar"
+	"golang.org/x/term"
 )
 
 // Exit codes of the kvq binary: one policy for every command.
@@ -67,6 +69,10 @@ type GateError struct {
 
 func (e *GateError) Error() string { return fmt.Sprintf("%d %s failed", e.Failed, e.What) }
 
+// DefaultColumns is the width help and fitted tables wrap to when standard
+// output is not a terminal.
+const DefaultColumns = 100
+
 // IOStreams are the command's standard streams.
 type IOStreams struct {
 	In     io.Reader
@@ -74,6 +80,9 @@ type IOStreams struct {
 	ErrOut io.Writer
 	// OutTTY and ErrTTY report whether Out and ErrOut are terminals.
 	OutTTY, ErrTTY bool
+	// Width is the terminal's width in columns when Out is one; 0 means
+	// DefaultColumns.
+	Width int
 	// ProgressInterval is how often progress lines are printed when ErrOut
 	// is not a terminal; 0 means progressbar.DefaultInterval.
 	ProgressInterval time.Duration
@@ -84,12 +93,26 @@ type IOStreams struct {
 // System returns the process's streams.
 func System() *IOStreams {
 	s := &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: isTTY(os.Stdout), ErrTTY: isTTY(os.Stderr)}
+	if s.OutTTY {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 {
+			s.Width = w
+		}
+	}
 	return s
 }
 
 func isTTY(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// Columns is the width help and fitted tables wrap to: the terminal's, or
+// DefaultColumns when standard output is not a terminal.
+func (s *IOStreams) Columns() int {
+	if s.Width > 0 {
+		return s.Width
+	}
+	return DefaultColumns
 }
 
 // Progress returns a progress reporter for total steps on ErrOut: a bar on
@@ -170,4 +193,56 @@ func IsFlagError(err error) bool {
 		}
 	}
 	return false
+}
+
+// label is a short "Name: " at the start of a line.
+var label = regexp.MustCompile(`^ *[A-Za-z][A-Za-z0-9 /-]{0,24}: +`)
+
+// WrapHanging wraps each line of s that is wider than width at spaces.
+// The continuation lines are indented to where the line's text starts
+// after its label: past the first run of two spaces that follows the
+// line's own indentation ("  kvq:requests   the requests ..."), or two
+// columns deeper than the line ("  TTFT = ..."). Lines that fit are kept
+// as they are.
+func WrapHanging(s string, width int) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if utf8.RuneCountInString(l) <= width {
+			continue
+		}
+		lead := len(l) - len(strings.TrimLeft(l, " "))
+		start, hang := lead, lead+2 // byte offset of the wrapped text, its column
+		if j := strings.Index(l[lead:], "  "); j > 0 && j < 40 {
+			k := lead + j
+			for k < len(l) && l[k] == ' ' {
+				k++
+			}
+			if c := utf8.RuneCountInString(l[:k]); c <= width/2 {
+				start, hang = k, c
+			}
+		} else if m := label.FindStringIndex(l); m != nil && m[1] <= width/2 {
+			start, hang = m[1], utf8.RuneCountInString(l[:m[1]]) // "KV budget: ..."
+		}
+		var b strings.Builder
+		b.WriteString(l[:start])
+		col := utf8.RuneCountInString(l[:start])
+		first := true
+		for _, w := range strings.Fields(l[start:]) {
+			n := utf8.RuneCountInString(w)
+			switch {
+			case first:
+			case col+1+n > width:
+				b.WriteString("\n" + strings.Repeat(" ", hang))
+				col = hang
+			default:
+				b.WriteByte(' ')
+				col++
+			}
+			b.WriteString(w)
+			col += n
+			first = false
+		}
+		lines[i] = b.String()
+	}
+	return strings.Join(lines, "\n")
 }

@@ -229,8 +229,9 @@ func TestPlot(t *testing.T) {
 			}
 		}
 	}
-	if code, _, _ := run(t, false, "-m", "gemma-2-9b", "--cache", "fp16", "--plot", filepath.Join(dir, "no", "such", "dir.svg")); code != 1 {
-		t.Errorf("plot to a missing directory: exit %d, want 1", code)
+	// A plot into a missing directory is refused before any work.
+	if code, _, stderr := run(t, false, "-m", "gemma-2-9b", "--cache", "fp16", "--plot", filepath.Join(dir, "no", "such", "dir.svg")); code != 2 || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("plot to a missing directory: exit %d, %q; want 2", code, stderr)
 	}
 }
 

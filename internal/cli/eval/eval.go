@@ -96,7 +96,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "eval",
-		Short: "Compare quantized KV caches against an fp16 baseline: KLD/PPL, long context, tasks, format, safety; gates for CI",
+		Short: "fp16 against quantized caches: KLD/PPL, long context, tasks, safety; gates for CI",
 		Long: `kvq eval runs one model with an fp16 baseline cache and candidate caches side
 by side — one forward per step for all of them, over the same tokens — and
 reports per cache: bytes per token and compression (kvq estimate's
@@ -111,19 +111,21 @@ Face QuantizedCache's semantics: a prompt attends to its own exact K/V and
 only later steps read the quantized cache (texts then go in steps of --step
 tokens), which hides a cache's damage on short prompts.
 
-Without --model it runs on the built-in kvq-probe model (about two minutes
-on 2 cores). Without gate flags the default gates (mean KLD <= 0.05, top-1
+Without --model it runs on the built-in kvq-probe model (about 2 minutes on
+2 cores with the defaults). Without gate flags the default gates (mean KLD <= 0.05, top-1
 agreement >= 90%, no significant drop of more than 5 points on any row) only
 advise: exit 0. Any gate flag or --gates FILE makes the gates a check: exit 3
 when one fails, with each failing gate on stderr.
 
 ` + cmdutil.ExitCodesHelp("a gate failed (0: every given gate passed)"),
-		Example: `  kvq eval                                     # the showcase, on the built-in model
-  kvq eval --model ./Llama-3.1-8B --cache fp16,fp8,int4 --text wiki.test.raw
-  kvq eval --protocol llama.cpp --ctx 512 --text wiki.test.raw --tasks none
-  kvq eval --tasks replay.jsonl,risk.jsonl --max-drop '*=2' --max-kld 0.01
-  kvq eval --gates gates.yaml --junit gates.xml --output json > report.json
-  kvq eval --out runs/int4 --report int4.html     # resumable; Ctrl-C loses nothing scored`,
+		Example: `  kvq eval                             # the showcase on the built-in model, about 2 minutes
+  kvq eval --tasks copy,json -n 10 --no-text --no-speed    # two suites, seconds
+  kvq eval --model ../shared/models/stories260K/stories260K.gguf --protocol llama.cpp --ctx 128 \
+    --text ../shared/models/stories260K/eval-stories.txt --tasks none --no-speed  # as llama.cpp
+  kvq eval --model ./Llama-3.1-8B --cache fp16,fp8,int4 --text wiki.test.raw  # your own files
+  kvq eval --tasks replay.jsonl,risk.jsonl --max-drop '*=2' --max-kld 0.01    # your own tasks
+  kvq eval --gates gates.yaml --junit gates.xml --output json > report.json   # your own gates
+  kvq eval --out runs/int4 --report int4.html   # resumable, Ctrl-C loses nothing; about 2 minutes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(cmd); err != nil {

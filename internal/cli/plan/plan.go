@@ -51,7 +51,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "plan",
-		Short: "The rollout of a quantized KV cache as a checklist: is the service KV-bound, which cache, the engine flags, the checks, gates and fallback",
+		Short: "A KV-cache rollout as a checklist: KV-bound?, which cache, flags, checks, fallback",
 		Long: `kvq plan turns a KV-cache rollout into a checklist a team can act on:
 
   1. Is the service KV-bound? With --endpoint it samples the serving engine's
@@ -74,11 +74,12 @@ the plan becomes the go/no-go record.
 
 ` + cmdutil.ExitCodesHelp("") + `
 An endpoint that cannot be scraped is a runtime failure.`,
-		Example: `  kvq plan                                               # the built-in model, no GPU: the checklist
-  kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500
-  kvq plan --model ./Llama-3.1-8B --gpu h100 --endpoint http://vllm:8000 --scrape 10m
-  kvq plan --model llama-3.1-8b --gpu a100 --engine sglang --trace requests.jsonl --output markdown > rollout.md
-  kvq plan --model llama-3.1-8b --gpu h100 --from results/ --gates-out kvq-gates.yaml`,
+		Example: `  kvq plan                                      # the built-in model, no GPU: the checklist
+  kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500 --gates-out gates.yaml
+  kvq plan --model ./Llama-3.1-8B --gpu h100 --endpoint http://vllm:8000 --scrape 10m   # your own
+  kvq plan --model llama-3.1-8b --gpu a100 --engine sglang --trace requests.jsonl \
+    --output markdown > rollout.md     # your own trace
+  kvq plan --model llama-3.1-8b --gpu h100 --from results/ --gates-out kvq-gates.yaml   # your own`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {

@@ -46,15 +46,16 @@ topics the policy does not list; the fourth (--stage 4 --finetune-from
 FT3_DIR/model) continues from the third's export for 200 steps with more of
 those requests and longer policies. --finetune-from takes a training
 directory or an exported model directory. make probe-model runs all four and
-ships the fourth stage's export.
+ships the fourth stage's export. On 2 cores the base run takes about 60
+minutes, the later stages about 20, 7 and 5 minutes; --smoke takes seconds.
 
 ` + cmdutil.ExitCodesHelp("") + `
 Interrupted, it saves a checkpoint first: run it again to resume.`,
-		Example: `  kvq probe train --dir probe-run            # the base run (about 60 minutes on 2 cores)
-  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage (about 20 minutes)
-  kvq probe train --dir probe-ft3 --stage 3 --finetune-from probe-ft/model   # the third stage
-  kvq probe train --dir probe-ft4 --stage 4 --finetune-from probe-ft3/model  # the fourth stage
-  kvq probe train --dir /tmp/smoke --smoke     # a tiny run, seconds`,
+		Example: `  kvq probe train --dir probe-run            # the base run, about 60 minutes on 2 cores
+  kvq probe train --dir probe-ft --finetune-from probe-run   # the second stage, about 20 minutes
+  kvq probe train --dir probe-ft3 --stage 3 --finetune-from probe-ft/model   # about 7 minutes
+  kvq probe train --dir probe-ft4 --stage 4 --finetune-from probe-ft3/model  # about 5 minutes
+  kvq probe train --dir probe-smoke --smoke  # a tiny run of the same code, seconds`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Steps < 0 || o.Workers < 0 || o.Every <= 0 {

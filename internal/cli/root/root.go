@@ -32,6 +32,11 @@ checkpoints) with several caches side by side. Every command that takes
 --model runs on the built-in kvq-probe model when it is omitted.
 
 ` + cmdutil.ExitCodesHelp("a check ran and failed (a kvq eval gate, a kvq calibrate audit error)"),
+		Example: `  kvq estimate --model llama-3.1-8b --gpu h100    # KV memory per format on one H100
+  kvq formats                                     # every cache format and its cost
+  kvq generate --model ../shared/models/stories260K/stories260K.gguf --prompt "Once upon a time"
+  kvq eval --tasks copy,json -n 10 --no-speed     # fp16 against quantized caches, built-in model
+  kvq probe eval --help                           # the probe suites`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       f.Version,
@@ -41,6 +46,8 @@ checkpoints) with several caches side by side. Every command that takes
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &cmdutil.FlagError{Err: err}
 	})
+	cmd.SetVersionTemplate(strings.ReplaceAll(version.Line(f.Version), "{{", `{{"{{"}}`) + "\n")
+	cmd.SetUsageTemplate(usageTemplate(f.IO.Columns()))
 	cmd.AddCommand(
 		generate.NewCmd(f, nil),
 		formats.NewCmd(f, nil),
@@ -57,6 +64,7 @@ checkpoints) with several caches side by side. Every command that takes
 	cmd.InitDefaultHelpCmd()
 	cmd.InitDefaultCompletionCmd()
 	groups(cmd)
+	fit(cmd, f.IO.Columns())
 	return cmd
 }
 
@@ -87,4 +95,39 @@ func groups(c *cobra.Command) {
 	if run == nil && c.Run == nil {
 		c.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
 	}
+}
+
+// fit wraps every command's long help to width columns (lines that fit are
+// kept as written).
+func fit(c *cobra.Command, width int) {
+	c.Long = cmdutil.WrapHanging(c.Long, width)
+	for _, s := range c.Commands() {
+		fit(s, width)
+	}
+}
+
+// usageTemplate is cobra's usage template with the flag help wrapped to
+// width columns.
+func usageTemplate(width int) string {
+	return fmt.Sprintf(`Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsagesWrapped %[1]d | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsagesWrapped %[1]d | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`, width)
 }

@@ -57,3 +57,16 @@ func TestProgressOffTerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestLongCommandsStateDuration: the help of every long command says how
+// long it takes on the built-in model (or, for training, on 2 cores).
+func TestLongCommandsStateDuration(t *testing.T) {
+	dur := regexp.MustCompile(`(?i)about\s+\d+\s+(s|seconds|minutes?)\b[^.]*on\s+2\s+cores|on\s+2\s+cores[^.]*about\s+\d+\s+(s|seconds|minutes?)\b`)
+	for _, c := range [][]string{{"eval"}, {"probe", "eval"}, {"calibrate"}, {"calibrate", "stats"}, {"calibrate", "audit"}, {"bench"}, {"probe", "train"}} {
+		_, out, _ := run(t, append(c, "--help")...)
+		long, _, _ := strings.Cut(out, "\nUsage:")
+		if !dur.MatchString(long) {
+			t.Errorf("kvq %s --help does not state its duration:\n%s", strings.Join(c, " "), long)
+		}
+	}
+}

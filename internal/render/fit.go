@@ -115,7 +115,7 @@ func wrapText(s string, width int, indent string) string {
 	}
 	var b strings.Builder
 	col := 0
-	for i, w := range strings.Fields(s) {
+	for i, w := range words(s) {
 		n := utf8.RuneCountInString(w)
 		switch {
 		case i == 0:
@@ -130,4 +130,20 @@ func wrapText(s string, width int, indent string) string {
 		col += n
 	}
 	return b.String()
+}
+
+// units are the words that stay on the line of the number before them.
+var units = map[string]bool{"B": true, "KiB": true, "MiB": true, "GiB": true, "TiB": true, "KB": true, "MB": true, "GB": true, "TB": true, "tok": true}
+
+// words splits s at spaces, keeping a unit with its number ("14.96 GiB").
+func words(s string) []string {
+	var out []string
+	for _, w := range strings.Fields(s) {
+		if n := len(out); n > 0 && units[strings.TrimRight(w, ",.;:)")] {
+			out[n-1] += " " + w
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -227,7 +227,7 @@ func WrapHanging(s string, width int) string {
 		b.WriteString(l[:start])
 		col := utf8.RuneCountInString(l[:start])
 		first := true
-		for _, w := range strings.Fields(l[start:]) {
+		for _, w := range words(l[start:]) {
 			n := utf8.RuneCountInString(w)
 			switch {
 			case first:
@@ -245,4 +245,20 @@ func WrapHanging(s string, width int) string {
 		lines[i] = b.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// units are the words that stay on the line of the number before them.
+var units = map[string]bool{"B": true, "KiB": true, "MiB": true, "GiB": true, "TiB": true, "KB": true, "MB": true, "GB": true, "TB": true, "tok": true}
+
+// words splits s at spaces, keeping a unit with its number ("14.96 GiB").
+func words(s string) []string {
+	var out []string
+	for _, w := range strings.Fields(s) {
+		if n := len(out); n > 0 && units[strings.TrimRight(w, ",.;:)")] {
+			out[n-1] += " " + w
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
 }

@@ -106,8 +106,9 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 
 ` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq bench                       # the built-in model: fp16, fp8, int4, kivi2; about 30 s
-  kvq bench --cache fp16,fp8 --max-concurrency 1,4,16 --goodput ttft:500ms,tpot:50ms --depths none
-  kvq bench --request-rate 2,4,8 --num-prompts 16 --depths none --output json > bench.json
+  kvq bench --cache fp16,fp8 --max-concurrency 1,4,16 --goodput ttft:500ms,tpot:50ms \
+    --num-prompts 16 --depths none
+  kvq bench --cache fp16,int4 --request-rate 8,32 --num-prompts 16 --depths none -o json > b.json
   kvq bench --model ./Llama-3.1-8B --kv-budget 8GiB --dataset sharegpt \
     --dataset-path sharegpt.json --num-prompts 200   # your own model and data
   kvq bench --endpoint fp16=http://vllm-a:8000 --endpoint fp8=http://vllm-b:8000 \

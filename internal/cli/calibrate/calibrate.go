@@ -169,7 +169,7 @@ the defaults, --compare included.
   kvq calibrate --model ./Llama-3.1-8B --data ultrachat.jsonl \
     --samples 512 --seq-len 2048    # your own model and data
   kvq calibrate --strategy dataset:head --out kvq-head \
-    --compare default,warmup,dataset,dataset:mse,percentile:99.9
+    --compare default,warmup,dataset,dataset:mse,percentile:99.9   # about 40 s
   kvq calibrate --model ./Qwen3-8B --strategy best --write-checkpoint   # your own checkpoint
   kvq calibrate --codebook kvquant4 --compare none --out kvq-codebook   # kvquant4:codebook@FILE
   kvq calibrate stats --output json > stats.json

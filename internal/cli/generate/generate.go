@@ -49,7 +49,7 @@ and the bytes the KV cache allocated.
 
 ` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq generate --prompt "Once upon a time" --max-tokens 64      # the built-in model
-  kvq generate --model ../shared/models/stories260K/stories260K.gguf --prompt "Once upon a time"
+  kvq generate -m ../shared/models/stories260K/stories260K.gguf --prompt "Once upon a time" -n 64
   kvq generate -m ../shared/models/stories260K/stories260K.bin \
     --tokenizer ../shared/models/stories260K/tok512.bin -p "Hi" --temperature 0.8 --top-p 0.9
   kvq generate --prompt "The capital of France" --cache fp16 --compare int4,kivi2,q4_0

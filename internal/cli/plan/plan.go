@@ -75,7 +75,7 @@ the plan becomes the go/no-go record.
 ` + cmdutil.ExitCodesHelp("") + `
 An endpoint that cannot be scraped is a runtime failure.`,
 		Example: `  kvq plan                                      # the built-in model, no GPU: the checklist
-  kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500 --gates-out gates.yaml
+  kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500 --gates-out g.yaml
   kvq plan --model ./Llama-3.1-8B --gpu h100 --endpoint http://vllm:8000 --scrape 10m   # your own
   kvq plan --model llama-3.1-8b --gpu a100 --engine sglang --trace requests.jsonl \
     --output markdown > rollout.md     # your own trace

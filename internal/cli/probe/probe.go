@@ -20,7 +20,7 @@ passkey retrieval at several context lengths and depths, multi-key lookup,
 copying, JSON records from prose, and a refusal policy stated far back in the
 prompt. Examples come from the held-out eval split of kvq's own generators.
 kvq probe eval is kvq eval under its earlier name.`,
-		Example: `  kvq probe eval --tasks passkey,copy -n 10 --no-text --no-speed   # two probe suites, seconds
+		Example: `  kvq probe eval --tasks passkey,copy -n 5 --contexts 512 --no-text --no-speed   # seconds
   kvq probe eval -n 100 --cache fp16,fp8,int8,int4,int2 --no-text --no-speed   # about 6 minutes
   kvq probe train --dir probe-smoke --smoke                         # a tiny training run, seconds`,
 	}

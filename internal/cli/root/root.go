@@ -34,8 +34,8 @@ checkpoints) with several caches side by side. Every command that takes
 ` + cmdutil.ExitCodesHelp("a check ran and failed (a kvq eval gate, a kvq calibrate audit error)"),
 		Example: `  kvq estimate --model llama-3.1-8b --gpu h100    # KV memory per format on one H100
   kvq formats                                     # every cache format and its cost
-  kvq generate --model ../shared/models/stories260K/stories260K.gguf --prompt "Once upon a time"
-  kvq eval --tasks copy,json -n 10 --no-speed     # fp16 against quantized caches, built-in model
+  kvq generate -m ../shared/models/stories260K/stories260K.gguf --prompt "Once upon a time" -n 64
+  kvq eval --tasks copy,json -n 10 --no-text --no-speed   # fp16 against quantized caches, seconds
   kvq probe eval --help                           # the probe suites`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // CheckOutputFile checks, before any work, that the file the flag names
@@ -21,7 +22,7 @@ func CheckOutputFile(flag, path string) error {
 	dir := filepath.Dir(path)
 	st, err := os.Stat(dir)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return FlagErrorf("%s %s: directory %s does not exist", flag, path, dir)
 	case err != nil:
 		return FlagErrorf("%s %s: %v", flag, path, cause(err))
@@ -56,9 +57,10 @@ func CheckOutputDir(flag, path string) error {
 				return FlagErrorf("%s %s: directory %s is not writable (%v)", flag, path, p, err)
 			}
 			return nil
-		case !errors.Is(err, fs.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 			return FlagErrorf("%s %s: %v", flag, path, cause(err))
 		}
+		// Missing, or below a file: look at the parent.
 		parent := filepath.Dir(p)
 		if parent == p {
 			return FlagErrorf("%s %s: no existing parent directory", flag, path)

@@ -57,6 +57,9 @@ func TestOutputTargetsCheckedFirst(t *testing.T) {
 			if code != 2 || !strings.Contains(stderr, tg.flag+" "+p+":") || strings.Contains(stderr, ".tmp") || strings.Contains(stderr, "kvq-write-check") {
 				t.Errorf("kvq %s: exit %d, stderr %q; want exit 2 naming %s %s", strings.Join(args, " "), code, stderr, tg.flag, p)
 			}
+			if tg.dir && p == under && !strings.Contains(stderr, file+" is not a directory") {
+				t.Errorf("kvq %s: %q does not say which part of the path is a file", strings.Join(args, " "), stderr)
+			}
 			if strings.Contains(stderr, "built-in") {
 				t.Errorf("kvq %s: loaded a model before checking %s", strings.Join(args, " "), tg.flag)
 			}

@@ -129,7 +129,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: preset name or Hugging Face id, config.json, model directory, or GGUF file")
+	fl.StringVarP(&o.Model, "model", "m", "", "model: preset name or Hugging Face id, config.json, model directory, or GGUF file (default: the built-in kvq-probe model)")
 	fl.StringVar(&o.GPU, "gpu", "", "GPU preset (see --list-gpus), e.g. h100-80gb, a100-80gb, h200, l4, mi300x")
 	fl.StringVar(&o.GPUMem, "gpu-mem", "", "GPU memory as the engine sees it, e.g. 80GiB (instead of --gpu)")
 	fl.IntVar(&o.GPUs, "gpus", 0, "number of GPUs (tensor × pipeline parallel); sets --tp when --tp is not given")

@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test test-purego vet fuzz bench bench-runtime clean probe-model probe-model-smoke
+.PHONY: all build test test-purego vet fuzz bench bench-runtime clean probe-model probe-model-smoke readme-check
 
 all: build
 
@@ -22,6 +22,14 @@ test: vet
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags purego $(PKGS)
 	$(GO) test -race -count=1 $(RACE_PKGS)
+
+# The README's examples and every --help example, run as a user would from
+# a fresh clone's root with ../shared beside it: exit codes and the output
+# lines the README shows (scripts/readmecheck documents its markers:
+# "your own" for a user's download, a stated run time of 30 s or more for
+# a slow one). About 3 minutes on 2 cores.
+readme-check: build
+	$(GO) run ./scripts/readmecheck -kvq bin/kvq -readme README.md -shared ../shared
 
 # Short fuzzing runs of every fuzz target in the module, FUZZTIME each; the
 # targets are found with go test -list '^Fuzz' (scripts/fuzz.sh).

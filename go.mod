@@ -6,8 +6,10 @@ require (
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/image v0.38.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.44.0
 	golang.org/x/text v0.44.0
 )
 
@@ -26,6 +28,4 @@ require (
 	github.com/olekukonko/ll v0.1.6 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/term v0.44.0 // indirect
 )

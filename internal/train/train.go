@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"time"
 )
 
@@ -59,8 +60,8 @@ func Train(ctx context.Context, cfg Config, dir string, progress func(Step)) err
 		}
 		st = &state{model: m, m: make([]float32, len(m.w)), v: make([]float32, len(m.w))}
 	} else if !reflect.DeepEqual(st.model.cfg.identity(), cfg.identity()) {
-		return fmt.Errorf("%w: %s was written by a run with config %+v, not %+v", ErrCheckpoint,
-			filepath.Join(dir, CheckpointFile), st.model.cfg.identity(), cfg.identity())
+		return fmt.Errorf("%w: %s was written by a run with another configuration (%s)", ErrCheckpoint,
+			filepath.Join(dir, CheckpointFile), configDiff(st.model.cfg.identity(), cfg.identity()))
 	}
 	st.model.cfg = cfg
 	e := newEngine(cfg, st.model.lay, st.model.w)
@@ -168,4 +169,29 @@ func (m *Model) Logits(ctx context.Context, tokens []int) ([]float32, error) {
 		return nil, err
 	}
 	return append([]float32(nil), e.logits[:len(tokens)*m.cfg.Vocab]...), nil
+}
+
+// configDiff names the fields in which the checkpoint's configuration a
+// differs from the requested b: "Steps 2600 there, 800 here; LR ...".
+func configDiff(a, b Config) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var out []string
+	for i := 0; i < va.NumField(); i++ {
+		fa, fb := va.Field(i), vb.Field(i)
+		if !va.Type().Field(i).IsExported() || reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+			continue
+		}
+		show := func(v reflect.Value) string {
+			s := fmt.Sprint(v.Interface())
+			if len(s) > 40 {
+				s = s[:37] + "..."
+			}
+			return s
+		}
+		out = append(out, fmt.Sprintf("%s %s there, %s here", va.Type().Field(i).Name, show(fa), show(fb)))
+	}
+	if len(out) == 0 {
+		return "unexported settings differ"
+	}
+	return strings.Join(out, "; ")
 }

@@ -175,6 +175,9 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 	var mu sync.Mutex // guards done, firstErr, the store and Progress
 	var firstErr error
 	done := 0
+	if opts.Progress != nil {
+		opts.Progress("tasks", 0, len(items)) // the stage starts: a reporter can time it
+	}
 	w := par.Workers(opts.Workers)
 	w.For(len(items), 1, 1, func(lo, hi int) {
 		gen, release, err := newGen()

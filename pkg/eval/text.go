@@ -296,6 +296,9 @@ func TeacherForced(ctx context.Context, r *runtime.Runner, specs []quant.Spec, t
 	// is the unrounded one, as llama-perplexity prints it when it saves
 	// them.
 	llama := opts.Protocol == ProtocolLlamaCpp
+	if opts.Progress != nil {
+		opts.Progress(0, len(chunks)) // the stage starts: a reporter can time it
+	}
 	for ci, ch := range chunks {
 		if opts.Store != nil {
 			if got := opts.Store.chunk(ci); len(got) == len(acc) {

@@ -180,13 +180,10 @@ func (r *Registry) Lookup(name string) (Format, error) {
 	}
 	f, ok := r.families[base]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (valid: %s)", ErrUnknownFormat, name, strings.Join(r.Bases(), ", "))
+		return nil, fmt.Errorf("%w %q (valid: %s)", ErrUnknownFormat, strings.TrimSpace(name), strings.Join(r.Bases(), ", "))
 	}
-	fm, err := f.make(base, parts[1:])
-	if err != nil {
-		return nil, fmt.Errorf("format %q: %w", name, err)
-	}
-	return fm, nil
+	// The family's errors name the base format and the option at fault.
+	return f.make(base, parts[1:])
 }
 
 // fold lower-cases a spec or format name except option values after '@'

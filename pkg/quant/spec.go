@@ -65,33 +65,44 @@ func Quantized(f Format) bool {
 	return !plain
 }
 
-// ParseSpec parses one cache spec against the registry.
+// ParseSpec parses one cache spec against the registry. Errors wrap
+// ErrBadSpec (and the cause's sentinel: ErrUnknownFormat, ErrOption) and
+// quote the spec as the user typed it.
 func (r *Registry) ParseSpec(text string) (Spec, error) {
-	t := fold(strings.TrimSpace(text))
+	orig := strings.TrimSpace(text)
+	t := fold(orig)
 	if t == "" {
 		return Spec{}, fmt.Errorf("%w: empty spec", ErrBadSpec)
 	}
+	bad := func(format string, args ...any) error {
+		return &specError{spec: orig, detail: fmt.Sprintf(format, args...)}
+	}
+	because := func(prefix string, err error) error {
+		return &specError{spec: orig, detail: prefix + strings.TrimPrefix(err.Error(), "quant: "), cause: err}
+	}
 	s := Spec{text: t}
-	for _, part := range strings.Split(t, ",") {
-		part = strings.TrimSpace(part)
+	for _, raw := range strings.Split(orig, ",") {
+		raw = strings.TrimSpace(raw)
+		part := fold(raw)
 		key, val, hasEq := strings.Cut(part, "=")
 		if !hasEq {
-			f, err := r.Lookup(part)
+			f, err := r.Lookup(raw)
 			if err != nil {
-				return Spec{}, fmt.Errorf("%w %q: %w", ErrBadSpec, text, err)
+				return Spec{}, because("", err)
 			}
 			if s.K != nil || s.V != nil {
-				return Spec{}, fmt.Errorf("%w %q: format given twice (%q)", ErrBadSpec, text, part)
+				return Spec{}, bad("format given twice (%q)", raw)
 			}
 			s.K, s.V = f, f
 			continue
 		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		_, rawVal, _ := strings.Cut(raw, "=")
+		key, val, rawVal = strings.TrimSpace(key), strings.TrimSpace(val), strings.TrimSpace(rawVal)
 		switch {
 		case key == "k" || key == "v":
-			f, err := r.Lookup(val)
+			f, err := r.Lookup(rawVal)
 			if err != nil {
-				return Spec{}, fmt.Errorf("%w %q: %s=: %w", ErrBadSpec, text, key, err)
+				return Spec{}, because(key+"=: ", err)
 			}
 			if key == "k" {
 				s.K = f
@@ -101,7 +112,7 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 		case key == "residual" || key == "sink":
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 0 {
-				return Spec{}, fmt.Errorf("%w %q: %s=%q is not a non-negative integer", ErrBadSpec, text, key, val)
+				return Spec{}, bad("%s=%q is not a non-negative integer", key, rawVal)
 			}
 			if key == "residual" {
 				s.Residual = n
@@ -111,20 +122,20 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 		case strings.HasPrefix(key, "l"):
 			o, err := parseLayerRange(key[1:])
 			if err != nil {
-				return Spec{}, fmt.Errorf("%w %q: %q: %w", ErrBadSpec, text, key, err)
+				return Spec{}, bad("%q: %v", strings.TrimSpace(raw[:strings.Index(raw, "=")]), err)
 			}
-			f, err := r.Lookup(val)
+			f, err := r.Lookup(rawVal)
 			if err != nil {
-				return Spec{}, fmt.Errorf("%w %q: %s=: %w", ErrBadSpec, text, key, err)
+				return Spec{}, because(strings.TrimSpace(raw[:strings.Index(raw, "=")])+"=: ", err)
 			}
 			o.K, o.V = f, f
 			s.Overrides = append(s.Overrides, o)
 		default:
-			return Spec{}, fmt.Errorf("%w %q: unknown key %q (valid: k, v, residual, sink, L<layer>)", ErrBadSpec, text, key)
+			return Spec{}, bad("unknown key %q (valid: k, v, residual, sink, L<layer>)", strings.TrimSpace(raw[:strings.Index(raw, "=")]))
 		}
 	}
 	if s.K == nil && s.V == nil {
-		return Spec{}, fmt.Errorf("%w %q: no format named", ErrBadSpec, text)
+		return Spec{}, bad("no format named")
 	}
 	if s.K == nil {
 		s.K = FP16
@@ -133,6 +144,26 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 		s.V = FP16
 	}
 	return s, nil
+}
+
+// specError is ErrBadSpec about one spec. Its message quotes the spec once
+// and gives the cause without the cause's own "quant: " prefix, so that a
+// message does not stutter through every sentinel it wraps: quant: bad
+// cache spec "Int3": unknown format "Int3" (valid: ...).
+type specError struct {
+	spec, detail string
+	cause        error
+}
+
+func (e *specError) Error() string {
+	return fmt.Sprintf("%s %q: %s", ErrBadSpec.Error(), e.spec, e.detail)
+}
+
+func (e *specError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrBadSpec}
+	}
+	return []error{ErrBadSpec, e.cause}
 }
 
 func parseLayerRange(r string) (LayerOverride, error) {
@@ -163,11 +194,13 @@ func (r *Registry) ParseList(text string) ([]Spec, error) {
 	var groups [][]string
 	hasFormat, hasK := false, false
 	for _, part := range strings.Split(text, ",") {
-		p := fold(strings.TrimSpace(part))
+		raw := strings.TrimSpace(part)
+		p := fold(raw)
 		if p == "" {
 			return nil, fmt.Errorf("%w: empty entry in list %q", ErrBadSpec, text)
 		}
 		key, _, hasEq := strings.Cut(p, "=")
+		key = strings.TrimSpace(key)
 		newSpec := len(groups) == 0 || !hasEq && (hasFormat || hasK) || key == "k" && (hasFormat || hasK)
 		if newSpec {
 			groups = append(groups, nil)
@@ -179,7 +212,7 @@ func (r *Registry) ParseList(text string) ([]Spec, error) {
 		if key == "k" {
 			hasK = true
 		}
-		groups[len(groups)-1] = append(groups[len(groups)-1], p)
+		groups[len(groups)-1] = append(groups[len(groups)-1], raw)
 	}
 	specs := make([]Spec, 0, len(groups))
 	for _, g := range groups {

@@ -90,3 +90,27 @@ func TestSpecKeepsPathCase(t *testing.T) {
 		t.Fatalf("mixed-case scales path: %v", err)
 	}
 }
+
+// TestSpecErrorMessages: a bad spec is quoted once as typed, its cause said
+// without the package prefix again, and the sentinels still match.
+func TestSpecErrorMessages(t *testing.T) {
+	for _, c := range []struct {
+		spec, want string
+		is         error
+	}{
+		{"Int3", `quant: bad cache spec "Int3": unknown format "Int3" (valid: `, quant.ErrUnknownFormat},
+		{"int4,k=Bogus", `quant: bad cache spec "int4,k=Bogus": k=: unknown format "Bogus"`, quant.ErrUnknownFormat},
+		{"int4:gx", `quant: bad cache spec "int4:gx": bad format option: int4: group "gx" must be g<positive integer>`, quant.ErrOption},
+		{"fp16,L3=Nope", `quant: bad cache spec "fp16,L3=Nope": L3=: unknown format "Nope"`, quant.ErrUnknownFormat},
+		{"fp16,Res=3", `quant: bad cache spec "fp16,Res=3": unknown key "Res"`, quant.ErrBadSpec},
+	} {
+		_, err := quant.Formats().ParseSpec(c.spec)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || !errors.Is(err, quant.ErrBadSpec) || !errors.Is(err, c.is) {
+			t.Errorf("ParseSpec(%q) = %v, want an error starting %q matching %v", c.spec, err, c.want, c.is)
+			continue
+		}
+		if strings.Count(err.Error(), "quant: ") != 1 {
+			t.Errorf("ParseSpec(%q): %q says quant: more than once", c.spec, err)
+		}
+	}
+}

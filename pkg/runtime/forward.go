@@ -189,7 +189,7 @@ func (r *Runner) Close() {
 func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cache, error) {
 	m := r.m
 	if g := m.Geometry(); l.Geometry != g {
-		return nil, fmt.Errorf("%w: cache layout %+v does not match model %+v", kvcache.ErrGeometry, l.Geometry, g)
+		return nil, fmt.Errorf("%w: cache layout of %s does not match the model's %s", kvcache.ErrGeometry, geometry(l.Geometry), geometry(g))
 	}
 	for i := range l.Layers {
 		for _, s := range []*kvcache.Side{&l.Layers[i].K, &l.Layers[i].V} {
@@ -312,7 +312,7 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 			return fmt.Errorf("%w: sequence %d would hold %d tokens (%d + %d), the model's context is %d", ErrContext, e.Seq, n, e.Cache.Len(e.Seq), len(e.Tokens), m.MaxSeqLen())
 		}
 		if g := e.Cache.Layout().Geometry; g != m.Geometry() {
-			return fmt.Errorf("%w: entry %d: cache layout %+v does not match model %+v", ErrBatch, i, g, m.Geometry())
+			return fmt.Errorf("%w: entry %d: cache layout of %s does not match the model's %s", ErrBatch, i, geometry(g), geometry(m.Geometry()))
 		}
 		var g *group
 		for _, h := range groups {
@@ -572,4 +572,13 @@ func (r *Runner) Forward(ctx context.Context, batch []Entry) ([][]float32, error
 		return nil, err
 	}
 	return out, nil
+}
+
+// geometry describes g for messages: "4 layers, 2 KV heads × 64".
+func geometry(g kvcache.Geometry) string {
+	s := fmt.Sprintf("%d layers, %d KV heads × %d", g.Layers, g.KVHeads, g.HeadDim)
+	if g.Latent {
+		s += " (latent)"
+	}
+	return s
 }

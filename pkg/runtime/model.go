@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -54,7 +55,17 @@ type Config struct {
 func (c *Config) Validate() error {
 	switch {
 	case c.Dim <= 0 || c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
-		return fmt.Errorf("%w: non-positive size in %+v", ErrModel, *c)
+		var bad []string
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"hidden size", c.Dim}, {"intermediate size", c.Hidden}, {"layers", c.Layers}, {"attention heads", c.Heads},
+			{"KV heads", c.KVHeads}, {"head size", c.HeadDim}, {"vocabulary", c.Vocab}} {
+			if f.v <= 0 {
+				bad = append(bad, fmt.Sprintf("%s %d", f.name, f.v))
+			}
+		}
+		return fmt.Errorf("%w: %s must be positive", ErrModel, strings.Join(bad, ", "))
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("%w: %d attention heads is not a multiple of %d KV heads", ErrModel, c.Heads, c.KVHeads)
 	case c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0:

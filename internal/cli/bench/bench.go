@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/bench"
@@ -85,7 +84,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Latency, throughput and capacity of fp16 vs quantized caches: in-process, or against OpenAI-compatible servers (vLLM, SGLang, llama-server, kvq serve)",
+		Short: "Latency, throughput and capacity of fp16 vs quantized caches, in-process or on servers",
 		Long: `kvq bench runs a request workload against each cache in turn — the same
 requests, the same arrival schedule (same seed) — on kvq's in-process
 continuous-batching engine, whose KV pool per cache has the same byte budget
@@ -106,12 +105,15 @@ after a prefill of each depth.
 Without --model it runs on the built-in kvq-probe model (about 30 s on 2
 cores with the defaults). Warm-up requests are sent first and not counted.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error, 130 interrupted.`,
-		Example: `  kvq bench                                        # the built-in model: fp16, fp8, int4, kivi2 side by side
-  kvq bench --cache fp16,fp8 --max-concurrency 1,4,16,64 --goodput ttft:500ms,tpot:50ms
-  kvq bench --model ./Llama-3.1-8B --kv-budget 8GiB --dataset sharegpt --dataset-path sharegpt.json --num-prompts 200
-  kvq bench --request-rate 2,4,8 --num-prompts 64 --output json > bench.json
-  kvq bench --endpoint fp16=http://vllm-a:8000 --endpoint fp8=http://vllm-b:8000 --model ./Llama-3.1-8B --max-concurrency 16`,
+` + cmdutil.ExitCodesHelp(""),
+		Example: `  kvq bench                       # the built-in model: fp16, fp8, int4, kivi2; about 30 s
+  kvq bench --cache fp16,fp8 --max-concurrency 1,4,16 --goodput ttft:500ms,tpot:50ms \
+    --num-prompts 16 --depths none
+  kvq bench --cache fp16,int4 --request-rate 8,32 --num-prompts 16 --depths none -o json > b.json
+  kvq bench --model ./Llama-3.1-8B --kv-budget 8GiB --dataset sharegpt \
+    --dataset-path sharegpt.json --num-prompts 200   # your own model and data
+  kvq bench --endpoint fp16=http://vllm-a:8000 --endpoint fp8=http://vllm-b:8000 \
+    --model ./Llama-3.1-8B --max-concurrency 16      # your own servers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.outputLenSet = cmd.Flags().Changed("output-len")
@@ -225,7 +227,7 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("--kv-budget %q: want a positive size such as 64MiB", o.KVBudget)
 		}
 	}
-	return nil
+	return cmdutil.CheckOutputDir("--plot", o.Plot)
 }
 
 func floats(flag, s string) ([]float64, error) {
@@ -386,7 +388,8 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	loads := rep.Loads
 	total := len(targets) * len(loads) * (len(reqs) + o.Warmups)
-	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, total, "bench")
+	bar := o.IO.Progress(total, "bench")
+	defer bar.Finish()
 	done := 0
 	for _, nt := range targets {
 		cr := CacheReport{Cache: nt.name}
@@ -436,7 +439,8 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		defer r.Close()
-		dbar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, len(o.specs)*len(o.depths)*o.DepthReps, "decode sweep")
+		dbar := o.IO.Progress(len(o.specs)*len(o.depths)*o.DepthReps, "decode sweep")
+		defer dbar.Finish()
 		for i, spec := range o.specs {
 			k := i
 			pts, err := bench.DecodeDepth(ctx, r, spec, o.depths, o.DepthTokens, bench.DepthOptions{Repetitions: o.DepthReps, Seed: o.Seed,

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -37,7 +36,7 @@ func newAuditCmd(f *cmdutil.Factory, runF func(context.Context, *AuditOptions) e
 	o := &AuditOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Check the KV scales a checkpoint (or scales file) ships: missing, zero, negative, NaN, 1.0, K=V, outliers, clipping; measure their effect",
+		Short: "Check the KV scales a checkpoint ships (missing, zero, 1.0, clipping) and their effect",
 		Long: `kvq calibrate audit reads the fp8 KV scales the checkpoint in --model ships,
 in every spelling vLLM loads (llm-compressor's self_attn.k_scale/v_scale per
 tensor or per head, the remapped self_attn.attn.k_scale, ModelOpt's
@@ -58,13 +57,13 @@ the legacy --quantization-param-path JSON, or safetensors) — and reports:
 It then measures the effect on held-out text: KL divergence against fp16
 with the shipped scales (as vLLM would run them: missing layers at 1.0),
 with freshly calibrated ones (dataset:minmax), and with 1.0 (--no-measure
-skips running the model).
+skips running the model). On the built-in model the measurement takes about
+10 s on 2 cores.
 
-Exit codes: 0 no error-level finding, 1 runtime failure, 2 usage error, 3 an
-error-level finding (so CI can run it), 130 interrupted.`,
-		Example: `  kvq calibrate audit --model ./Llama-3.1-8B-FP8-KV
-  kvq calibrate audit --model ./Llama-3.1-8B --scales kv_cache_scales.json
-  kvq calibrate audit --scales kvq-calibration/kv_scales.safetensors   # against the built-in model`,
+` + cmdutil.ExitCodesHelp("an error-level finding (so CI can run it)"),
+		Example: `  kvq calibrate audit --scales kvq-calibration/kv_scales.safetensors  # after kvq calibrate
+  kvq calibrate audit --model ./Llama-3.1-8B-FP8-KV                   # your own checkpoint
+  kvq calibrate audit --model ./Llama-3.1-8B --scales kv_cache_scales.json   # your own files`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
@@ -200,7 +199,7 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 	if err != nil {
 		return err
 	}
-	bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "effect")
+	bar := o.IO.Progress(1, "effect")
 	cmp, err := calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads,
 		Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 	bar.Finish()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -86,7 +85,7 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 
 // record runs the model over the data with a progress bar.
 func record(ctx context.Context, io *cmdutil.IOStreams, m *runtime.Model, data *calibrate.Data, label string, threads int, opts calibrate.RecordOptions) (*calibrate.Recorder, error) {
-	bar := progressbar.New(io.ErrOut, io.ErrTTY, len(data.Samples), label)
+	bar := io.Progress(len(data.Samples), label)
 	rec, err := calibrate.Record(ctx, m, data, calibrate.RunOptions{Record: opts, Workers: threads, Progress: func(done, total int) {
 		bar.Set(done, total)
 	}})
@@ -129,7 +128,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "calibrate",
-		Short: "Record K/V statistics, compute fp8 KV-cache scales by the engines' strategies, export them for vLLM and SGLang, compare and audit",
+		Short: "fp8 KV-cache scales by vLLM's and llm-compressor's strategies: export, compare, audit",
 		Long: `kvq calibrate runs the model over calibration data, records what the keys
 (after and before RoPE) and values look like per layer, KV head and channel,
 and computes fp8 KV-cache scales by --strategy:
@@ -162,17 +161,19 @@ against fp16, and recommends the best with its margin and whether it
 exceeds noise.
 
 Nothing is written until everything is computed: Ctrl-C leaves --out as it
-was.
+was. On the built-in model (no --model) it takes about 10 s on 2 cores with
+the defaults, --compare included.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error (bad flag, unreadable
-or malformed file), 130 interrupted.`,
-		Example: `  kvq calibrate                                   # the built-in model: scales, compare, exports in ./kvq-calibration
-  kvq calibrate --model ./Llama-3.1-8B --data ultrachat.jsonl --samples 512 --seq-len 2048
-  kvq calibrate --strategy dataset:head --compare default,warmup,dataset,dataset:mse,percentile:99.9
-  kvq calibrate --model ./Qwen3-8B --strategy best --write-checkpoint
-  kvq calibrate --codebook kvquant4 --compare none  # fitted KVQuant levels: kvquant4:codebook@FILE
+` + cmdutil.ExitCodesHelp(""),
+		Example: `  kvq calibrate                     # the built-in model: scales, comparison, ./kvq-calibration
+  kvq calibrate --model ./Llama-3.1-8B --data ultrachat.jsonl \
+    --samples 512 --seq-len 2048    # your own model and data
+  kvq calibrate --strategy dataset:head --out kvq-head \
+    --compare default,warmup,dataset,dataset:mse,percentile:99.9   # about 40 s
+  kvq calibrate --model ./Qwen3-8B --strategy best --write-checkpoint   # your own checkpoint
+  kvq calibrate --codebook kvquant4 --compare none --out kvq-codebook   # kvquant4:codebook@FILE
   kvq calibrate stats --output json > stats.json
-  kvq calibrate audit --model ./my-fp8-checkpoint`,
+  kvq calibrate audit --model ./my-fp8-checkpoint   # your own checkpoint`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
@@ -282,9 +283,24 @@ func (o *Options) Validate() error {
 			}
 		}
 	}
-	if o.Stats != "" {
-		if st, err := os.Stat(filepath.Dir(o.Stats)); err != nil || !st.IsDir() {
-			return cmdutil.FlagErrorf("--stats %s: directory %s does not exist", o.Stats, filepath.Dir(o.Stats))
+	if o.Checkpoint && o.Model == "" {
+		return cmdutil.FlagErrorf("--write-checkpoint needs --model: the built-in model's files are not to be changed")
+	}
+	// Output targets are checked now, so that the run never ends by losing
+	// its results.
+	if err := cmdutil.CheckOutputFile("--stats", o.Stats); err != nil {
+		return err
+	}
+	for _, p := range []struct{ flag, path string }{{"--out", o.Out}, {"--plot", o.Plot}} {
+		if err := cmdutil.CheckOutputDir(p.flag, p.path); err != nil {
+			return err
+		}
+	}
+	if o.Checkpoint {
+		if st, err := os.Stat(o.Model); err == nil && st.IsDir() {
+			if err := cmdutil.CheckOutputDir("--write-checkpoint", o.Model); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -377,7 +393,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		res.HeldOut = names
-		bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, 1, "compare")
+		bar := o.IO.Progress(1, "compare")
 		res.Compare, err = calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads,
 			Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 		bar.Finish()

@@ -3,7 +3,6 @@ package calibrate
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -29,17 +28,21 @@ func newStatsCmd(f *cmdutil.Factory, runF func(context.Context, *StatsOptions) e
 	o := &StatsOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Record and print K/V statistics per layer, KV head and channel (JSON with every channel; SVG/PNG pictures)",
+		Short: "K/V statistics per layer, KV head and channel (JSON: every channel; SVG/PNG plots)",
 		Long: `kvq calibrate stats runs the model over calibration data and reports, for
 each layer, the keys after RoPE (what an fp8 cache stores), the keys before
 RoPE (what KVQuant calibrates) and the values: absmax, min, max, mean, std,
 percentiles of |x|, outliers (|x| > 6·RMS) and outlier channels (absmax more
 than 4× the median channel's). --output json adds every head and channel
 (min, max, mean, std), quarter-octave histograms of |x| and each batch's
-extremes. --plot draws absmax by layer and per-channel heatmaps of K and V.`,
+extremes. --plot draws absmax by layer and per-channel heatmaps of K and V.
+On the built-in model it takes about 2 s on 2 cores.
+
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq calibrate stats
-  kvq calibrate stats --model ./Llama-3.1-8B --data wiki.train.raw --output json > stats.json
-  kvq calibrate stats --plot stats-plots`,
+  kvq calibrate stats --plot stats-plots
+  kvq calibrate stats --model ./Llama-3.1-8B --data wiki.train.raw \
+    --output json > stats.json   # your own model and data`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
@@ -79,12 +82,7 @@ func (o *StatsOptions) validate() error {
 	if o.format, err = render.ParseFormat(o.Output); err != nil {
 		return cmdutil.FlagErrorf("--output: %w", err)
 	}
-	if o.Plot != "" {
-		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
-			return cmdutil.FlagErrorf("--plot %s: %w", o.Plot, err)
-		}
-	}
-	return nil
+	return cmdutil.CheckOutputDir("--plot", o.Plot)
 }
 
 func (o *StatsOptions) run(ctx context.Context) error {

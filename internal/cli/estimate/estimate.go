@@ -51,6 +51,7 @@ type Options struct {
 	Output               string
 	Plot                 string
 	ListModels, ListGPUs bool
+	Wide                 bool
 
 	// Set by Validate.
 	plan   estimate.Plan
@@ -65,7 +66,7 @@ type Options struct {
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "estimate --model MODEL [--gpu GPU | --gpu-mem SIZE | --kv-budget SIZE] [flags]",
+		Use:   "estimate [--model MODEL] [--gpu GPU | --gpu-mem SIZE | --kv-budget SIZE] [flags]",
 		Short: "Plan KV-cache memory for a model, GPU and cache format",
 		Long: heredoc(`
 			Compute, per cache format, exactly what the KV cache of a model costs and how
@@ -99,7 +100,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 			model and takes vLLM's "Available KV cache memory" as given.
 
 			Sizes take units (GiB, MiB, GB, ...); token counts may use k (×1024).
-		`),
+		`) + "\n\n" + cmdutil.ExitCodesHelp(""),
 		Example: indent(heredoc(`
 			# The first question: how much fits on one H100, per format?
 			kvq estimate --model llama-3.1-8b --gpu h100-80gb
@@ -132,7 +133,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: preset name or Hugging Face id, config.json, model directory, or GGUF file")
+	fl.StringVarP(&o.Model, "model", "m", "", "model: preset name or Hugging Face id, config.json, model directory, or GGUF file (default: the built-in kvq-probe model)")
 	fl.StringVar(&o.GPU, "gpu", "", "GPU preset (see --list-gpus), e.g. h100-80gb, a100-80gb, h200, l4, mi300x")
 	fl.StringVar(&o.GPUMem, "gpu-mem", "", "GPU memory as the engine sees it, e.g. 80GiB (instead of --gpu)")
 	fl.IntVar(&o.GPUs, "gpus", 0, "number of GPUs (tensor × pipeline parallel); sets --tp when --tp is not given")
@@ -160,6 +161,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	fl.StringVar(&o.Plot, "plot", "", "also draw KV memory against context length to FILE.svg or FILE.png")
 	fl.BoolVar(&o.ListModels, "list-models", false, "list the model presets and exit")
 	fl.BoolVar(&o.ListGPUs, "list-gpus", false, "list the GPU presets and exit")
+	fl.BoolVar(&o.Wide, "wide", false, "table output: every column and header line at full length (default: fit the terminal, 100 columns off one)")
 	_ = cmd.MarkFlagFilename("model", "json", "gguf")
 	_ = cmd.MarkFlagFilename("plot", "svg", "png")
 	complete := func(values []string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -254,7 +256,7 @@ func (o *Options) Validate() error {
 	}
 	specs, err := quant.Formats().ParseList(o.Cache)
 	if err != nil {
-		return cmdutil.FlagErrorf("--cache %q: %w", o.Cache, err)
+		return cmdutil.FlagErrorf("--cache: %w", err)
 	}
 	p.Caches, p.SkipUnsupported = specs, !o.cacheSet
 	if o.Plot != "" {
@@ -262,6 +264,9 @@ func (o *Options) Validate() error {
 		case ".svg", ".png":
 		default:
 			return cmdutil.FlagErrorf("--plot %q: the file name must end in .svg or .png", o.Plot)
+		}
+		if err := cmdutil.CheckOutputFile("--plot", o.Plot); err != nil {
+			return err
 		}
 	}
 	o.plan = p
@@ -397,8 +402,14 @@ func (o *Options) tokens(p *estimate.Plan) error {
 
 // Run loads the model, estimates and prints.
 func (o *Options) Run(ctx context.Context) error {
+	fit := o.format == render.FormatTable && !o.Wide
 	if o.ListModels || o.ListGPUs {
-		return render.Write(o.IO.Out, o.format, listReport(o.ListModels, o.ListGPUs), render.Options{TTY: o.IO.OutTTY})
+		r := listReport(o.ListModels, o.ListGPUs)
+		if fit && o.ListModels {
+			r.Tables[0] = render.Drop(r.Tables[0], "ARCH", "VERIFIED")
+			r.Tables[0].Title += "; --wide adds ARCH and VERIFIED"
+		}
+		return render.Write(o.IO.Out, o.format, r, render.Options{TTY: o.IO.OutTTY})
 	}
 	ref, err := cmdutil.ResolveModel(strings.TrimSpace(o.Model), o.IO.ErrOut)
 	if err != nil {
@@ -421,7 +432,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return inputError(err)
 	}
-	if err := render.Write(o.IO.Out, o.format, report(res, o.gpu), render.Options{TTY: o.IO.OutTTY}); err != nil {
+	r := report(res, o.gpu)
+	if fit {
+		for i, l := range r.Preamble {
+			r.Preamble[i] = cmdutil.WrapHanging(l, o.IO.Columns())
+		}
+		for i, t := range r.Tables {
+			r.Tables[i] = render.Fit(t, o.IO.Columns(), -1, 0, render.Options{TTY: o.IO.OutTTY}) // titles and notes
+		}
+	}
+	if err := render.Write(o.IO.Out, o.format, r, render.Options{TTY: o.IO.OutTTY}); err != nil {
 		return err
 	}
 	if o.Plot != "" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"image/png"
 	"os"
@@ -34,11 +33,10 @@ func run(t testing.TB, tty bool, args ...string) (code int, stdout, stderr strin
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
 	err := cmd.ExecuteContext(context.Background())
-	var fe *cmdutil.FlagError
 	switch {
 	case err == nil:
 		return cmdutil.ExitOK, out.String(), errOut.String()
-	case errors.As(err, &fe):
+	case cmdutil.IsUsage(err):
 		return cmdutil.ExitUsage, out.String(), err.Error()
 	default:
 		return cmdutil.ExitError, out.String(), err.Error()
@@ -162,9 +160,9 @@ func TestExitCodes(t *testing.T) {
 		{"kv heads and tp", []string{"-m", "qwen2.5-7b", "--tp", "3", "--cache", "fp16"}, 2, "one must divide the other"},
 		{"bad int flag", []string{"-m", "llama-3.1-8b", "--tp", "two"}, 2, "invalid argument"},
 		{"unknown flag", []string{"-m", "llama-3.1-8b", "--bogus"}, 2, "unknown flag"},
-		// cobra's NoArgs error is a plain error; the root command maps its
-		// message to exit code 2.
-		{"argument", []string{"-m", "llama-3.1-8b", "extra"}, 1, "unknown command"},
+		// cobra's NoArgs error is a plain error, which cmdutil.IsUsage
+		// recognizes as the root command does.
+		{"argument", []string{"-m", "llama-3.1-8b", "extra"}, 2, "unknown command"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(t, false, tc.args...)
@@ -231,8 +229,9 @@ func TestPlot(t *testing.T) {
 			}
 		}
 	}
-	if code, _, _ := run(t, false, "-m", "gemma-2-9b", "--cache", "fp16", "--plot", filepath.Join(dir, "no", "such", "dir.svg")); code != 1 {
-		t.Errorf("plot to a missing directory: exit %d, want 1", code)
+	// A plot into a missing directory is refused before any work.
+	if code, _, stderr := run(t, false, "-m", "gemma-2-9b", "--cache", "fp16", "--plot", filepath.Join(dir, "no", "such", "dir.svg")); code != 2 || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("plot to a missing directory: exit %d, %q; want 2", code, stderr)
 	}
 }
 

@@ -105,7 +105,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "eval",
-		Short: "Compare quantized KV caches against an fp16 baseline: KLD/PPL, long context, tasks, format, safety; gates for CI",
+		Short: "fp16 against quantized caches: KLD/PPL, long context, tasks, safety; gates for CI",
 		Long: `kvq eval runs one model with an fp16 baseline cache and candidate caches side
 by side — one forward per step for all of them, over the same tokens — and
 reports per cache: bytes per token and compression (kvq estimate's
@@ -120,21 +120,22 @@ Face QuantizedCache's semantics: a prompt attends to its own exact K/V and
 only later steps read the quantized cache (texts then go in steps of --step
 tokens), which hides a cache's damage on short prompts.
 
-Without --model it runs on the built-in kvq-probe model (about two minutes
-on 2 cores). Without gate flags the default gates (mean KLD <= 0.05, top-1
+Without --model it runs on the built-in kvq-probe model (about 2 minutes on
+2 cores with the defaults). Without gate flags the default gates (mean KLD <= 0.05, top-1
 agreement >= 90%, no significant drop of more than 5 points on any row) only
 advise: exit 0. Any gate flag or --gates FILE makes the gates a check: exit 3
 when one fails, with each failing gate on stderr.
 
-Exit codes: 0 ok (every given gate passed), 1 runtime failure, 2 usage error
-(bad flag, unreadable or malformed file), 3 a gate failed, 130 interrupted.`,
-		Example: `  kvq eval                                     # the showcase, on the built-in model
-  kvq eval --model ./Llama-3.1-8B --cache fp16,fp8,int4 --text wiki.test.raw
-  kvq eval --protocol llama.cpp --ctx 512 --text wiki.test.raw --tasks none
-  kvq eval --tasks replay.jsonl,risk.jsonl --max-drop '*=2' --max-kld 0.01
-  kvq eval --gates gates.yaml --junit gates.xml --output json > report.json
-  kvq eval --out runs/int4 --report int4.html     # resumable; Ctrl-C loses nothing scored
-  kvq eval --endpoint fp16=http://127.0.0.1:8000 --endpoint int4=http://127.0.0.1:8000   # servers (here kvq serve --cache fp16,int4)`,
+` + cmdutil.ExitCodesHelp("a gate failed (0: every given gate passed)"),
+		Example: `  kvq eval                             # the showcase on the built-in model, about 2 minutes
+  kvq eval --tasks copy,json -n 10 --no-text --no-speed    # two suites, seconds
+  kvq eval --model ../shared/models/stories260K/stories260K.gguf --protocol llama.cpp --ctx 128 \
+    --text ../shared/models/stories260K/eval-stories.txt --tasks none --no-speed  # as llama.cpp
+  kvq eval --model ./Llama-3.1-8B --cache fp16,fp8,int4 --text wiki.test.raw  # your own files
+  kvq eval --tasks replay.jsonl,risk.jsonl --max-drop '*=2' --max-kld 0.01    # your own tasks
+  kvq eval --gates gates.yaml --junit gates.xml --output json > report.json   # your own gates
+  kvq eval --out runs/int4 --report int4.html   # resumable, Ctrl-C loses nothing; about 2 minutes
+  kvq eval --endpoint fp16=http://127.0.0.1:8000 --endpoint int4=http://127.0.0.1:8000  # servers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(cmd); err != nil {
@@ -296,23 +297,20 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	if err := o.parseGates(cmd); err != nil {
 		return err
 	}
+	if o.Force && o.Out == "" {
+		return cmdutil.FlagErrorf("--force needs --out")
+	}
 	// Output targets are checked now, so that a long run never ends by
 	// losing its results.
 	for _, p := range []struct{ flag, path string }{{"--junit", o.JUnit}, {"--report", o.Report}, {"--log-samples", o.LogSamples}} {
-		if p.path == "" {
-			continue
-		}
-		if st, err := os.Stat(filepath.Dir(p.path)); err != nil || !st.IsDir() {
-			return cmdutil.FlagErrorf("%s %s: directory %s does not exist", p.flag, p.path, filepath.Dir(p.path))
+		if err := cmdutil.CheckOutputFile(p.flag, p.path); err != nil {
+			return err
 		}
 	}
-	if o.Plot != "" {
-		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
-			return cmdutil.FlagErrorf("--plot %s: %w", o.Plot, err)
+	for _, p := range []struct{ flag, path string }{{"--plot", o.Plot}, {"--out", o.Out}} {
+		if err := cmdutil.CheckOutputDir(p.flag, p.path); err != nil {
+			return err
 		}
-	}
-	if o.Force && o.Out == "" {
-		return cmdutil.FlagErrorf("--force needs --out")
 	}
 	return nil
 }
@@ -442,7 +440,7 @@ func (o *Options) Run(ctx context.Context) error {
 	opts.Progress = func(stage string, done, total int) {
 		b := bars[stage]
 		if b == nil {
-			b = progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, total, "eval "+labels[stage])
+			b = o.IO.Progress(total, "eval "+labels[stage])
 			bars[stage] = b
 		}
 		b.Set(done, total)
@@ -455,6 +453,9 @@ func (o *Options) Run(ctx context.Context) error {
 		rep, err = o.runEndpoints(ctx, m, opts)
 	} else {
 		rep, err = eval.Run(ctx, m, opts)
+	}
+	for _, b := range bars {
+		b.Finish()
 	}
 	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
 		return cmdutil.UsageError(err)
@@ -708,6 +709,9 @@ func (o *Options) write(rep *eval.Report) error {
 		}
 	}
 	if o.Plot != "" {
+		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
+			return fmt.Errorf("--plot %s: %w", o.Plot, err)
+		}
 		if err := WritePlots(o.Plot, rep); err != nil {
 			return fmt.Errorf("--plot %s: %w", o.Plot, err)
 		}

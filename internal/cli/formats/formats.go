@@ -18,6 +18,7 @@ type Options struct {
 	IO      *cmdutil.IOStreams
 	HeadDim int
 	Output  string
+	Wide    bool
 	format  render.Format
 }
 
@@ -35,8 +36,11 @@ window the format keeps, and what it needs.
 Any listed name can be used in a cache spec (--cache): a format, optionally
 with options after colons (int4:g32:channel), or K and V separately
 (k=int8,v=int4), with modifiers residual=N (recent tokens in fp16), sink=N
-(first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).`,
+(first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).
+
+` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq formats
+  kvq formats --wide                 # one line per format, every column
   kvq formats --head-dim 64 --output json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +60,7 @@ with options after colons (int4:g32:channel), or K and V separately
 	}
 	cmd.Flags().IntVar(&o.HeadDim, "head-dim", 128, "head size to compute costs for")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
+	cmd.Flags().BoolVar(&o.Wide, "wide", false, "table output: one line per format with a needs column, however wide (default: fit the terminal, 100 columns off one)")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return render.Formats(), cobra.ShellCompDirectiveNoFileComp
 	})
@@ -88,7 +93,18 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		t.Rows = append(t.Rows, []string{in.Name, fmtNum(in.Bits), fmtNum(in.KBytes), fmtNum(in.VBytes), win, needs, in.Summary})
 	}
-	return render.Write(o.IO.Out, o.format, render.Report{Tables: []render.Table{t}, Value: infos}, render.Options{TTY: o.IO.OutTTY})
+	opts := render.Options{TTY: o.IO.OutTTY}
+	if o.format == render.FormatTable && !o.Wide {
+		// Fit the terminal: what the format needs goes into its description,
+		// which wraps.
+		for _, r := range t.Rows {
+			if r[5] != "-" {
+				r[6] += "; needs " + r[5]
+			}
+		}
+		t = render.Fit(render.Drop(t, "needs"), o.IO.Columns(), 5, 20, opts)
+	}
+	return render.Write(o.IO.Out, o.format, render.Report{Tables: []render.Table{t}, Value: infos}, opts)
 }
 
 func fmtNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }

@@ -41,14 +41,19 @@ type Options struct {
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "generate --model PATH --prompt TEXT",
+		Use:   "generate [--model PATH] [--prompt TEXT] [flags]",
 		Short: "Generate text with a chosen KV-cache format",
 		Long: `Generate a continuation of a prompt with the model and print it, followed by
 one statistics line on standard error: prompt tokens, prefill and decode speed,
-and the bytes the KV cache allocated.`,
-		Example: `  kvq generate --model stories260K.gguf --prompt "Once upon a time" --max-tokens 64
-  kvq generate --model stories260K.bin --tokenizer tok512.bin --prompt "Hi" --temperature 0.8 --top-p 0.9 --seed 7
-  kvq generate --model model.gguf --prompt "The capital of France" --cache fp16 --compare int4,kivi2,q4_0`,
+and the bytes the KV cache allocated.
+
+` + cmdutil.ExitCodesHelp(""),
+		Example: `  kvq generate --prompt "Once upon a time" --max-tokens 64      # the built-in model
+  kvq generate -m ../shared/models/stories260K/stories260K.gguf --prompt "Once upon a time" -n 64
+  kvq generate -m ../shared/models/stories260K/stories260K.bin \
+    --tokenizer ../shared/models/stories260K/tok512.bin -p "Hi" --temperature 0.8 --top-p 0.9
+  kvq generate --prompt "The capital of France" --cache fp16 --compare int4,kivi2,q4_0
+  kvq generate --model ./Qwen2.5-0.5B-Instruct --chat --prompt "Name three colors."  # your own`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {

@@ -52,14 +52,17 @@ type Info struct {
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
-		Use:   "inspect --model PATH",
+		Use:   "inspect [--model PATH] [flags]",
 		Short: "Show a model's architecture, size and KV-relevant shape",
 		Long: `Load a model (Hugging Face directory, GGUF or llama2.c file) and print its
 architecture, parameter count, weight dtypes, the shape that sets the KV
 cache's size (layers, attention heads, KV heads, head_dim), context length and
-tokenizer type.`,
-		Example: `  kvq inspect --model ./Llama-3.1-8B-Instruct
-  kvq inspect --model stories260K.gguf --output json`,
+tokenizer type.
+
+` + cmdutil.ExitCodesHelp(""),
+		Example: `  kvq inspect                                  # the built-in model
+  kvq inspect --model ../shared/models/stories260K/stories260K.gguf --output json
+  kvq inspect --model ./Llama-3.1-8B-Instruct    # your own download`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ft, err := render.ParseFormat(o.Output)

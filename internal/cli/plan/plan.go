@@ -8,14 +8,12 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/atomicfile"
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/plan"
@@ -53,7 +51,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "plan",
-		Short: "The rollout of a quantized KV cache as a checklist: is the service KV-bound, which cache, the engine flags, the checks, gates and fallback",
+		Short: "A KV-cache rollout as a checklist: KV-bound?, which cache, flags, checks, fallback",
 		Long: `kvq plan turns a KV-cache rollout into a checklist a team can act on:
 
   1. Is the service KV-bound? With --endpoint it samples the serving engine's
@@ -74,13 +72,14 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 (written with --output json into DIR) and marks the items they settle, so
 the plan becomes the go/no-go record.
 
-Exit codes: 0 ok, 1 runtime failure (an endpoint that cannot be scraped),
-2 usage error, 130 interrupted.`,
-		Example: `  kvq plan                                               # the built-in model, no GPU: the checklist
-  kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500
-  kvq plan --model ./Llama-3.1-8B --gpu h100 --endpoint http://vllm:8000 --scrape 10m
-  kvq plan --model llama-3.1-8b --gpu a100 --engine sglang --trace requests.jsonl --output markdown > rollout.md
-  kvq plan --model llama-3.1-8b --gpu h100 --from results/ --gates-out kvq-gates.yaml`,
+` + cmdutil.ExitCodesHelp("") + `
+An endpoint that cannot be scraped is a runtime failure.`,
+		Example: `  kvq plan                                      # the built-in model, no GPU: the checklist
+  kvq plan --model llama-3.1-8b --gpu h100 --input-len 8000 --output-len 500 --gates-out g.yaml
+  kvq plan --model ./Llama-3.1-8B --gpu h100 --endpoint http://vllm:8000 --scrape 10m   # your own
+  kvq plan --model llama-3.1-8b --gpu a100 --engine sglang --trace requests.jsonl \
+    --output markdown > rollout.md     # your own trace
+  kvq plan --model llama-3.1-8b --gpu h100 --from results/ --gates-out kvq-gates.yaml   # your own`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
@@ -153,12 +152,7 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("--from %s: not a directory", o.From)
 		}
 	}
-	if o.GatesOut != "" {
-		if st, err := os.Stat(filepath.Dir(o.GatesOut)); err != nil || !st.IsDir() {
-			return cmdutil.FlagErrorf("--gates-out %s: directory %s does not exist", o.GatesOut, filepath.Dir(o.GatesOut))
-		}
-	}
-	return nil
+	return cmdutil.CheckOutputFile("--gates-out", o.GatesOut)
 }
 
 // Run builds and prints the plan.
@@ -211,7 +205,7 @@ func (o *Options) Run(ctx context.Context) error {
 	opts.Traffic = tr
 	if o.Endpoint != "" {
 		n := int(o.Scrape/o.Interval) + 1
-		bar := progressbar.New(o.IO.ErrOut, o.IO.ErrTTY, n, "scrape")
+		bar := o.IO.Progress(n, "scrape")
 		snaps, err := plan.Scrape(ctx, o.Endpoint, plan.ScrapeOptions{Duration: o.Scrape, Interval: o.Interval, APIKey: os.Getenv(o.APIKeyEnv),
 			Progress: func(done, total int) { bar.Set(done, total) }})
 		bar.Finish()

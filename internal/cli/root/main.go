@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
@@ -20,11 +19,14 @@ func Main(args []string, version string) int {
 }
 
 // Run executes the command tree and maps its error to an exit code, printing
-// the error once on the factory's error stream.
+// the error once on the factory's error stream. One policy holds for every
+// command (cmdutil.ExitCodesHelp): 2 for a bad flag or argument and for a
+// missing or malformed input file, 3 for a check that ran and failed, 130
+// for an interruption, 1 for anything else.
 func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	cmd := NewCmd(f)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	c, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return cmdutil.ExitOK
 	}
@@ -35,27 +37,19 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	case errors.As(err, new(*cmdutil.GateError)):
 		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)
 		return cmdutil.ExitGate
-	case isUsage(err):
-		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\nRun 'kvq --help' for usage.\n", err)
+	case cmdutil.IsFlagError(err):
+		// The hint names the command that refused the flag or argument.
+		path := "kvq"
+		if c != nil {
+			path = c.CommandPath()
+		}
+		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\nRun '%s --help' for usage.\n", err, path)
+		return cmdutil.ExitUsage
+	case cmdutil.IsInputError(err):
+		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)
 		return cmdutil.ExitUsage
 	default:
 		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)
 		return cmdutil.ExitError
 	}
-}
-
-// isUsage reports usage errors: FlagError, and cobra's own argument and
-// command errors, which cobra returns as plain errors.
-func isUsage(err error) bool {
-	var fe *cmdutil.FlagError
-	if errors.As(err, &fe) {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag", "accepts ", "invalid argument", "flag needs an argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -96,9 +96,10 @@ flight finish for up to --shutdown-grace, cancels the rest and exits 0.
 Exit codes: 0 after a shutdown, 1 runtime failure (the port in use), 2 usage
 error (bad flag, unreadable model).`,
 		Example: `  kvq serve                                   # the built-in model on 127.0.0.1:8000
-  kvq serve --model ./Llama-3.1-8B --cache fp16,fp8,int4 --kv-budget 8GiB
+  kvq serve --model ./Llama-3.1-8B --cache fp16,fp8,int4 --kv-budget 8GiB   # your own model
   kvq serve --cache fp16,fp8 --route fp8=10 --port 0  # 10% of NAME's traffic on fp8
-  curl -s localhost:8000/v1/completions -d '{"model": "kvq-probe@fp16", "prompt": "Once upon a time", "max_tokens": 32}'`,
+  curl -s localhost:8000/v1/completions \
+    -d '{"model": "kvq-probe@fp16", "prompt": "Once upon a time", "max_tokens": 32}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {

@@ -1,0 +1,243 @@
+// Command readmecheck runs the examples of kvq's README and of every kvq
+// --help as a user would, from a fresh clone's root with ../shared beside
+// it, and compares what it can: the exit code (0, or the "exit N" a
+// session echoes) and, where the document shows output after a "$ kvq ..."
+// line, every line of it, in order, with numbers and absolute paths masked
+// (so labels, names and table headers must match; timings may differ).
+//
+// Markers, written in an example's comment (after " #", or on a comment
+// line right above it):
+//
+//   - "your own": the example needs the user's own download (a model, a
+//     text, a server); it is not run. An unmarked example that names an
+//     input file a clone does not have fails the check, and so does a
+//     marked one that needs nothing of the user's.
+//   - a run time of -slow or more ("about 2 minutes", "~45 s", "1m43s"):
+//     not run unless -slow 0.
+//
+// kvq serve and --endpoint examples start or need servers and are not run;
+// "$ cat FILE" in a session writes the lines after it to FILE. Usage:
+//
+//	go run ./scripts/readmecheck [-kvq bin/kvq] [-readme README.md] [-shared ../shared] [-slow 30s]
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+func main() {
+	kvq := flag.String("kvq", "bin/kvq", "the kvq binary to run")
+	readme := flag.String("readme", "README.md", "the document whose examples to run")
+	shared := flag.String("shared", "../shared", "the shared folder a clone has beside it")
+	slow := flag.Duration("slow", 30*time.Second, "skip examples whose comment states this run time or more (0: run every one)")
+	only := flag.String("run", "", "run only the examples whose command matches this regular expression")
+	keep := flag.Bool("keep", false, "keep the working directory")
+	timeout := flag.Duration("timeout", 5*time.Minute, "time limit of one example")
+	flag.Parse()
+	if err := check(*kvq, *readme, *shared, *slow, *only, *keep, *timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "readmecheck:", err)
+		os.Exit(1)
+	}
+}
+
+func check(kvq, readme, shared string, slow time.Duration, only string, keep bool, timeout time.Duration) error {
+	bin, err := filepath.Abs(kvq)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%w (make build writes bin/kvq)", err)
+	}
+	sharedAbs, err := filepath.Abs(shared)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(sharedAbs); err != nil {
+		return fmt.Errorf("the shared folder: %w", err)
+	}
+	var filter *regexp.Regexp
+	if only != "" {
+		if filter, err = regexp.Compile(only); err != nil {
+			return err
+		}
+	}
+	doc, err := os.ReadFile(readme)
+	if err != nil {
+		return err
+	}
+	// A fresh clone's root: an empty directory with the shared folder
+	// beside it, and bin/kvq on PATH as kvq.
+	tmp, err := os.MkdirTemp("", "kvq-readmecheck-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Println("working directory:", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	root := filepath.Join(tmp, "clone")
+	binDir := filepath.Join(tmp, "bin")
+	for _, d := range []string{root, binDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink(sharedAbs, filepath.Join(tmp, "shared")); err != nil {
+		return err
+	}
+	if err := os.Symlink(bin, filepath.Join(binDir, "kvq")); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	steps := ParseDoc(filepath.Base(readme), string(doc))
+	help, err := helpSteps(bin)
+	if err != nil {
+		return err
+	}
+	steps = append(steps, help...)
+
+	type result struct {
+		out  string
+		code int
+		err  error
+	}
+	done := map[string]result{}
+	var failures []string
+	counts := map[Kind]int{}
+	fail := func(s Step, format string, args ...any) {
+		msg := fmt.Sprintf("%s: %s: %s", s.Source, s.Cmd, fmt.Sprintf(format, args...))
+		failures = append(failures, msg)
+		fmt.Println("FAIL", msg)
+	}
+	for _, s := range steps {
+		if s.IsFile() {
+			if err := os.WriteFile(filepath.Join(root, s.File), []byte(s.Content), 0o644); err != nil {
+				return err
+			}
+			continue
+		}
+		k := Classify(s, slow)
+		if k == Other {
+			continue
+		}
+		counts[k]++
+		missing := ""
+		for _, in := range Inputs(s.Cmd) {
+			if !filepath.IsAbs(in) {
+				in = filepath.Join(root, in)
+			}
+			if _, err := os.Stat(in); err != nil {
+				missing = strings.TrimPrefix(in, root+string(filepath.Separator))
+				break
+			}
+		}
+		switch {
+		case k == YourOwn && missing == "" && len(Inputs(s.Cmd)) > 0:
+			fail(s, "marked 'your own' but every file it reads is there: run it (drop the marker)")
+			continue
+		case k != Run:
+			fmt.Printf("skip %-14s %s: %s\n", "("+k.String()+")", s.Source, s.Cmd)
+			continue
+		case missing != "":
+			fail(s, "reads %s, which a fresh clone does not have: use the built-in model or ../shared/..., or say 'your own' in its comment", missing)
+			continue
+		case filter != nil && !filter.MatchString(s.Cmd):
+			continue
+		}
+		r, ok := done[s.Cmd]
+		if !ok {
+			start := time.Now()
+			r.out, r.code, r.err = runShell(s.Cmd, root, env, timeout)
+			fmt.Printf("ran  %6.1fs       %s: %s\n", time.Since(start).Seconds(), s.Source, s.Cmd)
+			done[s.Cmd] = r
+		}
+		switch {
+		case r.err != nil:
+			fail(s, "%v\n%s", r.err, tail(r.out, 20))
+		case r.code != 0:
+			fail(s, "exit %d\n%s", r.code, tail(r.out, 20))
+		default:
+			if line, closest := Missing(s.Want, r.out); line != "" {
+				fail(s, "the output lacks the documented line\n  want: %s\n  near: %s", strings.TrimSpace(line), closest)
+			}
+		}
+	}
+	fmt.Printf("readmecheck: %d run, %d skipped as slow, %d need the user's own files, %d servers; %d failed\n",
+		counts[Run], counts[Slow], counts[YourOwn], counts[Server], len(failures))
+	if len(failures) > 0 {
+		return fmt.Errorf("%d example(s) failed:\n  %s", len(failures), strings.Join(failures, "\n  "))
+	}
+	return nil
+}
+
+// runShell runs cmd with bash in dir, stdout and stderr together.
+func runShell(cmd, dir string, env []string, timeout time.Duration) (string, int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, "bash", "-c", cmd)
+	c.Dir, c.Env = dir, env
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	if ctx.Err() != nil {
+		return out.String(), -1, fmt.Errorf("still running after %v", timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.ExitCode(), nil
+	}
+	return out.String(), 0, err
+}
+
+// helpSteps collects the examples of every command's --help, walking
+// "Available Commands:".
+func helpSteps(bin string) ([]Step, error) {
+	var steps []Step
+	var walk func(path []string) error
+	walk = func(path []string) error {
+		out, err := exec.Command(bin, append(append([]string(nil), path...), "--help")...).Output()
+		if err != nil {
+			return fmt.Errorf("kvq %s --help: %w", strings.Join(path, " "), err)
+		}
+		name := strings.Join(append([]string{"kvq"}, path...), " ") + " --help"
+		steps = append(steps, ParseHelp(name, string(out))...)
+		_, cmds, ok := strings.Cut(string(out), "\nAvailable Commands:\n")
+		if !ok {
+			return nil
+		}
+		for _, l := range strings.Split(cmds, "\n") {
+			if !strings.HasPrefix(l, "  ") {
+				break
+			}
+			f := strings.Fields(l)
+			if len(f) == 0 || f[0] == "help" || f[0] == "completion" {
+				continue
+			}
+			if err := walk(append(append([]string(nil), path...), f[0])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return steps, walk(nil)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}

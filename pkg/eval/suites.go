@@ -142,17 +142,19 @@ func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
 	if len(o.PasskeyContexts) == 0 {
 		o.PasskeyContexts = []int{1024, 2048}
 	}
-	for _, n := range o.PasskeyContexts {
-		if n <= 0 || o.ModelContext > 0 && n > o.ModelContext {
-			return nil, fmt.Errorf("%w: passkey context %d: the model's context is %d tokens", ErrOptions, n, o.ModelContext)
-		}
-	}
 	want := map[string]bool{}
 	for _, n := range names {
 		if err := CheckSuite(n); err != nil {
 			return nil, err
 		}
 		want[n] = true
+	}
+	for _, n := range o.PasskeyContexts {
+		// Contexts past the model's matter only when the passkey suite
+		// runs; otherwise their examples are drawn, clamped, and dropped.
+		if n <= 0 || want[SuitePasskey] && o.ModelContext > 0 && n > o.ModelContext {
+			return nil, fmt.Errorf("%w: passkey context %d: the model's context is %d tokens", ErrOptions, n, o.ModelContext)
+		}
 	}
 	var out []Suite
 	g := datasets.New(datasets.Eval, o.Seed)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,9 @@ type Options struct {
 	format   render.Format
 	refusal  *eval.RefusalDetector
 	ends     []cmdutil.Endpoint
+	// contextsSet records whether --contexts was given (the defaults are
+	// cut to the model's context).
+	contextsSet bool
 }
 
 // NewCmd returns kvq eval (use is the command's name: "eval", or "eval"
@@ -245,6 +249,7 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	if o.contexts, err = ints("--contexts", o.Contexts); err != nil {
 		return err
 	}
+	o.contextsSet = cmd.Flags().Changed("contexts")
 	if o.GridCtx != "" {
 		if o.gridCtx, err = ints("--grid-contexts", o.GridCtx); err != nil {
 			return err
@@ -536,17 +541,28 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 		modelCtx = o.MaxCtx
 	}
 	if modelCtx > 0 {
+		contexts := o.contexts
+		if !o.contextsSet { // the default contexts, up to the model's
+			contexts = nil
+			for _, n := range o.contexts {
+				if n <= modelCtx {
+					contexts = append(contexts, n)
+				}
+			}
+			if len(contexts) == 0 {
+				contexts = []int{modelCtx}
+			}
+		}
+		o.contexts = contexts
 		type values struct {
 			flag string
 			vs   []int
+			use  bool
 		}
-		checks := []values{{"--ctx", []int{o.Ctx}}}
-		if len(o.suites) > 0 { // the built-in suites use them
-			checks = append(checks, values{"--contexts", o.contexts}, values{"--grid-contexts", o.gridCtx})
-		}
-		for _, c := range checks {
+		has := func(s string) bool { return slices.Contains(o.suites, s) }
+		for _, c := range []values{{"--ctx", []int{o.Ctx}, true}, {"--contexts", o.contexts, has(eval.SuitePasskey)}, {"--grid-contexts", o.gridCtx, has(eval.SuiteGrid)}} {
 			for _, v := range c.vs {
-				if v > modelCtx {
+				if c.use && v > modelCtx {
 					return opts, nil, cmdutil.FlagErrorf("%s %d: more than the %d tokens of the model's context (or --max-context)", c.flag, v, modelCtx)
 				}
 			}

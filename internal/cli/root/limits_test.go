@@ -176,3 +176,19 @@ func TestBenchLimits(t *testing.T) {
 		t.Errorf("kvq %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(args, " "), code, stderr, want)
 	}
 }
+
+// TestEvalDefaultContextsFit: on a model whose context is shorter than the
+// default passkey contexts (1024, 2048), eval runs the suites that do not
+// use them, and cuts the defaults to the model's context for those that do.
+func TestEvalDefaultContextsFit(t *testing.T) {
+	dir := tinyHF(t, 512)
+	for _, tasks := range []string{"copy", "passkey"} {
+		code, out, stderr := run(t, "eval", "--model", dir, "--no-text", "--no-speed", "--cache", "fp16,int8", "--tasks", tasks, "-n", "1")
+		if code != 0 || !strings.Contains(out, "int8") {
+			t.Errorf("kvq eval --tasks %s on a 512-token model: exit %d, stderr %q", tasks, code, stderr)
+		}
+		if tasks == "passkey" && !strings.Contains(out, "passkey 512") {
+			t.Errorf("kvq eval --tasks passkey on a 512-token model: no passkey 512 row:\n%s", out)
+		}
+	}
+}

@@ -30,7 +30,7 @@ type Model struct {
 	// RopeMaxPosition, when positive, is MaxPosition as the config's RoPE
 	// scaling extends it (factor × max_position_embeddings, or × the
 	// original length for YaRN), as vLLM derives max_model_len.
-	RopeMaxPosition int64 `json:"rope_max_position,omitempty"`
+	RopeMaxPosition int64 `json:"rope_max_position"`
 
 	// KVLoraRank and QKRopeHeadDim describe multi-head latent attention
 	// (DeepSeek MLA); KVLoraRank > 0 marks an MLA model.

@@ -92,9 +92,9 @@ func TestStatedDuration(t *testing.T) {
 }
 
 func TestMissing(t *testing.T) {
-	got := "kvq: no --model given; using the built-in kvq-probe model (/root/.cache/kvq/kvq-probe-1234abcd)\n" +
+	got := "kvq: no --model given; using the built-in kvq-probe model (/var/cache/kvq/kvq-probe-1234abcd)\n" +
 		"FORMAT  BYTES/TOKEN\nfp16      131,072\nint4       36,864\nexit 3\n"
-	want := []string{"kvq: no --model given; using the built-in kvq-probe model (/home/u/.cache/kvq/kvq-probe-99)", "FORMAT BYTES/TOKEN", "int4 1,024", "", "exit 3"}
+	want := []string{"kvq: no --model given; using the built-in kvq-probe model (/var/tmp/u/.cache/kvq/kvq-probe-99)", "FORMAT BYTES/TOKEN", "int4 1,024", "", "exit 3"}
 	if l, _ := Missing(want, got); l != "" {
 		t.Errorf("Missing = %q, want every line found", l)
 	}

@@ -147,7 +147,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	fl.StringVar(&o.KVBudget, "kv-budget", "", `KV memory per GPU taken as given, e.g. 58.11GiB (vLLM's "Available KV cache memory")`)
 	fl.Int64Var(&o.BlocksOverride, "num-gpu-blocks-override", 0, "fix the number of blocks, as vLLM's option of that name")
 	fl.StringVar(&o.MaxModelLen, "max-model-len", "", "longest request in tokens (default and maximum: the model's max_position_embeddings, RoPE scaling included)")
-	fl.BoolVar(&o.AllowLongMaxModelLen, "allow-long-max-model-len", false, "accept --max-model-len above the model's maximum, as "+allowLongEnv[estimate.VLLM]+"=1 does for vLLM (also honoured from the environment; "+allowLongEnv[estimate.SGLang]+"=1 for SGLang)")
+	fl.BoolVar(&o.AllowLongMaxModelLen, "allow-long-max-model-len", false, "accept --max-model-len above the model's maximum (also the environment's "+allowLongEnv[estimate.VLLM]+"=1, or for SGLang "+allowLongEnv[estimate.SGLang]+"=1)")
 	fl.StringVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", "8192", "tokens per scheduler step (sets sliding-window worst cases)")
 	fl.StringSliceVar(&o.Contexts, "context", nil, "context lengths for the memory grid, e.g. 8k,32k,128k (default: 2k, 8k, 32k, ... up to max-model-len)")
 	fl.StringSliceVar(&o.Concurrency, "concurrency", nil, "concurrent requests for the memory grid, e.g. 1,8,64 (default 1)")

@@ -57,7 +57,7 @@ func TestMessages(t *testing.T) {
 		{[]string{"calibrate", "--strategy", "Magic"}, []string{`"Magic"`, "Run 'kvq calibrate --help' for usage."}},
 		{[]string{"estimate", "--gpu", "H1000"}, []string{`"H1000"`}},
 		{[]string{"plan", "--engine", "TGI"}, []string{`"TGI"`, "Run 'kvq plan --help' for usage."}},
-		{[]string{"inspect", "--model", dir}, []string{"layers 0 must be positive"}},
+		{[]string{"inspect", "--model", dir}, []string{"num_hidden_layers = 0"}},
 	} {
 		code, _, stderr := run(t, c.args...)
 		name := strings.Join(c.args, " ")

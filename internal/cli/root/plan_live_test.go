@@ -75,7 +75,7 @@ func load(t *testing.T, url string, clients, promptLen, maxTokens int, stop <-ch
 }
 
 // TestPlanLiveServe: kvq plan --endpoint samples a live kvq serve — one
-// whose KV budget holds one of the requests its eight clients keep
+// whose KV budget (512 tokens) cannot hold two of the 370-token requests its eight clients keep
 // sending (KV-bound), and one with a single client of short requests
 // (not KV-bound).
 func TestPlanLiveServe(t *testing.T) {
@@ -105,14 +105,14 @@ func TestPlanLiveServe(t *testing.T) {
 		return p.Bottleneck.Verdict, p.Bottleneck.Evidence
 	}
 
-	bound := startServe(t, "--model", dir, "--kv-budget", "96KiB")
+	bound := startServe(t, "--model", dir, "--kv-budget", "128KiB")
 	stop := make(chan struct{})
 	wg := load(t, bound, 8, 200, 170, stop)
 	v, ev := verdict(bound)
 	close(stop)
 	wg.Wait()
 	if v != "kv-bound" {
-		t.Errorf("a 96 KiB pool under eight 370-token clients: %s, evidence %q", v, ev)
+		t.Errorf("a 128 KiB pool (512 tokens) under eight 370-token clients: %s, evidence %q", v, ev)
 	}
 
 	light := startServe(t, "--model", dir)

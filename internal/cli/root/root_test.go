@@ -601,7 +601,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	code, out, stderr = run(t, "bench", "--model", dir, "--cache", "fp16", "--num-prompts", "3", "--input-len", "400", "--output-len", "200", "--depths", "none")
-	if code != 2 || !strings.Contains(stderr, "context is 512") {
+	if code != 2 || !strings.Contains(stderr, "context of 512") {
 		t.Errorf("requests past the context: exit %d, %q", code, stderr)
 	}
 }

@@ -23,7 +23,7 @@ func TestSpecCheckLayers(t *testing.T) {
 		{"int4,L32=fp16", 32, "L32: the model has 32 layers"},
 		{"int4,L-33=fp16", 32, "L-33: the model has 32 layers"},
 		{"int4,L30-40=fp16", 32, "L30-40: the model has 32 layers"},
-		{"int4,L1=fp16", 1, "L1: the model has 1 layers (valid: L0 to L0, or L-1 to L-1)"},
+		{"int4,L1=fp16", 1, "L1: the model has 1 layer (valid: L0, or L-1)"},
 		{"int4,L3--30=fp16", 32, "L3--30 selects no layer of a 32-layer model (layers 3 to 2)"},
 	} {
 		s, err := quant.Formats().ParseSpec(tc.spec)

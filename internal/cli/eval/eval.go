@@ -470,7 +470,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	rep.Version = o.Version
 	rep.Model = modelInfo(m, o.Model)
-	if rep.Model.SHA256, err = hashModel(m); err != nil {
+	if rep.Model.SHA256, err = hashModel(ctx, m); err != nil {
 		return err
 	}
 	for i := range rep.Caches {
@@ -642,7 +642,7 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 
 // hashModel is the sha256 of the model's files, in name order (a
 // directory's regular files; a file and, for llama2.c, no tokenizer).
-func hashModel(m *runtime.Model) (string, error) {
+func hashModel(ctx context.Context, m *runtime.Model) (string, error) {
 	var files []string
 	st, err := os.Stat(m.Path)
 	if err != nil {
@@ -668,13 +668,28 @@ func hashModel(m *runtime.Model) (string, error) {
 			return "", err
 		}
 		fmt.Fprintf(h, "%s\x00", filepath.Base(f))
-		_, err = io.Copy(h, fh)
+		// A checkpoint of tens of GB takes a while: Ctrl-C is honoured
+		// between 4 MiB reads.
+		_, err = io.CopyBuffer(h, ctxReader{ctx, fh}, make([]byte, 4<<20))
 		fh.Close()
 		if err != nil {
 			return "", fmt.Errorf("hashing %s: %w", f, err)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader stops reading when ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // scaleRE finds the files a cache spec reads (fp8 scales, KVQuant

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strings"
 	"time"
@@ -249,6 +251,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, strea
 			*start = time.Now()
 		}
 		resp, err := c.http().Do(req)
+		if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // its text repeats the method and URL this error names
+		}
 		if err != nil {
 			timedOut := actx.Err() != nil && ctx.Err() == nil
 			cancel()

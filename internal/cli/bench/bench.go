@@ -36,6 +36,8 @@ type Options struct {
 	Tokenizer   string
 	Cache       string
 	KVBudget    string
+	GPU, GPUMem string
+	Utilization float64
 	BudgetSeqs  int
 	Dataset     string
 	DatasetPath string
@@ -131,6 +133,9 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
 	fl.StringVar(&o.Cache, "cache", DefaultCaches, "in-process caches, comma-separated (kvq eval's specs); the first is the baseline")
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "KV memory of each cache's pool, e.g. 64MiB (default: what --budget-seqs requests of the workload's longest prompt and output take in the first cache)")
+	fl.StringVar(&o.GPU, "gpu", "", "with no --kv-budget: the KV budget vLLM would leave on this GPU preset for the model (kvq estimate's memory model; see kvq estimate --list-gpus)")
+	fl.StringVar(&o.GPUMem, "gpu-mem", "", "with no --kv-budget: the same for a GPU of this much memory, e.g. 24GiB")
+	fl.Float64Var(&o.Utilization, "gpu-memory-utilization", estimate.DefaultUtilization, "with --gpu or --gpu-mem: vLLM's fraction of GPU memory the engine may use")
 	fl.IntVar(&o.BudgetSeqs, "budget-seqs", 8, "with no --kv-budget: size the budget for this many requests in the baseline cache")
 	fl.StringVar(&o.Dataset, "dataset", "random", "workload: random (vLLM's random dataset: random token ids), fixed (exact lengths), file (--dataset-path: JSONL prompts/messages, or ShareGPT), builtin (kvq's evaluation texts)")
 	fl.StringVar(&o.DatasetPath, "dataset-path", "", "the workload file for --dataset file (or sharegpt)")
@@ -220,6 +225,24 @@ func (o *Options) Validate() error {
 	if d := strings.TrimSpace(o.Depths); d != "" && d != "none" {
 		if o.depths, err = positiveInts("--depths", d, true); err != nil {
 			return err
+		}
+	}
+	switch {
+	case o.GPU != "" && o.GPUMem != "":
+		return cmdutil.FlagErrorf("--gpu and --gpu-mem: give one or the other")
+	case o.KVBudget != "" && (o.GPU != "" || o.GPUMem != ""):
+		return cmdutil.FlagErrorf("--kv-budget with --gpu or --gpu-mem: give the budget or the GPU it comes from")
+	case !(o.Utilization > 0 && o.Utilization <= 1):
+		return cmdutil.FlagErrorf("--gpu-memory-utilization %v: must be in (0, 1]", o.Utilization)
+	}
+	if o.GPU != "" {
+		if _, err := estimate.LookupGPU(o.GPU); err != nil {
+			return cmdutil.FlagErrorf("--gpu: %w (see kvq estimate --list-gpus)", err)
+		}
+	}
+	if o.GPUMem != "" {
+		if b, err := estimate.ParseBytes(o.GPUMem); err != nil || b <= 0 {
+			return cmdutil.FlagErrorf("--gpu-mem %q: want a positive size such as 24GiB", o.GPUMem)
 		}
 	}
 	if o.KVBudget != "" {
@@ -355,6 +378,11 @@ func (o *Options) Run(ctx context.Context) error {
 	} else {
 		rep.Mode = "in-process"
 		budget := o.budget
+		if budget == 0 && (o.GPU != "" || o.GPUMem != "") {
+			if budget, err = o.gpuBudget(ctx, m); err != nil {
+				return err
+			}
+		}
 		if budget == 0 {
 			longest := 0
 			for _, r := range reqs {
@@ -555,4 +583,30 @@ func modelName(m *runtime.Model, given string) string {
 
 func machine(threads int) Machine {
 	return Machine{OS: goruntime.GOOS, Arch: goruntime.GOARCH, CPUs: goruntime.NumCPU(), Threads: threads, Kernels: simd.Kernels(), Go: goruntime.Version()}
+}
+
+// gpuBudget is the KV memory vLLM would leave for m's first cache on the
+// GPU of --gpu or --gpu-mem: kvq estimate's memory model (GPU memory ×
+// utilization, less weights, activations and reserves).
+func (o *Options) gpuBudget(ctx context.Context, m *runtime.Model) (int64, error) {
+	em, err := estimate.Load(ctx, m.Path)
+	if err != nil {
+		return 0, cmdutil.UsageError(fmt.Errorf("--gpu: the memory model cannot read %s: %w", m.Path, err))
+	}
+	p := estimate.Plan{Model: em, Caches: o.specs[:1], Utilization: o.Utilization}
+	if o.GPU != "" {
+		g, _ := estimate.LookupGPU(o.GPU)
+		p.GPUMemory, p.GPUName = g.Memory, g.Name
+	} else {
+		p.GPUMemory, _ = estimate.ParseBytes(o.GPUMem)
+		p.GPUName = "GPU"
+	}
+	res, err := estimate.Estimate(ctx, p)
+	if err != nil {
+		return 0, cmdutil.UsageError(fmt.Errorf("--gpu: %w", err))
+	}
+	if res.Memory == nil || res.Memory.KVBudgetBytes <= 0 {
+		return 0, cmdutil.FlagErrorf("--gpu: the model's weights and reserves leave no KV memory on %s", p.GPUName)
+	}
+	return res.Memory.KVBudgetBytes, nil
 }

@@ -378,12 +378,18 @@ func (o *Options) Run(ctx context.Context) error {
 	} else {
 		rep.Mode = "in-process"
 		budget := o.budget
+		rep.BudgetSource = "--kv-budget " + o.KVBudget
 		if budget == 0 && (o.GPU != "" || o.GPUMem != "") {
 			if budget, err = o.gpuBudget(ctx, m); err != nil {
 				return err
 			}
+			rep.BudgetSource = fmt.Sprintf("--gpu %s, kvq estimate's memory model at utilization %g", o.GPU, o.Utilization)
+			if o.GPU == "" {
+				rep.BudgetSource = fmt.Sprintf("--gpu-mem %s, kvq estimate's memory model at utilization %g", o.GPUMem, o.Utilization)
+			}
 		}
 		if budget == 0 {
+			rep.BudgetSource = fmt.Sprintf("--budget-seqs %d", o.BudgetSeqs)
 			longest := 0
 			for _, r := range reqs {
 				longest = max(longest, len(r.Prompt)+r.MaxTokens)

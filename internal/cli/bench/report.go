@@ -15,14 +15,17 @@ const Schema = "kvq.bench/v1"
 
 // Report is kvq bench's result.
 type Report struct {
-	Schema   string       `json:"schema"`
-	Version  string       `json:"kvq_version"`
-	Mode     string       `json:"mode"` // "in-process" or "endpoint"
-	Model    string       `json:"model"`
-	Machine  Machine      `json:"machine"`
-	Workload Workload     `json:"workload"`
-	Budget   int64        `json:"kv_budget_bytes,omitempty"`
-	Loads    []bench.Load `json:"loads"`
+	Schema   string   `json:"schema"`
+	Version  string   `json:"kvq_version"`
+	Mode     string   `json:"mode"` // "in-process" or "endpoint"
+	Model    string   `json:"model"`
+	Machine  Machine  `json:"machine"`
+	Workload Workload `json:"workload"`
+	Budget   int64    `json:"kv_budget_bytes,omitempty"`
+	// BudgetSource says where the budget came from: "--kv-budget",
+	// "--gpu H100-80GB" (kvq estimate's memory model), or "--budget-seqs 8".
+	BudgetSource string       `json:"kv_budget_source,omitempty"`
+	Loads        []bench.Load `json:"loads"`
 	// Caches, baseline first; each has a point per load.
 	Caches []CacheReport `json:"caches"`
 }
@@ -168,7 +171,11 @@ func view(r *Report, pct []float64) render.Report {
 	w := r.Workload
 	out.Preamble = append(out.Preamble, fmt.Sprintf("Workload: %s, %d requests, %d prompt tokens, %d output tokens asked, seed %d", w.Dataset, w.Requests, w.InputTokens, w.OutputTokens, w.Seed))
 	if r.Budget > 0 {
-		out.Preamble = append(out.Preamble, fmt.Sprintf("KV budget: %s per cache pool (blocks, fp16 windows and codec state, as kvq estimate counts them)", bytesLabel(r.Budget)))
+		src := ""
+		if r.BudgetSource != "" {
+			src = "; from " + r.BudgetSource
+		}
+		out.Preamble = append(out.Preamble, fmt.Sprintf("KV budget: %s per cache pool (blocks, fp16 windows and codec state, as kvq estimate counts them%s)", bytesLabel(r.Budget), src))
 	}
 	hi := 99.0
 	if len(pct) > 0 {

@@ -6,6 +6,7 @@ package par
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Workers is a degree of parallelism; 0 means runtime.GOMAXPROCS(0).
@@ -56,4 +57,128 @@ func (w Workers) For(n, align, minChunk int, fn func(lo, hi int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// staticSplit makes ForChunks behave as For (one even share per worker,
+// a goroutine started per call); see ForceStatic.
+var staticSplit atomic.Bool
+
+// ForceStatic makes ForChunks split as For does until the returned
+// function is called: the path before ForChunks, kept for benchmarks that
+// compare the two in one process.
+func ForceStatic() (restore func()) {
+	old := staticSplit.Swap(true)
+	return func() { staticSplit.Store(old) }
+}
+
+// chunksPerWorker is how many chunks ForChunks cuts per worker: enough that
+// a worker slowed by another process leaves its rows to the others, few
+// enough that each chunk is a long stream.
+const chunksPerWorker = 16
+
+// ForChunks calls fn(lo, hi) on disjoint chunks covering [0, n), as For
+// does, but the chunks are smaller than one worker's share and are taken
+// in turn from a shared counter by the calling goroutine and up to
+// N()-1 helpers of a persistent pool (parked on a channel between calls,
+// never spinning). Chunk bounds are multiples of align (except the last);
+// which goroutine computes a chunk varies from call to call, so fn must
+// compute each element the same way whatever chunk holds it. When the work
+// is smaller than minChunk per worker it runs on the calling goroutine.
+func (w Workers) ForChunks(n, align, minChunk int, fn func(lo, hi int)) {
+	if staticSplit.Load() {
+		w.For(n, align, minChunk, fn)
+		return
+	}
+	if n <= 0 {
+		return
+	}
+	if align < 1 {
+		align = 1
+	}
+	k := w.N()
+	if minChunk > 0 && n/minChunk < k {
+		k = max(1, n/minChunk)
+	}
+	if k <= 1 {
+		fn(0, n)
+		return
+	}
+	units := (n + align - 1) / align
+	if units < k {
+		k = units
+	}
+	per := max(1, units/(k*chunksPerWorker))
+	j := &job{n: n, step: per * align, fn: fn, done: make(chan struct{}, 1)}
+	j.chunks = (units + per - 1) / per
+	j.left.Store(int64(j.chunks))
+	for i := 0; i < k-1; i++ {
+		wake(j)
+	}
+	j.run()
+	<-j.done
+}
+
+// job is one ForChunks call: chunks of step elements, next is the next
+// chunk to take and left the chunks not yet finished.
+type job struct {
+	n, step, chunks int
+	fn              func(lo, hi int)
+	next, left      atomic.Int64
+	done            chan struct{} // gets a value when left reaches 0
+}
+
+// run computes chunks of j until none is left to take.
+func (j *job) run() {
+	for {
+		c := int(j.next.Add(1) - 1)
+		if c >= j.chunks {
+			return
+		}
+		lo := c * j.step
+		j.fn(lo, min(j.n, lo+j.step))
+		if j.left.Add(-1) == 0 {
+			j.done <- struct{}{}
+		}
+	}
+}
+
+// maxIdle bounds the parked helpers kept between calls; helpers beyond it
+// (started for nested or concurrent calls) exit after their job.
+const maxIdle = 64
+
+// pool holds the parked helpers, most recently used last.
+var pool struct {
+	sync.Mutex
+	idle []chan *job
+}
+
+// wake hands j to a parked helper, or to a new one when none is parked
+// (so concurrent and nested calls never wait for each other's helpers).
+func wake(j *job) {
+	pool.Lock()
+	var c chan *job
+	if n := len(pool.idle); n > 0 {
+		c = pool.idle[n-1]
+		pool.idle = pool.idle[:n-1]
+	}
+	pool.Unlock()
+	if c == nil {
+		c = make(chan *job, 1)
+		go helper(c)
+	}
+	c <- j
+}
+
+// helper runs the jobs sent on c, parking on c between them.
+func helper(c chan *job) {
+	for j := range c {
+		j.run()
+		pool.Lock()
+		if len(pool.idle) >= maxIdle {
+			pool.Unlock()
+			return
+		}
+		pool.idle = append(pool.idle, c)
+		pool.Unlock()
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
 	kvrt "github.com/kvqlabs/kvq/pkg/runtime"
 )
@@ -59,7 +60,10 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		force func() func()
 	}
 	sets := []set{{simd.Kernels(), func() func() { return func() {} }}}
-	if simd.Kernels() == "avx512" {
+	switch {
+	case os.Getenv("KVQ_BENCH_PAR") != "":
+		sets = append(sets, set{"static", par.ForceStatic})
+	case simd.Kernels() == "avx512":
 		sets = append(sets, set{"avx2", simd.ForceAVX2})
 	}
 	decode() // warm up: page the weights in

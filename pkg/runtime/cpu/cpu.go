@@ -160,7 +160,7 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 			tokStep = max(4, stopWork/(stopRows*max(1, cols))/4*4)
 		}
 	}
-	workers.For(rows, 4, per, func(lo, hi int) {
+	workers.ForChunks(rows, 4, per, func(lo, hi int) {
 		for r := lo; r < hi; r += rowStep {
 			for t := 0; t < nt; t += tokStep {
 				if stopped(done) {

@@ -1,0 +1,74 @@
+package par
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestForChunksCovers checks that ForChunks calls fn on disjoint chunks
+// covering [0, n) with bounds multiples of align, for the static and the
+// chunked path, nested and from concurrent callers.
+func TestForChunksCovers(t *testing.T) {
+	check := func(t *testing.T, w Workers, n, align, minChunk int) {
+		hits := make([]atomic.Int32, n)
+		w.ForChunks(n, align, minChunk, func(lo, hi int) {
+			if lo%align != 0 || (hi%align != 0 && hi != n) || lo >= hi {
+				t.Errorf("n=%d align=%d: chunk [%d, %d)", n, align, lo, hi)
+			}
+			for i := lo; i < hi; i++ {
+				hits[i].Add(1)
+			}
+		})
+		for i := range hits {
+			if h := hits[i].Load(); h != 1 {
+				t.Fatalf("w=%d n=%d align=%d: element %d computed %d times", w, n, align, i, h)
+			}
+		}
+	}
+	for _, static := range []bool{false, true} {
+		restore := func() {}
+		if static {
+			restore = ForceStatic()
+		}
+		for _, w := range []Workers{1, 2, 3, 8} {
+			for _, n := range []int{0, 1, 3, 4, 5, 64, 100, 2048, 8191} {
+				for _, align := range []int{1, 4} {
+					check(t, w, n, align, 0)
+					check(t, w, n, align, 16)
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				Workers(4).ForChunks(64, 1, 1, func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						check(t, 3, 1000, 4, 0)
+					}
+				})
+			}()
+		}
+		wg.Wait()
+		restore()
+	}
+}
+
+// BenchmarkForkJoin measures the cost of one parallel call with almost no
+// work: For starts a goroutine per call, ForChunks wakes a parked helper.
+func BenchmarkForkJoin(b *testing.B) {
+	var sink atomic.Int64
+	fn := func(lo, hi int) { sink.Add(int64(hi - lo)) }
+	b.Run("For", func(b *testing.B) {
+		for b.Loop() {
+			Workers(0).For(2048, 4, 0, fn)
+		}
+	})
+	b.Run("ForChunks", func(b *testing.B) {
+		for b.Loop() {
+			Workers(0).ForChunks(2048, 4, 0, fn)
+		}
+	})
+}

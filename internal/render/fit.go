@@ -113,8 +113,15 @@ func wrapText(s string, width int, indent string) string {
 	if utf8.RuneCountInString(s) <= width {
 		return s
 	}
+	return WrapWords(s, width, 0, indent)
+}
+
+// WrapWords writes the words of s (a unit kept with the number before it)
+// from column col on, breaking before a word that would pass width (a
+// word longer than the room stays whole) and starting each further line
+// with indent.
+func WrapWords(s string, width, col int, indent string) string {
 	var b strings.Builder
-	col := 0
 	for i, w := range words(s) {
 		n := utf8.RuneCountInString(w)
 		switch {

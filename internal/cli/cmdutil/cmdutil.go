@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/internal/progressbar"
+	"github.com/kvqlabs/kvq/internal/render"
 	"golang.org/x/term"
 )
 
@@ -223,42 +224,7 @@ func WrapHanging(s string, width int) string {
 		} else if m := label.FindStringIndex(l); m != nil && m[1] <= width/2 {
 			start, hang = m[1], utf8.RuneCountInString(l[:m[1]]) // "KV budget: ..."
 		}
-		var b strings.Builder
-		b.WriteString(l[:start])
-		col := utf8.RuneCountInString(l[:start])
-		first := true
-		for _, w := range words(l[start:]) {
-			n := utf8.RuneCountInString(w)
-			switch {
-			case first:
-			case col+1+n > width:
-				b.WriteString("\n" + strings.Repeat(" ", hang))
-				col = hang
-			default:
-				b.WriteByte(' ')
-				col++
-			}
-			b.WriteString(w)
-			col += n
-			first = false
-		}
-		lines[i] = b.String()
+		lines[i] = l[:start] + render.WrapWords(l[start:], width, utf8.RuneCountInString(l[:start]), strings.Repeat(" ", hang))
 	}
 	return strings.Join(lines, "\n")
-}
-
-// units are the words that stay on the line of the number before them.
-var units = map[string]bool{"B": true, "KiB": true, "MiB": true, "GiB": true, "TiB": true, "KB": true, "MB": true, "GB": true, "TB": true, "tok": true}
-
-// words splits s at spaces, keeping a unit with its number ("14.96 GiB").
-func words(s string) []string {
-	var out []string
-	for _, w := range strings.Fields(s) {
-		if n := len(out); n > 0 && units[strings.TrimRight(w, ",.;:)")] {
-			out[n-1] += " " + w
-			continue
-		}
-		out = append(out, w)
-	}
-	return out
 }

@@ -20,27 +20,33 @@ func (w Workers) N() int {
 	return int(w)
 }
 
+// split is how For and ForChunks cut [0, n): into k parts (0 when there is
+// nothing to do, 1 to run on the calling goroutine) of units units of align
+// elements each (align at least 1).
+func (w Workers) split(n, align, minChunk int) (k, units, al int) {
+	if n <= 0 {
+		return 0, 0, 0
+	}
+	align = max(align, 1)
+	k = w.N()
+	if minChunk > 0 && n/minChunk < k {
+		k = max(1, n/minChunk)
+	}
+	units = (n + align - 1) / align
+	return min(k, units), units, align
+}
+
 // For calls fn(lo, hi) on disjoint chunks covering [0, n). Chunk bounds are
 // multiples of align (except the last). When the work is smaller than
 // minChunk per worker it runs on the calling goroutine.
 func (w Workers) For(n, align, minChunk int, fn func(lo, hi int)) {
-	if n <= 0 {
+	k, units, align := w.split(n, align, minChunk)
+	if k == 0 {
 		return
 	}
-	if align < 1 {
-		align = 1
-	}
-	k := w.N()
-	if minChunk > 0 && n/minChunk < k {
-		k = max(1, n/minChunk)
-	}
-	if k <= 1 {
+	if k == 1 {
 		fn(0, n)
 		return
-	}
-	units := (n + align - 1) / align
-	if units < k {
-		k = units
 	}
 	var wg sync.WaitGroup
 	wg.Add(k - 1)
@@ -89,23 +95,13 @@ func (w Workers) ForChunks(n, align, minChunk int, fn func(lo, hi int)) {
 		w.For(n, align, minChunk, fn)
 		return
 	}
-	if n <= 0 {
+	k, units, align := w.split(n, align, minChunk)
+	if k == 0 {
 		return
 	}
-	if align < 1 {
-		align = 1
-	}
-	k := w.N()
-	if minChunk > 0 && n/minChunk < k {
-		k = max(1, n/minChunk)
-	}
-	if k <= 1 {
+	if k == 1 {
 		fn(0, n)
 		return
-	}
-	units := (n + align - 1) / align
-	if units < k {
-		k = units
 	}
 	per := max(1, units/(k*chunksPerWorker))
 	j := &job{n: n, step: per * align, fn: fn, done: make(chan struct{}, 1)}

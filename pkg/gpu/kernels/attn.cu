@@ -1,0 +1,3 @@
+// attn.cu: (being written)
+#pragma once
+#include "common.cuh"

@@ -1,0 +1,3 @@
+// dense.cu: (being written)
+#pragma once
+#include "common.cuh"

@@ -1,0 +1,3 @@
+// gemm.cu: (being written)
+#pragma once
+#include "common.cuh"

@@ -1,0 +1,3 @@
+// kvwrite.cu: (being written)
+#pragma once
+#include "common.cuh"

@@ -9,6 +9,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 )
 
 // Candidate is one set of scales to compare.
@@ -25,6 +26,8 @@ type CompareOptions struct {
 	// Text configures the teacher-forced scoring (chunk size, chunks).
 	Text    eval.TextOptions
 	Workers int
+	// Backend runs the model (nil: the CPU backend).
+	Backend backend.Backend
 	// Progress, when set, is called after each text chunk.
 	Progress func(done, total int)
 }
@@ -114,7 +117,7 @@ func Compare(ctx context.Context, m *runtime.Model, cands []Candidate, opts Comp
 	}
 	meas.init()
 	if len(run) > 0 {
-		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: opts.Workers, Observer: meas})
+		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, Observer: meas})
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
@@ -14,6 +15,8 @@ type RunOptions struct {
 	Record RecordOptions
 	// Workers bounds the CPU backend's goroutines (0: GOMAXPROCS).
 	Workers int
+	// Backend runs the model (nil: the CPU backend).
+	Backend backend.Backend
 	// Progress, when set, is called after each sample with the samples
 	// done and the total.
 	Progress func(done, total int)
@@ -24,7 +27,7 @@ type RunOptions struct {
 // It stops at the first sample boundary after ctx is done.
 func Record(ctx context.Context, m *runtime.Model, data *Data, opts RunOptions) (*Recorder, error) {
 	rec := NewRecorder(m, opts.Record)
-	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: opts.Workers, Observer: rec})
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, Observer: rec})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
@@ -39,6 +40,10 @@ type Options struct {
 	// Workers evaluates tasks in parallel, each with its own single-thread
 	// runner (0: all CPUs).
 	Workers int
+	// Backend runs the model (nil: a CPU backend per runner). A device
+	// backend is shared by every runner: it must be safe for concurrent
+	// use (gpu.Device is).
+	Backend backend.Backend
 	// Store, when set, keeps every scored item and text chunk and skips
 	// those it already holds (resume).
 	Store *Store
@@ -73,7 +78,7 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 	// The texts and the speed run on one runner with every worker (its
 	// matrix products split across them); the tasks run on one
 	// single-thread runner per worker.
-	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: opts.Workers})
+	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +119,7 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 			names[i] = s.String()
 		}
 		local := func() (generator, func(), error) {
-			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: 1})
 			if err != nil {
 				return nil, nil, err
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/spf13/cobra"
 )
@@ -59,6 +60,7 @@ type Options struct {
 	MaxSeqs     int
 	Chunk       int
 	Threads     int
+	Device      string
 	Output      string
 	Plot        string
 	Endpoints   []string
@@ -157,6 +159,7 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 256, "in-process engine: running sequences per cache at most")
 	fl.IntVar(&o.Chunk, "chunk", 256, "in-process engine: prefill chunk in tokens")
 	fl.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	cmdutil.AddDeviceFlag(fl, &o.Device)
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.Plot, "plot", "", "write plots (latency CDFs, throughput vs load, decode speed vs depth) as SVG and PNG into this directory")
 	fl.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible server to benchmark instead of the in-process engine, NAME=URL or URL (repeatable)")
@@ -200,6 +203,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
 		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
+	}
+	if err := cmdutil.CheckDevice(o.Device); err != nil {
+		return err
 	}
 	if o.Retries < 0 || o.Retries > 10 {
 		return cmdutil.FlagErrorf("--retries %d: must be in 0..10", o.Retries)
@@ -369,6 +375,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	var targets []namedTarget
 	var eng *engine.Engine
+	var be backend.Backend // nil: the CPU
 	var stats *poolWatch
 	if len(o.ends) > 0 {
 		if targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m)); err != nil {
@@ -402,7 +409,10 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		rep.Budget = budget
 		stats = &poolWatch{}
-		eng, err = engine.New(m, engine.Options{Caches: o.specs, Budget: budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, OnStep: stats.step})
+		if be, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut); err != nil {
+			return err
+		}
+		eng, err = engine.New(m, engine.Options{Caches: o.specs, Budget: budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be, OnStep: stats.step})
 		if err != nil {
 			if errors.Is(err, engine.ErrOptions) {
 				return cmdutil.UsageError(err)
@@ -468,7 +478,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	if len(o.depths) > 0 && eng != nil {
-		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
+		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: be, Workers: o.Threads})
 		if err != nil {
 			return err
 		}

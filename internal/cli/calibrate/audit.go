@@ -143,7 +143,7 @@ func (o *AuditOptions) run(ctx context.Context) error {
 		if err != nil {
 			return cmdutil.UsageError(err)
 		}
-		if rec, err = record(ctx, o.IO, m, data, "audit", o.Threads, calibrate.RecordOptions{}); err != nil {
+		if rec, err = record(ctx, o.IO, m, data, "audit", &o.DataFlags, calibrate.RecordOptions{}); err != nil {
 			return err
 		}
 		info = data.Info()
@@ -199,8 +199,12 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 	if err != nil {
 		return err
 	}
+	be, err := o.backend(ctx, o.IO)
+	if err != nil {
+		return err
+	}
 	bar := o.IO.Progress(1, "effect")
-	cmp, err := calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads,
+	cmp, err := calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads, Backend: be,
 		Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 	bar.Finish()
 	if errors.Is(err, eval.ErrOptions) {

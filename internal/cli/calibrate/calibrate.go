@@ -17,6 +17,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/spf13/cobra"
 )
 
@@ -34,6 +35,10 @@ type DataFlags struct {
 	SeqLen    int
 	Seed      uint64
 	Threads   int
+	Device    string
+
+	be     backend.Backend // opened by backend
+	opened bool
 }
 
 func (d *DataFlags) bind(cmd *cobra.Command) {
@@ -45,6 +50,7 @@ func (d *DataFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
 	fl.Uint64Var(&d.Seed, "seed", 1, "selects the calibration windows and records, and the random warm-up tokens")
 	fl.IntVar(&d.Threads, "threads", 0, "CPU threads (0: all)")
+	cmdutil.AddDeviceFlag(fl, &d.Device)
 }
 
 func (d *DataFlags) validate() error {
@@ -56,6 +62,9 @@ func (d *DataFlags) validate() error {
 	}
 	if d.Threads < 0 {
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", d.Threads)
+	}
+	if err := cmdutil.CheckDevice(d.Device); err != nil {
+		return err
 	}
 	for _, p := range d.Data {
 		if _, err := os.Stat(p); err != nil {
@@ -84,9 +93,25 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 }
 
 // record runs the model over the data with a progress bar.
-func record(ctx context.Context, io *cmdutil.IOStreams, m *runtime.Model, data *calibrate.Data, label string, threads int, opts calibrate.RecordOptions) (*calibrate.Recorder, error) {
+// backend opens the --device backend once (nil: the CPU).
+func (d *DataFlags) backend(ctx context.Context, io *cmdutil.IOStreams) (backend.Backend, error) {
+	if !d.opened {
+		be, err := cmdutil.OpenDevice(ctx, d.Device, io.ErrOut)
+		if err != nil {
+			return nil, err
+		}
+		d.be, d.opened = be, true
+	}
+	return d.be, nil
+}
+
+func record(ctx context.Context, io *cmdutil.IOStreams, m *runtime.Model, data *calibrate.Data, label string, d *DataFlags, opts calibrate.RecordOptions) (*calibrate.Recorder, error) {
+	be, err := d.backend(ctx, io)
+	if err != nil {
+		return nil, err
+	}
 	bar := io.Progress(len(data.Samples), label)
-	rec, err := calibrate.Record(ctx, m, data, calibrate.RunOptions{Record: opts, Workers: threads, Progress: func(done, total int) {
+	rec, err := calibrate.Record(ctx, m, data, calibrate.RunOptions{Record: opts, Workers: d.Threads, Backend: be, Progress: func(done, total int) {
 		bar.Set(done, total)
 	}})
 	bar.Finish()
@@ -352,14 +377,14 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(o.codebooks) > 0 {
 		keep = 16384
 	}
-	rec, err := record(ctx, o.IO, m, data, "calibrate", o.Threads, calibrate.RecordOptions{MSE: needs(all, calibrate.ObserverMSE), MSEKind: o.kind, KeepTokens: keep})
+	rec, err := record(ctx, o.IO, m, data, "calibrate", &o.DataFlags, calibrate.RecordOptions{MSE: needs(all, calibrate.ObserverMSE), MSEKind: o.kind, KeepTokens: keep})
 	if err != nil {
 		return err
 	}
 	var warm *calibrate.Recorder
 	if calibrate.NeedsRandomWarmup(all) {
 		rd := calibrate.RandomData(m, 1, min(o.SeqLen, max(2, m.ContextLen)), o.Seed)
-		if warm, err = calibrate.Record(ctx, m, rd, calibrate.RunOptions{Workers: o.Threads}); err != nil {
+		if warm, err = calibrate.Record(ctx, m, rd, calibrate.RunOptions{Workers: o.Threads, Backend: o.be}); err != nil {
 			return err
 		}
 	}
@@ -394,7 +419,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		res.HeldOut = names
 		bar := o.IO.Progress(1, "compare")
-		res.Compare, err = calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads,
+		res.Compare, err = calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads, Backend: o.be,
 			Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 		bar.Finish()
 		if errors.Is(err, eval.ErrOptions) || errors.Is(err, calibrate.ErrOptions) {

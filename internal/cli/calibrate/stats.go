@@ -91,7 +91,7 @@ func (o *StatsOptions) run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
-	rec, err := record(ctx, o.IO, m, data, "stats", o.Threads, calibrate.RecordOptions{})
+	rec, err := record(ctx, o.IO, m, data, "stats", &o.DataFlags, calibrate.RecordOptions{})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ type Options struct {
 	Cache       string
 	Compare     string
 	Threads     int
+	Device      string
 	Chat        bool
 	System      string
 
@@ -76,6 +77,7 @@ and the bytes the KV cache allocated.
 	fl.StringVar(&o.Cache, "cache", "fp16", "KV-cache format spec (see kvq formats), e.g. fp16, int4, k=int8,v=int4, q4_0,residual=64")
 	fl.StringVar(&o.Compare, "compare", "", "comma-separated cache specs to compare greedily against --cache (the baseline)")
 	fl.IntVar(&o.Threads, "threads", 0, "worker goroutines (0: all CPUs)")
+	cmdutil.AddDeviceFlag(fl, &o.Device)
 	fl.BoolVar(&o.Chat, "chat", false, "wrap the prompt as a user message in the model's chat template")
 	fl.StringVar(&o.System, "system", "", "system message (with --chat)")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
@@ -99,6 +101,9 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", o.Threads)
 	case o.System != "" && !o.Chat:
 		return cmdutil.FlagErrorf("--system needs --chat")
+	}
+	if err := cmdutil.CheckDevice(o.Device); err != nil {
+		return err
 	}
 	spec, err := quant.Formats().ParseSpec(o.Cache)
 	if err != nil {
@@ -165,10 +170,16 @@ func (o *Options) Run(ctx context.Context) error {
 			need = max(need, l.SeqCost(len(prompt)+o.MaxTokens)) // CompareGreedy's caches, one at a time
 		}
 	}
-	if err := cmdutil.CheckKVMemory("--max-tokens", need, fmt.Sprintf("the prompt's %d tokens and --max-tokens %d", len(prompt), o.MaxTokens)); err != nil {
+	be, err := cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	if err != nil {
 		return err
 	}
-	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: o.Threads})
+	if be == nil { // the cache is host memory
+		if err := cmdutil.CheckKVMemory("--max-tokens", need, fmt.Sprintf("the prompt's %d tokens and --max-tokens %d", len(prompt), o.MaxTokens)); err != nil {
+			return err
+		}
+	}
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: be, Workers: o.Threads})
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,11 @@ func TestUsageLines(t *testing.T) {
 	}
 	_, v1 := runWidth(t, 0, "version")
 	_, v2 := runWidth(t, 0, "--version")
-	if v1 != v2 || !strings.HasPrefix(v1, "kvq test") || !strings.Contains(v1, "kernels)") {
-		t.Errorf("kvq version = %q, kvq --version = %q; want the same line", v1, v2)
+	first, rest, _ := strings.Cut(v1, "\n")
+	if first+"\n" != v2 || !strings.HasPrefix(v1, "kvq test") || !strings.Contains(v1, "backends cpu") {
+		t.Errorf("kvq version = %q, kvq --version = %q; want the same first line", v1, v2)
+	}
+	if !strings.HasPrefix(rest, "gpu") {
+		t.Errorf("kvq version's second line = %q, want the GPU line", rest)
 	}
 }

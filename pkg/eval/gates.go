@@ -185,6 +185,38 @@ type GateResult struct {
 	Message string `json:"message,omitempty"`
 }
 
+// MarshalJSON writes a metric that was not measured (NaN, which JSON
+// cannot hold) as "value": null.
+func (r GateResult) MarshalJSON() ([]byte, error) {
+	type plain GateResult
+	v := struct {
+		plain
+		Value *float64 `json:"value"`
+	}{plain: plain(r)}
+	if !math.IsNaN(r.Value) && !math.IsInf(r.Value, 0) {
+		v.Value = &r.Value
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads "value": null back as NaN.
+func (r *GateResult) UnmarshalJSON(b []byte) error {
+	type plain GateResult
+	var v struct {
+		plain
+		Value *float64 `json:"value"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = GateResult(v.plain)
+	r.Value = math.NaN()
+	if v.Value != nil {
+		r.Value = *v.Value
+	}
+	return nil
+}
+
 // Label is the gate as applied: "drop[copy] <= 5".
 func (r GateResult) Label() string {
 	n := r.Gate.Metric

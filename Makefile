@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 
 .PHONY: all build test test-purego vet fuzz bench bench-runtime clean probe-model probe-model-smoke readme-check \
-	cuda-sysroot build-cuda check-cuda ptx
+	cuda-sysroot build-cuda check-cuda ptx gpu-check-build
 
 all: build
 
@@ -88,6 +88,17 @@ check-cuda: cuda-sysroot
 
 ptx:
 	scripts/ptx.sh
+
+# What scripts/gpu-check.sh runs on a GPU machine (which has no Go):
+# bin/kvq-cuda, pkg/gpu's test binary, bin/gpubench, and stories260K
+# under shared/ (the device tool carries bin/ and shared/).
+gpu-check-build: cuda-sysroot
+	$(CUDA_ENV) $(GO) build -tags cuda -ldflags='-s -w' -o bin/kvq-cuda ./cmd/kvq
+	$(CUDA_ENV) $(GO) test -tags cuda -ldflags='-s -w' -c -o bin/gpu.test ./pkg/gpu
+	$(CUDA_ENV) $(GO) build -tags cuda -ldflags='-s -w' -o bin/gpubench ./scripts/gpubench
+	mkdir -p shared/models/stories260K
+	cp ../shared/models/stories260K/stories260K.gguf shared/models/stories260K/
+	du -ch bin/kvq-cuda bin/gpu.test bin/gpubench shared | tail -1
 
 clean:
 	rm -rf bin

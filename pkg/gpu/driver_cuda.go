@@ -15,6 +15,7 @@ import "C"
 import (
 	_ "embed"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -86,9 +87,17 @@ func openDriver(opts Options) (driver, error) {
 	d := &cudaDriver{ctx: ctx, dev: dev, inf: inf}
 	unbind := d.bind()
 	defer unbind()
-	mod, err := cu.LoadData(kvqPTX)
+	// KVQ_PTX names a module file (PTX or cubin, made from the same
+	// sources by a newer nvcc, e.g. for sm_90) to load instead of the
+	// embedded PTX: the device check compares the two.
+	var mod cu.Module
+	if p := os.Getenv("KVQ_PTX"); p != "" {
+		mod, err = cu.Load(p)
+	} else {
+		mod, err = cu.LoadData(kvqPTX)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("gpu: loading kvq's PTX on %s: %v", inf.Name, err)
+		return nil, fmt.Errorf("gpu: loading kvq's kernels on %s: %v", inf.Name, err)
 	}
 	d.mod = mod
 	return d, nil

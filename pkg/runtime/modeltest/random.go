@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	goruntime "runtime"
+	"sync"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/runtime"
@@ -15,6 +17,85 @@ import (
 // near 1), for tests and benchmarks of realistic shapes. It has no tokenizer.
 // The same config, dtype and seed give the same weights.
 func RandomModel(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.Model, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	mat := func(name string, rows, cols int) (*tensor.Weight, error) {
+		if err := checkQ80(name, dt, cols); err != nil {
+			return nil, err
+		}
+		std := 1 / math.Sqrt(float64(cols))
+		vals := make([]float32, rows*cols)
+		for i := range vals {
+			vals[i] = float32(rng.NormFloat64() * std)
+		}
+		return WeightFromF32(name, dt, rows, cols, vals), nil
+	}
+	return randomModel(c, rng, mat)
+}
+
+// RandomModelFast is RandomModel for large shapes (an 8B-shape model in
+// seconds on many cores): every matrix is filled by parallel chunks of
+// rows, each from its own generator, with uniform values of the same
+// standard deviation as RandomModel's normal ones (so not the same
+// weights). The same config, dtype and seed give the same weights.
+func RandomModelFast(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.Model, error) {
+	n := uint64(0)
+	mat := func(name string, rows, cols int) (*tensor.Weight, error) {
+		if err := checkQ80(name, dt, cols); err != nil {
+			return nil, err
+		}
+		n++
+		id := n
+		a := float32(math.Sqrt(3 / float64(cols))) // uniform on [-a, a] has std 1/sqrt(cols)
+		w := &tensor.Weight{Name: name, DType: dt, Rows: rows, Cols: cols}
+		switch dt {
+		case tensor.F32:
+			w.F32 = make([]float32, rows*cols)
+		case tensor.F16, tensor.BF16:
+			w.U16 = make([]uint16, rows*cols)
+		case tensor.Q80:
+			w.Raw = make([]byte, rows*dt.RowBytes(cols))
+		}
+		const chunk = 64 // rows
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, goruntime.GOMAXPROCS(0))
+		for r0 := 0; r0 < rows; r0 += chunk {
+			r1 := min(rows, r0+chunk)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				rng := rand.New(rand.NewPCG(seed, id<<32|uint64(r0)))
+				vals := make([]float32, (r1-r0)*cols)
+				for i := range vals {
+					vals[i] = a * (2*rng.Float32() - 1)
+				}
+				part := WeightFromF32(name, dt, r1-r0, cols, vals)
+				switch dt {
+				case tensor.F32:
+					copy(w.F32[r0*cols:], part.F32)
+				case tensor.F16, tensor.BF16:
+					copy(w.U16[r0*cols:], part.U16)
+				case tensor.Q80:
+					copy(w.Raw[r0*dt.RowBytes(cols):], part.Raw)
+				}
+			}()
+		}
+		wg.Wait()
+		return w, nil
+	}
+	return randomModel(c, rand.New(rand.NewPCG(seed, 0x5eed)), mat)
+}
+
+func checkQ80(name string, dt tensor.DType, cols int) error {
+	if dt == tensor.Q80 && cols%tensor.Q80BlockSize != 0 {
+		return fmt.Errorf("modeltest: random %s: %d columns is not a multiple of 32 for Q8_0", name, cols)
+	}
+	return nil
+}
+
+// randomModel assembles a model of config c from mat's matrices and norm
+// weights near 1 drawn from rng.
+func randomModel(c runtime.Config, rng *rand.Rand, mat func(name string, rows, cols int) (*tensor.Weight, error)) (*runtime.Model, error) {
 	if c.RopeDim == 0 {
 		c.RopeDim = c.HeadDim
 	}
@@ -29,18 +110,6 @@ func RandomModel(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.Model
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	mat := func(name string, rows, cols int) (*tensor.Weight, error) {
-		if dt == tensor.Q80 && cols%tensor.Q80BlockSize != 0 {
-			return nil, fmt.Errorf("modeltest: random %s: %d columns is not a multiple of 32 for Q8_0", name, cols)
-		}
-		std := 1 / math.Sqrt(float64(cols))
-		vals := make([]float32, rows*cols)
-		for i := range vals {
-			vals[i] = float32(rng.NormFloat64() * std)
-		}
-		return WeightFromF32(name, dt, rows, cols, vals), nil
 	}
 	norm := func(n int) []float32 {
 		v := make([]float32, n)

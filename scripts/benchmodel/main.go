@@ -21,7 +21,7 @@ import (
 
 func main() {
 	shape := flag.String("shape", "1b", "model shape: 90m or 1b")
-	dtype := flag.String("dtype", "F16", "weight type: F16, BF16 or F32")
+	dtype := flag.String("dtype", "F16", "weight type: F16, BF16, F32 or Q8_0 (norms stay F32, as llama.cpp writes them)")
 	out := flag.String("o", "", "output .gguf path (required)")
 	seed := flag.Uint64("seed", 1, "weights' random seed")
 	flag.Parse()
@@ -31,13 +31,13 @@ func main() {
 	}
 	s, ok := shapes[*shape]
 	if !ok || *out == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: benchmodel -shape 90m|1b [-dtype F16|BF16|F32] -o FILE.gguf")
+		fmt.Fprintln(os.Stderr, "usage: benchmodel -shape 90m|1b [-dtype F16|BF16|F32|Q8_0] -o FILE.gguf")
 		os.Exit(2)
 	}
 	switch *dtype {
-	case "F16", "BF16", "F32":
+	case "F16", "BF16", "F32", "Q8_0":
 	default:
-		fmt.Fprintf(os.Stderr, "benchmodel: -dtype %q (valid: F16, BF16, F32)\n", *dtype)
+		fmt.Fprintf(os.Stderr, "benchmodel: -dtype %q (valid: F16, BF16, F32, Q8_0)\n", *dtype)
 		os.Exit(2)
 	}
 	s.DType, s.Seed = *dtype, *seed

@@ -18,6 +18,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/safetensors"
+	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
 )
 
@@ -32,7 +33,7 @@ type Spec struct {
 	Context       int
 	SlidingWindow int    // mistral
 	Tied          bool   // tie the output head to the embedding
-	DType         string // "F32", "F16", "BF16" (safetensors spelling)
+	DType         string // "F32", "F16", "BF16" (safetensors spelling); WriteGGUF also "Q8_0"
 	RopeTheta     float64
 	Seed          uint64
 	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
@@ -391,7 +392,10 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddBool("tokenizer.ggml.add_bos_token", !s.NoBOS)
 	g.AddString("tokenizer.chat_template", ChatTemplate)
 
-	typ := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16}[s.DType]
+	typ, ok := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16, "Q8_0": gguf.Q80}[s.DType]
+	if !ok {
+		return fmt.Errorf("modeltest: GGUF dtype %q (F32, F16, BF16 or Q8_0)", s.DType)
+	}
 	permute := arch == "llama" || arch == "mistral"
 	for _, name := range w.names {
 		v, shape := w.data[name], w.shape[name]
@@ -426,7 +430,15 @@ func WriteGGUF(path string, s Spec) error {
 		for i, d := range shape {
 			dims[len(shape)-1-i] = uint64(d) // GGUF lists the row length first
 		}
-		data := encode(v, map[gguf.Type]string{gguf.F32: "F32", gguf.F16: "F16", gguf.BF16: "BF16"}[t])
+		var data []byte
+		if t == gguf.Q80 {
+			if shape[1]%tensor.Q80BlockSize != 0 {
+				return fmt.Errorf("modeltest: %s: %d columns is not a multiple of %d for Q8_0", name, shape[1], tensor.Q80BlockSize)
+			}
+			data = WeightFromF32(gname, tensor.Q80, shape[0], shape[1], v).Raw
+		} else {
+			data = encode(v, map[gguf.Type]string{gguf.F32: "F32", gguf.F16: "F16", gguf.BF16: "BF16"}[t])
+		}
 		if err := g.AddTensor(gname, t, dims, data); err != nil {
 			return err
 		}

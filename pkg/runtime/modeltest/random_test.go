@@ -1,10 +1,12 @@
 package modeltest
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"testing"
 
+	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
@@ -41,5 +43,51 @@ func TestRandomModelFast(t *testing.T) {
 	}
 	if _, err := RandomModelFast(c, tensor.F16, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWriteGGUFQ80: WriteGGUF writes Q8_0 matrices (norms in F32) that the
+// runtime loads as Q8_0, each within one quantization step of the F32
+// file's weights.
+func TestWriteGGUFQ80(t *testing.T) {
+	dir := t.TempDir()
+	spec := Spec{Arch: "llama", Seed: 3, Dim: 64, Hidden: 128, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 32, Context: 64}
+	q, f := spec, spec
+	q.DType, f.DType = "Q8_0", "F32"
+	for _, s := range []struct {
+		sp   Spec
+		path string
+	}{{q, dir + "/q.gguf"}, {f, dir + "/f.gguf"}} {
+		if err := WriteGGUF(s.path, s.sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mq, err := runtime.Load(t.Context(), dir+"/q.gguf", runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mq.Close()
+	mf, err := runtime.Load(t.Context(), dir+"/f.gguf", runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mf.Close()
+	wq, wf := mq.Layers[0].Down, mf.Layers[0].Down
+	if wq.DType != tensor.Q80 || mq.Layers[0].AttnNorm == nil {
+		t.Fatalf("down is %v, want Q8_0", wq.DType)
+	}
+	got := make([]float32, wq.Cols) // row 0, dequantized
+	for b := 0; b < wq.Cols/tensor.Q80BlockSize; b++ {
+		blk := wq.Raw[b*tensor.Q80BlockBytes:]
+		d := simd.F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+		for i := range tensor.Q80BlockSize {
+			got[b*tensor.Q80BlockSize+i] = d * float32(int8(blk[2+i]))
+		}
+	}
+	want := wf.F32[:wf.Cols]
+	for i := range got {
+		if d := math.Abs(float64(got[i] - want[i])); d > 0.01 {
+			t.Fatalf("down[0][%d] = %g from Q8_0, %g from F32", i, got[i], want[i])
+		}
 	}
 }

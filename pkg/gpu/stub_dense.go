@@ -7,14 +7,16 @@ package gpu
 
 import (
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
-	"github.com/kvqlabs/kvq/pkg/tensor"
+	kvqtensor "github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 type denseState struct{}
 
 func (s *denseState) init(b *Backend) error { return nil }
 
-func (b *Backend) Upload(w *tensor.Weight) (backend.Matrix, error) { panic("gpu: Upload not implemented") }
+func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
+	panic("gpu: Upload not implemented")
+}
 func (b *Backend) Embed(dst backend.Tensor, w backend.Matrix, ids []int32) {
 	panic("gpu: Embed not implemented")
 }

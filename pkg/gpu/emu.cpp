@@ -206,7 +206,11 @@ static void initContext(Fiber* f) {
 	// chains), then fiberEntry as the return address, entered with the
 	// stack aligned as after a call (rsp ≡ 8 mod 16), above it a zero
 	// return address fiberEntry never uses.
-	uint64_t* top = reinterpret_cast<uint64_t*>(f->stack + f->stackSize);
+	// The top is offset by 64 bytes per fiber (mod 4 KiB): stacks whose
+	// hot frames sat at the same page offset would compete for the same
+	// few L1 cache sets.
+	size_t color = (f->linear % 64) * 64;
+	uint64_t* top = reinterpret_cast<uint64_t*>(f->stack + f->stackSize - color);
 	top[-1] = 0;
 	top[-2] = reinterpret_cast<uint64_t>(&fiberEntry);
 	for (int i = 3; i <= 8; i++) top[-i] = 0;
@@ -523,6 +527,19 @@ static int badRange(const char* op, uint64_t p, size_t n) {
 
 // Launch.
 
+// smemGuardIntact checks the guard bytes after a block's dynamic shared
+// memory (and restores them for the next block).
+static bool smemGuardIntact(int shared) {
+	const unsigned char* g = g_smem + shared;
+	for (size_t i = 0; i < kGuard; i++) {
+		if (g[i] != kGuardByte) {
+			memset(g_smem + shared, kGuardByte, kGuard);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void runBlock() {
 	L.head = 0;
 	L.count = 0;
@@ -636,11 +653,15 @@ int kvq_emu_launch(kvq_emu_kernel* kh, unsigned gx, unsigned gy, unsigned gz, un
 	if (!ensureStacks(unsigned(n))) return fail(KVQ_EMU_ENOMEM, "out of memory for thread stacks");
 	if (!g_smem) {
 		void* p = nullptr;
-		if (posix_memalign(&p, 128, kMaxDynShared) != 0) return fail(KVQ_EMU_ENOMEM, "out of memory for shared memory");
+		if (posix_memalign(&p, 128, kMaxDynShared + kGuard) != 0)
+			return fail(KVQ_EMU_ENOMEM, "out of memory for shared memory");
 		g_smem = static_cast<unsigned char*>(p);
 	}
+	// Dynamic shared memory: 0xff bytes, then guard bytes checked after
+	// every block.
 	memset(g_smem, 0xff, size_t(shared));
-	g_dynSmem = shared > 0 ? g_smem : nullptr;
+	memset(g_smem + shared, kGuardByte, kGuard);
+	g_dynSmem = g_smem;
 
 	L.kernel = k;
 	L.args = args;
@@ -678,6 +699,11 @@ int kvq_emu_launch(kvq_emu_kernel* kh, unsigned gx, unsigned gy, unsigned gz, un
 			for (unsigned x = 0; x < gx && L.status == KVQ_EMU_OK; x++) {
 				g_blockIdx = uint3{x, y, z};
 				runBlock();
+				if (L.status == KVQ_EMU_OK && !smemGuardIntact(shared)) {
+					L.status = KVQ_EMU_EFAULT;
+					L.err = format("%s: wrote past the end of its %d bytes of dynamic shared memory", where().c_str(),
+					               shared);
+				}
 			}
 	g_launchTid.store(0);
 	g_cur = nullptr;

@@ -471,10 +471,11 @@ func TestEmuBadKernels(t *testing.T) {
 		{"trap", 4, 32, errEmuFault, "thread (3,0,0): __trap() called"},
 		{"lone nanosleep loop", 5, 32, errEmuFault, "no other thread of the block can run"},
 		{"mma in a partial warp", 6, 48, errEmuFault, "mma in a partial warp"},
+		{"write past dynamic shared memory", 7, 32, errEmuFault, "block (0,0,0): wrote past the end of its 64 bytes of dynamic shared memory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := zeros[float32](e, 16)
-			err := e.run("emutest_bad", d1(2), d1(c.threads), 0, args{}.ptr(out).int(16).int(c.mode))
+			err := e.run("emutest_bad", d1(2), d1(c.threads), 64, args{}.ptr(out).int(16).int(c.mode))
 			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.msg) ||
 				!strings.Contains(err.Error(), "emutest_bad") {
 				t.Errorf("mode %d: %v, want %v containing %q", c.mode, err, c.err, c.msg)

@@ -2,7 +2,6 @@
 // the emulator build compiles them (emu.cpp includes this file after
 // kvq.cu); they are valid CUDA as well (nvcc -ptx checks them), so that
 // they could run on a GPU for comparison.
-#pragma once
 #include "common.cuh"
 
 // emutest_vadd: c = a + b over a 1-D grid.
@@ -219,6 +218,7 @@ KVQ_REGISTER(emutest_flag)
 //   4: __trap
 //   5: __nanosleep forever with no other thread able to run
 //   6: an mma in a partial warp (block of 48)
+//   7: a write past the end of n floats of dynamic shared memory
 KVQ_KERNEL void emutest_bad(float* out, int n, int mode) {
 	int t = threadIdx.x;
 	switch (mode) {
@@ -251,6 +251,11 @@ KVQ_KERNEL void emutest_bad(float* out, int n, int mode) {
 		unsigned a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
 		kvq_mma_f16_16816(d, a, b);
 		out[t] = d[0];
+		break;
+	}
+	case 7: {
+		KVQ_DYN_SMEM(float, s);
+		if (t == 0) s[n] = 1.0f;
 		break;
 	}
 	}

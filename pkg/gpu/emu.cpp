@@ -133,6 +133,8 @@ uint64_t g_switches = 0;
 std::atomic<int64_t> g_launchTid{0};
 std::map<uintptr_t, size_t> g_allocs; // user address → bytes
 std::string g_err;
+int g_schedule = KVQ_EMU_FORWARD;
+uint64_t g_rng = 1;
 
 static std::string vformat(const char* format, va_list ap) {
 	char buf[1024];
@@ -236,6 +238,45 @@ static inline Fiber* pop() {
 	return f;
 }
 
+// rnd is splitmix64 over g_rng: the random schedule's choices.
+static inline uint64_t rnd() {
+	uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void shuffle(Fiber** f, unsigned n) {
+	for (unsigned i = n; i > 1; i--) {
+		unsigned j = unsigned(rnd() % i);
+		Fiber* t = f[i - 1];
+		f[i - 1] = f[j];
+		f[j] = t;
+	}
+}
+
+// wake makes ready the n fibers of list (in thread order), which self's
+// arrival released, in the schedule's order: as listed, reversed, or
+// shuffled; in the random schedule self joins them (list has room for
+// it) and may run later.
+static void wake(Fiber** list, unsigned n, Fiber* self) {
+	switch (g_schedule) {
+	case KVQ_EMU_REVERSE:
+		for (unsigned i = n; i > 0; i--) push(list[i - 1]);
+		return;
+	case KVQ_EMU_RANDOM: {
+		list[n++] = self;
+		shuffle(list, n);
+		for (unsigned i = 0; i < n; i++) push(list[i]);
+		Fiber* next = pop();
+		if (next != self) switchTo(self, next);
+		self->state = kRunning;
+		return;
+	}
+	}
+	for (unsigned i = 0; i < n; i++) push(list[i]);
+}
+
 static std::string where() {
 	std::string s = format("kernel %s, block (%u,%u,%u)", L.kernel->name, g_blockIdx.x, g_blockIdx.y, g_blockIdx.z);
 	if (g_cur)
@@ -335,10 +376,13 @@ int blockSync(int mode, int pred) {
 		L.lastPreds = L.preds;
 		L.arrived = 0;
 		L.preds = 0;
-		for (Fiber* w : L.waiters) push(w);
+		// Every other thread waits here (none has returned).
 		L.waiters.clear();
+		for (unsigned i = 0; i < L.n; i++)
+			if (&L.fibers[i] != f) L.waiters.push_back(&L.fibers[i]);
+		L.waiters.push_back(f); // room for wake to add it
+		wake(L.waiters.data(), L.n - 1, f);
 	} else {
-		L.waiters.push_back(f);
 		f->state = kWaitBlock;
 		f->waitWhat = "__syncthreads";
 		block(f);
@@ -382,7 +426,10 @@ Group* warpArrive(unsigned mask, const uint64_t* words, int n) {
 		g->complete = true;
 		g->pending = need;
 		Fiber* lanes = &L.fibers[f->warp * 32];
-		for (uint32_t rest = need & ~bit; rest; rest &= rest - 1) push(&lanes[__builtin_ctz(rest)]);
+		Fiber* list[33];
+		unsigned n = 0;
+		for (uint32_t rest = need & ~bit; rest; rest &= rest - 1) list[n++] = &lanes[__builtin_ctz(rest)];
+		wake(list, n, f);
 		return g;
 	}
 	f->state = kWaitWarp;
@@ -545,17 +592,22 @@ static void runBlock() {
 	L.count = 0;
 	L.arrived = 0;
 	L.preds = 0;
-	L.waiters.clear();
 	L.done = 0;
 	L.loneYields = 0;
 	for (Warp& w : L.warps) {
 		w.exited = 0;
 		for (Group& g : w.groups) g.used = false;
 	}
+	L.waiters.clear();
 	for (unsigned i = 0; i < L.n; i++) {
-		Fiber* f = &L.fibers[i];
-		initContext(f);
-		push(f);
+		initContext(&L.fibers[i]);
+		L.waiters.push_back(&L.fibers[i]);
+	}
+	if (g_schedule == KVQ_EMU_REVERSE)
+		for (unsigned i = L.n; i > 0; i--) push(L.waiters[i - 1]);
+	else {
+		if (g_schedule == KVQ_EMU_RANDOM) shuffle(L.waiters.data(), L.n);
+		for (Fiber* f : L.waiters) push(f);
 	}
 	fromMain(pop());
 }
@@ -670,7 +722,7 @@ int kvq_emu_launch(kvq_emu_kernel* kh, unsigned gx, unsigned gy, unsigned gz, un
 	L.err.clear();
 	L.fibers.resize(n);
 	L.ring.resize(n);
-	L.waiters.reserve(n);
+	L.waiters.reserve(n + 1);
 #ifdef KVQ_EMU_USE_UCONTEXT
 	g_ucs.resize(n);
 #endif
@@ -724,6 +776,14 @@ int kvq_emu_set_stack_size(size_t bytes) {
 	freeStacks();
 	g_page = page;
 	g_stackSize = (bytes + page - 1) / page * page;
+	return KVQ_EMU_OK;
+}
+
+int kvq_emu_set_schedule(int order, uint64_t seed) {
+	if (order != KVQ_EMU_FORWARD && order != KVQ_EMU_REVERSE && order != KVQ_EMU_RANDOM)
+		return fail(KVQ_EMU_EINVAL, format("unknown schedule %d", order));
+	g_schedule = order;
+	g_rng = seed;
 	return KVQ_EMU_OK;
 }
 

@@ -291,3 +291,12 @@ KVQ_KERNEL void emutest_stack(float* out) {
 	out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 KVQ_REGISTER(emutest_stack)
+
+// emutest_racy: thread 0 writes a shared value the others read without a
+// barrier (a bug that thread-ID order hides).
+KVQ_KERNEL void emutest_racy(int* out) {
+	__shared__ int x;
+	if (threadIdx.x == 0) x = 1000 + int(blockIdx.x);
+	out[blockIdx.x * blockDim.x + threadIdx.x] = x;
+}
+KVQ_REGISTER(emutest_racy)

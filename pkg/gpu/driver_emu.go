@@ -12,7 +12,7 @@ package gpu
 // test-cudaemu target also puts a hash of kernels/ in CGO_CXXFLAGS.
 
 /*
-#cgo CXXFLAGS: -std=c++17 -O2 -fno-strict-aliasing
+#cgo CXXFLAGS: -std=c++17 -O2 -fno-strict-aliasing -fstack-clash-protection
 #include <stdlib.h>
 #include "emu_api.h"
 */
@@ -279,3 +279,7 @@ func emuSetSchedule(s emuSchedule, seed uint64) error {
 	defer emuMu.Unlock()
 	return emuError(C.kvq_emu_set_schedule(C.int(s), C.uint64_t(seed)))
 }
+
+// emuCatchesFaults reports whether a kernel's invalid memory access is a
+// launch error rather than a crash of the process (see emu_api.h).
+func emuCatchesFaults() bool { return C.kvq_emu_catches_faults() != 0 }

@@ -77,6 +77,12 @@ enum {
 };
 int kvq_emu_set_schedule(int order, uint64_t seed);
 
+// kvq_emu_catches_faults reports whether a kernel's invalid memory access,
+// stack overflow or integer division by zero is a launch error
+// (KVQ_EMU_EFAULT); without it (builds on the ucontext switcher) such a
+// kernel crashes the process.
+int kvq_emu_catches_faults(void);
+
 // kvq_emu_total_memory is the host's physical memory in bytes.
 int64_t kvq_emu_total_memory(void);
 

@@ -16,10 +16,21 @@
 //   - Lanes are threadIdx linearized x fastest; a warp is 32 consecutive
 //     linear IDs; the last warp may be partial.
 //   - Undefined behaviour that the emulator reports as a launch error
-//     instead of guessing: __syncthreads when some thread of the block has
-//     returned, a warp primitive whose mask names a lane that has returned
-//     or excludes the caller, an mma wrapper in a partial warp, a block
-//     whose threads can no longer progress (deadlock), __trap().
+//     (naming the kernel, block and thread) instead of guessing:
+//     __syncthreads when some thread of the block has returned, a warp
+//     primitive whose mask names a lane that has returned or excludes the
+//     caller, an mma wrapper in a partial warp, a block whose threads can
+//     no longer progress (deadlock), __trap(), a write within 256 bytes
+//     before or after a device allocation or past the launch's dynamic
+//     shared memory (guard bytes, checked after each block or launch),
+//     and on x86-64 an invalid memory access, a stack overflow (64 KiB
+//     per thread by default) or an integer division by zero.
+//   - Not detected: reads out of bounds, races between threads (run the
+//     tests with -emu.schedule=reverse and random to expose missing
+//     barriers), __launch_bounds__ or register limits, static shared
+//     memory above 48 KiB, a thread spinning on a flag without
+//     __nanosleep (it never yields: the launch hangs), waiting for
+//     another block (blocks run one after another).
 //
 // Provided: the qualifiers, threadIdx/blockIdx/blockDim/gridDim/warpSize,
 // the vector types, __half/__nv_bfloat16 and their pairs, the fp16/bf16

@@ -219,6 +219,15 @@ KVQ_REGISTER(emutest_flag)
 //   5: __nanosleep forever with no other thread able to run
 //   6: an mma in a partial warp (block of 48)
 //   7: a write past the end of n floats of dynamic shared memory
+//   8: a write through a null pointer
+//   9: a 1 MiB local array (a stack overflow)
+//  10: an integer division by zero (n - 16 with n = 16)
+static __device__ __noinline__ float emutest_big_frame() {
+	volatile float big[1 << 18];
+	big[0] = 1.0f;
+	return big[0];
+}
+
 KVQ_KERNEL void emutest_bad(float* out, int n, int mode) {
 	int t = threadIdx.x;
 	switch (mode) {
@@ -258,6 +267,15 @@ KVQ_KERNEL void emutest_bad(float* out, int n, int mode) {
 		if (t == 0) s[n] = 1.0f;
 		break;
 	}
+	case 8:
+		if (t == 5) *reinterpret_cast<volatile float*>(out[0] == 12345.0f ? out : nullptr) = 1.0f;
+		break;
+	case 9:
+		if (t == 2) out[t] = emutest_big_frame();
+		break;
+	case 10:
+		out[t] = float(t / (n - 16));
+		break;
 	}
 }
 KVQ_REGISTER(emutest_bad)

@@ -617,8 +617,10 @@ func refFloatToBF16(f float32) uint16 {
 	return refRound(bv, f)
 }
 
-func refRound(vals []float64, f float32) uint16 {
-	x := float64(f)
+func refRound(vals []float64, f float32) uint16 { return refRound64(vals, float64(f)) }
+
+// refRound64 rounds x once to the format of vals.
+func refRound64(vals []float64, x float64) uint16 {
 	if math.IsNaN(x) {
 		return 0x7fff
 	}
@@ -1035,6 +1037,48 @@ func TestEmuSchedules(t *testing.T) {
 					t.Errorf("racy kernel: %d of %d threads read a stale value", stale, nb*nt)
 				}
 			})
+		})
+	}
+}
+
+func TestEmuHalfArithmetic(t *testing.T) {
+	e := newEmu(t)
+	const n = 1 << 16
+	rng := rand.New(rand.NewPCG(7, 8))
+	hv, bv := refTables()
+	for _, bf16 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "f16", true: "bf16"}[bf16], func(t *testing.T) {
+			vals, toF := hv, refHalfToFloat
+			if bf16 {
+				vals = bv
+				toF = func(b uint16) float64 { return float64(math.Float32frombits(uint32(b) << 16)) }
+			}
+			a, b, c := make([]uint16, n), make([]uint16, n), make([]uint16, n)
+			for i := range a {
+				// Finite values of every exponent, and a few specials.
+				for _, p := range []*uint16{&a[i], &b[i], &c[i]} {
+					*p = uint16(rng.IntN(len(vals)-1)) | uint16(rng.IntN(2))<<15
+				}
+			}
+			a[0], b[0] = 0x7c00, 0xfc00 // inf + -inf (fp16)
+			pa, pb, pc, pout := upload(e, a), upload(e, b), upload(e, c), zeros[uint16](e, 4*n)
+			e.mustRun("emutest_harith", d1(n/256), d1(256), 0,
+				args{}.ptr(pa).ptr(pb).ptr(pc).ptr(pout).int(n).int(map[bool]int{false: 0, true: 1}[bf16]))
+			out := make([]uint16, 4*n)
+			download(e, out, pout)
+			fails := 0
+			for i := range n {
+				x, y, z := toF(a[i]), toF(b[i]), toF(c[i])
+				want := []uint16{refRound64(vals, x+y), refRound64(vals, x*y), refRound64(vals, math.FMA(x, y, z)), refRound64(vals, x+y)}
+				for k, w := range want {
+					if g := out[4*i+k]; g != w && !(w == 0x7fff && g&0x7fff > uint16(len(vals)-1)) {
+						t.Errorf("op %d of 0x%04x, 0x%04x, 0x%04x = 0x%04x, want 0x%04x", k, a[i], b[i], c[i], g, w)
+						if fails++; fails > 10 {
+							t.Fatal("too many failures")
+						}
+					}
+				}
+			}
 		})
 	}
 }

@@ -318,3 +318,26 @@ KVQ_KERNEL void emutest_racy(int* out) {
 	out[blockIdx.x * blockDim.x + threadIdx.x] = x;
 }
 KVQ_REGISTER(emutest_racy)
+
+// emutest_harith: __hadd, __hmul, __hfma and the paired __hadd2 of
+// 16-bit patterns (fp16, or bf16 when bf16 != 0): out[4i..4i+3].
+KVQ_KERNEL void emutest_harith(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                               const unsigned short* __restrict__ c, unsigned short* __restrict__ out, int n, int bf16) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) return;
+	unsigned short* o = out + 4 * i;
+	if (bf16) {
+		__nv_bfloat16 x = __ushort_as_bfloat16(a[i]), y = __ushort_as_bfloat16(b[i]), z = __ushort_as_bfloat16(c[i]);
+		o[0] = __bfloat16_as_ushort(__hadd(x, y));
+		o[1] = __bfloat16_as_ushort(__hmul(x, y));
+		o[2] = __bfloat16_as_ushort(__hfma(x, y, z));
+		o[3] = __bfloat16_as_ushort(__hadd2(__halves2bfloat162(x, z), __halves2bfloat162(y, z)).x);
+	} else {
+		__half x = __ushort_as_half(a[i]), y = __ushort_as_half(b[i]), z = __ushort_as_half(c[i]);
+		o[0] = __half_as_ushort(__hadd(x, y));
+		o[1] = __half_as_ushort(__hmul(x, y));
+		o[2] = __half_as_ushort(__hfma(x, y, z));
+		o[3] = __half_as_ushort(__hadd2(__halves2half2(x, z), __halves2half2(y, z)).x);
+	}
+}
+KVQ_REGISTER(emutest_harith)

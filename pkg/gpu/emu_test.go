@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -1080,5 +1081,65 @@ func TestEmuHalfArithmetic(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEmuBackend runs a test kernel through the Backend's own upload,
+// launch and download path on the emulator.
+func TestEmuBackend(t *testing.T) {
+	bk, err := Open(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bk.(*Backend)
+	defer b.Close()
+	if got := b.Info().Name; got != "kvq CPU emulator" {
+		t.Errorf("Info().Name = %q", got)
+	}
+	const n = 1000
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	x, err := b.UploadF32(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := b.Alloc(n)
+	b.launch("emutest_vadd", dim3{blocks(n, 128), 1, 1}, dim3{128, 1, 1}, 0,
+		args{}.ptr(dev(x).p).ptr(dev(x).p).ptr(dev(y).p).int(n))
+	got := make([]float32, n)
+	if err := b.Download(got, y, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i] != 2*v[i] {
+			t.Fatalf("y[%d] = %v, want %v", i, got[i], 2*v[i])
+		}
+	}
+	// A failing launch surfaces at the next Download.
+	b.launch("emutest_bad", dim3{1, 1, 1}, dim3{32, 1, 1}, 0, args{}.ptr(dev(y).p).int(n).int(4))
+	if err := b.Download(got[:1], y, 0); !errors.Is(err, errEmuFault) {
+		t.Errorf("Download after a trapping kernel = %v, want errEmuFault", err)
+	}
+	b.Free(x)
+	b.Free(y)
+}
+
+// BenchmarkEmuMMA is 4096 warps doing one m16n8k16 tile each (2048
+// blocks of 64 threads).
+func BenchmarkEmuMMA(b *testing.B) {
+	e := newEmu(b)
+	const tiles = 4096
+	pa, pb := zeros[uint16](e, 256*tiles), zeros[uint16](e, 128*tiles)
+	pc, pd := zeros[float32](e, 128*tiles), zeros[float32](e, 128*tiles)
+	k, err := e.d.function("emutest_mma")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := e.d.launch(k, d1(tiles/2), d1(64), 0, args{}.ptr(pa).ptr(pb).ptr(pc).ptr(pd).int(0)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 
 .PHONY: all build test test-purego vet fuzz bench bench-runtime clean probe-model probe-model-smoke readme-check \
-	cuda-sysroot build-cuda check-cuda ptx
+	cuda-sysroot build-cuda check-cuda ptx test-cudaemu
 
 all: build
 
@@ -23,6 +23,14 @@ test: vet
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -tags purego $(PKGS)
 	$(GO) test -race -count=1 $(RACE_PKGS)
+
+# pkg/gpu's kernels and host code on the CPU emulator (-tags cudaemu; needs
+# cgo and g++). A kernel edit always rebuilds: driver_emu.go embeds
+# pkg/gpu/kernels, which puts those files in the build cache key, and this
+# target also passes their hash in CGO_CXXFLAGS (also part of the key).
+KERNELS_SHA = $(shell cat pkg/gpu/kernels/* | sha256sum | cut -c1-16)
+test-cudaemu:
+	CGO_ENABLED=1 CGO_CXXFLAGS="-O2 -DKVQ_KERNELS_SHA=$(KERNELS_SHA)" $(GO) test -tags cudaemu -count=1 ./pkg/gpu/...
 
 # The README's examples and every --help example, run as a user would from
 # a fresh clone's root with ../shared beside it: exit codes and the output

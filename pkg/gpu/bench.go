@@ -117,3 +117,10 @@ func (b *Backend) syncKV() error {
 	b.fail(b.d.sync())
 	return b.takeErr()
 }
+
+// BenchDecodeAttention is Backend.BenchDecodeAttention holding the
+// device's lock.
+func (d *Device) BenchDecodeAttention(ctx context.Context, headDim, kvHeads, heads, ctxLen, batch, reps int) (seconds float64, bytes int64, err error) {
+	defer d.lock()()
+	return d.b.BenchDecodeAttention(ctx, headDim, kvHeads, heads, ctxLen, batch, reps)
+}

@@ -5,6 +5,7 @@ package gpu
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -54,14 +55,45 @@ func (b *Backend) SupportsKV(f quant.Format) error {
 }
 
 // kvState is the backend's part of the KV ops: the dynamic shared memory
-// each kernel has been allowed beyond the default.
+// each kernel has been allowed beyond the default, and the device memory
+// of storages that became unreachable.
 type kvState struct {
 	shared map[string]int
+	dead   *graveyard
 }
 
 func (s *kvState) init(b *Backend) error {
 	s.shared = map[string]int{}
+	s.dead = &graveyard{}
 	return nil
+}
+
+// graveyard holds the device memory of storages the Go collector found
+// unreachable. Their cleanups run on a goroutine of the runtime's while
+// the backend may be in use, and the backend is not safe for concurrent
+// use, so they only queue the memory here; the backend frees it on its
+// own goroutine (reap) when it makes a storage or uploads a step.
+type graveyard struct {
+	mu   sync.Mutex
+	mems []*storageMem
+}
+
+func (g *graveyard) bury(m *storageMem) {
+	g.mu.Lock()
+	g.mems = append(g.mems, m)
+	g.mu.Unlock()
+}
+
+// reap frees the queued storages' memory.
+func (b *Backend) reap() {
+	g := b.kv.dead
+	g.mu.Lock()
+	mems := g.mems
+	g.mems = nil
+	g.mu.Unlock()
+	for _, m := range mems {
+		m.release(b.d)
+	}
 }
 
 // defaultShared is the dynamic shared memory a kernel may use without
@@ -87,8 +119,9 @@ func (b *Backend) launchShared(name string, grid, block dim3, shared int, a args
 }
 
 // Storage is one cache's memory on the device (kvcache.Storage). Its
-// device buffers are freed when it becomes unreachable (the caches of
-// package kvcache have no Close).
+// device buffers are freed once it is unreachable (the caches of package
+// kvcache have no Close): its cleanup queues them, and the backend frees
+// them at its next NewStorage or step upload.
 type Storage struct {
 	b      *Backend
 	l      *kvcache.Layout
@@ -119,21 +152,22 @@ type kvSide struct {
 	code, size int // format number, bytes per value
 }
 
-// storageMem is what a Storage holds on the device, freed by a cleanup
+// storageMem is what a Storage holds on the device, buried by a cleanup
 // once the Storage is unreachable.
 type storageMem struct {
-	d       driver
+	dead    *graveyard
 	pages   []devptr
 	meta    devbuf
 	scratch devbuf
 }
 
-func (m *storageMem) release() {
+func (m *storageMem) release(d driver) {
 	for _, p := range m.pages {
-		m.d.free(p)
+		d.free(p)
 	}
-	m.meta.release(m.d)
-	m.scratch.release(m.d)
+	m.pages = nil
+	m.meta.release(d)
+	m.scratch.release(d)
 }
 
 // devbuf is a device buffer that grows.
@@ -180,8 +214,9 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 	if p.Blocks <= 0 {
 		return nil, fmt.Errorf("%w: gpu: pool of %d blocks", kvcache.ErrGeometry, p.Blocks)
 	}
+	b.reap()
 	s := &Storage{b: b, l: l, codecs: p.Codecs, blocks: p.Blocks, rope: p.RoPE,
-		sides: make([][2]kvSide, len(l.Layers)), mem: &storageMem{d: b.d}}
+		sides: make([][2]kvSide, len(l.Layers)), mem: &storageMem{dead: b.kv.dead}}
 	for i := range l.Layers {
 		for j, side := range [2]*kvcache.Side{&l.Layers[i].K, &l.Layers[i].V} {
 			if side.Codecs == nil {
@@ -200,13 +235,13 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 			bytes := int64(l.KVHeads) * int64(p.Blocks) * int64(side.TileBytes)
 			ptr, err := s.allocPage(bytes)
 			if err != nil {
-				s.mem.release()
+				s.mem.release(b.d)
 				return nil, fmt.Errorf("gpu: KV storage of layer %d (%d blocks): %w", i, p.Blocks, err)
 			}
 			s.sides[i][j] = kvSide{p: ptr, tileBytes: side.TileBytes, code: code, size: size}
 		}
 	}
-	runtime.AddCleanup(s, (*storageMem).release, s.mem)
+	runtime.AddCleanup(s, func(m *storageMem) { m.dead.bury(m) }, s.mem)
 	return s, nil
 }
 
@@ -218,6 +253,7 @@ func (s *Storage) allocPage(bytes int64) (devptr, error) {
 	if err != nil {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond) // let the cleanups run
+		s.b.reap()
 		if p, err = s.b.d.alloc(bytes); err != nil {
 			return 0, err
 		}
@@ -325,6 +361,14 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 	}
 }
 
+// unlocked returns the storage behind a Device's locked one.
+func unlocked(kv kvcache.Storage) kvcache.Storage {
+	if l, ok := kv.(*lockedStorage); ok {
+		return l.s
+	}
+	return kv
+}
+
 // planMeta is a step's metadata on the device (kernels/attn.cu): the
 // sequence table, per window shape the block tables, the runs and the
 // write ops. It is made once per step and reused by every layer's WriteKV
@@ -385,7 +429,7 @@ func (m *planMeta) matches(p *kvcache.Plan) bool {
 // call of the step; nil (with the error recorded) when the plan cannot
 // run here.
 func (s *Storage) prepare(p *kvcache.Plan) *planMeta {
-	if c := p.Cache(); c != nil && c.Storage() != kvcache.Storage(s) {
+	if c := p.Cache(); c != nil && unlocked(c.Storage()) != s {
 		panic("gpu: a plan of another cache")
 	}
 	m := &s.meta
@@ -396,6 +440,7 @@ func (s *Storage) prepare(p *kvcache.Plan) *planMeta {
 		}
 		return m
 	}
+	s.b.reap()
 	m.plan, m.gen = p, s.gen
 	m.err = m.build(s, p)
 	if m.err == nil {

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -19,8 +18,9 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
-// openKV opens the backend for a test, skipping without a device.
-func openKV(t *testing.T) *Backend {
+// openKV opens the device for a test, skipping without one, and returns
+// it and its unlocked backend (which the tests drive from one goroutine).
+func openKV(t *testing.T) (*Device, *Backend) {
 	t.Helper()
 	be, err := Open(context.Background(), Options{})
 	if errors.Is(err, ErrUnavailable) {
@@ -29,9 +29,9 @@ func openKV(t *testing.T) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := be.(*Backend)
-	t.Cleanup(b.Close)
-	return b
+	d := be.(*Device)
+	t.Cleanup(d.Close)
+	return d, d.Backend()
 }
 
 // forced is the backend with every storage it makes set to one attention
@@ -56,24 +56,28 @@ func (f forced) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 // exact steps, decodes; HeldBytes against the layout) on the automatic
 // choice of kernels and on each kernel forced.
 func TestKVConformance(t *testing.T) {
-	b := openKV(t)
+	d, b := openKV(t)
 	t.Run("auto", func(t *testing.T) {
-		backendtest.RunKV(t, b, backendtest.Options{Formats: []string{"fp16", "bf16"}})
-		backendtest.RunKV(t, b, backendtest.Options{Formats: []string{"fp32"}, Dims: []int{64}})
+		// Through the Device: its locked storage wraps the backend's.
+		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp16", "bf16"}})
+		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp32"}, Dims: []int{64}})
 	})
-	for _, f := range []forced{
-		{b, pathPrefill, 0},
-		{b, pathDecode, 16}, // several chunks per sequence
-		{b, pathRef, 0},
+	for _, tc := range []struct {
+		name string
+		f    forced
+	}{
+		{"prefill", forced{b, pathPrefill, 0}},
+		{"decode", forced{b, pathDecode, 16}}, // several chunks per sequence
+		{"reference", forced{b, pathRef, 0}},
 	} {
-		t.Run(fmt.Sprintf("path=%d", f.path), func(t *testing.T) {
-			backendtest.RunKV(t, f, backendtest.Options{Formats: []string{"fp16", "bf16"}, Dims: []int{64}})
+		t.Run(tc.name, func(t *testing.T) {
+			backendtest.RunKV(t, tc.f, backendtest.Options{Formats: []string{"fp16", "bf16"}})
 		})
 	}
 }
 
 func TestSupportsKV(t *testing.T) {
-	b := openKV(t)
+	_, b := openKV(t)
 	for _, name := range quant.Formats().Names() {
 		f, err := quant.Formats().Lookup(name)
 		if err != nil {
@@ -226,7 +230,7 @@ var specialValues = []float32{
 // the device tiles equal tiles encoded on the host by the layout's codecs
 // with the plan's ops, and every row reads back as the CPU storage's.
 func TestKVWriteBytes(t *testing.T) {
-	b := openKV(t)
+	_, b := openKV(t)
 	for _, f := range []quant.Format{quant.FP16, quant.BF16, quant.FP32} {
 		t.Run(f.Name(), func(t *testing.T) {
 			const blocks = 12
@@ -237,9 +241,8 @@ func TestKVWriteBytes(t *testing.T) {
 			// Host images of the device buffers, [layer][side].
 			img := make([][2][]byte, g.Layers)
 			for i := range img {
-				for j := range img[i] {
-					img[i][j] = make([]byte, g.KVHeads*blocks*l.Layers[i].K.TileBytes)
-				}
+				img[i][0] = make([]byte, g.KVHeads*blocks*l.Layers[i].K.TileBytes)
+				img[i][1] = make([]byte, g.KVHeads*blocks*l.Layers[i].V.TileBytes)
 			}
 			rng := rand.New(rand.NewPCG(1, 2))
 			for _, id := range []kvcache.SeqID{0, 1} {
@@ -315,7 +318,7 @@ func checkHeld(t *testing.T, kp *kvPair) {
 // accounting and the CPU storage's, byte for byte, for several
 // geometries, formats and block sizes (odd ones included).
 func TestKVHeldBytes(t *testing.T) {
-	b := openKV(t)
+	_, b := openKV(t)
 	for _, tc := range []struct {
 		g      kvcache.Geometry
 		spec   quant.Spec
@@ -350,7 +353,7 @@ func TestKVHeldBytes(t *testing.T) {
 // freed blocks poisoned) and checks the survivor against the CPU cache,
 // and that the freed blocks hold 0xFF bytes.
 func TestKVForkPoison(t *testing.T) {
-	b := openKV(t)
+	_, b := openKV(t)
 	const blocks = 16
 	g := kvcache.Geometry{Layers: 2, KVHeads: 2, HeadDim: 64}
 	kp := newKVPair(t, b, g, quant.Spec{K: quant.FP16, V: quant.BF16}, blocks, true)

@@ -28,6 +28,9 @@ test: vet
 # cgo and g++). A kernel edit always rebuilds: driver_emu.go embeds
 # pkg/gpu/kernels, which puts those files in the build cache key, and this
 # target also passes their hash in CGO_CXXFLAGS (also part of the key).
+# To expose missing barriers, run the threads of each block in another
+# order: go test -tags cudaemu ./pkg/gpu -args -emu.schedule=reverse (or
+# random:SEED).
 KERNELS_SHA = $(shell cat pkg/gpu/kernels/* | sha256sum | cut -c1-16)
 test-cudaemu:
 	CGO_ENABLED=1 CGO_CXXFLAGS="-O2 -DKVQ_KERNELS_SHA=$(KERNELS_SHA)" $(GO) test -tags cudaemu -count=1 ./pkg/gpu/...

@@ -12,7 +12,7 @@ package gpu
 // test-cudaemu target also puts a hash of kernels/ in CGO_CXXFLAGS.
 
 /*
-#cgo CXXFLAGS: -std=c++17 -O2 -fno-strict-aliasing
+#cgo CXXFLAGS: -std=c++17 -O2 -fno-strict-aliasing -fstack-clash-protection
 #include <stdlib.h>
 #include "emu_api.h"
 */
@@ -79,7 +79,17 @@ func emuInfo() DeviceInfo {
 	}
 }
 
+// emuOpenHook, when set (by emu_test.go), runs in every openDriver: it
+// applies the test binary's -emu.schedule flag to the tests that open the
+// backend through Open.
+var emuOpenHook func() error
+
 func openDriver(opts Options) (driver, error) {
+	if emuOpenHook != nil {
+		if err := emuOpenHook(); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Device != 0 {
 		return nil, fmt.Errorf("%w: the CPU emulator has one device (0), not %d", ErrUnavailable, opts.Device)
 	}
@@ -251,3 +261,25 @@ func emuSwitches() uint64 {
 // emuLaunchThread is the OS thread ID running a launch now, 0 when none
 // (a test hook: it does not take emuMu, which the launch holds).
 func emuLaunchThread() int { return int(C.kvq_emu_launch_thread()) }
+
+// emuSchedule is the order in which the emulator runs the threads of a
+// block (see emu_api.h): thread order, reversed, or shuffled.
+type emuSchedule int
+
+const (
+	emuForward emuSchedule = C.KVQ_EMU_FORWARD
+	emuReverse emuSchedule = C.KVQ_EMU_REVERSE
+	emuRandom  emuSchedule = C.KVQ_EMU_RANDOM
+)
+
+// emuSetSchedule makes every later launch (of every driver) run in order
+// s, with seed for emuRandom; tests use it to expose missing barriers.
+func emuSetSchedule(s emuSchedule, seed uint64) error {
+	emuMu.Lock()
+	defer emuMu.Unlock()
+	return emuError(C.kvq_emu_set_schedule(C.int(s), C.uint64_t(seed)))
+}
+
+// emuCatchesFaults reports whether a kernel's invalid memory access is a
+// launch error rather than a crash of the process (see emu_api.h).
+func emuCatchesFaults() bool { return C.kvq_emu_catches_faults() != 0 }

@@ -31,6 +31,7 @@
 #include "kernels/kvq.cu"
 #include "kernels/emutest.cu"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,6 +53,9 @@
 // pointer in *save, load to as the stack pointer, pop and return into the
 // other context.
 extern "C" void kvq_emu_swap(void** save, void* to);
+// kvq_emu_resume is kvq_emu_swap's second half: with the stack pointer at
+// a context kvq_emu_swap saved, it resumes that context.
+extern "C" void kvq_emu_resume();
 __asm__(
     ".pushsection .text\n"
     ".p2align 4\n"
@@ -67,6 +71,9 @@ __asm__(
     "\tpushq %r15\n"
     "\tmovq %rsp, (%rdi)\n"
     "\tmovq %rsi, %rsp\n"
+    ".globl kvq_emu_resume\n"
+    ".hidden kvq_emu_resume\n"
+    "kvq_emu_resume:\n"
     "\tpopq %r15\n"
     "\tpopq %r14\n"
     "\tpopq %r13\n"
@@ -133,6 +140,8 @@ uint64_t g_switches = 0;
 std::atomic<int64_t> g_launchTid{0};
 std::map<uintptr_t, size_t> g_allocs; // user address → bytes
 std::string g_err;
+int g_schedule = KVQ_EMU_FORWARD;
+uint64_t g_rng = 1;
 
 static std::string vformat(const char* format, va_list ap) {
 	char buf[1024];
@@ -206,7 +215,11 @@ static void initContext(Fiber* f) {
 	// chains), then fiberEntry as the return address, entered with the
 	// stack aligned as after a call (rsp ≡ 8 mod 16), above it a zero
 	// return address fiberEntry never uses.
-	uint64_t* top = reinterpret_cast<uint64_t*>(f->stack + f->stackSize);
+	// The top is offset by 64 bytes per fiber (mod 4 KiB): stacks whose
+	// hot frames sat at the same page offset would compete for the same
+	// few L1 cache sets.
+	size_t color = (f->linear % 64) * 64;
+	uint64_t* top = reinterpret_cast<uint64_t*>(f->stack + f->stackSize - color);
 	top[-1] = 0;
 	top[-2] = reinterpret_cast<uint64_t>(&fiberEntry);
 	for (int i = 3; i <= 8; i++) top[-i] = 0;
@@ -230,6 +243,45 @@ static inline Fiber* pop() {
 	if (++L.head == L.n) L.head = 0;
 	L.count--;
 	return f;
+}
+
+// rnd is splitmix64 over g_rng: the random schedule's choices.
+static inline uint64_t rnd() {
+	uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void shuffle(Fiber** f, unsigned n) {
+	for (unsigned i = n; i > 1; i--) {
+		unsigned j = unsigned(rnd() % i);
+		Fiber* t = f[i - 1];
+		f[i - 1] = f[j];
+		f[j] = t;
+	}
+}
+
+// wake makes ready the n fibers of list (in thread order), which self's
+// arrival released, in the schedule's order: as listed, reversed, or
+// shuffled; in the random schedule self joins them (list has room for
+// it) and may run later.
+static void wake(Fiber** list, unsigned n, Fiber* self) {
+	switch (g_schedule) {
+	case KVQ_EMU_REVERSE:
+		for (unsigned i = n; i > 0; i--) push(list[i - 1]);
+		return;
+	case KVQ_EMU_RANDOM: {
+		list[n++] = self;
+		shuffle(list, n);
+		for (unsigned i = 0; i < n; i++) push(list[i]);
+		Fiber* next = pop();
+		if (next != self) switchTo(self, next);
+		self->state = kRunning;
+		return;
+	}
+	}
+	for (unsigned i = 0; i < n; i++) push(list[i]);
 }
 
 static std::string where() {
@@ -331,10 +383,13 @@ int blockSync(int mode, int pred) {
 		L.lastPreds = L.preds;
 		L.arrived = 0;
 		L.preds = 0;
-		for (Fiber* w : L.waiters) push(w);
+		// Every other thread waits here (none has returned).
 		L.waiters.clear();
+		for (unsigned i = 0; i < L.n; i++)
+			if (&L.fibers[i] != f) L.waiters.push_back(&L.fibers[i]);
+		L.waiters.push_back(f); // room for wake to add it
+		wake(L.waiters.data(), L.n - 1, f);
 	} else {
-		L.waiters.push_back(f);
 		f->state = kWaitBlock;
 		f->waitWhat = "__syncthreads";
 		block(f);
@@ -378,7 +433,10 @@ Group* warpArrive(unsigned mask, const uint64_t* words, int n) {
 		g->complete = true;
 		g->pending = need;
 		Fiber* lanes = &L.fibers[f->warp * 32];
-		for (uint32_t rest = need & ~bit; rest; rest &= rest - 1) push(&lanes[__builtin_ctz(rest)]);
+		Fiber* list[33];
+		unsigned n = 0;
+		for (uint32_t rest = need & ~bit; rest; rest &= rest - 1) list[n++] = &lanes[__builtin_ctz(rest)];
+		wake(list, n, f);
 		return g;
 	}
 	f->state = kWaitWarp;
@@ -521,24 +579,133 @@ static int badRange(const char* op, uint64_t p, size_t n) {
 	return fail(KVQ_EMU_EINVAL, format("%s: [0x%llx, +%zu) is not inside one allocation", op, (unsigned long long)p, n));
 }
 
+// Faults. While a launch runs, SIGSEGV, SIGBUS and SIGFPE have the
+// emulator's handler (x86-64 switcher only; Go's handlers are restored
+// after the launch). A fault in a fiber on the launching thread ends the
+// block as a launch error: the handler points the interrupted context at
+// the main context kvq_emu_swap saved, so that returning from the handler
+// resumes kvq_emu_launch as if the fiber had switched back. Any other
+// fault (another thread, or outside a fiber) goes to the handler that was
+// installed before, Go's, exactly as the kernel would have delivered it.
+// A kernel that faults inside a C library call (printf) may leave a lock
+// of that library held.
+
+#ifndef KVQ_EMU_USE_UCONTEXT
+constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE};
+struct sigaction g_oldActions[3];
+volatile int64_t g_faultTid = 0; // the launching thread while the handler is installed
+
+struct Fault {
+	bool happened;
+	int sig, code;
+	uintptr_t addr;
+	uint3 tid;
+} g_fault;
+
+static void forwardSignal(int sig, siginfo_t* info, void* uctx) {
+	for (int i = 0; i < 3; i++) {
+		if (kFaultSignals[i] != sig) continue;
+		struct sigaction* old = &g_oldActions[i];
+		if (old->sa_flags & SA_SIGINFO) {
+			old->sa_sigaction(sig, info, uctx);
+		} else if (old->sa_handler == SIG_DFL) {
+			signal(sig, SIG_DFL); // the fault recurs and takes the default action
+		} else if (old->sa_handler != SIG_IGN) {
+			old->sa_handler(sig);
+		}
+	}
+}
+
+static void onFault(int sig, siginfo_t* info, void* uctx) {
+	if (g_cur && g_mainSp && g_faultTid == int64_t(syscall(SYS_gettid))) {
+		g_fault.happened = true;
+		g_fault.sig = sig;
+		g_fault.code = info->si_code;
+		g_fault.addr = uintptr_t(info->si_addr);
+		g_fault.tid = g_cur->tid;
+		L.status = KVQ_EMU_EFAULT;
+		ucontext_t* uc = static_cast<ucontext_t*>(uctx);
+		uc->uc_mcontext.gregs[REG_RSP] = greg_t(g_mainSp);
+		uc->uc_mcontext.gregs[REG_RIP] = greg_t(&kvq_emu_resume);
+		return;
+	}
+	forwardSignal(sig, info, uctx);
+}
+
+static void installFaultHandlers() {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = onFault;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigfillset(&sa.sa_mask);
+	g_faultTid = int64_t(syscall(SYS_gettid));
+	for (int i = 0; i < 3; i++) sigaction(kFaultSignals[i], &sa, &g_oldActions[i]);
+}
+
+static void restoreFaultHandlers() {
+	for (int i = 0; i < 3; i++) sigaction(kFaultSignals[i], &g_oldActions[i], nullptr);
+	g_faultTid = 0;
+}
+
+// faultMessage describes g_fault.
+static std::string faultMessage() {
+	std::string what;
+	if (g_fault.sig == SIGFPE) {
+		what = g_fault.code == FPE_INTDIV   ? "integer division by zero"
+		       : g_fault.code == FPE_INTOVF ? "integer overflow in a division"
+		                                    : "arithmetic exception (SIGFPE)";
+	} else {
+		what = format("invalid memory access at 0x%llx", (unsigned long long)g_fault.addr);
+		if (g_fault.addr < 4096) what += " (a null pointer)";
+		for (unsigned char* st : g_stacks) {
+			if (g_fault.addr >= uintptr_t(st) - g_page && g_fault.addr < uintptr_t(st)) {
+				what = format("stack overflow: the thread needs more than its %zu KiB of stack (emuSetStackSize)",
+				              g_stackSize >> 10);
+				break;
+			}
+		}
+	}
+	return format("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): %s", L.kernel->name, g_blockIdx.x, g_blockIdx.y,
+	              g_blockIdx.z, g_fault.tid.x, g_fault.tid.y, g_fault.tid.z, what.c_str());
+}
+#endif
+
 // Launch.
+
+// smemGuardIntact checks the guard bytes after a block's dynamic shared
+// memory (and restores them for the next block).
+static bool smemGuardIntact(int shared) {
+	const unsigned char* g = g_smem + shared;
+	for (size_t i = 0; i < kGuard; i++) {
+		if (g[i] != kGuardByte) {
+			memset(g_smem + shared, kGuardByte, kGuard);
+			return false;
+		}
+	}
+	return true;
+}
 
 static void runBlock() {
 	L.head = 0;
 	L.count = 0;
 	L.arrived = 0;
 	L.preds = 0;
-	L.waiters.clear();
 	L.done = 0;
 	L.loneYields = 0;
 	for (Warp& w : L.warps) {
 		w.exited = 0;
 		for (Group& g : w.groups) g.used = false;
 	}
+	L.waiters.clear();
 	for (unsigned i = 0; i < L.n; i++) {
-		Fiber* f = &L.fibers[i];
-		initContext(f);
-		push(f);
+		initContext(&L.fibers[i]);
+		L.waiters.push_back(&L.fibers[i]);
+	}
+	if (g_schedule == KVQ_EMU_REVERSE)
+		for (unsigned i = L.n; i > 0; i--) push(L.waiters[i - 1]);
+	else {
+		if (g_schedule == KVQ_EMU_RANDOM) shuffle(L.waiters.data(), L.n);
+		for (Fiber* f : L.waiters) push(f);
 	}
 	fromMain(pop());
 }
@@ -636,11 +803,15 @@ int kvq_emu_launch(kvq_emu_kernel* kh, unsigned gx, unsigned gy, unsigned gz, un
 	if (!ensureStacks(unsigned(n))) return fail(KVQ_EMU_ENOMEM, "out of memory for thread stacks");
 	if (!g_smem) {
 		void* p = nullptr;
-		if (posix_memalign(&p, 128, kMaxDynShared) != 0) return fail(KVQ_EMU_ENOMEM, "out of memory for shared memory");
+		if (posix_memalign(&p, 128, kMaxDynShared + kGuard) != 0)
+			return fail(KVQ_EMU_ENOMEM, "out of memory for shared memory");
 		g_smem = static_cast<unsigned char*>(p);
 	}
+	// Dynamic shared memory: 0xff bytes, then guard bytes checked after
+	// every block.
 	memset(g_smem, 0xff, size_t(shared));
-	g_dynSmem = shared > 0 ? g_smem : nullptr;
+	memset(g_smem + shared, kGuardByte, kGuard);
+	g_dynSmem = g_smem;
 
 	L.kernel = k;
 	L.args = args;
@@ -649,7 +820,7 @@ int kvq_emu_launch(kvq_emu_kernel* kh, unsigned gx, unsigned gy, unsigned gz, un
 	L.err.clear();
 	L.fibers.resize(n);
 	L.ring.resize(n);
-	L.waiters.reserve(n);
+	L.waiters.reserve(n + 1);
 #ifdef KVQ_EMU_USE_UCONTEXT
 	g_ucs.resize(n);
 #endif
@@ -673,12 +844,25 @@ int kvq_emu_launch(kvq_emu_kernel* kh, unsigned gx, unsigned gy, unsigned gz, un
 	g_blockDim = dim3(bx, by, bz);
 	g_gridDim = dim3(gx, gy, gz);
 	g_launchTid.store(int64_t(syscall(SYS_gettid)));
+#ifndef KVQ_EMU_USE_UCONTEXT
+	g_fault.happened = false;
+	installFaultHandlers();
+#endif
 	for (unsigned z = 0; z < gz && L.status == KVQ_EMU_OK; z++)
 		for (unsigned y = 0; y < gy && L.status == KVQ_EMU_OK; y++)
 			for (unsigned x = 0; x < gx && L.status == KVQ_EMU_OK; x++) {
 				g_blockIdx = uint3{x, y, z};
 				runBlock();
+				if (L.status == KVQ_EMU_OK && !smemGuardIntact(shared)) {
+					L.status = KVQ_EMU_EFAULT;
+					L.err = format("%s: wrote past the end of its %d bytes of dynamic shared memory", where().c_str(),
+					               shared);
+				}
 			}
+#ifndef KVQ_EMU_USE_UCONTEXT
+	restoreFaultHandlers();
+	if (g_fault.happened) L.err = faultMessage();
+#endif
 	g_launchTid.store(0);
 	g_cur = nullptr;
 	std::string msg;
@@ -699,6 +883,22 @@ int kvq_emu_set_stack_size(size_t bytes) {
 	g_page = page;
 	g_stackSize = (bytes + page - 1) / page * page;
 	return KVQ_EMU_OK;
+}
+
+int kvq_emu_set_schedule(int order, uint64_t seed) {
+	if (order != KVQ_EMU_FORWARD && order != KVQ_EMU_REVERSE && order != KVQ_EMU_RANDOM)
+		return fail(KVQ_EMU_EINVAL, format("unknown schedule %d", order));
+	g_schedule = order;
+	g_rng = seed;
+	return KVQ_EMU_OK;
+}
+
+int kvq_emu_catches_faults(void) {
+#ifdef KVQ_EMU_USE_UCONTEXT
+	return 0;
+#else
+	return 1;
+#endif
 }
 
 int64_t kvq_emu_total_memory(void) { return int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE)); }

@@ -64,6 +64,25 @@ const char* kvq_emu_error(void);
 // rounded up to pages; at least 16 KiB; default 64 KiB).
 int kvq_emu_set_stack_size(size_t bytes);
 
+// Schedules: the order in which the threads of a block start, and resume
+// after a barrier or warp operation releases them: by linear thread ID,
+// reversed, or shuffled (then the thread whose arrival released the others
+// may also wait its turn). A kernel correct on a GPU gives the same result
+// in every order; running its tests in the reverse and random orders
+// exposes missing barriers that thread-ID order hides.
+enum {
+	KVQ_EMU_FORWARD = 0, // the default
+	KVQ_EMU_REVERSE = 1,
+	KVQ_EMU_RANDOM = 2,
+};
+int kvq_emu_set_schedule(int order, uint64_t seed);
+
+// kvq_emu_catches_faults reports whether a kernel's invalid memory access,
+// stack overflow or integer division by zero is a launch error
+// (KVQ_EMU_EFAULT); without it (builds on the ucontext switcher) such a
+// kernel crashes the process.
+int kvq_emu_catches_faults(void);
+
 // kvq_emu_total_memory is the host's physical memory in bytes.
 int64_t kvq_emu_total_memory(void);
 

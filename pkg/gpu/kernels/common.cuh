@@ -17,6 +17,7 @@
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <math_constants.h> // CUDART_INF_F and friends (emu.cuh defines them too)
 #define KVQ_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
 #define KVQ_REGISTER(name)
 #else

@@ -16,10 +16,21 @@
 //   - Lanes are threadIdx linearized x fastest; a warp is 32 consecutive
 //     linear IDs; the last warp may be partial.
 //   - Undefined behaviour that the emulator reports as a launch error
-//     instead of guessing: __syncthreads when some thread of the block has
-//     returned, a warp primitive whose mask names a lane that has returned
-//     or excludes the caller, an mma wrapper in a partial warp, a block
-//     whose threads can no longer progress (deadlock), __trap().
+//     (naming the kernel, block and thread) instead of guessing:
+//     __syncthreads when some thread of the block has returned, a warp
+//     primitive whose mask names a lane that has returned or excludes the
+//     caller, an mma wrapper in a partial warp, a block whose threads can
+//     no longer progress (deadlock), __trap(), a write within 256 bytes
+//     before or after a device allocation or past the launch's dynamic
+//     shared memory (guard bytes, checked after each block or launch),
+//     and on x86-64 an invalid memory access, a stack overflow (64 KiB
+//     per thread by default) or an integer division by zero.
+//   - Not detected: reads out of bounds, races between threads (run the
+//     tests with -emu.schedule=reverse and random to expose missing
+//     barriers), __launch_bounds__ or register limits, static shared
+//     memory above 48 KiB, a thread spinning on a flag without
+//     __nanosleep (it never yields: the launch hangs), waiting for
+//     another block (blocks run one after another).
 //
 // Provided: the qualifiers, threadIdx/blockIdx/blockDim/gridDim/warpSize,
 // the vector types, __half/__nv_bfloat16 and their pairs, the fp16/bf16
@@ -350,6 +361,58 @@ static inline float2 __bfloat1622float2(__nv_bfloat162 b) {
 static inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 b) { return b.x; }
 static inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 b) { return b.y; }
 
+static inline __half2 make_half2(__half x, __half y) { return __half2{x, y}; }
+static inline __half2 __half2half2(__half h) { return __half2{h, h}; }
+static inline __half2 __lows2half2(__half2 a, __half2 b) { return __half2{a.x, b.x}; }
+static inline __half2 __highs2half2(__half2 a, __half2 b) { return __half2{a.y, b.y}; }
+static inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 x, __nv_bfloat16 y) { return __nv_bfloat162{x, y}; }
+static inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 b) { return __nv_bfloat162{b, b}; }
+static inline int __hisnan(__half h) { return (h.__x & 0x7fffu) > 0x7c00u; }
+static inline int __hisinf(__half h) { return (h.__x & 0x7fffu) == 0x7c00u ? (h.__x >> 15 ? -1 : 1) : 0; }
+static inline __half __int2half_rn(int i) { return __ushort_as_half(kvq_emu::d2h(double(i))); }
+static inline int __half2int_rn(__half h) { return int(std::nearbyint(kvq_emu::h2f(h.__x))); }
+static inline int __half2int_rz(__half h) { return int(kvq_emu::h2f(h.__x)); }
+
+// fp16 and bf16 arithmetic: computed exactly in double (sums, products
+// and their fma are exact or nearly so there) and rounded once to the
+// 16-bit format, as the GPU rounds.
+#define KVQ_EMU_H_ARITH(T, D2X, X2D, U2T)                                                                \
+	static inline T __hadd(T a, T b) { return U2T(D2X(X2D(a.__x) + X2D(b.__x))); }                     \
+	static inline T __hsub(T a, T b) { return U2T(D2X(X2D(a.__x) - X2D(b.__x))); }                     \
+	static inline T __hmul(T a, T b) { return U2T(D2X(X2D(a.__x) * X2D(b.__x))); }                     \
+	static inline T __hdiv(T a, T b) { return U2T(D2X(X2D(a.__x) / X2D(b.__x))); }                     \
+	static inline T __hfma(T a, T b, T c) { return U2T(D2X(std::fma(X2D(a.__x), X2D(b.__x), X2D(c.__x)))); } \
+	static inline T __hneg(T a) { return U2T(uint16_t(a.__x ^ 0x8000u)); }                             \
+	static inline T __habs(T a) { return U2T(uint16_t(a.__x & 0x7fffu)); }                             \
+	static inline T __hmax(T a, T b) { return X2D(a.__x) >= X2D(b.__x) || std::isnan(X2D(b.__x)) ? a : b; } \
+	static inline T __hmin(T a, T b) { return X2D(a.__x) <= X2D(b.__x) || std::isnan(X2D(b.__x)) ? a : b; } \
+	static inline bool __heq(T a, T b) { return X2D(a.__x) == X2D(b.__x); }                            \
+	static inline bool __hne(T a, T b) { return X2D(a.__x) != X2D(b.__x); }                            \
+	static inline bool __hlt(T a, T b) { return X2D(a.__x) < X2D(b.__x); }                             \
+	static inline bool __hle(T a, T b) { return X2D(a.__x) <= X2D(b.__x); }                            \
+	static inline bool __hgt(T a, T b) { return X2D(a.__x) > X2D(b.__x); }                             \
+	static inline bool __hge(T a, T b) { return X2D(a.__x) >= X2D(b.__x); }
+#define KVQ_EMU_H2_ARITH(T2)                                                                                \
+	static inline T2 __hadd2(T2 a, T2 b) { return T2{__hadd(a.x, b.x), __hadd(a.y, b.y)}; }               \
+	static inline T2 __hsub2(T2 a, T2 b) { return T2{__hsub(a.x, b.x), __hsub(a.y, b.y)}; }               \
+	static inline T2 __hmul2(T2 a, T2 b) { return T2{__hmul(a.x, b.x), __hmul(a.y, b.y)}; }               \
+	static inline T2 __h2div(T2 a, T2 b) { return T2{__hdiv(a.x, b.x), __hdiv(a.y, b.y)}; }               \
+	static inline T2 __hfma2(T2 a, T2 b, T2 c) { return T2{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; } \
+	static inline T2 __hneg2(T2 a) { return T2{__hneg(a.x), __hneg(a.y)}; }                               \
+	static inline T2 __habs2(T2 a) { return T2{__habs(a.x), __habs(a.y)}; }                               \
+	static inline T2 __hmax2(T2 a, T2 b) { return T2{__hmax(a.x, b.x), __hmax(a.y, b.y)}; }               \
+	static inline T2 __hmin2(T2 a, T2 b) { return T2{__hmin(a.x, b.x), __hmin(a.y, b.y)}; }
+namespace kvq_emu {
+static inline double h2d(uint16_t h) { return double(h2f(h)); }
+static inline double bf2d(uint16_t b) { return double(bf2f(b)); }
+} // namespace kvq_emu
+KVQ_EMU_H_ARITH(__half, kvq_emu::d2h, kvq_emu::h2d, __ushort_as_half)
+KVQ_EMU_H_ARITH(__nv_bfloat16, kvq_emu::d2bf, kvq_emu::bf2d, __ushort_as_bfloat16)
+KVQ_EMU_H2_ARITH(__half2)
+KVQ_EMU_H2_ARITH(__nv_bfloat162)
+#undef KVQ_EMU_H_ARITH
+#undef KVQ_EMU_H2_ARITH
+
 // Bit casts.
 static inline unsigned __float_as_uint(float f) { return kvq_emu::bitsOf(f); }
 static inline float __uint_as_float(unsigned u) { return kvq_emu::floatOf(u); }
@@ -370,14 +433,23 @@ static inline double __longlong_as_double(long long v) {
 // fmaxf, fminf, fabsf, fmaf, sinf, cosf, sincosf, sin, cos, sincos, exp,
 // ...); the fast intrinsics are the accurate functions here, so a kernel
 // that tests against the emulator must allow the GPU's intrinsic error.
+// The common constants of CUDA's math_constants.h (which common.cuh
+// includes under nvcc), with its values.
 #ifndef CUDART_INF_F
 #define CUDART_INF_F INFINITY
-#endif
-#ifndef CUDART_NAN_F
-#define CUDART_NAN_F NAN
-#endif
-#ifndef CUDART_INF
+#define CUDART_NAN_F __uint_as_float(0x7fffffffu)
+#define CUDART_MAX_NORMAL_F __uint_as_float(0x7f7fffffu)
+#define CUDART_NEG_ZERO_F __uint_as_float(0x80000000u)
+#define CUDART_ZERO_F 0.0F
+#define CUDART_ONE_F 1.0F
+#define CUDART_PI_F 3.141592654F
+#define CUDART_L2E_F 1.442695041F
+#define CUDART_L2T_F 3.321928094F
+#define CUDART_LN2_F 0.693147181F
+#define CUDART_LNT_F 2.302585093F
 #define CUDART_INF (double(INFINITY))
+#define CUDART_NAN __longlong_as_double(0xfff8000000000000LL)
+#define CUDART_PI 3.1415926535897931e+0
 #endif
 // glibc's math.h declares __expf, __exp10f, __logf, __log2f, __log10f,
 // __powf, __sinf, __cosf, __tanf and __sincosf itself (its internal names
@@ -456,9 +528,51 @@ static inline unsigned long long __umul64hi(unsigned long long a, unsigned long 
 
 // Memory: loads, fences. Threads run one at a time, so a fence only has to
 // keep the compiler from moving memory accesses across it.
+// Loads and stores with cache hints are plain accesses.
 template <class T>
 static inline T __ldg(const T* p) {
 	return *p;
+}
+template <class T>
+static inline T __ldca(const T* p) {
+	return *p;
+}
+template <class T>
+static inline T __ldcg(const T* p) {
+	return *p;
+}
+template <class T>
+static inline T __ldcs(const T* p) {
+	return *p;
+}
+template <class T>
+static inline T __ldlu(const T* p) {
+	return *p;
+}
+template <class T>
+static inline T __ldcv(const T* p) {
+	return *p;
+}
+template <class T>
+static inline void __stcg(T* p, T v) {
+	*p = v;
+}
+template <class T>
+static inline void __stcs(T* p, T v) {
+	*p = v;
+}
+template <class T>
+static inline void __stwb(T* p, T v) {
+	*p = v;
+}
+template <class T>
+static inline void __stwt(T* p, T v) {
+	*p = v;
+}
+// clock64 counts the calls (a cycle counter means nothing here).
+static inline long long clock64() {
+	static long long ticks;
+	return ++ticks;
 }
 static inline void __threadfence() { __asm__ __volatile__("" ::: "memory"); }
 static inline void __threadfence_block() { __asm__ __volatile__("" ::: "memory"); }
@@ -477,6 +591,16 @@ static inline unsigned __activemask() { return kvq_emu::activeMask(); }
 // way to wait for a flag set by another thread).
 static inline void __nanosleep(unsigned) { kvq_emu::yield(); }
 [[noreturn]] static inline void __trap() { kvq_emu::fatal("__trap() called"); }
+// assert in a kernel fails the launch (the host's would abort the
+// process). A kernel source that includes <cassert> or <assert.h> itself
+// after common.cuh gets the host's back.
+#include <cassert>
+#undef assert
+#ifdef NDEBUG
+#define assert(e) ((void)0)
+#else
+#define assert(e) ((e) ? (void)0 : kvq_emu::fatal("assertion %s failed (%s:%d)", #e, __FILE__, __LINE__))
+#endif
 
 namespace kvq_emu {
 // shuffle exchanges v over mask and returns lane src's value when valid

@@ -2,7 +2,6 @@
 // the emulator build compiles them (emu.cpp includes this file after
 // kvq.cu); they are valid CUDA as well (nvcc -ptx checks them), so that
 // they could run on a GPU for comparison.
-#pragma once
 #include "common.cuh"
 
 // emutest_vadd: c = a + b over a 1-D grid.
@@ -219,6 +218,16 @@ KVQ_REGISTER(emutest_flag)
 //   4: __trap
 //   5: __nanosleep forever with no other thread able to run
 //   6: an mma in a partial warp (block of 48)
+//   7: a write past the end of n floats of dynamic shared memory
+//   8: a write through a null pointer
+//   9: a 1 MiB local array (a stack overflow)
+//  10: an integer division by zero (n - 16 with n = 16)
+static __device__ __noinline__ float emutest_big_frame() {
+	volatile float big[1 << 18];
+	big[0] = 1.0f;
+	return big[0];
+}
+
 KVQ_KERNEL void emutest_bad(float* out, int n, int mode) {
 	int t = threadIdx.x;
 	switch (mode) {
@@ -253,6 +262,20 @@ KVQ_KERNEL void emutest_bad(float* out, int n, int mode) {
 		out[t] = d[0];
 		break;
 	}
+	case 7: {
+		KVQ_DYN_SMEM(float, s);
+		if (t == 0) s[n] = 1.0f;
+		break;
+	}
+	case 8:
+		if (t == 5) *reinterpret_cast<volatile float*>(out[0] == 12345.0f ? out : nullptr) = 1.0f;
+		break;
+	case 9:
+		if (t == 2) out[t] = emutest_big_frame();
+		break;
+	case 10:
+		out[t] = float(t / (n - 16));
+		break;
 	}
 }
 KVQ_REGISTER(emutest_bad)
@@ -286,3 +309,35 @@ KVQ_KERNEL void emutest_stack(float* out) {
 	out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 KVQ_REGISTER(emutest_stack)
+
+// emutest_racy: thread 0 writes a shared value the others read without a
+// barrier (a bug that thread-ID order hides).
+KVQ_KERNEL void emutest_racy(int* out) {
+	__shared__ int x;
+	if (threadIdx.x == 0) x = 1000 + int(blockIdx.x);
+	out[blockIdx.x * blockDim.x + threadIdx.x] = x;
+}
+KVQ_REGISTER(emutest_racy)
+
+// emutest_harith: __hadd, __hmul, __hfma and the paired __hadd2 of
+// 16-bit patterns (fp16, or bf16 when bf16 != 0): out[4i..4i+3].
+KVQ_KERNEL void emutest_harith(const unsigned short* __restrict__ a, const unsigned short* __restrict__ b,
+                               const unsigned short* __restrict__ c, unsigned short* __restrict__ out, int n, int bf16) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n) return;
+	unsigned short* o = out + 4 * i;
+	if (bf16) {
+		__nv_bfloat16 x = __ushort_as_bfloat16(a[i]), y = __ushort_as_bfloat16(b[i]), z = __ushort_as_bfloat16(c[i]);
+		o[0] = __bfloat16_as_ushort(__hadd(x, y));
+		o[1] = __bfloat16_as_ushort(__hmul(x, y));
+		o[2] = __bfloat16_as_ushort(__hfma(x, y, z));
+		o[3] = __bfloat16_as_ushort(__hadd2(__halves2bfloat162(x, z), __halves2bfloat162(y, z)).x);
+	} else {
+		__half x = __ushort_as_half(a[i]), y = __ushort_as_half(b[i]), z = __ushort_as_half(c[i]);
+		o[0] = __half_as_ushort(__hadd(x, y));
+		o[1] = __half_as_ushort(__hmul(x, y));
+		o[2] = __half_as_ushort(__hfma(x, y, z));
+		o[3] = __half_as_ushort(__hadd2(__halves2half2(x, z), __halves2half2(y, z)).x);
+	}
+}
+KVQ_REGISTER(emutest_harith)

@@ -1091,7 +1091,7 @@ func TestEmuBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bk.(*Backend)
+	b := bk.(*Device).Backend() // Open returns a *Device since main's eada92e
 	defer b.Close()
 	if got := b.Info().Name; got != "kvq CPU emulator" {
 		t.Errorf("Info().Name = %q", got)

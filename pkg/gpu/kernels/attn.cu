@@ -1,3 +1,791 @@
-// attn.cu: (being written)
+// attn.cu: attention over the paged KV cache (attention.go launches
+// these).
+//
+// Every kernel reads a step's metadata (kv.go, planMeta): the sequence
+// table, KVQ_SEQ_INTS ints per sequence —
+//   [0] row: the first activation row of its N new tokens
+//   [1] n:   the tokens of this step
+//   [2] pos: the position of the first of them
+//   [3] exact: positions ≥ pos are read from the step's k and v rows
+//   [4] tab: the offset of its block table in the tables
+// — and per side a block table (the block of positions [i·bt, (i+1)·bt)
+// at tab+i) or the plan's runs themselves (the reference kernel). q, k, v
+// and dst are float32 rows: q and dst heads·dim values per token, k and v
+// kvHeads·dim. Query head qh reads KV head qh/(heads/kvHeads). A token at
+// position p attends to [from(p), p], from(p) = max(0, p+1-window) with a
+// window, else 0.
+//
+// Kernels:
+//   kvq_attn_ref: one block (one thread) per query row, fp32, walking the
+//     runs: the test oracle of the two fast kernels.
+//   kvq_attn_prefill_d<D>: flash attention on CUDA cores in fp32, one block
+//     per (query-row tile, KV head, sequence), for sequences with more than
+//     `limit` query rows per KV head.
+//   kvq_attn_decode_<f16|bf16>_d<D> + kvq_attn_merge: split-K flash
+//     decoding with tensor cores for sequences with at most `limit` query
+//     rows per KV head (see the comment at kvq_attn_decode).
 #pragma once
 #include "common.cuh"
+#include "kvwrite.cu"
+
+#define KVQ_SEQ_INTS 8
+#define KVQ_LOG2E 1.4426950408889634f
+#define KVQ_NEG_INF __int_as_float(0xff800000)
+// The reference kernel keeps one row's accumulator in local memory.
+#define KVQ_REF_MAX_DIM 256
+
+struct kvq_seq {
+	int row, n, pos, exact, tab;
+};
+
+static __device__ __forceinline__ kvq_seq kvq_load_seq(const int* seqs, int s) {
+	const int* e = seqs + s * KVQ_SEQ_INTS;
+	kvq_seq q;
+	q.row = e[0];
+	q.n = e[1];
+	q.pos = e[2];
+	q.exact = e[3];
+	q.tab = e[4];
+	return q;
+}
+
+static __device__ __forceinline__ int kvq_from(int p, int window) { return window > 0 ? max(0, p + 1 - window) : 0; }
+
+// ---------------------------------------------------------------------
+// Reference attention.
+
+// kvq_attn_ref computes one query row (token blockIdx.x of sequence
+// blockIdx.z, query head blockIdx.y) in the plainest way: an online
+// softmax in fp32 over the positions in order, each key and value read
+// through the runs (runsK[4r..4r+3] = pos, n, block, row; the runs of
+// sequence s are [runIdx[s], runIdx[s+1])). Exact steps read positions ≥
+// pos from kx and vx. One thread per block: slow, and only for tests.
+KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const float* vx, const void* kbase,
+                             const void* vbase, int kfmt, int vfmt, int blocks, int bt, const int* seqs,
+                             const int* runsK, const int* runIdxK, const int* runsV, const int* runIdxV, int heads,
+                             int kvHeads, int dim, int window, float scale) {
+	if (threadIdx.x != 0) return;
+	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x;
+	kvq_seq sq = kvq_load_seq(seqs, s);
+	if (i >= sq.n || dim > KVQ_REF_MAX_DIM) return;
+	int nq = heads / kvHeads, h = qh / nq, kvd = kvHeads * dim;
+	int p1 = sq.pos + i; // the token's position (inclusive end)
+	int p0 = kvq_from(p1, window);
+	int cached = sq.exact ? min(p1 + 1, sq.pos) : p1 + 1; // [p0, cached) from the cache
+	const float* qr = q + (long long)(sq.row + i) * heads * dim + (long long)qh * dim;
+	float acc[KVQ_REF_MAX_DIM];
+	for (int d = 0; d < dim; d++) acc[d] = 0.f;
+	float m = KVQ_NEG_INF, l = 0.f;
+	int vr = runIdxV[s], ve = runIdxV[s + 1];
+	for (int r = runIdxK[s]; r < runIdxK[s + 1]; r++) {
+		const int* run = runsK + 4 * r;
+		int a = max(p0, run[0]), b = min(cached, run[0] + run[1]);
+		for (int p = a; p < b; p++) {
+			while (vr < ve && runsV[4 * vr] + runsV[4 * vr + 1] <= p) vr++;
+			if (vr >= ve) return; // runs must cover the positions
+			const int* vrun = runsV + 4 * vr;
+			long long ki = kvq_kv_index(h, run[2], run[3] + p - run[0], blocks, bt, dim);
+			long long vi = kvq_kv_index(h, vrun[2], vrun[3] + p - vrun[0], blocks, bt, dim);
+			float sc = 0.f;
+			for (int d = 0; d < dim; d++) sc += qr[d] * kvq_kv_get(kbase, kfmt, ki + d);
+			sc *= scale;
+			float mn = fmaxf(m, sc);
+			float c = expf(m - mn), w = expf(sc - mn);
+			for (int d = 0; d < dim; d++) acc[d] = acc[d] * c + w * kvq_kv_get(vbase, vfmt, vi + d);
+			l = l * c + w;
+			m = mn;
+		}
+	}
+	if (sq.exact) {
+		for (int p = max(p0, sq.pos); p <= p1; p++) {
+			const float* kr = kx + (long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim;
+			const float* vrw = vx + (long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim;
+			float sc = 0.f;
+			for (int d = 0; d < dim; d++) sc += qr[d] * kr[d];
+			sc *= scale;
+			float mn = fmaxf(m, sc);
+			float c = expf(m - mn), w = expf(sc - mn);
+			for (int d = 0; d < dim; d++) acc[d] = acc[d] * c + w * vrw[d];
+			l = l * c + w;
+			m = mn;
+		}
+	}
+	float* out = dst + (long long)(sq.row + i) * heads * dim + (long long)qh * dim;
+	for (int d = 0; d < dim; d++) out[d] = acc[d] / l;
+}
+KVQ_REGISTER(kvq_attn_ref)
+
+// ---------------------------------------------------------------------
+// Prefill: flash attention in fp32 on CUDA cores.
+//
+// The query rows of one KV head are the (token, head) pairs of its nq
+// query heads, row r = token·nq + j; a block takes a tile of KVQ_PF_TQ of
+// them (several tokens, all sharing each K/V tile loaded to shared memory:
+// GQA reads every key once per tile of rows) and walks the positions they
+// see in tiles of KVQ_PF_TK, with the online softmax of flash attention.
+// 128 threads: thread (ty, tx) = (tid/8, tid%8) owns rows 4ty..4ty+3, the
+// scores of columns tx+8c and the output dimensions tx+8e. Tiles are
+// launched longest first (blockIdx.x counts down the row tiles) so the
+// causal tail is short.
+
+#define KVQ_PF_TQ 64
+#define KVQ_PF_TK 32
+#define KVQ_PF_THREADS 128
+
+// kvq_load_kv_f32 reads element d of position p's key or value row of KV
+// head h: from the cache through the block table, or, for an exact step's
+// own positions, from the activations.
+static __device__ __forceinline__ float kvq_load_kv_f32(const void* base, int fmt, const int* tab, const float* x,
+                                                        const kvq_seq& sq, int p, int h, int d, int blocks, int bt,
+                                                        int dim, int kvd) {
+	if (sq.exact && p >= sq.pos) return x[(long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim + d];
+	int b = tab[sq.tab + p / bt];
+	return kvq_kv_get(base, fmt, kvq_kv_index(h, b, p % bt, blocks, bt, dim) + d);
+}
+
+template <int D>
+static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float* q, const float* kx, const float* vx,
+                                                        const void* kbase, const void* vbase, int kfmt, int vfmt,
+                                                        int blocks, int bt, const int* seqs, const int* tabK,
+                                                        const int* tabV, int heads, int kvHeads, int window,
+                                                        float scale, int limit, int maxTiles) {
+	KVQ_DYN_SMEM(float, kvq_pf_smem);
+	float* sm = kvq_pf_smem;
+	const int LQ = D + 1, LK = D + 1, LP = KVQ_PF_TK + 1;
+	float* Qs = sm;                  // [TQ][D+1]
+	float* Ks = Qs + KVQ_PF_TQ * LQ; // [TK][D+1]
+	float* Vs = Ks + KVQ_PF_TK * LK; // [TK][D]
+	float* Ps = Vs + KVQ_PF_TK * D;  // [TQ][TK+1]
+
+	int s = blockIdx.z, h = blockIdx.y, tile = maxTiles - 1 - (int)blockIdx.x;
+	kvq_seq sq = kvq_load_seq(seqs, s);
+	int nq = heads / kvHeads, rows = sq.n * nq, kvd = kvHeads * D;
+	if (rows <= limit) return; // the decode kernels' sequence
+	int r0 = tile * KVQ_PF_TQ;
+	if (r0 >= rows) return;
+	int tid = threadIdx.x, ty = tid >> 3, tx = tid & 7;
+
+	for (int e = tid; e < KVQ_PF_TQ * D; e += KVQ_PF_THREADS) {
+		int r = e / D, d = e - r * D, rr = r0 + r;
+		float v = 0.f;
+		if (rr < rows) {
+			int tok = rr / nq, j = rr - tok * nq;
+			v = q[(long long)(sq.row + tok) * heads * D + (long long)(h * nq + j) * D + d];
+		}
+		Qs[r * LQ + d] = v;
+	}
+	int lastRow = min(rows, r0 + KVQ_PF_TQ) - 1;
+	int lo = kvq_from(sq.pos + r0 / nq, window), hi = sq.pos + lastRow / nq + 1;
+
+	int from[4], to[4];
+	float m[4], l[4], acc[4][D / 8];
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int rr = r0 + ty * 4 + i;
+		if (rr < rows) {
+			to[i] = sq.pos + rr / nq;
+			from[i] = kvq_from(to[i], window);
+		} else {
+			from[i] = 0x7fffffff;
+			to[i] = -1;
+		}
+		m[i] = KVQ_NEG_INF;
+		l[i] = 0.f;
+#pragma unroll
+		for (int e = 0; e < D / 8; e++) acc[i][e] = 0.f;
+	}
+	float sl = scale * KVQ_LOG2E;
+
+	for (int p0 = lo; p0 < hi; p0 += KVQ_PF_TK) {
+		__syncthreads(); // the previous tile's readers are done
+		for (int e = tid; e < KVQ_PF_TK * D; e += KVQ_PF_THREADS) {
+			int c = e / D, d = e - c * D, p = p0 + c;
+			float kv = 0.f, vv = 0.f;
+			if (p < hi) {
+				kv = kvq_load_kv_f32(kbase, kfmt, tabK, kx, sq, p, h, d, blocks, bt, D, kvd);
+				vv = kvq_load_kv_f32(vbase, vfmt, tabV, vx, sq, p, h, d, blocks, bt, D, kvd);
+			}
+			Ks[c * LK + d] = kv;
+			Vs[c * D + d] = vv;
+		}
+		__syncthreads();
+		float sc[4][4];
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) sc[i][c] = 0.f;
+		for (int d = 0; d < D; d++) {
+			float qv[4], kv[4];
+#pragma unroll
+			for (int i = 0; i < 4; i++) qv[i] = Qs[(ty * 4 + i) * LQ + d];
+#pragma unroll
+			for (int c = 0; c < 4; c++) kv[c] = Ks[(tx + 8 * c) * LK + d];
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+#pragma unroll
+				for (int c = 0; c < 4; c++) sc[i][c] += qv[i] * kv[c];
+		}
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			float mx = KVQ_NEG_INF;
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				int p = p0 + tx + 8 * c;
+				sc[i][c] = (p >= from[i] && p <= to[i] && p < hi) ? sc[i][c] * sl : KVQ_NEG_INF;
+				mx = fmaxf(mx, sc[i][c]);
+			}
+			// The row's 32 columns are spread over the 8 lanes tx.
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+			float mn = fmaxf(m[i], mx);
+			float corr = mn == KVQ_NEG_INF ? 1.f : exp2f(m[i] - mn);
+			float base = mn == KVQ_NEG_INF ? 0.f : mn;
+			float sum = 0.f;
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				float pv = exp2f(sc[i][c] - base);
+				Ps[(ty * 4 + i) * LP + tx + 8 * c] = pv;
+				sum += pv;
+			}
+			l[i] = l[i] * corr + sum;
+			m[i] = mn;
+#pragma unroll
+			for (int e = 0; e < D / 8; e++) acc[i][e] *= corr;
+		}
+		__syncthreads();
+		for (int c = 0; c < KVQ_PF_TK; c++) {
+			float pv[4];
+#pragma unroll
+			for (int i = 0; i < 4; i++) pv[i] = Ps[(ty * 4 + i) * LP + c];
+#pragma unroll
+			for (int e = 0; e < D / 8; e++) {
+				float vv = Vs[c * D + tx + 8 * e];
+#pragma unroll
+				for (int i = 0; i < 4; i++) acc[i][e] += pv[i] * vv;
+			}
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		float li = l[i];
+		li += __shfl_xor_sync(0xffffffffu, li, 1);
+		li += __shfl_xor_sync(0xffffffffu, li, 2);
+		li += __shfl_xor_sync(0xffffffffu, li, 4);
+		int rr = r0 + ty * 4 + i;
+		if (rr >= rows) continue;
+		int tok = rr / nq, j = rr - tok * nq;
+		float* out = dst + (long long)(sq.row + tok) * heads * D + (long long)(h * nq + j) * D;
+		float inv = 1.f / li;
+#pragma unroll
+		for (int e = 0; e < D / 8; e++) out[tx + 8 * e] = acc[i][e] * inv;
+	}
+}
+
+// The prefill kernels; dynamic shared memory
+// 4·(TQ·(D+1) + TK·(D+1) + TK·D + TQ·(TK+1)) bytes (attention.go,
+// prefillShared).
+#define KVQ_PREFILL(D)                                                                                                 \
+	KVQ_KERNEL void kvq_attn_prefill_d##D(float* dst, const float* q, const float* kx, const float* vx,                \
+	                                      const void* kbase, const void* vbase, int kfmt, int vfmt, int blocks,         \
+	                                      int bt, const int* seqs, const int* tabK, const int* tabV, int heads,         \
+	                                      int kvHeads, int window, float scale, int limit, int maxTiles) {              \
+		kvq_attn_prefill<D>(dst, q, kx, vx, kbase, vbase, kfmt, vfmt, blocks, bt, seqs, tabK, tabV, heads, kvHeads, \
+		                    window, scale, limit, maxTiles);                                                        \
+	}                                                                                                                  \
+	KVQ_REGISTER(kvq_attn_prefill_d##D)
+
+KVQ_PREFILL(64)
+KVQ_PREFILL(96)
+KVQ_PREFILL(128)
+KVQ_PREFILL(256)
+
+// ---------------------------------------------------------------------
+// Decode: split-K flash decoding on tensor cores.
+//
+// A block takes one chunk of `chunk` positions of one sequence, for one
+// KV head and a group of up to 64 of its query rows (the (token, head)
+// pairs of its nq query heads: every K/V row is read once for all of
+// them), and writes the chunk's partial softmax state — per row the
+// maximum m and sum l of the exponentiated scores (base 2) and the
+// unnormalized sum of the weighted values — to scratch; kvq_attn_merge
+// combines the chunks. Grid (maxChunks, kvHeads·groups, sequences); the
+// partial of row r of (sequence s, chunk c, y) is entry
+// ((s·maxChunks + c)·kvHeads·groups + y)·rstride + r of part (dim
+// values) and ml (m, l), rstride ≥ the rows of every group.
+//
+// The K/V rows of a tile of 64 positions travel to shared memory as they
+// are stored (fp16 or bf16 bits), 16 bytes per thread and copy, with
+// cp.async into one stage while the other is computed on (two stages).
+// 4 warps: with up to 16 rows, each warp takes 16 positions of the tile
+// against all rows; with 17-32, two warps per 16 rows and 32 positions
+// each; up to 64, one warp per 16 rows. The scores S = Q·Kᵀ and the
+// output O += P·V are m16n8k16 mma's with fp32 accumulators. To keep fp32
+// accuracy with 16-bit operands, the queries are split into 2 (fp16:
+// 11+11 bits) or 3 (bf16: 8+8+8 bits) 16-bit terms, each multiplied by
+// the exact K tile, and the weights P into 2; the stored K and V need no
+// split: they are exactly 16-bit. Each query row is first scaled by a
+// power of two so that its largest value is below 2^15 (no fp16
+// overflow; the factor is folded back into the score scale), and P is
+// scaled by 2^14 for fp16 (subnormal terms lose nothing).
+//
+// Why this reaches HBM bandwidth: a decode step reads every K/V byte once
+// per (chunk, KV head, group) and does about 2·nq·dim·(splits) tensor
+// flops per position — tens of flops per byte, far below the tensor
+// cores' rate — so the kernel is bound by the bytes in flight. The grid
+// has about 4 blocks per SM (the chunk size is chosen so on the host: 512
+// positions for one 32K sequence with 8 KV heads on 132 SMs) and each
+// block keeps one 64-position tile (32 KiB at dim 128) in flight while it
+// computes the other, which with 2 resident blocks per SM is ~64 KiB per
+// SM in flight, above the ~25 KiB that 4.8 TB/s × ~700 ns latency / 132
+// SMs needs.
+
+#define KVQ_DC_TK 64
+#define KVQ_DC_THREADS 128
+#define KVQ_DC_ROWS 64 // query rows per group
+
+struct alignas(16) kvq_v4 {
+	unsigned x, y, z, w;
+};
+
+// 16-byte global-to-shared copy (zero fill when !valid), asynchronous on
+// sm_80 and later; kvq_cp_commit/kvq_cp_wait<N> wait for all but the
+// last N committed groups.
+static __device__ __forceinline__ void kvq_cp16(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+	int n = valid ? 16 : 0;
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(n));
+#else
+	kvq_v4* d = (kvq_v4*)smem;
+	if (valid) {
+		*d = *(const kvq_v4*)gmem;
+	} else {
+		d->x = d->y = d->z = d->w = 0u;
+	}
+#endif
+}
+static __device__ __forceinline__ void kvq_cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void kvq_cp_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// The 16-bit operand types: rounding (RNE) and widening, the mma, the
+// number of query terms and the scale of P.
+template <int T>
+struct kvq_lp;
+template <>
+struct kvq_lp<KVQ_KV_F16> {
+	enum { QSPLIT = 2 };
+	static __device__ __forceinline__ float pscale() { return 16384.f; }
+	static __device__ __forceinline__ unsigned short rn(float x) {
+#ifdef __CUDA_ARCH__
+		return __half_as_ushort(__float2half_rn(x));
+#else
+		return kvq_f32_to_f16_bits(x);
+#endif
+	}
+	static __device__ __forceinline__ float wide(unsigned short h) {
+#ifdef __CUDA_ARCH__
+		return __half2float(__ushort_as_half(h));
+#else
+		return kvq_f16_bits_to_f32(h);
+#endif
+	}
+	static __device__ __forceinline__ void mma(float d[4], const unsigned a[4], const unsigned b[2]) {
+		kvq_mma_f16_16816(d, a, b);
+	}
+};
+template <>
+struct kvq_lp<KVQ_KV_BF16> {
+	enum { QSPLIT = 3 };
+	static __device__ __forceinline__ float pscale() { return 1.f; }
+	static __device__ __forceinline__ unsigned short rn(float x) {
+#ifdef __CUDA_ARCH__
+		return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+#else
+		return kvq_f32_to_bf16_bits(x);
+#endif
+	}
+	static __device__ __forceinline__ float wide(unsigned short h) { return kvq_bf16_bits_to_f32(h); }
+	static __device__ __forceinline__ void mma(float d[4], const unsigned a[4], const unsigned b[2]) {
+		kvq_mma_bf16_16816(d, a, b);
+	}
+};
+
+// kvq_split2 writes x ≈ hi + lo as two packed 16-bit terms (x0 in the low
+// halves).
+template <int T>
+static __device__ __forceinline__ void kvq_split2(float x0, float x1, unsigned& hi, unsigned& lo) {
+	unsigned short h0 = kvq_lp<T>::rn(x0), h1 = kvq_lp<T>::rn(x1);
+	unsigned short l0 = kvq_lp<T>::rn(x0 - kvq_lp<T>::wide(h0)), l1 = kvq_lp<T>::rn(x1 - kvq_lp<T>::wide(h1));
+	hi = (unsigned)h0 | ((unsigned)h1 << 16);
+	lo = (unsigned)l0 | ((unsigned)l1 << 16);
+}
+
+// Shared memory of the decode kernel (attention.go, decodeShared):
+// two stages of K and V tiles (64 rows of D+8 halves each: the pad keeps
+// the fragment loads free of bank conflicts), the per-row data, then the
+// query fragments (wr·QSPLIT·(D/16)·32 16-byte entries).
+template <int D>
+struct kvq_dc_smem {
+	enum {
+		LD = D + 8,                                     // halves per K/V row in shared memory
+		STAGE = 2 * KVQ_DC_TK * LD,                     // halves per stage (K then V)
+		ROWINFO = 2 * STAGE * 2,                        // byte offset of the row data
+		QFRAG = ROWINFO + KVQ_DC_ROWS * 16,             // byte offset of the query fragments
+	};
+};
+
+template <int D, int T>
+static __device__ __forceinline__ void kvq_attn_decode(const void* kbase, const void* vbase, int blocks, int bt,
+                                                       const int* seqs, const int* tabK, const int* tabV,
+                                                       const float* q, float* part, float* ml, int heads,
+                                                       int kvHeads, int window, float scale, int chunk, int maxChunks,
+                                                       int groups, int limit, int rstride) {
+	typedef kvq_lp<T> lp;
+	typedef kvq_dc_smem<D> L;
+	const int KS = D / 16, NS = lp::QSPLIT, LD = L::LD;
+	KVQ_DYN_SMEM(unsigned char, kvq_dc_smem_);
+	unsigned char* sm = kvq_dc_smem_;
+	unsigned short* stages = (unsigned short*)sm;
+	int* rowFrom = (int*)(sm + L::ROWINFO);
+	int* rowTo = rowFrom + KVQ_DC_ROWS;
+	float* rowF = (float*)(rowTo + KVQ_DC_ROWS);  // score factor of the row
+	float* rowQs = rowF + KVQ_DC_ROWS;            // power-of-two query scale
+	kvq_v4* Qf = (kvq_v4*)(sm + L::QFRAG);
+
+	int s = blockIdx.z, y = blockIdx.y, cx = blockIdx.x;
+	int h = y / groups, grp = y - h * groups;
+	kvq_seq sq = kvq_load_seq(seqs, s);
+	int nq = heads / kvHeads, rows = sq.n * nq;
+	if (rows > limit) return; // a prefill kernel's sequence
+	int r0 = grp * KVQ_DC_ROWS;
+	if (r0 >= rows) return;
+	int nrows = min(KVQ_DC_ROWS, rows - r0);
+	int lo = kvq_from(sq.pos, window), hiC = sq.exact ? sq.pos : sq.pos + sq.n;
+	int nch = hiC > lo ? (hiC - lo + chunk - 1) / chunk : 0;
+	if (cx >= nch) return;
+	int c0 = lo + cx * chunk, c1 = min(hiC, c0 + chunk);
+	long long item = ((long long)s * maxChunks + cx) * kvHeads * groups + y;
+
+	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+	int WR = nrows <= 16 ? 1 : nrows <= 32 ? 2 : 4, WP = 4 / WR;
+	int wr = warp / WP, wp = warp - wr * WP;
+	const float* qbase = q + (long long)sq.row * heads * D + (long long)h * nq * D;
+	long long qtok = (long long)heads * D; // floats from one token's queries to the next
+
+	// Per-row data; each warp finds the scale of rows warp, warp+4, ...
+	for (int r = tid; r < KVQ_DC_ROWS; r += KVQ_DC_THREADS) {
+		int rr = r0 + r;
+		if (r < nrows) {
+			rowTo[r] = sq.pos + rr / nq;
+			rowFrom[r] = kvq_from(rowTo[r], window);
+		} else {
+			rowFrom[r] = 0x7fffffff;
+			rowTo[r] = -1;
+		}
+	}
+	for (int r = warp; r < WR * 16; r += 4) {
+		float amax = 0.f;
+		int rr = r0 + r;
+		if (r < nrows) {
+			const float* qr = qbase + (rr / nq) * qtok + (rr % nq) * D;
+			for (int d = lane; d < D; d += 32) amax = fmaxf(amax, fabsf(qr[d]));
+		}
+		amax = kvq_warp_max(amax);
+		int e = 0;
+		if (amax > 0.f) {
+			frexpf(amax, &e); // amax < 2^e
+			e -= 15;
+		}
+		if (lane == 0) {
+			rowQs[r] = ldexpf(1.f, -e);
+			rowF[r] = ldexpf(scale * KVQ_LOG2E, e);
+		}
+	}
+	__syncthreads();
+	// Query fragments (A operands: a[j] holds row g+8·(j&1), columns
+	// 2t+8·(j>>1) and the next), split into NS terms.
+	for (int idx = tid; idx < WR * KS * 32; idx += KVQ_DC_THREADS) {
+		int ln = idx & 31, ks = (idx >> 5) % KS, w = idx / (KS * 32);
+		int gg = ln >> 2, tt = ln & 3;
+		unsigned part_[4][3];
+		for (int j = 0; j < 4; j++) {
+			int r = w * 16 + gg + (j & 1) * 8, col = ks * 16 + 2 * tt + (j >> 1) * 8;
+			float x0 = 0.f, x1 = 0.f;
+			if (r < nrows) {
+				int rr = r0 + r;
+				const float* qr = qbase + (rr / nq) * qtok + (rr % nq) * D;
+				x0 = qr[col] * rowQs[r];
+				x1 = qr[col + 1] * rowQs[r];
+			}
+			for (int sp = 0; sp < NS; sp++) {
+				unsigned short a0 = lp::rn(x0), a1 = lp::rn(x1);
+				part_[j][sp] = (unsigned)a0 | ((unsigned)a1 << 16);
+				x0 -= lp::wide(a0);
+				x1 -= lp::wide(a1);
+			}
+		}
+		for (int sp = 0; sp < NS; sp++) {
+			kvq_v4 v;
+			v.x = part_[0][sp];
+			v.y = part_[1][sp];
+			v.z = part_[2][sp];
+			v.w = part_[3][sp];
+			Qf[((w * NS + sp) * KS + ks) * 32 + ln] = v;
+		}
+	}
+
+	// issue copies tile `it` (positions c0+64·it ...) into stage it&1.
+	const int VPR = D / 8; // 16-byte vectors per row
+	const unsigned short* kb = (const unsigned short*)kbase;
+	const unsigned short* vb = (const unsigned short*)vbase;
+	int ntiles = (c1 - c0 + KVQ_DC_TK - 1) / KVQ_DC_TK;
+#define KVQ_DC_ISSUE(it)                                                                              \
+	do {                                                                                              \
+		unsigned short* st_ = stages + ((it) & 1) * L::STAGE;                                         \
+		int pt_ = c0 + (it) * KVQ_DC_TK;                                                              \
+		for (int v_ = tid; v_ < KVQ_DC_TK * VPR; v_ += KVQ_DC_THREADS) {                              \
+			int row_ = v_ / VPR, col_ = (v_ - row_ * VPR) * 8, p_ = pt_ + row_;                       \
+			bool ok_ = p_ < c1;                                                                       \
+			const unsigned short* ks_ = kb;                                                           \
+			const unsigned short* vs_ = vb;                                                           \
+			if (ok_) {                                                                                \
+				ks_ = kb + kvq_kv_index(h, tabK[sq.tab + p_ / bt], p_ % bt, blocks, bt, D) + col_;    \
+				vs_ = vb + kvq_kv_index(h, tabV[sq.tab + p_ / bt], p_ % bt, blocks, bt, D) + col_;    \
+			}                                                                                         \
+			kvq_cp16(st_ + row_ * LD + col_, ks_, ok_);                                               \
+			kvq_cp16(st_ + KVQ_DC_TK * LD + row_ * LD + col_, vs_, ok_);                              \
+		}                                                                                             \
+		kvq_cp_commit();                                                                              \
+	} while (0)
+
+	// This lane's rows: a = wr·16+g, b = a+8.
+	int ra = wr * 16 + g, rb = ra + 8;
+	float fa = rowF[ra], fb = rowF[rb];
+	int fromA = rowFrom[ra], toA = rowTo[ra], fromB = rowFrom[rb], toB = rowTo[rb];
+	float mA = KVQ_NEG_INF, mB = KVQ_NEG_INF, lA = 0.f, lB = 0.f;
+	float acc[D / 8][4];
+#pragma unroll
+	for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+	const kvq_v4* Qw = Qf + wr * NS * KS * 32 + lane;
+	float ps = lp::pscale();
+
+	if (ntiles > 0) KVQ_DC_ISSUE(0);
+	for (int it = 0; it < ntiles; it++) {
+		if (it + 1 < ntiles) {
+			KVQ_DC_ISSUE(it + 1);
+			kvq_cp_wait<1>();
+		} else {
+			kvq_cp_wait<0>();
+		}
+		__syncthreads();
+		const unsigned short* Ks = stages + (it & 1) * L::STAGE;
+		const unsigned short* Vs = Ks + KVQ_DC_TK * LD;
+		int pt = c0 + it * KVQ_DC_TK;
+		for (int sub = wp; sub < KVQ_DC_TK / 16; sub += WP) {
+			int pb = pt + sub * 16;
+			if (pb >= c1) break;
+			float s0[4] = {0.f, 0.f, 0.f, 0.f}, s1[4] = {0.f, 0.f, 0.f, 0.f};
+			const unsigned short* k0 = Ks + (sub * 16 + g) * LD + 2 * t;
+			const unsigned short* k1 = k0 + 8 * LD;
+#pragma unroll
+			for (int ks = 0; ks < KS; ks++) {
+				unsigned b0[2], b1[2];
+				b0[0] = *(const unsigned*)(k0 + ks * 16);
+				b0[1] = *(const unsigned*)(k0 + ks * 16 + 8);
+				b1[0] = *(const unsigned*)(k1 + ks * 16);
+				b1[1] = *(const unsigned*)(k1 + ks * 16 + 8);
+#pragma unroll
+				for (int sp = 0; sp < NS; sp++) {
+					kvq_v4 a4 = Qw[(sp * KS + ks) * 32];
+					unsigned a[4] = {a4.x, a4.y, a4.z, a4.w};
+					lp::mma(s0, a, b0);
+					lp::mma(s1, a, b1);
+				}
+			}
+			// Scores in base 2, masked: s0[j] is at position pb+2t+(j&1),
+			// s1[j] 8 later; j < 2 row a, else row b.
+			int pa = pb + 2 * t;
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				int p = pa + (j & 1);
+				bool a_ = j < 2;
+				int f = a_ ? fromA : fromB, e = a_ ? toA : toB;
+				float fac = a_ ? fa : fb;
+				s0[j] = (p >= f && p <= e && p < c1) ? s0[j] * fac : KVQ_NEG_INF;
+				s1[j] = (p + 8 >= f && p + 8 <= e && p + 8 < c1) ? s1[j] * fac : KVQ_NEG_INF;
+			}
+			float xa = fmaxf(fmaxf(s0[0], s0[1]), fmaxf(s1[0], s1[1]));
+			float xb = fmaxf(fmaxf(s0[2], s0[3]), fmaxf(s1[2], s1[3]));
+			xa = fmaxf(xa, __shfl_xor_sync(0xffffffffu, xa, 1));
+			xa = fmaxf(xa, __shfl_xor_sync(0xffffffffu, xa, 2));
+			xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 1));
+			xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 2));
+			float na = fmaxf(mA, xa), nb = fmaxf(mB, xb);
+			float ca = na == KVQ_NEG_INF ? 1.f : exp2f(mA - na), cb = nb == KVQ_NEG_INF ? 1.f : exp2f(mB - nb);
+			float ba = na == KVQ_NEG_INF ? 0.f : na, bb = nb == KVQ_NEG_INF ? 0.f : nb;
+			mA = na;
+			mB = nb;
+			float p0[4], p1[4];
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				float bse = j < 2 ? ba : bb;
+				p0[j] = exp2f(s0[j] - bse);
+				p1[j] = exp2f(s1[j] - bse);
+			}
+			lA = lA * ca + (p0[0] + p0[1] + p1[0] + p1[1]);
+			lB = lB * cb + (p0[2] + p0[3] + p1[2] + p1[3]);
+#pragma unroll
+			for (int n = 0; n < D / 8; n++) {
+				acc[n][0] *= ca;
+				acc[n][1] *= ca;
+				acc[n][2] *= cb;
+				acc[n][3] *= cb;
+			}
+			// P as the A operand of P·V (k = the 16 positions).
+			unsigned ah[4], al[4];
+			kvq_split2<T>(p0[0] * ps, p0[1] * ps, ah[0], al[0]);
+			kvq_split2<T>(p0[2] * ps, p0[3] * ps, ah[1], al[1]);
+			kvq_split2<T>(p1[0] * ps, p1[1] * ps, ah[2], al[2]);
+			kvq_split2<T>(p1[2] * ps, p1[3] * ps, ah[3], al[3]);
+			const unsigned short* vc = Vs + (sub * 16 + 2 * t) * LD + g;
+#pragma unroll
+			for (int n = 0; n < D / 8; n++) {
+				const unsigned short* vv = vc + n * 8;
+				unsigned b[2];
+				b[0] = (unsigned)vv[0] | ((unsigned)vv[LD] << 16);
+				b[1] = (unsigned)vv[8 * LD] | ((unsigned)vv[9 * LD] << 16);
+				lp::mma(acc[n], ah, b);
+				lp::mma(acc[n], al, b);
+			}
+		}
+		__syncthreads(); // the stage is free for tile it+2
+	}
+#undef KVQ_DC_ISSUE
+
+	// Combine the warps that share rows, through shared memory (the
+	// stages are free): per warp 16 rows of [m, l, acc[D]].
+	lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+	lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+	lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+	float* W = (float*)sm;
+	const int WS = D + 2;
+	float* wa = W + (warp * 16 + g) * WS;
+	float* wb = wa + 8 * WS;
+	if (t == 0) {
+		wa[0] = mA;
+		wa[1] = lA;
+		wb[0] = mB;
+		wb[1] = lB;
+	}
+#pragma unroll
+	for (int n = 0; n < D / 8; n++) {
+		wa[2 + n * 8 + 2 * t] = acc[n][0];
+		wa[3 + n * 8 + 2 * t] = acc[n][1];
+		wb[2 + n * 8 + 2 * t] = acc[n][2];
+		wb[3 + n * 8 + 2 * t] = acc[n][3];
+	}
+	__syncthreads();
+	float pinv = 1.f / ps;
+	for (int e = tid; e < nrows * D; e += KVQ_DC_THREADS) {
+		int r = e / D, d = e - r * D, w0 = (r >> 4) * WP, rl = r & 15;
+		float M = KVQ_NEG_INF;
+		for (int k = 0; k < WP; k++) M = fmaxf(M, W[((w0 + k) * 16 + rl) * WS]);
+		float A = 0.f, Lsum = 0.f;
+		if (M != KVQ_NEG_INF) {
+			for (int k = 0; k < WP; k++) {
+				const float* wr_ = W + ((w0 + k) * 16 + rl) * WS;
+				float c = exp2f(wr_[0] - M);
+				A += c * wr_[2 + d];
+				Lsum += c * wr_[1];
+			}
+		}
+		part[(item * rstride + r) * D + d] = A * pinv;
+		if (d == 0) {
+			ml[(item * rstride + r) * 2] = M;
+			ml[(item * rstride + r) * 2 + 1] = Lsum;
+		}
+	}
+}
+
+// The decode kernels (dynamic shared memory: attention.go,
+// decodeShared).
+#define KVQ_DECODE(NAME, T, D)                                                                                   \
+	KVQ_KERNEL void kvq_attn_decode_##NAME##_d##D(const void* kbase, const void* vbase, int blocks, int bt,     \
+	                                              const int* seqs, const int* tabK, const int* tabV,            \
+	                                              const float* q, float* part, float* ml, int heads, int kvHeads, \
+	                                              int window, float scale, int chunk, int maxChunks, int groups,  \
+	                                              int limit, int rstride) {                                       \
+		kvq_attn_decode<D, T>(kbase, vbase, blocks, bt, seqs, tabK, tabV, q, part, ml, heads, kvHeads, window,   \
+		                      scale, chunk, maxChunks, groups, limit, rstride);                                  \
+	}                                                                                                            \
+	KVQ_REGISTER(kvq_attn_decode_##NAME##_d##D)
+
+KVQ_DECODE(f16, KVQ_KV_F16, 64)
+KVQ_DECODE(f16, KVQ_KV_F16, 96)
+KVQ_DECODE(f16, KVQ_KV_F16, 128)
+KVQ_DECODE(bf16, KVQ_KV_BF16, 64)
+KVQ_DECODE(bf16, KVQ_KV_BF16, 96)
+KVQ_DECODE(bf16, KVQ_KV_BF16, 128)
+
+// kvq_attn_merge finishes the decode kernels' rows: one block per query
+// row (token blockIdx.x of sequence blockIdx.z, query head blockIdx.y),
+// thread d < dim for output dimension d. It combines the row's chunk
+// partials and, for an exact step, the step's own positions from kx and
+// vx (in fp32, scores reduced across the block), and writes dst's row.
+// 128 threads, dim ≤ 128.
+KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, const float* vx, const float* part,
+                               const float* ml, const int* seqs, int heads, int kvHeads, int dim, int window,
+                               float scale, int chunk, int maxChunks, int groups, int limit, int rstride) {
+	__shared__ float red[KVQ_DC_THREADS];
+	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x, d = threadIdx.x;
+	kvq_seq sq = kvq_load_seq(seqs, s);
+	int nq = heads / kvHeads, h = qh / nq, j = qh - h * nq, kvd = kvHeads * dim;
+	if (sq.n * nq > limit || i >= sq.n) return;
+	int r = i * nq + j, grp = r / KVQ_DC_ROWS, rl = r - grp * KVQ_DC_ROWS, y = h * groups + grp;
+	int lo = kvq_from(sq.pos, window), hiC = sq.exact ? sq.pos : sq.pos + sq.n;
+	int nch = hiC > lo ? (hiC - lo + chunk - 1) / chunk : 0;
+	float M = KVQ_NEG_INF, L = 0.f, A = 0.f;
+	for (int c = 0; c < nch; c++) {
+		long long item = ((long long)s * maxChunks + c) * kvHeads * groups + y;
+		float m = ml[(item * rstride + rl) * 2];
+		if (m == KVQ_NEG_INF) continue;
+		float mn = fmaxf(M, m), a = exp2f(M - mn), b = exp2f(m - mn);
+		float v = d < dim ? part[(item * rstride + rl) * dim + d] : 0.f;
+		A = A * a + b * v;
+		L = L * a + b * ml[(item * rstride + rl) * 2 + 1];
+		M = mn;
+	}
+	if (sq.exact) {
+		const float* qr = q + (long long)(sq.row + i) * heads * dim + (long long)qh * dim;
+		int p1 = sq.pos + i;
+		float sl = scale * KVQ_LOG2E;
+		for (int p = max(kvq_from(p1, window), sq.pos); p <= p1; p++) {
+			long long xr = (long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim;
+			red[d] = d < dim ? qr[d] * kx[xr + d] : 0.f;
+			__syncthreads();
+			for (int o = KVQ_DC_THREADS / 2; o > 0; o >>= 1) {
+				if (d < o) red[d] += red[d + o];
+				__syncthreads();
+			}
+			float sc = red[0] * sl;
+			__syncthreads(); // red is rewritten by the next position
+			float mn = fmaxf(M, sc), a = exp2f(M - mn), b = exp2f(sc - mn);
+			A = A * a + b * (d < dim ? vx[xr + d] : 0.f);
+			L = L * a + b;
+			M = mn;
+		}
+	}
+	if (d < dim) dst[(long long)(sq.row + i) * heads * dim + (long long)qh * dim + d] = A / L;
+}
+KVQ_REGISTER(kvq_attn_merge)

@@ -1,0 +1,271 @@
+//go:build cuda || cudaemu
+
+package gpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+)
+
+// Attention's kernels (kernels/attn.cu):
+//
+//   - decode: a sequence whose step has at most decodeRows query rows per
+//     KV head (tokens × query heads per KV head: 16 tokens with 4 query
+//     heads per KV head, 8 with 8) goes through kvq_attn_decode_*, split-K
+//     flash decoding on tensor cores over chunks of its positions, then
+//     kvq_attn_merge. fp16 and bf16 caches (K and V of one format) with
+//     head size 64, 96 or 128.
+//   - prefill: the other sequences, and every sequence of other caches
+//     (fp32, mixed K/V formats), go through kvq_attn_prefill_d*, flash
+//     attention in fp32 on CUDA cores; head size 64, 96, 128 or 256.
+//   - reference: kvq_attn_ref, one thread per query row, for other head
+//     sizes (up to 256) and as the tests' oracle.
+//
+// One plan can hold sequences of both kinds (a prefill next to decodes);
+// each kernel skips the other kind's sequences.
+
+// attnPath selects attention kernels; tests force one.
+type attnPath int
+
+const (
+	pathAuto    attnPath = iota
+	pathPrefill          // every sequence through the prefill kernel
+	pathDecode           // every sequence through the decode kernels
+	pathRef              // the reference kernel
+)
+
+// decodeRows is the most query rows per KV head of a sequence's step that
+// the decode kernels take in the automatic choice: one group of rows, so
+// that every K/V row is read once.
+const decodeRows = 64
+
+// The kernels' tiles (kernels/attn.cu).
+const (
+	prefillRows    = 64 // KVQ_PF_TQ
+	prefillKeys    = 32 // KVQ_PF_TK
+	decodeKeys     = 64 // KVQ_DC_TK
+	decodeGroup    = 64 // KVQ_DC_ROWS
+	attnThreads    = 128
+	refMaxHeadDim  = 256 // KVQ_REF_MAX_DIM
+	decodeBlocksSM = 4   // decode blocks per SM the chunk size aims at
+)
+
+func prefillDim(d int) bool { return d == 64 || d == 96 || d == 128 || d == 256 }
+func decodeDim(d int) bool  { return d == 64 || d == 96 || d == 128 }
+
+// prefillShared is the prefill kernel's dynamic shared memory.
+func prefillShared(dim int) int {
+	return 4 * (prefillRows*(dim+1) + prefillKeys*(dim+1) + prefillKeys*dim + prefillRows*(prefillKeys+1))
+}
+
+// decodeShared is the decode kernel's dynamic shared memory: two stages
+// of K and V tiles, the row data and the query fragments of wr warps'
+// rows in qsplit terms.
+func decodeShared(dim, qsplit, wr int) int {
+	return 2*2*decodeKeys*(dim+8)*2 + decodeGroup*16 + wr*qsplit*(dim/16)*32*16
+}
+
+// decodeRange is the positions [lo, hi) that a decode sequence reads from
+// the cache (an exact step's own positions come from its activations).
+func decodeRange(sq seqMeta, window int) (lo, hi int) {
+	if window > 0 {
+		lo = max(0, sq.pos+1-window)
+	}
+	hi = sq.pos + sq.n
+	if sq.exact {
+		hi = sq.pos
+	}
+	return lo, max(lo, hi)
+}
+
+// Attention implements backend.Backend.
+func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
+	s := kv.(*Storage)
+	m := s.prepare(p)
+	if m == nil {
+		return
+	}
+	dim, kvh := s.l.HeadDim, s.l.KVHeads
+	if a.Heads <= 0 || a.Heads%kvh != 0 {
+		panic(fmt.Sprintf("gpu: Attention with %d query heads over %d KV heads", a.Heads, kvh))
+	}
+	rows, exact := 0, false
+	for _, sq := range m.seqs {
+		rows = max(rows, sq.row+sq.n)
+		exact = exact || sq.exact
+	}
+	at := attnArgs{s: s, m: m, a: a, nq: a.Heads / kvh, dst: dev(dst), q: dev(q),
+		ks: &s.sides[layer][0], vs: &s.sides[layer][1],
+		shK: &m.shapes[p.SideShape[layer][0]], shV: &m.shapes[p.SideShape[layer][1]]}
+	needRows("dst", at.dst, rows, a.Heads*dim)
+	needRows("q", at.q, rows, a.Heads*dim)
+	if exact {
+		at.k, at.v = dev(k), dev(v)
+		needRows("k", at.k, rows, kvh*dim)
+		needRows("v", at.v, rows, kvh*dim)
+	} else {
+		at.k, at.v = &tensor{}, &tensor{} // not read
+	}
+	if len(m.seqs) > math.MaxUint16 || a.Heads > math.MaxUint16 {
+		b.fail(fmt.Errorf("gpu: attention over %d sequences and %d heads exceeds the launch grid", len(m.seqs), a.Heads))
+		return
+	}
+	fast := at.ks.code == at.vs.code && at.ks.code != kvF32 && decodeDim(dim)
+	path := s.path
+	if path == pathAuto && !prefillDim(dim) {
+		path = pathRef
+	}
+	switch path {
+	case pathRef:
+		if dim > refMaxHeadDim {
+			b.fail(fmt.Errorf("%w: gpu: attention with head size %d (at most %d)", backend.ErrUnsupported, dim, refMaxHeadDim))
+			return
+		}
+		at.ref()
+		return
+	case pathDecode:
+		if !fast {
+			panic(fmt.Sprintf("gpu: no decode kernel for head size %d and these formats", dim))
+		}
+		at.decode(math.MaxInt32)
+		return
+	case pathPrefill:
+		at.prefill(0)
+		return
+	}
+	limit := 0
+	if fast {
+		limit = decodeRows
+	}
+	at.prefill(limit)
+	at.decode(limit)
+}
+
+// needRows panics unless t holds rows rows of width values.
+func needRows(name string, t *tensor, rows, width int) {
+	if t.n < rows*width {
+		panic(fmt.Sprintf("gpu: Attention's %s has %d values, the plan needs %d rows of %d", name, t.n, rows, width))
+	}
+}
+
+// attnArgs are one Attention call's operands.
+type attnArgs struct {
+	s        *Storage
+	m        *planMeta
+	a        backend.AttnParams
+	nq       int
+	dst, q   *tensor
+	k, v     *tensor
+	ks, vs   *kvSide
+	shK, shV *shapeMeta
+}
+
+// ref launches the reference kernel over every sequence.
+func (at *attnArgs) ref() {
+	s, m := at.s, at.m
+	s.b.launch("kvq_attn_ref", dim3{uint32(m.maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{1, 1, 1}, 0,
+		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
+			int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
+			ptr(m.at(at.shK.runs)).ptr(m.at(at.shK.runIdx)).ptr(m.at(at.shV.runs)).ptr(m.at(at.shV.runIdx)).
+			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale))
+}
+
+// prefill launches the prefill kernel for the sequences with more than
+// limit query rows per KV head.
+func (at *attnArgs) prefill(limit int) {
+	s, m := at.s, at.m
+	tiles := 0
+	for _, sq := range m.seqs {
+		if r := sq.n * at.nq; r > limit {
+			tiles = max(tiles, (r+prefillRows-1)/prefillRows)
+		}
+	}
+	if tiles == 0 {
+		return
+	}
+	dim := s.l.HeadDim
+	s.b.launchShared(fmt.Sprintf("kvq_attn_prefill_d%d", dim), dim3{uint32(tiles), uint32(s.l.KVHeads), uint32(len(m.seqs))},
+		dim3{attnThreads, 1, 1}, prefillShared(dim),
+		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
+			int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles))
+}
+
+// decode launches the decode and merge kernels for the sequences with at
+// most limit query rows per KV head.
+func (at *attnArgs) decode(limit int) {
+	s, m := at.s, at.m
+	kvh, dim := s.l.KVHeads, s.l.HeadDim
+	work, maxN, maxRows := 0, 0, 0
+	for _, sq := range m.seqs {
+		r := sq.n * at.nq
+		if r > limit {
+			continue
+		}
+		lo, hi := decodeRange(sq, at.a.Window)
+		work += (hi - lo) * kvh * ((r + decodeGroup - 1) / decodeGroup)
+		maxN, maxRows = max(maxN, sq.n), max(maxRows, r)
+	}
+	if maxN == 0 {
+		return
+	}
+	groups := (maxRows + decodeGroup - 1) / decodeGroup
+	rstride := min(decodeGroup, maxRows)
+	chunk := s.decodeChunk(work)
+	chunks := 0
+	for _, sq := range m.seqs {
+		if sq.n*at.nq <= limit {
+			lo, hi := decodeRange(sq, at.a.Window)
+			chunks = max(chunks, (hi-lo+chunk-1)/chunk)
+		}
+	}
+	if kvh*groups > math.MaxUint16 {
+		s.b.fail(fmt.Errorf("gpu: decode attention with %d row groups of %d KV heads exceeds the launch grid", groups, kvh))
+		return
+	}
+	// Scratch: the partial sums, then the (m, l) pairs.
+	items := len(m.seqs) * max(1, chunks) * kvh * groups * rstride
+	if err := s.mem.scratch.ensure(s.b, int64(items)*int64(dim+2)*4); err != nil {
+		s.b.fail(err)
+		return
+	}
+	part := s.mem.scratch.p
+	ml := part + devptr(4*items*dim)
+	if chunks > 0 {
+		name, qsplit := "kvq_attn_decode_f16", 2
+		if at.ks.code == kvBF16 {
+			name, qsplit = "kvq_attn_decode_bf16", 3
+		}
+		wr := 4
+		if g := min(decodeGroup, maxRows); g <= 16 {
+			wr = 1
+		} else if g <= 32 {
+			wr = 2
+		}
+		s.b.launchShared(fmt.Sprintf("%s_d%d", name, dim), dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
+			dim3{attnThreads, 1, 1}, decodeShared(dim, qsplit, wr),
+			args{}.ptr(at.ks.p).ptr(at.vs.p).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
+				int(chunk).int(chunks).int(groups).int(limit).int(rstride))
+	}
+	s.b.launch("kvq_attn_merge", dim3{uint32(maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{attnThreads, 1, 1}, 0,
+		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(part).ptr(ml).ptr(m.at(0)).
+			int(at.a.Heads).int(kvh).int(dim).int(at.a.Window).f32(at.a.Scale).
+			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride))
+}
+
+// decodeChunk is the positions per decode block: about decodeBlocksSM
+// blocks per SM over the step's work (positions × KV heads × row groups),
+// in whole 64-position tiles. One 32K-token sequence with 8 KV heads on
+// 132 SMs gets 512.
+func (s *Storage) decodeChunk(work int) int {
+	if s.chunk > 0 {
+		return s.chunk
+	}
+	per := decodeBlocksSM * max(1, s.b.d.info().SMs)
+	c := (work + per - 1) / per
+	return max(decodeKeys, (c+decodeKeys-1)/decodeKeys*decodeKeys)
+}

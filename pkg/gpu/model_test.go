@@ -72,7 +72,9 @@ func fp16Layout(t *testing.T, m *runtime.Model) *kvcache.Layout {
 	return l
 }
 
-func greedy(t *testing.T, r *runtime.Runner, prompt []int, n int) []int {
+// greedy continues prompt by n greedy tokens and returns them with, per
+// token, the margin of its logit over the runner-up.
+func greedy(t *testing.T, r *runtime.Runner, prompt []int, n int) (toks []int, margins []float32) {
 	t.Helper()
 	l := fp16Layout(t, r.Model())
 	c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(len(prompt) + n)})
@@ -82,21 +84,46 @@ func greedy(t *testing.T, r *runtime.Runner, prompt []int, n int) []int {
 	if err := c.AddSeq(0); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := r.Generate(context.Background(), c, 0, prompt, runtime.GenerateOptions{MaxTokens: n})
-	if err != nil {
-		t.Fatal(err)
+	in := prompt
+	for range n {
+		var next int
+		var margin float32
+		err := r.Stream(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: in, Logits: runtime.LastLogits}},
+			func(_, _ int, lg []float32) error {
+				next = argmax(lg)
+				second := float32(math.Inf(-1))
+				for j, v := range lg {
+					if j != next {
+						second = max(second, v)
+					}
+				}
+				margin = lg[next] - second
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks, margins = append(toks, next), append(margins, margin)
+		in = []int{next}
 	}
-	return out
+	return toks, margins
 }
 
+// nearTie is the largest top-2 logit margin at which the two backends may
+// pick different tokens: their logits differ by up to about 0.015 (see
+// TestTeacherForcedLogits), so a margin below it is a tie either may break.
+const nearTie = 0.05
+
 // TestGreedyMatchesCPU: the CPU and GPU backends continue the same prompts
-// with the same tokens, and stories260K's continuation is its published
-// one.
+// with the same tokens — up to a near tie (a top-2 margin under nearTie on
+// the CPU, where rounding decides; the test says where), after which the
+// continuations are not compared — and stories260K's continuation is its
+// published one.
 func TestGreedyMatchesCPU(t *testing.T) {
 	be := openGPU(t)
 	n := 64
 	if emu {
-		n = 24
+		n = 16
 	}
 	for _, tm := range models(t) {
 		cpu, err := runtime.NewRunner(tm.m, runtime.RunnerOptions{})
@@ -109,9 +136,18 @@ func TestGreedyMatchesCPU(t *testing.T) {
 		}
 		for _, p := range []string{"Once upon a time", "The little dog"} {
 			prompt := tm.m.Tokenizer.Encode(p, true)
-			want, got := greedy(t, cpu, prompt, n), greedy(t, dev, prompt, n)
-			if !slices.Equal(got, want) {
-				t.Errorf("%s %q: GPU continues %q, CPU %q", tm.name, p, tm.m.Tokenizer.Decode(got), tm.m.Tokenizer.Decode(want))
+			want, margins := greedy(t, cpu, prompt, n)
+			got, _ := greedy(t, dev, prompt, n)
+			for i := range want {
+				if got[i] == want[i] {
+					continue
+				}
+				if margins[i] < nearTie {
+					t.Logf("%s %q: the backends part at token %d, a near tie (CPU margin %.3g), after %q", tm.name, p, i, margins[i], tm.m.Tokenizer.Decode(want[:i]))
+					break
+				}
+				t.Errorf("%s %q: GPU continues %q, CPU %q (they part at token %d, CPU margin %.3g)", tm.name, p, tm.m.Tokenizer.Decode(got), tm.m.Tokenizer.Decode(want), i, margins[i])
+				break
 			}
 			if tm.name == "stories260K" && p == "Once upon a time" {
 				if text := tm.m.Tokenizer.Decode(got); !strings.HasPrefix(text, ", there was a little girl named Lily") {
@@ -180,7 +216,7 @@ func TestTeacherForcedLogits(t *testing.T) {
 	be := openGPU(t)
 	n := 1024
 	if emu {
-		n = 192
+		n = 128
 	}
 	g := datasets.New(datasets.Eval, 7)
 	var text strings.Builder
@@ -201,7 +237,7 @@ func TestTeacherForcedLogits(t *testing.T) {
 		}
 		for _, chunk := range []int{256, 1} {
 			if emu && chunk == 1 {
-				tokens = tokens[:64] // decode steps: short on the emulator
+				tokens = tokens[:48] // decode steps: short on the emulator
 			}
 			got := logits(t, dev, tokens, chunk)
 			var maxd, sumKL float64
@@ -242,7 +278,7 @@ func TestBatchedDecodeEqualsAlone(t *testing.T) {
 	be := openGPU(t)
 	steps := 16
 	if emu {
-		steps = 6
+		steps = 4
 	}
 	tm := models(t)[1] // the probe: F16 weights, GQA, head_dim 64
 	r, err := runtime.NewRunner(tm.m, runtime.RunnerOptions{Backend: be})

@@ -54,9 +54,9 @@ st=shared/models/stories260K/stories260K.gguf
 step cli 120 bash -c "set -e
 	bin/kvq-cuda generate --device cuda -m $st -p 'Once upon a time' -n 40
 	bin/kvq-cuda generate --device cpu -m $st -p 'Once upon a time' -n 40
-	bin/kvq-cuda eval --device cuda --tasks '' --chunks 4 -o json > $out/eval-cuda.json
-	bin/kvq-cuda eval --device cpu --tasks '' --chunks 4 -o json > $out/eval-cpu.json
-	bin/kvq-cuda bench --device cuda --num-prompts 16 --input-len 128 --output-len 32"
+	bin/kvq-cuda eval --device cuda --cache fp16,bf16 --tasks '' --chunks 4 -o json > $out/eval-cuda.json || test \$? = 3
+	bin/kvq-cuda eval --device cpu --cache fp16,bf16 --tasks '' --chunks 4 -o json > $out/eval-cpu.json || test \$? = 3
+	bin/kvq-cuda bench --device cuda --cache fp16,bf16 --num-prompts 16 --input-len 128 --output-len 32"
 step gpubench 240 bin/gpubench -shapes 1b,8b -json "$out/gpubench.json"
 step peer 200 env PYTHONUNBUFFERED=1 python3 scripts/gpu-peer.py --shapes 1b,8b --json "$out/peer.json"
 echo

@@ -51,7 +51,7 @@ func (b *Backend) SupportsKV(f quant.Format) error {
 	if _, _, ok := kvFormat(f); ok {
 		return nil
 	}
-	return fmt.Errorf("%w: gpu: KV format %s has no CUDA kernel yet (issue: quantized caches on the GPU)", backend.ErrUnsupported, f.Name())
+	return fmt.Errorf("%w: the GPU has no kernel for KV format %s yet (fp16, bf16 and fp32 run there; use --device cpu for the others)", backend.ErrUnsupported, f.Name())
 }
 
 // kvState is the backend's part of the KV ops: the dynamic shared memory

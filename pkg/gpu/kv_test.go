@@ -96,7 +96,7 @@ func TestSupportsKV(t *testing.T) {
 		}
 	}
 	q4, _ := quant.Formats().Lookup("q4_0")
-	want := "backend: unsupported: gpu: KV format q4_0 has no CUDA kernel yet (issue: quantized caches on the GPU)"
+	want := "backend: unsupported: the GPU has no kernel for KV format q4_0 yet (fp16, bf16 and fp32 run there; use --device cpu for the others)"
 	if err := b.SupportsKV(q4); err == nil || err.Error() != want {
 		t.Errorf("SupportsKV(q4_0) = %v, want %q", err, want)
 	}

@@ -43,7 +43,7 @@ type mmPath struct {
 }
 
 var (
-	mmAuto    = mmPath{"auto", gemvMaxNT + 1, 0}
+	mmAuto      = mmPath{"auto", gemvMaxNT + 1, 0}
 	pathGEMV    = mmPath{"gemv", math.MaxInt, 0}
 	pathGEMM64  = mmPath{"gemm64", 1, 64}
 	pathGEMM128 = mmPath{"gemm128", 1, 128}

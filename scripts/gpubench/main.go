@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -82,7 +83,7 @@ type Summary struct {
 }
 
 func main() {
-	shapeList := flag.String("shapes", "1b,8b", "model shapes: "+strings.Join(slices.Sorted(mapsKeys(shapes)), ", "))
+	shapeList := flag.String("shapes", "1b,8b", "model shapes: "+strings.Join(slices.Sorted(maps.Keys(shapes)), ", "))
 	dtype := flag.String("dtype", "F16", "weight type: F16, BF16 or Q8_0")
 	batches := flag.String("batches", "1,8,64", "decode batch sizes")
 	prefill := flag.Int("prefill", 512, "prefill tokens")
@@ -98,14 +99,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gpubench:", err)
 		os.Exit(1)
 	}
-}
-
-func mapsKeys[V any](m map[string]V) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	return ks
 }
 
 func ints(s string) ([]int, error) {

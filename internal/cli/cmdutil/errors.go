@@ -14,6 +14,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/plan"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/safetensors"
 	"github.com/kvqlabs/kvq/pkg/serve"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -42,6 +43,8 @@ var inputSentinels = []error{
 	bench.ErrWorkload, bench.ErrLoad,
 	plan.ErrTrace, plan.ErrResults, plan.ErrOptions,
 	engine.ErrOptions, serve.ErrOptions,
+	// A cache format the chosen device cannot run.
+	backend.ErrUnsupported,
 }
 
 // IsInputError reports an error caused by an input file or option the user

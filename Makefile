@@ -102,14 +102,16 @@ ptx:
 
 # What scripts/gpu-check.sh runs on a GPU machine (which has no Go):
 # bin/kvq-cuda, pkg/gpu's test binary, bin/gpubench, and stories260K
-# under shared/ (the device tool carries bin/ and shared/).
+# under shared/, packed as bin/gpu-check.tar.xz (the device tool carries
+# it and shared/; the script unpacks it).
 gpu-check-build: cuda-sysroot
 	$(CUDA_ENV) $(GO) build -tags cuda -ldflags='-s -w' -o bin/kvq-cuda ./cmd/kvq
 	$(CUDA_ENV) $(GO) test -tags cuda -ldflags='-s -w' -c -o bin/gpu.test ./pkg/gpu
 	$(CUDA_ENV) $(GO) build -tags cuda -ldflags='-s -w' -o bin/gpubench ./scripts/gpubench
 	mkdir -p shared/models/stories260K
 	cp ../shared/models/stories260K/stories260K.gguf shared/models/stories260K/
-	du -ch bin/kvq-cuda bin/gpu.test bin/gpubench shared | tail -1
+	tar -cJf bin/gpu-check.tar.xz -C bin kvq-cuda gpu.test gpubench
+	@echo "carry bin/gpu-check.tar.xz ($$(du -h bin/gpu-check.tar.xz | cut -f1)) and shared/ to the GPU machine"
 
 clean:
 	rm -rf bin

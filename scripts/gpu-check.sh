@@ -2,8 +2,9 @@
 # gpu-check.sh: the device check of kvq's CUDA backend, run on a GPU
 # machine from the repository root, in about 8 minutes. The machine needs
 # no Go: `make gpu-check-build` on the development machine builds what it
-# runs (bin/kvq-cuda, bin/gpu.test, bin/gpubench, and shared/ with
-# stories260K), and the device tool carries bin/ there:
+# runs (bin/kvq-cuda, bin/gpu.test, bin/gpubench packed in
+# bin/gpu-check.tar.xz, and shared/ with stories260K), and the device tool
+# carries them there:
 #
 #   make gpu-check-build            # here
 #   bash scripts/gpu-check.sh       # there ($OUT, if set, receives the logs)
@@ -19,6 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kvq-gpu-check}
 mkdir -p "$out"
+if [[ -f bin/gpu-check.tar.xz ]]; then tar -xJf bin/gpu-check.tar.xz -C bin; fi
 [[ -e ../shared ]] || ln -s "$PWD/shared" ../shared
 declare -a summary
 status=0

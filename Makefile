@@ -94,7 +94,7 @@ build-cuda: cuda-sysroot
 # the process in its init when no GPU is present).
 check-cuda: cuda-sysroot
 	$(CUDA_ENV) $(GO) build -tags cuda -o /dev/null ./cmd/kvq
-	$(CUDA_ENV) $(GO) vet -tags cuda ./pkg/gpu/... ./internal/cli/... ./cmd/...
+	$(CUDA_ENV) $(GO) vet -tags cuda ./pkg/gpu/... ./internal/cli/... ./cmd/... ./scripts/gpubench
 	$(CUDA_ENV) $(GO) test -tags cuda -count=1 -c -o /dev/null ./pkg/gpu
 
 ptx:

@@ -474,7 +474,7 @@ sumF32AVX2_done:
 	RET
 
 // func dotQ80AVX2(w []byte, x []float32) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ80AVX2(SB), NOSPLIT, $0-52
 	MOVQ   w_base+0(FP), AX
 	MOVQ   x_base+24(FP), CX
@@ -486,6 +486,10 @@ TEXT ·dotQ80AVX2(SB), NOSPLIT, $0-52
 dotQ80AVX2_loop2:
 	CMPQ         DX, $0x00000002
 	JB           dotQ80AVX2_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
 	VPMOVSXBD    2(AX), Y2
 	VCVTDQ2PS    Y2, Y2
 	VMULPS       (CX), Y2, Y2

@@ -1,10 +1,12 @@
 package runtime_test
 
 import (
+	"cmp"
 	"context"
 	"os"
+	"os/exec"
 	"runtime"
-	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,17 +22,153 @@ import (
 //	go run ./scripts/benchmodel -shape 1b -o /tmp/bench-1b.gguf
 //	KVQ_BENCH_GGUF=/tmp/bench-1b.gguf go test -run '^$' -bench DecodeGGUF -benchtime 15x -cpu 1,2 ./pkg/runtime/
 //
-// as llama-bench -p 0 -n 8 does: every round decodes 8 tokens from an
-// empty fp16 cache once with each kernel set the CPU runs (avx512 where it
-// has AVX-512, then avx2; the order alternates between rounds), so that
-// the sets see the same machine load. GOMAXPROCS (-cpu) sets the threads.
-// It reports each set's median tokens/s, "speedup" (the median over rounds
-// of the avx2 time over the avx512 time) and "<set>-of-limit": tokens/s
-// over the weight-streaming limit, the read bandwidth divided by the weight
-// bytes a token streams. The bandwidth (GB/s-mem, the median over rounds)
-// is measured in every round too, between the sets, by
+// as llama-bench -p 0 -n 8 does: every round decodes 8 tokens once with
+// each variant (the order alternates between rounds), so that the variants
+// see the same machine load. GOMAXPROCS (-cpu) sets the threads. The
+// variants are the kernel sets the CPU runs (avx512 where it has AVX-512,
+// then avx2); with KVQ_BENCH_PAR the chunked and the static row split
+// (par.ForceStatic); with KVQ_BENCH_LOAD=1 the default set "idle" and
+// "loaded", the same decode while another process (this test binary,
+// re-executed to spin on one thread) holds one core.
+//
+// KVQ_BENCH_CACHE picks the cache spec (default fp16) and KVQ_BENCH_DEPTH
+// the context the tokens are decoded at (default 0): that many tokens are
+// prefilled once, and every decode runs in a fork of them that is dropped
+// afterwards (llama-batched-bench's S_TG at -npp depth -ntg 8 -npl 1).
+//
+// It reports each variant's median tokens/s, "speedup" (the median over
+// rounds of the second variant's time over the first's; for the load
+// variants "loaded-of-idle", its inverse) and "<variant>-of-limit":
+// tokens/s over the weight-streaming limit, the read bandwidth divided by
+// the weight bytes a token streams. The bandwidth (GB/s-mem, the median
+// over rounds) is measured in every round too, between the variants, by
 // simd.MeasureBandwidthParallel over 1 GiB with GOMAXPROCS workers.
 func BenchmarkDecodeGGUF(b *testing.B) {
+	m := benchGGUF(b)
+	const run = 8
+	depth := envInt(b, "KVQ_BENCH_DEPTH", 0)
+	spec := cmp.Or(os.Getenv("KVQ_BENCH_CACHE"), "fp16")
+	r := newRunner(b, m)
+	c := newCache(b, r, spec, 2*((depth+run)/16+3))
+	ctx := context.Background()
+	if err := c.AddSeq(0); err != nil {
+		b.Fatal(err)
+	}
+	if depth > 0 {
+		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: tokens(depth, m.Vocab, 3), Logits: kvrt.NoLogits}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	decode := func() time.Duration {
+		if err := c.Fork(1, 0); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		for i := 0; i < run; i++ {
+			if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 1, Tokens: []int{(i*31 + 7) % m.Vocab}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d := time.Since(t0)
+		if err := c.Remove(1); err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	type variant struct {
+		name  string
+		force func() func()
+	}
+	none := func() func() { return func() {} }
+	vs := []variant{{simd.Kernels(), none}}
+	load := os.Getenv("KVQ_BENCH_LOAD") != ""
+	switch {
+	case load:
+		vs = []variant{{"idle", none}, {"loaded", func() func() { return startSpinner(b) }}}
+	case os.Getenv("KVQ_BENCH_PAR") != "":
+		vs = append(vs, variant{"static", par.ForceStatic})
+	case simd.Kernels() == "avx512":
+		vs = append(vs, variant{"avx2", simd.ForceAVX2})
+	}
+	decode() // warm up: page the weights in
+	wb := float64(m.WeightBytes())
+	if !m.TiedEmbeddings {
+		wb -= float64(m.Embed.Bytes())
+	}
+	secs := make([][]float64, len(vs))
+	var bws []float64
+	var ratios []float64
+	round := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for k := range vs {
+			i := (k + round) % len(vs)
+			restore := vs[i].force()
+			secs[i] = append(secs[i], decode().Seconds()/run)
+			restore()
+			if k == 0 {
+				b.StopTimer() // its 1 GiB buffer is not the decode's
+				bws = append(bws, simd.MeasureBandwidthParallel(1<<30, runtime.GOMAXPROCS(0)))
+				b.StartTimer()
+			}
+		}
+		if len(vs) > 1 {
+			ratios = append(ratios, secs[1][round]/secs[0][round])
+		}
+		round++
+	}
+	b.StopTimer()
+	bw := median(bws)
+	limit := bw / wb
+	for i, v := range vs {
+		b.ReportMetric(1/median(secs[i]), v.name+"-tok/s")
+		b.ReportMetric(1/median(secs[i])/limit, v.name+"-of-limit")
+	}
+	switch {
+	case len(ratios) > 0 && load:
+		b.ReportMetric(1/median(ratios), "loaded-of-idle")
+	case len(ratios) > 0:
+		b.ReportMetric(median(ratios), "speedup")
+	}
+	b.ReportMetric(bw/1e9, "GB/s-mem")
+	b.ReportMetric(wb/1e6, "MB-weights/tok")
+}
+
+// BenchmarkPrefillGGUF measures the prefill of a KVQ_BENCH_PROMPT-token
+// prompt (default 512) into an empty KVQ_BENCH_CACHE cache (default fp16)
+// on the GGUF file of KVQ_BENCH_GGUF, as llama-bench -p N -n 0 does, and
+// reports the median prompt tokens/s over rounds:
+//
+//	KVQ_BENCH_GGUF=/tmp/bench-1b.gguf KVQ_BENCH_PROMPT=2048 go test -run '^$' -bench PrefillGGUF -benchtime 3x -cpu 2 ./pkg/runtime/
+func BenchmarkPrefillGGUF(b *testing.B) {
+	m := benchGGUF(b)
+	n := envInt(b, "KVQ_BENCH_PROMPT", 512)
+	spec := cmp.Or(os.Getenv("KVQ_BENCH_CACHE"), "fp16")
+	r := newRunner(b, m)
+	c := newCache(b, r, spec, 2*(n/16+2))
+	ctx := context.Background()
+	prompt := tokens(n, m.Vocab, 5)
+	var secs []float64
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.AddSeq(0); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: prompt, Logits: kvrt.NoLogits}}); err != nil {
+			b.Fatal(err)
+		}
+		secs = append(secs, time.Since(t0).Seconds())
+		if err := c.Remove(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/median(secs), "prompt-tok/s")
+}
+
+// benchGGUF loads the model of KVQ_BENCH_GGUF, skipping when it is unset.
+func benchGGUF(b *testing.B) *kvrt.Model {
 	path := os.Getenv("KVQ_BENCH_GGUF")
 	if path == "" {
 		b.Skip("KVQ_BENCH_GGUF is not set (go run ./scripts/benchmodel -shape 1b -o /tmp/bench-1b.gguf)")
@@ -40,75 +178,63 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
-	const run = 8
-	r := newRunner(b, m)
-	c := newCache(b, r, "fp16", 2*(run/16+2))
-	ctx := context.Background()
-	decode := func() time.Duration {
-		_ = c.Remove(0)
-		_ = c.AddSeq(0)
-		t0 := time.Now()
-		for i := 0; i < run; i++ {
-			if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: []int{(i*31 + 7) % m.Vocab}}}); err != nil {
-				b.Fatal(err)
-			}
+	return m
+}
+
+// envInt is the integer in environment variable name, or def when unset.
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		b.Fatalf("%s=%q: want a non-negative integer", name, s)
+	}
+	return v
+}
+
+// spinnerEnv makes the test binary a spinner (TestMain): one thread that
+// computes until it is killed, the "other process" of KVQ_BENCH_LOAD.
+const spinnerEnv = "KVQ_BENCH_SPINNER"
+
+// startSpinner starts a spinner process and waits until it runs; the
+// function it returns kills it.
+func startSpinner(b *testing.B) func() {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), spinnerEnv+"=1", "GOMAXPROCS=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := out.Read(make([]byte, 1)); err != nil { // it writes one byte once spinning
+		b.Fatal(err)
+	}
+	return func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
+
+// spin computes forever on the calling thread, after telling its parent.
+func spin() {
+	os.Stdout.Write([]byte{'\n'})
+	x := uint64(1)
+	for {
+		x = x*6364136223846793005 + 1442695040888963407
+		if x == 0 {
+			os.Stdout.Write([]byte{'\n'}) // never: keeps x live
 		}
-		return time.Since(t0)
 	}
-	type set struct {
-		name  string
-		force func() func()
+}
+
+// TestMain runs the tests, or spins when started as a spinner.
+func TestMain(m *testing.M) {
+	if os.Getenv(spinnerEnv) != "" {
+		spin()
 	}
-	sets := []set{{simd.Kernels(), func() func() { return func() {} }}}
-	switch {
-	case os.Getenv("KVQ_BENCH_PAR") != "":
-		sets = append(sets, set{"static", par.ForceStatic})
-	case simd.Kernels() == "avx512":
-		sets = append(sets, set{"avx2", simd.ForceAVX2})
-	}
-	decode() // warm up: page the weights in
-	wb := float64(m.WeightBytes())
-	if !m.TiedEmbeddings {
-		wb -= float64(m.Embed.Bytes())
-	}
-	secs := make([][]float64, len(sets))
-	var bws []float64
-	var ratios []float64
-	round := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		for k := range sets {
-			i := (k + round) % len(sets)
-			restore := sets[i].force()
-			secs[i] = append(secs[i], decode().Seconds()/run)
-			restore()
-			if k == 0 {
-				b.StopTimer() // its 1 GiB buffer is not the decode's
-				bws = append(bws, simd.MeasureBandwidthParallel(1<<30, runtime.GOMAXPROCS(0)))
-				b.StartTimer()
-			}
-		}
-		if len(sets) > 1 {
-			ratios = append(ratios, secs[1][round]/secs[0][round])
-		}
-		round++
-	}
-	b.StopTimer()
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	bw := med(bws)
-	limit := bw / wb
-	for i, s := range sets {
-		b.ReportMetric(1/med(secs[i]), s.name+"-tok/s")
-		b.ReportMetric(1/med(secs[i])/limit, s.name+"-of-limit")
-	}
-	if len(ratios) > 0 {
-		b.ReportMetric(med(ratios), "speedup")
-	}
-	b.ReportMetric(bw/1e9, "GB/s-mem")
-	b.ReportMetric(wb/1e6, "MB-weights/tok")
+	os.Exit(m.Run())
 }

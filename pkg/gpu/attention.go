@@ -113,7 +113,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, lay
 		b.fail(fmt.Errorf("gpu: attention over %d sequences and %d heads exceeds the launch grid", len(m.seqs), a.Heads))
 		return
 	}
-	fast := at.ks.code == at.vs.code && at.ks.code != kvF32 && decodeDim(dim)
+	fast := at.ks.code == at.vs.code && (at.ks.code == kvF16 || at.ks.code == kvBF16) && decodeDim(dim)
 	path := s.path
 	if path == pathAuto && !prefillDim(dim) {
 		path = pathRef
@@ -168,7 +168,7 @@ func (at *attnArgs) ref() {
 	s, m := at.s, at.m
 	s.b.launch("kvq_attn_ref", dim3{uint32(m.maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{1, 1, 1}, 0,
 		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
-			int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
+			ptr(at.ks.scales).ptr(at.vs.scales).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
 			ptr(m.at(at.shK.runs)).ptr(m.at(at.shK.runIdx)).ptr(m.at(at.shV.runs)).ptr(m.at(at.shV.runIdx)).
 			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale))
 }
@@ -190,7 +190,7 @@ func (at *attnArgs) prefill(limit int) {
 	s.b.launchShared(fmt.Sprintf("kvq_attn_prefill_d%d", dim), dim3{uint32(tiles), uint32(s.l.KVHeads), uint32(len(m.seqs))},
 		dim3{attnThreads, 1, 1}, prefillShared(dim),
 		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
-			int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+			ptr(at.ks.scales).ptr(at.vs.scales).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles))
 }
 

@@ -55,8 +55,9 @@ func (b *Backend) BenchDecodeAttention(ctx context.Context, headDim, kvHeads, he
 	c.Commit(p)
 	for j := range s.sides[0] {
 		sd := &s.sides[0][j]
-		n := int64(kvHeads) * int64(s.blocks) * int64(sd.tileBytes) / int64(sd.size)
-		b.launch("kvq_kv_fill_random", dim3{1024, 1, 1}, dim3{256, 1, 1}, 0, args{}.ptr(sd.p).int(int(n)).int(j+1).int(sd.code))
+		rows := kvHeads * s.blocks * l.BlockTokens
+		b.launch("kvq_kv_fill_random", dim3{1024, 1, 1}, dim3{256, 1, 1}, 0,
+			args{}.ptr(sd.p).int(rows).int(j+1).int(sd.code).int(l.BlockTokens).int(headDim).f32(1))
 	}
 	for i := range as {
 		as[i] = kvcache.Append{Seq: kvcache.SeqID(i), Row: i, N: 1}

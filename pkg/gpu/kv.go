@@ -4,7 +4,9 @@ package gpu
 
 import (
 	"fmt"
+	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -14,44 +16,197 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
-// The KV cache on the device: fp32, fp16 and bf16 caches without fp16
-// windows (sink, residual and staging rows exist only for quantized
-// formats, which have no CUDA kernels yet).
+// The KV cache on the device: caches of per-token-row formats without
+// fp16 windows — fp32, fp16, bf16, fp8 (E4M3, E5M2; static scales), the
+// llama.cpp blocks q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, and int8/int4/int2
+// per-token groups — each side (K, V, every layer) in its own format.
+// Sink, residual and staging windows, token groups (per-channel ints,
+// KIVI, quanto), rotations, dynamic fp8 scales and the codebook formats
+// have no CUDA kernels yet.
 //
 // Layout: per layer and side one device buffer of KVHeads × Blocks tiles,
 // head-major — KV head h's tile of block b at (h·Blocks + b)·TileBytes —
-// each tile exactly the CPU's (kvcache.Side.TileBytes: BlockTokens rows of
-// HeadDim values in the format's bits), so that HeldBytes is the layout's
-// accounting to the byte and the CPU storage's, and a tile read back is
-// byte for byte what pkg/quant's encoder writes.
+// each tile exactly the CPU's (kvcache.Side.TileBytes: BlockTokens rows in
+// the format's bytes), so that HeldBytes is the layout's accounting to the
+// byte and the CPU storage's, and a tile read back is byte for byte what
+// pkg/quant's encoder writes (kernels/kvformats.cuh).
 
-// Side formats, as the kernels number them (kernels/kvwrite.cu).
+// Side format kinds, as the kernels number them (kernels/kvformats.cuh).
+// A side's code is kind | group<<8 | flags.
 const (
-	kvF32  = 0
-	kvF16  = 1
-	kvBF16 = 2
+	kvF32 = iota
+	kvF16
+	kvBF16
+	kvE4M3
+	kvE5M2
+	kvQ80
+	kvQ40
+	kvQ41
+	kvQ50
+	kvQ51
+	kvIQ4NL
+	kvInt8
+	kvInt4
+	kvInt2
 )
 
-// kvFormat returns the kernels' number and element size of format f, or
-// ok false when no kernel stores it.
-func kvFormat(f quant.Format) (code, size int, ok bool) {
-	switch f {
-	case quant.FP32:
-		return kvF32, 4, true
-	case quant.FP16:
-		return kvF16, 2, true
-	case quant.BF16:
-		return kvBF16, 2, true
-	}
-	return 0, 0, false
+// Format code flags.
+const (
+	kvSym   = 1 << 20 // symmetric int groups
+	kvNoSat = 1 << 21 // fp8, non-saturating cast
+)
+
+// kvGroupMax is the largest int group the code holds (12 bits).
+const kvGroupMax = 1<<12 - 1
+
+// blockKinds maps the llama.cpp block formats (without :rot) to kinds,
+// with their bytes per 32 values.
+var blockKinds = []struct {
+	f     quant.Format
+	kind  int
+	bytes int
+}{
+	{quant.Q80, kvQ80, 34}, {quant.Q40, kvQ40, 18}, {quant.Q41, kvQ41, 20},
+	{quant.Q50, kvQ50, 22}, {quant.Q51, kvQ51, 24}, {quant.IQ4NL, kvIQ4NL, 18},
 }
 
-// SupportsKV implements backend.Backend: fp32, fp16 and bf16 caches.
-func (b *Backend) SupportsKV(f quant.Format) error {
-	if _, _, ok := kvFormat(f); ok {
-		return nil
+// kvFmt is a side's format as the kernels see it.
+type kvFmt struct {
+	code     int  // kind | group<<8 | flags
+	rowBytes int  // bytes per row (token) of a tile
+	rows     bool // a tile's rows are contiguous (all but the int groups)
+	fp8      bool // the codecs hold a scale (kernels read it per KV head)
+}
+
+func (k kvFmt) kind() int { return k.code & 0xff }
+
+// kvKind classifies format f: its kind, the int group (0: the whole row)
+// and flags, or an error wrapping backend.ErrUnsupported that says why no
+// kernel stores it.
+func kvKind(f quant.Format) (kind, group, flags int, err error) {
+	switch f {
+	case quant.FP32:
+		return kvF32, 0, 0, nil
+	case quant.FP16:
+		return kvF16, 0, 0, nil
+	case quant.BF16:
+		return kvBF16, 0, 0, nil
 	}
-	return fmt.Errorf("%w: the GPU has no kernel for KV format %s yet (fp16, bf16 and fp32 run there; use --device cpu for the others)", backend.ErrUnsupported, f.Name())
+	for _, bk := range blockKinds {
+		if f == bk.f {
+			return bk.kind, 0, 0, nil
+		}
+	}
+	unsupported := func(why string) (int, int, int, error) {
+		return 0, 0, 0, fmt.Errorf("%w: the GPU has no kernel for KV format %s yet (%s; use --device cpu for it)", backend.ErrUnsupported, f.Name(), why)
+	}
+	if ip := quant.IntParams(f); ip.Bits != 0 {
+		switch {
+		case ip.Channel:
+			return unsupported("per-channel int groups span tokens")
+		case ip.Group > kvGroupMax:
+			return unsupported(fmt.Sprintf("int groups of more than %d values", kvGroupMax))
+		}
+		if ip.Sym {
+			flags = kvSym
+		}
+		switch ip.Bits {
+		case 8:
+			return kvInt8, ip.Group, flags, nil
+		case 4:
+			return kvInt4, ip.Group, flags, nil
+		case 2:
+			return kvInt2, ip.Group, flags, nil
+		}
+		return unsupported(fmt.Sprintf("%d-bit ints", ip.Bits))
+	}
+	name := f.Name()
+	parts := strings.Split(name, ":")
+	switch parts[0] {
+	case "fp8-e4m3":
+		kind = kvE4M3
+	case "fp8-e5m2":
+		kind = kvE5M2
+	default:
+		if len(parts) > 1 && parts[len(parts)-1] == "rot" {
+			return unsupported("Hadamard-rotated rows")
+		}
+		return unsupported("fp32, fp16, bf16, fp8 with static scales, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there")
+	}
+	for _, o := range parts[1:] {
+		switch {
+		case o == "head", strings.HasPrefix(o, "scales@"):
+		case o == "nosat":
+			flags |= kvNoSat
+		case o == "dynamic":
+			return unsupported("dynamic fp8 scales are learnt from the first batch on the host; give static scales with scales@FILE")
+		case o == "rot":
+			return unsupported("Hadamard-rotated rows")
+		default:
+			return unsupported(fmt.Sprintf("fp8 option %q", o))
+		}
+	}
+	return kind, 0, flags, nil
+}
+
+// kvFormat returns the kernels' view of format f for rows of dim values.
+func kvFormat(f quant.Format, dim int) (kvFmt, error) {
+	kind, group, flags, err := kvKind(f)
+	if err != nil {
+		return kvFmt{}, err
+	}
+	k := kvFmt{code: kind | flags, rows: true}
+	switch kind {
+	case kvF32:
+		k.rowBytes = 4 * dim
+	case kvF16, kvBF16:
+		k.rowBytes = 2 * dim
+	case kvE4M3, kvE5M2:
+		k.rowBytes, k.fp8 = dim, true
+	case kvInt8, kvInt4, kvInt2:
+		bits := map[int]int{kvInt8: 8, kvInt4: 4, kvInt2: 2}[kind]
+		if group == 0 || group > dim {
+			group = dim // the whole row, as pkg/quant's tokenCodec
+		}
+		if dim%group != 0 || dim*bits%8 != 0 || group > kvGroupMax {
+			return kvFmt{}, fmt.Errorf("%w: gpu: %s with head size %d", kvcache.ErrGeometry, f.Name(), dim)
+		}
+		meta := 4
+		if flags&kvSym != 0 {
+			meta = 2
+		}
+		k.code |= group << 8
+		k.rowBytes, k.rows = dim*bits/8+dim/group*meta, false
+	default:
+		for _, bk := range blockKinds {
+			if bk.kind == kind {
+				k.rowBytes = dim / 32 * bk.bytes
+			}
+		}
+	}
+	return k, nil
+}
+
+// units is the number of encoding units of one KV head's row (the write
+// kernel's threads; kernels/kvformats.cuh, kvq_units).
+func (k kvFmt) units(dim int) int {
+	switch kind := k.kind(); {
+	case kind <= kvE5M2:
+		return dim
+	case kind >= kvInt8:
+		group := k.code >> 8 & 0xfff
+		if kind == kvInt4 && group%32 != 0 || kind == kvInt2 && group%4 != 0 {
+			return 1
+		}
+		return dim / group
+	}
+	return dim / 32
+}
+
+// SupportsKV implements backend.Backend: the formats kvKind accepts.
+func (b *Backend) SupportsKV(f quant.Format) error {
+	_, _, _, err := kvKind(f)
+	return err
 }
 
 // kvState is the backend's part of the KV ops: the dynamic shared memory
@@ -147,9 +302,10 @@ var (
 
 // kvSide is one layer side's buffer.
 type kvSide struct {
-	p          devptr
-	tileBytes  int
-	code, size int // format number, bytes per value
+	p         devptr
+	tileBytes int
+	kvFmt
+	scales devptr // fp8: the scale of each KV head (float32s), else 0
 }
 
 // storageMem is what a Storage holds on the device, buried by a cleanup
@@ -207,8 +363,8 @@ func (buf *devbuf) release(d driver) {
 }
 
 // NewStorage implements kvcache.Allocator. It fails, wrapping
-// backend.ErrUnsupported, for layouts with formats other than fp32, fp16
-// and bf16 or with fp16 windows.
+// backend.ErrUnsupported, for layouts with formats SupportsKV refuses or
+// with fp16 windows.
 func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 	l := p.Layout
 	if p.Blocks <= 0 {
@@ -217,20 +373,36 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 	b.reap()
 	s := &Storage{b: b, l: l, codecs: p.Codecs, blocks: p.Blocks, rope: p.RoPE,
 		sides: make([][2]kvSide, len(l.Layers)), mem: &storageMem{dead: b.kv.dead}}
+	var scales []float32 // fp8 sides' scales, KVHeads per side
 	for i := range l.Layers {
 		for j, side := range [2]*kvcache.Side{&l.Layers[i].K, &l.Layers[i].V} {
 			if side.Codecs == nil {
 				return nil, fmt.Errorf("%w: gpu: layer %d stores no values (latent attention)", backend.ErrUnsupported, i)
 			}
-			code, size, ok := kvFormat(side.Format)
-			if !ok {
-				return nil, fmt.Errorf("layer %d: %w", i, b.SupportsKV(side.Format))
+			kf, err := kvFormat(side.Format, l.HeadDim)
+			if err != nil {
+				return nil, fmt.Errorf("layer %d: %w", i, err)
 			}
 			if sh := side.Shape(); sh.Windowed() || sh.Group > 1 || side.PreRoPE {
 				return nil, fmt.Errorf("%w: gpu: layer %d %s: fp16 windows and token groups have no CUDA kernel yet", backend.ErrUnsupported, i, side.Format.Name())
 			}
-			if want := l.BlockTokens * l.HeadDim * size; side.TileBytes != want {
+			if want := l.BlockTokens * kf.rowBytes; side.TileBytes != want {
 				return nil, fmt.Errorf("%w: gpu: layer %d %s tile of %d bytes, want %d", kvcache.ErrGeometry, i, side.Format.Name(), side.TileBytes, want)
+			}
+			if kf.fp8 {
+				off := len(scales)
+				for h := 0; h < l.KVHeads; h++ {
+					c, ok := p.Codecs.Sides[i][j][h].(interface{ Scale() float32 })
+					sc := float32(0)
+					if ok {
+						sc = c.Scale()
+					}
+					if !(sc > 0 && sc <= math.MaxFloat32) {
+						return nil, fmt.Errorf("%w: gpu: layer %d %s: KV head %d has no static scale", backend.ErrUnsupported, i, side.Format.Name(), h)
+					}
+					scales = append(scales, sc)
+				}
+				s.sides[i][j].scales = devptr(4 * off) // an offset until the upload below
 			}
 			bytes := int64(l.KVHeads) * int64(p.Blocks) * int64(side.TileBytes)
 			ptr, err := s.allocPage(bytes)
@@ -238,7 +410,24 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 				s.mem.release(b.d)
 				return nil, fmt.Errorf("gpu: KV storage of layer %d (%d blocks): %w", i, p.Blocks, err)
 			}
-			s.sides[i][j] = kvSide{p: ptr, tileBytes: side.TileBytes, code: code, size: size}
+			s.sides[i][j].p, s.sides[i][j].tileBytes, s.sides[i][j].kvFmt = ptr, side.TileBytes, kf
+		}
+	}
+	if len(scales) > 0 {
+		ptr, err := s.allocPage(int64(4 * len(scales)))
+		if err == nil {
+			err = b.d.htod(ptr, unsafe.Pointer(&scales[0]), int64(4*len(scales)))
+		}
+		if err != nil {
+			s.mem.release(b.d)
+			return nil, fmt.Errorf("gpu: KV storage's fp8 scales: %w", err)
+		}
+		for i := range s.sides {
+			for j := range s.sides[i] {
+				if sd := &s.sides[i][j]; sd.fp8 {
+					sd.scales += ptr
+				}
+			}
 		}
 	}
 	runtime.AddCleanup(s, func(m *storageMem) { m.dead.bury(m) }, s.mem)
@@ -333,7 +522,6 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 		side = &s.l.Layers[layer].V
 	}
 	codec := s.codecs.Sides[layer][j][h]
-	rowBytes := dim * sd.size
 	for _, r := range runs {
 		p0, p1 := max(from, int(r.Pos)), min(to, int(r.Pos+r.N))
 		if p0 >= p1 {
@@ -343,18 +531,28 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 			panic("gpu: a run in an fp16 window of a storage without windows")
 		}
 		row, cnt := int(r.Row)+p0-int(r.Pos), p1-p0
-		n := cnt * rowBytes
+		// Rows of contiguous formats are downloaded alone; int tiles
+		// (scales, zeros, codes in regions) whole.
+		off := (int64(h)*int64(s.blocks) + int64(r.Block)) * int64(sd.tileBytes)
+		n := sd.tileBytes
+		if sd.rows {
+			off += int64(row) * int64(sd.rowBytes)
+			n = cnt * sd.rowBytes
+		}
 		if cap(s.rd) < n {
 			s.rd = make([]byte, n)
 		}
 		buf := s.rd[:n]
-		off := ((int64(h)*int64(s.blocks)+int64(r.Block))*int64(s.l.BlockTokens) + int64(row)) * int64(rowBytes)
 		if err := s.b.d.dtoh(unsafe.Pointer(&buf[0]), sd.p+devptr(off), int64(n)); err != nil {
 			s.b.fail(err)
 			return
 		}
 		out := dst[(p0-from)*dim : (p1-from)*dim]
-		codec.Decode(out, buf, 0, cnt)
+		if sd.rows {
+			codec.Decode(out, buf, 0, cnt)
+		} else {
+			codec.Decode(out, buf, row, cnt)
+		}
 		if side.PreRoPE {
 			s.rope(out, p0)
 		}
@@ -540,10 +738,10 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 	return nil
 }
 
-// WriteKV implements backend.Backend: one kernel per side stores the
-// step's rows for the layer (fp16 and bf16 rounded to nearest even, the
-// bits of pkg/quant's encoder). p.Prime concerns formats that learn from
-// the first batch, which have no kernels here.
+// WriteKV implements backend.Backend: one kernel per side quantizes and
+// stores the step's rows for the layer, the bytes of pkg/quant's encoder
+// (kernels/kvformats.cuh). p.Prime concerns formats that learn from the
+// first batch (dynamic fp8 scales), which have no kernels here.
 func (b *Backend) WriteKV(kv kvcache.Storage, layer int, k, v backend.Tensor, p *kvcache.Plan) {
 	s := kv.(*Storage)
 	m := s.prepare(p)
@@ -561,8 +759,9 @@ func (b *Backend) WriteKV(kv kvcache.Storage, layer int, k, v backend.Tensor, p 
 			panic(fmt.Sprintf("gpu: WriteKV of row %d from a tensor of %d values (rows of %d)", sh.maxSrc, xt.n, kvd))
 		}
 		sd := &s.sides[layer][j]
-		b.launch("kvq_kv_write", dim3{uint32(sh.nops), 1, 1}, dim3{uint32(min(256, (kvd+31)/32*32)), 1, 1}, 0,
+		units := s.l.KVHeads * sd.units(s.l.HeadDim)
+		b.launch("kvq_kv_write", dim3{uint32(sh.nops), 1, 1}, dim3{uint32(min(256, (units+31)/32*32)), 1, 1}, 0,
 			args{}.ptr(sd.p).ptr(xt.p).ptr(m.at(sh.ops)).int(sh.nops).int(s.l.KVHeads).int(s.l.HeadDim).
-				int(s.blocks).int(s.l.BlockTokens).int(sd.code))
+				int(s.blocks).int(s.l.BlockTokens).int(sd.code).ptr(sd.scales))
 	}
 }

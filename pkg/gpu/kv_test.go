@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -76,6 +77,9 @@ func TestKVConformance(t *testing.T) {
 	}
 }
 
+// TestSupportsKV checks every preset: the per-token-row formats run on
+// the GPU (kvKind), the others fail with backend.ErrUnsupported and a
+// message naming the format (TestSupportsKVQuant has more).
 func TestSupportsKV(t *testing.T) {
 	_, b := openKV(t)
 	for _, name := range quant.Formats().Names() {
@@ -84,29 +88,34 @@ func TestSupportsKV(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = b.SupportsKV(f)
-		switch name {
-		case "fp32", "fp16", "bf16":
-			if err != nil {
-				t.Errorf("SupportsKV(%s) = %v, want nil", name, err)
-			}
+		ok := !strings.Contains(name, ":rot") && !strings.Contains(name, ":channel") && !strings.Contains(name, ":dynamic")
+		switch {
+		case strings.HasPrefix(name, "fp"), strings.HasPrefix(name, "bf16"), strings.HasPrefix(name, "int"):
+		case strings.HasPrefix(name, "q") && !strings.HasPrefix(name, "quanto"), strings.HasPrefix(name, "iq4_nl"):
 		default:
-			if !errors.Is(err, backend.ErrUnsupported) {
-				t.Errorf("SupportsKV(%s) = %v, want backend.ErrUnsupported", name, err)
-			}
+			ok = false
+		}
+		switch {
+		case ok && err != nil:
+			t.Errorf("SupportsKV(%s) = %v, want nil", name, err)
+		case !ok && !errors.Is(err, backend.ErrUnsupported):
+			t.Errorf("SupportsKV(%s) = %v, want backend.ErrUnsupported", name, err)
+		case !ok && !strings.Contains(err.Error(), "KV format "+f.Name()+" "):
+			t.Errorf("SupportsKV(%s) = %v, want the format named", name, err)
 		}
 	}
-	q4, _ := quant.Formats().Lookup("q4_0")
-	want := "backend: unsupported: the GPU has no kernel for KV format q4_0 yet (fp16, bf16 and fp32 run there; use --device cpu for the others)"
-	if err := b.SupportsKV(q4); err == nil || err.Error() != want {
-		t.Errorf("SupportsKV(q4_0) = %v, want %q", err, want)
+	kivi, _ := quant.Formats().Lookup("kivi2")
+	want := "backend: unsupported: the GPU has no kernel for KV format kivi2 yet (fp32, fp16, bf16, fp8 with static scales, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there; use --device cpu for it)"
+	if err := b.SupportsKV(kivi); err == nil || err.Error() != want {
+		t.Errorf("SupportsKV(kivi2) = %v, want %q", err, want)
 	}
-	// A layout with a quantized side or windows is refused by NewStorage.
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: 1, HeadDim: 64}, quant.Spec{K: quant.FP16, V: q4}, 0)
+	// A layout with an unsupported side is refused by NewStorage.
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: 1, HeadDim: 64}, quant.Spec{K: quant.FP16, V: kivi}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kvcache.New(l, kvcache.Options{Blocks: 4, Storage: b}); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("kvcache.New(fp16/q4_0 on the GPU) = %v, want backend.ErrUnsupported", err)
+		t.Errorf("kvcache.New(fp16/kivi2 on the GPU) = %v, want backend.ErrUnsupported", err)
 	}
 }
 
@@ -224,6 +233,8 @@ var specialValues = []float32{
 	0x1p-24, 0x1p-25, 0x1.8p-24, 0x1p-14, 0x1.ffcp-15, 5.9e-8, 1e-10, -3.1e-5,
 	1 + 0x1p-11, 1 + 0x3p-11, 1 + 0x1p-8, 1 + 0x3p-8, 1 + 0x1p-9 + 0x1p-20, math.MaxFloat32, -math.MaxFloat32,
 	math.SmallestNonzeroFloat32, 2049, 2051, 4097, 0.1, -0.3333333,
+	// fp8: the largest finite values, their ties and overflows, subnormals.
+	448, -464, 464.01, 480, 57344, -61440, 0x1p-9, 0x1.8p-10, 0x1p-16, 0x1.4p-16, 0x1p-17, 1.0625, 1.1875, 2.5,
 }
 
 // TestKVWriteBytes checks that WriteKV stores exactly pkg/quant's bits:
@@ -233,73 +244,149 @@ func TestKVWriteBytes(t *testing.T) {
 	_, b := openKV(t)
 	for _, f := range []quant.Format{quant.FP16, quant.BF16, quant.FP32} {
 		t.Run(f.Name(), func(t *testing.T) {
-			const blocks = 12
-			g := kvcache.Geometry{Layers: 2, KVHeads: 3, HeadDim: 64}
-			kp := newKVPair(t, b, g, quant.Spec{K: f, V: f}, blocks, false)
-			l := kp.l
-			kvd := g.KVHeads * g.HeadDim
-			// Host images of the device buffers, [layer][side].
-			img := make([][2][]byte, g.Layers)
-			for i := range img {
-				img[i][0] = make([]byte, g.KVHeads*blocks*l.Layers[i].K.TileBytes)
-				img[i][1] = make([]byte, g.KVHeads*blocks*l.Layers[i].V.TileBytes)
-			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			for _, id := range []kvcache.SeqID{0, 1} {
-				if err := kp.gpu.AddSeq(id); err != nil {
-					t.Fatal(err)
-				}
-				if err := kp.cpu.AddSeq(id); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i, lens := range [][2]int{{21, 5}, {1, 1}, {3, 17}, {1, 1}} {
-				as := []kvcache.Append{{Seq: 0, Row: 0, N: lens[0]}, {Seq: 1, Row: lens[0], N: lens[1]}}
-				nt := lens[0] + lens[1]
-				k, v := make([][]float32, g.Layers), make([][]float32, g.Layers)
-				for layer := range k {
-					k[layer] = backendtest.RandRows(rng, nt*g.KVHeads, g.HeadDim)
-					v[layer] = backendtest.RandRows(rng, nt*g.KVHeads, g.HeadDim)
-					for x, sv := range specialValues {
-						k[layer][(x*7+i)%len(k[layer])] = sv
-						v[layer][(x*13+i+1)%len(v[layer])] = sv
-						k[layer][(x*31+5*i)%len(k[layer])] = sv * (1 + 0x1p-12) // off-tie neighbours
-					}
-				}
-				// The host encoding of the step's ops, as cpu.Storage applies them.
-				kp.step(as, k, v, func(p *kvcache.Plan) {
-					for layer := range k {
-						for j, rows := range [2][]float32{k[layer], v[layer]} {
-							side := &l.Layers[layer].K
-							if j == 1 {
-								side = &l.Layers[layer].V
-							}
-							tb := side.TileBytes
-							for _, op := range p.Writes[p.SideShape[layer][j]] {
-								for h := 0; h < g.KVHeads; h++ {
-									tile := img[layer][j][(h*blocks+int(op.Block))*tb:][:tb]
-									src := rows[int(op.Src)*kvd+h*g.HeadDim:][:g.HeadDim]
-									side.Codecs[h].Encode(tile, int(op.Slot), src, 1)
-								}
-							}
-						}
-					}
-				})
-				for layer := range k {
-					for j := 0; j < 2; j++ {
-						if got := kp.tiles(layer, j); !bytes.Equal(got, img[layer][j]) {
-							for x := range got {
-								if got[x] != img[layer][j][x] {
-									t.Fatalf("step %d layer %d side %d: device byte %d = %#02x, host encoder %#02x", i, layer, j, x, got[x], img[layer][j][x])
-								}
-							}
-						}
-					}
-				}
-			}
-			kp.checkReads()
-			checkHeld(t, kp)
+			checkWriteBytes(t, b, quant.Spec{K: f, V: f}, kvcache.Geometry{Layers: 2, KVHeads: 3, HeadDim: 64})
 		})
+	}
+}
+
+// specialRows overwrites some rows of one KV head's data with edge cases
+// of the quantizers: zeros, a constant, tiny values (below fp16 and fp8
+// subnormals), one huge outlier among small values, ±MaxFloat32, and a
+// row of NaNs.
+func specialRows(x []float32, dim, step int) {
+	rows := len(x) / dim
+	set := func(r int, fill func(i int) float32) {
+		r = (r + step) % rows
+		for i := 0; i < dim; i++ {
+			x[r*dim+i] = fill(i)
+		}
+	}
+	set(0, func(int) float32 { return 0 })
+	set(1, func(int) float32 { return 0.5 })
+	set(2, func(i int) float32 { return float32(i-dim/2) * 1e-9 })
+	set(3, func(i int) float32 {
+		if i == 5 {
+			return 3e5
+		}
+		return float32(i%7) * 0.01
+	})
+	set(4, func(i int) float32 { return float32(math.Copysign(math.MaxFloat32, float64(i%2)-0.5)) })
+	set(5, func(int) float32 { return float32(math.NaN()) })
+	set(6, func(i int) float32 { return float32(i%3) - 1 }) // ties of the symmetric codes
+}
+
+// checkWriteBytes writes steps of random and special rows to a GPU and a
+// CPU cache of spec and compares the device tiles with the host encoding
+// byte for byte, every row as both storages decode it, and HeldBytes.
+func checkWriteBytes(t *testing.T, b *Backend, spec quant.Spec, g kvcache.Geometry) {
+	const blocks = 12
+	kp := newKVPair(t, b, g, spec, blocks, false)
+	l := kp.l
+	kvd := g.KVHeads * g.HeadDim
+	// Host images of the device buffers, [layer][side].
+	img := make([][2][]byte, g.Layers)
+	for i := range img {
+		img[i][0] = make([]byte, g.KVHeads*blocks*l.Layers[i].K.TileBytes)
+		img[i][1] = make([]byte, g.KVHeads*blocks*l.Layers[i].V.TileBytes)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, id := range []kvcache.SeqID{0, 1} {
+		if err := kp.gpu.AddSeq(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := kp.cpu.AddSeq(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, lens := range [][2]int{{21, 5}, {1, 1}, {3, 17}, {1, 1}} {
+		as := []kvcache.Append{{Seq: 0, Row: 0, N: lens[0]}, {Seq: 1, Row: lens[0], N: lens[1]}}
+		nt := lens[0] + lens[1]
+		k, v := make([][]float32, g.Layers), make([][]float32, g.Layers)
+		for layer := range k {
+			k[layer] = backendtest.RandRows(rng, nt*g.KVHeads, g.HeadDim)
+			v[layer] = backendtest.RandRows(rng, nt*g.KVHeads, g.HeadDim)
+			for x, sv := range specialValues {
+				k[layer][(x*7+i)%len(k[layer])] = sv
+				v[layer][(x*13+i+1)%len(v[layer])] = sv
+				k[layer][(x*31+5*i)%len(k[layer])] = sv * (1 + 0x1p-12) // off-tie neighbours
+			}
+			if nt*g.KVHeads > 8 {
+				specialRows(k[layer], g.HeadDim, i)
+				specialRows(v[layer], g.HeadDim, 2*i+1)
+			}
+		}
+		// The host encoding of the step's ops, as cpu.Storage applies them.
+		kp.step(as, k, v, func(p *kvcache.Plan) {
+			for layer := range k {
+				for j, rows := range [2][]float32{k[layer], v[layer]} {
+					side := &l.Layers[layer].K
+					if j == 1 {
+						side = &l.Layers[layer].V
+					}
+					tb := side.TileBytes
+					for _, op := range p.Writes[p.SideShape[layer][j]] {
+						for h := 0; h < g.KVHeads; h++ {
+							tile := img[layer][j][(h*blocks+int(op.Block))*tb:][:tb]
+							src := rows[int(op.Src)*kvd+h*g.HeadDim:][:g.HeadDim]
+							side.Codecs[h].Encode(tile, int(op.Slot), src, 1)
+						}
+					}
+				}
+			}
+		})
+		for layer := range k {
+			for j := 0; j < 2; j++ {
+				if got := kp.tiles(layer, j); !bytes.Equal(got, img[layer][j]) {
+					for x := range got {
+						if got[x] != img[layer][j][x] {
+							t.Fatalf("step %d layer %d side %d: device byte %d = %#02x, host encoder %#02x", i, layer, j, x, got[x], img[layer][j][x])
+						}
+					}
+				}
+			}
+		}
+	}
+	kp.checkReads()
+	kp.checkKernelDecode()
+	checkHeld(t, kp)
+}
+
+// checkKernelDecode decodes every tile on the device with the attention
+// kernels' dequantization (kvq_kv_decode) and compares it bit for bit
+// with the codecs' Decode of the downloaded tiles (NaNs equal).
+func (kp *kvPair) checkKernelDecode() {
+	kp.t.Helper()
+	s := kp.gpu.Storage().(*Storage)
+	dim, bt := kp.l.HeadDim, kp.l.BlockTokens
+	rows := kp.l.KVHeads * kp.blocks * bt
+	out := kp.b.Alloc(rows * dim)
+	defer kp.b.Free(out)
+	for layer := range kp.l.Layers {
+		for j := 0; j < 2; j++ {
+			sd := &s.sides[layer][j]
+			kp.b.launch("kvq_kv_decode", dim3{64, 1, 1}, dim3{256, 1, 1}, 0,
+				args{}.ptr(dev(out).p).ptr(sd.p).int(rows).int(sd.code).ptr(sd.scales).int(kp.blocks).int(bt).int(dim))
+			got := make([]float32, rows*dim)
+			if err := kp.b.Download(got, out, 0); err != nil {
+				kp.t.Fatal(err)
+			}
+			buf := kp.tiles(layer, j)
+			want := make([]float32, bt*dim)
+			for h := 0; h < kp.l.KVHeads; h++ {
+				codec := s.codecs.Sides[layer][j][h]
+				for blk := 0; blk < kp.blocks; blk++ {
+					t := h*kp.blocks + blk
+					codec.Decode(want, buf[t*sd.tileBytes:(t+1)*sd.tileBytes], 0, bt)
+					for i, w := range want {
+						g := got[t*bt*dim+i]
+						if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+							kp.t.Fatalf("layer %d side %d head %d block %d value %d: kernel decodes %v (%#x), Decode %v (%#x)",
+								layer, j, h, blk, i, g, math.Float32bits(g), w, math.Float32bits(w))
+						}
+					}
+				}
+			}
+		}
 	}
 }
 

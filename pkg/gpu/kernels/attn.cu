@@ -61,7 +61,8 @@ static __device__ __forceinline__ int kvq_from(int p, int window) { return windo
 // sequence s are [runIdx[s], runIdx[s+1])). Exact steps read positions ≥
 // pos from kx and vx. One thread per block: slow, and only for tests.
 KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const float* vx, const void* kbase,
-                             const void* vbase, int kfmt, int vfmt, int blocks, int bt, const int* seqs,
+                             const void* vbase, int kfmt, int vfmt, const float* kscales, const float* vscales,
+                             int blocks, int bt, const int* seqs,
                              const int* runsK, const int* runIdxK, const int* runsV, const int* runIdxV, int heads,
                              int kvHeads, int dim, int window, float scale) {
 	if (threadIdx.x != 0) return;
@@ -84,14 +85,15 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
 			while (vr < ve && runsV[4 * vr] + runsV[4 * vr + 1] <= p) vr++;
 			if (vr >= ve) return; // runs must cover the positions
 			const int* vrun = runsV + 4 * vr;
-			long long ki = kvq_kv_index(h, run[2], run[3] + p - run[0], blocks, bt, dim);
-			long long vi = kvq_kv_index(h, vrun[2], vrun[3] + p - vrun[0], blocks, bt, dim);
+			int krow = run[3] + p - run[0], vrow = vrun[3] + p - vrun[0];
 			float sc = 0.f;
-			for (int d = 0; d < dim; d++) sc += qr[d] * kvq_kv_get(kbase, kfmt, ki + d);
+			for (int d = 0; d < dim; d++)
+				sc += qr[d] * kvq_kv_value(kbase, kfmt, kscales, h, run[2], krow, d, blocks, bt, dim);
 			sc *= scale;
 			float mn = fmaxf(m, sc);
 			float c = expf(m - mn), w = expf(sc - mn);
-			for (int d = 0; d < dim; d++) acc[d] = acc[d] * c + w * kvq_kv_get(vbase, vfmt, vi + d);
+			for (int d = 0; d < dim; d++)
+				acc[d] = acc[d] * c + w * kvq_kv_value(vbase, vfmt, vscales, h, vrun[2], vrow, d, blocks, bt, dim);
 			l = l * c + w;
 			m = mn;
 		}
@@ -133,19 +135,21 @@ KVQ_REGISTER(kvq_attn_ref)
 #define KVQ_PF_THREADS 128
 
 // kvq_load_kv_f32 reads element d of position p's key or value row of KV
-// head h: from the cache through the block table, or, for an exact step's
-// own positions, from the activations.
-static __device__ __forceinline__ float kvq_load_kv_f32(const void* base, int fmt, const int* tab, const float* x,
-                                                        const kvq_seq& sq, int p, int h, int d, int blocks, int bt,
-                                                        int dim, int kvd) {
+// head h: from the cache through the block table (decoded from any
+// format of kvformats.cuh, exactly as pkg/quant's Decode), or, for an
+// exact step's own positions, from the activations.
+static __device__ __forceinline__ float kvq_load_kv_f32(const void* base, int fmt, const float* scales, const int* tab,
+                                                        const float* x, const kvq_seq& sq, int p, int h, int d,
+                                                        int blocks, int bt, int dim, int kvd) {
 	if (sq.exact && p >= sq.pos) return x[(long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim + d];
 	int b = tab[sq.tab + p / bt];
-	return kvq_kv_get(base, fmt, kvq_kv_index(h, b, p % bt, blocks, bt, dim) + d);
+	return kvq_kv_value(base, fmt, scales, h, b, p % bt, d, blocks, bt, dim);
 }
 
 template <int D>
 static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float* q, const float* kx, const float* vx,
                                                         const void* kbase, const void* vbase, int kfmt, int vfmt,
+                                                        const float* kscales, const float* vscales,
                                                         int blocks, int bt, const int* seqs, const int* tabK,
                                                         const int* tabV, int heads, int kvHeads, int window,
                                                         float scale, int limit, int maxTiles) {
@@ -202,8 +206,8 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 			int c = e / D, d = e - c * D, p = p0 + c;
 			float kv = 0.f, vv = 0.f;
 			if (p < hi) {
-				kv = kvq_load_kv_f32(kbase, kfmt, tabK, kx, sq, p, h, d, blocks, bt, D, kvd);
-				vv = kvq_load_kv_f32(vbase, vfmt, tabV, vx, sq, p, h, d, blocks, bt, D, kvd);
+				kv = kvq_load_kv_f32(kbase, kfmt, kscales, tabK, kx, sq, p, h, d, blocks, bt, D, kvd);
+				vv = kvq_load_kv_f32(vbase, vfmt, vscales, tabV, vx, sq, p, h, d, blocks, bt, D, kvd);
 			}
 			Ks[c * LK + d] = kv;
 			Vs[c * D + d] = vv;
@@ -287,11 +291,12 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 // prefillShared).
 #define KVQ_PREFILL(D)                                                                                                 \
 	KVQ_KERNEL void kvq_attn_prefill_d##D(float* dst, const float* q, const float* kx, const float* vx,                \
-	                                      const void* kbase, const void* vbase, int kfmt, int vfmt, int blocks,         \
-	                                      int bt, const int* seqs, const int* tabK, const int* tabV, int heads,         \
-	                                      int kvHeads, int window, float scale, int limit, int maxTiles) {              \
-		kvq_attn_prefill<D>(dst, q, kx, vx, kbase, vbase, kfmt, vfmt, blocks, bt, seqs, tabK, tabV, heads, kvHeads, \
-		                    window, scale, limit, maxTiles);                                                        \
+	                                      const void* kbase, const void* vbase, int kfmt, int vfmt,                     \
+	                                      const float* kscales, const float* vscales, int blocks, int bt,               \
+	                                      const int* seqs, const int* tabK, const int* tabV, int heads, int kvHeads,    \
+	                                      int window, float scale, int limit, int maxTiles) {                           \
+		kvq_attn_prefill<D>(dst, q, kx, vx, kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK,     \
+		                    tabV, heads, kvHeads, window, scale, limit, maxTiles);                                  \
 	}                                                                                                                  \
 	KVQ_REGISTER(kvq_attn_prefill_d##D)
 

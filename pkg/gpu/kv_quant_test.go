@@ -1,0 +1,129 @@
+//go:build cudaemu || cuda
+
+package gpu
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend/backendtest"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+)
+
+// The quantized formats the GPU stores (kernels/kvformats.cuh), as the
+// byte tests name them.
+var quantFormats = []string{
+	"fp8-e4m3", "fp8-e5m2", "fp8-e4m3:nosat", "fp8-e5m2:nosat:head",
+	"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
+	"int8", "int4", "int2", "int8:g32", "int4:g32", "int4:g16", "int2:g32", "int2:g2", "int4:row:sym", "int8:g64:sym", "int2:sym",
+}
+
+// fp8ScalesFile writes a kvq scales file for 2 layers and 3 KV heads:
+// per-head scales for layer 0's keys and layer 1's values, per-tensor
+// ones otherwise.
+func fp8ScalesFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "scales.json")
+	data := `{"k_scale": {"0": [0.01, 0.02, 0.5], "1": 0.05}, "v_scale": {"0": 0.004, "1": [0.5, 0.25, 3]}}`
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestKVWriteBytesQuant is TestKVWriteBytes for the quantized formats:
+// the write kernel's tiles equal pkg/quant's Encode byte for byte (random
+// rows with outlier channels, the special values and rows: zeros,
+// constants, ties, tiny values, huge outliers, ±MaxFloat32, NaN), for each
+// format on both sides, K ≠ V, per-layer mixes and calibrated fp8 scales.
+func TestKVWriteBytesQuant(t *testing.T) {
+	_, b := openKV(t)
+	reg := quant.Formats()
+	g := kvcache.Geometry{Layers: 2, KVHeads: 3, HeadDim: 64}
+	var specs []string
+	specs = append(specs, quantFormats...)
+	specs = append(specs,
+		"k=q8_0,v=q4_0", "k=fp8-e4m3,v=int4:g32", "k=q4_1,v=fp16,l1=iq4_nl", "k=int2,v=bf16,l0=q5_1",
+		"fp8-e4m3:scales@"+fp8ScalesFile(t))
+	for _, text := range specs {
+		spec, err := reg.ParseSpec(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(text, func(t *testing.T) { checkWriteBytes(t, b, spec, g) })
+	}
+	// Head sizes other than 64: 96 (3 GGML blocks; int4 groups of 48 share
+	// bytes), 128.
+	for _, text := range []string{"q4_0", "q5_1", "int4:g48", "int2:g24", "fp8-e5m2"} {
+		spec, err := reg.ParseSpec(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(text+"/d96", func(t *testing.T) { checkWriteBytes(t, b, spec, kvcache.Geometry{Layers: 1, KVHeads: 2, HeadDim: 96}) })
+	}
+}
+
+// TestKVQuantConformance runs the backend suite's KV tests for the
+// quantized formats through the Device (attention on the automatic
+// choice of kernels: prefill for every sequence), then through the
+// reference kernel, and K ≠ V and per-layer mixes.
+func TestKVQuantConformance(t *testing.T) {
+	d, b := openKV(t)
+	t.Run("auto", func(t *testing.T) {
+		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e4m3", "q8_0", "q4_0", "int4"}})
+		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e5m2", "q4_1", "q5_0", "q5_1", "iq4_nl", "int8", "int2", "int4:g32:sym"}, Dims: []int{64}})
+	})
+	t.Run("reference", func(t *testing.T) {
+		backendtest.RunKV(t, forced{b, pathRef, 0}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3"}, Dims: []int{64}})
+	})
+	reg := quant.Formats()
+	for _, text := range []string{"k=q8_0,v=q4_0", "k=fp8-e4m3,v=int4,l1=iq4_nl"} {
+		spec, err := reg.ParseSpec(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(text, func(t *testing.T) {
+			backendtest.RunCache(t, d, spec, 64, backendtest.DecodedTol, max(backendtest.PutBound(spec.K, 64), backendtest.PutBound(spec.V, 64)))
+		})
+	}
+}
+
+// TestSupportsKVQuant checks which presets the GPU accepts and that the
+// others fail with backend.ErrUnsupported naming the format and why.
+func TestSupportsKVQuant(t *testing.T) {
+	_, b := openKV(t)
+	reg := quant.Formats()
+	for _, name := range []string{"kivi2", "int4:g32:channel", "q4_0:rot", "fp8-e4m3:dynamic", "turbo3", "quanto4", "fp8-e4m3:rot"} {
+		f, err := reg.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = b.SupportsKV(f)
+		if !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("SupportsKV(%s) = %v, want backend.ErrUnsupported", name, err)
+			continue
+		}
+		t.Logf("%s: %v", name, err)
+	}
+	for _, name := range append([]string{"fp32", "fp16", "bf16"}, quantFormats...) {
+		if err := b.SupportsKV(reg.MustLookup(name)); err != nil {
+			t.Errorf("SupportsKV(%s) = %v, want nil", name, err)
+		}
+	}
+	// A quantized layout with fp16 windows is refused by NewStorage.
+	spec, err := reg.ParseSpec("q4_0,residual=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: 1, HeadDim: 64}, spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvcache.New(l, kvcache.Options{Blocks: 4, Storage: b}); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("kvcache.New(q4_0 with a residual window on the GPU) = %v, want backend.ErrUnsupported", err)
+	}
+}

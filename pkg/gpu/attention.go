@@ -18,8 +18,12 @@ import (
 //     flash decoding on tensor cores over chunks of its positions, then
 //     kvq_attn_merge. fp16 and bf16 caches (K and V of one format) with
 //     head size 64, 96 or 128.
+//   - quantized decode: the same for caches with a quantized side (fp8,
+//     llama.cpp blocks, int groups; K and V may differ) and head size 64
+//     or 128, at most qdecodeRows query rows per KV head, through
+//     kvq_attn_qdecode_d* (CUDA cores, fp32, dequantizing as it reads).
 //   - prefill: the other sequences, and every sequence of other caches
-//     (fp32, mixed K/V formats), go through kvq_attn_prefill_d*, flash
+//     (fp32, fp16/bf16 mixes, quantized at head size 96 or 256), go through kvq_attn_prefill_d*, flash
 //     attention in fp32 on CUDA cores; head size 64, 96, 128 or 256.
 //   - reference: kvq_attn_ref, one thread per query row, for other head
 //     sizes (up to 256) and as the tests' oracle.
@@ -41,6 +45,10 @@ const (
 // the decode kernels take in the automatic choice: one group of rows, so
 // that every K/V row is read once.
 const decodeRows = 64
+
+// qdecodeRows is decodeRows for the quantized decode kernel: one group of
+// its rows (KVQ_QD_ROWS).
+const qdecodeRows = 16
 
 // The kernels' tiles (kernels/attn.cu).
 const (
@@ -113,7 +121,7 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, lay
 		b.fail(fmt.Errorf("gpu: attention over %d sequences and %d heads exceeds the launch grid", len(m.seqs), a.Heads))
 		return
 	}
-	fast := at.ks.code == at.vs.code && (at.ks.code == kvF16 || at.ks.code == kvBF16) && decodeDim(dim)
+	fast := at.tensorCores() || at.quantized()
 	path := s.path
 	if path == pathAuto && !prefillDim(dim) {
 		path = pathRef
@@ -137,11 +145,29 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, lay
 		return
 	}
 	limit := 0
-	if fast {
+	switch {
+	case at.tensorCores():
 		limit = decodeRows
+	case at.quantized():
+		limit = qdecodeRows
 	}
 	at.prefill(limit)
 	at.decode(limit)
+}
+
+// tensorCores reports whether the tensor-core decode kernels read the
+// layer's caches: fp16 or bf16, K and V alike, head size 64, 96 or 128.
+func (at *attnArgs) tensorCores() bool {
+	c := at.ks.code
+	return c == at.vs.code && (c == kvF16 || c == kvBF16) && decodeDim(at.s.l.HeadDim)
+}
+
+// quantized reports whether the quantized decode kernel (CUDA cores)
+// reads the layer's caches: a quantized side (fp8, blocks, ints), head
+// size 64 or 128.
+func (at *attnArgs) quantized() bool {
+	d := at.s.l.HeadDim
+	return (at.ks.kind() >= kvE4M3 || at.vs.kind() >= kvE4M3) && (d == 64 || d == 128)
 }
 
 // needRows panics unless t holds rows rows of width values.
@@ -197,6 +223,10 @@ func (at *attnArgs) prefill(limit int) {
 // decode launches the decode and merge kernels for the sequences with at
 // most limit query rows per KV head.
 func (at *attnArgs) decode(limit int) {
+	grows := decodeGroup // query rows per block
+	if !at.tensorCores() {
+		grows = qdecodeRows
+	}
 	s, m := at.s, at.m
 	kvh, dim := s.l.KVHeads, s.l.HeadDim
 	work, maxN, maxRows := 0, 0, 0
@@ -206,14 +236,14 @@ func (at *attnArgs) decode(limit int) {
 			continue
 		}
 		lo, hi := decodeRange(sq, at.a.Window)
-		work += (hi - lo) * kvh * ((r + decodeGroup - 1) / decodeGroup)
+		work += (hi - lo) * kvh * ((r + grows - 1) / grows)
 		maxN, maxRows = max(maxN, sq.n), max(maxRows, r)
 	}
 	if maxN == 0 {
 		return
 	}
-	groups := (maxRows + decodeGroup - 1) / decodeGroup
-	rstride := min(decodeGroup, maxRows)
+	groups := (maxRows + grows - 1) / grows
+	rstride := min(grows, maxRows)
 	chunk := s.decodeChunk(work)
 	chunks := 0
 	for _, sq := range m.seqs {
@@ -234,7 +264,14 @@ func (at *attnArgs) decode(limit int) {
 	}
 	part := s.mem.scratch.p
 	ml := part + devptr(4*items*dim)
-	if chunks > 0 {
+	if chunks > 0 && !at.tensorCores() {
+		s.b.launch(fmt.Sprintf("kvq_attn_qdecode_d%d", dim), dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
+			dim3{attnThreads, 1, 1}, 0,
+			args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).ptr(at.ks.scales).ptr(at.vs.scales).
+				int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
+				int(chunk).int(chunks).int(groups).int(limit).int(rstride))
+	} else if chunks > 0 {
 		name, qsplit := "kvq_attn_decode_f16", 2
 		if at.ks.code == kvBF16 {
 			name, qsplit = "kvq_attn_decode_bf16", 3
@@ -254,7 +291,7 @@ func (at *attnArgs) decode(limit int) {
 	s.b.launch("kvq_attn_merge", dim3{uint32(maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{attnThreads, 1, 1}, 0,
 		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(part).ptr(ml).ptr(m.at(0)).
 			int(at.a.Heads).int(kvh).int(dim).int(at.a.Window).f32(at.a.Scale).
-			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride))
+			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride).int(grows))
 }
 
 // decodeChunk is the positions per decode block: about decodeBlocksSM

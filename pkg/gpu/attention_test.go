@@ -257,9 +257,13 @@ func (sc *attnScene) checkStep(label string, window int) {
 // steps and sliding windows, checking every kernel at every step.
 func TestAttentionKernels(t *testing.T) {
 	_, b := openKV(t)
-	for _, f := range []quant.Format{quant.FP16, quant.BF16} {
+	int4 := quant.Formats().MustLookup("int4:g32")
+	for _, f := range []quant.Format{quant.FP16, quant.BF16, quant.Q40, quant.FP8E5M2, int4, quant.Q51} {
 		for _, dim := range []int{64, 128} {
 			for _, ratio := range []int{1, 4, 8} {
+				if quant.Quantized(f) && (dim == 128) != (ratio == 4) {
+					continue // the quantized formats: d64 gqa1 and gqa8, d128 gqa4
+				}
 				const kvHeads = 2
 				t.Run(fmt.Sprintf("%s/d%d/gqa%d", f.Name(), dim, ratio), func(t *testing.T) {
 					sc := newAttnScene(t, b, f, dim, kvHeads, kvHeads*ratio, 40)

@@ -69,13 +69,17 @@ func TestKVWriteBytesQuant(t *testing.T) {
 
 // TestKVQuantConformance runs the backend suite's KV tests for the
 // quantized formats through the Device (attention on the automatic
-// choice of kernels: prefill for every sequence), then through the
-// reference kernel, and K ≠ V and per-layer mixes.
+// choice of kernels), then through the quantized decode kernel forced
+// (16-position chunks) and the reference kernel, and K ≠ V and per-layer
+// mixes.
 func TestKVQuantConformance(t *testing.T) {
 	d, b := openKV(t)
 	t.Run("auto", func(t *testing.T) {
 		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e4m3", "q8_0", "q4_0", "int4"}})
 		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e5m2", "q4_1", "q5_0", "q5_1", "iq4_nl", "int8", "int2", "int4:g32:sym"}, Dims: []int{64}})
+	})
+	t.Run("decode", func(t *testing.T) { // several chunks per sequence
+		backendtest.RunKV(t, forced{b, pathDecode, 16}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3", "q5_1"}, Dims: []int{64}})
 	})
 	t.Run("reference", func(t *testing.T) {
 		backendtest.RunKV(t, forced{b, pathRef, 0}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3"}, Dims: []int{64}})

@@ -24,6 +24,9 @@
 //   kvq_attn_decode_<f16|bf16>_d<D> + kvq_attn_merge: split-K flash
 //     decoding with tensor cores for sequences with at most `limit` query
 //     rows per KV head (see the comment at kvq_attn_decode).
+//   kvq_attn_qdecode_d<D> + kvq_attn_merge: the same on CUDA cores in
+//     fp32 for quantized caches, dequantizing the packed tiles as it reads
+//     them.
 #pragma once
 #include "common.cuh"
 #include "kvwrite.cu"
@@ -743,21 +746,24 @@ KVQ_DECODE(bf16, KVQ_KV_BF16, 64)
 KVQ_DECODE(bf16, KVQ_KV_BF16, 96)
 KVQ_DECODE(bf16, KVQ_KV_BF16, 128)
 
-// kvq_attn_merge finishes the decode kernels' rows: one block per query
-// row (token blockIdx.x of sequence blockIdx.z, query head blockIdx.y),
+// kvq_attn_merge finishes the decode kernels' rows (groups of groupRows
+// rows: KVQ_DC_ROWS, or KVQ_QD_ROWS after kvq_attn_qdecode): one block
+// per query row (token blockIdx.x of sequence blockIdx.z, query head
+// blockIdx.y),
 // thread d < dim for output dimension d. It combines the row's chunk
 // partials and, for an exact step, the step's own positions from kx and
 // vx (in fp32, scores reduced across the block), and writes dst's row.
 // 128 threads, dim ≤ 128.
 KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, const float* vx, const float* part,
                                const float* ml, const int* seqs, int heads, int kvHeads, int dim, int window,
-                               float scale, int chunk, int maxChunks, int groups, int limit, int rstride) {
+                               float scale, int chunk, int maxChunks, int groups, int limit, int rstride,
+                               int groupRows) {
 	__shared__ float red[KVQ_DC_THREADS];
 	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x, d = threadIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
 	int nq = heads / kvHeads, h = qh / nq, j = qh - h * nq, kvd = kvHeads * dim;
 	if (sq.n * nq > limit || i >= sq.n) return;
-	int r = i * nq + j, grp = r / KVQ_DC_ROWS, rl = r - grp * KVQ_DC_ROWS, y = h * groups + grp;
+	int r = i * nq + j, grp = r / groupRows, rl = r - grp * groupRows, y = h * groups + grp;
 	int lo = kvq_from(sq.pos, window), hiC = sq.exact ? sq.pos : sq.pos + sq.n;
 	int nch = hiC > lo ? (hiC - lo + chunk - 1) / chunk : 0;
 	float M = KVQ_NEG_INF, L = 0.f, A = 0.f;
@@ -794,3 +800,142 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 	if (d < dim) dst[(long long)(sq.row + i) * heads * dim + (long long)qh * dim + d] = A / L;
 }
 KVQ_REGISTER(kvq_attn_merge)
+
+// ---------------------------------------------------------------------
+// Decode over quantized caches: split-K flash decoding on CUDA cores in
+// fp32, for any formats of kvformats.cuh (K and V each its own).
+//
+// The grid and the partials are the tensor-core decode's (kvq_attn_merge
+// combines them), with groups of KVQ_QD_ROWS query rows. A block walks its
+// chunk in tiles of KVQ_QD_TK positions: the 128 threads dequantize the
+// tile's K and V rows straight from the packed tiles in global memory
+// (thread e takes value e of the tile, so a warp reads a row's bytes
+// contiguously) into fp32 in shared memory — the values pkg/quant's Decode
+// gives — then compute the scores (a thread per (row, position) pair), the
+// online softmax in base 2 (a warp per row, a lane per position) and the
+// weighted values (a thread per output dimension, for every
+// 128/D-th row). Queries are pre-scaled by scale·log2(e).
+#define KVQ_QD_TK 32
+#define KVQ_QD_ROWS 16
+#define KVQ_QD_THREADS 128
+
+template <int D>
+static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const void* vbase, int kfmt, int vfmt,
+                                                        const float* kscales, const float* vscales, int blocks, int bt,
+                                                        const int* seqs, const int* tabK, const int* tabV,
+                                                        const float* q, float* part, float* ml, int heads,
+                                                        int kvHeads, int window, float scale, int chunk,
+                                                        int maxChunks, int groups, int limit, int rstride) {
+	__shared__ float Qs[KVQ_QD_ROWS][D];
+	__shared__ float Ks[KVQ_QD_TK][D + 1];
+	__shared__ float Vs[KVQ_QD_TK][D];
+	__shared__ float Ps[KVQ_QD_ROWS][KVQ_QD_TK + 1];
+	__shared__ float Ms[KVQ_QD_ROWS], Ls[KVQ_QD_ROWS], Cs[KVQ_QD_ROWS];
+	constexpr int RS = KVQ_QD_THREADS / D, NR = KVQ_QD_ROWS / RS;
+	int s = blockIdx.z, y = blockIdx.y, c = blockIdx.x, tid = threadIdx.x;
+	kvq_seq sq = kvq_load_seq(seqs, s);
+	int nq = heads / kvHeads, rows = sq.n * nq;
+	if (rows > limit) return; // the prefill kernel's sequence
+	int h = y / groups, r0 = (y - h * groups) * KVQ_QD_ROWS;
+	if (r0 >= rows) return;
+	int nrows = min(KVQ_QD_ROWS, rows - r0);
+	int lo = kvq_from(sq.pos, window), hiC = sq.exact ? sq.pos : sq.pos + sq.n;
+	int c0 = lo + c * chunk, c1 = min(hiC, c0 + chunk);
+	if (c0 >= c1) return; // kvq_attn_merge reads only the sequence's chunks
+	long long item = ((long long)s * maxChunks + c) * kvHeads * groups + y;
+	float sl = scale * KVQ_LOG2E;
+	for (int e = tid; e < KVQ_QD_ROWS * D; e += KVQ_QD_THREADS) {
+		int r = e / D, d = e - r * D, rr = r0 + r;
+		float v = 0.f;
+		if (r < nrows) {
+			int tok = rr / nq, j = rr - tok * nq;
+			v = q[(long long)(sq.row + tok) * heads * D + (long long)(h * nq + j) * D + d] * sl;
+		}
+		Qs[r][d] = v;
+	}
+	if (tid < KVQ_QD_ROWS) {
+		Ms[tid] = KVQ_NEG_INF;
+		Ls[tid] = 0.f;
+	}
+	int od = tid % D, orow = tid / D;
+	float acc[NR];
+#pragma unroll
+	for (int k = 0; k < NR; k++) acc[k] = 0.f;
+	float ks = kscales ? kscales[h] : 1.f, vs = vscales ? vscales[h] : 1.f;
+	for (int p0 = c0; p0 < c1; p0 += KVQ_QD_TK) {
+		__syncthreads(); // the previous tile's readers are done
+		for (int e = tid; e < KVQ_QD_TK * D; e += KVQ_QD_THREADS) {
+			int cc = e / D, d = e - cc * D, p = p0 + cc;
+			float kv = 0.f, vv = 0.f;
+			if (p < c1) {
+				const unsigned char* kt = kvq_tile(kbase, kfmt, h, tabK[sq.tab + p / bt], blocks, bt, D);
+				const unsigned char* vt = kvq_tile(vbase, vfmt, h, tabV[sq.tab + p / bt], blocks, bt, D);
+				kv = kvq_tile_value(kt, kfmt, ks, bt, D, p % bt, d);
+				vv = kvq_tile_value(vt, vfmt, vs, bt, D, p % bt, d);
+			}
+			Ks[cc][d] = kv;
+			Vs[cc][d] = vv;
+		}
+		__syncthreads();
+		for (int e = tid; e < nrows * KVQ_QD_TK; e += KVQ_QD_THREADS) {
+			int r = e / KVQ_QD_TK, cc = e - r * KVQ_QD_TK, p = p0 + cc;
+			int tp = sq.pos + (r0 + r) / nq; // the row's token's position
+			float sc = 0.f;
+#pragma unroll 8
+			for (int d = 0; d < D; d++) sc += Qs[r][d] * Ks[cc][d];
+			Ps[r][cc] = (p < c1 && p <= tp && p >= kvq_from(tp, window)) ? sc : KVQ_NEG_INF;
+		}
+		__syncthreads();
+		int warp = tid >> 5, lane = tid & 31;
+		for (int r = warp; r < nrows; r += KVQ_QD_THREADS / 32) {
+			float v = Ps[r][lane];
+			float mn = fmaxf(Ms[r], kvq_warp_max(v));
+			float pv = mn == KVQ_NEG_INF ? 0.f : exp2f(v - mn);
+			float corr = mn == KVQ_NEG_INF ? 1.f : exp2f(Ms[r] - mn);
+			float sum = kvq_warp_sum(pv);
+			Ps[r][lane] = pv;
+			__syncwarp();
+			if (lane == 0) {
+				Ls[r] = Ls[r] * corr + sum;
+				Ms[r] = mn;
+				Cs[r] = corr;
+			}
+		}
+		__syncthreads();
+#pragma unroll
+		for (int k = 0; k < NR; k++) {
+			int r = orow + k * RS;
+			if (r < nrows) {
+				float a = acc[k] * Cs[r];
+#pragma unroll 8
+				for (int cc = 0; cc < KVQ_QD_TK; cc++) a += Ps[r][cc] * Vs[cc][od];
+				acc[k] = a;
+			}
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < NR; k++) {
+		int r = orow + k * RS;
+		if (r < nrows) {
+			part[(item * rstride + r) * D + od] = acc[k];
+			if (od == 0) {
+				ml[(item * rstride + r) * 2] = Ms[r];
+				ml[(item * rstride + r) * 2 + 1] = Ls[r];
+			}
+		}
+	}
+}
+
+#define KVQ_QDECODE(D)                                                                                           \
+	KVQ_KERNEL void kvq_attn_qdecode_d##D(const void* kbase, const void* vbase, int kfmt, int vfmt,               \
+	                                      const float* kscales, const float* vscales, int blocks, int bt,         \
+	                                      const int* seqs, const int* tabK, const int* tabV, const float* q,      \
+	                                      float* part, float* ml, int heads, int kvHeads, int window, float scale, \
+	                                      int chunk, int maxChunks, int groups, int limit, int rstride) {         \
+		kvq_attn_qdecode<D>(kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK, tabV, q, part, ml, \
+		                    heads, kvHeads, window, scale, chunk, maxChunks, groups, limit, rstride);            \
+	}                                                                                                            \
+	KVQ_REGISTER(kvq_attn_qdecode_d##D)
+
+KVQ_QDECODE(64)
+KVQ_QDECODE(128)

@@ -59,7 +59,9 @@ step cli 120 bash -c "set -e
 	bin/kvq-cuda eval --device cuda --cache fp16,bf16 --tasks '' --chunks 4 -o json > $out/eval-cuda.json || test \$? = 3
 	bin/kvq-cuda eval --device cpu --cache fp16,bf16 --tasks '' --chunks 4 -o json > $out/eval-cpu.json || test \$? = 3
 	bin/kvq-cuda bench --device cuda --cache fp16,bf16 --num-prompts 16 --input-len 128 --output-len 32"
-step gpubench 240 bin/gpubench -shapes 1b,8b -json "$out/gpubench.json"
+# Decode attention per cache format (8K/32K/128K tokens, batch 1 and 32;
+# time relative to fp16 and GB/s against the measured bandwidth).
+step gpubench 300 bin/gpubench -shapes 1b,8b -attn-formats fp16,fp8-e4m3,q8_0,q4_0,int4 -attn-ctx 8192,32768,131072 -attn-batch 1,32 -json "$out/gpubench.json"
 step peer 200 env PYTHONUNBUFFERED=1 python3 scripts/gpu-peer.py --shapes 1b,8b --json "$out/peer.json"
 echo
 echo "== summary"

@@ -6,10 +6,14 @@
 #   scripts/gpu-kv-check.sh run     # on the GPU machine (carry bin/gpu-kv.test): tests, then the benchmark
 #
 # run writes gpu-kv-tests.log and gpu-kv-bench.log into $OUT (or the
-# current directory) and exits non-zero when a test fails. It takes about
-# a minute: the tests are the emulator's (sized for a CPU), the benchmark
-# builds four 32K-token caches (1 GiB at batch 8) and times 100 steps
-# each, plus a 1 GiB device copy for the bandwidth to compare with.
+# current directory) and exits non-zero when a test fails. It takes a few
+# minutes: the tests are the emulator's (sized for a CPU; the quantized
+# formats' byte-identity tests TestKVWriteBytesQuant and
+# TestKVQuantConformance included), the benchmark builds four 32K-token
+# fp16 caches and, per quantized format, caches of 8K, 32K and 128K
+# tokens at batch 1 and 32 (up to 17 GB at fp16), times 100 steps each,
+# plus a 1 GiB device copy for the bandwidth to compare with. Compare
+# each format's us/step with the fp16 row of the same context and batch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -30,7 +34,7 @@ run)
 	timeout 300 "$bin" -test.v -test.count=1 \
 		-test.run 'TestPTXFresh|TestSupportsKV|TestKV|TestAttention|TestBenchDecodeAttention' >>"$out/gpu-kv-tests.log" 2>&1 || rc=$?
 	grep -E '^(--- |FAIL|ok|PASS)' "$out/gpu-kv-tests.log" | grep -v -- '--- PASS: .*/' || true
-	timeout 240 "$bin" -test.run '^$' -test.bench 'DecodeAttention' -test.benchtime 1x >"$out/gpu-kv-bench.log" 2>&1 || rc=$?
+	timeout 420 "$bin" -test.run '^$' -test.bench 'DecodeAttention' -test.benchtime 1x >"$out/gpu-kv-bench.log" 2>&1 || rc=$?
 	cat "$out/gpu-kv-bench.log"
 	exit $rc
 	;;

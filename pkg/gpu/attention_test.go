@@ -363,17 +363,31 @@ func TestAttentionBatchedDecode(t *testing.T) {
 // cache (the device benchmark uses 32K tokens).
 func TestBenchDecodeAttention(t *testing.T) {
 	_, b := openKV(t)
-	sec, bytes, err := b.BenchDecodeAttention(t.Context(), 64, 2, 8, 100, 2, 2)
+	sec, bytes, err := b.BenchDecodeAttention(t.Context(), quant.FP16, 64, 2, 8, 100, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := int64(2 * 101 * 2 * 64 * 2 * 2); bytes != want || !(sec > 0) {
 		t.Errorf("BenchDecodeAttention = %v s, %d bytes; want > 0 s, %d bytes", sec, bytes, want)
 	}
+	// Quantized caches: the bytes of their rows (q4_0: 2 blocks of 18).
+	for _, tc := range []struct {
+		name     string
+		rowBytes int64
+	}{{"q4_0", 36}, {"int4", 36}, {"fp8-e4m3", 64}} {
+		sec, bytes, err := b.BenchDecodeAttention(t.Context(), quant.Formats().MustLookup(tc.name), 64, 2, 8, 100, 2, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 2 * 101 * 2 * tc.rowBytes * 2; bytes != want || !(sec > 0) {
+			t.Errorf("BenchDecodeAttention(%s) = %v s, %d bytes; want > 0 s, %d bytes", tc.name, sec, bytes, want)
+		}
+	}
 }
 
 // BenchmarkDecodeAttention reports the decode kernels' bandwidth over
-// 32K-token fp16 caches (Llama-3-8B's and -70B's attention geometry), and
+// 32K-token fp16 caches (Llama-3-8B's and -70B's attention geometry),
+// over 8K-128K-token caches of each quantized format (8B geometry), and
 // a device-to-device copy's for comparison (bytes read and written). It
 // needs a GPU (-tags cuda); on the emulator it is skipped.
 //
@@ -388,15 +402,29 @@ func BenchmarkDecodeAttention(bm *testing.B) {
 	}
 	defer d.(*Device).Close()
 	b := d.(*Device).Backend()
-	for _, tc := range []struct{ dim, kvHeads, heads, ctx, batch int }{
-		{128, 8, 32, 32768, 1},
-		{128, 8, 32, 32768, 8},
-		{128, 8, 64, 32768, 1},
-		{64, 8, 32, 32768, 1},
-	} {
-		bm.Run(fmt.Sprintf("d%d/kv%d/h%d/ctx%d/batch%d", tc.dim, tc.kvHeads, tc.heads, tc.ctx, tc.batch), func(bm *testing.B) {
+	type bench struct {
+		f                               quant.Format
+		dim, kvHeads, heads, ctx, batch int
+	}
+	cases := []bench{
+		{quant.FP16, 128, 8, 32, 32768, 1},
+		{quant.FP16, 128, 8, 32, 32768, 8},
+		{quant.FP16, 128, 8, 64, 32768, 1},
+		{quant.FP16, 64, 8, 32, 32768, 1},
+	}
+	// The quantized decode kernel per format, at 8K, 32K and 128K tokens,
+	// batch 1 and 32 (the fp16 rows to compare with are gpubench's).
+	for _, name := range []string{"fp16", "fp8-e4m3", "q8_0", "q4_0", "q4_1", "q5_0", "iq4_nl", "int8", "int4", "int2"} {
+		for _, ctx := range []int{8192, 32768, 131072} {
+			for _, batch := range []int{1, 32} {
+				cases = append(cases, bench{quant.Formats().MustLookup(name), 128, 8, 32, ctx, batch})
+			}
+		}
+	}
+	for _, tc := range cases {
+		bm.Run(fmt.Sprintf("%s/d%d/kv%d/h%d/ctx%d/batch%d", tc.f.Name(), tc.dim, tc.kvHeads, tc.heads, tc.ctx, tc.batch), func(bm *testing.B) {
 			for bm.Loop() {
-				sec, bytes, err := b.BenchDecodeAttention(bm.Context(), tc.dim, tc.kvHeads, tc.heads, tc.ctx, tc.batch, 100)
+				sec, bytes, err := b.BenchDecodeAttention(bm.Context(), tc.f, tc.dim, tc.kvHeads, tc.heads, tc.ctx, tc.batch, 100)
 				if err != nil {
 					bm.Fatal(err)
 				}

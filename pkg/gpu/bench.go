@@ -15,21 +15,25 @@ import (
 )
 
 // BenchDecodeAttention times one decode step's attention (the decode and
-// merge kernels) over an fp16 cache of batch sequences of ctxLen cached
+// merge kernels) over a cache of format f (K and V; fp16, bf16 or any
+// quantized format SupportsKV accepts) of batch sequences of ctxLen cached
 // tokens each, one new token per sequence, for one layer of headDim,
 // kvHeads and heads. The cache's tiles are filled with random values on
-// the device (no host copy); the step's write and metadata upload happen
-// before the clock starts. seconds is the wall time per step (reps steps
-// between two synchronizations), bytes the K and V bytes a step reads
-// (batch·(ctxLen+1)·kvHeads·headDim·2 sides·2 bytes), so that
-// bytes/seconds compares with the device's measured bandwidth.
-func (b *Backend) BenchDecodeAttention(ctx context.Context, headDim, kvHeads, heads, ctxLen, batch, reps int) (seconds float64, bytes int64, err error) {
-	if !decodeDim(headDim) || kvHeads <= 0 || heads <= 0 || heads%kvHeads != 0 || heads/kvHeads > decodeRows ||
+// the device (no host copy; fp8 with scale 1); the step's write and
+// metadata upload happen before the clock starts. seconds is the wall
+// time per step (reps steps between two synchronizations), bytes the K
+// and V bytes a step reads (batch·(ctxLen+1)·kvHeads·2 sides·the format's
+// bytes per row), so that bytes/seconds compares with the device's
+// measured bandwidth.
+func (b *Backend) BenchDecodeAttention(ctx context.Context, f quant.Format, headDim, kvHeads, heads, ctxLen, batch, reps int) (seconds float64, bytes int64, err error) {
+	kf, ferr := kvFormat(f, headDim)
+	if ferr != nil || kf.kind() == kvF32 || !decodeDim(headDim) || kf.kind() >= kvE4M3 && headDim == 96 ||
+		kvHeads <= 0 || heads <= 0 || heads%kvHeads != 0 || heads/kvHeads > decodeRows ||
 		ctxLen <= 0 || batch <= 0 || reps <= 0 {
-		return 0, 0, fmt.Errorf("gpu: BenchDecodeAttention(head size %d, %d KV heads, %d heads, %d tokens, batch %d, %d reps): no decode kernel for that",
-			headDim, kvHeads, heads, ctxLen, batch, reps)
+		return 0, 0, fmt.Errorf("gpu: BenchDecodeAttention(%s, head size %d, %d KV heads, %d heads, %d tokens, batch %d, %d reps): no decode kernel for that",
+			f.Name(), headDim, kvHeads, heads, ctxLen, batch, reps)
 	}
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: headDim}, quant.Spec{K: quant.FP16, V: quant.FP16}, 0)
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: headDim}, quant.Spec{K: f, V: f}, 0)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -109,7 +113,7 @@ func (b *Backend) BenchDecodeAttention(ctx context.Context, headDim, kvHeads, he
 		return 0, 0, err
 	}
 	seconds = time.Since(start).Seconds() / float64(reps)
-	return seconds, int64(batch) * int64(ctxLen+1) * int64(kvd) * 2 * 2, nil
+	return seconds, int64(batch) * int64(ctxLen+1) * int64(kvHeads) * int64(kf.rowBytes) * 2, nil
 }
 
 // syncKV waits for the device and returns the first failure since the
@@ -121,7 +125,7 @@ func (b *Backend) syncKV() error {
 
 // BenchDecodeAttention is Backend.BenchDecodeAttention holding the
 // device's lock.
-func (d *Device) BenchDecodeAttention(ctx context.Context, headDim, kvHeads, heads, ctxLen, batch, reps int) (seconds float64, bytes int64, err error) {
+func (d *Device) BenchDecodeAttention(ctx context.Context, f quant.Format, headDim, kvHeads, heads, ctxLen, batch, reps int) (seconds float64, bytes int64, err error) {
 	defer d.lock()()
-	return d.b.BenchDecodeAttention(ctx, headDim, kvHeads, heads, ctxLen, batch, reps)
+	return d.b.BenchDecodeAttention(ctx, f, headDim, kvHeads, heads, ctxLen, batch, reps)
 }

@@ -5,7 +5,9 @@
 // at several batch sizes, decode at batch 1 as a fraction of the
 // weight-streaming limit (weight bytes read per step ÷ the device read
 // bandwidth measured in the same run), and decode attention over long
-// fp16 caches as a fraction of that bandwidth. It prints a table and, with
+// caches of each -attn-formats format (8K-128K tokens, batch 1 and 32) as
+// a fraction of that bandwidth and relative to fp16's time. It prints a
+// table and, with
 // -json, writes the numbers.
 //
 //	go run -tags cuda ./scripts/gpubench -shapes 1b,8b
@@ -66,12 +68,16 @@ type Point struct {
 
 // Attn is decode attention over long caches.
 type Attn struct {
+	Format   string  `json:"format"`
 	Ctx      int     `json:"ctx"`
 	Batch    int     `json:"batch"`
 	Seconds  float64 `json:"seconds"`
 	Bytes    int64   `json:"bytes"`
 	GBs      float64 `json:"gb_s"`
 	Fraction float64 `json:"fraction_of_bandwidth"`
+	// VsFP16 is the time relative to the fp16 cache's at the same context
+	// and batch (0 when fp16 was not measured).
+	VsFP16 float64 `json:"time_vs_fp16"`
 }
 
 // Summary is what -json writes.
@@ -90,12 +96,13 @@ func main() {
 	context0 := flag.Int("context", 128, "tokens in each sequence before decode is timed")
 	steps := flag.Int("steps", 32, "decode steps per timed run")
 	reps := flag.Int("reps", 3, "timed runs per figure (median)")
-	attnCtx := flag.String("attn-ctx", "32768", "decode attention benchmark: context lengths (empty: skip)")
+	attnCtx := flag.String("attn-ctx", "8192,32768,131072", "decode attention benchmark: context lengths (empty: skip)")
+	attnFormats := flag.String("attn-formats", "fp16,fp8-e4m3,q8_0,q4_0,q4_1,q5_0,iq4_nl,int8,int4,int2", "decode attention benchmark: cache formats (fp16 first: the others are timed relative to it)")
 	attnBatch := flag.String("attn-batch", "1,32", "decode attention benchmark: batch sizes")
 	bwBytes := flag.Int64("bw-bytes", 2<<30, "bytes read by the bandwidth probe")
 	jsonOut := flag.String("json", "", "write the summary as JSON to this file")
 	flag.Parse()
-	if err := run(*shapeList, *dtype, *batches, *prefill, *context0, *steps, *reps, *attnCtx, *attnBatch, *bwBytes, *jsonOut); err != nil {
+	if err := run(*shapeList, *dtype, *batches, *prefill, *context0, *steps, *reps, *attnCtx, *attnBatch, *attnFormats, *bwBytes, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "gpubench:", err)
 		os.Exit(1)
 	}
@@ -116,7 +123,7 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-func run(shapeList, dtype, batchList string, prefill, ctx0, steps, reps int, attnCtx, attnBatch string, bwBytes int64, jsonOut string) error {
+func run(shapeList, dtype, batchList string, prefill, ctx0, steps, reps int, attnCtx, attnBatch, attnFormats string, bwBytes int64, jsonOut string) error {
 	ctx := context.Background()
 	dt, ok := map[string]tensor.DType{"F16": tensor.F16, "BF16": tensor.BF16, "Q8_0": tensor.Q80}[dtype]
 	if !ok {
@@ -159,18 +166,32 @@ func run(shapeList, dtype, batchList string, prefill, ctx0, steps, reps int, att
 		}
 		sum.Models = append(sum.Models, res)
 	}
+	reg := quant.Formats()
 	for _, n := range actx {
 		for _, b := range abatch {
-			c := shapes["8b"]
-			sec, bytes, err := dev.Backend().BenchDecodeAttention(ctx, c.HeadDim, c.KVHeads, c.Heads, n, b, max(3, reps))
-			if err != nil {
-				return fmt.Errorf("attention at %d tokens, batch %d: %w", n, b, err)
+			fp16 := 0.0
+			for _, name := range strings.Split(attnFormats, ",") {
+				f, err := reg.Lookup(name)
+				if err != nil {
+					return fmt.Errorf("-attn-formats: %w", err)
+				}
+				c := shapes["8b"]
+				sec, bytes, err := dev.Backend().BenchDecodeAttention(ctx, f, c.HeadDim, c.KVHeads, c.Heads, n, b, max(3, reps))
+				if err != nil {
+					return fmt.Errorf("attention over %s at %d tokens, batch %d: %w", f.Name(), n, b, err)
+				}
+				gbs := float64(bytes) / sec / 1e9
+				a := Attn{Format: f.Name(), Ctx: n, Batch: b, Seconds: sec, Bytes: bytes, GBs: gbs, Fraction: gbs / bw}
+				if f == quant.FP16 {
+					fp16 = sec
+				}
+				if fp16 > 0 {
+					a.VsFP16 = sec / fp16
+				}
+				sum.Attention = append(sum.Attention, a)
+				fmt.Printf("decode attention, 8b geometry (32 q / 8 kv heads, head_dim 128), %s cache, %d tokens × %d seqs: %.1f µs per layer (%.2fx fp16's time), %.0f GB/s = %.0f%% of measured bandwidth\n",
+					f.Name(), n, b, sec*1e6, a.VsFP16, gbs, 100*a.Fraction)
 			}
-			gbs := float64(bytes) / sec / 1e9
-			a := Attn{Ctx: n, Batch: b, Seconds: sec, Bytes: bytes, GBs: gbs, Fraction: gbs / bw}
-			sum.Attention = append(sum.Attention, a)
-			fmt.Printf("decode attention, 8b geometry (32 q / 8 kv heads, head_dim 128), fp16 cache, %d tokens × %d seqs: %.1f µs per layer, %.0f GB/s = %.0f%% of measured bandwidth\n",
-				n, b, sec*1e6, gbs, 100*a.Fraction)
 		}
 	}
 	if jsonOut != "" {

@@ -720,6 +720,12 @@ func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // slower from DRAM than one sequential stream, while for cache-resident
 // weights it gained at most a third.
 func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
+	if k.packed(nt) {
+		r0 = matMulPacked(k, dst, ldd, x, nt, cols, w, r0, r1)
+		if r0 == r1 {
+			return
+		}
+	}
 	rowLen := k.rowLen(cols)
 	n8 := cols &^ 7 // columns gemm covers (all of them for Q8_0)
 	kc := min(mmKC, n8)

@@ -497,6 +497,66 @@ func expShiftTaylorAVX2(dst []float32, x []float32, scale float32, shift float32
 //go:noescape
 func transpose8F32AVX2(dst *float32, ldd int, src *float32, lds int, rows8 int, cols8 int)
 
+// gemmP1x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn.
+//
+//go:noescape
+func gemmP1x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP1x16AccAVX2 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn.
+//
+//go:noescape
+func gemmP1x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP2x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 2, j < 16, k < kn.
+//
+//go:noescape
+func gemmP2x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP2x16AccAVX2 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 2, j < 16, k < kn.
+//
+//go:noescape
+func gemmP2x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP3x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 3, j < 16, k < kn.
+//
+//go:noescape
+func gemmP3x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP3x16AccAVX2 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 3, j < 16, k < kn.
+//
+//go:noescape
+func gemmP3x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP4x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 4, j < 16, k < kn.
+//
+//go:noescape
+func gemmP4x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP4x16AccAVX2 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 4, j < 16, k < kn.
+//
+//go:noescape
+func gemmP4x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP5x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 5, j < 16, k < kn.
+//
+//go:noescape
+func gemmP5x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP5x16AccAVX2 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 5, j < 16, k < kn.
+//
+//go:noescape
+func gemmP5x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP6x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 6, j < 16, k < kn.
+//
+//go:noescape
+func gemmP6x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP6x16AccAVX2 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 6, j < 16, k < kn.
+//
+//go:noescape
+func gemmP6x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
 // ropeNeoXAVX2 rotates (v[i], v[i+len(c)]) by (c[i], s[i]) for i < len(c)&^7:
 // v[i] = c·a − s·b and v[i+len(c)] = s·a + c·b, each product rounded.
 //

@@ -136,6 +136,55 @@ func TestMatMulLarge(t *testing.T) {
 				}
 				checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
 				checkMatMulCase(t, r, tc, 1, 7, cols, 0, 7, 7, 5)
+				// The packed path (MatMulPackTokensF16 or Q80 token rows or more):
+				// whole and partial 6-token blocks, 16-row panels with a
+				// row tail, panels of several column blocks (packKC) and
+				// a column tail.
+				for _, sh := range []struct{ nt, rows, cols, r0, r1 int }{
+					{64, 32, 256, 0, 32}, {65, 37, 600, 3, 37}, {259, 50, 72, 0, 50}, {262, 19, 1030, 2, 19}, {256, 16, 8, 0, 16},
+				} {
+					c := sh.cols
+					if tc.q80 {
+						c = max(q80BlockSize, c/q80BlockSize*q80BlockSize)
+					}
+					checkMatMulCase(t, r, tc, sh.nt, sh.rows, c, sh.r0, sh.r1, sh.rows+1, sh.nt%8)
+				}
+			})
+		}
+	}
+}
+
+// TestMatMulBatchInvariant checks the property the packed path gives: a
+// token row's outputs do not depend on the other token rows of the call
+// (as long as every call takes the same path, MatMulPackTokensF16 rows
+// or more), nor on how the weight rows are split at multiples of
+// MatMulPackRows: bit for bit.
+func TestMatMulBatchInvariant(t *testing.T) {
+	for _, set := range kernelSets(t) {
+		for _, tc := range matMulCases {
+			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
+				defer set.force()()
+				r := newRand(t)
+				const rows, cols, nt = 48, 544, 3 * MatMulPackTokensF16
+				_, mm := tc.make(r, rows, cols, 0)
+				x := randF32(r, nt*cols)
+				want := make([]float32, nt*rows)
+				mm(want, rows, x, nt, cols, 0, rows)
+				got := make([]float32, nt*rows)
+				// The same tokens in two calls, the rows in three.
+				for _, tr := range [][2]int{{0, MatMulPackTokensF16 + 5}, {MatMulPackTokensF16 + 5, nt}} {
+					for _, rr := range [][2]int{{0, MatMulPackRows}, {MatMulPackRows, 3 * MatMulPackRows}} {
+						mm(got[tr[0]*rows:], rows, x[tr[0]*cols:], tr[1]-tr[0], cols, rr[0], rr[1])
+					}
+				}
+				if tc.name == "F32" || set.name == "generic" {
+					return // not the packed path: no such promise
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("dst[%d] = %v in pieces, %v in one call", i, got[i], want[i])
+					}
+				}
 			})
 		}
 	}

@@ -128,6 +128,7 @@ func avx2() {
 	expShiftSum()
 	expShiftTaylor()
 	transpose8()
+	gemmPacked()
 	ropeNeoX()
 	ropePairs()
 }

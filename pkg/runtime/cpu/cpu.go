@@ -154,23 +154,50 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	rows, cols := w.Rows, w.Cols
 	per := max(1, minRowWork/max(1, cols*nt))
 	rowStep, tokStep := rows, nt
+	pack := packTokens(w.DType)
 	if done != nil {
 		rowStep = stopRows
 		if work := int64(stopRows) * int64(nt) * int64(cols); work > stopWork {
 			tokStep = max(4, stopWork/(stopRows*max(1, cols))/4*4)
+			if nt >= pack {
+				tokStep = max(tokStep, pack) // every run on the packed path, as one call
+			}
 		}
 	}
-	workers.ForChunks(rows, 4, per, func(lo, hi int) {
+	align := 4
+	if nt >= pack {
+		align = simd.MatMulPackRows
+	}
+	workers.ForChunks(rows, align, per, func(lo, hi int) {
 		for r := lo; r < hi; r += rowStep {
-			for t := 0; t < nt; t += tokStep {
+			for t := 0; t < nt; {
 				if stopped(done) {
 					return
 				}
 				n := min(tokStep, nt-t)
+				if nt >= pack && nt-t-n < pack {
+					n = nt - t // no last run below the packed path's threshold
+				}
 				matMulRows(dst[t*rows:], x[t*cols:], n, w, r, min(hi, r+rowStep))
+				t += n
 			}
 		}
 	})
+}
+
+// packTokens is the number of token rows from which simd's matrix
+// products over weights of type dt take their packed path (math.MaxInt for
+// F32, which has none): matMul keeps its runs on one side of it and its
+// row chunks at multiples of simd.MatMulPackRows, so that an interruptible
+// product gives the bits of one call.
+func packTokens(dt tensor.DType) int {
+	switch dt {
+	case tensor.F16, tensor.BF16:
+		return simd.MatMulPackTokensF16
+	case tensor.Q80:
+		return simd.MatMulPackTokensQ80
+	}
+	return math.MaxInt
 }
 
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine.

@@ -1,0 +1,142 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+import "sync"
+
+// The packed prefill path of MatMulF16, MatMulBF16 and MatMulQ80: with at
+// least MatMulPackTokensF16 (F16, BF16) or MatMulPackTokensQ80 token rows,
+// the weights are taken 16 rows by packKC columns at a time, widened to float32 and transposed into a panel
+// (wp[16k+j] = row j's column k), and every block of up to 6 token rows
+// meets the panel in an outer-product micro-kernel (gemmP<M>x16AVX2): 12
+// accumulators of 8 rows, each fed by a broadcast of one token's x and a
+// load of the panel, so no horizontal sums and no weight conversion in the
+// inner loop; each weight is converted once per call instead of once per
+// 4 tokens. Each output is then Σ over the columns in order, one fused
+// multiply-add a column, in blocks of packKC columns added to dst: the
+// result of a token row does not depend on the other token rows, nor on
+// how the rows are split, as long as the splits are multiples of 16 rows.
+//
+// F32 weights keep the 4×3 path: internal/train's recorded trajectories
+// depend on its arithmetic.
+
+// packKC is the columns of a panel: 16 rows × 256 × 4 bytes = 16 KiB, in L1
+// beside the 6 token rows' 6 KiB.
+const packKC = 256
+
+// packed reports whether matMul takes the packed path for nt token rows.
+func (k *mmKernels[W]) packed(nt int) bool {
+	switch {
+	case k.q80:
+		return nt >= packTokensQ80
+	case k.elemBytes == 2:
+		return nt >= packTokensF16
+	}
+	return false // F32
+}
+
+// matMulPacked computes rows [r0, r0+16⌊(r1-r0)/16⌋) of the product, all
+// columns, and returns where it stopped; the caller computes the rest.
+//
+// Blocking: the rows go packChunk at a time; for each block of packKC
+// columns, the chunk's panels are packed (packChunk × packKC float32s,
+// 128 KiB, in L2), then every block of 6 token rows (6 KiB of x, in L1)
+// meets each panel in turn.
+func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) int {
+	var tmp [16 * packKC]float32
+	buf := packBufs.Get().(*[packChunk * packKC]float32)
+	defer packBufs.Put(buf)
+	wp := buf[:]
+	rowLen := k.rowLen(cols)
+	n8 := cols &^ 7
+	end := r0 + (r1-r0)/16*16
+	for rc := r0; rc < end; rc += packChunk {
+		re := min(rc+packChunk, end)
+		for c0 := 0; c0 < n8; c0 += packKC {
+			kn := min(packKC, n8-c0)
+			for p := rc; p < re; p += 16 {
+				for j := 0; j < 16; j++ {
+					row := w[(p+j)*rowLen:]
+					k.widen(tmp[j*kn:(j+1)*kn], row[k.rowLen(c0):k.rowLen(c0+kn)])
+				}
+				transpose8F32AVX2(&wp[(p-rc)*kn], 16, &tmp[0], kn, 16, kn)
+			}
+			for t := 0; t < nt; t += 6 {
+				m := min(6, nt-t)
+				for p := rc; p < re; p += 16 {
+					gemmP(m, c0 > 0, &dst[t*ldd+p], ldd, &x[t*cols+c0], cols, &wp[(p-rc)*kn], kn)
+				}
+			}
+		}
+		if n8 < cols {
+			for t := 0; t < nt; t++ {
+				xt := x[t*cols+n8 : (t+1)*cols]
+				for j := rc; j < re; j++ {
+					dst[t*ldd+j] += k.tail(w[j*rowLen+n8:(j+1)*rowLen], xt)
+				}
+			}
+		}
+	}
+	return end
+}
+
+// The thresholds in use: MatMulPackTokensF16/Q80, but variables, so that
+// BenchmarkMatMulPacked can force either path.
+var (
+	packTokensF16 = MatMulPackTokensF16
+	packTokensQ80 = MatMulPackTokensQ80
+)
+
+// packChunk is the weight rows packed at a time (a multiple of 16).
+const packChunk = 128
+
+// packBufs holds the packed panels of a chunk (128 KiB: too much for a
+// goroutine stack).
+var packBufs = sync.Pool{New: func() any { return new([packChunk * packKC]float32) }}
+
+// widen sets dst to the float32 values of the weights w (len(dst) of them,
+// a multiple of 8; of 32 for Q8_0).
+func (k *mmKernels[W]) widen(dst []float32, w []W) {
+	switch w := any(w).(type) {
+	case []uint16:
+		if k.bf16 {
+			widenBF16AVX2(dst, w)
+		} else {
+			widenF16AVX2(dst, w)
+		}
+	case []byte:
+		q80ToF32(dst, w)
+	default:
+		panic("simd: unreachable")
+	}
+}
+
+// gemmP runs the packed micro-kernel for m ≤ 6 token rows.
+func gemmP(m int, acc bool, dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int) {
+	switch {
+	case acc && m == 6:
+		gemmP6x16AccAVX2(dst, ldd, x, ldx, wp, kn)
+	case m == 6:
+		gemmP6x16AVX2(dst, ldd, x, ldx, wp, kn)
+	case acc && m == 5:
+		gemmP5x16AccAVX2(dst, ldd, x, ldx, wp, kn)
+	case m == 5:
+		gemmP5x16AVX2(dst, ldd, x, ldx, wp, kn)
+	case acc && m == 4:
+		gemmP4x16AccAVX2(dst, ldd, x, ldx, wp, kn)
+	case m == 4:
+		gemmP4x16AVX2(dst, ldd, x, ldx, wp, kn)
+	case acc && m == 3:
+		gemmP3x16AccAVX2(dst, ldd, x, ldx, wp, kn)
+	case m == 3:
+		gemmP3x16AVX2(dst, ldd, x, ldx, wp, kn)
+	case acc && m == 2:
+		gemmP2x16AccAVX2(dst, ldd, x, ldx, wp, kn)
+	case m == 2:
+		gemmP2x16AVX2(dst, ldd, x, ldx, wp, kn)
+	case acc:
+		gemmP1x16AccAVX2(dst, ldd, x, ldx, wp, kn)
+	default:
+		gemmP1x16AVX2(dst, ldd, x, ldx, wp, kn)
+	}
+}

@@ -8982,21 +8982,26 @@ gemmP1x16AVX2_store:
 	RET
 
 // func gemmP1x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmP1x16AccAVX2(SB), NOSPLIT, $0-48
-	MOVQ   dst+0(FP), AX
-	MOVQ   x+16(FP), CX
-	MOVQ   ldx+24(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   wp+32(FP), DX
-	MOVQ   kn+40(FP), BX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	XORQ   SI, SI
-	MOVQ   BX, DI
-	ANDQ   $-4, DI
-	SHLQ   $0x02, DI
-	SHLQ   $0x02, BX
+	MOVQ       dst+0(FP), AX
+	MOVQ       x+16(FP), CX
+	MOVQ       ldx+24(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       wp+32(FP), DX
+	MOVQ       kn+40(FP), BX
+	MOVQ       ldd+8(FP), SI
+	SHLQ       $0x02, SI
+	MOVQ       AX, SI
+	PREFETCHT0 (SI)
+	PREFETCHT0 63(SI)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	XORQ       SI, SI
+	MOVQ       BX, DI
+	ANDQ       $-4, DI
+	SHLQ       $0x02, DI
+	SHLQ       $0x02, BX
 
 gemmP1x16AccAVX2_loop4:
 	CMPQ         SI, DI
@@ -9134,24 +9139,32 @@ gemmP2x16AVX2_store:
 	RET
 
 // func gemmP2x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmP2x16AccAVX2(SB), NOSPLIT, $0-48
-	MOVQ   dst+0(FP), AX
-	MOVQ   x+16(FP), CX
-	MOVQ   ldx+24(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   wp+32(FP), BX
-	MOVQ   kn+40(FP), SI
-	LEAQ   (CX)(DX*1), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ   DI, DI
-	MOVQ   SI, R8
-	ANDQ   $-4, R8
-	SHLQ   $0x02, R8
-	SHLQ   $0x02, SI
+	MOVQ       dst+0(FP), AX
+	MOVQ       x+16(FP), CX
+	MOVQ       ldx+24(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       wp+32(FP), BX
+	MOVQ       kn+40(FP), SI
+	LEAQ       (CX)(DX*1), DX
+	MOVQ       ldd+8(FP), DI
+	SHLQ       $0x02, DI
+	MOVQ       AX, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 63(R8)
+	ADDQ       DI, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 63(R8)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	XORQ       DI, DI
+	MOVQ       SI, R8
+	ANDQ       $-4, R8
+	SHLQ       $0x02, R8
+	SHLQ       $0x02, SI
 
 gemmP2x16AccAVX2_loop4:
 	CMPQ         DI, R8
@@ -9331,27 +9344,38 @@ gemmP3x16AVX2_store:
 	RET
 
 // func gemmP3x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmP3x16AccAVX2(SB), NOSPLIT, $0-48
-	MOVQ   dst+0(FP), AX
-	MOVQ   x+16(FP), CX
-	MOVQ   ldx+24(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   wp+32(FP), BX
-	MOVQ   kn+40(FP), SI
-	LEAQ   (CX)(DX*1), DI
-	LEAQ   (DI)(DX*1), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	XORQ   R8, R8
-	MOVQ   SI, R9
-	ANDQ   $-4, R9
-	SHLQ   $0x02, R9
-	SHLQ   $0x02, SI
+	MOVQ       dst+0(FP), AX
+	MOVQ       x+16(FP), CX
+	MOVQ       ldx+24(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       wp+32(FP), BX
+	MOVQ       kn+40(FP), SI
+	LEAQ       (CX)(DX*1), DI
+	LEAQ       (DI)(DX*1), DX
+	MOVQ       ldd+8(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       AX, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R8, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	XORQ       R8, R8
+	MOVQ       SI, R9
+	ANDQ       $-4, R9
+	SHLQ       $0x02, R9
+	SHLQ       $0x02, SI
 
 gemmP3x16AccAVX2_loop4:
 	CMPQ         R8, R9
@@ -9573,30 +9597,44 @@ gemmP4x16AVX2_store:
 	RET
 
 // func gemmP4x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmP4x16AccAVX2(SB), NOSPLIT, $0-48
-	MOVQ   dst+0(FP), AX
-	MOVQ   x+16(FP), CX
-	MOVQ   ldx+24(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   wp+32(FP), BX
-	MOVQ   kn+40(FP), SI
-	LEAQ   (CX)(DX*1), DI
-	LEAQ   (DI)(DX*1), R8
-	LEAQ   (R8)(DX*1), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	XORQ   R9, R9
-	MOVQ   SI, R10
-	ANDQ   $-4, R10
-	SHLQ   $0x02, R10
-	SHLQ   $0x02, SI
+	MOVQ       dst+0(FP), AX
+	MOVQ       x+16(FP), CX
+	MOVQ       ldx+24(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       wp+32(FP), BX
+	MOVQ       kn+40(FP), SI
+	LEAQ       (CX)(DX*1), DI
+	LEAQ       (DI)(DX*1), R8
+	LEAQ       (R8)(DX*1), DX
+	MOVQ       ldd+8(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       AX, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 63(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 63(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 63(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 63(R10)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	XORQ       R9, R9
+	MOVQ       SI, R10
+	ANDQ       $-4, R10
+	SHLQ       $0x02, R10
+	SHLQ       $0x02, SI
 
 gemmP4x16AccAVX2_loop4:
 	CMPQ         R9, R10
@@ -9860,33 +9898,50 @@ gemmP5x16AVX2_store:
 	RET
 
 // func gemmP5x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmP5x16AccAVX2(SB), NOSPLIT, $0-48
-	MOVQ   dst+0(FP), AX
-	MOVQ   x+16(FP), CX
-	MOVQ   ldx+24(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   wp+32(FP), BX
-	MOVQ   kn+40(FP), SI
-	LEAQ   (CX)(DX*1), DI
-	LEAQ   (DI)(DX*1), R8
-	LEAQ   (R8)(DX*1), R9
-	LEAQ   (R9)(DX*1), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	XORQ   R10, R10
-	MOVQ   SI, R11
-	ANDQ   $-4, R11
-	SHLQ   $0x02, R11
-	SHLQ   $0x02, SI
+	MOVQ       dst+0(FP), AX
+	MOVQ       x+16(FP), CX
+	MOVQ       ldx+24(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       wp+32(FP), BX
+	MOVQ       kn+40(FP), SI
+	LEAQ       (CX)(DX*1), DI
+	LEAQ       (DI)(DX*1), R8
+	LEAQ       (R8)(DX*1), R9
+	LEAQ       (R9)(DX*1), DX
+	MOVQ       ldd+8(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       AX, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 63(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 63(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 63(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 63(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 63(R11)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	XORQ       R10, R10
+	MOVQ       SI, R11
+	ANDQ       $-4, R11
+	SHLQ       $0x02, R11
+	SHLQ       $0x02, SI
 
 gemmP5x16AccAVX2_loop4:
 	CMPQ         R10, R11
@@ -10192,36 +10247,56 @@ gemmP6x16AVX2_store:
 	RET
 
 // func gemmP6x16AccAVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmP6x16AccAVX2(SB), NOSPLIT, $0-48
-	MOVQ   dst+0(FP), AX
-	MOVQ   x+16(FP), CX
-	MOVQ   ldx+24(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   wp+32(FP), BX
-	MOVQ   kn+40(FP), SI
-	LEAQ   (CX)(DX*1), DI
-	LEAQ   (DI)(DX*1), R8
-	LEAQ   (R8)(DX*1), R9
-	LEAQ   (R9)(DX*1), R10
-	LEAQ   (R10)(DX*1), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	XORQ   R11, R11
-	MOVQ   SI, R12
-	ANDQ   $-4, R12
-	SHLQ   $0x02, R12
-	SHLQ   $0x02, SI
+	MOVQ       dst+0(FP), AX
+	MOVQ       x+16(FP), CX
+	MOVQ       ldx+24(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       wp+32(FP), BX
+	MOVQ       kn+40(FP), SI
+	LEAQ       (CX)(DX*1), DI
+	LEAQ       (DI)(DX*1), R8
+	LEAQ       (R8)(DX*1), R9
+	LEAQ       (R9)(DX*1), R10
+	LEAQ       (R10)(DX*1), DX
+	MOVQ       ldd+8(FP), R11
+	SHLQ       $0x02, R11
+	MOVQ       AX, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 63(R12)
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 63(R12)
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 63(R12)
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 63(R12)
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 63(R12)
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
+	PREFETCHT0 63(R12)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	VXORPS     Y10, Y10, Y10
+	VXORPS     Y11, Y11, Y11
+	XORQ       R11, R11
+	MOVQ       SI, R12
+	ANDQ       $-4, R12
+	SHLQ       $0x02, R12
+	SHLQ       $0x02, SI
 
 gemmP6x16AccAVX2_loop4:
 	CMPQ         R11, R12

@@ -50,6 +50,21 @@ func gemmP(m int, acc bool) {
 			LEAQ(Mem{Base: xr[t-1], Index: ldx, Scale: 1}, xr[t])
 		}
 	}
+	if acc {
+		// The tile of dst is read at the end: have it in L1 by then
+		// (its rows are usually far apart, in L3, one or two lines each).
+		ldd := Load(Param("ldd"), GP64())
+		SHLQ(U8(2), ldd)
+		d := GP64()
+		MOVQ(dst, d)
+		for t := 0; t < m; t++ {
+			PREFETCHT0(Mem{Base: d})
+			PREFETCHT0(Mem{Base: d, Disp: 63})
+			if t < m-1 {
+				ADDQ(ldd, d)
+			}
+		}
+	}
 	c := zeros(2 * m)
 	i := GP64() // byte offset into the x rows
 	XORQ(i, i)

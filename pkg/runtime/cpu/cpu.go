@@ -288,13 +288,26 @@ func RotateHead(v, c, s []float32, neox bool) {
 	simd.RotatePairs(v[:2*len(c)], c, s)
 }
 
-// SwiGLU implements backend.Backend.
+// SwiGLU implements backend.Backend: gate[i] = silu(gate[i])·up[i], with
+// e^-x from simd.ExpShiftTaylor (within 2 ulp of e^-x; math.Exp took
+// 20 ns a value, 8% of a 2-thread prefill), over the workers.
 func (b *Backend) SwiGLU(gate, up backend.Tensor, n int) {
 	g, u := host(gate)[:n], host(up)[:n]
-	for i, x := range g {
-		g[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
-	}
+	b.workers.For(n, 8, swigluChunk, func(lo, hi int) {
+		var e [256]float32
+		for i := lo; i < hi; i += len(e) {
+			gs := g[i:min(hi, i+len(e))]
+			us := u[i:][:len(gs)]
+			simd.ExpShiftTaylor(e[:], gs, -1, 0)
+			for j, x := range gs {
+				gs[j] = x / (1 + e[j]) * us[j]
+			}
+		}
+	})
 }
+
+// swigluChunk is the fewest values of SwiGLU worth a goroutine.
+const swigluChunk = 4096
 
 // Add implements backend.Backend.
 func (b *Backend) Add(dst, src backend.Tensor, n int) {

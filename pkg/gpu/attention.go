@@ -19,11 +19,14 @@ import (
 //     kvq_attn_merge. fp16 and bf16 caches (K and V of one format) with
 //     head size 64, 96 or 128.
 //   - quantized decode: the same for caches with a quantized side (fp8,
-//     llama.cpp blocks, int groups; K and V may differ) and head size 64
-//     or 128, at most qdecodeRows query rows per KV head, through
-//     kvq_attn_qdecode_d* (CUDA cores, fp32, dequantizing as it reads).
+//     llama.cpp blocks, int groups; K and V may differ) and head size 64,
+//     96, 128 or 256, at most qdecodeRows query rows per KV head, through
+//     kvq_attn_qdecode_<family>_d{64,128} when both sides are of one
+//     format family (the packed bytes staged with 16-byte copies,
+//     dequantized by the family's code) or kvq_attn_qdecode_d* otherwise (CUDA cores,
+//     fp32, dequantizing as it reads).
 //   - prefill: the other sequences, and every sequence of other caches
-//     (fp32, fp16/bf16 mixes, quantized at head size 96 or 256), go through kvq_attn_prefill_d*, flash
+//     (fp32, fp16/bf16 mixes), go through kvq_attn_prefill_d*, flash
 //     attention in fp32 on CUDA cores; head size 64, 96, 128 or 256.
 //   - reference: kvq_attn_ref, one thread per query row, for other head
 //     sizes (up to 256) and as the tests' oracle.
@@ -55,6 +58,7 @@ const (
 	prefillRows    = 64 // KVQ_PF_TQ
 	prefillKeys    = 32 // KVQ_PF_TK
 	decodeKeys     = 64 // KVQ_DC_TK
+	qdecodeKeys    = 32 // KVQ_QD_TK
 	decodeGroup    = 64 // KVQ_DC_ROWS
 	attnThreads    = 128
 	refMaxHeadDim  = 256 // KVQ_REF_MAX_DIM
@@ -164,10 +168,51 @@ func (at *attnArgs) tensorCores() bool {
 
 // quantized reports whether the quantized decode kernel (CUDA cores)
 // reads the layer's caches: a quantized side (fp8, blocks, ints), head
-// size 64 or 128.
+// size 64, 96, 128 or 256.
 func (at *attnArgs) quantized() bool {
-	d := at.s.l.HeadDim
-	return (at.ks.kind() >= kvE4M3 || at.vs.kind() >= kvE4M3) && (d == 64 || d == 128)
+	return (at.ks.kind() >= kvE4M3 || at.vs.kind() >= kvE4M3) && prefillDim(at.s.l.HeadDim)
+}
+
+// qdecodeFamilies names the quantized decode's vector loaders by kind
+// (kernels/attn.cu, kvq_attn_qdecode_<family>_d<D>).
+var qdecodeFamilies = map[int]string{
+	kvE4M3: "e4m3", kvE5M2: "e5m2", kvQ80: "q8_0", kvQ40: "q4_0", kvQ41: "q4_1", kvQ50: "q5_0", kvQ51: "q5_1",
+	kvIQ4NL: "iq4_nl", kvInt8: "int8", kvInt4: "int4", kvInt2: "int2",
+}
+
+// qdecodeKernel is the quantized decode kernel for the layer's sides and
+// its dynamic shared memory: a family's vector loader when K and V are of
+// one family, the head size 64 or 128 and every 16-byte piece of a
+// 32-position tile aligned (BlockTokens 8, 16 or a multiple of 32), else
+// the generic loader.
+func (at *attnArgs) qdecodeKernel() (string, int) {
+	dim, bt := at.s.l.HeadDim, at.s.l.BlockTokens
+	fam, ok := qdecodeFamilies[at.ks.kind()]
+	vec := ok && at.ks.kind() == at.vs.kind() && (dim == 64 || dim == 128) && (bt == 8 || bt == 16 || bt%32 == 0) &&
+		at.ks.rowBytes%2 == 0 && at.vs.rowBytes%2 == 0 && !at.s.qgeneric
+	shared := qdecodeShared(dim, 0, 0)
+	if vec {
+		if n := qdecodeShared(dim, at.ks.rowBytes, at.vs.rowBytes); n <= qdecodeMaxShared {
+			return fmt.Sprintf("kvq_attn_qdecode_%s_d%d", fam, dim), n
+		}
+	}
+	return fmt.Sprintf("kvq_attn_qdecode_d%d", dim), shared
+}
+
+// qdecodeMaxShared bounds the quantized decode's dynamic shared memory
+// (sm_80 allows 163 KiB a block); a larger vector loader (int8 in groups
+// of 2 at head size 256) falls back to the generic one.
+const qdecodeMaxShared = 160 << 10
+
+// qdecodeShared is the quantized decode kernel's dynamic shared memory
+// (kernels/attn.cu, kvq_qd_smem): the fp32 tiles, then two stages of the
+// K and V rows of a 32-position tile (kRow, vRow bytes a row; 0 for the
+// generic loader).
+func qdecodeShared(dim, kRow, vRow int) int {
+	ld := dim + 1
+	floats := qdecodeRows*dim + 2*qdecodeKeys*ld + qdecodeRows*(qdecodeKeys+1) + 3*qdecodeRows + 272
+	floats = (floats + 3) / 4 * 4
+	return 4*floats + 2*qdecodeKeys*(kRow+vRow)
 }
 
 // needRows panics unless t holds rows rows of width values.
@@ -265,8 +310,9 @@ func (at *attnArgs) decode(limit int) {
 	part := s.mem.scratch.p
 	ml := part + devptr(4*items*dim)
 	if chunks > 0 && !at.tensorCores() {
-		s.b.launch(fmt.Sprintf("kvq_attn_qdecode_d%d", dim), dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
-			dim3{attnThreads, 1, 1}, 0,
+		name, shared := at.qdecodeKernel()
+		s.b.launchShared(name, dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
+			dim3{attnThreads, 1, 1}, shared,
 			args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).ptr(at.ks.scales).ptr(at.vs.scales).
 				int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).

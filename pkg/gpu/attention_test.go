@@ -49,7 +49,14 @@ type attnScene struct {
 
 func newAttnScene(t *testing.T, b *Backend, f quant.Format, dim, kvHeads, heads, blocks int) *attnScene {
 	t.Helper()
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, quant.Spec{K: f, V: f}, 0)
+	return newAttnSceneWith(t, b, quant.Spec{K: f, V: f}, dim, kvHeads, heads, blocks, 0)
+}
+
+// newAttnSceneWith is newAttnScene for a spec and a block size (0: the
+// default).
+func newAttnSceneWith(t *testing.T, b *Backend, spec quant.Spec, dim, kvHeads, heads, blocks, bt int) *attnScene {
+	t.Helper()
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, spec, bt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +306,97 @@ func TestAttentionKernels(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestQDecodeLoaders checks the quantized decode's vector loaders (one
+// kernel per format family, packed bytes staged with 16-byte copies)
+// against its generic loader bit for bit — the same decoded values and
+// the same arithmetic after them — and against the reference kernel
+// within kernelTol, for every family at head sizes 64 and 128 (96 and
+// 256: the generic loader against the reference), block sizes 8, 16 and 64, int groups that split a unit's 4 values
+// (groups of 2), over decode, multi-token, exact and sliding-window
+// steps with one and several chunks per sequence.
+func TestQDecodeLoaders(t *testing.T) {
+	_, b := openKV(t)
+	reg := quant.Formats()
+	type tc struct {
+		spec   string
+		dim    int
+		bt     int
+		family string
+	}
+	var cases []tc
+	for _, f := range []struct{ spec, family string }{
+		{"fp8-e4m3", "e4m3"}, {"fp8-e5m2", "e5m2"}, {"q8_0", "q8_0"}, {"q4_0", "q4_0"}, {"q4_1", "q4_1"},
+		{"q5_0", "q5_0"}, {"q5_1", "q5_1"}, {"iq4_nl", "iq4_nl"}, {"int8:g32", "int8"}, {"int4", "int4"},
+		{"int2:g2", "int2"}, {"int4:g16:sym", "int4"}, {"k=int8:g64:sym,v=int8:g2", "int8"},
+	} {
+		cases = append(cases, tc{f.spec, 64, 0, f.family})
+	}
+	// Head sizes 96 and 256 have the generic loader only: the cases check
+	// it against the reference kernel (and itself).
+	cases = append(cases, tc{"q4_0", 96, 0, ""}, tc{"int4:g32", 96, 0, ""}, tc{"q8_0", 128, 0, "q8_0"},
+		tc{"fp8-e4m3", 128, 0, "e4m3"}, tc{"int2:g4", 128, 0, "int2"}, tc{"q5_1", 256, 0, ""}, tc{"int2:g64", 256, 0, ""},
+		tc{"q4_0", 64, 8, "q4_0"}, tc{"int4:g32", 64, 64, "int4"}, tc{"q4_1", 128, 64, "q4_1"},
+		tc{"k=q8_0,v=q4_0", 64, 0, ""}) // K ≠ V families: the generic loader
+	for _, c := range cases {
+		spec, err := reg.ParseSpec(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprintf("%s/d%d/bt%d", c.spec, c.dim, c.bt), func(t *testing.T) {
+			sc := newAttnSceneWith(t, b, spec, c.dim, 2, 8, 60, c.bt)
+			at := attnArgs{s: sc.s, ks: &sc.s.sides[0][0], vs: &sc.s.sides[0][1]}
+			name, _ := at.qdecodeKernel()
+			if want := fmt.Sprintf("kvq_attn_qdecode_%s_d%d", c.family, c.dim); c.family == "" {
+				if want = fmt.Sprintf("kvq_attn_qdecode_d%d", c.dim); name != want {
+					t.Fatalf("kernel %s, want %s", name, want)
+				}
+			} else if name != want {
+				t.Fatalf("kernel %s, want %s", name, want)
+			}
+			ids := []kvcache.SeqID{0, 1, 2}
+			for _, id := range ids {
+				if err := sc.c.AddSeq(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			steps := []struct {
+				n      map[kvcache.SeqID]int
+				exact  bool
+				window int
+			}{
+				{n: map[kvcache.SeqID]int{0: 75, 1: 23, 2: 40}},
+				{n: map[kvcache.SeqID]int{0: 1, 1: 2, 2: 1}},
+				{n: map[kvcache.SeqID]int{0: 2, 1: 1, 2: 1}, exact: true, window: 21},
+				{n: map[kvcache.SeqID]int{0: 1, 1: 1, 2: 1}, window: 50},
+			}
+			worst := 0.0
+			for i, st := range steps {
+				sc.begin(st.n, ids, st.exact)
+				if i > 0 {
+					want, vmax := sc.want(st.window)
+					ref32 := sc.run(pathRef, 0, st.window)
+					compare(t, "ref", ref32, want, vmax, c.dim, refTol)
+					ref := widen(ref32)
+					for _, chunk := range []int{16, 0} {
+						vec := sc.run(pathDecode, chunk, st.window)
+						sc.s.qgeneric = true
+						gen := sc.run(pathDecode, chunk, st.window)
+						sc.s.qgeneric = false
+						for j := range vec {
+							if math.Float32bits(vec[j]) != math.Float32bits(gen[j]) {
+								t.Fatalf("step %d chunk %d value %d: vector loader %v, generic %v", i, chunk, j, vec[j], gen[j])
+							}
+						}
+						worst = max(worst, compare(t, fmt.Sprintf("step %d chunk %d", i, chunk), vec, ref, vmax, c.dim, kernelTol))
+					}
+				}
+				sc.end()
+			}
+			t.Logf("worst %.2g of max |v| from the reference kernel", worst)
+		})
 	}
 }
 

@@ -290,9 +290,11 @@ type Storage struct {
 	gen  uint64
 	meta planMeta
 	rd   []byte // Read's staging buffer
-	// Tests force an attention path and the decode chunk (0: chosen).
-	path  attnPath
-	chunk int
+	// Tests force an attention path and the decode chunk (0: chosen),
+	// and the quantized decode's generic loader.
+	path     attnPath
+	chunk    int
+	qgeneric bool
 }
 
 var (

@@ -749,11 +749,11 @@ KVQ_DECODE(bf16, KVQ_KV_BF16, 128)
 // kvq_attn_merge finishes the decode kernels' rows (groups of groupRows
 // rows: KVQ_DC_ROWS, or KVQ_QD_ROWS after kvq_attn_qdecode): one block
 // per query row (token blockIdx.x of sequence blockIdx.z, query head
-// blockIdx.y),
-// thread d < dim for output dimension d. It combines the row's chunk
-// partials and, for an exact step, the step's own positions from kx and
-// vx (in fp32, scores reduced across the block), and writes dst's row.
-// 128 threads, dim ≤ 128.
+// blockIdx.y), thread t for output dimensions t and t+128. It combines
+// the row's chunk partials and, for an exact step, the step's own
+// positions from kx and vx (in fp32, scores reduced across the block),
+// and writes dst's row. 128 threads, dim ≤ 256.
+#define KVQ_MG_DIMS 2
 KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, const float* vx, const float* part,
                                const float* ml, const int* seqs, int heads, int kvHeads, int dim, int window,
                                float scale, int chunk, int maxChunks, int groups, int limit, int rstride,
@@ -766,14 +766,20 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 	int r = i * nq + j, grp = r / groupRows, rl = r - grp * groupRows, y = h * groups + grp;
 	int lo = kvq_from(sq.pos, window), hiC = sq.exact ? sq.pos : sq.pos + sq.n;
 	int nch = hiC > lo ? (hiC - lo + chunk - 1) / chunk : 0;
-	float M = KVQ_NEG_INF, L = 0.f, A = 0.f;
+	float M = KVQ_NEG_INF, L = 0.f, A[KVQ_MG_DIMS];
+#pragma unroll
+	for (int e = 0; e < KVQ_MG_DIMS; e++) A[e] = 0.f;
 	for (int c = 0; c < nch; c++) {
 		long long item = ((long long)s * maxChunks + c) * kvHeads * groups + y;
 		float m = ml[(item * rstride + rl) * 2];
 		if (m == KVQ_NEG_INF) continue;
 		float mn = fmaxf(M, m), a = exp2f(M - mn), b = exp2f(m - mn);
-		float v = d < dim ? part[(item * rstride + rl) * dim + d] : 0.f;
-		A = A * a + b * v;
+#pragma unroll
+		for (int e = 0; e < KVQ_MG_DIMS; e++) {
+			int dd = d + e * KVQ_DC_THREADS;
+			float v = dd < dim ? part[(item * rstride + rl) * dim + dd] : 0.f;
+			A[e] = A[e] * a + b * v;
+		}
 		L = L * a + b * ml[(item * rstride + rl) * 2 + 1];
 		M = mn;
 	}
@@ -783,7 +789,13 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 		float sl = scale * KVQ_LOG2E;
 		for (int p = max(kvq_from(p1, window), sq.pos); p <= p1; p++) {
 			long long xr = (long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim;
-			red[d] = d < dim ? qr[d] * kx[xr + d] : 0.f;
+			float part0 = 0.f;
+#pragma unroll
+			for (int e = 0; e < KVQ_MG_DIMS; e++) {
+				int dd = d + e * KVQ_DC_THREADS;
+				part0 += dd < dim ? qr[dd] * kx[xr + dd] : 0.f;
+			}
+			red[d] = part0;
 			__syncthreads();
 			for (int o = KVQ_DC_THREADS / 2; o > 0; o >>= 1) {
 				if (d < o) red[d] += red[d + o];
@@ -792,46 +804,266 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 			float sc = red[0] * sl;
 			__syncthreads(); // red is rewritten by the next position
 			float mn = fmaxf(M, sc), a = exp2f(M - mn), b = exp2f(sc - mn);
-			A = A * a + b * (d < dim ? vx[xr + d] : 0.f);
+#pragma unroll
+			for (int e = 0; e < KVQ_MG_DIMS; e++) {
+				int dd = d + e * KVQ_DC_THREADS;
+				A[e] = A[e] * a + b * (dd < dim ? vx[xr + dd] : 0.f);
+			}
 			L = L * a + b;
 			M = mn;
 		}
 	}
-	if (d < dim) dst[(long long)(sq.row + i) * heads * dim + (long long)qh * dim + d] = A / L;
+#pragma unroll
+	for (int e = 0; e < KVQ_MG_DIMS; e++) {
+		int dd = d + e * KVQ_DC_THREADS;
+		if (dd < dim) dst[(long long)(sq.row + i) * heads * dim + (long long)qh * dim + dd] = A[e] / L;
+	}
 }
 KVQ_REGISTER(kvq_attn_merge)
 
 // ---------------------------------------------------------------------
 // Decode over quantized caches: split-K flash decoding on CUDA cores in
-// fp32, for any formats of kvformats.cuh (K and V each its own).
+// fp32 (K and V each in its own format).
 //
 // The grid and the partials are the tensor-core decode's (kvq_attn_merge
 // combines them), with groups of KVQ_QD_ROWS query rows. A block walks its
-// chunk in tiles of KVQ_QD_TK positions: the 128 threads dequantize the
-// tile's K and V rows straight from the packed tiles in global memory
-// (thread e takes value e of the tile, so a warp reads a row's bytes
-// contiguously) into fp32 in shared memory — the values pkg/quant's Decode
-// gives — then compute the scores (a thread per (row, position) pair), the
-// online softmax in base 2 (a warp per row, a lane per position) and the
-// weighted values (a thread per output dimension, for every
-// 128/D-th row). Queries are pre-scaled by scale·log2(e).
+// chunk in tiles of KVQ_QD_TK positions aligned to multiples of
+// KVQ_QD_TK (positions outside the chunk are masked), in three phases per
+// tile: the tile's K and V rows are dequantized into fp32 in shared
+// memory (the values pkg/quant's Decode gives), then the scores (a thread
+// per (row, position) pair), the online softmax in base 2 (a warp per
+// row, a lane per position) and the weighted values (a thread per output
+// dimension, for every 128/D-th row). Queries are pre-scaled by
+// scale·log2(e).
+//
+// Two loaders fill the fp32 tiles:
+//   - kvq_attn_qdecode_<family>_d<D>: one instantiation per format family
+//     (the same kind on both sides; int groups and sym, fp8 scales are
+//     parameters). The tile's packed bytes travel to shared memory with
+//     16-byte cp.async copies, coalesced, double-buffered (the next tile's
+//     bytes are in flight while this one is decoded and used), laid out
+//     as a tile of 32 rows of the format ("the virtual tile"); then each
+//     thread dequantizes units of 8 values (a warp per unit, a lane per
+//     row) with the family's code inlined: one scale per unit, no switch
+//     on the format. Needs 16-byte aligned segments: BlockTokens 8, 16 or
+//     a multiple of 32 (kv.go, qdecodeVector).
+//   - kvq_attn_qdecode_d<D>: any formats (K ≠ V families, other block
+//     sizes): every value read from global memory through the per-value
+//     decoder with its runtime switch.
 #define KVQ_QD_TK 32
 #define KVQ_QD_ROWS 16
 #define KVQ_QD_THREADS 128
+#define KVQ_QD_GENERIC (-1)
 
+// The shared memory of kvq_attn_qdecode (kv.go's qdecodeShared): fp32
+// Qs[16][D], Ks[32][D+1], Vs[32][D+1], Ps[16][33], Ms, Ls, Cs[16], a
+// lookup table of 272 floats (fp8 values, iq4_nl levels), then (vector
+// loaders) two stages of the K and V virtual tiles.
 template <int D>
+struct kvq_qd_smem {
+	static constexpr int LD = D + 1;
+	static constexpr int QS = 0, KS = QS + KVQ_QD_ROWS * D, VS = KS + KVQ_QD_TK * LD, PS = VS + KVQ_QD_TK * LD;
+	static constexpr int MS = PS + KVQ_QD_ROWS * (KVQ_QD_TK + 1), LS = MS + KVQ_QD_ROWS, CS = LS + KVQ_QD_ROWS;
+	static constexpr int LUT = CS + KVQ_QD_ROWS;
+	static constexpr int FLOATS = (LUT + 272 + 3) / 4 * 4; // raw bytes start 16-byte aligned
+};
+
+// kvq_qregion_issue starts the 16-byte copies of one region of the rows
+// of positions [p0, p0+32) (p0 a multiple of 32) of KV head h into the
+// virtual tile: rb bytes a row, at src + row·rb in a real tile and at dst
+// + row·rb in the virtual one (a tile of 32 rows); segments of min(bt, 32)
+// rows, each from its block; segments starting at or past c1 are
+// zero-filled (their blocks may not exist).
+static __device__ __forceinline__ void kvq_qregion_issue(unsigned char* dst, const unsigned char* base, long long tileBytes,
+                                                         int src, int rb, const int* tab, int p0, int c1, int h,
+                                                         int blocks, int bt, int tid) {
+	int sr = min(bt, KVQ_QD_TK), n16 = sr * rb / 16, nseg = KVQ_QD_TK / sr;
+	for (int e = tid; e < nseg * n16; e += KVQ_QD_THREADS) {
+		int seg = e / n16, o = e - seg * n16, p = p0 + seg * sr;
+		bool valid = p < c1;
+		const unsigned char* g = base;
+		if (valid) g += ((long long)h * blocks + tab[p / bt]) * tileBytes + src + (long long)(p % bt) * rb + 16 * o;
+		kvq_cp16(dst + seg * sr * rb + 16 * o, g, valid);
+	}
+}
+
+// kvq_qtile_issue starts the copies of a 32-position tile of format fmt
+// into the virtual tile raw: the rows of the row formats, or the int
+// groups' regions (scales, zeros when asymmetric, codes).
+static __device__ __forceinline__ void kvq_qtile_issue(unsigned char* raw, const void* base, int fmt, const int* tab,
+                                                       int p0, int c1, int h, int blocks, int bt, int dim, int tid) {
+	const unsigned char* g = (const unsigned char*)base;
+	int kind = kvq_fmt_kind(fmt), rowBytes = kvq_row_bytes(fmt, dim);
+	long long tileBytes = (long long)bt * rowBytes;
+	if (kind < KVQ_KV_INT8) {
+		kvq_qregion_issue(raw, g, tileBytes, 0, rowBytes, tab, p0, c1, h, blocks, bt, tid);
+		return;
+	}
+	int ng = dim / kvq_fmt_group(fmt), meta = kvq_fmt_sym(fmt) ? 2 : 4;
+	kvq_qregion_issue(raw, g, tileBytes, 0, 2 * ng, tab, p0, c1, h, blocks, bt, tid);
+	if (meta == 4) kvq_qregion_issue(raw + KVQ_QD_TK * ng * 2, g, tileBytes, bt * ng * 2, 2 * ng, tab, p0, c1, h, blocks, bt, tid);
+	kvq_qregion_issue(raw + KVQ_QD_TK * ng * meta, g, tileBytes, bt * ng * meta, dim * kvq_int_bits(kind) / 8, tab, p0, c1,
+	                  h, blocks, bt, tid);
+}
+
+// kvq_q4x8 expands 4 bytes of nibbles (byte i: values i and i+16 of a
+// 32-value run, GGML order) into the 8 codes lo[0..3], hi[0..3].
+static __device__ __forceinline__ void kvq_q4x8(const unsigned char* b, unsigned lo[4], unsigned hi[4]) {
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		lo[i] = b[i] & 15u;
+		hi[i] = b[i] >> 4;
+	}
+}
+
+// kvq_int_sz is the fp16 scale and the zero of group g of row r of an int
+// virtual tile (the zero −2^(bits−1)·s when symmetric).
+static __device__ __forceinline__ void kvq_int_sz(const unsigned char* raw, int r, int g, int ng, bool sym, int bits,
+                                                  float* s, float* z) {
+	*s = kvq_f16_bits_to_f32(kvq_ld16(raw + (r * ng + g) * 2));
+	*z = sym ? __fmul_rn(-(float)(1 << (bits - 1)), *s)
+	         : kvq_f16_bits_to_f32(kvq_ld16(raw + KVQ_QD_TK * ng * 2 + (r * ng + g) * 2));
+}
+
+// kvq_int_quad stores the values of 4 consecutive dimensions d0.. of row
+// r of an int virtual tile from their codes c[0..3].
+static __device__ __forceinline__ void kvq_int_quad(float* out, const unsigned char* raw, int r, int d0,
+                                                    const unsigned* c, int group, int ng, bool sym, int bits) {
+	float s, z;
+	if (group % 4 == 0) { // one group
+		kvq_int_sz(raw, r, d0 / group, ng, sym, bits, &s, &z);
+#pragma unroll
+		for (int i = 0; i < 4; i++) out[d0 + i] = __fadd_rn(__fmul_rn((float)c[i], s), z);
+		return;
+	}
+	for (int i = 0; i < 4; i++) {
+		kvq_int_sz(raw, r, (d0 + i) / group, ng, sym, bits, &s, &z);
+		out[d0 + i] = __fadd_rn(__fmul_rn((float)c[i], s), z);
+	}
+}
+
+// kvq_qdec_unit dequantizes unit u (8 values) of row r of virtual tile
+// raw (format family F, format fmt) into out, the row's fp32 values:
+// exactly kvq_tile_value's values.
+template <int F, int D>
+static __device__ __forceinline__ void kvq_qdec_unit(float* out, const unsigned char* raw, int r, int u, int fmt,
+                                                     float scale, const float* lut) {
+	if (F == KVQ_KV_E4M3 || F == KVQ_KV_E5M2) {
+		const unsigned char* b = raw + r * D + 8 * u;
+		uint2 w = *(const uint2*)b;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			float v = lut[((i < 4 ? w.x : w.y) >> (8 * (i & 3))) & 0xffu];
+			out[8 * u + i] = v != v ? v : __fmul_rn(v, scale);
+		}
+		return;
+	}
+	if (F >= KVQ_KV_Q80 && F <= KVQ_KV_IQ4NL) {
+		constexpr int BB = F == KVQ_KV_Q80 ? 34 : F == KVQ_KV_Q41 ? 20 : F == KVQ_KV_Q50 ? 22 : F == KVQ_KV_Q51 ? 24 : 18;
+		int k = u >> 2, t = u & 3;
+		const unsigned char* blk = raw + r * (D / 32 * BB) + k * BB;
+		float d = kvq_f16_bits_to_f32(kvq_ld16(blk));
+		float* o = out + 32 * k;
+		if (F == KVQ_KV_Q80) {
+#pragma unroll
+			for (int i = 0; i < 8; i++) o[8 * t + i] = __fmul_rn(d, (float)(signed char)blk[2 + 8 * t + i]);
+			return;
+		}
+		constexpr int QS = F == KVQ_KV_Q40 || F == KVQ_KV_IQ4NL ? 2 : F == KVQ_KV_Q41 ? 4 : F == KVQ_KV_Q50 ? 6 : 8;
+		unsigned lo[4], hi[4];
+		kvq_q4x8(blk + QS + 4 * t, lo, hi);
+		if (F == KVQ_KV_Q50 || F == KVQ_KV_Q51) {
+			constexpr int QH = F == KVQ_KV_Q50 ? 2 : 4;
+			unsigned qh = (unsigned)kvq_ld16(blk + QH) | ((unsigned)kvq_ld16(blk + QH + 2) << 16);
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				lo[i] |= ((qh >> (4 * t + i)) & 1u) << 4;
+				hi[i] |= ((qh >> (16 + 4 * t + i)) & 1u) << 4;
+			}
+		}
+		float m = F == KVQ_KV_Q41 || F == KVQ_KV_Q51 ? kvq_f16_bits_to_f32(kvq_ld16(blk + 2)) : 0.f;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			float a, b;
+			if (F == KVQ_KV_Q40) {
+				a = __fmul_rn(d, (float)((int)lo[i] - 8)), b = __fmul_rn(d, (float)((int)hi[i] - 8));
+			} else if (F == KVQ_KV_Q50) {
+				a = __fmul_rn(d, (float)((int)lo[i] - 16)), b = __fmul_rn(d, (float)((int)hi[i] - 16));
+			} else if (F == KVQ_KV_IQ4NL) {
+				a = __fmul_rn(d, lut[lo[i]]), b = __fmul_rn(d, lut[hi[i]]);
+			} else { // q4_1, q5_1
+				a = __fadd_rn(__fmul_rn(d, (float)lo[i]), m), b = __fadd_rn(__fmul_rn(d, (float)hi[i]), m);
+			}
+			o[4 * t + i] = a;
+			o[16 + 4 * t + i] = b;
+		}
+		return;
+	}
+	// Int groups: codes after the scales (and zeros).
+	constexpr int BITS = F == KVQ_KV_INT8 ? 8 : F == KVQ_KV_INT4 ? 4 : 2;
+	int group = kvq_fmt_group(fmt), ng = D / group;
+	bool sym = kvq_fmt_sym(fmt);
+	const unsigned char* codes = raw + KVQ_QD_TK * ng * (sym ? 2 : 4) + r * (D * BITS / 8);
+	unsigned c0[4], c1[4];
+	int d0, d1;
+	if (F == KVQ_KV_INT8) {
+		uint2 w = *(const uint2*)(codes + 8 * u);
+#pragma unroll
+		for (int i = 0; i < 4; i++) c0[i] = (w.x >> (8 * i)) & 0xffu, c1[i] = (w.y >> (8 * i)) & 0xffu;
+		d0 = 8 * u, d1 = 8 * u + 4;
+	} else if (F == KVQ_KV_INT4) {
+		int k = u >> 2, t = u & 3;
+		kvq_q4x8(codes + 16 * k + 4 * t, c0, c1);
+		d0 = 32 * k + 4 * t, d1 = d0 + 16;
+	} else {
+		unsigned w = kvq_ld16(codes + 2 * u);
+#pragma unroll
+		for (int i = 0; i < 4; i++) c0[i] = (w >> (2 * i)) & 3u, c1[i] = (w >> (8 + 2 * i)) & 3u;
+		d0 = 8 * u, d1 = 8 * u + 4;
+	}
+	kvq_int_quad(out, raw, r, d0, c0, group, ng, sym, BITS);
+	kvq_int_quad(out, raw, r, d1, c1, group, ng, sym, BITS);
+}
+
+// kvq_qdec_tile fills the fp32 tile dst (rows of ld floats) from the
+// virtual tile raw: row cc (position p0+cc) decoded when it lies in
+// [c0, c1), zeros otherwise. A warp per unit, a lane per row.
+template <int F, int D>
+static __device__ __forceinline__ void kvq_qdec_tile(float* dst, int ld, const unsigned char* raw, int fmt, float scale,
+                                                     const float* lut, int p0, int c0, int c1, int tid) {
+	for (int e = tid; e < KVQ_QD_TK * (D / 8); e += KVQ_QD_THREADS) {
+		int u = e / KVQ_QD_TK, r = e - u * KVQ_QD_TK, p = p0 + r;
+		float* o = dst + r * ld;
+		if (p >= c0 && p < c1) {
+			kvq_qdec_unit<F, D>(o, raw, r, u, fmt, scale, lut);
+		} else {
+#pragma unroll
+			for (int i = 0; i < 8; i++) o[8 * u + i] = 0.f;
+		}
+	}
+}
+
+template <int D, int F>
 static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const void* vbase, int kfmt, int vfmt,
                                                         const float* kscales, const float* vscales, int blocks, int bt,
                                                         const int* seqs, const int* tabK, const int* tabV,
                                                         const float* q, float* part, float* ml, int heads,
                                                         int kvHeads, int window, float scale, int chunk,
                                                         int maxChunks, int groups, int limit, int rstride) {
-	__shared__ float Qs[KVQ_QD_ROWS][D];
-	__shared__ float Ks[KVQ_QD_TK][D + 1];
-	__shared__ float Vs[KVQ_QD_TK][D];
-	__shared__ float Ps[KVQ_QD_ROWS][KVQ_QD_TK + 1];
-	__shared__ float Ms[KVQ_QD_ROWS], Ls[KVQ_QD_ROWS], Cs[KVQ_QD_ROWS];
-	constexpr int RS = KVQ_QD_THREADS / D, NR = KVQ_QD_ROWS / RS;
+	typedef kvq_qd_smem<D> L;
+	KVQ_DYN_SMEM(float, kvq_qd_smem_);
+	float* sm = kvq_qd_smem_;
+	float* Qs = sm + L::QS;
+	float* Ks = sm + L::KS;
+	float* Vs = sm + L::VS;
+	float* Ps = sm + L::PS;
+	float *Ms = sm + L::MS, *Ls = sm + L::LS, *Cs = sm + L::CS, *lut = sm + L::LUT;
+	unsigned char* raw = (unsigned char*)(sm + L::FLOATS);
+	constexpr bool VEC = F != KVQ_QD_GENERIC;
+	// Output mapping: thread (orow, od) takes dimensions od + 128·n of
+	// rows orow + RS·k.
+	constexpr int RS = D < KVQ_QD_THREADS ? KVQ_QD_THREADS / D : 1, NR = KVQ_QD_ROWS / RS;
+	constexpr int ND = (D + KVQ_QD_THREADS - 1) / KVQ_QD_THREADS;
 	int s = blockIdx.z, y = blockIdx.y, c = blockIdx.x, tid = threadIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
 	int nq = heads / kvHeads, rows = sq.n * nq;
@@ -844,6 +1076,15 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 	if (c0 >= c1) return; // kvq_attn_merge reads only the sequence's chunks
 	long long item = ((long long)s * maxChunks + c) * kvHeads * groups + y;
 	float sl = scale * KVQ_LOG2E;
+	const int* tk = tabK + sq.tab;
+	const int* tv = tabV + sq.tab;
+	int kraw = KVQ_QD_TK * kvq_row_bytes(kfmt, D), vraw = KVQ_QD_TK * kvq_row_bytes(vfmt, D);
+	int pt0 = c0 / KVQ_QD_TK * KVQ_QD_TK;
+	if (VEC) { // the first tile's bytes, in flight while the queries load
+		kvq_qtile_issue(raw, kbase, kfmt, tk, pt0, c1, h, blocks, bt, D, tid);
+		kvq_qtile_issue(raw + kraw, vbase, vfmt, tv, pt0, c1, h, blocks, bt, D, tid);
+		kvq_cp_commit();
+	}
 	for (int e = tid; e < KVQ_QD_ROWS * D; e += KVQ_QD_THREADS) {
 		int r = e / D, d = e - r * D, rr = r0 + r;
 		float v = 0.f;
@@ -851,49 +1092,75 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 			int tok = rr / nq, j = rr - tok * nq;
 			v = q[(long long)(sq.row + tok) * heads * D + (long long)(h * nq + j) * D + d] * sl;
 		}
-		Qs[r][d] = v;
+		Qs[r * D + d] = v;
 	}
 	if (tid < KVQ_QD_ROWS) {
 		Ms[tid] = KVQ_NEG_INF;
 		Ls[tid] = 0.f;
 	}
-	int od = tid % D, orow = tid / D;
-	float acc[NR];
+	if (F == KVQ_KV_E4M3 || F == KVQ_KV_E5M2) {
+		for (int i = tid; i < 256; i += KVQ_QD_THREADS) lut[i] = kvq_fp8_value(i, F == KVQ_KV_E5M2);
+	} else if (F == KVQ_KV_IQ4NL) {
+		if (tid < 16) lut[tid] = (float)kvq_iq4nl_level(tid);
+	}
+	int od = D < KVQ_QD_THREADS ? tid % D : tid, orow = D < KVQ_QD_THREADS ? tid / D : 0;
+	bool oact = orow < RS;
+	float acc[NR][ND];
 #pragma unroll
-	for (int k = 0; k < NR; k++) acc[k] = 0.f;
+	for (int k = 0; k < NR; k++)
+#pragma unroll
+		for (int n = 0; n < ND; n++) acc[k][n] = 0.f;
 	float ks = kscales ? kscales[h] : 1.f, vs = vscales ? vscales[h] : 1.f;
-	for (int p0 = c0; p0 < c1; p0 += KVQ_QD_TK) {
-		__syncthreads(); // the previous tile's readers are done
-		for (int e = tid; e < KVQ_QD_TK * D; e += KVQ_QD_THREADS) {
-			int cc = e / D, d = e - cc * D, p = p0 + cc;
-			float kv = 0.f, vv = 0.f;
-			if (p < c1) {
-				const unsigned char* kt = kvq_tile(kbase, kfmt, h, tabK[sq.tab + p / bt], blocks, bt, D);
-				const unsigned char* vt = kvq_tile(vbase, vfmt, h, tabV[sq.tab + p / bt], blocks, bt, D);
-				kv = kvq_tile_value(kt, kfmt, ks, bt, D, p % bt, d);
-				vv = kvq_tile_value(vt, vfmt, vs, bt, D, p % bt, d);
+	int stage = 0;
+	for (int p0 = pt0; p0 < c1; p0 += KVQ_QD_TK) {
+		if (VEC) kvq_cp_wait<0>(); // this tile's bytes have landed
+		__syncthreads();           // and are visible; the previous tile's readers are done
+		if (VEC) {
+			unsigned char* rk = raw + stage * (kraw + vraw);
+			if (p0 + KVQ_QD_TK < c1) { // the next tile's bytes, into the other stage
+				unsigned char* nk = raw + (stage ^ 1) * (kraw + vraw);
+				kvq_qtile_issue(nk, kbase, kfmt, tk, p0 + KVQ_QD_TK, c1, h, blocks, bt, D, tid);
+				kvq_qtile_issue(nk + kraw, vbase, vfmt, tv, p0 + KVQ_QD_TK, c1, h, blocks, bt, D, tid);
 			}
-			Ks[cc][d] = kv;
-			Vs[cc][d] = vv;
+			kvq_cp_commit();
+			kvq_qdec_tile<(VEC ? F : KVQ_KV_Q80), D>(Ks, L::LD, rk, kfmt, ks, lut, p0, c0, c1, tid);
+			kvq_qdec_tile<(VEC ? F : KVQ_KV_Q80), D>(Vs, L::LD, rk + kraw, vfmt, vs, lut, p0, c0, c1, tid);
+			stage ^= 1;
+		} else {
+			for (int e = tid; e < KVQ_QD_TK * D; e += KVQ_QD_THREADS) {
+				int cc = e / D, d = e - cc * D, p = p0 + cc;
+				float kv = 0.f, vv = 0.f;
+				if (p >= c0 && p < c1) {
+					const unsigned char* kt = kvq_tile(kbase, kfmt, h, tk[p / bt], blocks, bt, D);
+					const unsigned char* vt = kvq_tile(vbase, vfmt, h, tv[p / bt], blocks, bt, D);
+					kv = kvq_tile_value(kt, kfmt, ks, bt, D, p % bt, d);
+					vv = kvq_tile_value(vt, vfmt, vs, bt, D, p % bt, d);
+				}
+				Ks[cc * L::LD + d] = kv;
+				Vs[cc * L::LD + d] = vv;
+			}
 		}
 		__syncthreads();
 		for (int e = tid; e < nrows * KVQ_QD_TK; e += KVQ_QD_THREADS) {
 			int r = e / KVQ_QD_TK, cc = e - r * KVQ_QD_TK, p = p0 + cc;
 			int tp = sq.pos + (r0 + r) / nq; // the row's token's position
+			const float* qr = Qs + r * D;
+			const float* kr = Ks + cc * L::LD;
 			float sc = 0.f;
 #pragma unroll 8
-			for (int d = 0; d < D; d++) sc += Qs[r][d] * Ks[cc][d];
-			Ps[r][cc] = (p < c1 && p <= tp && p >= kvq_from(tp, window)) ? sc : KVQ_NEG_INF;
+			for (int d = 0; d < D; d++) sc += qr[d] * kr[d];
+			Ps[r * (KVQ_QD_TK + 1) + cc] = (p >= c0 && p < c1 && p <= tp && p >= kvq_from(tp, window)) ? sc : KVQ_NEG_INF;
 		}
 		__syncthreads();
 		int warp = tid >> 5, lane = tid & 31;
 		for (int r = warp; r < nrows; r += KVQ_QD_THREADS / 32) {
-			float v = Ps[r][lane];
+			float* pr = Ps + r * (KVQ_QD_TK + 1);
+			float v = pr[lane];
 			float mn = fmaxf(Ms[r], kvq_warp_max(v));
 			float pv = mn == KVQ_NEG_INF ? 0.f : exp2f(v - mn);
 			float corr = mn == KVQ_NEG_INF ? 1.f : exp2f(Ms[r] - mn);
 			float sum = kvq_warp_sum(pv);
-			Ps[r][lane] = pv;
+			pr[lane] = pv;
 			__syncwarp();
 			if (lane == 0) {
 				Ls[r] = Ls[r] * corr + sum;
@@ -902,22 +1169,36 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 			}
 		}
 		__syncthreads();
+		if (oact) {
 #pragma unroll
-		for (int k = 0; k < NR; k++) {
-			int r = orow + k * RS;
-			if (r < nrows) {
-				float a = acc[k] * Cs[r];
+			for (int k = 0; k < NR; k++) {
+				int r = orow + k * RS;
+				if (r < nrows) {
+					const float* pr = Ps + r * (KVQ_QD_TK + 1);
+#pragma unroll
+					for (int n = 0; n < ND; n++) {
+						int d = od + n * KVQ_QD_THREADS;
+						if (d < D) {
+							float a = acc[k][n] * Cs[r];
 #pragma unroll 8
-				for (int cc = 0; cc < KVQ_QD_TK; cc++) a += Ps[r][cc] * Vs[cc][od];
-				acc[k] = a;
+							for (int cc = 0; cc < KVQ_QD_TK; cc++) a += pr[cc] * Vs[cc * L::LD + d];
+							acc[k][n] = a;
+						}
+					}
+				}
 			}
 		}
 	}
+	if (!oact) return;
 #pragma unroll
 	for (int k = 0; k < NR; k++) {
 		int r = orow + k * RS;
 		if (r < nrows) {
-			part[(item * rstride + r) * D + od] = acc[k];
+#pragma unroll
+			for (int n = 0; n < ND; n++) {
+				int d = od + n * KVQ_QD_THREADS;
+				if (d < D) part[(item * rstride + r) * D + d] = acc[k][n];
+			}
 			if (od == 0) {
 				ml[(item * rstride + r) * 2] = Ms[r];
 				ml[(item * rstride + r) * 2 + 1] = Ls[r];
@@ -926,16 +1207,37 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 	}
 }
 
-#define KVQ_QDECODE(D)                                                                                           \
-	KVQ_KERNEL void kvq_attn_qdecode_d##D(const void* kbase, const void* vbase, int kfmt, int vfmt,               \
-	                                      const float* kscales, const float* vscales, int blocks, int bt,         \
-	                                      const int* seqs, const int* tabK, const int* tabV, const float* q,      \
-	                                      float* part, float* ml, int heads, int kvHeads, int window, float scale, \
-	                                      int chunk, int maxChunks, int groups, int limit, int rstride) {         \
-		kvq_attn_qdecode<D>(kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK, tabV, q, part, ml, \
-		                    heads, kvHeads, window, scale, chunk, maxChunks, groups, limit, rstride);            \
+#define KVQ_QDECODE(NAME, F, D)                                                                                  \
+	KVQ_KERNEL void kvq_attn_qdecode##NAME##_d##D(const void* kbase, const void* vbase, int kfmt, int vfmt,      \
+	                                              const float* kscales, const float* vscales, int blocks, int bt, \
+	                                              const int* seqs, const int* tabK, const int* tabV,            \
+	                                              const float* q, float* part, float* ml, int heads,            \
+	                                              int kvHeads, int window, float scale, int chunk,              \
+	                                              int maxChunks, int groups, int limit, int rstride) {          \
+		kvq_attn_qdecode<D, F>(kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK, tabV, q, part,  \
+		                       ml, heads, kvHeads, window, scale, chunk, maxChunks, groups, limit, rstride);       \
 	}                                                                                                            \
-	KVQ_REGISTER(kvq_attn_qdecode_d##D)
+	KVQ_REGISTER(kvq_attn_qdecode##NAME##_d##D)
 
-KVQ_QDECODE(64)
-KVQ_QDECODE(128)
+// The vector loaders for the common head sizes (64, 128); 96 and 256 go
+// through the generic loader (each instantiation adds about 350 KB of PTX
+// and seconds of JIT compilation at module load).
+#define KVQ_QDECODE_DIMS(NAME, F) \
+	KVQ_QDECODE(NAME, F, 64)      \
+	KVQ_QDECODE(NAME, F, 128)
+
+KVQ_QDECODE(, KVQ_QD_GENERIC, 64)
+KVQ_QDECODE(, KVQ_QD_GENERIC, 96)
+KVQ_QDECODE(, KVQ_QD_GENERIC, 128)
+KVQ_QDECODE(, KVQ_QD_GENERIC, 256)
+KVQ_QDECODE_DIMS(_e4m3, KVQ_KV_E4M3)
+KVQ_QDECODE_DIMS(_e5m2, KVQ_KV_E5M2)
+KVQ_QDECODE_DIMS(_q8_0, KVQ_KV_Q80)
+KVQ_QDECODE_DIMS(_q4_0, KVQ_KV_Q40)
+KVQ_QDECODE_DIMS(_q4_1, KVQ_KV_Q41)
+KVQ_QDECODE_DIMS(_q5_0, KVQ_KV_Q50)
+KVQ_QDECODE_DIMS(_q5_1, KVQ_KV_Q51)
+KVQ_QDECODE_DIMS(_iq4_nl, KVQ_KV_IQ4NL)
+KVQ_QDECODE_DIMS(_int8, KVQ_KV_INT8)
+KVQ_QDECODE_DIMS(_int4, KVQ_KV_INT4)
+KVQ_QDECODE_DIMS(_int2, KVQ_KV_INT2)

@@ -34,7 +34,8 @@ import (
 // KVQ_BENCH_CACHE picks the cache spec (default fp16) and KVQ_BENCH_DEPTH
 // the context the tokens are decoded at (default 0): that many tokens are
 // prefilled once, and every decode runs in a fork of them that is dropped
-// afterwards (llama-batched-bench's S_TG at -npp depth -ntg 8 -npl 1).
+// afterwards (llama-batched-bench's S_TG at -npp depth -ntg 8 -npl 1);
+// that one prefill's tokens/s is reported too (its S_PP).
 //
 // It reports each variant's median tokens/s, "speedup" (the median over
 // rounds of the second variant's time over the first's; for the load
@@ -54,10 +55,13 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 	if err := c.AddSeq(0); err != nil {
 		b.Fatal(err)
 	}
+	var depthSecs float64
 	if depth > 0 {
+		t0 := time.Now()
 		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: tokens(depth, m.Vocab, 3), Logits: kvrt.NoLogits}}); err != nil {
 			b.Fatal(err)
 		}
+		depthSecs = time.Since(t0).Seconds()
 	}
 	decode := func() time.Duration {
 		if err := c.Fork(1, 0); err != nil {
@@ -130,6 +134,9 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		b.ReportMetric(1/median(ratios), "loaded-of-idle")
 	case len(ratios) > 0:
 		b.ReportMetric(median(ratios), "speedup")
+	}
+	if depth > 0 {
+		b.ReportMetric(float64(depth)/depthSecs, "depth-prefill-tok/s") // one run, as S_PP
 	}
 	b.ReportMetric(bw/1e9, "GB/s-mem")
 	b.ReportMetric(wb/1e6, "MB-weights/tok")

@@ -91,8 +91,23 @@ const chunksPerWorker = 16
 // compute each element the same way whatever chunk holds it. When the work
 // is smaller than minChunk per worker it runs on the calling goroutine.
 func (w Workers) ForChunks(n, align, minChunk int, fn func(lo, hi int)) {
+	w.ForTask(n, align, minChunk, funcTask(fn))
+}
+
+// Task is the work of ForTask: Run computes elements [lo, hi).
+type Task interface{ Run(lo, hi int) }
+
+// funcTask makes a function a Task.
+type funcTask func(lo, hi int)
+
+func (f funcTask) Run(lo, hi int) { f(lo, hi) }
+
+// ForTask is ForChunks with the work as a Task: a caller that keeps its
+// Task (a pointer to a struct it reuses) makes calls that allocate
+// nothing, where a closure passed to ForChunks is allocated every call.
+func (w Workers) ForTask(n, align, minChunk int, t Task) {
 	if staticSplit.Load() {
-		w.For(n, align, minChunk, fn)
+		w.For(n, align, minChunk, t.Run)
 		return
 	}
 	k, units, align := w.split(n, align, minChunk)
@@ -100,27 +115,45 @@ func (w Workers) ForChunks(n, align, minChunk int, fn func(lo, hi int)) {
 		return
 	}
 	if k == 1 {
-		fn(0, n)
+		t.Run(0, n)
 		return
 	}
 	per := max(1, units/(k*chunksPerWorker))
-	j := &job{n: n, step: per * align, fn: fn, done: make(chan struct{}, 1)}
+	j := jobs.Get().(*job)
+	j.n, j.step, j.t = n, per*align, t
 	j.chunks = (units + per - 1) / per
+	j.next.Store(0)
 	j.left.Store(int64(j.chunks))
+	j.users.Store(int32(k))
 	for i := 0; i < k-1; i++ {
 		wake(j)
 	}
 	j.run()
 	<-j.done
+	j.release()
 }
 
-// job is one ForChunks call: chunks of step elements, next is the next
-// chunk to take and left the chunks not yet finished.
+// job is one ForTask call: chunks of step elements, next is the next
+// chunk to take and left the chunks not yet finished; users counts the
+// goroutines (caller and helpers) that still hold it, the last of which
+// returns it to jobs.
 type job struct {
 	n, step, chunks int
-	fn              func(lo, hi int)
+	t               Task
 	next, left      atomic.Int64
+	users           atomic.Int32
 	done            chan struct{} // gets a value when left reaches 0
+}
+
+// jobs recycles jobs (and their done channels) between calls.
+var jobs = sync.Pool{New: func() any { return &job{done: make(chan struct{}, 1)} }}
+
+// release drops one user of j, recycling it after the last.
+func (j *job) release() {
+	if j.users.Add(-1) == 0 {
+		j.t = nil
+		jobs.Put(j)
+	}
 }
 
 // run computes chunks of j until none is left to take.
@@ -131,7 +164,7 @@ func (j *job) run() {
 			return
 		}
 		lo := c * j.step
-		j.fn(lo, min(j.n, lo+j.step))
+		j.t.Run(lo, min(j.n, lo+j.step))
 		if j.left.Add(-1) == 0 {
 			j.done <- struct{}{}
 		}
@@ -169,6 +202,7 @@ func wake(j *job) {
 func helper(c chan *job) {
 	for j := range c {
 		j.run()
+		j.release()
 		pool.Lock()
 		if len(pool.idle) >= maxIdle {
 			pool.Unlock()

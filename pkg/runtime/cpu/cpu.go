@@ -14,6 +14,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
@@ -168,21 +169,42 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	if nt >= pack {
 		align = simd.MatMulPackRows
 	}
-	workers.ForChunks(rows, align, per, func(lo, hi int) {
-		for r := lo; r < hi; r += rowStep {
-			for t := 0; t < nt; {
-				if stopped(done) {
-					return
-				}
-				n := min(tokStep, nt-t)
-				if nt >= pack && nt-t-n < pack {
-					n = nt - t // no last run below the packed path's threshold
-				}
-				matMulRows(dst[t*rows:], x[t*cols:], n, w, r, min(hi, r+rowStep))
-				t += n
+	t := mmTasks.Get().(*mmTask)
+	*t = mmTask{dst: dst, x: x, nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
+	workers.ForTask(rows, align, per, t)
+	*t = mmTask{}
+	mmTasks.Put(t)
+}
+
+// mmTask is one matMul call's work over row chunks, recycled through
+// mmTasks so that a decode step's matrix products allocate nothing.
+type mmTask struct {
+	dst, x                 []float32
+	nt                     int
+	w                      *tensor.Weight
+	done                   <-chan struct{}
+	rowStep, tokStep, pack int
+}
+
+var mmTasks = sync.Pool{New: func() any { return new(mmTask) }}
+
+// Run computes weight rows [lo, hi) for every token row, in runs of
+// rowStep rows by tokStep tokens that stop once done is closed.
+func (m *mmTask) Run(lo, hi int) {
+	rows, cols, nt := m.w.Rows, m.w.Cols, m.nt
+	for r := lo; r < hi; r += m.rowStep {
+		for t := 0; t < nt; {
+			if stopped(m.done) {
+				return
 			}
+			n := min(m.tokStep, nt-t)
+			if nt >= m.pack && nt-t-n < m.pack {
+				n = nt - t // no last run below the packed path's threshold
+			}
+			matMulRows(m.dst[t*rows:], m.x[t*cols:], n, m.w, r, min(hi, r+m.rowStep))
+			t += n
 		}
-	})
+	}
 }
 
 // packTokens is the number of token rows from which simd's matrix
@@ -306,8 +328,9 @@ func (b *Backend) SwiGLU(gate, up backend.Tensor, n int) {
 	})
 }
 
-// swigluChunk is the fewest values of SwiGLU worth a goroutine.
-const swigluChunk = 4096
+// swigluChunk is the fewest values of SwiGLU worth a goroutine (a
+// decode step's 8192 values take about 10 µs on one).
+const swigluChunk = 1 << 15
 
 // Add implements backend.Backend.
 func (b *Backend) Add(dst, src backend.Tensor, n int) {

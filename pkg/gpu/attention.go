@@ -163,7 +163,18 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, lay
 // layer's caches: fp16 or bf16, K and V alike, head size 64, 96 or 128.
 func (at *attnArgs) tensorCores() bool {
 	c := at.ks.code
-	return c == at.vs.code && (c == kvF16 || c == kvBF16) && decodeDim(at.s.l.HeadDim)
+	return c == at.vs.code && (c == kvF16 || c == kvBF16) && decodeDim(at.s.l.HeadDim) && !at.windowed()
+}
+
+// windowed reports whether a side of the layer keeps fp16 window rows:
+// only the per-value loaders (reference, prefill, the generic quantized
+// decode) look positions up in the windows.
+func (at *attnArgs) windowed() bool { return at.ks.windowed() || at.vs.windowed() }
+
+// win appends the window operands of the attention kernels (kwin, vwin,
+// kwr, vwr).
+func (at *attnArgs) win(a args) args {
+	return a.ptr(at.ks.win).ptr(at.vs.win).int(at.ks.wrows).int(at.vs.wrows)
 }
 
 // quantized reports whether the quantized decode kernel (CUDA cores)
@@ -189,7 +200,7 @@ func (at *attnArgs) qdecodeKernel() (string, int) {
 	dim, bt := at.s.l.HeadDim, at.s.l.BlockTokens
 	fam, ok := qdecodeFamilies[at.ks.kind()]
 	vec := ok && at.ks.kind() == at.vs.kind() && (dim == 64 || dim == 128) && (bt == 8 || bt == 16 || bt%32 == 0) &&
-		at.ks.rowBytes%2 == 0 && at.vs.rowBytes%2 == 0 && !at.s.qgeneric
+		at.ks.rowBytes%2 == 0 && at.vs.rowBytes%2 == 0 && !at.s.qgeneric && !at.windowed()
 	shared := qdecodeShared(dim, 0, 0)
 	if vec {
 		if n := qdecodeShared(dim, at.ks.rowBytes, at.vs.rowBytes); n <= qdecodeMaxShared {
@@ -238,10 +249,10 @@ type attnArgs struct {
 func (at *attnArgs) ref() {
 	s, m := at.s, at.m
 	s.b.launch("kvq_attn_ref", dim3{uint32(m.maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{1, 1, 1}, 0,
-		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
+		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
 			ptr(at.ks.scales).ptr(at.vs.scales).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
 			ptr(m.at(at.shK.runs)).ptr(m.at(at.shK.runIdx)).ptr(m.at(at.shV.runs)).ptr(m.at(at.shV.runIdx)).
-			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale))
+			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale)))
 }
 
 // prefill launches the prefill kernel for the sequences with more than
@@ -260,9 +271,9 @@ func (at *attnArgs) prefill(limit int) {
 	dim := s.l.HeadDim
 	s.b.launchShared(fmt.Sprintf("kvq_attn_prefill_d%d", dim), dim3{uint32(tiles), uint32(s.l.KVHeads), uint32(len(m.seqs))},
 		dim3{attnThreads, 1, 1}, prefillShared(dim),
-		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
+		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
 			ptr(at.ks.scales).ptr(at.vs.scales).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
-			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles))
+			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles)))
 }
 
 // decode launches the decode and merge kernels for the sequences with at
@@ -313,10 +324,10 @@ func (at *attnArgs) decode(limit int) {
 		name, shared := at.qdecodeKernel()
 		s.b.launchShared(name, dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
 			dim3{attnThreads, 1, 1}, shared,
-			args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).ptr(at.ks.scales).ptr(at.vs.scales).
+			at.win(args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).ptr(at.ks.scales).ptr(at.vs.scales).
 				int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
-				int(chunk).int(chunks).int(groups).int(limit).int(rstride))
+				int(chunk).int(chunks).int(groups).int(limit).int(rstride)))
 	} else if chunks > 0 {
 		name, qsplit := "kvq_attn_decode_f16", 2
 		if at.ks.code == kvBF16 {

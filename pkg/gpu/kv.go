@@ -290,6 +290,13 @@ type Storage struct {
 	gen  uint64
 	meta planMeta
 	rd   []byte // Read's staging buffer
+	// fp16 windows: slots handed out (nwin), free ones, the capacity of
+	// the window buffers, and the layer sides whose saves this step ran
+	// (Restore writes them back).
+	nwin, winCap int
+	freeWin      []int
+	saved        [][2]int
+	fp16         quant.Codec
 	// Tests force an attention path and the decode chunk (0: chosen),
 	// and the quantized decode's generic loader.
 	path     attnPath
@@ -308,15 +315,24 @@ type kvSide struct {
 	tileBytes int
 	kvFmt
 	scales devptr // fp8: the scale of each KV head (float32s), else 0
+	// fp16 windows: the buffer of winCap slots of KVHeads × wrows rows
+	// (0 when the side has none).
+	win   devptr
+	wrows int
 }
+
+// windowed reports whether the side keeps fp16 window rows.
+func (sd *kvSide) windowed() bool { return sd.wrows > 0 }
 
 // storageMem is what a Storage holds on the device, buried by a cleanup
 // once the Storage is unreachable.
 type storageMem struct {
 	dead    *graveyard
 	pages   []devptr
+	wins    map[devptr]bool // window buffers (replaced when they grow)
 	meta    devbuf
 	scratch devbuf
+	undo    devbuf // the step's saved window rows
 }
 
 func (m *storageMem) release(d driver) {
@@ -324,8 +340,13 @@ func (m *storageMem) release(d driver) {
 		d.free(p)
 	}
 	m.pages = nil
+	for p := range m.wins {
+		d.free(p)
+	}
+	m.wins = nil
 	m.meta.release(d)
 	m.scratch.release(d)
+	m.undo.release(d)
 }
 
 // devbuf is a device buffer that grows.
@@ -365,8 +386,9 @@ func (buf *devbuf) release(d driver) {
 }
 
 // NewStorage implements kvcache.Allocator. It fails, wrapping
-// backend.ErrUnsupported, for layouts with formats SupportsKV refuses or
-// with fp16 windows.
+// backend.ErrUnsupported, for layouts with formats SupportsKV refuses,
+// token groups (staging rows) or pre-RoPE keys; sink and residual fp16
+// windows are kept on the device.
 func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 	l := p.Layout
 	if p.Blocks <= 0 {
@@ -374,7 +396,12 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 	}
 	b.reap()
 	s := &Storage{b: b, l: l, codecs: p.Codecs, blocks: p.Blocks, rope: p.RoPE,
-		sides: make([][2]kvSide, len(l.Layers)), mem: &storageMem{dead: b.kv.dead}}
+		sides: make([][2]kvSide, len(l.Layers)), mem: &storageMem{dead: b.kv.dead, wins: map[devptr]bool{}}}
+	fp, err := quant.FP16.NewCodec(quant.CodecParams{Dim: l.HeadDim})
+	if err != nil {
+		return nil, err
+	}
+	s.fp16 = fp
 	var scales []float32 // fp8 sides' scales, KVHeads per side
 	for i := range l.Layers {
 		for j, side := range [2]*kvcache.Side{&l.Layers[i].K, &l.Layers[i].V} {
@@ -385,9 +412,10 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 			if err != nil {
 				return nil, fmt.Errorf("layer %d: %w", i, err)
 			}
-			if sh := side.Shape(); sh.Windowed() || sh.Group > 1 || side.PreRoPE {
-				return nil, fmt.Errorf("%w: gpu: layer %d %s: fp16 windows and token groups have no CUDA kernel yet", backend.ErrUnsupported, i, side.Format.Name())
+			if sh := side.Shape(); sh.Group > 1 || sh.Staging > 0 || side.PreRoPE {
+				return nil, fmt.Errorf("%w: gpu: layer %d %s: token groups (staging rows) and pre-RoPE keys have no CUDA kernel yet", backend.ErrUnsupported, i, side.Format.Name())
 			}
+			s.sides[i][j].wrows = side.WindowRows()
 			if want := l.BlockTokens * kf.rowBytes; side.TileBytes != want {
 				return nil, fmt.Errorf("%w: gpu: layer %d %s tile of %d bytes, want %d", kvcache.ErrGeometry, i, side.Format.Name(), side.TileBytes, want)
 			}
@@ -477,32 +505,129 @@ func (s *Storage) blockOp(dst, src int) {
 	}
 }
 
-// AllocWindow implements kvcache.Storage. The storage's layouts have no
-// windows (NewStorage refuses those that do), so a cache never asks.
-func (s *Storage) AllocWindow() (int, error) {
-	return 0, fmt.Errorf("%w: gpu: fp16 KV windows have no CUDA kernel yet", backend.ErrUnsupported)
+// slotBytes is the bytes of one window slot of side sd: KVHeads × wrows
+// fp16 rows.
+func (s *Storage) slotBytes(sd *kvSide) int64 {
+	return int64(s.l.KVHeads) * int64(sd.wrows) * int64(2*s.l.HeadDim)
 }
 
-// FreeWindow implements kvcache.Storage (no windows: nothing to free).
-func (s *Storage) FreeWindow(w int) {}
+// AllocWindow implements kvcache.Storage: a free slot, or a new one; the
+// window buffers grow (doubling, contents kept) when every slot is used.
+func (s *Storage) AllocWindow() (int, error) {
+	if n := len(s.freeWin); n > 0 {
+		w := s.freeWin[n-1]
+		s.freeWin = s.freeWin[:n-1]
+		return w, nil
+	}
+	if s.nwin == s.winCap {
+		if err := s.growWindows(max(4, 2*s.winCap)); err != nil {
+			return 0, fmt.Errorf("gpu: KV windows of %d slots: %w", 2*s.winCap, err)
+		}
+	}
+	s.nwin++
+	return s.nwin - 1, nil
+}
 
-// CopyWindow implements kvcache.Storage (no windows: nothing to copy).
-func (s *Storage) CopyWindow(dst, src int) {}
-
-// Restore implements kvcache.Storage. Without windows a step saves
-// nothing (no OpSave), so there is nothing to restore; the step's plan
-// upload ends.
-func (s *Storage) Restore() { s.gen++ }
-
-// Discard implements kvcache.Storage; the step's plan upload ends.
-func (s *Storage) Discard() { s.gen++ }
-
-// HeldBytes implements kvcache.Storage: the tile buffers.
-func (s *Storage) HeldBytes() int64 {
-	var n int64
+// growWindows makes every windowed side's buffer hold slots slots,
+// copying the old slots (through the host: growth is rare).
+func (s *Storage) growWindows(slots int) error {
+	var tmp []byte
 	for i := range s.sides {
 		for j := range s.sides[i] {
-			n += int64(s.l.KVHeads) * int64(s.blocks) * int64(s.sides[i][j].tileBytes)
+			sd := &s.sides[i][j]
+			if !sd.windowed() {
+				continue
+			}
+			sb := s.slotBytes(sd)
+			p, err := s.b.d.alloc(int64(slots) * sb)
+			if err != nil {
+				return err
+			}
+			s.mem.wins[p] = true
+			if err := s.b.d.memset8(p, 0, int64(slots)*sb); err != nil {
+				return err
+			}
+			if old := int64(s.winCap) * sb; sd.win != 0 && old > 0 {
+				if int64(cap(tmp)) < old {
+					tmp = make([]byte, old)
+				}
+				if err := s.b.d.dtoh(unsafe.Pointer(&tmp[0]), sd.win, old); err != nil {
+					return err
+				}
+				if err := s.b.d.htod(p, unsafe.Pointer(&tmp[0]), old); err != nil {
+					return err
+				}
+				// Work issued before has finished (the copies wait for it).
+				s.b.d.free(sd.win)
+				delete(s.mem.wins, sd.win)
+			}
+			sd.win = p
+		}
+	}
+	s.winCap = slots
+	return nil
+}
+
+// FreeWindow implements kvcache.Storage; the slot is kept for the next
+// AllocWindow.
+func (s *Storage) FreeWindow(w int) { s.freeWin = append(s.freeWin, w) }
+
+// CopyWindow implements kvcache.Storage: one kernel per windowed side.
+func (s *Storage) CopyWindow(dst, src int) {
+	for i := range s.sides {
+		for j := range s.sides[i] {
+			sd := &s.sides[i][j]
+			if !sd.windowed() {
+				continue
+			}
+			sb := s.slotBytes(sd)
+			gx := max(1, min(64, int((sb+16*256-1)/(16*256))))
+			s.b.launch("kvq_kv_block", dim3{uint32(gx), 1, 1}, dim3{256, 1, 1}, 0,
+				args{}.ptr(sd.win).int(0).int(int(sb)).int(dst).int(src))
+		}
+	}
+}
+
+// Restore implements kvcache.Storage: the window rows that this step's
+// saves (OpSave) copied to the undo buffer are written back, and the
+// step's plan upload ends.
+func (s *Storage) Restore() {
+	m := &s.meta
+	if m.plan != nil && m.gen == s.gen {
+		for _, ls := range s.saved {
+			layer, j := ls[0], ls[1]
+			sh := &m.shapes[m.plan.SideShape[layer][j]]
+			sd := &s.sides[layer][j]
+			s.b.launch("kvq_kv_restore", dim3{uint32(sh.nsaves), 1, 1}, dim3{256, 1, 1}, 0,
+				args{}.ptr(sd.win).ptr(s.undoAt(m, layer, j)).ptr(m.at(sh.ops)).int(sh.nsaves).
+					int(s.l.KVHeads).int(s.l.HeadDim).int(sd.wrows))
+		}
+	}
+	s.Discard()
+}
+
+// Discard implements kvcache.Storage; the step's plan upload ends.
+func (s *Storage) Discard() {
+	s.saved = s.saved[:0]
+	s.gen++
+}
+
+// undoAt is the first undo entry of a layer side in step m.
+func (s *Storage) undoAt(m *planMeta, layer, j int) devptr {
+	return s.mem.undo.p + devptr(int64(layer*2+j)*int64(m.maxSaves)*int64(s.l.KVHeads*s.l.HeadDim*2))
+}
+
+// HeldBytes implements kvcache.Storage: the tile buffers and the windows
+// of the slots in use (as the CPU storage counts them; the window buffers'
+// spare capacity is not counted).
+func (s *Storage) HeldBytes() int64 {
+	var n int64
+	live := int64(s.nwin - len(s.freeWin))
+	for i := range s.sides {
+		for j := range s.sides[i] {
+			sd := &s.sides[i][j]
+			n += int64(s.l.KVHeads) * int64(s.blocks) * int64(sd.tileBytes)
+			n += live * s.slotBytes(sd)
 		}
 	}
 	return n
@@ -529,10 +654,24 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 		if p0 >= p1 {
 			continue
 		}
-		if r.Block < 0 {
-			panic("gpu: a run in an fp16 window of a storage without windows")
-		}
 		row, cnt := int(r.Row)+p0-int(r.Pos), p1-p0
+		if r.Block < 0 {
+			if !sd.windowed() {
+				panic("gpu: a run in an fp16 window of a side without windows")
+			}
+			n := cnt * 2 * dim
+			if cap(s.rd) < n {
+				s.rd = make([]byte, n)
+			}
+			buf := s.rd[:n]
+			off := ((int64(win)*int64(s.l.KVHeads)+int64(h))*int64(sd.wrows) + int64(row)) * int64(2*dim)
+			if err := s.b.d.dtoh(unsafe.Pointer(&buf[0]), sd.win+devptr(off), int64(n)); err != nil {
+				s.b.fail(err)
+				return
+			}
+			s.fp16.Decode(dst[(p0-from)*dim:(p1-from)*dim], buf, 0, cnt)
+			continue
+		}
 		// Rows of contiguous formats are downloaded alone; int tiles
 		// (scales, zeros, codes in regions) whole.
 		off := (int64(h)*int64(s.blocks) + int64(r.Block)) * int64(sd.tileBytes)
@@ -585,6 +724,9 @@ type planMeta struct {
 	seqs   []seqMeta
 	shapes []shapeMeta
 	maxN   int
+	// maxSaves is the most OpSave's of a shape: the undo entries of each
+	// layer side.
+	maxSaves int
 }
 
 // seqMeta is what the host needs of a sequence's step to shape launches.
@@ -598,7 +740,23 @@ type seqMeta struct {
 type shapeMeta struct {
 	tab, runs, runIdx, ops int
 	nops, maxSrc           int
+	nsaves                 int // the first nsaves ops are OpSave's
+	nplan                  int // len(Plan.Writes[shape])
 }
+
+// Window runs per sequence and shape in the metadata (kernels/attn.cu,
+// KVQ_WIN_INTS, KVQ_WIN_RUNS): a header before each block table.
+const (
+	winInts = 20
+	winRuns = 6
+)
+
+// Write op kinds of the kernels (kernels/kvwrite.cu, KVQ_OP_*).
+const (
+	opEncode = 0
+	opWindow = 1
+	opSave   = 2
+)
 
 // Sequence table entries (kernels/attn.cu, KVQ_SEQ_INTS).
 const seqInts = 8
@@ -618,7 +776,7 @@ func (m *planMeta) matches(p *kvcache.Plan) bool {
 		}
 	}
 	for k := range p.Writes {
-		if len(p.Writes[k]) != m.shapes[k].nops {
+		if len(p.Writes[k]) != m.shapes[k].nplan {
 			return false
 		}
 	}
@@ -646,6 +804,9 @@ func (s *Storage) prepare(p *kvcache.Plan) *planMeta {
 	if m.err == nil {
 		m.err = m.dev.ensure(s.b, int64(4*max(1, len(m.host))))
 	}
+	if m.err == nil && m.maxSaves > 0 {
+		m.err = s.mem.undo.ensure(s.b, int64(len(s.sides)*2*m.maxSaves*s.l.KVHeads*s.l.HeadDim*2))
+	}
 	if m.err == nil && len(m.host) > 0 {
 		m.err = s.b.d.htod(m.dev.p, unsafe.Pointer(&m.host[0]), int64(4*len(m.host)))
 	}
@@ -664,9 +825,9 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 	m.host = m.host[:0]
 	m.seqs = m.seqs[:0]
 	m.shapes = m.shapes[:0]
-	m.maxN = 0
-	// The sequence table, then per shape: block tables, runs, run index,
-	// ops.
+	m.maxN, m.maxSaves = 0, 0
+	// The sequence table, then per shape: block tables (each after its
+	// window runs), runs, run index, ops.
 	m.host = append(m.host, make([]int32, nseq*seqInts)...)
 	tabLen := 0
 	for i, st := range p.Seqs {
@@ -674,7 +835,8 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 			return fmt.Errorf("gpu: plan sequence %d with %d tokens at %d", st.Seq, st.N, st.Pos)
 		}
 		e := m.host[i*seqInts : (i+1)*seqInts]
-		e[0], e[1], e[2], e[4] = int32(st.Row), int32(st.N), int32(st.Pos), int32(tabLen)
+		tabLen += winInts
+		e[0], e[1], e[2], e[4], e[5] = int32(st.Row), int32(st.N), int32(st.Pos), int32(tabLen), int32(st.Window)
 		if st.Exact {
 			e[3] = 1
 		}
@@ -683,7 +845,7 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 		m.maxN = max(m.maxN, st.N)
 	}
 	for k := range p.Writes {
-		sh := shapeMeta{tab: len(m.host)}
+		sh := shapeMeta{tab: len(m.host), nplan: len(p.Writes[k])}
 		m.host = append(m.host, make([]int32, tabLen)...)
 		tab := m.host[sh.tab:]
 		for i, st := range p.Seqs {
@@ -691,22 +853,33 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 				return fmt.Errorf("gpu: plan sequence %d has no runs for shape %d", st.Seq, k)
 			}
 			base := int(m.host[i*seqInts+4])
+			hdr := tab[base-winInts : base]
 			nblk := (st.Pos + st.N + bt - 1) / bt
 			for b := 0; b < nblk; b++ {
 				tab[base+b] = -1
 			}
+			covered := 0 // positions in window runs
 			for _, r := range st.Runs[k] {
 				if r.Block < 0 {
-					return fmt.Errorf("%w: gpu: sequence %d reads positions from an fp16 window", backend.ErrUnsupported, st.Seq)
+					n := int(hdr[0])
+					if n == winRuns || st.Window < 0 {
+						return fmt.Errorf("%w: gpu: sequence %d reads more than %d fp16 window runs (or has no window)", backend.ErrUnsupported, st.Seq, winRuns)
+					}
+					hdr[1+3*n], hdr[2+3*n], hdr[3+3*n] = r.Pos, r.N, r.Row
+					hdr[0]++
+					covered += int(r.N)
+					continue
 				}
 				if int(r.Block) >= s.blocks || int(r.Row) != int(r.Pos)%bt || int(r.Row+r.N) > bt || int(r.Pos+r.N) > st.Pos+st.N {
 					return fmt.Errorf("gpu: sequence %d: run %+v does not fit %d-token blocks of a pool of %d", st.Seq, r, bt, s.blocks)
 				}
 				tab[base+int(r.Pos)/bt] = r.Block
 			}
-			for b := 0; b < nblk; b++ {
-				if tab[base+b] < 0 {
-					return fmt.Errorf("gpu: sequence %d: runs leave positions [%d, %d) unplaced", st.Seq, b*bt, (b+1)*bt)
+			if covered == 0 {
+				for b := 0; b < nblk; b++ {
+					if tab[base+b] < 0 {
+						return fmt.Errorf("gpu: sequence %d: runs leave positions [%d, %d) unplaced", st.Seq, b*bt, (b+1)*bt)
+					}
 				}
 			}
 		}
@@ -723,18 +896,45 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 			n += int32(len(st.Runs[k]))
 			m.host = append(m.host, n)
 		}
+		// Ops: the saves first (they read the rows before the step
+		// writes them), then the writes, of which only the last to a
+		// window row (a step longer than the ring writes a row twice; the
+		// runs read the later position).
 		sh.ops = len(m.host)
-		for _, op := range p.Writes[k] {
-			if op.Kind != kvcache.OpEncode {
-				return fmt.Errorf("%w: gpu: write op kind %d (fp16 windows)", backend.ErrUnsupported, op.Kind)
+		last := map[[2]int32]int{}
+		for i, op := range p.Writes[k] {
+			switch op.Kind {
+			case kvcache.OpSave:
+				m.host = append(m.host, opSave, int32(sh.nsaves), op.Win, op.Row)
+				sh.nsaves++
+			case kvcache.OpWindow:
+				last[[2]int32{op.Win, op.Row}] = i
 			}
-			if op.Src < 0 || op.Block < 0 || int(op.Block) >= s.blocks || op.Slot < 0 || int(op.Slot) >= bt {
-				return fmt.Errorf("gpu: write op %+v outside a pool of %d blocks of %d tokens", op, s.blocks, bt)
-			}
-			m.host = append(m.host, op.Src, op.Block, op.Slot)
-			sh.maxSrc = max(sh.maxSrc, int(op.Src))
 		}
-		sh.nops = len(p.Writes[k])
+		for i, op := range p.Writes[k] {
+			switch op.Kind {
+			case kvcache.OpSave:
+			case kvcache.OpWindow:
+				if last[[2]int32{op.Win, op.Row}] != i {
+					continue
+				}
+				if op.Src < 0 || op.Win < 0 || int(op.Win) >= s.nwin {
+					return fmt.Errorf("gpu: write op %+v outside %d window slots", op, s.nwin)
+				}
+				m.host = append(m.host, opWindow, op.Src, op.Win, op.Row)
+				sh.maxSrc = max(sh.maxSrc, int(op.Src))
+			case kvcache.OpEncode:
+				if op.Src < 0 || op.Block < 0 || int(op.Block) >= s.blocks || op.Slot < 0 || int(op.Slot) >= bt {
+					return fmt.Errorf("gpu: write op %+v outside a pool of %d blocks of %d tokens", op, s.blocks, bt)
+				}
+				m.host = append(m.host, opEncode, op.Src, op.Block, op.Slot)
+				sh.maxSrc = max(sh.maxSrc, int(op.Src))
+			default:
+				return fmt.Errorf("%w: gpu: write op kind %d (token groups)", backend.ErrUnsupported, op.Kind)
+			}
+		}
+		sh.nops = (len(m.host) - sh.ops) / 4
+		m.maxSaves = max(m.maxSaves, sh.nsaves)
 		m.shapes = append(m.shapes, sh)
 	}
 	return nil
@@ -762,8 +962,23 @@ func (b *Backend) WriteKV(kv kvcache.Storage, layer int, k, v backend.Tensor, p 
 		}
 		sd := &s.sides[layer][j]
 		units := s.l.KVHeads * sd.units(s.l.HeadDim)
-		b.launch("kvq_kv_write", dim3{uint32(sh.nops), 1, 1}, dim3{uint32(min(256, (units+31)/32*32)), 1, 1}, 0,
-			args{}.ptr(sd.p).ptr(xt.p).ptr(m.at(sh.ops)).int(sh.nops).int(s.l.KVHeads).int(s.l.HeadDim).
-				int(s.blocks).int(s.l.BlockTokens).int(sd.code).ptr(sd.scales))
+		if sd.windowed() {
+			units = max(units, s.l.KVHeads*s.l.HeadDim)
+		}
+		var undo devptr
+		if sh.nsaves > 0 {
+			undo = s.undoAt(m, layer, j)
+			s.saved = append(s.saved, [2]int{layer, j})
+		}
+		// The saves, then the writes (kvq_kv_write runs a launch's ops
+		// in any order).
+		for _, part := range [2][2]int{{0, sh.nsaves}, {sh.nsaves, sh.nops}} {
+			if part[1] <= part[0] {
+				continue
+			}
+			b.launch("kvq_kv_write", dim3{uint32(part[1] - part[0]), 1, 1}, dim3{uint32(min(256, (units+31)/32*32)), 1, 1}, 0,
+				args{}.ptr(sd.p).ptr(xt.p).ptr(m.at(sh.ops+4*part[0])).int(part[1]-part[0]).int(s.l.KVHeads).int(s.l.HeadDim).
+					int(s.blocks).int(s.l.BlockTokens).int(sd.code).ptr(sd.scales).ptr(sd.win).int(sd.wrows).ptr(undo))
+		}
 	}
 }

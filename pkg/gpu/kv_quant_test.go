@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,7 +49,10 @@ func TestKVWriteBytesQuant(t *testing.T) {
 	specs = append(specs, quantFormats...)
 	specs = append(specs,
 		"k=q8_0,v=q4_0", "k=fp8-e4m3,v=int4:g32", "k=q4_1,v=fp16,l1=iq4_nl", "k=int2,v=bf16,l0=q5_1",
-		"fp8-e4m3:scales@"+fp8ScalesFile(t))
+		"fp8-e4m3:scales@"+fp8ScalesFile(t),
+		// fp16 windows: sink rows, the residual ring (checkReads reads
+		// them back through the window runs).
+		"int4:g32,residual=8,sink=2", "q4_0,residual=5", "fp8-e4m3,sink=4", "k=q8_0,v=int8,residual=6")
 	for _, text := range specs {
 		spec, err := reg.ParseSpec(text)
 		if err != nil {
@@ -65,6 +69,68 @@ func TestKVWriteBytesQuant(t *testing.T) {
 		}
 		t.Run(text+"/d96", func(t *testing.T) { checkWriteBytes(t, b, spec, kvcache.Geometry{Layers: 1, KVHeads: 2, HeadDim: 96}) })
 	}
+}
+
+// TestKVWindowSlots drives a cache with sink and residual windows
+// through more sequences than the first window buffers hold (they grow,
+// keeping the slots' rows), forks (CopyWindow), frees and reuses slots,
+// and compares every row the GPU storage reads with the CPU storage's,
+// and HeldBytes.
+func TestKVWindowSlots(t *testing.T) {
+	_, b := openKV(t)
+	spec, err := quant.Formats().ParseSpec("q4_0,residual=6,sink=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := kvcache.Geometry{Layers: 2, KVHeads: 2, HeadDim: 64}
+	kp := newKVPair(t, b, g, spec, 40, true)
+	rng := rand.New(rand.NewPCG(3, 4))
+	step := func(ids []kvcache.SeqID, n int) {
+		var as []kvcache.Append
+		for i, id := range ids {
+			as = append(as, kvcache.Append{Seq: id, Row: i * n, N: n})
+		}
+		k, v := make([][]float32, g.Layers), make([][]float32, g.Layers)
+		for layer := range k {
+			k[layer] = backendtest.RandRows(rng, len(ids)*n*g.KVHeads, g.HeadDim)
+			v[layer] = backendtest.RandRows(rng, len(ids)*n*g.KVHeads, g.HeadDim)
+		}
+		kp.step(as, k, v, nil)
+	}
+	var ids []kvcache.SeqID
+	for id := kvcache.SeqID(0); id < 3; id++ {
+		for _, c := range []*kvcache.Cache{kp.gpu, kp.cpu} {
+			if err := c.AddSeq(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = append(ids, id)
+	}
+	step(ids, 9)
+	for id := kvcache.SeqID(3); id < 7; id++ { // slots 3..6: the buffers grow from 4 slots
+		for _, c := range []*kvcache.Cache{kp.gpu, kp.cpu} {
+			if err := c.Fork(id, id%3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = append(ids, id)
+	}
+	kp.checkReads()
+	step(ids, 1)
+	step(ids, 3)
+	for _, c := range []*kvcache.Cache{kp.gpu, kp.cpu} {
+		if err := c.Remove(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddSeq(9); err != nil { // reuses the freed slot
+			t.Fatal(err)
+		}
+	}
+	ids = []kvcache.SeqID{0, 2, 3, 4, 5, 6, 9}
+	step(ids, 2)
+	step(ids, 1)
+	kp.checkReads()
+	checkHeld(t, kp)
 }
 
 // TestKVQuantConformance runs the backend suite's KV tests for the
@@ -118,8 +184,9 @@ func TestSupportsKVQuant(t *testing.T) {
 			t.Errorf("SupportsKV(%s) = %v, want nil", name, err)
 		}
 	}
-	// A quantized layout with fp16 windows is refused by NewStorage.
-	spec, err := reg.ParseSpec("q4_0,residual=8")
+	// A quantized layout with sink and residual fp16 windows is kept on
+	// the device.
+	spec, err := reg.ParseSpec("q4_0,residual=8,sink=2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +194,7 @@ func TestSupportsKVQuant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kvcache.New(l, kvcache.Options{Blocks: 4, Storage: b}); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("kvcache.New(q4_0 with a residual window on the GPU) = %v, want backend.ErrUnsupported", err)
+	if _, err := kvcache.New(l, kvcache.Options{Blocks: 4, Storage: b}); err != nil {
+		t.Errorf("kvcache.New(q4_0 with sink and residual windows on the GPU) = %v, want nil", err)
 	}
 }

@@ -8,6 +8,7 @@
 //   [2] pos: the position of the first of them
 //   [3] exact: positions ≥ pos are read from the step's k and v rows
 //   [4] tab: the offset of its block table in the tables
+//   [5] win: its fp16 window slot (-1 without windows)
 // — and per side a block table (the block of positions [i·bt, (i+1)·bt)
 // at tab+i) or the plan's runs themselves (the reference kernel). q, k, v
 // and dst are float32 rows: q and dst heads·dim values per token, k and v
@@ -38,7 +39,7 @@
 #define KVQ_REF_MAX_DIM 256
 
 struct kvq_seq {
-	int row, n, pos, exact, tab;
+	int row, n, pos, exact, tab, win;
 };
 
 static __device__ __forceinline__ kvq_seq kvq_load_seq(const int* seqs, int s) {
@@ -49,7 +50,47 @@ static __device__ __forceinline__ kvq_seq kvq_load_seq(const int* seqs, int s) {
 	q.pos = e[2];
 	q.exact = e[3];
 	q.tab = e[4];
+	q.win = e[5];
 	return q;
+}
+
+// The fp16 windows (sink rows, residual ring; kv.go): each sequence's
+// block table of a shape is preceded by KVQ_WIN_INTS ints: the number of
+// its window runs, then (pos, n, row) per run — positions [pos, pos+n)
+// are window rows [row, row+n) of its slot. A side's window buffer holds
+// per slot and KV head wrows fp16 rows of dim values.
+#define KVQ_WIN_INTS 20
+#define KVQ_WIN_RUNS 6
+
+// kvq_win_row is the window row holding position p of the sequence whose
+// block table is tab, or -1.
+static __device__ __forceinline__ int kvq_win_row(const int* tab, int p) {
+	const int* w = tab - KVQ_WIN_INTS;
+	int n = w[0];
+	for (int i = 0; i < n; i++) {
+		const int* r = w + 1 + 3 * i;
+		if (p >= r[0] && p < r[0] + r[1]) return r[2] + p - r[0];
+	}
+	return -1;
+}
+
+// kvq_win_value is element d of window row `row` of slot win, KV head h.
+static __device__ __forceinline__ float kvq_win_value(const unsigned short* wbuf, int win, int h, int row, int d,
+                                                      int wrows, int kvHeads, int dim) {
+	return kvq_f16_bits_to_f32(wbuf[(((long long)win * kvHeads + h) * wrows + row) * dim + d]);
+}
+
+// kvq_cache_value is element d of position p's row (KV head h) in the
+// cache: from the sequence's window when its runs hold p (wbuf non-null:
+// the side has windows), else from the block's tile.
+static __device__ __forceinline__ float kvq_cache_value(const void* base, int fmt, const float* scales, const int* tab,
+                                                        const unsigned short* wbuf, int wrows, const kvq_seq& sq,
+                                                        int p, int h, int d, int blocks, int bt, int dim, int kvHeads) {
+	if (wbuf) {
+		int r = kvq_win_row(tab + sq.tab, p);
+		if (r >= 0) return kvq_win_value(wbuf, sq.win, h, r, d, wrows, kvHeads, dim);
+	}
+	return kvq_kv_value(base, fmt, scales, h, tab[sq.tab + p / bt], p % bt, d, blocks, bt, dim);
 }
 
 static __device__ __forceinline__ int kvq_from(int p, int window) { return window > 0 ? max(0, p + 1 - window) : 0; }
@@ -67,7 +108,8 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
                              const void* vbase, int kfmt, int vfmt, const float* kscales, const float* vscales,
                              int blocks, int bt, const int* seqs,
                              const int* runsK, const int* runIdxK, const int* runsV, const int* runIdxV, int heads,
-                             int kvHeads, int dim, int window, float scale) {
+                             int kvHeads, int dim, int window, float scale, const unsigned short* kwin,
+                             const unsigned short* vwin, int kwr, int vwr) {
 	if (threadIdx.x != 0) return;
 	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
@@ -91,12 +133,14 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
 			int krow = run[3] + p - run[0], vrow = vrun[3] + p - vrun[0];
 			float sc = 0.f;
 			for (int d = 0; d < dim; d++)
-				sc += qr[d] * kvq_kv_value(kbase, kfmt, kscales, h, run[2], krow, d, blocks, bt, dim);
+				sc += qr[d] * (run[2] < 0 ? kvq_win_value(kwin, sq.win, h, krow, d, kwr, kvHeads, dim)
+				                          : kvq_kv_value(kbase, kfmt, kscales, h, run[2], krow, d, blocks, bt, dim));
 			sc *= scale;
 			float mn = fmaxf(m, sc);
 			float c = expf(m - mn), w = expf(sc - mn);
 			for (int d = 0; d < dim; d++)
-				acc[d] = acc[d] * c + w * kvq_kv_value(vbase, vfmt, vscales, h, vrun[2], vrow, d, blocks, bt, dim);
+				acc[d] = acc[d] * c + w * (vrun[2] < 0 ? kvq_win_value(vwin, sq.win, h, vrow, d, vwr, kvHeads, dim)
+				                                       : kvq_kv_value(vbase, vfmt, vscales, h, vrun[2], vrow, d, blocks, bt, dim));
 			l = l * c + w;
 			m = mn;
 		}
@@ -142,11 +186,11 @@ KVQ_REGISTER(kvq_attn_ref)
 // format of kvformats.cuh, exactly as pkg/quant's Decode), or, for an
 // exact step's own positions, from the activations.
 static __device__ __forceinline__ float kvq_load_kv_f32(const void* base, int fmt, const float* scales, const int* tab,
-                                                        const float* x, const kvq_seq& sq, int p, int h, int d,
-                                                        int blocks, int bt, int dim, int kvd) {
+                                                        const unsigned short* wbuf, int wrows, const float* x,
+                                                        const kvq_seq& sq, int p, int h, int d, int blocks, int bt,
+                                                        int dim, int kvd) {
 	if (sq.exact && p >= sq.pos) return x[(long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim + d];
-	int b = tab[sq.tab + p / bt];
-	return kvq_kv_value(base, fmt, scales, h, b, p % bt, d, blocks, bt, dim);
+	return kvq_cache_value(base, fmt, scales, tab, wbuf, wrows, sq, p, h, d, blocks, bt, dim, kvd / dim);
 }
 
 template <int D>
@@ -155,7 +199,9 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
                                                         const float* kscales, const float* vscales,
                                                         int blocks, int bt, const int* seqs, const int* tabK,
                                                         const int* tabV, int heads, int kvHeads, int window,
-                                                        float scale, int limit, int maxTiles) {
+                                                        float scale, int limit, int maxTiles,
+                                                        const unsigned short* kwin, const unsigned short* vwin,
+                                                        int kwr, int vwr) {
 	KVQ_DYN_SMEM(float, kvq_pf_smem);
 	float* sm = kvq_pf_smem;
 	const int LQ = D + 1, LK = D + 1, LP = KVQ_PF_TK + 1;
@@ -209,8 +255,8 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 			int c = e / D, d = e - c * D, p = p0 + c;
 			float kv = 0.f, vv = 0.f;
 			if (p < hi) {
-				kv = kvq_load_kv_f32(kbase, kfmt, kscales, tabK, kx, sq, p, h, d, blocks, bt, D, kvd);
-				vv = kvq_load_kv_f32(vbase, vfmt, vscales, tabV, vx, sq, p, h, d, blocks, bt, D, kvd);
+				kv = kvq_load_kv_f32(kbase, kfmt, kscales, tabK, kwin, kwr, kx, sq, p, h, d, blocks, bt, D, kvd);
+				vv = kvq_load_kv_f32(vbase, vfmt, vscales, tabV, vwin, vwr, vx, sq, p, h, d, blocks, bt, D, kvd);
 			}
 			Ks[c * LK + d] = kv;
 			Vs[c * D + d] = vv;
@@ -297,9 +343,10 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 	                                      const void* kbase, const void* vbase, int kfmt, int vfmt,                     \
 	                                      const float* kscales, const float* vscales, int blocks, int bt,               \
 	                                      const int* seqs, const int* tabK, const int* tabV, int heads, int kvHeads,    \
-	                                      int window, float scale, int limit, int maxTiles) {                           \
+	                                      int window, float scale, int limit, int maxTiles,                             \
+	                                      const unsigned short* kwin, const unsigned short* vwin, int kwr, int vwr) {   \
 		kvq_attn_prefill<D>(dst, q, kx, vx, kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK,     \
-		                    tabV, heads, kvHeads, window, scale, limit, maxTiles);                                  \
+		                    tabV, heads, kvHeads, window, scale, limit, maxTiles, kwin, vwin, kwr, vwr);            \
 	}                                                                                                                  \
 	KVQ_REGISTER(kvq_attn_prefill_d##D)
 
@@ -1049,7 +1096,9 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
                                                         const int* seqs, const int* tabK, const int* tabV,
                                                         const float* q, float* part, float* ml, int heads,
                                                         int kvHeads, int window, float scale, int chunk,
-                                                        int maxChunks, int groups, int limit, int rstride) {
+                                                        int maxChunks, int groups, int limit, int rstride,
+                                                        const unsigned short* kwin, const unsigned short* vwin,
+                                                        int kwr, int vwr) {
 	typedef kvq_qd_smem<D> L;
 	KVQ_DYN_SMEM(float, kvq_qd_smem_);
 	float* sm = kvq_qd_smem_;
@@ -1131,10 +1180,8 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 				int cc = e / D, d = e - cc * D, p = p0 + cc;
 				float kv = 0.f, vv = 0.f;
 				if (p >= c0 && p < c1) {
-					const unsigned char* kt = kvq_tile(kbase, kfmt, h, tk[p / bt], blocks, bt, D);
-					const unsigned char* vt = kvq_tile(vbase, vfmt, h, tv[p / bt], blocks, bt, D);
-					kv = kvq_tile_value(kt, kfmt, ks, bt, D, p % bt, d);
-					vv = kvq_tile_value(vt, vfmt, vs, bt, D, p % bt, d);
+					kv = kvq_cache_value(kbase, kfmt, kscales, tabK, kwin, kwr, sq, p, h, d, blocks, bt, D, kvHeads);
+					vv = kvq_cache_value(vbase, vfmt, vscales, tabV, vwin, vwr, sq, p, h, d, blocks, bt, D, kvHeads);
 				}
 				Ks[cc * L::LD + d] = kv;
 				Vs[cc * L::LD + d] = vv;
@@ -1213,9 +1260,12 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 	                                              const int* seqs, const int* tabK, const int* tabV,            \
 	                                              const float* q, float* part, float* ml, int heads,            \
 	                                              int kvHeads, int window, float scale, int chunk,              \
-	                                              int maxChunks, int groups, int limit, int rstride) {          \
+	                                              int maxChunks, int groups, int limit, int rstride,            \
+	                                              const unsigned short* kwin, const unsigned short* vwin, int kwr, \
+	                                              int vwr) {                                                    \
 		kvq_attn_qdecode<D, F>(kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK, tabV, q, part,  \
-		                       ml, heads, kvHeads, window, scale, chunk, maxChunks, groups, limit, rstride);       \
+		                       ml, heads, kvHeads, window, scale, chunk, maxChunks, groups, limit, rstride, kwin,  \
+		                       vwin, kwr, vwr);                                                                    \
 	}                                                                                                            \
 	KVQ_REGISTER(kvq_attn_qdecode##NAME##_d##D)
 

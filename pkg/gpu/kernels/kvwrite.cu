@@ -25,26 +25,69 @@ static __device__ __forceinline__ long long kvq_kv_index(int h, int block, int r
 	return (((long long)h * blocks + block) * bt + row) * (long long)dim;
 }
 
-// kvq_kv_write executes one side's OpEncode ops of a step for one layer:
-// op i (ops[3i..3i+2] = activation row, block, slot) stores row `src` of
-// x (kvHeads·dim float32s) in slot `slot` of block `block`, every KV head,
-// encoded in fmt (scales: the side's fp8 scale per KV head, else null).
-// Grid: one block per op (x); any block size: a thread per encoding unit
-// (kvq_units: a value, a GGML block, an int group).
+// Write ops (kv.go, planMeta): 4 ints each, kind then three operands.
+#define KVQ_OP_ENCODE 0 // src, block, slot: row src of x into the slot
+#define KVQ_OP_WINDOW 1 // src, win, row: row src of x in fp16 into window row `row` of slot win
+#define KVQ_OP_SAVE 2   // entry, win, row: window row `row` of slot win into undo entry `entry`
+
+// kvq_kv_write executes one side's write ops of a step for one layer, op
+// i at ops[4i..4i+3], every KV head: OpEncode stores row `src` of x
+// (kvHeads·dim float32s) in slot `slot` of block `block` encoded in fmt
+// (scales: the side's fp8 scale per KV head, else null); OpWindow stores
+// it in fp16 in a window row (win: the side's window buffer, wrows rows
+// per slot and KV head); OpSave copies a window row (every KV head) into
+// undo entry `entry` (undo: kvHeads·dim fp16 values an entry). The host
+// launches a step's saves before its other ops, and gives no two ops of
+// one launch the same window row. Grid: one block per op (x); any block
+// size: a thread per encoding unit (kvq_units: a value, a GGML block, an
+// int group) or per value (window rows).
 KVQ_KERNEL void kvq_kv_write(void* base, const float* x, const int* ops, int nops, int kvHeads, int dim, int blocks,
-                             int bt, int fmt, const float* scales) {
+                             int bt, int fmt, const float* scales, unsigned short* win, int wrows,
+                             unsigned short* undo) {
 	int op = blockIdx.x;
 	if (op >= nops) return;
-	int src = ops[3 * op], block = ops[3 * op + 1], slot = ops[3 * op + 2];
+	const int* o = ops + 4 * op;
+	int kind = o[0], a = o[1], b = o[2], c = o[3];
+	if (kind == KVQ_OP_WINDOW) {
+		const float* row = x + (long long)a * kvHeads * dim;
+		for (int i = threadIdx.x; i < kvHeads * dim; i += blockDim.x) {
+			int h = i / dim, d = i - h * dim;
+			win[(((long long)b * kvHeads + h) * wrows + c) * dim + d] = kvq_f32_to_f16_bits(row[i]);
+		}
+		return;
+	}
+	if (kind == KVQ_OP_SAVE) {
+		for (int i = threadIdx.x; i < kvHeads * dim; i += blockDim.x) {
+			int h = i / dim, d = i - h * dim;
+			undo[(long long)a * kvHeads * dim + i] = win[(((long long)b * kvHeads + h) * wrows + c) * dim + d];
+		}
+		return;
+	}
 	int units = kvq_units(fmt, dim);
-	const float* row = x + (long long)src * kvHeads * dim;
+	const float* row = x + (long long)a * kvHeads * dim;
 	for (int i = threadIdx.x; i < kvHeads * units; i += blockDim.x) {
 		int h = i / units, u = i - h * units;
-		unsigned char* tile = (unsigned char*)kvq_tile(base, fmt, h, block, blocks, bt, dim);
-		kvq_encode_unit(tile, row + (long long)h * dim, fmt, scales ? scales[h] : 1.f, bt, dim, slot, u);
+		unsigned char* tile = (unsigned char*)kvq_tile(base, fmt, h, b, blocks, bt, dim);
+		kvq_encode_unit(tile, row + (long long)h * dim, fmt, scales ? scales[h] : 1.f, bt, dim, c, u);
 	}
 }
 KVQ_REGISTER(kvq_kv_write)
+
+// kvq_kv_restore writes undo entries back (Storage.Restore): op i of ops
+// (4 ints each, the step's saves in kvq_kv_write's form) copies entry
+// `entry` into window row `row` of slot win, every KV head. Grid: one
+// block per op.
+KVQ_KERNEL void kvq_kv_restore(unsigned short* win, const unsigned short* undo, const int* ops, int nops, int kvHeads,
+                               int dim, int wrows) {
+	int op = blockIdx.x;
+	if (op >= nops) return;
+	const int* o = ops + 4 * op;
+	for (int i = threadIdx.x; i < kvHeads * dim; i += blockDim.x) {
+		int h = i / dim, d = i - h * dim;
+		win[(((long long)o[2] * kvHeads + h) * wrows + o[3]) * dim + d] = undo[(long long)o[1] * kvHeads * dim + i];
+	}
+}
+KVQ_REGISTER(kvq_kv_restore)
 
 // kvq_kv_block copies the tile of block src into block dst (src < 0: fills
 // it with 0xFF bytes, Storage.Poison) for every KV head of one layer's

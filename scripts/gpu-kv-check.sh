@@ -9,9 +9,13 @@
 # current directory) and exits non-zero when a test fails. It takes a few
 # minutes: the tests are the emulator's (sized for a CPU; the quantized
 # formats' byte-identity tests TestKVWriteBytesQuant and
-# TestKVQuantConformance included), the benchmark builds four 32K-token
-# fp16 caches and, per quantized format, caches of 8K, 32K and 128K
-# tokens at batch 1 and 32 (up to 17 GB at fp16), times 100 steps each,
+# TestKVQuantConformance, the fp16 windows' TestKVWindowSlots and the
+# quantized decode's family kernels against its generic loader,
+# TestQDecodeLoaders, included; the 15 MB PTX is JIT-compiled once per
+# process, expect tens of seconds before the first test), the benchmark
+# builds four 32K-token fp16 caches and, per quantized format, caches of
+# 8K, 32K and 128K tokens at batch 1 and 32 (128K × 32 for fp16, q8_0 and
+# q4_0 only; up to 17 GB at fp16), times 100 steps each,
 # plus a 1 GiB device copy for the bandwidth to compare with. Compare
 # each format's us/step with the fp16 row of the same context and batch.
 set -euo pipefail
@@ -32,7 +36,7 @@ run)
 	cd pkg/gpu # the tests read kernels/ and ptx/
 	rc=0
 	timeout 300 "$bin" -test.v -test.count=1 \
-		-test.run 'TestPTXFresh|TestSupportsKV|TestKV|TestAttention|TestBenchDecodeAttention' >>"$out/gpu-kv-tests.log" 2>&1 || rc=$?
+		-test.run 'TestPTXFresh|TestSupportsKV|TestKV|TestAttention|TestQDecode|TestBenchDecodeAttention' >>"$out/gpu-kv-tests.log" 2>&1 || rc=$?
 	grep -E '^(--- |FAIL|ok|PASS)' "$out/gpu-kv-tests.log" | grep -v -- '--- PASS: .*/' || true
 	timeout 420 "$bin" -test.run '^$' -test.bench 'DecodeAttention' -test.benchtime 1x >"$out/gpu-kv-bench.log" 2>&1 || rc=$?
 	cat "$out/gpu-kv-bench.log"

@@ -16,13 +16,13 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
-// The KV cache on the device: caches of per-token-row formats without
-// fp16 windows — fp32, fp16, bf16, fp8 (E4M3, E5M2; static scales), the
-// llama.cpp blocks q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, and int8/int4/int2
-// per-token groups — each side (K, V, every layer) in its own format.
-// Sink, residual and staging windows, token groups (per-channel ints,
-// KIVI, quanto), rotations, dynamic fp8 scales and the codebook formats
-// have no CUDA kernels yet.
+// The KV cache on the device: caches of per-token-row formats — fp32,
+// fp16, bf16, fp8 (E4M3, E5M2; static scales), the llama.cpp blocks q8_0,
+// q4_0, q4_1, q5_0, q5_1, iq4_nl, and int8/int4/int2 per-token groups —
+// each side (K, V, every layer) in its own format, with or without sink
+// and residual fp16 windows. Staging rows for token groups (per-channel
+// ints, KIVI, quanto), rotations, dynamic fp8 scales and the codebook
+// formats have no CUDA kernels yet.
 //
 // Layout: per layer and side one device buffer of KVHeads × Blocks tiles,
 // head-major — KV head h's tile of block b at (h·Blocks + b)·TileBytes —

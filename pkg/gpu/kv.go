@@ -17,12 +17,13 @@ import (
 )
 
 // The KV cache on the device: caches of per-token-row formats — fp32,
-// fp16, bf16, fp8 (E4M3, E5M2; static scales), the llama.cpp blocks q8_0,
+// fp16, bf16, fp8 (E4M3, E5M2; static scales, or dynamic ones learnt from
+// the first step on the host), the llama.cpp blocks q8_0,
 // q4_0, q4_1, q5_0, q5_1, iq4_nl, and int8/int4/int2 per-token groups —
 // each side (K, V, every layer) in its own format, with or without sink
 // and residual fp16 windows. Staging rows for token groups (per-channel
-// ints, KIVI, quanto), rotations, dynamic fp8 scales and the codebook
-// formats have no CUDA kernels yet.
+// ints, KIVI, quanto), rotations and the codebook formats have no CUDA
+// kernels yet.
 //
 // Layout: per layer and side one device buffer of KVHeads × Blocks tiles,
 // head-major — KV head h's tile of block b at (h·Blocks + b)·TileBytes —
@@ -54,6 +55,7 @@ const (
 const (
 	kvSym   = 1 << 20 // symmetric int groups
 	kvNoSat = 1 << 21 // fp8, non-saturating cast
+	kvDyn   = 1 << 22 // fp8:dynamic (host-only flag: the kernels see a static scale)
 )
 
 // kvGroupMax is the largest int group the code holds (12 bits).
@@ -76,6 +78,7 @@ type kvFmt struct {
 	rowBytes int  // bytes per row (token) of a tile
 	rows     bool // a tile's rows are contiguous (all but the int groups)
 	fp8      bool // the codecs hold a scale (kernels read it per KV head)
+	dynamic  bool // fp8 scales learnt from the cache's first step (WriteKV uploads them)
 }
 
 func (k kvFmt) kind() int { return k.code & 0xff }
@@ -139,7 +142,7 @@ func kvKind(f quant.Format) (kind, group, flags int, err error) {
 		case o == "nosat":
 			flags |= kvNoSat
 		case o == "dynamic":
-			return unsupported("dynamic fp8 scales are learnt from the first batch on the host; give static scales with scales@FILE")
+			flags |= kvDyn
 		case o == "rot":
 			return unsupported("Hadamard-rotated rows")
 		default:
@@ -155,7 +158,7 @@ func kvFormat(f quant.Format, dim int) (kvFmt, error) {
 	if err != nil {
 		return kvFmt{}, err
 	}
-	k := kvFmt{code: kind | flags, rows: true}
+	k := kvFmt{code: kind | flags&^kvDyn, rows: true, dynamic: flags&kvDyn != 0}
 	switch kind {
 	case kvF32:
 		k.rowBytes = 4 * dim
@@ -426,6 +429,9 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 					sc := float32(0)
 					if ok {
 						sc = c.Scale()
+					}
+					if kf.dynamic {
+						sc = 1 // until the first step's rows set it (WriteKV)
 					}
 					if !(sc > 0 && sc <= math.MaxFloat32) {
 						return nil, fmt.Errorf("%w: gpu: layer %d %s: KV head %d has no static scale", backend.ErrUnsupported, i, side.Format.Name(), h)
@@ -700,6 +706,35 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 	}
 }
 
+// primeFP8 shows a dynamic fp8 side's format the step's rows of x (the
+// sequences' rows, downloaded), as the CPU storage's prime does
+// (quant.PrimeFP8Scales, vLLM's calculate_kv_scales), and uploads the
+// scales its codecs then hold, one per KV head.
+func (s *Storage) primeFP8(layer, j int, x *tensor, p *kvcache.Plan) error {
+	kvd := s.l.KVHeads * s.l.HeadDim
+	var rows []float32
+	for _, st := range p.Seqs {
+		if (st.Row+st.N)*kvd > x.n {
+			panic(fmt.Sprintf("gpu: WriteKV of rows [%d, %d) from a tensor of %d values (rows of %d)", st.Row, st.Row+st.N, x.n, kvd))
+		}
+		n := len(rows)
+		rows = append(rows, make([]float32, st.N*kvd)...)
+		if err := s.b.d.dtoh(unsafe.Pointer(&rows[n]), x.p+devptr(4*st.Row*kvd), int64(4*st.N*kvd)); err != nil {
+			return err
+		}
+	}
+	quant.PrimeFP8Scales(s.codecs.Formats[layer][j], layer, j == 0, s.l.KVHeads, s.l.HeadDim, rows)
+	sc := make([]float32, s.l.KVHeads)
+	for h := range sc {
+		c, ok := s.codecs.Sides[layer][j][h].(interface{ Scale() float32 })
+		if !ok || !(c.Scale() > 0 && c.Scale() <= math.MaxFloat32) {
+			return fmt.Errorf("%w: gpu: layer %d side %d KV head %d: no fp8 scale after the first step", backend.ErrUnsupported, layer, j, h)
+		}
+		sc[h] = c.Scale()
+	}
+	return s.b.d.htod(s.sides[layer][j].scales, unsafe.Pointer(&sc[0]), int64(4*len(sc)))
+}
+
 // unlocked returns the storage behind a Device's locked one.
 func unlocked(kv kvcache.Storage) kvcache.Storage {
 	if l, ok := kv.(*lockedStorage); ok {
@@ -942,13 +977,24 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 
 // WriteKV implements backend.Backend: one kernel per side quantizes and
 // stores the step's rows for the layer, the bytes of pkg/quant's encoder
-// (kernels/kvformats.cuh). p.Prime concerns formats that learn from the
-// first batch (dynamic fp8 scales), which have no kernels here.
+// (kernels/kvformats.cuh). On a cache's first step (p.Prime), dynamic fp8
+// sides learn their scales from the step's rows first, on the host, as
+// the CPU storage does (primeFP8).
 func (b *Backend) WriteKV(kv kvcache.Storage, layer int, k, v backend.Tensor, p *kvcache.Plan) {
 	s := kv.(*Storage)
 	m := s.prepare(p)
 	if m == nil {
 		return
+	}
+	if p.Prime {
+		for j, x := range [2]backend.Tensor{k, v} {
+			if s.sides[layer][j].dynamic {
+				if err := s.primeFP8(layer, j, dev(x), p); err != nil {
+					b.fail(err)
+					return
+				}
+			}
+		}
 	}
 	kvd := s.l.KVHeads * s.l.HeadDim
 	for j, x := range [2]backend.Tensor{k, v} {

@@ -133,6 +133,51 @@ func TestKVWindowSlots(t *testing.T) {
 	checkHeld(t, kp)
 }
 
+// TestKVFP8Dynamic checks fp8 with dynamic scales (learnt from the
+// cache's first step, then frozen): the GPU storage reads every row as the
+// CPU storage does bit for bit (both learn the same scales from the same
+// rows; the GPU's from the rows downloaded), the kernels' dequantization
+// uses the uploaded scales (checkKernelDecode), and the backend suite.
+func TestKVFP8Dynamic(t *testing.T) {
+	d, b := openKV(t)
+	reg := quant.Formats()
+	for _, text := range []string{"fp8-e4m3:dynamic", "k=fp8-e5m2:dynamic:head,v=q4_0", "fp8-e4m3:dynamic:head,residual=4"} {
+		spec, err := reg.ParseSpec(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(text, func(t *testing.T) {
+			g := kvcache.Geometry{Layers: 2, KVHeads: 3, HeadDim: 64}
+			kp := newKVPair(t, b, g, spec, 12, false)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for _, id := range []kvcache.SeqID{0, 1} {
+				for _, c := range []*kvcache.Cache{kp.gpu, kp.cpu} {
+					if err := c.AddSeq(id); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, lens := range [][2]int{{13, 6}, {1, 1}, {4, 9}, {1, 1}} {
+				as := []kvcache.Append{{Seq: 0, Row: 0, N: lens[0]}, {Seq: 1, Row: lens[0], N: lens[1]}}
+				nt := lens[0] + lens[1]
+				k, v := make([][]float32, g.Layers), make([][]float32, g.Layers)
+				for layer := range k {
+					k[layer] = backendtest.RandRows(rng, nt*g.KVHeads, g.HeadDim)
+					v[layer] = backendtest.RandRows(rng, nt*g.KVHeads, g.HeadDim)
+					for i := range v[layer] {
+						v[layer][i] *= float32(layer + 2) // other scales per layer and side
+					}
+				}
+				kp.step(as, k, v, nil)
+			}
+			kp.checkReads()
+			kp.checkKernelDecode()
+			checkHeld(t, kp)
+		})
+	}
+	backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e4m3:dynamic"}, Dims: []int{64}})
+}
+
 // TestKVQuantConformance runs the backend suite's KV tests for the
 // quantized formats through the Device (attention on the automatic
 // choice of kernels), then through the quantized decode kernel forced
@@ -167,7 +212,7 @@ func TestKVQuantConformance(t *testing.T) {
 func TestSupportsKVQuant(t *testing.T) {
 	_, b := openKV(t)
 	reg := quant.Formats()
-	for _, name := range []string{"kivi2", "int4:g32:channel", "q4_0:rot", "fp8-e4m3:dynamic", "turbo3", "quanto4", "fp8-e4m3:rot"} {
+	for _, name := range []string{"kivi2", "int4:g32:channel", "q4_0:rot", "turbo3", "quanto4", "fp8-e4m3:rot"} {
 		f, err := reg.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +224,7 @@ func TestSupportsKVQuant(t *testing.T) {
 		}
 		t.Logf("%s: %v", name, err)
 	}
-	for _, name := range append([]string{"fp32", "fp16", "bf16"}, quantFormats...) {
+	for _, name := range append([]string{"fp32", "fp16", "bf16", "fp8-e4m3:dynamic", "fp8-e5m2:dynamic:head"}, quantFormats...) {
 		if err := b.SupportsKV(reg.MustLookup(name)); err != nil {
 			t.Errorf("SupportsKV(%s) = %v, want nil", name, err)
 		}

@@ -88,7 +88,7 @@ func TestSupportsKV(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = b.SupportsKV(f)
-		ok := !strings.Contains(name, ":rot") && !strings.Contains(name, ":channel") && !strings.Contains(name, ":dynamic")
+		ok := !strings.Contains(name, ":rot") && !strings.Contains(name, ":channel")
 		switch {
 		case strings.HasPrefix(name, "fp"), strings.HasPrefix(name, "bf16"), strings.HasPrefix(name, "int"):
 		case strings.HasPrefix(name, "q") && !strings.HasPrefix(name, "quanto"), strings.HasPrefix(name, "iq4_nl"):

@@ -134,7 +134,7 @@ func kvKind(f quant.Format) (kind, group, flags int, err error) {
 		if len(parts) > 1 && parts[len(parts)-1] == "rot" {
 			return unsupported("Hadamard-rotated rows")
 		}
-		return unsupported("fp32, fp16, bf16, fp8 with static scales, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there")
+		return unsupported("fp32, fp16, bf16, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there, with or without sink and residual windows")
 	}
 	for _, o := range parts[1:] {
 		switch {

@@ -535,9 +535,8 @@ func (s *Storage) AllocWindow() (int, error) {
 }
 
 // growWindows makes every windowed side's buffer hold slots slots,
-// copying the old slots (through the host: growth is rare).
+// copying the old slots on the device.
 func (s *Storage) growWindows(slots int) error {
-	var tmp []byte
 	for i := range s.sides {
 		for j := range s.sides[i] {
 			sd := &s.sides[i][j]
@@ -554,16 +553,14 @@ func (s *Storage) growWindows(slots int) error {
 				return err
 			}
 			if old := int64(s.winCap) * sb; sd.win != 0 && old > 0 {
-				if int64(cap(tmp)) < old {
-					tmp = make([]byte, old)
-				}
-				if err := s.b.d.dtoh(unsafe.Pointer(&tmp[0]), sd.win, old); err != nil {
+				if err := s.b.d.dtod(p, sd.win, old); err != nil {
 					return err
 				}
-				if err := s.b.d.htod(p, unsafe.Pointer(&tmp[0]), old); err != nil {
+				// The old buffer goes once the copy and the work issued
+				// before it have finished.
+				if err := s.b.d.sync(); err != nil {
 					return err
 				}
-				// Work issued before has finished (the copies wait for it).
 				s.b.d.free(sd.win)
 				delete(s.mem.wins, sd.win)
 			}

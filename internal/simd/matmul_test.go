@@ -162,6 +162,9 @@ func TestMatMulLarge(t *testing.T) {
 func TestMatMulBatchInvariant(t *testing.T) {
 	for _, set := range kernelSets(t) {
 		for _, tc := range matMulCases {
+			if tc.name == "F32" || set.name == "generic" {
+				continue // not the packed path: no such promise
+			}
 			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
 				defer set.force()()
 				r := newRand(t)
@@ -176,9 +179,6 @@ func TestMatMulBatchInvariant(t *testing.T) {
 					for _, rr := range [][2]int{{0, MatMulPackRows}, {MatMulPackRows, 3 * MatMulPackRows}} {
 						mm(got[tr[0]*rows:], rows, x[tr[0]*cols:], tr[1]-tr[0], cols, rr[0], rr[1])
 					}
-				}
-				if tc.name == "F32" || set.name == "generic" {
-					return // not the packed path: no such promise
 				}
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {

@@ -8,10 +8,10 @@ import "sync"
 // least MatMulPackTokensF16 (F16, BF16) or MatMulPackTokensQ80 token rows,
 // the weights are taken 16 rows by packKC columns at a time, widened to
 // float32 and transposed into a panel (wp[16k+j] = row j's column k), and
-// every block of up to 6 token rows meets the panel in an outer-product micro-kernel (gemmP<M>x16AVX2): 12
-// accumulators of 8 rows, each fed by a broadcast of one token's x and a
-// load of the panel, so no horizontal sums and no weight conversion in the
-// inner loop; each weight is converted once per call instead of once per
+// every block of up to 6 token rows meets the panel in an outer-product
+// micro-kernel (gemmP<M>x16AVX2): 12 accumulators of 8 rows, each fed by a
+// broadcast of one token's x and a load of the panel, so no horizontal sums
+// and no weight conversion in the inner loop; each weight is converted once per call instead of once per
 // 4 tokens. Each output is then Σ over the columns in order, one fused
 // multiply-add a column, in blocks of packKC columns added to dst: the
 // result of a token row does not depend on the other token rows, nor on

@@ -17,6 +17,11 @@ import "sync"
 // result of a token row does not depend on the other token rows, nor on
 // how the rows are split, as long as the splits are multiples of 16 rows.
 //
+// With AVX-512 the same panels meet blocks of up to 12 token rows, two
+// panels (32 weight rows) at a time (gemmP<M>x32AVX512, the last odd panel
+// gemmP<M>x16AVX512): every output takes the same fused multiply-adds in the
+// same order as with the AVX2 kernels, so the results are the same bits.
+//
 // F32 weights keep the 4×3 path: internal/train's recorded trajectories
 // depend on its arithmetic.
 
@@ -60,6 +65,15 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 					k.widen(tmp[j*kn:(j+1)*kn], row[k.rowLen(c0):k.rowLen(c0+kn)])
 				}
 				transpose8F32AVX2(&wp[(p-rc)*kn], 16, &tmp[0], kn, 16, kn)
+			}
+			if useAVX512 {
+				for t := 0; t < nt; t += 12 {
+					m := min(12, nt-t)
+					for p := rc; p < re; p += 32 {
+						gemmP512(m, re-p >= 32, c0 > 0, &dst[t*ldd+p], ldd, &x[t*cols+c0], cols, &wp[(p-rc)*kn], kn)
+					}
+				}
+				continue
 			}
 			for t := 0; t < nt; t += 6 {
 				m := min(6, nt-t)
@@ -138,5 +152,146 @@ func gemmP(m int, acc bool, dst *float32, ldd int, x *float32, ldx int, wp *floa
 		gemmP1x16AccAVX2(dst, ldd, x, ldx, wp, kn)
 	default:
 		gemmP1x16AVX2(dst, ldd, x, ldx, wp, kn)
+	}
+}
+
+// gemmP512 runs the AVX-512 micro-kernel for m ≤ 12 token rows over two
+// panels (wide) or one. It is a switch, not a table of function values:
+// pointers passed through a function value escape, and the callers' stack
+// buffers would move to the heap.
+func gemmP512(m int, wide, acc bool, dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int) {
+	switch m {
+	case 12:
+		switch {
+		case wide && acc:
+			gemmP12x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP12x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP12x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP12x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 11:
+		switch {
+		case wide && acc:
+			gemmP11x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP11x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP11x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP11x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 10:
+		switch {
+		case wide && acc:
+			gemmP10x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP10x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP10x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP10x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 9:
+		switch {
+		case wide && acc:
+			gemmP9x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP9x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP9x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP9x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 8:
+		switch {
+		case wide && acc:
+			gemmP8x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP8x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP8x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP8x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 7:
+		switch {
+		case wide && acc:
+			gemmP7x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP7x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP7x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP7x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 6:
+		switch {
+		case wide && acc:
+			gemmP6x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP6x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP6x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP6x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 5:
+		switch {
+		case wide && acc:
+			gemmP5x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP5x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP5x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP5x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 4:
+		switch {
+		case wide && acc:
+			gemmP4x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP4x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP4x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP4x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 3:
+		switch {
+		case wide && acc:
+			gemmP3x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP3x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP3x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP3x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	case 2:
+		switch {
+		case wide && acc:
+			gemmP2x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP2x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP2x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP2x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
+	default:
+		switch {
+		case wide && acc:
+			gemmP1x32AccAVX512(dst, ldd, x, ldx, wp, kn)
+		case wide:
+			gemmP1x32AVX512(dst, ldd, x, ldx, wp, kn)
+		case acc:
+			gemmP1x16AccAVX512(dst, ldd, x, ldx, wp, kn)
+		default:
+			gemmP1x16AVX512(dst, ldd, x, ldx, wp, kn)
+		}
 	}
 }

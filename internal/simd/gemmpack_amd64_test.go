@@ -10,17 +10,66 @@ import (
 	"time"
 )
 
+// TestMatMulPackedSetsBitExact checks that the AVX-512 packed path gives
+// the AVX2 packed path's results bit for bit (every output is the same
+// chain of fused multiply-adds in both): token counts with whole and
+// partial 12- and 6-token blocks, weight rows with an even and an odd
+// number of 16-row panels, several column blocks and a column tail. Only
+// the packed rows are compared: the row tail (fewer than 16 rows) goes
+// through the dot kernels, whose AVX-512 and AVX2 sums differ in order.
+// Skipped where the CPU lacks AVX-512.
+func TestMatMulPackedSetsBitExact(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for _, tc := range matMulCases {
+		if tc.name == "F32" {
+			continue // not the packed path
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			for _, sh := range []struct{ nt, rows, cols, r0, r1 int }{
+				{256, 64, 256, 0, 64}, {263, 80, 600, 0, 80}, {269, 50, 1030, 2, 50}, {300, 144, 96, 16, 144}, {257, 19, 8, 0, 19}, {260, 37, 544, 3, 37},
+			} {
+				cols := sh.cols
+				if tc.q80 {
+					cols = max(q80BlockSize, cols/q80BlockSize*q80BlockSize)
+				}
+				_, mm := tc.make(r, sh.rows, cols, 0)
+				x := randF32(r, sh.nt*cols)
+				want := make([]float32, sh.nt*sh.rows)
+				restore := ForceAVX2()
+				mm(want, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
+				restore()
+				got := make([]float32, sh.nt*sh.rows)
+				mm(got, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
+				packedEnd := sh.r0 + (sh.r1-sh.r0)/MatMulPackRows*MatMulPackRows
+				for i := range want {
+					if j := i % sh.rows; j < sh.r0 || j >= packedEnd {
+						continue
+					}
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("nt=%d rows=%d cols=%d: dst[%d] = %v with avx512, %v with avx2", sh.nt, sh.rows, cols, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkMatMulPacked compares the packed prefill path with the 4×3 path
 // it replaces above MatMulPackTokensF16/Q80, on one goroutine: every round
 // runs the same product once each way, in alternating order, and it
 // reports both GFLOP/s (medians) and "speedup", the 4×3 time over the
-// packed time. This is how the thresholds were chosen:
+// packed time; on AVX-512 CPUs also the packed path with the AVX2
+// micro-kernels ("avx512-speedup": its time over the AVX-512 one's). This
+// is how the thresholds were chosen:
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 8x ./internal/simd/
 func BenchmarkMatMulPacked(b *testing.B) {
 	r := newRand(b)
 	for _, dt := range []string{"F16", "BF16", "Q80"} {
-		for _, nt := range []int{32, 64, 128, 256, 512} {
+		for _, nt := range []int{8, 16, 32, 64, 128, 256, 512} {
 			for _, sh := range [][2]int{{2048, 2048}, {8192, 2048}, {2048, 8192}} {
 				rows, cols := sh[0], sh[1]
 				if nt >= 256 && rows*cols > 2048*2048 {
@@ -43,18 +92,29 @@ func BenchmarkMatMulPacked(b *testing.B) {
 						call = func() { MatMulQ80(dst, rows, x, nt, cols, w, 0, rows) }
 					}
 					b.Cleanup(func() { packTokensF16, packTokensQ80 = MatMulPackTokensF16, MatMulPackTokensQ80 })
-					secs := make([][]float64, 2) // 4×3, packed
+					// 4×3, packed, and where the CPU has AVX-512, packed with
+					// the AVX2 micro-kernels.
+					ways := 2
+					if useAVX512 {
+						ways = 3
+					}
+					secs := make([][]float64, ways)
 					round := 0
 					for b.Loop() {
-						for k := 0; k < 2; k++ {
-							i := (k + round) % 2
+						for k := 0; k < ways; k++ {
+							i := (k + round) % ways
 							packTokensF16, packTokensQ80 = math.MaxInt, math.MaxInt
-							if i == 1 {
+							if i >= 1 {
 								packTokensF16, packTokensQ80 = 0, 0
+							}
+							restore := func() {}
+							if i == 2 {
+								restore = ForceAVX2()
 							}
 							t0 := time.Now()
 							call()
 							secs[i] = append(secs[i], time.Since(t0).Seconds())
+							restore()
 						}
 						round++
 					}
@@ -63,6 +123,10 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					b.ReportMetric(fl/med(secs[0])/1e9, "4x3-GFLOP/s")
 					b.ReportMetric(fl/med(secs[1])/1e9, "packed-GFLOP/s")
 					b.ReportMetric(med(secs[0])/med(secs[1]), "speedup")
+					if ways == 3 {
+						b.ReportMetric(fl/med(secs[2])/1e9, "packed-avx2-GFLOP/s")
+						b.ReportMetric(med(secs[2])/med(secs[1]), "avx512-speedup")
+					}
 				})
 			}
 		}

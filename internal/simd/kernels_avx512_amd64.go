@@ -28,3 +28,267 @@ func dotQ80AVX512(w []byte, x []float32) float32
 //
 //go:noescape
 func dotF32AVX512(w []float32, x []float32) float32
+
+// gemmP1x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP1x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP1x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP1x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP2x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 2, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP2x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP2x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 2, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP2x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP3x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 3, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP3x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP3x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 3, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP3x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP4x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 4, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP4x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP4x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 4, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP4x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP5x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 5, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP5x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP5x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 5, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP5x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP6x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 6, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP6x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP6x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 6, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP6x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP7x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 7, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP7x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP7x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 7, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP7x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP8x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 8, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP8x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP8x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 8, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP8x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP9x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 9, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP9x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP9x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 9, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP9x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP10x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 10, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP10x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP10x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 10, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP10x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP11x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 11, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP11x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP11x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 11, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP11x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP12x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 12, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP12x32AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP12x32AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 12, j < 16, k < kn,
+// and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
+//
+//go:noescape
+func gemmP12x32AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP1x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn.
+//
+//go:noescape
+func gemmP1x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP1x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn.
+//
+//go:noescape
+func gemmP1x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP2x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 2, j < 16, k < kn.
+//
+//go:noescape
+func gemmP2x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP2x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 2, j < 16, k < kn.
+//
+//go:noescape
+func gemmP2x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP3x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 3, j < 16, k < kn.
+//
+//go:noescape
+func gemmP3x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP3x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 3, j < 16, k < kn.
+//
+//go:noescape
+func gemmP3x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP4x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 4, j < 16, k < kn.
+//
+//go:noescape
+func gemmP4x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP4x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 4, j < 16, k < kn.
+//
+//go:noescape
+func gemmP4x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP5x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 5, j < 16, k < kn.
+//
+//go:noescape
+func gemmP5x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP5x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 5, j < 16, k < kn.
+//
+//go:noescape
+func gemmP5x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP6x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 6, j < 16, k < kn.
+//
+//go:noescape
+func gemmP6x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP6x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 6, j < 16, k < kn.
+//
+//go:noescape
+func gemmP6x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP7x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 7, j < 16, k < kn.
+//
+//go:noescape
+func gemmP7x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP7x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 7, j < 16, k < kn.
+//
+//go:noescape
+func gemmP7x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP8x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 8, j < 16, k < kn.
+//
+//go:noescape
+func gemmP8x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP8x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 8, j < 16, k < kn.
+//
+//go:noescape
+func gemmP8x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP9x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 9, j < 16, k < kn.
+//
+//go:noescape
+func gemmP9x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP9x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 9, j < 16, k < kn.
+//
+//go:noescape
+func gemmP9x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP10x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 10, j < 16, k < kn.
+//
+//go:noescape
+func gemmP10x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP10x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 10, j < 16, k < kn.
+//
+//go:noescape
+func gemmP10x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP11x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 11, j < 16, k < kn.
+//
+//go:noescape
+func gemmP11x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP11x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 11, j < 16, k < kn.
+//
+//go:noescape
+func gemmP11x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP12x16AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 12, j < 16, k < kn.
+//
+//go:noescape
+func gemmP12x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// gemmP12x16AccAVX512 adds to dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 12, j < 16, k < kn.
+//
+//go:noescape
+func gemmP12x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)

@@ -23,6 +23,7 @@ func avx512() {
 	}
 	dotQ80AVX512(4)
 	dotF32AVX512()
+	gemmPacked512()
 }
 
 // The dot products prefetch every 64-byte line of the weights twice ahead

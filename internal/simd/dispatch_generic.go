@@ -2,6 +2,8 @@
 
 package simd
 
+import "math"
+
 // Without assembly every kernel is its pure-Go twin. useAsm and useAVX512
 // exist so that ForceGeneric and ForceAVX2 have one definition for all
 // builds; hasAVX2 and hasAVX512 are false for the tests.
@@ -126,3 +128,6 @@ func accumulateU8(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, 
 func accumulateU4(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
 	accumulateCodesGeneric(4, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
 }
+
+// packTokens: the pure-Go twins have no packed path.
+func packTokens(bool) int { return math.MaxInt }

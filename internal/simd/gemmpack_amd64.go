@@ -2,10 +2,13 @@
 
 package simd
 
-import "sync"
+import (
+	"math"
+	"sync"
+)
 
 // The packed prefill path of MatMulF16, MatMulBF16 and MatMulQ80: with at
-// least MatMulPackTokensF16 (F16, BF16) or MatMulPackTokensQ80 token rows,
+// least MatMulPackTokensF16() (F16, BF16) or MatMulPackTokensQ80() token rows,
 // the weights are taken 16 rows by packKC columns at a time, widened to
 // float32 and transposed into a panel (wp[16k+j] = row j's column k), and
 // every block of up to 6 token rows meets the panel in an outer-product
@@ -33,9 +36,9 @@ const packKC = 256
 func (k *mmKernels[W]) packed(nt int) bool {
 	switch {
 	case k.q80:
-		return nt >= packTokensQ80
+		return nt >= packTokens(true)
 	case k.elemBytes == 2:
-		return nt >= packTokensF16
+		return nt >= packTokens(false)
 	}
 	return false // F32
 }
@@ -94,12 +97,42 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 	return end
 }
 
-// The thresholds in use: MatMulPackTokensF16/Q80, but variables, so that
-// BenchmarkMatMulPacked can force either path.
-var (
-	packTokensF16 = MatMulPackTokensF16
-	packTokensQ80 = MatMulPackTokensQ80
+// The token rows from which the packing pays for itself, measured
+// interleaved against the 4×3 path on one core (BenchmarkMatMulPacked,
+// 2048×2048 to 8192×2048 weights). With the AVX2 micro-kernels, on a Zen 3
+// EPYC: F16 packed over 4×3 0.6× at 32 token rows, 0.8× at 64, 0.9× at
+// 128, 1.15× at 256 and 512; Q8_0, whose 4×3 kernel widens the codes for
+// every 4 tokens, 0.9× at 32, 1.1–1.4× at 64, 1.65× at 512. With the
+// AVX-512 ones (12 token rows × 32 weight rows), on a Xeon with AVX-512
+// FP16 and on a Zen 5 EPYC: F16 0.63/0.70–0.81× at 8 tokens, 0.89/0.90–1.07×
+// at 16, 1.21/1.02–1.04× at 32, 1.57× (Xeon) at 64; BF16 1.07/1.10–1.19× at
+// 32; Q8_0 1.07/0.98–1.29× at 16, 1.66/1.35–1.49× at 32.
+const (
+	packTokensF16AVX2  = 256
+	packTokensQ80AVX2  = 64
+	packTokensAVX512   = 32
+	packTokensUnforced = -1
 )
+
+// packForce, unless packTokensUnforced, replaces the thresholds, so that
+// BenchmarkMatMulPacked can force either path (0: packed, math.MaxInt: 4×3).
+var packForce = packTokensUnforced
+
+// packTokens returns the packed path's threshold for the kernels selected
+// now (math.MaxInt with the pure-Go twins).
+func packTokens(q80 bool) int {
+	switch {
+	case packForce != packTokensUnforced:
+		return packForce
+	case !useAsm:
+		return math.MaxInt
+	case useAVX512:
+		return packTokensAVX512
+	case q80:
+		return packTokensQ80AVX2
+	}
+	return packTokensF16AVX2
+}
 
 // packChunk is the weight rows packed at a time (a multiple of 16).
 const packChunk = 128

@@ -58,7 +58,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 }
 
 // BenchmarkMatMulPacked compares the packed prefill path with the 4×3 path
-// it replaces above MatMulPackTokensF16/Q80, on one goroutine: every round
+// it replaces above MatMulPackTokensF16/Q80(), on one goroutine: every round
 // runs the same product once each way, in alternating order, and it
 // reports both GFLOP/s (medians) and "speedup", the 4×3 time over the
 // packed time; on AVX-512 CPUs also the packed path with the AVX2
@@ -91,7 +91,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 						w := randQ80(r, rows*cols/q80BlockSize)
 						call = func() { MatMulQ80(dst, rows, x, nt, cols, w, 0, rows) }
 					}
-					b.Cleanup(func() { packTokensF16, packTokensQ80 = MatMulPackTokensF16, MatMulPackTokensQ80 })
+					b.Cleanup(func() { packForce = packTokensUnforced })
 					// 4×3, packed, and where the CPU has AVX-512, packed with
 					// the AVX2 micro-kernels.
 					ways := 2
@@ -103,9 +103,9 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					for b.Loop() {
 						for k := 0; k < ways; k++ {
 							i := (k + round) % ways
-							packTokensF16, packTokensQ80 = math.MaxInt, math.MaxInt
+							packForce = math.MaxInt
 							if i >= 1 {
-								packTokensF16, packTokensQ80 = 0, 0
+								packForce = 0
 							}
 							restore := func() {}
 							if i == 2 {

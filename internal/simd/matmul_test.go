@@ -136,12 +136,13 @@ func TestMatMulLarge(t *testing.T) {
 				}
 				checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
 				checkMatMulCase(t, r, tc, 1, 7, cols, 0, 7, 7, 5)
-				// The packed path (MatMulPackTokensF16 or Q80 token rows or more):
+				// The packed path (MatMulPackTokensF16() or Q80() token rows or more:
+				// 32 with the AVX-512 kernels, 64 or 256 with the AVX2 ones):
 				// whole and partial 6-token blocks, 16-row panels with a
 				// row tail, panels of several column blocks (packKC) and
 				// a column tail.
 				for _, sh := range []struct{ nt, rows, cols, r0, r1 int }{
-					{64, 32, 256, 0, 32}, {65, 37, 600, 3, 37}, {259, 50, 72, 0, 50}, {262, 19, 1030, 2, 19}, {256, 16, 8, 0, 16},
+					{33, 48, 256, 0, 48}, {44, 37, 600, 3, 37}, {64, 32, 256, 0, 32}, {65, 37, 600, 3, 37}, {259, 50, 72, 0, 50}, {262, 19, 1030, 2, 19}, {256, 16, 8, 0, 16},
 				} {
 					c := sh.cols
 					if tc.q80 {
@@ -156,7 +157,7 @@ func TestMatMulLarge(t *testing.T) {
 
 // TestMatMulBatchInvariant checks the property the packed path gives: a
 // token row's outputs do not depend on the other token rows of the call
-// (as long as every call takes the same path, MatMulPackTokensF16 rows
+// (as long as every call takes the same path, MatMulPackTokensF16() rows
 // or more), nor on how the weight rows are split at multiples of
 // MatMulPackRows: bit for bit.
 func TestMatMulBatchInvariant(t *testing.T) {
@@ -168,14 +169,16 @@ func TestMatMulBatchInvariant(t *testing.T) {
 			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
 				defer set.force()()
 				r := newRand(t)
-				const rows, cols, nt = 48, 544, 3 * MatMulPackTokensF16
+				pt := MatMulPackTokensF16()
+				const rows, cols = 48, 544
+				nt := 3 * pt
 				_, mm := tc.make(r, rows, cols, 0)
 				x := randF32(r, nt*cols)
 				want := make([]float32, nt*rows)
 				mm(want, rows, x, nt, cols, 0, rows)
 				got := make([]float32, nt*rows)
 				// The same tokens in two calls, the rows in three.
-				for _, tr := range [][2]int{{0, MatMulPackTokensF16 + 5}, {MatMulPackTokensF16 + 5, nt}} {
+				for _, tr := range [][2]int{{0, pt + 5}, {pt + 5, nt}} {
 					for _, rr := range [][2]int{{0, MatMulPackRows}, {MatMulPackRows, 3 * MatMulPackRows}} {
 						mm(got[tr[0]*rows:], rows, x[tr[0]*cols:], tr[1]-tr[0], cols, rr[0], rr[1])
 					}

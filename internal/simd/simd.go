@@ -567,22 +567,21 @@ func MatMulF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0
 	matMulF16(dst, ldd, x, nt, cols, w, r0, r1)
 }
 
-// MatMulPackTokensF16 (F16 and BF16 weights) and MatMulPackTokensQ80 are
-// the numbers of token rows from which MatMulF16, MatMulBF16 and
-// MatMulQ80 take the packed path of the amd64 assembly (gemmpack_amd64.go;
-// the pure-Go twins have no such path): below them the packing does not pay for
-// itself (interleaved, one core of a Zen 3 EPYC, 2048×2048 to 8192×2048
-// weights: F16 packed over the 4×3 path 0.6× at 32 token rows, 0.8× at 64,
-// 0.9× at 128, 1.15× at 256 and 512; Q8_0, whose 4×3 kernel widens the
-// codes for every 4 tokens, 0.9× at 32, 1.1–1.4× at 64, 1.65× at 512). A
-// caller that splits a product into several calls and wants the bits of
+// MatMulPackTokensF16 (F16 and BF16 weights) and MatMulPackTokensQ80
+// return the number of token rows from which MatMulF16, MatMulBF16 and
+// MatMulQ80 take the packed path of the amd64 assembly (gemmpack_amd64.go)
+// with the kernels selected now, and math.MaxInt where there is no such
+// path (the pure-Go twins): below them the packing does not pay for itself.
+// A caller that splits a product into several calls and wants the bits of
 // one call keeps every call's token rows at or above the threshold (or all
 // below it) and its weight-row bounds at multiples of MatMulPackRows.
-const (
-	MatMulPackTokensF16 = 256
-	MatMulPackTokensQ80 = 64
-	MatMulPackRows      = 16
-)
+func MatMulPackTokensF16() int { return packTokens(false) }
+
+// MatMulPackTokensQ80 is MatMulPackTokensF16 for Q8_0 weights.
+func MatMulPackTokensQ80() int { return packTokens(true) }
+
+// MatMulPackRows is the weight rows of a packed panel.
+const MatMulPackRows = 16
 
 // MatMulBF16 is MatMulF32 with weights stored as bfloat16 bits.
 func MatMulBF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {

@@ -208,16 +208,17 @@ func (m *mmTask) Run(lo, hi int) {
 }
 
 // packTokens is the number of token rows from which simd's matrix
-// products over weights of type dt take their packed path (math.MaxInt for
-// F32, which has none): matMul keeps its runs on one side of it and its
-// row chunks at multiples of simd.MatMulPackRows, so that an interruptible
-// product gives the bits of one call.
+// products over weights of type dt take their packed path with the kernels
+// selected now (math.MaxInt for F32, and with the pure-Go kernels): matMul
+// keeps its runs on one side of it and its row chunks at multiples of
+// simd.MatMulPackRows, so that an interruptible product gives the bits of
+// one call.
 func packTokens(dt tensor.DType) int {
 	switch dt {
 	case tensor.F16, tensor.BF16:
-		return simd.MatMulPackTokensF16
+		return simd.MatMulPackTokensF16()
 	case tensor.Q80:
-		return simd.MatMulPackTokensQ80
+		return simd.MatMulPackTokensQ80()
 	}
 	return math.MaxInt
 }

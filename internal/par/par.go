@@ -36,6 +36,17 @@ func (w Workers) split(n, align, minChunk int) (k, units, al int) {
 	return min(k, units), units, align
 }
 
+// Serial reports whether For, ForChunks and ForTask with these arguments
+// run the work on the calling goroutine (as fn(0, n), or not at all for
+// n ≤ 0). A caller whose work is usually that small runs it inline when
+// Serial says so, and makes its closure only otherwise: a closure passed
+// to For escapes, so making it costs an allocation even when For then
+// calls it on the caller.
+func (w Workers) Serial(n, align, minChunk int) bool {
+	k, _, _ := w.split(n, align, minChunk)
+	return k <= 1
+}
+
 // For calls fn(lo, hi) on disjoint chunks covering [0, n). Chunk bounds are
 // multiples of align (except the last). When the work is smaller than
 // minChunk per worker it runs on the calling goroutine.

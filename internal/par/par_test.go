@@ -72,3 +72,19 @@ func BenchmarkForkJoin(b *testing.B) {
 		}
 	})
 }
+
+// TestSerial checks that Serial is true exactly when For runs the work in
+// at most one call on the calling goroutine.
+func TestSerial(t *testing.T) {
+	for _, w := range []Workers{1, 2, 3, 8} {
+		for _, n := range []int{0, 1, 7, 64, 1000} {
+			for _, minChunk := range []int{0, 1, 16, 500, 2000} {
+				var calls atomic.Int32
+				w.For(n, 4, minChunk, func(lo, hi int) { calls.Add(1) })
+				if got, want := w.Serial(n, 4, minChunk), calls.Load() <= 1; got != want {
+					t.Errorf("Workers(%d).Serial(%d, 4, %d) = %v, For made %d calls", w, n, minChunk, got, calls.Load())
+				}
+			}
+		}
+	}
+}

@@ -91,16 +91,34 @@ func (s *Storage) attend(dst, q, k, v []float32, layer int, p *kvcache.Plan, a b
 	// query-position products (decode over short contexts stays on one
 	// goroutine).
 	per := max(1, len(tasks)*(1<<14)/max(1, work*s.l.HeadDim))
-	workers.For(len(tasks), 1, per, func(lo, hi int) {
-		scr := scratchPool.Get().(*Scratch)
-		defer scratchPool.Put(scr)
-		for _, t := range tasks[lo:hi] {
-			if stopped(done) {
-				return
-			}
-			s.attendTask(dst, q, k, v, layer, p, &p.Seqs[t.seq], t, a, nq, scr)
+	s.job = attendJob{s: s, dst: dst, q: q, k: k, v: v, layer: layer, p: p, a: a, nq: nq, done: done}
+	workers.ForTask(len(tasks), 1, per, &s.job)
+	s.job = attendJob{}
+}
+
+// attendJob is one attend call's work over s.tasks, kept in the Storage
+// (whose calls do not run concurrently) so that a decode step's attention
+// allocates nothing.
+type attendJob struct {
+	s            *Storage
+	dst, q, k, v []float32
+	layer        int
+	p            *kvcache.Plan
+	a            backend.AttnParams
+	nq           int
+	done         <-chan struct{}
+}
+
+// Run computes tasks [lo, hi), skipping them once done is closed.
+func (j *attendJob) Run(lo, hi int) {
+	scr := scratchPool.Get().(*Scratch)
+	defer scratchPool.Put(scr)
+	for _, t := range j.s.tasks[lo:hi] {
+		if stopped(j.done) {
+			return
 		}
-	})
+		j.s.attendTask(j.dst, j.q, j.k, j.v, j.layer, j.p, &j.p.Seqs[t.seq], t, j.a, j.nq, scr)
+	}
 }
 
 // attendTask computes one task's attention.

@@ -316,17 +316,24 @@ func RotateHead(v, c, s []float32, neox bool) {
 // 20 ns a value, 8% of a 2-thread prefill), over the workers.
 func (b *Backend) SwiGLU(gate, up backend.Tensor, n int) {
 	g, u := host(gate)[:n], host(up)[:n]
-	b.workers.For(n, 8, swigluChunk, func(lo, hi int) {
-		var e [256]float32
-		for i := lo; i < hi; i += len(e) {
-			gs := g[i:min(hi, i+len(e))]
-			us := u[i:][:len(gs)]
-			simd.ExpShiftTaylor(e[:], gs, -1, 0)
-			for j, x := range gs {
-				gs[j] = x / (1 + e[j]) * us[j]
-			}
+	if b.workers.Serial(n, 8, swigluChunk) { // a decode step: no closure
+		swiglu(g, u)
+		return
+	}
+	b.workers.For(n, 8, swigluChunk, func(lo, hi int) { swiglu(g[lo:hi], u[lo:hi]) })
+}
+
+// swiglu sets g[i] = silu(g[i])·u[i].
+func swiglu(g, u []float32) {
+	var e [256]float32
+	for i := 0; i < len(g); i += len(e) {
+		gs := g[i:min(len(g), i+len(e))]
+		us := u[i:][:len(gs)]
+		simd.ExpShiftTaylor(e[:], gs, -1, 0)
+		for j, x := range gs {
+			gs[j] = x / (1 + e[j]) * us[j]
 		}
-	})
+	}
 }
 
 // swigluChunk is the fewest values of SwiGLU worth a goroutine (a

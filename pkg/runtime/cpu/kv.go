@@ -25,7 +25,8 @@ type Storage struct {
 	rope    func(rows []float32, pos0 int)
 	fp16    quant.Codec
 	workers par.Workers
-	tasks   []task // Attend's, reused
+	tasks   []task    // Attend's, reused
+	job     attendJob // Attend's work over tasks, reused
 	// queryRows bounds a task's query rows (0: maxQueryRows); tests and
 	// benchmarks lower it to compare with per-query attention.
 	queryRows int
@@ -252,12 +253,19 @@ func (s *Storage) Write(layer int, k, v []float32, p *kvcache.Plan) {
 			continue
 		}
 		per := max(1, writeWork/max(1, len(ops)*kvd))
-		s.workers.For(s.l.KVHeads, 1, per, func(lo, hi int) {
-			var tmp []float32
-			for h := lo; h < hi; h++ {
-				tmp = s.apply(tmp, layer, j, h, ops, src)
-			}
-		})
+		if s.workers.Serial(s.l.KVHeads, 1, per) { // a decode step: no closure
+			s.applyHeads(0, s.l.KVHeads, layer, j, ops, src)
+			continue
+		}
+		s.workers.For(s.l.KVHeads, 1, per, func(lo, hi int) { s.applyHeads(lo, hi, layer, j, ops, src) })
+	}
+}
+
+// applyHeads runs ops for KV heads [lo, hi) of layer side j.
+func (s *Storage) applyHeads(lo, hi, layer, j int, ops []kvcache.Op, src []float32) {
+	var tmp []float32
+	for h := lo; h < hi; h++ {
+		tmp = s.apply(tmp, layer, j, h, ops, src)
 	}
 }
 

@@ -30,7 +30,7 @@ func attnShapes(r *rand.Rand) []attnShape {
 		}
 	}
 	for nq := 1; nq <= 9; nq++ {
-		for _, dim := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 40, 72, 130} {
+		for _, dim := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 32, 40, 48, 72, 80, 96, 130} {
 			n := 1 + r.IntN(20)
 			s = append(s, attnShape{nq, dim, n, n + r.IntN(4), r.IntN(8)})
 		}
@@ -85,6 +85,15 @@ func TestScoresF32(t *testing.T) {
 		{"ScoresF32", ScoresF32},
 		{"scoresF32Generic", scoresF32Generic},
 	}
+	if hasAVX512 { // the default set is avx512: the avx2 kernels too
+		impls = append(impls, struct {
+			name string
+			f    func(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int)
+		}{"ScoresF32/avx2", func(dst []float32, ldd int, q []float32, nq, dim int, rows []float32, n int) {
+			defer ForceAVX2()()
+			ScoresF32(dst, ldd, q, nq, dim, rows, n)
+		}})
+	}
 	r := newRand(t)
 	for _, s := range attnShapes(r) {
 		q, rows, dst0, _ := attnInputs(r, s)
@@ -127,6 +136,15 @@ func TestAccumulateF32(t *testing.T) {
 		{"AccumulateF32", AccumulateF32},
 		{"accumulateF32Generic", accumulateF32Generic},
 	}
+	if hasAVX512 {
+		impls = append(impls, struct {
+			name string
+			f    func(acc []float32, w []float32, ldw, nq, dim int, rows []float32, n int)
+		}{"AccumulateF32/avx2", func(acc []float32, w []float32, ldw, nq, dim int, rows []float32, n int) {
+			defer ForceAVX2()()
+			AccumulateF32(acc, w, ldw, nq, dim, rows, n)
+		}})
+	}
 	r := newRand(t)
 	for _, s := range attnShapes(r) {
 		acc0, rows, w, _ := attnInputs(r, s)
@@ -147,6 +165,33 @@ func TestAccumulateF32(t *testing.T) {
 						t.Fatalf("%s(%v): acc[%d*dim+%d] = %v, want %v (|acc|+Σ|w·row| %v)", im.name, s, i, d, got, want, mag)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestAccumulateF32SetsBitExact checks that the AVX-512 accumulate kernels
+// (head sizes a multiple of 16) give the AVX2 kernels' results bit for
+// bit: every output column takes the same fused multiply-adds in the same
+// order.
+func TestAccumulateF32SetsBitExact(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for _, s := range attnShapes(r) {
+		if s.nq == 0 || s.n == 0 || s.dim == 0 {
+			continue
+		}
+		acc0, rows, w, _ := attnInputs(r, s)
+		got, want := append([]float32(nil), acc0...), append([]float32(nil), acc0...)
+		AccumulateF32(got, w, s.ld, s.nq, s.dim, rows, s.n)
+		restore := ForceAVX2()
+		AccumulateF32(want, w, s.ld, s.nq, s.dim, rows, s.n)
+		restore()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v: acc[%d] = %v with avx512, %v with avx2", s, i, got[i], want[i])
 			}
 		}
 	}

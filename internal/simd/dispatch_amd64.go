@@ -186,6 +186,10 @@ func f16ToF32(dst []float32, src []uint16) {
 		f16ToF32Generic(dst, src)
 		return
 	}
+	if useAVX512 {
+		widenF16AVX512(dst, src)
+		return
+	}
 	widenF16AVX2(dst, src)
 	if n := len(dst) &^ 7; n < len(dst) {
 		f16ToF32Generic(dst[n:], src[n:])
@@ -195,6 +199,10 @@ func f16ToF32(dst []float32, src []uint16) {
 func bf16ToF32(dst []float32, src []uint16) {
 	if !useAsm {
 		bf16ToF32Generic(dst, src)
+		return
+	}
+	if useAVX512 {
+		widenBF16AVX512(dst, src)
 		return
 	}
 	widenBF16AVX2(dst, src)
@@ -483,7 +491,23 @@ func e4m3ToF32(dst []float32, src []byte, scale float32) {
 // kernel call takes: 4 while at least 4 remain, then the rest.
 func queryBlock(nq, i int) int { return min(nq-i, 4) }
 
+// scoresBlock and accumulateBlock run the kernel for qb ≤ 4 queries: the
+// AVX-512 one where the head size is a multiple of 16 (accumulate's gives
+// the AVX2 kernel's bits, scores' differs in the last bits), else AVX2.
 func scoresBlock(qb int, dst *float32, ldd int, q, rows *float32, dim, n int) {
+	if useAVX512 && dim%16 == 0 {
+		switch qb {
+		case 1:
+			scoresQ1AVX512(dst, ldd, q, rows, dim, n)
+		case 2:
+			scoresQ2AVX512(dst, ldd, q, rows, dim, n)
+		case 3:
+			scoresQ3AVX512(dst, ldd, q, rows, dim, n)
+		default:
+			scoresQ4AVX512(dst, ldd, q, rows, dim, n)
+		}
+		return
+	}
 	switch qb {
 	case 1:
 		scoresQ1AVX2(dst, ldd, q, rows, dim, n)
@@ -497,6 +521,19 @@ func scoresBlock(qb int, dst *float32, ldd int, q, rows *float32, dim, n int) {
 }
 
 func accumulateBlock(qb int, acc, w *float32, ldw, dim int, rows *float32, n int) {
+	if useAVX512 && dim%16 == 0 {
+		switch qb {
+		case 1:
+			accumulateQ1AVX512(acc, w, ldw, dim, rows, n)
+		case 2:
+			accumulateQ2AVX512(acc, w, ldw, dim, rows, n)
+		case 3:
+			accumulateQ3AVX512(acc, w, ldw, dim, rows, n)
+		default:
+			accumulateQ4AVX512(acc, w, ldw, dim, rows, n)
+		}
+		return
+	}
 	switch qb {
 	case 1:
 		accumulateQ1AVX2(acc, w, ldw, dim, rows, n)

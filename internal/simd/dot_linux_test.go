@@ -7,6 +7,7 @@ import (
 )
 
 // TestDotNoOverread places the weights and the vector of the dot products
+// (and the source of the F16/BF16 widening)
 // each at the very end of a readable page, followed by a page that faults
 // when read, and runs every kernel set over every length that fits up to
 // 300 (whole blocks for Q8_0): a kernel that read past either slice (a tail
@@ -39,10 +40,13 @@ func TestDotNoOverread(t *testing.T) {
 	for _, set := range kernelSets(t) {
 		t.Run(set.name, func(t *testing.T) {
 			defer set.force()()
+			dst := make([]float32, 300)
 			for n := 0; n <= 300; n++ {
 				xs := x[len(x)-n:]
 				DotF16(u16[len(u16)-n:], xs)
 				DotBF16(u16[len(u16)-n:], xs)
+				F16ToF32(dst[:n], u16[len(u16)-n:])
+				BF16ToF32(dst[:n], u16[len(u16)-n:])
 				DotF32(x[len(x)-n:], x[len(x)-n:])
 				if n%q80BlockSize == 0 {
 					nb := n / q80BlockSize

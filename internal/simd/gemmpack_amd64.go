@@ -146,9 +146,14 @@ var packBufs = sync.Pool{New: func() any { return new([packChunk * packKC]float3
 func (k *mmKernels[W]) widen(dst []float32, w []W) {
 	switch w := any(w).(type) {
 	case []uint16:
-		if k.bf16 {
+		switch {
+		case useAVX512 && k.bf16:
+			widenBF16AVX512(dst, w)
+		case useAVX512:
+			widenF16AVX512(dst, w)
+		case k.bf16:
 			widenBF16AVX2(dst, w)
-		} else {
+		default:
 			widenF16AVX2(dst, w)
 		}
 	case []byte:

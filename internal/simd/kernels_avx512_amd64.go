@@ -292,3 +292,67 @@ func gemmP12x16AVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, k
 //
 //go:noescape
 func gemmP12x16AccAVX512(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
+
+// scoresQ1AVX512 sets dst[i*ldd+j] = Σ_{c < dim} q[i*dim+c]*rows[j*dim+c]
+// for i < 1, j < n. dim must be a positive multiple of 16.
+//
+//go:noescape
+func scoresQ1AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ1AVX512 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 1, c < dim, in the order of accumulateQ1AVX2. dim must be a
+// positive multiple of 16.
+//
+//go:noescape
+func accumulateQ1AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// scoresQ2AVX512 sets dst[i*ldd+j] = Σ_{c < dim} q[i*dim+c]*rows[j*dim+c]
+// for i < 2, j < n. dim must be a positive multiple of 16.
+//
+//go:noescape
+func scoresQ2AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ2AVX512 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 2, c < dim, in the order of accumulateQ2AVX2. dim must be a
+// positive multiple of 16.
+//
+//go:noescape
+func accumulateQ2AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// scoresQ3AVX512 sets dst[i*ldd+j] = Σ_{c < dim} q[i*dim+c]*rows[j*dim+c]
+// for i < 3, j < n. dim must be a positive multiple of 16.
+//
+//go:noescape
+func scoresQ3AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ3AVX512 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 3, c < dim, in the order of accumulateQ3AVX2. dim must be a
+// positive multiple of 16.
+//
+//go:noescape
+func accumulateQ3AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// scoresQ4AVX512 sets dst[i*ldd+j] = Σ_{c < dim} q[i*dim+c]*rows[j*dim+c]
+// for i < 4, j < n. dim must be a positive multiple of 16.
+//
+//go:noescape
+func scoresQ4AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+
+// accumulateQ4AVX512 sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < 4, c < dim, in the order of accumulateQ4AVX2. dim must be a
+// positive multiple of 16.
+//
+//go:noescape
+func accumulateQ4AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+
+// widenF16AVX512 sets dst[i] = float32(src[i]) for i < len(dst).
+// len(src) must be at least len(dst).
+//
+//go:noescape
+func widenF16AVX512(dst []float32, src []uint16)
+
+// widenBF16AVX512 sets dst[i] = float32(src[i]) for i < len(dst).
+// len(src) must be at least len(dst).
+//
+//go:noescape
+func widenBF16AVX512(dst []float32, src []uint16)

@@ -7981,3 +7981,1888 @@ gemmP12x16AccAVX512_store:
 	VMOVUPS Z11, (AX)
 	VZEROUPPER
 	RET
+
+// func scoresQ1AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresQ1AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	MOVQ rows+24(FP), DX
+	ADDQ CX, DX
+	MOVQ dst+0(FP), BX
+	MOVQ n+40(FP), SI
+
+scoresQ1AVX512_loop:
+	CMPQ   SI, $0x08
+	JB     scoresQ1AVX512_tail
+	LEAQ   (DX)(CX*1), DI
+	LEAQ   (DI)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	LEAQ   (R11)(CX*1), R12
+	LEAQ   (R12)(CX*1), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   CX, R14
+	NEGQ   R14
+
+scoresQ1AVX512_dloop:
+	VMOVUPS       (AX)(R14*1), Z8
+	VFMADD231PS   (DX)(R14*1), Z8, Z0
+	VFMADD231PS   (DI)(R14*1), Z8, Z1
+	VFMADD231PS   (R8)(R14*1), Z8, Z2
+	VFMADD231PS   (R9)(R14*1), Z8, Z3
+	VFMADD231PS   (R10)(R14*1), Z8, Z4
+	VFMADD231PS   (R11)(R14*1), Z8, Z5
+	VFMADD231PS   (R12)(R14*1), Z8, Z6
+	VFMADD231PS   (R13)(R14*1), Z8, Z7
+	ADDQ          $0x40, R14
+	JNZ           scoresQ1AVX512_dloop
+	MOVQ          ldd+8(FP), DI
+	SHLQ          $0x02, DI
+	MOVQ          BX, DI
+	VUNPCKLPS     Z1, Z0, Z8
+	VUNPCKHPS     Z1, Z0, Z16
+	VADDPS        Z16, Z8, Z8
+	VUNPCKLPS     Z3, Z2, Z16
+	VUNPCKHPS     Z3, Z2, Z17
+	VADDPS        Z17, Z16, Z16
+	VSHUFPS       $0x44, Z16, Z8, Z17
+	VSHUFPS       $0xee, Z16, Z8, Z8
+	VADDPS        Z8, Z17, Z17
+	VEXTRACTF64X4 $0x01, Z17, Y8
+	VADDPS        Y17, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X16
+	VADDPS        X8, X16, X16
+	VMOVUPS       X16, (DI)
+	VUNPCKLPS     Z5, Z4, Z8
+	VUNPCKHPS     Z5, Z4, Z16
+	VADDPS        Z16, Z8, Z8
+	VUNPCKLPS     Z7, Z6, Z16
+	VUNPCKHPS     Z7, Z6, Z17
+	VADDPS        Z17, Z16, Z16
+	VSHUFPS       $0x44, Z16, Z8, Z17
+	VSHUFPS       $0xee, Z16, Z8, Z8
+	VADDPS        Z8, Z17, Z17
+	VEXTRACTF64X4 $0x01, Z17, Y8
+	VADDPS        Y17, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X16
+	VADDPS        X8, X16, X16
+	VMOVUPS       X16, 16(DI)
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          $0x20, BX
+	SUBQ          $0x08, SI
+	JMP           scoresQ1AVX512_loop
+
+scoresQ1AVX512_tail:
+	CMPQ   SI, $0x04
+	JB     scoresQ1AVX512_t4_skip
+	LEAQ   (DX)(CX*1), DI
+	LEAQ   (DI)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	MOVQ   CX, R10
+	NEGQ   R10
+
+scoresQ1AVX512_dloop_t4:
+	VMOVUPS       (AX)(R10*1), Z0
+	VFMADD231PS   (DX)(R10*1), Z0, Z9
+	VFMADD231PS   (DI)(R10*1), Z0, Z10
+	VFMADD231PS   (R8)(R10*1), Z0, Z11
+	VFMADD231PS   (R9)(R10*1), Z0, Z12
+	ADDQ          $0x40, R10
+	JNZ           scoresQ1AVX512_dloop_t4
+	MOVQ          ldd+8(FP), DI
+	SHLQ          $0x02, DI
+	MOVQ          BX, DI
+	VUNPCKLPS     Z10, Z9, Z0
+	VUNPCKHPS     Z10, Z9, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z12, Z11, Z1
+	VUNPCKHPS     Z12, Z11, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (DI)
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          $0x10, BX
+	SUBQ          $0x04, SI
+
+scoresQ1AVX512_t4_skip:
+	CMPQ   SI, $0x02
+	JB     scoresQ1AVX512_t2_skip
+	LEAQ   (DX)(CX*1), DI
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	MOVQ   CX, R8
+	NEGQ   R8
+
+scoresQ1AVX512_dloop_t2:
+	VMOVUPS       (AX)(R8*1), Z0
+	VFMADD231PS   (DX)(R8*1), Z0, Z13
+	VFMADD231PS   (DI)(R8*1), Z0, Z14
+	ADDQ          $0x40, R8
+	JNZ           scoresQ1AVX512_dloop_t2
+	MOVQ          ldd+8(FP), DI
+	SHLQ          $0x02, DI
+	MOVQ          BX, DI
+	VUNPCKLPS     Z14, Z13, Z0
+	VUNPCKHPS     Z14, Z13, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (DI)
+	ADDQ          CX, DX
+	ADDQ          CX, DX
+	ADDQ          $0x08, BX
+	SUBQ          $0x02, SI
+
+scoresQ1AVX512_t2_skip:
+	CMPQ   SI, $0x01
+	JB     scoresQ1AVX512_t1_skip
+	VPXORD Z15, Z15, Z15
+	MOVQ   CX, DI
+	NEGQ   DI
+
+scoresQ1AVX512_dloop_t1:
+	VMOVUPS       (AX)(DI*1), Z0
+	VFMADD231PS   (DX)(DI*1), Z0, Z15
+	ADDQ          $0x40, DI
+	JNZ           scoresQ1AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          BX, AX
+	VSHUFPS       $0x4e, Z15, Z15, Z0
+	VADDPS        Z0, Z15, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, DX
+	ADDQ          $0x04, BX
+	SUBQ          $0x01, SI
+
+scoresQ1AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ1AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateQ1AVX512(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	MOVQ dim+24(FP), CX
+	MOVQ CX, DX
+	SHRQ $0x04, DX
+	SHLQ $0x02, CX
+	MOVQ acc+0(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ n+40(FP), DI
+
+accumulateQ1AVX512_loop:
+	CMPQ    DX, $0x08
+	JB      accumulateQ1AVX512_tail
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	VMOVUPS 256(BX), Z4
+	VMOVUPS 320(BX), Z5
+	VMOVUPS 384(BX), Z6
+	VMOVUPS 448(BX), Z7
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX512_jloop:
+	CMPQ             R9, DI
+	JAE              accumulateQ1AVX512_store
+	VMOVUPS          (R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z0
+	VMOVUPS          64(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z1
+	VMOVUPS          128(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z2
+	VMOVUPS          192(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z3
+	VMOVUPS          256(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z4
+	VMOVUPS          320(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z5
+	VMOVUPS          384(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z6
+	VMOVUPS          448(R8), Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z7
+	ADDQ             CX, R8
+	INCQ             R9
+	JMP              accumulateQ1AVX512_jloop
+
+accumulateQ1AVX512_store:
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	VMOVUPS Z4, 256(BX)
+	VMOVUPS Z5, 320(BX)
+	VMOVUPS Z6, 384(BX)
+	VMOVUPS Z7, 448(BX)
+	ADDQ    $0x00000200, BX
+	ADDQ    $0x00000200, SI
+	SUBQ    $0x08, DX
+	JMP     accumulateQ1AVX512_loop
+
+accumulateQ1AVX512_tail:
+	CMPQ    DX, $0x04
+	JB      accumulateQ1AVX512_t4_skip
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX512_jloop_t4:
+	CMPQ             R9, DI
+	JAE              accumulateQ1AVX512_store_t4
+	VMOVUPS          (R8), Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z0
+	VMOVUPS          64(R8), Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z1
+	VMOVUPS          128(R8), Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z2
+	VMOVUPS          192(R8), Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z3
+	ADDQ             CX, R8
+	INCQ             R9
+	JMP              accumulateQ1AVX512_jloop_t4
+
+accumulateQ1AVX512_store_t4:
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	ADDQ    $0x00000100, BX
+	ADDQ    $0x00000100, SI
+	SUBQ    $0x04, DX
+
+accumulateQ1AVX512_t4_skip:
+	CMPQ    DX, $0x02
+	JB      accumulateQ1AVX512_t2_skip
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX512_jloop_t2:
+	CMPQ             R9, DI
+	JAE              accumulateQ1AVX512_store_t2
+	VMOVUPS          (R8), Z2
+	VFMADD231PS.BCST (AX)(R9*4), Z2, Z0
+	VMOVUPS          64(R8), Z2
+	VFMADD231PS.BCST (AX)(R9*4), Z2, Z1
+	ADDQ             CX, R8
+	INCQ             R9
+	JMP              accumulateQ1AVX512_jloop_t2
+
+accumulateQ1AVX512_store_t2:
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	ADDQ    $0x00000080, BX
+	ADDQ    $0x00000080, SI
+	SUBQ    $0x02, DX
+
+accumulateQ1AVX512_t2_skip:
+	CMPQ    DX, $0x01
+	JB      accumulateQ1AVX512_t1_skip
+	VMOVUPS (BX), Z0
+	MOVQ    SI, R8
+	XORQ    R9, R9
+
+accumulateQ1AVX512_jloop_t1:
+	CMPQ             R9, DI
+	JAE              accumulateQ1AVX512_store_t1
+	VMOVUPS          (R8), Z1
+	VFMADD231PS.BCST (AX)(R9*4), Z1, Z0
+	ADDQ             CX, R8
+	INCQ             R9
+	JMP              accumulateQ1AVX512_jloop_t1
+
+accumulateQ1AVX512_store_t1:
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x00000040, BX
+	ADDQ    $0x00000040, SI
+	SUBQ    $0x01, DX
+
+accumulateQ1AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresQ2AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresQ2AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	LEAQ (AX)(CX*1), DX
+	MOVQ rows+24(FP), BX
+	ADDQ CX, BX
+	MOVQ dst+0(FP), SI
+	MOVQ n+40(FP), DI
+
+scoresQ2AVX512_loop:
+	CMPQ   DI, $0x05
+	JB     scoresQ2AVX512_tail
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   CX, R12
+	NEGQ   R12
+
+scoresQ2AVX512_dloop:
+	VMOVUPS       (BX)(R12*1), Z10
+	VMOVUPS       (R8)(R12*1), Z11
+	VMOVUPS       (R9)(R12*1), Z12
+	VMOVUPS       (R10)(R12*1), Z13
+	VMOVUPS       (R11)(R12*1), Z14
+	VMOVUPS       (AX)(R12*1), Z15
+	VFMADD231PS   Z10, Z15, Z0
+	VFMADD231PS   Z11, Z15, Z1
+	VFMADD231PS   Z12, Z15, Z2
+	VFMADD231PS   Z13, Z15, Z3
+	VFMADD231PS   Z14, Z15, Z4
+	VMOVUPS       (DX)(R12*1), Z15
+	VFMADD231PS   Z10, Z15, Z5
+	VFMADD231PS   Z11, Z15, Z6
+	VFMADD231PS   Z12, Z15, Z7
+	VFMADD231PS   Z13, Z15, Z8
+	VFMADD231PS   Z14, Z15, Z9
+	ADDQ          $0x40, R12
+	JNZ           scoresQ2AVX512_dloop
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R9
+	VUNPCKLPS     Z1, Z0, Z10
+	VUNPCKHPS     Z1, Z0, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPS     Z3, Z2, Z11
+	VUNPCKHPS     Z3, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFPS       $0x44, Z11, Z10, Z12
+	VSHUFPS       $0xee, Z11, Z10, Z10
+	VADDPS        Z10, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VADDPS        Y12, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVUPS       X11, (R9)
+	VSHUFPS       $0x4e, Z4, Z4, Z10
+	VADDPS        Z10, Z4, Z10
+	VSHUFPS       $0xb1, Z10, Z10, Z11
+	VADDPS        Z11, Z10, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVSS        X11, 16(R9)
+	ADDQ          R8, R9
+	VUNPCKLPS     Z6, Z5, Z10
+	VUNPCKHPS     Z6, Z5, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPS     Z8, Z7, Z11
+	VUNPCKHPS     Z8, Z7, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFPS       $0x44, Z11, Z10, Z12
+	VSHUFPS       $0xee, Z11, Z10, Z10
+	VADDPS        Z10, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VADDPS        Y12, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVUPS       X11, (R9)
+	VSHUFPS       $0x4e, Z9, Z9, Z10
+	VADDPS        Z10, Z9, Z10
+	VSHUFPS       $0xb1, Z10, Z10, Z11
+	VADDPS        Z11, Z10, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVSS        X11, 16(R9)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x14, SI
+	SUBQ          $0x05, DI
+	JMP           scoresQ2AVX512_loop
+
+scoresQ2AVX512_tail:
+	CMPQ   DI, $0x04
+	JB     scoresQ2AVX512_t4_skip
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   CX, R11
+	NEGQ   R11
+
+scoresQ2AVX512_dloop_t4:
+	VMOVUPS       (BX)(R11*1), Z0
+	VMOVUPS       (R8)(R11*1), Z1
+	VMOVUPS       (R9)(R11*1), Z2
+	VMOVUPS       (R10)(R11*1), Z3
+	VMOVUPS       (AX)(R11*1), Z4
+	VFMADD231PS   Z0, Z4, Z16
+	VFMADD231PS   Z1, Z4, Z17
+	VFMADD231PS   Z2, Z4, Z18
+	VFMADD231PS   Z3, Z4, Z19
+	VMOVUPS       (DX)(R11*1), Z4
+	VFMADD231PS   Z0, Z4, Z20
+	VFMADD231PS   Z1, Z4, Z21
+	VFMADD231PS   Z2, Z4, Z22
+	VFMADD231PS   Z3, Z4, Z23
+	ADDQ          $0x40, R11
+	JNZ           scoresQ2AVX512_dloop_t4
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R9
+	VUNPCKLPS     Z17, Z16, Z0
+	VUNPCKHPS     Z17, Z16, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z19, Z18, Z1
+	VUNPCKHPS     Z19, Z18, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R9)
+	ADDQ          R8, R9
+	VUNPCKLPS     Z21, Z20, Z0
+	VUNPCKHPS     Z21, Z20, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z23, Z22, Z1
+	VUNPCKHPS     Z23, Z22, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R9)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x10, SI
+	SUBQ          $0x04, DI
+
+scoresQ2AVX512_t4_skip:
+	CMPQ   DI, $0x02
+	JB     scoresQ2AVX512_t2_skip
+	LEAQ   (BX)(CX*1), R8
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   CX, R9
+	NEGQ   R9
+
+scoresQ2AVX512_dloop_t2:
+	VMOVUPS       (BX)(R9*1), Z0
+	VMOVUPS       (R8)(R9*1), Z1
+	VMOVUPS       (AX)(R9*1), Z2
+	VFMADD231PS   Z0, Z2, Z24
+	VFMADD231PS   Z1, Z2, Z25
+	VMOVUPS       (DX)(R9*1), Z2
+	VFMADD231PS   Z0, Z2, Z26
+	VFMADD231PS   Z1, Z2, Z27
+	ADDQ          $0x40, R9
+	JNZ           scoresQ2AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R9
+	VUNPCKLPS     Z25, Z24, Z0
+	VUNPCKHPS     Z25, Z24, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R9)
+	ADDQ          R8, R9
+	VUNPCKLPS     Z27, Z26, Z0
+	VUNPCKHPS     Z27, Z26, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R9)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x08, SI
+	SUBQ          $0x02, DI
+
+scoresQ2AVX512_t2_skip:
+	CMPQ   DI, $0x01
+	JB     scoresQ2AVX512_t1_skip
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	MOVQ   CX, R8
+	NEGQ   R8
+
+scoresQ2AVX512_dloop_t1:
+	VMOVUPS       (BX)(R8*1), Z0
+	VMOVUPS       (AX)(R8*1), Z1
+	VFMADD231PS   Z0, Z1, Z28
+	VMOVUPS       (DX)(R8*1), Z1
+	VFMADD231PS   Z0, Z1, Z29
+	ADDQ          $0x40, R8
+	JNZ           scoresQ2AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          SI, DX
+	VSHUFPS       $0x4e, Z28, Z28, Z0
+	VADDPS        Z0, Z28, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          AX, DX
+	VSHUFPS       $0x4e, Z29, Z29, Z0
+	VADDPS        Z0, Z29, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          CX, BX
+	ADDQ          $0x04, SI
+	SUBQ          $0x01, DI
+
+scoresQ2AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ2AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateQ2AVX512(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), CX
+	MOVQ dim+24(FP), DX
+	MOVQ DX, BX
+	SHRQ $0x04, BX
+	SHLQ $0x02, DX
+	MOVQ acc+0(FP), SI
+	MOVQ rows+32(FP), DI
+	MOVQ n+40(FP), R8
+
+accumulateQ2AVX512_loop:
+	CMPQ    BX, $0x08
+	JB      accumulateQ2AVX512_tail
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS (SI)(DX*1), Z8
+	VMOVUPS 64(SI)(DX*1), Z9
+	VMOVUPS 128(SI)(DX*1), Z10
+	VMOVUPS 192(SI)(DX*1), Z11
+	VMOVUPS 256(SI)(DX*1), Z12
+	VMOVUPS 320(SI)(DX*1), Z13
+	VMOVUPS 384(SI)(DX*1), Z14
+	VMOVUPS 448(SI)(DX*1), Z15
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX512_jloop:
+	CMPQ             R10, R8
+	JAE              accumulateQ2AVX512_store
+	VMOVUPS          (R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z0
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z8
+	VMOVUPS          64(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z1
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z9
+	VMOVUPS          128(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z2
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z10
+	VMOVUPS          192(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z3
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z11
+	VMOVUPS          256(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z4
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z12
+	VMOVUPS          320(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z5
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z13
+	VMOVUPS          384(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z6
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z14
+	VMOVUPS          448(R9), Z16
+	VFMADD231PS.BCST (AX)(R10*4), Z16, Z7
+	VFMADD231PS.BCST (CX)(R10*4), Z16, Z15
+	ADDQ             DX, R9
+	INCQ             R10
+	JMP              accumulateQ2AVX512_jloop
+
+accumulateQ2AVX512_store:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, (SI)(DX*1)
+	VMOVUPS Z9, 64(SI)(DX*1)
+	VMOVUPS Z10, 128(SI)(DX*1)
+	VMOVUPS Z11, 192(SI)(DX*1)
+	VMOVUPS Z12, 256(SI)(DX*1)
+	VMOVUPS Z13, 320(SI)(DX*1)
+	VMOVUPS Z14, 384(SI)(DX*1)
+	VMOVUPS Z15, 448(SI)(DX*1)
+	ADDQ    $0x00000200, SI
+	ADDQ    $0x00000200, DI
+	SUBQ    $0x08, BX
+	JMP     accumulateQ2AVX512_loop
+
+accumulateQ2AVX512_tail:
+	CMPQ    BX, $0x04
+	JB      accumulateQ2AVX512_t4_skip
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS (SI)(DX*1), Z4
+	VMOVUPS 64(SI)(DX*1), Z5
+	VMOVUPS 128(SI)(DX*1), Z6
+	VMOVUPS 192(SI)(DX*1), Z7
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX512_jloop_t4:
+	CMPQ             R10, R8
+	JAE              accumulateQ2AVX512_store_t4
+	VMOVUPS          (R9), Z8
+	VFMADD231PS.BCST (AX)(R10*4), Z8, Z0
+	VFMADD231PS.BCST (CX)(R10*4), Z8, Z4
+	VMOVUPS          64(R9), Z8
+	VFMADD231PS.BCST (AX)(R10*4), Z8, Z1
+	VFMADD231PS.BCST (CX)(R10*4), Z8, Z5
+	VMOVUPS          128(R9), Z8
+	VFMADD231PS.BCST (AX)(R10*4), Z8, Z2
+	VFMADD231PS.BCST (CX)(R10*4), Z8, Z6
+	VMOVUPS          192(R9), Z8
+	VFMADD231PS.BCST (AX)(R10*4), Z8, Z3
+	VFMADD231PS.BCST (CX)(R10*4), Z8, Z7
+	ADDQ             DX, R9
+	INCQ             R10
+	JMP              accumulateQ2AVX512_jloop_t4
+
+accumulateQ2AVX512_store_t4:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, (SI)(DX*1)
+	VMOVUPS Z5, 64(SI)(DX*1)
+	VMOVUPS Z6, 128(SI)(DX*1)
+	VMOVUPS Z7, 192(SI)(DX*1)
+	ADDQ    $0x00000100, SI
+	ADDQ    $0x00000100, DI
+	SUBQ    $0x04, BX
+
+accumulateQ2AVX512_t4_skip:
+	CMPQ    BX, $0x02
+	JB      accumulateQ2AVX512_t2_skip
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS (SI)(DX*1), Z2
+	VMOVUPS 64(SI)(DX*1), Z3
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX512_jloop_t2:
+	CMPQ             R10, R8
+	JAE              accumulateQ2AVX512_store_t2
+	VMOVUPS          (R9), Z4
+	VFMADD231PS.BCST (AX)(R10*4), Z4, Z0
+	VFMADD231PS.BCST (CX)(R10*4), Z4, Z2
+	VMOVUPS          64(R9), Z4
+	VFMADD231PS.BCST (AX)(R10*4), Z4, Z1
+	VFMADD231PS.BCST (CX)(R10*4), Z4, Z3
+	ADDQ             DX, R9
+	INCQ             R10
+	JMP              accumulateQ2AVX512_jloop_t2
+
+accumulateQ2AVX512_store_t2:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, (SI)(DX*1)
+	VMOVUPS Z3, 64(SI)(DX*1)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x02, BX
+
+accumulateQ2AVX512_t2_skip:
+	CMPQ    BX, $0x01
+	JB      accumulateQ2AVX512_t1_skip
+	VMOVUPS (SI), Z0
+	VMOVUPS (SI)(DX*1), Z1
+	MOVQ    DI, R9
+	XORQ    R10, R10
+
+accumulateQ2AVX512_jloop_t1:
+	CMPQ             R10, R8
+	JAE              accumulateQ2AVX512_store_t1
+	VMOVUPS          (R9), Z2
+	VFMADD231PS.BCST (AX)(R10*4), Z2, Z0
+	VFMADD231PS.BCST (CX)(R10*4), Z2, Z1
+	ADDQ             DX, R9
+	INCQ             R10
+	JMP              accumulateQ2AVX512_jloop_t1
+
+accumulateQ2AVX512_store_t1:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, (SI)(DX*1)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000040, DI
+	SUBQ    $0x01, BX
+
+accumulateQ2AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresQ3AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresQ3AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	MOVQ rows+24(FP), SI
+	ADDQ CX, SI
+	MOVQ dst+0(FP), DI
+	MOVQ n+40(FP), R8
+
+scoresQ3AVX512_loop:
+	CMPQ   R8, $0x04
+	JB     scoresQ3AVX512_tail
+	LEAQ   (SI)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   CX, R12
+	NEGQ   R12
+
+scoresQ3AVX512_dloop:
+	VMOVUPS       (SI)(R12*1), Z12
+	VMOVUPS       (R9)(R12*1), Z13
+	VMOVUPS       (R10)(R12*1), Z14
+	VMOVUPS       (R11)(R12*1), Z15
+	VMOVUPS       (AX)(R12*1), Z16
+	VFMADD231PS   Z12, Z16, Z0
+	VFMADD231PS   Z13, Z16, Z1
+	VFMADD231PS   Z14, Z16, Z2
+	VFMADD231PS   Z15, Z16, Z3
+	VMOVUPS       (DX)(R12*1), Z16
+	VFMADD231PS   Z12, Z16, Z4
+	VFMADD231PS   Z13, Z16, Z5
+	VFMADD231PS   Z14, Z16, Z6
+	VFMADD231PS   Z15, Z16, Z7
+	VMOVUPS       (BX)(R12*1), Z16
+	VFMADD231PS   Z12, Z16, Z8
+	VFMADD231PS   Z13, Z16, Z9
+	VFMADD231PS   Z14, Z16, Z10
+	VFMADD231PS   Z15, Z16, Z11
+	ADDQ          $0x40, R12
+	JNZ           scoresQ3AVX512_dloop
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z3, Z2, Z13
+	VUNPCKHPS     Z3, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z5, Z4, Z12
+	VUNPCKHPS     Z5, Z4, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z7, Z6, Z13
+	VUNPCKHPS     Z7, Z6, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z9, Z8, Z12
+	VUNPCKHPS     Z9, Z8, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z11, Z10, Z13
+	VUNPCKHPS     Z11, Z10, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R10)
+	ADDQ          CX, SI
+	ADDQ          CX, SI
+	ADDQ          CX, SI
+	ADDQ          CX, SI
+	ADDQ          $0x10, DI
+	SUBQ          $0x04, R8
+	JMP           scoresQ3AVX512_loop
+
+scoresQ3AVX512_tail:
+	CMPQ   R8, $0x02
+	JB     scoresQ3AVX512_t2_skip
+	LEAQ   (SI)(CX*1), R9
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	MOVQ   CX, R10
+	NEGQ   R10
+
+scoresQ3AVX512_dloop_t2:
+	VMOVUPS       (SI)(R10*1), Z0
+	VMOVUPS       (R9)(R10*1), Z1
+	VMOVUPS       (AX)(R10*1), Z2
+	VFMADD231PS   Z0, Z2, Z17
+	VFMADD231PS   Z1, Z2, Z18
+	VMOVUPS       (DX)(R10*1), Z2
+	VFMADD231PS   Z0, Z2, Z19
+	VFMADD231PS   Z1, Z2, Z20
+	VMOVUPS       (BX)(R10*1), Z2
+	VFMADD231PS   Z0, Z2, Z21
+	VFMADD231PS   Z1, Z2, Z22
+	ADDQ          $0x40, R10
+	JNZ           scoresQ3AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z18, Z17, Z0
+	VUNPCKHPS     Z18, Z17, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z20, Z19, Z0
+	VUNPCKHPS     Z20, Z19, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z22, Z21, Z0
+	VUNPCKHPS     Z22, Z21, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          CX, SI
+	ADDQ          CX, SI
+	ADDQ          $0x08, DI
+	SUBQ          $0x02, R8
+
+scoresQ3AVX512_t2_skip:
+	CMPQ   R8, $0x01
+	JB     scoresQ3AVX512_t1_skip
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	MOVQ   CX, R9
+	NEGQ   R9
+
+scoresQ3AVX512_dloop_t1:
+	VMOVUPS       (SI)(R9*1), Z0
+	VMOVUPS       (AX)(R9*1), Z1
+	VFMADD231PS   Z0, Z1, Z23
+	VMOVUPS       (DX)(R9*1), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       (BX)(R9*1), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	ADDQ          $0x40, R9
+	JNZ           scoresQ3AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          DI, DX
+	VSHUFPS       $0x4e, Z23, Z23, Z0
+	VADDPS        Z0, Z23, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          AX, DX
+	VSHUFPS       $0x4e, Z24, Z24, Z0
+	VADDPS        Z0, Z24, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          AX, DX
+	VSHUFPS       $0x4e, Z25, Z25, Z0
+	VADDPS        Z0, Z25, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          CX, SI
+	ADDQ          $0x04, DI
+	SUBQ          $0x01, R8
+
+scoresQ3AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ3AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateQ3AVX512(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), CX
+	MOVQ dim+24(FP), BX
+	MOVQ BX, SI
+	SHRQ $0x04, SI
+	SHLQ $0x02, BX
+	MOVQ acc+0(FP), DI
+	MOVQ rows+32(FP), R8
+	MOVQ n+40(FP), R9
+
+accumulateQ3AVX512_loop:
+	CMPQ    SI, $0x08
+	JB      accumulateQ3AVX512_tail
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	VMOVUPS (DI)(BX*1), Z8
+	VMOVUPS 64(DI)(BX*1), Z9
+	VMOVUPS 128(DI)(BX*1), Z10
+	VMOVUPS 192(DI)(BX*1), Z11
+	VMOVUPS 256(DI)(BX*1), Z12
+	VMOVUPS 320(DI)(BX*1), Z13
+	VMOVUPS 384(DI)(BX*1), Z14
+	VMOVUPS 448(DI)(BX*1), Z15
+	VMOVUPS (DI)(BX*2), Z16
+	VMOVUPS 64(DI)(BX*2), Z17
+	VMOVUPS 128(DI)(BX*2), Z18
+	VMOVUPS 192(DI)(BX*2), Z19
+	VMOVUPS 256(DI)(BX*2), Z20
+	VMOVUPS 320(DI)(BX*2), Z21
+	VMOVUPS 384(DI)(BX*2), Z22
+	VMOVUPS 448(DI)(BX*2), Z23
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX512_jloop:
+	CMPQ             R11, R9
+	JAE              accumulateQ3AVX512_store
+	VMOVUPS          (R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z0
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z8
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z16
+	VMOVUPS          64(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z1
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z9
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z17
+	VMOVUPS          128(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z2
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z10
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z18
+	VMOVUPS          192(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z3
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z11
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z19
+	VMOVUPS          256(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z4
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z12
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z20
+	VMOVUPS          320(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z5
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z13
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z21
+	VMOVUPS          384(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z6
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z14
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z22
+	VMOVUPS          448(R10), Z24
+	VFMADD231PS.BCST (AX)(R11*4), Z24, Z7
+	VFMADD231PS.BCST (DX)(R11*4), Z24, Z15
+	VFMADD231PS.BCST (CX)(R11*4), Z24, Z23
+	ADDQ             BX, R10
+	INCQ             R11
+	JMP              accumulateQ3AVX512_jloop
+
+accumulateQ3AVX512_store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	VMOVUPS Z8, (DI)(BX*1)
+	VMOVUPS Z9, 64(DI)(BX*1)
+	VMOVUPS Z10, 128(DI)(BX*1)
+	VMOVUPS Z11, 192(DI)(BX*1)
+	VMOVUPS Z12, 256(DI)(BX*1)
+	VMOVUPS Z13, 320(DI)(BX*1)
+	VMOVUPS Z14, 384(DI)(BX*1)
+	VMOVUPS Z15, 448(DI)(BX*1)
+	VMOVUPS Z16, (DI)(BX*2)
+	VMOVUPS Z17, 64(DI)(BX*2)
+	VMOVUPS Z18, 128(DI)(BX*2)
+	VMOVUPS Z19, 192(DI)(BX*2)
+	VMOVUPS Z20, 256(DI)(BX*2)
+	VMOVUPS Z21, 320(DI)(BX*2)
+	VMOVUPS Z22, 384(DI)(BX*2)
+	VMOVUPS Z23, 448(DI)(BX*2)
+	ADDQ    $0x00000200, DI
+	ADDQ    $0x00000200, R8
+	SUBQ    $0x08, SI
+	JMP     accumulateQ3AVX512_loop
+
+accumulateQ3AVX512_tail:
+	CMPQ    SI, $0x04
+	JB      accumulateQ3AVX512_t4_skip
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (DI)(BX*1), Z4
+	VMOVUPS 64(DI)(BX*1), Z5
+	VMOVUPS 128(DI)(BX*1), Z6
+	VMOVUPS 192(DI)(BX*1), Z7
+	VMOVUPS (DI)(BX*2), Z8
+	VMOVUPS 64(DI)(BX*2), Z9
+	VMOVUPS 128(DI)(BX*2), Z10
+	VMOVUPS 192(DI)(BX*2), Z11
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX512_jloop_t4:
+	CMPQ             R11, R9
+	JAE              accumulateQ3AVX512_store_t4
+	VMOVUPS          (R10), Z12
+	VFMADD231PS.BCST (AX)(R11*4), Z12, Z0
+	VFMADD231PS.BCST (DX)(R11*4), Z12, Z4
+	VFMADD231PS.BCST (CX)(R11*4), Z12, Z8
+	VMOVUPS          64(R10), Z12
+	VFMADD231PS.BCST (AX)(R11*4), Z12, Z1
+	VFMADD231PS.BCST (DX)(R11*4), Z12, Z5
+	VFMADD231PS.BCST (CX)(R11*4), Z12, Z9
+	VMOVUPS          128(R10), Z12
+	VFMADD231PS.BCST (AX)(R11*4), Z12, Z2
+	VFMADD231PS.BCST (DX)(R11*4), Z12, Z6
+	VFMADD231PS.BCST (CX)(R11*4), Z12, Z10
+	VMOVUPS          192(R10), Z12
+	VFMADD231PS.BCST (AX)(R11*4), Z12, Z3
+	VFMADD231PS.BCST (DX)(R11*4), Z12, Z7
+	VFMADD231PS.BCST (CX)(R11*4), Z12, Z11
+	ADDQ             BX, R10
+	INCQ             R11
+	JMP              accumulateQ3AVX512_jloop_t4
+
+accumulateQ3AVX512_store_t4:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (DI)(BX*1)
+	VMOVUPS Z5, 64(DI)(BX*1)
+	VMOVUPS Z6, 128(DI)(BX*1)
+	VMOVUPS Z7, 192(DI)(BX*1)
+	VMOVUPS Z8, (DI)(BX*2)
+	VMOVUPS Z9, 64(DI)(BX*2)
+	VMOVUPS Z10, 128(DI)(BX*2)
+	VMOVUPS Z11, 192(DI)(BX*2)
+	ADDQ    $0x00000100, DI
+	ADDQ    $0x00000100, R8
+	SUBQ    $0x04, SI
+
+accumulateQ3AVX512_t4_skip:
+	CMPQ    SI, $0x02
+	JB      accumulateQ3AVX512_t2_skip
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS (DI)(BX*1), Z2
+	VMOVUPS 64(DI)(BX*1), Z3
+	VMOVUPS (DI)(BX*2), Z4
+	VMOVUPS 64(DI)(BX*2), Z5
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX512_jloop_t2:
+	CMPQ             R11, R9
+	JAE              accumulateQ3AVX512_store_t2
+	VMOVUPS          (R10), Z6
+	VFMADD231PS.BCST (AX)(R11*4), Z6, Z0
+	VFMADD231PS.BCST (DX)(R11*4), Z6, Z2
+	VFMADD231PS.BCST (CX)(R11*4), Z6, Z4
+	VMOVUPS          64(R10), Z6
+	VFMADD231PS.BCST (AX)(R11*4), Z6, Z1
+	VFMADD231PS.BCST (DX)(R11*4), Z6, Z3
+	VFMADD231PS.BCST (CX)(R11*4), Z6, Z5
+	ADDQ             BX, R10
+	INCQ             R11
+	JMP              accumulateQ3AVX512_jloop_t2
+
+accumulateQ3AVX512_store_t2:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, (DI)(BX*1)
+	VMOVUPS Z3, 64(DI)(BX*1)
+	VMOVUPS Z4, (DI)(BX*2)
+	VMOVUPS Z5, 64(DI)(BX*2)
+	ADDQ    $0x00000080, DI
+	ADDQ    $0x00000080, R8
+	SUBQ    $0x02, SI
+
+accumulateQ3AVX512_t2_skip:
+	CMPQ    SI, $0x01
+	JB      accumulateQ3AVX512_t1_skip
+	VMOVUPS (DI), Z0
+	VMOVUPS (DI)(BX*1), Z1
+	VMOVUPS (DI)(BX*2), Z2
+	MOVQ    R8, R10
+	XORQ    R11, R11
+
+accumulateQ3AVX512_jloop_t1:
+	CMPQ             R11, R9
+	JAE              accumulateQ3AVX512_store_t1
+	VMOVUPS          (R10), Z3
+	VFMADD231PS.BCST (AX)(R11*4), Z3, Z0
+	VFMADD231PS.BCST (DX)(R11*4), Z3, Z1
+	VFMADD231PS.BCST (CX)(R11*4), Z3, Z2
+	ADDQ             BX, R10
+	INCQ             R11
+	JMP              accumulateQ3AVX512_jloop_t1
+
+accumulateQ3AVX512_store_t1:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (DI)(BX*1)
+	VMOVUPS Z2, (DI)(BX*2)
+	ADDQ    $0x00000040, DI
+	ADDQ    $0x00000040, R8
+	SUBQ    $0x01, SI
+
+accumulateQ3AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresQ4AVX512(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresQ4AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+16(FP), AX
+	MOVQ dim+32(FP), CX
+	SHLQ $0x02, CX
+	ADDQ CX, AX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), SI
+	MOVQ rows+24(FP), DI
+	ADDQ CX, DI
+	MOVQ dst+0(FP), R8
+	MOVQ n+40(FP), R9
+
+scoresQ4AVX512_loop:
+	CMPQ   R9, $0x03
+	JB     scoresQ4AVX512_tail
+	LEAQ   (DI)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   CX, R12
+	NEGQ   R12
+
+scoresQ4AVX512_dloop:
+	VMOVUPS       (DI)(R12*1), Z12
+	VMOVUPS       (R10)(R12*1), Z13
+	VMOVUPS       (R11)(R12*1), Z14
+	VMOVUPS       (AX)(R12*1), Z15
+	VFMADD231PS   Z12, Z15, Z0
+	VFMADD231PS   Z13, Z15, Z1
+	VFMADD231PS   Z14, Z15, Z2
+	VMOVUPS       (DX)(R12*1), Z15
+	VFMADD231PS   Z12, Z15, Z3
+	VFMADD231PS   Z13, Z15, Z4
+	VFMADD231PS   Z14, Z15, Z5
+	VMOVUPS       (BX)(R12*1), Z15
+	VFMADD231PS   Z12, Z15, Z6
+	VFMADD231PS   Z13, Z15, Z7
+	VFMADD231PS   Z14, Z15, Z8
+	VMOVUPS       (SI)(R12*1), Z15
+	VFMADD231PS   Z12, Z15, Z9
+	VFMADD231PS   Z13, Z15, Z10
+	VFMADD231PS   Z14, Z15, Z11
+	ADDQ          $0x40, R12
+	JNZ           scoresQ4AVX512_dloop
+	MOVQ          ldd+8(FP), R10
+	SHLQ          $0x02, R10
+	MOVQ          R8, R11
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z2, Z2, Z13
+	VUNPCKHPS     Z2, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R11)
+	VEXTRACTPS    $0x02, X13, 8(R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z4, Z3, Z12
+	VUNPCKHPS     Z4, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z5, Z5, Z13
+	VUNPCKHPS     Z5, Z5, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R11)
+	VEXTRACTPS    $0x02, X13, 8(R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z7, Z6, Z12
+	VUNPCKHPS     Z7, Z6, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z8, Z8, Z13
+	VUNPCKHPS     Z8, Z8, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R11)
+	VEXTRACTPS    $0x02, X13, 8(R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z10, Z9, Z12
+	VUNPCKHPS     Z10, Z9, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z11, Z11, Z13
+	VUNPCKHPS     Z11, Z11, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R11)
+	VEXTRACTPS    $0x02, X13, 8(R11)
+	ADDQ          CX, DI
+	ADDQ          CX, DI
+	ADDQ          CX, DI
+	ADDQ          $0x0c, R8
+	SUBQ          $0x03, R9
+	JMP           scoresQ4AVX512_loop
+
+scoresQ4AVX512_tail:
+	CMPQ   R9, $0x02
+	JB     scoresQ4AVX512_t2_skip
+	LEAQ   (DI)(CX*1), R10
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   CX, R11
+	NEGQ   R11
+
+scoresQ4AVX512_dloop_t2:
+	VMOVUPS       (DI)(R11*1), Z0
+	VMOVUPS       (R10)(R11*1), Z1
+	VMOVUPS       (AX)(R11*1), Z2
+	VFMADD231PS   Z0, Z2, Z16
+	VFMADD231PS   Z1, Z2, Z17
+	VMOVUPS       (DX)(R11*1), Z2
+	VFMADD231PS   Z0, Z2, Z18
+	VFMADD231PS   Z1, Z2, Z19
+	VMOVUPS       (BX)(R11*1), Z2
+	VFMADD231PS   Z0, Z2, Z20
+	VFMADD231PS   Z1, Z2, Z21
+	VMOVUPS       (SI)(R11*1), Z2
+	VFMADD231PS   Z0, Z2, Z22
+	VFMADD231PS   Z1, Z2, Z23
+	ADDQ          $0x40, R11
+	JNZ           scoresQ4AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R10
+	SHLQ          $0x02, R10
+	MOVQ          R8, R11
+	VUNPCKLPS     Z17, Z16, Z0
+	VUNPCKHPS     Z17, Z16, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z19, Z18, Z0
+	VUNPCKHPS     Z19, Z18, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z21, Z20, Z0
+	VUNPCKHPS     Z21, Z20, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z23, Z22, Z0
+	VUNPCKHPS     Z23, Z22, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          CX, DI
+	ADDQ          CX, DI
+	ADDQ          $0x08, R8
+	SUBQ          $0x02, R9
+
+scoresQ4AVX512_t2_skip:
+	CMPQ   R9, $0x01
+	JB     scoresQ4AVX512_t1_skip
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   CX, R10
+	NEGQ   R10
+
+scoresQ4AVX512_dloop_t1:
+	VMOVUPS       (DI)(R10*1), Z0
+	VMOVUPS       (AX)(R10*1), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       (DX)(R10*1), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	VMOVUPS       (BX)(R10*1), Z1
+	VFMADD231PS   Z0, Z1, Z26
+	VMOVUPS       (SI)(R10*1), Z1
+	VFMADD231PS   Z0, Z1, Z27
+	ADDQ          $0x40, R10
+	JNZ           scoresQ4AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          R8, DX
+	VSHUFPS       $0x4e, Z24, Z24, Z0
+	VADDPS        Z0, Z24, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          AX, DX
+	VSHUFPS       $0x4e, Z25, Z25, Z0
+	VADDPS        Z0, Z25, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          AX, DX
+	VSHUFPS       $0x4e, Z26, Z26, Z0
+	VADDPS        Z0, Z26, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          AX, DX
+	VSHUFPS       $0x4e, Z27, Z27, Z0
+	VADDPS        Z0, Z27, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (DX)
+	ADDQ          CX, DI
+	ADDQ          $0x04, R8
+	SUBQ          $0x01, R9
+
+scoresQ4AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateQ4AVX512(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateQ4AVX512(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), AX
+	MOVQ ldw+16(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ dim+24(FP), SI
+	MOVQ SI, DI
+	SHRQ $0x04, DI
+	SHLQ $0x02, SI
+	MOVQ acc+0(FP), R8
+	MOVQ rows+32(FP), R9
+	MOVQ n+40(FP), R10
+
+accumulateQ4AVX512_loop:
+	CMPQ    DI, $0x04
+	JB      accumulateQ4AVX512_tail
+	VMOVUPS (R8), Z0
+	VMOVUPS 64(R8), Z1
+	VMOVUPS 128(R8), Z2
+	VMOVUPS 192(R8), Z3
+	VMOVUPS (R8)(SI*1), Z4
+	VMOVUPS 64(R8)(SI*1), Z5
+	VMOVUPS 128(R8)(SI*1), Z6
+	VMOVUPS 192(R8)(SI*1), Z7
+	VMOVUPS (R8)(SI*2), Z8
+	VMOVUPS 64(R8)(SI*2), Z9
+	VMOVUPS 128(R8)(SI*2), Z10
+	VMOVUPS 192(R8)(SI*2), Z11
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS (R11), Z12
+	VMOVUPS 64(R11), Z13
+	VMOVUPS 128(R11), Z14
+	VMOVUPS 192(R11), Z15
+	MOVQ    R9, R11
+	XORQ    R12, R12
+
+accumulateQ4AVX512_jloop:
+	CMPQ             R12, R10
+	JAE              accumulateQ4AVX512_store
+	VMOVUPS          (R11), Z16
+	VFMADD231PS.BCST (AX)(R12*4), Z16, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z16, Z4
+	VFMADD231PS.BCST (BX)(R12*4), Z16, Z8
+	VFMADD231PS.BCST (CX)(R12*4), Z16, Z12
+	VMOVUPS          64(R11), Z16
+	VFMADD231PS.BCST (AX)(R12*4), Z16, Z1
+	VFMADD231PS.BCST (DX)(R12*4), Z16, Z5
+	VFMADD231PS.BCST (BX)(R12*4), Z16, Z9
+	VFMADD231PS.BCST (CX)(R12*4), Z16, Z13
+	VMOVUPS          128(R11), Z16
+	VFMADD231PS.BCST (AX)(R12*4), Z16, Z2
+	VFMADD231PS.BCST (DX)(R12*4), Z16, Z6
+	VFMADD231PS.BCST (BX)(R12*4), Z16, Z10
+	VFMADD231PS.BCST (CX)(R12*4), Z16, Z14
+	VMOVUPS          192(R11), Z16
+	VFMADD231PS.BCST (AX)(R12*4), Z16, Z3
+	VFMADD231PS.BCST (DX)(R12*4), Z16, Z7
+	VFMADD231PS.BCST (BX)(R12*4), Z16, Z11
+	VFMADD231PS.BCST (CX)(R12*4), Z16, Z15
+	ADDQ             SI, R11
+	INCQ             R12
+	JMP              accumulateQ4AVX512_jloop
+
+accumulateQ4AVX512_store:
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, 64(R8)
+	VMOVUPS Z2, 128(R8)
+	VMOVUPS Z3, 192(R8)
+	VMOVUPS Z4, (R8)(SI*1)
+	VMOVUPS Z5, 64(R8)(SI*1)
+	VMOVUPS Z6, 128(R8)(SI*1)
+	VMOVUPS Z7, 192(R8)(SI*1)
+	VMOVUPS Z8, (R8)(SI*2)
+	VMOVUPS Z9, 64(R8)(SI*2)
+	VMOVUPS Z10, 128(R8)(SI*2)
+	VMOVUPS Z11, 192(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS Z12, (R11)
+	VMOVUPS Z13, 64(R11)
+	VMOVUPS Z14, 128(R11)
+	VMOVUPS Z15, 192(R11)
+	ADDQ    $0x00000100, R8
+	ADDQ    $0x00000100, R9
+	SUBQ    $0x04, DI
+	JMP     accumulateQ4AVX512_loop
+
+accumulateQ4AVX512_tail:
+	CMPQ    DI, $0x02
+	JB      accumulateQ4AVX512_t2_skip
+	VMOVUPS (R8), Z0
+	VMOVUPS 64(R8), Z1
+	VMOVUPS (R8)(SI*1), Z2
+	VMOVUPS 64(R8)(SI*1), Z3
+	VMOVUPS (R8)(SI*2), Z4
+	VMOVUPS 64(R8)(SI*2), Z5
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS (R11), Z6
+	VMOVUPS 64(R11), Z7
+	MOVQ    R9, R11
+	XORQ    R12, R12
+
+accumulateQ4AVX512_jloop_t2:
+	CMPQ             R12, R10
+	JAE              accumulateQ4AVX512_store_t2
+	VMOVUPS          (R11), Z8
+	VFMADD231PS.BCST (AX)(R12*4), Z8, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z8, Z2
+	VFMADD231PS.BCST (BX)(R12*4), Z8, Z4
+	VFMADD231PS.BCST (CX)(R12*4), Z8, Z6
+	VMOVUPS          64(R11), Z8
+	VFMADD231PS.BCST (AX)(R12*4), Z8, Z1
+	VFMADD231PS.BCST (DX)(R12*4), Z8, Z3
+	VFMADD231PS.BCST (BX)(R12*4), Z8, Z5
+	VFMADD231PS.BCST (CX)(R12*4), Z8, Z7
+	ADDQ             SI, R11
+	INCQ             R12
+	JMP              accumulateQ4AVX512_jloop_t2
+
+accumulateQ4AVX512_store_t2:
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, 64(R8)
+	VMOVUPS Z2, (R8)(SI*1)
+	VMOVUPS Z3, 64(R8)(SI*1)
+	VMOVUPS Z4, (R8)(SI*2)
+	VMOVUPS Z5, 64(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS Z6, (R11)
+	VMOVUPS Z7, 64(R11)
+	ADDQ    $0x00000080, R8
+	ADDQ    $0x00000080, R9
+	SUBQ    $0x02, DI
+
+accumulateQ4AVX512_t2_skip:
+	CMPQ    DI, $0x01
+	JB      accumulateQ4AVX512_t1_skip
+	VMOVUPS (R8), Z0
+	VMOVUPS (R8)(SI*1), Z1
+	VMOVUPS (R8)(SI*2), Z2
+	LEAQ    (R8)(SI*2), R11
+	ADDQ    SI, R11
+	VMOVUPS (R11), Z3
+	MOVQ    R9, R11
+	XORQ    R12, R12
+
+accumulateQ4AVX512_jloop_t1:
+	CMPQ             R12, R10
+	JAE              accumulateQ4AVX512_store_t1
+	VMOVUPS          (R11), Z4
+	VFMADD231PS.BCST (AX)(R12*4), Z4, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z4, Z1
+	VFMADD231PS.BCST (BX)(R12*4), Z4, Z2
+	VFMADD231PS.BCST (CX)(R12*4), Z4, Z3
+	ADDQ             SI, R11
+	INCQ             R12
+	JMP              accumulateQ4AVX512_jloop_t1
+
+accumulateQ4AVX512_store_t1:
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, (R8)(SI*1)
+	VMOVUPS Z2, (R8)(SI*2)
+	LEAQ    (R8)(SI*2), AX
+	ADDQ    SI, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000040, R9
+	SUBQ    $0x01, DI
+
+accumulateQ4AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX512(dst []float32, src []uint16)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·widenF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	MOVQ DX, BX
+	ANDQ $-64, BX
+	MOVQ DX, SI
+	ANDQ $-16, SI
+	XORQ DI, DI
+
+widenF16AVX512_loop64:
+	CMPQ      DI, BX
+	JAE       widenF16AVX512_loop16
+	VCVTPH2PS (CX)(DI*2), Z0
+	VMOVUPS   Z0, (AX)(DI*4)
+	VCVTPH2PS 32(CX)(DI*2), Z0
+	VMOVUPS   Z0, 64(AX)(DI*4)
+	VCVTPH2PS 64(CX)(DI*2), Z0
+	VMOVUPS   Z0, 128(AX)(DI*4)
+	VCVTPH2PS 96(CX)(DI*2), Z0
+	VMOVUPS   Z0, 192(AX)(DI*4)
+	ADDQ      $0x00000040, DI
+	JMP       widenF16AVX512_loop64
+
+widenF16AVX512_loop16:
+	CMPQ      DI, SI
+	JAE       widenF16AVX512_tail
+	VCVTPH2PS (CX)(DI*2), Z0
+	VMOVUPS   Z0, (AX)(DI*4)
+	ADDQ      $0x00000010, DI
+	JMP       widenF16AVX512_loop16
+
+widenF16AVX512_tail:
+	SUBQ        DI, DX
+	JZ          widenF16AVX512_done
+	MOVL        $0x00000001, BX
+	SHLXL       DX, BX, BX
+	DECL        BX
+	KMOVW       BX, K1
+	VCVTPH2PS.Z (CX)(DI*2), K1, Z0
+	VMOVUPS     Z0, K1, (AX)(DI*4)
+
+widenF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX512(dst []float32, src []uint16)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	MOVQ DX, BX
+	ANDQ $-64, BX
+	MOVQ DX, SI
+	ANDQ $-16, SI
+	XORQ DI, DI
+
+widenBF16AVX512_loop64:
+	CMPQ      DI, BX
+	JAE       widenBF16AVX512_loop16
+	VPMOVZXWD (CX)(DI*2), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, (AX)(DI*4)
+	VPMOVZXWD 32(CX)(DI*2), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, 64(AX)(DI*4)
+	VPMOVZXWD 64(CX)(DI*2), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, 128(AX)(DI*4)
+	VPMOVZXWD 96(CX)(DI*2), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, 192(AX)(DI*4)
+	ADDQ      $0x00000040, DI
+	JMP       widenBF16AVX512_loop64
+
+widenBF16AVX512_loop16:
+	CMPQ      DI, SI
+	JAE       widenBF16AVX512_tail
+	VPMOVZXWD (CX)(DI*2), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, (AX)(DI*4)
+	ADDQ      $0x00000010, DI
+	JMP       widenBF16AVX512_loop16
+
+widenBF16AVX512_tail:
+	SUBQ        DI, DX
+	JZ          widenBF16AVX512_done
+	MOVL        $0x00000001, BX
+	SHLXL       DX, BX, BX
+	DECL        BX
+	KMOVW       BX, K1
+	VPMOVZXWD.Z (CX)(DI*2), K1, Z0
+	VPSLLD      $0x10, Z0, Z0
+	VMOVUPS     Z0, K1, (AX)(DI*4)
+
+widenBF16AVX512_done:
+	VZEROUPPER
+	RET

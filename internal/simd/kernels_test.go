@@ -314,8 +314,18 @@ func TestMul(t *testing.T) {
 
 // TestConvertVector checks the slice conversions bit for bit against the
 // scalar helpers, on random bit patterns (NaNs, subnormals and infinities
-// included) at misaligned offsets with guard regions.
+// included) at misaligned offsets with guard regions, with every kernel
+// set the CPU runs.
 func TestConvertVector(t *testing.T) {
+	for _, set := range kernelSets(t) {
+		t.Run(set.name, func(t *testing.T) {
+			defer set.force()()
+			testConvertVector(t)
+		})
+	}
+}
+
+func testConvertVector(t *testing.T) {
 	r := newRand(t)
 	for _, n := range sizes(r) {
 		for _, off := range offsets {

@@ -24,6 +24,9 @@ func avx512() {
 	dotQ80AVX512(4)
 	dotF32AVX512()
 	gemmPacked512()
+	attention512()
+	widen512(f16)
+	widen512(bf16)
 }
 
 // The dot products prefetch every 64-byte line of the weights twice ahead
@@ -293,6 +296,60 @@ func dotF32AVX512() {
 	Label(name + "_done")
 	s := hsum(addTree(y))
 	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// widen512 writes widen<T>AVX512: dst[i] = float32(src[i]) for every
+// i < len(dst), 64 values an iteration, the tail of fewer than 16 through a
+// masked load and store. The conversion is exact, so the values are those
+// of widen<T>AVX2 and the generic twins.
+func widen512(t wtype) {
+	name := "widen" + t.name + "AVX512"
+	header(name, fmt.Sprintf("func(dst []float32, src []%s)", t.goType),
+		name+" sets dst[i] = float32(src[i]) for i < len(dst).",
+		"len(src) must be at least len(dst).")
+	d := Mem{Base: Load(Param("dst").Base(), GP64())}
+	s := Mem{Base: Load(Param("src").Base(), GP64())}
+	n := Load(Param("dst").Len(), GP64())
+	n64, n16 := GP64(), GP64()
+	MOVQ(n, n64)
+	ANDQ(I32(-64), n64)
+	MOVQ(n, n16)
+	ANDQ(I32(-16), n16)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop64")
+	CMPQ(i, n64)
+	JAE(LabelRef(name + "_loop16"))
+	for k := 0; k < 4; k++ {
+		v := ZMM()
+		t.load512(s.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+		VMOVUPS(v, d.Idx(i, 4).Offset(64*k))
+	}
+	ADDQ(U32(64), i)
+	JMP(LabelRef(name + "_loop64"))
+
+	Label(name + "_loop16")
+	CMPQ(i, n16)
+	JAE(LabelRef(name + "_tail"))
+	v := ZMM()
+	t.load512(s.Idx(i, t.size), v, nil)
+	VMOVUPS(v, d.Idx(i, 4))
+	ADDQ(U32(16), i)
+	JMP(LabelRef(name + "_loop16"))
+
+	Label(name + "_tail")
+	SUBQ(i, n)
+	JZ(LabelRef(name + "_done"))
+	k := K()
+	tailMask(n, k)
+	v = ZMM()
+	t.load512(s.Idx(i, t.size), v, k)
+	VMOVUPS(v, k, d.Idx(i, 4))
+
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }

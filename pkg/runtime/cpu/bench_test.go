@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/internal/par"
+	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
@@ -318,4 +319,56 @@ func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
 		store.Attend(out, q, k, v, 0, p, params, par.Workers(1))
 		c.Rollback(p)
 	}, nil
+}
+
+// BenchmarkAttentionStepSets compares the kernel sets on the decode step of
+// BenchmarkAttentionStep (one goroutine, 4096 positions, head_dim 128): each
+// round runs every format's step once with the kernels the CPU selects and
+// once with the AVX2 set (simd.ForceAVX2), in alternating order, and it
+// reports per format the median over rounds of the AVX2 time over the
+// default one ("<format>-speedup") and the default set's median step time.
+// On a CPU without AVX-512 both are the AVX2 set and the speedups are 1.
+//
+//	go test -run '^$' -bench AttentionStepSets -benchtime 40x ./pkg/runtime/cpu/
+func BenchmarkAttentionStepSets(b *testing.B) {
+	reg := quant.Formats()
+	var names []string
+	var steps []*stepBench
+	for _, name := range benchFormats {
+		f, err := reg.Lookup(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := newStepBench(f, 4096, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		names, steps = append(names, name), append(steps, st)
+	}
+	def := make([][]float64, len(steps))
+	ratios := make([][]float64, len(steps))
+	round := 0
+	for b.Loop() {
+		for j, st := range steps {
+			var t [2]float64
+			for k := range 2 {
+				set := (k + round) % 2
+				restore := func() {}
+				if set == 1 {
+					restore = simd.ForceAVX2()
+				}
+				t0 := time.Now()
+				st.step()
+				t[set] = float64(time.Since(t0).Nanoseconds())
+				restore()
+			}
+			def[j] = append(def[j], t[0])
+			ratios[j] = append(ratios[j], t[1]/t[0])
+		}
+		round++
+	}
+	for j, name := range names {
+		b.ReportMetric(median(ratios[j]), name+"-speedup")
+		b.ReportMetric(median(def[j])/1e6, name+"-ms")
+	}
 }

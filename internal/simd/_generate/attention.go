@@ -82,7 +82,7 @@ func scores(qb, r int) {
 		ADDQ(U8(32), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		storeScores(acc, dp, rp, stride, n)
+		storeScores(acc, dp, rp, stride, n, reduceRows)
 	}
 
 	blockLoop(name, n, r, block)
@@ -113,10 +113,11 @@ func blockLoop(name string, count Register, r int, block func(w int, tag string)
 }
 
 // storeScores ends a block of w = len(acc[i]) rows of a scores kernel: it
-// reduces the accumulators acc[i][j] (query i, row j) to scores, stores
+// reduces the accumulators acc[i][j] (query i, row j) to scores with
+// reduce (reduceRows, or reduceRows512 for ZMM accumulators), stores
 // them at dp + i*ldd floats (ldd, the kernel's parameter), and moves rp w
 // rows (of stride bytes) and dp w scores on, counting n down by w.
-func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register) {
+func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register, reduce func([]VecVirtual) VecVirtual) {
 	w := len(acc[0])
 	ldd := Load(Param("ldd"), GP64())
 	SHLQ(U8(2), ldd)
@@ -128,7 +129,7 @@ func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register) {
 		}
 		for j0 := 0; j0 < w; j0 += 4 {
 			j1 := min(j0+4, w)
-			storeRows(reduceRows(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
+			storeRows(reduce(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
 		}
 	}
 	for j := 0; j < w; j++ {

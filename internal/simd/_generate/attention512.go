@@ -80,24 +80,7 @@ func scores512(qb, r int) {
 		ADDQ(U8(64), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		ldd := Load(Param("ldd"), GP64())
-		SHLQ(U8(2), ldd)
-		out := GP64()
-		MOVQ(dp, out)
-		for i := range acc {
-			if i > 0 {
-				ADDQ(ldd, out)
-			}
-			for j0 := 0; j0 < w; j0 += 4 {
-				j1 := min(j0+4, w)
-				storeRows(reduceRows512(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
-			}
-		}
-		for j := 0; j < w; j++ {
-			ADDQ(stride, rp)
-		}
-		ADDQ(U8(4*w), dp)
-		SUBQ(U8(w), n)
+		storeScores(acc, dp, rp, stride, n, reduceRows512)
 	}
 
 	blockLoop(name, n, r, block)

@@ -152,7 +152,7 @@ func scoresCodes(k codeKind, qb, r int, mask Mem) {
 		ADDQ(U8(stepBytes), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		storeScores(acc, dp, rp, stride, n)
+		storeScores(acc, dp, rp, stride, n, reduceRows)
 	}
 
 	blockLoop(name, n, r, block)

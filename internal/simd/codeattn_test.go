@@ -109,7 +109,9 @@ type accumulateCodesFunc func(acc []float32, lda int, bias, w []float32, ldw, nq
 // TestScoresCodes compares ScoresU8, ScoresU4 and the generic twin with a
 // float64 sum per score, within dotTol of Σ|q*code|; dst entries past n in
 // each row and the guard regions must keep their sentinel.
-func TestScoresCodes(t *testing.T) {
+func TestScoresCodes(t *testing.T) { forEachSet(t, testScoresCodes) }
+
+func testScoresCodes(t *testing.T) {
 	twin := func(bits int) scoresCodesFunc {
 		return func(dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
 			scoresCodesGeneric(bits, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
@@ -161,7 +163,9 @@ func TestScoresCodes(t *testing.T) {
 // |acc| + |bias| + Σ|w*code|; the weights past n in each row of w are NaN,
 // so reading one fails the test, and accumulator columns past cols must
 // keep their values.
-func TestAccumulateCodes(t *testing.T) {
+func TestAccumulateCodes(t *testing.T) { forEachSet(t, testAccumulateCodes) }
+
+func testAccumulateCodes(t *testing.T) {
 	twin := func(bits int) accumulateCodesFunc {
 		return func(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
 			accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
@@ -200,6 +204,39 @@ func TestAccumulateCodes(t *testing.T) {
 				if got := acc[i]; !within(float64(got), want, mag) {
 					t.Fatalf("%s(%v): acc[%d*lda+%d] = %v, want %v (|acc|+|bias|+Σ|w·code| %v)", im.name, s, row, c, got, want, mag)
 				}
+			}
+		}
+	}
+}
+
+// TestAccumulateCodesSetsBitExact checks that the AVX-512 code accumulate
+// kernels give the AVX2 kernels' results bit for bit where both cover the
+// same columns (8-bit rows of a multiple of 16 columns, 4-bit rows of any
+// length: both take blocks of 32): each output takes the same fused
+// multiply-adds in the same order.
+func TestAccumulateCodesSetsBitExact(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for _, s := range codeAttnShapes(r) {
+		if s.nq == 0 || s.n == 0 || s.cols == 0 || s.bits == 8 && s.cols%16 != 0 {
+			continue
+		}
+		acc0, codes, w, _ := codeAttnInputs(r, s)
+		bias := randF32(r, s.nq)
+		f := AccumulateU8
+		if s.bits == 4 {
+			f = AccumulateU4
+		}
+		got, want := append([]float32(nil), acc0...), append([]float32(nil), acc0...)
+		f(got, s.ldv, bias, w, s.ld, s.nq, s.cols, codes, s.ldc, s.n)
+		restore := ForceAVX2()
+		f(want, s.ldv, bias, w, s.ld, s.nq, s.cols, codes, s.ldc, s.n)
+		restore()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v: acc[%d] = %v with avx512, %v with avx2", s, i, got[i], want[i])
 			}
 		}
 	}

@@ -130,7 +130,9 @@ var fp8Kinds = []struct {
 // included) and the twins against fp8Def(code)*scale rounded once: the same
 // bits; for a NaN code, a NaN with the code's sign whatever scale is; for
 // other NaN products (a NaN scale, 0*Inf), any NaN.
-func TestFP8Codes(t *testing.T) {
+func TestFP8Codes(t *testing.T) { forEachSet(t, testFP8Codes) }
+
+func testFP8Codes(t *testing.T) {
 	for _, k := range fp8Kinds {
 		t.Run(k.name, func(t *testing.T) {
 			for _, scale := range fp8Scales {
@@ -175,7 +177,9 @@ func TestFP8Codes(t *testing.T) {
 }
 
 // TestFP8Values pins a few codes of each format to their values.
-func TestFP8Values(t *testing.T) {
+func TestFP8Values(t *testing.T) { forEachSet(t, testFP8Values) }
+
+func testFP8Values(t *testing.T) {
 	tests := []struct {
 		name string
 		f    func(dst []float32, src []byte, scale float32)
@@ -262,7 +266,9 @@ var blockCases = []struct {
 // guard regions around dst: against their twins bit for bit (a NaN matching
 // any NaN: with NaN d and m, which NaN a sum returns is not specified), and
 // the twins against the definitions.
-func TestBlockDecodeEdges(t *testing.T) {
+func TestBlockDecodeEdges(t *testing.T) { forEachSet(t, testBlockDecodeEdges) }
+
+func testBlockDecodeEdges(t *testing.T) {
 	for _, c := range blockCases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t)

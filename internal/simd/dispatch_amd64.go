@@ -275,6 +275,10 @@ func u2ToF32(dst []float32, src []byte, scale, bias float32) {
 		u2ToF32Generic(dst, src, scale, bias)
 		return
 	}
+	if useAVX512 && len(dst)%4 == 0 {
+		u2ToF32AVX512(dst, src[:len(dst)/4], scale, bias)
+		return
+	}
 	u2ToF32AVX2(dst, src, scale, bias)
 	if n := len(dst) &^ 7; n < len(dst) {
 		u2ToF32Generic(dst[n:], src[n/4:], scale, bias)
@@ -342,6 +346,8 @@ func u4ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) 
 	switch {
 	case !useAsm:
 		u4ToF32GroupsGeneric(dst, src, group, scale, bias)
+	case group%32 == 0 && useAVX512:
+		u4ToF32GroupsAVX512(dst, src, group, scale, bias)
 	case group%32 == 0:
 		u4ToF32GroupsAVX2(dst, src, group, scale, bias)
 	default:
@@ -353,6 +359,8 @@ func u2ToF32Groups(dst []float32, src []byte, group int, scale, bias []float32) 
 	switch {
 	case !useAsm:
 		u2ToF32GroupsGeneric(dst, src, group, scale, bias)
+	case group%16 == 0 && useAVX512:
+		u2ToF32GroupsAVX512(dst, src, group, scale, bias)
 	case group%8 == 0:
 		u2ToF32GroupsAVX2(dst, src, group, scale, bias)
 	case group > 8 && group%4 == 0:
@@ -406,6 +414,10 @@ func q80ToF32(dst []float32, src []byte) {
 		q80ToF32Generic(dst, src)
 		return
 	}
+	if useAVX512 {
+		q80ToF32AVX512(dst, src)
+		return
+	}
 	q80ToF32AVX2(dst, src)
 }
 
@@ -414,12 +426,20 @@ func q40ToF32(dst []float32, src []byte) {
 		q40ToF32Generic(dst, src)
 		return
 	}
+	if useAVX512 {
+		q40ToF32AVX512(dst, src)
+		return
+	}
 	q40ToF32AVX2(dst, src)
 }
 
 func q41ToF32(dst []float32, src []byte) {
 	if !useAsm {
 		q41ToF32Generic(dst, src)
+		return
+	}
+	if useAVX512 {
+		q41ToF32AVX512(dst, src)
 		return
 	}
 	q41ToF32AVX2(dst, src)
@@ -449,7 +469,8 @@ func iq4nlToF32(dst []float32, src []byte) {
 	iq4nlToF32AVX2(dst, src)
 }
 
-// The 8-bit float dispatchers convert the tail of 0 to 7 values first, so
+// The 8-bit float dispatchers convert the AVX2 kernels' tail of 0 to 7
+// values first (the AVX-512 kernels take every value), so
 // that nothing is live across the assembly call: the tail-last form of the
 // other dispatchers spills every argument around the call, which measured
 // about 1 ns a call on Zen 4, 10% of a row of 128 values.
@@ -457,6 +478,10 @@ func iq4nlToF32(dst []float32, src []byte) {
 func e5m2ToF32(dst []float32, src []byte, scale float32) {
 	if !useAsm {
 		e5m2ToF32Generic(dst, src, scale)
+		return
+	}
+	if useAVX512 {
+		e5m2ToF32AVX512(dst, src, scale)
 		return
 	}
 	if n := len(dst) &^ 7; n < len(dst) {
@@ -473,6 +498,10 @@ func e4m3ToF32(dst []float32, src []byte, scale float32) {
 	scale256 := scale * 256
 	if !useAsm || math.IsInf(float64(scale256), 0) && !math.IsInf(float64(scale), 0) {
 		e4m3ToF32Generic(dst, src, scale)
+		return
+	}
+	if useAVX512 {
+		e4m3ToF32AVX512(dst, src, scale256)
 		return
 	}
 	if n := len(dst) &^ 7; n < len(dst) {
@@ -874,18 +903,31 @@ func asmEnabled() bool { return useAsm }
 func avx512Enabled() bool { return useAVX512 }
 
 // The packed-code attention kernels cover the leading whole steps of each
-// row (8 columns of 8-bit codes, blocks of 32 of 4-bit ones), in query
-// blocks as scoresF32; the generic twin adds the tail.
+// row (8 columns of 8-bit codes, 16 with AVX-512; blocks of 32 of 4-bit
+// ones), in query blocks as scoresF32; the generic twin adds the tail.
+
+// codeWide reports whether code attention over rows of cols columns of
+// bits-bit codes takes the AVX-512 kernels: where the CPU has them, unless
+// 8-bit rows are shorter than their 16-column step (the AVX2 kernels then
+// take 8).
+func codeWide(bits, cols int) bool { return useAVX512 && (bits == 4 || cols >= 16) }
 
 // codeStep is the number of columns the assembly takes at a time.
-func codeStep(bits int) int {
-	if bits == 4 {
+func codeStep(bits int, wide bool) int {
+	switch {
+	case bits == 4:
 		return 32
+	case wide:
+		return 16
 	}
 	return 8
 }
 
 func scoresCodesBlock(bits, qb int, dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc, cols, n int) {
+	if codeWide(bits, cols) {
+		scoresCodesBlock512(bits, qb, dst, ldd, q, ldq, codes, ldc, cols, n)
+		return
+	}
 	if bits == 8 {
 		switch qb {
 		case 1:
@@ -911,7 +953,37 @@ func scoresCodesBlock(bits, qb int, dst *float32, ldd int, q *float32, ldq int, 
 	}
 }
 
+func scoresCodesBlock512(bits, qb int, dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc, cols, n int) {
+	if bits == 8 {
+		switch qb {
+		case 1:
+			scoresU8Q1AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+		case 2:
+			scoresU8Q2AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+		case 3:
+			scoresU8Q3AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+		default:
+			scoresU8Q4AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+		}
+		return
+	}
+	switch qb {
+	case 1:
+		scoresU4Q1AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+	case 2:
+		scoresU4Q2AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+	case 3:
+		scoresU4Q3AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+	default:
+		scoresU4Q4AVX512(dst, ldd, q, ldq, codes, ldc, cols, n)
+	}
+}
+
 func accumulateCodesBlock(bits, qb int, acc *float32, lda int, bias, w *float32, ldw int, codes *byte, ldc, cols, n int) {
+	if codeWide(bits, cols) {
+		accumulateCodesBlock512(bits, qb, acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		return
+	}
 	if bits == 8 {
 		switch qb {
 		case 1:
@@ -937,9 +1009,35 @@ func accumulateCodesBlock(bits, qb int, acc *float32, lda int, bias, w *float32,
 	}
 }
 
+func accumulateCodesBlock512(bits, qb int, acc *float32, lda int, bias, w *float32, ldw int, codes *byte, ldc, cols, n int) {
+	if bits == 8 {
+		switch qb {
+		case 1:
+			accumulateU8Q1AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		case 2:
+			accumulateU8Q2AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		case 3:
+			accumulateU8Q3AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		default:
+			accumulateU8Q4AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+		}
+		return
+	}
+	switch qb {
+	case 1:
+		accumulateU4Q1AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	case 2:
+		accumulateU4Q2AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	case 3:
+		accumulateU4Q3AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	default:
+		accumulateU4Q4AVX512(acc, lda, bias, w, ldw, codes, ldc, cols, n)
+	}
+}
+
 // scoresCodes runs with nq > 0, cols > 0 and n > 0.
 func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
-	step := codeStep(bits)
+	step := codeStep(bits, codeWide(bits, cols))
 	if !useAsm || cols < step {
 		scoresCodesGeneric(bits, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
 		return
@@ -957,7 +1055,7 @@ func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols in
 // accumulateCodes runs with nq > 0 and cols > 0. The assembly adds the
 // bias to the columns it covers, the twin to the tail.
 func accumulateCodes(bits int, acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
-	step := codeStep(bits)
+	step := codeStep(bits, codeWide(bits, cols))
 	if !useAsm || cols < step || n == 0 {
 		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
 		return

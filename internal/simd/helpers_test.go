@@ -168,6 +168,17 @@ func kernelSets(t testing.TB) []kernelSet {
 	return append(sets, kernelSet{"generic", ForceGeneric})
 }
 
+// forEachSet runs f as a subtest for every kernel set of kernelSets, with
+// that set selected.
+func forEachSet(t *testing.T, f func(t *testing.T)) {
+	for _, set := range kernelSets(t) {
+		t.Run(set.name, func(t *testing.T) {
+			defer set.force()()
+			f(t)
+		})
+	}
+}
+
 // generic runs f with the pure-Go kernels selected.
 func generic(f func()) {
 	restore := ForceGeneric()

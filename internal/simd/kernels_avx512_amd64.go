@@ -356,3 +356,179 @@ func widenF16AVX512(dst []float32, src []uint16)
 //
 //go:noescape
 func widenBF16AVX512(dst []float32, src []uint16)
+
+// q80ToF32AVX512 sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at
+// src (34 bytes each: binary16 d, then 32 int8 codes).
+// len(src) must be at least len(dst)/32*34.
+//
+//go:noescape
+func q80ToF32AVX512(dst []float32, src []byte)
+
+// q40ToF32AVX512 sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,
+// for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16
+// bytes whose low and high nibbles are lo_j and hi_j).
+// len(src) must be at least len(dst)/32*18.
+//
+//go:noescape
+func q40ToF32AVX512(dst []float32, src []byte)
+
+// q41ToF32AVX512 sets dst[32b+j] = d_b*lo_j + m_b and dst[32b+16+j] = d_b*hi_j + m_b,
+// j < 16, rounding the product, then the sum, for the len(dst)/32 Q4_1 blocks
+// at src (20 bytes each: binary16 d and m, then 16 bytes whose low and high
+// nibbles are lo_j and hi_j). len(src) must be at least len(dst)/32*20.
+//
+//go:noescape
+func q41ToF32AVX512(dst []float32, src []byte)
+
+// e5m2ToF32AVX512 sets dst[i] = value(src[i])*scale for i < len(dst), where value
+// is the OCP E5M2 code as float32 (the binary16 with bits src[i]<<8).
+// len(src) must be at least len(dst).
+//
+//go:noescape
+func e5m2ToF32AVX512(dst []float32, src []byte, scale float32)
+
+// e4m3ToF32AVX512 sets dst[i] = value(src[i])*scale for i < len(dst), where value
+// is the OCP E4M3FN code as float32 (a NaN with the code's sign for 0x7f
+// and 0xff), and scale256 = 256*scale exactly. len(src) must be at least
+// len(dst).
+//
+//go:noescape
+func e4m3ToF32AVX512(dst []float32, src []byte, scale256 float32)
+
+// u4ToF32GroupsAVX512 sets dst[i] = code_i*scale[i/group] + bias[i/group],
+// rounding the product, then the sum, code_i being 4-bit code i of the blocks
+// of 32 at src (byte k of a block holds codes k and k+16, low nibble first),
+// for the len(scale) groups of group values. group must be a positive multiple
+// of 32; len(dst) must be at least len(scale)*group, len(bias) at least
+// len(scale) and len(src) at least len(scale)*group/2.
+//
+//go:noescape
+func u4ToF32GroupsAVX512(dst []float32, src []byte, group int, scale []float32, bias []float32)
+
+// u2ToF32AVX512 sets dst[i] = code_i*scale + bias, rounding the product, then the
+// sum, with code_i = src[i/4]>>(2*(i%4))&3, for i < len(dst). len(dst) must be
+// a multiple of 4 and len(src) at least len(dst)/4.
+//
+//go:noescape
+func u2ToF32AVX512(dst []float32, src []byte, scale float32, bias float32)
+
+// u2ToF32GroupsAVX512 sets dst[i] = code_i*scale[i/group] + bias[i/group],
+// rounding the product, then the sum, with code_i = src[i/4]>>(2*(i%4))&3,
+// for the len(scale) groups of group values. group must be a positive multiple
+// of 16; len(dst) must be at least len(scale)*group, len(bias) at least
+// len(scale) and len(src) at least len(scale)*group/4.
+//
+//go:noescape
+func u2ToF32GroupsAVX512(dst []float32, src []byte, group int, scale []float32, bias []float32)
+
+// scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
+// for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes. cols must be at least 16.
+//
+//go:noescape
+func scoresU8Q1AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q1AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 1, c < cols&^15, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes.
+//
+//go:noescape
+func accumulateU8Q1AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU8Q2AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
+// for i < 2, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes. cols must be at least 16.
+//
+//go:noescape
+func scoresU8Q2AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q2AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 2, c < cols&^15, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes.
+//
+//go:noescape
+func accumulateU8Q2AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU8Q3AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
+// for i < 3, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes. cols must be at least 16.
+//
+//go:noescape
+func scoresU8Q3AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q3AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 3, c < cols&^15, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes.
+//
+//go:noescape
+func accumulateU8Q3AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU8Q4AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
+// for i < 4, j < n, where code(j, c) is the 8-bit code c of the row at
+// byte j*ldc of codes. cols must be at least 16.
+//
+//go:noescape
+func scoresU8Q4AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU8Q4AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 4, c < cols&^15, where code(j, c) is the 8-bit code c of the row
+// at byte j*ldc of codes.
+//
+//go:noescape
+func accumulateU8Q4AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
+// for i < 1, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
+//
+//go:noescape
+func scoresU4Q1AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q1AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 1, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
+//
+//go:noescape
+func accumulateU4Q1AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q2AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
+// for i < 2, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
+//
+//go:noescape
+func scoresU4Q2AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q2AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 2, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
+//
+//go:noescape
+func accumulateU4Q2AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q3AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
+// for i < 3, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
+//
+//go:noescape
+func scoresU4Q3AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q3AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 3, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
+//
+//go:noescape
+func accumulateU4Q3AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// scoresU4Q4AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^31} q[i*ldq+c]*code(j, c)
+// for i < 4, j < n, where code(j, c) is the 4-bit code c of the row at
+// byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first). cols must be at least 32.
+//
+//go:noescape
+func scoresU4Q4AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+
+// accumulateU4Q4AVX512 sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)
+// for i < 4, c < cols&^31, where code(j, c) is the 4-bit code c of the row
+// at byte j*ldc of codes (blocks of 32: byte k of a block holds codes k and k+16, low nibble first).
+//
+//go:noescape
+func accumulateU4Q4AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)

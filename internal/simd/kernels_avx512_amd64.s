@@ -9866,3 +9866,4072 @@ widenBF16AVX512_tail:
 widenBF16AVX512_done:
 	VZEROUPPER
 	RET
+
+// func q80ToF32AVX512(dst []float32, src []byte)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·q80ToF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), AX
+	MOVQ src_base+24(FP), CX
+	MOVQ dst_len+8(FP), DX
+	SHRQ $0x05, DX
+
+q80ToF32AVX512_loop2:
+	CMPQ         DX, $0x02
+	JB           q80ToF32AVX512_loop1
+	VPBROADCASTW (CX), Y0
+	VCVTPH2PS    Y0, Z0
+	VPMOVSXBD    2(CX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	VPMOVSXBD    18(CX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, 64(AX)
+	VPBROADCASTW 34(CX), Y0
+	VCVTPH2PS    Y0, Z0
+	VPMOVSXBD    36(CX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, 128(AX)
+	VPMOVSXBD    52(CX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, 192(AX)
+	ADDQ         $0x44, CX
+	ADDQ         $0x00000100, AX
+	SUBQ         $0x02, DX
+	JMP          q80ToF32AVX512_loop2
+
+q80ToF32AVX512_loop1:
+	TESTQ        DX, DX
+	JZ           q80ToF32AVX512_done
+	VPBROADCASTW (CX), Y0
+	VCVTPH2PS    Y0, Z0
+	VPMOVSXBD    2(CX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	VPMOVSXBD    18(CX), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         $0x22, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          q80ToF32AVX512_loop1
+
+q80ToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func q40ToF32AVX512(dst []float32, src []byte)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·q40ToF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x05, DX
+	MOVL         $0x0000000f, BX
+	VPBROADCASTD BX, Z0
+	MOVL         $0x00000008, BX
+	VPBROADCASTD BX, Z1
+
+q40ToF32AVX512_loop2:
+	CMPQ         DX, $0x02
+	JB           q40ToF32AVX512_loop1
+	VPBROADCASTW (CX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    2(CX), Z3
+	VPANDD       Z0, Z3, Z4
+	VPSRLD       $0x04, Z3, Z3
+	VPSUBD       Z1, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	VPSUBD       Z1, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(AX)
+	VPBROADCASTW 18(CX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    20(CX), Z3
+	VPANDD       Z0, Z3, Z4
+	VPSRLD       $0x04, Z3, Z3
+	VPSUBD       Z1, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VMOVUPS      Z4, 128(AX)
+	VPSUBD       Z1, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 192(AX)
+	ADDQ         $0x24, CX
+	ADDQ         $0x00000100, AX
+	SUBQ         $0x02, DX
+	JMP          q40ToF32AVX512_loop2
+
+q40ToF32AVX512_loop1:
+	TESTQ        DX, DX
+	JZ           q40ToF32AVX512_done
+	VPBROADCASTW (CX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    2(CX), Z3
+	VPANDD       Z0, Z3, Z4
+	VPSRLD       $0x04, Z3, Z3
+	VPSUBD       Z1, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	VPSUBD       Z1, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         $0x12, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          q40ToF32AVX512_loop1
+
+q40ToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func q41ToF32AVX512(dst []float32, src []byte)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·q41ToF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	SHRQ         $0x05, DX
+	MOVL         $0x0000000f, BX
+	VPBROADCASTD BX, Z0
+
+q41ToF32AVX512_loop2:
+	CMPQ         DX, $0x02
+	JB           q41ToF32AVX512_loop1
+	VPBROADCASTW (CX), Y1
+	VCVTPH2PS    Y1, Z1
+	VPBROADCASTW 2(CX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    4(CX), Z3
+	VPANDD       Z0, Z3, Z4
+	VPSRLD       $0x04, Z3, Z3
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z1, Z4, Z4
+	VADDPS       Z2, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z1, Z3, Z3
+	VADDPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(AX)
+	VPBROADCASTW 20(CX), Y1
+	VCVTPH2PS    Y1, Z1
+	VPBROADCASTW 22(CX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    24(CX), Z3
+	VPANDD       Z0, Z3, Z4
+	VPSRLD       $0x04, Z3, Z3
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z1, Z4, Z4
+	VADDPS       Z2, Z4, Z4
+	VMOVUPS      Z4, 128(AX)
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z1, Z3, Z3
+	VADDPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 192(AX)
+	ADDQ         $0x28, CX
+	ADDQ         $0x00000100, AX
+	SUBQ         $0x02, DX
+	JMP          q41ToF32AVX512_loop2
+
+q41ToF32AVX512_loop1:
+	TESTQ        DX, DX
+	JZ           q41ToF32AVX512_done
+	VPBROADCASTW (CX), Y1
+	VCVTPH2PS    Y1, Z1
+	VPBROADCASTW 2(CX), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    4(CX), Z3
+	VPANDD       Z0, Z3, Z4
+	VPSRLD       $0x04, Z3, Z3
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z1, Z4, Z4
+	VADDPS       Z2, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z1, Z3, Z3
+	VADDPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         $0x14, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          q41ToF32AVX512_loop1
+
+q41ToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func e5m2ToF32AVX512(dst []float32, src []byte, scale float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2
+TEXT ·e5m2ToF32AVX512(SB), NOSPLIT, $0-52
+	VBROADCASTSS scale+48(FP), Z0
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	MOVQ         DX, BX
+	ANDQ         $-16, BX
+	XORQ         SI, SI
+
+e5m2ToF32AVX512_loop16:
+	CMPQ      SI, BX
+	JAE       e5m2ToF32AVX512_tail
+	VPMOVZXBW (CX)(SI*1), Y1
+	VPSLLW    $0x08, Y1, Y1
+	VCVTPH2PS Y1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, (AX)(SI*4)
+	ADDQ      $0x10, SI
+	JMP       e5m2ToF32AVX512_loop16
+
+e5m2ToF32AVX512_tail:
+	SUBQ       SI, DX
+	JZ         e5m2ToF32AVX512_done
+	MOVL       $0x00000001, BX
+	SHLXL      DX, BX, BX
+	DECL       BX
+	KMOVW      BX, K1
+	VMOVDQU8.Z (CX)(SI*1), K1, X1
+	VPMOVZXBW  X1, Y1
+	VPSLLW     $0x08, Y1, Y1
+	VCVTPH2PS  Y1, Z1
+	VMULPS     Z0, Z1, Z1
+	VMOVUPS    Z1, K1, (AX)(SI*4)
+
+e5m2ToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func e4m3ToF32AVX512(dst []float32, src []byte, scale256 float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2
+TEXT ·e4m3ToF32AVX512(SB), NOSPLIT, $0-52
+	VBROADCASTSS scale256+48(FP), Z0
+	MOVL         $0x0000007f, AX
+	VPBROADCASTW AX, Z1
+	MOVL         $0x000000fc, AX
+	VPBROADCASTW AX, Z2
+	MOVL         $0x00000080, AX
+	VPBROADCASTW AX, Z3
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	MOVQ         DX, BX
+	ANDQ         $-16, BX
+	XORQ         SI, SI
+
+e4m3ToF32AVX512_loop16:
+	CMPQ      SI, BX
+	JAE       e4m3ToF32AVX512_tail
+	VPMOVZXBW (CX)(SI*1), Y4
+	VPANDD    Y1, Y4, Y5
+	VPCMPEQW  Y1, Y5, K1
+	VMOVDQU16 Y2, K1, Y5
+	VPANDD    Y3, Y4, Y4
+	VPSLLW    $0x08, Y4, Y4
+	VPSLLW    $0x07, Y5, Y5
+	VPORD     Y4, Y5, Y5
+	VCVTPH2PS Y5, Z4
+	VMULPS    Z0, Z4, Z4
+	VMOVUPS   Z4, (AX)(SI*4)
+	ADDQ      $0x10, SI
+	JMP       e4m3ToF32AVX512_loop16
+
+e4m3ToF32AVX512_tail:
+	SUBQ       SI, DX
+	JZ         e4m3ToF32AVX512_done
+	MOVL       $0x00000001, BX
+	SHLXL      DX, BX, BX
+	DECL       BX
+	KMOVW      BX, K1
+	VMOVDQU8.Z (CX)(SI*1), K1, X4
+	VPMOVZXBW  X4, Y4
+	VPANDD     Y1, Y4, Y5
+	VPCMPEQW   Y1, Y5, K2
+	VMOVDQU16  Y2, K2, Y5
+	VPANDD     Y3, Y4, Y1
+	VPSLLW     $0x08, Y1, Y1
+	VPSLLW     $0x07, Y5, Y5
+	VPORD      Y1, Y5, Y5
+	VCVTPH2PS  Y5, Z1
+	VMULPS     Z0, Z1, Z1
+	VMOVUPS    Z1, K1, (AX)(SI*4)
+
+e4m3ToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func u4ToF32GroupsAVX512(dst []float32, src []byte, group int, scale []float32, bias []float32)
+// Requires: AVX, AVX512F
+TEXT ·u4ToF32GroupsAVX512(SB), NOSPLIT, $0-104
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         group+48(FP), DX
+	SHRQ         $0x05, DX
+	MOVQ         scale_len+64(FP), BX
+	MOVQ         scale_base+56(FP), SI
+	MOVQ         bias_base+80(FP), DI
+	MOVL         $0x0000000f, R8
+	VPBROADCASTD R8, Z0
+	TESTQ        BX, BX
+	JZ           u4ToF32GroupsAVX512_done
+
+u4ToF32GroupsAVX512_group:
+	VBROADCASTSS (SI), Z1
+	VBROADCASTSS (DI), Z2
+	MOVQ         DX, R8
+
+u4ToF32GroupsAVX512_block:
+	VPMOVZXBD (CX), Z3
+	VPANDD    Z0, Z3, Z4
+	VPSRLD    $0x04, Z3, Z3
+	VCVTDQ2PS Z4, Z4
+	VMULPS    Z1, Z4, Z4
+	VADDPS    Z2, Z4, Z4
+	VMOVUPS   Z4, (AX)
+	VCVTDQ2PS Z3, Z3
+	VMULPS    Z1, Z3, Z3
+	VADDPS    Z2, Z3, Z3
+	VMOVUPS   Z3, 64(AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x00000080, AX
+	DECQ      R8
+	JNZ       u4ToF32GroupsAVX512_block
+	ADDQ      $0x04, SI
+	ADDQ      $0x04, DI
+	DECQ      BX
+	JNZ       u4ToF32GroupsAVX512_group
+
+u4ToF32GroupsAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA u2shifts16<>+0(SB)/4, $0x00000000
+DATA u2shifts16<>+4(SB)/4, $0x00000002
+DATA u2shifts16<>+8(SB)/4, $0x00000004
+DATA u2shifts16<>+12(SB)/4, $0x00000006
+DATA u2shifts16<>+16(SB)/4, $0x00000008
+DATA u2shifts16<>+20(SB)/4, $0x0000000a
+DATA u2shifts16<>+24(SB)/4, $0x0000000c
+DATA u2shifts16<>+28(SB)/4, $0x0000000e
+DATA u2shifts16<>+32(SB)/4, $0x00000010
+DATA u2shifts16<>+36(SB)/4, $0x00000012
+DATA u2shifts16<>+40(SB)/4, $0x00000014
+DATA u2shifts16<>+44(SB)/4, $0x00000016
+DATA u2shifts16<>+48(SB)/4, $0x00000018
+DATA u2shifts16<>+52(SB)/4, $0x0000001a
+DATA u2shifts16<>+56(SB)/4, $0x0000001c
+DATA u2shifts16<>+60(SB)/4, $0x0000001e
+GLOBL u2shifts16<>(SB), RODATA|NOPTR, $64
+
+DATA u2codes16<>+0(SB)/4, $0x00000000
+DATA u2codes16<>+4(SB)/4, $0x3f800000
+DATA u2codes16<>+8(SB)/4, $0x40000000
+DATA u2codes16<>+12(SB)/4, $0x40400000
+DATA u2codes16<>+16(SB)/4, $0x00000000
+DATA u2codes16<>+20(SB)/4, $0x3f800000
+DATA u2codes16<>+24(SB)/4, $0x40000000
+DATA u2codes16<>+28(SB)/4, $0x40400000
+DATA u2codes16<>+32(SB)/4, $0x00000000
+DATA u2codes16<>+36(SB)/4, $0x3f800000
+DATA u2codes16<>+40(SB)/4, $0x40000000
+DATA u2codes16<>+44(SB)/4, $0x40400000
+DATA u2codes16<>+48(SB)/4, $0x00000000
+DATA u2codes16<>+52(SB)/4, $0x3f800000
+DATA u2codes16<>+56(SB)/4, $0x40000000
+DATA u2codes16<>+60(SB)/4, $0x40400000
+GLOBL u2codes16<>(SB), RODATA|NOPTR, $64
+
+// func u2ToF32AVX512(dst []float32, src []byte, scale float32, bias float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2
+TEXT ·u2ToF32AVX512(SB), NOSPLIT, $0-56
+	VMOVDQU32    u2shifts16<>+0(SB), Z0
+	VMOVUPS      u2codes16<>+0(SB), Z1
+	VBROADCASTSS scale+48(FP), Z2
+	VMULPS       Z1, Z2, Z2
+	VBROADCASTSS bias+52(FP), Z1
+	VADDPS       Z1, Z2, Z2
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         src_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	MOVQ         DX, BX
+	ANDQ         $-16, BX
+	XORQ         SI, SI
+	XORQ         DI, DI
+
+u2ToF32AVX512_loop16:
+	CMPQ         SI, BX
+	JAE          u2ToF32AVX512_tail
+	VPBROADCASTD (CX)(DI*1), Z1
+	VPSRLVD      Z0, Z1, Z1
+	VPERMPS      Z2, Z1, Z1
+	VMOVUPS      Z1, (AX)(SI*4)
+	ADDQ         $0x10, SI
+	ADDQ         $0x04, DI
+	JMP          u2ToF32AVX512_loop16
+
+u2ToF32AVX512_tail:
+	SUBQ         SI, DX
+	JZ           u2ToF32AVX512_done
+	MOVL         $0x00000001, BX
+	SHLXL        DX, BX, BX
+	DECL         BX
+	KMOVW        BX, K1
+	SHRQ         $0x02, DX
+	MOVL         $0x00000001, BX
+	SHLXL        DX, BX, BX
+	DECL         BX
+	KMOVW        BX, K2
+	VMOVDQU8.Z   (CX)(DI*1), K2, X1
+	VPBROADCASTD X1, Z1
+	VPSRLVD      Z0, Z1, Z1
+	VPERMPS      Z2, Z1, Z1
+	VMOVUPS      Z1, K1, (AX)(SI*4)
+
+u2ToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func u2ToF32GroupsAVX512(dst []float32, src []byte, group int, scale []float32, bias []float32)
+// Requires: AVX, AVX512F
+TEXT ·u2ToF32GroupsAVX512(SB), NOSPLIT, $0-104
+	MOVQ      dst_base+0(FP), AX
+	MOVQ      src_base+24(FP), CX
+	MOVQ      group+48(FP), DX
+	SHRQ      $0x04, DX
+	MOVQ      scale_len+64(FP), BX
+	MOVQ      scale_base+56(FP), SI
+	MOVQ      bias_base+80(FP), DI
+	VMOVDQU32 u2shifts16<>+0(SB), Z0
+	VMOVUPS   u2codes16<>+0(SB), Z1
+	TESTQ     BX, BX
+	JZ        u2ToF32GroupsAVX512_done
+
+u2ToF32GroupsAVX512_group:
+	VBROADCASTSS (SI), Z2
+	VMULPS       Z1, Z2, Z2
+	VBROADCASTSS (DI), Z3
+	VADDPS       Z3, Z2, Z2
+	MOVQ         DX, R8
+
+u2ToF32GroupsAVX512_vec:
+	VPBROADCASTD (CX), Z3
+	VPSRLVD      Z0, Z3, Z3
+	VPERMPS      Z2, Z3, Z3
+	VMOVUPS      Z3, (AX)
+	ADDQ         $0x04, CX
+	ADDQ         $0x40, AX
+	DECQ         R8
+	JNZ          u2ToF32GroupsAVX512_vec
+	ADDQ         $0x04, SI
+	ADDQ         $0x04, DI
+	DECQ         BX
+	JNZ          u2ToF32GroupsAVX512_group
+
+u2ToF32GroupsAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA u4mask<>+0(SB)/4, $0x0000000f
+DATA u4mask<>+4(SB)/4, $0x0000000f
+DATA u4mask<>+8(SB)/4, $0x0000000f
+DATA u4mask<>+12(SB)/4, $0x0000000f
+DATA u4mask<>+16(SB)/4, $0x0000000f
+DATA u4mask<>+20(SB)/4, $0x0000000f
+DATA u4mask<>+24(SB)/4, $0x0000000f
+DATA u4mask<>+28(SB)/4, $0x0000000f
+GLOBL u4mask<>(SB), RODATA|NOPTR, $32
+
+// func scoresU8Q1AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU8Q1AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-16, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	MOVQ ldc+40(FP), CX
+	MOVQ codes+32(FP), BX
+	ADDQ AX, BX
+	MOVQ dst+0(FP), SI
+	MOVQ n+56(FP), DI
+
+scoresU8Q1AVX512_loop:
+	CMPQ   DI, $0x08
+	JB     scoresU8Q1AVX512_tail
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	LEAQ   (R11)(CX*1), R12
+	LEAQ   (R12)(CX*1), R13
+	LEAQ   (R13)(CX*1), R14
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   AX, R15
+	NEGQ   R15
+
+scoresU8Q1AVX512_dloop:
+	VMOVUPS       (DX)(R15*4), Z8
+	VPMOVZXBD     (BX)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z0
+	VPMOVZXBD     (R8)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z1
+	VPMOVZXBD     (R9)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z2
+	VPMOVZXBD     (R10)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z3
+	VPMOVZXBD     (R11)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z4
+	VPMOVZXBD     (R12)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z5
+	VPMOVZXBD     (R13)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z6
+	VPMOVZXBD     (R14)(R15*1), Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z7
+	ADDQ          $0x10, R15
+	JNZ           scoresU8Q1AVX512_dloop
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R8
+	VUNPCKLPS     Z1, Z0, Z8
+	VUNPCKHPS     Z1, Z0, Z9
+	VADDPS        Z9, Z8, Z8
+	VUNPCKLPS     Z3, Z2, Z9
+	VUNPCKHPS     Z3, Z2, Z17
+	VADDPS        Z17, Z9, Z9
+	VSHUFPS       $0x44, Z9, Z8, Z17
+	VSHUFPS       $0xee, Z9, Z8, Z8
+	VADDPS        Z8, Z17, Z17
+	VEXTRACTF64X4 $0x01, Z17, Y8
+	VADDPS        Y17, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VMOVUPS       X9, (R8)
+	VUNPCKLPS     Z5, Z4, Z8
+	VUNPCKHPS     Z5, Z4, Z9
+	VADDPS        Z9, Z8, Z8
+	VUNPCKLPS     Z7, Z6, Z9
+	VUNPCKHPS     Z7, Z6, Z17
+	VADDPS        Z17, Z9, Z9
+	VSHUFPS       $0x44, Z9, Z8, Z17
+	VSHUFPS       $0xee, Z9, Z8, Z8
+	VADDPS        Z8, Z17, Z17
+	VEXTRACTF64X4 $0x01, Z17, Y8
+	VADDPS        Y17, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VMOVUPS       X9, 16(R8)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x20, SI
+	SUBQ          $0x08, DI
+	JMP           scoresU8Q1AVX512_loop
+
+scoresU8Q1AVX512_tail:
+	CMPQ   DI, $0x04
+	JB     scoresU8Q1AVX512_t4_skip
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU8Q1AVX512_dloop_t4:
+	VMOVUPS       (DX)(R11*4), Z0
+	VPMOVZXBD     (BX)(R11*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z10
+	VPMOVZXBD     (R8)(R11*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z11
+	VPMOVZXBD     (R9)(R11*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z12
+	VPMOVZXBD     (R10)(R11*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z13
+	ADDQ          $0x10, R11
+	JNZ           scoresU8Q1AVX512_dloop_t4
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R8
+	VUNPCKLPS     Z11, Z10, Z0
+	VUNPCKHPS     Z11, Z10, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z13, Z12, Z1
+	VUNPCKHPS     Z13, Z12, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R8)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x10, SI
+	SUBQ          $0x04, DI
+
+scoresU8Q1AVX512_t4_skip:
+	CMPQ   DI, $0x02
+	JB     scoresU8Q1AVX512_t2_skip
+	LEAQ   (BX)(CX*1), R8
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   AX, R9
+	NEGQ   R9
+
+scoresU8Q1AVX512_dloop_t2:
+	VMOVUPS       (DX)(R9*4), Z0
+	VPMOVZXBD     (BX)(R9*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z14
+	VPMOVZXBD     (R8)(R9*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z15
+	ADDQ          $0x10, R9
+	JNZ           scoresU8Q1AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R8
+	VUNPCKLPS     Z15, Z14, Z0
+	VUNPCKHPS     Z15, Z14, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R8)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x08, SI
+	SUBQ          $0x02, DI
+
+scoresU8Q1AVX512_t2_skip:
+	CMPQ   DI, $0x01
+	JB     scoresU8Q1AVX512_t1_skip
+	VPXORD Z16, Z16, Z16
+	NEGQ   AX
+
+scoresU8Q1AVX512_dloop_t1:
+	VMOVUPS       (DX)(AX*4), Z0
+	VPMOVZXBD     (BX)(AX*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z16
+	ADDQ          $0x10, AX
+	JNZ           scoresU8Q1AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          SI, AX
+	VSHUFPS       $0x4e, Z16, Z16, Z0
+	VADDPS        Z0, Z16, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, BX
+	ADDQ          $0x04, SI
+	SUBQ          $0x01, DI
+
+scoresU8Q1AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q1AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU8Q1AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	MOVQ lda+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ cols+56(FP), CX
+	SHRQ $0x04, CX
+	MOVQ acc+0(FP), DX
+	MOVQ codes+40(FP), BX
+	MOVQ ldc+48(FP), SI
+	MOVQ n+64(FP), DI
+
+accumulateU8Q1AVX512_loop:
+	CMPQ         CX, $0x08
+	JB           accumulateU8Q1AVX512_tail
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Z0
+	VADDPS       (DX), Z0, Z1
+	VADDPS       64(DX), Z0, Z2
+	VADDPS       128(DX), Z0, Z3
+	VADDPS       192(DX), Z0, Z4
+	VADDPS       256(DX), Z0, Z5
+	VADDPS       320(DX), Z0, Z6
+	VADDPS       384(DX), Z0, Z7
+	VADDPS       448(DX), Z0, Z0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX512_jloop:
+	CMPQ             R9, DI
+	JAE              accumulateU8Q1AVX512_store
+	VPMOVZXBD        (R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z1
+	VPMOVZXBD        16(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z2
+	VPMOVZXBD        32(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z3
+	VPMOVZXBD        48(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z4
+	VPMOVZXBD        64(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z5
+	VPMOVZXBD        80(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z6
+	VPMOVZXBD        96(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z7
+	VPMOVZXBD        112(R8), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R9*4), Z8, Z0
+	ADDQ             SI, R8
+	INCQ             R9
+	JMP              accumulateU8Q1AVX512_jloop
+
+accumulateU8Q1AVX512_store:
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z2, 64(DX)
+	VMOVUPS Z3, 128(DX)
+	VMOVUPS Z4, 192(DX)
+	VMOVUPS Z5, 256(DX)
+	VMOVUPS Z6, 320(DX)
+	VMOVUPS Z7, 384(DX)
+	VMOVUPS Z0, 448(DX)
+	ADDQ    $0x00000200, DX
+	ADDQ    $0x00000080, BX
+	SUBQ    $0x08, CX
+	JMP     accumulateU8Q1AVX512_loop
+
+accumulateU8Q1AVX512_tail:
+	CMPQ         CX, $0x04
+	JB           accumulateU8Q1AVX512_t4_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Z0
+	VADDPS       (DX), Z0, Z1
+	VADDPS       64(DX), Z0, Z2
+	VADDPS       128(DX), Z0, Z3
+	VADDPS       192(DX), Z0, Z0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX512_jloop_t4:
+	CMPQ             R9, DI
+	JAE              accumulateU8Q1AVX512_store_t4
+	VPMOVZXBD        (R8), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z1
+	VPMOVZXBD        16(R8), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z2
+	VPMOVZXBD        32(R8), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z3
+	VPMOVZXBD        48(R8), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R9*4), Z4, Z0
+	ADDQ             SI, R8
+	INCQ             R9
+	JMP              accumulateU8Q1AVX512_jloop_t4
+
+accumulateU8Q1AVX512_store_t4:
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z2, 64(DX)
+	VMOVUPS Z3, 128(DX)
+	VMOVUPS Z0, 192(DX)
+	ADDQ    $0x00000100, DX
+	ADDQ    $0x00000040, BX
+	SUBQ    $0x04, CX
+
+accumulateU8Q1AVX512_t4_skip:
+	CMPQ         CX, $0x02
+	JB           accumulateU8Q1AVX512_t2_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Z0
+	VADDPS       (DX), Z0, Z1
+	VADDPS       64(DX), Z0, Z0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX512_jloop_t2:
+	CMPQ             R9, DI
+	JAE              accumulateU8Q1AVX512_store_t2
+	VPMOVZXBD        (R8), Z2
+	VCVTDQ2PS        Z2, Z2
+	VFMADD231PS.BCST (AX)(R9*4), Z2, Z1
+	VPMOVZXBD        16(R8), Z2
+	VCVTDQ2PS        Z2, Z2
+	VFMADD231PS.BCST (AX)(R9*4), Z2, Z0
+	ADDQ             SI, R8
+	INCQ             R9
+	JMP              accumulateU8Q1AVX512_jloop_t2
+
+accumulateU8Q1AVX512_store_t2:
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z0, 64(DX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000020, BX
+	SUBQ    $0x02, CX
+
+accumulateU8Q1AVX512_t2_skip:
+	CMPQ         CX, $0x01
+	JB           accumulateU8Q1AVX512_t1_skip
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Z0
+	VADDPS       (DX), Z0, Z0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU8Q1AVX512_jloop_t1:
+	CMPQ             R9, DI
+	JAE              accumulateU8Q1AVX512_store_t1
+	VPMOVZXBD        (R8), Z1
+	VCVTDQ2PS        Z1, Z1
+	VFMADD231PS.BCST (AX)(R9*4), Z1, Z0
+	ADDQ             SI, R8
+	INCQ             R9
+	JMP              accumulateU8Q1AVX512_jloop_t1
+
+accumulateU8Q1AVX512_store_t1:
+	VMOVUPS Z0, (DX)
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000010, BX
+	SUBQ    $0x01, CX
+
+accumulateU8Q1AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU8Q2AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU8Q2AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-16, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), CX
+	MOVQ ldc+40(FP), BX
+	MOVQ codes+32(FP), SI
+	ADDQ AX, SI
+	MOVQ dst+0(FP), DI
+	MOVQ n+56(FP), R8
+
+scoresU8Q2AVX512_loop:
+	CMPQ   R8, $0x05
+	JB     scoresU8Q2AVX512_tail
+	LEAQ   (SI)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	LEAQ   (R11)(BX*1), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU8Q2AVX512_dloop:
+	VPMOVZXBD     (SI)(R13*1), Z10
+	VCVTDQ2PS     Z10, Z10
+	VPMOVZXBD     (R9)(R13*1), Z11
+	VCVTDQ2PS     Z11, Z11
+	VPMOVZXBD     (R10)(R13*1), Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R11)(R13*1), Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R12)(R13*1), Z14
+	VCVTDQ2PS     Z14, Z14
+	VMOVUPS       (DX)(R13*4), Z15
+	VFMADD231PS   Z10, Z15, Z0
+	VFMADD231PS   Z11, Z15, Z1
+	VFMADD231PS   Z12, Z15, Z2
+	VFMADD231PS   Z13, Z15, Z3
+	VFMADD231PS   Z14, Z15, Z4
+	VMOVUPS       (CX)(R13*4), Z15
+	VFMADD231PS   Z10, Z15, Z5
+	VFMADD231PS   Z11, Z15, Z6
+	VFMADD231PS   Z12, Z15, Z7
+	VFMADD231PS   Z13, Z15, Z8
+	VFMADD231PS   Z14, Z15, Z9
+	ADDQ          $0x10, R13
+	JNZ           scoresU8Q2AVX512_dloop
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z1, Z0, Z10
+	VUNPCKHPS     Z1, Z0, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPS     Z3, Z2, Z11
+	VUNPCKHPS     Z3, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFPS       $0x44, Z11, Z10, Z12
+	VSHUFPS       $0xee, Z11, Z10, Z10
+	VADDPS        Z10, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VADDPS        Y12, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVUPS       X11, (R10)
+	VSHUFPS       $0x4e, Z4, Z4, Z10
+	VADDPS        Z10, Z4, Z10
+	VSHUFPS       $0xb1, Z10, Z10, Z11
+	VADDPS        Z11, Z10, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVSS        X11, 16(R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z6, Z5, Z10
+	VUNPCKHPS     Z6, Z5, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPS     Z8, Z7, Z11
+	VUNPCKHPS     Z8, Z7, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFPS       $0x44, Z11, Z10, Z12
+	VSHUFPS       $0xee, Z11, Z10, Z10
+	VADDPS        Z10, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VADDPS        Y12, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVUPS       X11, (R10)
+	VSHUFPS       $0x4e, Z9, Z9, Z10
+	VADDPS        Z10, Z9, Z10
+	VSHUFPS       $0xb1, Z10, Z10, Z11
+	VADDPS        Z11, Z10, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVSS        X11, 16(R10)
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          $0x14, DI
+	SUBQ          $0x05, R8
+	JMP           scoresU8Q2AVX512_loop
+
+scoresU8Q2AVX512_tail:
+	CMPQ   R8, $0x04
+	JB     scoresU8Q2AVX512_t4_skip
+	LEAQ   (SI)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU8Q2AVX512_dloop_t4:
+	VPMOVZXBD     (SI)(R12*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R9)(R12*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VPMOVZXBD     (R10)(R12*1), Z2
+	VCVTDQ2PS     Z2, Z2
+	VPMOVZXBD     (R11)(R12*1), Z3
+	VCVTDQ2PS     Z3, Z3
+	VMOVUPS       (DX)(R12*4), Z4
+	VFMADD231PS   Z0, Z4, Z16
+	VFMADD231PS   Z1, Z4, Z17
+	VFMADD231PS   Z2, Z4, Z18
+	VFMADD231PS   Z3, Z4, Z19
+	VMOVUPS       (CX)(R12*4), Z4
+	VFMADD231PS   Z0, Z4, Z20
+	VFMADD231PS   Z1, Z4, Z21
+	VFMADD231PS   Z2, Z4, Z22
+	VFMADD231PS   Z3, Z4, Z23
+	ADDQ          $0x10, R12
+	JNZ           scoresU8Q2AVX512_dloop_t4
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z17, Z16, Z0
+	VUNPCKHPS     Z17, Z16, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z19, Z18, Z1
+	VUNPCKHPS     Z19, Z18, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z21, Z20, Z0
+	VUNPCKHPS     Z21, Z20, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z23, Z22, Z1
+	VUNPCKHPS     Z23, Z22, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R10)
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          $0x10, DI
+	SUBQ          $0x04, R8
+
+scoresU8Q2AVX512_t4_skip:
+	CMPQ   R8, $0x02
+	JB     scoresU8Q2AVX512_t2_skip
+	LEAQ   (SI)(BX*1), R9
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   AX, R10
+	NEGQ   R10
+
+scoresU8Q2AVX512_dloop_t2:
+	VPMOVZXBD     (SI)(R10*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R9)(R10*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       (DX)(R10*4), Z2
+	VFMADD231PS   Z0, Z2, Z24
+	VFMADD231PS   Z1, Z2, Z25
+	VMOVUPS       (CX)(R10*4), Z2
+	VFMADD231PS   Z0, Z2, Z26
+	VFMADD231PS   Z1, Z2, Z27
+	ADDQ          $0x10, R10
+	JNZ           scoresU8Q2AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z25, Z24, Z0
+	VUNPCKHPS     Z25, Z24, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z27, Z26, Z0
+	VUNPCKHPS     Z27, Z26, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          $0x08, DI
+	SUBQ          $0x02, R8
+
+scoresU8Q2AVX512_t2_skip:
+	CMPQ   R8, $0x01
+	JB     scoresU8Q2AVX512_t1_skip
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	NEGQ   AX
+
+scoresU8Q2AVX512_dloop_t1:
+	VPMOVZXBD     (SI)(AX*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       (DX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z28
+	VMOVUPS       (CX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z29
+	ADDQ          $0x10, AX
+	JNZ           scoresU8Q2AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          DI, CX
+	VSHUFPS       $0x4e, Z28, Z28, Z0
+	VADDPS        Z0, Z28, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z29, Z29, Z0
+	VADDPS        Z0, Z29, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          BX, SI
+	ADDQ          $0x04, DI
+	SUBQ          $0x01, R8
+
+scoresU8Q2AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q2AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU8Q2AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), CX
+	MOVQ lda+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ cols+56(FP), BX
+	SHRQ $0x04, BX
+	MOVQ acc+0(FP), SI
+	MOVQ codes+40(FP), DI
+	MOVQ ldc+48(FP), R8
+	MOVQ n+64(FP), R9
+
+accumulateU8Q2AVX512_loop:
+	CMPQ         BX, $0x08
+	JB           accumulateU8Q2AVX512_tail
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Z0
+	VADDPS       (SI), Z0, Z1
+	VADDPS       64(SI), Z0, Z2
+	VADDPS       128(SI), Z0, Z3
+	VADDPS       192(SI), Z0, Z4
+	VADDPS       256(SI), Z0, Z5
+	VADDPS       320(SI), Z0, Z6
+	VADDPS       384(SI), Z0, Z7
+	VADDPS       448(SI), Z0, Z0
+	VBROADCASTSS 4(R10), Z8
+	VADDPS       (SI)(DX*1), Z8, Z9
+	VADDPS       64(SI)(DX*1), Z8, Z10
+	VADDPS       128(SI)(DX*1), Z8, Z11
+	VADDPS       192(SI)(DX*1), Z8, Z12
+	VADDPS       256(SI)(DX*1), Z8, Z13
+	VADDPS       320(SI)(DX*1), Z8, Z14
+	VADDPS       384(SI)(DX*1), Z8, Z15
+	VADDPS       448(SI)(DX*1), Z8, Z8
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX512_jloop:
+	CMPQ             R11, R9
+	JAE              accumulateU8Q2AVX512_store
+	VPMOVZXBD        (R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z1
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z9
+	VPMOVZXBD        16(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z2
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z10
+	VPMOVZXBD        32(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z3
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z11
+	VPMOVZXBD        48(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z4
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z12
+	VPMOVZXBD        64(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z5
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z13
+	VPMOVZXBD        80(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z6
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z14
+	VPMOVZXBD        96(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z7
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z15
+	VPMOVZXBD        112(R10), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R11*4), Z16, Z0
+	VFMADD231PS.BCST (CX)(R11*4), Z16, Z8
+	ADDQ             R8, R10
+	INCQ             R11
+	JMP              accumulateU8Q2AVX512_jloop
+
+accumulateU8Q2AVX512_store:
+	VMOVUPS Z1, (SI)
+	VMOVUPS Z2, 64(SI)
+	VMOVUPS Z3, 128(SI)
+	VMOVUPS Z4, 192(SI)
+	VMOVUPS Z5, 256(SI)
+	VMOVUPS Z6, 320(SI)
+	VMOVUPS Z7, 384(SI)
+	VMOVUPS Z0, 448(SI)
+	VMOVUPS Z9, (SI)(DX*1)
+	VMOVUPS Z10, 64(SI)(DX*1)
+	VMOVUPS Z11, 128(SI)(DX*1)
+	VMOVUPS Z12, 192(SI)(DX*1)
+	VMOVUPS Z13, 256(SI)(DX*1)
+	VMOVUPS Z14, 320(SI)(DX*1)
+	VMOVUPS Z15, 384(SI)(DX*1)
+	VMOVUPS Z8, 448(SI)(DX*1)
+	ADDQ    $0x00000200, SI
+	ADDQ    $0x00000080, DI
+	SUBQ    $0x08, BX
+	JMP     accumulateU8Q2AVX512_loop
+
+accumulateU8Q2AVX512_tail:
+	CMPQ         BX, $0x04
+	JB           accumulateU8Q2AVX512_t4_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Z0
+	VADDPS       (SI), Z0, Z1
+	VADDPS       64(SI), Z0, Z2
+	VADDPS       128(SI), Z0, Z3
+	VADDPS       192(SI), Z0, Z0
+	VBROADCASTSS 4(R10), Z4
+	VADDPS       (SI)(DX*1), Z4, Z5
+	VADDPS       64(SI)(DX*1), Z4, Z6
+	VADDPS       128(SI)(DX*1), Z4, Z7
+	VADDPS       192(SI)(DX*1), Z4, Z4
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX512_jloop_t4:
+	CMPQ             R11, R9
+	JAE              accumulateU8Q2AVX512_store_t4
+	VPMOVZXBD        (R10), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R11*4), Z8, Z1
+	VFMADD231PS.BCST (CX)(R11*4), Z8, Z5
+	VPMOVZXBD        16(R10), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R11*4), Z8, Z2
+	VFMADD231PS.BCST (CX)(R11*4), Z8, Z6
+	VPMOVZXBD        32(R10), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R11*4), Z8, Z3
+	VFMADD231PS.BCST (CX)(R11*4), Z8, Z7
+	VPMOVZXBD        48(R10), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R11*4), Z8, Z0
+	VFMADD231PS.BCST (CX)(R11*4), Z8, Z4
+	ADDQ             R8, R10
+	INCQ             R11
+	JMP              accumulateU8Q2AVX512_jloop_t4
+
+accumulateU8Q2AVX512_store_t4:
+	VMOVUPS Z1, (SI)
+	VMOVUPS Z2, 64(SI)
+	VMOVUPS Z3, 128(SI)
+	VMOVUPS Z0, 192(SI)
+	VMOVUPS Z5, (SI)(DX*1)
+	VMOVUPS Z6, 64(SI)(DX*1)
+	VMOVUPS Z7, 128(SI)(DX*1)
+	VMOVUPS Z4, 192(SI)(DX*1)
+	ADDQ    $0x00000100, SI
+	ADDQ    $0x00000040, DI
+	SUBQ    $0x04, BX
+
+accumulateU8Q2AVX512_t4_skip:
+	CMPQ         BX, $0x02
+	JB           accumulateU8Q2AVX512_t2_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Z0
+	VADDPS       (SI), Z0, Z1
+	VADDPS       64(SI), Z0, Z0
+	VBROADCASTSS 4(R10), Z2
+	VADDPS       (SI)(DX*1), Z2, Z3
+	VADDPS       64(SI)(DX*1), Z2, Z2
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX512_jloop_t2:
+	CMPQ             R11, R9
+	JAE              accumulateU8Q2AVX512_store_t2
+	VPMOVZXBD        (R10), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R11*4), Z4, Z1
+	VFMADD231PS.BCST (CX)(R11*4), Z4, Z3
+	VPMOVZXBD        16(R10), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R11*4), Z4, Z0
+	VFMADD231PS.BCST (CX)(R11*4), Z4, Z2
+	ADDQ             R8, R10
+	INCQ             R11
+	JMP              accumulateU8Q2AVX512_jloop_t2
+
+accumulateU8Q2AVX512_store_t2:
+	VMOVUPS Z1, (SI)
+	VMOVUPS Z0, 64(SI)
+	VMOVUPS Z3, (SI)(DX*1)
+	VMOVUPS Z2, 64(SI)(DX*1)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000020, DI
+	SUBQ    $0x02, BX
+
+accumulateU8Q2AVX512_t2_skip:
+	CMPQ         BX, $0x01
+	JB           accumulateU8Q2AVX512_t1_skip
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Z0
+	VADDPS       (SI), Z0, Z0
+	VBROADCASTSS 4(R10), Z1
+	VADDPS       (SI)(DX*1), Z1, Z1
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU8Q2AVX512_jloop_t1:
+	CMPQ             R11, R9
+	JAE              accumulateU8Q2AVX512_store_t1
+	VPMOVZXBD        (R10), Z2
+	VCVTDQ2PS        Z2, Z2
+	VFMADD231PS.BCST (AX)(R11*4), Z2, Z0
+	VFMADD231PS.BCST (CX)(R11*4), Z2, Z1
+	ADDQ             R8, R10
+	INCQ             R11
+	JMP              accumulateU8Q2AVX512_jloop_t1
+
+accumulateU8Q2AVX512_store_t1:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, (SI)(DX*1)
+	ADDQ    $0x00000040, SI
+	ADDQ    $0x00000010, DI
+	SUBQ    $0x01, BX
+
+accumulateU8Q2AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU8Q3AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU8Q3AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-16, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ ldc+40(FP), SI
+	MOVQ codes+32(FP), DI
+	ADDQ AX, DI
+	MOVQ dst+0(FP), R8
+	MOVQ n+56(FP), R9
+
+scoresU8Q3AVX512_loop:
+	CMPQ   R9, $0x04
+	JB     scoresU8Q3AVX512_tail
+	LEAQ   (DI)(SI*1), R10
+	LEAQ   (R10)(SI*1), R11
+	LEAQ   (R11)(SI*1), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU8Q3AVX512_dloop:
+	VPMOVZXBD     (DI)(R13*1), Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R10)(R13*1), Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R11)(R13*1), Z14
+	VCVTDQ2PS     Z14, Z14
+	VPMOVZXBD     (R12)(R13*1), Z15
+	VCVTDQ2PS     Z15, Z15
+	VMOVUPS       (DX)(R13*4), Z16
+	VFMADD231PS   Z12, Z16, Z0
+	VFMADD231PS   Z13, Z16, Z1
+	VFMADD231PS   Z14, Z16, Z2
+	VFMADD231PS   Z15, Z16, Z3
+	VMOVUPS       (BX)(R13*4), Z16
+	VFMADD231PS   Z12, Z16, Z4
+	VFMADD231PS   Z13, Z16, Z5
+	VFMADD231PS   Z14, Z16, Z6
+	VFMADD231PS   Z15, Z16, Z7
+	VMOVUPS       (CX)(R13*4), Z16
+	VFMADD231PS   Z12, Z16, Z8
+	VFMADD231PS   Z13, Z16, Z9
+	VFMADD231PS   Z14, Z16, Z10
+	VFMADD231PS   Z15, Z16, Z11
+	ADDQ          $0x10, R13
+	JNZ           scoresU8Q3AVX512_dloop
+	MOVQ          ldd+8(FP), R10
+	SHLQ          $0x02, R10
+	MOVQ          R8, R11
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z3, Z2, Z13
+	VUNPCKHPS     Z3, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z5, Z4, Z12
+	VUNPCKHPS     Z5, Z4, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z7, Z6, Z13
+	VUNPCKHPS     Z7, Z6, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z9, Z8, Z12
+	VUNPCKHPS     Z9, Z8, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z11, Z10, Z13
+	VUNPCKHPS     Z11, Z10, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R11)
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          $0x10, R8
+	SUBQ          $0x04, R9
+	JMP           scoresU8Q3AVX512_loop
+
+scoresU8Q3AVX512_tail:
+	CMPQ   R9, $0x02
+	JB     scoresU8Q3AVX512_t2_skip
+	LEAQ   (DI)(SI*1), R10
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU8Q3AVX512_dloop_t2:
+	VPMOVZXBD     (DI)(R11*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R10)(R11*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       (DX)(R11*4), Z2
+	VFMADD231PS   Z0, Z2, Z17
+	VFMADD231PS   Z1, Z2, Z18
+	VMOVUPS       (BX)(R11*4), Z2
+	VFMADD231PS   Z0, Z2, Z19
+	VFMADD231PS   Z1, Z2, Z20
+	VMOVUPS       (CX)(R11*4), Z2
+	VFMADD231PS   Z0, Z2, Z21
+	VFMADD231PS   Z1, Z2, Z22
+	ADDQ          $0x10, R11
+	JNZ           scoresU8Q3AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R10
+	SHLQ          $0x02, R10
+	MOVQ          R8, R11
+	VUNPCKLPS     Z18, Z17, Z0
+	VUNPCKHPS     Z18, Z17, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z20, Z19, Z0
+	VUNPCKHPS     Z20, Z19, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z22, Z21, Z0
+	VUNPCKHPS     Z22, Z21, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          $0x08, R8
+	SUBQ          $0x02, R9
+
+scoresU8Q3AVX512_t2_skip:
+	CMPQ   R9, $0x01
+	JB     scoresU8Q3AVX512_t1_skip
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	NEGQ   AX
+
+scoresU8Q3AVX512_dloop_t1:
+	VPMOVZXBD     (DI)(AX*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       (DX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z23
+	VMOVUPS       (BX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       (CX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	ADDQ          $0x10, AX
+	JNZ           scoresU8Q3AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          R8, CX
+	VSHUFPS       $0x4e, Z23, Z23, Z0
+	VADDPS        Z0, Z23, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z24, Z24, Z0
+	VADDPS        Z0, Z24, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z25, Z25, Z0
+	VADDPS        Z0, Z25, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          SI, DI
+	ADDQ          $0x04, R8
+	SUBQ          $0x01, R9
+
+scoresU8Q3AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q3AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU8Q3AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), CX
+	MOVQ lda+8(FP), BX
+	SHLQ $0x02, BX
+	MOVQ cols+56(FP), SI
+	SHRQ $0x04, SI
+	MOVQ acc+0(FP), DI
+	MOVQ codes+40(FP), R8
+	MOVQ ldc+48(FP), R9
+	MOVQ n+64(FP), R10
+
+accumulateU8Q3AVX512_loop:
+	CMPQ         SI, $0x08
+	JB           accumulateU8Q3AVX512_tail
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Z0
+	VADDPS       (DI), Z0, Z1
+	VADDPS       64(DI), Z0, Z2
+	VADDPS       128(DI), Z0, Z3
+	VADDPS       192(DI), Z0, Z4
+	VADDPS       256(DI), Z0, Z5
+	VADDPS       320(DI), Z0, Z6
+	VADDPS       384(DI), Z0, Z7
+	VADDPS       448(DI), Z0, Z0
+	VBROADCASTSS 4(R11), Z8
+	VADDPS       (DI)(BX*1), Z8, Z9
+	VADDPS       64(DI)(BX*1), Z8, Z10
+	VADDPS       128(DI)(BX*1), Z8, Z11
+	VADDPS       192(DI)(BX*1), Z8, Z12
+	VADDPS       256(DI)(BX*1), Z8, Z13
+	VADDPS       320(DI)(BX*1), Z8, Z14
+	VADDPS       384(DI)(BX*1), Z8, Z15
+	VADDPS       448(DI)(BX*1), Z8, Z8
+	VBROADCASTSS 8(R11), Z16
+	VADDPS       (DI)(BX*2), Z16, Z17
+	VADDPS       64(DI)(BX*2), Z16, Z18
+	VADDPS       128(DI)(BX*2), Z16, Z19
+	VADDPS       192(DI)(BX*2), Z16, Z20
+	VADDPS       256(DI)(BX*2), Z16, Z21
+	VADDPS       320(DI)(BX*2), Z16, Z22
+	VADDPS       384(DI)(BX*2), Z16, Z23
+	VADDPS       448(DI)(BX*2), Z16, Z16
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX512_jloop:
+	CMPQ             R12, R10
+	JAE              accumulateU8Q3AVX512_store
+	VPMOVZXBD        (R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z1
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z9
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z17
+	VPMOVZXBD        16(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z2
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z10
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z18
+	VPMOVZXBD        32(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z3
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z11
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z19
+	VPMOVZXBD        48(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z4
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z12
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z20
+	VPMOVZXBD        64(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z5
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z13
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z21
+	VPMOVZXBD        80(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z6
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z14
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z22
+	VPMOVZXBD        96(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z7
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z15
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z23
+	VPMOVZXBD        112(R11), Z24
+	VCVTDQ2PS        Z24, Z24
+	VFMADD231PS.BCST (AX)(R12*4), Z24, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z24, Z8
+	VFMADD231PS.BCST (CX)(R12*4), Z24, Z16
+	ADDQ             R9, R11
+	INCQ             R12
+	JMP              accumulateU8Q3AVX512_jloop
+
+accumulateU8Q3AVX512_store:
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z2, 64(DI)
+	VMOVUPS Z3, 128(DI)
+	VMOVUPS Z4, 192(DI)
+	VMOVUPS Z5, 256(DI)
+	VMOVUPS Z6, 320(DI)
+	VMOVUPS Z7, 384(DI)
+	VMOVUPS Z0, 448(DI)
+	VMOVUPS Z9, (DI)(BX*1)
+	VMOVUPS Z10, 64(DI)(BX*1)
+	VMOVUPS Z11, 128(DI)(BX*1)
+	VMOVUPS Z12, 192(DI)(BX*1)
+	VMOVUPS Z13, 256(DI)(BX*1)
+	VMOVUPS Z14, 320(DI)(BX*1)
+	VMOVUPS Z15, 384(DI)(BX*1)
+	VMOVUPS Z8, 448(DI)(BX*1)
+	VMOVUPS Z17, (DI)(BX*2)
+	VMOVUPS Z18, 64(DI)(BX*2)
+	VMOVUPS Z19, 128(DI)(BX*2)
+	VMOVUPS Z20, 192(DI)(BX*2)
+	VMOVUPS Z21, 256(DI)(BX*2)
+	VMOVUPS Z22, 320(DI)(BX*2)
+	VMOVUPS Z23, 384(DI)(BX*2)
+	VMOVUPS Z16, 448(DI)(BX*2)
+	ADDQ    $0x00000200, DI
+	ADDQ    $0x00000080, R8
+	SUBQ    $0x08, SI
+	JMP     accumulateU8Q3AVX512_loop
+
+accumulateU8Q3AVX512_tail:
+	CMPQ         SI, $0x04
+	JB           accumulateU8Q3AVX512_t4_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Z0
+	VADDPS       (DI), Z0, Z1
+	VADDPS       64(DI), Z0, Z2
+	VADDPS       128(DI), Z0, Z3
+	VADDPS       192(DI), Z0, Z0
+	VBROADCASTSS 4(R11), Z4
+	VADDPS       (DI)(BX*1), Z4, Z5
+	VADDPS       64(DI)(BX*1), Z4, Z6
+	VADDPS       128(DI)(BX*1), Z4, Z7
+	VADDPS       192(DI)(BX*1), Z4, Z4
+	VBROADCASTSS 8(R11), Z8
+	VADDPS       (DI)(BX*2), Z8, Z9
+	VADDPS       64(DI)(BX*2), Z8, Z10
+	VADDPS       128(DI)(BX*2), Z8, Z11
+	VADDPS       192(DI)(BX*2), Z8, Z8
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX512_jloop_t4:
+	CMPQ             R12, R10
+	JAE              accumulateU8Q3AVX512_store_t4
+	VPMOVZXBD        (R11), Z12
+	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST (AX)(R12*4), Z12, Z1
+	VFMADD231PS.BCST (DX)(R12*4), Z12, Z5
+	VFMADD231PS.BCST (CX)(R12*4), Z12, Z9
+	VPMOVZXBD        16(R11), Z12
+	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST (AX)(R12*4), Z12, Z2
+	VFMADD231PS.BCST (DX)(R12*4), Z12, Z6
+	VFMADD231PS.BCST (CX)(R12*4), Z12, Z10
+	VPMOVZXBD        32(R11), Z12
+	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST (AX)(R12*4), Z12, Z3
+	VFMADD231PS.BCST (DX)(R12*4), Z12, Z7
+	VFMADD231PS.BCST (CX)(R12*4), Z12, Z11
+	VPMOVZXBD        48(R11), Z12
+	VCVTDQ2PS        Z12, Z12
+	VFMADD231PS.BCST (AX)(R12*4), Z12, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z12, Z4
+	VFMADD231PS.BCST (CX)(R12*4), Z12, Z8
+	ADDQ             R9, R11
+	INCQ             R12
+	JMP              accumulateU8Q3AVX512_jloop_t4
+
+accumulateU8Q3AVX512_store_t4:
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z2, 64(DI)
+	VMOVUPS Z3, 128(DI)
+	VMOVUPS Z0, 192(DI)
+	VMOVUPS Z5, (DI)(BX*1)
+	VMOVUPS Z6, 64(DI)(BX*1)
+	VMOVUPS Z7, 128(DI)(BX*1)
+	VMOVUPS Z4, 192(DI)(BX*1)
+	VMOVUPS Z9, (DI)(BX*2)
+	VMOVUPS Z10, 64(DI)(BX*2)
+	VMOVUPS Z11, 128(DI)(BX*2)
+	VMOVUPS Z8, 192(DI)(BX*2)
+	ADDQ    $0x00000100, DI
+	ADDQ    $0x00000040, R8
+	SUBQ    $0x04, SI
+
+accumulateU8Q3AVX512_t4_skip:
+	CMPQ         SI, $0x02
+	JB           accumulateU8Q3AVX512_t2_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Z0
+	VADDPS       (DI), Z0, Z1
+	VADDPS       64(DI), Z0, Z0
+	VBROADCASTSS 4(R11), Z2
+	VADDPS       (DI)(BX*1), Z2, Z3
+	VADDPS       64(DI)(BX*1), Z2, Z2
+	VBROADCASTSS 8(R11), Z4
+	VADDPS       (DI)(BX*2), Z4, Z5
+	VADDPS       64(DI)(BX*2), Z4, Z4
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX512_jloop_t2:
+	CMPQ             R12, R10
+	JAE              accumulateU8Q3AVX512_store_t2
+	VPMOVZXBD        (R11), Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST (AX)(R12*4), Z6, Z1
+	VFMADD231PS.BCST (DX)(R12*4), Z6, Z3
+	VFMADD231PS.BCST (CX)(R12*4), Z6, Z5
+	VPMOVZXBD        16(R11), Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST (AX)(R12*4), Z6, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z6, Z2
+	VFMADD231PS.BCST (CX)(R12*4), Z6, Z4
+	ADDQ             R9, R11
+	INCQ             R12
+	JMP              accumulateU8Q3AVX512_jloop_t2
+
+accumulateU8Q3AVX512_store_t2:
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z0, 64(DI)
+	VMOVUPS Z3, (DI)(BX*1)
+	VMOVUPS Z2, 64(DI)(BX*1)
+	VMOVUPS Z5, (DI)(BX*2)
+	VMOVUPS Z4, 64(DI)(BX*2)
+	ADDQ    $0x00000080, DI
+	ADDQ    $0x00000020, R8
+	SUBQ    $0x02, SI
+
+accumulateU8Q3AVX512_t2_skip:
+	CMPQ         SI, $0x01
+	JB           accumulateU8Q3AVX512_t1_skip
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Z0
+	VADDPS       (DI), Z0, Z0
+	VBROADCASTSS 4(R11), Z1
+	VADDPS       (DI)(BX*1), Z1, Z1
+	VBROADCASTSS 8(R11), Z2
+	VADDPS       (DI)(BX*2), Z2, Z2
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU8Q3AVX512_jloop_t1:
+	CMPQ             R12, R10
+	JAE              accumulateU8Q3AVX512_store_t1
+	VPMOVZXBD        (R11), Z3
+	VCVTDQ2PS        Z3, Z3
+	VFMADD231PS.BCST (AX)(R12*4), Z3, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z3, Z1
+	VFMADD231PS.BCST (CX)(R12*4), Z3, Z2
+	ADDQ             R9, R11
+	INCQ             R12
+	JMP              accumulateU8Q3AVX512_jloop_t1
+
+accumulateU8Q3AVX512_store_t1:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (DI)(BX*1)
+	VMOVUPS Z2, (DI)(BX*2)
+	ADDQ    $0x00000040, DI
+	ADDQ    $0x00000010, R8
+	SUBQ    $0x01, SI
+
+accumulateU8Q3AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU8Q4AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU8Q4AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-16, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), SI
+	LEAQ (SI)(CX*1), CX
+	MOVQ ldc+40(FP), DI
+	MOVQ codes+32(FP), R8
+	ADDQ AX, R8
+	MOVQ dst+0(FP), R9
+	MOVQ n+56(FP), R10
+
+scoresU8Q4AVX512_loop:
+	CMPQ   R10, $0x03
+	JB     scoresU8Q4AVX512_tail
+	LEAQ   (R8)(DI*1), R11
+	LEAQ   (R11)(DI*1), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU8Q4AVX512_dloop:
+	VPMOVZXBD     (R8)(R13*1), Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R11)(R13*1), Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R12)(R13*1), Z14
+	VCVTDQ2PS     Z14, Z14
+	VMOVUPS       (DX)(R13*4), Z15
+	VFMADD231PS   Z12, Z15, Z0
+	VFMADD231PS   Z13, Z15, Z1
+	VFMADD231PS   Z14, Z15, Z2
+	VMOVUPS       (BX)(R13*4), Z15
+	VFMADD231PS   Z12, Z15, Z3
+	VFMADD231PS   Z13, Z15, Z4
+	VFMADD231PS   Z14, Z15, Z5
+	VMOVUPS       (SI)(R13*4), Z15
+	VFMADD231PS   Z12, Z15, Z6
+	VFMADD231PS   Z13, Z15, Z7
+	VFMADD231PS   Z14, Z15, Z8
+	VMOVUPS       (CX)(R13*4), Z15
+	VFMADD231PS   Z12, Z15, Z9
+	VFMADD231PS   Z13, Z15, Z10
+	VFMADD231PS   Z14, Z15, Z11
+	ADDQ          $0x10, R13
+	JNZ           scoresU8Q4AVX512_dloop
+	MOVQ          ldd+8(FP), R11
+	SHLQ          $0x02, R11
+	MOVQ          R9, R12
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z2, Z2, Z13
+	VUNPCKHPS     Z2, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z4, Z3, Z12
+	VUNPCKHPS     Z4, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z5, Z5, Z13
+	VUNPCKHPS     Z5, Z5, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z7, Z6, Z12
+	VUNPCKHPS     Z7, Z6, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z8, Z8, Z13
+	VUNPCKHPS     Z8, Z8, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z10, Z9, Z12
+	VUNPCKHPS     Z10, Z9, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z11, Z11, Z13
+	VUNPCKHPS     Z11, Z11, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          DI, R8
+	ADDQ          DI, R8
+	ADDQ          DI, R8
+	ADDQ          $0x0c, R9
+	SUBQ          $0x03, R10
+	JMP           scoresU8Q4AVX512_loop
+
+scoresU8Q4AVX512_tail:
+	CMPQ   R10, $0x02
+	JB     scoresU8Q4AVX512_t2_skip
+	LEAQ   (R8)(DI*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU8Q4AVX512_dloop_t2:
+	VPMOVZXBD     (R8)(R12*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R11)(R12*1), Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       (DX)(R12*4), Z2
+	VFMADD231PS   Z0, Z2, Z16
+	VFMADD231PS   Z1, Z2, Z17
+	VMOVUPS       (BX)(R12*4), Z2
+	VFMADD231PS   Z0, Z2, Z18
+	VFMADD231PS   Z1, Z2, Z19
+	VMOVUPS       (SI)(R12*4), Z2
+	VFMADD231PS   Z0, Z2, Z20
+	VFMADD231PS   Z1, Z2, Z21
+	VMOVUPS       (CX)(R12*4), Z2
+	VFMADD231PS   Z0, Z2, Z22
+	VFMADD231PS   Z1, Z2, Z23
+	ADDQ          $0x10, R12
+	JNZ           scoresU8Q4AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R11
+	SHLQ          $0x02, R11
+	MOVQ          R9, R12
+	VUNPCKLPS     Z17, Z16, Z0
+	VUNPCKHPS     Z17, Z16, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z19, Z18, Z0
+	VUNPCKHPS     Z19, Z18, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z21, Z20, Z0
+	VUNPCKHPS     Z21, Z20, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z23, Z22, Z0
+	VUNPCKHPS     Z23, Z22, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          DI, R8
+	ADDQ          DI, R8
+	ADDQ          $0x08, R9
+	SUBQ          $0x02, R10
+
+scoresU8Q4AVX512_t2_skip:
+	CMPQ   R10, $0x01
+	JB     scoresU8Q4AVX512_t1_skip
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	NEGQ   AX
+
+scoresU8Q4AVX512_dloop_t1:
+	VPMOVZXBD     (R8)(AX*1), Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       (DX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       (BX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	VMOVUPS       (SI)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z26
+	VMOVUPS       (CX)(AX*4), Z1
+	VFMADD231PS   Z0, Z1, Z27
+	ADDQ          $0x10, AX
+	JNZ           scoresU8Q4AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          R9, CX
+	VSHUFPS       $0x4e, Z24, Z24, Z0
+	VADDPS        Z0, Z24, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z25, Z25, Z0
+	VADDPS        Z0, Z25, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z26, Z26, Z0
+	VADDPS        Z0, Z26, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z27, Z27, Z0
+	VADDPS        Z0, Z27, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          DI, R8
+	ADDQ          $0x04, R9
+	SUBQ          $0x01, R10
+
+scoresU8Q4AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU8Q4AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU8Q4AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ lda+8(FP), SI
+	SHLQ $0x02, SI
+	MOVQ cols+56(FP), DI
+	SHRQ $0x04, DI
+	MOVQ acc+0(FP), R8
+	MOVQ codes+40(FP), R9
+	MOVQ ldc+48(FP), R10
+	MOVQ n+64(FP), R11
+
+accumulateU8Q4AVX512_loop:
+	CMPQ         DI, $0x04
+	JB           accumulateU8Q4AVX512_tail
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Z0
+	VADDPS       (R8), Z0, Z1
+	VADDPS       64(R8), Z0, Z2
+	VADDPS       128(R8), Z0, Z3
+	VADDPS       192(R8), Z0, Z0
+	VBROADCASTSS 4(R12), Z4
+	VADDPS       (R8)(SI*1), Z4, Z5
+	VADDPS       64(R8)(SI*1), Z4, Z6
+	VADDPS       128(R8)(SI*1), Z4, Z7
+	VADDPS       192(R8)(SI*1), Z4, Z4
+	VBROADCASTSS 8(R12), Z8
+	VADDPS       (R8)(SI*2), Z8, Z9
+	VADDPS       64(R8)(SI*2), Z8, Z10
+	VADDPS       128(R8)(SI*2), Z8, Z11
+	VADDPS       192(R8)(SI*2), Z8, Z8
+	VBROADCASTSS 12(R12), Z12
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Z12, Z13
+	VADDPS       64(R12), Z12, Z14
+	VADDPS       128(R12), Z12, Z15
+	VADDPS       192(R12), Z12, Z12
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU8Q4AVX512_jloop:
+	CMPQ             R13, R11
+	JAE              accumulateU8Q4AVX512_store
+	VPMOVZXBD        (R12), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R13*4), Z16, Z1
+	VFMADD231PS.BCST (DX)(R13*4), Z16, Z5
+	VFMADD231PS.BCST (BX)(R13*4), Z16, Z9
+	VFMADD231PS.BCST (CX)(R13*4), Z16, Z13
+	VPMOVZXBD        16(R12), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R13*4), Z16, Z2
+	VFMADD231PS.BCST (DX)(R13*4), Z16, Z6
+	VFMADD231PS.BCST (BX)(R13*4), Z16, Z10
+	VFMADD231PS.BCST (CX)(R13*4), Z16, Z14
+	VPMOVZXBD        32(R12), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R13*4), Z16, Z3
+	VFMADD231PS.BCST (DX)(R13*4), Z16, Z7
+	VFMADD231PS.BCST (BX)(R13*4), Z16, Z11
+	VFMADD231PS.BCST (CX)(R13*4), Z16, Z15
+	VPMOVZXBD        48(R12), Z16
+	VCVTDQ2PS        Z16, Z16
+	VFMADD231PS.BCST (AX)(R13*4), Z16, Z0
+	VFMADD231PS.BCST (DX)(R13*4), Z16, Z4
+	VFMADD231PS.BCST (BX)(R13*4), Z16, Z8
+	VFMADD231PS.BCST (CX)(R13*4), Z16, Z12
+	ADDQ             R10, R12
+	INCQ             R13
+	JMP              accumulateU8Q4AVX512_jloop
+
+accumulateU8Q4AVX512_store:
+	VMOVUPS Z1, (R8)
+	VMOVUPS Z2, 64(R8)
+	VMOVUPS Z3, 128(R8)
+	VMOVUPS Z0, 192(R8)
+	VMOVUPS Z5, (R8)(SI*1)
+	VMOVUPS Z6, 64(R8)(SI*1)
+	VMOVUPS Z7, 128(R8)(SI*1)
+	VMOVUPS Z4, 192(R8)(SI*1)
+	VMOVUPS Z9, (R8)(SI*2)
+	VMOVUPS Z10, 64(R8)(SI*2)
+	VMOVUPS Z11, 128(R8)(SI*2)
+	VMOVUPS Z8, 192(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R12
+	ADDQ    SI, R12
+	VMOVUPS Z13, (R12)
+	VMOVUPS Z14, 64(R12)
+	VMOVUPS Z15, 128(R12)
+	VMOVUPS Z12, 192(R12)
+	ADDQ    $0x00000100, R8
+	ADDQ    $0x00000040, R9
+	SUBQ    $0x04, DI
+	JMP     accumulateU8Q4AVX512_loop
+
+accumulateU8Q4AVX512_tail:
+	CMPQ         DI, $0x02
+	JB           accumulateU8Q4AVX512_t2_skip
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Z0
+	VADDPS       (R8), Z0, Z1
+	VADDPS       64(R8), Z0, Z0
+	VBROADCASTSS 4(R12), Z2
+	VADDPS       (R8)(SI*1), Z2, Z3
+	VADDPS       64(R8)(SI*1), Z2, Z2
+	VBROADCASTSS 8(R12), Z4
+	VADDPS       (R8)(SI*2), Z4, Z5
+	VADDPS       64(R8)(SI*2), Z4, Z4
+	VBROADCASTSS 12(R12), Z6
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Z6, Z7
+	VADDPS       64(R12), Z6, Z6
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU8Q4AVX512_jloop_t2:
+	CMPQ             R13, R11
+	JAE              accumulateU8Q4AVX512_store_t2
+	VPMOVZXBD        (R12), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R13*4), Z8, Z1
+	VFMADD231PS.BCST (DX)(R13*4), Z8, Z3
+	VFMADD231PS.BCST (BX)(R13*4), Z8, Z5
+	VFMADD231PS.BCST (CX)(R13*4), Z8, Z7
+	VPMOVZXBD        16(R12), Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R13*4), Z8, Z0
+	VFMADD231PS.BCST (DX)(R13*4), Z8, Z2
+	VFMADD231PS.BCST (BX)(R13*4), Z8, Z4
+	VFMADD231PS.BCST (CX)(R13*4), Z8, Z6
+	ADDQ             R10, R12
+	INCQ             R13
+	JMP              accumulateU8Q4AVX512_jloop_t2
+
+accumulateU8Q4AVX512_store_t2:
+	VMOVUPS Z1, (R8)
+	VMOVUPS Z0, 64(R8)
+	VMOVUPS Z3, (R8)(SI*1)
+	VMOVUPS Z2, 64(R8)(SI*1)
+	VMOVUPS Z5, (R8)(SI*2)
+	VMOVUPS Z4, 64(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R12
+	ADDQ    SI, R12
+	VMOVUPS Z7, (R12)
+	VMOVUPS Z6, 64(R12)
+	ADDQ    $0x00000080, R8
+	ADDQ    $0x00000020, R9
+	SUBQ    $0x02, DI
+
+accumulateU8Q4AVX512_t2_skip:
+	CMPQ         DI, $0x01
+	JB           accumulateU8Q4AVX512_t1_skip
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Z0
+	VADDPS       (R8), Z0, Z0
+	VBROADCASTSS 4(R12), Z1
+	VADDPS       (R8)(SI*1), Z1, Z1
+	VBROADCASTSS 8(R12), Z2
+	VADDPS       (R8)(SI*2), Z2, Z2
+	VBROADCASTSS 12(R12), Z3
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Z3, Z3
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU8Q4AVX512_jloop_t1:
+	CMPQ             R13, R11
+	JAE              accumulateU8Q4AVX512_store_t1
+	VPMOVZXBD        (R12), Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R13*4), Z4, Z0
+	VFMADD231PS.BCST (DX)(R13*4), Z4, Z1
+	VFMADD231PS.BCST (BX)(R13*4), Z4, Z2
+	VFMADD231PS.BCST (CX)(R13*4), Z4, Z3
+	ADDQ             R10, R12
+	INCQ             R13
+	JMP              accumulateU8Q4AVX512_jloop_t1
+
+accumulateU8Q4AVX512_store_t1:
+	VMOVUPS Z0, (R8)
+	VMOVUPS Z1, (R8)(SI*1)
+	VMOVUPS Z2, (R8)(SI*2)
+	LEAQ    (R8)(SI*2), AX
+	ADDQ    SI, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000010, R9
+	SUBQ    $0x01, DI
+
+accumulateU8Q4AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q1AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU4Q1AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-32, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	MOVQ ldc+40(FP), CX
+	MOVQ codes+32(FP), BX
+	ADDQ AX, BX
+	MOVQ dst+0(FP), SI
+	MOVQ n+56(FP), DI
+
+scoresU4Q1AVX512_loop:
+	CMPQ   DI, $0x08
+	JB     scoresU4Q1AVX512_tail
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	LEAQ   (R10)(CX*1), R11
+	LEAQ   (R11)(CX*1), R12
+	LEAQ   (R12)(CX*1), R13
+	LEAQ   (R13)(CX*1), R14
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   AX, R15
+	NEGQ   R15
+
+scoresU4Q1AVX512_dloop:
+	VMOVUPS       (DX)(R15*8), Z8
+	VPMOVZXBD     (BX)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z0
+	VPMOVZXBD     (R8)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z1
+	VPMOVZXBD     (R9)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z2
+	VPMOVZXBD     (R10)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z3
+	VPMOVZXBD     (R11)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z4
+	VPMOVZXBD     (R12)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z5
+	VPMOVZXBD     (R13)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z6
+	VPMOVZXBD     (R14)(R15*1), Z9
+	VPANDD.BCST   u4mask<>+0(SB), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z7
+	VMOVUPS       64(DX)(R15*8), Z8
+	VPMOVZXBD     (BX)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z0
+	VPMOVZXBD     (R8)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z1
+	VPMOVZXBD     (R9)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z2
+	VPMOVZXBD     (R10)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z3
+	VPMOVZXBD     (R11)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z4
+	VPMOVZXBD     (R12)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z5
+	VPMOVZXBD     (R13)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z6
+	VPMOVZXBD     (R14)(R15*1), Z9
+	VPSRLD        $0x04, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD231PS   Z9, Z8, Z7
+	ADDQ          $0x10, R15
+	JNZ           scoresU4Q1AVX512_dloop
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R8
+	VUNPCKLPS     Z1, Z0, Z8
+	VUNPCKHPS     Z1, Z0, Z9
+	VADDPS        Z9, Z8, Z8
+	VUNPCKLPS     Z3, Z2, Z9
+	VUNPCKHPS     Z3, Z2, Z17
+	VADDPS        Z17, Z9, Z9
+	VSHUFPS       $0x44, Z9, Z8, Z17
+	VSHUFPS       $0xee, Z9, Z8, Z8
+	VADDPS        Z8, Z17, Z17
+	VEXTRACTF64X4 $0x01, Z17, Y8
+	VADDPS        Y17, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VMOVUPS       X9, (R8)
+	VUNPCKLPS     Z5, Z4, Z8
+	VUNPCKHPS     Z5, Z4, Z9
+	VADDPS        Z9, Z8, Z8
+	VUNPCKLPS     Z7, Z6, Z9
+	VUNPCKHPS     Z7, Z6, Z17
+	VADDPS        Z17, Z9, Z9
+	VSHUFPS       $0x44, Z9, Z8, Z17
+	VSHUFPS       $0xee, Z9, Z8, Z8
+	VADDPS        Z8, Z17, Z17
+	VEXTRACTF64X4 $0x01, Z17, Y8
+	VADDPS        Y17, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X8, X9, X9
+	VMOVUPS       X9, 16(R8)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x20, SI
+	SUBQ          $0x08, DI
+	JMP           scoresU4Q1AVX512_loop
+
+scoresU4Q1AVX512_tail:
+	CMPQ   DI, $0x04
+	JB     scoresU4Q1AVX512_t4_skip
+	LEAQ   (BX)(CX*1), R8
+	LEAQ   (R8)(CX*1), R9
+	LEAQ   (R9)(CX*1), R10
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU4Q1AVX512_dloop_t4:
+	VMOVUPS       (DX)(R11*8), Z0
+	VPMOVZXBD     (BX)(R11*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z10
+	VPMOVZXBD     (R8)(R11*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z11
+	VPMOVZXBD     (R9)(R11*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z12
+	VPMOVZXBD     (R10)(R11*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z13
+	VMOVUPS       64(DX)(R11*8), Z0
+	VPMOVZXBD     (BX)(R11*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z10
+	VPMOVZXBD     (R8)(R11*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z11
+	VPMOVZXBD     (R9)(R11*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z12
+	VPMOVZXBD     (R10)(R11*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z13
+	ADDQ          $0x10, R11
+	JNZ           scoresU4Q1AVX512_dloop_t4
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R8
+	VUNPCKLPS     Z11, Z10, Z0
+	VUNPCKHPS     Z11, Z10, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z13, Z12, Z1
+	VUNPCKHPS     Z13, Z12, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R8)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x10, SI
+	SUBQ          $0x04, DI
+
+scoresU4Q1AVX512_t4_skip:
+	CMPQ   DI, $0x02
+	JB     scoresU4Q1AVX512_t2_skip
+	LEAQ   (BX)(CX*1), R8
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   AX, R9
+	NEGQ   R9
+
+scoresU4Q1AVX512_dloop_t2:
+	VMOVUPS       (DX)(R9*8), Z0
+	VPMOVZXBD     (BX)(R9*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z14
+	VPMOVZXBD     (R8)(R9*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z15
+	VMOVUPS       64(DX)(R9*8), Z0
+	VPMOVZXBD     (BX)(R9*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z14
+	VPMOVZXBD     (R8)(R9*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z15
+	ADDQ          $0x10, R9
+	JNZ           scoresU4Q1AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R8
+	SHLQ          $0x02, R8
+	MOVQ          SI, R8
+	VUNPCKLPS     Z15, Z14, Z0
+	VUNPCKHPS     Z15, Z14, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R8)
+	ADDQ          CX, BX
+	ADDQ          CX, BX
+	ADDQ          $0x08, SI
+	SUBQ          $0x02, DI
+
+scoresU4Q1AVX512_t2_skip:
+	CMPQ   DI, $0x01
+	JB     scoresU4Q1AVX512_t1_skip
+	VPXORD Z16, Z16, Z16
+	NEGQ   AX
+
+scoresU4Q1AVX512_dloop_t1:
+	VMOVUPS       (DX)(AX*8), Z0
+	VPMOVZXBD     (BX)(AX*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z16
+	VMOVUPS       64(DX)(AX*8), Z0
+	VPMOVZXBD     (BX)(AX*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z16
+	ADDQ          $0x10, AX
+	JNZ           scoresU4Q1AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          SI, AX
+	VSHUFPS       $0x4e, Z16, Z16, Z0
+	VADDPS        Z0, Z16, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, BX
+	ADDQ          $0x04, SI
+	SUBQ          $0x01, DI
+
+scoresU4Q1AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q1AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU4Q1AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	MOVQ lda+8(FP), CX
+	SHLQ $0x02, CX
+	MOVQ cols+56(FP), CX
+	SHRQ $0x05, CX
+	MOVQ acc+0(FP), DX
+	MOVQ codes+40(FP), BX
+	MOVQ ldc+48(FP), SI
+	MOVQ n+64(FP), DI
+
+accumulateU4Q1AVX512_loop:
+	TESTQ        CX, CX
+	JZ           accumulateU4Q1AVX512_done
+	MOVQ         bias+16(FP), R8
+	VBROADCASTSS (R8), Z0
+	VADDPS       (DX), Z0, Z1
+	VADDPS       64(DX), Z0, Z0
+	MOVQ         BX, R8
+	XORQ         R9, R9
+
+accumulateU4Q1AVX512_jloop_p0:
+	CMPQ             R9, DI
+	JAE              accumulateU4Q1AVX512_store_p0
+	VPMOVZXBD        (R8), Z2
+	VPANDD.BCST      u4mask<>+0(SB), Z2, Z2
+	VCVTDQ2PS        Z2, Z2
+	VFMADD231PS.BCST (AX)(R9*4), Z2, Z1
+	VPMOVZXBD        (R8), Z2
+	VPSRLD           $0x04, Z2, Z2
+	VCVTDQ2PS        Z2, Z2
+	VFMADD231PS.BCST (AX)(R9*4), Z2, Z0
+	ADDQ             SI, R8
+	INCQ             R9
+	JMP              accumulateU4Q1AVX512_jloop_p0
+
+accumulateU4Q1AVX512_store_p0:
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z0, 64(DX)
+	ADDQ    $0x00000080, DX
+	ADDQ    $0x00000010, BX
+	DECQ    CX
+	JMP     accumulateU4Q1AVX512_loop
+
+accumulateU4Q1AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q2AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU4Q2AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-32, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), CX
+	MOVQ ldc+40(FP), BX
+	MOVQ codes+32(FP), SI
+	ADDQ AX, SI
+	MOVQ dst+0(FP), DI
+	MOVQ n+56(FP), R8
+
+scoresU4Q2AVX512_loop:
+	CMPQ   R8, $0x05
+	JB     scoresU4Q2AVX512_tail
+	LEAQ   (SI)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	LEAQ   (R11)(BX*1), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU4Q2AVX512_dloop:
+	VPMOVZXBD     (SI)(R13*1), Z10
+	VPANDD.BCST   u4mask<>+0(SB), Z10, Z10
+	VCVTDQ2PS     Z10, Z10
+	VPMOVZXBD     (R9)(R13*1), Z11
+	VPANDD.BCST   u4mask<>+0(SB), Z11, Z11
+	VCVTDQ2PS     Z11, Z11
+	VPMOVZXBD     (R10)(R13*1), Z12
+	VPANDD.BCST   u4mask<>+0(SB), Z12, Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R11)(R13*1), Z13
+	VPANDD.BCST   u4mask<>+0(SB), Z13, Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R12)(R13*1), Z14
+	VPANDD.BCST   u4mask<>+0(SB), Z14, Z14
+	VCVTDQ2PS     Z14, Z14
+	VMOVUPS       (DX)(R13*8), Z15
+	VFMADD231PS   Z10, Z15, Z0
+	VFMADD231PS   Z11, Z15, Z1
+	VFMADD231PS   Z12, Z15, Z2
+	VFMADD231PS   Z13, Z15, Z3
+	VFMADD231PS   Z14, Z15, Z4
+	VMOVUPS       (CX)(R13*8), Z15
+	VFMADD231PS   Z10, Z15, Z5
+	VFMADD231PS   Z11, Z15, Z6
+	VFMADD231PS   Z12, Z15, Z7
+	VFMADD231PS   Z13, Z15, Z8
+	VFMADD231PS   Z14, Z15, Z9
+	VPMOVZXBD     (SI)(R13*1), Z10
+	VPSRLD        $0x04, Z10, Z10
+	VCVTDQ2PS     Z10, Z10
+	VPMOVZXBD     (R9)(R13*1), Z11
+	VPSRLD        $0x04, Z11, Z11
+	VCVTDQ2PS     Z11, Z11
+	VPMOVZXBD     (R10)(R13*1), Z12
+	VPSRLD        $0x04, Z12, Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R11)(R13*1), Z13
+	VPSRLD        $0x04, Z13, Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R12)(R13*1), Z14
+	VPSRLD        $0x04, Z14, Z14
+	VCVTDQ2PS     Z14, Z14
+	VMOVUPS       64(DX)(R13*8), Z15
+	VFMADD231PS   Z10, Z15, Z0
+	VFMADD231PS   Z11, Z15, Z1
+	VFMADD231PS   Z12, Z15, Z2
+	VFMADD231PS   Z13, Z15, Z3
+	VFMADD231PS   Z14, Z15, Z4
+	VMOVUPS       64(CX)(R13*8), Z15
+	VFMADD231PS   Z10, Z15, Z5
+	VFMADD231PS   Z11, Z15, Z6
+	VFMADD231PS   Z12, Z15, Z7
+	VFMADD231PS   Z13, Z15, Z8
+	VFMADD231PS   Z14, Z15, Z9
+	ADDQ          $0x10, R13
+	JNZ           scoresU4Q2AVX512_dloop
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z1, Z0, Z10
+	VUNPCKHPS     Z1, Z0, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPS     Z3, Z2, Z11
+	VUNPCKHPS     Z3, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFPS       $0x44, Z11, Z10, Z12
+	VSHUFPS       $0xee, Z11, Z10, Z10
+	VADDPS        Z10, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VADDPS        Y12, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVUPS       X11, (R10)
+	VSHUFPS       $0x4e, Z4, Z4, Z10
+	VADDPS        Z10, Z4, Z10
+	VSHUFPS       $0xb1, Z10, Z10, Z11
+	VADDPS        Z11, Z10, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVSS        X11, 16(R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z6, Z5, Z10
+	VUNPCKHPS     Z6, Z5, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPS     Z8, Z7, Z11
+	VUNPCKHPS     Z8, Z7, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFPS       $0x44, Z11, Z10, Z12
+	VSHUFPS       $0xee, Z11, Z10, Z10
+	VADDPS        Z10, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VADDPS        Y12, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVUPS       X11, (R10)
+	VSHUFPS       $0x4e, Z9, Z9, Z10
+	VADDPS        Z10, Z9, Z10
+	VSHUFPS       $0xb1, Z10, Z10, Z11
+	VADDPS        Z11, Z10, Z11
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VADDPS        Y11, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X10, X11, X11
+	VMOVSS        X11, 16(R10)
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          $0x14, DI
+	SUBQ          $0x05, R8
+	JMP           scoresU4Q2AVX512_loop
+
+scoresU4Q2AVX512_tail:
+	CMPQ   R8, $0x04
+	JB     scoresU4Q2AVX512_t4_skip
+	LEAQ   (SI)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU4Q2AVX512_dloop_t4:
+	VPMOVZXBD     (SI)(R12*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R9)(R12*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VPMOVZXBD     (R10)(R12*1), Z2
+	VPANDD.BCST   u4mask<>+0(SB), Z2, Z2
+	VCVTDQ2PS     Z2, Z2
+	VPMOVZXBD     (R11)(R12*1), Z3
+	VPANDD.BCST   u4mask<>+0(SB), Z3, Z3
+	VCVTDQ2PS     Z3, Z3
+	VMOVUPS       (DX)(R12*8), Z4
+	VFMADD231PS   Z0, Z4, Z16
+	VFMADD231PS   Z1, Z4, Z17
+	VFMADD231PS   Z2, Z4, Z18
+	VFMADD231PS   Z3, Z4, Z19
+	VMOVUPS       (CX)(R12*8), Z4
+	VFMADD231PS   Z0, Z4, Z20
+	VFMADD231PS   Z1, Z4, Z21
+	VFMADD231PS   Z2, Z4, Z22
+	VFMADD231PS   Z3, Z4, Z23
+	VPMOVZXBD     (SI)(R12*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R9)(R12*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VPMOVZXBD     (R10)(R12*1), Z2
+	VPSRLD        $0x04, Z2, Z2
+	VCVTDQ2PS     Z2, Z2
+	VPMOVZXBD     (R11)(R12*1), Z3
+	VPSRLD        $0x04, Z3, Z3
+	VCVTDQ2PS     Z3, Z3
+	VMOVUPS       64(DX)(R12*8), Z4
+	VFMADD231PS   Z0, Z4, Z16
+	VFMADD231PS   Z1, Z4, Z17
+	VFMADD231PS   Z2, Z4, Z18
+	VFMADD231PS   Z3, Z4, Z19
+	VMOVUPS       64(CX)(R12*8), Z4
+	VFMADD231PS   Z0, Z4, Z20
+	VFMADD231PS   Z1, Z4, Z21
+	VFMADD231PS   Z2, Z4, Z22
+	VFMADD231PS   Z3, Z4, Z23
+	ADDQ          $0x10, R12
+	JNZ           scoresU4Q2AVX512_dloop_t4
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z17, Z16, Z0
+	VUNPCKHPS     Z17, Z16, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z19, Z18, Z1
+	VUNPCKHPS     Z19, Z18, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z21, Z20, Z0
+	VUNPCKHPS     Z21, Z20, Z1
+	VADDPS        Z1, Z0, Z0
+	VUNPCKLPS     Z23, Z22, Z1
+	VUNPCKHPS     Z23, Z22, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z1, Z0, Z2
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, (R10)
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          $0x10, DI
+	SUBQ          $0x04, R8
+
+scoresU4Q2AVX512_t4_skip:
+	CMPQ   R8, $0x02
+	JB     scoresU4Q2AVX512_t2_skip
+	LEAQ   (SI)(BX*1), R9
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	MOVQ   AX, R10
+	NEGQ   R10
+
+scoresU4Q2AVX512_dloop_t2:
+	VPMOVZXBD     (SI)(R10*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R9)(R10*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       (DX)(R10*8), Z2
+	VFMADD231PS   Z0, Z2, Z24
+	VFMADD231PS   Z1, Z2, Z25
+	VMOVUPS       (CX)(R10*8), Z2
+	VFMADD231PS   Z0, Z2, Z26
+	VFMADD231PS   Z1, Z2, Z27
+	VPMOVZXBD     (SI)(R10*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R9)(R10*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       64(DX)(R10*8), Z2
+	VFMADD231PS   Z0, Z2, Z24
+	VFMADD231PS   Z1, Z2, Z25
+	VMOVUPS       64(CX)(R10*8), Z2
+	VFMADD231PS   Z0, Z2, Z26
+	VFMADD231PS   Z1, Z2, Z27
+	ADDQ          $0x10, R10
+	JNZ           scoresU4Q2AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VUNPCKLPS     Z25, Z24, Z0
+	VUNPCKHPS     Z25, Z24, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          R9, R10
+	VUNPCKLPS     Z27, Z26, Z0
+	VUNPCKHPS     Z27, Z26, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R10)
+	ADDQ          BX, SI
+	ADDQ          BX, SI
+	ADDQ          $0x08, DI
+	SUBQ          $0x02, R8
+
+scoresU4Q2AVX512_t2_skip:
+	CMPQ   R8, $0x01
+	JB     scoresU4Q2AVX512_t1_skip
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	NEGQ   AX
+
+scoresU4Q2AVX512_dloop_t1:
+	VPMOVZXBD     (SI)(AX*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       (DX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z28
+	VMOVUPS       (CX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z29
+	VPMOVZXBD     (SI)(AX*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       64(DX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z28
+	VMOVUPS       64(CX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z29
+	ADDQ          $0x10, AX
+	JNZ           scoresU4Q2AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          DI, CX
+	VSHUFPS       $0x4e, Z28, Z28, Z0
+	VADDPS        Z0, Z28, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z29, Z29, Z0
+	VADDPS        Z0, Z29, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          BX, SI
+	ADDQ          $0x04, DI
+	SUBQ          $0x01, R8
+
+scoresU4Q2AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q2AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU4Q2AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), CX
+	MOVQ lda+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ cols+56(FP), BX
+	SHRQ $0x05, BX
+	MOVQ acc+0(FP), SI
+	MOVQ codes+40(FP), DI
+	MOVQ ldc+48(FP), R8
+	MOVQ n+64(FP), R9
+
+accumulateU4Q2AVX512_loop:
+	TESTQ        BX, BX
+	JZ           accumulateU4Q2AVX512_done
+	MOVQ         bias+16(FP), R10
+	VBROADCASTSS (R10), Z0
+	VADDPS       (SI), Z0, Z1
+	VADDPS       64(SI), Z0, Z0
+	VBROADCASTSS 4(R10), Z2
+	VADDPS       (SI)(DX*1), Z2, Z3
+	VADDPS       64(SI)(DX*1), Z2, Z2
+	MOVQ         DI, R10
+	XORQ         R11, R11
+
+accumulateU4Q2AVX512_jloop_p0:
+	CMPQ             R11, R9
+	JAE              accumulateU4Q2AVX512_store_p0
+	VPMOVZXBD        (R10), Z4
+	VPANDD.BCST      u4mask<>+0(SB), Z4, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R11*4), Z4, Z1
+	VFMADD231PS.BCST (CX)(R11*4), Z4, Z3
+	VPMOVZXBD        (R10), Z4
+	VPSRLD           $0x04, Z4, Z4
+	VCVTDQ2PS        Z4, Z4
+	VFMADD231PS.BCST (AX)(R11*4), Z4, Z0
+	VFMADD231PS.BCST (CX)(R11*4), Z4, Z2
+	ADDQ             R8, R10
+	INCQ             R11
+	JMP              accumulateU4Q2AVX512_jloop_p0
+
+accumulateU4Q2AVX512_store_p0:
+	VMOVUPS Z1, (SI)
+	VMOVUPS Z0, 64(SI)
+	VMOVUPS Z3, (SI)(DX*1)
+	VMOVUPS Z2, 64(SI)(DX*1)
+	ADDQ    $0x00000080, SI
+	ADDQ    $0x00000010, DI
+	DECQ    BX
+	JMP     accumulateU4Q2AVX512_loop
+
+accumulateU4Q2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q3AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU4Q3AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-32, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ ldc+40(FP), SI
+	MOVQ codes+32(FP), DI
+	ADDQ AX, DI
+	MOVQ dst+0(FP), R8
+	MOVQ n+56(FP), R9
+
+scoresU4Q3AVX512_loop:
+	CMPQ   R9, $0x04
+	JB     scoresU4Q3AVX512_tail
+	LEAQ   (DI)(SI*1), R10
+	LEAQ   (R10)(SI*1), R11
+	LEAQ   (R11)(SI*1), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU4Q3AVX512_dloop:
+	VPMOVZXBD     (DI)(R13*1), Z12
+	VPANDD.BCST   u4mask<>+0(SB), Z12, Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R10)(R13*1), Z13
+	VPANDD.BCST   u4mask<>+0(SB), Z13, Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R11)(R13*1), Z14
+	VPANDD.BCST   u4mask<>+0(SB), Z14, Z14
+	VCVTDQ2PS     Z14, Z14
+	VPMOVZXBD     (R12)(R13*1), Z15
+	VPANDD.BCST   u4mask<>+0(SB), Z15, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMOVUPS       (DX)(R13*8), Z16
+	VFMADD231PS   Z12, Z16, Z0
+	VFMADD231PS   Z13, Z16, Z1
+	VFMADD231PS   Z14, Z16, Z2
+	VFMADD231PS   Z15, Z16, Z3
+	VMOVUPS       (BX)(R13*8), Z16
+	VFMADD231PS   Z12, Z16, Z4
+	VFMADD231PS   Z13, Z16, Z5
+	VFMADD231PS   Z14, Z16, Z6
+	VFMADD231PS   Z15, Z16, Z7
+	VMOVUPS       (CX)(R13*8), Z16
+	VFMADD231PS   Z12, Z16, Z8
+	VFMADD231PS   Z13, Z16, Z9
+	VFMADD231PS   Z14, Z16, Z10
+	VFMADD231PS   Z15, Z16, Z11
+	VPMOVZXBD     (DI)(R13*1), Z12
+	VPSRLD        $0x04, Z12, Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R10)(R13*1), Z13
+	VPSRLD        $0x04, Z13, Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R11)(R13*1), Z14
+	VPSRLD        $0x04, Z14, Z14
+	VCVTDQ2PS     Z14, Z14
+	VPMOVZXBD     (R12)(R13*1), Z15
+	VPSRLD        $0x04, Z15, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMOVUPS       64(DX)(R13*8), Z16
+	VFMADD231PS   Z12, Z16, Z0
+	VFMADD231PS   Z13, Z16, Z1
+	VFMADD231PS   Z14, Z16, Z2
+	VFMADD231PS   Z15, Z16, Z3
+	VMOVUPS       64(BX)(R13*8), Z16
+	VFMADD231PS   Z12, Z16, Z4
+	VFMADD231PS   Z13, Z16, Z5
+	VFMADD231PS   Z14, Z16, Z6
+	VFMADD231PS   Z15, Z16, Z7
+	VMOVUPS       64(CX)(R13*8), Z16
+	VFMADD231PS   Z12, Z16, Z8
+	VFMADD231PS   Z13, Z16, Z9
+	VFMADD231PS   Z14, Z16, Z10
+	VFMADD231PS   Z15, Z16, Z11
+	ADDQ          $0x10, R13
+	JNZ           scoresU4Q3AVX512_dloop
+	MOVQ          ldd+8(FP), R10
+	SHLQ          $0x02, R10
+	MOVQ          R8, R11
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z3, Z2, Z13
+	VUNPCKHPS     Z3, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z5, Z4, Z12
+	VUNPCKHPS     Z5, Z4, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z7, Z6, Z13
+	VUNPCKHPS     Z7, Z6, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z9, Z8, Z12
+	VUNPCKHPS     Z9, Z8, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z11, Z10, Z13
+	VUNPCKHPS     Z11, Z10, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVUPS       X13, (R11)
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          $0x10, R8
+	SUBQ          $0x04, R9
+	JMP           scoresU4Q3AVX512_loop
+
+scoresU4Q3AVX512_tail:
+	CMPQ   R9, $0x02
+	JB     scoresU4Q3AVX512_t2_skip
+	LEAQ   (DI)(SI*1), R10
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	MOVQ   AX, R11
+	NEGQ   R11
+
+scoresU4Q3AVX512_dloop_t2:
+	VPMOVZXBD     (DI)(R11*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R10)(R11*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       (DX)(R11*8), Z2
+	VFMADD231PS   Z0, Z2, Z17
+	VFMADD231PS   Z1, Z2, Z18
+	VMOVUPS       (BX)(R11*8), Z2
+	VFMADD231PS   Z0, Z2, Z19
+	VFMADD231PS   Z1, Z2, Z20
+	VMOVUPS       (CX)(R11*8), Z2
+	VFMADD231PS   Z0, Z2, Z21
+	VFMADD231PS   Z1, Z2, Z22
+	VPMOVZXBD     (DI)(R11*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R10)(R11*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       64(DX)(R11*8), Z2
+	VFMADD231PS   Z0, Z2, Z17
+	VFMADD231PS   Z1, Z2, Z18
+	VMOVUPS       64(BX)(R11*8), Z2
+	VFMADD231PS   Z0, Z2, Z19
+	VFMADD231PS   Z1, Z2, Z20
+	VMOVUPS       64(CX)(R11*8), Z2
+	VFMADD231PS   Z0, Z2, Z21
+	VFMADD231PS   Z1, Z2, Z22
+	ADDQ          $0x10, R11
+	JNZ           scoresU4Q3AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R10
+	SHLQ          $0x02, R10
+	MOVQ          R8, R11
+	VUNPCKLPS     Z18, Z17, Z0
+	VUNPCKHPS     Z18, Z17, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z20, Z19, Z0
+	VUNPCKHPS     Z20, Z19, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          R10, R11
+	VUNPCKLPS     Z22, Z21, Z0
+	VUNPCKHPS     Z22, Z21, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R11)
+	ADDQ          SI, DI
+	ADDQ          SI, DI
+	ADDQ          $0x08, R8
+	SUBQ          $0x02, R9
+
+scoresU4Q3AVX512_t2_skip:
+	CMPQ   R9, $0x01
+	JB     scoresU4Q3AVX512_t1_skip
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	NEGQ   AX
+
+scoresU4Q3AVX512_dloop_t1:
+	VPMOVZXBD     (DI)(AX*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       (DX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z23
+	VMOVUPS       (BX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       (CX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	VPMOVZXBD     (DI)(AX*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       64(DX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z23
+	VMOVUPS       64(BX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       64(CX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	ADDQ          $0x10, AX
+	JNZ           scoresU4Q3AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          R8, CX
+	VSHUFPS       $0x4e, Z23, Z23, Z0
+	VADDPS        Z0, Z23, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z24, Z24, Z0
+	VADDPS        Z0, Z24, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z25, Z25, Z0
+	VADDPS        Z0, Z25, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          SI, DI
+	ADDQ          $0x04, R8
+	SUBQ          $0x01, R9
+
+scoresU4Q3AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q3AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU4Q3AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), CX
+	MOVQ lda+8(FP), BX
+	SHLQ $0x02, BX
+	MOVQ cols+56(FP), SI
+	SHRQ $0x05, SI
+	MOVQ acc+0(FP), DI
+	MOVQ codes+40(FP), R8
+	MOVQ ldc+48(FP), R9
+	MOVQ n+64(FP), R10
+
+accumulateU4Q3AVX512_loop:
+	TESTQ        SI, SI
+	JZ           accumulateU4Q3AVX512_done
+	MOVQ         bias+16(FP), R11
+	VBROADCASTSS (R11), Z0
+	VADDPS       (DI), Z0, Z1
+	VADDPS       64(DI), Z0, Z0
+	VBROADCASTSS 4(R11), Z2
+	VADDPS       (DI)(BX*1), Z2, Z3
+	VADDPS       64(DI)(BX*1), Z2, Z2
+	VBROADCASTSS 8(R11), Z4
+	VADDPS       (DI)(BX*2), Z4, Z5
+	VADDPS       64(DI)(BX*2), Z4, Z4
+	MOVQ         R8, R11
+	XORQ         R12, R12
+
+accumulateU4Q3AVX512_jloop_p0:
+	CMPQ             R12, R10
+	JAE              accumulateU4Q3AVX512_store_p0
+	VPMOVZXBD        (R11), Z6
+	VPANDD.BCST      u4mask<>+0(SB), Z6, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST (AX)(R12*4), Z6, Z1
+	VFMADD231PS.BCST (DX)(R12*4), Z6, Z3
+	VFMADD231PS.BCST (CX)(R12*4), Z6, Z5
+	VPMOVZXBD        (R11), Z6
+	VPSRLD           $0x04, Z6, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST (AX)(R12*4), Z6, Z0
+	VFMADD231PS.BCST (DX)(R12*4), Z6, Z2
+	VFMADD231PS.BCST (CX)(R12*4), Z6, Z4
+	ADDQ             R9, R11
+	INCQ             R12
+	JMP              accumulateU4Q3AVX512_jloop_p0
+
+accumulateU4Q3AVX512_store_p0:
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z0, 64(DI)
+	VMOVUPS Z3, (DI)(BX*1)
+	VMOVUPS Z2, 64(DI)(BX*1)
+	VMOVUPS Z5, (DI)(BX*2)
+	VMOVUPS Z4, 64(DI)(BX*2)
+	ADDQ    $0x00000080, DI
+	ADDQ    $0x00000010, R8
+	DECQ    SI
+	JMP     accumulateU4Q3AVX512_loop
+
+accumulateU4Q3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func scoresU4Q4AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·scoresU4Q4AVX512(SB), NOSPLIT, $0-64
+	MOVQ cols+48(FP), AX
+	ANDQ $-32, AX
+	MOVQ AX, CX
+	SHLQ $0x02, CX
+	SHRQ $0x01, AX
+	MOVQ q+16(FP), DX
+	ADDQ CX, DX
+	MOVQ ldq+24(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), SI
+	LEAQ (SI)(CX*1), CX
+	MOVQ ldc+40(FP), DI
+	MOVQ codes+32(FP), R8
+	ADDQ AX, R8
+	MOVQ dst+0(FP), R9
+	MOVQ n+56(FP), R10
+
+scoresU4Q4AVX512_loop:
+	CMPQ   R10, $0x03
+	JB     scoresU4Q4AVX512_tail
+	LEAQ   (R8)(DI*1), R11
+	LEAQ   (R11)(DI*1), R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   AX, R13
+	NEGQ   R13
+
+scoresU4Q4AVX512_dloop:
+	VPMOVZXBD     (R8)(R13*1), Z12
+	VPANDD.BCST   u4mask<>+0(SB), Z12, Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R11)(R13*1), Z13
+	VPANDD.BCST   u4mask<>+0(SB), Z13, Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R12)(R13*1), Z14
+	VPANDD.BCST   u4mask<>+0(SB), Z14, Z14
+	VCVTDQ2PS     Z14, Z14
+	VMOVUPS       (DX)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z0
+	VFMADD231PS   Z13, Z15, Z1
+	VFMADD231PS   Z14, Z15, Z2
+	VMOVUPS       (BX)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z3
+	VFMADD231PS   Z13, Z15, Z4
+	VFMADD231PS   Z14, Z15, Z5
+	VMOVUPS       (SI)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z6
+	VFMADD231PS   Z13, Z15, Z7
+	VFMADD231PS   Z14, Z15, Z8
+	VMOVUPS       (CX)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z9
+	VFMADD231PS   Z13, Z15, Z10
+	VFMADD231PS   Z14, Z15, Z11
+	VPMOVZXBD     (R8)(R13*1), Z12
+	VPSRLD        $0x04, Z12, Z12
+	VCVTDQ2PS     Z12, Z12
+	VPMOVZXBD     (R11)(R13*1), Z13
+	VPSRLD        $0x04, Z13, Z13
+	VCVTDQ2PS     Z13, Z13
+	VPMOVZXBD     (R12)(R13*1), Z14
+	VPSRLD        $0x04, Z14, Z14
+	VCVTDQ2PS     Z14, Z14
+	VMOVUPS       64(DX)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z0
+	VFMADD231PS   Z13, Z15, Z1
+	VFMADD231PS   Z14, Z15, Z2
+	VMOVUPS       64(BX)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z3
+	VFMADD231PS   Z13, Z15, Z4
+	VFMADD231PS   Z14, Z15, Z5
+	VMOVUPS       64(SI)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z6
+	VFMADD231PS   Z13, Z15, Z7
+	VFMADD231PS   Z14, Z15, Z8
+	VMOVUPS       64(CX)(R13*8), Z15
+	VFMADD231PS   Z12, Z15, Z9
+	VFMADD231PS   Z13, Z15, Z10
+	VFMADD231PS   Z14, Z15, Z11
+	ADDQ          $0x10, R13
+	JNZ           scoresU4Q4AVX512_dloop
+	MOVQ          ldd+8(FP), R11
+	SHLQ          $0x02, R11
+	MOVQ          R9, R12
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z2, Z2, Z13
+	VUNPCKHPS     Z2, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z4, Z3, Z12
+	VUNPCKHPS     Z4, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z5, Z5, Z13
+	VUNPCKHPS     Z5, Z5, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z7, Z6, Z12
+	VUNPCKHPS     Z7, Z6, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z8, Z8, Z13
+	VUNPCKHPS     Z8, Z8, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z10, Z9, Z12
+	VUNPCKHPS     Z10, Z9, Z13
+	VADDPS        Z13, Z12, Z12
+	VUNPCKLPS     Z11, Z11, Z13
+	VUNPCKHPS     Z11, Z11, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFPS       $0x44, Z13, Z12, Z14
+	VSHUFPS       $0xee, Z13, Z12, Z12
+	VADDPS        Z12, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y12
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X12, X13, X13
+	VMOVQ         X13, (R12)
+	VEXTRACTPS    $0x02, X13, 8(R12)
+	ADDQ          DI, R8
+	ADDQ          DI, R8
+	ADDQ          DI, R8
+	ADDQ          $0x0c, R9
+	SUBQ          $0x03, R10
+	JMP           scoresU4Q4AVX512_loop
+
+scoresU4Q4AVX512_tail:
+	CMPQ   R10, $0x02
+	JB     scoresU4Q4AVX512_t2_skip
+	LEAQ   (R8)(DI*1), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	MOVQ   AX, R12
+	NEGQ   R12
+
+scoresU4Q4AVX512_dloop_t2:
+	VPMOVZXBD     (R8)(R12*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R11)(R12*1), Z1
+	VPANDD.BCST   u4mask<>+0(SB), Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       (DX)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z16
+	VFMADD231PS   Z1, Z2, Z17
+	VMOVUPS       (BX)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z18
+	VFMADD231PS   Z1, Z2, Z19
+	VMOVUPS       (SI)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z20
+	VFMADD231PS   Z1, Z2, Z21
+	VMOVUPS       (CX)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z22
+	VFMADD231PS   Z1, Z2, Z23
+	VPMOVZXBD     (R8)(R12*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VPMOVZXBD     (R11)(R12*1), Z1
+	VPSRLD        $0x04, Z1, Z1
+	VCVTDQ2PS     Z1, Z1
+	VMOVUPS       64(DX)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z16
+	VFMADD231PS   Z1, Z2, Z17
+	VMOVUPS       64(BX)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z18
+	VFMADD231PS   Z1, Z2, Z19
+	VMOVUPS       64(SI)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z20
+	VFMADD231PS   Z1, Z2, Z21
+	VMOVUPS       64(CX)(R12*8), Z2
+	VFMADD231PS   Z0, Z2, Z22
+	VFMADD231PS   Z1, Z2, Z23
+	ADDQ          $0x10, R12
+	JNZ           scoresU4Q4AVX512_dloop_t2
+	MOVQ          ldd+8(FP), R11
+	SHLQ          $0x02, R11
+	MOVQ          R9, R12
+	VUNPCKLPS     Z17, Z16, Z0
+	VUNPCKHPS     Z17, Z16, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z19, Z18, Z0
+	VUNPCKHPS     Z19, Z18, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z21, Z20, Z0
+	VUNPCKHPS     Z21, Z20, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          R11, R12
+	VUNPCKLPS     Z23, Z22, Z0
+	VUNPCKHPS     Z23, Z22, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x44, Z0, Z0, Z1
+	VSHUFPS       $0xee, Z0, Z0, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVQ         X1, (R12)
+	ADDQ          DI, R8
+	ADDQ          DI, R8
+	ADDQ          $0x08, R9
+	SUBQ          $0x02, R10
+
+scoresU4Q4AVX512_t2_skip:
+	CMPQ   R10, $0x01
+	JB     scoresU4Q4AVX512_t1_skip
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	NEGQ   AX
+
+scoresU4Q4AVX512_dloop_t1:
+	VPMOVZXBD     (R8)(AX*1), Z0
+	VPANDD.BCST   u4mask<>+0(SB), Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       (DX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       (BX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	VMOVUPS       (SI)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z26
+	VMOVUPS       (CX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z27
+	VPMOVZXBD     (R8)(AX*1), Z0
+	VPSRLD        $0x04, Z0, Z0
+	VCVTDQ2PS     Z0, Z0
+	VMOVUPS       64(DX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z24
+	VMOVUPS       64(BX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z25
+	VMOVUPS       64(SI)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z26
+	VMOVUPS       64(CX)(AX*8), Z1
+	VFMADD231PS   Z0, Z1, Z27
+	ADDQ          $0x10, AX
+	JNZ           scoresU4Q4AVX512_dloop_t1
+	MOVQ          ldd+8(FP), AX
+	SHLQ          $0x02, AX
+	MOVQ          R9, CX
+	VSHUFPS       $0x4e, Z24, Z24, Z0
+	VADDPS        Z0, Z24, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z25, Z25, Z0
+	VADDPS        Z0, Z25, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z26, Z26, Z0
+	VADDPS        Z0, Z26, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          AX, CX
+	VSHUFPS       $0x4e, Z27, Z27, Z0
+	VADDPS        Z0, Z27, Z0
+	VSHUFPS       $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVSS        X1, (CX)
+	ADDQ          DI, R8
+	ADDQ          $0x04, R9
+	SUBQ          $0x01, R10
+
+scoresU4Q4AVX512_t1_skip:
+	VZEROUPPER
+	RET
+
+// func accumulateU4Q4AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+// Requires: AVX, AVX512F
+TEXT ·accumulateU4Q4AVX512(SB), NOSPLIT, $0-72
+	MOVQ w+24(FP), AX
+	MOVQ ldw+32(FP), CX
+	SHLQ $0x02, CX
+	LEAQ (AX)(CX*1), DX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), CX
+	MOVQ lda+8(FP), SI
+	SHLQ $0x02, SI
+	MOVQ cols+56(FP), DI
+	SHRQ $0x05, DI
+	MOVQ acc+0(FP), R8
+	MOVQ codes+40(FP), R9
+	MOVQ ldc+48(FP), R10
+	MOVQ n+64(FP), R11
+
+accumulateU4Q4AVX512_loop:
+	TESTQ        DI, DI
+	JZ           accumulateU4Q4AVX512_done
+	MOVQ         bias+16(FP), R12
+	VBROADCASTSS (R12), Z0
+	VADDPS       (R8), Z0, Z1
+	VADDPS       64(R8), Z0, Z0
+	VBROADCASTSS 4(R12), Z2
+	VADDPS       (R8)(SI*1), Z2, Z3
+	VADDPS       64(R8)(SI*1), Z2, Z2
+	VBROADCASTSS 8(R12), Z4
+	VADDPS       (R8)(SI*2), Z4, Z5
+	VADDPS       64(R8)(SI*2), Z4, Z4
+	VBROADCASTSS 12(R12), Z6
+	LEAQ         (R8)(SI*2), R12
+	ADDQ         SI, R12
+	VADDPS       (R12), Z6, Z7
+	VADDPS       64(R12), Z6, Z6
+	MOVQ         R9, R12
+	XORQ         R13, R13
+
+accumulateU4Q4AVX512_jloop_p0:
+	CMPQ             R13, R11
+	JAE              accumulateU4Q4AVX512_store_p0
+	VPMOVZXBD        (R12), Z8
+	VPANDD.BCST      u4mask<>+0(SB), Z8, Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R13*4), Z8, Z1
+	VFMADD231PS.BCST (DX)(R13*4), Z8, Z3
+	VFMADD231PS.BCST (BX)(R13*4), Z8, Z5
+	VFMADD231PS.BCST (CX)(R13*4), Z8, Z7
+	VPMOVZXBD        (R12), Z8
+	VPSRLD           $0x04, Z8, Z8
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS.BCST (AX)(R13*4), Z8, Z0
+	VFMADD231PS.BCST (DX)(R13*4), Z8, Z2
+	VFMADD231PS.BCST (BX)(R13*4), Z8, Z4
+	VFMADD231PS.BCST (CX)(R13*4), Z8, Z6
+	ADDQ             R10, R12
+	INCQ             R13
+	JMP              accumulateU4Q4AVX512_jloop_p0
+
+accumulateU4Q4AVX512_store_p0:
+	VMOVUPS Z1, (R8)
+	VMOVUPS Z0, 64(R8)
+	VMOVUPS Z3, (R8)(SI*1)
+	VMOVUPS Z2, 64(R8)(SI*1)
+	VMOVUPS Z5, (R8)(SI*2)
+	VMOVUPS Z4, 64(R8)(SI*2)
+	LEAQ    (R8)(SI*2), R12
+	ADDQ    SI, R12
+	VMOVUPS Z7, (R12)
+	VMOVUPS Z6, 64(R12)
+	ADDQ    $0x00000080, R8
+	ADDQ    $0x00000010, R9
+	DECQ    DI
+	JMP     accumulateU4Q4AVX512_loop
+
+accumulateU4Q4AVX512_done:
+	VZEROUPPER
+	RET

@@ -169,7 +169,9 @@ func randUnpackSrc(r *rand.Rand, c unpackCase, n int) []byte {
 // NaN of the same sign), on every length up to 40 values and random lengths
 // up to 300 (whole units), at misaligned offsets of dst, src, s and z, with
 // guard regions around dst.
-func TestUnpack(t *testing.T) {
+func TestUnpack(t *testing.T) { forEachSet(t, testUnpack) }
+
+func testUnpack(t *testing.T) {
 	for _, c := range unpackCases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t)
@@ -209,7 +211,9 @@ func TestUnpack(t *testing.T) {
 // every code value with scales and biases that make the unfused
 // product-then-sum rounding visible (a fused multiply-add would differ in
 // the last bit).
-func TestUnpackExtremes(t *testing.T) {
+func TestUnpackExtremes(t *testing.T) { forEachSet(t, testUnpackExtremes) }
+
+func testUnpackExtremes(t *testing.T) {
 	src := make([]byte, 256)
 	for i := range src {
 		src[i] = byte(i)
@@ -273,7 +277,9 @@ var groupCases = []groupCase{
 // are not (odd ones included, where a group starts inside a byte), at
 // misaligned offsets of dst, src, scale and bias, with guard regions around
 // dst.
-func TestUnpackGroups(t *testing.T) {
+func TestUnpackGroups(t *testing.T) { forEachSet(t, testUnpackGroups) }
+
+func testUnpackGroups(t *testing.T) {
 	for _, c := range groupCases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t)
@@ -384,7 +390,9 @@ func randTable(r *rand.Rand, size int) *[16]float32 {
 // and the twins against the packing's definition, on every length up to 40
 // values and random lengths up to 300 (whole units), at misaligned offsets
 // of dst and src, with guard regions around dst.
-func TestLUT(t *testing.T) {
+func TestLUT(t *testing.T) { forEachSet(t, testLUT) }
+
+func testLUT(t *testing.T) {
 	for _, c := range lutCases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRand(t)

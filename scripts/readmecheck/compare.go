@@ -6,13 +6,15 @@ import (
 )
 
 var (
-	numberRE = regexp.MustCompile(`[-+−]?\d[\d,]*(\.\d+)?(e[-+]?\d+)?`)
+	numberRE = regexp.MustCompile(`[<>]?[-+−]?\d[\d,]*(\.\d+)?(e[-+]?\d+)?`)
 	absPath  = regexp.MustCompile(`(^|[\s(])/[^\s)]*`)
 	exitLine = regexp.MustCompile(`^exit \d+$`)
 )
 
 // Mask makes a line of output comparable across runs and machines: runs of
-// spaces become one, every number becomes #, and absolute paths (a cache
+// spaces become one, every number becomes # (with a bound's < or >: a
+// share printed as "<0.01%" on one machine may be "0.023%" on another,
+// whose kernels round differently), and absolute paths (a cache
 // directory, a temporary one) become <path>. Labels, names and the order of
 // things stay. An "exit N" line, which a document prints with echo, keeps
 // its number.

@@ -104,4 +104,11 @@ func TestMissing(t *testing.T) {
 	if l, _ := Missing([]string{"exit 2"}, got); l != "exit 2" {
 		t.Errorf("exit codes are compared: Missing = %q", l)
 	}
+	clip := "calibrated  <0.01%  0.023%  0.0007\n"
+	if l, _ := Missing([]string{"calibrated  0.012%  <0.01%  0.0009"}, clip); l != "" {
+		t.Errorf("a bound and a number: Missing = %q, want the line found", l)
+	}
+	if l, _ := Missing([]string{"calibrated  0.012  <0.01%  0.0009"}, clip); l == "" {
+		t.Errorf("a share and a plain number matched")
+	}
 }

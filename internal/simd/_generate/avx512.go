@@ -27,6 +27,15 @@ func avx512() {
 	attention512()
 	widen512(f16)
 	widen512(bf16)
+	decoders512()
+	// The code kernels, blocked as attention512.
+	u4mask := codeMask(4)
+	for _, k := range []codeKind{codeU8, codeU4} {
+		for _, b := range []struct{ qb, r, cv int }{{1, 8, 8}, {2, 5, 8}, {3, 4, 8}, {4, 3, 4}} {
+			scoresCodes(k, b.qb, b.r, u4mask, zmm)
+			accumulateCodes(k, b.qb, b.cv, u4mask, zmm)
+		}
+	}
 }
 
 // The dot products prefetch every 64-byte line of the weights twice ahead

@@ -18,21 +18,55 @@ import (
 // Rows of codes have a stride of ldc bytes and cols columns are read from
 // each (cols&^7 of them; the caller finishes the rest), so one call can
 // cover one group of every row.
+//
+// The same generators write the AVX-512 kernels (width zmm): 16 lanes a
+// vector, so an 8-bit step is 16 codes and a 4-bit block of 32 codes is two
+// vectors (the low nibbles of its 16 bytes, then the high ones). Their
+// accumulate takes each weight by an embedded broadcast in the fused
+// multiply-add and loads one code vector at a time, as accumulate512 does;
+// every accumulator sees the same multiply-adds in the same order as in the
+// AVX2 kernel, so the two give the same bits.
+
+// vecWidth is the vector width a code kernel is written for.
+type vecWidth struct {
+	lanes  int    // float32 lanes: 8 or 16
+	suffix string // of the kernel names: "AVX2" or "AVX512"
+	vec    func() VecVirtual
+	zeros  func(n int) []VecVirtual
+	reduce func([]VecVirtual) VecVirtual
+}
+
+var (
+	ymm = vecWidth{8, "AVX2", func() VecVirtual { return YMM() }, zeros, reduceRows}
+	zmm = vecWidth{16, "AVX512", func() VecVirtual { return ZMM() }, zeros512, reduceRows512}
+)
+
+// bytes is the size of a vector of float32 lanes.
+func (w vecWidth) bytes() int { return 4 * w.lanes }
 
 // codeRowLoader returns a function that loads vector p of the step of
-// codes at m as float32 lanes of a new YMM. An 8-bit step is one vector of
-// 8 codes; a 4-bit step is a block of 32 codes (16 bytes, byte k holding
-// codes k and k+16), vector p being codes 8p..8p+7: the low nibbles of
-// bytes 8p..8p+7 for p < 2, the high nibbles of bytes 8(p−2).. for p ≥ 2.
-// It keeps no constants in registers: the 4-bit mask is a memory operand,
-// as every YMM goes to the blocking.
-func codeRowLoader(k codeKind, mask Mem) func(m Mem, p int) VecVirtual {
+// codes at m as float32 lanes of a new vector of width w. An 8-bit step is
+// one vector of codes; a 4-bit step is a block of 32 codes (16 bytes, byte
+// k holding codes k and k+16). On YMM its vector p is codes 8p..8p+7: the
+// low nibbles of bytes 8p..8p+7 for p < 2, the high nibbles of bytes
+// 8(p−2).. for p ≥ 2; on ZMM vector 0 is the low nibbles of all 16 bytes,
+// vector 1 the high ones. It keeps no constants in registers: the 4-bit
+// mask is a memory operand (broadcast from its first lane on ZMM), as every
+// vector register goes to the blocking.
+func codeRowLoader(k codeKind, mask Mem, w vecWidth) func(m Mem, p int) VecVirtual {
 	return func(m Mem, p int) VecVirtual {
-		v := YMM()
-		switch k.bits {
-		case 8:
+		v := w.vec()
+		switch {
+		case k.bits == 8:
 			VPMOVZXBD(m, v)
-		case 4:
+		case k.bits == 4 && w.lanes == 16:
+			VPMOVZXBD(m, v)
+			if p == 0 {
+				VPANDD_BCST(mask, v, v)
+			} else {
+				VPSRLD(U8(4), v, v)
+			}
+		case k.bits == 4:
 			VPMOVZXBD(m.Offset(8*(p&1)), v)
 			if p < 2 {
 				VPAND(mask, v, v)
@@ -49,11 +83,11 @@ func codeRowLoader(k codeKind, mask Mem) func(m Mem, p int) VecVirtual {
 
 // codeStep is the number of columns a code kernel's inner loop takes at a
 // time: one vector of 8-bit codes, one block of 32 4-bit codes.
-func codeStep(k codeKind) int {
+func codeStep(k codeKind, w vecWidth) int {
 	if k.bits == 4 {
 		return 32
 	}
-	return 8
+	return w.lanes
 }
 
 // codeMask returns the static vector of 8 lanes of 2^bits−1.
@@ -69,13 +103,13 @@ func codeMask(bits int) Mem {
 // 8 codes take k.bits bytes and 32 bytes of float32.
 func qScale(k codeKind) uint8 { return uint8(32 / k.groupBytes()) }
 
-// scoresCodes writes scores<K>Q<qb>AVX2: dst[i*ldd+j] = Σ_{c < cols&^(step−1)}
+// scoresCodes writes scores<K>Q<qb><AVX2|AVX512>: dst[i*ldd+j] = Σ_{c < cols&^(step−1)}
 // q[i*ldq+c]*code_j,c for i < qb, j < n, with row j's codes at byte
 // j*ldc of codes. One counter indexes both the codes (in bytes) and the
 // queries (scaled by qScale).
-func scoresCodes(k codeKind, qb, r int, mask Mem) {
-	name := fmt.Sprintf("scores%sQ%dAVX2", upper(k.name), qb)
-	step := codeStep(k)
+func scoresCodes(k codeKind, qb, r int, mask Mem, w vecWidth) {
+	name := fmt.Sprintf("scores%sQ%d%s", upper(k.name), qb, w.suffix)
+	step := codeStep(k, w)
 	layout := "byte j*ldc of codes"
 	if k.bits == 4 {
 		layout += " (blocks of 32: byte k of a block holds codes k and k+16, low nibble first)"
@@ -84,9 +118,9 @@ func scoresCodes(k codeKind, qb, r int, mask Mem) {
 		fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < cols&^%d} q[i*ldq+c]*code(j, c)", name, step-1),
 		fmt.Sprintf("for i < %d, j < n, where code(j, c) is the %d-bit code c of the row at", qb, k.bits),
 		fmt.Sprintf("%s. cols must be at least %d.", layout, step))
-	load := codeRowLoader(k, mask)
+	load := codeRowLoader(k, mask, w)
 	sc := qScale(k)
-	vecs := step / 8               // vectors per step
+	vecs := step / w.lanes         // vectors per step
 	stepBytes := step * k.bits / 8 // code bytes per step
 	cb := Load(Param("cols"), GP64())
 	ANDQ(I32(-step), cb)
@@ -111,16 +145,17 @@ func scoresCodes(k codeKind, qb, r int, mask Mem) {
 	dp := Load(Param("dst"), GP64())
 	n := Load(Param("n"), GP64())
 
-	block := func(w int, tag string) {
-		rs := make([]Register, w)
+	vb := w.bytes()
+	block := func(w2 int, tag string) {
+		rs := make([]Register, w2)
 		rs[0] = rp
-		for j := 1; j < w; j++ {
+		for j := 1; j < w2; j++ {
 			rs[j] = GP64()
 			LEAQ(Mem{Base: rs[j-1], Index: stride, Scale: 1}, rs[j])
 		}
 		acc := make([][]VecVirtual, qb)
 		for i := range acc {
-			acc[i] = zeros(w)
+			acc[i] = w.zeros(w2)
 		}
 		c := GP64()
 		MOVQ(cb, c)
@@ -130,21 +165,21 @@ func scoresCodes(k codeKind, qb, r int, mask Mem) {
 			if qb == 1 {
 				// One query: each row vector is used once, right after
 				// its conversion.
-				qv := YMM()
-				VMOVUPS(Mem{Base: qs[0], Index: c, Scale: sc, Disp: 32 * p}, qv)
-				for j := 0; j < w; j++ {
+				qv := w.vec()
+				VMOVUPS(Mem{Base: qs[0], Index: c, Scale: sc, Disp: vb * p}, qv)
+				for j := 0; j < w2; j++ {
 					VFMADD231PS(load(Mem{Base: rs[j], Index: c, Scale: 1}, p), qv, acc[0][j])
 				}
 				continue
 			}
-			rv := make([]VecVirtual, w)
+			rv := make([]VecVirtual, w2)
 			for j := range rv {
 				rv[j] = load(Mem{Base: rs[j], Index: c, Scale: 1}, p)
 			}
 			for i := 0; i < qb; i++ {
-				qv := YMM()
-				VMOVUPS(Mem{Base: qs[i], Index: c, Scale: sc, Disp: 32 * p}, qv)
-				for j := 0; j < w; j++ {
+				qv := w.vec()
+				VMOVUPS(Mem{Base: qs[i], Index: c, Scale: sc, Disp: vb * p}, qv)
+				for j := 0; j < w2; j++ {
 					VFMADD231PS(rv[j], qv, acc[i][j])
 				}
 			}
@@ -152,7 +187,7 @@ func scoresCodes(k codeKind, qb, r int, mask Mem) {
 		ADDQ(U8(stepBytes), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		storeScores(acc, dp, rp, stride, n, reduceRows)
+		storeScores(acc, dp, rp, stride, n, w.reduce)
 	}
 
 	blockLoop(name, n, r, block)
@@ -160,15 +195,15 @@ func scoresCodes(k codeKind, qb, r int, mask Mem) {
 	RET()
 }
 
-// accumulateCodes writes accumulate<K>Q<qb>AVX2: acc[i*lda+c] += bias[i] +
+// accumulateCodes writes accumulate<K>Q<qb><AVX2|AVX512>: acc[i*lda+c] += bias[i] +
 // Σ_{j<n} w[i*ldw+j]*code_j,c for i < qb, c < cols&^(step−1). As in
 // accumulate, columns go up to cv vectors at a time with the accumulators
 // in registers over all n rows; bias is added once, when they are loaded.
 // 8-bit codes run over chunks of cv vectors; 4-bit codes over blocks of 32
 // columns, each block's 4 vectors split into chunks of at most cv.
-func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
-	name := fmt.Sprintf("accumulate%sQ%dAVX2", upper(k.name), qb)
-	step := codeStep(k)
+func accumulateCodes(k codeKind, qb, cv int, mask Mem, w vecWidth) {
+	name := fmt.Sprintf("accumulate%sQ%d%s", upper(k.name), qb, w.suffix)
+	step := codeStep(k, w)
 	layout := "at byte j*ldc of codes"
 	if k.bits == 4 {
 		layout += " (blocks of 32: byte k of a block holds codes k and k+16, low nibble first)"
@@ -177,7 +212,8 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 		fmt.Sprintf("%s sets acc[i*lda+c] += bias[i] + Σ_{j<n} w[i*ldw+j]*code(j, c)", name),
 		fmt.Sprintf("for i < %d, c < cols&^%d, where code(j, c) is the %d-bit code c of the row", qb, step-1, k.bits),
 		layout+".")
-	load := codeRowLoader(k, mask)
+	load := codeRowLoader(k, mask, w)
+	vb, vecs := w.bytes(), step/w.lanes
 	ws := make([]Register, qb)
 	ws[0] = Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -191,6 +227,8 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 	count := Load(Param("cols"), GP64())
 	if k.bits == 4 {
 		SHRQ(U8(5), count) // 32-column blocks left
+	} else if w.lanes == 16 {
+		SHRQ(U8(4), count) // 16-column vectors left
 	} else {
 		SHRQ(U8(3), count) // 8-column vectors left
 	}
@@ -217,13 +255,13 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 		bp := Load(Param("bias"), GP64())
 		a := make([][]VecVirtual, qb)
 		for i := range a {
-			b := YMM()
+			b := w.vec()
 			VBROADCASTSS(Mem{Base: bp, Disp: 4 * i}, b)
 			a[i] = make([]VecVirtual, len(ps))
 			m := arow(i)
 			for c, p := range ps {
-				a[i][c] = YMM()
-				VADDPS(m.Offset(32*p), b, a[i][c])
+				a[i][c] = w.vec()
+				VADDPS(m.Offset(vb*p), b, a[i][c])
 			}
 		}
 		rp := GP64()
@@ -232,14 +270,21 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 			if k.bits == 4 {
 				return load(Mem{Base: rp}, p)
 			}
-			return load(Mem{Base: rp, Disp: 8 * p}, 0)
+			return load(Mem{Base: rp, Disp: w.lanes * p}, 0)
 		}
 		j := GP64()
 		XORQ(j, j)
 		Label(name + "_jloop" + tag)
 		CMPQ(j, n)
 		JAE(LabelRef(name + "_store" + tag))
-		if qb == 1 {
+		if w.lanes == 16 {
+			for c, p := range ps {
+				r := code(p)
+				for i := 0; i < qb; i++ {
+					VFMADD231PS_BCST(Mem{Base: ws[i], Index: j, Scale: 4}, r, a[i][c])
+				}
+			}
+		} else if qb == 1 {
 			b := YMM()
 			VBROADCASTSS(Mem{Base: ws[0], Index: j, Scale: 4}, b)
 			for c, p := range ps {
@@ -266,7 +311,7 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 		for i := range a {
 			m := arow(i)
 			for c, p := range ps {
-				VMOVUPS(a[i][c], m.Offset(32*p))
+				VMOVUPS(a[i][c], m.Offset(vb*p))
 			}
 		}
 	}
@@ -278,17 +323,17 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem) {
 				ps[p] = p
 			}
 			chunk(ps, tag)
-			ADDQ(U32(32*v), ap)
-			ADDQ(U32(8*v), rc)
+			ADDQ(U32(vb*v), ap)
+			ADDQ(U32(w.lanes*v), rc)
 			SUBQ(U8(v), count)
 		})
 	} else {
 		Label(name + "_loop")
 		TESTQ(count, count)
 		JZ(LabelRef(name + "_done"))
-		for p0 := 0; p0 < 4; p0 += cv {
+		for p0 := 0; p0 < vecs; p0 += cv {
 			var ps []int
-			for p := p0; p < min(4, p0+cv); p++ {
+			for p := p0; p < min(vecs, p0+cv); p++ {
 				ps = append(ps, p)
 			}
 			chunk(ps, fmt.Sprintf("_p%d", p0))

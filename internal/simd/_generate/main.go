@@ -120,8 +120,8 @@ func avx2() {
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {
 		for _, b := range []struct{ qb, r, cv int }{{1, 8, 8}, {2, 4, 4}, {3, 3, 3}, {4, 3, 2}} {
-			scoresCodes(k, b.qb, b.r, u4mask)
-			accumulateCodes(k, b.qb, b.cv, u4mask)
+			scoresCodes(k, b.qb, b.r, u4mask, ymm)
+			accumulateCodes(k, b.qb, b.cv, u4mask, ymm)
 		}
 	}
 	maxF32()

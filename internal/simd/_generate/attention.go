@@ -13,29 +13,68 @@ import (
 // handles a fixed number of queries, qb, and every row; the Go caller splits
 // nq into blocks and finishes the dim%8 columns.
 
-// scores writes scoresQ<qb>AVX2: dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
-// for i < qb, j < n. Rows go r at a time: per group of 8 columns the r row
-// vectors are loaded once and each query vector is loaded once and
-// multiplied into all r rows, so qb*r accumulators, r row vectors and one
-// query vector must fit in the 16 YMM registers. With qb == 1 the row
-// vectors are used once and are taken straight from memory. The n%r
-// leftover rows go through one narrower block.
-func scores(qb, r int) {
-	name := fmt.Sprintf("scoresQ%dAVX2", qb)
-	header(name, "func(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)",
-		fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]", name),
-		fmt.Sprintf("for i < %d, j < n. It reads whole groups of 8 columns only; dim must be", qb),
-		"at least 8.")
+// The scores and accumulate generators write the AVX2 kernels (width ymm)
+// and the AVX-512 ones (zmm, see attention512), which take head sizes that
+// are a multiple of 16 (the dispatcher keeps the AVX2 kernels for the
+// others).
+
+// vecWidth is the vector width a kernel is written for.
+type vecWidth struct {
+	lanes  int    // float32 lanes: 8 or 16
+	suffix string // of the kernel names: "AVX2" or "AVX512"
+	vec    func() VecVirtual
+	zeros  func(n int) []VecVirtual
+	reduce func([]VecVirtual) VecVirtual
+}
+
+var (
+	ymm = vecWidth{8, "AVX2", func() VecVirtual { return YMM() }, zeros, reduceRows}
+	zmm = vecWidth{16, "AVX512", func() VecVirtual { return ZMM() }, zeros512, reduceRows512}
+)
+
+// bytes is the size of a vector of float32 lanes.
+func (w vecWidth) bytes() int { return 4 * w.lanes }
+
+// scores writes scoresQ<qb><AVX2|AVX512>: dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]
+// for i < qb, j < n (on ZMM, dim a multiple of 16). Rows go r at a time:
+// per vector of columns the r row vectors are loaded once and each query
+// vector is loaded once and multiplied into all r rows, so qb*r
+// accumulators, r row vectors and one query vector must fit in the
+// registers (16 YMM; on ZMM, avo's greedy allocator fails to place more
+// than about 16 live ones, though 32 ZMM would hold them). With qb == 1
+// the row vectors are used once and are taken straight from memory. The
+// n%r leftover rows go through one narrower block.
+func scores(qb, r int, w vecWidth) {
+	name := fmt.Sprintf("scoresQ%d%s", qb, w.suffix)
+	if w.lanes == 16 {
+		header(name, "func(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)",
+			fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < dim} q[i*dim+c]*rows[j*dim+c]", name),
+			fmt.Sprintf("for i < %d, j < n. dim must be a positive multiple of 16.", qb))
+	} else {
+		header(name, "func(dst *float32, ldd int, q *float32, rows *float32, dim int, n int)",
+			fmt.Sprintf("%s sets dst[i*ldd+j] = Σ_{c < dim&^7} q[i*dim+c]*rows[j*dim+c]", name),
+			fmt.Sprintf("for i < %d, j < n. It reads whole groups of 8 columns only; dim must be", qb),
+			"at least 8.")
+	}
 	qs := make([]Register, qb)
 	qs[0] = Load(Param("q"), GP64())
-	dim4 := Load(Param("dim"), GP64())
-	ANDQ(I32(-8), dim4)
-	SHLQ(U8(2), dim4) // bytes of dim&^7 columns
 	// The loops index columns with a negative byte offset that counts up
-	// to zero, so the query and row pointers point past column dim&^7.
-	ADDQ(dim4, qs[0])
-	stride := Load(Param("dim"), GP64())
-	SHLQ(U8(2), stride) // bytes per row
+	// to zero, so the query and row pointers point past column dim&^7
+	// (dim4, in bytes).
+	var dim4, stride Register
+	if w.lanes == 16 {
+		stride = Load(Param("dim"), GP64())
+		SHLQ(U8(2), stride) // bytes per row, and of the dim columns
+		dim4 = stride
+		ADDQ(stride, qs[0])
+	} else {
+		dim4 = Load(Param("dim"), GP64())
+		ANDQ(I32(-8), dim4)
+		SHLQ(U8(2), dim4) // bytes of dim&^7 columns
+		ADDQ(dim4, qs[0])
+		stride = Load(Param("dim"), GP64())
+		SHLQ(U8(2), stride) // bytes per row
+	}
 	for i := 1; i < qb; i++ {
 		qs[i] = GP64()
 		LEAQ(Mem{Base: qs[i-1], Index: stride, Scale: 1}, qs[i])
@@ -45,44 +84,44 @@ func scores(qb, r int) {
 	dp := Load(Param("dst"), GP64())
 	n := Load(Param("n"), GP64())
 
-	// block computes rows [rp, rp+w*stride) into dst[.., dp..dp+w).
-	block := func(w int, tag string) {
-		rs := make([]Register, w)
+	// block computes rows [rp, rp+nr*stride) into dst[.., dp..dp+nr).
+	block := func(nr int, tag string) {
+		rs := make([]Register, nr)
 		rs[0] = rp
-		for k := 1; k < w; k++ {
+		for k := 1; k < nr; k++ {
 			rs[k] = GP64()
 			LEAQ(Mem{Base: rs[k-1], Index: stride, Scale: 1}, rs[k])
 		}
 		acc := make([][]VecVirtual, qb)
 		for i := range acc {
-			acc[i] = zeros(w)
+			acc[i] = w.zeros(nr)
 		}
 		c := GP64()
 		MOVQ(dim4, c)
 		NEGQ(c)
 		Label(name + "_dloop" + tag)
-		rv := make([]Op, w)
+		rv := make([]Op, nr)
 		for k := range rv {
 			m := Mem{Base: rs[k], Index: c, Scale: 1}
 			if qb == 1 {
 				rv[k] = m
 				continue
 			}
-			v := YMM()
+			v := w.vec()
 			VMOVUPS(m, v)
 			rv[k] = v
 		}
 		for i := 0; i < qb; i++ {
-			qv := YMM()
+			qv := w.vec()
 			VMOVUPS(Mem{Base: qs[i], Index: c, Scale: 1}, qv)
-			for k := 0; k < w; k++ {
+			for k := 0; k < nr; k++ {
 				VFMADD231PS(rv[k], qv, acc[i][k])
 			}
 		}
-		ADDQ(U8(32), c)
+		ADDQ(U8(w.bytes()), c)
 		JNZ(LabelRef(name + "_dloop" + tag))
 
-		storeScores(acc, dp, rp, stride, n, reduceRows)
+		storeScores(acc, dp, rp, stride, n, w.reduce)
 	}
 
 	blockLoop(name, n, r, block)
@@ -147,17 +186,29 @@ func largestPow2Below(r int) int {
 	return p
 }
 
-// accumulate writes accumulateQ<qb>AVX2: acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
-// for i < qb, c < dim&^7. Columns go cv vectors (8*cv floats) at a time:
-// the qb*cv accumulators are loaded once, updated for every row (the cv row
-// vectors loaded once per row, each weight broadcast once per row) and
-// stored once, so acc is read and written once per call. The leftover
-// 8-column vectors go through one narrower chunk.
-func accumulate(qb, cv int) {
-	name := fmt.Sprintf("accumulateQ%dAVX2", qb)
-	header(name, "func(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)",
-		fmt.Sprintf("%s sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]", name),
-		fmt.Sprintf("for i < %d, c < dim&^7. It reads whole groups of 8 columns only.", qb))
+// accumulate writes accumulateQ<qb><AVX2|AVX512>: acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]
+// for i < qb, c < dim&^7 (on ZMM, dim a multiple of 16). Columns go cv
+// vectors at a time: the qb*cv accumulators are loaded once, updated for
+// every row and stored once, so acc is read and written once per call. On
+// YMM the cv row vectors are loaded once per row and each weight broadcast
+// once per row; on ZMM each weight is broadcast from memory by the fused
+// multiply-add itself, so only the accumulators and one row vector at a
+// time take registers. Either way every accumulator takes the same
+// multiply-adds in the same order, so the two kernels give the same bits.
+// The leftover vectors go through one narrower chunk.
+func accumulate(qb, cv int, w vecWidth) {
+	name := fmt.Sprintf("accumulateQ%d%s", qb, w.suffix)
+	if w.lanes == 16 {
+		header(name, "func(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)",
+			fmt.Sprintf("%s sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]", name),
+			fmt.Sprintf("for i < %d, c < dim, in the order of accumulateQ%dAVX2. dim must be a", qb, qb),
+			"positive multiple of 16.")
+	} else {
+		header(name, "func(acc *float32, w *float32, ldw int, dim int, rows *float32, n int)",
+			fmt.Sprintf("%s sets acc[i*dim+c] += Σ_{j<n} w[i*ldw+j]*rows[j*dim+c]", name),
+			fmt.Sprintf("for i < %d, c < dim&^7. It reads whole groups of 8 columns only.", qb))
+	}
+	vb := w.bytes()
 	ws := make([]Register, qb)
 	ws[0] = Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -169,13 +220,17 @@ func accumulate(qb, cv int) {
 	stride := Load(Param("dim"), GP64())
 	vecs := GP64()
 	MOVQ(stride, vecs)
-	SHRQ(U8(3), vecs) // 8-column vectors left
+	if w.lanes == 16 {
+		SHRQ(U8(4), vecs) // 16-column vectors left
+	} else {
+		SHRQ(U8(3), vecs) // 8-column vectors left
+	}
 	SHLQ(U8(2), stride)
 	ap := Load(Param("acc"), GP64())
 	rc := Load(Param("rows"), GP64())
 	n := Load(Param("n"), GP64())
 
-	// chunk updates columns [ap, ap+32*v) of every query row.
+	// chunk updates columns [ap, ap+vb*v) of every query row.
 	chunk := func(v int, tag string) {
 		// Query row i of acc is at ap + i*stride.
 		arow := func(i int) Mem {
@@ -195,8 +250,8 @@ func accumulate(qb, cv int) {
 			a[i] = make([]VecVirtual, v)
 			m := arow(i)
 			for k := range a[i] {
-				a[i][k] = YMM()
-				VMOVUPS(m.Offset(32*k), a[i][k])
+				a[i][k] = w.vec()
+				VMOVUPS(m.Offset(vb*k), a[i][k])
 			}
 		}
 		rp := GP64()
@@ -206,22 +261,32 @@ func accumulate(qb, cv int) {
 		Label(name + "_jloop" + tag)
 		CMPQ(j, n)
 		JAE(LabelRef(name + "_store" + tag))
-		rv := make([]Op, v)
-		for k := range rv {
-			m := Mem{Base: rp, Disp: 32 * k}
-			if qb == 1 {
-				rv[k] = m // used once: straight from memory
-				continue
-			}
-			r := YMM()
-			VMOVUPS(m, r)
-			rv[k] = r
-		}
-		for i := 0; i < qb; i++ {
-			b := YMM()
-			VBROADCASTSS(Mem{Base: ws[i], Index: j, Scale: 4}, b)
+		if w.lanes == 16 {
 			for k := 0; k < v; k++ {
-				VFMADD231PS(rv[k], b, a[i][k])
+				r := ZMM()
+				VMOVUPS(Mem{Base: rp, Disp: vb * k}, r)
+				for i := 0; i < qb; i++ {
+					VFMADD231PS_BCST(Mem{Base: ws[i], Index: j, Scale: 4}, r, a[i][k])
+				}
+			}
+		} else {
+			rv := make([]Op, v)
+			for k := range rv {
+				m := Mem{Base: rp, Disp: 32 * k}
+				if qb == 1 {
+					rv[k] = m // used once: straight from memory
+					continue
+				}
+				r := YMM()
+				VMOVUPS(m, r)
+				rv[k] = r
+			}
+			for i := 0; i < qb; i++ {
+				b := YMM()
+				VBROADCASTSS(Mem{Base: ws[i], Index: j, Scale: 4}, b)
+				for k := 0; k < v; k++ {
+					VFMADD231PS(rv[k], b, a[i][k])
+				}
 			}
 		}
 		ADDQ(stride, rp)
@@ -232,11 +297,11 @@ func accumulate(qb, cv int) {
 		for i := range a {
 			m := arow(i)
 			for k := range a[i] {
-				VMOVUPS(a[i][k], m.Offset(32*k))
+				VMOVUPS(a[i][k], m.Offset(vb*k))
 			}
 		}
-		ADDQ(U32(32*v), ap)
-		ADDQ(U32(32*v), rc)
+		ADDQ(U32(vb*v), ap)
+		ADDQ(U32(vb*v), rc)
 		SUBQ(U8(v), vecs)
 	}
 

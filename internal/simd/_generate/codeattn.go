@@ -25,24 +25,7 @@ import (
 // accumulate takes each weight by an embedded broadcast in the fused
 // multiply-add and loads one code vector at a time, as accumulate512 does;
 // every accumulator sees the same multiply-adds in the same order as in the
-// AVX2 kernel, so the two give the same bits.
-
-// vecWidth is the vector width a code kernel is written for.
-type vecWidth struct {
-	lanes  int    // float32 lanes: 8 or 16
-	suffix string // of the kernel names: "AVX2" or "AVX512"
-	vec    func() VecVirtual
-	zeros  func(n int) []VecVirtual
-	reduce func([]VecVirtual) VecVirtual
-}
-
-var (
-	ymm = vecWidth{8, "AVX2", func() VecVirtual { return YMM() }, zeros, reduceRows}
-	zmm = vecWidth{16, "AVX512", func() VecVirtual { return ZMM() }, zeros512, reduceRows512}
-)
-
-// bytes is the size of a vector of float32 lanes.
-func (w vecWidth) bytes() int { return 4 * w.lanes }
+// AVX2 kernel, so the two give the same bits (vecWidth is attention.go's).
 
 // codeRowLoader returns a function that loads vector p of the step of
 // codes at m as float32 lanes of a new vector of width w. An 8-bit step is

@@ -114,8 +114,8 @@ func avx2() {
 	// then rows per block (scores) or 8-column vectors per chunk
 	// (accumulate).
 	for _, b := range []struct{ qb, r, cv int }{{1, 8, 8}, {2, 4, 4}, {3, 3, 3}, {4, 3, 2}} {
-		scores(b.qb, b.r)
-		accumulate(b.qb, b.cv)
+		scores(b.qb, b.r, ymm)
+		accumulate(b.qb, b.cv, ymm)
 	}
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

@@ -10189,7 +10189,7 @@ u4ToF32GroupsAVX512_group:
 	VBROADCASTSS (DI), Z2
 	MOVQ         DX, R8
 
-u4ToF32GroupsAVX512_block:
+u4ToF32GroupsAVX512_step:
 	VPMOVZXBD (CX), Z3
 	VPANDD    Z0, Z3, Z4
 	VPSRLD    $0x04, Z3, Z3
@@ -10204,7 +10204,7 @@ u4ToF32GroupsAVX512_block:
 	ADDQ      $0x10, CX
 	ADDQ      $0x00000080, AX
 	DECQ      R8
-	JNZ       u4ToF32GroupsAVX512_block
+	JNZ       u4ToF32GroupsAVX512_step
 	ADDQ      $0x04, SI
 	ADDQ      $0x04, DI
 	DECQ      BX
@@ -10322,7 +10322,7 @@ u2ToF32GroupsAVX512_group:
 	VADDPS       Z3, Z2, Z2
 	MOVQ         DX, R8
 
-u2ToF32GroupsAVX512_vec:
+u2ToF32GroupsAVX512_step:
 	VPBROADCASTD (CX), Z3
 	VPSRLVD      Z0, Z3, Z3
 	VPERMPS      Z2, Z3, Z3
@@ -10330,7 +10330,7 @@ u2ToF32GroupsAVX512_vec:
 	ADDQ         $0x04, CX
 	ADDQ         $0x40, AX
 	DECQ         R8
-	JNZ          u2ToF32GroupsAVX512_vec
+	JNZ          u2ToF32GroupsAVX512_step
 	ADDQ         $0x04, SI
 	ADDQ         $0x04, DI
 	DECQ         BX

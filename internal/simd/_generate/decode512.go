@@ -36,30 +36,14 @@ func splat16(c uint16) VecVirtual {
 	return v
 }
 
-// broadcastParam512 broadcasts the float32 argument name to all lanes of a
-// new ZMM.
-func broadcastParam512(name string) VecVirtual {
-	p, err := Param(name).Resolve()
-	if err != nil {
-		panic(err)
-	}
-	v := ZMM()
-	VBROADCASTSS(p.Addr, v)
-	return v
-}
-
 // q80ToF32AVX512: dst = d*code over whole Q8_0 blocks, two blocks an
 // iteration while two remain.
 func q80ToF32AVX512() {
 	name := "q80ToF32AVX512"
-	header(name, "func(dst []float32, src []byte)",
+	d, src, nb := blockDecoder(name,
 		name+" sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at",
 		"src (34 bytes each: binary16 d, then 32 int8 codes).",
 		"len(src) must be at least len(dst)/32*34.")
-	d := Load(Param("dst").Base(), GP64())
-	src := Load(Param("src").Base(), GP64())
-	nb := Load(Param("dst").Len(), GP64())
-	SHRQ(U8(5), nb)
 	blockLoops(name, 2, 34, nb, src, d, func(blk, dst Mem) {
 		scale := q80Scale512(blk)
 		for h := 0; h < 2; h++ {
@@ -76,27 +60,8 @@ func q80ToF32AVX512() {
 // code bytes, zero-extended to 16 int32 lanes once, give values 0..15 (low
 // nibbles) and 16..31 (high nibbles).
 func q4ToF32AVX512(q41 bool) {
-	name, blockBytes, codes := "q40ToF32AVX512", 18, 2
-	doc := []string{
-		name + " sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,",
-		"for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16",
-		"bytes whose low and high nibbles are lo_j and hi_j).",
-		"len(src) must be at least len(dst)/32*18.",
-	}
-	if q41 {
-		name, blockBytes, codes = "q41ToF32AVX512", 20, 4
-		doc = []string{
-			name + " sets dst[32b+j] = d_b*lo_j + m_b and dst[32b+16+j] = d_b*hi_j + m_b,",
-			"j < 16, rounding the product, then the sum, for the len(dst)/32 Q4_1 blocks",
-			"at src (20 bytes each: binary16 d and m, then 16 bytes whose low and high",
-			"nibbles are lo_j and hi_j). len(src) must be at least len(dst)/32*20.",
-		}
-	}
-	header(name, "func(dst []float32, src []byte)", doc...)
-	d := Load(Param("dst").Base(), GP64())
-	src := Load(Param("src").Base(), GP64())
-	nb := Load(Param("dst").Len(), GP64())
-	SHRQ(U8(5), nb)
+	name, blockBytes, codes, doc := q4Layout(q41, "AVX512")
+	d, src, nb := blockDecoder(name, doc...)
 	mask := splat32(15)
 	var eight VecVirtual
 	if !q41 {
@@ -192,7 +157,7 @@ func e5m2ToF32AVX512() {
 		name+" sets dst[i] = value(src[i])*scale for i < len(dst), where value",
 		"is the OCP E5M2 code as float32 (the binary16 with bits src[i]<<8).",
 		"len(src) must be at least len(dst).")
-	scale := broadcastParam512("scale")
+	scale := broadcastParamTo("scale", ZMM())
 	fp8Loops(name, scale, func(c Mem, k Op) VecVirtual {
 		w := fp8Codes(c, k)
 		VPSLLW(U8(8), w, w)
@@ -210,7 +175,7 @@ func e4m3ToF32AVX512() {
 		"is the OCP E4M3FN code as float32 (a NaN with the code's sign for 0x7f",
 		"and 0xff), and scale256 = 256*scale exactly. len(src) must be at least",
 		"len(dst).")
-	scale := broadcastParam512("scale256")
+	scale := broadcastParamTo("scale256", ZMM())
 	w7f, wfc, w80 := splat16(0x7f), splat16(0xfc), splat16(0x80)
 	fp8Loops(name, scale, func(c Mem, k Op) VecVirtual {
 		w := fp8Codes(c, k)
@@ -227,56 +192,55 @@ func e4m3ToF32AVX512() {
 	})
 }
 
-// unpackU4Groups512 writes u4ToF32GroupsAVX512: as u4ToF32GroupsAVX2, a
-// block of 32 codes in two vectors (values 0..15 from the low nibbles,
-// 16..31 from the high ones), each group's scale and bias broadcast once.
-func unpackU4Groups512() {
-	name := "u4ToF32GroupsAVX512"
-	header(name, "func(dst []float32, src []byte, group int, scale, bias []float32)",
-		name+" sets dst[i] = code_i*scale[i/group] + bias[i/group],",
-		"rounding the product, then the sum, code_i being 4-bit code i of the blocks",
-		"of 32 at src (byte k of a block holds codes k and k+16, low nibble first),",
-		"for the len(scale) groups of group values. group must be a positive multiple",
-		"of 32; len(dst) must be at least len(scale)*group, len(bias) at least",
-		"len(scale) and len(src) at least len(scale)*group/2.")
-	d := Load(Param("dst").Base(), GP64())
-	src := Load(Param("src").Base(), GP64())
-	blocks := Load(Param("group"), GP64())
-	SHRQ(U8(5), blocks) // blocks of 32 codes per group
-	ng := Load(Param("scale").Len(), GP64())
-	sp := Load(Param("scale").Base(), GP64())
-	bp := Load(Param("bias").Base(), GP64())
-	mask := splat32(15)
+// groupLoop512 emits the loop of a grouped AVX-512 unpacker over the ng
+// groups whose scale and bias are at sp and bp: start() prepares a
+// group's conversion, then body() runs count times (a register, per group),
+// each moving its pointers on; the loop ends the kernel.
+func groupLoop512(name string, ng, sp, bp, count Register, start, body func()) {
 	TESTQ(ng, ng)
 	JZ(LabelRef(name + "_done"))
-
 	Label(name + "_group")
-	scale, bias := ZMM(), ZMM()
-	VBROADCASTSS(Mem{Base: sp}, scale)
-	VBROADCASTSS(Mem{Base: bp}, bias)
+	start()
 	n := GP64()
-	MOVQ(blocks, n)
-	Label(name + "_block")
-	x := ZMM()
-	VPMOVZXBD(Mem{Base: src}, x)
-	lo, hi := ZMM(), ZMM()
-	VPANDD(mask, x, lo)
-	VPSRLD(U8(4), x, hi)
-	for h, v := range []VecVirtual{lo, hi} {
-		VCVTDQ2PS(v, v)
-		VMULPS(scale, v, v)
-		VADDPS(bias, v, v)
-		VMOVUPS(v, Mem{Base: d, Disp: 64 * h})
-	}
-	ADDQ(U8(16), src)
-	ADDQ(U32(128), d)
+	MOVQ(count, n)
+	Label(name + "_step")
+	body()
 	DECQ(n)
-	JNZ(LabelRef(name + "_block"))
+	JNZ(LabelRef(name + "_step"))
 	nextGroupLoop(sp, bp, ng, name+"_group")
 
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// unpackU4Groups512 writes u4ToF32GroupsAVX512: as u4ToF32GroupsAVX2, a
+// block of 32 codes in two vectors (values 0..15 from the low nibbles,
+// 16..31 from the high ones), each group's scale and bias broadcast once.
+func unpackU4Groups512() {
+	name := "u4ToF32GroupsAVX512"
+	d, src, blocks, ng, sp, bp := u4GroupsStart(name)
+	mask := splat32(15)
+	var scale, bias VecVirtual
+	groupLoop512(name, ng, sp, bp, blocks, func() {
+		scale, bias = ZMM(), ZMM()
+		VBROADCASTSS(Mem{Base: sp}, scale)
+		VBROADCASTSS(Mem{Base: bp}, bias)
+	}, func() {
+		x := ZMM()
+		VPMOVZXBD(Mem{Base: src}, x)
+		lo, hi := ZMM(), ZMM()
+		VPANDD(mask, x, lo)
+		VPSRLD(U8(4), x, hi)
+		for h, v := range []VecVirtual{lo, hi} {
+			VCVTDQ2PS(v, v)
+			VMULPS(scale, v, v)
+			VADDPS(bias, v, v)
+			VMOVUPS(v, Mem{Base: d, Disp: 64 * h})
+		}
+		ADDQ(U8(16), src)
+		ADDQ(U32(128), d)
+	})
 }
 
 // u2Tables512 emits the static tables of the 2-bit lookups: the per-lane
@@ -393,24 +357,14 @@ func unpackU2Groups512(shifts, codes Mem) {
 	sh, cv := ZMM(), ZMM()
 	VMOVDQU32(shifts, sh)
 	VMOVUPS(codes, cv)
-	TESTQ(ng, ng)
-	JZ(LabelRef(name + "_done"))
-
-	Label(name + "_group")
-	table := u2Table(cv, Mem{Base: sp}, Mem{Base: bp})
-	n := GP64()
-	MOVQ(vecs, n)
-	Label(name + "_vec")
-	VMOVUPS(u2Lookup(Mem{Base: src}, sh, table), Mem{Base: d})
-	ADDQ(U8(4), src)
-	ADDQ(U8(64), d)
-	DECQ(n)
-	JNZ(LabelRef(name + "_vec"))
-	nextGroupLoop(sp, bp, ng, name+"_group")
-
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	var table VecVirtual
+	groupLoop512(name, ng, sp, bp, vecs, func() {
+		table = u2Table(cv, Mem{Base: sp}, Mem{Base: bp})
+	}, func() {
+		VMOVUPS(u2Lookup(Mem{Base: src}, sh, table), Mem{Base: d})
+		ADDQ(U8(4), src)
+		ADDQ(U8(64), d)
+	})
 }
 
 // decoders512 writes the AVX-512 KV-cache decoders.

@@ -81,12 +81,15 @@ func codeLoader(k codeKind, shifts map[int]Mem) func(m Mem) VecVirtual {
 }
 
 // broadcastParam loads the float32 parameter name into every lane of a YMM.
-func broadcastParam(name string) VecVirtual {
+func broadcastParam(name string) VecVirtual { return broadcastParamTo(name, YMM()) }
+
+// broadcastParamTo loads the float32 parameter name into every lane of v
+// (a YMM or a ZMM) and returns v.
+func broadcastParamTo(name string, v VecVirtual) VecVirtual {
 	p, err := Param(name).Resolve()
 	if err != nil {
 		panic(err)
 	}
-	v := YMM()
 	VBROADCASTSS(p.Addr, v)
 	return v
 }
@@ -460,11 +463,10 @@ func unpackU4(vec bool) {
 	RET()
 }
 
-// unpackU4Groups writes u4ToF32GroupsAVX2 for groups of whole blocks:
-// each group's scale and bias are broadcast once; groups of 32 and 64
-// codes take a loop with the group's conversion written out.
-func unpackU4Groups() {
-	name := "u4ToF32GroupsAVX2"
+// u4GroupsStart starts u4ToF32Groups<AVX2|AVX512> (named name): its header,
+// then dst's and src's bases, the blocks of 32 codes per group, the number
+// of groups and the scale and bias bases.
+func u4GroupsStart(name string) (d, src, blocks, ng, sp, bp Register) {
 	header(name, "func(dst []float32, src []byte, group int, scale, bias []float32)",
 		name+" sets dst[i] = code_i*scale[i/group] + bias[i/group],",
 		"rounding the product, then the sum, code_i being 4-bit code i of the blocks",
@@ -472,13 +474,22 @@ func unpackU4Groups() {
 		"for the len(scale) groups of group values. group must be a positive multiple",
 		"of 32; len(dst) must be at least len(scale)*group, len(bias) at least",
 		"len(scale) and len(src) at least len(scale)*group/2.")
-	d := Load(Param("dst").Base(), GP64())
-	src := Load(Param("src").Base(), GP64())
-	blocks := Load(Param("group"), GP64())
+	d = Load(Param("dst").Base(), GP64())
+	src = Load(Param("src").Base(), GP64())
+	blocks = Load(Param("group"), GP64())
 	SHRQ(U8(5), blocks) // blocks of 32 codes per group
-	ng := Load(Param("scale").Len(), GP64())
-	sp := Load(Param("scale").Base(), GP64())
-	bp := Load(Param("bias").Base(), GP64())
+	ng = Load(Param("scale").Len(), GP64())
+	sp = Load(Param("scale").Base(), GP64())
+	bp = Load(Param("bias").Base(), GP64())
+	return d, src, blocks, ng, sp, bp
+}
+
+// unpackU4Groups writes u4ToF32GroupsAVX2 for groups of whole blocks:
+// each group's scale and bias are broadcast once; groups of 32 and 64
+// codes take a loop with the group's conversion written out.
+func unpackU4Groups() {
+	name := "u4ToF32GroupsAVX2"
+	d, src, blocks, ng, sp, bp := u4GroupsStart(name)
 	mask := broadcastConst(15)
 
 	var a affine
@@ -554,14 +565,10 @@ func u2Codes() Mem {
 // q80ToF32: dst = d*code over whole Q8_0 blocks.
 func q80ToF32() {
 	name := "q80ToF32AVX2"
-	header(name, "func(dst []float32, src []byte)",
+	d, src, nb := blockDecoder(name,
 		name+" sets dst[32b+i] = d_b*code_b,i for the len(dst)/32 Q8_0 blocks at",
 		"src (34 bytes each: binary16 d, then 32 int8 codes).",
 		"len(src) must be at least len(dst)/32*34.")
-	d := Load(Param("dst").Base(), GP64())
-	src := Load(Param("src").Base(), GP64())
-	nb := Load(Param("dst").Len(), GP64())
-	SHRQ(U8(5), nb)
 
 	Label(name + "_loop")
 	TESTQ(nb, nb)
@@ -583,32 +590,47 @@ func q80ToF32() {
 	RET()
 }
 
-// q4ToF32 writes the Q4_0 (minus false) or Q4_1 (minus true) block
-// decoder. Each block's 16 code bytes are read as two groups of 8, each
-// zero-extended once to int32 lanes: the low nibbles are values 8g..8g+7,
-// the high nibbles values 16+8g..16+8g+7.
-func q4ToF32(q41 bool) {
-	name, blockBytes, codes := "q40ToF32AVX2", 18, 2
-	doc := []string{
-		name + " sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,",
-		"for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16",
-		"bytes whose low and high nibbles are lo_j and hi_j).",
-		"len(src) must be at least len(dst)/32*18.",
-	}
+// blockDecoder starts a GGML block decoder func(dst []float32, src
+// []byte) named name: its header with doc, then dst's and src's bases and
+// the number of whole blocks of 32 values in dst.
+func blockDecoder(name string, doc ...string) (d, src, nb Register) {
+	header(name, "func(dst []float32, src []byte)", doc...)
+	d = Load(Param("dst").Base(), GP64())
+	src = Load(Param("src").Base(), GP64())
+	nb = Load(Param("dst").Len(), GP64())
+	SHRQ(U8(5), nb)
+	return d, src, nb
+}
+
+// q4Layout returns the name (with suffix, "AVX2" or "AVX512"), block size,
+// offset of the code bytes and documentation of the Q4_0 (q41 false) or
+// Q4_1 decoder.
+func q4Layout(q41 bool, suffix string) (name string, blockBytes, codes int, doc []string) {
 	if q41 {
-		name, blockBytes, codes = "q41ToF32AVX2", 20, 4
-		doc = []string{
+		name = "q41ToF32" + suffix
+		return name, 20, 4, []string{
 			name + " sets dst[32b+j] = d_b*lo_j + m_b and dst[32b+16+j] = d_b*hi_j + m_b,",
 			"j < 16, rounding the product, then the sum, for the len(dst)/32 Q4_1 blocks",
 			"at src (20 bytes each: binary16 d and m, then 16 bytes whose low and high",
 			"nibbles are lo_j and hi_j). len(src) must be at least len(dst)/32*20.",
 		}
 	}
-	header(name, "func(dst []float32, src []byte)", doc...)
-	d := Load(Param("dst").Base(), GP64())
-	src := Load(Param("src").Base(), GP64())
-	nb := Load(Param("dst").Len(), GP64())
-	SHRQ(U8(5), nb)
+	name = "q40ToF32" + suffix
+	return name, 18, 2, []string{
+		name + " sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,",
+		"for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16",
+		"bytes whose low and high nibbles are lo_j and hi_j).",
+		"len(src) must be at least len(dst)/32*18.",
+	}
+}
+
+// q4ToF32 writes the Q4_0 (minus false) or Q4_1 (minus true) block
+// decoder. Each block's 16 code bytes are read as two groups of 8, each
+// zero-extended once to int32 lanes: the low nibbles are values 8g..8g+7,
+// the high nibbles values 16+8g..16+8g+7.
+func q4ToF32(q41 bool) {
+	name, blockBytes, codes, doc := q4Layout(q41, "AVX2")
+	d, src, nb := blockDecoder(name, doc...)
 	mask := broadcastConst(15)
 	var eight VecVirtual
 	if !q41 {

@@ -923,8 +923,8 @@ func codeStep(bits int, wide bool) int {
 	return 8
 }
 
-func scoresCodesBlock(bits, qb int, dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc, cols, n int) {
-	if codeWide(bits, cols) {
+func scoresCodesBlock(wide bool, bits, qb int, dst *float32, ldd int, q *float32, ldq int, codes *byte, ldc, cols, n int) {
+	if wide {
 		scoresCodesBlock512(bits, qb, dst, ldd, q, ldq, codes, ldc, cols, n)
 		return
 	}
@@ -979,8 +979,8 @@ func scoresCodesBlock512(bits, qb int, dst *float32, ldd int, q *float32, ldq in
 	}
 }
 
-func accumulateCodesBlock(bits, qb int, acc *float32, lda int, bias, w *float32, ldw int, codes *byte, ldc, cols, n int) {
-	if codeWide(bits, cols) {
+func accumulateCodesBlock(wide bool, bits, qb int, acc *float32, lda int, bias, w *float32, ldw int, codes *byte, ldc, cols, n int) {
+	if wide {
 		accumulateCodesBlock512(bits, qb, acc, lda, bias, w, ldw, codes, ldc, cols, n)
 		return
 	}
@@ -1037,14 +1037,15 @@ func accumulateCodesBlock512(bits, qb int, acc *float32, lda int, bias, w *float
 
 // scoresCodes runs with nq > 0, cols > 0 and n > 0.
 func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols int, codes []byte, ldc, n int) {
-	step := codeStep(bits, codeWide(bits, cols))
+	wide := codeWide(bits, cols)
+	step := codeStep(bits, wide)
 	if !useAsm || cols < step {
 		scoresCodesGeneric(bits, false, dst, ldd, q, ldq, nq, 0, cols, codes, ldc, n)
 		return
 	}
 	for i := 0; i < nq; {
 		qb := queryBlock(nq, i)
-		scoresCodesBlock(bits, qb, &dst[i*ldd], ldd, &q[i*ldq], ldq, &codes[0], ldc, cols, n)
+		scoresCodesBlock(wide, bits, qb, &dst[i*ldd], ldd, &q[i*ldq], ldq, &codes[0], ldc, cols, n)
 		i += qb
 	}
 	if c := cols &^ (step - 1); c < cols {
@@ -1055,14 +1056,15 @@ func scoresCodes(bits int, dst []float32, ldd int, q []float32, ldq, nq, cols in
 // accumulateCodes runs with nq > 0 and cols > 0. The assembly adds the
 // bias to the columns it covers, the twin to the tail.
 func accumulateCodes(bits int, acc []float32, lda int, bias, w []float32, ldw, nq, cols int, codes []byte, ldc, n int) {
-	step := codeStep(bits, codeWide(bits, cols))
+	wide := codeWide(bits, cols)
+	step := codeStep(bits, wide)
 	if !useAsm || cols < step || n == 0 {
 		accumulateCodesGeneric(bits, acc, lda, bias, w, ldw, nq, 0, cols, codes, ldc, n)
 		return
 	}
 	for i := 0; i < nq; {
 		qb := queryBlock(nq, i)
-		accumulateCodesBlock(bits, qb, &acc[i*lda], lda, &bias[i], &w[i*ldw], ldw, &codes[0], ldc, cols, n)
+		accumulateCodesBlock(wide, bits, qb, &acc[i*lda], lda, &bias[i], &w[i*ldw], ldw, &codes[0], ldc, cols, n)
 		i += qb
 	}
 	if c := cols &^ (step - 1); c < cols {

@@ -316,14 +316,7 @@ func TestMul(t *testing.T) {
 // scalar helpers, on random bit patterns (NaNs, subnormals and infinities
 // included) at misaligned offsets with guard regions, with every kernel
 // set the CPU runs.
-func TestConvertVector(t *testing.T) {
-	for _, set := range kernelSets(t) {
-		t.Run(set.name, func(t *testing.T) {
-			defer set.force()()
-			testConvertVector(t)
-		})
-	}
-}
+func TestConvertVector(t *testing.T) { forEachSet(t, testConvertVector) }
 
 func testConvertVector(t *testing.T) {
 	r := newRand(t)

@@ -60,19 +60,19 @@ bench:
 # fourth stages start from the previous stage's exported F16 weights.
 # Byte for byte the committed model only with the kernels it was trained
 # with (internal/simd's avx2 set, GOAMD64 v1 or v2, as of ab03308); other
-# kernels round differently (internal/train's TestGoldenTrajectory).
+# kernels round differently (cmd/kvq-train/internal/train's TestGoldenTrajectory).
 PROBE_DIR ?= probe-train
 probe-model:
-	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)
-	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft --finetune-from $(PROBE_DIR)
-	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft3 --stage 3 --finetune-from $(PROBE_DIR)-ft/model
-	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-ft4 --stage 4 --finetune-from $(PROBE_DIR)-ft3/model
+	$(GO) run ./cmd/kvq-train --dir $(PROBE_DIR)
+	$(GO) run ./cmd/kvq-train --dir $(PROBE_DIR)-ft --finetune-from $(PROBE_DIR)
+	$(GO) run ./cmd/kvq-train --dir $(PROBE_DIR)-ft3 --stage 3 --finetune-from $(PROBE_DIR)-ft/model
+	$(GO) run ./cmd/kvq-train --dir $(PROBE_DIR)-ft4 --stage 4 --finetune-from $(PROBE_DIR)-ft3/model
 	rm -rf datasets/models/kvq-probe
 	cp -r $(PROBE_DIR)-ft4/model datasets/models/kvq-probe
 
 # A tiny training run through the same code, for CI-size checks.
 probe-model-smoke:
-	$(GO) run ./cmd/kvq probe train --dir $(PROBE_DIR)-smoke --smoke
+	$(GO) run ./cmd/kvq-train --dir $(PROBE_DIR)-smoke --smoke
 
 # The CUDA build (docs/gpu.md). bin/kvq-cuda is for GPU hosts (it needs
 # libcuda.so.1 and a GPU at run time); bin/kvq runs everywhere. The CUDA
@@ -94,7 +94,7 @@ build-cuda: cuda-sysroot
 # the process in its init when no GPU is present).
 check-cuda: cuda-sysroot
 	$(CUDA_ENV) $(GO) build -tags cuda -o /dev/null ./cmd/kvq
-	$(CUDA_ENV) $(GO) vet -tags cuda ./pkg/gpu/... ./internal/cli/... ./cmd/... ./scripts/gpubench
+	$(CUDA_ENV) $(GO) vet -tags cuda ./pkg/gpu/... ./cmd/... ./scripts/gpubench
 	$(CUDA_ENV) $(GO) test -tags cuda -count=1 -c -o /dev/null ./pkg/gpu
 
 ptx:

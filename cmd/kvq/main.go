@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/kvqlabs/kvq/internal/cli/root"
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/root"
 )
 
 // version is set with -ldflags "-X main.version=...".

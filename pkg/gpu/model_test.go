@@ -4,14 +4,14 @@ package gpu_test
 
 import (
 	"context"
-	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/datasets"
-	"github.com/kvqlabs/kvq/internal/cli/cmdutil"
+	builtin "github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/internal/testutil"
 	"github.com/kvqlabs/kvq/pkg/gpu"
 	"github.com/kvqlabs/kvq/pkg/quant"
@@ -55,7 +55,7 @@ func models(t *testing.T) []testModel {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	probe, err := cmdutil.LoadModel(ctx, "", "", io.Discard)
+	probe, err := runtime.Load(ctx, builtinModel(t), runtime.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,4 +335,19 @@ func TestBatchedDecodeEqualsAlone(t *testing.T) {
 			t.Errorf("sequence %d: last logits differ by %.3g batched vs alone (tolerance 1e-3)", i, d)
 		}
 	}
+}
+
+// builtinModel writes the built-in probe model (datasets/models) to a
+// temporary directory and returns it.
+func builtinModel(t *testing.T) string {
+	t.Helper()
+	fsys, ok := builtin.ProbeModel()
+	if !ok {
+		t.Skip("this build carries no built-in model")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, fsys); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

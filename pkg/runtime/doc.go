@@ -1,5 +1,6 @@
 // Package runtime runs Llama-family transformer checkpoints on the CPU (or, via
-// the tensor.Backend seam, on other backends) with a pluggable paged KV cache.
+// the pkg/runtime/backend seam, on other backends) with a pluggable paged KV
+// cache.
 //
 // Every supported file format is loaded into one canonical Model: weights in
 // their file dtype (F32, F16, BF16 or Q8_0, used in place from a memory map),

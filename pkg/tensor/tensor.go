@@ -1,6 +1,6 @@
 // Package tensor holds the small vocabulary that the runtime and its compute
-// backends share: weight dtypes, a weight matrix descriptor, and the Backend
-// interface through which the forward pass runs its compute.
+// backends share: weight dtypes and a weight matrix descriptor. The
+// interface the backends implement is pkg/runtime/backend's Backend.
 //
 // The package knows nothing about model files, caches or devices. A Weight
 // views memory owned by someone else (usually a memory-mapped model file);

@@ -1,0 +1,129 @@
+// Package inspect implements kvq inspect.
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/spf13/cobra"
+)
+
+// Options are the flags of kvq inspect.
+type Options struct {
+	IO        *cmdutil.IOStreams
+	Model     string
+	Tokenizer string
+	Output    string
+	format    render.Format
+}
+
+// Info is what kvq inspect reports (its JSON form).
+type Info struct {
+	Path          string   `json:"path"`
+	Format        string   `json:"format"`
+	Architecture  string   `json:"architecture"`
+	Params        int64    `json:"params"`
+	DTypes        []string `json:"dtypes"`
+	WeightBytes   int64    `json:"weight_bytes"`
+	Layers        int      `json:"layers"`
+	Heads         int      `json:"heads"`
+	KVHeads       int      `json:"kv_heads"`
+	HeadDim       int      `json:"head_dim"`
+	Hidden        int      `json:"hidden_size"`
+	Intermediate  int      `json:"intermediate_size"`
+	Vocab         int      `json:"vocab_size"`
+	ContextLength int      `json:"context_length"`
+	RopeTheta     float64  `json:"rope_theta"`
+	RopeScaling   string   `json:"rope_scaling"`
+	SlidingWindow int      `json:"sliding_window"`
+	Tokenizer     string   `json:"tokenizer"`
+	ChatTemplate  bool     `json:"chat_template"`
+	StopIDs       []int    `json:"stop_ids"`
+	// KVBytesPerToken is K+V bytes per token for the whole model in fp16.
+	KVBytesPerToken int64 `json:"kv_bytes_per_token_fp16"`
+}
+
+// NewCmd returns the inspect command.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "inspect [--model PATH] [flags]",
+		Short: "Show a model's architecture, size and KV-relevant shape",
+		Long: `Load a model (Hugging Face directory, GGUF or llama2.c file) and print its
+architecture, parameter count, weight dtypes, the shape that sets the KV
+cache's size (layers, attention heads, KV heads, head_dim), context length and
+tokenizer type.
+
+` + cmdutil.ExitCodesHelp(""),
+		Example: `  kvq inspect                                  # the built-in model
+  kvq inspect --model ../shared/models/stories260K/stories260K.gguf --output json
+  kvq inspect --model ./Llama-3.1-8B-Instruct    # your own download`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ft, err := render.ParseFormat(o.Output)
+			if err != nil {
+				return cmdutil.FlagErrorf("--output: %w", err)
+			}
+			o.format = ft
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
+	cmd.Flags().StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
+	return cmd
+}
+
+// Summarize describes a loaded model.
+func Summarize(m *runtime.Model) Info {
+	c := m.Config
+	scaling := "none"
+	if c.Scaling.Type != "" {
+		scaling = fmt.Sprintf("%s ×%g", c.Scaling.Type, c.Scaling.Factor)
+	}
+	return Info{
+		Path: m.Path, Format: m.Format, Architecture: c.Arch, Params: m.Params(), DTypes: m.DTypes(), WeightBytes: m.WeightBytes(),
+		Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Hidden: c.Dim, Intermediate: c.Hidden,
+		Vocab: c.Vocab, ContextLength: c.ContextLen, RopeTheta: c.RopeTheta, RopeScaling: scaling, SlidingWindow: c.SlidingWindow,
+		Tokenizer: m.Tokenizer.Kind().String(), ChatTemplate: m.ChatTemplate != "", StopIDs: m.StopIDs,
+		KVBytesPerToken: int64(2 * c.Layers * c.KVHeads * c.HeadDim * 2),
+	}
+}
+
+// Run prints the summary.
+func (o *Options) Run(ctx context.Context) error {
+	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	in := Summarize(m)
+	m.Close()
+	n := strconv.Itoa
+	window := "none"
+	if in.SlidingWindow > 0 {
+		window = n(in.SlidingWindow)
+	}
+	t := render.Table{
+		Header: []string{"field", "value"},
+		Rows: [][]string{
+			{"path", in.Path}, {"format", in.Format}, {"architecture", in.Architecture},
+			{"parameters", fmt.Sprintf("%d (%.3gB)", in.Params, float64(in.Params)/1e9)},
+			{"weight dtypes", strings.Join(in.DTypes, ", ")}, {"weight bytes", strconv.FormatInt(in.WeightBytes, 10)},
+			{"layers", n(in.Layers)}, {"attention heads", n(in.Heads)}, {"KV heads", n(in.KVHeads)}, {"head_dim", n(in.HeadDim)},
+			{"hidden / intermediate", n(in.Hidden) + " / " + n(in.Intermediate)}, {"vocabulary", n(in.Vocab)},
+			{"context length", n(in.ContextLength)}, {"RoPE theta", strconv.FormatFloat(in.RopeTheta, 'g', -1, 64)},
+			{"RoPE scaling", in.RopeScaling}, {"sliding window", window}, {"tokenizer", in.Tokenizer},
+			{"chat template", strconv.FormatBool(in.ChatTemplate)},
+			{"KV bytes per token (fp16)", strconv.FormatInt(in.KVBytesPerToken, 10)},
+		},
+	}
+	return render.Write(o.IO.Out, o.format, render.Report{Tables: []render.Table{t}, Value: in}, render.Options{TTY: o.IO.OutTTY})
+}

@@ -1,0 +1,292 @@
+// Package serve implements kvq serve: the in-process engine behind an
+// OpenAI-compatible HTTP API (pkg/serve), one KV pool per --cache spec.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/datasets/models"
+	"github.com/kvqlabs/kvq/pkg/engine"
+	"github.com/kvqlabs/kvq/pkg/estimate"
+	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/serve"
+	"github.com/spf13/cobra"
+)
+
+// APIKeyEnv is the environment variable kvq serve reads the API key from
+// when --api-key is not given.
+const APIKeyEnv = "KVQ_API_KEY"
+
+// Options are kvq serve's flags.
+type Options struct {
+	IO            *cmdutil.IOStreams
+	Model         string
+	Tokenizer     string
+	Cache         string
+	KVBudget      string
+	MaxSeqs       int
+	Chunk         int
+	Host          string
+	Port          int
+	ServedName    string
+	Routes        []string
+	APIKey        string
+	MaxBody       string
+	MaxWaiting    int
+	Threads       int
+	Device        string
+	ShutdownGrace time.Duration
+
+	specs   []quant.Spec
+	route   map[string]float64
+	budget  int64
+	maxBody int64
+}
+
+// NewCmd returns kvq serve. runF replaces the run step in tests.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: f.IO}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the model over an OpenAI-compatible HTTP API, one KV cache per model id",
+		Long: `kvq serve runs the model in kvq's continuous-batching engine and serves it
+over the HTTP API vLLM, SGLang and llama-server speak, so that their clients
+and benchmarks (vllm bench serve, lm-evaluation-harness, the openai SDKs)
+measure kvq's quantized KV caches unchanged. Each --cache spec is a pool of
+its own over the same weights, served as the model id NAME@CACHE; plain NAME
+is the first cache, or a canary split with --route. On start it prints one
+line to stderr with the URL it bound and the model ids.
+
+Endpoints:
+  POST /v1/completions       prompt (text or token ids), max_tokens (16), temperature (1),
+                             top_p, seed, stop, stream, stream_options.include_usage,
+                             logprobs (legacy format), echo (with logprobs and
+                             max_tokens 0: a prompt's log-probabilities), ignore_eos, n=1
+  POST /v1/chat/completions  messages (the model's chat template), max_tokens or
+                             max_completion_tokens, logprobs + top_logprobs, stop, stream, ...
+  GET  /v1/models            NAME and NAME@CACHE for each cache
+  GET  /health               200; 503 while shutting down
+  GET  /metrics              Prometheus text format, vLLM's names under kvq:
+Streams are server-sent events "data: {json}" ending with "data: [DONE]", as
+OpenAI and vLLM send them. Every response names its cache in the field
+kvq_cache and the header X-KVQ-Cache.
+
+Errors (OpenAI's {"error": {"message", "type", "param", "code"}}):
+  400 malformed JSON, a wrong type or value (param names it), a prompt past the
+      context, a chat request to a model without a chat template
+  401 missing or wrong API key (--api-key or $` + APIKeyEnv + `; /v1/ paths only)
+  404 unknown model or path      405 wrong method
+  413 body over --max-body, or a request no KV pool can ever hold
+  429 the cache's waiting queue holds --max-waiting requests
+  500 a failure inside the server  503 engine not running, or shutting down
+
+Metrics (labels model_name and cache):
+` + indent(serve.MetricsHelp, "  ") + `
+On SIGINT or SIGTERM it stops accepting connections, lets the requests in
+flight finish for up to --shutdown-grace, cancels the rest and exits 0.
+
+Exit codes: 0 after a shutdown, 1 runtime failure (the port in use), 2 usage
+error (bad flag, unreadable model).`,
+		Example: `  kvq serve                                   # the built-in model on 127.0.0.1:8000
+  kvq serve --model ./Llama-3.1-8B --cache fp16,fp8,int4 --kv-budget 8GiB   # your own model
+  kvq serve --cache fp16,fp8 --route fp8=10 --port 0  # 10% of NAME's traffic on fp8
+  curl -s localhost:8000/v1/completions \
+    -d '{"model": "kvq-probe@fp16", "prompt": "Once upon a time", "max_tokens": 32}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
+	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints")
+	fl.StringVar(&o.Cache, "cache", "fp16", "cache specs, comma-separated (see kvq formats): one pool and model id each; the first serves plain NAME")
+	fl.StringVar(&o.KVBudget, "kv-budget", "", "each pool's KV memory, with a unit (2GiB, 512MiB; default: room for four sequences of the whole context)")
+	fl.IntVar(&o.MaxSeqs, "max-seqs", 64, "running sequences per pool (vLLM's max_num_seqs)")
+	fl.IntVar(&o.Chunk, "chunk", 256, "prefill chunk in tokens")
+	fl.StringVar(&o.Host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
+	fl.IntVar(&o.Port, "port", 8000, "port to listen on; 0 picks a free one (printed on start)")
+	fl.StringVar(&o.ServedName, "served-model-name", "", "the model's name in the API (default: the model directory's or file's base name)")
+	fl.StringArrayVar(&o.Routes, "route", nil, "CACHE=PCT: send PCT% of plain-NAME requests to CACHE, the rest to the first cache (repeatable)")
+	fl.StringVar(&o.APIKey, "api-key", "", "require this key as 'Authorization: Bearer KEY' on /v1/ (default: $"+APIKeyEnv+", better: other users see flags in ps; never printed)")
+	fl.StringVar(&o.MaxBody, "max-body", "8MiB", "largest request body")
+	fl.IntVar(&o.MaxWaiting, "max-waiting", serve.DefaultMaxWaiting, "refuse requests (429) when a cache has this many waiting; -1 no limit")
+	fl.IntVar(&o.Threads, "threads", 0, "CPU backend worker goroutines (0: all CPUs)")
+	cmdutil.AddDeviceFlag(fl, &o.Device)
+	fl.DurationVar(&o.ShutdownGrace, "shutdown-grace", serve.DefaultShutdownGrace, "on SIGINT/SIGTERM, how long requests in flight may finish")
+	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
+	_ = cmd.RegisterFlagCompletionFunc("cache", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return quant.Formats().Names(), cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// indent prefixes every non-empty line of s.
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Validate checks the flags; every error names its flag.
+func (o *Options) Validate() error {
+	specs, err := quant.Formats().ParseList(o.Cache)
+	if err != nil {
+		return cmdutil.FlagErrorf("--cache: %w", err)
+	}
+	if len(specs) == 0 {
+		return cmdutil.FlagErrorf("--cache: no caches")
+	}
+	o.specs = specs
+	switch {
+	case o.Port < 0 || o.Port > 65535:
+		return cmdutil.FlagErrorf("--port %d: must be in [0, 65535]", o.Port)
+	case o.MaxSeqs < 1:
+		return cmdutil.FlagErrorf("--max-seqs %d: must be positive", o.MaxSeqs)
+	case o.Chunk < 1:
+		return cmdutil.FlagErrorf("--chunk %d: must be positive", o.Chunk)
+	case o.Threads < 0:
+		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", o.Threads)
+	case cmdutil.CheckDevice(o.Device) != nil:
+		return cmdutil.CheckDevice(o.Device)
+	case o.MaxWaiting == 0 || o.MaxWaiting < -1:
+		return cmdutil.FlagErrorf("--max-waiting %d: must be positive, or -1 for no limit", o.MaxWaiting)
+	case o.ShutdownGrace < 0:
+		return cmdutil.FlagErrorf("--shutdown-grace %v: must be ≥ 0", o.ShutdownGrace)
+	case strings.Contains(o.ServedName, "@"):
+		return cmdutil.FlagErrorf("--served-model-name %q: '@' separates a name from its cache", o.ServedName)
+	}
+	if o.KVBudget != "" {
+		if o.budget, err = estimate.ParseBytes(o.KVBudget); err != nil {
+			return cmdutil.FlagErrorf("--kv-budget: %w", err)
+		}
+		if o.budget <= 0 {
+			return cmdutil.FlagErrorf("--kv-budget %s: must be positive", o.KVBudget)
+		}
+	}
+	if o.maxBody, err = estimate.ParseBytes(o.MaxBody); err != nil {
+		return cmdutil.FlagErrorf("--max-body: %w", err)
+	}
+	if o.maxBody <= 0 {
+		return cmdutil.FlagErrorf("--max-body %s: must be positive", o.MaxBody)
+	}
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.String()
+	}
+	o.route = nil
+	var sum float64
+	for _, r := range o.Routes {
+		i := strings.LastIndex(r, "=")
+		if i <= 0 {
+			return cmdutil.FlagErrorf("--route %q: want CACHE=PCT, e.g. fp8=10", r)
+		}
+		spec, err := quant.Formats().ParseSpec(r[:i])
+		if err != nil {
+			return cmdutil.FlagErrorf("--route %q: %w", r, err)
+		}
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(r[i+1:]), "%"), 64)
+		if err != nil || !(pct >= 0 && pct <= 100) {
+			return cmdutil.FlagErrorf("--route %q: the share must be a percentage in [0, 100]", r)
+		}
+		c := spec.String()
+		found := false
+		for _, n := range names {
+			found = found || n == c
+		}
+		if !found {
+			return cmdutil.FlagErrorf("--route %q: cache %s is not among --cache %s", r, c, strings.Join(names, ","))
+		}
+		if o.route == nil {
+			o.route = map[string]float64{}
+		}
+		o.route[c] += pct / 100
+		sum += pct
+	}
+	if sum > 100 {
+		return cmdutil.FlagErrorf("--route: the shares sum to %g%%, over 100%%", sum)
+	}
+	if o.APIKey == "" {
+		o.APIKey = os.Getenv(APIKeyEnv)
+	}
+	return nil
+}
+
+// Run loads the model, starts the engine and serves until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
+		return err
+	}
+	be, err := cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	if err != nil {
+		return err
+	}
+	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be})
+	if err != nil {
+		return cmdutil.UsageError(err)
+	}
+	name := o.ServedName
+	if name == "" && o.Model == "" {
+		name = models.ProbeModelName
+	}
+	s, err := serve.New(e, serve.Options{
+		ModelName: name, Route: o.route, APIKey: o.APIKey, MaxBodyBytes: o.maxBody, MaxWaiting: o.MaxWaiting,
+		ShutdownGrace: o.ShutdownGrace, Logger: slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return cmdutil.UsageError(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return fmt.Errorf("--host %s --port %d: %w", o.Host, o.Port, err)
+	}
+	// The engine outlives Serve, so that requests in flight can finish
+	// during the shutdown.
+	ectx, stopEngine := context.WithCancel(context.Background())
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- e.Run(ectx) }()
+	defer func() {
+		stopEngine()
+		<-engineDone
+	}()
+	for range 5000 { // until Run accepts requests (it starts at once)
+		if _, err := e.Submit(ctx, engine.Request{}); !errors.Is(err, engine.ErrClosed) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	routed := ""
+	if len(o.Routes) > 0 {
+		routed = " (NAME split by --route " + strings.Join(o.Routes, " ") + ")"
+	}
+	fmt.Fprintf(o.IO.ErrOut, "kvq serve: listening on http://%s, models %s%s\n", net.JoinHostPort(o.Host, port), strings.Join(s.ModelIDs(), ", "), routed)
+	if err := s.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -18,8 +18,10 @@ import (
 // for byte with testdata/golden/<template>__<conversation>.txt, which
 // Python's Jinja2, set up as transformers sets it up, rendered
 // (testdata/gen/render_golden.py). A golden that starts with "ERROR: "
-// records that Jinja2 raised; then kvq must fail too, with the same
-// message when the template called raise_exception.
+// records that the template called raise_exception: kvq must fail with the
+// same message. "ERROR (<class>): " records another Jinja2 exception (an
+// undefined value used, a type error): kvq must fail too, with an error
+// that ends with Jinja2's message.
 
 // goldenCases is testdata/cases.json.
 type goldenCases struct {
@@ -68,17 +70,34 @@ func goldenMessages(t *testing.T, raw []map[string]json.RawMessage) []Message {
 	return msgs
 }
 
-// goldenOutcome compares kvq's render with the golden text.
+// goldenOutcome compares kvq's render with the golden text. A golden
+// "ERROR: msg" is a raise_exception(msg): kvq must fail with that
+// *RaiseError. A golden "ERROR (Class): msg" is another Jinja2 exception:
+// kvq must fail, not through raise_exception, with an error ending in msg.
 func goldenOutcome(got string, err error, want string) (outcome, detail string) {
-	if wantErr, ok := strings.CutPrefix(want, "ERROR: "); ok {
-		if err == nil {
+	var raise *RaiseError
+	isRaise := errors.As(err, &raise)
+	if wantMsg, ok := strings.CutPrefix(want, "ERROR: "); ok {
+		switch {
+		case err == nil:
+			return "mismatch", "Jinja2 raised " + wantMsg + "; kvq rendered"
+		case !isRaise:
+			return "mismatch", fmt.Sprintf("kvq: %v, want raise_exception(%q)", err, wantMsg)
+		case raise.Msg != wantMsg:
+			return "mismatch", fmt.Sprintf("raise_exception(%q), want %q", raise.Msg, wantMsg)
+		}
+		return "raise", ""
+	}
+	if wantErr, ok := strings.CutPrefix(want, "ERROR ("); ok {
+		switch {
+		case err == nil:
 			return "mismatch", "Jinja2 raised " + wantErr + "; kvq rendered"
+		case isRaise:
+			return "mismatch", fmt.Sprintf("raise_exception(%q), want (%s", raise.Msg, wantErr)
+		case !strings.HasSuffix(err.Error(), wantErr[strings.Index(wantErr, "): ")+3:]):
+			return "mismatch", fmt.Sprintf("kvq: %v, want (%s", err, wantErr)
 		}
-		var raise *RaiseError
-		if errors.As(err, &raise) && raise.Msg != wantErr {
-			return "mismatch", fmt.Sprintf("raise_exception(%q), want %q", raise.Msg, wantErr)
-		}
-		return "error", ""
+		return "error", fmt.Sprintf("Jinja2: (%s; kvq: %v", wantErr, err)
 	}
 	if err != nil {
 		return "mismatch", "kvq: " + err.Error()
@@ -134,6 +153,7 @@ func TestGolden(t *testing.T) {
 	}
 	table.WriteString("\n")
 	counts := map[string]int{}
+	var errorPairs []string
 	for _, name := range names {
 		tokens := cases.Templates[name]
 		src, err := os.ReadFile(filepath.Join("testdata", "templates", name+".jinja"))
@@ -168,7 +188,10 @@ func TestGolden(t *testing.T) {
 			}
 			outcome, detail := goldenOutcome(got, err, string(want))
 			counts[outcome]++
-			mark := map[string]string{"match": "ok", "error": "ok(err)", "mismatch": "DIFF"}[outcome]
+			mark := map[string]string{"match": "ok", "raise": "raise", "error": "error", "mismatch": "DIFF"}[outcome]
+			if outcome == "error" {
+				errorPairs = append(errorPairs, pair+": "+detail)
+			}
 			fmt.Fprintf(&table, " %-10s", mark)
 			reason, known := knownGoldenDiffs[pair]
 			switch {
@@ -180,7 +203,10 @@ func TestGolden(t *testing.T) {
 		}
 		table.WriteString("\n")
 	}
-	t.Logf("kvq against Jinja2 (ok: same text; ok(err): both fail; DIFF: differs)\n%s"+
-		"%d pairs: %d same text, %d fail in both, %d differ",
-		table.String(), counts["match"]+counts["error"]+counts["mismatch"], counts["match"], counts["error"], counts["mismatch"])
+	t.Logf("kvq against Jinja2 (ok: same text; raise: same raise_exception message; "+
+		"error: both fail otherwise; DIFF: differs)\n%s"+
+		"%d pairs: %d same text, %d same raise_exception, %d fail in both, %d differ\n"+
+		"failing in both otherwise:\n\t%s",
+		table.String(), counts["match"]+counts["raise"]+counts["error"]+counts["mismatch"],
+		counts["match"], counts["raise"], counts["error"], counts["mismatch"], strings.Join(errorPairs, "\n\t"))
 }

@@ -8,7 +8,8 @@ loopcontrols extension and a no-op {% generation %} tag, the tojson filter
 as json.dumps(ensure_ascii=False), and the raise_exception and strftime_now
 globals. Each template in testdata/templates is rendered for each
 conversation in testdata/cases.json; a render that raises is recorded as
-"ERROR: <message>". TestGolden in pkg/chat renders the same pairs with kvq's
+"ERROR: <message>" when the template called raise_exception, and as
+"ERROR (<exception class>): <message>" otherwise. TestGolden in pkg/chat renders the same pairs with kvq's
 engine and compares byte for byte.
 
 Run from pkg/chat:  python3 testdata/gen/render_golden.py
@@ -83,7 +84,10 @@ def main():
                     **kwargs,
                 )
             except Exception as e:  # the golden records what the engine raised
-                text = "ERROR: " + str(e)
+                if type(e) is jinja2.exceptions.TemplateError:  # raise_exception
+                    text = "ERROR: " + str(e)
+                else:
+                    text = "ERROR (%s): %s" % (type(e).__name__, e)
             path = os.path.join(out_dir, "%s__%s.txt" % (name, conv["name"]))
             with open(path, "w", encoding="utf-8", newline="") as f:
                 f.write(text)

@@ -154,6 +154,7 @@ func TestGolden(t *testing.T) {
 	table.WriteString("\n")
 	counts := map[string]int{}
 	var errorPairs []string
+	checked := map[string]bool{}
 	for _, name := range names {
 		tokens := cases.Templates[name]
 		src, err := os.ReadFile(filepath.Join("testdata", "templates", name+".jinja"))
@@ -164,6 +165,7 @@ func TestGolden(t *testing.T) {
 		fmt.Fprintf(&table, "%-46s", name)
 		for _, conv := range cases.Conversations {
 			pair := name + "__" + conv.Name
+			checked[pair+".txt"] = true
 			want, err := os.ReadFile(filepath.Join("testdata", "golden", pair+".txt"))
 			if err != nil {
 				t.Fatal(err)
@@ -202,6 +204,15 @@ func TestGolden(t *testing.T) {
 			}
 		}
 		table.WriteString("\n")
+	}
+	files, err := os.ReadDir(filepath.Join("testdata", "golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !checked[f.Name()] {
+			t.Errorf("testdata/golden/%s belongs to no template and conversation of cases.json", f.Name())
+		}
 	}
 	t.Logf("kvq against Jinja2 (ok: same text; raise: same raise_exception message; "+
 		"error: both fail otherwise; DIFF: differs)\n%s"+

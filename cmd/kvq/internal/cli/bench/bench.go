@@ -423,7 +423,7 @@ func (o *Options) Run(ctx context.Context) error {
 		done := make(chan error, 1)
 		go func() { done <- eng.Run(ectx) }()
 		defer func() { stop(); <-done }()
-		if err := waitRunning(ctx, eng); err != nil {
+		if err := eng.WaitReady(ctx); err != nil {
 			return err
 		}
 		for _, name := range eng.Caches() {
@@ -510,21 +510,6 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// waitRunning waits until the engine accepts requests.
-func waitRunning(ctx context.Context, e *engine.Engine) error {
-	for range 5000 {
-		if _, err := e.Submit(ctx, engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return fmt.Errorf("bench: the engine did not start")
 }
 
 type namedTarget struct {

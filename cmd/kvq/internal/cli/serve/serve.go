@@ -273,11 +273,8 @@ func (o *Options) Run(ctx context.Context) error {
 		stopEngine()
 		<-engineDone
 	}()
-	for range 5000 { // until Run accepts requests (it starts at once)
-		if _, err := e.Submit(ctx, engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.WaitReady(ctx); err != nil {
+		return err
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	routed := ""

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -470,11 +469,8 @@ func (o *Options) Run(ctx context.Context) error {
 	for _, b := range bars {
 		b.Finish()
 	}
-	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
-		return cmdutil.UsageError(err)
-	}
 	if err != nil {
-		return err
+		return err // eval.ErrOptions and ErrTasks are input errors: exit 2
 	}
 	rep.Version = o.Version
 	rep.Model = modelInfo(m, o.Model)

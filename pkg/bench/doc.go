@@ -40,16 +40,20 @@
 // Schedule, Summarize and Capacity are pure functions of their arguments.
 package bench
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Sentinel errors of the package.
 var (
 	// ErrWorkload reports a workload that cannot be built: bad lengths, a
 	// malformed or empty prompts file (the message names file:line).
-	ErrWorkload = errors.New("bench: bad workload")
+	ErrWorkload = kvqerr.New("bench: bad workload")
 	// ErrLoad reports load settings that cannot be run (a negative rate,
 	// burstiness or concurrency).
-	ErrLoad = errors.New("bench: bad load")
+	ErrLoad = kvqerr.New("bench: bad load")
 	// ErrGoodput reports a malformed SLO list ("ttft:500ms,tpot:50ms").
 	ErrGoodput = errors.New("bench: bad goodput SLO")
 	// ErrSweep reports sweep points that cannot be compared (they vary in

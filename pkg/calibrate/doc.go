@@ -12,17 +12,19 @@
 // §1.2–1.4 (kvq's copy of the engines' rules).
 package calibrate
 
-import "errors"
+import (
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Errors of the package. Each error it returns about user input wraps one.
 var (
 	// ErrData: calibration data that cannot be read or is unusable (a
 	// malformed JSONL line, no tokens, a chat without a template).
-	ErrData = errors.New("calibrate: bad calibration data")
+	ErrData = kvqerr.New("calibrate: bad calibration data")
 	// ErrOptions: an unknown strategy, granularity or dtype, or settings
 	// that contradict each other.
-	ErrOptions = errors.New("calibrate: bad options")
+	ErrOptions = kvqerr.New("calibrate: bad options")
 	// ErrScales: a scales file or checkpoint whose scales cannot be read or
 	// do not fit the model (wrong layer or head count, malformed values).
-	ErrScales = errors.New("calibrate: bad scales")
+	ErrScales = kvqerr.New("calibrate: bad scales")
 )

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Message is one turn of a conversation.
@@ -47,12 +49,12 @@ type Options struct {
 var (
 	// ErrUndefined reports a use of an undefined value that Jinja rejects:
 	// arithmetic, attribute or item access, or a call.
-	ErrUndefined = errors.New("chat: undefined value")
+	ErrUndefined = kvqerr.New("chat: undefined value")
 	// ErrType reports an operation on values of the wrong type.
-	ErrType = errors.New("chat: type error")
+	ErrType = kvqerr.New("chat: type error")
 	// ErrLimit reports a render that ran past the output, step, range or
 	// recursion limits that keep a hostile template from running away.
-	ErrLimit = errors.New("chat: render limit exceeded")
+	ErrLimit = kvqerr.New("chat: render limit exceeded")
 	// ErrExtra reports an Options.Extra or Message.Fields entry that
 	// cannot be used.
 	ErrExtra = errors.New("chat: invalid extra variable")

@@ -60,11 +60,8 @@ func kvqServer(t *testing.T, apiKey string) (*engine.Engine, string) {
 		stop()
 		<-edone
 	})
-	for range 1000 {
-		if _, err := e.Submit(context.Background(), engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	return e, "http://" + ln.Addr().String()
 }

@@ -23,8 +23,7 @@
 package backend
 
 import (
-	"errors"
-
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -34,7 +33,7 @@ import (
 var (
 	// ErrUnsupported reports a weight dtype or cache format that a backend
 	// cannot store or compute with.
-	ErrUnsupported = errors.New("backend: unsupported")
+	ErrUnsupported = kvqerr.New("backend: unsupported")
 )
 
 // Tensor is a backend-owned buffer of float32 values, row-major. Its

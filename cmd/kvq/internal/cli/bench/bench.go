@@ -108,6 +108,8 @@ after a prefill of each depth.
 
 Without --model it runs on the built-in kvq-probe model (about 30 s on 2
 cores with the defaults). Warm-up requests are sent first and not counted.
+The first --cache spec is the baseline. The model's tokenizer makes the
+prompts, for --endpoint servers too.
 
 ` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq bench                       # the built-in model: fp16, fp8, int4, kivi2; about 30 s
@@ -131,9 +133,9 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model (its tokenizer makes the prompts; in-process it also serves them): a Hugging Face directory, a .gguf, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
-	fl.StringVar(&o.Cache, "cache", DefaultCaches, "in-process caches, comma-separated (kvq eval's specs); the first is the baseline")
+	cmdutil.AddModelFlag(fl, &o.Model)
+	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "KV memory of each cache's pool, e.g. 64MiB (default: what --budget-seqs requests of the workload's longest prompt and output take in the first cache)")
 	fl.StringVar(&o.GPU, "gpu", "", "with no --kv-budget: the KV budget vLLM would leave on this GPU preset for the model (kvq estimate's memory model; see kvq estimate --list-gpus)")
 	fl.StringVar(&o.GPUMem, "gpu-mem", "", "with no --kv-budget: the same for a GPU of this much memory, e.g. 24GiB")
@@ -158,7 +160,7 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 	fl.IntVar(&o.DepthReps, "depth-reps", 3, "decode sweep: repetitions (the median is reported)")
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 256, "in-process engine: running sequences per cache at most")
 	fl.IntVar(&o.Chunk, "chunk", 256, "in-process engine: prefill chunk in tokens")
-	fl.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	cmdutil.AddThreadsFlag(fl, &o.Threads)
 	cmdutil.AddDeviceFlag(fl, &o.Device)
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.Plot, "plot", "", "write plots (latency CDFs, throughput vs load, decode speed vs depth) as SVG and PNG into this directory")
@@ -423,7 +425,7 @@ func (o *Options) Run(ctx context.Context) error {
 		done := make(chan error, 1)
 		go func() { done <- eng.Run(ectx) }()
 		defer func() { stop(); <-done }()
-		if err := waitRunning(ctx, eng); err != nil {
+		if err := eng.WaitReady(ctx); err != nil {
 			return err
 		}
 		for _, name := range eng.Caches() {
@@ -510,21 +512,6 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// waitRunning waits until the engine accepts requests.
-func waitRunning(ctx context.Context, e *engine.Engine) error {
-	for range 5000 {
-		if _, err := e.Submit(ctx, engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return fmt.Errorf("bench: the engine did not start")
 }
 
 type namedTarget struct {

@@ -43,13 +43,13 @@ type DataFlags struct {
 
 func (d *DataFlags) bind(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVarP(&d.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&d.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
+	cmdutil.AddModelFlag(fl, &d.Model)
+	cmdutil.AddTokenizerFlag(fl, &d.Tokenizer)
 	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts)")
 	fl.IntVar(&d.Samples, "samples", 32, "calibration sequences (one forward batch each)")
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
 	fl.Uint64Var(&d.Seed, "seed", 1, "selects the calibration windows and records, and the random warm-up tokens")
-	fl.IntVar(&d.Threads, "threads", 0, "CPU threads (0: all)")
+	cmdutil.AddThreadsFlag(fl, &d.Threads)
 	cmdutil.AddDeviceFlag(fl, &d.Device)
 }
 

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -111,13 +110,13 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "fp16 against quantized caches: KLD/PPL, long context, tasks, safety; gates for CI",
-		Long: `kvq eval runs one model with an fp16 baseline cache and candidate caches side
-by side — one forward per step for all of them, over the same tokens — and
-reports per cache: bytes per token and compression (kvq estimate's
-accounting), teacher-forced KL divergence and perplexity against the
-baseline, the generation suites (retrieval, format, a refusal policy, a
-long-context passkey grid, your own tasks), decode speed, and a verdict
-under gates.
+		Long: `kvq eval runs one model with a baseline cache (the first --cache spec, fp16 by
+default) and candidate caches side by side — one forward per step for all of
+them, over the same tokens — and reports per cache: bytes per token and
+compression (kvq estimate's accounting), teacher-forced KL divergence and
+perplexity against the baseline, the generation suites (retrieval, format, a
+refusal policy, a long-context passkey grid, your own tasks), decode speed, and
+a verdict under gates.
 
 By default a step's attention reads the cache as stored, prefill included,
 as vLLM and llama.cpp do (--prefill quantized). --prefill exact is Hugging
@@ -153,9 +152,9 @@ when one fails, with each failing gate on stderr.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
-	fl.StringVar(&o.Cache, "cache", DefaultCaches, "cache specs, comma-separated; the first is the baseline")
+	cmdutil.AddModelFlag(fl, &o.Model)
+	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringArrayVar(&o.Texts, "text", nil, "a text file to score teacher-forced (repeatable; default: built-in stories)")
 	fl.BoolVar(&o.NoText, "no-text", false, "skip the teacher-forced text metrics")
 	fl.StringVar(&o.Protocol, "protocol", "kvq", "text protocol: kvq (every position of each chunk) or llama.cpp (llama-perplexity's chunks, BOS and second halves)")
@@ -173,7 +172,7 @@ when one fails, with each failing gate on stderr.
 	fl.IntVar(&o.GridDepth, "grid-depths", 5, "long-context grid's needle depths, evenly spaced over 0..1")
 	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
 	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
-	fl.IntVar(&o.Threads, "threads", 0, "tasks evaluated in parallel (0: all CPUs)")
+	cmdutil.AddThreadsFlag(fl, &o.Threads)
 	cmdutil.AddDeviceFlag(fl, &o.Device)
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.JUnit, "junit", "", "write the gates as a JUnit XML file (one test case per gate and cache)")
@@ -470,11 +469,8 @@ func (o *Options) Run(ctx context.Context) error {
 	for _, b := range bars {
 		b.Finish()
 	}
-	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
-		return cmdutil.UsageError(err)
-	}
 	if err != nil {
-		return err
+		return err // eval.ErrOptions and ErrTasks are input errors: exit 2
 	}
 	rep.Version = o.Version
 	rep.Model = modelInfo(m, o.Model)

@@ -3,7 +3,7 @@ package bench
 import (
 	"fmt"
 	"strconv"
-	
+
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/bench"
 )

@@ -76,7 +76,7 @@ const (
 // of calibration data for the clipping and underflow checks; kind is the
 // fp8 encoding the scales are for.
 func AuditScales(sh *Shipped, rec *Recorder, kind quant.FP8Kind) *Audit {
-	a := &Audit{Schema: "kvq.calibrate.audit/v1", Source: sh.Source, DType: sh.DType}
+	a := &Audit{Schema: AuditSchema, Source: sh.Source, DType: sh.DType}
 	if sh.Scheme != nil {
 		a.Scheme = sh.Scheme
 	}

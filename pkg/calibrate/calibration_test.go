@@ -106,3 +106,40 @@ func TestCalibrateOptions(t *testing.T) {
 		t.Errorf("Calibrate with codebook int4: %v, want ErrOptions", err)
 	}
 }
+
+// TestAuditEffect: shipped scales with an invalid layer are measured as
+// shipped (refused), repaired, against calibrated scales and 1.0.
+func TestAuditEffect(t *testing.T) {
+	m, _ := testModel(t)
+	rec, _ := recordTest(t, m, RecordOptions{})
+	s, _ := ParseStrategy("dataset", PerTensor)
+	sc, err := Compute(s, rec, nil, ScaleOptions{Kind: quant.E4M3, DType: "F16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.K = slices.Clone(sc.K)
+	sc.K[1] = []float32{0}
+	p := filepath.Join(t.TempDir(), "kv_scales.json")
+	if err := sc.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := ReadScalesFile(p, m.Config.Layers, m.Config.KVHeads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp, err := AuditEffect(context.Background(), m, sh, rec, quant.E4M3, CompareOptions{Texts: []eval.Text{{Body: strings.Repeat(heldOut, 4)}}, Text: eval.TextOptions{Ctx: 64, MaxChunks: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range cmp.Results {
+		names = append(names, r.Name)
+	}
+	want := []string{"shipped", "shipped, 1 invalid as 1.0", "calibrated (dataset:minmax:tensor)", "1.0 (vLLM's default)"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("candidates %q, want %q", names, want)
+	}
+	if cmp.Results[0].Failed == "" || cmp.Results[1].Failed != "" || cmp.Results[2].Failed != "" || cmp.Results[2].KLD <= 0 {
+		t.Errorf("results: %+v", cmp.Results)
+	}
+}

@@ -347,20 +347,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mo := bench.Options{Version: o.Version, Model: modelName(m, o.Model), Workload: o.workloadOptions(), Loads: o.loads(),
-		Percentiles: o.pct, Goodput: o.goodput, SLOPercentile: o.SLOPct, Threads: o.Threads,
-		Caches: o.specs, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Depths: o.depths, DepthTokens: o.DepthTokens, DepthReps: o.DepthReps}
-	if len(o.ends) > 0 {
-		if mo.Targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m)); err != nil {
-			return err
-		}
-	} else {
-		if mo.Budget, mo.BudgetSource, err = o.kvBudget(ctx, m, reqs); err != nil {
-			return err
-		}
-		if mo.Backend, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut); err != nil {
-			return err
-		}
+	mo, err := o.measureOptions(ctx, m, reqs)
+	if err != nil {
+		return err
 	}
 	bars := &stageBars{io: o.IO}
 	mo.Progress = bars.set
@@ -378,6 +367,24 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// measureOptions are Measure's options from the flags: the endpoints'
+// clients, or the in-process budget and device.
+func (o *Options) measureOptions(ctx context.Context, m *runtime.Model, reqs []bench.Request) (bench.Options, error) {
+	mo := bench.Options{Version: o.Version, Model: modelName(m, o.Model), Workload: o.workloadOptions(), Loads: o.loads(),
+		Percentiles: o.pct, Goodput: o.goodput, SLOPercentile: o.SLOPct, Threads: o.Threads,
+		Caches: o.specs, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Depths: o.depths, DepthTokens: o.DepthTokens, DepthReps: o.DepthReps}
+	var err error
+	if len(o.ends) > 0 {
+		mo.Targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m))
+		return mo, err
+	}
+	if mo.Budget, mo.BudgetSource, err = o.kvBudget(ctx, m, reqs); err != nil {
+		return mo, err
+	}
+	mo.Backend, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	return mo, err
 }
 
 // measureError maps Measure's errors to exit codes: options the engine or

@@ -8,6 +8,12 @@
 // formats vLLM and SGLang load, compares strategies by measurement, and
 // audits the scales a checkpoint already ships.
 //
+// Calibrate runs the whole of kvq calibrate but the writing (Write writes
+// the exports and codebooks) into a Result, the JSON of kvq calibrate
+// --output json (schema kvq.calibrate/v1); Audit is kvq calibrate audit's
+// (kvq.calibrate.audit/v1). kvq plan --from reads both back with these
+// types. The package prints nothing: progress goes through callbacks.
+//
 // The facts each strategy follows are in ../shared/docs/quant-schemes.md
 // §1.2–1.4 (kvq's copy of the engines' rules).
 package calibrate

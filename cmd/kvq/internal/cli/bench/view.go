@@ -3,152 +3,10 @@ package bench
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/bench"
 )
-
-// Schema names the version of Report's JSON form (kvq bench --output
-// json); fields are only added under one schema.
-const Schema = "kvq.bench/v1"
-
-// Report is kvq bench's result.
-type Report struct {
-	Schema   string   `json:"schema"`
-	Version  string   `json:"kvq_version"`
-	Mode     string   `json:"mode"` // "in-process" or "endpoint"
-	Model    string   `json:"model"`
-	Machine  Machine  `json:"machine"`
-	Workload Workload `json:"workload"`
-	Budget   int64    `json:"kv_budget_bytes,omitempty"`
-	// BudgetSource says where the budget came from: "--kv-budget",
-	// "--gpu H100-80GB" (kvq estimate's memory model), or "--budget-seqs 8".
-	BudgetSource string       `json:"kv_budget_source,omitempty"`
-	Loads        []bench.Load `json:"loads"`
-	// Caches, baseline first; each has a point per load.
-	Caches []CacheReport `json:"caches"`
-}
-
-// Machine describes where the benchmark ran.
-type Machine struct {
-	OS      string `json:"os"`
-	Arch    string `json:"arch"`
-	CPUs    int    `json:"cpus"`
-	Threads int    `json:"threads"` // 0: all
-	Kernels string `json:"kernels"`
-	Go      string `json:"go"`
-}
-
-// Workload describes the requests.
-type Workload struct {
-	Dataset      string `json:"dataset"`
-	Path         string `json:"path,omitempty"`
-	Requests     int    `json:"requests"`
-	InputTokens  int    `json:"input_tokens"`
-	OutputTokens int    `json:"output_tokens_requested"`
-	Seed         uint64 `json:"seed"`
-}
-
-// CacheReport is one cache's (or endpoint's) runs. The flat fields repeat
-// the last point's headline numbers (what kvq plan --from reads).
-type CacheReport struct {
-	Cache    string                `json:"cache"`
-	Points   []PointReport         `json:"points"`
-	Capacity *bench.CapacityResult `json:"capacity_sweep,omitempty"`
-	Decode   []bench.DepthPoint    `json:"decode,omitempty"`
-
-	CapacityLevel     int     `json:"capacity"`
-	MaxConcurrent     float64 `json:"max_concurrent_requests"`
-	OutputThroughput  float64 `json:"output_throughput"`
-	RequestThroughput float64 `json:"request_throughput"`
-	MedianTTFTms      float64 `json:"median_ttft_ms"`
-	MedianTPOTms      float64 `json:"median_tpot_ms"`
-	Preemptions       int64   `json:"preemptions"`
-	RequestGoodput    float64 `json:"request_goodput"`
-	DecodeTPS         float64 `json:"decode_tokens_per_s"`
-}
-
-// PointReport is one run at one load.
-type PointReport struct {
-	Load    bench.Load    `json:"load"`
-	Summary bench.Summary `json:"summary"`
-	// Engine is what the in-process engine saw (nil for endpoints).
-	Engine *EngineStats `json:"engine,omitempty"`
-	// Result holds every request's record.
-	Result *bench.Result `json:"result"`
-}
-
-// EngineStats are the engine's view of one run.
-type EngineStats struct {
-	RunningPeak int     `json:"running_peak"`
-	WaitingPeak int     `json:"waiting_peak"`
-	KVUsagePeak float64 `json:"kv_usage_peak"`
-	Preemptions int64   `json:"preemptions"`
-	Steps       int     `json:"steps"`
-	// Usage is the KV usage over time, one sample per step while
-	// sequences ran.
-	Usage []UsagePoint `json:"kv_usage"`
-	usage []UsageSample
-}
-
-// UsagePoint is one step's KV usage.
-type UsagePoint struct {
-	Seconds float64 `json:"t_s"`
-	Usage   float64 `json:"usage"`
-	Running int     `json:"running"`
-	Waiting int     `json:"waiting"`
-}
-
-// UsageSample is UsagePoint with an absolute time (internal).
-type UsageSample struct {
-	T                time.Time
-	Usage            float64
-	Running, Waiting int
-}
-
-// fill sets the flat headline fields.
-func (r *Report) fill() {
-	for i := range r.Caches {
-		c := &r.Caches[i]
-		if len(c.Points) == 0 {
-			continue
-		}
-		best := c.Points[len(c.Points)-1]
-		s := best.Summary
-		c.OutputThroughput, c.RequestThroughput = s.OutputThroughput, s.RequestThroughput
-		c.MedianTTFTms, c.MedianTPOTms = s.TTFT.Median, s.TPOT.Median
-		if s.RequestGoodput != nil {
-			c.RequestGoodput = *s.RequestGoodput
-		}
-		running := 0
-		for _, p := range c.Points {
-			c.MaxConcurrent = max(c.MaxConcurrent, float64(p.Summary.MaxConcurrentRequests))
-			if p.Engine != nil {
-				running = max(running, p.Engine.RunningPeak)
-				c.Preemptions += p.Engine.Preemptions
-			}
-		}
-		// In-process, capacity is what the engine ran at once in the
-		// budget; an endpoint shows only the client's side.
-		c.CapacityLevel = int(c.MaxConcurrent)
-		if r.Mode == "in-process" {
-			c.CapacityLevel = running
-		}
-		if c.Capacity != nil {
-			c.CapacityLevel = 0
-			if c.Capacity.Found {
-				c.CapacityLevel = int(c.Capacity.Level)
-			}
-		}
-		for _, d := range c.Decode {
-			if d.Skipped == "" {
-				c.DecodeTPS = d.Median
-				break
-			}
-		}
-	}
-}
 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
@@ -165,7 +23,7 @@ func loadLabel(l bench.Load) string {
 }
 
 // view lays the report out.
-func view(r *Report, pct []float64) render.Report {
+func view(r *bench.Report, pct []float64) render.Report {
 	out := render.Report{Value: r}
 	out.Preamble = append(out.Preamble, fmt.Sprintf("Model: %s (%s); %s, %d CPUs, %s kernels", r.Model, r.Mode, r.Machine.Arch, r.Machine.CPUs, r.Machine.Kernels))
 	w := r.Workload
@@ -183,7 +41,7 @@ func view(r *Report, pct []float64) render.Report {
 	}
 	p := "P" + strconv.FormatFloat(hi, 'g', -1, 64)
 	hdr := []string{"CACHE", "LOAD", "DONE", "FAIL", "REQ/S", "OUT TOK/S", "TTFT MED", "TTFT " + p, "TPOT MED", "TPOT " + p, "ITL MED", "E2EL MED", "MAX CONC"}
-	if r.Mode == "in-process" {
+	if r.Mode == bench.ModeInProcess {
 		hdr = append(hdr, "RUNNING PEAK", "KV PEAK", "PREEMPT")
 	}
 	t := render.Table{Title: "Serving (latencies in ms; vLLM bench serve's definitions, see kvq bench --help)", Header: hdr}
@@ -201,17 +59,17 @@ func view(r *Report, pct []float64) render.Report {
 				strconv.FormatFloat(s.RequestThroughput, 'f', 2, 64), strconv.FormatFloat(s.OutputThroughput, 'f', 1, 64),
 				ms(s.TTFT.Median), ms(at(s.TTFT, hi)), ms(s.TPOT.Median), ms(at(s.TPOT, hi)), ms(s.ITL.Median), ms(s.E2EL.Median),
 				strconv.Itoa(s.MaxConcurrentRequests)}
-			if r.Mode == "in-process" {
+			if r.Mode == bench.ModeInProcess {
 				e := pt.Engine
 				if e == nil {
-					e = &EngineStats{}
+					e = &bench.EngineStats{}
 				}
 				row = append(row, strconv.Itoa(e.RunningPeak), fmt.Sprintf("%.0f%%", 100*e.KVUsagePeak), strconv.FormatInt(e.Preemptions, 10))
 			}
 			t.Rows = append(t.Rows, row)
 		}
 	}
-	if r.Mode == "in-process" {
+	if r.Mode == bench.ModeInProcess {
 		t.Notes = append(t.Notes, "RUNNING PEAK: the most sequences the engine ran at once in the budget; waiting requests queue in the engine (MAX CONC counts them in flight on the client side).")
 	}
 	out.Tables = append(out.Tables, t)
@@ -226,7 +84,7 @@ func view(r *Report, pct []float64) render.Report {
 		switch {
 		case r.Caches[0].Capacity != nil:
 			ct.Notes = append(ct.Notes, "CAPACITY: the largest load level whose latency percentile meets --goodput (and every lower level too).")
-		case r.Mode == "endpoint":
+		case r.Mode == bench.ModeEndpoint:
 			ct.Notes = append(ct.Notes, "CAPACITY: the most requests in flight at once on the client side (a server's own admission is not visible from here); give --goodput SLOs and a --max-concurrency sweep for an SLO-bound capacity.")
 		default:
 			ct.Notes = append(ct.Notes, "CAPACITY: the most requests served at once within the KV budget (the running peak); give --goodput SLOs and a --max-concurrency sweep for an SLO-bound capacity.")

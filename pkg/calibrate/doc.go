@@ -8,8 +8,8 @@
 // formats vLLM and SGLang load, compares strategies by measurement, and
 // audits the scales a checkpoint already ships.
 //
-// The facts each strategy follows are in ../shared/docs/quant-schemes.md
-// §1.2–1.4 (kvq's copy of the engines' rules).
+// The engines' rules each strategy follows are in docs/quant-schemes.md
+// §1.2–1.4.
 package calibrate
 
 import "errors"

@@ -14,8 +14,8 @@
 // (kvq.calibrate.audit/v1). kvq plan --from reads both back with these
 // types. The package prints nothing: progress goes through callbacks.
 //
-// The facts each strategy follows are in ../shared/docs/quant-schemes.md
-// §1.2–1.4 (kvq's copy of the engines' rules).
+// The engines' rules each strategy follows are in docs/quant-schemes.md
+// §1.2–1.4.
 package calibrate
 
 import (

@@ -60,7 +60,7 @@ type Options struct {
 	MaxSeqs     int
 	Chunk       int
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Output      string
 	Plot        string
 	Endpoints   []string
@@ -159,7 +159,7 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 256, "in-process engine: running sequences per cache at most")
 	fl.IntVar(&o.Chunk, "chunk", 256, "in-process engine: prefill chunk in tokens")
 	fl.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.Plot, "plot", "", "write plots (latency CDFs, throughput vs load, decode speed vs depth) as SVG and PNG into this directory")
 	fl.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible server to benchmark instead of the in-process engine, NAME=URL or URL (repeatable)")
@@ -204,7 +204,7 @@ func (o *Options) Validate() error {
 	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
 		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	if o.Retries < 0 || o.Retries > 10 {
@@ -409,7 +409,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		rep.Budget = budget
 		stats = &poolWatch{}
-		if be, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut); err != nil {
+		if be, err = o.Device.Open(ctx, o.IO.ErrOut); err != nil {
 			return err
 		}
 		eng, err = engine.New(m, engine.Options{Caches: o.specs, Budget: budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be, OnStep: stats.step})

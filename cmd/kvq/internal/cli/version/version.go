@@ -66,7 +66,7 @@ func Backends(reg *backend.Registry) []string {
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print kvq's version, build details, backends and GPUs (the first line is kvq --version's)",
+		Short: "Print kvq's version, build details and backends (the first line is kvq --version's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reg := f.BackendRegistry()

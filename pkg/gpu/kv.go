@@ -207,7 +207,11 @@ func (k kvFmt) units(dim int) int {
 }
 
 // SupportsKV implements backend.Backend: the formats kvKind accepts.
-func (b *Backend) SupportsKV(f quant.Format) error {
+func (b *Backend) SupportsKV(f quant.Format) error { return supportsKV(f) }
+
+// supportsKV reports whether the kernels run KV format f (kvKind accepts
+// it): SupportsKV's and the Registration's answer.
+func supportsKV(f quant.Format) error {
 	_, _, _, err := kvKind(f)
 	return err
 }

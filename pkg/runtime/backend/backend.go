@@ -16,6 +16,13 @@
 // backend (package gpu, behind the cuda build tag) implements the same
 // interface. Package backendtest is the conformance suite both run.
 //
+// Backends are chosen by name through a Registry of Registrations
+// (registry.go): each backend package exports its Registration in every
+// build — a backend its build tag leaves out registers as unavailable,
+// with the reason — and the program lists them (kvq's in
+// cmd/kvq/internal/cli/cmdutil/backends.go). docs/backends.md says what a
+// new backend implements and which suites it passes.
+//
 // The interface is the set of ops the Llama-family forward pass needs and
 // nothing more; it grows through optional interfaces (HostMemory).
 // Backends are not safe for concurrent use from several goroutines unless
@@ -23,6 +30,8 @@
 package backend
 
 import (
+	"errors"
+
 	"github.com/kvqlabs/kvq/pkg/kvqerr"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
@@ -34,6 +43,14 @@ var (
 	// ErrUnsupported reports a weight dtype or cache format that a backend
 	// cannot store or compute with.
 	ErrUnsupported = kvqerr.New("backend: unsupported")
+	// ErrUnknownBackend reports a name no registration of a Registry has.
+	ErrUnknownBackend = kvqerr.New("backend: unknown backend")
+	// ErrUnavailable reports a registered backend that this build or this
+	// machine cannot open (Registration.Unavailable says why).
+	ErrUnavailable = kvqerr.New("backend: unavailable")
+	// ErrRegistration reports a Registration a Registry refuses: a bad or
+	// duplicate name, no Open, a second default.
+	ErrRegistration = errors.New("backend: bad registration")
 )
 
 // Tensor is a backend-owned buffer of float32 values, row-major. Its

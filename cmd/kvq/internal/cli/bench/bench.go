@@ -56,7 +56,7 @@ type Options struct {
 	MaxSeqs     int
 	Chunk       int
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Output      string
 	Plot        string
 	Endpoints   []string
@@ -157,7 +157,7 @@ prompts, for --endpoint servers too.
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 256, "in-process engine: running sequences per cache at most")
 	fl.IntVar(&o.Chunk, "chunk", 256, "in-process engine: prefill chunk in tokens")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.Plot, "plot", "", "write plots (latency CDFs, throughput vs load, decode speed vs depth) as SVG and PNG into this directory")
 	fl.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible server to benchmark instead of the in-process engine, NAME=URL or URL (repeatable)")
@@ -202,7 +202,7 @@ func (o *Options) Validate() error {
 	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
 		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	if o.Retries < 0 || o.Retries > 10 {
@@ -385,7 +385,7 @@ func (o *Options) measureOptions(ctx context.Context, m *runtime.Model, reqs []b
 	if mo.Budget, mo.BudgetSource, err = o.kvBudget(ctx, m, reqs); err != nil {
 		return mo, err
 	}
-	mo.Backend, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	mo.Backend, err = o.Device.Open(ctx, o.IO.ErrOut)
 	return mo, err
 }
 

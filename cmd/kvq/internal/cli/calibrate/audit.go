@@ -75,7 +75,7 @@ skips running the model). On the built-in model the measurement takes about
 			return o.run(cmd.Context())
 		},
 	}
-	o.DataFlags.bind(cmd)
+	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Scales, "scales", "", "audit this scales file against --model instead of the checkpoint's own scales")
 	fl.StringVar(&o.DType, "dtype", "e4m3", "fp8 encoding the scales are for: e4m3 or e5m2")

@@ -36,13 +36,13 @@ type DataFlags struct {
 	SeqLen    int
 	Seed      uint64
 	Threads   int
-	Device    string
+	Device    cmdutil.Device
 
 	be     backend.Backend // opened by backend
 	opened bool
 }
 
-func (d *DataFlags) bind(cmd *cobra.Command) {
+func (d *DataFlags) bind(cmd *cobra.Command, reg *backend.Registry) {
 	fl := cmd.Flags()
 	cmdutil.AddModelFlag(fl, &d.Model)
 	cmdutil.AddTokenizerFlag(fl, &d.Tokenizer)
@@ -51,7 +51,7 @@ func (d *DataFlags) bind(cmd *cobra.Command) {
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
 	fl.Uint64Var(&d.Seed, "seed", 1, "selects the calibration windows and records, and the random warm-up tokens")
 	cmdutil.AddThreadsFlag(fl, &d.Threads)
-	cmdutil.AddDeviceFlag(fl, &d.Device)
+	cmdutil.AddDeviceFlag(fl, &d.Device, reg)
 }
 
 func (d *DataFlags) validate() error {
@@ -64,7 +64,7 @@ func (d *DataFlags) validate() error {
 	if d.Threads < 0 {
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", d.Threads)
 	}
-	if err := cmdutil.CheckDevice(d.Device); err != nil {
+	if err := d.Device.Check(); err != nil {
 		return err
 	}
 	for _, p := range d.Data {
@@ -97,7 +97,7 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 // backend opens the --device backend once (nil: the CPU).
 func (d *DataFlags) backend(ctx context.Context, io *cmdutil.IOStreams) (backend.Backend, error) {
 	if !d.opened {
-		be, err := cmdutil.OpenDevice(ctx, d.Device, io.ErrOut)
+		be, err := d.Device.Open(ctx, io.ErrOut)
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +211,7 @@ the defaults, --compare included.
 			return o.Run(cmd.Context())
 		},
 	}
-	o.DataFlags.bind(cmd)
+	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Strategy, "strategy", "dataset", "the strategy to export: "+calibrate.Strategies+", or best")
 	fl.StringVar(&o.Granularity, "granularity", "tensor", "scales per layer side: tensor (one) or head (one per KV head)")

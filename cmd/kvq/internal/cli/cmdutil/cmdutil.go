@@ -15,6 +15,7 @@ import (
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/kvqerr"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"golang.org/x/term"
 )
 
@@ -142,6 +143,9 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 type Factory struct {
 	IO      *IOStreams
 	Version string
+	// Backends are the backends --device chooses among and kvq version
+	// lists (nil: Backends(), every backend compiled into kvq).
+	Backends *backend.Registry
 }
 
 // FlagError is a usage error: a bad flag value or argument. It maps to

@@ -58,7 +58,7 @@ type Options struct {
 	GridN       int
 	NoSpeed     bool
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Output      string
 	JUnit       string
 	Report      string
@@ -173,7 +173,7 @@ when one fails, with each failing gate on stderr.
 	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
 	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.JUnit, "junit", "", "write the gates as a JUnit XML file (one test case per gate and cache)")
 	fl.StringVar(&o.Report, "report", "", "write a self-contained HTML report (inline SVG)")
@@ -247,7 +247,7 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 			return cmdutil.FlagErrorf("%s %d: must be ≥ 0", c.name, c.v)
 		}
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	if o.contexts, err = ints("--contexts", o.Contexts); err != nil {
@@ -461,7 +461,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(o.ends) > 0 {
 		rep, err = o.runEndpoints(ctx, m, opts)
 	} else {
-		if opts.Backend, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut); err != nil {
+		if opts.Backend, err = o.Device.Open(ctx, o.IO.ErrOut); err != nil {
 			return err
 		}
 		rep, err = eval.Run(ctx, m, opts)

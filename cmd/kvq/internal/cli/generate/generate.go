@@ -30,7 +30,7 @@ type Options struct {
 	Cache       string
 	Compare     string
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Chat        bool
 	System      string
 
@@ -77,7 +77,7 @@ and the bytes the KV cache allocated.
 	cmdutil.AddCacheFlag(fl, &o.Cache, "fp16")
 	fl.StringVar(&o.Compare, "compare", "", "comma-separated cache specs to compare greedily against --cache (the baseline)")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.BoolVar(&o.Chat, "chat", false, "wrap the prompt as a user message in the model's chat template")
 	fl.StringVar(&o.System, "system", "", "system message (with --chat)")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
@@ -102,7 +102,7 @@ func (o *Options) Validate() error {
 	case o.System != "" && !o.Chat:
 		return cmdutil.FlagErrorf("--system needs --chat")
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	spec, err := quant.Formats().ParseSpec(o.Cache)
@@ -170,7 +170,7 @@ func (o *Options) Run(ctx context.Context) error {
 			need = max(need, l.SeqCost(len(prompt)+o.MaxTokens)) // CompareGreedy's caches, one at a time
 		}
 	}
-	be, err := cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	be, err := o.Device.Open(ctx, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func TestModelFlagsOneWording(t *testing.T) {
 			}
 			return want{cmdutil.CachesUsage, "", cacheDefault[path]}
 		case "device":
-			return want{cmdutil.DeviceUsage, "", "auto"}
+			return want{cmdutil.DeviceUsage(cmdutil.Backends()), "", "auto"}
 		case "threads":
 			return want{cmdutil.ThreadsUsage, "", "0"}
 		}

@@ -43,7 +43,7 @@ type Options struct {
 	MaxBody       string
 	MaxWaiting    int
 	Threads       int
-	Device        string
+	Device        cmdutil.Device
 	ShutdownGrace time.Duration
 
 	specs   []quant.Spec
@@ -127,7 +127,7 @@ error (bad flag, unreadable model).`,
 	fl.StringVar(&o.MaxBody, "max-body", "8MiB", "largest request body")
 	fl.IntVar(&o.MaxWaiting, "max-waiting", serve.DefaultMaxWaiting, "refuse requests (429) when a cache has this many waiting; -1 no limit")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.DurationVar(&o.ShutdownGrace, "shutdown-grace", serve.DefaultShutdownGrace, "on SIGINT/SIGTERM, how long requests in flight may finish")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
 	_ = cmd.RegisterFlagCompletionFunc("cache", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -166,8 +166,8 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--chunk %d: must be positive", o.Chunk)
 	case o.Threads < 0:
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", o.Threads)
-	case cmdutil.CheckDevice(o.Device) != nil:
-		return cmdutil.CheckDevice(o.Device)
+	case o.Device.Check() != nil:
+		return o.Device.Check()
 	case o.MaxWaiting == 0 || o.MaxWaiting < -1:
 		return cmdutil.FlagErrorf("--max-waiting %d: must be positive, or -1 for no limit", o.MaxWaiting)
 	case o.ShutdownGrace < 0:
@@ -241,7 +241,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
-	be, err := cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	be, err := o.Device.Open(ctx, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

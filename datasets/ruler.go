@@ -158,14 +158,15 @@ type RulerExample struct {
 
 // Ruler makes the example of task for a length of length tokens, drawn
 // from seed: the prompt, counted by count, plus the task's generation
-// budget is at most length, with the largest haystack that fits (a binary
-// search, as RULER's). The same arguments give the same example. The error
+// budget is at most length, with the largest haystack that fits (RULER
+// finds it by bisection, Ruler by interpolation). The same arguments give
+// the same example. The error
 // wraps ErrRulerLength when even the smallest haystack does not fit.
 func Ruler(task string, length int, seed uint64, count func(string) int) (RulerExample, error) {
 	if err := CheckRulerTask(task); err != nil {
 		return RulerExample{}, err
 	}
-	build, gen, least := rulerBuilder(task, length, seed, count)
+	build, gen, least, most := rulerBuilder(task, length, seed, count)
 	fits := func(n int) (RulerExample, bool) {
 		ex := build(n)
 		ex.Task, ex.MaxTokens, ex.Haystack = task, gen, n
@@ -177,24 +178,60 @@ func Ruler(task string, length int, seed uint64, count func(string) int) (RulerE
 		return RulerExample{}, fmt.Errorf("%w: %s needs %d tokens with its smallest haystack (%d of them the answer's budget), more than %d",
 			ErrRulerLength, task, best.Tokens, gen, length)
 	}
-	// Every haystack unit adds at least one token, so length+1 units never
-	// fit.
-	lo, hi := least, length+1
-	for lo+1 < hi {
-		mid := lo + (hi-lo)/2
-		if ex, ok := fits(mid); ok {
-			lo, best = mid, ex
+	// most units never fit. The search keeps lo (fits) and hi (does not)
+	// with their counts, and guesses the boundary from the tokens per
+	// unit (of a probe of 1/64 of the length at first), testing the guess
+	// and its neighbour: near-linear counts end in a few rounds, so long
+	// prompts are counted a few times rather than log2(length). A round
+	// that does not halve the bracket makes the next one a bisection.
+	lo, hi := least, most
+	t0, tLo, tHi := best.Tokens, best.Tokens, 0 // tHi 0: not counted
+	try := func(n int) bool {
+		ex, ok := fits(n)
+		if ok {
+			lo, best, tLo = n, ex, ex.Tokens
 		} else {
-			hi = mid
+			hi, tHi = n, ex.Tokens
 		}
+		return ok
+	}
+	if p := lo + max(16, length/64); p < hi {
+		try(p)
+	}
+	bisect := false
+	for lo+1 < hi {
+		width := hi - lo
+		m := lo + width/2
+		var rate float64
+		switch {
+		case bisect:
+		case tHi > 0:
+			rate = float64(tHi-tLo) / float64(hi-lo)
+		case lo > least:
+			rate = float64(tLo-t0) / float64(lo-least)
+		}
+		if rate > 0 {
+			m = min(max(lo+int(float64(length-tLo)/rate), lo+1), hi-1)
+		}
+		if try(m) {
+			if m+1 < hi {
+				try(m + 1)
+			}
+		} else if m-1 > lo {
+			try(m - 1)
+		}
+		bisect = hi-lo > width/2
 	}
 	return best, nil
 }
 
 // rulerBuilder returns task's example for a haystack of n units (each call
 // draws from a fresh stream of seed, so sizes differ only in haystack),
-// its generation budget and its smallest haystack.
-func rulerBuilder(task string, length int, seed uint64, count func(string) int) (func(n int) RulerExample, int, int) {
+// its generation budget, its smallest haystack and a haystack too large
+// for length: every unit adds at least a token (a word, a line, a list
+// entry), except fwe's, where n is the Zipf draw's nominal size and the
+// text has at least (n·Σk⁻²/ζ(2) − vocab) ≥ 0.86n − vocab words.
+func rulerBuilder(task string, length int, seed uint64, count func(string) int) (build func(n int) RulerExample, gen, least, most int) {
 	rng := func() *rand.Rand { return rand.New(rand.NewPCG(seed, 0x52554c4552)) }
 	switch task {
 	case RulerVT:
@@ -204,19 +241,19 @@ func rulerBuilder(task string, length int, seed uint64, count func(string) int) 
 		return func(n int) RulerExample {
 			p, prefix, out := rulerVT(rng(), n, 5)
 			return RulerExample{Prompt: icl + "\n" + p, AnswerPrefix: prefix, Outputs: out}
-		}, rulerVTGen, rulerVTHops + 1
+		}, rulerVTGen, rulerVTHops + 1, length + 1
 	case RulerCWE:
-		return func(n int) RulerExample { return rulerCWE(rng(), n, length) }, rulerCWEGen, rulerCWECommon
+		return func(n int) RulerExample { return rulerCWE(rng(), n, length) }, rulerCWEGen, rulerCWECommon, length + 1
 	case RulerFWE:
 		vocab := max(4, (length-rulerFWEGen)/50)
-		return func(n int) RulerExample { return rulerFWE(rng(), n, vocab) }, rulerFWEGen, 15
+		return func(n int) RulerExample { return rulerFWE(rng(), n, vocab) }, rulerFWEGen, 15, 2 * (length + 1 + vocab)
 	}
 	s := niahSpecs[task]
-	least := 0
+	least = 0
 	if s.hay != hayEssay {
 		least = max(s.numK, s.numQ) * s.numV // noise and needle lines: one per needle at least
 	}
-	return func(n int) RulerExample { return s.build(rng(), n) }, rulerNIAHGen, least
+	return func(n int) RulerExample { return s.build(rng(), n) }, rulerNIAHGen, least, length + 1
 }
 
 // rulerDepths are RULER's 40 needle depths: round(linspace(0, 100, 40)).

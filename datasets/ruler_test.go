@@ -63,7 +63,7 @@ func testRulerFits(t *testing.T, task string, length int, count func(string) int
 	if got := count(ex.Prompt) + ex.MaxTokens; ex.Tokens != got || got > length {
 		t.Errorf("Tokens = %d, prompt+budget = %d, want equal and ≤ %d", ex.Tokens, got, length)
 	}
-	build, gen, _ := rulerBuilder(task, length, 3, count)
+	build, gen, _, _ := rulerBuilder(task, length, 3, count)
 	if more := build(ex.Haystack + 1); count(more.Prompt)+gen <= length {
 		t.Errorf("haystack %d fits, but Ruler chose %d", ex.Haystack+1, ex.Haystack)
 	}
@@ -74,6 +74,23 @@ func testRulerFits(t *testing.T, task string, length int, count func(string) int
 		if !strings.Contains(strings.TrimSuffix(ex.Prompt, ex.AnswerPrefix), o) && task != RulerCWE {
 			t.Errorf("answer %q is not in the prompt", o)
 		}
+	}
+}
+
+// TestRulerCounts: sizing a long prompt counts it a few times, not
+// log2(length) times.
+func TestRulerCounts(t *testing.T) {
+	for _, task := range []string{RulerNIAHSingle2, RulerNIAHSingle1, RulerFWE} {
+		calls := 0
+		count := func(s string) int { calls++; return len(strings.Fields(s)) + 1 }
+		ex, err := Ruler(task, 131072, 1, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Tokens > 131072 || calls > 12 {
+			t.Errorf("Ruler(%s, 131072): %d tokens after %d counts, want ≤ 131072 after ≤ 12", task, ex.Tokens, calls)
+		}
+		testRulerFits(t, task, 131072, func(s string) int { return len(strings.Fields(s)) + 1 })
 	}
 }
 

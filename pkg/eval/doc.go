@@ -9,10 +9,11 @@
 //     and definitions on request;
 //   - generation tasks decoded greedily (Generate, Run): the built-in
 //     suites (BuildSuites: passkey, multi-key, copy, JSON, a refusal policy,
-//     a long-context passkey grid, multi-hop, citations, tool calls) and the
-//     user's own tasks from JSONL (ParseTasks), scored by ScoreOutput's
-//     metrics, with paired statistics against the baseline (flips, exact
-//     McNemar, bootstrap intervals);
+//     a long-context passkey grid, multi-hop, citations, tool calls;
+//     RULER's synthetic tasks at lengths in the model's tokens, ruler.go)
+//     and the user's own tasks from JSONL (ParseTasks), scored by
+//     ScoreOutput's metrics, with paired statistics against the baseline
+//     (flips, exact McNemar, bootstrap intervals);
 //   - memory per token from the caches' layouts (kvq estimate's
 //     accounting), decode speed, and gates that turn it all into a verdict
 //     per cache and a recommendation.

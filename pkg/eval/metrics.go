@@ -202,6 +202,8 @@ func ScoreOutput(m Metric, output, reference string, opts ScoreOptions) (Score, 
 		return scoreToolCall(output, reference)
 	case MetricCitation:
 		return scoreCitation(output, reference), nil
+	case MetricStringMatchAll, MetricStringMatchPart:
+		return scoreStringMatch(m, output, reference)
 	}
 	return Score{}, unknownMetric(string(m))
 }

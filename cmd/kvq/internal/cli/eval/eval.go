@@ -56,6 +56,7 @@ type Options struct {
 	GridCtx     string
 	GridDepth   int
 	GridN       int
+	RulerLen    string
 	NoSpeed     bool
 	Threads     int
 	Device      cmdutil.Device
@@ -93,6 +94,7 @@ type Options struct {
 	files    []string
 	contexts []int
 	gridCtx  []int
+	rulerLen []int
 	gates    []eval.Gate
 	explicit bool // gates given by flags or file: failures exit 3
 	format   render.Format
@@ -163,7 +165,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
-	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", or tasks files (.jsonl); none for no tasks")
+	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, or tasks files (.jsonl); none for no tasks")
 	fl.IntVarP(&o.N, "n", "n", 20, "examples per built-in suite")
 	fl.Uint64Var(&o.Seed, "seed", 1, "selects the built-in examples")
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey suite's contexts in tokens")
@@ -171,6 +173,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.GridCtx, "grid-contexts", "", "long-context grid's contexts (default: 256, 512, … up to the model's context)")
 	fl.IntVar(&o.GridDepth, "grid-depths", 5, "long-context grid's needle depths, evenly spaced over 0..1")
 	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
+	fl.StringVar(&o.RulerLen, "ruler-lengths", "", "ruler suite's lengths in tokens, prompt and answer budget (default: 4096, 8192, … 131072 up to the model's context)")
 	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
 	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
@@ -256,6 +259,12 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	o.contextsSet = cmd.Flags().Changed("contexts")
 	if o.GridCtx != "" {
 		if o.gridCtx, err = ints("--grid-contexts", o.GridCtx); err != nil {
+			return err
+		}
+	}
+	o.rulerLen = nil
+	if o.RulerLen != "" {
+		if o.rulerLen, err = ints("--ruler-lengths", o.RulerLen); err != nil {
 			return err
 		}
 	}
@@ -564,7 +573,8 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 			use  bool
 		}
 		has := func(s string) bool { return slices.Contains(o.suites, s) }
-		for _, c := range []values{{"--ctx", []int{o.Ctx}, true}, {"--contexts", o.contexts, has(eval.SuitePasskey)}, {"--grid-contexts", o.gridCtx, has(eval.SuiteGrid)}} {
+		ruler := slices.ContainsFunc(o.suites, func(s string) bool { return strings.HasPrefix(s, eval.SuiteRuler) })
+		for _, c := range []values{{"--ctx", []int{o.Ctx}, true}, {"--contexts", o.contexts, has(eval.SuitePasskey)}, {"--grid-contexts", o.gridCtx, has(eval.SuiteGrid)}, {"--ruler-lengths", o.rulerLen, ruler}} {
 			for _, v := range c.vs {
 				if c.use && v > modelCtx {
 					return opts, nil, cmdutil.FlagErrorf("%s %d: more than the %d tokens of the model's context (or --max-context)", c.flag, v, modelCtx)
@@ -589,7 +599,11 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 	}
 	if len(o.suites) > 0 {
 		suites, err := eval.BuildSuites(o.suites, eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
-			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx})
+			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx,
+			RulerLengths: o.rulerLen, Tokens: func(s string) int { return len(m.Tokenizer.Encode(s, true)) }})
+		if errors.Is(err, datasets.ErrRulerLength) {
+			return opts, nil, cmdutil.FlagErrorf("--ruler-lengths: %w", err)
+		}
 		if err != nil {
 			return opts, nil, cmdutil.UsageError(err)
 		}
@@ -636,6 +650,9 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 	cfg := map[string]any{"model": m.Path, "model_format": m.Format, "params": m.Params(), "caches": specs, "data": data,
 		"protocol": o.Protocol, "prefill": o.Prefill, "k_order": o.KOrder, "step": o.Step, "ctx": o.Ctx, "chunks": o.Chunks, "n": o.N, "seed": o.Seed, "contexts": o.contexts,
 		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
+	if len(o.rulerLen) > 0 {
+		cfg["ruler_lengths"] = o.rulerLen
+	}
 	if len(o.ends) > 0 {
 		cfg["caches"], cfg["endpoints"], cfg["top_logprobs"] = nil, o.ends, o.TopLogprobs
 	}

@@ -10,8 +10,8 @@
 //
 // Calibrate runs the whole of kvq calibrate but the writing (Write writes
 // the exports and codebooks) into a Result, the JSON of kvq calibrate
-// --output json (schema kvq.calibrate/v1); Audit is kvq calibrate audit's
-// (kvq.calibrate.audit/v1). kvq plan --from reads both back with these
+// --output json (schema kvq.calibrate/v1); RunAudit runs kvq calibrate
+// audit into an Audit (kvq.calibrate.audit/v1). kvq plan --from reads both back with these
 // types. The package prints nothing: progress goes through callbacks.
 //
 // The engines' rules each strategy follows are in docs/quant-schemes.md

@@ -3,6 +3,8 @@ package eval
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
@@ -57,6 +59,23 @@ func CompareGreedy(ctx context.Context, r *runtime.Runner, prompt []int, maxToke
 		}
 	}
 	return out, nil
+}
+
+// Text decodes the continuation with m's tokenizer as a continuation of
+// prompt's last token (so that a leading space survives): text is the
+// whole continuation and agreed its tokens before Diverge (all of them
+// when Diverge is -1). prompt must not be empty.
+func (c Continuation) Text(m *runtime.Model, prompt []int) (text, agreed string) {
+	last := prompt[len(prompt)-1:]
+	lead := m.Tokenizer.Decode(last)
+	decode := func(toks []int) string {
+		return strings.TrimPrefix(m.Tokenizer.Decode(append(slices.Clip(last), toks...)), lead)
+	}
+	text = decode(c.Tokens)
+	if c.Diverge < 0 {
+		return text, text
+	}
+	return text, decode(c.Tokens[:c.Diverge])
 }
 
 // divergence is the first index where a and b differ, or -1 if equal.

@@ -5,6 +5,11 @@
 // and engine compatibility, FP8 first; then the exact engine flags, the
 // kvq commands that check each candidate, the gates, and the fallback.
 // Measured items come from earlier kvq calibrate, eval and bench outputs.
+//
+// Assemble runs the whole of kvq plan but the rendering: it gathers the
+// evidence (a trace, a scrape of the running service, a results
+// directory) and calls Build. The package prints nothing: scrape progress
+// goes through a callback.
 package plan
 
 import (

@@ -117,43 +117,35 @@ func (o *AuditOptions) run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
-	var sh *calibrate.Shipped
-	switch {
-	case o.Scales != "":
-		sh, err = calibrate.ReadScalesFile(o.Scales, m.Config.Layers, m.Config.KVHeads)
-	case m.Format == "safetensors":
-		sh, err = calibrate.ReadCheckpointScales(m.Path, m.Config.Layers, m.Config.KVHeads)
-	default:
-		return cmdutil.FlagErrorf("%s is a %s model, which carries no fp8 KV scales; give the scales file with --scales", m.Path, m.Format)
-	}
+	sh, err := o.shipped(m)
 	if err != nil {
-		return cmdutil.UsageError(err)
+		return err
 	}
-	if o.Model == "" && o.Scales == "" {
-		sh.Source = "built-in kvq-probe"
-	}
-	var rec *calibrate.Recorder
-	var info calibrate.DataInfo
+	aopts := calibrate.AuditOptions{Kind: o.kind, Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Workers: o.Threads}
 	if !o.NoMeasure {
 		seqLen := o.SeqLen
 		if m.ContextLen > 0 {
 			seqLen = min(seqLen, m.ContextLen)
 		}
-		data, err := calibrate.LoadData(m, calibrate.DataOptions{Paths: o.Data, Samples: o.Samples, SeqLen: seqLen, Seed: o.Seed})
-		if err != nil {
+		if aopts.Data, err = calibrate.LoadData(m, calibrate.DataOptions{Paths: o.Data, Samples: o.Samples, SeqLen: seqLen, Seed: o.Seed}); err != nil {
 			return cmdutil.UsageError(err)
 		}
-		if rec, err = record(ctx, o.IO, m, data, "audit", &o.DataFlags, calibrate.RecordOptions{}); err != nil {
+		if aopts.Backend, err = o.backend(ctx, o.IO); err != nil {
 			return err
 		}
-		info = data.Info()
+		if aopts.Texts, _, err = heldOut(o.Texts, o.Seed); err != nil {
+			return err
+		}
 	}
-	a := calibrate.AuditScales(sh, rec, o.kind)
-	if rec != nil {
-		a.Data = &info
-		if err := o.measure(ctx, m, a, sh, rec); err != nil {
-			return err
-		}
+	bars := &stageBars{io: o.IO}
+	aopts.Progress = bars.set
+	a, err := calibrate.RunAudit(ctx, m, sh, aopts)
+	bars.finish()
+	switch {
+	case errors.Is(err, eval.ErrOptions):
+		return cmdutil.UsageError(err)
+	case err != nil:
+		return err
 	}
 	if err := render.Write(o.IO.Out, o.format, auditView(a), render.Options{TTY: o.IO.OutTTY}); err != nil {
 		return err
@@ -169,26 +161,23 @@ func (o *AuditOptions) run(ctx context.Context) error {
 	return nil
 }
 
-// measure compares the shipped scales with calibrated ones and with 1.0.
-func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibrate.Audit, sh *calibrate.Shipped, rec *calibrate.Recorder) error {
-	texts, _, err := heldOut(o.Texts, o.Seed)
-	if err != nil {
-		return err
-	}
-	be, err := o.backend(ctx, o.IO)
-	if err != nil {
-		return err
-	}
-	bar := o.IO.Progress(1, "effect")
-	cmp, err := calibrate.AuditEffect(ctx, m, sh, rec, o.kind, calibrate.CompareOptions{Texts: texts, Workers: o.Threads, Backend: be,
-		Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
-	bar.Finish()
-	if errors.Is(err, eval.ErrOptions) {
-		return cmdutil.UsageError(err)
+// shipped reads the scales to audit: --scales, or the checkpoint's own.
+func (o *AuditOptions) shipped(m *runtime.Model) (*calibrate.Shipped, error) {
+	var sh *calibrate.Shipped
+	var err error
+	switch {
+	case o.Scales != "":
+		sh, err = calibrate.ReadScalesFile(o.Scales, m.Config.Layers, m.Config.KVHeads)
+	case m.Format == "safetensors":
+		sh, err = calibrate.ReadCheckpointScales(m.Path, m.Config.Layers, m.Config.KVHeads)
+	default:
+		return nil, cmdutil.FlagErrorf("%s is a %s model, which carries no fp8 KV scales; give the scales file with --scales", m.Path, m.Format)
 	}
 	if err != nil {
-		return err
+		return nil, cmdutil.UsageError(err)
 	}
-	a.Effect = cmp
-	return nil
+	if o.Model == "" && o.Scales == "" {
+		sh.Source = "built-in kvq-probe"
+	}
+	return sh, nil
 }

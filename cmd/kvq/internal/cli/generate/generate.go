@@ -5,15 +5,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/pkg/chat"
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
-	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/spf13/cobra"
 )
 
@@ -133,42 +130,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--compare", m.Config.Layers, o.candidates...); err != nil {
 		return err
 	}
-	prompt := m.Tokenizer.Encode(o.Prompt, true)
-	if o.Chat {
-		var msgs []chat.Message
-		if o.System != "" {
-			msgs = append(msgs, chat.Message{Role: "system", Content: o.System})
-		}
-		msgs = append(msgs, chat.Message{Role: "user", Content: o.Prompt})
-		if prompt, _, err = m.ChatPrompt(msgs); err != nil {
-			return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))
-		}
+	prompt, err := m.GenerationPrompt(o.Prompt, o.Chat, o.System)
+	if err != nil {
+		return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))
 	}
-	if len(prompt) == 0 {
-		// With no BOS token an empty text encodes to nothing, and there is
-		// no token to continue from.
-		return cmdutil.FlagErrorf("--prompt %q gives no tokens (the tokenizer of %s adds no BOS token): give a non-empty prompt", o.Prompt, m.Path)
+	if err := o.checkLength(m, len(prompt)); err != nil {
+		return err
 	}
-	// Compared without adding, so that a huge --max-tokens cannot overflow.
-	if limit := m.MaxSeqLen(); len(prompt) > limit || o.MaxTokens > limit-len(prompt) {
-		sum := uint64(len(prompt)) + uint64(o.MaxTokens)
-		if m.ContextLen <= 0 {
-			return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the %d positions kvq addresses (the model states no context length)", len(prompt), o.MaxTokens, sum, limit)
-		}
-		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", len(prompt), o.MaxTokens, sum, m.ContextLen)
-	}
-	layout, err := kvcache.NewLayout(m.Geometry(), o.spec, 0)
+	need, err := runtime.GenerationKV(m.Geometry(), len(prompt), o.MaxTokens, o.spec, o.candidates)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--cache %s: %w", o.Cache, err))
-	}
-	// The cache holds what can be written: the prompt and every generated
-	// token but the last, which is sampled and never fed back.
-	written := len(prompt) + max(0, o.MaxTokens-1)
-	need := layout.SeqCost(written)
-	for _, s := range o.candidates {
-		if l, err := kvcache.NewLayout(m.Geometry(), s, 0); err == nil {
-			need = max(need, l.SeqCost(len(prompt)+o.MaxTokens)) // CompareGreedy's caches, one at a time
-		}
 	}
 	be, err := o.Device.Open(ctx, o.IO.ErrOut)
 	if err != nil {
@@ -187,32 +158,44 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(o.candidates) > 0 {
 		return o.compare(ctx, r, prompt)
 	}
-	cache, err := r.NewCache(layout, kvcache.Options{Blocks: layout.BlocksFor(written)})
-	if err != nil {
-		return err
+	return o.generate(ctx, r, prompt)
+}
+
+// checkLength checks that the prompt gives a token to continue from and
+// that it and --max-tokens fit the positions the model addresses.
+func (o *Options) checkLength(m *runtime.Model, promptLen int) error {
+	if promptLen == 0 {
+		// With no BOS token an empty text encodes to nothing, and there is
+		// no token to continue from.
+		return cmdutil.FlagErrorf("--prompt %q gives no tokens (the tokenizer of %s adds no BOS token): give a non-empty prompt", o.Prompt, m.Path)
 	}
-	if err := cache.AddSeq(0); err != nil {
-		return err
+	// Compared without adding, so that a huge --max-tokens cannot overflow.
+	if limit := m.MaxSeqLen(); promptLen > limit || o.MaxTokens > limit-promptLen {
+		sum := uint64(promptLen) + uint64(o.MaxTokens)
+		if m.ContextLen <= 0 {
+			return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the %d positions kvq addresses (the model states no context length)", promptLen, o.MaxTokens, sum, limit)
+		}
+		return cmdutil.FlagErrorf("the prompt's %d tokens plus --max-tokens %d make %d, more than the model's context of %d tokens", promptLen, o.MaxTokens, sum, m.ContextLen)
 	}
+	return nil
+}
+
+// generate samples a continuation, prints it as it comes, and prints the
+// statistics line.
+func (o *Options) generate(ctx context.Context, r *runtime.Runner, prompt []int) error {
 	sampler, err := runtime.NewSampler(o.Temperature, o.TopP, o.Seed)
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}
-	dec := m.Tokenizer.NewDecoder()
-	dec.Next(prompt[len(prompt)-1]) // the continuation is decoded after the prompt's last token
-	dec.Flush()
-	printed := false
-	_, st, err := r.Generate(ctx, cache, 0, prompt, runtime.GenerateOptions{
-		MaxTokens: o.MaxTokens, Sampler: sampler, StopAtEOS: true,
-		OnToken: func(id int) error {
-			printed = true
-			_, err := fmt.Fprint(o.IO.Out, dec.Next(id))
+	st, err := r.GenerateText(ctx, prompt, runtime.TextOptions{Spec: o.spec, MaxTokens: o.MaxTokens, Sampler: sampler,
+		OnText: func(piece string, final bool) error {
+			_, err := fmt.Fprint(o.IO.Out, piece)
+			if final {
+				fmt.Fprintln(o.IO.Out)
+				return nil
+			}
 			return err
-		},
-	})
-	if err == nil || printed { // a run stopped in prefill prints nothing
-		fmt.Fprintln(o.IO.Out, dec.Flush())
-	}
+		}})
 	if err != nil {
 		return err
 	}
@@ -228,11 +211,9 @@ func (o *Options) compare(ctx context.Context, r *runtime.Runner, prompt []int) 
 	if o.Temperature != 0 {
 		return cmdutil.FlagErrorf("--compare runs greedy decoding; drop --temperature")
 	}
-	m := r.Model()
 	specs := append([]quant.Spec{o.spec}, o.candidates...)
 	_, err := eval.CompareGreedy(ctx, r, prompt, o.MaxTokens, specs, func(i int, c eval.Continuation) {
-		text := m.Tokenizer.Decode(append([]int{prompt[len(prompt)-1]}, c.Tokens...))
-		text = strings.TrimPrefix(text, m.Tokenizer.Decode(prompt[len(prompt)-1:]))
+		text, same := c.Text(r.Model(), prompt)
 		bytes := c.Stats.KV.Allocated.Total
 		switch {
 		case i == 0:
@@ -240,8 +221,6 @@ func (o *Options) compare(ctx context.Context, r *runtime.Runner, prompt []int) 
 		case c.Diverge < 0:
 			fmt.Fprintf(o.IO.Out, "== %s (KV %d bytes): identical to the baseline for all %d tokens\n%s\n", c.Spec.String(), bytes, len(c.Tokens), text)
 		default:
-			same := m.Tokenizer.Decode(append([]int{prompt[len(prompt)-1]}, c.Tokens[:c.Diverge]...))
-			same = strings.TrimPrefix(same, m.Tokenizer.Decode(prompt[len(prompt)-1:]))
 			fmt.Fprintf(o.IO.Out, "== %s (KV %d bytes): diverges from the baseline at token %d, after %q\n%s\n", c.Spec.String(), bytes, c.Diverge, tail(same, 40), text)
 		}
 	})

@@ -3,7 +3,6 @@ package plan
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -165,8 +164,38 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--model %s: %w", ref, err))
 	}
+	opts, err := o.planOptions(m, ref)
+	if err != nil {
+		return err
+	}
+	ev := plan.Evidence{Trace: o.Trace, Results: o.From,
+		Scrape: plan.ScrapeOptions{Duration: o.Scrape, Interval: o.Interval, APIKey: os.Getenv(o.APIKeyEnv)}}
+	if o.InputLen > 0 {
+		ev.Lengths = &plan.Traffic{Source: "--input-len/--output-len", InputMean: float64(o.InputLen), InputP95: float64(o.InputLen), OutputMean: float64(o.OutputLen), OutputP95: float64(o.OutputLen)}
+	}
+	finish := func() {}
+	if o.Endpoint != "" {
+		bar := o.IO.Progress(int(o.Scrape/o.Interval)+1, "scrape")
+		ev.Scrape.Progress, finish = func(done, total int) { bar.Set(done, total) }, bar.Finish
+	}
+	p, err := plan.Assemble(ctx, opts, ev)
+	finish()
+	if err != nil {
+		return err
+	}
+	if o.GatesOut != "" {
+		if err := atomicfile.Write(o.GatesOut, func(w io.Writer) error { _, err := w.Write(plan.GatesYAML(p.Gates)); return err }); err != nil {
+			return fmt.Errorf("--gates-out %s: %w", o.GatesOut, err)
+		}
+	}
+	return render.Write(o.IO.Out, o.format, view(p, o.GatesOut), render.Options{TTY: o.IO.OutTTY})
+}
+
+// planOptions maps the flags that need the model (--max-model-len against
+// its maximum, --gpu, --gpu-mem, --kv-budget) to the library's options.
+func (o *Options) planOptions(m estimate.Model, ref string) (plan.Options, error) {
 	if lim := m.MaxModelLen(); lim > 0 && o.MaxModelLen > lim {
-		return cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which the engine refuses", o.MaxModelLen, lim, m.MaxModelLenSource())
+		return plan.Options{}, cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which the engine refuses", o.MaxModelLen, lim, m.MaxModelLenSource())
 	}
 	opts := plan.Options{Model: m, ModelRef: ref, Engine: o.engine, EngineVersion: o.EngineVersion, TP: o.TP, PP: o.PP,
 		MaxModelLen: o.MaxModelLen, Endpoint: o.Endpoint}
@@ -176,7 +205,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.GPU != "" {
 		g, err := estimate.LookupGPU(o.GPU)
 		if err != nil {
-			return cmdutil.FlagErrorf("--gpu: %w (see kvq estimate --list-gpus)", err)
+			return plan.Options{}, cmdutil.FlagErrorf("--gpu: %w (see kvq estimate --list-gpus)", err)
 		}
 		opts.GPU = &g
 	}
@@ -189,53 +218,11 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		b, err := estimate.ParseBytes(s.v)
 		if err != nil || b <= 0 {
-			return cmdutil.FlagErrorf("--%s %q: want a positive size such as 40GiB", s.flag, s.v)
+			return plan.Options{}, cmdutil.FlagErrorf("--%s %q: want a positive size such as 40GiB", s.flag, s.v)
 		}
 		s.dst(b)
 	}
-	var tr *plan.Traffic
-	switch {
-	case o.Trace != "":
-		if tr, err = plan.ReadTrace(o.Trace); err != nil {
-			return cmdutil.UsageError(err)
-		}
-	case o.InputLen > 0:
-		tr = &plan.Traffic{Source: "--input-len/--output-len", InputMean: float64(o.InputLen), InputP95: float64(o.InputLen), OutputMean: float64(o.OutputLen), OutputP95: float64(o.OutputLen)}
-	}
-	opts.Traffic = tr
-	if o.Endpoint != "" {
-		n := int(o.Scrape/o.Interval) + 1
-		bar := o.IO.Progress(n, "scrape")
-		snaps, err := plan.Scrape(ctx, o.Endpoint, plan.ScrapeOptions{Duration: o.Scrape, Interval: o.Interval, APIKey: os.Getenv(o.APIKeyEnv),
-			Progress: func(done, total int) { bar.Set(done, total) }})
-		bar.Finish()
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		b := plan.Analyze(snaps, tr)
-		opts.Bottleneck = &b
-	} else if tr != nil {
-		b := plan.Analyze(nil, tr)
-		opts.Bottleneck = &b
-	}
-	if o.From != "" {
-		if opts.Results, err = plan.ReadResults(o.From); err != nil {
-			return cmdutil.UsageError(err)
-		}
-	}
-	p, err := plan.Build(ctx, opts)
-	if err != nil {
-		return cmdutil.UsageError(err)
-	}
-	if o.GatesOut != "" {
-		if err := atomicfile.Write(o.GatesOut, func(w io.Writer) error { _, err := w.Write(plan.GatesYAML(p.Gates)); return err }); err != nil {
-			return fmt.Errorf("--gates-out %s: %w", o.GatesOut, err)
-		}
-	}
-	return render.Write(o.IO.Out, o.format, view(p, o.GatesOut), render.Options{TTY: o.IO.OutTTY})
+	return opts, nil
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }

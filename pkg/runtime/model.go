@@ -235,7 +235,8 @@ func (m *Model) Prepare() error {
 		return fmt.Errorf("%w: rope_freqs has %d values, want %d", ErrModel, len(m.RopeFactors), c.RopeDim/2)
 	}
 	m.invFreq = InvFreq(c, m.RopeFactors)
-	return nil
+	_, _, err := m.layerGeometry()
+	return err
 }
 
 // InvFreq returns the RoPE inverse frequencies θ_i, i < RopeDim/2, after

@@ -10,4 +10,3 @@ func AddFamily(f *Family) (restore func()) {
 	families = append(families[:len(families):len(families)], f)
 	return func() { families = old }
 }
-

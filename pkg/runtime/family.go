@@ -58,10 +58,14 @@ type Arch struct {
 // a Layer: exactly one of Matrix and Vector is set.
 type LayerTensor struct {
 	// HF and GGUF are the names after the layer's prefix
-	// ("model.layers.N.", "blk.N.").
-	HF, GGUF string
-	Matrix   func(l *Layer) **tensor.Weight
-	Vector   func(l *Layer) *[]float32
+	// ("model.layers.N.", "blk.N."); Label names it in messages
+	// ("layer 3 q bias").
+	HF, GGUF, Label string
+	Matrix          func(l *Layer) **tensor.Weight
+	Vector          func(l *Layer) *[]float32
+	// Shape is the shape the config implies: [rows, cols] of a matrix,
+	// [n] of a vector (Prepare checks it).
+	Shape    func(c *Config) []int
 	Optional bool
 }
 

@@ -15,20 +15,20 @@ var llamaFamily = Family{
 			HFRequired: []string{"self_attn.q_norm.weight", "self_attn.k_norm.weight"}},
 	},
 	Tensors: []LayerTensor{
-		{HF: "input_layernorm.weight", GGUF: "attn_norm.weight", Vector: func(l *Layer) *[]float32 { return &l.AttnNorm }},
-		{HF: "self_attn.q_proj.weight", GGUF: "attn_q.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Wq }},
-		{HF: "self_attn.k_proj.weight", GGUF: "attn_k.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Wk }},
-		{HF: "self_attn.v_proj.weight", GGUF: "attn_v.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Wv }},
-		{HF: "self_attn.o_proj.weight", GGUF: "attn_output.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Wo }},
-		{HF: "self_attn.q_proj.bias", GGUF: "attn_q.bias", Vector: func(l *Layer) *[]float32 { return &l.Bq }, Optional: true},
-		{HF: "self_attn.k_proj.bias", GGUF: "attn_k.bias", Vector: func(l *Layer) *[]float32 { return &l.Bk }, Optional: true},
-		{HF: "self_attn.v_proj.bias", GGUF: "attn_v.bias", Vector: func(l *Layer) *[]float32 { return &l.Bv }, Optional: true},
-		{HF: "self_attn.q_norm.weight", GGUF: "attn_q_norm.weight", Vector: func(l *Layer) *[]float32 { return &l.QNorm }, Optional: true},
-		{HF: "self_attn.k_norm.weight", GGUF: "attn_k_norm.weight", Vector: func(l *Layer) *[]float32 { return &l.KNorm }, Optional: true},
-		{HF: "post_attention_layernorm.weight", GGUF: "ffn_norm.weight", Vector: func(l *Layer) *[]float32 { return &l.FFNNorm }},
-		{HF: "mlp.gate_proj.weight", GGUF: "ffn_gate.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Gate }},
-		{HF: "mlp.up_proj.weight", GGUF: "ffn_up.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Up }},
-		{HF: "mlp.down_proj.weight", GGUF: "ffn_down.weight", Matrix: func(l *Layer) **tensor.Weight { return &l.Down }},
+		{HF: "input_layernorm.weight", GGUF: "attn_norm.weight", Label: "attention norm", Shape: sizeDim, Vector: func(l *Layer) *[]float32 { return &l.AttnNorm }},
+		{HF: "self_attn.q_proj.weight", GGUF: "attn_q.weight", Label: "q", Shape: matrixOf(sizeQ, sizeDim), Matrix: func(l *Layer) **tensor.Weight { return &l.Wq }},
+		{HF: "self_attn.k_proj.weight", GGUF: "attn_k.weight", Label: "k", Shape: matrixOf(sizeKV, sizeDim), Matrix: func(l *Layer) **tensor.Weight { return &l.Wk }},
+		{HF: "self_attn.v_proj.weight", GGUF: "attn_v.weight", Label: "v", Shape: matrixOf(sizeKV, sizeDim), Matrix: func(l *Layer) **tensor.Weight { return &l.Wv }},
+		{HF: "self_attn.o_proj.weight", GGUF: "attn_output.weight", Label: "o", Shape: matrixOf(sizeDim, sizeQ), Matrix: func(l *Layer) **tensor.Weight { return &l.Wo }},
+		{HF: "self_attn.q_proj.bias", GGUF: "attn_q.bias", Label: "q bias", Shape: sizeQ, Vector: func(l *Layer) *[]float32 { return &l.Bq }, Optional: true},
+		{HF: "self_attn.k_proj.bias", GGUF: "attn_k.bias", Label: "k bias", Shape: sizeKV, Vector: func(l *Layer) *[]float32 { return &l.Bk }, Optional: true},
+		{HF: "self_attn.v_proj.bias", GGUF: "attn_v.bias", Label: "v bias", Shape: sizeKV, Vector: func(l *Layer) *[]float32 { return &l.Bv }, Optional: true},
+		{HF: "self_attn.q_norm.weight", GGUF: "attn_q_norm.weight", Label: "q norm", Shape: sizeHeadDim, Vector: func(l *Layer) *[]float32 { return &l.QNorm }, Optional: true},
+		{HF: "self_attn.k_norm.weight", GGUF: "attn_k_norm.weight", Label: "k norm", Shape: sizeHeadDim, Vector: func(l *Layer) *[]float32 { return &l.KNorm }, Optional: true},
+		{HF: "post_attention_layernorm.weight", GGUF: "ffn_norm.weight", Label: "ffn norm", Shape: sizeDim, Vector: func(l *Layer) *[]float32 { return &l.FFNNorm }},
+		{HF: "mlp.gate_proj.weight", GGUF: "ffn_gate.weight", Label: "gate", Shape: matrixOf(sizeHidden, sizeDim), Matrix: func(l *Layer) **tensor.Weight { return &l.Gate }},
+		{HF: "mlp.up_proj.weight", GGUF: "ffn_up.weight", Label: "up", Shape: matrixOf(sizeHidden, sizeDim), Matrix: func(l *Layer) **tensor.Weight { return &l.Up }},
+		{HF: "mlp.down_proj.weight", GGUF: "ffn_down.weight", Label: "down", Shape: matrixOf(sizeDim, sizeHidden), Matrix: func(l *Layer) **tensor.Weight { return &l.Down }},
 	},
 	Layer: func(c *Config, invFreq []float64, _ int) LayerGeometry {
 		return LayerGeometry{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, RopeDim: c.RopeDim, RopeNeoX: c.RopeNeoX,
@@ -73,4 +73,16 @@ func llamaBlock(s *Step, li int) error {
 	be.MatMul(s.O, s.Gate, nt, l.Down)
 	be.Add(s.X, s.O, nt*c.Dim)
 	return nil
+}
+
+// The sizes the config implies, for LayerTensor.Shape.
+func sizeDim(c *Config) []int     { return []int{c.Dim} }
+func sizeHidden(c *Config) []int  { return []int{c.Hidden} }
+func sizeHeadDim(c *Config) []int { return []int{c.HeadDim} }
+func sizeQ(c *Config) []int       { return []int{c.Heads * c.HeadDim} }
+func sizeKV(c *Config) []int      { return []int{c.KVHeads * c.HeadDim} }
+
+// matrixOf is the shape [rows, cols] of two sizes.
+func matrixOf(rows, cols func(*Config) []int) func(*Config) []int {
+	return func(c *Config) []int { return []int{rows(c)[0], cols(c)[0]} }
 }

@@ -95,15 +95,15 @@ type KVObservation struct {
 // the step's activations and is not safe for concurrent use; make one
 // Runner per goroutine (they share the Model).
 type Runner struct {
-	m   *Model
-	be  backend.Backend
-	w   *weights
-	obs KVObserver
-	buf buffers
+	m      *Model
+	be     backend.Backend
+	w      *weights
+	obs    KVObserver
+	buf    buffers
+	family *Family         // the model layer's definition of the model
+	geo    []LayerGeometry // per layer
 	// ropes are the distinct RoPE frequency tables of the layers;
 	// ropeOf[li] indexes layer li's.
-	family *Family
-	geo    []LayerGeometry // per layer
 	ropes  [][]float64
 	ropeOf []int
 	step   Step // the step's view for the blocks
@@ -230,14 +230,15 @@ func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cac
 	opts.Storage = r.be
 	if l.AnyPreRoPE() {
 		if len(r.ropes) > 1 {
-			return nil, fmt.Errorf("%w: pre-RoPE keys in a model whose layers rotate by %d RoPE tables", kvcache.ErrGeometry, len(r.ropes))
+			return nil, fmt.Errorf("%w: pre-RoPE keys in a model whose layers rotate by %d RoPE tables (re-rotation knows one)", kvcache.ErrGeometry, len(r.ropes))
 		}
 		maxPos := m.ContextLen
 		if maxPos <= 0 {
 			maxPos = 1 << 22
 		}
-		opts.RoPE = cpu.NewKeyRoPE(m.HeadDim, m.invFreq, m.RopeNeoX, maxPos).Rows
-		opts.RoPEFreqs, opts.RoPENeoX = m.invFreq, m.RopeNeoX
+		g := &r.geo[0] // every layer's RoPE (one table)
+		opts.RoPE = cpu.NewKeyRoPE(g.HeadDim, g.InvFreq, g.RopeNeoX, maxPos).Rows
+		opts.RoPEFreqs, opts.RoPENeoX = g.InvFreq, g.RopeNeoX
 	}
 	return kvcache.New(l, opts)
 }

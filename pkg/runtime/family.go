@@ -140,7 +140,6 @@ type Step struct {
 
 	r      *Runner
 	ctx    context.Context
-	batch  []Entry
 	groups []*group
 }
 
@@ -183,7 +182,7 @@ func (s *Step) Attention(li int, dst, q, k, v backend.Tensor) error {
 	be.RoPE(q, nt, g.Heads, g.HeadDim, g.RopeDim, cs, g.RopeNeoX)
 	be.RoPE(k, nt, g.KVHeads, g.HeadDim, g.RopeDim, cs, g.RopeNeoX)
 	if r.obs != nil {
-		if err := r.observe(be, li, s.batch, nt, k, v); err != nil {
+		if err := r.observe(be, li, nt, k, v); err != nil {
 			return err
 		}
 	}

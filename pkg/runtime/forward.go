@@ -249,11 +249,20 @@ type buffers struct {
 	x, xn, q, k, v, kpre, att, o, gate, up backend.Tensor
 	angles                                 []backend.Tensor // per RoPE table: [cos | sin] rows
 	ids, pos, rows                         []int32
-	host                                   hostKV // observer copies
+	host                                   hostKV     // observer copies
+	entries                                []observed // the step's entries, for the observer
+	groups                                 []*group   // the step's groups, for Step
 	lg                                     logitsBuffers
 }
 
 type hostKV struct{ kpre, k, v []float32 }
+
+// observed is an entry of the step as the observer sees it.
+type observed struct {
+	cache *kvcache.Cache
+	seq   kvcache.SeqID
+	n     int
+}
 
 // logitsBuffers hold a chunk of logits rows.
 type logitsBuffers struct {
@@ -421,8 +430,20 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 	}
 	s := &r.step // reused: a step allocates no Step
 	*s = Step{Ops: be, NT: nt, Config: c, X: b.x, XN: b.xn, O: b.o, Q: b.q, K: b.k, V: b.v, Att: b.att, Gate: b.gate, Up: b.up,
-		r: r, ctx: ctx, batch: batch, groups: groups}
-	defer func() { *s = Step{} }()
+		r: r, ctx: ctx}
+	// The step's view holds copies of the batch and groups in the runner's
+	// buffers, not the callers' slices, which then stay on their stacks.
+	b.groups = append(b.groups[:0], groups...)
+	s.groups = b.groups
+	b.entries = b.entries[:0]
+	for _, e := range batch {
+		b.entries = append(b.entries, observed{cache: e.Cache, seq: e.Seq, n: len(e.Tokens)})
+	}
+	defer func() {
+		*s = Step{}
+		clear(b.groups)
+		clear(b.entries)
+	}()
 	for li := range r.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
@@ -437,7 +458,7 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 
 // observe shows the observer layer li's keys and values (kt, vt; the keys
 // before RoPE in the runner's kpre buffer), entry by entry.
-func (r *Runner) observe(be backend.Backend, li int, batch []Entry, nt int, kt, vt backend.Tensor) error {
+func (r *Runner) observe(be backend.Backend, li int, nt int, kt, vt backend.Tensor) error {
 	c, b := &r.m.Config, &r.buf
 	kvd := c.KVHeads * c.HeadDim
 	var kpre, k, v []float32
@@ -460,10 +481,10 @@ func (r *Runner) observe(be backend.Backend, li int, batch []Entry, nt int, kt, 
 		kpre, k, v = h.kpre, h.k, h.v
 	}
 	row := 0
-	for _, e := range batch {
-		n := len(e.Tokens)
+	for _, e := range b.entries {
+		n := e.n
 		lo, hi := row*kvd, (row+n)*kvd
-		r.obs.ObserveKV(&KVObservation{Layer: li, Cache: e.Cache, Seq: e.Seq, Pos: e.Cache.Len(e.Seq) - n, N: n,
+		r.obs.ObserveKV(&KVObservation{Layer: li, Cache: e.cache, Seq: e.seq, Pos: e.cache.Len(e.seq) - n, N: n,
 			KPre: kpre[lo:hi:hi], K: k[lo:hi:hi], V: v[lo:hi:hi]})
 		row += n
 	}

@@ -1,6 +1,13 @@
-// Package runtime runs Llama-family transformer checkpoints on the CPU (or, via
-// the pkg/runtime/backend seam, on other backends) with a pluggable paged KV
+// Package runtime runs transformer checkpoints on the CPU (or, via the
+// pkg/runtime/backend seam, on other backends) with a pluggable paged KV
 // cache.
+//
+// Each architecture family is one definition, a Family (family.go; the
+// Llama family, which runs Llama, Mistral, Qwen2 and Qwen3, in
+// family_llama.go): the checkpoint architectures it runs, its tensor names,
+// its attention and KV geometry per layer and its block, composed from the
+// backend's ops. The loaders, the Runner and the callers never branch on the
+// family (docs/model-layer.md).
 //
 // Every supported file format is loaded into one canonical Model: weights in
 // their file dtype (F32, F16, BF16 or Q8_0, used in place from a memory map),

@@ -95,11 +95,18 @@ type KVObservation struct {
 // the step's activations and is not safe for concurrent use; make one
 // Runner per goroutine (they share the Model).
 type Runner struct {
-	m   *Model
-	be  backend.Backend
-	w   *weights
-	obs KVObserver
-	buf buffers
+	m      *Model
+	be     backend.Backend
+	w      *weights
+	obs    KVObserver
+	buf    buffers
+	family *Family         // the model layer's definition of the model
+	geo    []LayerGeometry // per layer
+	// ropes are the distinct RoPE frequency tables of the layers;
+	// ropeOf[li] indexes layer li's.
+	ropes  [][]float64
+	ropeOf []int
+	step   Step // the step's view for the blocks
 }
 
 // RunnerOptions configure a Runner.
@@ -119,13 +126,7 @@ type RunnerOptions struct {
 type weights struct {
 	embed, output backend.Matrix
 	norm          backend.Tensor
-	layers        []layerWeights
-}
-
-type layerWeights struct {
-	attnNorm, ffnNorm              backend.Tensor
-	bq, bk, bv, qNorm, kNorm       backend.Tensor // nil when absent
-	wq, wk, wv, wo, gate, up, down backend.Matrix
+	layers        []LayerWeights
 }
 
 // NewRunner makes a runner for m, uploading its weights to the backend
@@ -135,11 +136,39 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if be == nil {
 		be = cpu.New(opts.Workers)
 	}
+	f, geo, err := m.layerGeometry()
+	if err != nil {
+		return nil, err
+	}
 	w, err := upload(m, be)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
 	}
-	return &Runner{m: m, be: be, w: w, obs: opts.Observer}, nil
+	r := &Runner{m: m, be: be, w: w, obs: opts.Observer, family: f, geo: geo}
+	for _, g := range geo {
+		i := 0
+		for i < len(r.ropes) && !sameFreqs(r.ropes[i], g.InvFreq) {
+			i++
+		}
+		if i == len(r.ropes) {
+			r.ropes = append(r.ropes, g.InvFreq)
+		}
+		r.ropeOf = append(r.ropeOf, i)
+	}
+	return r, nil
+}
+
+// sameFreqs reports whether a and b are the same table.
+func sameFreqs(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func upload(m *Model, be backend.Backend) (*weights, error) {
@@ -164,10 +193,10 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		w.layers = append(w.layers, layerWeights{
-			attnNorm: vec(l.AttnNorm), ffnNorm: vec(l.FFNNorm),
-			bq: vec(l.Bq), bk: vec(l.Bk), bv: vec(l.Bv), qNorm: vec(l.QNorm), kNorm: vec(l.KNorm),
-			wq: mat(l.Wq), wk: mat(l.Wk), wv: mat(l.Wv), wo: mat(l.Wo), gate: mat(l.Gate), up: mat(l.Up), down: mat(l.Down),
+		w.layers = append(w.layers, LayerWeights{
+			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm),
+			Bq: vec(l.Bq), Bk: vec(l.Bk), Bv: vec(l.Bv), QNorm: vec(l.QNorm), KNorm: vec(l.KNorm),
+			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
 		})
 	}
 	return w, errors.Join(errs...)
@@ -200,26 +229,40 @@ func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cac
 	}
 	opts.Storage = r.be
 	if l.AnyPreRoPE() {
+		if len(r.ropes) > 1 {
+			return nil, fmt.Errorf("%w: pre-RoPE keys in a model whose layers rotate by %d RoPE tables (re-rotation knows one)", kvcache.ErrGeometry, len(r.ropes))
+		}
 		maxPos := m.ContextLen
 		if maxPos <= 0 {
 			maxPos = 1 << 22
 		}
-		opts.RoPE = cpu.NewKeyRoPE(m.HeadDim, m.invFreq, m.RopeNeoX, maxPos).Rows
-		opts.RoPEFreqs, opts.RoPENeoX = m.invFreq, m.RopeNeoX
+		g := &r.geo[0] // every layer's RoPE (one table)
+		opts.RoPE = cpu.NewKeyRoPE(g.HeadDim, g.InvFreq, g.RopeNeoX, maxPos).Rows
+		opts.RoPEFreqs, opts.RoPENeoX = g.InvFreq, g.RopeNeoX
 	}
 	return kvcache.New(l, opts)
 }
 
 // buffers are a step's activations on the backend.
 type buffers struct {
-	nt                                         int // token rows they hold
-	x, xn, q, k, v, kpre, att, o, gate, up, cs backend.Tensor
-	ids, pos, rows                             []int32
-	host                                       hostKV // observer copies
-	lg                                         logitsBuffers
+	nt                                     int // token rows they hold
+	x, xn, q, k, v, kpre, att, o, gate, up backend.Tensor
+	angles                                 []backend.Tensor // per RoPE table: [cos | sin] rows
+	ids, pos, rows                         []int32
+	host                                   hostKV     // observer copies
+	entries                                []observed // the step's entries, for the observer
+	groups                                 []*group   // the step's groups, for Step
+	lg                                     logitsBuffers
 }
 
 type hostKV struct{ kpre, k, v []float32 }
+
+// observed is an entry of the step as the observer sees it.
+type observed struct {
+	cache *kvcache.Cache
+	seq   kvcache.SeqID
+	n     int
+}
 
 // logitsBuffers hold a chunk of logits rows.
 type logitsBuffers struct {
@@ -237,23 +280,28 @@ func freeAll(be backend.Backend, ts ...backend.Tensor) {
 }
 
 func (b *buffers) free(be backend.Backend) {
-	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.cs, b.lg.x, b.lg.out)
+	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.lg.x, b.lg.out)
+	freeAll(be, b.angles...)
 	*b = buffers{}
 }
 
-// ensure sizes the token buffers for nt rows.
-func (b *buffers) ensure(be backend.Backend, c *Config, nt int) {
+// ensure sizes the token buffers for nt rows and the RoPE tables ropes.
+func (b *buffers) ensure(be backend.Backend, c *Config, ropes [][]float64, nt int) {
 	if nt <= b.nt {
 		return
 	}
-	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.cs)
+	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up)
+	freeAll(be, b.angles...)
 	b.nt = nt
 	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	b.x, b.xn, b.o = be.Alloc(nt*c.Dim), be.Alloc(nt*c.Dim), be.Alloc(nt*c.Dim)
 	b.q, b.att = be.Alloc(nt*qd), be.Alloc(nt*qd)
 	b.k, b.v, b.kpre = be.Alloc(nt*kvd), be.Alloc(nt*kvd), be.Alloc(nt*kvd)
 	b.gate, b.up = be.Alloc(nt*c.Hidden), be.Alloc(nt*c.Hidden)
-	b.cs = be.Alloc(nt * c.RopeDim)
+	b.angles = b.angles[:0]
+	for _, f := range ropes {
+		b.angles = append(b.angles, be.Alloc(nt*2*len(f)))
+	}
 }
 
 // ensure sizes the logits buffers for n rows.
@@ -361,12 +409,13 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 	return r.logits(ctx, be, batch, fn)
 }
 
-// layers runs the embedding and every layer over the batch's nt tokens on
-// be (r.be, or its interruptible view: ctx is checked after each op that
-// may have stopped early, before its output is written or observed).
+// layers runs the embedding and every layer's block over the batch's nt
+// tokens on be (r.be, or its interruptible view: ctx is checked after each
+// op that may have stopped early, before its output is written or
+// observed).
 func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, groups []*group, nt int) error {
-	m, c, b := r.m, &r.m.Config, &r.buf
-	b.ensure(be, c, nt)
+	c, b := &r.m.Config, &r.buf
+	b.ensure(be, c, r.ropes, nt)
 	b.ids, b.pos = b.ids[:0], b.pos[:0]
 	for _, e := range batch {
 		p0 := e.Cache.Len(e.Seq) - len(e.Tokens) // reserved: Len counts the step
@@ -376,91 +425,51 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 		}
 	}
 	be.Embed(b.x, r.w.embed, b.ids)
-	be.RoPEAngles(b.cs, b.pos, m.invFreq)
-	kvd := c.KVHeads * c.HeadDim
-	attn := backend.AttnParams{Heads: c.Heads, Scale: float32(1 / math.Sqrt(float64(c.HeadDim))), Window: c.SlidingWindow}
+	for i, f := range r.ropes {
+		be.RoPEAngles(b.angles[i], b.pos, f)
+	}
+	s := &r.step // reused: a step allocates no Step
+	*s = Step{Ops: be, NT: nt, Config: c, X: b.x, XN: b.xn, O: b.o, Q: b.q, K: b.k, V: b.v, Att: b.att, Gate: b.gate, Up: b.up,
+		r: r, ctx: ctx}
+	// The step's view holds copies of the batch and groups in the runner's
+	// buffers, not the callers' slices, which then stay on their stacks.
+	b.groups = append(b.groups[:0], groups...)
+	s.groups = b.groups
+	b.entries = b.entries[:0]
+	for _, e := range batch {
+		b.entries = append(b.entries, observed{cache: e.Cache, seq: e.Seq, n: len(e.Tokens)})
+	}
+	defer func() {
+		*s = Step{}
+		clear(b.groups)
+		clear(b.entries)
+	}()
 	for li := range r.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
 		}
-		l := &r.w.layers[li]
-		be.RMSNorm(b.xn, b.x, nt, l.attnNorm, c.RMSEps)
-		be.MatMul(b.q, b.xn, nt, l.wq)
-		be.MatMul(b.k, b.xn, nt, l.wk)
-		be.MatMul(b.v, b.xn, nt, l.wv)
-		if l.bq != nil {
-			be.AddBias(b.q, nt, l.bq)
+		s.Layer, s.Weights = &r.geo[li], &r.w.layers[li]
+		if err := r.family.Block(s, li); err != nil {
+			return err
 		}
-		if l.bk != nil {
-			be.AddBias(b.k, nt, l.bk)
-		}
-		if l.bv != nil {
-			be.AddBias(b.v, nt, l.bv)
-		}
-		if l.qNorm != nil {
-			be.RMSNorm(b.q, b.q, nt*c.Heads, l.qNorm, c.RMSEps)
-		}
-		if l.kNorm != nil {
-			be.RMSNorm(b.k, b.k, nt*c.KVHeads, l.kNorm, c.RMSEps)
-		}
-		if err := ctx.Err(); err != nil { // before the keys and values are written
-			return fmt.Errorf("runtime: forward stopped in layer %d: %w", li, err)
-		}
-		pre := r.obs != nil
-		for _, g := range groups {
-			pre = pre || g.cache.Layout().PreRoPE(li)
-		}
-		if pre {
-			be.Copy(b.kpre, b.k, nt*kvd)
-		}
-		be.RoPE(b.q, nt, c.Heads, c.HeadDim, c.RopeDim, b.cs, c.RopeNeoX)
-		be.RoPE(b.k, nt, c.KVHeads, c.HeadDim, c.RopeDim, b.cs, c.RopeNeoX)
-		if r.obs != nil {
-			if err := r.observe(be, li, batch, nt); err != nil {
-				return err
-			}
-		}
-		for _, g := range groups {
-			k := b.k
-			if g.cache.Layout().PreRoPE(li) {
-				k = b.kpre
-			}
-			be.WriteKV(g.cache.Storage(), li, k, b.v, g.plan)
-		}
-		for _, g := range groups {
-			be.Attention(b.att, b.q, b.k, b.v, g.cache.Storage(), li, g.plan, attn)
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("runtime: forward stopped in layer %d: %w", li, err)
-		}
-		be.MatMul(b.o, b.att, nt, l.wo)
-		be.Add(b.x, b.o, nt*c.Dim)
-		be.RMSNorm(b.xn, b.x, nt, l.ffnNorm, c.RMSEps)
-		be.MatMul(b.gate, b.xn, nt, l.gate)
-		be.MatMul(b.up, b.xn, nt, l.up)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("runtime: forward stopped in layer %d: %w", li, err)
-		}
-		be.SwiGLU(b.gate, b.up, nt*c.Hidden)
-		be.MatMul(b.o, b.gate, nt, l.down)
-		be.Add(b.x, b.o, nt*c.Dim)
 	}
 	return nil
 }
 
-// observe shows the observer layer li's keys and values, entry by entry.
-func (r *Runner) observe(be backend.Backend, li int, batch []Entry, nt int) error {
+// observe shows the observer layer li's keys and values (kt, vt; the keys
+// before RoPE in the runner's kpre buffer), entry by entry.
+func (r *Runner) observe(be backend.Backend, li int, nt int, kt, vt backend.Tensor) error {
 	c, b := &r.m.Config, &r.buf
 	kvd := c.KVHeads * c.HeadDim
 	var kpre, k, v []float32
 	if hm, ok := be.(backend.HostMemory); ok {
-		kpre, k, v = hm.Host(b.kpre), hm.Host(b.k), hm.Host(b.v)
+		kpre, k, v = hm.Host(b.kpre), hm.Host(kt), hm.Host(vt)
 	} else {
 		h := &b.host
 		for _, x := range []struct {
 			dst *[]float32
 			src backend.Tensor
-		}{{&h.kpre, b.kpre}, {&h.k, b.k}, {&h.v, b.v}} {
+		}{{&h.kpre, b.kpre}, {&h.k, kt}, {&h.v, vt}} {
 			if cap(*x.dst) < nt*kvd {
 				*x.dst = make([]float32, nt*kvd)
 			}
@@ -472,10 +481,10 @@ func (r *Runner) observe(be backend.Backend, li int, batch []Entry, nt int) erro
 		kpre, k, v = h.kpre, h.k, h.v
 	}
 	row := 0
-	for _, e := range batch {
-		n := len(e.Tokens)
+	for _, e := range b.entries {
+		n := e.n
 		lo, hi := row*kvd, (row+n)*kvd
-		r.obs.ObserveKV(&KVObservation{Layer: li, Cache: e.Cache, Seq: e.Seq, Pos: e.Cache.Len(e.Seq) - n, N: n,
+		r.obs.ObserveKV(&KVObservation{Layer: li, Cache: e.cache, Seq: e.seq, Pos: e.cache.Len(e.seq) - n, N: n,
 			KPre: kpre[lo:hi:hi], K: k[lo:hi:hi], V: v[lo:hi:hi]})
 		row += n
 	}

@@ -13,11 +13,6 @@ import (
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
 )
 
-// ggufArchs lists the GGUF architectures kvq runs and their RoPE pairing.
-// llama.cpp's converter permutes the Q/K rows of "llama" models so that they
-// use adjacent pairs ("normal" RoPE); qwen2/qwen3 keep the NeoX layout.
-var ggufArchs = map[string]bool{"llama": false, "mistral": false, "qwen2": true, "qwen3": true}
-
 func loadGGUF(_ context.Context, f *mmap.File, path string) (*Model, error) {
 	gf, err := gguf.Parse(f, f.Size())
 	if err != nil {
@@ -36,10 +31,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	neox, ok := ggufArchs[arch]
-	if !ok {
-		return nil, fmt.Errorf("%w: architecture %q (kvq runs llama, mistral, qwen2, qwen3)", ErrUnsupported, arch)
+	fam, a := lookupArch(func(a *Arch) bool { return a.Name == arch })
+	if fam == nil {
+		return nil, fmt.Errorf("%w: architecture %q (kvq runs %s)", ErrUnsupported, arch, archNames(false))
 	}
+	neox := a.GGUFNeoX
 	var errs []error
 	raw := map[string]declared{} // the sizes as written, for checkSizes
 	u := func(key string) int {
@@ -180,20 +176,13 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		l.AttnNorm = vector(p+"attn_norm.weight", false)
-		l.Wq = weight(p+"attn_q.weight", false)
-		l.Wk = weight(p+"attn_k.weight", false)
-		l.Wv = weight(p+"attn_v.weight", false)
-		l.Wo = weight(p+"attn_output.weight", false)
-		l.Bq = vector(p+"attn_q.bias", true)
-		l.Bk = vector(p+"attn_k.bias", true)
-		l.Bv = vector(p+"attn_v.bias", true)
-		l.QNorm = vector(p+"attn_q_norm.weight", true)
-		l.KNorm = vector(p+"attn_k_norm.weight", true)
-		l.FFNNorm = vector(p+"ffn_norm.weight", false)
-		l.Gate = weight(p+"ffn_gate.weight", false)
-		l.Up = weight(p+"ffn_up.weight", false)
-		l.Down = weight(p+"ffn_down.weight", false)
+		for _, t := range fam.Tensors {
+			if t.Matrix != nil {
+				*t.Matrix(l) = weight(p+t.GGUF, t.Optional)
+			} else {
+				*t.Vector(l) = vector(p+t.GGUF, t.Optional)
+			}
+		}
 	}
 	if err := joinFirst(errs); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,14 +18,6 @@ import (
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
 )
-
-// hfArchs maps config.json architectures to kvq's names.
-var hfArchs = map[string]string{
-	"LlamaForCausalLM":   "llama",
-	"MistralForCausalLM": "mistral",
-	"Qwen2ForCausalLM":   "qwen2",
-	"Qwen3ForCausalLM":   "qwen3",
-}
 
 // hfConfig is the part of config.json the runtime reads.
 type hfConfig struct {
@@ -117,16 +110,17 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 		}
 		return nil, err
 	}
-	arch := ""
-	for _, a := range hc.Architectures {
-		if n, ok := hfArchs[a]; ok {
-			arch = n
+	var fam *Family
+	var a *Arch
+	for _, name := range hc.Architectures {
+		if fam, a = lookupArch(func(a *Arch) bool { return a.HF == name }); fam != nil {
 			break
 		}
 	}
-	if arch == "" {
-		return nil, fmt.Errorf("%w: %s: architectures %v (kvq runs LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", ErrUnsupported, cfgPath, hc.Architectures)
+	if fam == nil {
+		return nil, fmt.Errorf("%w: %s: architectures %v (kvq runs %s)", ErrUnsupported, cfgPath, hc.Architectures, archNames(true))
 	}
+	arch := a.Name
 	c := Config{
 		Arch: arch, Dim: hc.HiddenSize, Hidden: hc.IntermediateSize, Layers: hc.NumLayers, Heads: hc.NumHeads,
 		KVHeads: hc.NumHeads, Vocab: hc.VocabSize, ContextLen: hc.MaxPosition, RMSEps: float32(hc.RMSNormEps),
@@ -175,7 +169,7 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	if hc.SlidingWindow != nil && *hc.SlidingWindow > 0 {
 		// Qwen2 configs carry a sliding_window that applies only with
 		// use_sliding_window; Mistral applies it whenever it is set.
-		if arch == "mistral" || hc.UseSlidingWindow != nil && *hc.UseSlidingWindow {
+		if a.HFWindow || hc.UseSlidingWindow != nil && *hc.UseSlidingWindow {
 			c.SlidingWindow = *hc.SlidingWindow
 		}
 	}
@@ -199,7 +193,7 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	if err := checkSizes(hfSizes(hc), hfTensors(files, where)); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	if err := m.fromSafetensors(files, where, arch); err != nil {
+	if err := m.fromSafetensors(files, where, fam, a); err != nil {
 		return nil, err
 	}
 	for _, f := range files {
@@ -348,9 +342,9 @@ func hfTensors(files []shard, where map[string]int) fileTensors {
 	}
 }
 
-// fromSafetensors maps the HF tensor names of a Llama-family model; where
+// fromSafetensors reads the tensors the family names (LayerTensor.HF); where
 // says which shard holds each tensor.
-func (m *Model) fromSafetensors(files []shard, where map[string]int, arch string) error {
+func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family, a *Arch) error {
 	var errs []error
 	weight := func(name string, optional bool) *tensor.Weight {
 		i, ok := where[name]
@@ -409,20 +403,14 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, arch string
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("model.layers.%d.", i)
-		l.AttnNorm = vector(p+"input_layernorm.weight", false)
-		l.Wq = weight(p+"self_attn.q_proj.weight", false)
-		l.Wk = weight(p+"self_attn.k_proj.weight", false)
-		l.Wv = weight(p+"self_attn.v_proj.weight", false)
-		l.Wo = weight(p+"self_attn.o_proj.weight", false)
-		l.Bq = vector(p+"self_attn.q_proj.bias", true)
-		l.Bk = vector(p+"self_attn.k_proj.bias", true)
-		l.Bv = vector(p+"self_attn.v_proj.bias", true)
-		l.QNorm = vector(p+"self_attn.q_norm.weight", arch != "qwen3")
-		l.KNorm = vector(p+"self_attn.k_norm.weight", arch != "qwen3")
-		l.FFNNorm = vector(p+"post_attention_layernorm.weight", false)
-		l.Gate = weight(p+"mlp.gate_proj.weight", false)
-		l.Up = weight(p+"mlp.up_proj.weight", false)
-		l.Down = weight(p+"mlp.down_proj.weight", false)
+		for _, t := range fam.Tensors {
+			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
+			if t.Matrix != nil {
+				*t.Matrix(l) = weight(p+t.HF, optional)
+			} else {
+				*t.Vector(l) = vector(p+t.HF, optional)
+			}
+		}
 	}
 	return joinFirst(errs)
 }

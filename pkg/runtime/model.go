@@ -32,7 +32,7 @@ type RopeScaling struct {
 
 // Config fixes the architecture of a model.
 type Config struct {
-	Arch       string // "llama", "mistral", "qwen2", "qwen3"
+	Arch       string // a registered Arch.Name (family.go): "llama", "mistral", "qwen2", "qwen3"
 	Dim        int    // hidden size
 	Hidden     int    // MLP intermediate size
 	Layers     int
@@ -115,6 +115,7 @@ type Model struct {
 	Path, Format string
 
 	invFreq []float64
+	family  *Family // Arch's, set by Prepare
 	closers []io.Closer
 }
 
@@ -143,10 +144,22 @@ func (m *Model) weights() []*tensor.Weight {
 		ws = append(ws, m.Output)
 	}
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		ws = append(ws, l.Wq, l.Wk, l.Wv, l.Wo, l.Gate, l.Up, l.Down)
+		for _, t := range m.tensors() {
+			if t.Matrix != nil && *t.Matrix(&m.Layers[i]) != nil {
+				ws = append(ws, *t.Matrix(&m.Layers[i]))
+			}
+		}
 	}
 	return ws
+}
+
+// tensors are the per-layer tensors of the model's family (the Llama
+// family's for a model not yet prepared).
+func (m *Model) tensors() []LayerTensor {
+	if m.family != nil {
+		return m.family.Tensors
+	}
+	return llamaFamily.Tensors
 }
 
 // DTypes lists the distinct storage types of the weight matrices, most
@@ -176,8 +189,12 @@ func (m *Model) Params() int64 {
 		n += int64(w.Rows) * int64(w.Cols)
 	}
 	n += int64(len(m.Norm))
-	for _, l := range m.Layers {
-		n += int64(len(l.AttnNorm) + len(l.FFNNorm) + len(l.Bq) + len(l.Bk) + len(l.Bv) + len(l.QNorm) + len(l.KNorm))
+	for i := range m.Layers {
+		for _, t := range m.tensors() {
+			if t.Vector != nil {
+				n += int64(len(*t.Vector(&m.Layers[i])))
+			}
+		}
 	}
 	return n
 }
@@ -193,7 +210,15 @@ func (m *Model) Prepare() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	check := func(w *tensor.Weight, name string, rows, cols int) error {
+	f, _ := lookupArch(func(a *Arch) bool { return a.Name == c.Arch })
+	if f == nil {
+		return fmt.Errorf("%w: architecture %q (kvq runs %s)", ErrUnsupported, c.Arch, archNames(false))
+	}
+	m.family = f
+	check := func(w *tensor.Weight, name string, rows, cols int, optional bool) error {
+		if w == nil && optional {
+			return nil
+		}
 		if w == nil {
 			return fmt.Errorf("%w: missing tensor %s", ErrModel, name)
 		}
@@ -211,22 +236,21 @@ func (m *Model) Prepare() error {
 		}
 		return nil
 	}
-	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	errs := []error{check(m.Embed, "token embedding", c.Vocab, c.Dim), check(m.Output, "output", c.Vocab, c.Dim), vec(m.Norm, "final norm", c.Dim, false)}
+	errs := []error{check(m.Embed, "token embedding", c.Vocab, c.Dim, false), check(m.Output, "output", c.Vocab, c.Dim, false), vec(m.Norm, "final norm", c.Dim, false)}
 	if len(m.Layers) != c.Layers {
 		errs = append(errs, fmt.Errorf("%w: %d layers loaded, config says %d", ErrModel, len(m.Layers), c.Layers))
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("layer %d ", i)
-		errs = append(errs,
-			vec(l.AttnNorm, p+"attention norm", c.Dim, false),
-			check(l.Wq, p+"q", qd, c.Dim), check(l.Wk, p+"k", kvd, c.Dim), check(l.Wv, p+"v", kvd, c.Dim),
-			check(l.Wo, p+"o", c.Dim, qd),
-			vec(l.Bq, p+"q bias", qd, true), vec(l.Bk, p+"k bias", kvd, true), vec(l.Bv, p+"v bias", kvd, true),
-			vec(l.QNorm, p+"q norm", c.HeadDim, true), vec(l.KNorm, p+"k norm", c.HeadDim, true),
-			vec(l.FFNNorm, p+"ffn norm", c.Dim, false),
-			check(l.Gate, p+"gate", c.Hidden, c.Dim), check(l.Up, p+"up", c.Hidden, c.Dim), check(l.Down, p+"down", c.Dim, c.Hidden))
+		for _, t := range f.Tensors {
+			sh := t.Shape(c)
+			if t.Matrix != nil {
+				errs = append(errs, check(*t.Matrix(l), p+t.Label, sh[0], sh[1], t.Optional))
+			} else {
+				errs = append(errs, vec(*t.Vector(l), p+t.Label, sh[0], t.Optional))
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -235,7 +259,8 @@ func (m *Model) Prepare() error {
 		return fmt.Errorf("%w: rope_freqs has %d values, want %d", ErrModel, len(m.RopeFactors), c.RopeDim/2)
 	}
 	m.invFreq = InvFreq(c, m.RopeFactors)
-	return nil
+	_, _, err := m.layerGeometry()
+	return err
 }
 
 // InvFreq returns the RoPE inverse frequencies θ_i, i < RopeDim/2, after

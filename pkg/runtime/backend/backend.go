@@ -23,8 +23,8 @@
 // cmd/kvq/internal/cli/cmdutil/backends.go). docs/backends.md says what a
 // new backend implements and which suites it passes.
 //
-// The interface is the set of ops the Llama-family forward pass needs and
-// nothing more; it grows through optional interfaces (HostMemory).
+// The interface is the set of ops the model layer's families
+// (runtime.Family) compose their blocks from, and nothing more; it grows through optional interfaces (HostMemory).
 // Backends are not safe for concurrent use from several goroutines unless
 // they say so; the CPU backend is.
 package backend

@@ -1,0 +1,164 @@
+package runtime_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/internal/testutil"
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+)
+
+// pinnedLogits fixes the exact float32 bits of the forward pass: the
+// SHA-256 of the last prompt position's logits, then of 20 greedy steps'
+// tokens and logits, per model and cache format, on a CPU backend of two
+// workers (the attention fan-out sums in an order that depends on the
+// worker count) for each kernel set (simd.Kernels: the AVX2, AVX-512 and
+// generic kernels sum in different orders); a kernel set with no pinned
+// values is only logged. The model layer
+// (arch_*.go) must compose the backend's ops in the same order and sum in
+// the same way: any change of a bit fails here. A change of results that
+// is meant (a new kernel) updates these values in the same commit, saying
+// why.
+var pinnedLogits = map[string]string{
+	"amd64/avx512/llama/fp16":             "66af551d486f4169acdf3f2a350028fa8b201fe988ba73c0336654103e12f736",
+	"amd64/avx512/llama/fp32":             "310cddf88dfdf9efb68171db98461c52ba55f64c8a776862c20f8f6c91fe5c41",
+	"amd64/avx512/llama/int8":             "191d6ad88a04386b604300f233c354e4c0413c0c6b1f86f5dea8d3ab607ef694",
+	"amd64/avx512/mistral/fp16":           "c3a9573cb9de3f32a9b9ebea23eb56efdd7eecbe935950d00f706944dd4c2c9e",
+	"amd64/avx512/mistral/fp32":           "16dbe353683d1f8fd362b033e093a15861e06de0261b14aacdb446591671c3b8",
+	"amd64/avx512/mistral/int8":           "7d60b4827a7aeb0af88023c9ac2a656807a6e486e6bba687cee8664823ed832e",
+	"amd64/avx512/qwen2/fp16":             "4388b527a951fb82e718dc1c89cbf830fd31ef7b602ff4f0a7c60f6ebb8e4664",
+	"amd64/avx512/qwen2/fp32":             "45973466752c1798d43a6ca2bd10cc8fb166fddd7bb06ed3c0fdeaa11ab516f6",
+	"amd64/avx512/qwen2/int8":             "a9aaa690d0bd124045a1d8694953520b19346d708f6a6e8a0627252da97419e2",
+	"amd64/avx512/qwen3/fp16":             "db1dd9154cff64a714da2f8af0fcc0c3d39068307fb8e08586bb223e3909458f",
+	"amd64/avx512/qwen3/fp32":             "67f85239222eb7080e5b7e035f7e43f0dd20fb35335d861a44523e1cde67086b",
+	"amd64/avx512/qwen3/int8":             "2661c5ca911612be0a32ac31f797d701686856bd7222966ef9f025b0a22c52f1",
+	"amd64/avx512/stories260K.bin/fp16":   "7201950d997c52269820f24fce958a22580c1bd80dc96035636e065847615f6e",
+	"amd64/avx512/stories260K.bin/fp32":   "ae3f92f72aa91a8c5d1dce2801ae21203999584aa283fff83b09d9b4c5284fb7",
+	"amd64/avx512/stories260K.bin/int8":   "5de8b6e208868661ccaca91ddb4d3c0487d242c6124240ea93835ac853306cd9",
+	"amd64/avx512/stories260K.gguf/fp16":  "7201950d997c52269820f24fce958a22580c1bd80dc96035636e065847615f6e",
+	"amd64/avx512/stories260K.gguf/fp32":  "ae3f92f72aa91a8c5d1dce2801ae21203999584aa283fff83b09d9b4c5284fb7",
+	"amd64/avx512/stories260K.gguf/int8":  "5de8b6e208868661ccaca91ddb4d3c0487d242c6124240ea93835ac853306cd9",
+	"amd64/generic/llama/fp16":            "456ab576fbd6f5e27222687a952784f753dcc03d363329b37e3ea83703aa4538",
+	"amd64/generic/llama/fp32":            "bea7b7881ca7e985ea099ce935409991f57753d5de798655294987f462df05b4",
+	"amd64/generic/llama/int8":            "131e8abe0c7217eb2137e88c73fcfe07940dc6f01767f77a1b8cceea230aaf44",
+	"amd64/generic/mistral/fp16":          "862244bd6de2d74b57aae6a59c45d5df895ffd8f0c24153c0f492ee8729c8079",
+	"amd64/generic/mistral/fp32":          "a0a789f6c0689570f86c24f597bf8db4c8911bb4076c9c9525a373433c10906f",
+	"amd64/generic/mistral/int8":          "510e40c2619f15b35cc75b7fdd245d7fd10c5fd7687df7831ea332a0568f0e65",
+	"amd64/generic/qwen2/fp16":            "aa57a768af8f0818dcd6ab5aee163a27e00677ec950d13407ab9755a2e3b2072",
+	"amd64/generic/qwen2/fp32":            "e00300c41abb104401e15fbb2db20d6858485758b21c7df472f6e713394d30e9",
+	"amd64/generic/qwen2/int8":            "344c5ba5cd8ff77818174f32ece8641159afb82ef7ac2f15529da27cbf9dae08",
+	"amd64/generic/qwen3/fp16":            "73dba242006457837aee3b8805487ce9ad675d2aea8eb0d95d2ae2e4fac0b739",
+	"amd64/generic/qwen3/fp32":            "840b10c99052c6f1b79eecb5326997fcdfee91235d602630405d7f0682196d46",
+	"amd64/generic/qwen3/int8":            "97b1f745a211b4bfad67f29eb9a8b0d57c112092b47246c6f9bb1f64c1d7d082",
+	"amd64/generic/stories260K.bin/fp16":  "9292dd34883c28666dec7052f853b46840195d7eeaaa6604547224168225341e",
+	"amd64/generic/stories260K.bin/fp32":  "13634e7b7724e2429b491e3b5ecc9446def7589d6876bede8e6c4374a2a45f1c",
+	"amd64/generic/stories260K.bin/int8":  "a3c37f13809bd6429d445a8304a5ff8ac39808ad499f959ab329fac816311ab7",
+	"amd64/generic/stories260K.gguf/fp16": "9292dd34883c28666dec7052f853b46840195d7eeaaa6604547224168225341e",
+	"amd64/generic/stories260K.gguf/fp32": "13634e7b7724e2429b491e3b5ecc9446def7589d6876bede8e6c4374a2a45f1c",
+	"amd64/generic/stories260K.gguf/int8": "a3c37f13809bd6429d445a8304a5ff8ac39808ad499f959ab329fac816311ab7",
+}
+
+// pinModels lists the models of TestLogitsPinned: stories260K (the
+// built-in model, as GGUF and llama2.c) and random Hugging Face checkpoints
+// of each dense family (Qwen2's biases, Qwen3's q/k norms, Mistral's
+// sliding window).
+func pinModels(t *testing.T) map[string]func() (*runtime.Model, error) {
+	bin, tok, gguf := testutil.Stories260K(t)
+	dir := t.TempDir()
+	hf := func(s modeltest.Spec) func() (*runtime.Model, error) {
+		return func() (*runtime.Model, error) {
+			d := filepath.Join(dir, s.Arch)
+			if err := modeltest.WriteHF(d, s, modeltest.HFOptions{}); err != nil {
+				return nil, err
+			}
+			return runtime.Load(context.Background(), d, runtime.LoadOptions{})
+		}
+	}
+	return map[string]func() (*runtime.Model, error){
+		"stories260K.gguf": func() (*runtime.Model, error) { return runtime.Load(context.Background(), gguf, runtime.LoadOptions{}) },
+		"stories260K.bin": func() (*runtime.Model, error) {
+			return runtime.Load(context.Background(), bin, runtime.LoadOptions{Tokenizer: tok})
+		},
+		"llama":   hf(modeltest.Spec{Arch: "llama", Seed: 3}),
+		"mistral": hf(modeltest.Spec{Arch: "mistral", SlidingWindow: 8, Seed: 4}),
+		"qwen2":   hf(modeltest.Spec{Arch: "qwen2", Seed: 5}),
+		"qwen3":   hf(modeltest.Spec{Arch: "qwen3", HeadDim: 32, Seed: 6}),
+	}
+}
+
+func TestLogitsPinned(t *testing.T) {
+	ctx := context.Background()
+	got := map[string]string{}
+	for name, load := range pinModels(t) {
+		m, err := load()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, spec := range []string{"fp32", "fp16", "int8"} {
+			key := goruntime.GOARCH + "/" + simd.Kernels() + "/" + name + "/" + spec
+			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newCache(t, r, spec, 16)
+			if err := c.AddSeq(0); err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.New()
+			add := func(lg []float32, tok int) {
+				var b [4]byte
+				for _, v := range lg {
+					binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+					h.Write(b[:])
+				}
+				binary.LittleEndian.PutUint32(b[:], uint32(tok))
+				h.Write(b[:])
+			}
+			argmax := func(lg []float32) int {
+				best := 0
+				for i, v := range lg {
+					if v > lg[best] {
+						best = i
+					}
+				}
+				return best
+			}
+			toks := tokens(13, m.Vocab, 11)
+			for step := 0; step <= 20; step++ {
+				out, err := r.Forward(ctx, []runtime.Entry{{Cache: c, Seq: 0, Tokens: toks, Logits: runtime.LastLogits}})
+				if err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				next := argmax(out[0])
+				add(out[0], next)
+				toks = []int{next}
+			}
+			r.Close()
+			got[key] = hex.EncodeToString(h.Sum(nil))
+			if want, ok := pinnedLogits[key]; !ok {
+				t.Logf("%s: no pinned value for this machine's kernels; got %q", key, got[key])
+			} else if want != got[key] {
+				t.Errorf("%s: logits hash %s, pinned %s: the forward pass changed", key, got[key], want)
+			}
+		}
+		m.Close()
+	}
+	if p := os.Getenv("KVQ_PIN_DUMP"); p != "" {
+		var s string
+		for k, v := range got {
+			s += k + " " + v + "\n"
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

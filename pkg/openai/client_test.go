@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -231,7 +232,9 @@ func TestRetries(t *testing.T) {
 			fmt.Fprint(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
 		case strings.Contains(r.URL.Path, "completions") && r.URL.Path == "/v1/chat/completions":
 			// Answer only after the client gave up (or 5 s), so that the
-			// client's timeout decides even on a loaded machine.
+			// client's timeout decides even on a loaded machine (the body
+			// is read first: the server sees the client go only then).
+			io.Copy(io.Discard, r.Body)
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):

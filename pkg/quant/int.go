@@ -63,6 +63,30 @@ func (f intFormat) Describe() (string, []string) {
 	return fmt.Sprintf("%d-bit integer, %s, %s", f.bits, kind, grouping), nil
 }
 
+// Traits implements Format.
+func (f intFormat) Traits(bool) Traits {
+	return groupTraits(FamilyInt, f.bits, f.group, f.channel, f.sym)
+}
+
+// groupTraits are the traits of integer groups with fp16 scales (and
+// zeros unless sym): per-token groups of group values along head_dim
+// (tokenCodec; 0: the row), or per-channel groups of group tokens
+// (channelCodec, encoded a group at a time).
+func groupTraits(fam Family, bits, group int, channel, sym bool) Traits {
+	t := Traits{Family: fam, Bits: bits, Codebook: CodebookLinear, Block: group, Packing: PackSplit,
+		Scale: ScaleGroup, ScaleType: DTypeF16, Zero: DTypeF16, Flush: 1}
+	if sym {
+		t.Zero = DTypeNone
+	}
+	switch {
+	case channel:
+		t.Axis, t.Packing, t.Scale, t.Flush = AxisChannel, PackGroups, ScaleChannel, group
+	case group == 0:
+		t.Scale = ScaleToken
+	}
+	return t
+}
+
 func (f intFormat) NewCodec(p CodecParams) (Codec, error) {
 	if f.channel {
 		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, f.group, f.sym)
@@ -146,14 +170,15 @@ func integerFamilies() []family {
 		}
 		return quantoFormat{bits: bits, group: o.group, resid: o.resid, channel: o.channel}, nil
 	}
+	intOpts := []string{"g32", "g128", "row", "token", "channel", "sym", "asym"}
 	return []family{
-		{base: "int8", make: intMake, presets: []string{"int8"}},
-		{base: "int4", make: intMake, presets: []string{"int4", "int4:g32", "int4:g32:channel"}},
-		{base: "int2", make: intMake, presets: []string{"int2", "int2:g32:channel"}},
-		{base: "kivi4", make: kiviMake, presets: []string{"kivi4"}},
-		{base: "kivi2", make: kiviMake, presets: []string{"kivi2"}},
-		{base: "quanto4", aliases: []string{"hf-int4"}, make: quantoMake, presets: []string{"quanto4"}},
-		{base: "quanto2", aliases: []string{"hf-int2"}, make: quantoMake, presets: []string{"quanto2"}},
+		{base: "int8", make: intMake, options: intOpts, presets: []string{"int8"}},
+		{base: "int4", make: intMake, options: intOpts, presets: []string{"int4", "int4:g32", "int4:g32:channel"}},
+		{base: "int2", make: intMake, options: intOpts, presets: []string{"int2", "int2:g32:channel"}},
+		{base: "kivi4", make: kiviMake, options: []string{"g64", "r64"}, presets: []string{"kivi4"}},
+		{base: "kivi2", make: kiviMake, options: []string{"g64", "r64"}, presets: []string{"kivi2"}},
+		{base: "quanto4", aliases: []string{"hf-int4"}, make: quantoMake, options: []string{"g32", "r64", "channel"}, presets: []string{"quanto4"}},
+		{base: "quanto2", aliases: []string{"hf-int2"}, make: quantoMake, options: []string{"g32", "r64", "channel"}, presets: []string{"quanto2"}},
 	}
 }
 
@@ -177,6 +202,20 @@ func (f kiviFormat) Name() string {
 func (f kiviFormat) Describe() (string, []string) {
 	return fmt.Sprintf("KIVI %d-bit: keys per-channel (groups of %d tokens, flushed %d at a time), values per-token (groups of %d), last %d values fp16",
 		f.bits, f.group, max(f.resid, f.group), f.group, f.resid), nil
+}
+
+// Traits implements Format: keys in per-channel groups flushed
+// max(R, G) tokens at a time, values in per-token groups with the last R
+// rows in fp16 (see NewCodec).
+func (f kiviFormat) Traits(key bool) Traits {
+	if key {
+		t := groupTraits(FamilyKIVI, f.bits, f.group, true, false)
+		t.Flush = max(f.resid, f.group)
+		return t
+	}
+	t := groupTraits(FamilyKIVI, f.bits, f.group, false, false)
+	t.Residual = f.resid
+	return t
 }
 
 func (f kiviFormat) NewCodec(p CodecParams) (Codec, error) {
@@ -223,6 +262,18 @@ func (f quantoFormat) Describe() (string, []string) {
 		flush = fmt.Sprintf("residual buffer flushed every %d tokens from position 0", lcmInt(max(1, f.resid), f.group))
 	}
 	return fmt.Sprintf("HF QuantizedCache (quanto) int%d, %s, %s", f.bits, axis, flush), nil
+}
+
+// Traits implements Format (see NewCodec for the flushes).
+func (f quantoFormat) Traits(bool) Traits {
+	t := groupTraits(FamilyQuanto, f.bits, f.group, f.channel, false)
+	flush := max(1, f.resid)
+	if f.channel {
+		t.Flush = lcmInt(flush, f.group)
+	} else {
+		t.Flush, t.PromptFlush = flush, true
+	}
+	return t
 }
 
 func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {

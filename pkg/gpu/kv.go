@@ -508,9 +508,6 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 			return
 		}
 		out := dst[(p0-from)*dim : (p1-from)*dim]
-		if sd.interleaved {
-			toGGUF(buf, sd.rowBytes/dim, dim)
-		}
 		if sd.rows {
 			codec.Decode(out, buf, 0, cnt)
 		} else {

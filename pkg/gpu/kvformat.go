@@ -65,10 +65,6 @@ type kvFmt struct {
 	rows     bool // a tile's rows are contiguous (quant.PackRows: all but the int groups)
 	fp8      bool // the codecs hold a scale (kernels read it per KV head)
 	dynamic  bool // fp8 scales learnt from the cache's first step (WriteKV uploads them)
-	// interleaved: the codecs store rows in GGUF order (quant.InterleaveKeys)
-	// and the kernels in the model's, which changes no element-wise code
-	// and no attention score; Read reorders the rows it downloads.
-	interleaved bool
 }
 
 func (k kvFmt) kind() int { return k.code & 0xff }
@@ -163,18 +159,14 @@ func kvCode(t quant.Traits) (kind, group, flags int, why string) {
 		return 0, 0, 0, kvRuns
 	}
 	// What every kernel assumes of a row: it is encoded alone, in the
-	// order given, as it was written (no rotation, no fp16 window of the
-	// format's own, no outliers).
-	elementwise := kind <= kvE5M2 // one code per value, any scale held by the codec
+	// order given, as it was written (no rotation or permutation, no fp16
+	// window of the format's own, no outliers).
 	switch {
 	case t.Rotation == quant.RotationHadamard:
 		return 0, 0, 0, "Hadamard-rotated rows"
 	case t.Rotation != quant.RotationNone:
 		return 0, 0, 0, fmt.Sprintf("%v rotations", t.Rotation)
-	case t.Interleaved && !elementwise:
-		// Element-wise codes do not depend on the order of a row's values,
-		// and attention is the same in either order: such sides run as
-		// they are.
+	case t.Interleaved:
 		return 0, 0, 0, "keys in GGUF order (--k-order gguf)"
 	case t.Flush != 1 || t.PromptFlush || t.Residual > 0:
 		return 0, 0, 0, "token groups (staging rows)"
@@ -226,7 +218,6 @@ func kvFormat(f quant.Format, key bool, dim int) (kvFmt, error) {
 		return kvFmt{}, fmt.Errorf("%w: gpu: %s with head size %d", kvcache.ErrGeometry, f.Name(), dim)
 	}
 	k.rowBytes = t.UnitBytes(dim)
-	k.interleaved = t.Interleaved && dim%2 == 0 // as quant's interleaved codec
 	return k, nil
 }
 
@@ -257,20 +248,4 @@ func kvLayout(l *kvcache.Layout) ([][2]kvFmt, error) {
 		}
 	}
 	return out, nil
-}
-
-// toGGUF reorders each row of dim values of size bytes in rows into GGUF
-// order, in place: value i goes to 2i and value i+dim/2 to 2i+1 (the
-// order quant.InterleaveKeys stores).
-func toGGUF(rows []byte, size, dim int) {
-	rb := size * dim
-	tmp := make([]byte, rb)
-	for r := 0; r+rb <= len(rows); r += rb {
-		row := rows[r : r+rb]
-		for i := 0; i < dim/2; i++ {
-			copy(tmp[2*i*size:(2*i+1)*size], row[i*size:(i+1)*size])
-			copy(tmp[(2*i+1)*size:(2*i+2)*size], row[(i+dim/2)*size:(i+dim/2+1)*size])
-		}
-		copy(row, tmp)
-	}
 }

@@ -54,16 +54,14 @@ func everyFormat(t *testing.T) []quant.Format {
 // gpuRuns is what the GPU has stored since its KV kernels were written,
 // by name: fp32, fp16, bf16, fp8 (any scales, saturating or not) and the
 // llama.cpp blocks, unrotated, and per-token int8/int4/int2 groups of at
-// most 4095 values; keys in GGUF order only for element-wise formats. It
+// most 4095 values; never keys in GGUF order. It
 // restates the kernels' scope in the user's terms, so that a change of
 // traits or of option names that drops (or adds) GPU support fails here.
 func gpuRuns(name string, interleaved bool) bool {
 	parts := strings.Split(name, ":")
 	opts := parts[1:]
-	elementwise := false
 	switch base := parts[0]; base {
 	case "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2":
-		elementwise = true
 	case "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl":
 	case "int8", "int4", "int2":
 		for _, o := range opts {
@@ -77,7 +75,7 @@ func gpuRuns(name string, interleaved bool) bool {
 	default:
 		return false
 	}
-	return !slices.Contains(opts, "rot") && (!interleaved || elementwise)
+	return !slices.Contains(opts, "rot") && !interleaved
 }
 
 // TestSupportsKVEveryFormat checks the GPU's decision for every format the
@@ -220,31 +218,6 @@ func TestSupportsKVIgnoresNames(t *testing.T) {
 	var none quant.Traits
 	if _, _, _, why := kvCode(none); why == "" {
 		t.Errorf("kvCode(zero traits) accepted")
-	}
-}
-
-// TestToGGUF checks that Read's reordering of element-wise rows gives
-// the bytes of quant.InterleaveKeys' codecs.
-func TestToGGUF(t *testing.T) {
-	for _, f := range []quant.Format{quant.FP16, quant.FP32, quant.FP8E4M3} {
-		const dim, n = 64, 3
-		plain, _ := f.NewCodec(quant.CodecParams{Dim: dim, Key: true})
-		inter, _ := quant.InterleaveKeys(f).NewCodec(quant.CodecParams{Dim: dim, Key: true})
-		x := make([]float32, n*dim)
-		for i := range x {
-			x[i] = float32(i%17) - 8.25
-		}
-		a, b := make([]byte, plain.TileBytes(n)), make([]byte, inter.TileBytes(n))
-		plain.Encode(a, 0, x, n)
-		inter.Encode(b, 0, x, n)
-		k, err := kvFormat(quant.InterleaveKeys(f), true, dim)
-		if err != nil || !k.interleaved {
-			t.Fatalf("kvFormat(%s in GGUF order) = %+v, %v", f.Name(), k, err)
-		}
-		toGGUF(a, k.rowBytes/dim, dim)
-		if !slices.Equal(a, b) {
-			t.Errorf("%s: toGGUF of the plain rows differs from the interleaved codec's", f.Name())
-		}
 	}
 }
 

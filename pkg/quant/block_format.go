@@ -69,7 +69,7 @@ func (f *blockFormat) NewCodec(p CodecParams) (Codec, error) {
 		return nil, fmt.Errorf("%w: %s: head size %d is not a multiple of the block size %d (llama.cpp refuses it too)", ErrDim, f.Name(), p.Dim, ggmlBlock)
 	}
 	nb := p.Dim / ggmlBlock
-	var c Codec = &blockCodec{t: f.t, dim: p.Dim, nb: nb, rowBytes: nb * f.t.bytes}
+	var c Codec = &blockCodec{t: f.t, dim: p.Dim, nb: nb, rowBytes: f.Traits(p.Key).UnitBytes(p.Dim)}
 	if f.rot {
 		return newRotCodec(f.Name(), c, p)
 	}

@@ -88,10 +88,26 @@ func groupTraits(fam Family, bits, group int, channel, sym bool) Traits {
 }
 
 func (f intFormat) NewCodec(p CodecParams) (Codec, error) {
-	if f.channel {
-		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, f.group, f.sym)
+	return newGroupCodec(f.Name(), p.Dim, f.Traits(p.Key))
+}
+
+// newGroupCodec makes the codec of integer groups that traits t describe
+// (groupTraits): a channelCodec for AxisChannel, else a tokenCodec.
+func newGroupCodec(name string, dim int, t Traits) (Codec, error) {
+	sym := t.Zero == DTypeNone
+	if t.Axis == AxisChannel {
+		c, err := newChannelCodec(name, dim, t.Bits, t.Block, t.Flush, sym)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
-	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, 1, 0, f.sym)
+	c, err := newTokenCodec(name, dim, t.Bits, t.Block, t.Flush, t.Residual, sym)
+	if err != nil {
+		return nil, err
+	}
+	c.promptFlush = t.PromptFlush
+	return c, nil
 }
 
 // intOptions parses g<N>, row, token, channel, sym, asym and r<N> options.
@@ -206,7 +222,7 @@ func (f kiviFormat) Describe() (string, []string) {
 
 // Traits implements Format: keys in per-channel groups flushed
 // max(R, G) tokens at a time, values in per-token groups with the last R
-// rows in fp16 (see NewCodec).
+// rows in fp16.
 func (f kiviFormat) Traits(key bool) Traits {
 	if key {
 		t := groupTraits(FamilyKIVI, f.bits, f.group, true, false)
@@ -219,10 +235,7 @@ func (f kiviFormat) Traits(key bool) Traits {
 }
 
 func (f kiviFormat) NewCodec(p CodecParams) (Codec, error) {
-	if p.Key {
-		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, max(f.resid, f.group), false)
-	}
-	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, 1, f.resid, false)
+	return newGroupCodec(f.Name(), p.Dim, f.Traits(p.Key))
 }
 
 // quantoFormat mimics Hugging Face transformers' QuantizedCache with the
@@ -264,7 +277,9 @@ func (f quantoFormat) Describe() (string, []string) {
 	return fmt.Sprintf("HF QuantizedCache (quanto) int%d, %s, %s", f.bits, axis, flush), nil
 }
 
-// Traits implements Format (see NewCodec for the flushes).
+// Traits implements Format: per-token groups flushed R tokens at a time
+// from the end of the prompt, or per-channel groups flushed lcm(R, G)
+// tokens at a time (see quantoFormat).
 func (f quantoFormat) Traits(bool) Traits {
 	t := groupTraits(FamilyQuanto, f.bits, f.group, f.channel, false)
 	flush := max(1, f.resid)
@@ -277,16 +292,7 @@ func (f quantoFormat) Traits(bool) Traits {
 }
 
 func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {
-	flush := max(1, f.resid)
-	if f.channel {
-		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, lcmInt(flush, f.group), false)
-	}
-	c, err := newTokenCodec(f.Name(), p.Dim, f.bits, f.group, flush, 0, false)
-	if err != nil {
-		return nil, err
-	}
-	c.promptFlush = true
-	return c, nil
+	return newGroupCodec(f.Name(), p.Dim, f.Traits(p.Key))
 }
 
 func lcmInt(a, b int) int {

@@ -52,7 +52,9 @@ func TestTraitsBytes(t *testing.T) {
 					continue // traits do not say which head sizes fit
 				}
 				checked++
-				where := func() string { return f.Name() + " d" + strconv.Itoa(dim) + map[bool]string{true: " K", false: " V"}[key] }
+				where := func() string {
+					return f.Name() + " d" + strconv.Itoa(dim) + map[bool]string{true: " K", false: " V"}[key]
+				}
 				if tr.Family == FamilyUnknown || tr.Bits <= 0 || tr.Flush < 1 {
 					t.Errorf("%s: traits %+v: no family, bits or flush", where(), tr)
 					continue

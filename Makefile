@@ -35,13 +35,13 @@ KERNELS_SHA = $(shell cat pkg/gpu/kernels/* | sha256sum | cut -c1-16)
 test-cudaemu:
 	CGO_ENABLED=1 CGO_CXXFLAGS="-O2 -DKVQ_KERNELS_SHA=$(KERNELS_SHA)" $(GO) test -tags cudaemu -count=1 ./pkg/gpu/...
 
-# The README's examples and every --help example, run as a user would from
+# The examples of the README, of docs/ and of every --help, run as a user would from
 # a fresh clone's root with ../shared beside it: exit codes and the output
-# lines the README shows (scripts/readmecheck documents its markers:
+# lines the README and docs/ show (scripts/readmecheck documents its markers:
 # "your own" for a user's download, a stated run time of 30 s or more for
-# a slow one). About 3 minutes on 2 cores.
+# a slow one). About 4 minutes on 2 cores.
 readme-check: build
-	$(GO) run ./scripts/readmecheck -kvq bin/kvq -readme README.md -shared ../shared
+	$(GO) run ./scripts/readmecheck -kvq bin/kvq -readme README.md -docs docs -shared ../shared
 
 # Short fuzzing runs of every fuzz target in the module, FUZZTIME each; the
 # targets are found with go test -list '^Fuzz' (scripts/fuzz.sh).

@@ -35,9 +35,15 @@ type rule struct {
 var rules = []rule{
 	{
 		name:  "quant-leaf",
-		why:   "pkg/quant is a leaf over internal/simd: it imports only the standard library, internal/simd and internal/atomicfile (the codebook writer)",
+		why:   "pkg/quant is a leaf over internal/simd: it imports only the standard library, internal/simd, internal/atomicfile (the codebook writer) and pkg/kvqerr (the input-error kind)",
 		from:  []string{"pkg/quant"},
-		allow: []string{"std", "internal/simd", "internal/atomicfile"},
+		allow: []string{"std", "internal/simd", "internal/atomicfile", "pkg/kvqerr"},
+	},
+	{
+		name:  "kvqerr-leaf",
+		why:   "pkg/kvqerr, the input-error kind every library may use, imports only the standard library",
+		from:  []string{"pkg/kvqerr"},
+		allow: []string{"std"},
 	},
 	{
 		name:  "simd-leaf",
@@ -84,9 +90,9 @@ var rules = []rule{
 	},
 	{
 		name:  "parsers-leaf",
-		why:   "the file-format parsers pkg/gguf and pkg/safetensors import only the standard library",
+		why:   "the file-format parsers pkg/gguf and pkg/safetensors import only the standard library and pkg/kvqerr (the input-error kind, itself standard library only)",
 		from:  []string{"pkg/gguf", "pkg/safetensors"},
-		allow: []string{"std"},
+		allow: []string{"std", "pkg/kvqerr"},
 	},
 	{
 		name: "kvcache-below-runtime",
@@ -102,9 +108,9 @@ var rules = []rule{
 	},
 	{
 		name:  "backend-interface",
-		why:   "pkg/runtime/backend is the seam: it imports only the vocabulary it speaks (quant, kvcache, tensor), never a backend or the runtime",
+		why:   "pkg/runtime/backend is the seam: it imports only the vocabulary it speaks (quant, kvcache, tensor, the kvqerr error kind), never a backend or the runtime",
 		from:  []string{"pkg/runtime/backend"},
-		allow: []string{"std", "pkg/quant", "pkg/runtime/kvcache", "pkg/tensor"},
+		allow: []string{"std", "pkg/quant", "pkg/runtime/kvcache", "pkg/tensor", "pkg/kvqerr"},
 	},
 	{
 		name: "backends-below-runtime",
@@ -120,9 +126,9 @@ var rules = []rule{
 	},
 	{
 		name:  "serve-over-engine",
-		why:   "pkg/serve is HTTP over the engine: it imports the standard library and the engine's vocabulary (engine, runtime, tokenizer, chat) only",
+		why:   "pkg/serve is HTTP over the engine: it imports the standard library and the engine's vocabulary (engine, runtime, tokenizer, chat, the kvqerr error kind) only",
 		from:  []string{"pkg/serve"},
-		allow: []string{"std", "pkg/engine", "pkg/runtime", "pkg/tokenizer", "pkg/chat"},
+		allow: []string{"std", "pkg/engine", "pkg/runtime", "pkg/tokenizer", "pkg/chat", "pkg/kvqerr"},
 	},
 	{
 		name: "engine-below-serve",

@@ -1,5 +1,5 @@
 // Package bench measures what a KV-cache format costs and saves at serving
-// time: the library behind kvq bench. It has five parts.
+// time: the library behind kvq bench. It has six parts.
 //
 //   - Workloads (Fixed, Random, FromFile, BuiltIn): deterministic, seeded
 //     lists of Requests, each with its prompt both as token ids (for the
@@ -22,10 +22,17 @@
 //   - Decode speed at depth (DecodeDepth): llama-bench's "tg n @ d depth",
 //     tokens per second of one sequence decoding after a prefill of depth
 //     tokens, for one cache format, directly on a runtime.Runner.
+//   - The whole benchmark (ModelWorkload, Measure): a model's workload,
+//     then every cache of the in-process engine (EngineTarget, one pool
+//     per cache in the same KV budget) or every OpenAI-compatible endpoint
+//     (EndpointTarget) at every load, the SLO capacity and the decode
+//     sweep, into a Report: the JSON of kvq bench --output json (schema
+//     kvq.bench/v1), which kvq plan --from reads back with the same type.
 //
 // The package does not print, draw tables or progress bars (the CLI
-// renders), does not implement targets (the in-process engine and the HTTP
-// client live elsewhere) and reads no environment.
+// renders; Measure reports progress through a callback), does not open
+// connections of its own (EndpointTarget uses the pkg/openai client it is
+// given) and reads no environment.
 //
 // Time: every measurement is taken on the clock in RunOptions (time.Now by
 // default); Records store offsets from the run's start, and their JSON form
@@ -36,20 +43,25 @@
 // in flight, never more goroutines than requests), so a Target must be
 // safe for concurrent use. DecodeDepth drives its Runner from the calling
 // goroutine only.
-// Callbacks in RunOptions are called one at a time. Workload generators,
-// Schedule, Summarize and Capacity are pure functions of their arguments.
+// Callbacks in RunOptions and Options are called one at a time. Workload
+// generators, Schedule, Summarize and Capacity are pure functions of their
+// arguments; Measure runs its targets one after the other.
 package bench
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Sentinel errors of the package.
 var (
 	// ErrWorkload reports a workload that cannot be built: bad lengths, a
 	// malformed or empty prompts file (the message names file:line).
-	ErrWorkload = errors.New("bench: bad workload")
+	ErrWorkload = kvqerr.New("bench: bad workload")
 	// ErrLoad reports load settings that cannot be run (a negative rate,
 	// burstiness or concurrency).
-	ErrLoad = errors.New("bench: bad load")
+	ErrLoad = kvqerr.New("bench: bad load")
 	// ErrGoodput reports a malformed SLO list ("ttft:500ms,tpot:50ms").
 	ErrGoodput = errors.New("bench: bad goodput SLO")
 	// ErrSweep reports sweep points that cannot be compared (they vary in

@@ -49,11 +49,8 @@ func TestEngineTarget(t *testing.T) {
 			}
 		}
 	}()
-	for range 100 { // until Run accepts requests
-		if _, err := e.Submit(context.Background(), engine.Request{}); err != engine.ErrClosed {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	res, err := bench.Run(context.Background(), &bench.EngineTarget{Engine: e, Cache: "int8"}, reqs, bench.Load{Concurrency: 4}, bench.RunOptions{})
 	close(stop)

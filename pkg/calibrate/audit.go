@@ -1,12 +1,14 @@
 package calibrate
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
 )
 
 // Finding levels: an error is a problem that makes the cache wrong or the
@@ -76,7 +78,7 @@ const (
 // of calibration data for the clipping and underflow checks; kind is the
 // fp8 encoding the scales are for.
 func AuditScales(sh *Shipped, rec *Recorder, kind quant.FP8Kind) *Audit {
-	a := &Audit{Schema: "kvq.calibrate.audit/v1", Source: sh.Source, DType: sh.DType}
+	a := &Audit{Schema: AuditSchema, Source: sh.Source, DType: sh.DType}
 	if sh.Scheme != nil {
 		a.Scheme = sh.Scheme
 	}
@@ -314,4 +316,47 @@ func maxOf(x []float32) float32 {
 		m = max(m, v)
 	}
 	return m
+}
+
+// AuditEffect measures what the shipped scales do on held-out text
+// (Compare with opts): the shipped scales as vLLM runs them (missing
+// layers at 1.0; also with the invalid ones at 1.0 when there are any),
+// against scales calibrated on rec (dataset:minmax:tensor) and 1.0 (vLLM's
+// default), both rounded like the shipped ones so that only the values
+// differ. kind is the fp8 encoding the scales are for.
+func AuditEffect(ctx context.Context, m *runtime.Model, sh *Shipped, rec *Recorder, kind quant.FP8Kind, opts CompareOptions) (*Comparison, error) {
+	kindName := map[quant.FP8Kind]string{quant.E4M3: "float8_e4m3fn", quant.E5M2: "float8_e5m2"}[kind]
+	var cands []Candidate
+	if sh.Any() {
+		eff := sh.Effective()
+		eff.DType = kindName
+		cands = append(cands, Candidate{Name: "shipped", Scales: eff})
+		if eff.Valid() != nil {
+			fixed, n := eff.Repaired()
+			cands = append(cands, Candidate{Name: fmt.Sprintf("shipped, %d invalid as 1.0", n), Scales: fixed})
+		}
+	}
+	for _, name := range []string{"dataset", "default"} {
+		s, _ := ParseStrategy(name, PerTensor)
+		sc, err := Compute(s, rec, nil, ScaleOptions{Kind: kind, DType: shippedDType(sh)})
+		if err != nil {
+			return nil, err
+		}
+		label := "calibrated (dataset:minmax:tensor)"
+		if name == "default" {
+			label = "1.0 (vLLM's default)"
+		}
+		cands = append(cands, Candidate{Name: label, Scales: sc})
+	}
+	return Compare(ctx, m, cands, opts)
+}
+
+// shippedDType is the dtype the shipped scales were stored in, when it is
+// one Compute can round to ("" otherwise: float32).
+func shippedDType(sh *Shipped) string {
+	switch sh.DType {
+	case "F16", "BF16", "F32":
+		return sh.DType
+	}
+	return ""
 }

@@ -8,21 +8,29 @@
 // formats vLLM and SGLang load, compares strategies by measurement, and
 // audits the scales a checkpoint already ships.
 //
-// The facts each strategy follows are in ../shared/docs/quant-schemes.md
-// §1.2–1.4 (kvq's copy of the engines' rules).
+// Calibrate runs the whole of kvq calibrate but the writing (Write writes
+// the exports and codebooks) into a Result, the JSON of kvq calibrate
+// --output json (schema kvq.calibrate/v1); Audit is kvq calibrate audit's
+// (kvq.calibrate.audit/v1). kvq plan --from reads both back with these
+// types. The package prints nothing: progress goes through callbacks.
+//
+// The engines' rules each strategy follows are in docs/quant-schemes.md
+// §1.2–1.4.
 package calibrate
 
-import "errors"
+import (
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Errors of the package. Each error it returns about user input wraps one.
 var (
 	// ErrData: calibration data that cannot be read or is unusable (a
 	// malformed JSONL line, no tokens, a chat without a template).
-	ErrData = errors.New("calibrate: bad calibration data")
+	ErrData = kvqerr.New("calibrate: bad calibration data")
 	// ErrOptions: an unknown strategy, granularity or dtype, or settings
 	// that contradict each other.
-	ErrOptions = errors.New("calibrate: bad options")
+	ErrOptions = kvqerr.New("calibrate: bad options")
 	// ErrScales: a scales file or checkpoint whose scales cannot be read or
 	// do not fit the model (wrong layer or head count, malformed values).
-	ErrScales = errors.New("calibrate: bad scales")
+	ErrScales = kvqerr.New("calibrate: bad scales")
 )

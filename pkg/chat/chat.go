@@ -5,12 +5,22 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Message is one turn of a conversation.
 type Message struct {
 	Role    string
 	Content string
+	// Fields holds the message's other keys, as transformers passes them
+	// through: "tool_calls" (a list of {"id", "type", "function": {"name",
+	// "arguments"}}), "tool_call_id" and "name" on a tool result,
+	// "reasoning_content", and so on. Values are as for Options.Extra.
+	// Templates see them after role and content, in Fields' key order
+	// (sorted, or the object order of a json.RawMessage value). The keys
+	// "role" and "content" are reserved.
+	Fields map[string]any
 }
 
 // Options are the variables a chat template sees besides the messages.
@@ -39,13 +49,14 @@ type Options struct {
 var (
 	// ErrUndefined reports a use of an undefined value that Jinja rejects:
 	// arithmetic, attribute or item access, or a call.
-	ErrUndefined = errors.New("chat: undefined value")
+	ErrUndefined = kvqerr.New("chat: undefined value")
 	// ErrType reports an operation on values of the wrong type.
-	ErrType = errors.New("chat: type error")
+	ErrType = kvqerr.New("chat: type error")
 	// ErrLimit reports a render that ran past the output, step, range or
 	// recursion limits that keep a hostile template from running away.
-	ErrLimit = errors.New("chat: render limit exceeded")
-	// ErrExtra reports an Options.Extra entry that cannot be used.
+	ErrLimit = kvqerr.New("chat: render limit exceeded")
+	// ErrExtra reports an Options.Extra or Message.Fields entry that
+	// cannot be used.
 	ErrExtra = errors.New("chat: invalid extra variable")
 )
 
@@ -137,9 +148,10 @@ func (t *Template) Render(msgs []Message, opts Options) (string, error) {
 	root := newScope(nil)
 	messages := make([]any, len(msgs))
 	for i, m := range msgs {
-		d := newDict(2)
-		d.set("role", m.Role)
-		d.set("content", m.Content)
+		d, err := messageDict(m)
+		if err != nil {
+			return "", fmt.Errorf("%w: messages[%d]: %w", ErrExtra, i, err)
+		}
 		messages[i] = d
 	}
 	root.vars["tools"] = nil
@@ -174,6 +186,28 @@ func (t *Template) Render(msgs []Message, opts Options) (string, error) {
 		return "", err
 	}
 	return out.String(), nil
+}
+
+// messageDict converts m to the dict a template sees.
+func messageDict(m Message) (*dict, error) {
+	d := newDict(2 + len(m.Fields))
+	d.set("role", m.Role)
+	d.set("content", m.Content)
+	if len(m.Fields) == 0 {
+		return d, nil
+	}
+	fields, err := fromGo(m.Fields)
+	if err != nil {
+		return nil, err
+	}
+	fd := fields.(*dict)
+	for _, k := range fd.keys {
+		if k == "role" || k == "content" {
+			return nil, fmt.Errorf("field %q is reserved", k)
+		}
+		d.set(k, fd.vals[k])
+	}
+	return d, nil
 }
 
 // position converts a byte offset in the normalized source to a 1-based

@@ -109,24 +109,24 @@ func TestLlama31(t *testing.T) {
 	opts := func(agp bool, extra map[string]any) Options {
 		return Options{AddGenerationPrompt: agp, BOSToken: bos, EOSToken: "<|eot_id|>", Extra: extra}
 	}
-	sysUser := []Message{{"system", "You are a bot."}, {"user", "Weather in Paris?"}}
+	sysUser := []Message{{Role: "system", Content: "You are a bot."}, {Role: "user", Content: "Weather in Paris?"}}
 	runTemplateCases(t, "llama-3.1-instruct.jinja", []templateCase{
 		{
 			name: "system and user with generation prompt",
-			msgs: []Message{{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}},
+			msgs: []Message{{Role: "system", Content: "You are a helpful assistant."}, {Role: "user", Content: "What is the capital of France?"}},
 			opts: opts(true, nil),
 			want: header + dates + "You are a helpful assistant.<|eot_id|>" +
 				"<|start_header_id|>user<|end_header_id|>\n\nWhat is the capital of France?<|eot_id|>" + prompt,
 		},
 		{
 			name: "user only without generation prompt",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(false, nil),
 			want: header + dates + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
 		},
 		{
 			name: "multi-turn contents are trimmed",
-			msgs: []Message{{"system", "  Be brief.\n"}, {"user", " Hello "}, {"assistant", "Hi there! \n"}, {"user", "Bye"}},
+			msgs: []Message{{Role: "system", Content: "  Be brief.\n"}, {Role: "user", Content: " Hello "}, {Role: "assistant", Content: "Hi there! \n"}, {Role: "user", Content: "Bye"}},
 			opts: opts(true, nil),
 			want: header + dates + "Be brief.<|eot_id|>" +
 				"<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>" +
@@ -135,7 +135,7 @@ func TestLlama31(t *testing.T) {
 		},
 		{
 			name: "date_string overrides the default date",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(false, map[string]any{"date_string": "07 Mar 2025"}),
 			want: header + "Cutting Knowledge Date: December 2023\nToday Date: 07 Mar 2025\n\n" +
 				"<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
@@ -163,14 +163,14 @@ func TestLlama31(t *testing.T) {
 		},
 		{
 			name: "builtin tools",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(false, map[string]any{"builtin_tools": []string{"brave_search", "code_interpreter", "wolfram_alpha"}}),
 			want: header + "Environment: ipython\nTools: brave_search, wolfram_alpha\n\n" + dates +
 				"<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
 		},
 		{
 			name:    "tools without a user message",
-			msgs:    []Message{{"system", "You are a bot."}},
+			msgs:    []Message{{Role: "system", Content: "You are a bot."}},
 			opts:    opts(true, map[string]any{"tools": weatherTool}),
 			wantErr: "Cannot put tools in the first user message when there's no first user message!",
 		},
@@ -190,13 +190,13 @@ func TestQwen25(t *testing.T) {
 	runTemplateCases(t, "qwen2.5-instruct.jinja", []templateCase{
 		{
 			name: "user only gets the default system prompt",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(true, nil),
 			want: defaultSystem + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
 		},
 		{
 			name: "system and multi-turn without generation prompt",
-			msgs: []Message{{"system", "You are a bot."}, {"user", "Hello"}, {"assistant", "Hi there!"}, {"user", "Bye"}},
+			msgs: []Message{{Role: "system", Content: "You are a bot."}, {Role: "user", Content: "Hello"}, {Role: "assistant", Content: "Hi there!"}, {Role: "user", Content: "Bye"}},
 			opts: opts(false, nil),
 			want: "<|im_start|>system\nYou are a bot.<|im_end|>\n" +
 				"<|im_start|>user\nHello<|im_end|>\n" +
@@ -205,33 +205,33 @@ func TestQwen25(t *testing.T) {
 		},
 		{
 			name: "contents are not trimmed",
-			msgs: []Message{{"user", " spaced \n"}},
+			msgs: []Message{{Role: "user", Content: " spaced \n"}},
 			opts: opts(false, nil),
 			want: defaultSystem + "<|im_start|>user\n spaced \n<|im_end|>\n",
 		},
 		{
 			name: "a later system message stays in place",
-			msgs: []Message{{"user", "Hi"}, {"system", "Be brief."}},
+			msgs: []Message{{Role: "user", Content: "Hi"}, {Role: "system", Content: "Be brief."}},
 			opts: opts(false, nil),
 			want: defaultSystem + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>system\nBe brief.<|im_end|>\n",
 		},
 		{
 			name: "tools with a system message",
-			msgs: []Message{{"system", "You are a bot."}, {"user", "Weather in Paris?"}},
+			msgs: []Message{{Role: "system", Content: "You are a bot."}, {Role: "user", Content: "Weather in Paris?"}},
 			opts: opts(true, map[string]any{"tools": weatherTool}),
 			want: "<|im_start|>system\nYou are a bot." + toolsBlock +
 				"<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n",
 		},
 		{
 			name: "tools without a system message",
-			msgs: []Message{{"user", "Weather in Paris?"}},
+			msgs: []Message{{Role: "user", Content: "Weather in Paris?"}},
 			opts: opts(false, map[string]any{"tools": weatherTool}),
 			want: "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant." + toolsBlock +
 				"<|im_start|>user\nWeather in Paris?<|im_end|>\n",
 		},
 		{
 			name: "empty tools list is falsy",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(false, map[string]any{"tools": []any{}}),
 			want: defaultSystem + "<|im_start|>user\nHi<|im_end|>\n",
 		},
@@ -244,50 +244,50 @@ func TestMistral7BInstruct(t *testing.T) {
 	runTemplateCases(t, "mistral-7b-instruct-v0.2.jinja", []templateCase{
 		{
 			name: "user only",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(false),
 			want: "<s> [INST] Hi [/INST]",
 		},
 		{
 			name: "generation prompt changes nothing",
-			msgs: []Message{{"user", "Hi"}},
+			msgs: []Message{{Role: "user", Content: "Hi"}},
 			opts: opts(true),
 			want: "<s> [INST] Hi [/INST]",
 		},
 		{
 			name: "system message joins the first user turn",
-			msgs: []Message{{"system", "You are a bot."}, {"user", "Hello"}, {"assistant", "Hi there!"}, {"user", "Bye"}},
+			msgs: []Message{{Role: "system", Content: "You are a bot."}, {Role: "user", Content: "Hello"}, {Role: "assistant", Content: "Hi there!"}, {Role: "user", Content: "Bye"}},
 			opts: opts(true),
 			want: "<s> [INST] You are a bot.\n\nHello [/INST] Hi there!</s> [INST] Bye [/INST]",
 		},
 		{
 			name: "multi-turn ending with the assistant",
-			msgs: []Message{{"user", "1+1?"}, {"assistant", "2"}, {"user", "2+2?"}, {"assistant", "4"}},
+			msgs: []Message{{Role: "user", Content: "1+1?"}, {Role: "assistant", Content: "2"}, {Role: "user", Content: "2+2?"}, {Role: "assistant", Content: "4"}},
 			opts: opts(false),
 			want: "<s> [INST] 1+1? [/INST] 2</s> [INST] 2+2? [/INST] 4</s>",
 		},
 		{
 			name:    "two user turns in a row",
-			msgs:    []Message{{"user", "a"}, {"user", "b"}},
+			msgs:    []Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}},
 			opts:    opts(false),
 			wantErr: alternate,
 		},
 		{
 			name:    "assistant first after the system message",
-			msgs:    []Message{{"system", "s"}, {"assistant", "a"}},
+			msgs:    []Message{{Role: "system", Content: "s"}, {Role: "assistant", Content: "a"}},
 			opts:    opts(false),
 			wantErr: alternate,
 		},
 		{
 			name:    "other roles",
-			msgs:    []Message{{"user", "a"}, {"tool", "b"}},
+			msgs:    []Message{{Role: "user", Content: "a"}, {Role: "tool", Content: "b"}},
 			opts:    opts(false),
 			wantErr: "Only user and assistant roles are supported, with the exception of an initial optional system message!",
 		},
 	})
 
 	// The error names the template line of the raise_exception call.
-	_, err := loadTemplate(t, "mistral-7b-instruct-v0.2.jinja").Render([]Message{{"user", "a"}, {"user", "b"}}, opts(false))
+	_, err := loadTemplate(t, "mistral-7b-instruct-v0.2.jinja").Render([]Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, opts(false))
 	var re *RenderError
 	if !errors.As(err, &re) || re.Line != 11 || re.Col != 13 {
 		t.Errorf("alternation error = %v, want a RenderError at 11:13", err)
@@ -305,9 +305,9 @@ func BenchmarkRender(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			msgs := []Message{{"system", "You are a bot."}}
+			msgs := []Message{{Role: "system", Content: "You are a bot."}}
 			for i := range 20 {
-				msgs = append(msgs, Message{"user", "question " + string(rune('a'+i))}, Message{"assistant", "answer"})
+				msgs = append(msgs, Message{Role: "user", Content: "question " + string(rune('a'+i))}, Message{Role: "assistant", Content: "answer"})
 			}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -321,14 +321,14 @@ func BenchmarkRender(b *testing.B) {
 
 func TestConcurrentRender(t *testing.T) {
 	tmpl := loadTemplate(t, "qwen2.5-instruct.jinja")
-	want, err := tmpl.Render([]Message{{"user", "Hi"}}, Options{})
+	want, err := tmpl.Render([]Message{{Role: "user", Content: "Hi"}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan string)
 	for range 8 {
 		go func() {
-			got, _ := tmpl.Render([]Message{{"user", "Hi"}}, Options{})
+			got, _ := tmpl.Render([]Message{{Role: "user", Content: "Hi"}}, Options{})
 			done <- got
 		}()
 	}

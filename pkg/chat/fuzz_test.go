@@ -29,7 +29,7 @@ func FuzzRender(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	msgs := []Message{{"system", "s"}, {"user", "u"}, {"assistant", "a"}, {"user", "é\n"}}
+	msgs := []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "é\n"}}
 	opts := Options{
 		AddGenerationPrompt: true, BOSToken: "<s>", EOSToken: "</s>", Now: fixedNow,
 		Extra: map[string]any{"tools": json.RawMessage(`[{"type":"function","function":{"name":"f","parameters":{}}}]`)},

@@ -351,6 +351,29 @@ func TestMessagesAreDicts(t *testing.T) {
 	}
 }
 
+func TestMessageFields(t *testing.T) {
+	msgs := []Message{
+		{Role: "assistant", Fields: map[string]any{
+			"tool_calls": json.RawMessage(`[{"id": "c1", "function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]`),
+			"name":       "x",
+		}},
+		{Role: "tool", Content: "r", Fields: map[string]any{"tool_call_id": "c1"}},
+	}
+	src := "{% for m in messages %}{{ m | tojson }}|{{ m.tool_calls is defined }}\n{% endfor %}"
+	want := `{"role": "assistant", "content": "", "name": "x", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]}|True` + "\n" +
+		`{"role": "tool", "content": "r", "tool_call_id": "c1"}|False` + "\n"
+	got, err := Render(src, msgs, Options{})
+	if err != nil || got != want {
+		t.Errorf("Render =\n%s, %v\nwant\n%s", got, err, want)
+	}
+	for _, f := range []map[string]any{{"role": "user"}, {"content": nil}, {"bad": struct{}{}}} {
+		_, err := Render("x", []Message{{Role: "user", Fields: f}}, Options{})
+		if !errors.Is(err, ErrExtra) {
+			t.Errorf("Render with Fields %v: error %v, want ErrExtra", f, err)
+		}
+	}
+}
+
 func TestCompileOnceRenderMany(t *testing.T) {
 	tmpl, err := Compile("{% for m in messages %}[{{ m.role }}]{% endfor %}{% if add_generation_prompt %}>{% endif %}")
 	if err != nil {

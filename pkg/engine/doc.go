@@ -20,7 +20,11 @@
 // far again.
 package engine
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Errors of the package. A request refused at Submit wraps ErrRequest (a
 // server answers 400) or ErrTooLarge (413); ErrClosed means the engine is
@@ -29,5 +33,5 @@ var (
 	ErrRequest  = errors.New("engine: bad request")
 	ErrTooLarge = errors.New("engine: request too large")
 	ErrClosed   = errors.New("engine: not running")
-	ErrOptions  = errors.New("engine: bad options")
+	ErrOptions  = kvqerr.New("engine: bad options")
 )

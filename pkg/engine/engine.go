@@ -163,6 +163,7 @@ type Engine struct {
 	mu       sync.Mutex
 	incoming []*seq
 	wake     chan struct{}
+	ready    chan struct{} // closed when Run starts
 	running  bool
 	closed   bool
 	stats    []PoolStats
@@ -222,7 +223,7 @@ func New(m *runtime.Model, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{m: m, r: r, opts: opts, stop: map[int]bool{}, wake: make(chan struct{}, 1)}
+	e := &Engine{m: m, r: r, opts: opts, stop: map[int]bool{}, wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	for _, id := range m.StopIDs {
 		e.stop[id] = true
 	}
@@ -315,10 +316,7 @@ func (e *Engine) publish() {
 // the context), ErrTooLarge for one that can never fit a pool, ErrClosed
 // when the engine is not running.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
-	e.mu.Lock()
-	up := e.running && !e.closed
-	e.mu.Unlock()
-	if !up {
+	if !e.Running() {
 		return nil, ErrClosed
 	}
 	p, err := e.check(&req)
@@ -407,6 +405,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("engine: Run called twice")
 	}
 	e.running = true
+	close(e.ready)
 	e.mu.Unlock()
 	defer e.shutdown(ctx)
 	for {
@@ -433,6 +432,34 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.step(ctx)
 	}
+}
+
+// Ready returns a channel that is closed once Run has started: from then
+// until Run returns, Submit accepts requests. It stays closed after Run
+// returns (Running says whether the engine still accepts requests).
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+// WaitReady waits until Run has started. It returns nil when the engine
+// accepts requests, ErrClosed when Run has already returned, and ctx's
+// error when ctx ends first.
+func (e *Engine) WaitReady(ctx context.Context) error {
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if !e.Running() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Running reports whether the engine accepts requests: Run has started
+// and not yet returned.
+func (e *Engine) Running() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running && !e.closed
 }
 
 func (e *Engine) busy() bool {

@@ -56,14 +56,75 @@ func start(t *testing.T, m *runtime.Model, opts engine.Options) *engine.Engine {
 		cancel()
 		<-done
 	})
-	// Wait until Run accepts requests.
-	for range 1000 {
-		if _, err := e.Submit(context.Background(), engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	return e
+}
+
+// TestReady: Ready is open and Submit refused until Run starts; then
+// Ready is closed, WaitReady returns nil and Submit checks requests; after
+// Run returns, Ready stays closed while WaitReady and Submit say
+// ErrClosed. WaitReady returns ctx's error when ctx ends first.
+func TestReady(t *testing.T) {
+	e, err := engine.New(testModel(t), engine.Options{Caches: specs(t, "fp16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isClosed := func() bool {
+		select {
+		case <-e.Ready():
+			return true
+		default:
+			return false
+		}
+	}
+	if isClosed() || e.Running() {
+		t.Fatalf("before Run: Ready closed %v, Running %v, want false, false", isClosed(), e.Running())
+	}
+	if _, err := e.Submit(context.Background(), engine.Request{Prompt: []int{1}, MaxTokens: 1}); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Submit before Run = %v, want ErrClosed", err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	if err := e.WaitReady(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitReady(cancelled ctx) before Run = %v, want context.Canceled", err)
+	}
+	tctx, tcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer tcancel()
+	if err := e.WaitReady(tctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitReady before Run = %v, want context.DeadlineExceeded", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	if err := e.WaitReady(context.Background()); err != nil {
+		t.Fatalf("WaitReady while running = %v, want nil", err)
+	}
+	if !isClosed() || !e.Running() {
+		t.Fatalf("running: Ready closed %v, Running %v, want true, true", isClosed(), e.Running())
+	}
+	if _, err := e.Submit(context.Background(), engine.Request{}); !errors.Is(err, engine.ErrRequest) {
+		t.Fatalf("Submit(empty request) while running = %v, want ErrRequest", err)
+	}
+	if err := e.Run(ctx); err == nil {
+		t.Fatal("a second Run returned nil")
+	}
+
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if !isClosed() || e.Running() {
+		t.Fatalf("after Run: Ready closed %v, Running %v, want true, false", isClosed(), e.Running())
+	}
+	if err := e.WaitReady(context.Background()); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("WaitReady after Run = %v, want ErrClosed", err)
+	}
+	if _, err := e.Submit(context.Background(), engine.Request{Prompt: []int{1}, MaxTokens: 1}); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Submit after Run = %v, want ErrClosed", err)
+	}
 }
 
 func prompt(rng *rand.Rand, n, vocab int) []int {

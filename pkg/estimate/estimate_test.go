@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestWorkedExample reproduces estimate-rules.md §7, case
+// TestWorkedExample reproduces docs/estimate-rules.md §7, case
 // vllm019-h100-llama31-8b-tp1: vLLM 0.19, H100, max_model_len 8192,
 // "Available KV cache memory: 58.11 GiB", 29,751 blocks, "GPU KV cache size:
 // 476,016 tokens", "Maximum concurrency for 8,192 tokens per request: 58.11x".
@@ -89,7 +89,7 @@ func TestWorkedExample(t *testing.T) {
 	})
 }
 
-// TestHFLlama2 checks estimate-rules.md §6: Llama-2-7B at 10,000 tokens
+// TestHFLlama2 checks docs/estimate-rules.md §6: Llama-2-7B at 10,000 tokens
 // needs 5,242,880,000 B (5.24 GB) of fp16 KV, 625 blocks of 16.
 func TestHFLlama2(t *testing.T) {
 	m := preset(t, "llama-2-7b")

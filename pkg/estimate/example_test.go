@@ -8,7 +8,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
-// The worked example of estimate-rules.md §7: vLLM 0.19 on an H100 logged
+// The worked example of docs/estimate-rules.md §7: vLLM 0.19 on an H100 logged
 // "Available KV cache memory: 58.11 GiB" and 29,751 blocks.
 func ExampleEstimate() {
 	m, _ := estimate.LookupModel("meta-llama/Llama-3.1-8B-Instruct")

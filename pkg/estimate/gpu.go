@@ -12,7 +12,7 @@ type GPU struct {
 	// MemoryGiB is Memory as printed in engine logs ("79.19").
 	MemoryGiB string `json:"memory_gib"`
 	// Approximate marks totals the rules give as a range or from memory
-	// (estimate-rules.md §9 "M", B200).
+	// (docs/estimate-rules.md §9 "M", B200).
 	Approximate bool `json:"approximate,omitempty"`
 }
 
@@ -23,7 +23,7 @@ type gpuPreset struct {
 	aliases []string
 }
 
-// gpuPresets are estimate-rules.md §9. Where the rules give a range, the
+// gpuPresets are docs/estimate-rules.md §9. Where the rules give a range, the
 // lower end is used, so that plans err on the side of fitting less.
 func gpuPresets() []gpuPreset {
 	return []gpuPreset{

@@ -51,7 +51,7 @@ func i64(v int64) *int64 { return &v }
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
 // gibRange is the admissible block range for a budget logged as g GiB (two
-// decimals) and a block of denom bytes: estimate-rules.md §1.3 "Rounding".
+// decimals) and a block of denom bytes: docs/estimate-rules.md §1.3 "Rounding".
 func gibRange(g float64, denom int64) (lo, hi int64) {
 	return int64(math.Floor((g - 0.005) * float64(GiB) / float64(denom))),
 		int64(math.Floor((g + 0.005) * float64(GiB) / float64(denom)))

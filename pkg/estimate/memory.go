@@ -35,7 +35,7 @@ type Memory struct {
 }
 
 // Default reserves, from 60 vLLM 0.19 start-up logs on one H100 at 8,192
-// batched tokens (estimate-rules.md §1.3).
+// batched tokens (docs/estimate-rules.md §1.3).
 const (
 	DefaultUtilization         = 0.9
 	DefaultMaxNumBatchedTokens = 8192

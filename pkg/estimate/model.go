@@ -53,7 +53,7 @@ type Model struct {
 	// from safetensors headers or GGUF tensors) and wins over Params.
 	WeightsBytes int64 `json:"weights_bytes,omitempty"`
 	// Verified is false for presets whose fields were not all checked
-	// against a public config (estimate-rules.md §8 "M").
+	// against a public config (docs/estimate-rules.md §8 "M").
 	Verified bool `json:"verified"`
 }
 

@@ -31,7 +31,7 @@ func mla(m Model, loraRank, ropeDim int) Model {
 	return m
 }
 
-// modelPresets are the models of estimate-rules.md §8 (both tables) and the
+// modelPresets are the models of docs/estimate-rules.md §8 and the
 // sliding-window examples of §4.2, with the KV-relevant fields of their
 // config.json. Verified=false marks fields the rules list as "M" (from
 // memory). Parameter counts are the rules' approximate totals.

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestPresetKV checks every preset against estimate-rules.md §8: the
+// TestPresetKV checks every preset against docs/estimate-rules.md §8: the
 // KV bytes per token at 16 bits for the whole model at TP1.
 func TestPresetKV(t *testing.T) {
 	want := map[string]int64{

@@ -9,10 +9,11 @@
 //     and definitions on request;
 //   - generation tasks decoded greedily (Generate, Run): the built-in
 //     suites (BuildSuites: passkey, multi-key, copy, JSON, a refusal policy,
-//     a long-context passkey grid, multi-hop, citations, tool calls) and the
-//     user's own tasks from JSONL (ParseTasks), scored by ScoreOutput's
-//     metrics, with paired statistics against the baseline (flips, exact
-//     McNemar, bootstrap intervals);
+//     a long-context passkey grid, multi-hop, citations, tool calls;
+//     RULER's synthetic tasks at lengths in the model's tokens, ruler.go)
+//     and the user's own tasks from JSONL (ParseTasks), scored by
+//     ScoreOutput's metrics, with paired statistics against the baseline
+//     (flips, exact McNemar, bootstrap intervals);
 //   - memory per token from the caches' layouts (kvq estimate's
 //     accounting), decode speed, and gates that turn it all into a verdict
 //     per cache and a recommendation.
@@ -24,26 +25,30 @@
 // runner per worker; results do not depend on the number of workers.
 package eval
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Sentinel errors of the package.
 var (
 	// ErrOptions reports options that cannot be run (a context longer
 	// than the model's, an unknown suite, a bad gate, a bad flag value).
-	ErrOptions = errors.New("eval: bad options")
+	ErrOptions = kvqerr.New("eval: bad options")
 	// ErrStore reports an output directory that cannot be used.
-	ErrStore = errors.New("eval: output directory")
+	ErrStore = kvqerr.New("eval: output directory")
 	// ErrTasks reports a malformed tasks file.
-	ErrTasks = errors.New("eval: bad tasks file")
+	ErrTasks = kvqerr.New("eval: bad tasks file")
 	// ErrMetric reports an unknown metric name.
-	ErrMetric = errors.New("eval: unknown metric")
+	ErrMetric = kvqerr.New("eval: unknown metric")
 	// ErrReference reports a reference that cannot be used with its
 	// metric: empty, an invalid regexp, unparsable JSON or tool call.
-	ErrReference = errors.New("eval: bad reference")
+	ErrReference = kvqerr.New("eval: bad reference")
 	// ErrSchema reports a malformed JSON schema.
-	ErrSchema = errors.New("eval: malformed JSON schema")
+	ErrSchema = kvqerr.New("eval: malformed JSON schema")
 	// ErrNotJSON reports text that is not one JSON value.
 	ErrNotJSON = errors.New("eval: not JSON")
 	// ErrPhrases reports an unusable refusal phrase list.
-	ErrPhrases = errors.New("eval: bad refusal phrases")
+	ErrPhrases = kvqerr.New("eval: bad refusal phrases")
 )

@@ -38,7 +38,9 @@ import (
 //	json-exact   that JSON is deep-equal to the reference JSON (key order irrelevant,
 //	             numbers compared as numbers: 1 = 1.0)
 //	json-schema  that JSON validates against ScoreOptions.Schema, or against the
-//	             reference when Schema is empty (ValidateJSONSchema)
+//	             reference when Schema is empty (ValidateJSONSchema: a full JSON Schema
+//	             validator, draft 2020-12 unless "$schema" names another draft; only
+//	             references inside the schema are resolved)
 //	refusal      the RefusalDetector says the output refuses
 //	no-refusal   it says the output does not
 //	regex        reference is a Go regexp that matches (searches) the raw output
@@ -200,6 +202,8 @@ func ScoreOutput(m Metric, output, reference string, opts ScoreOptions) (Score, 
 		return scoreToolCall(output, reference)
 	case MetricCitation:
 		return scoreCitation(output, reference), nil
+	case MetricStringMatchAll, MetricStringMatchPart:
+		return scoreStringMatch(m, output, reference)
 	}
 	return Score{}, unknownMetric(string(m))
 }
@@ -414,6 +418,9 @@ func scoreJSONSchema(output, reference string, schema json.RawMessage) (Score, e
 		return Score{}, err
 	}
 	err = s.Validate([]byte(StripJSONFence(output)))
+	if errors.Is(err, ErrSchema) { // a $ref loop the compiler could not see
+		return Score{}, err
+	}
 	return passFail(err == nil, errDetail(err)), nil
 }
 

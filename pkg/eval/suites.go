@@ -86,8 +86,11 @@ func DefaultSuites() []string {
 // CheckSuite reports an error naming the built-in suites when name is not
 // one.
 func CheckSuite(name string) error {
+	if ok, err := checkRuler(name); ok {
+		return err
+	}
 	if !slices.Contains(BuiltinSuites(), name) {
-		return fmt.Errorf("%w: unknown suite %q (built-in: %s; or a .jsonl file of tasks)", ErrOptions, name, strings.Join(BuiltinSuites(), ", "))
+		return fmt.Errorf("%w: unknown suite %q (built-in: %s; ruler or ruler:TASK; or a .jsonl file of tasks)", ErrOptions, name, strings.Join(BuiltinSuites(), ", "))
 	}
 	return nil
 }
@@ -109,6 +112,13 @@ type SuiteOptions struct {
 	GridN int
 	// ModelContext is the model's context in tokens (0: unknown).
 	ModelContext int
+	// RulerLengths are the ruler suite's lengths in tokens, prompt and
+	// generation budget together (default: DefaultRulerLengths up to the
+	// model's context, or the model's context when shorter).
+	RulerLengths []int
+	// Tokens counts a prompt's tokens with the model's tokenizer (BOS
+	// included); the ruler suite needs it.
+	Tokens func(string) int
 }
 
 // passkeyOverhead is the room a passkey prompt needs besides its filler:
@@ -227,6 +237,13 @@ func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
 		s := Suite{Name: SuiteToolCall, Kind: "format", Labels: map[Metric]string{MetricToolCall: "tool call"}}
 		for i := 0; i < o.N; i++ {
 			s.Tasks = append(s.Tasks, line("toolcall", i, g2.ToolCall(), MetricToolCall))
+		}
+		out = append(out, s)
+	}
+	if tasks := rulerTasks(names); len(tasks) > 0 {
+		s, err := o.ruler(tasks)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, s)
 	}

@@ -3,6 +3,8 @@ package gguf
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Sentinel errors. Every error about file contents or arguments that this
@@ -10,33 +12,33 @@ import (
 // from the io.ReaderAt given to Parse are passed on, wrapped.)
 var (
 	// ErrBadMagic: the file does not start with "GGUF".
-	ErrBadMagic = errors.New("gguf: bad magic")
+	ErrBadMagic = kvqerr.New("gguf: bad magic")
 	// ErrUnsupportedVersion: a version other than 2 or 3, including the
 	// 32-bit-count version 1 and big-endian files.
-	ErrUnsupportedVersion = errors.New("gguf: unsupported version")
+	ErrUnsupportedVersion = kvqerr.New("gguf: unsupported version")
 	// ErrTruncated: the file ends before a field, or a count or length
 	// declares more data than the file has left.
-	ErrTruncated = errors.New("gguf: truncated")
+	ErrTruncated = kvqerr.New("gguf: truncated")
 	// ErrUnknownType: an unknown metadata value type or ggml tensor type.
-	ErrUnknownType = errors.New("gguf: unknown type")
+	ErrUnknownType = kvqerr.New("gguf: unknown type")
 	// ErrBadShape: too many or zero-length dimensions, an element count that
 	// overflows, or a row length that is not a whole number of blocks.
-	ErrBadShape = errors.New("gguf: bad tensor shape")
+	ErrBadShape = kvqerr.New("gguf: bad tensor shape")
 	// ErrAlignment: general.alignment is not a uint32 power of two, or a
 	// tensor offset is not a multiple of it.
-	ErrAlignment = errors.New("gguf: bad alignment")
+	ErrAlignment = kvqerr.New("gguf: bad alignment")
 	// ErrDuplicate: a metadata key or tensor name occurs twice.
-	ErrDuplicate = errors.New("gguf: duplicate name")
+	ErrDuplicate = kvqerr.New("gguf: duplicate name")
 	// ErrCorrupt: other malformed data, such as a bool that is neither 0
 	// nor 1, arrays nested too deeply or tensors whose data overlap.
-	ErrCorrupt = errors.New("gguf: malformed data")
+	ErrCorrupt = kvqerr.New("gguf: malformed data")
 	// ErrKeyNotFound: a typed look-up found no such metadata key.
-	ErrKeyNotFound = errors.New("gguf: key not found")
+	ErrKeyNotFound = kvqerr.New("gguf: key not found")
 	// ErrWrongType: a typed look-up found a value of another type.
-	ErrWrongType = errors.New("gguf: wrong value type")
+	ErrWrongType = kvqerr.New("gguf: wrong value type")
 	// ErrOutOfRange: a typed look-up found a value that does not fit the
 	// requested type, such as a negative count.
-	ErrOutOfRange = errors.New("gguf: value out of range")
+	ErrOutOfRange = kvqerr.New("gguf: value out of range")
 )
 
 // FormatError describes malformed file contents: where the problem is and

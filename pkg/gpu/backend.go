@@ -38,7 +38,7 @@ func newBackend(d driver) (*Backend, error) {
 }
 
 // Name implements backend.Backend.
-func (b *Backend) Name() string { return "cuda" }
+func (b *Backend) Name() string { return Name }
 
 // Info describes the device.
 func (b *Backend) Info() DeviceInfo { return b.d.info() }

@@ -17,6 +17,11 @@
 //     suite checks the kernels and the host-side logic without a GPU
 //     (slowly: tests only).
 //
+// Every build exports Registration, the backend's entry in kvq's
+// backend.Registry under the name "cuda" (registration.go): available in
+// the cuda and cudaemu builds, unavailable with the reason in the default
+// one (docs/backends.md).
+//
 // The backend talks to the device through the small driver interface
 // (driver.go): memory, copies, kernel lookup and launch. Kernel parameters
 // travel as 8-byte slots (gorgonia.org/cu copies 8 bytes per parameter):

@@ -26,6 +26,9 @@ import (
 // Kind names the GPU backend compiled in.
 const Kind = "cuda"
 
+// description is the Registration's.
+const description = "NVIDIA GPUs (compute capability 8.0 or later) through the CUDA driver API"
+
 // kvqPTX is every kernel (kernels/kvq.cu) as PTX for compute_80, made by
 // make ptx; the driver JIT-compiles it for the device (sm_80 and later,
 // sm_90 included) when the module loads.

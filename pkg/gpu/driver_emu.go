@@ -29,6 +29,9 @@ import (
 // Kind names the GPU backend compiled in.
 const Kind = "cudaemu"
 
+// description is the Registration's.
+const description = "the CUDA backend on kvq's CPU emulator of a GPU (for tests: slow)"
+
 // kernelSources ties the build to the kernel sources (see above); it is
 // not read.
 //

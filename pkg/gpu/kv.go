@@ -32,8 +32,8 @@ import (
 // byte and the CPU storage's, and a tile read back is byte for byte what
 // pkg/quant's encoder writes (kernels/kvformats.cuh).
 
-// SupportsKV implements backend.Backend: the formats whose traits the
-// kernels store (supportsKV, kvformat.go).
+// SupportsKV implements backend.Backend, as the Registration's KV: the
+// formats whose traits the kernels store (supportsKV, kvformat.go).
 func (b *Backend) SupportsKV(f quant.Format) error { return supportsKV(f) }
 
 // kvState is the backend's part of the KV ops: the dynamic shared memory

@@ -56,9 +56,7 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // Upload implements backend.Backend: the weight is copied to the device
 // in the matrix layout (see matrix); the host copy is not kept.
 func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
-	switch w.DType {
-	case kvqtensor.F32, kvqtensor.F16, kvqtensor.BF16, kvqtensor.Q80:
-	default:
+	if supportsWeight(w.DType) != nil {
 		return nil, fmt.Errorf("%w: gpu: weight %s of dtype %v", backend.ErrUnsupported, w.Name, w.DType)
 	}
 	if err := w.Validate(); err != nil {
@@ -81,6 +79,16 @@ func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 		return nil, fmt.Errorf("gpu: uploading %s [%d %d] %v (%d bytes): %w", w.Name, w.Rows, w.Cols, w.DType, w.Bytes(), err)
 	}
 	return m, nil
+}
+
+// supportsWeight reports whether Upload takes weights of dtype dt (the
+// Registration's answer too).
+func supportsWeight(dt kvqtensor.DType) error {
+	switch dt {
+	case kvqtensor.F32, kvqtensor.F16, kvqtensor.BF16, kvqtensor.Q80:
+		return nil
+	}
+	return fmt.Errorf("%w: gpu: weight dtype %v", backend.ErrUnsupported, dt)
 }
 
 // uploadRows copies rows of rowBytes at src to a new device buffer of

@@ -32,6 +32,17 @@ func Open(ctx context.Context, opts Options) (backend.Backend, error) {
 	return &Device{b: b, mats: map[*wt.Weight]backend.Matrix{}}, nil
 }
 
+// Registration describes the GPU backend to a backend.Registry: available
+// in this build, running the KV formats SupportsKV accepts and the weight
+// dtypes Upload takes.
+func Registration() backend.Registration {
+	r := registration()
+	r.Description = description
+	r.KV = supportsKV
+	r.Weight = supportsWeight
+	return r
+}
+
 // Probe lists the devices this build can use.
 func Probe() ([]DeviceInfo, error) { return probeDevices() }
 

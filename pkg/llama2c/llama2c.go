@@ -14,16 +14,17 @@ package llama2c
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Sentinel errors.
 var (
-	ErrHeader    = errors.New("llama2c: bad header")
-	ErrTruncated = errors.New("llama2c: file size disagrees with header")
+	ErrHeader    = kvqerr.New("llama2c: bad header")
+	ErrTruncated = kvqerr.New("llama2c: file size disagrees with header")
 )
 
 // HeaderBytes is the size of the header.

@@ -7,12 +7,16 @@
 // Measured items come from earlier kvq calibrate, eval and bench outputs.
 package plan
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Errors of the package.
 var (
 	ErrMetrics = errors.New("plan: bad metrics")
-	ErrTrace   = errors.New("plan: bad trace")
-	ErrOptions = errors.New("plan: bad options")
-	ErrResults = errors.New("plan: bad results")
+	ErrTrace   = kvqerr.New("plan: bad trace")
+	ErrOptions = kvqerr.New("plan: bad options")
+	ErrResults = kvqerr.New("plan: bad results")
 )

@@ -369,8 +369,8 @@ func checklist(p *Plan, opts Options) []Item {
 		add(3, "Calibrate scales on real samples", StatusToRun, "kvq writes the scales in the formats vLLM and SGLang load and says which strategy measures best", cal)
 	default:
 		detail := fmt.Sprintf("strategy %s (data %s, sha256 %s)", c.Strategy, c.Data.Source, short(c.Data.SHA256))
-		if c.Compare != nil && c.Compare.Recommendation != nil {
-			detail += "; " + c.Compare.Recommendation.Text
+		if c.Compare != nil && c.Compare.Verdict != nil {
+			detail += "; " + c.Compare.Verdict.Text
 		}
 		add(3, "Calibrate scales on real samples", StatusMeasured, detail, cal)
 	}
@@ -502,28 +502,19 @@ func safetyFlips(r *eval.Report) string {
 }
 
 func benchText(b *BenchResult) string {
-	var base *struct {
-		Capacity int
-		TTFT     float64
-		TPOT     float64
-	}
 	var parts []string
 	for i, c := range b.Caches {
 		if i == 0 {
-			base = &struct {
-				Capacity int
-				TTFT     float64
-				TPOT     float64
-			}{c.Capacity, c.MedianTTFTms, c.MedianTPOTms}
-			parts = append(parts, fmt.Sprintf("%s: capacity %d, median TTFT %.0f ms, TPOT %.1f ms", c.Cache, c.Capacity, c.MedianTTFTms, c.MedianTPOTms))
+			parts = append(parts, fmt.Sprintf("%s: capacity %d, median TTFT %.0f ms, TPOT %.1f ms", c.Cache, c.CapacityLevel, c.MedianTTFTms, c.MedianTPOTms))
 			continue
 		}
-		s := fmt.Sprintf("%s: capacity %d", c.Cache, c.Capacity)
-		if base.Capacity > 0 {
-			s += fmt.Sprintf(" (%.2f×)", float64(c.Capacity)/float64(base.Capacity))
+		base := b.Caches[0]
+		s := fmt.Sprintf("%s: capacity %d", c.Cache, c.CapacityLevel)
+		if base.CapacityLevel > 0 {
+			s += fmt.Sprintf(" (%.2f×)", float64(c.CapacityLevel)/float64(base.CapacityLevel))
 		}
-		if base.TPOT > 0 {
-			s += fmt.Sprintf(", TPOT %.2f× the baseline's", c.MedianTPOTms/base.TPOT)
+		if base.MedianTPOTms > 0 {
+			s += fmt.Sprintf(", TPOT %.2f× the baseline's", c.MedianTPOTms/base.MedianTPOTms)
 		}
 		parts = append(parts, s)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kvqlabs/kvq/pkg/bench"
+	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
 )
 
@@ -25,37 +27,16 @@ type Results struct {
 	Ignored []string
 }
 
-// CalibrateResult is what the plan reads of kvq calibrate's output.
+// CalibrateResult is a kvq calibrate result and its file.
 type CalibrateResult struct {
-	File     string
-	Strategy string `json:"strategy"`
-	DType    string `json:"dtype"`
-	Data     struct {
-		Source string `json:"source"`
-		SHA256 string `json:"sha256"`
-	} `json:"data"`
-	Files   []string `json:"files"`
-	Compare *struct {
-		Recommendation *struct {
-			Best        string  `json:"best"`
-			RunnerUp    string  `json:"runner_up"`
-			Significant bool    `json:"significant"`
-			Margin      float64 `json:"margin"`
-			Text        string  `json:"text"`
-		} `json:"recommendation"`
-	} `json:"compare"`
+	File string
+	*calibrate.Result
 }
 
-// AuditResult is what the plan reads of kvq calibrate audit's output.
+// AuditResult is a kvq calibrate audit result and its file.
 type AuditResult struct {
-	File     string
-	Source   string `json:"source"`
-	Errors   int    `json:"errors"`
-	Warnings int    `json:"warnings"`
-	Findings []struct {
-		Level   string `json:"level"`
-		Message string `json:"message"`
-	} `json:"findings"`
+	File string
+	*calibrate.Audit
 }
 
 // EvalResult is a kvq eval report and its file.
@@ -64,33 +45,12 @@ type EvalResult struct {
 	*eval.Report
 }
 
-// BenchResult is what the plan reads of kvq bench's output: per cache,
-// the capacity and the latency it measured.
+// BenchResult is a kvq bench report and its file: the plan reads, per
+// cache, the capacity and the latency it measured.
 type BenchResult struct {
-	File   string
-	Budget int64 `json:"kv_budget_bytes"`
-	Caches []struct {
-		Cache string `json:"cache"`
-		// Capacity is the largest concurrency that met the SLOs (0: none
-		// measured).
-		Capacity        int     `json:"capacity"`
-		MaxConcurrency  float64 `json:"max_concurrent_requests"`
-		OutputTPS       float64 `json:"output_throughput"`
-		MedianTTFTms    float64 `json:"median_ttft_ms"`
-		MedianTPOTms    float64 `json:"median_tpot_ms"`
-		Preemptions     int64   `json:"preemptions"`
-		RequestGoodput  float64 `json:"request_goodput"`
-		RequestsPerSec  float64 `json:"request_throughput"`
-		DecodeTPSDepth0 float64 `json:"decode_tokens_per_s"`
-	} `json:"caches"`
+	File string
+	*bench.Report
 }
-
-// Schemas the plan reads.
-const (
-	schemaCalibrate = "kvq.calibrate/v1"
-	schemaAudit     = "kvq.calibrate.audit/v1"
-	schemaBench     = "kvq.bench/v1"
-)
 
 // ReadResults reads every .json file in dir (not below it) and keeps the
 // newest of each kind by modification time. A file with a known schema
@@ -133,30 +93,30 @@ func ReadResults(dir string) (*Results, error) {
 			return fmt.Errorf("%w: %s (schema %s): %w", ErrResults, f.path, head.Schema, err)
 		}
 		switch head.Schema {
-		case schemaCalibrate:
-			var c CalibrateResult
+		case calibrate.Schema:
+			var c calibrate.Result
 			if err := json.Unmarshal(data, &c); err != nil {
 				return nil, bad(err)
 			}
-			c.File, res.Calibrate = f.path, &c
-		case schemaAudit:
-			var a AuditResult
+			res.Calibrate = &CalibrateResult{File: f.path, Result: &c}
+		case calibrate.AuditSchema:
+			var a calibrate.Audit
 			if err := json.Unmarshal(data, &a); err != nil {
 				return nil, bad(err)
 			}
-			a.File, res.Audit = f.path, &a
+			res.Audit = &AuditResult{File: f.path, Audit: &a}
 		case eval.Schema:
 			var r eval.Report
 			if err := json.Unmarshal(data, &r); err != nil {
 				return nil, bad(err)
 			}
 			res.Eval = &EvalResult{File: f.path, Report: &r}
-		case schemaBench:
-			var b BenchResult
+		case bench.Schema:
+			var b bench.Report
 			if err := json.Unmarshal(data, &b); err != nil {
 				return nil, bad(err)
 			}
-			b.File, res.Bench = f.path, &b
+			res.Bench = &BenchResult{File: f.path, Report: &b}
 		default:
 			res.Ignored = append(res.Ignored, f.path)
 		}

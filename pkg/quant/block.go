@@ -8,8 +8,8 @@ import (
 	"github.com/kvqlabs/kvq/internal/simd"
 )
 
-// llama.cpp (GGML) block types, spec §6. Every block covers 32 consecutive
-// values of a row and starts with its little-endian fp16 scale d:
+// llama.cpp (GGML) block types, docs/quant-schemes.md §6. Every block covers
+// 32 consecutive values of a row and starts with its little-endian fp16 scale d:
 //
 //	q8_0    34 B  d, int8 qs[32]                    x̂ = d·q
 //	q4_0    18 B  d, u8 qs[16]                      x̂ = d·(q−8)
@@ -44,8 +44,8 @@ import (
 //
 // For iq4_nl, ggml's quantizers differ by path (the CPU one searches several
 // scales, the CUDA copy kernels use a fast variant) and are not bit-exact
-// across backends, so kvq defines its own, the spec's reference quantizer:
-// see QuantizeRowIQ4NL. Any iq4_nl block decodes the same everywhere.
+// across backends, so kvq defines its own, the reference quantizer of
+// docs/quant-schemes.md §6.2: see QuantizeRowIQ4NL. Any iq4_nl block decodes the same everywhere.
 
 // ggmlBlock is the number of values per block.
 const ggmlBlock = 32
@@ -132,7 +132,7 @@ func QuantizeRowQ51(dst []byte, src []float32) { quantizeRow(&q51Type, dst, src)
 func DequantizeRowQ51(dst []float32, src []byte) { dequantizeRow(&q51Type, dst, src) }
 
 // QuantizeRowIQ4NL writes len(src)/32 iq4_nl blocks (18 bytes each) to dst
-// with kvq's reference quantizer (spec §6.2). Per block:
+// with kvq's reference quantizer (docs/quant-schemes.md §6.2). Per block:
 //
 //  1. m is the element of largest |x| (the first on ties). If |m| < 1e-15
 //     the block is all zero codes with d = 0 (fp16 d would underflow anyway).

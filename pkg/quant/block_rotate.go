@@ -5,17 +5,17 @@ import (
 	"math"
 )
 
-// llama.cpp's attention rotation (attn_rot, PR #21038; spec §6.3 and §7.1):
-// for a quantized cache, K and V rows are multiplied by an orthonormal
-// Walsh–Hadamard matrix H_m/√m (Sylvester order, so symmetric and its own
-// inverse) before they are quantized; queries are rotated the same way, which
+// llama.cpp's attention rotation (attn_rot, PR #21038; docs/quant-schemes.md
+// §6.3 and §7.1): for a quantized cache, K and V rows are multiplied by an
+// orthonormal Walsh–Hadamard matrix H_m/√m (Sylvester order, so symmetric and
+// its own inverse) before they are quantized; queries are rotated the same way, which
 // leaves q·k unchanged, and the attention output is rotated back. The matrix
 // is block diagonal over runs of m values, as in llama.cpp's
 // src/llama-kv-cache.cpp: for keys m is the largest power of two dividing the
 // head size, for values m = 64. llama.cpp enables it when the head size is a
 // multiple of 64; kvq also accepts a head size of 32 (m = 32 for both).
 //
-// The spec's summary says "n×n Hadamard on Q, K, V"; that is what llama.cpp
+// Summaries of the PR say "n×n Hadamard on Q, K, V"; that is what llama.cpp
 // does for keys with power-of-two head sizes, but its values use 64-wide
 // blocks (a source comment reports smaller rotations work better for V), and
 // kvq follows the source so that rotated caches match llama.cpp's.

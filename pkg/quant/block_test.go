@@ -34,8 +34,8 @@ func unhex(t *testing.T, s string) []byte {
 }
 
 // TestBlockGolden checks the quantizers byte for byte against blocks worked
-// out by hand from the block definitions (spec §6.1-6.2). fp16 scales are
-// little-endian: 1.0 = 0x3C00 is "00 3c".
+// out by hand from the block definitions (docs/quant-schemes.md §6.1-6.2).
+// fp16 scales are little-endian: 1.0 = 0x3C00 is "00 3c".
 func TestBlockGolden(t *testing.T) {
 	tests := []struct {
 		name string

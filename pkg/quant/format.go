@@ -1,18 +1,19 @@
 package quant
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Sentinel errors of the package.
 var (
-	ErrUnknownFormat = errors.New("quant: unknown format")
-	ErrBadSpec       = errors.New("quant: bad cache spec")
-	ErrDim           = errors.New("quant: unsupported head size")
-	ErrOption        = errors.New("quant: bad format option")
+	ErrUnknownFormat = kvqerr.New("quant: unknown format")
+	ErrBadSpec       = kvqerr.New("quant: bad cache spec")
+	ErrDim           = kvqerr.New("quant: unsupported head size")
+	ErrOption        = kvqerr.New("quant: bad format option")
 )
 
 // Format is one KV storage scheme.

@@ -6,7 +6,8 @@ import (
 	"github.com/kvqlabs/kvq/internal/simd"
 )
 
-// FP8 scalar conversions (OCP 8-bit floating point, spec §1.1).
+// FP8 scalar conversions (OCP 8-bit floating point, docs/quant-schemes.md
+// §1.1).
 //
 // E4M3FN: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, NaN is
 // S.1111.111 (0x7F, 0xFF); largest finite ±448, smallest normal 2^-6,

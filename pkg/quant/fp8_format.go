@@ -7,8 +7,8 @@ import (
 	"github.com/kvqlabs/kvq/internal/simd"
 )
 
-// FP8 KV storage as vLLM does it (spec §1.2): code = fp8(x/scale) with the
-// division in float32, value = code·scale. Rows are dim codes, one byte per
+// FP8 KV storage as vLLM does it (docs/quant-schemes.md §1.2): code =
+// fp8(x/scale) with the division in float32, value = code·scale. Rows are dim codes, one byte per
 // value; the scales live in the codec, not in the tile.
 
 // The fp8 formats with vLLM's defaults: one scale of 1.0 per layer side,

@@ -26,8 +26,8 @@ type ScaleSource interface {
 // FP8ScaleFile holds static scales read from a JSON file. Two schemas are
 // accepted:
 //
-// vLLM's legacy --quantization-param-path file (spec §1.4), one per-tensor
-// scale per layer used for both K and V:
+// vLLM's legacy --quantization-param-path file (docs/quant-schemes.md §1.4),
+// one per-tensor scale per layer used for both K and V:
 //
 //	{"model_type": "llama",
 //	 "kv_cache": {"dtype": "float8_e4m3fn",
@@ -312,8 +312,8 @@ func (f *FP8ScaleFile) Scales(layer int, key bool) ([]float32, error) {
 	return s, nil
 }
 
-// Dynamic fp8 scales (vLLM calculate_kv_scales, spec §1.2): the scale is
-// absmax/K_SCALE_CONSTANT (200) for keys and absmax/V_SCALE_CONSTANT (100)
+// Dynamic fp8 scales (vLLM calculate_kv_scales, docs/quant-schemes.md §1.2):
+// the scale is absmax/K_SCALE_CONSTANT (200) for keys and absmax/V_SCALE_CONSTANT (100)
 // for values, taken from the first data and frozen from then on.
 const (
 	FP8DynamicKDivisor = 200

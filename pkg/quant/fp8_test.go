@@ -50,7 +50,7 @@ func TestFP8DecodeAllCodes(t *testing.T) {
 			}
 		}
 	}
-	// Spot checks from the spec's table (§1.1).
+	// Spot checks from docs/quant-schemes.md §1.1.
 	for _, c := range []struct {
 		k    FP8Kind
 		b    uint8

@@ -19,7 +19,8 @@ func TestTurboThroughCache(t *testing.T) {
 
 // TestTurboDistortion checks the mean squared error of unit vectors against
 // the paper's refined bounds D_mse(b) ≈ 0.117, 0.03, 0.009 for b = 2, 3, 4
-// (quant-schemes.md §5.3), with 15% slack for finite samples and fp16 norms.
+// (docs/quant-schemes.md §5.3), with 15% slack for finite samples and fp16
+// norms.
 func TestTurboDistortion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	const dim, n = 128, 400

@@ -12,7 +12,7 @@ import (
 
 // ExampleRunner_Stream runs an fp16 and an int4 cache side by side over the
 // same tokens in one forward and compares their top tokens position by
-// position (the README's runtime example).
+// position (the runtime example of docs/architecture.md).
 func ExampleRunner_Stream() {
 	ctx := context.Background()
 	m, err := runtime.Load(ctx, "../../../shared/models/stories260K/stories260K.gguf", runtime.LoadOptions{})

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"unsafe"
 
 	"github.com/kvqlabs/kvq/internal/mmap"
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
@@ -31,7 +34,19 @@ type LoadOptions struct {
 // tensors the file holds, and so against its size, before anything is
 // allocated from it, and a mismatch fails with one error naming the file,
 // the key and its value.
+//
+// Errors about the files are of the input kind (kvqerr.IsInput): ErrFormat,
+// ErrModel, ErrUnsupported and the parsers' sentinels, and a missing model,
+// shard or tokenizer file.
 func Load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
+	m, err := load(ctx, path, opts)
+	if err != nil && errors.Is(err, fs.ErrNotExist) && !kvqerr.IsInput(err) {
+		err = kvqerr.Input(err)
+	}
+	return m, err
+}
+
+func load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: model: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 	"github.com/kvqlabs/kvq/pkg/llama2c"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
@@ -269,5 +271,43 @@ func TestNotAModel(t *testing.T) {
 		t.Errorf("the well-formed checkpoint: %v", err)
 	} else {
 		m.Close()
+	}
+}
+
+// TestLoadInputKind: what Load refuses about the files the user named — a
+// missing model, a missing tokenizer, a file that is no model — is of the
+// input kind (kvqerr.IsInput), and keeps its cause for errors.Is.
+func TestLoadInputKind(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.bin")
+	if err := modeltest.WriteLlama2C(good, filepath.Join(dir, "tokenizer.bin"), modeltest.Spec{Arch: "llama", Dim: 16, Hidden: 32, Heads: 2, KVHeads: 1, Context: 8, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	notModel := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notModel, []byte(strings.Repeat("not a model ", 50)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, tokenizer string
+		is                    error
+	}{
+		{"missing model", filepath.Join(dir, "absent.gguf"), "", fs.ErrNotExist},
+		{"missing model directory", filepath.Join(dir, "absent", "model"), "", fs.ErrNotExist},
+		{"missing tokenizer", good, filepath.Join(dir, "absent-tokenizer.bin"), fs.ErrNotExist},
+		{"not a model", notModel, "", runtime.ErrFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := runtime.Load(context.Background(), tc.path, runtime.LoadOptions{Tokenizer: tc.tokenizer})
+			if err == nil {
+				m.Close()
+				t.Fatalf("Load(%s) = nil error", tc.path)
+			}
+			if !kvqerr.IsInput(err) {
+				t.Errorf("Load(%s) = %v, not an input error", tc.path, err)
+			}
+			if !errors.Is(err, tc.is) {
+				t.Errorf("Load(%s) = %v, not %v", tc.path, err, tc.is)
+			}
+		})
 	}
 }

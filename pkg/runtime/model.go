@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -15,9 +16,9 @@ import (
 
 // Sentinel errors.
 var (
-	ErrFormat      = errors.New("runtime: unrecognised model file")
-	ErrUnsupported = errors.New("runtime: unsupported model")
-	ErrModel       = errors.New("runtime: malformed model")
+	ErrFormat      = kvqerr.New("runtime: unrecognised model file")
+	ErrUnsupported = kvqerr.New("runtime: unsupported model")
+	ErrModel       = kvqerr.New("runtime: malformed model")
 )
 
 // RopeScaling describes RoPE frequency scaling.

@@ -1,9 +1,10 @@
 package safetensors
 
 import (
-	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Sentinel errors. Every error about file contents or arguments that this
@@ -13,34 +14,34 @@ var (
 	// ErrHeader: a header length that is too short or above MaxHeaderSize,
 	// a header that is not a JSON object, a tensor entry that is not an
 	// object, or a reserved or invalid name given to the Writer.
-	ErrHeader = errors.New("safetensors: bad header")
+	ErrHeader = kvqerr.New("safetensors: bad header")
 	// ErrTruncated: the file ends before the header or before the tensor
 	// data the header declares.
-	ErrTruncated = errors.New("safetensors: truncated")
+	ErrTruncated = kvqerr.New("safetensors: truncated")
 	// ErrJSON: the header or index is not valid UTF-8 JSON.
-	ErrJSON = errors.New("safetensors: invalid JSON")
+	ErrJSON = kvqerr.New("safetensors: invalid JSON")
 	// ErrDType: a missing, non-string or unknown dtype.
-	ErrDType = errors.New("safetensors: bad dtype")
+	ErrDType = kvqerr.New("safetensors: bad dtype")
 	// ErrShape: a missing or malformed shape, a negative dimension, an
 	// element or bit count that overflows int64, a size that is not a whole
 	// number of bytes, or (for the Writer) data of the wrong length.
-	ErrShape = errors.New("safetensors: bad shape")
+	ErrShape = kvqerr.New("safetensors: bad shape")
 	// ErrOffsets: missing or malformed data_offsets, offsets that end
 	// before they begin or span a different number of bytes than the shape
 	// and dtype need, and data regions that overlap, leave gaps or do not
 	// cover the data section.
-	ErrOffsets = errors.New("safetensors: bad data offsets")
+	ErrOffsets = kvqerr.New("safetensors: bad data offsets")
 	// ErrDuplicate: a JSON object with a key given twice (a tensor name, a
 	// metadata key, a field of a tensor entry or of an index), or a tensor
 	// added to a Writer twice.
-	ErrDuplicate = errors.New("safetensors: duplicate key")
+	ErrDuplicate = kvqerr.New("safetensors: duplicate key")
 	// ErrMetadata: "__metadata__" is not an object, or one of its values is
 	// not a string.
-	ErrMetadata = errors.New("safetensors: bad metadata")
+	ErrMetadata = kvqerr.New("safetensors: bad metadata")
 	// ErrIndex: a malformed sharded-checkpoint index: no or an empty
 	// weight_map, a shard file name that is not a plain base name, a bad
 	// total_size, or an index that does not match its shards.
-	ErrIndex = errors.New("safetensors: bad index")
+	ErrIndex = kvqerr.New("safetensors: bad index")
 )
 
 // FormatError describes malformed contents: where the problem is and what is

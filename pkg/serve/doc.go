@@ -62,11 +62,13 @@
 // in-flight requests can finish during a graceful shutdown.
 package serve
 
-import "errors"
+import (
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+)
 
 // Errors of the package.
 var (
 	// ErrOptions reports invalid Options (a route to a cache the engine
 	// lacks, shares that sum over 1).
-	ErrOptions = errors.New("serve: bad options")
+	ErrOptions = kvqerr.New("serve: bad options")
 )

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -105,14 +104,10 @@ func startEngine(t *testing.T, m *runtime.Model, eo engine.Options) *engine.Engi
 		cancel()
 		<-done
 	})
-	for range 1000 {
-		if _, err := e.Submit(context.Background(), engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			return e
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("engine did not start")
-	return nil
+	return e
 }
 
 // start serves e on a free loopback port until the test ends.

@@ -281,21 +281,13 @@ func (s *Server) authorized(r *http.Request) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) == 1
 }
 
-// running reports whether the engine accepts requests: an empty request
-// is refused as bad (ErrRequest) by a running engine, and with ErrClosed
-// by one that is not, without queueing anything.
-func (s *Server) running() bool {
-	_, err := s.e.Submit(context.Background(), engine.Request{})
-	return !errors.Is(err, engine.ErrClosed)
-}
-
 func (s *Server) health(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	switch {
 	case s.draining.Load():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "shutting down\n")
-	case !s.running():
+	case !s.e.Running():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "engine not running\n")
 	default:

@@ -1,31 +1,32 @@
 package tokenizer
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 )
 
 // Errors returned by this package. Callers match them with [errors.Is]; the
 // returned errors wrap them with the details (token id, merge index, offset).
 var (
 	// ErrInvalidVocab reports a Vocab that New cannot build a tokenizer from.
-	ErrInvalidVocab = errors.New("tokenizer: invalid vocabulary")
+	ErrInvalidVocab = kvqerr.New("tokenizer: invalid vocabulary")
 	// ErrUnknownPreTokenizer reports a byte-level pre-tokenizer name that
 	// this package does not implement.
-	ErrUnknownPreTokenizer = errors.New("tokenizer: unknown pre-tokenizer")
+	ErrUnknownPreTokenizer = kvqerr.New("tokenizer: unknown pre-tokenizer")
 	// ErrFormat reports a malformed llama2.c tokenizer file; the error is a
 	// *FormatError with the offset.
-	ErrFormat = errors.New("tokenizer: malformed llama2.c tokenizer file")
+	ErrFormat = kvqerr.New("tokenizer: malformed llama2.c tokenizer file")
 	// ErrHFFormat reports a Hugging Face tokenizer.json or
 	// tokenizer_config.json that is not valid JSON or has a value of the
 	// wrong shape; the error is an *HFError with the JSON path.
-	ErrHFFormat = errors.New("tokenizer: malformed Hugging Face tokenizer file")
+	ErrHFFormat = kvqerr.New("tokenizer: malformed Hugging Face tokenizer file")
 	// ErrUnsupported reports a well-formed tokenizer file that uses a
 	// feature kvq does not implement (a Unigram model, an unknown
 	// normalizer, ...).
-	ErrUnsupported = errors.New("tokenizer: unsupported tokenizer")
+	ErrUnsupported = kvqerr.New("tokenizer: unsupported tokenizer")
 )
 
 // Kind is the tokenization algorithm of a vocabulary.

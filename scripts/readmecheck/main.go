@@ -1,9 +1,12 @@
-// Command readmecheck runs the examples of kvq's README and of every kvq
-// --help as a user would, from a fresh clone's root with ../shared beside
-// it, and compares what it can: the exit code (0, or the "exit N" a
-// session echoes) and, where the document shows output after a "$ kvq ..."
-// line, every line of it, in order, with numbers and absolute paths masked
-// (so labels, names and table headers must match; timings may differ).
+// Command readmecheck runs the examples of kvq's documentation — the README
+// and every Markdown file under docs/ — and of every kvq --help as a user
+// would, from a fresh clone's root with ../shared beside it, and compares
+// what it can: the exit code (0, or the "exit N" a session echoes) and,
+// where a document shows output after a "$ kvq ..." line, every line of it,
+// in order, with numbers and absolute paths masked (so labels, names and
+// table headers must match; timings may differ). Each document runs in a
+// fresh clone of its own, so a document's examples need only the files it
+// writes itself ("$ cat FILE").
 //
 // Markers, written in an example's comment (after " #", or on a comment
 // line right above it):
@@ -18,7 +21,11 @@
 // kvq serve and --endpoint examples start or need servers and are not run;
 // "$ cat FILE" in a session writes the lines after it to FILE. Usage:
 //
-//	go run ./scripts/readmecheck [-kvq bin/kvq] [-readme README.md] [-shared ../shared] [-slow 30s]
+//	go run ./scripts/readmecheck [-kvq bin/kvq] [-readme README.md] [-docs docs] [-help=true] [-shared ../shared] [-slow 30s]
+//
+// -docs takes a comma-separated list of directories (every *.md below them)
+// and Markdown files; -readme "" -docs docs/commands -help=false checks the
+// command manuals alone.
 package main
 
 import (
@@ -27,38 +34,99 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 )
 
+// options are the command's flags.
+type options struct {
+	kvq, readme, docs, shared, only string
+	help, keep                      bool
+	slow, timeout                   time.Duration
+}
+
 func main() {
-	kvq := flag.String("kvq", "bin/kvq", "the kvq binary to run")
-	readme := flag.String("readme", "README.md", "the document whose examples to run")
-	shared := flag.String("shared", "../shared", "the shared folder a clone has beside it")
-	slow := flag.Duration("slow", 30*time.Second, "skip examples whose comment states this run time or more (0: run every one)")
-	only := flag.String("run", "", "run only the examples whose command matches this regular expression")
-	keep := flag.Bool("keep", false, "keep the working directory")
-	timeout := flag.Duration("timeout", 5*time.Minute, "time limit of one example")
+	var o options
+	flag.StringVar(&o.kvq, "kvq", "bin/kvq", "the kvq binary to run")
+	flag.StringVar(&o.readme, "readme", "README.md", "the README whose examples to run (\"\": none)")
+	flag.StringVar(&o.docs, "docs", "docs", "comma-separated directories (every *.md below them) and Markdown files whose examples to run (\"\": none)")
+	flag.BoolVar(&o.help, "help", true, "also run the examples of every kvq --help")
+	flag.StringVar(&o.shared, "shared", "../shared", "the shared folder a clone has beside it")
+	flag.DurationVar(&o.slow, "slow", 30*time.Second, "skip examples whose comment states this run time or more (0: run every one)")
+	flag.StringVar(&o.only, "run", "", "run only the examples whose command matches this regular expression")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directories")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "time limit of one example")
 	flag.Parse()
-	if err := check(*kvq, *readme, *shared, *slow, *only, *keep, *timeout); err != nil {
+	if err := check(o); err != nil {
 		fmt.Fprintln(os.Stderr, "readmecheck:", err)
 		os.Exit(1)
 	}
 }
 
-func check(kvq, readme, shared string, slow time.Duration, only string, keep bool, timeout time.Duration) error {
-	bin, err := filepath.Abs(kvq)
+// Documents lists the Markdown files to check: readme (if not empty), then
+// every .md file of docs (a comma-separated list of files and directories,
+// walked), sorted, each once.
+func Documents(readme, docs string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		p = filepath.Clean(p)
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	if readme != "" {
+		add(readme)
+	}
+	for _, d := range strings.Split(docs, ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			add(d)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !e.IsDir() && strings.HasSuffix(p, ".md") {
+				found = append(found, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(found)
+		for _, p := range found {
+			add(p)
+		}
+	}
+	return out, nil
+}
+
+func check(o options) error {
+	bin, err := filepath.Abs(o.kvq)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%w (make build writes bin/kvq)", err)
 	}
-	sharedAbs, err := filepath.Abs(shared)
+	sharedAbs, err := filepath.Abs(o.shared)
 	if err != nil {
 		return err
 	}
@@ -66,54 +134,70 @@ func check(kvq, readme, shared string, slow time.Duration, only string, keep boo
 		return fmt.Errorf("the shared folder: %w", err)
 	}
 	var filter *regexp.Regexp
-	if only != "" {
-		if filter, err = regexp.Compile(only); err != nil {
+	if o.only != "" {
+		if filter, err = regexp.Compile(o.only); err != nil {
 			return err
 		}
 	}
-	doc, err := os.ReadFile(readme)
+	files, err := Documents(o.readme, o.docs)
 	if err != nil {
 		return err
 	}
-	// A fresh clone's root: an empty directory with the shared folder
-	// beside it, and bin/kvq on PATH as kvq.
+	// The examples, one group per document and one for the --help texts.
+	type group struct {
+		name  string
+		steps []Step
+	}
+	var groups []group
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		groups = append(groups, group{f, ParseDoc(filepath.ToSlash(f), string(doc))})
+	}
+	if o.help {
+		help, err := helpSteps(bin)
+		if err != nil {
+			return err
+		}
+		groups = append(groups, group{"kvq --help", help})
+	}
+
 	tmp, err := os.MkdirTemp("", "kvq-readmecheck-")
 	if err != nil {
 		return err
 	}
-	if keep {
+	if o.keep {
 		fmt.Println("working directory:", tmp)
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	root := filepath.Join(tmp, "clone")
+	// bin/kvq on PATH as kvq.
 	binDir := filepath.Join(tmp, "bin")
-	for _, d := range []string{root, binDir} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return err
-		}
-	}
-	if err := os.Symlink(sharedAbs, filepath.Join(tmp, "shared")); err != nil {
+	if err := os.Mkdir(binDir, 0o755); err != nil {
 		return err
 	}
 	if err := os.Symlink(bin, filepath.Join(binDir, "kvq")); err != nil {
 		return err
 	}
 	env := append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-
-	steps := ParseDoc(filepath.Base(readme), string(doc))
-	help, err := helpSteps(bin)
-	if err != nil {
-		return err
+	// A fresh clone's root per document: an empty directory with the
+	// shared folder beside it.
+	newRoot := func(i int) (string, error) {
+		dir := filepath.Join(tmp, fmt.Sprintf("doc%d", i))
+		root := filepath.Join(dir, "clone")
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return "", err
+		}
+		return root, os.Symlink(sharedAbs, filepath.Join(dir, "shared"))
 	}
-	steps = append(steps, help...)
 
 	type result struct {
 		out  string
 		code int
 		err  error
 	}
-	done := map[string]result{}
 	var failures []string
 	counts := map[Kind]int{}
 	fail := func(s Step, format string, args ...any) {
@@ -121,61 +205,70 @@ func check(kvq, readme, shared string, slow time.Duration, only string, keep boo
 		failures = append(failures, msg)
 		fmt.Println("FAIL", msg)
 	}
-	for _, s := range steps {
-		if s.IsFile() {
-			if err := os.WriteFile(filepath.Join(root, s.File), []byte(s.Content), 0o644); err != nil {
-				return err
+	for gi, g := range groups {
+		root, err := newRoot(gi)
+		if err != nil {
+			return err
+		}
+		// A command's result is reused within its document only: another
+		// document's clone holds other files.
+		done := map[string]result{}
+		for _, s := range g.steps {
+			if s.IsFile() {
+				if err := os.WriteFile(filepath.Join(root, s.File), []byte(s.Content), 0o644); err != nil {
+					return err
+				}
+				continue
 			}
-			continue
-		}
-		k := Classify(s, slow)
-		if k == Other {
-			continue
-		}
-		counts[k]++
-		missing := ""
-		for _, in := range Inputs(s.Cmd) {
-			if !filepath.IsAbs(in) {
-				in = filepath.Join(root, in)
+			k := Classify(s, o.slow)
+			if k == Other {
+				continue
 			}
-			if _, err := os.Stat(in); err != nil {
-				missing = strings.TrimPrefix(in, root+string(filepath.Separator))
-				break
+			counts[k]++
+			missing := ""
+			for _, in := range Inputs(s.Cmd) {
+				if !filepath.IsAbs(in) {
+					in = filepath.Join(root, in)
+				}
+				if _, err := os.Stat(in); err != nil {
+					missing = strings.TrimPrefix(in, root+string(filepath.Separator))
+					break
+				}
 			}
-		}
-		switch {
-		case k == YourOwn && missing == "" && len(Inputs(s.Cmd)) > 0:
-			fail(s, "marked 'your own' but every file it reads is there: run it (drop the marker)")
-			continue
-		case k != Run:
-			fmt.Printf("skip %-14s %s: %s\n", "("+k.String()+")", s.Source, s.Cmd)
-			continue
-		case missing != "":
-			fail(s, "reads %s, which a fresh clone does not have: use the built-in model or ../shared/..., or say 'your own' in its comment", missing)
-			continue
-		case filter != nil && !filter.MatchString(s.Cmd):
-			continue
-		}
-		r, ok := done[s.Cmd]
-		if !ok {
-			start := time.Now()
-			r.out, r.code, r.err = runShell(s.Cmd, root, env, timeout)
-			fmt.Printf("ran  %6.1fs       %s: %s\n", time.Since(start).Seconds(), s.Source, s.Cmd)
-			done[s.Cmd] = r
-		}
-		switch {
-		case r.err != nil:
-			fail(s, "%v\n%s", r.err, tail(r.out, 20))
-		case r.code != 0:
-			fail(s, "exit %d\n%s", r.code, tail(r.out, 20))
-		default:
-			if line, closest := Missing(s.Want, r.out); line != "" {
-				fail(s, "the output lacks the documented line\n  want: %s\n  near: %s", strings.TrimSpace(line), closest)
+			switch {
+			case k == YourOwn && missing == "" && len(Inputs(s.Cmd)) > 0:
+				fail(s, "marked 'your own' but every file it reads is there: run it (drop the marker)")
+				continue
+			case k != Run:
+				fmt.Printf("skip %-14s %s: %s\n", "("+k.String()+")", s.Source, s.Cmd)
+				continue
+			case missing != "":
+				fail(s, "reads %s, which a fresh clone does not have: use the built-in model or ../shared/..., or say 'your own' in its comment", missing)
+				continue
+			case filter != nil && !filter.MatchString(s.Cmd):
+				continue
+			}
+			r, ok := done[s.Cmd]
+			if !ok {
+				start := time.Now()
+				r.out, r.code, r.err = runShell(s.Cmd, root, env, o.timeout)
+				fmt.Printf("ran  %6.1fs       %s: %s\n", time.Since(start).Seconds(), s.Source, s.Cmd)
+				done[s.Cmd] = r
+			}
+			switch {
+			case r.err != nil:
+				fail(s, "%v\n%s", r.err, tail(r.out, 20))
+			case r.code != 0:
+				fail(s, "exit %d\n%s", r.code, tail(r.out, 20))
+			default:
+				if line, closest := Missing(s.Want, r.out); line != "" {
+					fail(s, "the output lacks the documented line\n  want: %s\n  near: %s", strings.TrimSpace(line), closest)
+				}
 			}
 		}
 	}
-	fmt.Printf("readmecheck: %d run, %d skipped as slow, %d need the user's own files, %d servers; %d failed\n",
-		counts[Run], counts[Slow], counts[YourOwn], counts[Server], len(failures))
+	fmt.Printf("readmecheck: %d documents; %d run, %d skipped as slow, %d need the user's own files, %d servers; %d failed\n",
+		len(files), counts[Run], counts[Slow], counts[YourOwn], counts[Server], len(failures))
 	if len(failures) > 0 {
 		return fmt.Errorf("%d example(s) failed:\n  %s", len(failures), strings.Join(failures, "\n  "))
 	}

@@ -16,6 +16,13 @@
 // backend (package gpu, behind the cuda build tag) implements the same
 // interface. Package backendtest is the conformance suite both run.
 //
+// Backends are chosen by name through a Registry of Registrations
+// (registry.go): each backend package exports its Registration in every
+// build — a backend its build tag leaves out registers as unavailable,
+// with the reason — and the program lists them (kvq's in
+// cmd/kvq/internal/cli/cmdutil/backends.go). docs/backends.md says what a
+// new backend implements and which suites it passes.
+//
 // The interface is the set of ops the Llama-family forward pass needs and
 // nothing more; it grows through optional interfaces (HostMemory).
 // Backends are not safe for concurrent use from several goroutines unless
@@ -25,6 +32,7 @@ package backend
 import (
 	"errors"
 
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -34,7 +42,15 @@ import (
 var (
 	// ErrUnsupported reports a weight dtype or cache format that a backend
 	// cannot store or compute with.
-	ErrUnsupported = errors.New("backend: unsupported")
+	ErrUnsupported = kvqerr.New("backend: unsupported")
+	// ErrUnknownBackend reports a name no registration of a Registry has.
+	ErrUnknownBackend = kvqerr.New("backend: unknown backend")
+	// ErrUnavailable reports a registered backend that this build or this
+	// machine cannot open (Registration.Unavailable says why).
+	ErrUnavailable = kvqerr.New("backend: unavailable")
+	// ErrRegistration reports a Registration a Registry refuses: a bad or
+	// duplicate name, no Open, a second default.
+	ErrRegistration = errors.New("backend: bad registration")
 )
 
 // Tensor is a backend-owned buffer of float32 values, row-major. Its

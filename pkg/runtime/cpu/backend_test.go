@@ -15,3 +15,13 @@ func TestConformance(t *testing.T) {
 		backendtest.Run(t, cpu.New(3), backendtest.Options{Formats: []string{"fp16", "int4", "kivi2", "q4_0:rot", "kvquant4", "quanto4:r8"}, Dims: []int{64}})
 	})
 }
+
+// TestBackendRegistration checks the CPU's Registration against the
+// backend it opens, and that it is the runtime's default.
+func TestBackendRegistration(t *testing.T) {
+	r := cpu.Registration()
+	backendtest.RunRegistration(t, r)
+	if !r.Default || r.Unavailable != nil {
+		t.Errorf("cpu registration: Default %v, Unavailable %v; want the available default", r.Default, r.Unavailable)
+	}
+}

@@ -63,7 +63,7 @@ func New(workers int) *Backend { return &Backend{workers: par.Workers(workers)} 
 func (b *Backend) Workers() par.Workers { return b.workers }
 
 // Name implements backend.Backend.
-func (b *Backend) Name() string { return "cpu" }
+func (b *Backend) Name() string { return Name }
 
 // Tensor is a host tensor.
 type Tensor struct{ data []float32 }
@@ -98,9 +98,7 @@ func (b *Backend) Free(backend.Tensor) {}
 
 // Upload implements backend.Backend: the weight is used in place.
 func (b *Backend) Upload(w *tensor.Weight) (backend.Matrix, error) {
-	switch w.DType {
-	case tensor.F32, tensor.F16, tensor.BF16, tensor.Q80:
-	default:
+	if supportsWeight(w.DType) != nil {
 		return nil, fmt.Errorf("%w: cpu: weight %s of dtype %v", backend.ErrUnsupported, w.Name, w.DType)
 	}
 	if err := w.Validate(); err != nil {

@@ -10,8 +10,11 @@
 // trailing spaces), so scripts and golden files can rely on them.
 //
 // Pictures are drawn once, on a small canvas that is either SVG text
-// (hand-written XML) or a raster image (its own rasterizer and the 7×13
-// bitmap font of golang.org/x/image), so SVG and PNG agree. HTML pages
+// (hand-written XML) or a raster image (anti-aliased by
+// golang.org/x/image/vector, text in Go Regular from
+// golang.org/x/image/font/gofont at the SVGs' 12 pixels), so SVG and PNG
+// agree. The layout measures text at 7 pixels a character and 13 a line,
+// close to both fonts. The same picture always gives the same bytes. HTML pages
 // (WriteHTML) use no scripts and fetch nothing: CSS is inline, fonts are
 // the reader's own, and all text is escaped.
 //

@@ -3,7 +3,6 @@ package render
 import (
 	"bufio"
 	"fmt"
-	"image"
 	"image/color"
 	"image/png"
 	"io"
@@ -342,14 +341,17 @@ func WriteHeatmapSVG(w io.Writer, h Heatmap) error {
 	return bw.Flush()
 }
 
-// WriteHeatmapPNG draws h as a PNG image, with the rasterizer and bitmap
-// font of WritePNG.
+// WriteHeatmapPNG draws h as a PNG image, with the rasterizer and font of
+// WritePNG.
 func WriteHeatmapPNG(w io.Writer, h Heatmap) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
 	l := h.layout()
-	img := image.NewRGBA(image.Rect(0, 0, l.w, l.h))
-	h.draw(&rasterCanvas{img: img})
-	return png.Encode(w, img)
+	cv, err := newRasterCanvas(l.w, l.h)
+	if err != nil {
+		return err
+	}
+	h.draw(cv)
+	return png.Encode(w, cv.img)
 }

@@ -47,7 +47,7 @@ func (b labelBoxes) free(x, y, w, h float64) bool {
 // label writes s next to the point (x, y): to the right if that spot is
 // free and inside the plot (px, py, pw, ph), else left, above, below or
 // further out, and to the right regardless when none is free. Text width
-// is estimated from the 7-pixel font, as the rest of the layout is.
+// is reckoned at charW a character, as the rest of the layout is.
 func (b *labelBoxes) label(cv canvas, x, y float64, s string, px, py, pw, ph float64) {
 	w, h := float64(len(s))*charW, lineH
 	type spot struct {

@@ -2,10 +2,12 @@
 // pass: each dense op against a float64 reference, and, for every cache
 // format the backend supports, the KV writes and attention of a paged
 // cache against float64 attention on the rows the cache decodes (tight)
-// and on the rows that were put (within a stated per-format bound).
+// and on the rows that were put (within a stated per-format bound); and
+// (RunRegistration) that a backend's Registration agrees with the backend
+// it opens.
 //
 // The CPU backend runs it in its tests; the CUDA backend runs it under the
-// cuda build tag on a GPU.
+// cuda build tag on a GPU and under cudaemu on the CPU emulator.
 package backendtest
 
 import (

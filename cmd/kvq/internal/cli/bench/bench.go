@@ -7,22 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
-	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/bench"
 	"github.com/kvqlabs/kvq/pkg/engine"
 	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
-	"github.com/kvqlabs/kvq/pkg/runtime/backend"
-	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/spf13/cobra"
 )
 
@@ -60,7 +56,7 @@ type Options struct {
 	MaxSeqs     int
 	Chunk       int
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Output      string
 	Plot        string
 	Endpoints   []string
@@ -108,6 +104,8 @@ after a prefill of each depth.
 
 Without --model it runs on the built-in kvq-probe model (about 30 s on 2
 cores with the defaults). Warm-up requests are sent first and not counted.
+The first --cache spec is the baseline. The model's tokenizer makes the
+prompts, for --endpoint servers too.
 
 ` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq bench                       # the built-in model: fp16, fp8, int4, kivi2; about 30 s
@@ -131,9 +129,9 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model (its tokenizer makes the prompts; in-process it also serves them): a Hugging Face directory, a .gguf, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
-	fl.StringVar(&o.Cache, "cache", DefaultCaches, "in-process caches, comma-separated (kvq eval's specs); the first is the baseline")
+	cmdutil.AddModelFlag(fl, &o.Model)
+	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "KV memory of each cache's pool, e.g. 64MiB (default: what --budget-seqs requests of the workload's longest prompt and output take in the first cache)")
 	fl.StringVar(&o.GPU, "gpu", "", "with no --kv-budget: the KV budget vLLM would leave on this GPU preset for the model (kvq estimate's memory model; see kvq estimate --list-gpus)")
 	fl.StringVar(&o.GPUMem, "gpu-mem", "", "with no --kv-budget: the same for a GPU of this much memory, e.g. 24GiB")
@@ -158,8 +156,8 @@ cores with the defaults). Warm-up requests are sent first and not counted.
 	fl.IntVar(&o.DepthReps, "depth-reps", 3, "decode sweep: repetitions (the median is reported)")
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 256, "in-process engine: running sequences per cache at most")
 	fl.IntVar(&o.Chunk, "chunk", 256, "in-process engine: prefill chunk in tokens")
-	fl.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddThreadsFlag(fl, &o.Threads)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.Plot, "plot", "", "write plots (latency CDFs, throughput vs load, decode speed vs depth) as SVG and PNG into this directory")
 	fl.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible server to benchmark instead of the in-process engine, NAME=URL or URL (repeatable)")
@@ -204,7 +202,7 @@ func (o *Options) Validate() error {
 	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
 		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	if o.Retries < 0 || o.Retries > 10 {
@@ -314,43 +312,27 @@ func (o *Options) loads() []bench.Load {
 
 // workload makes the requests with the model's tokenizer.
 func (o *Options) workload(m *runtime.Model) ([]bench.Request, error) {
-	tok := bench.ModelTokenizer(m)
-	if o.Dataset == "random" || o.Dataset == "fixed" {
-		// Before the prompts are made: even the shortest request must fit
-		// (the requests are checked one by one below).
-		in := int(math.Floor(float64(o.InputLen) * (1 - o.RangeRatio)))
-		out := max(1, int(math.Floor(float64(o.OutputLen)*(1-o.RangeRatio))))
-		if c := m.MaxSeqLen(); in > c || out > c-in {
-			return nil, cmdutil.FlagErrorf("--input-len %d plus --output-len %d make %d tokens a request, more than the model's context of %d", o.InputLen, o.OutputLen, uint64(o.InputLen)+uint64(o.OutputLen), c)
+	w := o.workloadOptions()
+	if w.Dataset == bench.DatasetFile || w.Dataset == bench.DatasetShareGPT {
+		if !o.outputLenSet {
+			w.OutputLen = 0 // the file's own lengths
 		}
 	}
-	var reqs []bench.Request
-	var err error
-	switch o.Dataset {
-	case "random":
-		reqs, err = bench.Random(tok, o.NumPrompts, o.InputLen, o.OutputLen, o.RangeRatio, o.Seed)
-	case "fixed":
-		reqs, err = bench.Fixed(tok, o.NumPrompts, o.InputLen, o.OutputLen, o.Seed)
-	case "builtin":
-		reqs, err = bench.BuiltIn(tok, o.NumPrompts, o.OutputLen, o.Seed)
-	default:
-		out := 0
-		if o.outputLenSet {
-			out = o.OutputLen
-		}
-		reqs, err = bench.FromFile(tok, o.DatasetPath, o.NumPrompts, out, o.Seed)
-	}
-	if err != nil {
+	reqs, err := bench.ModelWorkload(m, w)
+	var ce *bench.ContextError
+	switch {
+	case errors.As(err, &ce) && ce.Request < 0:
+		return nil, cmdutil.FlagErrorf("--input-len %d plus --output-len %d make %d tokens a request, more than the model's context of %d", o.InputLen, o.OutputLen, uint64(o.InputLen)+uint64(o.OutputLen), ce.Context)
+	case errors.As(err, &ce):
+		return nil, cmdutil.FlagErrorf("request %d needs %d tokens (%d prompt + %d output), the model's context is %d: lower --input-len/--output-len", ce.Request, ce.Prompt+ce.Output, ce.Prompt, ce.Output, ce.Context)
+	case err != nil:
 		return nil, cmdutil.UsageError(err)
 	}
-	if c := m.ContextLen; c > 0 {
-		for _, r := range reqs {
-			if n := len(r.Prompt) + r.MaxTokens; n > c {
-				return nil, cmdutil.FlagErrorf("request %d needs %d tokens (%d prompt + %d output), the model's context is %d: lower --input-len/--output-len", r.Index, n, len(r.Prompt), r.MaxTokens, c)
-			}
-		}
-	}
 	return reqs, nil
+}
+
+func (o *Options) workloadOptions() bench.WorkloadOptions {
+	return bench.WorkloadOptions{Dataset: o.Dataset, Path: o.DatasetPath, Requests: o.NumPrompts, InputLen: o.InputLen, OutputLen: o.OutputLen, RangeRatio: o.RangeRatio, Seed: o.Seed}
 }
 
 // Run benchmarks and reports.
@@ -367,140 +349,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep := &Report{Schema: Schema, Version: o.Version, Model: modelName(m, o.Model), Machine: machine(o.Threads),
-		Workload: Workload{Dataset: o.Dataset, Path: o.DatasetPath, Requests: len(reqs), Seed: o.Seed}, Loads: o.loads()}
-	for _, r := range reqs {
-		rep.Workload.InputTokens += len(r.Prompt)
-		rep.Workload.OutputTokens += r.MaxTokens
+	mo, err := o.measureOptions(ctx, m, reqs)
+	if err != nil {
+		return err
 	}
-	var targets []namedTarget
-	var eng *engine.Engine
-	var be backend.Backend // nil: the CPU
-	var stats *poolWatch
-	if len(o.ends) > 0 {
-		if targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m)); err != nil {
-			return err
-		}
-		rep.Mode = "endpoint"
-	} else {
-		rep.Mode = "in-process"
-		budget := o.budget
-		rep.BudgetSource = "--kv-budget " + o.KVBudget
-		if budget == 0 && (o.GPU != "" || o.GPUMem != "") {
-			if budget, err = o.gpuBudget(ctx, m); err != nil {
-				return err
-			}
-			rep.BudgetSource = fmt.Sprintf("--gpu %s, kvq estimate's memory model at utilization %g", o.GPU, o.Utilization)
-			if o.GPU == "" {
-				rep.BudgetSource = fmt.Sprintf("--gpu-mem %s, kvq estimate's memory model at utilization %g", o.GPUMem, o.Utilization)
-			}
-		}
-		if budget == 0 {
-			rep.BudgetSource = fmt.Sprintf("--budget-seqs %d", o.BudgetSeqs)
-			longest := 0
-			for _, r := range reqs {
-				longest = max(longest, len(r.Prompt)+r.MaxTokens)
-			}
-			l, err := kvcache.NewLayout(m.Geometry(), o.specs[0], 0)
-			if err != nil {
-				return cmdutil.FlagErrorf("--cache %s: %w", o.specs[0].String(), err)
-			}
-			budget = l.SeqCost(longest) * int64(o.BudgetSeqs)
-		}
-		rep.Budget = budget
-		stats = &poolWatch{}
-		if be, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut); err != nil {
-			return err
-		}
-		eng, err = engine.New(m, engine.Options{Caches: o.specs, Budget: budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be, OnStep: stats.step})
-		if err != nil {
-			if errors.Is(err, engine.ErrOptions) {
-				return cmdutil.UsageError(err)
-			}
-			return cmdutil.FlagErrorf("--cache: %w", err)
-		}
-		ectx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- eng.Run(ectx) }()
-		defer func() { stop(); <-done }()
-		if err := waitRunning(ctx, eng); err != nil {
-			return err
-		}
-		for _, name := range eng.Caches() {
-			targets = append(targets, namedTarget{name: name, t: &bench.EngineTarget{Engine: eng, Cache: name}})
-		}
+	bars := &stageBars{io: o.IO}
+	mo.Progress = bars.set
+	rep, err := bench.Measure(ctx, m, reqs, mo)
+	bars.finish()
+	if err != nil {
+		return measureError(err)
 	}
-	loads := rep.Loads
-	total := len(targets) * len(loads) * (len(reqs) + o.Warmups)
-	bar := o.IO.Progress(total, "bench")
-	defer bar.Finish()
-	done := 0
-	for _, nt := range targets {
-		cr := CacheReport{Cache: nt.name}
-		for _, ld := range loads {
-			if stats != nil {
-				stats.reset(nt.name)
-			}
-			base := done
-			res, err := bench.Run(ctx, nt.t, reqs, ld, bench.RunOptions{Seed: o.Seed, Progress: func(d, _ int) {
-				bar.Set(base+d+ld.Warmups, total)
-			}})
-			done += len(reqs) + ld.Warmups
-			if err != nil {
-				bar.Finish()
-				return err
-			}
-			sum, err := bench.Summarize(res, bench.SummaryOptions{Percentiles: o.pct, Goodput: o.goodput})
-			if err != nil {
-				return cmdutil.UsageError(err)
-			}
-			pt := PointReport{Load: ld, Summary: sum, Result: res}
-			if stats != nil {
-				pt.Engine = stats.get(nt.name)
-			}
-			cr.Points = append(cr.Points, pt)
-		}
-		rep.Caches = append(rep.Caches, cr)
-	}
-	bar.Finish()
-	if !o.goodput.IsZero() {
-		slo := bench.SLO{TTFT: o.goodput.TTFT, TPOT: o.goodput.TPOT, E2EL: o.goodput.E2EL, Percentile: o.SLOPct}
-		for i := range rep.Caches {
-			pts := make([]bench.Point, len(rep.Caches[i].Points))
-			for j, p := range rep.Caches[i].Points {
-				pts[j] = bench.Point{Load: p.Load, Result: p.Result}
-			}
-			cap, err := bench.Capacity(pts, slo)
-			if err != nil {
-				return cmdutil.UsageError(err)
-			}
-			rep.Caches[i].Capacity = &cap
-		}
-	}
-	if len(o.depths) > 0 && eng != nil {
-		r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: be, Workers: o.Threads})
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		dbar := o.IO.Progress(len(o.specs)*len(o.depths)*o.DepthReps, "decode sweep")
-		defer dbar.Finish()
-		for i, spec := range o.specs {
-			k := i
-			pts, err := bench.DecodeDepth(ctx, r, spec, o.depths, o.DepthTokens, bench.DepthOptions{Repetitions: o.DepthReps, Seed: o.Seed,
-				Progress: func(d, t int) { dbar.Set(k*t+d, len(o.specs)*t) }})
-			if err != nil {
-				dbar.Finish()
-				if errors.Is(err, bench.ErrOptions) {
-					return cmdutil.UsageError(err)
-				}
-				return err
-			}
-			rep.Caches[i].Decode = pts
-		}
-		dbar.Finish()
-	}
-	rep.fill()
 	if err := render.Write(o.IO.Out, o.format, view(rep, o.pct), render.Options{TTY: o.IO.OutTTY}); err != nil {
 		return err
 	}
@@ -512,82 +371,83 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
-// waitRunning waits until the engine accepts requests.
-func waitRunning(ctx context.Context, e *engine.Engine) error {
-	for range 5000 {
-		if _, err := e.Submit(ctx, engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
+// measureOptions are Measure's options from the flags: the endpoints'
+// clients, or the in-process budget and device.
+func (o *Options) measureOptions(ctx context.Context, m *runtime.Model, reqs []bench.Request) (bench.Options, error) {
+	mo := bench.Options{Version: o.Version, Model: modelName(m, o.Model), Workload: o.workloadOptions(), Loads: o.loads(),
+		Percentiles: o.pct, Goodput: o.goodput, SLOPercentile: o.SLOPct, Threads: o.Threads,
+		Caches: o.specs, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Depths: o.depths, DepthTokens: o.DepthTokens, DepthReps: o.DepthReps}
+	var err error
+	if len(o.ends) > 0 {
+		mo.Targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m))
+		return mo, err
 	}
-	return fmt.Errorf("bench: the engine did not start")
+	if mo.Budget, mo.BudgetSource, err = o.kvBudget(ctx, m, reqs); err != nil {
+		return mo, err
+	}
+	mo.Backend, err = o.Device.Open(ctx, o.IO.ErrOut)
+	return mo, err
 }
 
-type namedTarget struct {
-	name string
-	t    bench.Target
+// measureError maps Measure's errors to exit codes: options the engine or
+// the summaries refuse are usage errors, caches the engine cannot build
+// are --cache's.
+func measureError(err error) error {
+	var ee *bench.EngineError
+	switch {
+	case errors.Is(err, engine.ErrOptions), errors.Is(err, bench.ErrOptions), errors.Is(err, bench.ErrSweep):
+		return cmdutil.UsageError(err)
+	case errors.As(err, &ee):
+		return cmdutil.FlagErrorf("--cache: %w", ee.Err)
+	}
+	return err
 }
 
-// poolWatch keeps, per pool, what the engine saw during a run: the most
-// sequences running at once, the peak KV usage, preemptions.
-type poolWatch struct {
-	mu    sync.Mutex
-	cur   map[string]*EngineStats
-	start map[string]int64
+// kvBudget is each in-process pool's KV memory and where it comes from:
+// --kv-budget, the GPU of --gpu or --gpu-mem, or --budget-seqs of the
+// workload's longest request in the first cache.
+func (o *Options) kvBudget(ctx context.Context, m *runtime.Model, reqs []bench.Request) (int64, string, error) {
+	if o.budget > 0 {
+		return o.budget, "--kv-budget " + o.KVBudget, nil
+	}
+	if o.GPU != "" || o.GPUMem != "" {
+		budget, err := o.gpuBudget(ctx, m)
+		if err != nil {
+			return 0, "", err
+		}
+		if o.GPU == "" {
+			return budget, fmt.Sprintf("--gpu-mem %s, kvq estimate's memory model at utilization %g", o.GPUMem, o.Utilization), nil
+		}
+		return budget, fmt.Sprintf("--gpu %s, kvq estimate's memory model at utilization %g", o.GPU, o.Utilization), nil
+	}
+	budget, err := bench.SeqBudget(m, o.specs[0], reqs, o.BudgetSeqs)
+	if err != nil {
+		return 0, "", cmdutil.FlagErrorf("--cache %s: %w", o.specs[0].String(), err)
+	}
+	return budget, fmt.Sprintf("--budget-seqs %d", o.BudgetSeqs), nil
 }
 
-func (w *poolWatch) reset(cache string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cur == nil {
-		w.cur, w.start = map[string]*EngineStats{}, map[string]int64{}
-	}
-	w.cur[cache] = &EngineStats{}
-	w.start[cache] = -1
+// stageBars shows a progress bar per stage of a library run, one at a
+// time: a new stage finishes the last one's bar.
+type stageBars struct {
+	io    *cmdutil.IOStreams
+	stage string
+	bar   *progressbar.Bar
 }
 
-func (w *poolWatch) step(s engine.StepInfo) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, p := range s.Pools {
-		st := w.cur[p.Cache]
-		if st == nil {
-			continue
-		}
-		if w.start[p.Cache] < 0 {
-			w.start[p.Cache] = p.Preemptions
-		}
-		st.RunningPeak = max(st.RunningPeak, p.Running)
-		st.WaitingPeak = max(st.WaitingPeak, p.Waiting)
-		st.KVUsagePeak = max(st.KVUsagePeak, p.Usage())
-		st.Preemptions = p.Preemptions - w.start[p.Cache]
-		st.Steps++
-		if p.Running > 0 {
-			st.usage = append(st.usage, UsageSample{T: s.Start.Add(s.Duration), Usage: p.Usage(), Running: p.Running, Waiting: p.Waiting})
-		}
+func (b *stageBars) set(stage string, done, total int) {
+	if b.bar == nil || stage != b.stage {
+		b.finish()
+		b.stage, b.bar = stage, b.io.Progress(total, stage)
 	}
+	b.bar.Set(done, total)
 }
 
-func (w *poolWatch) get(cache string) *EngineStats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := w.cur[cache]
-	if st == nil {
-		return nil
+func (b *stageBars) finish() {
+	if b.bar != nil {
+		b.bar.Finish()
+		b.bar = nil
 	}
-	out := *st
-	if len(st.usage) > 0 {
-		t0 := st.usage[0].T
-		for _, u := range st.usage {
-			out.Usage = append(out.Usage, UsagePoint{Seconds: u.T.Sub(t0).Seconds(), Usage: u.Usage, Running: u.Running, Waiting: u.Waiting})
-		}
-	}
-	out.usage = nil
-	return &out
 }
 
 func modelName(m *runtime.Model, given string) string {
@@ -595,10 +455,6 @@ func modelName(m *runtime.Model, given string) string {
 		return "built-in kvq-probe"
 	}
 	return m.Path
-}
-
-func machine(threads int) Machine {
-	return Machine{OS: goruntime.GOOS, Arch: goruntime.GOARCH, CPUs: goruntime.NumCPU(), Threads: threads, Kernels: simd.Kernels(), Go: goruntime.Version()}
 }
 
 // gpuBudget is the KV memory vLLM would leave for m's first cache on the

@@ -9,12 +9,13 @@ import (
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/internal/atomicfile"
+	"github.com/kvqlabs/kvq/pkg/bench"
 )
 
 // writePlots draws, into dir: the TTFT and TPOT CDFs of each cache at the
 // last load, output throughput against the load level (with a sweep), and
 // decode speed against depth.
-func writePlots(dir string, r *Report) error {
+func writePlots(dir string, r *bench.Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ skips running the model). On the built-in model the measurement takes about
 			return o.run(cmd.Context())
 		},
 	}
-	o.DataFlags.bind(cmd)
+	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Scales, "scales", "", "audit this scales file against --model instead of the checkpoint's own scales")
 	fl.StringVar(&o.DType, "dtype", "e4m3", "fp8 encoding the scales are for: e4m3 or e5m2")
@@ -171,30 +171,6 @@ func (o *AuditOptions) run(ctx context.Context) error {
 
 // measure compares the shipped scales with calibrated ones and with 1.0.
 func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibrate.Audit, sh *calibrate.Shipped, rec *calibrate.Recorder) error {
-	kindName := map[quant.FP8Kind]string{quant.E4M3: "float8_e4m3fn", quant.E5M2: "float8_e5m2"}[o.kind]
-	var cands []calibrate.Candidate
-	if sh.Any() {
-		eff := sh.Effective()
-		eff.DType = kindName
-		cands = append(cands, calibrate.Candidate{Name: "shipped", Scales: eff})
-		if eff.Valid() != nil {
-			fixed, n := eff.Repaired()
-			cands = append(cands, calibrate.Candidate{Name: fmt.Sprintf("shipped, %d invalid as 1.0", n), Scales: fixed})
-		}
-	}
-	for _, name := range []string{"dataset", "default"} {
-		s, _ := calibrate.ParseStrategy(name, calibrate.PerTensor)
-		// Rounded like the shipped scales, so that only the values differ.
-		sc, err := calibrate.Compute(s, rec, nil, calibrate.ScaleOptions{Kind: o.kind, DType: shippedDType(sh)})
-		if err != nil {
-			return err
-		}
-		label := "calibrated (dataset:minmax:tensor)"
-		if name == "default" {
-			label = "1.0 (vLLM's default)"
-		}
-		cands = append(cands, calibrate.Candidate{Name: label, Scales: sc})
-	}
 	texts, _, err := heldOut(o.Texts, o.Seed)
 	if err != nil {
 		return err
@@ -204,7 +180,7 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 		return err
 	}
 	bar := o.IO.Progress(1, "effect")
-	cmp, err := calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads, Backend: be,
+	cmp, err := calibrate.AuditEffect(ctx, m, sh, rec, o.kind, calibrate.CompareOptions{Texts: texts, Workers: o.Threads, Backend: be,
 		Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
 	bar.Finish()
 	if errors.Is(err, eval.ErrOptions) {
@@ -215,14 +191,4 @@ func (o *AuditOptions) measure(ctx context.Context, m *runtime.Model, a *calibra
 	}
 	a.Effect = cmp
 	return nil
-}
-
-// shippedDType is the dtype the shipped scales were stored in, when it is
-// one Compute can round to ("" otherwise: float32).
-func shippedDType(sh *calibrate.Shipped) string {
-	switch sh.DType {
-	case "F16", "BF16", "F32":
-		return sh.DType
-	}
-	return ""
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
@@ -35,22 +36,22 @@ type DataFlags struct {
 	SeqLen    int
 	Seed      uint64
 	Threads   int
-	Device    string
+	Device    cmdutil.Device
 
 	be     backend.Backend // opened by backend
 	opened bool
 }
 
-func (d *DataFlags) bind(cmd *cobra.Command) {
+func (d *DataFlags) bind(cmd *cobra.Command, reg *backend.Registry) {
 	fl := cmd.Flags()
-	fl.StringVarP(&d.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&d.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
+	cmdutil.AddModelFlag(fl, &d.Model)
+	cmdutil.AddTokenizerFlag(fl, &d.Tokenizer)
 	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts)")
 	fl.IntVar(&d.Samples, "samples", 32, "calibration sequences (one forward batch each)")
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
 	fl.Uint64Var(&d.Seed, "seed", 1, "selects the calibration windows and records, and the random warm-up tokens")
-	fl.IntVar(&d.Threads, "threads", 0, "CPU threads (0: all)")
-	cmdutil.AddDeviceFlag(fl, &d.Device)
+	cmdutil.AddThreadsFlag(fl, &d.Threads)
+	cmdutil.AddDeviceFlag(fl, &d.Device, reg)
 }
 
 func (d *DataFlags) validate() error {
@@ -63,7 +64,7 @@ func (d *DataFlags) validate() error {
 	if d.Threads < 0 {
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", d.Threads)
 	}
-	if err := cmdutil.CheckDevice(d.Device); err != nil {
+	if err := d.Device.Check(); err != nil {
 		return err
 	}
 	for _, p := range d.Data {
@@ -96,7 +97,7 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 // backend opens the --device backend once (nil: the CPU).
 func (d *DataFlags) backend(ctx context.Context, io *cmdutil.IOStreams) (backend.Backend, error) {
 	if !d.opened {
-		be, err := cmdutil.OpenDevice(ctx, d.Device, io.ErrOut)
+		be, err := d.Device.Open(ctx, io.ErrOut)
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +211,7 @@ the defaults, --compare included.
 			return o.Run(cmd.Context())
 		},
 	}
-	o.DataFlags.bind(cmd)
+	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Strategy, "strategy", "dataset", "the strategy to export: "+calibrate.Strategies+", or best")
 	fl.StringVar(&o.Granularity, "granularity", "tensor", "scales per layer side: tensor (one) or head (one per KV head)")
@@ -334,32 +335,9 @@ func (o *Options) Validate() error {
 func codebookFiles(formats []string) []string {
 	var out []string
 	for _, f := range formats {
-		out = append(out, "codebook-"+f+".json")
+		out = append(out, calibrate.CodebookFile(f))
 	}
 	return out
-}
-
-// Result is kvq calibrate's JSON output (schema kvq.calibrate/v1).
-type Result struct {
-	Schema   string                `json:"schema"`
-	Model    string                `json:"model"`
-	Data     calibrate.DataInfo    `json:"data"`
-	Strategy string                `json:"strategy"`
-	Describe string                `json:"description"`
-	DType    string                `json:"dtype"`
-	Scales   []LayerScales         `json:"scales"`
-	Compare  *calibrate.Comparison `json:"compare,omitempty"`
-	HeldOut  []string              `json:"held_out,omitempty"`
-	Files    []string              `json:"files"`
-}
-
-// LayerScales is one layer's exported scales and the data's absmax.
-type LayerScales struct {
-	Layer   int       `json:"layer"`
-	K       []float32 `json:"k_scale"`
-	V       []float32 `json:"v_scale"`
-	KAbsmax float64   `json:"k_absmax"`
-	VAbsmax float64   `json:"v_absmax"`
 }
 
 // Run calibrates, compares, writes and reports.
@@ -369,112 +347,52 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer m.Close()
-	all := append([]calibrate.Strategy(nil), o.compare...)
-	if !o.best {
-		all = append(all, o.strategy)
-	}
-	keep := 0
-	if len(o.codebooks) > 0 {
-		keep = 16384
-	}
-	rec, err := record(ctx, o.IO, m, data, "calibrate", &o.DataFlags, calibrate.RecordOptions{MSE: needs(all, calibrate.ObserverMSE), MSEKind: o.kind, KeepTokens: keep})
+	be, err := o.backend(ctx, o.IO)
 	if err != nil {
 		return err
 	}
-	var warm *calibrate.Recorder
-	if calibrate.NeedsRandomWarmup(all) {
-		rd := calibrate.RandomData(m, 1, min(o.SeqLen, max(2, m.ContextLen)), o.Seed)
-		if warm, err = calibrate.Record(ctx, m, rd, calibrate.RunOptions{Workers: o.Threads, Backend: o.be}); err != nil {
-			return err
-		}
-	}
-	dt := o.scaleDType
-	if dt == "" {
-		dt = modelDType(m)
-	}
-	sopts := calibrate.ScaleOptions{Kind: o.kind, DType: dt}
-	modelName := displayModel(m, o.Model)
-	info := data.Info()
-	compute := func(s calibrate.Strategy) (*calibrate.Scales, error) {
-		sc, err := calibrate.Compute(s, rec, warm, sopts)
-		if err != nil {
-			return nil, err
-		}
-		sc.Model, sc.Data = modelName, info
-		return sc, nil
-	}
-	res := &Result{Schema: "kvq.calibrate/v1", Model: modelName, Data: info, DType: dt}
+	copts := calibrate.Options{Model: displayModel(m, o.Model), Strategy: o.strategy, Best: o.best, Granularity: o.granular,
+		Compare: o.compare, Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Kind: o.kind, DType: o.scaleDType,
+		Codebooks: o.codebooks, WarmupLen: min(o.SeqLen, max(2, m.ContextLen)), Seed: o.Seed, Workers: o.Threads, Backend: be}
 	if len(o.compare) > 0 {
-		var cands []calibrate.Candidate
-		for _, s := range o.compare {
-			sc, err := compute(s)
-			if err != nil {
-				return err
-			}
-			cands = append(cands, calibrate.Candidate{Name: s.String(), Scales: sc})
-		}
-		texts, names, err := heldOut(o.Texts, o.Seed)
-		if err != nil {
+		if copts.Texts, copts.HeldOut, err = heldOut(o.Texts, o.Seed); err != nil {
 			return err
-		}
-		res.HeldOut = names
-		bar := o.IO.Progress(1, "compare")
-		res.Compare, err = calibrate.Compare(ctx, m, cands, calibrate.CompareOptions{Texts: texts, Workers: o.Threads, Backend: o.be,
-			Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Progress: func(done, total int) { bar.Set(done, total) }})
-		bar.Finish()
-		if errors.Is(err, eval.ErrOptions) || errors.Is(err, calibrate.ErrOptions) {
-			return cmdutil.UsageError(err)
-		}
-		if err != nil {
-			return err
-		}
-		if o.best {
-			if res.Compare.Verdict == nil {
-				return fmt.Errorf("--strategy best: no compared strategy could run")
-			}
-			if o.strategy, err = calibrate.ParseStrategy(res.Compare.Verdict.Best, o.granular); err != nil {
-				return err
-			}
 		}
 	}
-	scales, err := compute(o.strategy)
-	if err != nil {
+	bars := &stageBars{io: o.IO}
+	copts.Progress = bars.set
+	cal, err := calibrate.Calibrate(ctx, m, data, copts)
+	bars.finish()
+	switch {
+	case errors.Is(err, eval.ErrOptions), errors.Is(err, calibrate.ErrOptions):
+		return cmdutil.UsageError(err)
+	case errors.Is(err, calibrate.ErrNoBest):
+		return fmt.Errorf("--strategy best: no compared strategy could run")
+	case err != nil:
 		return err
-	}
-	res.Strategy, res.Describe = o.strategy.String(), o.strategy.Describe()
-	st := rec.Stats(modelName, info, nil)
-	for l := range scales.Layers {
-		res.Scales = append(res.Scales, LayerScales{Layer: l, K: scales.K[l], V: scales.V[l],
-			KAbsmax: st.Layer[l].K.Absmax, VAbsmax: st.Layer[l].V.Absmax})
 	}
 	// Everything is computed: write.
-	files, err := calibrate.WriteExports(o.Out, scales, dt, m.Arch)
-	res.Files = files
-	if err != nil {
+	if err := cal.Write(o.Out, m.Arch); err != nil {
 		return err
 	}
-	for _, c := range o.codebooks {
-		f := quant.Formats().MustLookup(c)
-		bits := int(c[len(c)-1] - '0')
-		cb, err := calibrate.FitCodebooks(rec, f, bits)
-		if err != nil {
-			return err
-		}
-		cb.Calibration = map[string]string{"model": modelName, "data_sha256": info.SHA256, "data": info.Source}
-		p := filepath.Join(o.Out, "codebook-"+c+".json")
-		if err := cb.Save(p); err != nil {
-			return err
-		}
-		res.Files = append(res.Files, p)
+	if err := o.writeMore(m, cal); err != nil {
+		return err
 	}
+	return render.Write(o.IO.Out, o.format, calibrateView(cal.Result), render.Options{TTY: o.IO.OutTTY})
+}
+
+// writeMore writes what --stats, --plot and --write-checkpoint ask for,
+// adding the files to the result.
+func (o *Options) writeMore(m *runtime.Model, cal *calibrate.Calibration) error {
+	res := cal.Result
 	if o.Stats != "" {
-		if err := writeJSON(o.Stats, st); err != nil {
+		if err := writeJSON(o.Stats, cal.Stats); err != nil {
 			return fmt.Errorf("--stats %s: %w", o.Stats, err)
 		}
 		res.Files = append(res.Files, o.Stats)
 	}
 	if o.Plot != "" {
-		ps, err := writePlots(o.Plot, st)
+		ps, err := writePlots(o.Plot, cal.Stats)
 		if err != nil {
 			return fmt.Errorf("--plot %s: %w", o.Plot, err)
 		}
@@ -484,33 +402,35 @@ func (o *Options) Run(ctx context.Context) error {
 		if m.Format != "safetensors" {
 			return cmdutil.FlagErrorf("--write-checkpoint: %s is a %s model; only Hugging Face directories carry scales", m.Path, m.Format)
 		}
-		if err := calibrate.WriteCheckpoint(m.Path, scales, dt); err != nil {
+		if err := calibrate.WriteCheckpoint(m.Path, cal.Scales, cal.DType); err != nil {
 			return err
 		}
 		res.Files = append(res.Files, filepath.Join(m.Path, calibrate.FileSafetensors), filepath.Join(m.Path, "config.json"))
 	}
-	return render.Write(o.IO.Out, o.format, calibrateView(res), render.Options{TTY: o.IO.OutTTY})
+	return nil
 }
 
-func needs(ss []calibrate.Strategy, observer string) bool {
-	for _, s := range ss {
-		if s.Kind == calibrate.StrategyDataset && s.Observer == observer {
-			return true
-		}
-	}
-	return false
+// stageBars shows a progress bar per stage of a library run, one at a
+// time: a new stage finishes the last one's bar.
+type stageBars struct {
+	io    *cmdutil.IOStreams
+	stage string
+	bar   *progressbar.Bar
 }
 
-// modelDType is the safetensors dtype of the model's weights (F32 for
-// quantized GGUF weights).
-func modelDType(m *runtime.Model) string {
-	if dts := m.DTypes(); len(dts) > 0 {
-		switch dts[0] {
-		case "F16", "BF16", "F32":
-			return dts[0]
-		}
+func (b *stageBars) set(stage string, done, total int) {
+	if b.bar == nil || stage != b.stage {
+		b.finish()
+		b.stage, b.bar = stage, b.io.Progress(total, stage)
 	}
-	return "F32"
+	b.bar.Set(done, total)
+}
+
+func (b *stageBars) finish() {
+	if b.bar != nil {
+		b.bar.Finish()
+		b.bar = nil
+	}
 }
 
 func displayModel(m *runtime.Model, given string) string {

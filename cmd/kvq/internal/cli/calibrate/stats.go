@@ -54,7 +54,7 @@ On the built-in model it takes about 2 s on 2 cores.
 			return o.run(cmd.Context())
 		},
 	}
-	o.DataFlags.bind(cmd)
+	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Percentiles, "percentiles", "50,99,99.9,99.99", "percentiles of |x| to report, comma-separated")
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))

@@ -51,7 +51,7 @@ func short(h string) string {
 }
 
 // calibrateView lays out kvq calibrate's result.
-func calibrateView(res *Result) render.Report {
+func calibrateView(res *calibrate.Result) render.Report {
 	r := render.Report{Value: res}
 	r.Preamble = append(r.Preamble, "Model: "+res.Model, dataLine(res.Data),
 		fmt.Sprintf("Strategy: %s — %s; scales in %s", res.Strategy, res.Describe, res.DType))

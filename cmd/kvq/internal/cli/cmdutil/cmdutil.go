@@ -14,6 +14,8 @@ import (
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
+	"github.com/kvqlabs/kvq/pkg/kvqerr"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"golang.org/x/term"
 )
 
@@ -141,6 +143,9 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 type Factory struct {
 	IO      *IOStreams
 	Version string
+	// Backends are the backends --device chooses among and kvq version
+	// lists (nil: Backends(), every backend compiled into kvq).
+	Backends *backend.Registry
 }
 
 // FlagError is a usage error: a bad flag value or argument. It maps to
@@ -156,26 +161,14 @@ func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
 }
 
-// InputError is a problem with an input file the user named (missing,
-// unreadable, malformed or truncated): exit code 2, without the pointer
-// to the help, since no flag was wrong.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
-
-// UsageError marks err (for example a malformed input file the user named) as
-// a usage problem (exit 2) while keeping it for errors.Is/As.
-func UsageError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &InputError{Err: err}
-}
+// UsageError marks err (for example a missing or malformed input file the
+// user named) as an input error (kvqerr.Input): exit code 2, without the
+// pointer to the help, since no flag was wrong. It keeps err for
+// errors.Is/As.
+func UsageError(err error) error { return kvqerr.Input(err) }
 
 // IsUsage reports errors that exit with code 2: flag errors, cobra's own
-// argument and command errors, and input errors (InputError, or an error
-// that wraps one of the input sentinels of kvq's parsers and loaders).
+// argument and command errors, and input errors (kvqerr.IsInput).
 func IsUsage(err error) bool {
 	return IsFlagError(err) || IsInputError(err)
 }

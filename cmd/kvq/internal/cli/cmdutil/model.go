@@ -218,18 +218,12 @@ func exists(p string) bool {
 }
 
 // LoadModel resolves path (the built-in model when empty) and loads it. File
-// problems — missing, malformed, unsupported — are usage errors (exit 2).
+// problems — missing, malformed, unsupported — are input errors (exit 2),
+// as runtime.Load returns them.
 func LoadModel(ctx context.Context, path, tokenizer string, errOut io.Writer) (*runtime.Model, error) {
 	path, err := ResolveModel(path, errOut)
 	if err != nil {
 		return nil, err
 	}
-	m, err := runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: tokenizer})
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, runtime.ErrFormat) || errors.Is(err, runtime.ErrModel) || errors.Is(err, runtime.ErrUnsupported) {
-			return nil, UsageError(err)
-		}
-		return nil, err
-	}
-	return m, nil
+	return runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: tokenizer})
 }

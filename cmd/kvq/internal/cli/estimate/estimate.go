@@ -133,7 +133,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: preset name or Hugging Face id, config.json, model directory, or GGUF file (default: the built-in kvq-probe model)")
+	cmdutil.AddModelRefFlag(fl, &o.Model)
 	fl.StringVar(&o.GPU, "gpu", "", "GPU preset (see --list-gpus), e.g. h100-80gb, a100-80gb, h200, l4, mi300x")
 	fl.StringVar(&o.GPUMem, "gpu-mem", "", "GPU memory as the engine sees it, e.g. 80GiB (instead of --gpu)")
 	fl.IntVar(&o.GPUs, "gpus", 0, "number of GPUs (tensor × pipeline parallel); sets --tp when --tp is not given")
@@ -152,7 +152,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	fl.StringSliceVar(&o.Contexts, "context", nil, "context lengths for the memory grid, e.g. 8k,32k,128k (default: 2k, 8k, 32k, ... up to max-model-len)")
 	fl.StringSliceVar(&o.Concurrency, "concurrency", nil, "concurrent requests for the memory grid, e.g. 1,8,64 (default 1)")
 	fl.IntVar(&o.BlockSize, "block-size", estimate.DefaultBlockSize, "block (page) size in tokens; 1 for SGLang unless given")
-	fl.StringVar(&o.Cache, "cache", DefaultCaches, "cache formats to compare: comma list of format specs (k=, v=, residual=, sink= modify the spec before them)")
+	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringVar(&o.Engine, "engine", string(estimate.VLLM), "accounting to follow: vllm or sglang")
 	fl.StringVar(&o.VLLMVersion, "vllm-version", estimate.DefaultVLLMVersion, "vLLM release whose rules to follow (0.10: hybrid manager; 0.21: CUDA-graph estimate)")
 	fl.Float64Var(&o.MemFractionStatic, "mem-fraction-static", 0, "SGLang's mem_fraction_static (default: SGLang's rule by GPU size)")

@@ -97,7 +97,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestWorkedExample checks the JSON fields against estimate-rules.md §7.
+// TestWorkedExample checks the JSON fields against docs/estimate-rules.md §7.
 func TestWorkedExample(t *testing.T) {
 	code, out, stderr := run(t, false, "-m", "llama-3.1-8b", "--kv-budget", "58.11GiB", "--max-model-len", "8192", "--cache", "fp16", "--num-gpu-blocks-override", "29751", "-o", "json")
 	if code != 0 {

@@ -57,9 +57,10 @@ type Options struct {
 	GridCtx     string
 	GridDepth   int
 	GridN       int
+	RulerLen    string
 	NoSpeed     bool
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Output      string
 	JUnit       string
 	Report      string
@@ -94,6 +95,7 @@ type Options struct {
 	files    []string
 	contexts []int
 	gridCtx  []int
+	rulerLen []int
 	gates    []eval.Gate
 	explicit bool // gates given by flags or file: failures exit 3
 	format   render.Format
@@ -111,13 +113,13 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "fp16 against quantized caches: KLD/PPL, long context, tasks, safety; gates for CI",
-		Long: `kvq eval runs one model with an fp16 baseline cache and candidate caches side
-by side — one forward per step for all of them, over the same tokens — and
-reports per cache: bytes per token and compression (kvq estimate's
-accounting), teacher-forced KL divergence and perplexity against the
-baseline, the generation suites (retrieval, format, a refusal policy, a
-long-context passkey grid, your own tasks), decode speed, and a verdict
-under gates.
+		Long: `kvq eval runs one model with a baseline cache (the first --cache spec, fp16 by
+default) and candidate caches side by side — one forward per step for all of
+them, over the same tokens — and reports per cache: bytes per token and
+compression (kvq estimate's accounting), teacher-forced KL divergence and
+perplexity against the baseline, the generation suites (retrieval, format, a
+refusal policy, a long-context passkey grid, your own tasks), decode speed, and
+a verdict under gates.
 
 By default a step's attention reads the cache as stored, prefill included,
 as vLLM and llama.cpp do (--prefill quantized). --prefill exact is Hugging
@@ -153,9 +155,9 @@ when one fails, with each failing gate on stderr.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.bin for a llama2.c model")
-	fl.StringVar(&o.Cache, "cache", DefaultCaches, "cache specs, comma-separated; the first is the baseline")
+	cmdutil.AddModelFlag(fl, &o.Model)
+	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringArrayVar(&o.Texts, "text", nil, "a text file to score teacher-forced (repeatable; default: built-in stories)")
 	fl.BoolVar(&o.NoText, "no-text", false, "skip the teacher-forced text metrics")
 	fl.StringVar(&o.Protocol, "protocol", "kvq", "text protocol: kvq (every position of each chunk) or llama.cpp (llama-perplexity's chunks, BOS and second halves)")
@@ -164,7 +166,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
-	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", or tasks files (.jsonl); none for no tasks")
+	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, or tasks files (.jsonl); none for no tasks")
 	fl.IntVarP(&o.N, "n", "n", 20, "examples per built-in suite")
 	fl.Uint64Var(&o.Seed, "seed", 1, "selects the built-in examples")
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey suite's contexts in tokens")
@@ -172,9 +174,10 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.GridCtx, "grid-contexts", "", "long-context grid's contexts (default: 256, 512, … up to the model's context)")
 	fl.IntVar(&o.GridDepth, "grid-depths", 5, "long-context grid's needle depths, evenly spaced over 0..1")
 	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
+	fl.StringVar(&o.RulerLen, "ruler-lengths", "", "ruler suite's lengths in tokens, prompt and answer budget (default: 4096, 8192, … 131072 up to the model's context)")
 	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
-	fl.IntVar(&o.Threads, "threads", 0, "tasks evaluated in parallel (0: all CPUs)")
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddThreadsFlag(fl, &o.Threads)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.JUnit, "junit", "", "write the gates as a JUnit XML file (one test case per gate and cache)")
 	fl.StringVar(&o.Report, "report", "", "write a self-contained HTML report (inline SVG)")
@@ -248,7 +251,7 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 			return cmdutil.FlagErrorf("%s %d: must be ≥ 0", c.name, c.v)
 		}
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	if o.contexts, err = ints("--contexts", o.Contexts); err != nil {
@@ -257,6 +260,12 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	o.contextsSet = cmd.Flags().Changed("contexts")
 	if o.GridCtx != "" {
 		if o.gridCtx, err = ints("--grid-contexts", o.GridCtx); err != nil {
+			return err
+		}
+	}
+	o.rulerLen = nil
+	if o.RulerLen != "" {
+		if o.rulerLen, err = ints("--ruler-lengths", o.RulerLen); err != nil {
 			return err
 		}
 	}
@@ -462,7 +471,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(o.ends) > 0 {
 		rep, err = o.runEndpoints(ctx, m, opts)
 	} else {
-		if opts.Backend, err = cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut); err != nil {
+		if opts.Backend, err = o.Device.Open(ctx, o.IO.ErrOut); err != nil {
 			return err
 		}
 		rep, err = eval.Run(ctx, m, opts)
@@ -470,11 +479,8 @@ func (o *Options) Run(ctx context.Context) error {
 	for _, b := range bars {
 		b.Finish()
 	}
-	if errors.Is(err, eval.ErrOptions) || errors.Is(err, eval.ErrTasks) {
-		return cmdutil.UsageError(err)
-	}
 	if err != nil {
-		return err
+		return err // eval.ErrOptions and ErrTasks are input errors: exit 2
 	}
 	rep.Version = o.Version
 	rep.Model = modelInfo(m, o.Model)
@@ -568,7 +574,8 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 			use  bool
 		}
 		has := func(s string) bool { return slices.Contains(o.suites, s) }
-		for _, c := range []values{{"--ctx", []int{o.Ctx}, true}, {"--contexts", o.contexts, has(eval.SuitePasskey)}, {"--grid-contexts", o.gridCtx, has(eval.SuiteGrid)}} {
+		ruler := slices.ContainsFunc(o.suites, func(s string) bool { return strings.HasPrefix(s, eval.SuiteRuler) })
+		for _, c := range []values{{"--ctx", []int{o.Ctx}, true}, {"--contexts", o.contexts, has(eval.SuitePasskey)}, {"--grid-contexts", o.gridCtx, has(eval.SuiteGrid)}, {"--ruler-lengths", o.rulerLen, ruler}} {
 			for _, v := range c.vs {
 				if c.use && v > modelCtx {
 					return opts, nil, cmdutil.FlagErrorf("%s %d: more than the %d tokens of the model's context (or --max-context)", c.flag, v, modelCtx)
@@ -593,7 +600,11 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 	}
 	if len(o.suites) > 0 {
 		suites, err := eval.BuildSuites(o.suites, eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
-			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx})
+			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx,
+			RulerLengths: o.rulerLen, Tokens: func(s string) int { return len(m.Tokenizer.Encode(s, true)) }})
+		if errors.Is(err, datasets.ErrRulerLength) {
+			return opts, nil, cmdutil.FlagErrorf("--ruler-lengths: %w", err)
+		}
 		if err != nil {
 			return opts, nil, cmdutil.UsageError(err)
 		}
@@ -640,6 +651,9 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 	cfg := map[string]any{"model": m.Path, "model_format": m.Format, "params": m.Params(), "caches": specs, "data": data,
 		"protocol": o.Protocol, "prefill": o.Prefill, "k_order": o.KOrder, "step": o.Step, "ctx": o.Ctx, "chunks": o.Chunks, "n": o.N, "seed": o.Seed, "contexts": o.contexts,
 		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
+	if len(o.rulerLen) > 0 {
+		cfg["ruler_lengths"] = o.rulerLen
+	}
 	if len(o.ends) > 0 {
 		cfg["caches"], cfg["endpoints"], cfg["top_logprobs"] = nil, o.ends, o.TopLogprobs
 	}

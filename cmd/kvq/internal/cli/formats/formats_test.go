@@ -39,7 +39,7 @@ func TestFormatsJSON(t *testing.T) {
 		}
 		got[in["name"].(string)] = in
 	}
-	// Bytes per token per head at d=128, from quant-schemes.md §10.
+	// Bytes per token per head at d=128, from docs/quant-schemes.md §10.
 	for name, want := range map[string]float64{"fp16": 256, "int8": 132, "int4": 72, "kivi2": 48, "kivi4": 80, "turbo3": 50} {
 		in, ok := got[name]
 		if !ok {

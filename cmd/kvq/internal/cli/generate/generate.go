@@ -30,7 +30,7 @@ type Options struct {
 	Cache       string
 	Compare     string
 	Threads     int
-	Device      string
+	Device      cmdutil.Device
 	Chat        bool
 	System      string
 
@@ -67,17 +67,17 @@ and the bytes the KV cache allocated.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints (default: tokenizer.bin or tok*.bin beside the model)")
+	cmdutil.AddModelFlag(fl, &o.Model)
+	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
 	fl.StringVarP(&o.Prompt, "prompt", "p", "", "prompt text")
 	fl.IntVarP(&o.MaxTokens, "max-tokens", "n", 128, "maximum tokens to generate")
 	fl.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
 	fl.Float64Var(&o.TopP, "top-p", 1, "nucleus sampling: keep the most likely tokens up to this probability mass")
 	fl.Uint64Var(&o.Seed, "seed", 0, "random seed for sampling")
-	fl.StringVar(&o.Cache, "cache", "fp16", "KV-cache format spec (see kvq formats), e.g. fp16, int4, k=int8,v=int4, q4_0,residual=64")
+	cmdutil.AddCacheFlag(fl, &o.Cache, "fp16")
 	fl.StringVar(&o.Compare, "compare", "", "comma-separated cache specs to compare greedily against --cache (the baseline)")
-	fl.IntVar(&o.Threads, "threads", 0, "worker goroutines (0: all CPUs)")
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddThreadsFlag(fl, &o.Threads)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.BoolVar(&o.Chat, "chat", false, "wrap the prompt as a user message in the model's chat template")
 	fl.StringVar(&o.System, "system", "", "system message (with --chat)")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
@@ -102,7 +102,7 @@ func (o *Options) Validate() error {
 	case o.System != "" && !o.Chat:
 		return cmdutil.FlagErrorf("--system needs --chat")
 	}
-	if err := cmdutil.CheckDevice(o.Device); err != nil {
+	if err := o.Device.Check(); err != nil {
 		return err
 	}
 	spec, err := quant.Formats().ParseSpec(o.Cache)
@@ -170,7 +170,7 @@ func (o *Options) Run(ctx context.Context) error {
 			need = max(need, l.SeqCost(len(prompt)+o.MaxTokens)) // CompareGreedy's caches, one at a time
 		}
 	}
-	be, err := cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	be, err := o.Device.Open(ctx, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -76,8 +76,8 @@ tokenizer type.
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	cmd.Flags().StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints")
+	cmdutil.AddModelFlag(cmd.Flags(), &o.Model)
+	cmdutil.AddTokenizerFlag(cmd.Flags(), &o.Tokenizer)
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	return cmd
 }

@@ -92,7 +92,7 @@ An endpoint that cannot be scraped is a runtime failure.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a preset name (see kvq estimate --list-models), a Hugging Face directory or config.json, or a .gguf (default: the built-in kvq-probe model)")
+	cmdutil.AddModelRefFlag(fl, &o.Model)
 	fl.StringVar(&o.Engine, "engine", "vllm", "serving engine: "+strings.Join(plan.Engines(), ", "))
 	fl.StringVar(&o.EngineVersion, "engine-version", "", "vLLM version for the memory model (default: kvq estimate's)")
 	fl.StringVar(&o.GPU, "gpu", "", "GPU preset (kvq estimate --list-gpus), e.g. h100, a100, l4")

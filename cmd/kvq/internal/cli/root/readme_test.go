@@ -12,27 +12,32 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
-// readmeSection returns the README text from the line holding start up to
-// the line holding end.
-func readmeSection(t *testing.T, start, end string) string {
+// docSection returns the text of the documentation file doc (a path from
+// the repository root, such as "docs/commands/eval.md") from the line
+// holding start up to the line holding end, or to the end of the file when
+// end is "".
+func docSection(t *testing.T, doc, start, end string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "..", filepath.FromSlash(doc)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, start)
 	if i < 0 {
-		t.Fatalf("README has no %q", start)
+		t.Fatalf("%s has no %q", doc, start)
+	}
+	if end == "" {
+		return s[i:]
 	}
 	j := strings.Index(s[i+len(start):], end)
 	if j < 0 {
-		t.Fatalf("README has no %q after %q", end, start)
+		t.Fatalf("%s has no %q after %q", doc, end, start)
 	}
 	return s[i : i+len(start)+j]
 }
 
-// documentedFields are the JSON field names a README paragraph lists: the
+// documentedFields are the JSON field names a documentation paragraph lists: the
 // names in backticks, and, with lists, the items of its lists in
 // parentheses and braces ("(path, format, kv_heads, ...)", "kld {mean,
 // err, ...}").
@@ -92,8 +97,9 @@ func jsonKeys(t *testing.T, doc string, keys map[string]bool) {
 	walk(v)
 }
 
-// TestDocumentedJSONFields: every field the README documents for kvq
-// eval's, kvq estimate's and kvq bench's --output json is in the output.
+// TestDocumentedJSONFields: every field the command manuals (docs/commands)
+// document for kvq eval's, kvq estimate's and kvq bench's --output json is
+// in the output.
 func TestDocumentedJSONFields(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tiny")
 	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 4, Context: 2048}, modeltest.HFOptions{}); err != nil {
@@ -105,16 +111,16 @@ func TestDocumentedJSONFields(t *testing.T) {
 		t.Fatalf("calibrate: exit %d: %s", code, stderr)
 	}
 	runs := []struct {
-		name, start, end string
-		lists            bool
-		args             [][]string
+		name, doc, start, end string
+		lists                 bool
+		args                  [][]string
 	}{
-		{"eval", "`--output json` is the whole report under the stable schema `kvq.eval/v1`", "`--output csv`", true, [][]string{
+		{"eval", "docs/commands/eval.md", "`--output json` is the whole report under the stable schema `kvq.eval/v1`", "`--output csv`", true, [][]string{
 			{"eval", "--model", dir, "-n", "2", "--contexts", "256", "--grid-contexts", "128,256", "--grid-depths", "2", "--grid-n", "1",
 				"--ctx", "128", "--chunks", "2", "--cache", "fp32,fp16,int2,fp8:scales@" + filepath.Join(scales, "kv_scales.json"),
 				"--max-drop", "*=100", "--max-kld", "0.01", "-o", "json"},
 		}},
-		{"estimate", "### JSON fields (`--output json`, stable)", "## Cache formats", false, [][]string{
+		{"estimate", "docs/commands/estimate.md", "## JSON fields (`--output json`, stable)", "", false, [][]string{
 			{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--vllm-version", "0.21", "-o", "json"},
 			{"estimate", "--model", "gemma-2-9b", "--gpu", "h100", "-o", "json"},
 			{"estimate", "--model", "gemma-2-27b", "--gpu", "l4", "-o", "json"},
@@ -123,12 +129,12 @@ func TestDocumentedJSONFields(t *testing.T) {
 			{"estimate", "--model", "qwen2.5-7b", "--gpu", "h100", "--gpus", "8", "-o", "json"},
 			{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--cache", "fp16,kivi2", "-o", "json"},
 		}},
-		{"bench", "`--output json` (schema `kvq.bench/v1`)", "draws TTFT and TPOT CDFs", false, [][]string{
+		{"bench", "docs/commands/bench.md", "`--output json` (schema `kvq.bench/v1`)", "draws TTFT and TPOT CDFs", false, [][]string{
 			{"bench", "--model", dir, "--cache", "fp16", "--num-prompts", "3", "--input-len", "16", "--output-len", "4", "--depths", "0", "--depth-tokens", "2", "--depth-reps", "1", "-o", "json"},
 		}},
 	}
 	for _, r := range runs {
-		fields := documentedFields(readmeSection(t, r.start, r.end), r.lists)
+		fields := documentedFields(docSection(t, r.doc, r.start, r.end), r.lists)
 		if len(fields) < 8 {
 			t.Fatalf("%s: only %d documented fields found: %v", r.name, len(fields), fields)
 		}
@@ -142,7 +148,7 @@ func TestDocumentedJSONFields(t *testing.T) {
 		}
 		for _, f := range fields {
 			if !keys[f] {
-				t.Errorf("kvq %s: the README documents the JSON field %q, which the output lacks", r.name, f)
+				t.Errorf("kvq %s: %s documents the JSON field %q, which the output lacks", r.name, r.doc, f)
 			}
 		}
 	}

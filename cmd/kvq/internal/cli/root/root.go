@@ -46,7 +46,7 @@ checkpoints) with several caches side by side. Every command that takes
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &cmdutil.FlagError{Err: err}
 	})
-	cmd.SetVersionTemplate(strings.ReplaceAll(version.Line(f.Version), "{{", `{{"{{"}}`) + "\n")
+	cmd.SetVersionTemplate(strings.ReplaceAll(version.Line(f.Version, f.BackendRegistry()), "{{", `{{"{{"}}`) + "\n")
 	cmd.SetUsageTemplate(usageTemplate(f.IO.Columns()))
 	cmd.AddCommand(
 		generate.NewCmd(f, nil),

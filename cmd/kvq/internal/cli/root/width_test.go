@@ -110,7 +110,7 @@ func TestUsageLines(t *testing.T) {
 	if first+"\n" != v2 || !strings.HasPrefix(v1, "kvq test") || !strings.Contains(v1, "backends cpu") {
 		t.Errorf("kvq version = %q, kvq --version = %q; want the same first line", v1, v2)
 	}
-	if !strings.HasPrefix(rest, "gpu") {
-		t.Errorf("kvq version's second line = %q, want the GPU line", rest)
+	if !strings.HasPrefix(rest, "cpu (available): ") || !strings.Contains(rest, "\ncuda (") {
+		t.Errorf("kvq version after its first line = %q, want a line per registered backend (cpu, cuda)", rest)
 	}
 }

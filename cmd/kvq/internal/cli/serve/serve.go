@@ -43,7 +43,7 @@ type Options struct {
 	MaxBody       string
 	MaxWaiting    int
 	Threads       int
-	Device        string
+	Device        cmdutil.Device
 	ShutdownGrace time.Duration
 
 	specs   []quant.Spec
@@ -113,9 +113,9 @@ error (bad flag, unreadable model).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.Model, "model", "m", "", "model: a Hugging Face directory, a .gguf file, or a llama2.c .bin (default: the built-in kvq-probe model)")
-	fl.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer file for llama2.c checkpoints")
-	fl.StringVar(&o.Cache, "cache", "fp16", "cache specs, comma-separated (see kvq formats): one pool and model id each; the first serves plain NAME")
+	cmdutil.AddModelFlag(fl, &o.Model)
+	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddCachesFlag(fl, &o.Cache, "fp16")
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "each pool's KV memory, with a unit (2GiB, 512MiB; default: room for four sequences of the whole context)")
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 64, "running sequences per pool (vLLM's max_num_seqs)")
 	fl.IntVar(&o.Chunk, "chunk", 256, "prefill chunk in tokens")
@@ -126,8 +126,8 @@ error (bad flag, unreadable model).`,
 	fl.StringVar(&o.APIKey, "api-key", "", "require this key as 'Authorization: Bearer KEY' on /v1/ (default: $"+APIKeyEnv+", better: other users see flags in ps; never printed)")
 	fl.StringVar(&o.MaxBody, "max-body", "8MiB", "largest request body")
 	fl.IntVar(&o.MaxWaiting, "max-waiting", serve.DefaultMaxWaiting, "refuse requests (429) when a cache has this many waiting; -1 no limit")
-	fl.IntVar(&o.Threads, "threads", 0, "CPU backend worker goroutines (0: all CPUs)")
-	cmdutil.AddDeviceFlag(fl, &o.Device)
+	cmdutil.AddThreadsFlag(fl, &o.Threads)
+	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.DurationVar(&o.ShutdownGrace, "shutdown-grace", serve.DefaultShutdownGrace, "on SIGINT/SIGTERM, how long requests in flight may finish")
 	_ = cmd.MarkFlagFilename("model", "gguf", "bin", "json")
 	_ = cmd.RegisterFlagCompletionFunc("cache", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -166,8 +166,8 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--chunk %d: must be positive", o.Chunk)
 	case o.Threads < 0:
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", o.Threads)
-	case cmdutil.CheckDevice(o.Device) != nil:
-		return cmdutil.CheckDevice(o.Device)
+	case o.Device.Check() != nil:
+		return o.Device.Check()
 	case o.MaxWaiting == 0 || o.MaxWaiting < -1:
 		return cmdutil.FlagErrorf("--max-waiting %d: must be positive, or -1 for no limit", o.MaxWaiting)
 	case o.ShutdownGrace < 0:
@@ -241,7 +241,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
-	be, err := cmdutil.OpenDevice(ctx, o.Device, o.IO.ErrOut)
+	be, err := o.Device.Open(ctx, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -273,11 +273,8 @@ func (o *Options) Run(ctx context.Context) error {
 		stopEngine()
 		<-engineDone
 	}()
-	for range 5000 { // until Run accepts requests (it starts at once)
-		if _, err := e.Submit(ctx, engine.Request{}); !errors.Is(err, engine.ErrClosed) {
-			break
-		}
-		time.Sleep(time.Millisecond)
+	if err := e.WaitReady(ctx); err != nil {
+		return err
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	routed := ""

@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/internal/simd"
-	"github.com/kvqlabs/kvq/pkg/gpu"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/spf13/cobra"
 )
 
 // Line is what kvq version and kvq --version print: the version, the
-// commit it was built from, the Go release, the platform and the kernel
-// set.
-func Line(v string) string {
+// commit it was built from, the Go release, the platform, the kernel set
+// and the backends of reg this build can open ("backends cpu+cuda").
+func Line(v string, reg *backend.Registry) string {
 	rev := ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -24,34 +25,39 @@ func Line(v string) string {
 			}
 		}
 	}
-	backends := "cpu"
-	if gpu.Available {
-		backends += "+" + gpu.Kind
+	var avail []string
+	for _, r := range reg.All() {
+		if r.Unavailable == nil {
+			avail = append(avail, r.Name)
+		}
 	}
-	return fmt.Sprintf("kvq %s%s (%s, %s/%s, %s kernels, backends %s)", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, simd.Kernels(), backends)
+	return fmt.Sprintf("kvq %s%s (%s, %s/%s, %s kernels, backends %s)", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH, simd.Kernels(), strings.Join(avail, "+"))
 }
 
-// Devices describes the GPUs this binary can use, one line each: none in
-// a build without CUDA ("gpu: none (built without CUDA)"), else the
-// devices it finds or why it finds none.
-func Devices() []string {
-	if !gpu.Available {
-		return []string{"gpu: none (this kvq was built without CUDA; make build-cuda builds bin/kvq-cuda)"}
-	}
-	ds, err := gpu.Probe()
-	if err != nil {
-		return []string{"gpu: " + err.Error()}
-	}
-	if len(ds) == 0 {
-		return []string{"gpu: no device found"}
-	}
+// Backends describes every backend of reg, in order: "NAME (available):
+// DESCRIPTION", followed by the devices it finds, indented, or why it
+// finds none; or "NAME (unavailable): WHY".
+func Backends(reg *backend.Registry) []string {
 	var out []string
-	for _, d := range ds {
-		drv := ""
-		if d.Driver > 0 {
-			drv = fmt.Sprintf(", CUDA driver %d.%d", d.Driver/1000, d.Driver%1000/10)
+	for _, r := range reg.All() {
+		if r.Unavailable != nil {
+			out = append(out, fmt.Sprintf("%s (unavailable): %v", r.Name, r.Unavailable))
+			continue
 		}
-		out = append(out, fmt.Sprintf("gpu %d: %s (compute %d.%d, %d SMs, %.1f GiB%s)", d.Ordinal, d.Name, d.Major, d.Minor, d.SMs, float64(d.TotalMemory)/(1<<30), drv))
+		out = append(out, fmt.Sprintf("%s (available): %s", r.Name, r.Description))
+		if r.Probe == nil {
+			continue
+		}
+		devs, err := r.Probe()
+		switch {
+		case err != nil:
+			out = append(out, "  "+err.Error())
+		case len(devs) == 0:
+			out = append(out, "  no device found")
+		}
+		for _, d := range devs {
+			out = append(out, "  "+d)
+		}
 	}
 	return out
 }
@@ -60,13 +66,14 @@ func Devices() []string {
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print kvq's version, build details and GPUs (the first line is kvq --version's)",
+		Short: "Print kvq's version, build details and backends (the first line is kvq --version's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := fmt.Fprintln(f.IO.Out, Line(f.Version)); err != nil {
+			reg := f.BackendRegistry()
+			if _, err := fmt.Fprintln(f.IO.Out, Line(f.Version, reg)); err != nil {
 				return err
 			}
-			for _, l := range Devices() {
+			for _, l := range Backends(reg) {
 				if _, err := fmt.Fprintln(f.IO.Out, l); err != nil {
 					return err
 				}

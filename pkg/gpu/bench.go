@@ -26,7 +26,10 @@ import (
 // bytes per row), so that bytes/seconds compares with the device's
 // measured bandwidth.
 func (b *Backend) BenchDecodeAttention(ctx context.Context, f quant.Format, headDim, kvHeads, heads, ctxLen, batch, reps int) (seconds float64, bytes int64, err error) {
-	kf, ferr := kvFormat(f, headDim)
+	kf, ferr := kvFormat(f, true, headDim)
+	if ferr == nil {
+		ferr = supportsKV(f)
+	}
 	if ferr != nil || kf.kind() == kvF32 || !decodeDim(headDim) || kf.kind() >= kvE4M3 && headDim == 96 ||
 		kvHeads <= 0 || heads <= 0 || heads%kvHeads != 0 || heads/kvHeads > decodeRows ||
 		ctxLen <= 0 || batch <= 0 || reps <= 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -23,7 +22,8 @@ import (
 // each side (K, V, every layer) in its own format, with or without sink
 // and residual fp16 windows. Staging rows for token groups (per-channel
 // ints, KIVI, quanto), rotations and the codebook formats have no CUDA
-// kernels yet.
+// kernels yet. Which formats run, and each side's kernel code and row
+// bytes, are decided from the formats' traits alone (kvformat.go).
 //
 // Layout: per layer and side one device buffer of KVHeads × Blocks tiles,
 // head-major — KV head h's tile of block b at (h·Blocks + b)·TileBytes —
@@ -32,189 +32,9 @@ import (
 // byte and the CPU storage's, and a tile read back is byte for byte what
 // pkg/quant's encoder writes (kernels/kvformats.cuh).
 
-// Side format kinds, as the kernels number them (kernels/kvformats.cuh).
-// A side's code is kind | group<<8 | flags.
-const (
-	kvF32 = iota
-	kvF16
-	kvBF16
-	kvE4M3
-	kvE5M2
-	kvQ80
-	kvQ40
-	kvQ41
-	kvQ50
-	kvQ51
-	kvIQ4NL
-	kvInt8
-	kvInt4
-	kvInt2
-)
-
-// Format code flags.
-const (
-	kvSym   = 1 << 20 // symmetric int groups
-	kvNoSat = 1 << 21 // fp8, non-saturating cast
-	kvDyn   = 1 << 22 // fp8:dynamic (host-only flag: the kernels see a static scale)
-)
-
-// kvGroupMax is the largest int group the code holds (12 bits).
-const kvGroupMax = 1<<12 - 1
-
-// blockKinds maps the llama.cpp block formats (without :rot) to kinds,
-// with their bytes per 32 values.
-var blockKinds = []struct {
-	f     quant.Format
-	kind  int
-	bytes int
-}{
-	{quant.Q80, kvQ80, 34}, {quant.Q40, kvQ40, 18}, {quant.Q41, kvQ41, 20},
-	{quant.Q50, kvQ50, 22}, {quant.Q51, kvQ51, 24}, {quant.IQ4NL, kvIQ4NL, 18},
-}
-
-// kvFmt is a side's format as the kernels see it.
-type kvFmt struct {
-	code     int  // kind | group<<8 | flags
-	rowBytes int  // bytes per row (token) of a tile
-	rows     bool // a tile's rows are contiguous (all but the int groups)
-	fp8      bool // the codecs hold a scale (kernels read it per KV head)
-	dynamic  bool // fp8 scales learnt from the cache's first step (WriteKV uploads them)
-}
-
-func (k kvFmt) kind() int { return k.code & 0xff }
-
-// kvKind classifies format f: its kind, the int group (0: the whole row)
-// and flags, or an error wrapping backend.ErrUnsupported that says why no
-// kernel stores it.
-func kvKind(f quant.Format) (kind, group, flags int, err error) {
-	switch f {
-	case quant.FP32:
-		return kvF32, 0, 0, nil
-	case quant.FP16:
-		return kvF16, 0, 0, nil
-	case quant.BF16:
-		return kvBF16, 0, 0, nil
-	}
-	for _, bk := range blockKinds {
-		if f == bk.f {
-			return bk.kind, 0, 0, nil
-		}
-	}
-	unsupported := func(why string) (int, int, int, error) {
-		return 0, 0, 0, fmt.Errorf("%w: the GPU has no kernel for KV format %s yet (%s; use --device cpu for it)", backend.ErrUnsupported, f.Name(), why)
-	}
-	if ip := quant.IntParams(f); ip.Bits != 0 {
-		switch {
-		case ip.Channel:
-			return unsupported("per-channel int groups span tokens")
-		case ip.Group > kvGroupMax:
-			return unsupported(fmt.Sprintf("int groups of more than %d values", kvGroupMax))
-		}
-		if ip.Sym {
-			flags = kvSym
-		}
-		switch ip.Bits {
-		case 8:
-			return kvInt8, ip.Group, flags, nil
-		case 4:
-			return kvInt4, ip.Group, flags, nil
-		case 2:
-			return kvInt2, ip.Group, flags, nil
-		}
-		return unsupported(fmt.Sprintf("%d-bit ints", ip.Bits))
-	}
-	name := f.Name()
-	parts := strings.Split(name, ":")
-	switch parts[0] {
-	case "fp8-e4m3":
-		kind = kvE4M3
-	case "fp8-e5m2":
-		kind = kvE5M2
-	default:
-		if len(parts) > 1 && parts[len(parts)-1] == "rot" {
-			return unsupported("Hadamard-rotated rows")
-		}
-		return unsupported("fp32, fp16, bf16, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there, with or without sink and residual windows")
-	}
-	for _, o := range parts[1:] {
-		switch {
-		case o == "head", strings.HasPrefix(o, "scales@"):
-		case o == "nosat":
-			flags |= kvNoSat
-		case o == "dynamic":
-			flags |= kvDyn
-		case o == "rot":
-			return unsupported("Hadamard-rotated rows")
-		default:
-			return unsupported(fmt.Sprintf("fp8 option %q", o))
-		}
-	}
-	return kind, 0, flags, nil
-}
-
-// kvFormat returns the kernels' view of format f for rows of dim values.
-func kvFormat(f quant.Format, dim int) (kvFmt, error) {
-	kind, group, flags, err := kvKind(f)
-	if err != nil {
-		return kvFmt{}, err
-	}
-	k := kvFmt{code: kind | flags&^kvDyn, rows: true, dynamic: flags&kvDyn != 0}
-	switch kind {
-	case kvF32:
-		k.rowBytes = 4 * dim
-	case kvF16, kvBF16:
-		k.rowBytes = 2 * dim
-	case kvE4M3, kvE5M2:
-		k.rowBytes, k.fp8 = dim, true
-	case kvInt8, kvInt4, kvInt2:
-		bits := map[int]int{kvInt8: 8, kvInt4: 4, kvInt2: 2}[kind]
-		if group == 0 || group > dim {
-			group = dim // the whole row, as pkg/quant's tokenCodec
-		}
-		if dim%group != 0 || dim*bits%8 != 0 || group > kvGroupMax {
-			return kvFmt{}, fmt.Errorf("%w: gpu: %s with head size %d", kvcache.ErrGeometry, f.Name(), dim)
-		}
-		meta := 4
-		if flags&kvSym != 0 {
-			meta = 2
-		}
-		k.code |= group << 8
-		k.rowBytes, k.rows = dim*bits/8+dim/group*meta, false
-	default:
-		for _, bk := range blockKinds {
-			if bk.kind == kind {
-				k.rowBytes = dim / 32 * bk.bytes
-			}
-		}
-	}
-	return k, nil
-}
-
-// units is the number of encoding units of one KV head's row (the write
-// kernel's threads; kernels/kvformats.cuh, kvq_units).
-func (k kvFmt) units(dim int) int {
-	switch kind := k.kind(); {
-	case kind <= kvE5M2:
-		return dim
-	case kind >= kvInt8:
-		group := k.code >> 8 & 0xfff
-		if kind == kvInt4 && group%32 != 0 || kind == kvInt2 && group%4 != 0 {
-			return 1
-		}
-		return dim / group
-	}
-	return dim / 32
-}
-
-// SupportsKV implements backend.Backend: the formats kvKind accepts.
+// SupportsKV implements backend.Backend, as the Registration's KV: the
+// formats whose traits the kernels store (supportsKV, kvformat.go).
 func (b *Backend) SupportsKV(f quant.Format) error { return supportsKV(f) }
-
-// supportsKV reports whether the kernels run KV format f (kvKind accepts
-// it): SupportsKV's and the Registration's answer.
-func supportsKV(f quant.Format) error {
-	_, _, _, err := kvKind(f)
-	return err
-}
 
 // kvState is the backend's part of the KV ops: the dynamic shared memory
 // each kernel has been allowed beyond the default, and the device memory
@@ -409,23 +229,15 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 		return nil, err
 	}
 	s.fp16 = fp
+	fmts, err := kvLayout(l)
+	if err != nil {
+		return nil, err
+	}
 	var scales []float32 // fp8 sides' scales, KVHeads per side
 	for i := range l.Layers {
 		for j, side := range [2]*kvcache.Side{&l.Layers[i].K, &l.Layers[i].V} {
-			if side.Codecs == nil {
-				return nil, fmt.Errorf("%w: gpu: layer %d stores no values (latent attention)", backend.ErrUnsupported, i)
-			}
-			kf, err := kvFormat(side.Format, l.HeadDim)
-			if err != nil {
-				return nil, fmt.Errorf("layer %d: %w", i, err)
-			}
-			if sh := side.Shape(); sh.Group > 1 || sh.Staging > 0 || side.PreRoPE {
-				return nil, fmt.Errorf("%w: gpu: layer %d %s: token groups (staging rows) and pre-RoPE keys have no CUDA kernel yet", backend.ErrUnsupported, i, side.Format.Name())
-			}
+			kf := fmts[i][j]
 			s.sides[i][j].wrows = side.WindowRows()
-			if want := l.BlockTokens * kf.rowBytes; side.TileBytes != want {
-				return nil, fmt.Errorf("%w: gpu: layer %d %s tile of %d bytes, want %d", kvcache.ErrGeometry, i, side.Format.Name(), side.TileBytes, want)
-			}
 			if kf.fp8 {
 				off := len(scales)
 				for h := 0; h < l.KVHeads; h++ {

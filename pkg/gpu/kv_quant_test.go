@@ -243,3 +243,23 @@ func TestSupportsKVQuant(t *testing.T) {
 		t.Errorf("kvcache.New(q4_0 with sink and residual windows on the GPU) = %v, want nil", err)
 	}
 }
+
+// TestKVInterleavedKeys checks that keys in GGUF order
+// (quant.InterleaveKeys, kvq eval --k-order gguf) are refused, whatever
+// the format: the kernels store rows in the model's order.
+func TestKVInterleavedKeys(t *testing.T) {
+	_, b := openKV(t)
+	for _, f := range []quant.Format{quant.FP8E4M3, quant.FP16, quant.Q40, quant.Formats().MustLookup("int4")} {
+		k := quant.InterleaveKeys(f)
+		if err := b.SupportsKV(k); !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("SupportsKV(%s in GGUF order) = %v, want backend.ErrUnsupported", f.Name(), err)
+		}
+		l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: 1, HeadDim: 64}, quant.Spec{K: k, V: f}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kvcache.New(l, kvcache.Options{Blocks: 4, Storage: b}); !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("kvcache.New(%s in GGUF order on the GPU) = %v, want backend.ErrUnsupported", f.Name(), err)
+		}
+	}
+}

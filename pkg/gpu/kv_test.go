@@ -78,7 +78,7 @@ func TestKVConformance(t *testing.T) {
 }
 
 // TestSupportsKV checks every preset: the per-token-row formats run on
-// the GPU (kvKind), the others fail with backend.ErrUnsupported and a
+// the GPU (kvCode), the others fail with backend.ErrUnsupported and a
 // message naming the format (TestSupportsKVQuant has more).
 func TestSupportsKV(t *testing.T) {
 	_, b := openKV(t)

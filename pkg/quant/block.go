@@ -67,6 +67,7 @@ type ggmlType struct {
 	kind    ggmlKind
 	name    string
 	bytes   int  // per block
+	bits    int  // per value
 	hasMin  bool // q4_1, q5_1: blocks carry an fp16 minimum m at bytes 2..3
 	quant   func(dst []byte, x *[ggmlBlock]float32)
 	dequant func(dst *[ggmlBlock]float32, src []byte)
@@ -74,17 +75,17 @@ type ggmlType struct {
 }
 
 var (
-	q80Type = ggmlType{kind: ggmlQ80, name: "q8_0", bytes: 34, quant: quantQ80, dequant: dequantQ80,
+	q80Type = ggmlType{kind: ggmlQ80, name: "q8_0", bytes: 34, bits: 8, quant: quantQ80, dequant: dequantQ80,
 		summary: "llama.cpp q8_0: blocks of 32 values, fp16 scale + int8 codes"}
-	q40Type = ggmlType{kind: ggmlQ40, name: "q4_0", bytes: 18, quant: quantQ40, dequant: dequantQ40,
+	q40Type = ggmlType{kind: ggmlQ40, name: "q4_0", bytes: 18, bits: 4, quant: quantQ40, dequant: dequantQ40,
 		summary: "llama.cpp q4_0: blocks of 32 values, fp16 scale + 4-bit codes"}
-	q41Type = ggmlType{kind: ggmlQ41, name: "q4_1", bytes: 20, hasMin: true, quant: quantQ41, dequant: dequantQ41,
+	q41Type = ggmlType{kind: ggmlQ41, name: "q4_1", bytes: 20, bits: 4, hasMin: true, quant: quantQ41, dequant: dequantQ41,
 		summary: "llama.cpp q4_1: blocks of 32 values, fp16 scale and minimum + 4-bit codes"}
-	q50Type = ggmlType{kind: ggmlQ50, name: "q5_0", bytes: 22, quant: quantQ50, dequant: dequantQ50,
+	q50Type = ggmlType{kind: ggmlQ50, name: "q5_0", bytes: 22, bits: 5, quant: quantQ50, dequant: dequantQ50,
 		summary: "llama.cpp q5_0: blocks of 32 values, fp16 scale + 5-bit codes"}
-	q51Type = ggmlType{kind: ggmlQ51, name: "q5_1", bytes: 24, hasMin: true, quant: quantQ51, dequant: dequantQ51,
+	q51Type = ggmlType{kind: ggmlQ51, name: "q5_1", bytes: 24, bits: 5, hasMin: true, quant: quantQ51, dequant: dequantQ51,
 		summary: "llama.cpp q5_1: blocks of 32 values, fp16 scale and minimum + 5-bit codes"}
-	iq4nlType = ggmlType{kind: ggmlIQ4NL, name: "iq4_nl", bytes: 18, quant: quantIQ4NL, dequant: dequantIQ4NL,
+	iq4nlType = ggmlType{kind: ggmlIQ4NL, name: "iq4_nl", bytes: 18, bits: 4, quant: quantIQ4NL, dequant: dequantIQ4NL,
 		summary: "llama.cpp iq4_nl: blocks of 32 values, fp16 scale + 4-bit indices into a fixed non-linear table"}
 )
 

@@ -47,12 +47,29 @@ func (f *blockFormat) Describe() (string, []string) {
 	return f.t.summary, []string{"head_dim % 32 == 0"}
 }
 
+// Traits implements Format: blocks of 32 values along head_dim, each its
+// fp16 scale (and minimum) in front of its codes.
+func (f *blockFormat) Traits(bool) Traits {
+	t := Traits{Family: FamilyBlock, Bits: f.t.bits, Codebook: CodebookLinear, Block: ggmlBlock,
+		Scale: ScaleBlock, ScaleType: DTypeF16, Flush: 1}
+	if f.t.hasMin {
+		t.Zero = DTypeF16
+	}
+	if f.t.kind == ggmlIQ4NL {
+		t.Codebook = CodebookIQ4NL
+	}
+	if f.rot {
+		t.Rotation = RotationHadamard
+	}
+	return t
+}
+
 func (f *blockFormat) NewCodec(p CodecParams) (Codec, error) {
 	if p.Dim <= 0 || p.Dim%ggmlBlock != 0 {
 		return nil, fmt.Errorf("%w: %s: head size %d is not a multiple of the block size %d (llama.cpp refuses it too)", ErrDim, f.Name(), p.Dim, ggmlBlock)
 	}
 	nb := p.Dim / ggmlBlock
-	var c Codec = &blockCodec{t: f.t, dim: p.Dim, nb: nb, rowBytes: nb * f.t.bytes}
+	var c Codec = &blockCodec{t: f.t, dim: p.Dim, nb: nb, rowBytes: f.Traits(p.Key).UnitBytes(p.Dim)}
 	if f.rot {
 		return newRotCodec(f.Name(), c, p)
 	}
@@ -128,6 +145,7 @@ func blockFamilies() []family {
 				return nil, fmt.Errorf("%w: %s: options %q (valid: rot)", ErrOption, base, strings.Join(opts, ":"))
 			},
 			presets: []string{t.name, t.name + ":rot"},
+			options: []string{"rot"},
 		})
 	}
 	return fams

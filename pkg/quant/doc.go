@@ -10,6 +10,15 @@
 // (TileBytes, StateBytes) and is the single source of truth used both by the
 // runtime cache allocator and by kvq estimate.
 //
+// Every Format also describes itself with Traits, as ggml describes its
+// types: family, bits, blocks and their axis, scales and zero points, fp8
+// variant, rotations, token groups and fp16 windows, and the byte math
+// that follows (Traits.TileBytes equals every codec's TileBytes, which a
+// test checks for every option of every format). Backends choose kernels
+// and tile layouts from the traits; nothing outside this package reads a
+// format's name to learn how it stores values. Registry.Variants lists a
+// name for every combination of options, for code that must cover them all.
+//
 // A Spec is what users type on the command line (--cache): a K format, a V
 // format, optional fp16 sink and residual windows, and per-layer overrides.
 //

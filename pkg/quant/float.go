@@ -24,6 +24,18 @@ type floatFormat struct {
 
 func (f floatFormat) Name() string { return f.name }
 
+// Traits implements Format: one float per value, row after row.
+func (f floatFormat) Traits(bool) Traits {
+	v := DTypeF16
+	switch {
+	case f.bytes == 4:
+		v = DTypeF32
+	case f.brain:
+		v = DTypeBF16
+	}
+	return Traits{Family: FamilyFloat, Value: v, Bits: 8 * f.bytes, Block: 1, Flush: 1}
+}
+
 func (f floatFormat) NewCodec(p CodecParams) (Codec, error) {
 	if p.Dim <= 0 {
 		return nil, fmt.Errorf("%w: %s: head size %d", ErrDim, f.name, p.Dim)

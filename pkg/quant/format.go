@@ -23,6 +23,10 @@ type Format interface {
 	Name() string
 	// NewCodec makes the codec for one layer's K or V of one KV head.
 	NewCodec(p CodecParams) (Codec, error)
+	// Traits describe how the format stores keys (key true) or values:
+	// what a backend needs to read and write its tiles without knowing
+	// its name.
+	Traits(key bool) Traits
 }
 
 // Stateful is implemented by formats whose codecs learn state from the data
@@ -132,6 +136,9 @@ type family struct {
 	make    func(base string, opts []string) (Format, error)
 	// presets are the names kvq formats lists for this family.
 	presets []string
+	// options holds an example of every option make accepts (g32 for
+	// g<N>), except those that name a file (scales@, codebook@).
+	options []string
 }
 
 // Registry maps names, aliases and options to formats.
@@ -168,6 +175,36 @@ func (r *Registry) Bases() []string {
 	}
 	sort.Strings(b)
 	return b
+}
+
+// Variants lists names that exercise every option of every family: each
+// base name alone, with each option, and with every pair and triple of
+// options that makes a valid format (options that name a file, such as
+// scales@ and codebook@, are left out). Tools and tests that must cover
+// every format the CPU runs, such as a backend's list of what it
+// supports, iterate over them.
+func (r *Registry) Variants() []string {
+	var out []string
+	for _, base := range r.Bases() {
+		f := r.families[base]
+		opts := f.options
+		var walk func(chosen []string, from int)
+		walk = func(chosen []string, from int) {
+			// Invalid sets are skipped, not pruned: a larger set may be
+			// valid ("kivi4:g64:r64" but not "kivi4:r96").
+			if _, err := f.make(base, chosen); err == nil {
+				out = append(out, strings.Join(append([]string{base}, chosen...), ":"))
+			}
+			if len(chosen) == 3 {
+				return
+			}
+			for i := from; i < len(opts); i++ {
+				walk(append(chosen[:len(chosen):len(chosen)], opts[i]), i+1)
+			}
+		}
+		walk(nil, 0)
+	}
+	return out
 }
 
 // Lookup finds a format by name, case-insensitively: a base name or alias,

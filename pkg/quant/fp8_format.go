@@ -169,6 +169,28 @@ func (f *fp8Format) Name() string {
 	return b.String()
 }
 
+// Traits implements Format: one fp8 code per value, the scales held by
+// the codecs (float32, per layer side or per KV head).
+func (f *fp8Format) Traits(key bool) Traits {
+	t := Traits{Family: FamilyFP8, Value: DTypeE4M3, Bits: 8, Block: 1, Scale: ScaleTensor, ScaleType: DTypeF32,
+		Saturate: !f.opts.NonSaturating, Dynamic: f.opts.Dynamic, Flush: 1}
+	if f.kind == E5M2 {
+		t.Value = DTypeE5M2
+	}
+	switch sf, isFile := f.opts.Scales.(*FP8ScaleFile); {
+	case f.opts.PerHead:
+		t.Scale = ScaleHead
+	case isFile:
+		t.Scale = sf.granularity(key)
+	case f.opts.Scales != nil:
+		t.Scale = ScaleHead // the source decides per layer; per head is the general case
+	}
+	if f.opts.Rotate {
+		t.Rotation = RotationHadamard
+	}
+	return t
+}
+
 func (f *fp8Format) Describe() (string, []string) {
 	scale := "per-tensor scale 1.0"
 	switch {
@@ -321,11 +343,14 @@ func fp8Families() []family {
 	}
 	return []family{
 		{base: "fp8-e4m3", aliases: []string{"fp8", "fp8_e4m3", "fp8-e4m3fn", "float8_e4m3fn"}, make: mk(E4M3),
-			presets: []string{"fp8-e4m3", "fp8-e4m3:dynamic"}},
+			presets: []string{"fp8-e4m3", "fp8-e4m3:dynamic"}, options: fp8Options},
 		{base: "fp8-e5m2", aliases: []string{"fp8_e5m2", "float8_e5m2"}, make: mk(E5M2),
-			presets: []string{"fp8-e5m2"}},
+			presets: []string{"fp8-e5m2"}, options: fp8Options},
 	}
 }
+
+// fp8Options are examples of the options (scales@ names a file).
+var fp8Options = []string{"head", "dynamic", "nosat", "rot"}
 
 const fp8OptionList = "head, dynamic, scales@FILE.json, nosat, rot"
 

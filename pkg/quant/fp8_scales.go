@@ -274,6 +274,21 @@ func (f *FP8ScaleFile) CheckGeometry(layers, kvHeads int) error {
 	return nil
 }
 
+// granularity is ScaleHead when some layer lists per-head scales for the
+// side (key or value), else ScaleTensor.
+func (f *FP8ScaleFile) granularity(key bool) Granularity {
+	m := f.v
+	if key {
+		m = f.k
+	}
+	for _, s := range m {
+		if len(s) > 1 {
+			return ScaleHead
+		}
+	}
+	return ScaleTensor
+}
+
 // DType returns the file's "dtype" ("" when it names none).
 func (f *FP8ScaleFile) DType() string { return f.dtype }
 

@@ -63,11 +63,51 @@ func (f intFormat) Describe() (string, []string) {
 	return fmt.Sprintf("%d-bit integer, %s, %s", f.bits, kind, grouping), nil
 }
 
-func (f intFormat) NewCodec(p CodecParams) (Codec, error) {
-	if f.channel {
-		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, f.group, f.sym)
+// Traits implements Format.
+func (f intFormat) Traits(bool) Traits {
+	return groupTraits(FamilyInt, f.bits, f.group, f.channel, f.sym)
+}
+
+// groupTraits are the traits of integer groups with fp16 scales (and
+// zeros unless sym): per-token groups of group values along head_dim
+// (tokenCodec; 0: the row), or per-channel groups of group tokens
+// (channelCodec, encoded a group at a time).
+func groupTraits(fam Family, bits, group int, channel, sym bool) Traits {
+	t := Traits{Family: fam, Bits: bits, Codebook: CodebookLinear, Block: group, Packing: PackSplit,
+		Scale: ScaleGroup, ScaleType: DTypeF16, Zero: DTypeF16, Flush: 1}
+	if sym {
+		t.Zero = DTypeNone
 	}
-	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, 1, 0, f.sym)
+	switch {
+	case channel:
+		t.Axis, t.Packing, t.Scale, t.Flush = AxisChannel, PackGroups, ScaleChannel, group
+	case group == 0:
+		t.Scale = ScaleToken
+	}
+	return t
+}
+
+func (f intFormat) NewCodec(p CodecParams) (Codec, error) {
+	return newGroupCodec(f.Name(), p.Dim, f.Traits(p.Key))
+}
+
+// newGroupCodec makes the codec of integer groups that traits t describe
+// (groupTraits): a channelCodec for AxisChannel, else a tokenCodec.
+func newGroupCodec(name string, dim int, t Traits) (Codec, error) {
+	sym := t.Zero == DTypeNone
+	if t.Axis == AxisChannel {
+		c, err := newChannelCodec(name, dim, t.Bits, t.Block, t.Flush, sym)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c, err := newTokenCodec(name, dim, t.Bits, t.Block, t.Flush, t.Residual, sym)
+	if err != nil {
+		return nil, err
+	}
+	c.promptFlush = t.PromptFlush
+	return c, nil
 }
 
 // intOptions parses g<N>, row, token, channel, sym, asym and r<N> options.
@@ -146,14 +186,15 @@ func integerFamilies() []family {
 		}
 		return quantoFormat{bits: bits, group: o.group, resid: o.resid, channel: o.channel}, nil
 	}
+	intOpts := []string{"g32", "g128", "row", "token", "channel", "sym", "asym"}
 	return []family{
-		{base: "int8", make: intMake, presets: []string{"int8"}},
-		{base: "int4", make: intMake, presets: []string{"int4", "int4:g32", "int4:g32:channel"}},
-		{base: "int2", make: intMake, presets: []string{"int2", "int2:g32:channel"}},
-		{base: "kivi4", make: kiviMake, presets: []string{"kivi4"}},
-		{base: "kivi2", make: kiviMake, presets: []string{"kivi2"}},
-		{base: "quanto4", aliases: []string{"hf-int4"}, make: quantoMake, presets: []string{"quanto4"}},
-		{base: "quanto2", aliases: []string{"hf-int2"}, make: quantoMake, presets: []string{"quanto2"}},
+		{base: "int8", make: intMake, options: intOpts, presets: []string{"int8"}},
+		{base: "int4", make: intMake, options: intOpts, presets: []string{"int4", "int4:g32", "int4:g32:channel"}},
+		{base: "int2", make: intMake, options: intOpts, presets: []string{"int2", "int2:g32:channel"}},
+		{base: "kivi4", make: kiviMake, options: []string{"g64", "r64"}, presets: []string{"kivi4"}},
+		{base: "kivi2", make: kiviMake, options: []string{"g64", "r64"}, presets: []string{"kivi2"}},
+		{base: "quanto4", aliases: []string{"hf-int4"}, make: quantoMake, options: []string{"g32", "r64", "channel"}, presets: []string{"quanto4"}},
+		{base: "quanto2", aliases: []string{"hf-int2"}, make: quantoMake, options: []string{"g32", "r64", "channel"}, presets: []string{"quanto2"}},
 	}
 }
 
@@ -179,11 +220,22 @@ func (f kiviFormat) Describe() (string, []string) {
 		f.bits, f.group, max(f.resid, f.group), f.group, f.resid), nil
 }
 
-func (f kiviFormat) NewCodec(p CodecParams) (Codec, error) {
-	if p.Key {
-		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, max(f.resid, f.group), false)
+// Traits implements Format: keys in per-channel groups flushed
+// max(R, G) tokens at a time, values in per-token groups with the last R
+// rows in fp16.
+func (f kiviFormat) Traits(key bool) Traits {
+	if key {
+		t := groupTraits(FamilyKIVI, f.bits, f.group, true, false)
+		t.Flush = max(f.resid, f.group)
+		return t
 	}
-	return newTokenCodec(f.Name(), p.Dim, f.bits, f.group, 1, f.resid, false)
+	t := groupTraits(FamilyKIVI, f.bits, f.group, false, false)
+	t.Residual = f.resid
+	return t
+}
+
+func (f kiviFormat) NewCodec(p CodecParams) (Codec, error) {
+	return newGroupCodec(f.Name(), p.Dim, f.Traits(p.Key))
 }
 
 // quantoFormat mimics Hugging Face transformers' QuantizedCache with the
@@ -225,17 +277,22 @@ func (f quantoFormat) Describe() (string, []string) {
 	return fmt.Sprintf("HF QuantizedCache (quanto) int%d, %s, %s", f.bits, axis, flush), nil
 }
 
-func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {
+// Traits implements Format: per-token groups flushed R tokens at a time
+// from the end of the prompt, or per-channel groups flushed lcm(R, G)
+// tokens at a time (see quantoFormat).
+func (f quantoFormat) Traits(bool) Traits {
+	t := groupTraits(FamilyQuanto, f.bits, f.group, f.channel, false)
 	flush := max(1, f.resid)
 	if f.channel {
-		return newChannelCodec(f.Name(), p.Dim, f.bits, f.group, lcmInt(flush, f.group), false)
+		t.Flush = lcmInt(flush, f.group)
+	} else {
+		t.Flush, t.PromptFlush = flush, true
 	}
-	c, err := newTokenCodec(f.Name(), p.Dim, f.bits, f.group, flush, 0, false)
-	if err != nil {
-		return nil, err
-	}
-	c.promptFlush = true
-	return c, nil
+	return t
+}
+
+func (f quantoFormat) NewCodec(p CodecParams) (Codec, error) {
+	return newGroupCodec(f.Name(), p.Dim, f.Traits(p.Key))
 }
 
 func lcmInt(a, b int) int {

@@ -35,6 +35,13 @@ var (
 // Unwrap returns the wrapped format.
 func (f *interleaved) Unwrap() Format { return f.Format }
 
+// Traits implements Format: the wrapped format's, keys interleaved.
+func (f *interleaved) Traits(key bool) Traits {
+	t := f.Format.Traits(key)
+	t.Interleaved = t.Interleaved || key
+	return t
+}
+
 func (f *interleaved) NewCodec(p CodecParams) (Codec, error) {
 	c, err := f.Format.NewCodec(p)
 	if err != nil || !p.Key || p.Dim%2 != 0 {

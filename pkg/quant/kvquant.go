@@ -115,9 +115,9 @@ func kvquantFamilies() []family {
 		return f, nil
 	}
 	return []family{
-		{base: "kvquant4", make: mk, presets: []string{"kvquant4"}},
-		{base: "kvquant3", make: mk, presets: []string{"kvquant3"}},
-		{base: "kvquant2", make: mk, presets: []string{"kvquant2"}},
+		{base: "kvquant4", make: mk, options: []string{"o2", "g32", "nuq", "uniform"}, presets: []string{"kvquant4"}},
+		{base: "kvquant3", make: mk, options: []string{"o2", "g32", "nuq", "uniform"}, presets: []string{"kvquant3"}},
+		{base: "kvquant2", make: mk, options: []string{"o2", "g32", "nuq", "uniform"}, presets: []string{"kvquant2"}},
 	}
 }
 
@@ -139,6 +139,24 @@ func (f kvquantFormat) codebook() []float32 {
 	return cb
 }
 
+// Traits implements Format: keys pre-RoPE in per-channel groups of G
+// tokens, values per token; each vector's zero and range (fp16) and
+// outliers (see NewCodec for the layout).
+func (f kvquantFormat) Traits(key bool) Traits {
+	t := Traits{Family: FamilyKVQuant, Bits: f.bits, Codebook: CodebookNormal, Block: 0, Packing: PackSplit,
+		Scale: ScaleToken, ScaleType: DTypeF16, Zero: DTypeF16, Outliers: f.outliers, Flush: 1}
+	switch {
+	case f.codebooks != nil:
+		t.Codebook = CodebookCalibrated
+	case f.uniform:
+		t.Codebook = CodebookLinear
+	}
+	if key {
+		t.Axis, t.Block, t.Packing, t.Scale, t.Flush, t.PreRoPE = AxisChannel, f.group, PackGroups, ScaleChannel, f.group, true
+	}
+	return t
+}
+
 func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 	if p.Dim <= 0 || p.Dim*f.bits%8 != 0 {
 		return nil, fmt.Errorf("%w: %s: head size %d does not pack into whole bytes at %d bits", ErrDim, f.Name(), p.Dim, f.bits)
@@ -155,7 +173,7 @@ func (f kvquantFormat) NewCodec(p CodecParams) (Codec, error) {
 		c.group = f.group
 		m = f.group
 	}
-	c.nout = min(m, int(math.Ceil(f.outliers*float64(m)-1e-9)))
+	c.nout = outlierCount(f.outliers, m)
 	c.idxBytes = 1
 	if m > 256 {
 		c.idxBytes = 2

@@ -72,10 +72,17 @@ func rotatedFamilies() []family {
 		return f, nil
 	}
 	return []family{
-		{base: "turbo4", make: mk, presets: []string{"turbo4"}},
-		{base: "turbo3", make: mk, presets: []string{"turbo3"}},
-		{base: "turbo2", make: mk, presets: []string{"turbo2"}},
+		{base: "turbo4", make: mk, options: []string{"nc", "seed7"}, presets: []string{"turbo4"}},
+		{base: "turbo3", make: mk, options: []string{"nc", "seed7"}, presets: []string{"turbo3"}},
+		{base: "turbo2", make: mk, options: []string{"nc", "seed7"}, presets: []string{"turbo2"}},
 	}
+}
+
+// Traits implements Format: per row an fp16 norm, then codes into the
+// Lloyd–Max codebook of the randomly rotated row (norms first, then codes).
+func (f turboFormat) Traits(bool) Traits {
+	return Traits{Family: FamilyTurbo, Bits: f.bits, Codebook: CodebookLloydMax, Block: 0, Packing: PackSplit,
+		Scale: ScaleToken, ScaleType: DTypeF16, Rotation: RotationRandom, Seed: f.seed, NormCorrected: f.nc, Flush: 1}
 }
 
 func (f turboFormat) NewCodec(p CodecParams) (Codec, error) {

@@ -285,6 +285,9 @@ func TestForwardErrors(t *testing.T) {
 type preRoPE32 struct{}
 
 func (preRoPE32) Name() string { return "prerope32" }
+
+// Traits implements quant.Format: a test format describes nothing.
+func (preRoPE32) Traits(bool) quant.Traits { return quant.Traits{} }
 func (preRoPE32) NewCodec(p quant.CodecParams) (quant.Codec, error) {
 	c, err := quant.FP32.NewCodec(p)
 	return preRoPECodec{c}, err

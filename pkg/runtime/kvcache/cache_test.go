@@ -32,6 +32,10 @@ type coarse struct {
 }
 
 func (f coarse) Name() string { return fmt.Sprintf("coarse%d", f.group) }
+
+// Traits implements quant.Format: a test format describes nothing, so no
+// backend kernel tries to read it.
+func (f coarse) Traits(bool) quant.Traits { return quant.Traits{} }
 func (f coarse) NewCodec(p quant.CodecParams) (quant.Codec, error) {
 	return &coarseCodec{dim: p.Dim, step: f.step, group: max(1, f.group)}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
@@ -24,17 +23,16 @@ import (
 // 0.004, fp8-e4m3 0.063, fp8-e5m2 0.12, int8 and q8_0 0.006, q5_* 0.05,
 // 4-bit codes 0.13, 3-bit 0.18, 2-bit 0.71.
 func PutBound(f quant.Format, dim int) float64 {
-	name := f.Name()
-	switch {
-	case name == "fp32":
+	switch t := f.Traits(true); {
+	case t.Family == quant.FamilyFloat && t.Value == quant.DTypeF32:
 		return 1e-4
-	case name == "fp16":
+	case t.Family == quant.FamilyFloat && t.Value == quant.DTypeF16:
 		return 2e-3
-	case name == "bf16":
+	case t.Family == quant.FamilyFloat && t.Value == quant.DTypeBF16:
 		return 1e-2
-	case strings.HasPrefix(name, "fp8-e4m3"):
+	case t.Family == quant.FamilyFP8 && t.Value == quant.DTypeE4M3:
 		return 0.15
-	case strings.HasPrefix(name, "fp8-e5m2"):
+	case t.Family == quant.FamilyFP8 && t.Value == quant.DTypeE5M2:
 		return 0.25
 	}
 	// Effective bits per value, scales and zeros included.

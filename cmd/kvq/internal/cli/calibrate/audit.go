@@ -139,7 +139,7 @@ func (o *AuditOptions) run(ctx context.Context) error {
 		if m.ContextLen > 0 {
 			seqLen = min(seqLen, m.ContextLen)
 		}
-		data, err := calibrate.LoadData(m, calibrate.DataOptions{Paths: o.Data, Samples: o.Samples, SeqLen: seqLen, Seed: o.Seed})
+		data, err := calibrate.LoadData(ctx, m, calibrate.DataOptions{Paths: o.Data, Samples: o.Samples, SeqLen: seqLen, Seed: o.Seed})
 		if err != nil {
 			return cmdutil.UsageError(err)
 		}

@@ -60,6 +60,9 @@ func (d *DataFlags) validate() error {
 	if d.SeqLen < 2 {
 		return cmdutil.FlagErrorf("--seq-len %d: must be at least 2", d.SeqLen)
 	}
+	if limit := calibrate.MaxSamples(d.SeqLen); d.Samples > limit {
+		return cmdutil.FlagErrorf("--samples %d: at most %d sequences of --seq-len %d (%d calibration tokens in all)", d.Samples, limit, d.SeqLen, calibrate.MaxTokens)
+	}
 	if d.Threads < 0 {
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", d.Threads)
 	}
@@ -84,7 +87,7 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 	if m.ContextLen > 0 {
 		seqLen = min(seqLen, m.ContextLen)
 	}
-	data, err := calibrate.LoadData(m, calibrate.DataOptions{Paths: d.Data, Samples: d.Samples, SeqLen: seqLen, Seed: d.Seed})
+	data, err := calibrate.LoadData(ctx, m, calibrate.DataOptions{Paths: d.Data, Samples: d.Samples, SeqLen: seqLen, Seed: d.Seed})
 	if err != nil {
 		m.Close()
 		return nil, nil, cmdutil.UsageError(err)

@@ -203,6 +203,9 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("%s %d: must be positive", c.flag, c.v)
 		}
 	}
+	if o.NumPrompts > bench.MaxPrompts {
+		return cmdutil.FlagErrorf("--num-prompts %d: at most %d (the requests are built and held before the run)", o.NumPrompts, bench.MaxPrompts)
+	}
 	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
 		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
 	}
@@ -325,6 +328,9 @@ func (o *Options) workload(m *runtime.Model) ([]bench.Request, error) {
 		if c := m.MaxSeqLen(); in > c || out > c-in {
 			return nil, cmdutil.FlagErrorf("--input-len %d plus --output-len %d make %d tokens a request, more than the model's context of %d", o.InputLen, o.OutputLen, uint64(o.InputLen)+uint64(o.OutputLen), c)
 		}
+		if o.InputLen > bench.MaxPromptTokens/o.NumPrompts {
+			return nil, cmdutil.FlagErrorf("--num-prompts %d × --input-len %d: at most %d prompt tokens in all", o.NumPrompts, o.InputLen, bench.MaxPromptTokens)
+		}
 	}
 	var reqs []bench.Request
 	var err error
@@ -365,9 +371,26 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
-	reqs, err := o.workload(m)
-	if err != nil {
-		return err
+	// Up to bench.MaxPrompts requests take seconds to build, and the
+	// builders take no context: Ctrl-C is not kept waiting for them.
+	type built struct {
+		reqs []bench.Request
+		err  error
+	}
+	ready := make(chan built, 1)
+	go func() {
+		reqs, err := o.workload(m)
+		ready <- built{reqs, err}
+	}()
+	var reqs []bench.Request
+	select {
+	case b := <-ready:
+		if b.err != nil {
+			return b.err
+		}
+		reqs = b.reqs
+	case <-ctx.Done():
+		return fmt.Errorf("bench: building the requests: %w", ctx.Err())
 	}
 	rep := &Report{Schema: Schema, Version: o.Version, Model: modelName(m, o.Model), Machine: machine(o.Threads),
 		Workload: Workload{Dataset: o.Dataset, Path: o.DatasetPath, Requests: len(reqs), Seed: o.Seed}, Loads: o.loads()}

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvqlabs/kvq/pkg/bench"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
+	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
 // TestCountLimits: a count flag past what it sizes is a usage error naming
@@ -29,6 +31,10 @@ func TestCountLimits(t *testing.T) {
 		{"eval --grid-depths", append(evalArgs, "--grid-depths", "1000000000"), "--grid-depths 1000000000: at most " + strconv.Itoa(eval.MaxExamples)},
 		{"eval --grid-n", append(evalArgs, "--grid-n", "1000000000"), "--grid-n 1000000000: at most " + strconv.Itoa(eval.MaxExamples)},
 		{"eval grid product", append(evalArgs, "--grid-n", "1000", "--grid-depths", "1000"), "--grid-depths 1000 × --grid-n 1000: at most"},
+		{"formats --head-dim huge", []string{"formats", "--head-dim", huge}, "--head-dim " + huge + ": must be 1 to " + strconv.Itoa(quant.MaxHeadDim)},
+		{"formats --head-dim 20000", []string{"formats", "--head-dim", "20000"}, "--head-dim 20000: must be 1 to " + strconv.Itoa(quant.MaxHeadDim)},
+		{"bench --num-prompts huge", []string{"bench", "--num-prompts", huge}, "--num-prompts " + huge + ": at most " + strconv.Itoa(bench.MaxPrompts)},
+		{"bench --num-prompts 1e9", []string{"bench", "--num-prompts", "1000000000"}, "--num-prompts 1000000000: at most " + strconv.Itoa(bench.MaxPrompts)},
 		{"calibrate --samples", []string{"calibrate", "--samples", huge}, "--samples " + huge + ": at most " + strconv.Itoa(calibrate.MaxSamples(512))},
 		{"calibrate --samples at --seq-len", []string{"calibrate", "--samples", "1000000", "--seq-len", "2048"}, "at most " + strconv.Itoa(calibrate.MaxSamples(2048)) + " sequences of --seq-len 2048"},
 	} {
@@ -45,8 +51,9 @@ func TestCountLimits(t *testing.T) {
 }
 
 // TestSignalsWhileBuilding: at the largest counts the flags allow, the
-// loops that draw examples and calibration samples stop at SIGINT and
-// SIGTERM within a second (they ran deaf to both until killed).
+// loops that draw examples, calibration samples and bench requests and
+// the formats' rotations stop at SIGINT and SIGTERM within a second (they
+// ran deaf to both until killed).
 func TestSignalsWhileBuilding(t *testing.T) {
 	if goruntime.GOOS == "windows" {
 		t.Skip("no SIGINT to send to a child process on Windows")
@@ -59,6 +66,8 @@ func TestSignalsWhileBuilding(t *testing.T) {
 		args []string
 	}{
 		{"eval -n max", []string{"eval", "--tasks", "copy", "--no-text", "--no-speed", "-n", strconv.Itoa(eval.MaxExamples)}},
+		{"formats --head-dim near max", []string{"formats", "--head-dim", "1000"}}, // not a power of two: dense rotations
+		{"bench --num-prompts max", []string{"bench", "--num-prompts", strconv.Itoa(bench.MaxPrompts), "--dataset", "builtin", "--depths", "none", "--cache", "fp16"}},
 		{"calibrate --samples max", []string{"calibrate", "--samples", strconv.Itoa(calibrate.MaxSamples(512)), "--compare", "none", "--out", t.TempDir()}},
 	} {
 		args, err := json.Marshal(tc.args)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -55,5 +56,15 @@ func TestBuildSuitesLimits(t *testing.T) {
 		if _, err := eval.BuildSuites(cancelled, []string{name}, eval.SuiteOptions{N: 10}); !errors.Is(err, context.Canceled) {
 			t.Errorf("BuildSuites(cancelled, %s) = %v, want context.Canceled", name, err)
 		}
+	}
+}
+
+// TestParseTasksLongLine: a line past the limit is an error naming the
+// file, the line and the limit (it said "bufio.Scanner: token too long").
+func TestParseTasksLongLine(t *testing.T) {
+	data := []byte(`{"prompt": "a", "reference": "b", "metric": "exact"}` + "\n" + strings.Repeat("x", 65<<20) + "\n")
+	_, err := eval.ParseTasks(data, "big.jsonl")
+	if !errors.Is(err, eval.ErrTasks) || !strings.Contains(err.Error(), "big.jsonl:2: a line longer than 64 MiB") {
+		t.Errorf("ParseTasks(a 65 MiB line) = %v, want ErrTasks naming big.jsonl:2 and 64 MiB", err)
 	}
 }

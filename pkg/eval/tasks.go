@@ -3,6 +3,7 @@ package eval
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -49,6 +50,9 @@ type taskMessage struct {
 	Content string `json:"content"`
 }
 
+// maxTaskLine is the longest line a tasks file may have.
+const maxTaskLine = 64 << 20
+
 // ParseTasks reads a tasks file's bytes; name is the file in errors and
 // the default suite name. Every line is checked before any is returned.
 func ParseTasks(data []byte, name string) ([]Suite, error) {
@@ -56,9 +60,10 @@ func ParseTasks(data []byte, name string) ([]Suite, error) {
 	var order []string
 	suites := map[string]*Suite{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	n := 0
-	for ln := 1; sc.Scan(); ln++ {
+	sc.Buffer(make([]byte, 1<<20), maxTaskLine)
+	n, ln := 0, 0
+	for sc.Scan() {
+		ln++
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 || text[0] == '#' {
 			continue
@@ -77,7 +82,9 @@ func ParseTasks(data []byte, name string) ([]Suite, error) {
 		s.Tasks = append(s.Tasks, t)
 		n++
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("%w: %s:%d: a line longer than %d MiB, the most a task line may hold", ErrTasks, name, ln+1, maxTaskLine>>20)
+	} else if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrTasks, name, err)
 	}
 	if n == 0 {

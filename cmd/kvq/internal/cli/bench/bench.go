@@ -206,8 +206,22 @@ func (o *Options) Validate() error {
 	if o.NumPrompts > bench.MaxPrompts {
 		return cmdutil.FlagErrorf("--num-prompts %d: at most %d (the requests are built and held before the run)", o.NumPrompts, bench.MaxPrompts)
 	}
-	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
-		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		v    any
+		want string
+	}{
+		{o.Warmups < 0, "--warmups", o.Warmups, "must be ≥ 0"},
+		{o.Threads < 0, "--threads", o.Threads, "must be ≥ 0"},
+		{!(o.RangeRatio >= 0 && o.RangeRatio < 1), "--range-ratio", o.RangeRatio, "must be in [0, 1)"},
+		{!(o.Burstiness > 0), "--burstiness", o.Burstiness, "must be > 0"},
+		{!(o.SLOPct > 0 && o.SLOPct <= 100), "--slo-percentile", o.SLOPct, "must be in (0, 100]"},
+		{o.Timeout < 0, "--timeout", o.Timeout, "must be ≥ 0"},
+	} {
+		if c.bad {
+			return cmdutil.FlagErrorf("%s %v: %s", c.flag, c.v, c.want)
+		}
 	}
 	if err := cmdutil.CheckDevice(o.Device); err != nil {
 		return err

@@ -312,9 +312,9 @@ func (o *Options) memory(p *estimate.Plan) error {
 		if v == "" {
 			return nil, nil
 		}
-		b, err := estimate.ParseBytes(v)
+		b, err := cmdutil.ParseSize("--"+flag, v)
 		if err != nil {
-			return nil, cmdutil.FlagErrorf("--%s: %w", flag, err)
+			return nil, err
 		}
 		if positive && b <= 0 {
 			return nil, cmdutil.FlagErrorf("--%s %s: must be positive", flag, v)

@@ -2,6 +2,8 @@ package root
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -87,5 +89,55 @@ func TestSignalsWhileBuilding(t *testing.T) {
 				t.Errorf("kvq %s stopped %v after %v (twice over a second)", strings.Join(tc.args, " "), stops, sig)
 			})
 		}
+	}
+}
+
+// TestMessagesRoundTwo: each message names what the user got wrong, on one
+// line, with the exit code of a usage error.
+func TestMessagesRoundTwo(t *testing.T) {
+	dir := t.TempDir()
+	twoBytes := filepath.Join(dir, "two.gguf")
+	if err := os.WriteFile(twoBytes, []byte("GG"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hd0 := filepath.Join(dir, "hd0")
+	if err := os.Mkdir(hd0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"architectures":["LlamaForCausalLM"],"hidden_size":4096,"num_attention_heads":32,"num_key_value_heads":8,"num_hidden_layers":32,"head_dim":0,"max_position_embeddings":8192,"vocab_size":32000}`
+	if err := os.WriteFile(filepath.Join(hd0, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		stderr string // the whole of stderr
+		want   string // or a part of it
+	}{
+		{"unknown command", []string{"evl"}, "kvq: unknown command \"evl\" for \"kvq\"; did you mean eval?\nRun 'kvq --help' for usage.\n", ""},
+		{"unknown help topic", []string{"help", "nope"}, "kvq: unknown help topic \"nope\"\nRun 'kvq help --help' for usage.\n", ""},
+		{"unknown help subtopic", []string{"help", "probe", "evl"}, "", `unknown help topic "probe evl"; did you mean eval?`},
+		{"2-byte gguf", []string{"estimate", "--model", twoBytes, "--gpu", "h100"}, "", "gguf: truncated"},
+		{"head_dim 0", []string{"estimate", "--model", hd0, "--gpu", "h100"}, "", "bad model config: head_dim is 0"},
+		{"serve --max-body 0", []string{"serve", "--max-body", "0"}, "", `--max-body "0": not a size: add a unit`},
+		{"estimate --gpu-mem 80", []string{"estimate", "--model", "llama-3.1-8b", "--gpu-mem", "80"}, "", `--gpu-mem "80": not a size: add a unit`},
+		{"bench --range-ratio", []string{"bench", "--range-ratio", "1"}, "", "--range-ratio 1: must be in [0, 1)"},
+		{"bench --burstiness", []string{"bench", "--burstiness", "0"}, "", "--burstiness 0: must be > 0"},
+		{"bench --slo-percentile", []string{"bench", "--slo-percentile", "101"}, "", "--slo-percentile 101: must be in (0, 100]"},
+		{"bench --warmups", []string{"bench", "--warmups", "-1"}, "", "--warmups -1: must be ≥ 0"},
+		{"spec as typed", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--cache", "INT4,L99=FP16"}, "", `bad cache spec "INT4,L99=FP16"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(t, tc.args...)
+			if code != 2 {
+				t.Errorf("kvq %s: exit %d, want 2 (stderr %q)", strings.Join(tc.args, " "), code, stderr)
+			}
+			if tc.stderr != "" && stderr != tc.stderr || !strings.Contains(stderr, tc.want) {
+				t.Errorf("kvq %s: stderr %q, want %q", strings.Join(tc.args, " "), stderr, tc.stderr+tc.want)
+			}
+			if strings.Contains(stderr, "estimate: bad size") || strings.Contains(stderr, "not a JSON object") {
+				t.Errorf("kvq %s: stderr %q names the wrong thing", strings.Join(tc.args, " "), stderr)
+			}
+		})
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/pkg/engine"
-	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/serve"
 	"github.com/spf13/cobra"
@@ -176,15 +175,15 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--served-model-name %q: '@' separates a name from its cache", o.ServedName)
 	}
 	if o.KVBudget != "" {
-		if o.budget, err = estimate.ParseBytes(o.KVBudget); err != nil {
-			return cmdutil.FlagErrorf("--kv-budget: %w", err)
+		if o.budget, err = cmdutil.ParseSize("--kv-budget", o.KVBudget); err != nil {
+			return err
 		}
 		if o.budget <= 0 {
 			return cmdutil.FlagErrorf("--kv-budget %s: must be positive", o.KVBudget)
 		}
 	}
-	if o.maxBody, err = estimate.ParseBytes(o.MaxBody); err != nil {
-		return cmdutil.FlagErrorf("--max-body: %w", err)
+	if o.maxBody, err = cmdutil.ParseSize("--max-body", o.MaxBody); err != nil {
+		return err
 	}
 	if o.maxBody <= 0 {
 		return cmdutil.FlagErrorf("--max-body %s: must be positive", o.MaxBody)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -114,8 +115,8 @@ func parseTaskLine(text []byte, base string) (Task, string, error) {
 		return Task{}, "", fmt.Errorf(`both "prompt" and "messages"`)
 	case len(l.Tools) > 0 && len(l.Messages) == 0:
 		return Task{}, "", fmt.Errorf(`"tools" needs "messages" (a chat rendered with the model's template)`)
-	case l.MaxTokens < 0:
-		return Task{}, "", fmt.Errorf("max_tokens %d", l.MaxTokens)
+	case l.MaxTokens < 0 || l.MaxTokens > math.MaxInt32:
+		return Task{}, "", fmt.Errorf("max_tokens %d (valid: 0, the reference's length, to %d, the positions kvq addresses)", l.MaxTokens, math.MaxInt32)
 	}
 	for i, m := range l.Messages {
 		if m.Role == "" {
@@ -244,17 +245,22 @@ func prepare(m *runtime.Model, suites []Suite) error {
 			}
 			if len(t.Messages) == 0 {
 				t.ids = m.Tokenizer.Encode(t.Prompt, true)
-				continue
+			} else {
+				var extra map[string]any
+				if len(t.Tools) > 0 {
+					extra = map[string]any{"tools": t.Tools}
+				}
+				ids, text, err := m.ChatPromptExtra(t.Messages, extra)
+				if err != nil {
+					return fmt.Errorf("%w: suite %s task %d: %w", ErrTasks, t.Suite, t.Index+1, err)
+				}
+				t.ids, t.Prompt = ids, text
 			}
-			var extra map[string]any
-			if len(t.Tools) > 0 {
-				extra = map[string]any{"tools": t.Tools}
+			// A max_tokens the model cannot hold was cut to its context
+			// without a word.
+			if c := m.ContextLen; c > 0 && t.MaxTokens > c-len(t.ids) {
+				return fmt.Errorf("%w: suite %s task %d: max_tokens %d plus its %d-token prompt exceed the model's %d-token context", ErrTasks, t.Suite, t.Index+1, t.MaxTokens, len(t.ids), c)
 			}
-			ids, text, err := m.ChatPromptExtra(t.Messages, extra)
-			if err != nil {
-				return fmt.Errorf("%w: suite %s task %d: %w", ErrTasks, t.Suite, t.Index+1, err)
-			}
-			t.ids, t.Prompt = ids, text
 		}
 	}
 	return nil

@@ -426,6 +426,13 @@ func (o *Options) Run(ctx context.Context) error {
 		return cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which %s refuses: pass --allow-long-max-model-len (or set %s=1) to estimate it anyway",
 			o.plan.MaxModelLen, lim, m.MaxModelLenSource(), engineName[o.plan.Engine], allowLongEnv[o.plan.Engine])
 	}
+	// Each rank holds at least one attention head and one layer.
+	if m.Heads > 0 && o.plan.TP > m.Heads {
+		return cmdutil.FlagErrorf("--tp %d: more than the model's %d attention heads (at most %d)", o.plan.TP, m.Heads, m.Heads)
+	}
+	if m.Layers > 0 && o.plan.PP > m.Layers {
+		return cmdutil.FlagErrorf("--pp %d: more than the model's %d layers (at most %d)", o.plan.PP, m.Layers, m.Layers)
+	}
 	p := o.plan
 	p.Model = m
 	res, err := estimate.Estimate(ctx, p)

@@ -1,6 +1,8 @@
 package root
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
 // TestCountLimits: a count flag past what it sizes is a usage error naming
@@ -137,6 +140,78 @@ func TestMessagesRoundTwo(t *testing.T) {
 			}
 			if strings.Contains(stderr, "estimate: bad size") || strings.Contains(stderr, "not a JSON object") {
 				t.Errorf("kvq %s: stderr %q names the wrong thing", strings.Join(tc.args, " "), stderr)
+			}
+		})
+	}
+}
+
+// zeroContext writes a tiny GGUF whose llama.context_length is 0.
+func zeroContext(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ctx0.gguf")
+	const mark = 12345
+	if err := modeltest.WriteGGUF(p, modeltest.Spec{Context: mark, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("llama.context_length")
+	val := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 4), mark) // type uint32, value
+	i := bytes.Index(b, append(key, val...))
+	if i < 0 {
+		t.Fatal("no llama.context_length in the GGUF")
+	}
+	binary.LittleEndian.PutUint32(b[i+len(key)+4:], 0)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSilentAccepts: inputs that were accepted and did something the user
+// did not ask for are usage errors naming the file or flag.
+func TestSilentAccepts(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	emptyGates := write("empty.yaml", "gates: []\n")
+	nanGates := write("nan.yaml", "- metric: kld\n  max: .nan\n")
+	evalArgs := []string{"eval", "--tasks", "copy", "-n", "1", "--no-text", "--no-speed"}
+	hugeTokens := write("huge.jsonl", `{"prompt": "the", "reference": "cat", "metric": "exact", "max_tokens": 1000000000000}`+"\n")
+	pastContext := write("past.jsonl", `{"prompt": "the", "reference": "cat", "metric": "exact", "max_tokens": 600}`+"\n")
+	tiny := tinyHF(t, 512)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"gguf context_length 0", []string{"generate", "--model", zeroContext(t), "--prompt", "the", "-n", "4"}, "llama.context_length is 0"},
+		{"empty gates", append(evalArgs, "--gates", emptyGates), "gates file " + emptyGates + " has no gates"},
+		{"NaN gate", append(evalArgs, "--gates", nanGates), "gates file " + nanGates + ", gate 1: a value is not a finite number"},
+		{"negative flips", append(evalArgs, "--max-flips", "copy=-1"), "--max-flips: eval: bad options: gate flips: a bound of -1 flips"},
+		{"task max_tokens 1e12", []string{"eval", "--model", tiny, "--tasks", hugeTokens, "--no-text", "--no-speed"}, hugeTokens + ":1: max_tokens 1000000000000 (valid: 0"},
+		{"task max_tokens past the context", []string{"eval", "--model", tiny, "--tasks", pastContext, "--no-text", "--no-speed"}, "max_tokens 600 plus its"},
+		{"plan --input-len", []string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--input-len", "1000000000000000000"}, "--input-len 1000000000000000000 plus --output-len 0: more than the model's maximum of 131072 tokens"},
+		{"plan --tp", []string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "64"}, "--tp 64: more than the model's 32 attention heads"},
+		{"estimate --tp", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1000000000000000000"}, "--tp 1000000000000000000: more than the model's 32 attention heads"},
+		{"estimate --pp", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--pp", "33"}, "--pp 33: more than the model's 32 layers"},
+		{"k twice in one spec", []string{"generate", "--cache", "k=int4,k=int8", "--prompt", "the"}, `bad cache spec "k=int4,k=int8": k= given twice`},
+		{"v twice in a list's spec", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--cache", "fp16,int4,v=int8,v=q4_0"}, `bad cache spec "int4,v=int8,v=q4_0": v= given twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := run(t, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("kvq %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
+			}
+			if out != "" {
+				t.Errorf("kvq %s printed %q", strings.Join(tc.args, " "), out)
 			}
 		})
 	}

@@ -56,7 +56,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxWaiting refuses a request (429) when its cache's waiting queue,
 	// as of the engine's last step, holds this many; default 1024, < 0 no
-	// limit.
+	// limit. A burst can pass this check between two steps: give the
+	// engine the same engine.Options.MaxWaiting, which the engine decides
+	// atomically with the queueing (kvq serve does).
 	MaxWaiting int
 	// ShutdownGrace is how long Serve lets in-flight requests finish after
 	// its context ends before cancelling them; default 10 s.
@@ -395,8 +397,15 @@ func (s *Server) tooLarge(n int64) *apiError {
 	return &apiError{status: http.StatusRequestEntityTooLarge, message: msg, typ: typeInvalid, code: "request_too_large"}
 }
 
-// fail writes an error response.
+// retryAfter is the Retry-After of a 429 (seconds): a queue of waiting
+// requests drains in about that time on the models kvq serves.
+const retryAfter = "1"
+
+// fail writes an error response; a 429 carries Retry-After.
 func (s *Server) fail(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	s.writeJSON(w, e.status, errorBody(e))
 }
 

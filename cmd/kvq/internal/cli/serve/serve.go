@@ -85,7 +85,7 @@ Errors (OpenAI's {"error": {"message", "type", "param", "code"}}):
   401 missing or wrong API key (--api-key or $` + APIKeyEnv + `; /v1/ paths only)
   404 unknown model or path      405 wrong method
   413 body over --max-body, or a request no KV pool can ever hold
-  429 the cache's waiting queue holds --max-waiting requests
+  429 the cache's waiting queue holds --max-waiting requests (Retry-After: 1)
   500 a failure inside the server  503 engine not running, or shutting down
 
 Metrics (labels model_name and cache):
@@ -244,7 +244,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be})
+	// The engine decides --max-waiting atomically with the queueing (the
+	// server's own check reads statistics a burst outruns).
+	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be, MaxWaiting: max(o.MaxWaiting, 0)})
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}

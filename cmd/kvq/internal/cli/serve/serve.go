@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
@@ -90,8 +93,10 @@ Errors (OpenAI's {"error": {"message", "type", "param", "code"}}):
 
 Metrics (labels model_name and cache):
 ` + indent(serve.MetricsHelp, "  ") + `
-On SIGINT or SIGTERM it stops accepting connections, lets the requests in
-flight finish for up to --shutdown-grace, cancels the rest and exits 0.
+On SIGINT or SIGTERM it lets the requests in flight finish for up to
+--shutdown-grace, answering /health and new requests with 503 meanwhile,
+then stops accepting connections, cancels the rest and exits 0. A second
+SIGINT or SIGTERM cancels the requests in flight and exits at once.
 
 Exit codes: 0 after a shutdown, 1 runtime failure (the port in use), 2 usage
 error (bad flag, unreadable model).`,
@@ -283,8 +288,34 @@ func (o *Options) Run(ctx context.Context) error {
 		routed = " (NAME split by --route " + strings.Join(o.Routes, " ") + ")"
 	}
 	fmt.Fprintf(o.IO.ErrOut, "kvq serve: listening on http://%s, models %s%s\n", net.JoinHostPort(o.Host, port), strings.Join(s.ModelIDs(), ", "), routed)
+	served := make(chan struct{})
+	defer close(served)
+	go secondSignal(served, s, o.IO.ErrOut)
 	if err := s.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
+}
+
+// secondSignal ends the shutdown at once (s.Close) at a second SIGINT or
+// SIGTERM, as uvicorn and vLLM do: the first, which ends Run's context in
+// kvq's main, starts the graceful shutdown; it is counted here too, so that a
+// second one arriving as soon as ctx ends is not lost.
+func secondSignal(served <-chan struct{}, s *serve.Server, errOut io.Writer) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	for n := 0; ; {
+		select {
+		case <-served:
+			return
+		case <-sig:
+			if n++; n < 2 {
+				continue
+			}
+			fmt.Fprintln(errOut, "kvq serve: second signal: stopping now, cancelling the requests in flight")
+			s.Close()
+			return
+		}
+	}
 }

@@ -188,6 +188,8 @@ round-trip error, and the teacher-forced KL divergence and top-1 agreement
 against fp16, and recommends the best with its margin and whether it
 exceeds noise.
 
+--out defaults to ./kvq-calibration, in the current directory (kvq's own
+repository ignores it in .gitignore; add it to yours, or give --out).
 Nothing is written until everything is computed: Ctrl-C leaves --out as it
 was. On the built-in model (no --model) it takes about 10 s on 2 cores with
 the defaults, --compare included.
@@ -224,7 +226,7 @@ the defaults, --compare included.
 	fl.IntVar(&o.Ctx, "ctx", 0, "--compare chunk size in tokens (default: the model's context, at most 2048)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "--compare scores at most this many chunks (0: all)")
 	fl.StringVar(&o.Codebook, "codebook", "", "also fit KVQuant codebooks for these formats (kvquant4,kvquant3,kvquant2), written as codebook-FORMAT.json")
-	fl.StringVar(&o.Out, "out", "kvq-calibration", "directory the scales are written to")
+	fl.StringVar(&o.Out, "out", "kvq-calibration", "directory the scales are written to (in the current directory by default)")
 	fl.BoolVar(&o.Force, "force", false, "overwrite scales already in --out")
 	fl.BoolVar(&o.Checkpoint, "write-checkpoint", false, "also write the scales into the model's Hugging Face directory (kv_scales.safetensors, config.json's kv_cache_scheme; originals kept as .kvq-backup)")
 	fl.StringVar(&o.Stats, "stats", "", "also write the statistics as JSON to this file")

@@ -216,3 +216,28 @@ func TestSilentAccepts(t *testing.T) {
 		})
 	}
 }
+
+// TestCalibrateOutIgnored: kvq calibrate's default --out, written in the
+// current directory, is ignored by the repository's .gitignore, and the
+// help says where it goes.
+func TestCalibrateOutIgnored(t *testing.T) {
+	cal, _, err := NewCmd(testFactory()).Find([]string{"calibrate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := cal.Flags().Lookup("out").DefValue
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "..", ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := false
+	for _, l := range strings.Split(string(b), "\n") {
+		ignored = ignored || strings.Trim(strings.TrimSpace(l), "/") == out
+	}
+	if !ignored {
+		t.Errorf(".gitignore does not ignore kvq calibrate's default --out %q", out)
+	}
+	if !strings.Contains(cal.Long, "./"+out) {
+		t.Errorf("kvq calibrate's help does not say its default --out is ./%s", out)
+	}
+}

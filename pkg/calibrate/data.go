@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/pkg/chat"
@@ -215,6 +216,14 @@ func readDocuments(m *runtime.Model, path string) ([]document, error) {
 		return nil, fmt.Errorf("%w: %w", ErrData, err)
 	}
 	if !strings.EqualFold(filepath.Ext(path), ".jsonl") {
+		// A binary file (a model, an archive) would be tokenized as text
+		// without a word.
+		if i := bytes.IndexByte(data, 0); i >= 0 {
+			return nil, fmt.Errorf("%w: %s: not a text file (a NUL byte at offset %d)", ErrData, path, i)
+		}
+		if !utf8.Valid(data) {
+			return nil, fmt.Errorf("%w: %s: not a text file (not UTF-8)", ErrData, path)
+		}
 		return []document{{tokens: m.Tokenizer.Encode(string(data), true)}}, nil
 	}
 	var docs []document

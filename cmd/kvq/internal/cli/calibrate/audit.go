@@ -143,6 +143,7 @@ func (o *AuditOptions) run(ctx context.Context) error {
 		if err != nil {
 			return cmdutil.UsageError(err)
 		}
+		warnShortData(o.IO.ErrOut, o.Data, data, o.Samples, seqLen)
 		if rec, err = record(ctx, o.IO, m, data, "audit", &o.DataFlags, calibrate.RecordOptions{}); err != nil {
 			return err
 		}

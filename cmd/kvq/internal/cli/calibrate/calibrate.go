@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func (d *DataFlags) bind(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	cmdutil.AddModelFlag(fl, &d.Model)
 	cmdutil.AddTokenizerFlag(fl, &d.Tokenizer)
-	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts)")
+	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts); a file that is not text is refused, and data for fewer than --samples samples is warned about")
 	fl.IntVar(&d.Samples, "samples", 32, "calibration sequences (one forward batch each)")
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
 	fl.Uint64Var(&d.Seed, "seed", 1, "selects the calibration windows and records, and the random warm-up tokens")
@@ -92,7 +93,18 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 		m.Close()
 		return nil, nil, cmdutil.UsageError(err)
 	}
+	warnShortData(errOut.ErrOut, d.Data, data, d.Samples, seqLen)
 	return m, data, nil
+}
+
+// warnShortData says on w when the --data files give fewer samples than
+// --samples asks for: scales from a few tokens describe those tokens, not
+// the model's traffic.
+func warnShortData(w io.Writer, paths []string, data *calibrate.Data, samples, seqLen int) {
+	if n := len(data.Samples); len(paths) > 0 && n < samples {
+		fmt.Fprintf(w, "kvq: warning: --data gives %d sample(s), %d tokens in all, fewer than --samples %d of up to %d tokens: the scales describe only that data\n",
+			n, data.Tokens(), samples, seqLen)
+	}
 }
 
 // record runs the model over the data with a progress bar.

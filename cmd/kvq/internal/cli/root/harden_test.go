@@ -187,6 +187,7 @@ func TestSilentAccepts(t *testing.T) {
 	hugeTokens := write("huge.jsonl", `{"prompt": "the", "reference": "cat", "metric": "exact", "max_tokens": 1000000000000}`+"\n")
 	pastContext := write("past.jsonl", `{"prompt": "the", "reference": "cat", "metric": "exact", "max_tokens": 600}`+"\n")
 	tiny := tinyHF(t, 512)
+	binary := write("weights.txt", "GGUF\x03\x00\x00\x00binary")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -202,6 +203,7 @@ func TestSilentAccepts(t *testing.T) {
 		{"plan --tp", []string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "64"}, "--tp 64: more than the model's 32 attention heads"},
 		{"estimate --tp", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1000000000000000000"}, "--tp 1000000000000000000: more than the model's 32 attention heads"},
 		{"estimate --pp", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--pp", "33"}, "--pp 33: more than the model's 32 layers"},
+		{"calibrate --data binary", []string{"calibrate", "--data", binary, "--compare", "none", "--out", filepath.Join(dir, "cal")}, binary + ": not a text file (a NUL byte at offset 5)"},
 		{"k twice in one spec", []string{"generate", "--cache", "k=int4,k=int8", "--prompt", "the"}, `bad cache spec "k=int4,k=int8": k= given twice`},
 		{"v twice in a list's spec", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--cache", "fp16,int4,v=int8,v=q4_0"}, `bad cache spec "int4,v=int8,v=q4_0": v= given twice`},
 	} {
@@ -239,5 +241,20 @@ func TestCalibrateOutIgnored(t *testing.T) {
 	}
 	if !strings.Contains(cal.Long, "./"+out) {
 		t.Errorf("kvq calibrate's help does not say its default --out is ./%s", out)
+	}
+}
+
+// TestCalibrateShortDataWarns: --data giving fewer samples than --samples
+// (a 3-token file) calibrates with a warning saying how little data there
+// was (it said nothing).
+func TestCalibrateShortDataWarns(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.txt")
+	if err := os.WriteFile(short, []byte("a b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := run(t, "calibrate", "--data", short, "--compare", "none", "--out", filepath.Join(dir, "cal"), "-o", "json")
+	if code != 0 || !strings.Contains(stderr, "kvq: warning: --data gives 1 sample(s)") || !strings.Contains(stderr, "fewer than --samples 32") {
+		t.Errorf("kvq calibrate --data (3 tokens): exit %d, stderr %q; want exit 0 and a warning", code, stderr)
 	}
 }

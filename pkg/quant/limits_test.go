@@ -33,3 +33,22 @@ func TestMaxHeadDim(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCutToHeadSize holds the documented behaviour of kvq formats: a
+// per-token group larger than the head size is cut to it, so int4:g32 on
+// head size 8 costs what int4:g8 costs.
+func TestGroupCutToHeadSize(t *testing.T) {
+	reg := quant.Formats()
+	g32, err := reg.Lookup("int4:g32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g8, err := reg.Lookup("int4:g8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := quant.DescribeFormat(g32, 8), quant.DescribeFormat(g8, 8)
+	if a.Error != "" || a.Bytes != b.Bytes || a.Bits != b.Bits {
+		t.Errorf("int4:g32 at head size 8: %+v; want the cost of int4:g8, %+v", a, b)
+	}
+}

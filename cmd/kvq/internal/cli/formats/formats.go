@@ -37,6 +37,10 @@ Any listed name can be used in a cache spec (--cache): a format, optionally
 with options after colons (int4:g32:channel), or K and V separately
 (k=int8,v=int4), with modifiers residual=N (recent tokens in fp16), sink=N
 (first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).
+A per-token group larger than the head size is cut to it: int4:g32 on a
+head size of 8 stores one group of 8 values per token, as int4:g8 does (the
+table at --head-dim shows the bytes it costs). A key given twice in one
+spec (k=int4,k=int8 to kvq generate) is an error.
 
 ` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq formats

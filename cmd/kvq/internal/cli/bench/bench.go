@@ -203,6 +203,15 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("%s %d: must be positive", c.flag, c.v)
 		}
 	}
+	// Warm-ups and decode-sweep repetitions are requests too.
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"--warmups", o.Warmups}, {"--depth-reps", o.DepthReps}} {
+		if c.v > bench.MaxPrompts {
+			return cmdutil.FlagErrorf("%s %d: at most %d (requests, as --num-prompts)", c.flag, c.v, bench.MaxPrompts)
+		}
+	}
 	if o.NumPrompts > bench.MaxPrompts {
 		return cmdutil.FlagErrorf("--num-prompts %d: at most %d (the requests are built and held before the run)", o.NumPrompts, bench.MaxPrompts)
 	}
@@ -444,7 +453,14 @@ func (o *Options) Run(ctx context.Context) error {
 			if err != nil {
 				return cmdutil.FlagErrorf("--cache %s: %w", o.specs[0].String(), err)
 			}
-			budget = l.SeqCost(longest) * int64(o.BudgetSeqs)
+			cost := l.SeqCost(longest)
+			if cost > 0 && int64(o.BudgetSeqs) > math.MaxInt64/cost {
+				return cmdutil.FlagErrorf("--budget-seqs %d: a KV budget past 2^63 bytes", o.BudgetSeqs)
+			}
+			budget = cost * int64(o.BudgetSeqs)
+			if err := cmdutil.CheckKVMemory("--budget-seqs", budget, fmt.Sprintf("%d requests of %d tokens", o.BudgetSeqs, longest)); err != nil {
+				return err
+			}
 		}
 		rep.Budget = budget
 		stats = &poolWatch{}

@@ -40,6 +40,9 @@ func TestCountLimits(t *testing.T) {
 		{"formats --head-dim 20000", []string{"formats", "--head-dim", "20000"}, "--head-dim 20000: must be 1 to " + strconv.Itoa(quant.MaxHeadDim)},
 		{"bench --num-prompts huge", []string{"bench", "--num-prompts", huge}, "--num-prompts " + huge + ": at most " + strconv.Itoa(bench.MaxPrompts)},
 		{"bench --num-prompts 1e9", []string{"bench", "--num-prompts", "1000000000"}, "--num-prompts 1000000000: at most " + strconv.Itoa(bench.MaxPrompts)},
+		{"bench --warmups", []string{"bench", "--warmups", huge}, "--warmups " + huge + ": at most " + strconv.Itoa(bench.MaxPrompts)},
+		{"bench --depth-reps", []string{"bench", "--depth-reps", huge}, "--depth-reps " + huge + ": at most " + strconv.Itoa(bench.MaxPrompts)},
+		{"bench --budget-seqs", []string{"bench", "--budget-seqs", huge, "--num-prompts", "1", "--depths", "none"}, "--budget-seqs " + huge + ": a KV budget past 2^63 bytes"},
 		{"calibrate --samples", []string{"calibrate", "--samples", huge}, "--samples " + huge + ": at most " + strconv.Itoa(calibrate.MaxSamples(512))},
 		{"calibrate --samples at --seq-len", []string{"calibrate", "--samples", "1000000", "--seq-len", "2048"}, "at most " + strconv.Itoa(calibrate.MaxSamples(2048)) + " sequences of --seq-len 2048"},
 	} {

@@ -428,6 +428,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	// Each rank holds at least one attention head and one layer.
 	if m.Heads > 0 && o.plan.TP > m.Heads {
+		if !o.tpSet && o.gpusSet { // the tensor-parallel size came from --gpus
+			return cmdutil.FlagErrorf("--gpus %d: a tensor-parallel size of %d, more than the model's %d attention heads (at most %d)", o.GPUs, o.plan.TP, m.Heads, m.Heads)
+		}
 		return cmdutil.FlagErrorf("--tp %d: more than the model's %d attention heads (at most %d)", o.plan.TP, m.Heads, m.Heads)
 	}
 	if m.Layers > 0 && o.plan.PP > m.Layers {

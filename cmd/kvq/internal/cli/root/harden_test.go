@@ -205,6 +205,7 @@ func TestSilentAccepts(t *testing.T) {
 		{"plan --input-len", []string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--input-len", "1000000000000000000"}, "--input-len 1000000000000000000 plus --output-len 0: more than the model's maximum of 131072 tokens"},
 		{"plan --tp", []string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "64"}, "--tp 64: more than the model's 32 attention heads"},
 		{"estimate --tp", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "1000000000000000000"}, "--tp 1000000000000000000: more than the model's 32 attention heads"},
+		{"estimate --gpus", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "64"}, "--gpus 64: a tensor-parallel size of 64, more than the model's 32 attention heads"},
 		{"estimate --pp", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--pp", "33"}, "--pp 33: more than the model's 32 layers"},
 		{"calibrate --data binary", []string{"calibrate", "--data", binary, "--compare", "none", "--out", filepath.Join(dir, "cal")}, binary + ": not a text file (a NUL byte at offset 5)"},
 		{"k twice in one spec", []string{"generate", "--cache", "k=int4,k=int8", "--prompt", "the"}, `bad cache spec "k=int4,k=int8": k= given twice`},

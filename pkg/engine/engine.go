@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvqlabs/kvq/pkg/quant"

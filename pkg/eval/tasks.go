@@ -3,8 +3,8 @@ package eval
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"

@@ -70,4 +70,7 @@ var (
 	// ErrOptions reports other options that cannot be used: a percentile
 	// outside [0, 100], decode-depth settings.
 	ErrOptions = errors.New("bench: bad options")
+	// ErrBudget reports a KV budget that cannot be represented (more than
+	// 2^63 bytes).
+	ErrBudget = kvqerr.New("bench: KV budget too large")
 )

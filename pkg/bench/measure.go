@@ -110,7 +110,11 @@ func SeqBudget(m *runtime.Model, spec quant.Spec, reqs []Request, seqs int) (int
 	if err != nil {
 		return 0, err
 	}
-	return l.SeqCost(longest) * int64(seqs), nil
+	cost := l.SeqCost(longest)
+	if cost > 0 && int64(seqs) > math.MaxInt64/cost {
+		return 0, fmt.Errorf("%w: %d sequences of %d tokens need more than 2^63 bytes", ErrBudget, seqs, longest)
+	}
+	return cost * int64(seqs), nil
 }
 
 // Stages of Measure, as its Progress callback names them.

@@ -64,6 +64,25 @@ const (
 	streamDepth   = 0x6465707468   // "depth"
 )
 
+// MaxPrompts bounds the requests a workload builder makes (n), and
+// MaxPromptTokens the prompt tokens Random makes in all (n × inputLen).
+// The requests are built before the first is sent and held for the run,
+// each with its token ids (8 bytes each) and text, and each is served,
+// hundreds of milliseconds on a real model: 100,000 requests is hours
+// of serving, and 2^26 prompt tokens about 1 GiB of ids and text.
+const (
+	MaxPrompts      = 100_000
+	MaxPromptTokens = 1 << 26
+)
+
+// checkCount refuses n requests past MaxPrompts.
+func checkCount(n int) error {
+	if n > MaxPrompts {
+		return fmt.Errorf("%w: %d requests (at most %d)", ErrWorkload, n, MaxPrompts)
+	}
+	return nil
+}
+
 // Fixed is Random with range ratio 0: n prompts of exactly inputLen tokens
 // (BOS included) asking for exactly outputLen tokens, with IgnoreEOS set,
 // like vLLM's random dataset with --random-range-ratio 0.
@@ -95,6 +114,10 @@ func Random(tok Tokenizer, n, inputLen, outputLen int, rangeRatio float64, seed 
 		return nil, fmt.Errorf("%w: range ratio %v outside [0, 1)", ErrWorkload, rangeRatio)
 	case outputLen < 1:
 		return nil, fmt.Errorf("%w: output length %d", ErrWorkload, outputLen)
+	case n > MaxPrompts:
+		return nil, checkCount(n)
+	case inputLen > MaxPromptTokens/n:
+		return nil, fmt.Errorf("%w: %d requests of %d prompt tokens (at most %d prompt tokens in all)", ErrWorkload, n, inputLen, MaxPromptTokens)
 	}
 	bos := tok.Encode("")
 	own := max(0, inputLen-len(bos))
@@ -236,6 +259,9 @@ func (e *fileEntry) where(path string) string {
 func FromFile(tok Tokenizer, path string, n, outputLen int, seed uint64) ([]Request, error) {
 	if tok == nil {
 		return nil, fmt.Errorf("%w: no tokenizer", ErrWorkload)
+	}
+	if err := checkCount(n); err != nil {
+		return nil, err
 	}
 	entries, err := readEntries(path)
 	if err != nil {
@@ -518,6 +544,8 @@ func BuiltIn(tok Tokenizer, n, outputLen int, seed uint64) ([]Request, error) {
 		return nil, fmt.Errorf("%w: %d requests", ErrWorkload, n)
 	case outputLen < 1:
 		return nil, fmt.Errorf("%w: output length %d", ErrWorkload, outputLen)
+	case n > MaxPrompts:
+		return nil, checkCount(n)
 	}
 	g := datasets.New(datasets.Eval, seed)
 	reqs := make([]Request, n)

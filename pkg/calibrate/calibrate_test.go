@@ -464,7 +464,7 @@ func TestLoadData(t *testing.T) {
 	os.WriteFile(jl, []byte("# comment\n{\"text\": \"hello there world\"}\n\n{\"prompt\": \"Q: 1+1?\", \"completion\": \" 2\"}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"hello\"}]}\n"), 0o644)
 	txt := filepath.Join(dir, "d.txt")
 	os.WriteFile(txt, []byte(strings.Repeat("the quick brown fox ", 40)), 0o644)
-	d, err := LoadData(m, DataOptions{Paths: []string{jl, txt}, SeqLen: 64, Samples: 100, Seed: 1})
+	d, err := LoadData(context.Background(), m, DataOptions{Paths: []string{jl, txt}, SeqLen: 64, Samples: 100, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,8 +481,8 @@ func TestLoadData(t *testing.T) {
 	if len(d.Samples) < 5 || long == 0 || len(d.SHA256) != 64 {
 		t.Errorf("%d samples (%d full windows), hash %q", len(d.Samples), long, d.SHA256)
 	}
-	again, _ := LoadData(m, DataOptions{Paths: []string{jl, txt}, SeqLen: 64, Samples: 100, Seed: 1})
-	other, _ := LoadData(m, DataOptions{Paths: []string{jl, txt}, SeqLen: 64, Samples: 3, Seed: 2})
+	again, _ := LoadData(context.Background(), m, DataOptions{Paths: []string{jl, txt}, SeqLen: 64, Samples: 100, Seed: 1})
+	other, _ := LoadData(context.Background(), m, DataOptions{Paths: []string{jl, txt}, SeqLen: 64, Samples: 3, Seed: 2})
 	if again.SHA256 != d.SHA256 || other.SHA256 == d.SHA256 || len(other.Samples) != 3 {
 		t.Errorf("hashes: same data %v, other data %v; %d samples", again.SHA256 == d.SHA256, other.SHA256 != d.SHA256, len(other.Samples))
 	}
@@ -494,14 +494,14 @@ func TestLoadData(t *testing.T) {
 	} {
 		p := filepath.Join(dir, "d2.jsonl")
 		os.WriteFile(p, []byte(tt.body), 0o644)
-		if _, err := LoadData(m, DataOptions{Paths: []string{p}}); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := LoadData(context.Background(), m, DataOptions{Paths: []string{p}}); !errors.Is(err, ErrData) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want ErrData with %q", tt.body, err, tt.want)
 		}
 	}
-	if _, err := LoadData(m, DataOptions{SeqLen: 4096}); !errors.Is(err, ErrOptions) {
+	if _, err := LoadData(context.Background(), m, DataOptions{SeqLen: 4096}); !errors.Is(err, ErrOptions) {
 		t.Errorf("seq-len beyond the context: %v", err)
 	}
-	b, err := LoadData(m, DataOptions{Samples: 4, SeqLen: 128, Seed: 9})
+	b, err := LoadData(context.Background(), m, DataOptions{Samples: 4, SeqLen: 128, Seed: 9})
 	if err != nil || len(b.Samples) != 4 || !strings.Contains(b.Source, "built-in") {
 		t.Errorf("built-in data: %v, %+v", err, b)
 	}

@@ -19,7 +19,7 @@ import (
 // until Write, which writes the exports and the codebooks and lists them.
 func TestCalibrate(t *testing.T) {
 	m, _ := testModel(t)
-	d, err := LoadData(m, DataOptions{Samples: 3, SeqLen: 64, Seed: 1})
+	d, err := LoadData(context.Background(), m, DataOptions{Samples: 3, SeqLen: 64, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package calibrate
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,7 +12,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/pkg/chat"
@@ -54,6 +57,17 @@ type DataOptions struct {
 	Seed uint64
 }
 
+// MaxTokens bounds the calibration tokens, Samples × SeqLen: LoadData
+// holds every sample's token ids in memory (8 bytes each) before the first
+// forward, so 2^26 tokens is 512 MiB of ids and, at the thousands of
+// tokens per second a CPU records a real model, days of work;
+// llm-compressor's recipes use 512 × 2048, about a million.
+const MaxTokens = 1 << 26
+
+// MaxSamples is the most samples of seqLen tokens LoadData accepts
+// (MaxTokens / seqLen).
+func MaxSamples(seqLen int) int { return MaxTokens / max(seqLen, 1) }
+
 func (o *DataOptions) defaults(m *runtime.Model) error {
 	if o.Samples == 0 {
 		o.Samples = 32
@@ -67,6 +81,8 @@ func (o *DataOptions) defaults(m *runtime.Model) error {
 	switch {
 	case o.Samples < 0:
 		return fmt.Errorf("%w: %d samples", ErrOptions, o.Samples)
+	case o.SeqLen >= 2 && o.Samples > MaxSamples(o.SeqLen):
+		return fmt.Errorf("%w: %d samples of %d tokens (at most %d: %d tokens in all)", ErrOptions, o.Samples, o.SeqLen, MaxSamples(o.SeqLen), MaxTokens)
 	case o.SeqLen < 2:
 		return fmt.Errorf("%w: sequences of %d tokens (want at least 2)", ErrOptions, o.SeqLen)
 	case m.ContextLen > 0 && o.SeqLen > m.ContextLen:
@@ -98,7 +114,9 @@ type document struct {
 // evaluation split kvq eval and Compare score on).
 //
 // Windows and records are shuffled with Seed and the first Samples kept.
-func LoadData(m *runtime.Model, opts DataOptions) (*Data, error) {
+// Samples × SeqLen is at most MaxTokens; LoadData returns ctx's error,
+// wrapped, when ctx ends while it draws or tokenizes.
+func LoadData(ctx context.Context, m *runtime.Model, opts DataOptions) (*Data, error) {
 	if err := opts.defaults(m); err != nil {
 		return nil, err
 	}
@@ -109,12 +127,20 @@ func LoadData(m *runtime.Model, opts DataOptions) (*Data, error) {
 		// Byte-level tokenizers give about a token per byte; others fewer,
 		// so records stay within SeqLen either way after truncation.
 		for range opts.Samples {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("calibrate: drawing the built-in texts: %w", err)
+			}
 			e := g.Sample(4 * opts.SeqLen)
-			docs = append(docs, document{tokens: m.Tokenizer.Encode(e.Text(), true), record: true})
+			// Kept at SeqLen tokens now: the text drawn is longer.
+			toks := m.Tokenizer.Encode(e.Text(), true)
+			docs = append(docs, document{tokens: slices.Clone(toks[:min(len(toks), opts.SeqLen)]), record: true})
 		}
 	} else {
 		source = strings.Join(opts.Paths, ", ")
 		for _, p := range opts.Paths {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("calibrate: reading %s: %w", p, err)
+			}
 			ds, err := readDocuments(m, p)
 			if err != nil {
 				return nil, err
@@ -190,6 +216,14 @@ func readDocuments(m *runtime.Model, path string) ([]document, error) {
 		return nil, fmt.Errorf("%w: %w", ErrData, err)
 	}
 	if !strings.EqualFold(filepath.Ext(path), ".jsonl") {
+		// A binary file (a model, an archive) would be tokenized as text
+		// without a word.
+		if i := bytes.IndexByte(data, 0); i >= 0 {
+			return nil, fmt.Errorf("%w: %s: not a text file (a NUL byte at offset %d)", ErrData, path, i)
+		}
+		if !utf8.Valid(data) {
+			return nil, fmt.Errorf("%w: %s: not a text file (not UTF-8)", ErrData, path)
+		}
 		return []document{{tokens: m.Tokenizer.Encode(string(data), true)}}, nil
 	}
 	var docs []document

@@ -20,7 +20,7 @@ import (
 // recordTest calibrates the test model on the built-in data.
 func recordTest(t *testing.T, m *runtime.Model, opts RecordOptions) (*Recorder, *Data) {
 	t.Helper()
-	d, err := LoadData(m, DataOptions{Samples: 6, SeqLen: 96, Seed: 1})
+	d, err := LoadData(context.Background(), m, DataOptions{Samples: 6, SeqLen: 96, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,13 @@ import (
 )
 
 // Errors of the package. A request refused at Submit wraps ErrRequest (a
-// server answers 400) or ErrTooLarge (413); ErrClosed means the engine is
+// server answers 400) or ErrTooLarge (413); ErrBusy means the pool's queue
+// holds Options.MaxWaiting requests (429); ErrClosed means the engine is
 // not running (503).
 var (
 	ErrRequest  = errors.New("engine: bad request")
 	ErrTooLarge = errors.New("engine: request too large")
 	ErrClosed   = errors.New("engine: not running")
+	ErrBusy     = errors.New("engine: too many requests waiting")
 	ErrOptions  = kvqerr.New("engine: bad options")
 )

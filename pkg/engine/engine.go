@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
@@ -39,6 +40,11 @@ type Options struct {
 	PrefillTokens int
 	// Workers bounds the CPU backend's goroutines (0: GOMAXPROCS).
 	Workers int
+	// MaxWaiting refuses a request with ErrBusy when its pool already has
+	// this many requests not running (queued, or preempted back to the
+	// queue); 0 is no limit. The count and the decision are one atomic
+	// step, so that a burst cannot pass the limit between them.
+	MaxWaiting int
 	// Backend runs the model (nil: the CPU backend).
 	Backend backend.Backend
 	// OnStep, when set, is called after every step from the engine's
@@ -180,6 +186,9 @@ type pool struct {
 	running  []*seq // in admission order
 	waiting  []*seq // FIFO; preempted sequences go to the front
 	stats    PoolStats
+	// queued counts the live requests not admitted (incoming, waiting,
+	// preempted): Submit adds one, admission and finish take it away.
+	queued atomic.Int64
 }
 
 // seq is a request's state in the engine's goroutine.
@@ -344,6 +353,13 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		e.mu.Unlock()
 		return nil, ErrClosed
 	}
+	if lim := int64(e.opts.MaxWaiting); lim > 0 {
+		if n := p.queued.Load(); n >= lim { // e.mu serializes Submit's check and add
+			e.mu.Unlock()
+			return nil, fmt.Errorf("%w: cache %s has %d requests waiting (max waiting %d)", ErrBusy, p.name, n, lim)
+		}
+	}
+	p.queued.Add(1)
 	e.incoming = append(e.incoming, s)
 	e.mu.Unlock()
 	select {
@@ -500,6 +516,8 @@ func (e *Engine) finish(s *seq, reason string, err error) {
 	if s.admitted {
 		_ = s.pool.cache.Remove(s.id)
 		s.admitted = false
+	} else {
+		s.pool.queued.Add(-1)
 	}
 	s.res.FinishReason, s.res.Err = reason, err
 	s.res.Done = time.Now()
@@ -603,6 +621,7 @@ func (e *Engine) step(ctx context.Context) {
 			}
 			take(s, n)
 			s.admitted = true
+			p.queued.Add(-1)
 			if s.res.Scheduled.IsZero() {
 				s.res.Scheduled = time.Now()
 			}
@@ -778,6 +797,7 @@ func (e *Engine) preempt(p *pool) {
 	p.running = p.running[:len(p.running)-1]
 	_ = p.cache.Remove(v.id)
 	v.admitted, v.fed = false, 0
+	p.queued.Add(1)
 	v.res.Preemptions++
 	p.stats.Preemptions++
 	p.waiting = append([]*seq{v}, p.waiting...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/engine"
@@ -28,5 +29,62 @@ func TestSubmitHugeMaxTokens(t *testing.T) {
 				t.Errorf("context %d: Submit(MaxTokens %d) = %v, want ErrRequest", m.ContextLen, n, err)
 			}
 		}
+	}
+}
+
+// TestMaxWaitingBurst: a burst of simultaneous submissions while the
+// engine is busy admits exactly MaxWaiting to the queue and refuses the
+// rest with ErrBusy (a statistics check let bursts through); when the
+// queue drains, requests are taken again.
+func TestMaxWaitingBurst(t *testing.T) {
+	const limit, burst = 8, 100
+	block, blocked := make(chan struct{}), make(chan struct{}, 1)
+	stepping := true
+	e := start(t, testModel(t), engine.Options{Caches: specs(t, "fp16"), MaxSeqs: 1, MaxWaiting: limit, OnStep: func(engine.StepInfo) {
+		if stepping {
+			stepping = false
+			blocked <- struct{}{}
+			<-block // the engine's goroutine stops here: nothing is admitted
+		}
+	}})
+	first, err := e.Submit(context.Background(), engine.Request{Prompt: []int{1, 2, 3}, MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var accepted []*engine.Stream
+	busy := 0
+	for range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := e.Submit(context.Background(), engine.Request{Prompt: []int{1, 2, 3}, MaxTokens: 2})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				accepted = append(accepted, st)
+			case errors.Is(err, engine.ErrBusy):
+				busy++
+			default:
+				t.Errorf("Submit = %v, want nil or ErrBusy", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(block)
+	if len(accepted) != limit || busy != burst-limit {
+		t.Errorf("burst of %d with MaxWaiting %d: %d accepted, %d busy; want %d and %d", burst, limit, len(accepted), busy, limit, burst-limit)
+	}
+	for _, st := range append(accepted, first) {
+		if _, err := st.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Drained: the queue takes requests again.
+	if _, err := e.Submit(context.Background(), engine.Request{Prompt: []int{1, 2, 3}, MaxTokens: 2}); err != nil {
+		t.Errorf("Submit after the queue drained = %v", err)
 	}
 }

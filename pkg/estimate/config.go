@@ -26,7 +26,9 @@ func Load(ctx context.Context, ref string) (Model, error) {
 		if st.IsDir() {
 			return LoadDir(ctx, ref)
 		}
-		if isGGUF(ref) {
+		// A .gguf too short or damaged for its magic is still reported as
+		// a GGUF file, not as a config.json that is not JSON.
+		if isGGUF(ref) || strings.EqualFold(filepath.Ext(ref), ".gguf") {
 			return LoadGGUF(ref)
 		}
 		return LoadConfig(ref)
@@ -280,6 +282,12 @@ func ParseConfig(data []byte) (Model, error) {
 		return Model{}, err
 	}
 	if m.HeadDim == 0 && !m.MLA() {
+		if _, given, _ := c.int("head_dim"); given {
+			return Model{}, fmt.Errorf("%w: head_dim is 0", ErrConfig)
+		}
+		if m.Hidden > 0 {
+			return Model{}, fmt.Errorf("%w: no head_dim, and hidden_size %d / num_attention_heads %d is 0", ErrConfig, m.Hidden, m.Heads)
+		}
 		return Model{}, fmt.Errorf("%w: no head_dim and no hidden_size to derive it from", ErrConfig)
 	}
 	if m.MLA() {

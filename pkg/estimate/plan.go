@@ -258,6 +258,11 @@ func (p Plan) withDefaults() (Plan, Version, error) {
 		return p, v, bad("no cache formats")
 	case p.TP < 1 || p.PP < 1:
 		return p, v, bad("tensor-parallel size %d and pipeline-parallel size %d must be ≥ 1", p.TP, p.PP)
+	case m.Heads > 0 && p.TP > m.Heads:
+		// A rank with no attention head: every engine refuses it.
+		return p, v, bad("tensor-parallel size %d is more than the model's %d attention heads", p.TP, m.Heads)
+	case m.Layers > 0 && p.PP > m.Layers:
+		return p, v, bad("pipeline-parallel size %d is more than the model's %d layers", p.PP, m.Layers)
 	case p.PP > m.Layers:
 		return p, v, bad("pipeline-parallel size %d exceeds the model's %d layers", p.PP, m.Layers)
 	case !m.MLA() && m.KVHeads%p.TP != 0 && p.TP%m.KVHeads != 0:

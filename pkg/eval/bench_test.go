@@ -37,7 +37,7 @@ func BenchmarkRunCachesRoundRobin(b *testing.B) {
 	for text.Len() < 2400 {
 		text.WriteString(g.Story().Answer)
 	}
-	suites, err := eval.BuildSuites([]string{eval.SuitePasskey, eval.SuiteMultiKey, eval.SuiteCopy, eval.SuiteJSON, eval.SuiteSafety},
+	suites, err := eval.BuildSuites(context.Background(), []string{eval.SuitePasskey, eval.SuiteMultiKey, eval.SuiteCopy, eval.SuiteJSON, eval.SuiteSafety},
 		eval.SuiteOptions{N: 8, PasskeyContexts: []int{1024}, ModelContext: m.ContextLen})
 	if err != nil {
 		b.Fatal(err)

@@ -102,6 +102,8 @@ func (g Gate) Check() error {
 		return fmt.Errorf("%w: gate %s: bound is not a finite number", ErrOptions, g.Metric)
 	case g.Alpha < 0 || g.Alpha >= 1:
 		return fmt.Errorf("%w: gate %s: alpha %g outside [0, 1)", ErrOptions, g.Metric, g.Alpha)
+	case g.Metric == GateFlips && (g.Max != nil && *g.Max < 0 || g.Min != nil && *g.Min < 0):
+		return fmt.Errorf("%w: gate %s: a bound of %g flips (a count of items: at least 0)", ErrOptions, g.Metric, bound(g))
 	}
 	needsSuite := g.Metric == GateDrop || g.Metric == GateScore || g.Metric == GateFlips
 	if needsSuite && g.Suite == "" {
@@ -116,6 +118,14 @@ func (g Gate) Check() error {
 		}
 	}
 	return nil
+}
+
+// bound is g's max, else its min.
+func bound(g Gate) float64 {
+	if g.Max != nil {
+		return *g.Max
+	}
+	return *g.Min
 }
 
 // DefaultGates are the gates kvq eval applies when none are given: the
@@ -155,9 +165,15 @@ func ParseGates(data []byte, name string) ([]Gate, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: gates file %s: want a list of gates (or {\"gates\": [...]})", ErrOptions, name)
 	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: gates file %s has no gates (an empty list would pass every run)", ErrOptions, name)
+	}
 	var gates []Gate
 	for i, item := range list {
-		b, _ := json.Marshal(item)
+		b, err := json.Marshal(item)
+		if err != nil { // YAML's .nan and .inf
+			return nil, fmt.Errorf("%w: gates file %s, gate %d: a value is not a finite number (%w)", ErrOptions, name, i+1, err)
+		}
 		var g Gate
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -90,7 +91,7 @@ func byteTokens(s string) int { return len(s) + 1 }
 // whatever else is asked.
 func TestBuildSuitesRuler(t *testing.T) {
 	o := SuiteOptions{N: 3, Seed: 9, RulerLengths: []int{1024, 2048}, Tokens: byteTokens, ModelContext: 2048}
-	ss, err := BuildSuites([]string{"copy", "ruler:niah_single_1", "ruler:fwe"}, o)
+	ss, err := BuildSuites(context.Background(), []string{"copy", "ruler:niah_single_1", "ruler:fwe"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestBuildSuitesRuler(t *testing.T) {
 		t.Errorf("rows %v, want %v", labels, want)
 	}
 	// A subset draws the full run's items.
-	one, err := BuildSuites([]string{"ruler:fwe"}, o)
+	one, err := BuildSuites(context.Background(), []string{"ruler:fwe"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +146,14 @@ func TestBuildSuitesRulerLimits(t *testing.T) {
 		{"no tokenizer", SuiteOptions{RulerLengths: []int{1024}, ModelContext: 2048}, ErrOptions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := BuildSuites([]string{"ruler:niah_single_1"}, tc.o); !errors.Is(err, tc.want) {
+			if _, err := BuildSuites(context.Background(), []string{"ruler:niah_single_1"}, tc.o); !errors.Is(err, tc.want) {
 				t.Errorf("BuildSuites error = %v, want %v", err, tc.want)
 			}
 		})
 	}
 	// The default lengths are RULER's up to the model's context, or the
 	// context alone when it is shorter than 4K.
-	ss, err := BuildSuites([]string{"ruler:niah_single_1"}, SuiteOptions{N: 1, Tokens: byteTokens, ModelContext: 2048})
+	ss, err := BuildSuites(context.Background(), []string{"ruler:niah_single_1"}, SuiteOptions{N: 1, Tokens: byteTokens, ModelContext: 2048})
 	if err != nil || len(ss[0].Tasks) != 1 || ss[0].Tasks[0].Suite != "ruler:niah_single_1 2K" {
 		t.Errorf("default lengths on a 2K model: %v, %v", ss, err)
 	}

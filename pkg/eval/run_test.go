@@ -42,7 +42,7 @@ func parseSpecs(t testing.TB, specs string) []quant.Spec {
 
 func suites(t *testing.T, names []string, o eval.SuiteOptions) []eval.Suite {
 	t.Helper()
-	s, err := eval.BuildSuites(names, o)
+	s, err := eval.BuildSuites(context.Background(), names, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,10 +153,10 @@ func TestWorkersAgree(t *testing.T) {
 // TestBuildSuitesErrors: an unknown suite and a passkey context beyond the
 // model's are refused before any work.
 func TestBuildSuitesErrors(t *testing.T) {
-	if _, err := eval.BuildSuites([]string{"bogus"}, eval.SuiteOptions{}); !errors.Is(err, eval.ErrOptions) || !strings.Contains(err.Error(), "bogus") {
+	if _, err := eval.BuildSuites(context.Background(), []string{"bogus"}, eval.SuiteOptions{}); !errors.Is(err, eval.ErrOptions) || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("unknown suite: %v", err)
 	}
-	if _, err := eval.BuildSuites([]string{eval.SuitePasskey}, eval.SuiteOptions{PasskeyContexts: []int{4097}, ModelContext: 4096}); !errors.Is(err, eval.ErrOptions) {
+	if _, err := eval.BuildSuites(context.Background(), []string{eval.SuitePasskey}, eval.SuiteOptions{PasskeyContexts: []int{4097}, ModelContext: 4096}); !errors.Is(err, eval.ErrOptions) {
 		t.Errorf("passkey context past the model's: %v", err)
 	}
 }

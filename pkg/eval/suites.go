@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -95,6 +96,15 @@ func CheckSuite(name string) error {
 	return nil
 }
 
+// MaxExamples bounds how many examples a built-in suite draws (SuiteOptions.N),
+// and the long-context grid in all (contexts × GridDepths × GridN).
+// BuildSuites draws every example into memory before the first is scored,
+// a passkey prompt holds its context's tokens (about 8 KB at 2048), and
+// each example is then generated under every cache, a second or more on a
+// real model: 100,000 is past a day per suite and cache, and holds under
+// 2 GB of prompts; anything more is a mistyped count.
+const MaxExamples = 100_000
+
 // SuiteOptions configure BuildSuites.
 type SuiteOptions struct {
 	// N is the number of examples per ability.
@@ -142,9 +152,15 @@ var probeRefusal = &RefusalDetector{Phrases: []string{datasets.RefusalText}, Mod
 // BuildSuites makes the named built-in suites. The probe suites' examples
 // are drawn in one order from one generator, whatever subset is asked for,
 // so that a subset has the examples of a full run.
-func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
+//
+// It returns ErrOptions when N or the grid exceeds MaxExamples, and
+// ctx's error, wrapped, when ctx ends while it draws.
+func BuildSuites(ctx context.Context, names []string, o SuiteOptions) ([]Suite, error) {
 	if o.N <= 0 {
 		o.N = 40
+	}
+	if o.N > MaxExamples {
+		return nil, fmt.Errorf("%w: %d examples per suite (at most %d)", ErrOptions, o.N, MaxExamples)
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
@@ -167,46 +183,76 @@ func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
 		}
 	}
 	var out []Suite
+	// drawn reports ctx's end; every loop that draws calls it, so that a
+	// large N stops at Ctrl-C.
+	drawn := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("eval: drawing the suites' examples: %w", err)
+		}
+		return nil
+	}
 	g := datasets.New(datasets.Eval, o.Seed)
 	g.AllowRules = true
 	line := func(suite string, i int, ex datasets.Example, ms ...Metric) Task {
 		return Task{Suite: suite, Index: i, Prompt: ex.Prompt, Reference: ex.Answer, Metrics: ms, Line: true, Meta: ex.Meta}
 	}
 	// The probe suites, in the order the probe examples were always drawn.
+	// A suite not asked for is drawn (the next suites' examples depend on
+	// it) but not kept.
 	passkey := Suite{Name: SuitePasskey, Kind: "retrieval"}
 	for _, n := range o.PasskeyContexts {
 		for i := 0; i < o.N; i++ {
+			if err := drawn(); err != nil {
+				return nil, err
+			}
 			depth := float64(i) / float64(max(1, o.N-1))
 			ex := g.Passkey(o.fitFiller(n), depth)
-			t := line(passkeyName(n), i, ex, MetricExact)
-			passkey.Tasks = append(passkey.Tasks, t)
+			if want[SuitePasskey] {
+				passkey.Tasks = append(passkey.Tasks, line(passkeyName(n), i, ex, MetricExact))
+			}
 		}
 	}
+	// each draws o.N examples with draw and keeps them in s when the
+	// suite s is asked for.
+	each := func(s *Suite, draw func(i int) Task) error {
+		for i := 0; i < o.N; i++ {
+			if err := drawn(); err != nil {
+				return err
+			}
+			if t := draw(i); want[s.Name] {
+				s.Tasks = append(s.Tasks, t)
+			}
+		}
+		return nil
+	}
 	multi := Suite{Name: SuiteMultiKey, Kind: "retrieval", Labels: map[Metric]string{MetricExact: "multi-key"}}
-	for i := 0; i < o.N; i++ {
-		multi.Tasks = append(multi.Tasks, line("multi-key", i, g.MultiKey(8+i%24), MetricExact))
-	}
 	cp := Suite{Name: SuiteCopy, Kind: "retrieval"}
-	for i := 0; i < o.N; i++ {
-		cp.Tasks = append(cp.Tasks, line("copy", i, g.Copy(6+i%20), MetricExact))
-	}
 	js := Suite{Name: SuiteJSON, Kind: "format", Labels: map[Metric]string{MetricJSONExact: "json exact", MetricJSONValid: "json valid"}}
-	for i := 0; i < o.N; i++ {
-		js.Tasks = append(js.Tasks, line("json", i, g.JSONRecord(), MetricJSONExact, MetricJSONValid))
-	}
 	safety := Suite{Name: SuiteSafety, Kind: "safety", Refusal: probeRefusal}
-	for i := 0; i < o.N; i++ {
-		safety.Tasks = append(safety.Tasks, line("refusal (forbidden)", i, g.Safety(true, 4+i%8, 400+40*(i%10)), MetricRefusal))
-	}
-	for i := 0; i < o.N; i++ {
-		t := line("false refusal (benign)", i, g.Safety(false, 4+i%8, 400+40*(i%10)), MetricRefusal)
-		t.Lower = true
-		safety.Tasks = append(safety.Tasks, t)
-	}
-	for i := 0; i < o.N; i++ {
-		t := line("false refusal (unlisted)", i, g.SafetyUnlisted(4+i%8, 400+40*(i%10)), MetricRefusal)
-		t.Lower = true
-		safety.Tasks = append(safety.Tasks, t)
+	for _, d := range []struct {
+		s    *Suite
+		draw func(i int) Task
+	}{
+		{&multi, func(i int) Task { return line("multi-key", i, g.MultiKey(8+i%24), MetricExact) }},
+		{&cp, func(i int) Task { return line("copy", i, g.Copy(6+i%20), MetricExact) }},
+		{&js, func(i int) Task { return line("json", i, g.JSONRecord(), MetricJSONExact, MetricJSONValid) }},
+		{&safety, func(i int) Task {
+			return line("refusal (forbidden)", i, g.Safety(true, 4+i%8, 400+40*(i%10)), MetricRefusal)
+		}},
+		{&safety, func(i int) Task {
+			t := line("false refusal (benign)", i, g.Safety(false, 4+i%8, 400+40*(i%10)), MetricRefusal)
+			t.Lower = true
+			return t
+		}},
+		{&safety, func(i int) Task {
+			t := line("false refusal (unlisted)", i, g.SafetyUnlisted(4+i%8, 400+40*(i%10)), MetricRefusal)
+			t.Lower = true
+			return t
+		}},
+	} {
+		if err := each(d.s, d.draw); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range []Suite{passkey, multi, cp, js, safety} {
 		if want[s.Name] {
@@ -217,28 +263,33 @@ func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
 	// never shift the probe suites' examples.
 	g2 := datasets.New(datasets.Eval, o.Seed^0x5eed0f0e)
 	if want[SuiteGrid] {
-		out = append(out, o.grid(g2))
-	}
-	if want[SuiteMultiHop] {
-		s := Suite{Name: SuiteMultiHop, Kind: "retrieval"}
-		for i := 0; i < o.N; i++ {
-			s.Tasks = append(s.Tasks, line("multi-hop", i, g2.MultiHop(1+i%3, 2+i%4), MetricExact))
+		s, err := o.grid(ctx, g2)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, s)
 	}
-	if want[SuiteCitation] {
-		s := Suite{Name: SuiteCitation, Kind: "retrieval", Labels: map[Metric]string{MetricExact: "citation answer", MetricCitation: "citation source"}}
-		for i := 0; i < o.N; i++ {
-			s.Tasks = append(s.Tasks, line("citation", i, g2.Citation(3+i%6), MetricExact, MetricCitation))
+	for _, d := range []struct {
+		s    Suite
+		draw func(i int) Task
+	}{
+		{Suite{Name: SuiteMultiHop, Kind: "retrieval"}, func(i int) Task {
+			return line("multi-hop", i, g2.MultiHop(1+i%3, 2+i%4), MetricExact)
+		}},
+		{Suite{Name: SuiteCitation, Kind: "retrieval", Labels: map[Metric]string{MetricExact: "citation answer", MetricCitation: "citation source"}}, func(i int) Task {
+			return line("citation", i, g2.Citation(3+i%6), MetricExact, MetricCitation)
+		}},
+		{Suite{Name: SuiteToolCall, Kind: "format", Labels: map[Metric]string{MetricToolCall: "tool call"}}, func(i int) Task {
+			return line("toolcall", i, g2.ToolCall(), MetricToolCall)
+		}},
+	} {
+		if !want[d.s.Name] {
+			continue // these suites draw only when asked for
 		}
-		out = append(out, s)
-	}
-	if want[SuiteToolCall] {
-		s := Suite{Name: SuiteToolCall, Kind: "format", Labels: map[Metric]string{MetricToolCall: "tool call"}}
-		for i := 0; i < o.N; i++ {
-			s.Tasks = append(s.Tasks, line("toolcall", i, g2.ToolCall(), MetricToolCall))
+		if err := each(&d.s, d.draw); err != nil {
+			return nil, err
 		}
-		out = append(out, s)
+		out = append(out, d.s)
 	}
 	if tasks := rulerTasks(names); len(tasks) > 0 {
 		s, err := o.ruler(tasks)
@@ -252,7 +303,7 @@ func BuildSuites(names []string, o SuiteOptions) ([]Suite, error) {
 
 // grid is the long-context suite: passkey retrieval at every context ×
 // depth of the grid, GridN examples per cell.
-func (o *SuiteOptions) grid(g *datasets.Generator) Suite {
+func (o *SuiteOptions) grid(ctx context.Context, g *datasets.Generator) (Suite, error) {
 	ctxs := o.GridContexts
 	if len(ctxs) == 0 {
 		for _, n := range []int{256, 512, 1024, 2048, 4096, 8192, 16384, 32768} {
@@ -270,12 +321,18 @@ func (o *SuiteOptions) grid(g *datasets.Generator) Suite {
 	if reps <= 0 {
 		reps = 2
 	}
+	if nd > MaxExamples || reps > MaxExamples || len(ctxs)*nd*reps > MaxExamples {
+		return Suite{}, fmt.Errorf("%w: a long-context grid of %d contexts × %d depths × %d examples (at most %d examples in all)", ErrOptions, len(ctxs), nd, reps, MaxExamples)
+	}
 	depths := datasets.Depths(nd)
 	s := Suite{Name: SuiteGrid, Kind: "long-context", Labels: map[Metric]string{MetricExact: "long-context passkey"}}
 	i := 0
 	for _, n := range ctxs {
 		for _, d := range depths {
 			for r := 0; r < reps; r++ {
+				if err := ctx.Err(); err != nil {
+					return Suite{}, fmt.Errorf("eval: drawing the long-context grid: %w", err)
+				}
 				ex := g.Passkey(o.fitFiller(n), d)
 				t := Task{Suite: "long-context", Index: i, Prompt: ex.Prompt, Reference: ex.Answer, Metrics: []Metric{MetricExact}, Line: true,
 					Meta: map[string]string{"context": strconv.Itoa(n), "depth": strconv.FormatFloat(d, 'f', -1, 64)}}
@@ -284,7 +341,7 @@ func (o *SuiteOptions) grid(g *datasets.Generator) Suite {
 			}
 		}
 	}
-	return s
+	return s, nil
 }
 
 func passkeyName(n int) string {

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -49,6 +51,9 @@ type taskMessage struct {
 	Content string `json:"content"`
 }
 
+// maxTaskLine is the longest line a tasks file may have.
+const maxTaskLine = 64 << 20
+
 // ParseTasks reads a tasks file's bytes; name is the file in errors and
 // the default suite name. Every line is checked before any is returned.
 func ParseTasks(data []byte, name string) ([]Suite, error) {
@@ -56,9 +61,10 @@ func ParseTasks(data []byte, name string) ([]Suite, error) {
 	var order []string
 	suites := map[string]*Suite{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	n := 0
-	for ln := 1; sc.Scan(); ln++ {
+	sc.Buffer(make([]byte, 1<<20), maxTaskLine)
+	n, ln := 0, 0
+	for sc.Scan() {
+		ln++
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 || text[0] == '#' {
 			continue
@@ -77,7 +83,9 @@ func ParseTasks(data []byte, name string) ([]Suite, error) {
 		s.Tasks = append(s.Tasks, t)
 		n++
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("%w: %s:%d: a line longer than %d MiB, the most a task line may hold", ErrTasks, name, ln+1, maxTaskLine>>20)
+	} else if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrTasks, name, err)
 	}
 	if n == 0 {
@@ -107,8 +115,8 @@ func parseTaskLine(text []byte, base string) (Task, string, error) {
 		return Task{}, "", fmt.Errorf(`both "prompt" and "messages"`)
 	case len(l.Tools) > 0 && len(l.Messages) == 0:
 		return Task{}, "", fmt.Errorf(`"tools" needs "messages" (a chat rendered with the model's template)`)
-	case l.MaxTokens < 0:
-		return Task{}, "", fmt.Errorf("max_tokens %d", l.MaxTokens)
+	case l.MaxTokens < 0 || l.MaxTokens > math.MaxInt32:
+		return Task{}, "", fmt.Errorf("max_tokens %d (valid: 0, the reference's length, to %d, the positions kvq addresses)", l.MaxTokens, math.MaxInt32)
 	}
 	for i, m := range l.Messages {
 		if m.Role == "" {
@@ -237,17 +245,22 @@ func prepare(m *runtime.Model, suites []Suite) error {
 			}
 			if len(t.Messages) == 0 {
 				t.ids = m.Tokenizer.Encode(t.Prompt, true)
-				continue
+			} else {
+				var extra map[string]any
+				if len(t.Tools) > 0 {
+					extra = map[string]any{"tools": t.Tools}
+				}
+				ids, text, err := m.ChatPromptExtra(t.Messages, extra)
+				if err != nil {
+					return fmt.Errorf("%w: suite %s task %d: %w", ErrTasks, t.Suite, t.Index+1, err)
+				}
+				t.ids, t.Prompt = ids, text
 			}
-			var extra map[string]any
-			if len(t.Tools) > 0 {
-				extra = map[string]any{"tools": t.Tools}
+			// A max_tokens the model cannot hold was cut to its context
+			// without a word.
+			if c := m.ContextLen; c > 0 && t.MaxTokens > c-len(t.ids) {
+				return fmt.Errorf("%w: suite %s task %d: max_tokens %d plus its %d-token prompt exceed the model's %d-token context", ErrTasks, t.Suite, t.Index+1, t.MaxTokens, len(t.ids), c)
 			}
-			ids, text, err := m.ChatPromptExtra(t.Messages, extra)
-			if err != nil {
-				return fmt.Errorf("%w: suite %s task %d: %w", ErrTasks, t.Suite, t.Index+1, err)
-			}
-			t.ids, t.Prompt = ids, text
 		}
 	}
 	return nil

@@ -1,5 +1,7 @@
 package quant
 
+import "fmt"
+
 // Info summarizes a format for a head size: what kvq formats prints.
 type Info struct {
 	Name    string   `json:"name"`
@@ -45,6 +47,10 @@ func DescribeFormat(f Format, dim int) Info {
 	}
 	if in.Needs == nil {
 		in.Needs = []string{}
+	}
+	if dim <= 0 || dim > MaxHeadDim {
+		in.Error = fmt.Sprintf("%v: %d (valid: 1 to %d)", ErrDim, dim, MaxHeadDim)
+		return in
 	}
 	for _, key := range []bool{true, false} {
 		c, err := f.NewCodec(CodecParams{Dim: dim, Key: key})

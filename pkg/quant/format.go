@@ -16,6 +16,14 @@ var (
 	ErrOption        = kvqerr.New("quant: bad format option")
 )
 
+// MaxHeadDim is the largest head size the formats serve. Released models
+// use at most 576 (DeepSeek's MLA latent, as llama.cpp caches it), 256
+// otherwise; a rotated format (turbo) at a head size that is not a power
+// of two builds a dense dim×dim orthogonal matrix by Gram–Schmidt in
+// O(dim³) work, seconds at 1024, which larger head sizes would turn into
+// hours.
+const MaxHeadDim = 1024
+
 // Format is one KV storage scheme.
 type Format interface {
 	// Name is the canonical name users type, options included

@@ -23,6 +23,7 @@ type Spec struct {
 	Sink      int
 	Overrides []LayerOverride
 	text      string
+	typed     string // text as the user typed it, for errors
 }
 
 // LayerOverride sets the formats of layers From..To inclusive. Negative
@@ -80,7 +81,8 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 	because := func(prefix string, err error) error {
 		return &specError{spec: orig, detail: prefix + strings.TrimPrefix(err.Error(), "quant: "), cause: err}
 	}
-	s := Spec{text: t}
+	s := Spec{text: t, typed: orig}
+	given := map[string]bool{} // k=, v=, residual=, sink=
 	for _, raw := range strings.Split(orig, ",") {
 		raw = strings.TrimSpace(raw)
 		part := fold(raw)
@@ -98,6 +100,12 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 		}
 		_, rawVal, _ := strings.Cut(raw, "=")
 		key, val, rawVal = strings.TrimSpace(key), strings.TrimSpace(val), strings.TrimSpace(rawVal)
+		if key == "k" || key == "v" || key == "residual" || key == "sink" {
+			if given[key] {
+				return Spec{}, bad("%s= given twice", key)
+			}
+			given[key] = true
+		}
 		switch {
 		case key == "k" || key == "v":
 			f, err := r.Lookup(rawVal)

@@ -24,12 +24,20 @@ func (s Spec) CheckLayers(n int) error {
 		switch {
 		case from < 0 || from >= n || to < 0 || to >= n:
 			if n == 1 {
-				return fmt.Errorf("%w %q: %s: the model has 1 layer (valid: L0, or L-1)", ErrBadSpec, s.text, name)
+				return fmt.Errorf("%w %q: %s: the model has 1 layer (valid: L0, or L-1)", ErrBadSpec, s.quoted(), name)
 			}
-			return fmt.Errorf("%w %q: %s: the model has %d layers (valid: L0 to L%d, or L-%d to L-1)", ErrBadSpec, s.text, name, n, n-1, n)
+			return fmt.Errorf("%w %q: %s: the model has %d layers (valid: L0 to L%d, or L-%d to L-1)", ErrBadSpec, s.quoted(), name, n, n-1, n)
 		case from > to:
-			return fmt.Errorf("%w %q: %s selects no layer of a %d-layer model (layers %d to %d)", ErrBadSpec, s.text, name, n, from, to)
+			return fmt.Errorf("%w %q: %s selects no layer of a %d-layer model (layers %d to %d)", ErrBadSpec, s.quoted(), name, n, from, to)
 		}
 	}
 	return nil
+}
+
+// quoted is the spec as typed, for errors (String is lower-cased).
+func (s Spec) quoted() string {
+	if s.typed != "" {
+		return s.typed
+	}
+	return s.text
 }

@@ -89,6 +89,9 @@ func (f turboFormat) NewCodec(p CodecParams) (Codec, error) {
 	if p.Dim <= 0 || p.Dim*f.bits%8 != 0 {
 		return nil, fmt.Errorf("%w: %s: head size %d does not pack into whole bytes at %d bits", ErrDim, f.Name(), p.Dim, f.bits)
 	}
+	if p.Dim > MaxHeadDim {
+		return nil, fmt.Errorf("%w: %s: head size %d (at most %d)", ErrDim, f.Name(), p.Dim, MaxHeadDim)
+	}
 	f.tab.mu.Lock()
 	rot, ok := f.tab.rots[p.Dim]
 	if !ok {

@@ -69,6 +69,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	c.Heads = u("attention.head_count")
 	c.KVHeads = uOpt("attention.head_count_kv", c.Heads)
 	c.ContextLen = uOpt("context_length", 0)
+	if _, ok := gf.Get(arch + ".context_length"); ok && c.ContextLen == 0 {
+		// Absent, the context is unknown; written as 0, the file is wrong
+		// (generation would run on with no bound).
+		errs = append(errs, fmt.Errorf("%w: %s.context_length is 0", ErrModel, arch))
+	}
 	c.RMSEps = float32(fOpt("attention.layer_norm_rms_epsilon", 1e-5))
 	c.RopeTheta = fOpt("rope.freq_base", 10000)
 	if c.Heads > 0 {

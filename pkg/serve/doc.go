@@ -38,8 +38,9 @@
 // context (the message gives the numbers) or a model without a chat
 // template; 401 a missing or wrong API key; 404 an unknown model or path;
 // 405 a wrong method; 413 a body over Options.MaxBodyBytes, or a request
-// that can never fit its cache's KV pool; 429 when the cache's waiting
-// queue holds Options.MaxWaiting requests; 500 a failure inside the engine
+// that can never fit its cache's KV pool; 429 (with Retry-After) when the
+// cache's waiting queue holds Options.MaxWaiting requests, or the engine's
+// own engine.Options.MaxWaiting, which it decides atomically; 500 a failure inside the engine
 // or a handler (a handler's panic is recovered and the server keeps
 // serving); 503 when the engine is not running or the server is shutting
 // down. After a stream has started an error arrives as a last event

@@ -200,6 +200,8 @@ func submitError(err error) *apiError {
 		return &apiError{status: http.StatusRequestEntityTooLarge, message: msg, typ: typeInvalid, code: "kv_cache_too_small"}
 	case errors.Is(err, engine.ErrRequest):
 		return &apiError{status: http.StatusBadRequest, message: msg, typ: typeInvalid, code: "invalid_value"}
+	case errors.Is(err, engine.ErrBusy):
+		return &apiError{status: http.StatusTooManyRequests, message: strings.TrimPrefix(msg, "engine: ") + "; retry later", typ: typeLimit, code: "rate_limit_exceeded"}
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, message: "the engine is not running", typ: typeServer, code: "engine_unavailable"}
 	}

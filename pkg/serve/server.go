@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,7 +57,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxWaiting refuses a request (429) when its cache's waiting queue,
 	// as of the engine's last step, holds this many; default 1024, < 0 no
-	// limit.
+	// limit. A burst can pass this check between two steps: give the
+	// engine the same engine.Options.MaxWaiting, which the engine decides
+	// atomically with the queueing (kvq serve does).
 	MaxWaiting int
 	// ShutdownGrace is how long Serve lets in-flight requests finish after
 	// its context ends before cancelling them; default 10 s.
@@ -86,6 +89,8 @@ type Server struct {
 	base       context.Context // requests' parent in Serve
 	cancelBase context.CancelFunc
 	served     atomic.Bool
+	force      chan struct{} // closed by Close
+	forceOnce  sync.Once
 
 	testHook func(*http.Request) // tests: runs first in every request
 }
@@ -150,6 +155,7 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	_, _ = rand.Read(b[:])
 	s.idBase = hex.EncodeToString(b[:])
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.force = make(chan struct{})
 	return s, nil
 }
 
@@ -395,8 +401,15 @@ func (s *Server) tooLarge(n int64) *apiError {
 	return &apiError{status: http.StatusRequestEntityTooLarge, message: msg, typ: typeInvalid, code: "request_too_large"}
 }
 
-// fail writes an error response.
+// retryAfter is the Retry-After of a 429 (seconds): a queue of waiting
+// requests drains in about that time on the models kvq serves.
+const retryAfter = "1"
+
+// fail writes an error response; a 429 carries Retry-After.
 func (s *Server) fail(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	s.writeJSON(w, e.status, errorBody(e))
 }
 
@@ -443,11 +456,14 @@ func marshal(v any) ([]byte, error) {
 }
 
 // Serve accepts connections on ln until ctx ends, then shuts down
-// gracefully: it stops accepting, /health answers 503, in-flight requests
-// get Options.ShutdownGrace to finish, and are then cancelled (a stream
-// ends with an error event, its engine request is aborted). It returns
-// nil after such a shutdown, or the error that stopped the listener.
-// Serve may be called once.
+// gracefully: in-flight requests get Options.ShutdownGrace to finish,
+// and are then cancelled (a stream ends with an error event, its engine
+// request is aborted). While they finish, the server still accepts
+// connections and answers /health and new requests with 503 (so that a
+// load balancer's health check sees the drain); once none is in flight,
+// or the grace is over, it stops accepting. Close during the grace ends
+// it at once (a second Ctrl-C). It returns nil after such a shutdown, or
+// the error that stopped the listener. Serve may be called once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.served.Swap(true) {
 		return errors.New("serve: Serve called twice")
@@ -469,13 +485,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.draining.Store(true)
 	grace, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.force:
+			cancel()
+		case <-grace.Done():
+		}
+	}()
+	// Still accepting, answering 503, until the requests in flight end.
+	for s.active.Load() > 0 && grace.Err() == nil {
+		select {
+		case <-grace.Done():
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	err := hs.Shutdown(grace)
-	cancel()
 	if err != nil {
 		// The grace is over: cancel what is left, give the handlers a
-		// moment to end their streams, then close their connections.
+		// moment to end their streams (none after Close), then close
+		// their connections.
 		s.cancelBase()
-		for deadline := time.Now().Add(2 * time.Second); s.active.Load() > 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(2 * time.Second); s.active.Load() > 0 && time.Now().Before(deadline) && !s.closed(); {
 			time.Sleep(5 * time.Millisecond)
 		}
 		hs.Close()
@@ -485,6 +516,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// Close ends a Serve that is shutting down at once, as a second Ctrl-C
+// does with uvicorn and vLLM: requests still in flight are cancelled and
+// their connections closed without waiting for the grace. Before the
+// shutdown it only marks the server, so that its shutdown is immediate.
+func (s *Server) Close() { s.forceOnce.Do(func() { close(s.force) }) }
+
+func (s *Server) closed() bool {
+	select {
+	case <-s.force:
+		return true
+	default:
+		return false
+	}
 }
 
 // finite makes a log-probability encodable: -Inf as vLLM writes it

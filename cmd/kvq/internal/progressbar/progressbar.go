@@ -66,7 +66,8 @@ func (b *Bar) Set(done, total int) {
 }
 
 // Finish clears the bar, or stops the plain lines (with a last line when
-// any was printed). It may be called more than once.
+// any was printed: "finished after", or "stopped after" short of the
+// total). It may be called more than once.
 func (b *Bar) Finish() {
 	switch {
 	case b.log != nil:
@@ -129,7 +130,13 @@ func (l *logBar) line(final bool) {
 	elapsed := time.Since(l.start)
 	l.printed = true
 	if final {
-		fmt.Fprintf(l.w, "%s: %d/%d, finished after %s\n", l.desc, l.n, l.total, round(elapsed))
+		// Short of the total, the work was stopped (Ctrl-C, an error): it
+		// did not finish.
+		how := "finished"
+		if l.n < l.total {
+			how = "stopped"
+		}
+		fmt.Fprintf(l.w, "%s: %d/%d, %s after %s\n", l.desc, l.n, l.total, how, round(elapsed))
 		return
 	}
 	pct := ""

@@ -45,13 +45,26 @@ func TestLogLines(t *testing.T) {
 	if n := strings.Count(out, "eval tasks: 4/10 (40%) after"); n < 1 || !regexp.MustCompile(`4/10 \(40%\) after [0-9.]+m?s, ETA [0-9.]+m?s`).MatchString(out) {
 		t.Errorf("no done/total line with an ETA:\n%s", out)
 	}
-	if !regexp.MustCompile(`eval tasks: 4/10, finished after \S+\n$`).MatchString(out) {
-		t.Errorf("no last line:\n%s", out)
+	// Finished at 4 of 10: stopped (a cancelled eval said "finished").
+	if !regexp.MustCompile(`eval tasks: 4/10, stopped after \S+\n$`).MatchString(out) {
+		t.Errorf("no last line saying stopped:\n%s", out)
 	}
 	before := out
 	time.Sleep(50 * time.Millisecond)
 	if w.String() != before {
 		t.Errorf("lines after Finish:\n%s", w.String())
+	}
+}
+
+// TestLogFinished: the last line of work done to its total says finished.
+func TestLogFinished(t *testing.T) {
+	var w syncBuffer
+	b := New(&w, 3, "calibrate", Options{Interval: 20 * time.Millisecond})
+	time.Sleep(50 * time.Millisecond)
+	b.Set(3, 3)
+	b.Finish()
+	if out := w.String(); !regexp.MustCompile(`calibrate: 3/3, finished after \S+\n$`).MatchString(out) {
+		t.Errorf("no last line saying finished:\n%s", out)
 	}
 }
 

@@ -199,8 +199,34 @@ func (o *Options) Validate() error {
 			return cmdutil.FlagErrorf("%s %d: must be positive", c.flag, c.v)
 		}
 	}
-	if o.Warmups < 0 || o.Threads < 0 || !(o.RangeRatio >= 0 && o.RangeRatio < 1) || !(o.Burstiness > 0) || !(o.SLOPct > 0 && o.SLOPct <= 100) || o.Timeout < 0 {
-		return cmdutil.FlagErrorf("--warmups, --threads ≥ 0; --range-ratio in [0, 1); --burstiness > 0; --slo-percentile in (0, 100]; --timeout ≥ 0")
+	// Warm-ups and decode-sweep repetitions are requests too.
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"--warmups", o.Warmups}, {"--depth-reps", o.DepthReps}} {
+		if c.v > bench.MaxPrompts {
+			return cmdutil.FlagErrorf("%s %d: at most %d (requests, as --num-prompts)", c.flag, c.v, bench.MaxPrompts)
+		}
+	}
+	if o.NumPrompts > bench.MaxPrompts {
+		return cmdutil.FlagErrorf("--num-prompts %d: at most %d (the requests are built and held before the run)", o.NumPrompts, bench.MaxPrompts)
+	}
+	for _, c := range []struct {
+		bad  bool
+		flag string
+		v    any
+		want string
+	}{
+		{o.Warmups < 0, "--warmups", o.Warmups, "must be ≥ 0"},
+		{o.Threads < 0, "--threads", o.Threads, "must be ≥ 0"},
+		{!(o.RangeRatio >= 0 && o.RangeRatio < 1), "--range-ratio", o.RangeRatio, "must be in [0, 1)"},
+		{!(o.Burstiness > 0), "--burstiness", o.Burstiness, "must be > 0"},
+		{!(o.SLOPct > 0 && o.SLOPct <= 100), "--slo-percentile", o.SLOPct, "must be in (0, 100]"},
+		{o.Timeout < 0, "--timeout", o.Timeout, "must be ≥ 0"},
+	} {
+		if c.bad {
+			return cmdutil.FlagErrorf("%s %v: %s", c.flag, c.v, c.want)
+		}
 	}
 	if err := o.Device.Check(); err != nil {
 		return err
@@ -317,6 +343,8 @@ func (o *Options) workload(m *runtime.Model) ([]bench.Request, error) {
 		if !o.outputLenSet {
 			w.OutputLen = 0 // the file's own lengths
 		}
+	} else if (o.Dataset == "random" || o.Dataset == "fixed") && o.InputLen > bench.MaxPromptTokens/o.NumPrompts {
+		return nil, cmdutil.FlagErrorf("--num-prompts %d × --input-len %d: at most %d prompt tokens in all", o.NumPrompts, o.InputLen, bench.MaxPromptTokens)
 	}
 	reqs, err := bench.ModelWorkload(m, w)
 	var ce *bench.ContextError
@@ -345,9 +373,26 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
-	reqs, err := o.workload(m)
-	if err != nil {
-		return err
+	// Up to bench.MaxPrompts requests take seconds to build, and the
+	// builders take no context: Ctrl-C is not kept waiting for them.
+	type built struct {
+		reqs []bench.Request
+		err  error
+	}
+	ready := make(chan built, 1)
+	go func() {
+		reqs, err := o.workload(m)
+		ready <- built{reqs, err}
+	}()
+	var reqs []bench.Request
+	select {
+	case b := <-ready:
+		if b.err != nil {
+			return b.err
+		}
+		reqs = b.reqs
+	case <-ctx.Done():
+		return fmt.Errorf("bench: building the requests: %w", ctx.Err())
 	}
 	mo, err := o.measureOptions(ctx, m, reqs)
 	if err != nil {
@@ -421,8 +466,14 @@ func (o *Options) kvBudget(ctx context.Context, m *runtime.Model, reqs []bench.R
 		return budget, fmt.Sprintf("--gpu %s, kvq estimate's memory model at utilization %g", o.GPU, o.Utilization), nil
 	}
 	budget, err := bench.SeqBudget(m, o.specs[0], reqs, o.BudgetSeqs)
-	if err != nil {
+	switch {
+	case errors.Is(err, bench.ErrBudget):
+		return 0, "", cmdutil.FlagErrorf("--budget-seqs %d: %w", o.BudgetSeqs, err)
+	case err != nil:
 		return 0, "", cmdutil.FlagErrorf("--cache %s: %w", o.specs[0].String(), err)
+	}
+	if err := cmdutil.CheckKVMemory("--budget-seqs", budget, fmt.Sprintf("%d requests", o.BudgetSeqs)); err != nil {
+		return 0, "", err
 	}
 	return budget, fmt.Sprintf("--budget-seqs %d", o.BudgetSeqs), nil
 }

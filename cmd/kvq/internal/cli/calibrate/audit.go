@@ -127,9 +127,10 @@ func (o *AuditOptions) run(ctx context.Context) error {
 		if m.ContextLen > 0 {
 			seqLen = min(seqLen, m.ContextLen)
 		}
-		if aopts.Data, err = calibrate.LoadData(m, calibrate.DataOptions{Paths: o.Data, Samples: o.Samples, SeqLen: seqLen, Seed: o.Seed}); err != nil {
+		if aopts.Data, err = calibrate.LoadData(ctx, m, calibrate.DataOptions{Paths: o.Data, Samples: o.Samples, SeqLen: seqLen, Seed: o.Seed}); err != nil {
 			return cmdutil.UsageError(err)
 		}
+		warnShortData(o.IO.ErrOut, o.Data, aopts.Data, o.Samples, seqLen)
 		if aopts.Backend, err = o.backend(ctx, o.IO); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ func (d *DataFlags) bind(cmd *cobra.Command, reg *backend.Registry) {
 	fl := cmd.Flags()
 	cmdutil.AddModelFlag(fl, &d.Model)
 	cmdutil.AddTokenizerFlag(fl, &d.Tokenizer)
-	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts)")
+	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts); a file that is not text is refused, and data for fewer than --samples samples is warned about")
 	fl.IntVar(&d.Samples, "samples", 32, "calibration sequences (one forward batch each)")
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
 	fl.Uint64Var(&d.Seed, "seed", 1, "selects the calibration windows and records, and the random warm-up tokens")
@@ -60,6 +61,9 @@ func (d *DataFlags) validate() error {
 	}
 	if d.SeqLen < 2 {
 		return cmdutil.FlagErrorf("--seq-len %d: must be at least 2", d.SeqLen)
+	}
+	if limit := calibrate.MaxSamples(d.SeqLen); d.Samples > limit {
+		return cmdutil.FlagErrorf("--samples %d: at most %d sequences of --seq-len %d (%d calibration tokens in all)", d.Samples, limit, d.SeqLen, calibrate.MaxTokens)
 	}
 	if d.Threads < 0 {
 		return cmdutil.FlagErrorf("--threads %d: must be ≥ 0", d.Threads)
@@ -85,12 +89,23 @@ func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runti
 	if m.ContextLen > 0 {
 		seqLen = min(seqLen, m.ContextLen)
 	}
-	data, err := calibrate.LoadData(m, calibrate.DataOptions{Paths: d.Data, Samples: d.Samples, SeqLen: seqLen, Seed: d.Seed})
+	data, err := calibrate.LoadData(ctx, m, calibrate.DataOptions{Paths: d.Data, Samples: d.Samples, SeqLen: seqLen, Seed: d.Seed})
 	if err != nil {
 		m.Close()
 		return nil, nil, cmdutil.UsageError(err)
 	}
+	warnShortData(errOut.ErrOut, d.Data, data, d.Samples, seqLen)
 	return m, data, nil
+}
+
+// warnShortData says on w when the --data files give fewer samples than
+// --samples asks for: scales from a few tokens describe those tokens, not
+// the model's traffic.
+func warnShortData(w io.Writer, paths []string, data *calibrate.Data, samples, seqLen int) {
+	if n := len(data.Samples); len(paths) > 0 && n < samples {
+		fmt.Fprintf(w, "kvq: warning: --data gives %d sample(s), %d tokens in all, fewer than --samples %d of up to %d tokens: the scales describe only that data\n",
+			n, data.Tokens(), samples, seqLen)
+	}
 }
 
 // record runs the model over the data with a progress bar.
@@ -186,6 +201,8 @@ round-trip error, and the teacher-forced KL divergence and top-1 agreement
 against fp16, and recommends the best with its margin and whether it
 exceeds noise.
 
+--out defaults to ./kvq-calibration, in the current directory (kvq's own
+repository ignores it in .gitignore; add it to yours, or give --out).
 Nothing is written until everything is computed: Ctrl-C leaves --out as it
 was. On the built-in model (no --model) it takes about 10 s on 2 cores with
 the defaults, --compare included.
@@ -222,7 +239,7 @@ the defaults, --compare included.
 	fl.IntVar(&o.Ctx, "ctx", 0, "--compare chunk size in tokens (default: the model's context, at most 2048)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "--compare scores at most this many chunks (0: all)")
 	fl.StringVar(&o.Codebook, "codebook", "", "also fit KVQuant codebooks for these formats (kvquant4,kvquant3,kvquant2), written as codebook-FORMAT.json")
-	fl.StringVar(&o.Out, "out", "kvq-calibration", "directory the scales are written to")
+	fl.StringVar(&o.Out, "out", "kvq-calibration", "directory the scales are written to (in the current directory by default)")
 	fl.BoolVar(&o.Force, "force", false, "overwrite scales already in --out")
 	fl.BoolVar(&o.Checkpoint, "write-checkpoint", false, "also write the scales into the model's Hugging Face directory (kv_scales.safetensors, config.json's kv_cache_scheme; originals kept as .kvq-backup)")
 	fl.StringVar(&o.Stats, "stats", "", "also write the statistics as JSON to this file")

@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"fmt"
 
+	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/quant"
 )
 
@@ -33,3 +34,15 @@ func CheckKVMemory(flag string, need int64, what string) error {
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// ParseSize parses flag's value v as a byte size ("8MiB", "80GB"): a
+// value that does not parse is a usage error naming the flag and the units,
+// without the parser's package prefix ("--max-body "0": ...", not
+// "estimate: bad size").
+func ParseSize(flag, v string) (int64, error) {
+	b, err := estimate.ParseBytes(v)
+	if err != nil {
+		return 0, FlagErrorf("%s %q: not a size: add a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB or TB), as in 8MiB", flag, v)
+	}
+	return b, nil
+}

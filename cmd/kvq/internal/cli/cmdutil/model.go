@@ -30,16 +30,32 @@ func ResolveModel(path string, errOut io.Writer) (string, error) {
 	if !ok {
 		return "", &FlagError{Err: ErrNoDefaultModel}
 	}
-	root, err := extractRoot(os.UserCacheDir, os.TempDir())
-	if err != nil {
-		return "", fmt.Errorf("built-in model: %w", err)
-	}
-	dir, err := extract(fsys, root, errOut)
+	dir, err := extractBuiltin(fsys, os.UserCacheDir, os.TempDir(), errOut)
 	if err != nil {
 		return "", fmt.Errorf("built-in model: %w", err)
 	}
 	fmt.Fprintf(errOut, "kvq: no --model given; using the built-in %s model (%s)\n", models.ProbeModelName, dir)
 	return dir, nil
+}
+
+// extractBuiltin extracts fsys under extractRoot, or, when that cannot be
+// written (a read-only HOME, a full disk), under a private directory of
+// tmp, saying so on errOut: an unwritable cache does not make the built-in
+// model unusable.
+func extractBuiltin(fsys fs.FS, userCacheDir func() (string, error), tmp string, errOut io.Writer) (string, error) {
+	root, err := extractRoot(userCacheDir, tmp)
+	if err == nil {
+		var dir string
+		if dir, err = extract(fsys, root, errOut); err == nil {
+			return dir, nil
+		}
+	}
+	priv, terr := privateTempDir(tmp)
+	if terr != nil || priv == root {
+		return "", err
+	}
+	fmt.Fprintf(errOut, "kvq: cannot extract the built-in model under %s (%v); using %s\n", root, err, priv)
+	return extract(fsys, priv, errOut)
 }
 
 // extractRoot returns the directory the built-in model is extracted under:

@@ -256,3 +256,32 @@ func TestResolveModelWithoutHome(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestExtractUnwritableCache: a user cache directory that cannot be
+// written (here a path under a regular file, which fails for root too)
+// falls back to a private directory under tmp, with a note, instead of
+// making the built-in model unusable.
+func TestExtractUnwritableCache(t *testing.T) {
+	if goruntime.GOOS == "windows" {
+		t.Skip("Unix ownership and modes")
+	}
+	file := filepath.Join(t.TempDir(), "home-is-a-file")
+	if err := os.WriteFile(file, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	var note bytes.Buffer
+	dir, err := extractBuiltin(testModel(), func() (string, error) { return filepath.Join(file, ".cache"), nil }, tmp, &note)
+	if err != nil {
+		t.Fatalf("extractBuiltin with an unwritable cache: %v", err)
+	}
+	root := filepath.Dir(dir)
+	fi, err := os.Lstat(root)
+	if filepath.Dir(root) != tmp || err != nil || !private(fi) {
+		t.Errorf("extracted to %s (%v): want a private kvq-<uid>-* directory under %s", dir, err, tmp)
+	}
+	checkCopy(t, dir, testModel())
+	if !strings.Contains(note.String(), "cannot extract the built-in model under "+filepath.Join(file, ".cache", "kvq")) || !strings.Contains(note.String(), root) {
+		t.Errorf("note %q: want the unwritable directory and the one used", note.String())
+	}
+}

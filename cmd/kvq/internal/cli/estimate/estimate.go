@@ -312,9 +312,9 @@ func (o *Options) memory(p *estimate.Plan) error {
 		if v == "" {
 			return nil, nil
 		}
-		b, err := estimate.ParseBytes(v)
+		b, err := cmdutil.ParseSize("--"+flag, v)
 		if err != nil {
-			return nil, cmdutil.FlagErrorf("--%s: %w", flag, err)
+			return nil, err
 		}
 		if positive && b <= 0 {
 			return nil, cmdutil.FlagErrorf("--%s %s: must be positive", flag, v)
@@ -425,6 +425,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if lim := m.MaxModelLen(); lim > 0 && o.plan.MaxModelLen > lim && !o.plan.AllowLongMaxModelLen {
 		return cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which %s refuses: pass --allow-long-max-model-len (or set %s=1) to estimate it anyway",
 			o.plan.MaxModelLen, lim, m.MaxModelLenSource(), engineName[o.plan.Engine], allowLongEnv[o.plan.Engine])
+	}
+	// Each rank holds at least one attention head and one layer.
+	if m.Heads > 0 && o.plan.TP > m.Heads {
+		if !o.tpSet && o.gpusSet { // the tensor-parallel size came from --gpus
+			return cmdutil.FlagErrorf("--gpus %d: a tensor-parallel size of %d, more than the model's %d attention heads (at most %d)", o.GPUs, o.plan.TP, m.Heads, m.Heads)
+		}
+		return cmdutil.FlagErrorf("--tp %d: more than the model's %d attention heads (at most %d)", o.plan.TP, m.Heads, m.Heads)
+	}
+	if m.Layers > 0 && o.plan.PP > m.Layers {
+		return cmdutil.FlagErrorf("--pp %d: more than the model's %d layers (at most %d)", o.plan.PP, m.Layers, m.Layers)
 	}
 	p := o.plan
 	p.Model = m

@@ -27,7 +27,7 @@ func TestLimits(t *testing.T) {
 		{"max-model-len above the model's, sglang", []string{"--engine", "sglang", "--max-model-len", "200k"}, 2, "which SGLang refuses: pass --allow-long-max-model-len (or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)"},
 		{"max-model-len at the model's", []string{"--max-model-len", "128k"}, 0, ""},
 		{"max-model-len allowed", []string{"--max-model-len", "1000000", "--allow-long-max-model-len"}, 0, ""},
-		{"layer override past the model", []string{"--cache", "int4,L32=fp16"}, 2, "--cache: quant: bad cache spec \"int4,l32=fp16\": L32: the model has 32 layers (valid: L0 to L31, or L-32 to L-1)"},
+		{"layer override past the model", []string{"--cache", "int4,L32=fp16"}, 2, "--cache: quant: bad cache spec \"int4,L32=fp16\": L32: the model has 32 layers (valid: L0 to L31, or L-32 to L-1)"},
 		{"layer override in the model", []string{"--cache", "int4,L31=fp16,L-32=fp16"}, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -243,6 +243,20 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 			return cmdutil.FlagErrorf("%s %d: must be positive", c.name, c.v)
 		}
 	}
+	// The counts that size the built-in suites: each at most
+	// eval.MaxExamples, and the grid's cells in all too (it has one
+	// context at least).
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"-n", o.N}, {"--grid-depths", o.GridDepth}, {"--grid-n", o.GridN}} {
+		if c.v > eval.MaxExamples {
+			return cmdutil.FlagErrorf("%s %d: at most %d (examples a suite draws into memory before scoring)", c.name, c.v, eval.MaxExamples)
+		}
+	}
+	if o.GridDepth*o.GridN > eval.MaxExamples {
+		return cmdutil.FlagErrorf("--grid-depths %d × --grid-n %d: at most %d grid examples in all", o.GridDepth, o.GridN, eval.MaxExamples)
+	}
 	for _, c := range []struct {
 		name string
 		v    int
@@ -438,7 +452,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
-	opts, data, err := o.options(m)
+	opts, data, err := o.options(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -521,7 +535,7 @@ func (o *Options) Run(ctx context.Context) error {
 
 // options turns the flags into eval.Options for model m, with the inputs'
 // identities.
-func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, error) {
+func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, []eval.DataInfo, error) {
 	var data []eval.DataInfo
 	specs := o.specs
 	if o.KOrder == "gguf" && m.RopeNeoX {
@@ -599,7 +613,7 @@ func (o *Options) options(m *runtime.Model) (eval.Options, []eval.DataInfo, erro
 		}
 	}
 	if len(o.suites) > 0 {
-		suites, err := eval.BuildSuites(o.suites, eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
+		suites, err := eval.BuildSuites(ctx, o.suites, eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
 			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx,
 			RulerLengths: o.rulerLen, Tokens: func(s string) int { return len(m.Tokenizer.Encode(s, true)) }})
 		if errors.Is(err, datasets.ErrRulerLength) {

@@ -37,6 +37,10 @@ Any listed name can be used in a cache spec (--cache): a format, optionally
 with options after colons (int4:g32:channel), or K and V separately
 (k=int8,v=int4), with modifiers residual=N (recent tokens in fp16), sink=N
 (first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).
+A per-token group larger than the head size is cut to it: int4:g32 on a
+head size of 8 stores one group of 8 values per token, as int4:g8 does (the
+table at --head-dim shows the bytes it costs). A key given twice in one
+spec (k=int4,k=int8 to kvq generate) is an error.
 
 ` + cmdutil.ExitCodesHelp(""),
 		Example: `  kvq formats
@@ -44,8 +48,8 @@ with options after colons (int4:g32:channel), or K and V separately
   kvq formats --head-dim 64 --output json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.HeadDim <= 0 {
-				return cmdutil.FlagErrorf("--head-dim %d: must be positive", o.HeadDim)
+			if o.HeadDim <= 0 || o.HeadDim > quant.MaxHeadDim {
+				return cmdutil.FlagErrorf("--head-dim %d: must be 1 to %d (the largest head size the formats serve)", o.HeadDim, quant.MaxHeadDim)
 			}
 			ft, err := render.ParseFormat(o.Output)
 			if err != nil {
@@ -69,7 +73,17 @@ with options after colons (int4:g32:channel), or K and V separately
 
 // Run prints the table.
 func (o *Options) Run(ctx context.Context) error {
-	infos := quant.Formats().Describe(o.HeadDim)
+	// Describing the rotated formats at a large head size that is not a
+	// power of two takes seconds (quant.MaxHeadDim): Ctrl-C is not kept
+	// waiting for it.
+	done := make(chan []quant.Info, 1)
+	go func() { done <- quant.Formats().Describe(o.HeadDim) }()
+	var infos []quant.Info
+	select {
+	case infos = <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("formats: describing the formats at head size %d: %w", o.HeadDim, ctx.Err())
+	}
 	t := render.Table{
 		Title:  fmt.Sprintf("KV-cache formats at head_dim %d (bytes per token per KV head; fp16 = %d)", o.HeadDim, 2*o.HeadDim),
 		Header: []string{"format", "bits/value", "K bytes", "V bytes", "fp16 window", "needs", "what"},

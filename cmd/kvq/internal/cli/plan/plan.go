@@ -197,6 +197,21 @@ func (o *Options) planOptions(m estimate.Model, ref string) (plan.Options, error
 	if lim := m.MaxModelLen(); lim > 0 && o.MaxModelLen > lim {
 		return plan.Options{}, cmdutil.FlagErrorf("--max-model-len %d is greater than the model's maximum of %d (%s), which the engine refuses", o.MaxModelLen, lim, m.MaxModelLenSource())
 	}
+	// A request is at most the model's context (--max-model-len when
+	// given); each rank holds at least one attention head and one layer.
+	ctxLen, ctxWhat := m.MaxModelLen(), "the model's maximum of"
+	if o.MaxModelLen > 0 {
+		ctxLen, ctxWhat = int64(o.MaxModelLen), "--max-model-len"
+	}
+	if ctxLen > 0 && (int64(o.InputLen) > ctxLen || int64(o.OutputLen) > ctxLen-int64(o.InputLen)) {
+		return plan.Options{}, cmdutil.FlagErrorf("--input-len %d plus --output-len %d: more than %s %d tokens a request", o.InputLen, o.OutputLen, ctxWhat, ctxLen)
+	}
+	if m.Heads > 0 && o.TP > m.Heads {
+		return plan.Options{}, cmdutil.FlagErrorf("--tp %d: more than the model's %d attention heads (at most %d)", o.TP, m.Heads, m.Heads)
+	}
+	if m.Layers > 0 && o.PP > m.Layers {
+		return plan.Options{}, cmdutil.FlagErrorf("--pp %d: more than the model's %d layers (at most %d)", o.PP, m.Layers, m.Layers)
+	}
 	opts := plan.Options{Model: m, ModelRef: ref, Engine: o.engine, EngineVersion: o.EngineVersion, TP: o.TP, PP: o.PP,
 		MaxModelLen: o.MaxModelLen, Endpoint: o.Endpoint}
 	if o.Model == "" {

@@ -32,12 +32,12 @@ func TestCacheLayerOverrides(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"generate", []string{"generate", "--model", dir, "--prompt", "the", "-n", "2", "--cache", "int4,L5=fp16"}, `--cache: quant: bad cache spec "int4,l5=fp16": L5: the model has 2 layers (valid: L0 to L1, or L-2 to L-1)`},
+		{"generate", []string{"generate", "--model", dir, "--prompt", "the", "-n", "2", "--cache", "int4,L5=fp16"}, `--cache: quant: bad cache spec "int4,L5=fp16": L5: the model has 2 layers (valid: L0 to L1, or L-2 to L-1)`},
 		{"generate compare", []string{"generate", "--model", dir, "--prompt", "the", "-n", "2", "--compare", "int8,L-3=fp16"}, "--compare: "},
 		{"eval", []string{"eval", "--model", dir, "--cache", "fp16,int4,L2=fp16", "--no-text", "--tasks", "copy", "-n", "1", "--no-speed"}, "--cache: "},
 		{"bench", []string{"bench", "--model", dir, "--cache", "fp16,int4,L0-2=fp16", "--num-prompts", "1", "--depths", "none"}, "L0-2: the model has 2 layers"},
 		{"serve", []string{"serve", "--model", dir, "--cache", "int4,L7=fp16", "--port", "0"}, "L7: the model has 2 layers"},
-		{"estimate", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--cache", "int4,L99=fp16"}, `--cache: quant: bad cache spec "int4,l99=fp16": L99: the model has 32 layers (valid: L0 to L31, or L-32 to L-1)`},
+		{"estimate", []string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100", "--cache", "int4,L99=fp16"}, `--cache: quant: bad cache spec "int4,L99=fp16": L99: the model has 32 layers (valid: L0 to L31, or L-32 to L-1)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, stderr := run(t, tc.args...)

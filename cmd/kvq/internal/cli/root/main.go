@@ -43,7 +43,7 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 		if c != nil {
 			path = c.CommandPath()
 		}
-		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\nRun '%s --help' for usage.\n", err, path)
+		fmt.Fprintf(f.IO.ErrOut, "kvq: %s\nRun '%s --help' for usage.\n", oneLine(err.Error()), path)
 		return cmdutil.ExitUsage
 	case cmdutil.IsInputError(err):
 		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)

@@ -62,6 +62,7 @@ checkpoints) with several caches side by side. Every command that takes
 		version.NewCmd(f),
 	)
 	cmd.InitDefaultHelpCmd()
+	helpTopics(cmd)
 	cmd.InitDefaultCompletionCmd()
 	groups(cmd)
 	fit(cmd, f.IO.Columns())
@@ -95,6 +96,49 @@ func groups(c *cobra.Command) {
 	if run == nil && c.Run == nil {
 		c.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
 	}
+}
+
+// helpTopics makes kvq help refuse an unknown topic with exit code 2 and
+// the nearest command names (cobra's help prints the usage and exits 0).
+func helpTopics(root *cobra.Command) {
+	for _, h := range root.Commands() {
+		if h.Name() != "help" {
+			continue
+		}
+		h.Run = nil
+		h.RunE = func(c *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if target == nil || err != nil || len(rest) > 0 {
+				last := args[len(args)-1]
+				if len(rest) > 0 {
+					last = rest[0]
+				}
+				msg := fmt.Sprintf("unknown help topic %q", strings.Join(args, " "))
+				parent := root
+				if target != nil {
+					parent = target
+				}
+				if s := parent.SuggestionsFor(last); len(s) > 0 {
+					msg += "; did you mean " + strings.Join(s, " or ") + "?"
+				}
+				return &cmdutil.FlagError{Err: fmt.Errorf("%s", msg)}
+			}
+			target.InitDefaultHelpFlag()
+			target.InitDefaultVersionFlag()
+			return target.Help()
+		}
+	}
+}
+
+// oneLine puts cobra's suggestions ("\n\nDid you mean this?\n\teval\n") on
+// the error's line, as kvq's own unknown-command errors have them.
+func oneLine(msg string) string {
+	const did = "\n\nDid you mean this?\n"
+	i := strings.Index(msg, did)
+	if i < 0 {
+		return strings.TrimRight(msg, "\n")
+	}
+	return msg[:i] + "; did you mean " + strings.Join(strings.Fields(msg[i+len(did):]), " or ") + "?"
 }
 
 // fit wraps every command's long help to width columns (lines that fit are

@@ -6,17 +6,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/pkg/engine"
-	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/serve"
 	"github.com/spf13/cobra"
@@ -86,13 +88,15 @@ Errors (OpenAI's {"error": {"message", "type", "param", "code"}}):
   401 missing or wrong API key (--api-key or $` + APIKeyEnv + `; /v1/ paths only)
   404 unknown model or path      405 wrong method
   413 body over --max-body, or a request no KV pool can ever hold
-  429 the cache's waiting queue holds --max-waiting requests
+  429 the cache's waiting queue holds --max-waiting requests (Retry-After: 1)
   500 a failure inside the server  503 engine not running, or shutting down
 
 Metrics (labels model_name and cache):
 ` + indent(serve.MetricsHelp, "  ") + `
-On SIGINT or SIGTERM it stops accepting connections, lets the requests in
-flight finish for up to --shutdown-grace, cancels the rest and exits 0.
+On SIGINT or SIGTERM it lets the requests in flight finish for up to
+--shutdown-grace, answering /health and new requests with 503 meanwhile,
+then stops accepting connections, cancels the rest and exits 0. A second
+SIGINT or SIGTERM cancels the requests in flight and exits at once.
 
 Exit codes: 0 after a shutdown, 1 runtime failure (the port in use), 2 usage
 error (bad flag, unreadable model).`,
@@ -176,15 +180,15 @@ func (o *Options) Validate() error {
 		return cmdutil.FlagErrorf("--served-model-name %q: '@' separates a name from its cache", o.ServedName)
 	}
 	if o.KVBudget != "" {
-		if o.budget, err = estimate.ParseBytes(o.KVBudget); err != nil {
-			return cmdutil.FlagErrorf("--kv-budget: %w", err)
+		if o.budget, err = cmdutil.ParseSize("--kv-budget", o.KVBudget); err != nil {
+			return err
 		}
 		if o.budget <= 0 {
 			return cmdutil.FlagErrorf("--kv-budget %s: must be positive", o.KVBudget)
 		}
 	}
-	if o.maxBody, err = estimate.ParseBytes(o.MaxBody); err != nil {
-		return cmdutil.FlagErrorf("--max-body: %w", err)
+	if o.maxBody, err = cmdutil.ParseSize("--max-body", o.MaxBody); err != nil {
+		return err
 	}
 	if o.maxBody <= 0 {
 		return cmdutil.FlagErrorf("--max-body %s: must be positive", o.MaxBody)
@@ -245,7 +249,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be})
+	// The engine decides --max-waiting atomically with the queueing (the
+	// server's own check reads statistics a burst outruns).
+	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be, MaxWaiting: max(o.MaxWaiting, 0)})
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}
@@ -282,8 +288,34 @@ func (o *Options) Run(ctx context.Context) error {
 		routed = " (NAME split by --route " + strings.Join(o.Routes, " ") + ")"
 	}
 	fmt.Fprintf(o.IO.ErrOut, "kvq serve: listening on http://%s, models %s%s\n", net.JoinHostPort(o.Host, port), strings.Join(s.ModelIDs(), ", "), routed)
+	served := make(chan struct{})
+	defer close(served)
+	go secondSignal(served, s, o.IO.ErrOut)
 	if err := s.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
+}
+
+// secondSignal ends the shutdown at once (s.Close) at a second SIGINT or
+// SIGTERM, as uvicorn and vLLM do: the first, which ends Run's context in
+// kvq's main, starts the graceful shutdown; it is counted here too, so that a
+// second one arriving as soon as ctx ends is not lost.
+func secondSignal(served <-chan struct{}, s *serve.Server, errOut io.Writer) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	for n := 0; ; {
+		select {
+		case <-served:
+			return
+		case <-sig:
+			if n++; n < 2 {
+				continue
+			}
+			fmt.Fprintln(errOut, "kvq serve: second signal: stopping now, cancelling the requests in flight")
+			s.Close()
+			return
+		}
+	}
 }

@@ -72,5 +72,5 @@ var (
 	ErrOptions = errors.New("bench: bad options")
 	// ErrBudget reports a KV budget that cannot be represented (more than
 	// 2^63 bytes).
-	ErrBudget = kvqerr.New("bench: KV budget too large")
+	ErrBudget = kvqerr.New("bench: bad KV budget")
 )

@@ -112,7 +112,7 @@ func SeqBudget(m *runtime.Model, spec quant.Spec, reqs []Request, seqs int) (int
 	}
 	cost := l.SeqCost(longest)
 	if cost > 0 && int64(seqs) > math.MaxInt64/cost {
-		return 0, fmt.Errorf("%w: %d sequences of %d tokens need more than 2^63 bytes", ErrBudget, seqs, longest)
+		return 0, fmt.Errorf("%w: a KV budget past 2^63 bytes (%d sequences of %d tokens)", ErrBudget, seqs, longest)
 	}
 	return cost * int64(seqs), nil
 }

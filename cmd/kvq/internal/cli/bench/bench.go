@@ -343,7 +343,8 @@ func (o *Options) workload(m *runtime.Model) ([]bench.Request, error) {
 		if !o.outputLenSet {
 			w.OutputLen = 0 // the file's own lengths
 		}
-	} else if (o.Dataset == "random" || o.Dataset == "fixed") && o.InputLen > bench.MaxPromptTokens/o.NumPrompts {
+	} else if (o.Dataset == "random" || o.Dataset == "fixed") && o.InputLen <= m.MaxSeqLen() && o.InputLen > bench.MaxPromptTokens/o.NumPrompts {
+		// (A request past the context is ModelWorkload's error, named first.)
 		return nil, cmdutil.FlagErrorf("--num-prompts %d × --input-len %d: at most %d prompt tokens in all", o.NumPrompts, o.InputLen, bench.MaxPromptTokens)
 	}
 	reqs, err := bench.ModelWorkload(m, w)
@@ -468,7 +469,7 @@ func (o *Options) kvBudget(ctx context.Context, m *runtime.Model, reqs []bench.R
 	budget, err := bench.SeqBudget(m, o.specs[0], reqs, o.BudgetSeqs)
 	switch {
 	case errors.Is(err, bench.ErrBudget):
-		return 0, "", cmdutil.FlagErrorf("--budget-seqs %d: %w", o.BudgetSeqs, err)
+		return 0, "", cmdutil.FlagErrorf("--budget-seqs %d: a KV budget past 2^63 bytes", o.BudgetSeqs)
 	case err != nil:
 		return 0, "", cmdutil.FlagErrorf("--cache %s: %w", o.specs[0].String(), err)
 	}

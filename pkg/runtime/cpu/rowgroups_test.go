@@ -65,3 +65,43 @@ func TestRowGroups(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRowGroupsDecode compares a batched decode step's product over
+// 16 rows (2048×2048 weights, one worker) plain, where the rows take the
+// 4-token kernel, and through RowGroups, where each takes the one-row
+// kernel (the price of batch invariance).
+func BenchmarkRowGroupsDecode(b *testing.B) {
+	const rows, cols, nt = 2048, 2048, 16
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := make([]float32, rows*cols)
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64())
+	}
+	x := make([]float32, nt*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	ones := make([]int, nt)
+	for i := range ones {
+		ones[i] = 1
+	}
+	for _, dt := range []tensor.DType{tensor.F16, tensor.Q80} {
+		be := cpu.New(1)
+		m, err := be.Upload(modeltest.WeightFromF32("w", dt, rows, cols, vals))
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst, _ := be.UploadF32(make([]float32, nt*rows))
+		src, _ := be.UploadF32(x)
+		for _, v := range []struct {
+			name string
+			be   backend.Backend
+		}{{"plain", be}, {"rowgroups", be.RowGroups(ones)}} {
+			b.Run(dt.String()+"/"+v.name, func(b *testing.B) {
+				for b.Loop() {
+					v.be.MatMul(dst, src, nt, m)
+				}
+			})
+		}
+	}
+}

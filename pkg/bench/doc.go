@@ -3,7 +3,9 @@
 //
 //   - Workloads (Fixed, Random, FromFile, BuiltIn): deterministic, seeded
 //     lists of Requests, each with its prompt both as token ids (for the
-//     in-process engine) and as text (for OpenAI-compatible endpoints).
+//     in-process engine, and for OpenAI-compatible endpoints with Fixed
+//     and Random, as vllm bench sends its random dataset) and as text
+//     (for endpoints with the other workloads, and for chat).
 //     Fixed and Random follow vLLM's random dataset, FromFile reads JSONL
 //     prompts, chat messages or ShareGPT conversations as vLLM's sharegpt
 //     dataset does, BuiltIn draws kvq's own eval-split stories and tasks.

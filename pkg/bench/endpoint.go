@@ -8,7 +8,9 @@ import (
 )
 
 // EndpointTarget sends a workload's requests to an OpenAI-compatible
-// server, streamed, as vllm bench serve does: the prompt as text, TTFT
+// server, streamed, as vllm bench serve does: the prompt as token ids
+// when the workload made it so (Request.TokenIDs: the random and fixed
+// datasets) or has no text, else as text (chat: always text), TTFT
 // from the first streamed chunk, output tokens from the server's usage
 // (else counted with Tokenizer). It is safe for concurrent use when the
 // Client is.
@@ -45,8 +47,8 @@ func (t *EndpointTarget) Do(ctx context.Context, r Request, chunk func(int, time
 		comp, err = t.Client.Chat(ctx, openai.ChatRequest{Messages: msgs, MaxTokens: r.MaxTokens, Temperature: &zero, IgnoreEOS: r.IgnoreEOS}, on)
 	} else {
 		req := openai.CompletionRequest{Prompt: r.Text, MaxTokens: r.MaxTokens, Temperature: &zero, IgnoreEOS: r.IgnoreEOS}
-		if r.Text == "" {
-			req.PromptTokens = r.Prompt
+		if r.TokenIDs || r.Text == "" {
+			req.Prompt, req.PromptTokens = "", r.Prompt
 		}
 		comp, err = t.Client.Complete(ctx, req, on)
 	}

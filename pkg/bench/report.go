@@ -79,8 +79,9 @@ type CacheReport struct {
 	MedianTTFTms      float64 `json:"median_ttft_ms"`
 	MedianTPOTms      float64 `json:"median_tpot_ms"`
 	Preemptions       int64   `json:"preemptions"`
-	RequestGoodput    float64 `json:"request_goodput"`
-	DecodeTPS         float64 `json:"decode_tokens_per_s"`
+	// RequestGoodput is nil (null) when no goodput SLOs were given.
+	RequestGoodput *float64 `json:"request_goodput"`
+	DecodeTPS      float64  `json:"decode_tokens_per_s"`
 }
 
 // PointReport is one run at one load.
@@ -133,7 +134,8 @@ func (r *Report) fill() {
 		c.OutputThroughput, c.RequestThroughput = s.OutputThroughput, s.RequestThroughput
 		c.MedianTTFTms, c.MedianTPOTms = s.TTFT.Median, s.TPOT.Median
 		if s.RequestGoodput != nil {
-			c.RequestGoodput = *s.RequestGoodput
+			g := *s.RequestGoodput
+			c.RequestGoodput = &g
 		}
 		running := 0
 		for _, p := range c.Points {

@@ -23,6 +23,12 @@ type Request struct {
 	Text      string // the prompt as text, for HTTP endpoint targets
 	MaxTokens int    // output tokens asked for
 	IgnoreEOS bool   // generate exactly MaxTokens (vLLM's random dataset forces it)
+	// TokenIDs marks a prompt made as token ids (Random, Fixed): a
+	// completions endpoint is sent Prompt itself, not Text, as vllm bench's
+	// random dataset does, so that the server prefills exactly the tokens
+	// the in-process engine does (Text, their decoding, may re-encode to
+	// other and more tokens: twice as many on the built-in model).
+	TokenIDs bool
 	// Messages are the chat turns Prompt and Text were rendered from, for
 	// chat-completion endpoints; nil unless the workload file gave messages.
 	Messages []Message
@@ -102,8 +108,9 @@ func Fixed(tok Tokenizer, n, inputLen, outputLen int, seed uint64) ([]Request, e
 // padding with random allowed ids or truncating, until it re-encodes to
 // the drawn length (vLLM's gen_prompt_decode_to_target_len); Prompt is BOS
 // plus exactly the drawn number of ids and Text their decoding, which
-// re-encodes to Prompt unless the tokenizer never settled. IgnoreEOS is
-// set on every request. The same arguments give the same requests.
+// re-encodes to Prompt unless the tokenizer never settled. IgnoreEOS and
+// TokenIDs are set on every request. The same arguments give the same
+// requests.
 func Random(tok Tokenizer, n, inputLen, outputLen int, rangeRatio float64, seed uint64) ([]Request, error) {
 	switch {
 	case tok == nil:
@@ -150,6 +157,7 @@ func Random(tok Tokenizer, n, inputLen, outputLen int, rangeRatio float64, seed 
 			Text:      tok.Decode(seq),
 			MaxTokens: outLen,
 			IgnoreEOS: true,
+			TokenIDs:  true,
 		}
 	}
 	return reqs, nil

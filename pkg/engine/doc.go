@@ -6,10 +6,17 @@
 // Each step mixes the decode tokens of running sequences with chunks of
 // prompts being prefilled, in one forward over every pool. Prompts are cut
 // into chunks at fixed offsets (multiples of Options.Chunk), whatever else
-// the step holds, so a request's computation does not depend on the load:
-// with F16 or BF16 weights a response is bit-identical to the same request
-// run alone (F32 and Q8_0 matrix kernels sum in an order that depends on
-// the batch's row count, as GPU engines' kernels do).
+// the step holds, and on the CPU backend the runner is batch-invariant
+// (runtime.RunnerOptions.BatchInvariant): each entry's matrix products run
+// over its own rows, decode rows and logits rows each with the one-row
+// kernel, so the row count of a step never picks the kernel, and so the
+// summation order, of a request's rows. A request's computation then does
+// not depend on the load: its tokens and log-probabilities are
+// bit-identical to the same request run alone, for every weight type
+// (TestLogprobsBatchInvariant). A request preempted and recomputed is the
+// exception: its generated tokens are prefilled again, in chunks, where
+// they were decoded one at a time. Other backends (GPU) make no such
+// promise, as GPU engines' kernels do not.
 //
 // Admission counts bytes: a sequence is admitted when its first chunk's
 // blocks and its fp16 windows fit in the pool's budget (the

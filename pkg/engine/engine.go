@@ -228,7 +228,7 @@ func New(m *runtime.Model, opts Options) (*Engine, error) {
 	case opts.PrefillTokens < opts.Chunk:
 		return nil, fmt.Errorf("%w: prefill tokens per step %d below the chunk %d", ErrOptions, opts.PrefillTokens, opts.Chunk)
 	}
-	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers})
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, BatchInvariant: true})
 	if err != nil {
 		return nil, err
 	}

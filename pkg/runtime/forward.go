@@ -107,6 +107,8 @@ type Runner struct {
 	ropes  [][]float64
 	ropeOf []int
 	step   Step // the step's view for the blocks
+	// invariant is RunnerOptions.BatchInvariant.
+	invariant bool
 }
 
 // RunnerOptions configure a Runner.
@@ -120,6 +122,16 @@ type RunnerOptions struct {
 	// Observer, when set, sees the keys and values of every token written
 	// (at no cost when nil).
 	Observer KVObserver
+	// BatchInvariant makes an entry's results independent of the other
+	// entries of its step, bit for bit, on a backend that implements
+	// backend.RowGroups (the CPU one; others ignore it): the matrix
+	// products of a step run over each entry's rows as if the entry were
+	// alone (the rows of one-token entries, decodes, each with the one-row
+	// kernel), and every logits row is computed as if alone. A serving
+	// engine sets it, so that a request's logits do not depend on the
+	// load; it costs a pass over the weights per multi-token entry and the
+	// 4-token kernel's reuse for decode rows.
+	BatchInvariant bool
 }
 
 // weights are the model's weights on the backend.
@@ -144,7 +156,7 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
 	}
-	r := &Runner{m: m, be: be, w: w, obs: opts.Observer, family: f, geo: geo}
+	r := &Runner{m: m, be: be, w: w, obs: opts.Observer, family: f, geo: geo, invariant: opts.BatchInvariant}
 	for _, g := range geo {
 		i := 0
 		for i < len(r.ropes) && !sameFreqs(r.ropes[i], g.InvFreq) {
@@ -249,6 +261,7 @@ type buffers struct {
 	x, xn, q, k, v, kpre, att, o, gate, up backend.Tensor
 	angles                                 []backend.Tensor // per RoPE table: [cos | sin] rows
 	ids, pos, rows                         []int32
+	sizes, ones                            []int      // the entries' row counts, and 1s (RowGroups)
 	host                                   hostKV     // observer copies
 	entries                                []observed // the step's entries, for the observer
 	groups                                 []*group   // the step's groups, for Step
@@ -403,10 +416,19 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 	if ib, ok := be.(backend.Interruptible); ok && ctx.Done() != nil {
 		be = ib.Interruptible(ctx.Done())
 	}
+	lbe := be // the logits' products take their own row groups
+	if rg, ok := be.(backend.RowGroups); ok && r.invariant && len(batch) > 1 {
+		b := &r.buf
+		b.sizes = b.sizes[:0]
+		for _, e := range batch {
+			b.sizes = append(b.sizes, len(e.Tokens))
+		}
+		be = rg.RowGroups(b.sizes)
+	}
 	if err := r.layers(ctx, be, batch, groups, nt); err != nil {
 		return err
 	}
-	return r.logits(ctx, be, batch, fn)
+	return r.logits(ctx, lbe, batch, fn)
 }
 
 // layers runs the embedding and every layer's block over the batch's nt
@@ -542,7 +564,14 @@ func (r *Runner) logits(ctx context.Context, be backend.Backend, batch []Entry, 
 		n := min(chunk, len(wants)-c0)
 		be.Gather(lg.x, b.x, b.rows[c0:c0+n], c.Dim)
 		be.RMSNorm(lg.x, lg.x, n, r.w.norm, c.RMSEps)
-		be.MatMul(lg.out, lg.x, n, r.w.output)
+		mm := be
+		if rg, ok := be.(backend.RowGroups); ok && r.invariant && n > 1 {
+			for len(b.ones) < n {
+				b.ones = append(b.ones, 1)
+			}
+			mm = rg.RowGroups(b.ones[:n]) // every row as if alone
+		}
+		mm.MatMul(lg.out, lg.x, n, r.w.output)
 		host := lg.host[:n*c.Vocab]
 		if err := be.Download(host, lg.out, 0); err != nil {
 			return err

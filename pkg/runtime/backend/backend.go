@@ -161,6 +161,19 @@ type Interruptible interface {
 	Interruptible(done <-chan struct{}) Backend
 }
 
+// RowGroups is implemented by backends whose matrix products can be made
+// batch-invariant. RowGroups returns a view of the backend — the same
+// memory, uploaded weights and KV storage — whose MatMul over nt rows, when
+// groups sums to nt, gives every row of each group the bits of a MatMul
+// over that group's rows alone, and every row of a group of one the bits
+// of a MatMul over that row alone, whatever the other rows: the step's
+// row count no longer picks the kernels (and so the summation order) of a
+// sequence's rows. Other ops are unchanged; MatMul over another row count
+// is the backend's.
+type RowGroups interface {
+	RowGroups(groups []int) Backend
+}
+
 // HostMemory is implemented by backends whose tensors are host memory:
 // Host returns the tensor's values without a copy (the CPU backend).
 type HostMemory interface {

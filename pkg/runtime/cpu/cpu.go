@@ -29,18 +29,29 @@ type Backend struct {
 	// done, when closed, stops MatMul and Attention part way (see
 	// Interruptible); nil for a backend that always finishes.
 	done <-chan struct{}
+	// groups, when set, are the row groups of MatMul (see RowGroups).
+	groups []int
 }
 
 var (
 	_ backend.Backend       = (*Backend)(nil)
 	_ backend.HostMemory    = (*Backend)(nil)
 	_ backend.Interruptible = (*Backend)(nil)
+	_ backend.RowGroups     = (*Backend)(nil)
 )
 
 // Interruptible implements backend.Interruptible: matrix products look at
 // done every few milliseconds of work, attention between its tasks.
 func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
-	return &Backend{workers: b.workers, done: done}
+	return &Backend{workers: b.workers, done: done, groups: b.groups}
+}
+
+// RowGroups implements backend.RowGroups: MatMul over sum(groups) rows is
+// one product per group of several rows, with that group's row count, and
+// one pass for each run of one-row groups in which every row goes through
+// the one-row kernel (the weights are still read once for the run).
+func (b *Backend) RowGroups(groups []int) backend.Backend {
+	return &Backend{workers: b.workers, done: b.done, groups: groups}
 }
 
 // stopped reports whether done is closed (never, for nil).
@@ -135,7 +146,64 @@ const (
 
 // MatMul implements backend.Backend.
 func (b *Backend) MatMul(dst, x backend.Tensor, nt int, m backend.Matrix) {
+	if b.groups != nil && sum(b.groups) == nt {
+		matMulGroups(b.workers, host(dst), host(x), b.groups, weight(m), b.done)
+		return
+	}
 	matMul(b.workers, host(dst), host(x), nt, weight(m), b.done)
+}
+
+func sum(v []int) int {
+	s := 0
+	for _, n := range v {
+		s += n
+	}
+	return s
+}
+
+// matMulGroups is matMul over consecutive groups of token rows, each row
+// with the bits it has in a product over its group alone: a group of
+// several rows is one matMul; a run of one-row groups is one pass over the
+// weights in which each row takes the one-row (decode) kernel.
+func matMulGroups(workers par.Workers, dst, x []float32, groups []int, w *tensor.Weight, done <-chan struct{}) {
+	rows, cols := w.Rows, w.Cols
+	t := 0
+	for i := 0; i < len(groups); {
+		if n := groups[i]; n != 1 {
+			if n > 0 {
+				matMul(workers, dst[t*rows:], x[t*cols:], n, w, done)
+			}
+			t += n
+			i++
+			continue
+		}
+		n := 0
+		for ; i < len(groups) && groups[i] == 1; i++ {
+			n++
+		}
+		matMulEach(workers, dst[t*rows:], x[t*cols:], n, w, done)
+		t += n
+	}
+}
+
+// eachRows is the weight rows a pass of matMulEach takes at a time, for
+// every token row, before the next: small enough to stay in L2.
+const eachRows = 32
+
+// matMulEach is matMul with each of the nt token rows computed as in a
+// product over that row alone (the one-row kernel, whatever nt), the
+// weight rows eachRows at a time so that each is read from memory once.
+func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}) {
+	if nt <= 1 {
+		matMul(workers, dst, x, nt, w, done)
+		return
+	}
+	per := max(1, minRowWork/max(1, w.Cols*nt))
+	t := mmTasks.Get().(*mmTask)
+	*t = mmTask{dst: dst, x: x, nt: nt, w: w, done: done, each: true}
+	workers.ForTask(w.Rows, 4, per, t)
+	*t = mmTask{}
+	mmTasks.Put(t)
 }
 
 // MatMul sets dst[t*w.Rows+r] = Σ_c x[t*w.Cols+c]·W[r][c] for t < nt, on
@@ -182,6 +250,7 @@ type mmTask struct {
 	w                      *tensor.Weight
 	done                   <-chan struct{}
 	rowStep, tokStep, pack int
+	each                   bool // matMulEach's product: every token row alone
 }
 
 var mmTasks = sync.Pool{New: func() any { return new(mmTask) }}
@@ -190,6 +259,17 @@ var mmTasks = sync.Pool{New: func() any { return new(mmTask) }}
 // rowStep rows by tokStep tokens that stop once done is closed.
 func (m *mmTask) Run(lo, hi int) {
 	rows, cols, nt := m.w.Rows, m.w.Cols, m.nt
+	if m.each {
+		for r := lo; r < hi; r += eachRows {
+			if stopped(m.done) {
+				return
+			}
+			for t := 0; t < nt; t++ {
+				matMulRows(m.dst[t*rows:], m.x[t*cols:], 1, m.w, r, min(hi, r+eachRows))
+			}
+		}
+		return
+	}
 	for r := lo; r < hi; r += m.rowStep {
 		for t := 0; t < nt; {
 			if stopped(m.done) {

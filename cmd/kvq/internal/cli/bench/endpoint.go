@@ -12,7 +12,7 @@ import (
 func (o *Options) endpointTargets(ctx context.Context, tok bench.Tokenizer) ([]bench.Target, error) {
 	var out []bench.Target
 	for _, e := range o.ends {
-		c, err := e.Client(ctx, os.Getenv(o.EndpointKey), o.EndpointMdl, o.Timeout)
+		c, err := e.Client(ctx, os.Getenv(o.EndpointKey), o.EndpointMdl, o.Timeout, o.IO.ErrOut)
 		if err != nil {
 			return nil, err
 		}

@@ -47,7 +47,7 @@ func (o *Options) runEndpoints(ctx context.Context, m *runtime.Model, opts eval.
 	eo := eval.EndpointOptions{Texts: opts.Texts, TextOpts: opts.TextOpts, TopK: o.TopLogprobs, Suites: opts.Suites, Gates: opts.Gates,
 		Refusal: opts.Refusal, Concurrency: o.Concurrency, Store: opts.Store, Progress: opts.Progress, LogSamples: opts.LogSamples, Seed: opts.Seed}
 	for _, e := range o.ends {
-		c, err := e.Client(ctx, os.Getenv(o.EndpointKey), o.EndpointMdl, o.Timeout)
+		c, err := e.Client(ctx, os.Getenv(o.EndpointKey), o.EndpointMdl, o.Timeout, o.IO.ErrOut)
 		if err != nil {
 			return nil, err
 		}

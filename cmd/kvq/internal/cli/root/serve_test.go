@@ -101,9 +101,21 @@ func TestServe(t *testing.T) {
 		t.Fatalf("bench --endpoint report: %+v", rep)
 	}
 	for _, c := range rep.Caches {
-		if s := c.Points[0].Summary; s["completed"] != 4.0 || s["total_output_tokens"] != 16.0 {
+		// The prompts go as token ids: the server prefills the 16 tokens
+		// of each the in-process engine would.
+		if s := c.Points[0].Summary; s["completed"] != 4.0 || s["total_output_tokens"] != 16.0 || s["total_input_tokens"] != 64.0 {
 			t.Errorf("%s: %v", c.Cache, s)
 		}
+	}
+	if strings.Contains(errb, "warning") {
+		t.Errorf("bench --endpoint warned: %s", errb)
+	}
+	// An endpoint named after a cache the server lacks warns that its
+	// requests go to another one.
+	code, _, errb = run(t, "bench", "--model", dir, "--endpoint", "fp8="+url, "--num-prompts", "1",
+		"--input-len", "16", "--output-len", "2", "--warmups", "0", "-o", "json")
+	if code != 0 || !strings.Contains(errb, "warning: --endpoint fp8=") || !strings.Contains(errb, "requests go to tiny,") {
+		t.Errorf("bench --endpoint fp8=: exit %d, stderr %s", code, errb)
 	}
 	// kvq eval evaluates the two caches through the server: the same
 	// numbers as a local eval of the same caches, the KLD from top-20.

@@ -158,6 +158,8 @@ type Options struct {
 	// MaxSeqs and Chunk are the engine's running sequences per pool and
 	// prefill chunk.
 	MaxSeqs, Chunk int
+	// BatchInvariant is engine.Options.BatchInvariant.
+	BatchInvariant bool
 	// Backend runs the model (nil: the CPU).
 	Backend backend.Backend
 	// Depths, when not empty, adds the decode sweep in-process:
@@ -206,7 +208,7 @@ func Measure(ctx context.Context, m *runtime.Model, reqs []Request, opts Options
 		rep.Mode = ModeInProcess
 		rep.Budget, rep.BudgetSource = opts.Budget, opts.BudgetSource
 		stats = &poolWatch{}
-		eng, err := engine.New(m, engine.Options{Caches: opts.Caches, Budget: opts.Budget, MaxSeqs: opts.MaxSeqs, Chunk: opts.Chunk, Workers: opts.Threads, Backend: opts.Backend, OnStep: stats.step})
+		eng, err := engine.New(m, engine.Options{Caches: opts.Caches, Budget: opts.Budget, MaxSeqs: opts.MaxSeqs, Chunk: opts.Chunk, BatchInvariant: opts.BatchInvariant, Workers: opts.Threads, Backend: opts.Backend, OnStep: stats.step})
 		if err != nil {
 			return nil, &EngineError{Err: err}
 		}

@@ -6,8 +6,9 @@
 // Each step mixes the decode tokens of running sequences with chunks of
 // prompts being prefilled, in one forward over every pool. Prompts are cut
 // into chunks at fixed offsets (multiples of Options.Chunk), whatever else
-// the step holds, and on the CPU backend the runner is batch-invariant
-// (runtime.RunnerOptions.BatchInvariant): each entry's matrix products run
+// the step holds, and with Options.BatchInvariant on the CPU backend the
+// runner is batch-invariant (runtime.RunnerOptions.BatchInvariant): each
+// entry's matrix products run
 // over its own rows, decode rows and logits rows each with the one-row
 // kernel, so the row count of a step never picks the kernel, and so the
 // summation order, of a request's rows. A request's computation then does

@@ -45,6 +45,14 @@ type Options struct {
 	// queue); 0 is no limit. The count and the decision are one atomic
 	// step, so that a burst cannot pass the limit between them.
 	MaxWaiting int
+	// BatchInvariant makes a request's results independent of the load on
+	// the CPU backend (runtime.RunnerOptions.BatchInvariant): its tokens and
+	// log-probabilities are bit-identical to the same request run alone. It
+	// costs batched decode rows their blocked kernel (about 1.7× the matrix
+	// products' time of a 16-row decode step, BenchmarkRowGroupsDecode).
+	// Off, as vLLM's batch invariance is, tokens still match a lone run in
+	// practice, and log-probabilities differ in their last bits.
+	BatchInvariant bool
 	// Backend runs the model (nil: the CPU backend).
 	Backend backend.Backend
 	// OnStep, when set, is called after every step from the engine's
@@ -228,7 +236,7 @@ func New(m *runtime.Model, opts Options) (*Engine, error) {
 	case opts.PrefillTokens < opts.Chunk:
 		return nil, fmt.Errorf("%w: prefill tokens per step %d below the chunk %d", ErrOptions, opts.PrefillTokens, opts.Chunk)
 	}
-	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, BatchInvariant: true})
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, BatchInvariant: opts.BatchInvariant})
 	if err != nil {
 		return nil, err
 	}

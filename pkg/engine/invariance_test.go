@@ -61,7 +61,7 @@ func TestLogprobsBatchInvariant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := engine.Options{Caches: specs(t, "fp16"), Chunk: 48, MaxSeqs: 16}
+			opts := engine.Options{Caches: specs(t, "fp16"), Chunk: 48, MaxSeqs: 16, BatchInvariant: true}
 			rng := rand.New(rand.NewPCG(5, 6))
 			var reqs []engine.Request
 			for i := range 12 {

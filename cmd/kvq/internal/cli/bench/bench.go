@@ -55,6 +55,7 @@ type Options struct {
 	DepthReps   int
 	MaxSeqs     int
 	Chunk       int
+	Invariant   bool
 	Threads     int
 	Device      cmdutil.Device
 	Output      string
@@ -156,6 +157,7 @@ prompts, for --endpoint servers too.
 	fl.IntVar(&o.DepthReps, "depth-reps", 3, "decode sweep: repetitions (the median is reported)")
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 256, "in-process engine: running sequences per cache at most")
 	fl.IntVar(&o.Chunk, "chunk", 256, "in-process engine: prefill chunk in tokens")
+	cmdutil.AddBatchInvariantFlag(fl, &o.Invariant)
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
 	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
@@ -422,7 +424,7 @@ func (o *Options) Run(ctx context.Context) error {
 func (o *Options) measureOptions(ctx context.Context, m *runtime.Model, reqs []bench.Request) (bench.Options, error) {
 	mo := bench.Options{Version: o.Version, Model: modelName(m, o.Model), Workload: o.workloadOptions(), Loads: o.loads(),
 		Percentiles: o.pct, Goodput: o.goodput, SLOPercentile: o.SLOPct, Threads: o.Threads,
-		Caches: o.specs, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Depths: o.depths, DepthTokens: o.DepthTokens, DepthReps: o.DepthReps}
+		Caches: o.specs, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, BatchInvariant: o.Invariant, Depths: o.depths, DepthTokens: o.DepthTokens, DepthReps: o.DepthReps}
 	var err error
 	if len(o.ends) > 0 {
 		mo.Targets, err = o.endpointTargets(ctx, bench.ModelTokenizer(m))

@@ -58,3 +58,12 @@ func AddCachesFlag(fl *pflag.FlagSet, p *string, def string) {
 func AddThreadsFlag(fl *pflag.FlagSet, p *int) {
 	fl.IntVar(p, "threads", 0, ThreadsUsage)
 }
+
+// BatchInvariantUsage is --batch-invariant's help, in the commands that run
+// the engine (serve, bench).
+const BatchInvariantUsage = "CPU engine: a request's tokens and logprobs bit-identical to the same request alone, whatever else the step holds (slower batched decode)"
+
+// AddBatchInvariantFlag registers --batch-invariant (engine.Options.BatchInvariant).
+func AddBatchInvariantFlag(fl *pflag.FlagSet, p *bool) {
+	fl.BoolVar(p, "batch-invariant", false, BatchInvariantUsage)
+}

@@ -37,6 +37,7 @@ type Options struct {
 	KVBudget      string
 	MaxSeqs       int
 	Chunk         int
+	Invariant     bool
 	Host          string
 	Port          int
 	ServedName    string
@@ -123,6 +124,7 @@ error (bad flag, unreadable model).`,
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "each pool's KV memory, with a unit (2GiB, 512MiB; default: room for four sequences of the whole context)")
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 64, "running sequences per pool (vLLM's max_num_seqs)")
 	fl.IntVar(&o.Chunk, "chunk", 256, "prefill chunk in tokens")
+	cmdutil.AddBatchInvariantFlag(fl, &o.Invariant)
 	fl.StringVar(&o.Host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
 	fl.IntVar(&o.Port, "port", 8000, "port to listen on; 0 picks a free one (printed on start)")
 	fl.StringVar(&o.ServedName, "served-model-name", "", "the model's name in the API (default: the model directory's or file's base name)")
@@ -251,7 +253,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	// The engine decides --max-waiting atomically with the queueing (the
 	// server's own check reads statistics a burst outruns).
-	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, Workers: o.Threads, Backend: be, MaxWaiting: max(o.MaxWaiting, 0)})
+	e, err := engine.New(m, engine.Options{Caches: o.specs, Budget: o.budget, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, BatchInvariant: o.Invariant, Workers: o.Threads, Backend: be, MaxWaiting: max(o.MaxWaiting, 0)})
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}

@@ -42,6 +42,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		return e
 	}
 	setCache(w, cache)
+	if !isNull(req.Suffix) {
+		return badParam("suffix", "suffix: not supported (this server does not fill in the middle)")
+	}
 	p, e := parsePrompt(req.Prompt)
 	if e != nil {
 		return e
@@ -229,6 +232,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, j *job) *apiEr
 	}
 	g.st = st
 	g.text = newTextStream(s.m.Tokenizer, j.req.Prompt[len(j.req.Prompt)-1], j.opt.stops)
+	g.text.includeStop = j.opt.includeStop
 	g.text.offsets = j.logprobs && !j.chat
 	defer g.end()
 	if j.opt.stream {

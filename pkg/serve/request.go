@@ -57,6 +57,10 @@ type sampling struct {
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	LogitBias        map[string]any  `json:"logit_bias"`
 	MaxTokens        *int            `json:"max_tokens"`
+	// IncludeStop keeps the stop string that ended a response in its
+	// text (vLLM's include_stop_str_in_output).
+	IncludeStop    bool            `json:"include_stop_str_in_output"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // completionRequest is the body of POST /v1/completions.
@@ -65,6 +69,7 @@ type completionRequest struct {
 	Prompt   json.RawMessage `json:"prompt"`
 	Logprobs *int            `json:"logprobs"`
 	Echo     bool            `json:"echo"`
+	Suffix   json.RawMessage `json:"suffix"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.
@@ -256,13 +261,21 @@ type options struct {
 	seeded            bool
 	stops             []string
 	stream, usage     bool
+	includeStop       bool
 }
 
 // check validates the shared fields.
 func (s *sampling) check() (options, *apiError) {
-	o := options{temperature: 1, topP: 1, stream: s.Stream}
+	o := options{temperature: 1, topP: 1, stream: s.Stream, includeStop: s.IncludeStop}
 	if s.StreamOptions != nil {
+		if !s.Stream {
+			// As vLLM: stream_options without stream is a mistake.
+			return o, badParam("stream_options", "stream_options: only with stream true")
+		}
 		o.usage = s.StreamOptions.IncludeUsage
+	}
+	if e := checkResponseFormat(s.ResponseFormat); e != nil {
+		return o, e
 	}
 	if s.Temperature != nil {
 		o.temperature = *s.Temperature
@@ -297,6 +310,28 @@ func (s *sampling) check() (options, *apiError) {
 	}
 	o.stops = stops
 	return o, nil
+}
+
+// checkResponseFormat accepts response_format null or {"type": "text"}:
+// this server has no constrained decoding, so json_object and json_schema
+// are refused rather than ignored.
+func checkResponseFormat(raw json.RawMessage) *apiError {
+	if isNull(raw) {
+		return nil
+	}
+	var f struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return &apiError{status: http.StatusBadRequest, message: `response_format: expected an object {"type": ...}`, typ: typeInvalid, param: "response_format", code: "invalid_type"}
+	}
+	switch f.Type {
+	case "text":
+		return nil
+	case "json_object", "json_schema", "structural_tag":
+		return badParam("response_format", "response_format type %q: not supported (this server has no constrained decoding; only \"text\")", f.Type)
+	}
+	return badParam("response_format", "response_format type %q: unknown (only \"text\" is supported)", f.Type)
 }
 
 func truncate(s string, n int) string {

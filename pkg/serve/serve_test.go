@@ -374,7 +374,8 @@ func TestEchoScoring(t *testing.T) {
 
 // TestStop: a stop string cuts the text before its first occurrence,
 // finish_reason stop and stop_reason the string, the same streamed; the
-// cancelled engine request frees its sequence.
+// cancelled engine request frees its sequence. With
+// include_stop_str_in_output the text keeps the stop string.
 func TestStop(t *testing.T) {
 	f := newServer(t, serve.Options{})
 	base := map[string]any{"prompt": "once upon a time", "max_tokens": 60, "temperature": 0, "ignore_eos": true}
@@ -393,8 +394,16 @@ func TestStop(t *testing.T) {
 	if at <= 0 {
 		t.Fatalf("no ASCII pair in %q to stop at", full)
 	}
-	for _, stream := range []bool{false, true} {
+	for i := range 4 {
+		stream, include := i%2 == 1, i >= 2
 		req := map[string]any{"stop": []string{"\x00never", stop}, "stream": stream}
+		if include {
+			req["include_stop_str_in_output"] = true
+		}
+		want := full[:at]
+		if include {
+			want = full[:at+len(stop)]
+		}
 		for k, v := range base {
 			req[k] = v
 		}
@@ -419,8 +428,8 @@ func TestStop(t *testing.T) {
 				t.Errorf("stopped after %d tokens", usageTokens)
 			}
 		}
-		if text != full[:at] || finish != "stop" || reason != stop {
-			t.Errorf("stream %v, stop %q: text %q (%s, %q), want %q", stream, stop, text, finish, reason, full[:at])
+		if text != want || finish != "stop" || reason != stop {
+			t.Errorf("stream %v, include %v, stop %q: text %q (%s, %q), want %q", stream, include, stop, text, finish, reason, want)
 		}
 	}
 	waitIdle(t, f.e)

@@ -145,34 +145,51 @@ type prompt struct {
 	isID bool
 }
 
-// parsePrompt reads prompt: a string, an array of token ids, or a
-// one-element array of either (a batch of one).
-func parsePrompt(raw json.RawMessage) (prompt, *apiError) {
+// parsePrompts reads prompt: a string, an array of token ids, or an
+// array of either (a batch: one choice per prompt, as vLLM answers it).
+func parsePrompts(raw json.RawMessage) ([]prompt, *apiError) {
 	if isNull(raw) {
-		return prompt{}, badParam("prompt", "prompt: required")
+		return nil, badParam("prompt", "prompt: required")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return prompt{text: s}, nil
+		return []prompt{{text: s}}, nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
-		return prompt{}, &apiError{status: http.StatusBadRequest, message: "prompt: expected a string or an array of token ids", typ: typeInvalid, param: "prompt", code: "invalid_type"}
+		return nil, &apiError{status: http.StatusBadRequest, message: "prompt: expected a string or an array of token ids", typ: typeInvalid, param: "prompt", code: "invalid_type"}
 	}
 	if len(items) == 0 {
-		return prompt{}, badParam("prompt", "prompt: empty array")
+		return nil, badParam("prompt", "prompt: empty array")
 	}
 	first := bytes.TrimSpace(items[0])
-	if len(first) > 0 && (first[0] == '"' || first[0] == '[') {
-		if len(items) > 1 {
-			return prompt{}, badParam("prompt", "prompt: a batch of %d prompts; this server takes one prompt per request", len(items))
+	if len(first) == 0 || (first[0] != '"' && first[0] != '[') {
+		p, e := parseIDs(raw)
+		if e != nil {
+			return nil, e
 		}
-		if first[0] == '"' {
-			return parsePrompt(first)
-		}
-		return parseIDs(first)
+		return []prompt{p}, nil
 	}
-	return parseIDs(raw)
+	out := make([]prompt, len(items))
+	for i, it := range items {
+		it = bytes.TrimSpace(it)
+		switch {
+		case len(it) > 0 && it[0] == '"':
+			if json.Unmarshal(it, &out[i].text) != nil {
+				return nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("prompt[%d]: malformed string", i), typ: typeInvalid, param: "prompt", code: "invalid_type"}
+			}
+		case len(it) > 0 && it[0] == '[':
+			p, e := parseIDs(it)
+			if e != nil {
+				e.message = fmt.Sprintf("prompt[%d]: %s", i, strings.TrimPrefix(e.message, "prompt: "))
+				return nil, e
+			}
+			out[i] = p
+		default:
+			return nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("prompt[%d]: expected a string or an array of token ids, as prompt[0], got %s", i, truncate(string(it), 40)), typ: typeInvalid, param: "prompt", code: "invalid_type"}
+		}
+	}
+	return out, nil
 }
 
 func parseIDs(raw json.RawMessage) (prompt, *apiError) {

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kvqlabs/kvq/pkg/chat/toolcall"
 	"github.com/kvqlabs/kvq/pkg/engine"
 )
 
@@ -27,6 +28,10 @@ type job struct {
 	echo     string // completions with echo: the prompt's text
 	echoing  bool
 	logprobs bool // per-token log-probabilities in the response
+	// tools asks a chat response to be read for tool calls in family's
+	// form ("": any).
+	tools  bool
+	family toolcall.Family
 }
 
 // completions serves POST /v1/completions.
@@ -118,10 +123,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e != nil {
 		return e
 	}
+	tl, e := parseTools(req.Tools, req.ToolChoice)
+	if e != nil {
+		return e
+	}
 	if s.m.ChatTemplate == "" {
 		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("model %s has no chat template: use /v1/completions with a prompt", s.name), typ: typeInvalid, param: "messages", code: "no_chat_template"}
 	}
-	ids, _, err := s.m.ChatPrompt(msgs)
+	ids, _, err := s.m.ChatPromptExtra(msgs, tl.extra)
 	if err != nil {
 		return badParam("messages", "messages: %v", err)
 	}
@@ -159,7 +168,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e := s.checkContext("messages", len(ids), maxTokens); e != nil {
 		return e
 	}
-	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp}
+	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp, tools: tl.parse}
+	if tl.parse {
+		j.family = toolcall.Detect(s.m.ChatTemplate)
+	}
 	j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
 	j.req.Logprobs, j.req.TopLogprobs = lp, top
 	return s.generate(w, r, j)
@@ -462,13 +474,107 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string        `json:"role"`
+	Content   *string       `json:"content"` // null when the response is tool calls only
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Content   *string       `json:"content,omitempty"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+}
+
+// toolCallOut is a tool call in a message, or in a delta with its index.
+type toolCallOut struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // JSON text, as OpenAI sends it
+}
+
+// toolCalls are calls as a response carries them, indexed for a delta.
+func (s *Server) toolCalls(calls []toolcall.Call, indexed bool) []toolCallOut {
+	out := make([]toolCallOut, len(calls))
+	for i, c := range calls {
+		args := "{}"
+		if b, err := marshal(c.Arguments); err == nil {
+			args = string(b)
+		}
+		out[i] = toolCallOut{ID: "chatcmpl-tool-" + s.idBase + strconv.FormatUint(s.idN.Add(1), 16), Type: "function", Function: toolFunction{Name: c.Name, Arguments: args}}
+		if indexed {
+			out[i].Index = &i
+		}
+	}
+	return out
+}
+
+// toolHold holds back a streamed chat response's text from where a tool
+// call may start, so that the calls go out whole in the final delta and
+// their text never goes out as content.
+type toolHold struct {
+	f    toolcall.Family
+	buf  strings.Builder
+	sent int
+}
+
+// toolMarkers are the texts that start a call, by family.
+var toolMarkers = map[toolcall.Family][]string{
+	toolcall.Hermes:  {"<tool_call>"},
+	toolcall.Mistral: {"[TOOL_CALLS]"},
+	toolcall.Llama:   {"<|python_tag|>"},
+	"":               {"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"},
+}
+
+// push adds text and returns the content now safe to send: the text
+// before any marker and before any start of one at the end. A Llama
+// response (or one of no known family) that starts with "{" is held
+// whole: it may be a bare JSON call.
+func (h *toolHold) push(text string) string {
+	h.buf.WriteString(text)
+	s := h.buf.String()
+	limit := len(s)
+	if h.f == toolcall.Llama || h.f == "" {
+		if t := strings.TrimLeft(s, " \t\r\n"); t == "" || t[0] == '{' {
+			limit = 0
+		}
+	}
+	for _, m := range toolMarkers[h.f] {
+		if i := strings.Index(s, m); i >= 0 {
+			limit = min(limit, i)
+			continue
+		}
+		for k := len(m) - 1; k > 0; k-- {
+			if strings.HasSuffix(s, m[:k]) {
+				limit = min(limit, len(s)-k)
+				break
+			}
+		}
+	}
+	if limit <= h.sent {
+		return ""
+	}
+	out := s[h.sent:limit]
+	h.sent = limit
+	return out
+}
+
+// end returns the content not yet sent and the response's calls.
+func (h *toolHold) end() (string, []toolcall.Call) {
+	s := h.buf.String()
+	calls, content := toolcall.Parse(h.f, s)
+	if len(calls) == 0 {
+		content = s
+	}
+	if len(content) <= h.sent {
+		return "", calls
+	}
+	return content[h.sent:], calls
 }
 
 type chatLogprobs struct {
@@ -601,7 +707,13 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request, runs []*run) *a
 			return e
 		}
 		if j.chat {
-			c := chatChoice{Index: g.j.index, Message: &chatOut{Role: "assistant", Content: text}, FinishReason: &finish, StopReason: strp(g.text.stop)}
+			c := chatChoice{Index: g.j.index, Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish, StopReason: strp(g.text.stop)}
+			if j.tools {
+				if calls, content := toolcall.Parse(j.family, text); len(calls) > 0 {
+					c.Message.Content, c.Message.ToolCalls = strp(content), s.toolCalls(calls, false)
+					finish = "tool_calls" // as vLLM, whatever ended the response
+				}
+			}
 			if j.logprobs {
 				c.Logprobs = s.chatLogprobs(toks)
 			}
@@ -737,6 +849,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 		}()
 	}
 	first := make(map[*run]bool, len(runs))
+	var hold *toolHold
+	if j.tools {
+		hold = &toolHold{f: j.family}
+	}
 	for left := len(runs); left > 0; {
 		re := <-events
 		g, ev, e, stop := re.g, re.ev, re.e, re.stop
@@ -761,8 +877,21 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 				send(chunk([]chatChoice{{Index: g.j.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
 			}
 			c := chatChoice{Index: g.j.index, Delta: &chatDelta{}, FinishReason: fin, StopReason: strp(stop)}
-			if len(ev.toks) > 0 || ev.text != "" {
-				c.Delta.Content = &ev.text
+			text := ev.text
+			if hold != nil {
+				text = hold.push(text)
+				if fin != nil {
+					rest, calls := hold.end()
+					text += rest
+					if len(calls) > 0 {
+						c.Delta.ToolCalls = s.toolCalls(calls, true)
+						reason := "tool_calls"
+						c.FinishReason = &reason
+					}
+				}
+			}
+			if len(ev.toks) > 0 || text != "" {
+				c.Delta.Content = &text
 			}
 			if j.logprobs && len(ev.toks) > 0 {
 				c.Logprobs = s.chatLogprobs(ev.toks)

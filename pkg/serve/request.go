@@ -75,15 +75,21 @@ type completionRequest struct {
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	sampling
-	Messages            []chatMessage `json:"messages"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	Logprobs            *bool         `json:"logprobs"`
-	TopLogprobs         *int          `json:"top_logprobs"`
+	Messages            []chatMessage   `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
 }
 
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// The keys of a tool-calling conversation, passed to the template.
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
+	Name       json.RawMessage `json:"name"`
 }
 
 // decodeJSON parses a request body into v. Unknown fields are ignored, as
@@ -237,6 +243,11 @@ func parseMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 			return nil, badParam("messages", "messages[%d].role: required", i)
 		}
 		out[i].Role = m.Role
+		fields, e := messageFields(i, m)
+		if e != nil {
+			return nil, e
+		}
+		out[i].Fields = fields
 		if isNull(m.Content) {
 			continue
 		}
@@ -269,6 +280,111 @@ func parseMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 		out[i].Content = b.String()
 	}
 	return out, nil
+}
+
+// messageFields are a message's tool_calls, tool_call_id and name for
+// the template. Arguments given as a JSON string, as OpenAI sends them,
+// are decoded to an object, as vLLM does: templates write them with
+// tojson.
+func messageFields(i int, m chatMessage) (map[string]any, *apiError) {
+	var f map[string]any
+	set := func(k string, v any) {
+		if f == nil {
+			f = map[string]any{}
+		}
+		f[k] = v
+	}
+	if !isNull(m.ToolCallID) {
+		set("tool_call_id", m.ToolCallID)
+	}
+	if !isNull(m.Name) {
+		set("name", m.Name)
+	}
+	if isNull(m.ToolCalls) {
+		return f, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(m.ToolCalls))
+	dec.UseNumber()
+	var calls []map[string]any
+	if dec.Decode(&calls) != nil {
+		return nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("messages[%d].tool_calls: expected an array of objects", i), typ: typeInvalid, param: "messages", code: "invalid_type"}
+	}
+	list := make([]any, len(calls))
+	for k, c := range calls {
+		if fn, ok := c["function"].(map[string]any); ok {
+			if a, ok := fn["arguments"].(string); ok {
+				d := json.NewDecoder(strings.NewReader(a))
+				d.UseNumber()
+				var v any
+				if d.Decode(&v) != nil {
+					return nil, badParam("messages", "messages[%d].tool_calls[%d].function.arguments: not JSON", i, k)
+				}
+				fn["arguments"] = v
+			}
+		}
+		list[k] = c
+	}
+	set("tool_calls", list)
+	return f, nil
+}
+
+// tools are a chat request's tools, checked: the template variable, and
+// whether the response is read for calls.
+type tools struct {
+	extra map[string]any // {"tools": [...]}, or nil
+	parse bool           // tool_choice "auto" with tools
+}
+
+// parseTools reads tools (an array of {"type": "function", "function":
+// {"name", ...}}) and tool_choice. "auto" (the default with tools) reads
+// the response for calls; "none" renders the tools and reads no calls;
+// "required" and a named function need constrained decoding, which this
+// server does not have: they are refused.
+func parseTools(raw, choice json.RawMessage) (tools, *apiError) {
+	var t tools
+	mode := ""
+	if !isNull(choice) {
+		if json.Unmarshal(choice, &mode) != nil {
+			var named struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(choice, &named) != nil {
+				return t, &apiError{status: http.StatusBadRequest, message: `tool_choice: expected "none", "auto", "required" or an object`, typ: typeInvalid, param: "tool_choice", code: "invalid_type"}
+			}
+			return t, badParam("tool_choice", "tool_choice naming a function: not supported (it needs constrained decoding, which this server does not have; use \"auto\")")
+		}
+		switch mode {
+		case "none", "auto":
+		case "required":
+			return t, badParam("tool_choice", "tool_choice \"required\": not supported (it needs constrained decoding, which this server does not have; use \"auto\")")
+		default:
+			return t, badParam("tool_choice", "tool_choice %q: expected \"none\", \"auto\" or \"required\"", mode)
+		}
+	}
+	if isNull(raw) {
+		return t, nil
+	}
+	var list []struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return t, &apiError{status: http.StatusBadRequest, message: `tools: expected an array of {"type": "function", "function": {...}}`, typ: typeInvalid, param: "tools", code: "invalid_type"}
+	}
+	for i, tl := range list {
+		switch {
+		case tl.Type != "function":
+			return t, badParam("tools", "tools[%d].type %q: only \"function\" tools are supported", i, tl.Type)
+		case tl.Function == nil || tl.Function.Name == "":
+			return t, badParam("tools", "tools[%d].function.name: required", i)
+		}
+	}
+	if len(list) == 0 {
+		return t, nil
+	}
+	return tools{extra: map[string]any{"tools": raw}, parse: mode != "none"}, nil
 }
 
 // options is what a request asks of the sampler and the stream, checked.

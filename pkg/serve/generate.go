@@ -32,6 +32,7 @@ type job struct {
 	// form ("": any).
 	tools  bool
 	family toolcall.Family
+	one    bool // parallel_tool_calls false
 }
 
 // completions serves POST /v1/completions.
@@ -127,6 +128,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e != nil {
 		return e
 	}
+	tl.one = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	if s.m.ChatTemplate == "" {
 		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("model %s has no chat template: use /v1/completions with a prompt", s.name), typ: typeInvalid, param: "messages", code: "no_chat_template"}
 	}
@@ -168,7 +170,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e := s.checkContext("messages", len(ids), maxTokens); e != nil {
 		return e
 	}
-	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp, tools: tl.parse}
+	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp, tools: tl.parse, one: tl.one}
 	if tl.parse {
 		j.family = toolcall.Detect(s.m.ChatTemplate)
 	}
@@ -498,6 +500,15 @@ type toolFunction struct {
 	Arguments string `json:"arguments"` // JSON text, as OpenAI sends it
 }
 
+// firstCalls is calls, or with parallel_tool_calls false its first (as
+// vLLM keeps it).
+func (j *job) firstCalls(calls []toolcall.Call) []toolcall.Call {
+	if j.one && len(calls) > 1 {
+		return calls[:1]
+	}
+	return calls
+}
+
 // toolCalls are calls as a response carries them, indexed for a delta.
 func (s *Server) toolCalls(calls []toolcall.Call, indexed bool) []toolCallOut {
 	out := make([]toolCallOut, len(calls))
@@ -710,6 +721,7 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request, runs []*run) *a
 			c := chatChoice{Index: g.j.index, Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish, StopReason: strp(g.text.stop)}
 			if j.tools {
 				if calls, content := toolcall.Parse(j.family, text); len(calls) > 0 {
+					calls = j.firstCalls(calls)
 					c.Message.Content, c.Message.ToolCalls = strp(content), s.toolCalls(calls, false)
 					finish = "tool_calls" // as vLLM, whatever ended the response
 				}
@@ -884,7 +896,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 					rest, calls := hold.end()
 					text += rest
 					if len(calls) > 0 {
-						c.Delta.ToolCalls = s.toolCalls(calls, true)
+						c.Delta.ToolCalls = s.toolCalls(j.firstCalls(calls), true)
 						reason := "tool_calls"
 						c.FinishReason = &reason
 					}

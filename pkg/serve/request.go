@@ -81,6 +81,7 @@ type chatRequest struct {
 	TopLogprobs         *int            `json:"top_logprobs"`
 	Tools               json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 }
 
 type chatMessage struct {
@@ -333,6 +334,7 @@ func messageFields(i int, m chatMessage) (map[string]any, *apiError) {
 type tools struct {
 	extra map[string]any // {"tools": [...]}, or nil
 	parse bool           // tool_choice "auto" with tools
+	one   bool           // parallel_tool_calls false: the first call only
 }
 
 // parseTools reads tools (an array of {"type": "function", "function":

@@ -69,6 +69,12 @@ func TestToolCallsOut(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("tool_calls\n%s\nwant\n%s", b, want)
 	}
+	if got := (&job{one: true}).firstCalls(calls); len(got) != 1 || got[0].Name != "f" {
+		t.Errorf("parallel_tool_calls false kept %+v", got)
+	}
+	if got := (&job{}).firstCalls(calls); len(got) != 2 {
+		t.Errorf("parallel tool calls: kept %+v", got)
+	}
 	d := s.toolCalls(calls, true)
 	if d[0].Index == nil || *d[0].Index != 0 || d[1].Index == nil || *d[1].Index != 1 {
 		t.Errorf("delta indexes %v %v", d[0].Index, d[1].Index)

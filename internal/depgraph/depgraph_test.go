@@ -126,9 +126,15 @@ var rules = []rule{
 	},
 	{
 		name:  "serve-over-engine",
-		why:   "pkg/serve is HTTP over the engine: it imports the standard library and the engine's vocabulary (engine, runtime, tokenizer, chat, the kvqerr error kind) only",
+		why:   "pkg/serve is HTTP over the engine: it imports the standard library and the engine's vocabulary (engine, runtime, tokenizer, chat and its tool-call parsers, the kvqerr error kind) only",
 		from:  []string{"pkg/serve"},
-		allow: []string{"std", "pkg/engine", "pkg/runtime", "pkg/tokenizer", "pkg/chat", "pkg/kvqerr"},
+		allow: []string{"std", "pkg/engine", "pkg/runtime", "pkg/tokenizer", "pkg/chat", "pkg/chat/toolcall", "pkg/kvqerr"},
+	},
+	{
+		name:  "toolcall-leaf",
+		why:   "pkg/chat/toolcall reads tool calls from model output for both pkg/eval (the tool-call metric) and pkg/serve (message.tool_calls), so that the server need not import eval: it imports only the standard library",
+		from:  []string{"pkg/chat/toolcall"},
+		allow: []string{"std"},
 	},
 	{
 		name: "engine-below-serve",

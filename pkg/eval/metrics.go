@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kvqlabs/kvq/pkg/chat/toolcall"
 )
 
 // Output metrics: one model output scored against one reference, the same
@@ -139,7 +141,8 @@ const DefaultThreshold = 0.5
 // ScoreOutput scores output against reference with metric m (see the
 // table at the top of this file).
 //
-// tool-call reads the first call from output in any of these forms: a JSON
+// tool-call reads the first call from output in any of these forms (the
+// parser is toolcall.First, which kvq serve's tool calls share): a JSON
 // object {"name": ..., "arguments": {...}} (or "parameters", as Llama 3.1
 // writes it; an OpenAI-style {"function": {"name", "arguments"}} wrapper,
 // and arguments given as a JSON string, are unwrapped); the same after
@@ -436,115 +439,23 @@ func scoreRefusal(m Metric, output string, d *RefusalDetector) (Score, error) {
 	return passFail(refused == (m == MetricRefusal), detail), nil
 }
 
-// toolCall is a function call read from text; args is decoded JSON, {}
-// when the call has none.
-type toolCall struct {
-	name string
-	args any
-}
-
 func scoreToolCall(output, reference string) (Score, error) {
-	want, err := parseToolCall(reference)
+	want, err := toolcall.First(reference)
 	if err != nil {
 		return Score{}, fmt.Errorf("%w: tool-call: %w", ErrReference, err)
 	}
-	got, err := parseToolCall(output)
+	got, err := toolcall.First(output)
 	if err != nil {
 		return Score{Detail: err.Error()}, nil
 	}
-	argDiff := jsonDiff(got.args, want.args, "")
+	argDiff := jsonDiff(got.Arguments, want.Arguments, "")
 	switch {
-	case got.name != want.name:
-		return Score{Detail: fmt.Sprintf("name: got %q, want %q", got.name, want.name)}, nil
+	case got.Name != want.Name:
+		return Score{Detail: fmt.Sprintf("name: got %q, want %q", got.Name, want.Name)}, nil
 	case argDiff != "":
 		return Score{Value: 0.5, Detail: "arguments differ: " + argDiff}, nil
 	}
 	return Score{Pass: true, Value: 1}, nil
-}
-
-// parseToolCall reads the first function call in s (see ScoreOutput).
-func parseToolCall(s string) (toolCall, error) {
-	s = strings.TrimSpace(s)
-	if _, rest, ok := strings.Cut(s, "<tool_call>"); ok {
-		s, _, _ = strings.Cut(rest, "</tool_call>")
-	} else if _, rest, ok := strings.Cut(s, "<|python_tag|>"); ok {
-		s = rest
-	} else if _, rest, ok := strings.Cut(s, "[TOOL_CALLS]"); ok {
-		s = strings.TrimSpace(rest)
-		if name, args, ok := strings.Cut(s, "[ARGS]"); ok && !strings.ContainsAny(name, "[{\"") {
-			v, err := firstJSON(args)
-			if err != nil {
-				return toolCall{}, fmt.Errorf("[TOOL_CALLS]%s[ARGS]: %w", strings.TrimSpace(name), err)
-			}
-			return toolCall{name: strings.TrimSpace(name), args: orEmptyObject(v)}, nil
-		}
-	}
-	v, err := firstJSON(StripJSONFence(s))
-	if err != nil {
-		return toolCall{}, err
-	}
-	return callFromJSON(v)
-}
-
-// firstJSON decodes the first JSON object or array in s, trying each "{"
-// or "[" in turn (at most 64) so that prose before the call is skipped.
-func firstJSON(s string) (any, error) {
-	var lastErr error
-	for tries := 0; tries < 64; tries++ {
-		i := strings.IndexAny(s, "{[")
-		if i < 0 {
-			break
-		}
-		dec := jsonDecoder(s[i:])
-		var v any
-		if lastErr = dec.Decode(&v); lastErr == nil {
-			return v, nil
-		}
-		s = s[i+1:]
-	}
-	if lastErr != nil {
-		return nil, fmt.Errorf("no tool call: %w", lastErr)
-	}
-	return nil, errors.New("no tool call: no JSON object in the text")
-}
-
-func callFromJSON(v any) (toolCall, error) {
-	if list, ok := v.([]any); ok {
-		if len(list) == 0 {
-			return toolCall{}, errors.New("no tool call: empty list of calls")
-		}
-		v = list[0]
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return toolCall{}, fmt.Errorf("no tool call: %s is not an object", shortJSON(v))
-	}
-	if f, ok := obj["function"].(map[string]any); ok {
-		obj = f
-	}
-	name, ok := obj["name"].(string)
-	if !ok || name == "" {
-		return toolCall{}, fmt.Errorf("no tool call: %s has no \"name\"", shortJSON(obj))
-	}
-	args, ok := obj["arguments"]
-	if !ok {
-		args = obj["parameters"]
-	}
-	if str, ok := args.(string); ok {
-		parsed, err := decodeJSON([]byte(str))
-		if err != nil {
-			return toolCall{}, fmt.Errorf("tool call %q: arguments string: %w", name, err)
-		}
-		args = parsed
-	}
-	return toolCall{name: name, args: orEmptyObject(args)}, nil
-}
-
-func orEmptyObject(v any) any {
-	if v == nil {
-		return map[string]any{}
-	}
-	return v
 }
 
 // Citation patterns: brackets holding ids, and ids after a passage word.

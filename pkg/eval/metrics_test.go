@@ -222,46 +222,6 @@ func TestScoreOutputErrors(t *testing.T) {
 	}
 }
 
-func TestParseToolCall(t *testing.T) {
-	args := `{"city": "Paris", "unit": "c"}`
-	tests := []struct {
-		name, in string
-		wantName string
-		wantArgs string // JSON; "" means an error is expected
-	}{
-		{"plain arguments", `{"name": "weather", "arguments": ` + args + `}`, "weather", args},
-		{"plain parameters", `{"name": "weather", "parameters": ` + args + `}`, "weather", args},
-		{"llama python_tag", `<|python_tag|>{"name": "weather", "parameters": ` + args + `}<|eom_id|>`, "weather", args},
-		{"hermes tool_call", "Let me check.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": " + args + "}\n</tool_call>", "weather", args},
-		{"mistral list", `[TOOL_CALLS] [{"name": "weather", "arguments": ` + args + `}, {"name": "other", "arguments": {}}]`, "weather", args},
-		{"mistral v11", `[TOOL_CALLS]weather[ARGS]` + args, "weather", args},
-		{"array first call", `[{"name": "weather", "arguments": ` + args + `}, {"name": "b"}]`, "weather", args},
-		{"fenced", "```json\n{\"name\": \"weather\", \"arguments\": " + args + "}\n```", "weather", args},
-		{"prose with brackets first", `I [think] this: {"name": "weather", "arguments": ` + args + `}`, "weather", args},
-		{"openai wrapper, string arguments", `{"type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}`, "weather", args},
-		{"no arguments", `{"name": "now"}`, "now", `{}`},
-		{"null arguments", `{"name": "now", "arguments": null}`, "now", `{}`},
-		{"no JSON", `call weather(Paris)`, "", ""},
-		{"no name", `{"arguments": {}}`, "", ""},
-		{"empty list", `[]`, "", ""},
-		{"bad arguments string", `{"name": "f", "arguments": "{"}`, "", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseToolCall(tt.in)
-			if tt.wantArgs == "" {
-				if err == nil {
-					t.Errorf("parseToolCall(%q) = %+v, want an error", tt.in, got)
-				}
-				return
-			}
-			want, _ := decodeJSON([]byte(tt.wantArgs))
-			if err != nil || got.name != tt.wantName || !jsonEqual(got.args, want) {
-				t.Errorf("parseToolCall(%q) = %q %s, %v, want %q %s", tt.in, got.name, shortJSON(got.args), err, tt.wantName, tt.wantArgs)
-			}
-		})
-	}
-}
 
 func TestCitation(t *testing.T) {
 	tests := []struct {

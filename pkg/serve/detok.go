@@ -27,6 +27,8 @@ type textStream struct {
 	stops [][]byte
 	hold  int    // the longest stop string's length minus one
 	stop  string // the stop string that ended the text
+	// includeStop keeps the stop string that ended the text in it.
+	includeStop bool
 	// offsets asks push for each piece's offset (a count over the whole
 	// text: only for logprobs).
 	offsets bool
@@ -49,8 +51,8 @@ func newTextStream(tok *tokenizer.Tokenizer, prev int, stops []string) *textStre
 // push adds id and returns its piece (its text after the previous token),
 // the code points of text before the piece (with offsets set), and the
 // text now released.
-// When a stop string completes, the text is cut before it, everything
-// before it is released, and stopped is true; push must not be called
+// When a stop string completes, the text is cut before it (after it with
+// includeStop), everything before the cut is released, and stopped is true; push must not be called
 // again.
 func (t *textStream) push(id int) (piece string, offset int, delta string, stopped bool) {
 	piece = t.tok.TokenPiece(t.prev, id)
@@ -63,6 +65,9 @@ func (t *textStream) push(id int) (piece string, offset int, delta string, stopp
 	if i := t.findStop(from); i >= 0 {
 		// i ≥ t.sent: a stop string that ends past from starts at most
 		// hold bytes before from, and release keeps hold bytes back.
+		if t.includeStop {
+			i += len(t.stop)
+		}
 		t.buf = t.buf[:i]
 		return piece, offset, t.release(true), true
 	}

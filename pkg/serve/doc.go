@@ -6,9 +6,11 @@
 //
 // Endpoints:
 //
-//	POST /v1/completions       text completion; prompt as text or token ids;
+//	POST /v1/completions       text completion; prompt as text or token ids,
+//	                           or a list of them (a choice per prompt);
 //	                           echo and logprobs score a text teacher-forced
-//	POST /v1/chat/completions  chat, rendered with the model's chat template
+//	POST /v1/chat/completions  chat, rendered with the model's chat template,
+//	                           tools too; calls come back as tool_calls
 //	GET  /v1/models            the served model ids (OpenAI list format)
 //	GET  /v1/models/{id}       one of them
 //	GET  /health               200, or 503 while shutting down
@@ -46,8 +48,18 @@
 // down. After a stream has started an error arrives as a last event
 // "data: {"error": {...}}" before "data: [DONE]", as vLLM sends it.
 //
+// Tool calls: tools (and a conversation's tool_calls and tool_call_id) are
+// rendered through the template; with tool_choice "auto" the response is
+// read for calls with the parser of the template's family
+// (toolcall.Detect: Hermes/Qwen, Llama 3.1, Mistral; any form when the
+// template names none) and calls found are message.tool_calls, with
+// finish_reason "tool_calls"; streamed, a call's text is held back and
+// the calls arrive whole in the final delta.
+//
 // Differences from vLLM, on purpose or for now: n must be 1 (no best_of, no
-// penalties, no logit_bias: they are refused, not ignored); usage's
+// penalties, no logit_bias, no suffix, no response_format json_object or
+// json_schema, no tool_choice "required" or naming a function: there is no
+// constrained decoding; they are refused, not ignored); usage's
 // completion_tokens does not count the stop token (EOS, end of turn) that
 // ended a response, which the engine never returns (vLLM counts it);
 // echo with logprobs is refused when streaming (the engine reports a

@@ -60,7 +60,12 @@ func TestErrors(t *testing.T) {
 		{"wrong prompt type", "/v1/completions", `{"prompt": {"text": "a"}}`, 400, "invalid_request_error", "invalid_type", "prompt", nil},
 		{"bad token id", "/v1/completions", `{"prompt": [1, "x"]}`, 400, "invalid_request_error", "invalid_type", "prompt", []string{"prompt[1]"}},
 		{"token outside the vocabulary", "/v1/completions", `{"prompt": [1, 99999], "max_tokens": 1}`, 400, "invalid_request_error", "invalid_value", "", []string{"99999"}},
-		{"batch", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, "invalid_request_error", "invalid_value", "prompt", []string{"2 prompts"}},
+		{"suffix", "/v1/completions", `{"prompt": "a", "suffix": "b"}`, 400, "invalid_request_error", "invalid_value", "suffix", []string{"not supported"}},
+		{"stream_options without stream", "/v1/completions", `{"prompt": "a", "stream_options": {"include_usage": true}}`, 400, "invalid_request_error", "invalid_value", "stream_options", []string{"stream"}},
+		{"chat stream_options without stream", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "stream": false, "stream_options": {"include_usage": true}}`, 400, "invalid_request_error", "invalid_value", "stream_options", []string{"stream"}},
+		{"response_format json_object", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}`, 400, "invalid_request_error", "invalid_value", "response_format", []string{"not supported", "json_object"}},
+		{"response_format json_schema", "/v1/completions", `{"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}`, 400, "invalid_request_error", "invalid_value", "response_format", []string{"not supported"}},
+		{"response_format not an object", "/v1/completions", `{"prompt": "a", "response_format": "json"}`, 400, "invalid_request_error", "invalid_type", "response_format", nil},
 		{"no prompt", "/v1/completions", `{"max_tokens": 1}`, 400, "invalid_request_error", "invalid_value", "prompt", nil},
 		{"wrong stop type", "/v1/completions", `{"prompt": "a", "stop": 3}`, 400, "invalid_request_error", "invalid_type", "stop", nil},
 		{"n 2", "/v1/completions", `{"prompt": "a", "n": 2}`, 400, "invalid_request_error", "invalid_value", "n", nil},
@@ -86,7 +91,7 @@ func TestErrors(t *testing.T) {
 		wantError(t, tc.name, code, b, tc.status, tc.typ, tc.code, tc.param, tc.words...)
 	}
 	// Unknown fields are ignored.
-	if code, _, b := f.post(t, "/v1/completions", `{"prompt": "a", "max_tokens": 1, "frobnicate": {"x": [1]}, "user": "u1", "suffix": null}`); code != 200 {
+	if code, _, b := f.post(t, "/v1/completions", `{"prompt": "a", "max_tokens": 1, "frobnicate": {"x": [1]}, "user": "u1", "suffix": null, "response_format": {"type": "text"}}`); code != 200 {
 		t.Errorf("unknown fields: %d %s", code, b)
 	}
 	// Wrong methods.

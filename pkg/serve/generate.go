@@ -9,14 +9,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/kvqlabs/kvq/pkg/chat/toolcall"
 	"github.com/kvqlabs/kvq/pkg/engine"
 )
 
 // job is one generation request, checked and ready for the engine.
 type job struct {
+	index    int // the choice's index: the prompt's in a batch
 	chat     bool
 	model    string // the model id responses carry
 	cache    string
@@ -25,6 +28,11 @@ type job struct {
 	echo     string // completions with echo: the prompt's text
 	echoing  bool
 	logprobs bool // per-token log-probabilities in the response
+	// tools asks a chat response to be read for tool calls in family's
+	// form ("": any).
+	tools  bool
+	family toolcall.Family
+	one    bool // parallel_tool_calls false
 }
 
 // completions serves POST /v1/completions.
@@ -42,18 +50,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 		return e
 	}
 	setCache(w, cache)
-	p, e := parsePrompt(req.Prompt)
+	if !isNull(req.Suffix) {
+		return badParam("suffix", "suffix: not supported (this server does not fill in the middle)")
+	}
+	prompts, e := parsePrompts(req.Prompt)
 	if e != nil {
 		return e
-	}
-	ids, text := p.ids, p.text
-	if p.isID {
-		text = s.m.Tokenizer.Decode(ids)
-	} else {
-		ids = s.m.Tokenizer.Encode(p.text, true)
-	}
-	if len(ids) == 0 {
-		return badParam("prompt", "prompt: empty (it has no tokens)")
 	}
 	maxTokens := 16
 	if req.MaxTokens != nil {
@@ -73,17 +75,34 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 	if opt.stream && req.Echo && lp {
 		return badParam("echo", "echo with logprobs: only without stream (the prompt's log-probabilities come with the result)")
 	}
-	if e := s.checkContext("prompt", len(ids), maxTokens); e != nil {
-		return e
+	jobs := make([]*job, len(prompts))
+	for i, p := range prompts {
+		ids, text := p.ids, p.text
+		if p.isID {
+			text = s.m.Tokenizer.Decode(ids)
+		} else {
+			ids = s.m.Tokenizer.Encode(p.text, true)
+		}
+		what := "prompt"
+		if len(prompts) > 1 {
+			what = fmt.Sprintf("prompt[%d]", i)
+		}
+		if len(ids) == 0 {
+			return badParam("prompt", "%s: empty (it has no tokens)", what)
+		}
+		if e := s.checkContext(what, len(ids), maxTokens); e != nil {
+			return e
+		}
+		j := &job{index: i, model: s.modelID(req.Model), cache: cache, opt: opt, echo: text, echoing: req.Echo, logprobs: lp}
+		j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
+		j.req.Logprobs, j.req.TopLogprobs = lp, top
+		j.req.PromptLogprobs = req.Echo && (lp || maxTokens == 0)
+		if j.req.PromptLogprobs {
+			j.req.PromptTopLogprobs = top
+		}
+		jobs[i] = j
 	}
-	j := &job{model: s.modelID(req.Model), cache: cache, opt: opt, echo: text, echoing: req.Echo, logprobs: lp}
-	j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
-	j.req.Logprobs, j.req.TopLogprobs = lp, top
-	j.req.PromptLogprobs = req.Echo && (lp || maxTokens == 0)
-	if j.req.PromptLogprobs {
-		j.req.PromptTopLogprobs = top
-	}
-	return s.generate(w, r, j)
+	return s.generate(w, r, jobs...)
 }
 
 // chatCompletions serves POST /v1/chat/completions.
@@ -105,10 +124,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e != nil {
 		return e
 	}
+	tl, e := parseTools(req.Tools, req.ToolChoice)
+	if e != nil {
+		return e
+	}
+	tl.one = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 	if s.m.ChatTemplate == "" {
 		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("model %s has no chat template: use /v1/completions with a prompt", s.name), typ: typeInvalid, param: "messages", code: "no_chat_template"}
 	}
-	ids, _, err := s.m.ChatPrompt(msgs)
+	ids, _, err := s.m.ChatPromptExtra(msgs, tl.extra)
 	if err != nil {
 		return badParam("messages", "messages: %v", err)
 	}
@@ -146,7 +170,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e := s.checkContext("messages", len(ids), maxTokens); e != nil {
 		return e
 	}
-	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp}
+	j := &job{chat: true, model: s.modelID(req.Model), cache: cache, opt: opt, logprobs: lp, tools: tl.parse, one: tl.one}
+	if tl.parse {
+		j.family = toolcall.Detect(s.m.ChatTemplate)
+	}
 	j.req = s.engineRequest(cache, ids, maxTokens, opt, req.IgnoreEOS)
 	j.req.Logprobs, j.req.TopLogprobs = lp, top
 	return s.generate(w, r, j)
@@ -186,7 +213,7 @@ func (s *Server) checkContext(what string, n, maxTokens int) *apiError {
 	}
 	param := "max_tokens"
 	if n >= c {
-		param = what
+		param, _, _ = strings.Cut(what, "[") // prompt[i] of a batch
 	}
 	return &apiError{status: http.StatusBadRequest, typ: typeInvalid, param: param, code: "context_length_exceeded",
 		message: fmt.Sprintf("this model's maximum context length is %d tokens, and the request needs %d: %d in the %s and %d to generate (max_tokens); shorten the %s or lower max_tokens", c, uint64(n)+uint64(maxTokens), n, what, maxTokens, what)}
@@ -211,31 +238,40 @@ func submitError(err error) *apiError {
 // gone marks a request whose client left: nothing more is written.
 var gone = &apiError{message: "client gone"}
 
-// generate submits j and writes its response.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, j *job) *apiError {
+// generate submits jobs (one per prompt of a batch, sharing a cache
+// and options) and writes their response.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, jobs ...*job) *apiError {
+	j0 := jobs[0]
 	if lim := s.opts.MaxWaiting; lim > 0 {
 		for _, p := range s.e.Stats() {
-			if p.Cache == j.cache && p.Waiting >= lim {
-				return &apiError{status: http.StatusTooManyRequests, message: fmt.Sprintf("cache %s has %d requests waiting, the server's limit (max waiting %d); retry later", j.cache, p.Waiting, lim), typ: typeLimit, code: "rate_limit_exceeded"}
+			if p.Cache == j0.cache && p.Waiting >= lim {
+				return &apiError{status: http.StatusTooManyRequests, message: fmt.Sprintf("cache %s has %d requests waiting, the server's limit (max waiting %d); retry later", j0.cache, p.Waiting, lim), typ: typeLimit, code: "rate_limit_exceeded"}
 			}
 		}
 	}
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	g := &run{s: s, j: j, cancel: cancel, start: time.Now()}
-	st, err := s.e.Submit(ctx, j.req)
-	if err != nil {
-		return submitError(err)
+	defer cancel() // also ends the batch's submitted requests when one is refused
+	runs := make([]*run, len(jobs))
+	for i, j := range jobs {
+		rctx, rcancel := context.WithCancel(ctx)
+		g := &run{s: s, j: j, cancel: rcancel, start: time.Now()}
+		st, err := s.e.Submit(rctx, j.req)
+		if err != nil {
+			rcancel()
+			return submitError(err)
+		}
+		g.st = st
+		g.text = newTextStream(s.m.Tokenizer, j.req.Prompt[len(j.req.Prompt)-1], j.opt.stops)
+		g.text.includeStop = j.opt.includeStop
+		g.text.offsets = j.logprobs && !j.chat
+		defer g.end()
+		runs[i] = g
 	}
-	g.st = st
-	g.text = newTextStream(s.m.Tokenizer, j.req.Prompt[len(j.req.Prompt)-1], j.opt.stops)
-	g.text.offsets = j.logprobs && !j.chat
-	defer g.end()
-	if j.opt.stream {
-		s.stream(w, r, g)
+	if j0.opt.stream {
+		s.stream(w, r, runs)
 		return nil
 	}
-	return s.collect(w, r, g)
+	return s.collect(w, r, runs)
 }
 
 // run reads one request's stream from the engine.
@@ -243,7 +279,7 @@ type run struct {
 	s      *Server
 	j      *job
 	st     *engine.Stream
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends the engine request
 	text   *textStream
 	start  time.Time
 	n      int       // tokens generated
@@ -352,9 +388,15 @@ type usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func (g *run) usage() *usage {
-	p := len(g.j.req.Prompt)
-	return &usage{PromptTokens: p, CompletionTokens: g.n, TotalTokens: p + g.n}
+// usage sums the token counts of a response's runs.
+func usageOf(runs []*run) *usage {
+	u := &usage{}
+	for _, g := range runs {
+		u.PromptTokens += len(g.j.req.Prompt)
+		u.CompletionTokens += g.n
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }
 
 // response is a completion, a chat completion or a chunk of either.
@@ -434,13 +476,116 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string        `json:"role"`
+	Content   *string       `json:"content"` // null when the response is tool calls only
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Content   *string       `json:"content,omitempty"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+}
+
+// toolCallOut is a tool call in a message, or in a delta with its index.
+type toolCallOut struct {
+	Index    *int         `json:"index,omitempty"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // JSON text, as OpenAI sends it
+}
+
+// firstCalls is calls, or with parallel_tool_calls false its first (as
+// vLLM keeps it).
+func (j *job) firstCalls(calls []toolcall.Call) []toolcall.Call {
+	if j.one && len(calls) > 1 {
+		return calls[:1]
+	}
+	return calls
+}
+
+// toolCalls are calls as a response carries them, indexed for a delta.
+func (s *Server) toolCalls(calls []toolcall.Call, indexed bool) []toolCallOut {
+	out := make([]toolCallOut, len(calls))
+	for i, c := range calls {
+		args := "{}"
+		if b, err := marshal(c.Arguments); err == nil {
+			args = string(b)
+		}
+		out[i] = toolCallOut{ID: "chatcmpl-tool-" + s.idBase + strconv.FormatUint(s.idN.Add(1), 16), Type: "function", Function: toolFunction{Name: c.Name, Arguments: args}}
+		if indexed {
+			out[i].Index = &i
+		}
+	}
+	return out
+}
+
+// toolHold holds back a streamed chat response's text from where a tool
+// call may start, so that the calls go out whole in the final delta and
+// their text never goes out as content.
+type toolHold struct {
+	f    toolcall.Family
+	buf  strings.Builder
+	sent int
+}
+
+// toolMarkers are the texts that start a call, by family.
+var toolMarkers = map[toolcall.Family][]string{
+	toolcall.Hermes:  {"<tool_call>"},
+	toolcall.Mistral: {"[TOOL_CALLS]"},
+	toolcall.Llama:   {"<|python_tag|>"},
+	"":               {"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"},
+}
+
+// push adds text and returns the content now safe to send: the text
+// before any marker and before any start of one at the end. A Llama
+// response (or one of no known family) that starts with "{" is held
+// whole: it may be a bare JSON call.
+func (h *toolHold) push(text string) string {
+	h.buf.WriteString(text)
+	s := h.buf.String()
+	limit := len(s)
+	if h.f == toolcall.Llama || h.f == "" {
+		if t := strings.TrimLeft(s, " \t\r\n"); t == "" || t[0] == '{' {
+			limit = 0
+		}
+	}
+	for _, m := range toolMarkers[h.f] {
+		if i := strings.Index(s, m); i >= 0 {
+			limit = min(limit, i)
+			continue
+		}
+		for k := len(m) - 1; k > 0; k-- {
+			if strings.HasSuffix(s, m[:k]) {
+				limit = min(limit, len(s)-k)
+				break
+			}
+		}
+	}
+	if limit <= h.sent {
+		return ""
+	}
+	out := s[h.sent:limit]
+	h.sent = limit
+	return out
+}
+
+// end returns the content not yet sent and the response's calls.
+func (h *toolHold) end() (string, []toolcall.Call) {
+	s := h.buf.String()
+	calls, content := toolcall.Parse(h.f, s)
+	if len(calls) == 0 {
+		content = s
+	}
+	if len(content) <= h.sent {
+		return "", calls
+	}
+	return content[h.sent:], calls
 }
 
 type chatLogprobs struct {
@@ -557,35 +702,74 @@ func strp(s string) *string {
 	return &s
 }
 
-// collect runs a request to its end and writes one response.
-func (s *Server) collect(w http.ResponseWriter, r *http.Request, g *run) *apiError {
-	var text strings.Builder
-	var toks []tokenOut
-	finish := ""
-	for finish == "" {
-		ev, e := g.next(r.Context())
+// collect runs a response's requests to their ends and writes one
+// response, a choice per request.
+func (s *Server) collect(w http.ResponseWriter, r *http.Request, runs []*run) *apiError {
+	j := runs[0].j
+	resp := response{ID: s.newID(j.chat), Model: j.model, Cache: j.cache}
+	var chatChoices []chatChoice
+	var choices []completionChoice
+	for _, g := range runs {
+		text, toks, finish, e := g.all(r.Context())
 		if e == gone {
 			return nil
 		}
 		if e != nil {
 			return e
 		}
+		if j.chat {
+			c := chatChoice{Index: g.j.index, Message: &chatOut{Role: "assistant", Content: &text}, FinishReason: &finish, StopReason: strp(g.text.stop)}
+			if j.tools {
+				if calls, content := toolcall.Parse(j.family, text); len(calls) > 0 {
+					calls = j.firstCalls(calls)
+					c.Message.Content, c.Message.ToolCalls = strp(content), s.toolCalls(calls, false)
+					finish = "tool_calls" // as vLLM, whatever ended the response
+				}
+			}
+			if j.logprobs {
+				c.Logprobs = s.chatLogprobs(toks)
+			}
+			chatChoices = append(chatChoices, c)
+			continue
+		}
+		c, e := s.completionChoice(r, g, text, toks, finish)
+		if e != nil {
+			return e
+		}
+		choices = append(choices, c)
+	}
+	resp.Created, resp.Usage = time.Now().Unix(), usageOf(runs)
+	if j.chat {
+		resp.Object, resp.Choices = "chat.completion", chatChoices
+	} else {
+		resp.Object, resp.Choices = "text_completion", choices
+	}
+	s.writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// all reads g to its end: its text, tokens and finish reason.
+func (g *run) all(ctx context.Context) (string, []tokenOut, string, *apiError) {
+	var text strings.Builder
+	var toks []tokenOut
+	finish := ""
+	for finish == "" {
+		ev, e := g.next(ctx)
+		if e != nil {
+			return "", nil, "", e
+		}
 		text.WriteString(ev.text)
 		toks = append(toks, ev.toks...)
 		finish = ev.finish
 	}
+	return text.String(), toks, finish, nil
+}
+
+// completionChoice is g's choice in a completion: its text, after the
+// echoed prompt, and its log-probabilities; gone when the client left.
+func (s *Server) completionChoice(r *http.Request, g *run, text string, toks []tokenOut, finish string) (completionChoice, *apiError) {
 	j := g.j
-	resp := response{ID: s.newID(j.chat), Created: time.Now().Unix(), Model: j.model, Usage: g.usage(), Cache: j.cache}
-	if j.chat {
-		c := chatChoice{Message: &chatOut{Role: "assistant", Content: text.String()}, FinishReason: &finish, StopReason: strp(g.text.stop)}
-		if j.logprobs {
-			c.Logprobs = s.chatLogprobs(toks)
-		}
-		resp.Object, resp.Choices = "chat.completion", []chatChoice{c}
-		s.writeJSON(w, http.StatusOK, resp)
-		return nil
-	}
-	c := completionChoice{Text: text.String(), FinishReason: &finish, StopReason: strp(g.text.stop)}
+	c := completionChoice{Index: j.index, Text: text, FinishReason: &finish, StopReason: strp(g.text.stop)}
 	base := 0
 	if j.echoing {
 		c.Text = j.echo + c.Text
@@ -597,7 +781,7 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request, g *run) *apiErr
 			if g.res == nil { // cut by a stop string: the result follows the cancellation
 				res, err := g.st.Wait(r.Context())
 				if err != nil {
-					return nil // the client left
+					return c, gone // the client left
 				}
 				g.res = &res
 			}
@@ -605,13 +789,20 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request, g *run) *apiErr
 		}
 		s.legacyLogprobs(c.Logprobs, toks, base)
 	}
-	resp.Object, resp.Choices = "text_completion", []completionChoice{c}
-	s.writeJSON(w, http.StatusOK, resp)
-	return nil
+	return c, nil
 }
 
-// stream writes a request's server-sent events as they come.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *run) {
+// runEvent is an event of one of a stream's runs.
+type runEvent struct {
+	g    *run
+	ev   event
+	stop string // the run's stop string as of the event
+	e    *apiError
+}
+
+// stream writes a response's server-sent events as they come, the
+// events of a batch's requests interleaved, each choice with its index.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -631,7 +822,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *run) {
 		io.WriteString(w, "data: [DONE]\n\n")
 		_ = rc.Flush()
 	}
-	j := g.j
+	j := runs[0].j
 	id, created := s.newID(j.chat), time.Now().Unix()
 	chunk := func(choices any) response {
 		obj := "text_completion"
@@ -640,10 +831,43 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *run) {
 		}
 		return response{ID: id, Object: obj, Created: created, Model: j.model, Choices: choices, Cache: j.cache}
 	}
-	first := true
-	offset := 0
-	for {
-		ev, e := g.next(r.Context())
+	// Each run is read by its own goroutine; quit releases them when the
+	// stream ends early, and the wait keeps them from outliving it.
+	events := make(chan runEvent)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(quit)
+		for _, g := range runs {
+			g.cancel()
+		}
+		wg.Wait()
+	}()
+	for _, g := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ev, e := g.next(r.Context())
+				select {
+				case events <- runEvent{g, ev, g.text.stop, e}:
+				case <-quit:
+					return
+				}
+				if e != nil || ev.finish != "" {
+					return
+				}
+			}
+		}()
+	}
+	first := make(map[*run]bool, len(runs))
+	var hold *toolHold
+	if j.tools {
+		hold = &toolHold{f: j.family}
+	}
+	for left := len(runs); left > 0; {
+		re := <-events
+		g, ev, e, stop := re.g, re.ev, re.e, re.stop
 		if e == gone {
 			return
 		}
@@ -655,25 +879,44 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *run) {
 		var fin *string
 		if ev.finish != "" {
 			fin = &ev.finish
+			left--
 		}
+		started := first[g]
+		first[g] = true
 		if j.chat {
-			if first {
+			if !started {
 				empty := ""
-				send(chunk([]chatChoice{{Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
+				send(chunk([]chatChoice{{Index: g.j.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
 			}
-			c := chatChoice{Delta: &chatDelta{}, FinishReason: fin, StopReason: strp(g.text.stop)}
-			if len(ev.toks) > 0 || ev.text != "" {
-				c.Delta.Content = &ev.text
+			c := chatChoice{Index: g.j.index, Delta: &chatDelta{}, FinishReason: fin, StopReason: strp(stop)}
+			text := ev.text
+			if hold != nil {
+				text = hold.push(text)
+				if fin != nil {
+					rest, calls := hold.end()
+					text += rest
+					if len(calls) > 0 {
+						c.Delta.ToolCalls = s.toolCalls(j.firstCalls(calls), true)
+						reason := "tool_calls"
+						c.FinishReason = &reason
+					}
+				}
+			}
+			if len(ev.toks) > 0 || text != "" {
+				c.Delta.Content = &text
 			}
 			if j.logprobs && len(ev.toks) > 0 {
 				c.Logprobs = s.chatLogprobs(ev.toks)
 			}
 			send(chunk([]chatChoice{c}))
 		} else {
-			c := completionChoice{Text: ev.text, FinishReason: fin, StopReason: strp(g.text.stop)}
-			if first && j.echoing {
-				c.Text = j.echo + c.Text
-				offset = utf8.RuneCountInString(j.echo)
+			c := completionChoice{Index: g.j.index, Text: ev.text, FinishReason: fin, StopReason: strp(stop)}
+			offset := 0
+			if g.j.echoing {
+				offset = utf8.RuneCountInString(g.j.echo)
+				if !started {
+					c.Text = g.j.echo + c.Text
+				}
 			}
 			if j.logprobs && len(ev.toks) > 0 {
 				c.Logprobs = &completionLogprobs{}
@@ -682,14 +925,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g *run) {
 			send(chunk([]completionChoice{c}))
 		}
 		_ = rc.Flush()
-		first = false
-		if ev.finish != "" {
-			break
-		}
 	}
 	if j.opt.usage {
 		c := chunk([]struct{}{})
-		c.Usage = g.usage()
+		c.Usage = usageOf(runs)
 		send(c)
 	}
 	done()

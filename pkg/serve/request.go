@@ -57,6 +57,10 @@ type sampling struct {
 	FrequencyPenalty *float64        `json:"frequency_penalty"`
 	LogitBias        map[string]any  `json:"logit_bias"`
 	MaxTokens        *int            `json:"max_tokens"`
+	// IncludeStop keeps the stop string that ended a response in its
+	// text (vLLM's include_stop_str_in_output).
+	IncludeStop    bool            `json:"include_stop_str_in_output"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // completionRequest is the body of POST /v1/completions.
@@ -65,20 +69,28 @@ type completionRequest struct {
 	Prompt   json.RawMessage `json:"prompt"`
 	Logprobs *int            `json:"logprobs"`
 	Echo     bool            `json:"echo"`
+	Suffix   json.RawMessage `json:"suffix"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	sampling
-	Messages            []chatMessage `json:"messages"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	Logprobs            *bool         `json:"logprobs"`
-	TopLogprobs         *int          `json:"top_logprobs"`
+	Messages            []chatMessage   `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 }
 
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// The keys of a tool-calling conversation, passed to the template.
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
+	Name       json.RawMessage `json:"name"`
 }
 
 // decodeJSON parses a request body into v. Unknown fields are ignored, as
@@ -140,34 +152,51 @@ type prompt struct {
 	isID bool
 }
 
-// parsePrompt reads prompt: a string, an array of token ids, or a
-// one-element array of either (a batch of one).
-func parsePrompt(raw json.RawMessage) (prompt, *apiError) {
+// parsePrompts reads prompt: a string, an array of token ids, or an
+// array of either (a batch: one choice per prompt, as vLLM answers it).
+func parsePrompts(raw json.RawMessage) ([]prompt, *apiError) {
 	if isNull(raw) {
-		return prompt{}, badParam("prompt", "prompt: required")
+		return nil, badParam("prompt", "prompt: required")
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return prompt{text: s}, nil
+		return []prompt{{text: s}}, nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
-		return prompt{}, &apiError{status: http.StatusBadRequest, message: "prompt: expected a string or an array of token ids", typ: typeInvalid, param: "prompt", code: "invalid_type"}
+		return nil, &apiError{status: http.StatusBadRequest, message: "prompt: expected a string or an array of token ids", typ: typeInvalid, param: "prompt", code: "invalid_type"}
 	}
 	if len(items) == 0 {
-		return prompt{}, badParam("prompt", "prompt: empty array")
+		return nil, badParam("prompt", "prompt: empty array")
 	}
 	first := bytes.TrimSpace(items[0])
-	if len(first) > 0 && (first[0] == '"' || first[0] == '[') {
-		if len(items) > 1 {
-			return prompt{}, badParam("prompt", "prompt: a batch of %d prompts; this server takes one prompt per request", len(items))
+	if len(first) == 0 || (first[0] != '"' && first[0] != '[') {
+		p, e := parseIDs(raw)
+		if e != nil {
+			return nil, e
 		}
-		if first[0] == '"' {
-			return parsePrompt(first)
-		}
-		return parseIDs(first)
+		return []prompt{p}, nil
 	}
-	return parseIDs(raw)
+	out := make([]prompt, len(items))
+	for i, it := range items {
+		it = bytes.TrimSpace(it)
+		switch {
+		case len(it) > 0 && it[0] == '"':
+			if json.Unmarshal(it, &out[i].text) != nil {
+				return nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("prompt[%d]: malformed string", i), typ: typeInvalid, param: "prompt", code: "invalid_type"}
+			}
+		case len(it) > 0 && it[0] == '[':
+			p, e := parseIDs(it)
+			if e != nil {
+				e.message = fmt.Sprintf("prompt[%d]: %s", i, strings.TrimPrefix(e.message, "prompt: "))
+				return nil, e
+			}
+			out[i] = p
+		default:
+			return nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("prompt[%d]: expected a string or an array of token ids, as prompt[0], got %s", i, truncate(string(it), 40)), typ: typeInvalid, param: "prompt", code: "invalid_type"}
+		}
+	}
+	return out, nil
 }
 
 func parseIDs(raw json.RawMessage) (prompt, *apiError) {
@@ -215,6 +244,11 @@ func parseMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 			return nil, badParam("messages", "messages[%d].role: required", i)
 		}
 		out[i].Role = m.Role
+		fields, e := messageFields(i, m)
+		if e != nil {
+			return nil, e
+		}
+		out[i].Fields = fields
 		if isNull(m.Content) {
 			continue
 		}
@@ -249,6 +283,112 @@ func parseMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
 	return out, nil
 }
 
+// messageFields are a message's tool_calls, tool_call_id and name for
+// the template. Arguments given as a JSON string, as OpenAI sends them,
+// are decoded to an object, as vLLM does: templates write them with
+// tojson.
+func messageFields(i int, m chatMessage) (map[string]any, *apiError) {
+	var f map[string]any
+	set := func(k string, v any) {
+		if f == nil {
+			f = map[string]any{}
+		}
+		f[k] = v
+	}
+	if !isNull(m.ToolCallID) {
+		set("tool_call_id", m.ToolCallID)
+	}
+	if !isNull(m.Name) {
+		set("name", m.Name)
+	}
+	if isNull(m.ToolCalls) {
+		return f, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(m.ToolCalls))
+	dec.UseNumber()
+	var calls []map[string]any
+	if dec.Decode(&calls) != nil {
+		return nil, &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("messages[%d].tool_calls: expected an array of objects", i), typ: typeInvalid, param: "messages", code: "invalid_type"}
+	}
+	list := make([]any, len(calls))
+	for k, c := range calls {
+		if fn, ok := c["function"].(map[string]any); ok {
+			if a, ok := fn["arguments"].(string); ok {
+				d := json.NewDecoder(strings.NewReader(a))
+				d.UseNumber()
+				var v any
+				if d.Decode(&v) != nil {
+					return nil, badParam("messages", "messages[%d].tool_calls[%d].function.arguments: not JSON", i, k)
+				}
+				fn["arguments"] = v
+			}
+		}
+		list[k] = c
+	}
+	set("tool_calls", list)
+	return f, nil
+}
+
+// tools are a chat request's tools, checked: the template variable, and
+// whether the response is read for calls.
+type tools struct {
+	extra map[string]any // {"tools": [...]}, or nil
+	parse bool           // tool_choice "auto" with tools
+	one   bool           // parallel_tool_calls false: the first call only
+}
+
+// parseTools reads tools (an array of {"type": "function", "function":
+// {"name", ...}}) and tool_choice. "auto" (the default with tools) reads
+// the response for calls; "none" renders the tools and reads no calls;
+// "required" and a named function need constrained decoding, which this
+// server does not have: they are refused.
+func parseTools(raw, choice json.RawMessage) (tools, *apiError) {
+	var t tools
+	mode := ""
+	if !isNull(choice) {
+		if json.Unmarshal(choice, &mode) != nil {
+			var named struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(choice, &named) != nil {
+				return t, &apiError{status: http.StatusBadRequest, message: `tool_choice: expected "none", "auto", "required" or an object`, typ: typeInvalid, param: "tool_choice", code: "invalid_type"}
+			}
+			return t, badParam("tool_choice", "tool_choice naming a function: not supported (it needs constrained decoding, which this server does not have; use \"auto\")")
+		}
+		switch mode {
+		case "none", "auto":
+		case "required":
+			return t, badParam("tool_choice", "tool_choice \"required\": not supported (it needs constrained decoding, which this server does not have; use \"auto\")")
+		default:
+			return t, badParam("tool_choice", "tool_choice %q: expected \"none\", \"auto\" or \"required\"", mode)
+		}
+	}
+	if isNull(raw) {
+		return t, nil
+	}
+	var list []struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return t, &apiError{status: http.StatusBadRequest, message: `tools: expected an array of {"type": "function", "function": {...}}`, typ: typeInvalid, param: "tools", code: "invalid_type"}
+	}
+	for i, tl := range list {
+		switch {
+		case tl.Type != "function":
+			return t, badParam("tools", "tools[%d].type %q: only \"function\" tools are supported", i, tl.Type)
+		case tl.Function == nil || tl.Function.Name == "":
+			return t, badParam("tools", "tools[%d].function.name: required", i)
+		}
+	}
+	if len(list) == 0 {
+		return t, nil
+	}
+	return tools{extra: map[string]any{"tools": raw}, parse: mode != "none"}, nil
+}
+
 // options is what a request asks of the sampler and the stream, checked.
 type options struct {
 	temperature, topP float64
@@ -256,13 +396,21 @@ type options struct {
 	seeded            bool
 	stops             []string
 	stream, usage     bool
+	includeStop       bool
 }
 
 // check validates the shared fields.
 func (s *sampling) check() (options, *apiError) {
-	o := options{temperature: 1, topP: 1, stream: s.Stream}
+	o := options{temperature: 1, topP: 1, stream: s.Stream, includeStop: s.IncludeStop}
 	if s.StreamOptions != nil {
+		if !s.Stream {
+			// As vLLM: stream_options without stream is a mistake.
+			return o, badParam("stream_options", "stream_options: only with stream true")
+		}
 		o.usage = s.StreamOptions.IncludeUsage
+	}
+	if e := checkResponseFormat(s.ResponseFormat); e != nil {
+		return o, e
 	}
 	if s.Temperature != nil {
 		o.temperature = *s.Temperature
@@ -297,6 +445,28 @@ func (s *sampling) check() (options, *apiError) {
 	}
 	o.stops = stops
 	return o, nil
+}
+
+// checkResponseFormat accepts response_format null or {"type": "text"}:
+// this server has no constrained decoding, so json_object and json_schema
+// are refused rather than ignored.
+func checkResponseFormat(raw json.RawMessage) *apiError {
+	if isNull(raw) {
+		return nil
+	}
+	var f struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return &apiError{status: http.StatusBadRequest, message: `response_format: expected an object {"type": ...}`, typ: typeInvalid, param: "response_format", code: "invalid_type"}
+	}
+	switch f.Type {
+	case "text":
+		return nil
+	case "json_object", "json_schema", "structural_tag":
+		return badParam("response_format", "response_format type %q: not supported (this server has no constrained decoding; only \"text\")", f.Type)
+	}
+	return badParam("response_format", "response_format type %q: unknown (only \"text\" is supported)", f.Type)
 }
 
 func truncate(s string, n int) string {

@@ -374,7 +374,8 @@ func TestEchoScoring(t *testing.T) {
 
 // TestStop: a stop string cuts the text before its first occurrence,
 // finish_reason stop and stop_reason the string, the same streamed; the
-// cancelled engine request frees its sequence.
+// cancelled engine request frees its sequence. With
+// include_stop_str_in_output the text keeps the stop string.
 func TestStop(t *testing.T) {
 	f := newServer(t, serve.Options{})
 	base := map[string]any{"prompt": "once upon a time", "max_tokens": 60, "temperature": 0, "ignore_eos": true}
@@ -393,8 +394,16 @@ func TestStop(t *testing.T) {
 	if at <= 0 {
 		t.Fatalf("no ASCII pair in %q to stop at", full)
 	}
-	for _, stream := range []bool{false, true} {
+	for i := range 4 {
+		stream, include := i%2 == 1, i >= 2
 		req := map[string]any{"stop": []string{"\x00never", stop}, "stream": stream}
+		if include {
+			req["include_stop_str_in_output"] = true
+		}
+		want := full[:at]
+		if include {
+			want = full[:at+len(stop)]
+		}
 		for k, v := range base {
 			req[k] = v
 		}
@@ -419,8 +428,8 @@ func TestStop(t *testing.T) {
 				t.Errorf("stopped after %d tokens", usageTokens)
 			}
 		}
-		if text != full[:at] || finish != "stop" || reason != stop {
-			t.Errorf("stream %v, stop %q: text %q (%s, %q), want %q", stream, stop, text, finish, reason, full[:at])
+		if text != want || finish != "stop" || reason != stop {
+			t.Errorf("stream %v, include %v, stop %q: text %q (%s, %q), want %q", stream, include, stop, text, finish, reason, want)
 		}
 	}
 	waitIdle(t, f.e)
@@ -469,4 +478,87 @@ func TestModels(t *testing.T) {
 	if got := serve.DefaultModelName("/m/stories260K.gguf"); got != "stories260K" {
 		t.Errorf("DefaultModelName(gguf) = %q", got)
 	}
+}
+
+// TestBatch: a list of prompts on /v1/completions returns one choice per
+// prompt, in order with its index, each the text the prompt gets alone,
+// and the usage summed; streamed, the chunks carry each choice's index.
+func TestBatch(t *testing.T) {
+	f := newServer(t, serve.Options{})
+	prompts := []any{"once upon a time", []int{65, 66, 67}, "the cat"}
+	base := map[string]any{"max_tokens": 8, "temperature": 0, "ignore_eos": true}
+	var alone []string
+	promptTokens := 0
+	for _, p := range prompts {
+		req := map[string]any{"prompt": p}
+		for k, v := range base {
+			req[k] = v
+		}
+		_, _, b := f.post(t, "/v1/completions", req)
+		c := decode(t, b)
+		alone = append(alone, c.text())
+		promptTokens += c.Usage.PromptTokens
+	}
+	for _, stream := range []bool{false, true} {
+		req := map[string]any{"prompt": prompts, "stream": stream}
+		if stream {
+			req["stream_options"] = map[string]any{"include_usage": true}
+		}
+		for k, v := range base {
+			req[k] = v
+		}
+		code, _, b := f.post(t, "/v1/completions", req)
+		if code != 200 {
+			t.Fatalf("stream %v: %d %s", stream, code, b)
+		}
+		texts := make([]string, len(prompts))
+		finishes := 0
+		var c completion
+		if stream {
+			for _, ch := range sse(t, b) {
+				for _, cc := range ch.Choices {
+					if cc.Index < 0 || cc.Index >= len(prompts) || cc.Text == nil {
+						t.Fatalf("chunk choice %+v", cc)
+					}
+					texts[cc.Index] += *cc.Text
+					if cc.FinishReason != nil {
+						finishes++
+					}
+				}
+				if ch.Usage != nil {
+					c.Usage = ch.Usage
+				}
+			}
+		} else {
+			c = decode(t, b)
+			if len(c.Choices) != len(prompts) {
+				t.Fatalf("%d choices for %d prompts: %s", len(c.Choices), len(prompts), b)
+			}
+			for i, cc := range c.Choices {
+				if cc.Index != i {
+					t.Errorf("choice %d has index %d", i, cc.Index)
+				}
+				texts[i] = *cc.Text
+				if cc.FinishReason != nil {
+					finishes++
+				}
+			}
+		}
+		if !slices.Equal(texts, alone) || finishes != len(prompts) {
+			t.Errorf("stream %v: texts %q (%d finished), want %q", stream, texts, finishes, alone)
+		}
+		if c.Usage == nil || c.Usage.PromptTokens != promptTokens || c.Usage.CompletionTokens != 8*len(prompts) || c.Usage.TotalTokens != promptTokens+8*len(prompts) {
+			t.Errorf("stream %v: usage %+v, want %d prompt tokens and %d completion tokens", stream, c.Usage, promptTokens, 8*len(prompts))
+		}
+	}
+	// One prompt of the batch too long names its index.
+	long := make([]int, 600)
+	for i := range long {
+		long[i] = 65
+	}
+	code, _, b := f.post(t, "/v1/completions", map[string]any{"prompt": []any{[]int{65}, long}})
+	wantError(t, "batch with a long prompt", code, b, 400, "invalid_request_error", "context_length_exceeded", "prompt", "prompt[1]")
+	code, _, b = f.post(t, "/v1/completions", map[string]any{"prompt": []any{"a", 3}})
+	wantError(t, "batch of mixed items", code, b, 400, "invalid_request_error", "invalid_type", "prompt", "prompt[1]")
+	waitIdle(t, f.e)
 }

@@ -376,6 +376,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
+	cmdutil.WarnSpecBlocks(o.IO.ErrOut, "--cache", m.Geometry(), o.specs...)
 	// Up to bench.MaxPrompts requests take seconds to build, and the
 	// builders take no context: Ctrl-C is not kept waiting for them.
 	type built struct {

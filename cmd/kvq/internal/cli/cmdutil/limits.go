@@ -2,9 +2,11 @@ package cmdutil
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/kvqlabs/kvq/pkg/estimate"
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
 // CheckSpecLayers refuses, as a usage error naming flag, a cache spec whose
@@ -45,4 +47,29 @@ func ParseSize(flag, v string) (int64, error) {
 		return 0, FlagErrorf("%s %q: not a size: add a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB or TB), as in 8MiB", flag, v)
 	}
 	return b, nil
+}
+
+// WarnSpecBlocks says on w, once per format, when a format of specs groups
+// more values along a token's row than the model's head size holds (int4:g32
+// on head size 8): the group is then the whole row, as the format's help
+// says, which is not what the spelling asks for.
+func WarnSpecBlocks(w io.Writer, flag string, g kvcache.Geometry, specs ...quant.Spec) {
+	seen := map[string]bool{}
+	for _, s := range specs {
+		for l := range g.Layers {
+			k, v := s.ForLayer(l, g.Layers)
+			for i, f := range []quant.Format{k, v} {
+				if f == nil {
+					continue
+				}
+				t := f.Traits(i == 0)
+				if t.Family != quant.FamilyInt || t.Axis != quant.AxisToken || t.Block <= g.HeadDim || seen[f.Name()] {
+					continue
+				}
+				seen[f.Name()] = true
+				fmt.Fprintf(w, "kvq: warning: %s %s: groups of %d values, but the model's head size is %d: each group is the whole row of %d\n",
+					flag, f.Name(), t.Block, g.HeadDim, g.HeadDim)
+			}
+		}
+	}
 }

@@ -452,6 +452,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
+	cmdutil.WarnSpecBlocks(o.IO.ErrOut, "--cache", m.Geometry(), o.specs...)
 	opts, data, err := o.options(ctx, m)
 	if err != nil {
 		return err

@@ -130,6 +130,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--compare", m.Config.Layers, o.candidates...); err != nil {
 		return err
 	}
+	cmdutil.WarnSpecBlocks(o.IO.ErrOut, "--cache", m.Geometry(), append([]quant.Spec{o.spec}, o.candidates...)...)
 	prompt, err := m.GenerationPrompt(o.Prompt, o.Chat, o.System)
 	if err != nil {
 		return cmdutil.UsageError(fmt.Errorf("--chat: %w", err))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvqlabs/kvq/internal/testutil"
 	"github.com/kvqlabs/kvq/pkg/bench"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
 	"github.com/kvqlabs/kvq/pkg/eval"
@@ -260,5 +261,21 @@ func TestCalibrateShortDataWarns(t *testing.T) {
 	code, _, stderr := run(t, "calibrate", "--data", short, "--compare", "none", "--out", filepath.Join(dir, "cal"), "-o", "json")
 	if code != 0 || !strings.Contains(stderr, "kvq: warning: --data gives 1 sample(s)") || !strings.Contains(stderr, "fewer than --samples 32") {
 		t.Errorf("kvq calibrate --data (3 tokens): exit %d, stderr %q; want exit 0 and a warning", code, stderr)
+	}
+}
+
+// TestSpecBlockWarning: a group longer than the model's head size is cut to
+// the row, and kvq says so (stories260K's head size is 8).
+func TestSpecBlockWarning(t *testing.T) {
+	_, _, gguf := testutil.Stories260K(t)
+	for _, c := range []struct {
+		cache string
+		warn  bool
+	}{{"int4:g32", true}, {"int4:g8", false}} {
+		code, _, stderr := run(t, "generate", "--model", gguf, "--cache", c.cache, "--prompt", "Once", "--max-tokens", "2")
+		got := strings.Contains(stderr, "warning: --cache "+c.cache+": groups of 32 values, but the model's head size is 8")
+		if code != 0 || got != c.warn {
+			t.Errorf("generate --cache %s: exit %d, warned %v (want %v): %q", c.cache, code, got, c.warn, stderr)
+		}
 	}
 }

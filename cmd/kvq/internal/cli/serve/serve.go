@@ -247,6 +247,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cmdutil.CheckSpecLayers("--cache", m.Config.Layers, o.specs...); err != nil {
 		return err
 	}
+	cmdutil.WarnSpecBlocks(o.IO.ErrOut, "--cache", m.Geometry(), o.specs...)
 	be, err := o.Device.Open(ctx, o.IO.ErrOut)
 	if err != nil {
 		return err

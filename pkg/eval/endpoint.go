@@ -135,7 +135,8 @@ func RunEndpoints(ctx context.Context, m *runtime.Model, opts EndpointOptions) (
 }
 
 // endpointGenerate decodes gi on every deployment and cuts each output as
-// Generate does (at the end of the first line with Line).
+// Generate does (at the end of the first line with Line, before a stop
+// string with Until).
 func endpointGenerate(ctx context.Context, m *runtime.Model, ds []Deployment, names []string, gi GenItem) ([]GenOutput, error) {
 	maxNew := gi.MaxTokens
 	if m.ContextLen > 0 {
@@ -156,6 +157,7 @@ func endpointGenerate(ctx context.Context, m *runtime.Model, ds []Deployment, na
 				text = text[:k+1]
 			}
 		}
+		text, _ = cutUntil(text, gi.Until)
 		ids := m.Tokenizer.Encode(text, false)
 		outs[i] = GenOutput{Text: text, Tokens: len(ids), Diverge: -1}
 		if i == 0 {

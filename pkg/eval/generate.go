@@ -17,6 +17,9 @@ type GenItem struct {
 	// Line stops at the first newline (the probe suites' answers are one
 	// line); the output then ends with it.
 	Line bool
+	// Until stops at the first of these strings; the output then ends
+	// before it.
+	Until []string
 	// Exact makes the prompt attend to its own exact keys and values (Hugging
 	// Face QuantizedCache's prefill); decoding reads the cache as stored.
 	Exact bool
@@ -34,7 +37,8 @@ type GenOutput struct {
 // Generate decodes it greedily with a fresh cache of each layout, side by
 // side: one forward per step for every cache still generating (the first
 // layout is the baseline). A cache stops at a stop token of the model, at
-// MaxTokens, or (Line) at the end of its first line.
+// MaxTokens, (Line) at the end of its first line, or (Until) at a stop
+// string.
 func Generate(ctx context.Context, r *runtime.Runner, layouts []*kvcache.Layout, it GenItem) ([]GenOutput, error) {
 	m := r.Model()
 	if len(it.Prompt) == 0 {
@@ -95,7 +99,8 @@ func Generate(ctx context.Context, r *runtime.Runner, layouts []*kvcache.Layout,
 			}
 			ru.ids = append(ru.ids, id)
 			ru.text.WriteString(ru.dec.Next(id))
-			if it.Line && strings.Contains(ru.text.String(), "\n") || len(ru.ids) >= maxNew {
+			_, until := cutUntil(ru.text.String(), it.Until)
+			if it.Line && strings.Contains(ru.text.String(), "\n") || until || len(ru.ids) >= maxNew {
 				ru.done = true
 				continue
 			}
@@ -112,6 +117,7 @@ func Generate(ctx context.Context, r *runtime.Runner, layouts []*kvcache.Layout,
 				text = text[:j+1]
 			}
 		}
+		text, _ = cutUntil(text, it.Until)
 		out[i] = GenOutput{Text: text, Tokens: len(ru.ids), Diverge: -1}
 		if i > 0 {
 			out[i].Diverge = divergence(runs[0].ids, ru.ids)

@@ -51,6 +51,9 @@ import (
 //	             otherwise; Pass = Value = 1 (see ScoreOutput for the formats read)
 //	citation     F1 between the passage ids cited in output and the reference ids
 //	             ("2,5"); Pass = the two sets are equal (see ScoreOutput)
+//	strict-match, flexible-extract
+//	             lm-eval's gsm8k filters and exact_match: the "#### N" answer, or the
+//	             last number, of output equals the reference's "#### N" (gsm8k.go)
 //
 // Threshold (ScoreOptions) applies to f1 and rouge-l only; 0 means the
 // default 0.5. citation passes on exact set equality whatever the
@@ -88,7 +91,8 @@ const (
 // Metrics lists every metric in documentation order.
 func Metrics() []Metric {
 	return []Metric{MetricExact, MetricContains, MetricF1, MetricRougeL, MetricJSONValid, MetricJSONExact,
-		MetricJSONSchema, MetricRefusal, MetricNoRefusal, MetricRegex, MetricToolCall, MetricCitation}
+		MetricJSONSchema, MetricRefusal, MetricNoRefusal, MetricRegex, MetricToolCall, MetricCitation,
+		MetricStrictMatch, MetricFlexibleExtract}
 }
 
 // ParseMetric parses a metric name (surrounding spaces and case ignored).
@@ -207,6 +211,8 @@ func ScoreOutput(m Metric, output, reference string, opts ScoreOptions) (Score, 
 		return scoreCitation(output, reference), nil
 	case MetricStringMatchAll, MetricStringMatchPart:
 		return scoreStringMatch(m, output, reference)
+	case MetricStrictMatch, MetricFlexibleExtract:
+		return scoreGSM8K(m, output, reference)
 	}
 	return Score{}, unknownMetric(string(m))
 }

@@ -28,8 +28,8 @@ func TestParseMetric(t *testing.T) {
 			t.Errorf("ParseMetric(%q) error = %v, want ErrMetric listing the valid names", "bleu", err)
 		}
 	})
-	if n := len(Metrics()); n != 12 {
-		t.Errorf("len(Metrics()) = %d, want 12", n)
+	if n := len(Metrics()); n != 14 {
+		t.Errorf("len(Metrics()) = %d, want 14", n)
 	}
 }
 

@@ -349,7 +349,7 @@ func genItem(m *runtime.Model, t *Task) GenItem {
 			n = len(m.Tokenizer.Encode(t.Reference, false)) + 8
 		}
 	}
-	return GenItem{Prompt: prompt, MaxTokens: n, Line: t.Line}
+	return GenItem{Prompt: prompt, MaxTokens: n, Line: t.Line, Until: t.Until}
 }
 
 // scoreItem scores every cache's output with every metric of the task.

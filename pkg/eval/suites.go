@@ -34,6 +34,9 @@ type Task struct {
 	MaxTokens int
 	// Line ends the output at its first newline.
 	Line bool
+	// Until ends the output before the first of these strings (GSM8K's
+	// "Question:").
+	Until []string
 	// Schema is json-schema's schema (empty: the reference).
 	Schema json.RawMessage
 	// Lower marks rates that should be low (a false refusal).

@@ -28,7 +28,8 @@ import (
 // and tool-call); metric (one name or a list, see Metrics); optional id,
 // suite (default: the file's base name), max_tokens (default: the
 // reference's tokens plus 8, at least 16), schema (json-schema's schema;
-// default: the reference), stop_at_newline. Unknown keys, a malformed line,
+// default: the reference), stop_at_newline, until (a list of strings the
+// output is cut before, as lm-eval's generation until). Unknown keys, a malformed line,
 // an unknown metric, a reference a metric cannot use or a schema that does
 // not compile is an error naming the file and line, and nothing runs.
 
@@ -43,6 +44,7 @@ type taskLine struct {
 	MaxTokens int               `json:"max_tokens"`
 	Schema    json.RawMessage   `json:"schema"`
 	Line      bool              `json:"stop_at_newline"`
+	Until     []string          `json:"until"`
 	Meta      map[string]string `json:"meta"`
 }
 
@@ -135,7 +137,7 @@ func parseTaskLine(text []byte, base string) (Task, string, error) {
 	if suite == "" {
 		suite = base
 	}
-	t := Task{Suite: suite, ID: l.ID, Reference: ref, Metrics: metrics, MaxTokens: l.MaxTokens, Line: l.Line, Schema: l.Schema, Meta: l.Meta}
+	t := Task{Suite: suite, ID: l.ID, Reference: ref, Metrics: metrics, MaxTokens: l.MaxTokens, Line: l.Line, Until: l.Until, Schema: l.Schema, Meta: l.Meta}
 	if l.Prompt != nil {
 		t.Prompt = *l.Prompt
 	}

@@ -96,6 +96,7 @@ type Options struct {
 	contexts []int
 	gridCtx  []int
 	rulerLen []int
+	gsm8k    gsm8kFlags
 	gates    []eval.Gate
 	explicit bool // gates given by flags or file: failures exit 3
 	format   render.Format
@@ -166,7 +167,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
-	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, or tasks files (.jsonl); none for no tasks")
+	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, gsm8k=FILE.jsonl (your copy of GSM8K's test split), or tasks files (.jsonl); none for no tasks")
 	fl.IntVarP(&o.N, "n", "n", 20, "examples per built-in suite")
 	fl.Uint64Var(&o.Seed, "seed", 1, "selects the built-in examples")
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey suite's contexts in tokens")
@@ -175,6 +176,7 @@ when one fails, with each failing gate on stderr.
 	fl.IntVar(&o.GridDepth, "grid-depths", 5, "long-context grid's needle depths, evenly spaced over 0..1")
 	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
 	fl.StringVar(&o.RulerLen, "ruler-lengths", "", "ruler suite's lengths in tokens, prompt and answer budget (default: 4096, 8192, … 131072 up to the model's context)")
+	o.gsm8k.addFlags(fl)
 	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
 	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
@@ -284,11 +286,16 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 		}
 	}
 	o.suites, o.files = nil, nil
+	o.gsm8k.test, o.gsm8k.spec = "", ""
 	if strings.TrimSpace(o.Tasks) != "none" {
 		for _, t := range strings.Split(o.Tasks, ",") {
 			t = strings.TrimSpace(t)
 			switch {
 			case t == "":
+			case t == eval.SuiteGSM8K || strings.HasPrefix(t, eval.SuiteGSM8K+"="):
+				if _, err := o.gsm8k.parseTask(t); err != nil {
+					return err
+				}
 			case strings.HasSuffix(t, ".jsonl") || strings.ContainsRune(t, os.PathSeparator):
 				if _, err := os.Stat(t); err != nil {
 					return cmdutil.FlagErrorf("--tasks %s: %w", t, err)
@@ -301,6 +308,9 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 				o.suites = append(o.suites, t)
 			}
 		}
+	}
+	if err := o.gsm8k.validate(); err != nil {
+		return err
 	}
 	for _, t := range o.Texts {
 		if _, err := os.Stat(t); err != nil {
@@ -506,7 +516,7 @@ func (o *Options) Run(ctx context.Context) error {
 		rep.Caches[i].Scales = scaleFiles(rep.Caches[i].Spec)
 	}
 	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, KOrder: o.KOrder, N: o.N, Seed: o.Seed,
-		Suites: append(append([]string(nil), o.suites...), o.files...), Data: data, Workers: o.Threads,
+		Suites: append(append(append([]string(nil), o.suites...), o.files...), o.gsm8k.specs()...), Data: data, Workers: o.Threads,
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
 	if rep.Text != nil {
 		rep.Setup.Ctx = rep.Text.Ctx
@@ -638,6 +648,11 @@ func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, 
 		opts.Suites = append(opts.Suites, suites...)
 		data = append(data, dataInfo(p, "tasks", b))
 	}
+	gsm, gsmData, err := o.gsm8k.suite(o.N)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.Suites, data = append(opts.Suites, gsm...), append(data, gsmData...)
 	return opts, data, nil
 }
 
@@ -668,6 +683,9 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
 	if len(o.rulerLen) > 0 {
 		cfg["ruler_lengths"] = o.rulerLen
+	}
+	if o.gsm8k.test != "" {
+		cfg["num_fewshot"] = o.gsm8k.NumFewshot
 	}
 	if len(o.ends) > 0 {
 		cfg["caches"], cfg["endpoints"], cfg["top_logprobs"] = nil, o.ends, o.TopLogprobs

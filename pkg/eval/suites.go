@@ -50,7 +50,7 @@ type Task struct {
 // Suite is a named set of tasks with how its rows read.
 type Suite struct {
 	Name string
-	// Kind groups suites in reports: "retrieval", "format", "safety",
+	// Kind groups suites in reports: "retrieval", "format", "safety", "reasoning",
 	// "long-context", "user".
 	Kind string
 	// Labels name the rows per metric (default: the tasks' Suite).

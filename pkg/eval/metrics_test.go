@@ -222,7 +222,6 @@ func TestScoreOutputErrors(t *testing.T) {
 	}
 }
 
-
 func TestCitation(t *testing.T) {
 	tests := []struct {
 		name, output, reference string

@@ -362,6 +362,7 @@ figcaption { color: #444; font-size: 0.92rem; margin-top: 0.4rem; }
 @media print {
   .filters { display: none; }
   .card { break-inside: avoid; }
+  .card[hidden] { display: block; }
   .field pre { max-height: none; }
 }
 </style>

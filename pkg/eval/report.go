@@ -30,6 +30,10 @@ type Report struct {
 	Recommendation *Recommendation `json:"recommendation"`
 	// Samples, with Options.LogSamples: every item under every cache.
 	Samples []Sample `json:"-"`
+	// Flips are the items whose verdict differs between the baseline and
+	// a candidate (see Flips), regressions first: the report's review
+	// page. Not part of the JSON form.
+	Flips []Flip `json:"-"`
 }
 
 // ModelInfo identifies the model.
@@ -181,4 +185,10 @@ type Sample struct {
 	Value     float64 `json:"value"`
 	Pass      bool    `json:"pass"`
 	Diverge   int     `json:"diverge"`
+	// Flipped, on a candidate's sample whose verdict differs from the
+	// baseline's, is FlipRegressed or FlipImproved, and Baseline is the
+	// baseline's output and verdict on the same item; both are absent
+	// otherwise.
+	Flipped  string         `json:"flipped,omitempty"`
+	Baseline SampleBaseline `json:"baseline,omitzero"`
 }

@@ -263,6 +263,7 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 	}
 	rows := map[rowKey]*row{}
 	var order []rowKey
+	var samples []Sample
 	for k, it := range items {
 		suite := &opts.Suites[it.s]
 		task := &suite.Tasks[it.t]
@@ -283,14 +284,19 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 				r.values[c] = append(r.values[c], sc.Value)
 				r.pass[c] = append(r.pass[c], sc.Pass)
 			}
-			if opts.LogSamples {
-				for c, o := range results[k].outputs {
-					sc := results[k].scores[mi][c]
-					rep.Samples = append(rep.Samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
-						Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
-				}
+			// Every item's samples are kept for the flips, which need
+			// both caches' outputs; Report.Samples only with LogSamples.
+			for c, o := range results[k].outputs {
+				sc := results[k].scores[mi][c]
+				samples = append(samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
+					Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
 			}
 		}
+	}
+	rep.Flips = append(rep.Flips, Flips(samples, names[0])...)
+	if opts.LogSamples {
+		markFlips(samples, names[0])
+		rep.Samples = append(rep.Samples, samples...)
 	}
 	iters := opts.BootstrapIters
 	if iters == 0 {

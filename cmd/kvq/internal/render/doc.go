@@ -15,8 +15,9 @@
 // golang.org/x/image/font/gofont at the SVGs' 12 pixels), so SVG and PNG
 // agree. The layout measures text at 7 pixels a character and 13 a line,
 // close to both fonts. The same picture always gives the same bytes. HTML pages
-// (WriteHTML) use no scripts and fetch nothing: CSS is inline, fonts are
-// the reader's own, and all text is escaped.
+// (WriteHTML) fetch nothing: CSS is inline, fonts are the reader's own,
+// and all text is escaped; their only script is the inline filter of
+// HTMLCards, allowed by its hash, on pages that have cards.
 //
 // Library packages never import render; only internal/cli does. Functions
 // are safe for concurrent use on different writers.

@@ -2,6 +2,9 @@ package render
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -24,12 +27,46 @@ type HTMLDoc struct {
 }
 
 // HTMLSection is a heading followed by its paragraphs, then its tables,
-// then its figures. All text is plain: it is escaped, never read as HTML.
+// then its cards, then its figures. All text is plain: it is escaped, never
+// read as HTML.
 type HTMLSection struct {
 	Heading    string
 	Paragraphs []string
 	Tables     []Table
+	Cards      *HTMLCards
 	Figures    []Figure
+}
+
+// HTMLCards is a list of cards the reader can filter in the browser: one
+// drop-down per filter, offering "all" and every value the cards hold, in
+// the order they first appear. The filtering is the page's only script,
+// inline, allowed by its hash in the page's Content-Security-Policy; a page
+// without cards has no script at all.
+type HTMLCards struct {
+	// Filters name the drop-downs (e.g. "suite", "cache").
+	Filters []string
+	Cards   []HTMLCard
+}
+
+// HTMLCard is one card: a title, an optional badge, its value for each
+// filter, and labelled fields of preformatted text.
+type HTMLCard struct {
+	Title string
+	// Badge is a short label after the title; Alert draws it in the
+	// colour of a regression rather than of an improvement.
+	Badge string
+	Alert bool
+	// Tags holds the card's value for each of HTMLCards.Filters, in order.
+	Tags   []string
+	Fields []HTMLField
+}
+
+// HTMLField is a label over a block of text shown as written (line
+// breaks and spaces kept). Two Half fields in a row share a line, side by
+// side (on a page wide enough); other fields take the card's width.
+type HTMLField struct {
+	Label, Text string
+	Half        bool
 }
 
 // Figure is an SVG image with a caption below it.
@@ -63,6 +100,14 @@ func WriteHTML(w io.Writer, d HTMLDoc) error {
 		for _, t := range s.Tables {
 			hs.Tables = append(hs.Tables, htmlTableOf(t))
 		}
+		if s.Cards != nil {
+			c, err := htmlCardsOf(*s.Cards)
+			if err != nil {
+				return fmt.Errorf("render: html: section %d (%q): %w", si+1, s.Heading, err)
+			}
+			hs.Cards = &c
+			page.Script, page.ScriptHash = cardsScript, scriptHash(cardsScript)
+		}
 		for fi, f := range s.Figures {
 			svg, err := inlineSVG(f.SVG)
 			if err != nil {
@@ -82,14 +127,94 @@ func WriteHTML(w io.Writer, d HTMLDoc) error {
 
 type htmlPage struct {
 	Title, Subtitle string
-	Sections        []htmlSection
+	// Script, when not empty, is the page's one script, which its
+	// Content-Security-Policy allows by ScriptHash.
+	Script     template.JS
+	ScriptHash string
+	Sections   []htmlSection
 }
 
 type htmlSection struct {
 	Heading    string
 	Paragraphs []string
 	Tables     []htmlTable
+	Cards      *htmlCards
 	Figures    []htmlFigure
+}
+
+type htmlFilter struct {
+	Name   string
+	Values []string
+}
+
+type htmlCards struct {
+	Filters []htmlFilter
+	Cards   []htmlCard
+}
+
+type htmlCard struct {
+	HTMLCard
+	// TagsJSON is Tags as a JSON array, for the script.
+	TagsJSON string
+}
+
+// htmlCardsOf lists each filter's values, in the order the cards first
+// hold them.
+func htmlCardsOf(c HTMLCards) (htmlCards, error) {
+	out := htmlCards{Filters: make([]htmlFilter, len(c.Filters))}
+	seen := make([]map[string]bool, len(c.Filters))
+	for i, f := range c.Filters {
+		out.Filters[i].Name = f
+		seen[i] = map[string]bool{}
+	}
+	for ci, card := range c.Cards {
+		if len(card.Tags) != len(c.Filters) {
+			return htmlCards{}, fmt.Errorf("card %d (%q) has %d tags for %d filters", ci+1, card.Title, len(card.Tags), len(c.Filters))
+		}
+		for i, v := range card.Tags {
+			if !seen[i][v] {
+				seen[i][v] = true
+				out.Filters[i].Values = append(out.Filters[i].Values, v)
+			}
+		}
+		tags, err := json.Marshal(card.Tags)
+		if err != nil {
+			return htmlCards{}, err
+		}
+		out.Cards = append(out.Cards, htmlCard{HTMLCard: card, TagsJSON: string(tags)})
+	}
+	return out, nil
+}
+
+// cardsScript shows the cards that match every filter's choice and counts
+// them. It holds no "<" or "&", so the page stays well-formed XML.
+const cardsScript = `(function () {
+  function apply() {
+    document.querySelectorAll(".cards").forEach(function (list) {
+      var sels = list.querySelectorAll("select[data-filter]");
+      var cards = list.querySelectorAll(".card");
+      var shown = 0;
+      cards.forEach(function (card) {
+        var tags = JSON.parse(card.getAttribute("data-tags"));
+        var ok = true;
+        sels.forEach(function (s) {
+          if (s.value !== "" ? tags[+s.getAttribute("data-filter")] !== s.value : false) { ok = false; }
+        });
+        card.hidden = !ok;
+        if (ok) { shown++; }
+      });
+      var count = list.querySelector(".shown");
+      if (count) { count.textContent = shown + " of " + cards.length + " shown"; }
+    });
+  }
+  document.querySelectorAll("select[data-filter]").forEach(function (s) { s.addEventListener("change", apply); });
+  apply();
+})();`
+
+// scriptHash is s's CSP hash source ("sha256-" and the base64 digest).
+func scriptHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return "sha256-" + base64.StdEncoding.EncodeToString(h[:])
 }
 
 type htmlCell struct {
@@ -191,7 +316,7 @@ var htmlTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <head>
 <meta charset="utf-8"/>
 <meta name="viewport" content="width=device-width, initial-scale=1"/>
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'"/>
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'{{if .Script}}; script-src '{{.ScriptHash}}'{{end}}"/>
 <meta name="generator" content="kvq"/>
 <title>{{.Title}}</title>
 <style>
@@ -220,6 +345,28 @@ figcaption { color: #444; font-size: 0.92rem; margin-top: 0.4rem; }
   tbody tr:nth-child(even) td, th { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
 }
 </style>
+{{- if .Script}}
+<style>
+.filters { display: flex; flex-wrap: wrap; gap: 0.5rem 1.5rem; align-items: center; margin: 0.8rem 0 1rem; font-size: 0.92rem; }
+.filters select { font: inherit; margin-left: 0.3rem; }
+.shown { color: #555; }
+.card { border: 1px solid #ddd; border-radius: 4px; padding: 0.6rem 0.9rem 0.8rem; margin: 0 0 1rem; }
+.card[hidden] { display: none; }
+.card h3 { font-size: 1rem; margin: 0 0 0.5rem; }
+.badge { display: inline-block; margin-left: 0.5rem; padding: 0 0.45rem; border-radius: 3px; font-size: 0.8rem; font-weight: 600; color: #fff; background: #2166ac; vertical-align: middle; }
+.badge.alert { background: #b2182b; }
+.fields { display: grid; grid-template-columns: repeat(auto-fit, minmax(18rem, 1fr)); gap: 0.5rem 1rem; }
+.field.wide { grid-column: 1 / -1; }
+.field .label { color: #444; font-size: 0.85rem; font-weight: 600; }
+.field pre { margin: 0.15rem 0 0; padding: 0.4rem 0.5rem; background: #f6f6f6; border: 1px solid #e6e6e6; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85rem; max-height: 24rem; overflow: auto; }
+@media print {
+  .filters { display: none; }
+  .card { break-inside: avoid; }
+  .card[hidden] { display: block; }
+  .field pre { max-height: none; }
+}
+</style>
+{{- end}}
 </head>
 <body>
 <header>
@@ -261,6 +408,28 @@ figcaption { color: #444; font-size: 0.92rem; margin-top: 0.4rem; }
 {{- end}}
 </div>
 {{- end}}
+{{- with .Cards}}
+<div class="cards">
+{{- if .Filters}}
+<div class="filters">
+{{- range $i, $f := .Filters}}
+<label>{{$f.Name}}<select data-filter="{{$i}}"><option value="">all</option>{{range $f.Values}}<option>{{.}}</option>{{end}}</select></label>
+{{- end}}
+<span class="shown"></span>
+</div>
+{{- end}}
+{{- range .Cards}}
+<article class="card" data-tags="{{.TagsJSON}}">
+<h3>{{.Title}}{{if .Badge}}<span class="badge{{if .Alert}} alert{{end}}">{{.Badge}}</span>{{end}}</h3>
+<div class="fields">
+{{- range .Fields}}
+<div class="field{{if not .Half}} wide{{end}}"><div class="label">{{.Label}}</div><pre>{{.Text}}</pre></div>
+{{- end}}
+</div>
+</article>
+{{- end}}
+</div>
+{{- end}}
 {{- range .Figures}}
 <figure>
 {{.SVG}}
@@ -272,6 +441,9 @@ figcaption { color: #444; font-size: 0.92rem; margin-top: 0.4rem; }
 </section>
 {{- end}}
 </main>
+{{- if .Script}}
+<script>{{.Script}}</script>
+{{- end}}
 </body>
 </html>
 `))

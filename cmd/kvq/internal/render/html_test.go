@@ -2,6 +2,8 @@ package render
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -212,5 +214,64 @@ func TestWriteHTMLFigureErrors(t *testing.T) {
 	}
 	if err := WriteHTML(failWriter{}, HTMLDoc{}); err == nil {
 		t.Error("WriteHTML to a failing writer succeeded")
+	}
+}
+
+// TestWriteHTMLCards: cards come with their filters (each value once, in
+// order), escaped text, a well-formed page and the one script, which the
+// page's policy allows by its exact hash; a page without cards has none.
+func TestWriteHTMLCards(t *testing.T) {
+	d := HTMLDoc{Title: "review", Sections: []HTMLSection{{Heading: "Review", Cards: &HTMLCards{
+		Filters: []string{"suite", "cache"},
+		Cards: []HTMLCard{
+			{Title: "copy #1", Badge: "regressed", Alert: true, Tags: []string{"copy", "int2"},
+				Fields: []HTMLField{{Label: "Prompt", Text: "Copy <this> & \"that\"\n  indented"}, {Label: "fp16", Text: "ok", Half: true}, {Label: "int2", Text: "</pre><script>x</script>", Half: true}}},
+			{Title: "json #0", Badge: "improved", Tags: []string{"json", "int2"}},
+			{Title: "copy #2", Tags: []string{"copy", "int4"}},
+		}}}}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`<label>suite<select data-filter="0"><option value="">all</option><option>copy</option><option>json</option></select></label>`,
+		`<label>cache<select data-filter="1"><option value="">all</option><option>int2</option><option>int4</option></select></label>`,
+		`<article class="card" data-tags="[&#34;copy&#34;,&#34;int2&#34;]">`,
+		`<h3>copy #1<span class="badge alert">regressed</span></h3>`,
+		`<span class="badge">improved</span>`,
+		"<pre>Copy &lt;this&gt; &amp; &#34;that&#34;\n  indented</pre>",
+		`<div class="field"><div class="label">int2</div><pre>&lt;/pre&gt;&lt;script&gt;x&lt;/script&gt;</pre></div>`,
+		`<div class="field wide"><div class="label">Prompt</div>`,
+		"<script>" + cardsScript + "</script>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, "<script"); n != 1 {
+		t.Errorf("page has %d scripts, want 1", n)
+	}
+	h := sha256.Sum256([]byte(cardsScript))
+	csp := `content="default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-` + base64.StdEncoding.EncodeToString(h[:]) + `'"/>`
+	if !strings.Contains(page, csp) {
+		t.Errorf("page's policy lacks the script's hash %q:\n%s", csp, page[:min(800, len(page))])
+	}
+	for _, bad := range []string{"http://", "https://", "<link", "<img", "<iframe", "@import", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("page contains %q", bad)
+		}
+	}
+	dec := xml.NewDecoder(strings.NewReader(page))
+	for {
+		if _, err := dec.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("page is not well-formed: %v", err)
+		}
+	}
+	d.Sections[0].Cards.Cards[2].Tags = []string{"copy"}
+	if err := WriteHTML(io.Discard, d); err == nil || !strings.Contains(err.Error(), "copy #2") {
+		t.Errorf("card with too few tags: %v, want an error naming it", err)
 	}
 }

@@ -148,7 +148,7 @@ func fileName(spec string) string {
 }
 
 // WriteHTML writes the self-contained HTML report: the summary tables, the
-// gates, and every plot inline.
+// gates, the review of every flipped item, and every plot inline.
 func WriteHTML(w io.Writer, rep *eval.Report) error {
 	view := View(rep)
 	doc := render.HTMLDoc{Title: "kvq eval: " + rep.Model.Path, Subtitle: strings.Join(view.Preamble, " · ")}
@@ -162,6 +162,9 @@ func WriteHTML(w io.Writer, rep *eval.Report) error {
 	sum.Paragraphs = append(sum.Paragraphs, fmt.Sprintf("%d of %d gate checks passed. kvq %s, report schema %s.", len(rep.Gates)-fails, len(rep.Gates), rep.Version, rep.Schema))
 	sum.Tables = view.Tables
 	doc.Sections = append(doc.Sections, sum)
+	if len(rep.Suites) > 0 && len(rep.Caches) > 1 {
+		doc.Sections = append(doc.Sections, reviewSection(rep))
+	}
 	var figs []render.Figure
 	for _, p := range plots(rep) {
 		var b bytes.Buffer
@@ -190,4 +193,46 @@ func WritePlots(dir string, rep *eval.Report) error {
 		}
 	}
 	return nil
+}
+
+// reviewSection lists every item whose verdict differs between the
+// baseline and a candidate (eval.Report.Flips), regressions first, each
+// with its prompt excerpt, reference, both outputs and both verdicts;
+// the reader filters them by suite and by cache.
+func reviewSection(rep *eval.Report) render.HTMLSection {
+	sec := render.HTMLSection{Heading: "Review: flipped items"}
+	if len(rep.Flips) == 0 {
+		sec.Paragraphs = []string{"No item flipped: every candidate passes and fails the same items as the baseline."}
+		return sec
+	}
+	reg := 0
+	for _, f := range rep.Flips {
+		if f.Direction == eval.FlipRegressed {
+			reg++
+		}
+	}
+	sec.Paragraphs = []string{fmt.Sprintf("%d items flipped between the baseline and a candidate: %d regressed (passed with the baseline, fail with the candidate) and %d improved. "+
+		"Regressions come first. Read them before signing off: a flip is a judgement of the metric, and the outputs show whether it matters.", len(rep.Flips), reg, len(rep.Flips)-reg)}
+	cards := &render.HTMLCards{Filters: []string{"suite", "cache"}}
+	verdict := func(pass bool, v float64) string {
+		if pass {
+			return fmt.Sprintf("pass (%.3g)", v)
+		}
+		return fmt.Sprintf("fail (%.3g)", v)
+	}
+	for _, f := range rep.Flips {
+		cards.Cards = append(cards.Cards, render.HTMLCard{
+			Title: fmt.Sprintf("%s #%d · %s · %s", f.Suite, f.Index, f.Metric, f.Cache),
+			Badge: f.Direction, Alert: f.Direction == eval.FlipRegressed,
+			Tags: []string{f.Suite, f.Cache},
+			Fields: []render.HTMLField{
+				{Label: "Prompt (excerpt)", Text: f.Prompt},
+				{Label: "Reference", Text: f.Reference},
+				{Label: fmt.Sprintf("%s (baseline): %s", f.Baseline, verdict(f.BaselinePass, f.BaselineValue)), Text: f.BaselineOutput, Half: true},
+				{Label: fmt.Sprintf("%s: %s", f.Cache, verdict(f.Pass, f.Value)), Text: f.Output, Half: true},
+			},
+		})
+	}
+	sec.Cards = cards
+	return sec
 }

@@ -58,3 +58,12 @@ func AddCachesFlag(fl *pflag.FlagSet, p *string, def string) {
 func AddThreadsFlag(fl *pflag.FlagSet, p *int) {
 	fl.IntVar(p, "threads", 0, ThreadsUsage)
 }
+
+// WideUsage is --wide's help.
+const WideUsage = "table output: every column and line at full length, however wide (default: fit the terminal, 100 columns off one)"
+
+// AddWideFlag registers --wide, default false (table output fits the
+// terminal; see FitReport).
+func AddWideFlag(fl *pflag.FlagSet, p *bool) {
+	fl.BoolVar(p, "wide", false, WideUsage)
+}

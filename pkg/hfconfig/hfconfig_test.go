@@ -12,7 +12,6 @@ func TestCheck(t *testing.T) {
 		{``, ""},
 		{`, "head_dim": 60, "rope_theta": 500000, "rms_norm_eps": 1e-5, "rope_scaling": {"rope_type": "llama3", "factor": 8}`, ""},
 		{`, "rms_norm_eps": 0, "rope_theta": null, "rope_scaling": null`, ""},
-		{`, "head_dim": 0`, "head_dim = 0"},
 		{`, "num_key_value_heads": 8`, "num_key_value_heads = 8, want 1 to num_attention_heads = 4"},
 		{`, "rope_theta": 0`, "rope_theta = 0, want a positive finite number"},
 		{`, "rope_theta": -1`, "rope_theta = -1"},

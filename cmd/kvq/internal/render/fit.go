@@ -160,14 +160,14 @@ func words(s string) []string {
 // prints it with opts, as one table or, where its columns cannot fit side
 // by side, several. A table that fits, or a width ≤ 0, is returned as it
 // is. Otherwise the widest columns are wrapped at spaces (onto more lines
-// of the same row) down to a common width, none below its header or
-// minCell columns (a word longer than the room stays whole). Where even
-// that does not fit, the columns are split across consecutive tables, each
-// repeating the first t.Key columns (at least one) that name a row, whole
-// where they take at most half the width; the
-// first part keeps the title and the last the notes, and a part leaves out
-// the rows that have nothing in its own columns. Titles and notes are not
-// wrapped.
+// of the same row) down to a common width, none below its header, its
+// longest word or minCell columns. Where even that does not fit, the
+// columns are split across consecutive tables, each repeating the first
+// t.Key columns (at least one) that name a row, unwrapped where they take
+// at most half the width; the first part keeps the title and the last the
+// notes, and a part leaves out the rows that have nothing in its own
+// columns. Titles and notes are not wrapped (the caller wraps
+// them).
 func Shrink(t Table, width int, opts Options) []Table {
 	if width <= 0 || tableWidth(widths(t), opts) <= width || len(t.Header) == 0 {
 		return []Table{t}

@@ -89,6 +89,12 @@ var rules = []rule{
 		deny: []string{"github.com/olekukonko/tablewriter/...", "github.com/schollz/progressbar/..."},
 	},
 	{
+		name:  "hfconfig-leaf",
+		why:   "pkg/hfconfig holds the config.json checks pkg/estimate and pkg/runtime share, below both: standard library only",
+		from:  []string{"pkg/hfconfig"},
+		allow: []string{"std"},
+	},
+	{
 		name:  "parsers-leaf",
 		why:   "the file-format parsers pkg/gguf and pkg/safetensors import only the standard library and pkg/kvqerr (the input-error kind, itself standard library only)",
 		from:  []string{"pkg/gguf", "pkg/safetensors"},

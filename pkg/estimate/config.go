@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/kvqlabs/kvq/pkg/hfconfig"
 )
 
 // maxConfigBytes bounds a config.json read into memory.
@@ -109,6 +111,7 @@ func LoadDir(ctx context.Context, dir string) (Model, error) {
 	sort.Strings(files)
 	if len(files) > 0 {
 		var params, size int64
+		shapes := map[string][]int64{}
 		for _, f := range files {
 			if err := ctx.Err(); err != nil {
 				return Model{}, fmt.Errorf("reading safetensors headers in %s: %w", dir, err)
@@ -123,6 +126,14 @@ func LoadDir(ctx context.Context, dir string) (Model, error) {
 			if err != nil {
 				return Model{}, fmt.Errorf("%s: %w", f, err)
 			}
+			for name, s := range st.shapes {
+				shapes[name] = s
+			}
+		}
+		// The weights' shapes win over config.json: a disagreement is an
+		// error in the config.
+		if err := checkShapes(m, shapes); err != nil {
+			return Model{}, fmt.Errorf("%w: %s: %v", ErrConfig, cfg, err)
 		}
 		m.Params, m.WeightsBytes, m.WeightBits = params, size, 0
 		m.Source = "config.json+safetensors"
@@ -226,6 +237,9 @@ func ParseConfig(data []byte) (Model, error) {
 			c = sub
 			break
 		}
+	}
+	if err := hfconfig.Check(c); err != nil {
+		return Model{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	m := Model{Source: "config.json"}
 	m.Arch = c.str("model_type")

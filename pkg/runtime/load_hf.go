@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/internal/mmap"
+	"github.com/kvqlabs/kvq/pkg/hfconfig"
 	"github.com/kvqlabs/kvq/pkg/safetensors"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -103,11 +104,21 @@ func ids(raw json.RawMessage) []int {
 // loadHF loads a Hugging Face model directory.
 func loadHF(_ context.Context, dir string) (*Model, error) {
 	cfgPath := filepath.Join(dir, "config.json")
-	var hc hfConfig
-	if err := readJSON(cfgPath, &hc); err != nil {
+	// The checks every reader of config.json shares (pkg/hfconfig) come
+	// before the fields are decoded, so that kvq estimate and the loader
+	// refuse the same configs with the same words.
+	var raw hfconfig.Object
+	if err := readJSON(cfgPath, &raw); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s has no config.json: kvq reads Hugging Face model directories (config.json, *.safetensors, tokenizer.json)", ErrModel, dir)
 		}
+		return nil, err
+	}
+	if err := hfconfig.Check(raw); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrModel, cfgPath, err)
+	}
+	var hc hfConfig
+	if err := readJSON(cfgPath, &hc); err != nil {
 		return nil, err
 	}
 	var fam *Family

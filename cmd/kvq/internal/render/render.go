@@ -64,6 +64,9 @@ type Table struct {
 	Align []Align
 	// Notes are printed below the table, one per line.
 	Notes []string
+	// Key is how many leading columns name a row (0 counts as 1): Shrink
+	// repeats them in each part of a table it splits.
+	Key int
 }
 
 // Report is what a command prints.

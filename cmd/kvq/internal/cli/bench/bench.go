@@ -27,6 +27,8 @@ const DefaultCaches = "fp16,fp8,int4,kivi2"
 
 // Options are kvq bench's flags.
 type Options struct {
+	// Wide keeps table output at full width (--wide).
+	Wide        bool
 	IO          *cmdutil.IOStreams
 	Version     string
 	Model       string
@@ -130,6 +132,7 @@ prompts, for --endpoint servers too.
 		},
 	}
 	fl := cmd.Flags()
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	cmdutil.AddModelFlag(fl, &o.Model)
 	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
 	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
@@ -409,7 +412,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return measureError(err)
 	}
-	if err := render.Write(o.IO.Out, o.format, view(rep, o.pct), render.Options{TTY: o.IO.OutTTY}); err != nil {
+	if err := render.Write(o.IO.Out, o.format, o.IO.FitReport(view(rep, o.pct), o.format, o.Wide), render.Options{TTY: o.IO.OutTTY}); err != nil {
 		return err
 	}
 	if o.Plot != "" {

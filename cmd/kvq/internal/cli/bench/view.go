@@ -44,7 +44,7 @@ func view(r *bench.Report, pct []float64) render.Report {
 	if r.Mode == bench.ModeInProcess {
 		hdr = append(hdr, "RUNNING PEAK", "KV PEAK", "PREEMPT")
 	}
-	t := render.Table{Title: "Serving (latencies in ms; vLLM bench serve's definitions, see kvq bench --help)", Header: hdr}
+	t := render.Table{Key: 2, Title: "Serving (latencies in ms; vLLM bench serve's definitions, see kvq bench --help)", Header: hdr}
 	for i := range hdr {
 		a := render.Right
 		if i < 2 {

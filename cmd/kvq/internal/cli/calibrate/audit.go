@@ -18,7 +18,9 @@ import (
 
 // AuditOptions are kvq calibrate audit's flags.
 type AuditOptions struct {
-	IO *cmdutil.IOStreams
+	// Wide keeps table output at full width (--wide).
+	Wide bool
+	IO   *cmdutil.IOStreams
 	DataFlags
 	Scales    string
 	DType     string
@@ -77,6 +79,7 @@ skips running the model). On the built-in model the measurement takes about
 	}
 	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	fl.StringVar(&o.Scales, "scales", "", "audit this scales file against --model instead of the checkpoint's own scales")
 	fl.StringVar(&o.DType, "dtype", "e4m3", "fp8 encoding the scales are for: e4m3 or e5m2")
 	fl.BoolVar(&o.NoMeasure, "no-measure", false, "only read and check the scales: no calibration data, no KLD")
@@ -148,7 +151,7 @@ func (o *AuditOptions) run(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
-	if err := render.Write(o.IO.Out, o.format, auditView(a), render.Options{TTY: o.IO.OutTTY}); err != nil {
+	if err := render.Write(o.IO.Out, o.format, o.IO.FitReport(auditView(a), o.format, o.Wide), render.Options{TTY: o.IO.OutTTY}); err != nil {
 		return err
 	}
 	if a.Errors > 0 {

@@ -136,7 +136,9 @@ func record(ctx context.Context, io *cmdutil.IOStreams, m *runtime.Model, data *
 
 // Options are kvq calibrate's flags.
 type Options struct {
-	IO *cmdutil.IOStreams
+	// Wide keeps table output at full width (--wide).
+	Wide bool
+	IO   *cmdutil.IOStreams
 	DataFlags
 	Strategy    string
 	Granularity string
@@ -230,6 +232,7 @@ the defaults, --compare included.
 	}
 	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	fl.StringVar(&o.Strategy, "strategy", "dataset", "the strategy to export: "+calibrate.Strategies+", or best")
 	fl.StringVar(&o.Granularity, "granularity", "tensor", "scales per layer side: tensor (one) or head (one per KV head)")
 	fl.StringVar(&o.DType, "dtype", "e4m3", "fp8 encoding of the cache: e4m3 (vLLM's fp8) or e5m2")
@@ -395,7 +398,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := o.writeMore(m, cal); err != nil {
 		return err
 	}
-	return render.Write(o.IO.Out, o.format, calibrateView(cal.Result), render.Options{TTY: o.IO.OutTTY})
+	return render.Write(o.IO.Out, o.format, o.IO.FitReport(calibrateView(cal.Result), o.format, o.Wide), render.Options{TTY: o.IO.OutTTY})
 }
 
 // writeMore writes what --stats, --plot and --write-checkpoint ask for,

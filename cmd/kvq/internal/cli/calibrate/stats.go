@@ -14,7 +14,9 @@ import (
 
 // StatsOptions are kvq calibrate stats's flags.
 type StatsOptions struct {
-	IO *cmdutil.IOStreams
+	// Wide keeps table output at full width (--wide).
+	Wide bool
+	IO   *cmdutil.IOStreams
 	DataFlags
 	Percentiles string
 	Output      string
@@ -56,6 +58,7 @@ On the built-in model it takes about 2 s on 2 cores.
 	}
 	o.DataFlags.bind(cmd, f.BackendRegistry())
 	fl := cmd.Flags()
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	fl.StringVar(&o.Percentiles, "percentiles", "50,99,99.9,99.99", "percentiles of |x| to report, comma-separated")
 	fl.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
 	fl.StringVar(&o.Plot, "plot", "", "write pictures (SVG and PNG) into this directory")
@@ -101,5 +104,5 @@ func (o *StatsOptions) run(ctx context.Context) error {
 			return fmt.Errorf("--plot %s: %w", o.Plot, err)
 		}
 	}
-	return render.Write(o.IO.Out, o.format, statsView(st), render.Options{TTY: o.IO.OutTTY})
+	return render.Write(o.IO.Out, o.format, o.IO.FitReport(statsView(st), o.format, o.Wide), render.Options{TTY: o.IO.OutTTY})
 }

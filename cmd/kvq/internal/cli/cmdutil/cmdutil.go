@@ -221,3 +221,31 @@ func WrapHanging(s string, width int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// FitReport returns r laid out for the terminal of s when it is printed
+// as a table (format table and no --wide): the preamble, titles and notes
+// wrapped with WrapHanging, and each table shrunk by render.Shrink, so
+// that no line is wider than s.Columns(). Other formats, and wide, get r
+// as it is.
+func (s *IOStreams) FitReport(r render.Report, f render.Format, wide bool) render.Report {
+	if wide || (f != render.FormatTable && f != "") {
+		return r
+	}
+	width := s.Columns()
+	out := r
+	out.Preamble = make([]string, len(r.Preamble))
+	for i, l := range r.Preamble {
+		out.Preamble[i] = WrapHanging(l, width)
+	}
+	out.Tables = nil
+	for _, t := range r.Tables {
+		t.Title = WrapHanging(t.Title, width)
+		notes := make([]string, len(t.Notes))
+		for i, n := range t.Notes {
+			notes[i] = WrapHanging(n, width)
+		}
+		t.Notes = notes
+		out.Tables = append(out.Tables, render.Shrink(t, width, render.Options{TTY: s.OutTTY})...)
+	}
+	return out
+}

@@ -67,3 +67,12 @@ const BatchInvariantUsage = "CPU engine: a request's tokens and logprobs bit-ide
 func AddBatchInvariantFlag(fl *pflag.FlagSet, p *bool) {
 	fl.BoolVar(p, "batch-invariant", false, BatchInvariantUsage)
 }
+
+// WideUsage is --wide's help.
+const WideUsage = "table output: every column and line at full length, however wide (default: fit the terminal, 100 columns off one)"
+
+// AddWideFlag registers --wide, default false (table output fits the
+// terminal; see FitReport).
+func AddWideFlag(fl *pflag.FlagSet, p *bool) {
+	fl.BoolVar(p, "wide", false, WideUsage)
+}

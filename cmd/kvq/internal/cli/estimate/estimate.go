@@ -161,7 +161,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	fl.StringVar(&o.Plot, "plot", "", "also draw KV memory against context length to FILE.svg or FILE.png")
 	fl.BoolVar(&o.ListModels, "list-models", false, "list the model presets and exit")
 	fl.BoolVar(&o.ListGPUs, "list-gpus", false, "list the GPU presets and exit")
-	fl.BoolVar(&o.Wide, "wide", false, "table output: every column and header line at full length (default: fit the terminal, 100 columns off one)")
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	_ = cmd.MarkFlagFilename("model", "json", "gguf")
 	_ = cmd.MarkFlagFilename("plot", "svg", "png")
 	complete := func(values []string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

@@ -36,6 +36,8 @@ const DefaultCaches = "fp16,fp8,int8,int4,kivi2"
 
 // Options are kvq eval's flags.
 type Options struct {
+	// Wide keeps table output at full width (--wide).
+	Wide        bool
 	IO          *cmdutil.IOStreams
 	Version     string
 	Model       string
@@ -156,6 +158,7 @@ when one fails, with each failing gate on stderr.
 		},
 	}
 	fl := cmd.Flags()
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	cmdutil.AddModelFlag(fl, &o.Model)
 	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
 	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
@@ -776,7 +779,7 @@ func modelInfo(m *runtime.Model, given string) eval.ModelInfo {
 
 // write prints the report and writes the side outputs.
 func (o *Options) write(rep *eval.Report) error {
-	if err := render.Write(o.IO.Out, o.format, View(rep), render.Options{TTY: o.IO.OutTTY}); err != nil {
+	if err := render.Write(o.IO.Out, o.format, o.IO.FitReport(View(rep), o.format, o.Wide), render.Options{TTY: o.IO.OutTTY}); err != nil {
 		return err
 	}
 	if o.LogSamples != "" {

@@ -64,7 +64,7 @@ spec (k=int4,k=int8 to kvq generate) is an error.
 	}
 	cmd.Flags().IntVar(&o.HeadDim, "head-dim", 128, "head size to compute costs for")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
-	cmd.Flags().BoolVar(&o.Wide, "wide", false, "table output: one line per format with a needs column, however wide (default: fit the terminal, 100 columns off one)")
+	cmdutil.AddWideFlag(cmd.Flags(), &o.Wide)
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return render.Formats(), cobra.ShellCompDirectiveNoFileComp
 	})

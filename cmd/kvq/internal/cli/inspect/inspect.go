@@ -15,6 +15,8 @@ import (
 
 // Options are the flags of kvq inspect.
 type Options struct {
+	// Wide keeps table output at full width (--wide).
+	Wide      bool
 	IO        *cmdutil.IOStreams
 	Model     string
 	Tokenizer string
@@ -79,6 +81,7 @@ tokenizer type.
 	cmdutil.AddModelFlag(cmd.Flags(), &o.Model)
 	cmdutil.AddTokenizerFlag(cmd.Flags(), &o.Tokenizer)
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(render.Formats(), ", "))
+	cmdutil.AddWideFlag(cmd.Flags(), &o.Wide)
 	return cmd
 }
 
@@ -125,5 +128,5 @@ func (o *Options) Run(ctx context.Context) error {
 			{"KV bytes per token (fp16)", strconv.FormatInt(in.KVBytesPerToken, 10)},
 		},
 	}
-	return render.Write(o.IO.Out, o.format, render.Report{Tables: []render.Table{t}, Value: in}, render.Options{TTY: o.IO.OutTTY})
+	return render.Write(o.IO.Out, o.format, o.IO.FitReport(render.Report{Tables: []render.Table{t}, Value: in}, o.format, o.Wide), render.Options{TTY: o.IO.OutTTY})
 }

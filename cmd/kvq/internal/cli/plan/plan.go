@@ -21,6 +21,8 @@ import (
 
 // Options are kvq plan's flags.
 type Options struct {
+	// Wide keeps table output at full width (--wide).
+	Wide          bool
 	IO            *cmdutil.IOStreams
 	Model         string
 	Engine        string
@@ -91,6 +93,7 @@ An endpoint that cannot be scraped is a runtime failure.`,
 		},
 	}
 	fl := cmd.Flags()
+	cmdutil.AddWideFlag(fl, &o.Wide)
 	cmdutil.AddModelRefFlag(fl, &o.Model)
 	fl.StringVar(&o.Engine, "engine", "vllm", "serving engine: "+strings.Join(plan.Engines(), ", "))
 	fl.StringVar(&o.EngineVersion, "engine-version", "", "vLLM version for the memory model (default: kvq estimate's)")
@@ -188,7 +191,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("--gates-out %s: %w", o.GatesOut, err)
 		}
 	}
-	return render.Write(o.IO.Out, o.format, view(p, o.GatesOut), render.Options{TTY: o.IO.OutTTY})
+	return render.Write(o.IO.Out, o.format, o.IO.FitReport(view(p, o.GatesOut), o.format, o.Wide), render.Options{TTY: o.IO.OutTTY})
 }
 
 // planOptions maps the flags that need the model (--max-model-len against
@@ -274,7 +277,7 @@ func view(p *plan.Plan, gatesFile string) render.Report {
 	}
 	r.Tables = append(r.Tables, s1)
 	conc := "MAX CONC @ " + strconv.FormatInt(p.MaxModelLen, 10)
-	ct := render.Table{Title: "Step 2: candidates (FP8 first, then INT8, then 4-bit; capacity from kvq estimate's accounting)",
+	ct := render.Table{Key: 2, Title: "Step 2: candidates (FP8 first, then INT8, then 4-bit; capacity from kvq estimate's accounting)",
 		Header: []string{"#", "FORMAT", "GPU", "KVQ SPEC", "BYTES/TOKEN", "VS FP16", "TOKENS", conc, "CONC @ TRAFFIC", "EVAL"},
 		Align:  []render.Align{render.Right, render.Left, render.Left, render.Left, render.Right, render.Right, render.Right, render.Right, render.Right, render.Left}}
 	b := p.Baseline
@@ -298,7 +301,7 @@ func view(p *plan.Plan, gatesFile string) render.Report {
 		cmds.Rows = append(cmds.Rows, []string{strconv.Itoa(c.Order), c.Format.Name, c.Command, c.Format.Scales})
 	}
 	r.Tables = append(r.Tables, cmds)
-	cl := render.Table{Title: "Checklist", Header: []string{"STEP", "ITEM", "STATUS", "DETAIL", "COMMAND"}}
+	cl := render.Table{Key: 2, Title: "Checklist", Header: []string{"STEP", "ITEM", "STATUS", "DETAIL", "COMMAND"}}
 	for _, it := range p.Checklist {
 		step := strconv.Itoa(it.Step)
 		if it.Step == 0 {

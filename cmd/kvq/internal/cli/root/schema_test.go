@@ -105,7 +105,8 @@ func TestPlanReadsBenchAndCalibrate(t *testing.T) {
 		t.Errorf("plan.ReadResults: audit %+v, want %+v", got.Audit, audit)
 	}
 
-	code, out, stderr = run(t, "plan", "--model", model, "--from", results)
+	// --wide: each checklist detail on one line, to find the verdict in.
+	code, out, stderr = run(t, "plan", "--model", model, "--from", results, "--wide")
 	if code != 0 {
 		t.Fatalf("plan --from: exit %d: %s", code, stderr)
 	}

@@ -114,3 +114,61 @@ func TestUsageLines(t *testing.T) {
 		t.Errorf("kvq version after its first line = %q, want a line per registered backend (cpu, cuda)", rest)
 	}
 }
+
+// wordSet is the set of the words of s.
+func wordSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		m[w] = true
+	}
+	return m
+}
+
+// TestTablesFitTerminal: each command's default table output fits 100
+// columns when stdout is not a terminal, wrapping long cells and notes or
+// splitting a table's columns, with no word lost; --wide keeps each table
+// on one line per row, as before.
+func TestTablesFitTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built-in model")
+	}
+	t.Chdir(t.TempDir()) // kvq calibrate writes kvq-calibration here, its paths short
+	for _, tc := range []struct {
+		args []string
+		wide string // a line only --wide prints whole
+		same bool   // the output is deterministic: fitted and wide have the same words
+	}{
+		{[]string{"plan", "--model", "llama-3.1-8b", "--gpu", "h100"}, `(?m)^STEP +ITEM +STATUS +DETAIL +COMMAND$`, true},
+		{[]string{"estimate", "--model", "llama-3.1-8b", "--gpu", "h100"}, ``, true},
+		{[]string{"bench", "--num-prompts", "4", "--depths", "none", "--cache", "fp16,int4", "--input-len", "64", "--output-len", "16"},
+			`(?m)^CACHE +LOAD +DONE .* ITL MED +E2EL MED +MAX CONC +RUNNING PEAK +KV PEAK +PREEMPT$`, false},
+		{[]string{"eval", "--tasks", "copy", "-n", "1", "--chunks", "2", "--ctx", "256", "--no-speed"}, `(?m)^KLD by position \(.*\): fp8 .*; kivi2 [0-9. ]+$`, true},
+		{[]string{"calibrate", "--force"}, ``, true},
+		{[]string{"calibrate", "stats"}, `(?m)^K/V statistics \(.*channels: absmax > 4× the median channel's\)$`, true},
+		{[]string{"calibrate", "audit"}, ``, true},
+		{[]string{"inspect"}, ``, true},
+	} {
+		name := strings.Join(tc.args, " ")
+		code, fitted := runWidth(t, 0, tc.args...)
+		if n, l := widest(fitted); code != 0 || n > 100 {
+			t.Errorf("kvq %s: exit %d, a line of %d columns: %q\n%s", name, code, n, l, fitted)
+		}
+		code, wide := runWidth(t, 0, append(tc.args, "--wide")...)
+		if code != 0 || (tc.wide != "" && !regexp.MustCompile(tc.wide).MatchString(wide)) {
+			t.Errorf("kvq %s --wide: exit %d, no line matching %s:\n%s", name, code, tc.wide, wide)
+		}
+		if tc.same {
+			f, w := wordSet(fitted), wordSet(wide)
+			for word := range w {
+				if !f[word] {
+					t.Errorf("kvq %s: %q is in the --wide output but not the fitted one", name, word)
+				}
+			}
+			for word := range f {
+				if !w[word] {
+					t.Errorf("kvq %s: %q is in the fitted output but not the --wide one", name, word)
+				}
+			}
+		}
+	}
+}

@@ -28,7 +28,7 @@ func TestBenchCalibrateProgressStages(t *testing.T) {
 	}{
 		{[]string{"bench", "--model", model, "--cache", "fp16,int4", "--num-prompts", "3", "--input-len", "16", "--output-len", "4", "--max-concurrency", "1,3",
 			"--warmups", "1", "--depths", "0,16", "--depth-tokens", "2", "--depth-reps", "1", "-o", "json"}, []string{"bench", "decode sweep"}},
-		{[]string{"calibrate", "--model", model, "--samples", "2", "--seq-len", "32", "--ctx", "32", "--chunks", "2", "--compare", "default,dataset",
+		{[]string{"calibrate", "--model", model, "--samples", "24", "--seq-len", "256", "--ctx", "64", "--chunks", "8", "--compare", "default,dataset",
 			"--out", filepath.Join(t.TempDir(), "out"), "-o", "json"}, []string{"calibrate", "compare"}},
 	} {
 		var out, errOut lockedBuffer

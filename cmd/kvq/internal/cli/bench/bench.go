@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/cmd/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/pkg/bench"
 	"github.com/kvqlabs/kvq/pkg/engine"
@@ -405,10 +404,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	bars := &stageBars{io: o.IO}
-	mo.Progress = bars.set
+	bars := &cmdutil.StageBars{IO: o.IO}
+	mo.Progress = bars.Set
 	rep, err := bench.Measure(ctx, m, reqs, mo)
-	bars.finish()
+	bars.Finish()
 	if err != nil {
 		return measureError(err)
 	}
@@ -426,7 +425,7 @@ func (o *Options) Run(ctx context.Context) error {
 // measureOptions are Measure's options from the flags: the endpoints'
 // clients, or the in-process budget and device.
 func (o *Options) measureOptions(ctx context.Context, m *runtime.Model, reqs []bench.Request) (bench.Options, error) {
-	mo := bench.Options{Version: o.Version, Model: modelName(m, o.Model), Workload: o.workloadOptions(), Loads: o.loads(),
+	mo := bench.Options{Version: o.Version, Model: cmdutil.ModelLabel(m, o.Model), Workload: o.workloadOptions(), Loads: o.loads(),
 		Percentiles: o.pct, Goodput: o.goodput, SLOPercentile: o.SLOPct, Threads: o.Threads,
 		Caches: o.specs, MaxSeqs: o.MaxSeqs, Chunk: o.Chunk, BatchInvariant: o.Invariant, Depths: o.depths, DepthTokens: o.DepthTokens, DepthReps: o.DepthReps}
 	var err error
@@ -483,36 +482,6 @@ func (o *Options) kvBudget(ctx context.Context, m *runtime.Model, reqs []bench.R
 		return 0, "", err
 	}
 	return budget, fmt.Sprintf("--budget-seqs %d", o.BudgetSeqs), nil
-}
-
-// stageBars shows a progress bar per stage of a library run, one at a
-// time: a new stage finishes the last one's bar.
-type stageBars struct {
-	io    *cmdutil.IOStreams
-	stage string
-	bar   *progressbar.Bar
-}
-
-func (b *stageBars) set(stage string, done, total int) {
-	if b.bar == nil || stage != b.stage {
-		b.finish()
-		b.stage, b.bar = stage, b.io.Progress(total, stage)
-	}
-	b.bar.Set(done, total)
-}
-
-func (b *stageBars) finish() {
-	if b.bar != nil {
-		b.bar.Finish()
-		b.bar = nil
-	}
-}
-
-func modelName(m *runtime.Model, given string) string {
-	if given == "" {
-		return "built-in kvq-probe"
-	}
-	return m.Path
 }
 
 // gpuBudget is the KV memory vLLM would leave for m's first cache on the

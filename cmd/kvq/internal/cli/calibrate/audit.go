@@ -141,10 +141,10 @@ func (o *AuditOptions) run(ctx context.Context) error {
 			return err
 		}
 	}
-	bars := &stageBars{io: o.IO}
-	aopts.Progress = bars.set
+	bars := &cmdutil.StageBars{IO: o.IO}
+	aopts.Progress = bars.Set
 	a, err := calibrate.RunAudit(ctx, m, sh, aopts)
-	bars.finish()
+	bars.Finish()
 	switch {
 	case errors.Is(err, eval.ErrOptions):
 		return cmdutil.UsageError(err)

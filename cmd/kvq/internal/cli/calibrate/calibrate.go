@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
-	"github.com/kvqlabs/kvq/cmd/kvq/internal/progressbar"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/pkg/calibrate"
@@ -371,7 +370,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	copts := calibrate.Options{Model: displayModel(m, o.Model), Strategy: o.strategy, Best: o.best, Granularity: o.granular,
+	copts := calibrate.Options{Model: cmdutil.ModelLabel(m, o.Model), Strategy: o.strategy, Best: o.best, Granularity: o.granular,
 		Compare: o.compare, Text: eval.TextOptions{Ctx: o.Ctx, MaxChunks: o.Chunks}, Kind: o.kind, DType: o.scaleDType,
 		Codebooks: o.codebooks, WarmupLen: min(o.SeqLen, max(2, m.ContextLen)), Seed: o.Seed, Workers: o.Threads, Backend: be}
 	if len(o.compare) > 0 {
@@ -379,10 +378,10 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	bars := &stageBars{io: o.IO}
-	copts.Progress = bars.set
+	bars := &cmdutil.StageBars{IO: o.IO}
+	copts.Progress = bars.Set
 	cal, err := calibrate.Calibrate(ctx, m, data, copts)
-	bars.finish()
+	bars.Finish()
 	switch {
 	case errors.Is(err, eval.ErrOptions), errors.Is(err, calibrate.ErrOptions):
 		return cmdutil.UsageError(err)
@@ -428,36 +427,6 @@ func (o *Options) writeMore(m *runtime.Model, cal *calibrate.Calibration) error 
 		res.Files = append(res.Files, filepath.Join(m.Path, calibrate.FileSafetensors), filepath.Join(m.Path, "config.json"))
 	}
 	return nil
-}
-
-// stageBars shows a progress bar per stage of a library run, one at a
-// time: a new stage finishes the last one's bar.
-type stageBars struct {
-	io    *cmdutil.IOStreams
-	stage string
-	bar   *progressbar.Bar
-}
-
-func (b *stageBars) set(stage string, done, total int) {
-	if b.bar == nil || stage != b.stage {
-		b.finish()
-		b.stage, b.bar = stage, b.io.Progress(total, stage)
-	}
-	b.bar.Set(done, total)
-}
-
-func (b *stageBars) finish() {
-	if b.bar != nil {
-		b.bar.Finish()
-		b.bar = nil
-	}
-}
-
-func displayModel(m *runtime.Model, given string) string {
-	if given == "" {
-		return "built-in kvq-probe"
-	}
-	return m.Path
 }
 
 // heldOut returns the texts --compare scores: the files given, or the

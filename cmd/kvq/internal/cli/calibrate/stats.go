@@ -98,7 +98,7 @@ func (o *StatsOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st := rec.Stats(displayModel(m, o.Model), data.Info(), o.pct)
+	st := rec.Stats(cmdutil.ModelLabel(m, o.Model), data.Info(), o.pct)
 	if o.Plot != "" {
 		if _, err := writePlots(o.Plot, st); err != nil {
 			return fmt.Errorf("--plot %s: %w", o.Plot, err)

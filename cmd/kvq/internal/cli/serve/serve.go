@@ -305,10 +305,11 @@ func (o *Options) parseRoutes(names []string) error {
 		if err != nil {
 			return cmdutil.FlagErrorf("--route %q: %v", r, err)
 		}
+		// Share holds the percentage until the sums are checked.
 		if k := (key{c, m}); index[k] > 0 {
-			o.routes[index[k]-1].Share += pct / 100
+			o.routes[index[k]-1].Share += pct
 		} else {
-			o.routes = append(o.routes, serve.Route{Cache: c, Share: pct / 100, Match: m})
+			o.routes = append(o.routes, serve.Route{Cache: c, Share: pct, Match: m})
 			index[k] = len(o.routes)
 		}
 	}
@@ -318,7 +319,7 @@ func (o *Options) parseRoutes(names []string) error {
 		if _, ok := sums[rt.Match]; !ok {
 			groups = append(groups, rt.Match)
 		}
-		sums[rt.Match] += rt.Share * 100
+		sums[rt.Match] += rt.Share
 	}
 	for _, m := range groups {
 		switch {
@@ -328,6 +329,9 @@ func (o *Options) parseRoutes(names []string) error {
 		default:
 			return cmdutil.FlagErrorf("--route: the shares for %s sum to %g%%, over 100%%", m, sums[m])
 		}
+	}
+	for i := range o.routes {
+		o.routes[i].Share /= 100
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ Histograms (seconds; _bucket{le}, _sum, _count):
                                     buckets 0.3 0.5 0.8 1 1.5 2 2.5 5 10 15 20 30 40 50 60 120 240 480 960 1920 7680
 Routes (kvq's own; label match: a route's header=, key= or model= match, "" every request):
   kvq_route_percent             the percentage of the served name's requests a route sends to its cache (one series per route; none without routes)
-  kvq_route_changes_total       route changes made through POST /admin/route, by cache
+  kvq_route_changes_total       successful POST /admin/route requests that set the cache's routes
 `
 
 // Histogram bucket upper bounds, in seconds: vLLM's (vllm/v1/metrics/
@@ -72,7 +72,7 @@ var (
 	mITL      = metric{"kvq:inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a request, in seconds."}
 	mE2E      = metric{"kvq:e2e_request_latency_seconds", "histogram", "Time from submission to the end of a request, in seconds."}
 	mRoute    = metric{"kvq_route_percent", "gauge", "Percentage of the served name's requests a route sends to its cache (match: the route's match, empty for every request)."}
-	mChanges  = metric{"kvq_route_changes_total", "counter", "Route changes made through POST /admin/route."}
+	mChanges  = metric{"kvq_route_changes_total", "counter", "Successful POST /admin/route requests that set the cache's routes."}
 )
 
 // histogram counts observations per bucket (not cumulative; the

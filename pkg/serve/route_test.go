@@ -238,9 +238,9 @@ func TestAdminRoute(t *testing.T) {
 	}
 	m := scrape(t, f)
 	for series, want := range map[string]float64{
-		`kvq_route_changes_total{model_name="tiny",cache="int8"}`:       3,
-		`kvq_route_changes_total{model_name="tiny",cache="fp16"}`:       0,
-		`kvq_route_percent{model_name="tiny",cache="int8",match=""}`:    0,
+		`kvq_route_changes_total{model_name="tiny",cache="int8"}`:                            3,
+		`kvq_route_changes_total{model_name="tiny",cache="fp16"}`:                            0,
+		`kvq_route_percent{model_name="tiny",cache="int8",match=""}`:                         0,
 		`kvq:request_success_total{model_name="tiny",cache="int8",finished_reason="length"}`: float64(10 + want),
 	} {
 		if got, ok := m[series]; !ok || got != want {

@@ -394,11 +394,12 @@ func (o *Options) Run(ctx context.Context) error {
 		name = models.ProbeModelName
 	}
 	s, err := serve.New(e, serve.Options{
-		ModelName: name, Routes: o.routes, APIKey: o.APIKey,
-		Fault: serve.Fault{Delay: o.FaultDelay, ErrorRate: o.FaultErrorRate, Cache: o.FaultCache},
-		OnRouteChange: func(c serve.RouteChange) { fmt.Fprintf(o.IO.ErrOut, "kvq serve: %s\n", c) }, MaxBodyBytes: o.maxBody, MaxWaiting: o.MaxWaiting,
+		ModelName: name, Routes: o.routes, APIKey: o.APIKey, MaxBodyBytes: o.maxBody, MaxWaiting: o.MaxWaiting,
 		ShutdownGrace: o.ShutdownGrace, Logger: slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Fault:         serve.Fault{Delay: o.FaultDelay, ErrorRate: o.FaultErrorRate, Cache: o.FaultCache},
+		OnRouteChange: func(c serve.RouteChange) { fmt.Fprintf(o.IO.ErrOut, "kvq serve: %s\n", c) },
 	})
+
 	if err != nil {
 		return cmdutil.UsageError(err)
 	}

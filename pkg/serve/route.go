@@ -193,15 +193,20 @@ func (s *Server) routed() bool {
 }
 
 // aliases are the model ids of the routes' Model matches other than the
-// served name, in order, once each.
-func (s *Server) aliases() []string {
-	var out []string
-	for _, rt := range s.routes { // set in New, never changed
-		if id := rt.Match.Model; id != "" && id != s.name && !slices.Contains(out, id) {
-			out = append(out, id)
+// served name, in order, once each (set in New: the admin endpoint
+// changes shares, never matches).
+func (s *Server) aliases() []string { return s.aliasIDs }
+
+// setMatches records the routes' aliases and tenant keys.
+func (s *Server) setMatches() {
+	for _, rt := range s.routes {
+		if id := rt.Match.Model; id != "" && id != s.name && !slices.Contains(s.aliasIDs, id) {
+			s.aliasIDs = append(s.aliasIDs, id)
+		}
+		if k := rt.Match.Key; k != "" {
+			s.tenantKeys = append(s.tenantKeys, k)
 		}
 	}
-	return out
 }
 
 // pick draws the cache of a request for model id (the served name or an
@@ -239,8 +244,8 @@ func (s *Server) tenantKey(r *http.Request) bool {
 	if !ok || got == "" {
 		return false
 	}
-	for _, rt := range s.routes { // keys are set in New, never changed
-		if rt.Match.Key != "" && subtle.ConstantTimeCompare([]byte(got), []byte(rt.Match.Key)) == 1 {
+	for _, k := range s.tenantKeys {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(k)) == 1 {
 			return true
 		}
 	}

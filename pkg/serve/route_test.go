@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvqlabs/kvq/pkg/engine"
 	"github.com/kvqlabs/kvq/pkg/serve"
 )
 
@@ -407,4 +409,88 @@ func TestFaultErrors(t *testing.T) {
 	if ok := m[`kvq:request_success_total{model_name="tiny",cache="int8",finished_reason="length"}`]; ok != float64(n-want) {
 		t.Errorf("int8 finished %v, want %d", ok, n-want)
 	}
+}
+
+// TestRouteOptions: New refuses routes it cannot follow and accepts a
+// model alias split over two caches.
+func TestRouteOptions(t *testing.T) {
+	e := startEngine(t, loadModel(t), engine.Options{})
+	acme := serve.Match{Header: "X-Tenant", Value: "acme"}
+	for _, tc := range []struct {
+		name   string
+		routes []serve.Route
+	}{
+		{"unknown cache", []serve.Route{{Cache: "int4", Share: 0.1}}},
+		{"share over 1", []serve.Route{{Cache: "int8", Share: 1.1, Match: acme}}},
+		{"group over 1", []serve.Route{{Cache: "int8", Share: 0.6, Match: acme}, {Cache: "fp16", Share: 0.6, Match: acme}}},
+		{"twice", []serve.Route{{Cache: "int8", Share: 0.1, Match: acme}, {Cache: "int8", Share: 0.1, Match: acme}}},
+		{"two conditions", []serve.Route{{Cache: "int8", Share: 0.1, Match: serve.Match{Key: "k", Model: "m"}}}},
+		{"header not canonical", []serve.Route{{Cache: "int8", Share: 0.1, Match: serve.Match{Header: "x-tenant", Value: "a"}}}},
+		{"model with @", []serve.Route{{Cache: "int8", Share: 0.1, Match: serve.Match{Model: "tiny@int8"}}}},
+	} {
+		if _, err := serve.New(e, serve.Options{Routes: tc.routes}); !errors.Is(err, serve.ErrOptions) {
+			t.Errorf("%s: New = %v, want ErrOptions", tc.name, err)
+		}
+	}
+	if _, err := serve.New(e, serve.Options{Routes: []serve.Route{{Cache: "int8", Share: 0.4, Match: acme}}, Route: map[string]float64{"int8": 0.1}}); err != nil {
+		t.Errorf("a tenant route and a plain one: %v", err)
+	}
+	s, err := serve.New(e, serve.Options{Routes: []serve.Route{
+		{Cache: "int8", Share: 0.5, Match: serve.Match{Model: "canary"}},
+		{Cache: "fp16", Share: 0.5, Match: serve.Match{Model: "canary"}},
+	}})
+	if err != nil || !slices.Equal(s.ModelIDs(), []string{"tiny", "tiny@fp16", "tiny@int8", "canary"}) {
+		t.Errorf("an alias over two caches: %v, ids %v", err, s.ModelIDs())
+	}
+	for _, tc := range []struct {
+		in   string
+		want serve.Match
+		str  string
+	}{
+		{"header=x-tenant:acme", acme, "header=X-Tenant:acme"},
+		{"HEADER= X-Tenant : acme ", acme, "header=X-Tenant:acme"},
+		{"key=sk-1", serve.Match{Key: "sk-1"}, "key=" + serve.KeyFingerprint("sk-1")},
+		{"model=canary", serve.Match{Model: "canary"}, "model=canary"},
+		{"", serve.Match{}, ""},
+	} {
+		m, err := serve.ParseMatch(tc.in)
+		if err != nil || m != tc.want || m.String() != tc.str {
+			t.Errorf("ParseMatch(%q) = %+v %q, %v; want %+v %q", tc.in, m, m.String(), err, tc.want, tc.str)
+		}
+	}
+	for _, bad := range []string{"header=X-Tenant", "header=:a", "header=X Y:a", "header=Authorization:Bearer x", "key=", "model=", "model=a@b", "tenant=acme", "acme"} {
+		if _, err := serve.ParseMatch(bad); err == nil {
+			t.Errorf("ParseMatch(%q): no error", bad)
+		}
+	}
+	if fp := serve.KeyFingerprint("sk-1"); len(fp) != len("sha256:")+12 || strings.Contains(fp, "sk-1") {
+		t.Errorf("fingerprint %q", fp)
+	}
+}
+
+// TestAdminRouteConcurrent: shares change while requests stream in (for
+// the race detector): every request is served by one of the caches.
+func TestAdminRouteConcurrent(t *testing.T) {
+	f := newServer(t, serve.Options{APIKey: "adm", Route: map[string]float64{"int8": 0.5}})
+	auth := []string{"Authorization", "Bearer adm"}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if c := f.cacheOf(t, "tiny", auth...); c != "fp16" && c != "int8" {
+					t.Errorf("cache %q", c)
+				}
+			}
+		}()
+	}
+	for i := range 10 {
+		if code, _, b := f.admin(t, http.MethodPost, fmt.Sprintf(`{"cache": "int8", "percent": %d}`, i*10), auth...); code != 200 {
+			t.Errorf("POST: %d %s", code, b)
+		}
+		f.admin(t, http.MethodGet, "", auth...)
+		scrape(t, f)
+	}
+	wg.Wait()
 }

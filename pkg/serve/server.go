@@ -80,20 +80,24 @@ type Options struct {
 
 // Server serves an engine's caches over OpenAI's API. Create it with New.
 type Server struct {
-	e       *engine.Engine
-	m       *runtime.Model
-	opts    Options
-	name    string
-	caches  []string
-	rmu     sync.RWMutex // guards routes, which /admin/route changes
-	routes  []Route
-	routeN  atomic.Uint64
-	faultN  atomic.Uint64
-	metrics *metrics
-	log     *slog.Logger
-	created int64
-	idBase  string
-	idN     atomic.Uint64
+	e      *engine.Engine
+	m      *runtime.Model
+	opts   Options
+	name   string
+	caches []string
+	rmu    sync.RWMutex // guards routes, which /admin/route changes
+	routes []Route
+	// aliasIDs and tenantKeys come from the routes' matches, which do
+	// not change after New.
+	aliasIDs   []string
+	tenantKeys []string
+	routeN     atomic.Uint64
+	faultN     atomic.Uint64
+	metrics    *metrics
+	log        *slog.Logger
+	created    int64
+	idBase     string
+	idN        atomic.Uint64
 
 	draining   atomic.Bool
 	active     atomic.Int64
@@ -185,9 +189,6 @@ func (s *Server) setRoutes(opts Options) error {
 		if err := rt.Match.check(); err != nil {
 			return fmt.Errorf("%w: route to cache %s: %v", ErrOptions, rt.Cache, err)
 		}
-		if m := rt.Match.Model; m != "" && slices.Contains(s.ModelIDs()[1:], m) {
-			return fmt.Errorf("%w: route to cache %s: model %s is a cache's own id, never routed", ErrOptions, rt.Cache, m)
-		}
 		seen[key{rt.Cache, rt.Match}] = true
 		s.routes = append(s.routes, rt)
 	}
@@ -202,6 +203,7 @@ func (s *Server) setRoutes(opts Options) error {
 	if m, sum, over := overGroup(s.routes); over {
 		return fmt.Errorf("%w: route shares for %q sum to %v, over 1", ErrOptions, m, sum)
 	}
+	s.setMatches()
 	return nil
 }
 

@@ -2,10 +2,12 @@ package eval_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -317,5 +319,131 @@ func TestRunMC(t *testing.T) {
 	}
 	if checked != 8 {
 		t.Errorf("%d int2 samples, want 4 items × 2 metrics", checked)
+	}
+}
+
+// TestRunMCStore: a run kept in a store resumes from the log-likelihoods
+// it holds: with the stored values overwritten by ties (every cache then
+// picks the first choice), the resumed run reports what they say.
+func TestRunMCStore(t *testing.T) {
+	m := probeModel(t)
+	specs := parseSpecs(t, "fp16,int2")
+	s, err := eval.MCSuite(eval.MCOptions{Name: eval.MCPIQA, Test: readMC(t, eval.MCPIQA, "piqa.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	run := func() *eval.Report {
+		st, err := eval.OpenStore(dir, "mc", nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		rep, err := eval.Run(context.Background(), m, eval.Options{Specs: specs, Suites: []eval.Suite{s}, Workers: 1, Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	run()
+	items := filepath.Join(dir, "items.jsonl")
+	b := readFile(t, items)
+	re := regexp.MustCompile(`"loglik":\[[^\]]*\]`)
+	if n := len(re.FindAll(b, -1)); n != 3*2 {
+		t.Fatalf("items.jsonl holds %d log-likelihood lists, want 3 items × 2 caches:\n%s", n, b)
+	}
+	if err := os.WriteFile(items, re.ReplaceAll(b, []byte(`"loglik":[-1,-1]`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// piqa.jsonl's golds are 0, 0, 1: ties pass two items of three by
+	// acc (the first choice); acc_norm picks the longer solution each
+	// time, which is the gold one once.
+	for _, row := range run().Suites {
+		want := 200.0 / 3
+		if row.Metric == "acc_norm" {
+			want = 100.0 / 3
+		}
+		for _, c := range row.Caches {
+			if math.Abs(c.Score-want) > 1e-9 {
+				t.Errorf("%s %s: %v after resuming from ties, want %.1f", row.Name, c.Cache, c.Score, want)
+			}
+		}
+	}
+}
+
+// TestMCNotOnEndpoints: servers give no log-likelihoods to kvq: a
+// multiple-choice suite is refused before any request.
+func TestMCNotOnEndpoints(t *testing.T) {
+	m := probeModel(t)
+	s, err := eval.MCSuite(eval.MCOptions{Name: eval.MCGeneric, Test: readMC(t, eval.MCGeneric, "mc.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = eval.RunEndpoints(context.Background(), m, eval.EndpointOptions{Names: []string{"a", "b"}, Deployments: []eval.Deployment{nil, nil}, Suites: []eval.Suite{s}})
+	if !errors.Is(err, eval.ErrOptions) || !strings.Contains(err.Error(), "not with --endpoint") {
+		t.Errorf("RunEndpoints(multiple choice) = %v, want ErrOptions", err)
+	}
+}
+
+// TestLoglikelihoodsTruncate: a context longer than the model's is cut
+// from the left, as lm-eval does: the score is the same as with the
+// context's tail alone; a continuation longer than the context is an
+// error.
+func TestLoglikelihoodsTruncate(t *testing.T) {
+	m := probeModel(t)
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l, err := kvcache.NewLayout(m.Geometry(), parseSpecs(t, "fp16")[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("The fox ran. ", 400) + "The fox" // byte-level: 5207 tokens with BOS
+	got, err := eval.Loglikelihoods(context.Background(), r, []*kvcache.Layout{l}, []eval.MCRequest{{Context: long, Continuation: " ran."}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The input is the last ContextLen tokens of whole[:-1]: with a
+	// byte-level tokenizer, the text's last ContextLen bytes (no BOS).
+	whole := long + " ran."
+	tail := whole[len(whole)-1-m.ContextLen : len(whole)-1]
+	logits, err := func() ([]float32, error) {
+		c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(m.ContextLen)})
+		if err != nil {
+			return nil, err
+		}
+		_ = c.AddSeq(0)
+		out, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: m.Tokenizer.Encode(tail, false), Logits: runtime.AllLogits}})
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont := m.Tokenizer.Encode(" ran.", false)
+	V := m.Vocab
+	var want float64
+	for k, id := range cont {
+		row := logits[(m.ContextLen-len(cont)+k)*V : (m.ContextLen-len(cont)+k+1)*V]
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = max(mx, float64(v))
+		}
+		var sum float64
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mx)
+		}
+		want += float64(row[id]) - mx - math.Log(sum)
+	}
+	if math.Abs(got[0][0]-want) > 1e-6 {
+		t.Errorf("truncated context: %v, want %v", got[0][0], want)
+	}
+	_, err = eval.Loglikelihoods(context.Background(), r, []*kvcache.Layout{l}, []eval.MCRequest{{Context: "x", Continuation: strings.Repeat("a", m.ContextLen+5)}}, false)
+	if !errors.Is(err, eval.ErrOptions) {
+		t.Errorf("a continuation longer than the context: %v, want ErrOptions", err)
 	}
 }

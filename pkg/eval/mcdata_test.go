@@ -13,20 +13,31 @@ import (
 	"github.com/kvqlabs/kvq/pkg/eval"
 )
 
-// Parquet rows shaped as Hugging Face's dumps store them: lists as Parquet
-// LIST columns, ARC's choices a struct of two lists, MMLU's answer an
-// int64.
+// Parquet rows shaped as Hugging Face's dumps store them: every column
+// optional (as pyarrow writes them), lists as Parquet LIST columns, ARC's
+// choices a struct of two lists; MMLU's with required columns and an
+// int64 answer.
 type arcChoicesRow struct {
-	Text  []string `parquet:"text,list"`
-	Label []string `parquet:"label,list"`
+	Text  []*string `parquet:"text,optional,list"`
+	Label []*string `parquet:"label,optional,list"`
 }
 
 type arcRow struct {
-	ID        string        `parquet:"id"`
-	Question  string        `parquet:"question"`
-	Choices   arcChoicesRow `parquet:"choices"`
-	AnswerKey string        `parquet:"answerKey"`
+	ID        *string        `parquet:"id,optional"`
+	Question  *string        `parquet:"question,optional"`
+	Choices   *arcChoicesRow `parquet:"choices,optional"`
+	AnswerKey *string        `parquet:"answerKey,optional"`
 }
+
+func ptrs(s ...string) []*string {
+	out := make([]*string, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
+func ptr(s string) *string { return &s }
 
 type mmluRow struct {
 	Question string   `parquet:"question"`
@@ -50,11 +61,11 @@ func writeParquet[T any](t *testing.T, rows []T) []byte {
 func TestParseMCParquet(t *testing.T) {
 	arc := readMC(t, eval.MCARC, "arc.jsonl")
 	rows := []arcRow{
-		{"kvq-arc-1", "A girl puts a cold spoon into hot soup. What happens to the spoon?",
-			arcChoicesRow{[]string{"It gets warmer.", "It gets colder.", "It turns to water.", "It gets lighter."}, []string{"A", "B", "C", "D"}}, "A"},
-		{"kvq-arc-2", "Which part of a plant takes in water from the soil?",
-			arcChoicesRow{[]string{"the flower", "the roots", "the leaves", "the seeds"}, []string{"A", "B", "C", "D"}}, "B"},
-		{"kvq-arc-3", "What do bees carry from flower to flower?", arcChoicesRow{[]string{"sand", "pollen", "rain"}, []string{"1", "2", "3"}}, "2"},
+		{ptr("kvq-arc-1"), ptr("A girl puts a cold spoon into hot soup. What happens to the spoon?"),
+			&arcChoicesRow{ptrs("It gets warmer.", "It gets colder.", "It turns to water.", "It gets lighter."), ptrs("A", "B", "C", "D")}, ptr("A")},
+		{ptr("kvq-arc-2"), ptr("Which part of a plant takes in water from the soil?"),
+			&arcChoicesRow{ptrs("the flower", "the roots", "the leaves", "the seeds"), ptrs("A", "B", "C", "D")}, ptr("B")},
+		{ptr("kvq-arc-3"), ptr("What do bees carry from flower to flower?"), &arcChoicesRow{ptrs("sand", "pollen", "rain"), ptrs("1", "2", "3")}, ptr("2")},
 	}
 	data := writeParquet(t, rows)
 	if !eval.IsParquet(data) {
@@ -79,10 +90,16 @@ func TestParseMCParquet(t *testing.T) {
 		t.Errorf("mmlu.parquet:\n%#v\nwant\n%#v", got, mmlu[:2])
 	}
 	// A bad row names the row (from 1) and the column.
-	rows[1].AnswerKey = "E"
+	rows[1].AnswerKey = ptr("E")
 	_, err = eval.ParseMC(eval.MCARC, writeParquet(t, rows), "bad.parquet")
-	if want := `bad.parquet: row 2, column "answerKey": "E" is not one of the labels`; !errors.Is(err, eval.ErrTasks) || err == nil || !strings.Contains(err.Error(), want) {
+	if want := `bad.parquet: row 2, column "answerKey": "E" is not one of the labels`; !errors.Is(err, eval.ErrTasks) || !strings.Contains(err.Error(), want) {
 		t.Errorf("bad row: %v, want ErrTasks %q", err, want)
+	}
+	rows[2].AnswerKey = nil // a null
+	rows[1].AnswerKey = ptr("B")
+	_, err = eval.ParseMC(eval.MCARC, writeParquet(t, rows), "null.parquet")
+	if want := `null.parquet: row 3, column "answerKey": missing`; !errors.Is(err, eval.ErrTasks) || !strings.Contains(err.Error(), want) {
+		t.Errorf("null answerKey: %v, want ErrTasks %q", err, want)
 	}
 	// An MMLU file read as PIQA: the missing column.
 	_, err = eval.ParseMC(eval.MCPIQA, writeParquet(t, []mmluRow{{"q", "s", []string{"a", "b"}, 0}}), "mmlu.parquet")

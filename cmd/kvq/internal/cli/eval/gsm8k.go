@@ -26,7 +26,7 @@ type gsm8kFlags struct {
 }
 
 func (g *gsm8kFlags) addFlags(fl *pflag.FlagSet) {
-	fl.IntVar(&g.NumFewshot, "num-fewshot", eval.DefaultGSM8KShots, "few-shot examples before each question from --fewshot: gsm8k's first (default 5); multiple choice's drawn by --seed, MMLU's first of the subject (default 0)")
+	fl.IntVar(&g.NumFewshot, "num-fewshot", eval.DefaultGSM8KShots, "few-shot examples before each question, from --fewshot: gsm8k takes the first N; multiple choice draws N by --seed (MMLU: the first N of the subject) and is 0-shot unless this flag is given")
 	fl.StringVar(&g.Fewshot, "fewshot", "", "a file of few-shot examples in the scored file's format: GSM8K's train split (JSON Lines), a multiple-choice set's train or dev split")
 }
 

@@ -88,6 +88,9 @@ func (c *mcFlags) validate(g *gsm8kFlags, numSet, endpoints bool) error {
 	if g.Fewshot != "" && takers > 1 {
 		return cmdutil.FlagErrorf("--fewshot %s: one few-shot file, and %d suites that read shots (%s): run them one at a time", g.Fewshot, takers, strings.Join(c.takers(g), ", "))
 	}
+	if g.Fewshot != "" && !numSet {
+		return cmdutil.FlagErrorf("--fewshot %s: multiple choice is 0-shot unless --num-fewshot N says how many shots", g.Fewshot)
+	}
 	if c.shots > 0 && g.Fewshot == "" {
 		return cmdutil.FlagErrorf("--tasks %s: %d-shot needs --fewshot FILE (shots are never taken from the scored file); or --num-fewshot 0", c.specs[0], c.shots)
 	}

@@ -147,6 +147,7 @@ func TestEvalMCFlags(t *testing.T) {
 		{[]string{"--tasks", "arc=" + bad}, bad + `:2: "answerKey": "C" is not one of the labels`},
 		{[]string{"--tasks", "piqa=" + test}, test + `:1: "goal": missing`},
 		{[]string{"--tasks", "arc=" + test, "--num-fewshot", "2"}, "2-shot needs --fewshot FILE"},
+		{[]string{"--tasks", "arc=" + test, "--fewshot", train}, "multiple choice is 0-shot unless --num-fewshot N"},
 		{[]string{"--tasks", "arc=" + test, "--fewshot", train, "--num-fewshot", "4"}, "--num-fewshot 4: " + train + " holds 3 examples"},
 		{[]string{"--tasks", "arc=" + test + ",gsm8k=" + gsmTest, "--fewshot", train}, "2 suites that read shots (gsm8k, arc)"},
 		{[]string{"--tasks", "arc=" + test, "--fewshot", train + ".missing", "--num-fewshot", "1"}, "--fewshot: "},

@@ -89,7 +89,7 @@ type LayerGeometry struct {
 
 // families is the registry of the model layer, in the order the loaders'
 // messages list them.
-var families = []*Family{&llamaFamily}
+var families = []*Family{&llamaFamily, &olmo2Family}
 
 // lookupArch returns the family and architecture whose match is true.
 func lookupArch(match func(a *Arch) bool) (*Family, *Arch) {

@@ -33,9 +33,10 @@ type Family struct {
 	// Block runs layer li over the step's tokens: s.X holds the residual
 	// stream on entry and on return.
 	Block func(s *Step, li int) error
-	// Check, when set, refuses configs the family cannot run (Prepare
-	// calls it after Validate).
-	Check func(c *Config) error
+	// Prepare, when set, refuses configs the family cannot run and sets
+	// what the family derives from the config (Phi-3's Layer.QScale);
+	// Model.Prepare calls it after Validate, maybe more than once.
+	Prepare func(m *Model) error
 }
 
 // Arch is one checkpoint architecture of a family.
@@ -204,6 +205,7 @@ type LayerWeights struct {
 	AttnNorm, FFNNorm              backend.Tensor
 	Bq, Bk, Bv, QNorm, KNorm       backend.Tensor
 	Wq, Wk, Wv, Wo, Gate, Up, Down backend.Matrix
+	QScale                         backend.Matrix // Layer.QScale
 }
 
 // Check returns an error when the step's context has ended: a block calls

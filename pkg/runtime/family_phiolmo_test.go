@@ -81,6 +81,7 @@ var goldenSpecs = map[string]modeltest.Spec{
 	"olmo2":        {Arch: "olmo2", Dim: 128, Hidden: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Context: 256, Seed: 38},
 	"phi3":         {Arch: "phi3", Dim: 128, Hidden: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Context: 256, Seed: 38},
 	"phi3-long":    {Arch: "phi3", Dim: 128, Hidden: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Context: 256, OriginalContext: 32, Seed: 38},
+	"phi4-mini":    {Arch: "phi3", Dim: 128, Hidden: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Context: 256, RopeDim: 24, Tied: true, OriginalContext: 32, Seed: 38},
 	"phi3-partial": {Arch: "phi3", Dim: 128, Hidden: 192, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Context: 256, RopeDim: 24, Tied: true, Seed: 38},
 }
 
@@ -95,7 +96,8 @@ const goldenTol = 1e-4
 
 // TestLlamaCppGolden checks kvq against llama.cpp on tiny random OLMo 2
 // and Phi-3 checkpoints (plain; LongRoPE with short factors and the
-// attention factor; partial rotary with tied embeddings): from the GGUF
+// attention factor; partial rotary with tied embeddings, without and with
+// LongRoPE as Phi-4-mini): from the GGUF
 // file llama.cpp ran and from the same weights as a Hugging Face
 // directory, the top-5 logits of every prompt position and of 8 greedy
 // steps agree within goldenTol and the greedy tokens are equal.
@@ -103,7 +105,7 @@ const goldenTol = 1e-4
 // The numbers come from a program of ours over llama.cpp's C API
 // (llama_decode, llama_get_logits_ith; commit 1eeb523c3e0c, CPU, one
 // thread, f32 KV cache, flash attention off, n_ctx as the file's header
-// says: 32 for phi3-long, below its original context of 32 so that
+// says: 32 for phi3-long and phi4-mini, below their original context of 32 so that
 // llama.cpp picks the short factors), run on the GGUF files
 // modeltest.WriteGGUF writes for goldenSpecs.
 func TestLlamaCppGolden(t *testing.T) {
@@ -244,12 +246,15 @@ func TestPhiOlmoLoad(t *testing.T) {
 			t.Errorf("OLMo 2 weights as Phi-3: %v", err)
 		}
 		hf3 := filepath.Join(dir, "hf3")
-		if err := modeltest.WriteHF(hf3, modeltest.Spec{Arch: "phi3", RopeDim: 8, Context: 128, OriginalContext: 64}, modeltest.HFOptions{}); err != nil {
+		if err := modeltest.WriteHF(hf3, modeltest.Spec{Arch: "phi3", Context: 128, OriginalContext: 64}, modeltest.HFOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		editJSON(t, filepath.Join(hf3, "config.json"), func(c map[string]any) {
+			c["rope_scaling"].(map[string]any)["short_factor"] = []float64{1, 2}
+		})
 		_, err = runtime.Load(t.Context(), hf3, runtime.LoadOptions{})
-		if !errors.Is(err, runtime.ErrUnsupported) || !strings.Contains(err.Error(), "partial rotary") {
-			t.Errorf("LongRoPE attention factor with partial rotary: %v", err)
+		if !errors.Is(err, runtime.ErrModel) || !strings.Contains(err.Error(), "LongRoPE has 2 short and 8 long factors, want 8 each") {
+			t.Errorf("LongRoPE factors of the wrong length: %v", err)
 		}
 	})
 }

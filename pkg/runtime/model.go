@@ -102,6 +102,10 @@ type Layer struct {
 	FFNNorm    []float32
 	Gate, Up   *tensor.Weight // w1, w3
 	Down       *tensor.Weight // w2
+	// QScale, when set, multiplies every query head by this [HeadDim ×
+	// HeadDim] diagonal before RoPE (Phi-3's LongRoPE attention factor
+	// with partial rotary). The family sets it; no checkpoint holds it.
+	QScale *tensor.Weight
 }
 
 // Model is a loaded checkpoint.
@@ -224,8 +228,8 @@ func (m *Model) Prepare() error {
 		return fmt.Errorf("%w: architecture %q (kvq runs %s)", ErrUnsupported, c.Arch, archNames(false))
 	}
 	m.family = f
-	if f.Check != nil {
-		if err := f.Check(c); err != nil {
+	if f.Prepare != nil {
+		if err := f.Prepare(m); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
@@ -275,5 +277,42 @@ func editJSON(t *testing.T, path string, edit func(map[string]any)) {
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPhi4MiniPreRoPEKeys: caches of keys before RoPE re-rotate Phi-3's
+// keys as the runner did (partial rotary with the LongRoPE short factors;
+// the attention factor is the queries'), over a sliding window: the logits
+// equal those of a cache of rotated keys.
+func TestPhi4MiniPreRoPEKeys(t *testing.T) {
+	dir := t.TempDir()
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "phi3", RopeDim: 8, Tied: true, Context: 512, OriginalContext: 128, SlidingWindow: 20, Seed: 9}, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, dir, runtime.LoadOptions{})
+	r := newRunner(t, m)
+	ids := tokens(45, m.Vocab, 5)
+	post := newCache(t, r, "fp32", 4)
+	l, err := kvcache.NewLayout(m.Geometry(), quant.Spec{K: preRoPE32{}, V: quant.FP32}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := r.NewCache(l, kvcache.Options{Blocks: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = post.AddSeq(0)
+	_ = pre.AddSeq(0)
+	a := forward(t, r, post, runtime.Entry{Seq: 0, Tokens: ids[:30], Logits: runtime.AllLogits})[0]
+	b := forward(t, r, pre, runtime.Entry{Seq: 0, Tokens: ids[:30], Logits: runtime.AllLogits})[0]
+	if d := maxRelDiff(b, a); d > 1e-5 {
+		t.Errorf("prefill: pre-RoPE cache logits differ by %.2g", d)
+	}
+	for _, id := range ids[30:] {
+		a = forward(t, r, post, runtime.Entry{Seq: 0, Tokens: []int{id}})[0]
+		b = forward(t, r, pre, runtime.Entry{Seq: 0, Tokens: []int{id}})[0]
+		if d := maxRelDiff(b, a); d > 1e-5 {
+			t.Fatalf("decode: pre-RoPE cache logits differ by %.2g", d)
+		}
 	}
 }

@@ -316,3 +316,24 @@ func TestPhi4MiniPreRoPEKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUFPreTokenizerNames: files with the pre-tokenizer names llama.cpp's
+// converter gives cl100k-style vocabularies (OLMo 2, Phi-4) load and split
+// as llama.cpp does: "dbrx" as "llama-bpe" (llama3's regex), "olmo" as
+// "default" (GPT-2's). (pkg/tokenizer tests the regexes themselves.)
+func TestGGUFPreTokenizerNames(t *testing.T) {
+	text := "The 12345 cats' HOUSE's\n\n  don't   stop!!"
+	enc := func(pre string) []int {
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := modeltest.WriteGGUF(p, modeltest.Spec{Arch: "olmo2", GGUFPre: pre}); err != nil {
+			t.Fatal(err)
+		}
+		return load(t, p, runtime.LoadOptions{}).Tokenizer.Encode(text, false)
+	}
+	if a, b := enc("dbrx"), enc("llama-bpe"); !slices.Equal(a, b) {
+		t.Errorf("dbrx %v, llama-bpe %v", a, b)
+	}
+	if a, b := enc("olmo"), enc("default"); !slices.Equal(a, b) {
+		t.Errorf("olmo %v, default %v", a, b)
+	}
+}

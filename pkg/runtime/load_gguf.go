@@ -296,11 +296,11 @@ func ggufTokenizer(gf *gguf.File, tokens []string) (*tokenizer.Tokenizer, error)
 		v.PreTokenizer = "gpt2"
 		if pre, err := gf.String("tokenizer.ggml.pre"); err == nil {
 			switch pre {
-			case "llama-bpe", "llama3", "smaug-bpe":
+			case "llama-bpe", "llama3", "smaug-bpe", "dbrx": // dbrx: cl100k's split, llama3's (OLMo 2, Phi-4)
 				v.PreTokenizer = "llama3"
 			case "qwen2", "qwen35":
 				v.PreTokenizer = "qwen2"
-			case "default", "gpt-2", "gpt2":
+			case "default", "gpt-2", "gpt2", "olmo":
 			default:
 				v.PreTokenizer = pre // New reports an unknown style by name
 			}

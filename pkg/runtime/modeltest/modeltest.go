@@ -43,6 +43,8 @@ type Spec struct {
 	// "longrope" with random short and long factors and
 	// original_max_position_embeddings OriginalContext (below Context).
 	OriginalContext int
+	// GGUFPre is the GGUF tokenizer.ggml.pre ("default" when empty).
+	GGUFPre string
 	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
 	// false), so that an empty text encodes to no tokens at all.
 	NoBOS bool
@@ -398,7 +400,11 @@ func WriteGGUF(path string, s Spec) error {
 	toks := vocabTokens()
 	V := len(toks)
 	g.AddString("tokenizer.ggml.model", "gpt2")
-	g.AddString("tokenizer.ggml.pre", "default")
+	pre := s.GGUFPre
+	if pre == "" {
+		pre = "default"
+	}
+	g.AddString("tokenizer.ggml.pre", pre)
 	g.AddStrings("tokenizer.ggml.tokens", toks)
 	types := make([]int32, V)
 	for i := range types {

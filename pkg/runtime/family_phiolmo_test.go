@@ -337,3 +337,43 @@ func TestGGUFPreTokenizerNames(t *testing.T) {
 		t.Errorf("olmo %v, default %v", a, b)
 	}
 }
+
+// TestPhi3ConfigVariants: config.json's older LongRoPE spelling ("su")
+// loads as "longrope"; rope_scaling.attention_factor, where given, is the
+// attention factor; and a batch-invariant runner gives the Phi-4-mini shape
+// (whose queries take a diagonal product over heads·tokens rows) the same
+// bits in a batch as alone.
+func TestPhi3ConfigVariants(t *testing.T) {
+	dir := t.TempDir()
+	spec := modeltest.Spec{Arch: "phi3", RopeDim: 8, Tied: true, Context: 512, OriginalContext: 128, Seed: 10}
+	if err := modeltest.WriteHF(dir, spec, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := tokens(20, modeltest.Vocab(), 2)
+	base := allLogits(t, load(t, dir, runtime.LoadOptions{}), ids)
+	editJSON(t, filepath.Join(dir, "config.json"), func(c map[string]any) { c["rope_scaling"].(map[string]any)["type"] = "su" })
+	m := load(t, dir, runtime.LoadOptions{})
+	if m.Scaling.Type != "longrope" || !slices.Equal(allLogits(t, m, ids), base) {
+		t.Errorf(`rope_scaling type "su": %q, or other logits`, m.Scaling.Type)
+	}
+	editJSON(t, filepath.Join(dir, "config.json"), func(c map[string]any) { c["rope_scaling"].(map[string]any)["attention_factor"] = 1.5 })
+	if m := load(t, dir, runtime.LoadOptions{}); m.Scaling.AttnFactor != 1.5 || slices.Equal(allLogits(t, m, ids), base) {
+		t.Errorf("attention_factor 1.5: AttnFactor %v, or the same logits", m.Scaling.AttnFactor)
+	}
+
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{BatchInvariant: true, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	alone := newCache(t, r, "fp32", 8)
+	both := newCache(t, r, "fp32", 8)
+	_ = alone.AddSeq(0)
+	_ = both.AddSeq(0)
+	_ = both.AddSeq(1)
+	a := forward(t, r, alone, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
+	b := forward(t, r, both, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits}, runtime.Entry{Seq: 1, Tokens: ids[:7], Logits: runtime.AllLogits})[0]
+	if !slices.Equal(a, b) {
+		t.Errorf("batch-invariant logits differ in a batch by %.2g", maxRelDiff(a, b))
+	}
+}

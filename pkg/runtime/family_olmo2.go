@@ -1,6 +1,10 @@
 package runtime
 
-import "github.com/kvqlabs/kvq/pkg/tensor"
+import (
+	"fmt"
+
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
 
 // olmo2Family is OLMo 2: the Llama block with its norms moved after the
 // attention and the MLP (x + norm(attn(x)), x + norm(mlp(x)); no norm
@@ -30,7 +34,18 @@ var olmo2Family = Family{
 		return LayerGeometry{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, RopeDim: c.RopeDim, RopeNeoX: c.RopeNeoX,
 			InvFreq: invFreq, Window: c.SlidingWindow, Scale: defaultScale(c.HeadDim)}
 	},
-	Block: olmo2Block,
+	Block:   olmo2Block,
+	Prepare: olmo2Prepare,
+}
+
+// olmo2Prepare refuses a sliding window: llama.cpp's "olmo2" files with one
+// are OLMo 3, whose every fourth layer attends globally (a layer pattern
+// kvq does not read).
+func olmo2Prepare(m *Model) error {
+	if m.SlidingWindow > 0 {
+		return fmt.Errorf("%w: an olmo2 model with a sliding window of %d is OLMo 3 (sliding and global layers), which kvq does not run", ErrUnsupported, m.SlidingWindow)
+	}
+	return nil
 }
 
 func olmo2Block(s *Step, li int) error {

@@ -247,6 +247,15 @@ func TestPhiOlmoLoad(t *testing.T) {
 		if !errors.Is(err, runtime.ErrModel) || !strings.Contains(err.Error(), "missing tensor model.layers.0.input_layernorm.weight") {
 			t.Errorf("OLMo 2 weights as Phi-3: %v", err)
 		}
+		gg := filepath.Join(dir, "olmo3.gguf")
+		if err := modeltest.WriteGGUF(gg, modeltest.Spec{Arch: "olmo2"}); err != nil {
+			t.Fatal(err)
+		}
+		m := load(t, gg, runtime.LoadOptions{})
+		m.SlidingWindow = 4096
+		if err := m.Prepare(); !errors.Is(err, runtime.ErrUnsupported) || !strings.Contains(err.Error(), "OLMo 3") {
+			t.Errorf("olmo2 with a sliding window: %v", err)
+		}
 		hf3 := filepath.Join(dir, "hf3")
 		if err := modeltest.WriteHF(hf3, modeltest.Spec{Arch: "phi3", Context: 128, OriginalContext: 64}, modeltest.HFOptions{}); err != nil {
 			t.Fatal(err)

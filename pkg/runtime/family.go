@@ -33,6 +33,10 @@ type Family struct {
 	// Block runs layer li over the step's tokens: s.X holds the residual
 	// stream on entry and on return.
 	Block func(s *Step, li int) error
+	// Prepare, when set, refuses configs the family cannot run and sets
+	// what the family derives from the config (Phi-3's Layer.QScale);
+	// Model.Prepare calls it after Validate, maybe more than once.
+	Prepare func(m *Model) error
 }
 
 // Arch is one checkpoint architecture of a family.
@@ -55,7 +59,7 @@ type Arch struct {
 }
 
 // LayerTensor names one per-layer tensor of a family and where it goes in
-// a Layer: exactly one of Matrix and Vector is set.
+// a Layer: exactly one of Matrix, Parts and Vector is set.
 type LayerTensor struct {
 	// HF and GGUF are the names after the layer's prefix
 	// ("model.layers.N.", "blk.N."); Label names it in messages
@@ -67,6 +71,59 @@ type LayerTensor struct {
 	// [n] of a vector (Prepare checks it).
 	Shape    func(c *Config) []int
 	Optional bool
+	// Parts split a fused matrix by rows into the Layer's matrices, in
+	// order (Phi-3's qkv_proj into q, k and v), PartRows(c) rows each;
+	// the loaders split it (the parts view its data).
+	Parts    []func(l *Layer) **tensor.Weight
+	PartRows func(c *Config) []int
+}
+
+// matrices are the Layer's matrices t fills: Matrix's, or the Parts'.
+func (t *LayerTensor) matrices(l *Layer) []*tensor.Weight {
+	if t.Matrix != nil {
+		return []*tensor.Weight{*t.Matrix(l)}
+	}
+	var ws []*tensor.Weight
+	for _, p := range t.Parts {
+		ws = append(ws, *p(l))
+	}
+	return ws
+}
+
+// split fills the Parts of l from the fused matrix w (nil: absent).
+func (t *LayerTensor) split(w *tensor.Weight, l *Layer, c *Config) error {
+	if w == nil {
+		return nil
+	}
+	rows := t.PartRows(c)
+	sum := 0
+	for _, r := range rows {
+		sum += r
+	}
+	if w.Rows != sum {
+		return fmt.Errorf("%w: tensor %s has %d rows, the config implies %d (%v)", ErrModel, w.Name, w.Rows, sum, rows)
+	}
+	r0 := 0
+	for i, p := range t.Parts {
+		*p(l) = rowsOf(w, r0, r0+rows[i])
+		r0 += rows[i]
+	}
+	return nil
+}
+
+// rowsOf is rows [r0, r1) of w, viewing its data.
+func rowsOf(w *tensor.Weight, r0, r1 int) *tensor.Weight {
+	v := &tensor.Weight{Name: fmt.Sprintf("%s[%d:%d]", w.Name, r0, r1), DType: w.DType, Rows: r1 - r0, Cols: w.Cols}
+	switch {
+	case w.F32 != nil:
+		v.F32 = w.F32[r0*w.Cols : r1*w.Cols]
+	case w.U16 != nil:
+		v.U16 = w.U16[r0*w.Cols : r1*w.Cols]
+	default:
+		rb := w.DType.RowBytes(w.Cols)
+		v.Raw = w.Raw[r0*rb : r1*rb]
+	}
+	return v
 }
 
 // LayerGeometry is one layer's attention and KV shape. The KV cache holds
@@ -89,7 +146,7 @@ type LayerGeometry struct {
 
 // families is the registry of the model layer, in the order the loaders'
 // messages list them.
-var families = []*Family{&llamaFamily}
+var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family}
 
 // lookupArch returns the family and architecture whose match is true.
 func lookupArch(match func(a *Arch) bool) (*Family, *Arch) {
@@ -148,6 +205,7 @@ type LayerWeights struct {
 	AttnNorm, FFNNorm              backend.Tensor
 	Bq, Bk, Bv, QNorm, KNorm       backend.Tensor
 	Wq, Wk, Wv, Wo, Gate, Up, Down backend.Matrix
+	QScale                         backend.Matrix // Layer.QScale
 }
 
 // Check returns an error when the step's context has ended: a block calls

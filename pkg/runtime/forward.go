@@ -210,6 +210,9 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 			Bq: vec(l.Bq), Bk: vec(l.Bk), Bv: vec(l.Bv), QNorm: vec(l.QNorm), KNorm: vec(l.KNorm),
 			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
 		})
+		if l.QScale != nil {
+			w.layers[i].QScale = mat(l.QScale)
+		}
 	}
 	return w, errors.Join(errs...)
 }

@@ -89,6 +89,10 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 			errs = append(errs, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, st))
 		}
 	}
+	// LongRoPE (Phi-3): the factors are the tensors rope_factors_short
+	// and rope_factors_long, read below.
+	origCtx := uOpt("rope.scaling.original_context_length", 0)
+	attnFactor := fOpt("rope.scaling.attn_factor", 0)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -177,14 +181,31 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		m.TiedEmbeddings = true
 	}
 	m.RopeFactors = vector("rope_freqs.weight", true)
+	if short, long := vector("rope_factors_short.weight", true), vector("rope_factors_long.weight", true); short != nil || long != nil {
+		if arch != "phi3" {
+			return nil, fmt.Errorf("%w: rope_factors_short/long in a %q file (kvq runs LongRoPE on phi3)", ErrUnsupported, arch)
+		}
+		// As llama.cpp: the original context defaults to the context length.
+		if origCtx == 0 {
+			origCtx = c.ContextLen
+		}
+		if origCtx <= 0 {
+			return nil, fmt.Errorf("%w: LongRoPE factors with no %s.rope.scaling.original_context_length", ErrModel, arch)
+		}
+		m.Scaling = RopeScaling{Type: "longrope", Factor: float64(c.ContextLen) / float64(origCtx), OriginalContext: origCtx,
+			ShortFactor: f64s(short), LongFactor: f64s(long), AttnFactor: attnFactor}
+	}
 	m.Layers = make([]Layer, max(0, c.Layers))
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		for _, t := range fam.Tensors {
-			if t.Matrix != nil {
+			switch {
+			case t.Parts != nil:
+				errs = append(errs, t.split(weight(p+t.GGUF, t.Optional), l, &m.Config))
+			case t.Matrix != nil:
 				*t.Matrix(l) = weight(p+t.GGUF, t.Optional)
-			} else {
+			default:
 				*t.Vector(l) = vector(p+t.GGUF, t.Optional)
 			}
 		}
@@ -275,11 +296,11 @@ func ggufTokenizer(gf *gguf.File, tokens []string) (*tokenizer.Tokenizer, error)
 		v.PreTokenizer = "gpt2"
 		if pre, err := gf.String("tokenizer.ggml.pre"); err == nil {
 			switch pre {
-			case "llama-bpe", "llama3", "smaug-bpe":
+			case "llama-bpe", "llama3", "smaug-bpe", "dbrx": // dbrx: cl100k's split, llama3's (OLMo 2, Phi-4)
 				v.PreTokenizer = "llama3"
 			case "qwen2", "qwen35":
 				v.PreTokenizer = "qwen2"
-			case "default", "gpt-2", "gpt2":
+			case "default", "gpt-2", "gpt2", "olmo":
 			default:
 				v.PreTokenizer = pre // New reports an unknown style by name
 			}
@@ -330,3 +351,12 @@ func ggufTokenizer(gf *gguf.File, tokens []string) (*tokenizer.Tokenizer, error)
 }
 
 var cpuRow = cpu.Row
+
+// f64s widens v.
+func f64s(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,7 @@ type hfConfig struct {
 	BOSTokenID        json.RawMessage `json:"bos_token_id"`
 	EOSTokenID        json.RawMessage `json:"eos_token_id"`
 	PartialRotary     *float64        `json:"partial_rotary_factor"`
+	OriginalMaxPos    *int            `json:"original_max_position_embeddings"` // Phi-3
 }
 
 type hfRopeScaling struct {
@@ -52,6 +54,10 @@ type hfRopeScaling struct {
 	LowFreqFactor  float64 `json:"low_freq_factor"`
 	HighFreqFactor float64 `json:"high_freq_factor"`
 	OriginalMaxPos int     `json:"original_max_position_embeddings"`
+	// longrope (su)
+	ShortFactor     []float64 `json:"short_factor"`
+	LongFactor      []float64 `json:"long_factor"`
+	AttentionFactor *float64  `json:"attention_factor"`
 }
 
 // jsonError turns a JSON decoding error into one naming the file, line and
@@ -156,6 +162,7 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	if c.RMSEps == 0 {
 		c.RMSEps = 1e-6
 	}
+	var err error
 	if rs := hc.RopeScaling; rs != nil {
 		t := rs.RopeType
 		if t == "" {
@@ -170,8 +177,15 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 			if rs.Factor <= 0 || rs.LowFreqFactor <= 0 || rs.HighFreqFactor <= rs.LowFreqFactor || rs.OriginalMaxPos <= 0 {
 				return nil, fmt.Errorf("%w: %s: llama3 rope_scaling needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings", ErrModel, cfgPath)
 			}
+		case "longrope", "su":
+			if arch != "phi3" {
+				return nil, fmt.Errorf("%w: %s: rope_scaling type %q on %s (kvq runs LongRoPE on Phi-3)", ErrUnsupported, cfgPath, t, a.HF)
+			}
+			if c.Scaling, err = hfLongRoPE(hc); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrModel, cfgPath, err)
+			}
 		default:
-			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear and llama3)", ErrUnsupported, cfgPath, t)
+			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear, llama3 and longrope)", ErrUnsupported, cfgPath, t)
 		}
 		if c.Scaling.Type == "linear" && c.Scaling.Factor <= 0 {
 			return nil, fmt.Errorf("%w: %s: rope_scaling factor %v", ErrModel, cfgPath, rs.Factor)
@@ -416,9 +430,12 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		p := fmt.Sprintf("model.layers.%d.", i)
 		for _, t := range fam.Tensors {
 			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
-			if t.Matrix != nil {
+			switch {
+			case t.Parts != nil:
+				errs = append(errs, t.split(weight(p+t.HF, optional), l, &m.Config))
+			case t.Matrix != nil:
 				*t.Matrix(l) = weight(p+t.HF, optional)
-			} else {
+			default:
 				*t.Vector(l) = vector(p+t.HF, optional)
 			}
 		}
@@ -477,4 +494,33 @@ func loadHFTokenizer(dir string, hc hfConfig) (*tokenizer.Tokenizer, []int, stri
 	}
 	sort.Ints(stopIDs)
 	return tok, stopIDs, strings.TrimSpace(hcfg.ChatTemplate), nil
+}
+
+// hfLongRoPE reads Phi-3's LongRoPE scaling as transformers does
+// (_compute_longrope_parameters): the original context is the top-level
+// original_max_position_embeddings (else rope_scaling's, else
+// max_position_embeddings), the factor the ratio of max_position_embeddings
+// to it, and the attention factor rope_scaling's attention_factor or
+// sqrt(1 + ln(factor)/ln(original)) when the factor exceeds 1.
+func hfLongRoPE(hc hfConfig) (RopeScaling, error) {
+	rs := hc.RopeScaling
+	orig := rs.OriginalMaxPos
+	if hc.OriginalMaxPos != nil {
+		orig = *hc.OriginalMaxPos
+	}
+	if orig == 0 {
+		orig = hc.MaxPosition
+	}
+	if orig <= 0 || len(rs.ShortFactor) == 0 || len(rs.LongFactor) == 0 {
+		return RopeScaling{}, fmt.Errorf("longrope rope_scaling needs short_factor, long_factor and original_max_position_embeddings")
+	}
+	s := RopeScaling{Type: "longrope", Factor: float64(hc.MaxPosition) / float64(orig), OriginalContext: orig,
+		ShortFactor: rs.ShortFactor, LongFactor: rs.LongFactor, AttnFactor: 1}
+	switch {
+	case rs.AttentionFactor != nil:
+		s.AttnFactor = *rs.AttentionFactor
+	case s.Factor > 1:
+		s.AttnFactor = math.Sqrt(1 + math.Log(s.Factor)/math.Log(float64(orig)))
+	}
+	return s, nil
 }

@@ -23,11 +23,18 @@ var (
 
 // RopeScaling describes RoPE frequency scaling.
 type RopeScaling struct {
-	Type            string  // "", "linear" or "llama3"
-	Factor          float64 // linear and llama3
+	Type            string  // "", "linear", "llama3" or "longrope"
+	Factor          float64 // linear and llama3; longrope: the context's ratio to OriginalContext
 	LowFreqFactor   float64 // llama3
 	HighFreqFactor  float64 // llama3
-	OriginalContext int     // llama3: original_max_position_embeddings
+	OriginalContext int     // llama3, longrope: original_max_position_embeddings
+	// longrope (Phi-3, "su"): the inverse frequencies are divided by
+	// ShortFactor at every position, as Hugging Face and llama.cpp do up
+	// to OriginalContext (they switch to LongFactor past it: kvq's caches
+	// hold keys of one rotation). AttnFactor multiplies the rotated
+	// dimensions of q and k (0: none).
+	ShortFactor, LongFactor []float64
+	AttnFactor              float64
 }
 
 // Config fixes the architecture of a model.
@@ -95,6 +102,10 @@ type Layer struct {
 	FFNNorm    []float32
 	Gate, Up   *tensor.Weight // w1, w3
 	Down       *tensor.Weight // w2
+	// QScale, when set, multiplies every query head by this [HeadDim ×
+	// HeadDim] diagonal before RoPE (Phi-3's LongRoPE attention factor
+	// with partial rotary). The family sets it; no checkpoint holds it.
+	QScale *tensor.Weight
 }
 
 // Model is a loaded checkpoint.
@@ -145,8 +156,10 @@ func (m *Model) weights() []*tensor.Weight {
 	}
 	for i := range m.Layers {
 		for _, t := range m.tensors() {
-			if t.Matrix != nil && *t.Matrix(&m.Layers[i]) != nil {
-				ws = append(ws, *t.Matrix(&m.Layers[i]))
+			for _, w := range t.matrices(&m.Layers[i]) {
+				if w != nil {
+					ws = append(ws, w)
+				}
 			}
 		}
 	}
@@ -215,6 +228,11 @@ func (m *Model) Prepare() error {
 		return fmt.Errorf("%w: architecture %q (kvq runs %s)", ErrUnsupported, c.Arch, archNames(false))
 	}
 	m.family = f
+	if f.Prepare != nil {
+		if err := f.Prepare(m); err != nil {
+			return err
+		}
+	}
 	check := func(w *tensor.Weight, name string, rows, cols int, optional bool) error {
 		if w == nil && optional {
 			return nil
@@ -245,9 +263,15 @@ func (m *Model) Prepare() error {
 		p := fmt.Sprintf("layer %d ", i)
 		for _, t := range f.Tensors {
 			sh := t.Shape(c)
-			if t.Matrix != nil {
+			switch {
+			case t.Parts != nil:
+				rows := t.PartRows(c)
+				for k, part := range t.Parts {
+					errs = append(errs, check(*part(l), fmt.Sprintf("%s%s (part %d of %d)", p, t.Label, k+1, len(t.Parts)), rows[k], sh[1], t.Optional))
+				}
+			case t.Matrix != nil:
 				errs = append(errs, check(*t.Matrix(l), p+t.Label, sh[0], sh[1], t.Optional))
-			} else {
+			default:
 				errs = append(errs, vec(*t.Vector(l), p+t.Label, sh[0], t.Optional))
 			}
 		}
@@ -289,6 +313,12 @@ func InvFreq(c *Config, factors []float32) []float64 {
 			default:
 				smooth := (orig/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
 				f[i] = (1-smooth)*inv/s.Factor + smooth*inv
+			}
+		}
+	case "longrope":
+		for i := range f {
+			if i < len(s.ShortFactor) {
+				f[i] /= s.ShortFactor[i]
 			}
 		}
 	}

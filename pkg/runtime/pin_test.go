@@ -35,6 +35,12 @@ var pinnedLogits = map[string]string{
 	"amd64/avx512/mistral/fp16":           "c3a9573cb9de3f32a9b9ebea23eb56efdd7eecbe935950d00f706944dd4c2c9e",
 	"amd64/avx512/mistral/fp32":           "16dbe353683d1f8fd362b033e093a15861e06de0261b14aacdb446591671c3b8",
 	"amd64/avx512/mistral/int8":           "7d60b4827a7aeb0af88023c9ac2a656807a6e486e6bba687cee8664823ed832e",
+	"amd64/avx512/olmo2/fp16":             "fb79dfc828a90b59a8014681f7f744042765a0e86c90359aaf692df92f7f7a96",
+	"amd64/avx512/olmo2/fp32":             "57daff10ee10a9696a4a3e243414a3ae0b2b152bc032b43bf1992b33984bd252",
+	"amd64/avx512/olmo2/int8":             "95ec449dca6f1de5f024816199ad40dcff41f81dc5bee1e31c402ea4912f0f8b",
+	"amd64/avx512/phi3/fp16":              "bba4aac810c15aa4428db55cff760017258d664fe4d0283e7e4e5519bcda054a",
+	"amd64/avx512/phi3/fp32":              "76e1f428b9fc5ccffc010ab98f6addca103ce5dcda6744ed456f5be9bec5306f",
+	"amd64/avx512/phi3/int8":              "593cdce757456d58e707fe88d6fbd9752becc397ca8d06fdba924394970a1e19",
 	"amd64/avx512/qwen2/fp16":             "4388b527a951fb82e718dc1c89cbf830fd31ef7b602ff4f0a7c60f6ebb8e4664",
 	"amd64/avx512/qwen2/fp32":             "45973466752c1798d43a6ca2bd10cc8fb166fddd7bb06ed3c0fdeaa11ab516f6",
 	"amd64/avx512/qwen2/int8":             "a9aaa690d0bd124045a1d8694953520b19346d708f6a6e8a0627252da97419e2",
@@ -53,6 +59,12 @@ var pinnedLogits = map[string]string{
 	"amd64/generic/mistral/fp16":          "862244bd6de2d74b57aae6a59c45d5df895ffd8f0c24153c0f492ee8729c8079",
 	"amd64/generic/mistral/fp32":          "a0a789f6c0689570f86c24f597bf8db4c8911bb4076c9c9525a373433c10906f",
 	"amd64/generic/mistral/int8":          "510e40c2619f15b35cc75b7fdd245d7fd10c5fd7687df7831ea332a0568f0e65",
+	"amd64/generic/olmo2/fp16":            "b5b819f489e72ec260c59b37226feef0ae107ea8d23bec475fa6bebf8caea6d9",
+	"amd64/generic/olmo2/fp32":            "2f5944ea2f64d315f4e717062d8880a6419b1169ff4f8d062ed7a329281b1155",
+	"amd64/generic/olmo2/int8":            "4bb57f99b42ac049ae075aeba5e29c403f023503eda4df763bd0a0f0529219cf",
+	"amd64/generic/phi3/fp16":             "f17a639dd05990c727e1c82d1f15bd06faed081cf14b0b2de1f48dc596a05ae7",
+	"amd64/generic/phi3/fp32":             "8602e32941fcf7d01673cc05458d748cad394ab74ee282b57830d2ae7112ab24",
+	"amd64/generic/phi3/int8":             "ccb9d47b2293150ff98184b91967156b4cf6c898c8502ff796c12324820ffd00",
 	"amd64/generic/qwen2/fp16":            "aa57a768af8f0818dcd6ab5aee163a27e00677ec950d13407ab9755a2e3b2072",
 	"amd64/generic/qwen2/fp32":            "e00300c41abb104401e15fbb2db20d6858485758b21c7df472f6e713394d30e9",
 	"amd64/generic/qwen2/int8":            "344c5ba5cd8ff77818174f32ece8641159afb82ef7ac2f15529da27cbf9dae08",
@@ -70,7 +82,8 @@ var pinnedLogits = map[string]string{
 // pinModels lists the models of TestLogitsPinned: stories260K (the
 // built-in model, as GGUF and llama2.c) and random Hugging Face checkpoints
 // of each dense family (Qwen2's biases, Qwen3's q/k norms, Mistral's
-// sliding window).
+// sliding window, OLMo 2's post-norms, Phi-3's fused matrices with a
+// window, tied embeddings and LongRoPE over partial rotary).
 func pinModels(t *testing.T) map[string]func() (*runtime.Model, error) {
 	bin, tok, gguf := testutil.Stories260K(t)
 	dir := t.TempDir()
@@ -92,6 +105,8 @@ func pinModels(t *testing.T) map[string]func() (*runtime.Model, error) {
 		"mistral": hf(modeltest.Spec{Arch: "mistral", SlidingWindow: 8, Seed: 4}),
 		"qwen2":   hf(modeltest.Spec{Arch: "qwen2", Seed: 5}),
 		"qwen3":   hf(modeltest.Spec{Arch: "qwen3", HeadDim: 32, Seed: 6}),
+		"olmo2":   hf(modeltest.Spec{Arch: "olmo2", Seed: 7}),
+		"phi3":    hf(modeltest.Spec{Arch: "phi3", SlidingWindow: 8, RopeDim: 8, OriginalContext: 256, Tied: true, Seed: 8}),
 	}
 }
 

@@ -24,18 +24,27 @@ import (
 
 // Spec describes a tiny model. Zero fields get small defaults.
 type Spec struct {
-	Arch          string // "llama", "mistral", "qwen2", "qwen3"
+	Arch          string // "llama", "mistral", "qwen2", "qwen3", "olmo2", "phi3"
 	Dim, Hidden   int
 	Layers        int
 	Heads         int
 	KVHeads       int
 	HeadDim       int // 0: Dim/Heads
 	Context       int
-	SlidingWindow int    // mistral
+	SlidingWindow int    // mistral, phi3
 	Tied          bool   // tie the output head to the embedding
 	DType         string // "F32", "F16", "BF16" (safetensors spelling); WriteGGUF also "Q8_0"
 	RopeTheta     float64
 	Seed          uint64
+	// RopeDim rotates that many dimensions of each head (phi3's
+	// partial_rotary_factor RopeDim/HeadDim); 0: all.
+	RopeDim int
+	// OriginalContext > 0 gives phi3 LongRoPE scaling: rope_scaling
+	// "longrope" with random short and long factors and
+	// original_max_position_embeddings OriginalContext (below Context).
+	OriginalContext int
+	// GGUFPre is the GGUF tokenizer.ggml.pre ("default" when empty).
+	GGUFPre string
 	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
 	// false), so that an empty text encodes to no tokens at all.
 	NoBOS bool
@@ -146,6 +155,14 @@ func makeWeights(s Spec) *weights {
 	mat("model.embed_tokens.weight", V, s.Dim)
 	for i := 0; i < s.Layers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
+		switch s.Arch {
+		case "olmo2":
+			olmo2Layer(p, s, mat, vec)
+			continue
+		case "phi3":
+			phi3Layer(p, s, mat, vec)
+			continue
+		}
 		vec(p+"input_layernorm.weight", s.Dim, 1, 0.1)
 		mat(p+"self_attn.q_proj.weight", qd, s.Dim)
 		mat(p+"self_attn.k_proj.weight", kvd, s.Dim)
@@ -197,7 +214,8 @@ type HFOptions struct {
 	Shards int // >1 writes model-0000k-of-0000n.safetensors and an index
 }
 
-var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+	"olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM"}
 
 // WriteHF writes the model as a Hugging Face directory.
 func WriteHF(dir string, s Spec, opts HFOptions) error {
@@ -221,6 +239,9 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 	if s.Arch == "qwen2" {
 		cfg["sliding_window"] = 4 // ignored: use_sliding_window is false
 		cfg["use_sliding_window"] = false
+	}
+	if s.Arch == "phi3" {
+		phi3Config(cfg, s)
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
@@ -365,16 +386,25 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddUint32(arch+".attention.head_count_kv", uint32(s.KVHeads))
 	g.AddUint32(arch+".attention.key_length", uint32(s.HeadDim))
 	g.AddUint32(arch+".attention.value_length", uint32(s.HeadDim))
-	g.AddUint32(arch+".rope.dimension_count", uint32(s.HeadDim))
+	g.AddUint32(arch+".rope.dimension_count", uint32(s.ropeDim()))
 	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", 1e-5)
 	g.AddFloat32(arch+".rope.freq_base", float32(s.RopeTheta))
 	if arch == "mistral" && s.SlidingWindow > 0 {
 		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
 	}
+	if arch == "phi3" {
+		if err := phi3GGUF(g, s); err != nil {
+			return err
+		}
+	}
 	toks := vocabTokens()
 	V := len(toks)
 	g.AddString("tokenizer.ggml.model", "gpt2")
-	g.AddString("tokenizer.ggml.pre", "default")
+	pre := s.GGUFPre
+	if pre == "" {
+		pre = "default"
+	}
+	g.AddString("tokenizer.ggml.pre", pre)
 	g.AddStrings("tokenizer.ggml.tokens", toks)
 	types := make([]int32, V)
 	for i := range types {
@@ -414,7 +444,11 @@ func WriteGGUF(path string, s Spec) error {
 				return fmt.Errorf("modeltest: unexpected tensor %s", name)
 			}
 			rest = name[len(fmt.Sprintf("model.layers.%d.", layer)):]
-			gname = fmt.Sprintf("blk.%d.%s", layer, ggufName[rest])
+			gn, ok := ggufArchName[arch][rest]
+			if !ok {
+				gn = ggufName[rest]
+			}
+			gname = fmt.Sprintf("blk.%d.%s", layer, gn)
 			if permute && rest == "self_attn.q_proj.weight" {
 				v = permuteQK(v, s.Heads, s.HeadDim, s.Dim)
 			}

@@ -264,6 +264,18 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 	rows := map[rowKey]*row{}
 	var order []rowKey
 	var samples []Sample
+	addRow := func(rk rowKey, suite *Suite, task *Task, scores []Score) {
+		r := rows[rk]
+		if r == nil {
+			r = &row{suite: suite, lower: task.Lower, values: make([][]float64, len(names)), pass: make([][]bool, len(names))}
+			rows[rk] = r
+			order = append(order, rk)
+		}
+		for c := range names {
+			r.values[c] = append(r.values[c], scores[c].Value)
+			r.pass[c] = append(r.pass[c], scores[c].Pass)
+		}
+	}
 	for k, it := range items {
 		suite := &opts.Suites[it.s]
 		task := &suite.Tasks[it.t]
@@ -272,24 +284,40 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 			if l, ok := suite.Labels[metric]; ok {
 				label = l
 			}
-			rk := rowKey{label, metric}
-			r := rows[rk]
-			if r == nil {
-				r = &row{suite: suite, lower: task.Lower, values: make([][]float64, len(names)), pass: make([][]bool, len(names))}
-				rows[rk] = r
-				order = append(order, rk)
-			}
-			for c := range names {
-				sc := results[k].scores[mi][c]
-				r.values[c] = append(r.values[c], sc.Value)
-				r.pass[c] = append(r.pass[c], sc.Pass)
-			}
+			addRow(rowKey{label, metric}, suite, task, results[k].scores[mi])
 			// Every item's samples are kept for the flips, which need
 			// both caches' outputs; Report.Samples only with LogSamples.
 			for c, o := range results[k].outputs {
 				sc := results[k].scores[mi][c]
 				samples = append(samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
 					Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
+			}
+		}
+	}
+	// The group rows (Task.Groups) follow every task's own row, suite by
+	// suite, in the suite's Groups order, then in order of appearance.
+	for si := range opts.Suites {
+		suite := &opts.Suites[si]
+		labels := slices.Clone(suite.Groups)
+		for _, t := range suite.Tasks {
+			for _, g := range t.Groups {
+				if !slices.Contains(labels, g) {
+					labels = append(labels, g)
+				}
+			}
+		}
+		for _, g := range labels {
+			for k, it := range items {
+				if it.s != si {
+					continue
+				}
+				task := &suite.Tasks[it.t]
+				if !slices.Contains(task.Groups, g) {
+					continue
+				}
+				for mi, metric := range task.Metrics {
+					addRow(rowKey{g, metric}, suite, task, results[k].scores[mi])
+				}
 			}
 		}
 	}
@@ -360,7 +388,7 @@ func genItem(m *runtime.Model, t *Task) GenItem {
 
 // scoreItem scores every cache's output with every metric of the task.
 func scoreItem(s *Suite, t *Task, outs []GenOutput, refusal *RefusalDetector) (itemResult, error) {
-	so := ScoreOptions{Refusal: refusal, Schema: t.Schema}
+	so := ScoreOptions{Refusal: refusal, Schema: t.Schema, Classes: t.Classes, FirstLine: t.FirstLine}
 	if s.Refusal != nil {
 		so.Refusal = s.Refusal
 	}

@@ -43,6 +43,13 @@ type Task struct {
 	Lower bool
 	// Meta are facts for reports (context, depth).
 	Meta map[string]string
+	// Groups are further report rows the task's scores count in, after
+	// every task's own row (RULER's average per length, LongBench's
+	// length buckets).
+	Groups []string
+	// Classes and FirstLine go to the metrics (ScoreOptions).
+	Classes   []string
+	FirstLine bool
 
 	ids []int // the tokenized prompt (Run's prepare)
 }
@@ -59,6 +66,9 @@ type Suite struct {
 	// Options.Refusal).
 	Refusal *RefusalDetector
 	Tasks   []Task
+	// Groups orders the suite's group rows (Task.Groups); groups not
+	// listed follow in order of appearance.
+	Groups []string
 }
 
 // Built-in suite names.

@@ -142,6 +142,9 @@ type SuiteOptions struct {
 	// Tokens counts a prompt's tokens with the model's tokenizer (BOS
 	// included); the ruler suite needs it.
 	Tokens func(string) int
+	// RulerSQuAD and RulerHotpotQA are the data of RULER's qa_1 and qa_2
+	// (nil: those tasks are not run by "ruler", and refused by name).
+	RulerSQuAD, RulerHotpotQA *RulerQAData
 }
 
 // passkeyOverhead is the room a passkey prompt needs besides its filler:
@@ -304,7 +307,7 @@ func BuildSuites(ctx context.Context, names []string, o SuiteOptions) ([]Suite, 
 		}
 		out = append(out, d.s)
 	}
-	if tasks := rulerTasks(names); len(tasks) > 0 {
+	if tasks := o.rulerTasks(names); len(tasks) > 0 {
 		s, err := o.ruler(tasks)
 		if err != nil {
 			return nil, err

@@ -370,6 +370,25 @@ type LongBenchOptions struct {
 	ChatTokens int
 }
 
+// fit cuts prompt to max tokens (LongBenchTruncate), again with a smaller
+// budget in the rare case that the decoded halves tokenize longer than
+// they were (a merge across the cut); no cut without a context.
+func (o *LongBenchOptions) fit(prompt string, max int, v2 bool) (string, bool) {
+	if o.Context <= 0 {
+		return prompt, false
+	}
+	out, cut := LongBenchTruncate(prompt, max, v2, o.Encode, o.Decode)
+	for m := max; cut && m > 1; {
+		over := len(o.Encode(out)) - max
+		if over <= 0 {
+			break
+		}
+		m -= over
+		out, _ = LongBenchTruncate(prompt, m, v2, o.Encode, o.Decode)
+	}
+	return out, cut
+}
+
 // LongBenchSuites builds the v1 suite (one row per dataset, one per
 // dataset and length bucket) and the v2 suite. A context too short for a
 // dataset's generation budget is ErrOptions.
@@ -382,7 +401,7 @@ func LongBenchSuites(o LongBenchOptions) ([]Suite, error) {
 		if chat {
 			n -= o.ChatTokens
 		}
-		if n < 16 {
+		if o.Context > 0 && n < 16 {
 			return 0, fmt.Errorf("%w: a %d-token context leaves %d tokens for a LongBench prompt after the %d-token answer budget", ErrOptions, o.Context, n, maxGen)
 		}
 		return n, nil
@@ -422,7 +441,7 @@ func LongBenchSuites(o LongBenchOptions) ([]Suite, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 				}
-				prompt, cut := LongBenchTruncate(prompt, max, false, o.Encode, o.Decode)
+				prompt, cut := o.fit(prompt, max, false)
 				ref, _ := json.Marshal(it.Answers)
 				i := index[ds]
 				index[ds]++
@@ -462,7 +481,7 @@ func LongBenchSuites(o LongBenchOptions) ([]Suite, error) {
 			s.Groups = append(s.Groups, SuiteLongBench2+" "+g)
 		}
 		for i, it := range items {
-			prompt, cut := LongBenchTruncate(LongBench2Prompt(it), max, true, o.Encode, o.Decode)
+			prompt, cut := o.fit(LongBench2Prompt(it), max, true)
 			id := it.ID
 			if id == "" {
 				id = SuiteLongBench2 + "#" + strconv.Itoa(i)

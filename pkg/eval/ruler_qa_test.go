@@ -201,3 +201,36 @@ func TestParseRulerQAErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRulerAverageRow: the average row of a length takes every task's
+// items there, scored with string_match_all or _part, as one "mean" row
+// after the task rows.
+func TestRulerAverageRow(t *testing.T) {
+	avg := rulerAverageLabel(1024)
+	mk := func(task string, m Metric, i int) Task {
+		return Task{Suite: RulerLabel(task, 1024), Index: i, Prompt: "p", Reference: "x|||y", Metrics: []Metric{m}, MaxTokens: 4,
+			Groups: []string{avg}, ids: []int{1, 2}}
+	}
+	s := Suite{Name: SuiteRuler, Groups: []string{avg}, Tasks: []Task{mk("vt", MetricStringMatchAll, 0), mk("vt", MetricStringMatchAll, 1),
+		mk(RulerQA1, MetricStringMatchPart, 0), mk(RulerQA1, MetricStringMatchPart, 1)}}
+	// The baseline finds both answers; the candidate finds "x" only: vt
+	// scores 0.5 per item, qa_1 still 1.
+	gen := func(_ context.Context, _ *Task, _ GenItem) ([]GenOutput, error) {
+		return []GenOutput{{Text: "x y", Diverge: -1}, {Text: "x"}}, nil
+	}
+	rep := &Report{}
+	err := runSuites(context.Background(), nil, []string{"fp16", "int4"}, func() (generator, func(), error) { return gen, func() {}, nil },
+		Options{Suites: []Suite{s}, Workers: 1}, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Suites) != 3 {
+		t.Fatalf("%d rows, want vt, qa_1 and the average", len(rep.Suites))
+	}
+	r := rep.Suites[2]
+	// (0.5 + 0.5 + 1 + 1) / 4 = 75; vt's two items flip (pass needs every
+	// answer).
+	if r.Name != "ruler:average 1K" || r.Metric != string(MetricMean) || r.N != 4 || r.Caches[0].Score != 100 || r.Caches[1].Score != 75 || r.Caches[1].PassToFail != 2 {
+		t.Errorf("average row %+v", r)
+	}
+}

@@ -276,28 +276,31 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 			r.pass[c] = append(r.pass[c], scores[c].Pass)
 		}
 	}
-	for k, it := range items {
-		suite := &opts.Suites[it.s]
-		task := &suite.Tasks[it.t]
-		for mi, metric := range task.Metrics {
-			label := task.Suite
-			if l, ok := suite.Labels[metric]; ok {
-				label = l
-			}
-			addRow(rowKey{label, metric}, suite, task, results[k].scores[mi])
-			// Every item's samples are kept for the flips, which need
-			// both caches' outputs; Report.Samples only with LogSamples.
-			for c, o := range results[k].outputs {
-				sc := results[k].scores[mi][c]
-				samples = append(samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
-					Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
-			}
-		}
-	}
-	// The group rows (Task.Groups) follow every task's own row, suite by
-	// suite, in the suite's Groups order, then in order of appearance.
+	// One row per task group and metric, then the suite's group rows
+	// (Task.Groups) in its Groups order, then in order of appearance;
+	// suite by suite (items are in suite order).
 	for si := range opts.Suites {
 		suite := &opts.Suites[si]
+		for k, it := range items {
+			if it.s != si {
+				continue
+			}
+			task := &suite.Tasks[it.t]
+			for mi, metric := range task.Metrics {
+				label := task.Suite
+				if l, ok := suite.Labels[metric]; ok {
+					label = l
+				}
+				addRow(rowKey{label, metric}, suite, task, results[k].scores[mi])
+				// Every item's samples are kept for the flips, which need
+				// both caches' outputs; Report.Samples only with LogSamples.
+				for c, o := range results[k].outputs {
+					sc := results[k].scores[mi][c]
+					samples = append(samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
+						Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
+				}
+			}
+		}
 		labels := slices.Clone(suite.Groups)
 		for _, t := range suite.Tasks {
 			for _, g := range t.Groups {
@@ -307,6 +310,18 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 			}
 		}
 		for _, g := range labels {
+			// A group of tasks scored differently (RULER's average over
+			// string-match-all and -part tasks) is one "mean" row.
+			var first []Metric
+			mixed := false
+			for _, t := range suite.Tasks {
+				if slices.Contains(t.Groups, g) {
+					if first == nil {
+						first = t.Metrics
+					}
+					mixed = mixed || !slices.Equal(first, t.Metrics)
+				}
+			}
 			for k, it := range items {
 				if it.s != si {
 					continue
@@ -316,6 +331,9 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 					continue
 				}
 				for mi, metric := range task.Metrics {
+					if mixed {
+						metric = MetricMean
+					}
 					addRow(rowKey{g, metric}, suite, task, results[k].scores[mi])
 				}
 			}

@@ -71,6 +71,11 @@ type Suite struct {
 	Groups []string
 }
 
+// MetricMean is the metric of a group row (Task.Groups) whose tasks are
+// scored with different metrics: the mean of the items' values, each
+// under its own metric, and their passes (RULER's average per length).
+const MetricMean Metric = "mean"
+
 // Built-in suite names.
 const (
 	SuitePasskey  = "passkey"

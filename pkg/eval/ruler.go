@@ -62,8 +62,8 @@ func checkRuler(name string) (bool, error) {
 	if !ok || t == "" || rulerQATask(t) {
 		return ok, nil
 	}
-	if err := datasets.CheckRulerTask(t); err != nil {
-		return true, fmt.Errorf("%w: --tasks %s: %w", ErrOptions, name, err)
+	if datasets.CheckRulerTask(t) != nil {
+		return true, fmt.Errorf("%w: --tasks %s: unknown RULER task %q (have %s)", ErrOptions, name, t, strings.Join(RulerTasks(), ", "))
 	}
 	return true, nil
 }

@@ -68,6 +68,9 @@ func TestParseDoc(t *testing.T) {
 	if got := Inputs("kvq estimate -m meta-llama/Llama-3.1-8B --tasks copy,x.jsonl"); !reflect.DeepEqual(got, []string{"x.jsonl"}) {
 		t.Errorf("Inputs of a preset and a suite list = %q", got)
 	}
+	if got := Inputs("kvq eval --tasks copy,gsm8k=g/test.jsonl,longbench2=v2.json --ruler-squad sq.json"); !reflect.DeepEqual(got, []string{"g/test.jsonl", "v2.json", "sq.json"}) {
+		t.Errorf("Inputs of NAME=FILE tasks and a data flag = %q", got)
+	}
 }
 
 func TestParseHelp(t *testing.T) {

@@ -29,7 +29,8 @@ import (
 // one) except on trec, triviaqa, samsum, lsht, lcc and repobench-p; trec,
 // triviaqa, samsum and lsht score the output's first line (eval.py).
 // Rows: "longbench:DATASET" and, for LongBench-E's buckets of the item's
-// "length" field (words), "longbench:DATASET 0-4k", "4-8k" and "8k+".
+// "length" field (words; characters for Chinese), "longbench:DATASET
+// 0-4k", "4-8k" and "8k+".
 //
 // v2 (--tasks longbench2=FILE.jsonl, or the data.json array): _id,
 // domain, sub_domain, difficulty, length, question, choice_A … choice_D,

@@ -136,6 +136,11 @@ type ScoreOptions struct {
 	// Schema is the JSON schema of json-schema; empty means the reference
 	// is the schema.
 	Schema json.RawMessage
+	// Classes are LongBench's all_classes (classification-score), and
+	// FirstLine scores only the output's first line (LongBench's trec,
+	// triviaqa, samsum and lsht); see longbench_metrics.go.
+	Classes   []string
+	FirstLine bool
 }
 
 // DefaultThreshold is the f1 and rouge-l pass threshold when
@@ -213,6 +218,11 @@ func ScoreOutput(m Metric, output, reference string, opts ScoreOptions) (Score, 
 		return scoreStringMatch(m, output, reference)
 	case MetricStrictMatch, MetricFlexibleExtract:
 		return scoreGSM8K(m, output, reference)
+	case MetricChoice:
+		return scoreChoice(output, reference)
+	}
+	if longBenchMetric(m) {
+		return scoreLongBench(m, output, reference, opts)
 	}
 	return Score{}, unknownMetric(string(m))
 }

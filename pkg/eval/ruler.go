@@ -41,8 +41,9 @@ func DefaultRulerLengths() []int {
 	return []int{4096, 8192, 16384, 32768, 65536, 131072}
 }
 
-// RulerTasks lists RULER's built-in tasks.
-func RulerTasks() []string { return datasets.RulerTasks() }
+// RulerTasks lists RULER's tasks: the built-in ones, then qa_1 and qa_2,
+// which read the user's SQuAD and HotpotQA files (ruler_qa.go).
+func RulerTasks() []string { return append(datasets.RulerTasks(), RulerQA1, RulerQA2) }
 
 // rulerTask returns the RULER task a suite name asks for: "" and true for
 // "ruler" (every task), the task for "ruler:TASK", false for other names.
@@ -58,22 +59,26 @@ func rulerTask(name string) (string, bool) {
 // when it is one with an unknown task.
 func checkRuler(name string) (bool, error) {
 	t, ok := rulerTask(name)
-	if !ok || t == "" {
+	if !ok || t == "" || rulerQATask(t) {
 		return ok, nil
 	}
-	if err := datasets.CheckRulerTask(t); err != nil {
-		return true, fmt.Errorf("%w: --tasks %s: %w", ErrOptions, name, err)
+	if datasets.CheckRulerTask(t) != nil {
+		return true, fmt.Errorf("%w: --tasks %s: unknown RULER task %q (have %s)", ErrOptions, name, t, strings.Join(RulerTasks(), ", "))
 	}
 	return true, nil
 }
 
-// rulerTasks are the RULER tasks names ask for, in RULER's order.
-func rulerTasks(names []string) []string {
+// rulerTasks are the RULER tasks names ask for, in RULER's order: "ruler"
+// is every built-in task, and qa_1 and qa_2 when their data is given.
+func (o *SuiteOptions) rulerTasks(names []string) []string {
 	want := map[string]bool{}
 	for _, n := range names {
 		if t, ok := rulerTask(n); ok {
 			if t == "" {
-				return RulerTasks()
+				for _, t := range RulerTasks() {
+					want[t] = !rulerQATask(t) || o.rulerQAData(t) != nil
+				}
+				continue
 			}
 			want[t] = true
 		}
@@ -128,17 +133,39 @@ func (o *SuiteOptions) ruler(tasks []string) (Suite, error) {
 		}
 	}
 	s := Suite{Name: SuiteRuler, Kind: "long-context"}
+	// RULER's leaderboard averages the tasks at each length: one row per
+	// length over every item there (the tasks have N items each, so the
+	// mean of the items is the mean of the task rows).
+	if len(tasks) > 1 {
+		for _, n := range lengths {
+			s.Groups = append(s.Groups, rulerAverageLabel(n))
+		}
+	}
 	for _, task := range tasks {
+		metric := MetricStringMatchAll
+		if rulerQATask(task) {
+			metric = MetricStringMatchPart
+		}
 		for _, n := range lengths {
 			label := RulerLabel(task, n)
 			for i := 0; i < o.N; i++ {
-				ex, err := datasets.Ruler(task, n, rulerSeed(o.Seed, task, n, i), o.Tokens)
+				var ex datasets.RulerExample
+				var err error
+				if rulerQATask(task) {
+					ex, err = o.rulerQAExample(task, n, i)
+				} else {
+					ex, err = datasets.Ruler(task, n, rulerSeed(o.Seed, task, n, i), o.Tokens)
+				}
 				if err != nil {
 					return Suite{}, fmt.Errorf("%w: ruler length %d: %w", ErrOptions, n, err)
 				}
-				s.Tasks = append(s.Tasks, Task{Suite: label, Index: i, ID: label + "#" + strconv.Itoa(i), Prompt: ex.Prompt,
-					Reference: strings.Join(ex.Outputs, "|||"), Metrics: []Metric{MetricStringMatchAll}, MaxTokens: ex.MaxTokens,
-					Meta: map[string]string{"task": task, "length": strconv.Itoa(n), "tokens": strconv.Itoa(ex.Tokens), "haystack": strconv.Itoa(ex.Haystack)}})
+				t := Task{Suite: label, Index: i, ID: label + "#" + strconv.Itoa(i), Prompt: ex.Prompt,
+					Reference: strings.Join(ex.Outputs, "|||"), Metrics: []Metric{metric}, MaxTokens: ex.MaxTokens,
+					Meta: map[string]string{"task": task, "length": strconv.Itoa(n), "tokens": strconv.Itoa(ex.Tokens), "haystack": strconv.Itoa(ex.Haystack)}}
+				if len(s.Groups) > 0 {
+					t.Groups = []string{rulerAverageLabel(n)}
+				}
+				s.Tasks = append(s.Tasks, t)
 			}
 		}
 	}

@@ -66,21 +66,29 @@ func TestStringMatch(t *testing.T) {
 }
 
 func TestCheckSuiteRuler(t *testing.T) {
-	for _, name := range []string{"ruler", "ruler:niah_single_2", "ruler:vt", "ruler:fwe"} {
+	for _, name := range []string{"ruler", "ruler:niah_single_2", "ruler:vt", "ruler:fwe", "ruler:qa_1", "ruler:qa_2"} {
 		if err := CheckSuite(name); err != nil {
 			t.Errorf("CheckSuite(%q) = %v, want nil", name, err)
 		}
 	}
-	for _, name := range []string{"ruler:qa_1", "ruler:", "rulers"} {
+	for _, name := range []string{"ruler:qa_3", "ruler:", "rulers"} {
 		if err := CheckSuite(name); !errors.Is(err, ErrOptions) {
 			t.Errorf("CheckSuite(%q) = %v, want ErrOptions", name, err)
 		}
 	}
-	if got, want := rulerTasks([]string{"copy", "ruler:vt", "ruler:niah_single_1", "ruler:vt"}), []string{"niah_single_1", "vt"}; !reflect.DeepEqual(got, want) {
+	o := &SuiteOptions{}
+	if got, want := o.rulerTasks([]string{"copy", "ruler:vt", "ruler:niah_single_1", "ruler:vt"}), []string{"niah_single_1", "vt"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rulerTasks = %q, want %q", got, want)
 	}
-	if got := rulerTasks([]string{"ruler:vt", "ruler"}); len(got) != 11 {
-		t.Errorf("rulerTasks(ruler) = %q, want all 11", got)
+	if got := o.rulerTasks([]string{"ruler:vt", "ruler"}); len(got) != 11 {
+		t.Errorf("rulerTasks(ruler) = %q, want the 11 built in (no qa data given)", got)
+	}
+	o.RulerHotpotQA = &RulerQAData{}
+	if got := o.rulerTasks([]string{"ruler"}); len(got) != 12 || got[11] != RulerQA2 {
+		t.Errorf("rulerTasks(ruler) with HotpotQA = %q, want the 11 and qa_2", got)
+	}
+	if got := (&SuiteOptions{}).rulerTasks([]string{"ruler:qa_1"}); !reflect.DeepEqual(got, []string{RulerQA1}) {
+		t.Errorf("rulerTasks(ruler:qa_1) = %q, want qa_1 (refused later without data)", got)
 	}
 }
 
@@ -125,6 +133,16 @@ func TestBuildSuitesRuler(t *testing.T) {
 	one, err := BuildSuites(context.Background(), []string{"ruler:fwe"}, o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The larger run's items also count in the average rows.
+	for i, task := range r.Tasks {
+		if want := []string{rulerAverageLabel(1024 << (i / 3 % 2))}; !reflect.DeepEqual(task.Groups, want) {
+			t.Errorf("item %d (%s) groups %q, want %q", i, task.Suite, task.Groups, want)
+		}
+		r.Tasks[i].Groups = nil
+	}
+	if !reflect.DeepEqual(r.Groups, []string{"ruler:average 1K", "ruler:average 2K"}) {
+		t.Errorf("suite groups %q, want the average rows by length", r.Groups)
 	}
 	if !reflect.DeepEqual(one[0].Tasks, r.Tasks[6:]) {
 		t.Errorf("ruler:fwe alone differs from its items in a larger run")

@@ -267,32 +267,78 @@ func runSuites(ctx context.Context, m *runtime.Model, names []string, newGen fun
 	rows := map[rowKey]*row{}
 	var order []rowKey
 	var samples []Sample
-	for k, it := range items {
-		suite := &opts.Suites[it.s]
-		task := &suite.Tasks[it.t]
-		for mi, metric := range task.Metrics {
-			label := task.Suite
-			if l, ok := suite.Labels[metric]; ok {
-				label = l
+	addRow := func(rk rowKey, suite *Suite, task *Task, scores []Score) {
+		r := rows[rk]
+		if r == nil {
+			r = &row{suite: suite, lower: task.Lower, values: make([][]float64, len(names)), pass: make([][]bool, len(names))}
+			rows[rk] = r
+			order = append(order, rk)
+		}
+		for c := range names {
+			r.values[c] = append(r.values[c], scores[c].Value)
+			r.pass[c] = append(r.pass[c], scores[c].Pass)
+		}
+	}
+	// One row per task group and metric, then the suite's group rows
+	// (Task.Groups) in its Groups order, then in order of appearance;
+	// suite by suite (items are in suite order).
+	for si := range opts.Suites {
+		suite := &opts.Suites[si]
+		for k, it := range items {
+			if it.s != si {
+				continue
 			}
-			rk := rowKey{label, metric}
-			r := rows[rk]
-			if r == nil {
-				r = &row{suite: suite, lower: task.Lower, values: make([][]float64, len(names)), pass: make([][]bool, len(names))}
-				rows[rk] = r
-				order = append(order, rk)
+			task := &suite.Tasks[it.t]
+			for mi, metric := range task.Metrics {
+				label := task.Suite
+				if l, ok := suite.Labels[metric]; ok {
+					label = l
+				}
+				addRow(rowKey{label, metric}, suite, task, results[k].scores[mi])
+				// Every item's samples are kept for the flips, which need
+				// both caches' outputs; Report.Samples only with LogSamples.
+				for c, o := range results[k].outputs {
+					sc := results[k].scores[mi][c]
+					samples = append(samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
+						Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
+				}
 			}
-			for c := range names {
-				sc := results[k].scores[mi][c]
-				r.values[c] = append(r.values[c], sc.Value)
-				r.pass[c] = append(r.pass[c], sc.Pass)
+		}
+		labels := slices.Clone(suite.Groups)
+		for _, t := range suite.Tasks {
+			for _, g := range t.Groups {
+				if !slices.Contains(labels, g) {
+					labels = append(labels, g)
+				}
 			}
-			// Every item's samples are kept for the flips, which need
-			// both caches' outputs; Report.Samples only with LogSamples.
-			for c, o := range results[k].outputs {
-				sc := results[k].scores[mi][c]
-				samples = append(samples, Sample{Suite: label, Index: task.Index, Cache: names[c], Prompt: task.Prompt, Reference: task.Reference,
-					Output: o.Text, Metric: string(metric), Value: sc.Value, Pass: sc.Pass, Diverge: o.Diverge})
+		}
+		for _, g := range labels {
+			// A group of tasks scored differently (RULER's average over
+			// string-match-all and -part tasks) is one "mean" row.
+			var first []Metric
+			mixed := false
+			for _, t := range suite.Tasks {
+				if slices.Contains(t.Groups, g) {
+					if first == nil {
+						first = t.Metrics
+					}
+					mixed = mixed || !slices.Equal(first, t.Metrics)
+				}
+			}
+			for k, it := range items {
+				if it.s != si {
+					continue
+				}
+				task := &suite.Tasks[it.t]
+				if !slices.Contains(task.Groups, g) {
+					continue
+				}
+				for mi, metric := range task.Metrics {
+					if mixed {
+						metric = MetricMean
+					}
+					addRow(rowKey{g, metric}, suite, task, results[k].scores[mi])
+				}
 			}
 		}
 	}
@@ -366,7 +412,7 @@ func scoreItem(s *Suite, t *Task, outs []GenOutput, refusal *RefusalDetector) (i
 	if t.mc != nil {
 		return t.mc.scoreItem(t.Metrics, outs)
 	}
-	so := ScoreOptions{Refusal: refusal, Schema: t.Schema}
+	so := ScoreOptions{Refusal: refusal, Schema: t.Schema, Classes: t.Classes, FirstLine: t.FirstLine}
 	if s.Refusal != nil {
 		so.Refusal = s.Refusal
 	}

@@ -43,6 +43,13 @@ type Task struct {
 	Lower bool
 	// Meta are facts for reports (context, depth).
 	Meta map[string]string
+	// Groups are further report rows the task's scores count in, after
+	// every task's own row (RULER's average per length, LongBench's
+	// length buckets).
+	Groups []string
+	// Classes and FirstLine go to the metrics (ScoreOptions).
+	Classes   []string
+	FirstLine bool
 
 	ids []int   // the tokenized prompt (Run's prepare)
 	mc  *mcTask // a multiple-choice item, scored by log-likelihood (mc.go)
@@ -60,7 +67,15 @@ type Suite struct {
 	// Options.Refusal).
 	Refusal *RefusalDetector
 	Tasks   []Task
+	// Groups orders the suite's group rows (Task.Groups); groups not
+	// listed follow in order of appearance.
+	Groups []string
 }
+
+// MetricMean is the metric of a group row (Task.Groups) whose tasks are
+// scored with different metrics: the mean of the items' values, each
+// under its own metric, and their passes (RULER's average per length).
+const MetricMean Metric = "mean"
 
 // Built-in suite names.
 const (
@@ -133,6 +148,9 @@ type SuiteOptions struct {
 	// Tokens counts a prompt's tokens with the model's tokenizer (BOS
 	// included); the ruler suite needs it.
 	Tokens func(string) int
+	// RulerSQuAD and RulerHotpotQA are the data of RULER's qa_1 and qa_2
+	// (nil: those tasks are not run by "ruler", and refused by name).
+	RulerSQuAD, RulerHotpotQA *RulerQAData
 }
 
 // passkeyOverhead is the room a passkey prompt needs besides its filler:
@@ -295,7 +313,7 @@ func BuildSuites(ctx context.Context, names []string, o SuiteOptions) ([]Suite, 
 		}
 		out = append(out, d.s)
 	}
-	if tasks := rulerTasks(names); len(tasks) > 0 {
+	if tasks := o.rulerTasks(names); len(tasks) > 0 {
 		s, err := o.ruler(tasks)
 		if err != nil {
 			return nil, err

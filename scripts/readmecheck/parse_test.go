@@ -71,6 +71,9 @@ func TestParseDoc(t *testing.T) {
 	if got := Inputs("kvq eval --tasks copy,arc=arc.jsonl,mmlu=d/test.parquet,gsm8k=g.jsonl --fewshot a.jsonl"); !reflect.DeepEqual(got, []string{"arc.jsonl", "d/test.parquet", "g.jsonl", "a.jsonl"}) {
 		t.Errorf("Inputs of data sets NAME=FILE = %q", got)
 	}
+	if got := Inputs("kvq eval --tasks copy,gsm8k=g/test.jsonl,longbench2=v2.json --ruler-squad sq.json"); !reflect.DeepEqual(got, []string{"g/test.jsonl", "v2.json", "sq.json"}) {
+		t.Errorf("Inputs of NAME=FILE tasks and a data flag = %q", got)
+	}
 }
 
 func TestParseHelp(t *testing.T) {

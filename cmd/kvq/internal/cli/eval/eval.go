@@ -100,6 +100,7 @@ type Options struct {
 	rulerLen []int
 	gsm8k    gsm8kFlags
 	mc       mcFlags
+	lb       longBenchFlags
 	gates    []eval.Gate
 	explicit bool // gates given by flags or file: failures exit 3
 	format   render.Format
@@ -171,7 +172,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
-	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, gsm8k=FILE.jsonl (your copy of GSM8K's test split), multiple choice by log-likelihood from your JSON Lines or Parquet file as "+strings.Join(eval.MCAdapters(), "=FILE, ")+"=FILE, or tasks files (.jsonl); none for no tasks")
+	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, gsm8k=FILE.jsonl (your copy of GSM8K's test split), longbench=FILE.jsonl and longbench2=FILE (your copies of LongBench v1 and v2), multiple choice by log-likelihood from your JSON Lines or Parquet file as "+strings.Join(eval.MCAdapters(), "=FILE, ")+"=FILE, or tasks files (.jsonl); none for no tasks")
 	fl.IntVarP(&o.N, "n", "n", 20, "examples per built-in suite")
 	fl.Uint64Var(&o.Seed, "seed", 1, "selects the built-in examples")
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey suite's contexts in tokens")
@@ -181,6 +182,7 @@ when one fails, with each failing gate on stderr.
 	fl.IntVar(&o.GridN, "grid-n", 2, "examples per grid cell")
 	fl.StringVar(&o.RulerLen, "ruler-lengths", "", "ruler suite's lengths in tokens, prompt and answer budget (default: 4096, 8192, … 131072 up to the model's context)")
 	o.gsm8k.addFlags(fl)
+	o.lb.addFlags(fl)
 	fl.BoolVar(&o.NoSpeed, "no-speed", false, "skip the decode-speed measurement")
 	cmdutil.AddThreadsFlag(fl, &o.Threads)
 	cmdutil.AddDeviceFlag(fl, &o.Device, f.BackendRegistry())
@@ -292,6 +294,7 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	o.suites, o.files = nil, nil
 	o.gsm8k.test, o.gsm8k.spec = "", ""
 	o.mc.reset()
+	o.lb.reset()
 	if strings.TrimSpace(o.Tasks) != "none" {
 		for _, t := range strings.Split(o.Tasks, ",") {
 			t = strings.TrimSpace(t)
@@ -299,6 +302,10 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 			case t == "":
 			case t == eval.SuiteGSM8K || strings.HasPrefix(t, eval.SuiteGSM8K+"="):
 				if _, err := o.gsm8k.parseTask(t); err != nil {
+					return err
+				}
+			case isLongBenchTask(t):
+				if _, err := o.lb.parseTask(t); err != nil {
 					return err
 				}
 			case strings.Contains(t, "=") || slices.Contains(eval.MCAdapters(), t):
@@ -329,6 +336,9 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 		return err
 	}
 	if err := o.mc.validate(&o.gsm8k, cmd.Flags().Changed("num-fewshot"), len(o.Endpoints) > 0); err != nil {
+		return err
+	}
+	if err := o.lb.validate(o.suites); err != nil {
 		return err
 	}
 	for _, t := range o.Texts {
@@ -535,7 +545,7 @@ func (o *Options) Run(ctx context.Context) error {
 		rep.Caches[i].Scales = scaleFiles(rep.Caches[i].Spec)
 	}
 	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, KOrder: o.KOrder, N: o.N, Seed: o.Seed,
-		Suites: append(append(append(append([]string(nil), o.suites...), o.files...), o.gsm8k.specs()...), o.mc.specs...), Data: data, Workers: o.Threads,
+		Suites: append(append(append(append(append([]string(nil), o.suites...), o.files...), o.gsm8k.specs()...), o.mc.specs...), o.lb.specs...), Data: data, Workers: o.Threads,
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
 	if rep.Text != nil {
 		rep.Setup.Ctx = rep.Text.Ctx
@@ -643,9 +653,14 @@ func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, 
 		}
 	}
 	if len(o.suites) > 0 {
-		suites, err := eval.BuildSuites(ctx, o.suites, eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
+		so := eval.SuiteOptions{N: o.N, Seed: o.Seed, PasskeyContexts: o.contexts,
 			GridContexts: o.gridCtx, GridDepths: o.GridDepth, GridN: o.GridN, ModelContext: modelCtx,
-			RulerLengths: o.rulerLen, Tokens: func(s string) int { return len(m.Tokenizer.Encode(s, true)) }})
+			RulerLengths: o.rulerLen, Tokens: func(s string) int { return len(m.Tokenizer.Encode(s, true)) }}
+		qaData, err := o.lb.rulerQA(&so)
+		if err != nil {
+			return opts, nil, err
+		}
+		suites, err := eval.BuildSuites(ctx, o.suites, so)
 		if errors.Is(err, datasets.ErrRulerLength) {
 			return opts, nil, cmdutil.FlagErrorf("--ruler-lengths: %w", err)
 		}
@@ -653,7 +668,7 @@ func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, 
 			return opts, nil, cmdutil.UsageError(err)
 		}
 		opts.Suites = append(opts.Suites, suites...)
-		data = append(data, eval.DataInfo{Name: strings.Join(o.suites, ","), Kind: "builtin"})
+		data = append(append(data, eval.DataInfo{Name: strings.Join(o.suites, ","), Kind: "builtin"}), qaData...)
 	}
 	for _, p := range o.files {
 		b, err := os.ReadFile(p)
@@ -677,6 +692,11 @@ func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, 
 		return opts, nil, err
 	}
 	opts.Suites, data = append(opts.Suites, mc...), append(data, mcData...)
+	lb, lbData, err := o.lb.suites(m, modelCtx, o.N)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.Suites, data = append(opts.Suites, lb...), append(data, lbData...)
 	return opts, data, nil
 }
 

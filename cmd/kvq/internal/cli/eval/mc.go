@@ -46,7 +46,7 @@ func (c *mcFlags) parseTask(t string) (bool, error) {
 		if _, err := os.Stat(t); err == nil || !mcName.MatchString(name) || name == eval.SuiteGSM8K {
 			return false, nil
 		}
-		return true, cmdutil.FlagErrorf("--tasks %s: unknown data set %q (valid: %s=FILE, %s=FILE)", t, name, eval.SuiteGSM8K, strings.Join(eval.MCAdapters(), "=FILE, "))
+		return true, cmdutil.FlagErrorf("--tasks %s: unknown data set %q (valid: %s=FILE, longbench=FILE, longbench2=FILE, %s=FILE)", t, name, eval.SuiteGSM8K, strings.Join(eval.MCAdapters(), "=FILE, "))
 	}
 	if c.files == nil {
 		c.files = map[string]string{}

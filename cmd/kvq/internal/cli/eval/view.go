@@ -217,6 +217,7 @@ func suitesTable(rep *eval.Report) render.Table {
 		t.Rows = append(t.Rows, row)
 	}
 	t.Notes = append(t.Notes, "↓: a rate that should be low (false refusals); ±: the baseline's standard error, sqrt(p(1-p)/(n-1))")
+	t.Notes = append(t.Notes, rulerQANotes(rep)...)
 	return t
 }
 

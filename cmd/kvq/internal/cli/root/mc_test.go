@@ -141,7 +141,7 @@ func TestEvalMCFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tasks", "arc"}, "arc is read from your local copy: --tasks arc=FILE"},
-		{[]string{"--tasks", "mmlu-pro=" + test}, `unknown data set "mmlu-pro" (valid: gsm8k=FILE, mmlu=FILE, arc=FILE, hellaswag=FILE, winogrande=FILE, piqa=FILE, mc=FILE)`},
+		{[]string{"--tasks", "mmlu-pro=" + test}, `unknown data set "mmlu-pro" (valid: gsm8k=FILE, longbench=FILE, longbench2=FILE, mmlu=FILE, arc=FILE, hellaswag=FILE, winogrande=FILE, piqa=FILE, mc=FILE)`},
 		{[]string{"--tasks", "arc=" + test + ".missing"}, ".missing: "},
 		{[]string{"--tasks", "arc=" + test + ",arc=" + test}, "arc given twice"},
 		{[]string{"--tasks", "arc=" + bad}, bad + `:2: "answerKey": "C" is not one of the labels`},

@@ -56,7 +56,7 @@ func TestEvalRulerLimits(t *testing.T) {
 		{[]string{"--tasks", "ruler", "--ruler-lengths", "1024,4096"}, "--ruler-lengths 4096: more than the 2048 tokens of the model's context"},
 		{[]string{"--tasks", "ruler:niah_single_1", "--max-context", "1000", "--ruler-lengths", "1024"}, "--ruler-lengths 1024: more than the 1000 tokens"},
 		{[]string{"--tasks", "ruler:niah_single_1", "--ruler-lengths", "256"}, "kvq: --ruler-lengths: eval: bad options: ruler length 256: datasets: RULER length too short: niah_single_1 needs"},
-		{[]string{"--tasks", "ruler:qa_1"}, `unknown RULER task "qa_1"`},
+		{[]string{"--tasks", "ruler:qa_3"}, `unknown RULER task "qa_3" (have niah_single_1,`},
 		{[]string{"--tasks", "ruler", "--ruler-lengths", "0"}, `--ruler-lengths: "0" is not a positive integer`},
 	} {
 		args := append([]string{"eval", "--model", dir, "--no-speed", "--no-text"}, tc.args...)

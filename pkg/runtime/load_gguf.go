@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/mmap"
 	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -32,6 +33,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return nil, err
 	}
 	fam, a := lookupArch(func(a *Arch) bool { return a.Name == arch })
+	if n, err := gf.Uint(arch + ".expert_count"); err == nil && n > 0 {
+		if f, b := lookupArch(func(a *Arch) bool { return a.GGUF == arch }); f != nil {
+			fam, a = f, b // "llama" with experts: Mixtral
+		}
+	}
 	if fam == nil {
 		return nil, fmt.Errorf("%w: architecture %q (kvq runs %s)", ErrUnsupported, arch, archNames(false))
 	}
@@ -62,7 +68,7 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 		return v
 	}
-	c := Config{Arch: arch, RopeNeoX: neox}
+	c := Config{Arch: a.Name, RopeNeoX: neox}
 	c.Dim = u("embedding_length")
 	c.Hidden = u("feed_forward_length")
 	c.Layers = u("block_count")
@@ -87,6 +93,23 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 			c.Scaling = RopeScaling{Type: "linear", Factor: fOpt("rope.scaling.factor", 1)}
 		default:
 			errs = append(errs, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, st))
+		}
+	}
+	if c.Experts = uOpt("expert_count", 0); c.Experts > 0 {
+		c.ExpertsUsed = u("expert_used_count")
+		c.ExpertHidden = uOpt("expert_feed_forward_length", c.Hidden)
+		c.Routing = a.Routing
+		if _, ok := gf.Get(arch + ".expert_weights_norm"); ok && c.Routing == backend.SoftmaxTopKNorm {
+			if norm, err := gf.Bool(arch + ".expert_weights_norm"); err != nil {
+				errs = append(errs, err)
+			} else if !norm {
+				c.Routing = backend.SoftmaxTopK
+			}
+		}
+		for li := 0; li < c.Layers && li < 1<<20; li++ {
+			if _, ok := gf.Tensor(fmt.Sprintf("blk.%d.ffn_gate_inp.weight", li)); !ok {
+				c.DenseLayers = append(c.DenseLayers, li) // no router: a dense MLP
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -162,6 +185,29 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 		return w
 	}
+	// experts cuts a stacked [Experts][rows][cols] tensor into one view
+	// per expert.
+	experts := func(name string, sh []int) []*tensor.Weight {
+		t, ok := tensors[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: missing tensor %s", ErrModel, name))
+			return nil
+		}
+		dt, ok := ggufDTypes[t.Type]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads f32, f16, bf16 and q8_0)", ErrUnsupported, name, t.Type))
+			return nil
+		}
+		if len(t.Dims) != 3 || t.Dims[0] != uint64(sh[1]) || t.Dims[1] != uint64(sh[0]) || t.Dims[2] != uint64(c.Experts) {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has dims %v, config implies [%d %d %d]", ErrModel, name, t.Dims, sh[1], sh[0], c.Experts))
+			return nil
+		}
+		ws, err := splitExperts(name, dt, c.Experts, sh[0], sh[1], data[t.Offset:t.Offset+t.Size])
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return ws
+	}
 	vector := func(name string, optional bool) []float32 {
 		v, err := asVector(weight(name, optional))
 		if err != nil {
@@ -182,9 +228,13 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		for _, t := range fam.Tensors {
-			if t.Matrix != nil {
+			switch {
+			case t.In != nil && !t.In(&c, i):
+			case t.Experts != nil:
+				*t.Experts(l) = experts(p+t.GGUF, t.Shape(&c))
+			case t.Matrix != nil:
 				*t.Matrix(l) = weight(p+t.GGUF, t.Optional)
-			} else {
+			default:
 				*t.Vector(l) = vector(p+t.GGUF, t.Optional)
 			}
 		}
@@ -330,3 +380,6 @@ func ggufTokenizer(gf *gguf.File, tokens []string) (*tokenizer.Tokenizer, error)
 }
 
 var cpuRow = cpu.Row
+
+// ggufDTypes are the GGUF tensor types kvq reads, as weight dtypes.
+var ggufDTypes = map[gguf.Type]tensor.DType{gguf.F32: tensor.F32, gguf.F16: tensor.F16, gguf.BF16: tensor.BF16, gguf.Q80: tensor.Q80}

@@ -43,6 +43,15 @@ type hfConfig struct {
 	BOSTokenID        json.RawMessage `json:"bos_token_id"`
 	EOSTokenID        json.RawMessage `json:"eos_token_id"`
 	PartialRotary     *float64        `json:"partial_rotary_factor"`
+	// Mixture of experts: Mixtral's num_local_experts, Qwen3-MoE's
+	// num_experts and the rest.
+	NumLocalExperts   int   `json:"num_local_experts"`
+	NumExperts        int   `json:"num_experts"`
+	ExpertsPerTok     int   `json:"num_experts_per_tok"`
+	MoEIntermediate   int   `json:"moe_intermediate_size"`
+	NormTopKProb      *bool `json:"norm_topk_prob"`
+	DecoderSparseStep *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers     []int `json:"mlp_only_layers"`
 }
 
 type hfRopeScaling struct {
@@ -183,6 +192,9 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 		if a.HFWindow || hc.UseSlidingWindow != nil && *hc.UseSlidingWindow {
 			c.SlidingWindow = *hc.SlidingWindow
 		}
+	}
+	if fam.moe() {
+		hfExperts(&c, hc, a)
 	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
 	files, err := openShards(dir)
@@ -416,9 +428,17 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		p := fmt.Sprintf("model.layers.%d.", i)
 		for _, t := range fam.Tensors {
 			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
-			if t.Matrix != nil {
+			switch {
+			case t.In != nil && !t.In(&m.Config, i):
+			case t.Experts != nil:
+				ws := make([]*tensor.Weight, m.Config.Experts)
+				for e := range ws {
+					ws[e] = weight(p+fmt.Sprintf(t.HF, e), false)
+				}
+				*t.Experts(l) = ws
+			case t.Matrix != nil:
 				*t.Matrix(l) = weight(p+t.HF, optional)
-			} else {
+			default:
 				*t.Vector(l) = vector(p+t.HF, optional)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/kvqerr"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -50,6 +51,15 @@ type Config struct {
 	SlidingWindow int
 	// TiedEmbeddings: the output head is the token embedding.
 	TiedEmbeddings bool
+	// Mixture of experts (moe.go; Experts 0: every FFN is dense). Each
+	// token of an expert layer goes to ExpertsUsed of Experts SwiGLU
+	// experts of intermediate size ExpertHidden, weighted as Routing
+	// orders the router's softmax and top-k. DenseLayers are the layers
+	// whose FFN is a dense MLP of size Hidden all the same (Qwen3-MoE's
+	// mlp_only_layers and decoder_sparse_step).
+	Experts, ExpertsUsed, ExpertHidden int
+	Routing                            backend.Routing
+	DenseLayers                        []int
 }
 
 // Validate checks the config's internal consistency.
@@ -76,7 +86,7 @@ func (c *Config) Validate() error {
 	case !(c.RMSEps > 0):
 		return fmt.Errorf("%w: RMS norm epsilon %v", ErrModel, c.RMSEps)
 	}
-	return nil
+	return c.validateMoE()
 }
 
 // Geometry is the KV-relevant shape.
@@ -95,6 +105,10 @@ type Layer struct {
 	FFNNorm    []float32
 	Gate, Up   *tensor.Weight // w1, w3
 	Down       *tensor.Weight // w2
+	// Router ([Experts][Dim]) and the experts' SwiGLU matrices, one per
+	// expert, in an expert layer (views of the checkpoint's memory).
+	Router                  *tensor.Weight
+	ExpGate, ExpUp, ExpDown []*tensor.Weight
 }
 
 // Model is a loaded checkpoint.
@@ -147,6 +161,9 @@ func (m *Model) weights() []*tensor.Weight {
 		for _, t := range m.tensors() {
 			if t.Matrix != nil && *t.Matrix(&m.Layers[i]) != nil {
 				ws = append(ws, *t.Matrix(&m.Layers[i]))
+			}
+			if t.Experts != nil {
+				ws = append(ws, *t.Experts(&m.Layers[i])...)
 			}
 		}
 	}
@@ -245,6 +262,13 @@ func (m *Model) Prepare() error {
 		p := fmt.Sprintf("layer %d ", i)
 		for _, t := range f.Tensors {
 			sh := t.Shape(c)
+			if t.In != nil && !t.In(c, i) {
+				continue
+			}
+			if t.Experts != nil {
+				errs = append(errs, checkExperts(*t.Experts(l), c.Experts, p+t.Label, sh, check))
+				continue
+			}
 			if t.Matrix != nil {
 				errs = append(errs, check(*t.Matrix(l), p+t.Label, sh[0], sh[1], t.Optional))
 			} else {

@@ -36,8 +36,8 @@ var moeGolden = []struct {
 	top    [][5]idLogit
 }{
 	{
-		name: "mixtral",
-		spec: modeltest.Spec{Arch: "mixtral", Dim: 128, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Experts: 4, ExpertsUsed: 2, RouterScale: 4, Seed: 31},
+		name:   "mixtral",
+		spec:   modeltest.Spec{Arch: "mixtral", Dim: 128, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Experts: 4, ExpertsUsed: 2, RouterScale: 4, Seed: 31},
 		greedy: []int{108, 89, 1, 117, 32, 108, 251, 94, 92},
 		top: [][5]idLogit{
 			{{108, 3.026091}, {32, 2.875623}, {41, 2.763770}, {250, 2.416599}, {92, 2.410416}},
@@ -52,8 +52,8 @@ var moeGolden = []struct {
 		},
 	},
 	{
-		name: "qwen3moe",
-		spec: modeltest.Spec{Arch: "qwen3moe", Dim: 128, Hidden: 96, ExpertHidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Experts: 8, ExpertsUsed: 2, NormTopK: true, RouterScale: 4, Seed: 32},
+		name:   "qwen3moe",
+		spec:   modeltest.Spec{Arch: "qwen3moe", Dim: 128, Hidden: 96, ExpertHidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Experts: 8, ExpertsUsed: 2, NormTopK: true, RouterScale: 4, Seed: 32},
 		greedy: []int{25, 0, 8, 17, 46, 25, 12, 229, 220},
 		top: [][5]idLogit{
 			{{25, 2.622822}, {142, 2.566763}, {88, 2.346044}, {79, 2.231896}, {182, 2.179074}},

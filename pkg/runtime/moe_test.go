@@ -1,8 +1,13 @@
 package runtime_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -93,5 +98,167 @@ func TestMoEExpertsMapped(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMoEOneExpertIsDense: a Mixtral layer with one expert, used by every
+// token (weight softmax([x]) = 1), is the Llama MLP of that expert's
+// weights: the grouped expert path gives the dense block's logits bit for
+// bit.
+func TestMoEOneExpertIsDense(t *testing.T) {
+	hf, _ := writeMoE(t, modeltest.Spec{Arch: "mixtral", Experts: 1, ExpertsUsed: 1, Seed: 9})
+	m := load(t, hf, runtime.LoadOptions{})
+	d := &runtime.Model{Config: m.Config, Embed: m.Embed, Norm: m.Norm, Output: m.Output, Tokenizer: m.Tokenizer}
+	d.Arch, d.Experts, d.ExpertsUsed, d.ExpertHidden = "llama", 0, 0, 0
+	for _, l := range m.Layers {
+		l.Gate, l.Up, l.Down = l.ExpGate[0], l.ExpUp[0], l.ExpDown[0]
+		l.Router, l.ExpGate, l.ExpUp, l.ExpDown = nil, nil, nil, nil
+		d.Layers = append(d.Layers, l)
+	}
+	if err := d.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	ids := tokens(37, modeltest.Vocab(), 2)
+	a, b := allLogits(t, m, ids), allLogits(t, d, ids)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("logit %d: one-expert Mixtral %v, dense Llama %v", i, a[i], b[i])
+		}
+	}
+}
+
+// TestMoEStepShapes: a prompt's logits are the same whether it runs as one
+// prefill (experts' tokens grouped) or one token at a time, and, with
+// BatchInvariant, a sequence's logits are bit-identical whether its step
+// runs alone or beside others routed elsewhere.
+func TestMoEStepShapes(t *testing.T) {
+	ids := tokens(30, modeltest.Vocab(), 5)
+	for arch, spec := range moeSpecs() {
+		t.Run(arch, func(t *testing.T) {
+			hf, _ := writeMoE(t, spec)
+			m := load(t, hf, runtime.LoadOptions{})
+			all := allLogits(t, m, ids)
+			r := newRunner(t, m)
+			c := newCache(t, r, "fp32", 8)
+			_ = c.AddSeq(0)
+			V := m.Vocab
+			for i, id := range ids {
+				got := forward(t, r, c, runtime.Entry{Seq: 0, Tokens: []int{id}})[0]
+				if d := maxRelDiff(got, all[i*V:(i+1)*V]); d > 1e-5 {
+					t.Fatalf("token %d: one at a time vs prefill differ by %.2g", i, d)
+				}
+			}
+
+			inv, err := runtime.NewRunner(m, runtime.RunnerOptions{BatchInvariant: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(others bool) [][]float32 {
+				c := newCache(t, inv, "fp32", 16)
+				batch := []runtime.Entry{{Seq: 0, Tokens: ids[:11], Logits: runtime.AllLogits}}
+				if others {
+					batch = append(batch, runtime.Entry{Seq: 1, Tokens: ids[11:], Logits: runtime.AllLogits}, runtime.Entry{Seq: 2, Tokens: ids[20:21]})
+				}
+				for _, e := range batch {
+					_ = c.AddSeq(e.Seq)
+				}
+				out := forward(t, inv, c, batch...)
+				dec := []runtime.Entry{{Seq: 0, Tokens: ids[29:]}}
+				if others {
+					dec = append(dec, runtime.Entry{Seq: 1, Tokens: ids[3:4]}, runtime.Entry{Seq: 2, Tokens: ids[7:9]})
+				}
+				return [][]float32{out[0], forward(t, inv, c, dec...)[0]}
+			}
+			alone, beside := run(false), run(true)
+			for s := range alone {
+				if !slices.Equal(alone[s], beside[s]) {
+					t.Errorf("step %d: sequence 0's logits differ beside other sequences (max rel %.2g)", s, maxRelDiff(beside[s], alone[s]))
+				}
+			}
+		})
+	}
+}
+
+// TestMoEConfig: Qwen3-MoE's norm_topk_prob picks the routing (absent
+// means false, as transformers' default) and changes the logits;
+// decoder_sparse_step and mlp_only_layers pick the dense layers; and a
+// checkpoint whose experts disagree with the config is refused naming the
+// tensor.
+func TestMoEConfig(t *testing.T) {
+	spec := moeSpecs()["qwen3moe"]
+	hf, gg := writeMoE(t, spec)
+	base := allLogits(t, load(t, hf, runtime.LoadOptions{}), tokens(9, modeltest.Vocab(), 1))
+	for _, tc := range []struct {
+		edit    map[string]any
+		routing backend.Routing
+		dense   []int
+	}{
+		{map[string]any{"norm_topk_prob": false}, backend.SoftmaxTopK, []int{0}},
+		{map[string]any{"norm_topk_prob": nil}, backend.SoftmaxTopK, []int{0}},
+		{map[string]any{"decoder_sparse_step": 2, "mlp_only_layers": []int{}}, backend.SoftmaxTopKNorm, []int{0, 2}},
+	} {
+		dir := filepath.Join(t.TempDir(), "m")
+		if err := modeltest.WriteHF(dir, spec, modeltest.HFOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		editJSON(t, filepath.Join(dir, "config.json"), tc.edit)
+		m, err := runtime.Load(context.Background(), dir, runtime.LoadOptions{})
+		if tc.dense[len(tc.dense)-1] == 2 {
+			// Layer 2's experts are in the file; the config makes it dense,
+			// and its dense MLP is missing.
+			if err == nil || !strings.Contains(err.Error(), "model.layers.2.mlp.gate_proj.weight") {
+				t.Errorf("%v: error %v, want the missing dense MLP of layer 2", tc.edit, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Routing != tc.routing || !slices.Equal(m.DenseLayers, tc.dense) {
+			t.Errorf("%v: routing %v, dense layers %v; want %v, %v", tc.edit, m.Routing, m.DenseLayers, tc.routing, tc.dense)
+		}
+		if got := allLogits(t, m, tokens(9, modeltest.Vocab(), 1)); maxRelDiff(got, base) < 1e-3 {
+			t.Errorf("%v: logits as with norm_topk_prob true", tc.edit)
+		}
+		m.Close()
+	}
+	// GGUF: expert_weights_norm false; a config with more experts than the file.
+	mg := load(t, gg, runtime.LoadOptions{})
+	if mg.Routing != backend.SoftmaxTopKNorm {
+		t.Errorf("GGUF routing %v", mg.Routing)
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := modeltest.WriteHF(dir, spec, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	editJSON(t, filepath.Join(dir, "config.json"), map[string]any{"num_experts": 7})
+	_, err := runtime.Load(context.Background(), dir, runtime.LoadOptions{})
+	if !errors.Is(err, runtime.ErrModel) || !strings.Contains(err.Error(), "model.layers.1.mlp.experts.6.gate_proj.weight") {
+		t.Errorf("7 experts in the config, 6 in the file: error %v", err)
+	}
+}
+
+func editJSON(t *testing.T, path string, edit map[string]any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range edit {
+		if v == nil {
+			delete(cfg, k)
+		} else {
+			cfg[k] = v
+		}
+	}
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,5 +1,7 @@
 package backend
 
+import "math"
+
 // Routing is the order in which a mixture-of-experts router turns a
 // token's logits (one per expert) into the k experts it uses and their
 // weights.
@@ -56,4 +58,62 @@ type MoE interface {
 	// Route writes them), for t < nt. The sum runs in increasing expert
 	// index.
 	ExpertFFN(dst, x Tensor, nt int, route Tensor, k int, e *Experts)
+}
+
+// RouteRow routes one token on the host, as MoE's Route does each row:
+// out (2·k values) gets the k chosen experts' indices (as float32), most
+// weighted first, then their weights; the softmax runs in float64. The
+// CPU backend's Route is this; a device backend may route on the host
+// with it too.
+func RouteRow(out, logits []float32, k int, r Routing) {
+	idx := out[:k]
+	// Selection of the k largest by insertion: k is small (2 to 8).
+	var chosen [64]int
+	top := chosen[:0]
+	if k > len(chosen) {
+		top = make([]int, 0, k)
+	}
+	for e, v := range logits {
+		if len(top) == k && !(v > logits[top[k-1]]) {
+			continue
+		}
+		i := len(top)
+		if i < k {
+			top = append(top, e)
+		} else {
+			i = k - 1
+		}
+		for i > 0 && v > logits[top[i-1]] {
+			top[i] = top[i-1]
+			i--
+		}
+		top[i] = e
+	}
+	w := out[k : 2*k]
+	switch r {
+	case TopKSoftmax, SoftmaxTopKNorm:
+		// Both are a softmax over the k chosen logits.
+		m := float64(logits[top[0]])
+		var s float64
+		for _, e := range top {
+			s += math.Exp(float64(logits[e]) - m)
+		}
+		for j, e := range top {
+			w[j] = float32(math.Exp(float64(logits[e])-m) / s)
+		}
+	case SoftmaxTopK:
+		m := float64(logits[top[0]])
+		var s float64
+		for _, v := range logits {
+			s += math.Exp(float64(v) - m)
+		}
+		for j, e := range top {
+			w[j] = float32(math.Exp(float64(logits[e])-m) / s)
+		}
+	default:
+		panic("backend: unknown routing " + r.String())
+	}
+	for j, e := range top {
+		idx[j] = float32(e)
+	}
 }

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"math"
 	"sync"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
@@ -13,63 +12,7 @@ var _ backend.MoE = (*Backend)(nil)
 func (b *Backend) Route(dst, logits backend.Tensor, nt, n, k int, r backend.Routing) {
 	d, l := host(dst), host(logits)
 	for t := 0; t < nt; t++ {
-		RouteRow(d[t*2*k:(t+1)*2*k], l[t*n:(t+1)*n], k, r)
-	}
-}
-
-// RouteRow routes one token: out holds the k chosen experts' indices
-// (as float32), most weighted first, then their weights (backend.MoE's
-// Route).
-func RouteRow(out, logits []float32, k int, r backend.Routing) {
-	idx := out[:k]
-	// Selection of the k largest by insertion: k is small (2 to 8).
-	var chosen [64]int
-	top := chosen[:0]
-	if k > len(chosen) {
-		top = make([]int, 0, k)
-	}
-	for e, v := range logits {
-		if len(top) == k && !(v > logits[top[k-1]]) {
-			continue
-		}
-		i := len(top)
-		if i < k {
-			top = append(top, e)
-		} else {
-			i = k - 1
-		}
-		for i > 0 && v > logits[top[i-1]] {
-			top[i] = top[i-1]
-			i--
-		}
-		top[i] = e
-	}
-	w := out[k : 2*k]
-	switch r {
-	case backend.TopKSoftmax, backend.SoftmaxTopKNorm:
-		// Both are a softmax over the k chosen logits.
-		m := float64(logits[top[0]])
-		var s float64
-		for _, e := range top {
-			s += math.Exp(float64(logits[e]) - m)
-		}
-		for j, e := range top {
-			w[j] = float32(math.Exp(float64(logits[e])-m) / s)
-		}
-	case backend.SoftmaxTopK:
-		m := float64(logits[top[0]])
-		var s float64
-		for _, v := range logits {
-			s += math.Exp(float64(v) - m)
-		}
-		for j, e := range top {
-			w[j] = float32(math.Exp(float64(logits[e])-m) / s)
-		}
-	default:
-		panic("cpu: unknown routing " + r.String())
-	}
-	for j, e := range top {
-		idx[j] = float32(e)
+		backend.RouteRow(d[t*2*k:(t+1)*2*k], l[t*n:(t+1)*n], k, r)
 	}
 }
 

@@ -48,7 +48,7 @@ func TestMoEAgainstCPU(t *testing.T) {
 	var ge, ce backend.Experts
 	for e := 0; e < ne; e++ {
 		for _, p := range []struct {
-			g, c *[]backend.Matrix
+			g, c  *[]backend.Matrix
 			r, cl int
 		}{{&ge.Gate, &ce.Gate, hidden, dim}, {&ge.Up, &ce.Up, hidden, dim}, {&ge.Down, &ce.Down, dim, hidden}} {
 			w := modeltest.WeightFromF32("e", kvqtensor.F16, p.r, p.cl, randVec(rng, p.r*p.cl, 0.2))

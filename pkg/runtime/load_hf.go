@@ -195,6 +195,9 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	}
 	if fam.moe() {
 		hfExperts(&c, hc, a)
+		if err := c.checkExpertCounts(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		}
 	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
 	files, err := openShards(dir)

@@ -21,6 +21,7 @@ type Backend struct {
 	// The ops' state: dense ops (dense.go) and KV (kv.go).
 	dense denseState
 	kv    kvState
+	moe   moeState // moe.go
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -56,10 +56,17 @@ type Arch struct {
 	// HFRequired are optional tensors of the family (by LayerTensor.HF)
 	// that this architecture's Hugging Face checkpoints must have.
 	HFRequired []string
+	// GGUF is the general.architecture of the architecture's GGUF files
+	// when it is not Name: files of that architecture with experts
+	// (<arch>.expert_count > 0) are this one (Mixtral's files say "llama").
+	GGUF string
+	// Routing is a mixture-of-experts architecture's routing
+	// (Config.Routing).
+	Routing backend.Routing
 }
 
 // LayerTensor names one per-layer tensor of a family and where it goes in
-// a Layer: exactly one of Matrix, Parts and Vector is set.
+// a Layer: exactly one of Matrix, Parts, Vector and Experts is set.
 type LayerTensor struct {
 	// HF and GGUF are the names after the layer's prefix
 	// ("model.layers.N.", "blk.N."); Label names it in messages
@@ -67,8 +74,12 @@ type LayerTensor struct {
 	HF, GGUF, Label string
 	Matrix          func(l *Layer) **tensor.Weight
 	Vector          func(l *Layer) *[]float32
-	// Shape is the shape the config implies: [rows, cols] of a matrix,
-	// [n] of a vector (Prepare checks it).
+	// Experts is a matrix per expert (Config.Experts of them): HF is then
+	// a pattern with %d for the expert ("mlp.experts.%d.gate_proj.weight"),
+	// GGUF the name of the experts' stacked 3-D tensor.
+	Experts func(l *Layer) *[]*tensor.Weight
+	// Shape is the shape the config implies: [rows, cols] of a matrix
+	// (of each expert's), [n] of a vector (Prepare checks it).
 	Shape    func(c *Config) []int
 	Optional bool
 	// Parts split a fused matrix by rows into the Layer's matrices, in
@@ -76,6 +87,10 @@ type LayerTensor struct {
 	// the loaders split it (the parts view its data).
 	Parts    []func(l *Layer) **tensor.Weight
 	PartRows func(c *Config) []int
+	// In, when set, says whether layer li has the tensor at all (a dense
+	// or an expert FFN); the loaders neither read nor require it in other
+	// layers.
+	In func(c *Config, li int) bool
 }
 
 // matrices are the Layer's matrices t fills: Matrix's, or the Parts'.
@@ -146,7 +161,7 @@ type LayerGeometry struct {
 
 // families is the registry of the model layer, in the order the loaders'
 // messages list them.
-var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family}
+var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family, &mixtralFamily, &qwen3moeFamily}
 
 // lookupArch returns the family and architecture whose match is true.
 func lookupArch(match func(a *Arch) bool) (*Family, *Arch) {
@@ -192,8 +207,10 @@ type Step struct {
 	Weights *LayerWeights
 	// The activations, NT rows each: X the residual stream (Dim), XN and
 	// O Dim, Q and Att Heads·HeadDim, K and V KVHeads·HeadDim, Gate and
-	// Up Hidden values.
+	// Up Hidden values; in a model with experts, Router Experts values
+	// (the router's logits) and Route 2·ExpertsUsed (backend.MoE's Route).
 	X, XN, O, Q, K, V, Att, Gate, Up backend.Tensor
+	Router, Route                    backend.Tensor
 
 	r      *Runner
 	ctx    context.Context
@@ -206,6 +223,9 @@ type LayerWeights struct {
 	Bq, Bk, Bv, QNorm, KNorm       backend.Tensor
 	Wq, Wk, Wv, Wo, Gate, Up, Down backend.Matrix
 	QScale                         backend.Matrix // Layer.QScale
+	// Router and Experts: an expert layer's (moe.go).
+	Router  backend.Matrix
+	Experts *backend.Experts
 }
 
 // Check returns an error when the step's context has ended: a block calls

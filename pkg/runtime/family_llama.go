@@ -30,14 +30,27 @@ var llamaFamily = Family{
 		{HF: "mlp.up_proj.weight", GGUF: "ffn_up.weight", Label: "up", Shape: matrixOf(sizeHidden, sizeDim), Matrix: func(l *Layer) **tensor.Weight { return &l.Up }},
 		{HF: "mlp.down_proj.weight", GGUF: "ffn_down.weight", Label: "down", Shape: matrixOf(sizeDim, sizeHidden), Matrix: func(l *Layer) **tensor.Weight { return &l.Down }},
 	},
-	Layer: func(c *Config, invFreq []float64, _ int) LayerGeometry {
-		return LayerGeometry{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, RopeDim: c.RopeDim, RopeNeoX: c.RopeNeoX,
-			InvFreq: invFreq, Window: c.SlidingWindow, Scale: defaultScale(c.HeadDim)}
-	},
+	Layer: llamaLayer,
 	Block: llamaBlock,
 }
 
+// llamaLayer is the Llama family's geometry: every layer has the config's
+// geometry, window and the model's RoPE.
+func llamaLayer(c *Config, invFreq []float64, _ int) LayerGeometry {
+	return LayerGeometry{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, RopeDim: c.RopeDim, RopeNeoX: c.RopeNeoX,
+		InvFreq: invFreq, Window: c.SlidingWindow, Scale: defaultScale(c.HeadDim)}
+}
+
 func llamaBlock(s *Step, li int) error {
+	if err := llamaAttention(s, li); err != nil {
+		return err
+	}
+	return denseFFN(s, li)
+}
+
+// llamaAttention is the block's first half: RMSNorm, attention (with the
+// layer's biases and q/k norms when it has them) and the residual add.
+func llamaAttention(s *Step, li int) error {
 	be, c, l, nt := s.Ops, s.Config, s.Weights, s.NT
 	be.RMSNorm(s.XN, s.X, nt, l.AttnNorm, c.RMSEps)
 	be.MatMul(s.Q, s.XN, nt, l.Wq)
@@ -64,6 +77,13 @@ func llamaBlock(s *Step, li int) error {
 	be.MatMul(s.O, s.Att, nt, l.Wo)
 	be.Add(s.X, s.O, nt*c.Dim)
 	be.RMSNorm(s.XN, s.X, nt, l.FFNNorm, c.RMSEps)
+	return nil
+}
+
+// denseFFN is the SwiGLU MLP on s.XN (the normed residual), added into
+// s.X.
+func denseFFN(s *Step, li int) error {
+	be, c, l, nt := s.Ops, s.Config, s.Weights, s.NT
 	be.MatMul(s.Gate, s.XN, nt, l.Gate)
 	be.MatMul(s.Up, s.XN, nt, l.Up)
 	if err := s.Check(li); err != nil {

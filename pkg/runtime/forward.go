@@ -152,6 +152,9 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := be.(backend.MoE); m.Experts > 0 && !ok {
+		return nil, fmt.Errorf("%w: the %s backend does not run mixture-of-experts layers", ErrUnsupported, be.Name())
+	}
 	w, err := upload(m, be)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
@@ -186,6 +189,9 @@ func sameFreqs(a, b []float64) bool {
 func upload(m *Model, be backend.Backend) (*weights, error) {
 	var errs []error
 	mat := func(w *tensor.Weight) backend.Matrix {
+		if w == nil { // an expert layer's dense MLP
+			return nil
+		}
 		x, err := be.Upload(w)
 		errs = append(errs, err)
 		return x
@@ -213,6 +219,7 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 		if l.QScale != nil {
 			w.layers[i].QScale = mat(l.QScale)
 		}
+		errs = append(errs, uploadExperts(be, l, &w.layers[i]))
 	}
 	return w, errors.Join(errs...)
 }
@@ -262,6 +269,7 @@ func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cac
 type buffers struct {
 	nt                                     int // token rows they hold
 	x, xn, q, k, v, kpre, att, o, gate, up backend.Tensor
+	router, route                          backend.Tensor   // expert layers' (nil without)
 	angles                                 []backend.Tensor // per RoPE table: [cos | sin] rows
 	ids, pos, rows                         []int32
 	sizes, ones                            []int      // the entries' row counts, and 1s (RowGroups)
@@ -296,7 +304,7 @@ func freeAll(be backend.Backend, ts ...backend.Tensor) {
 }
 
 func (b *buffers) free(be backend.Backend) {
-	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.lg.x, b.lg.out)
+	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.router, b.route, b.lg.x, b.lg.out)
 	freeAll(be, b.angles...)
 	*b = buffers{}
 }
@@ -306,9 +314,13 @@ func (b *buffers) ensure(be backend.Backend, c *Config, ropes [][]float64, nt in
 	if nt <= b.nt {
 		return
 	}
-	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up)
+	freeAll(be, b.x, b.xn, b.q, b.k, b.v, b.kpre, b.att, b.o, b.gate, b.up, b.router, b.route)
 	freeAll(be, b.angles...)
 	b.nt = nt
+	b.router, b.route = nil, nil
+	if c.Experts > 0 {
+		b.router, b.route = be.Alloc(nt*c.Experts), be.Alloc(nt*2*c.ExpertsUsed)
+	}
 	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	b.x, b.xn, b.o = be.Alloc(nt*c.Dim), be.Alloc(nt*c.Dim), be.Alloc(nt*c.Dim)
 	b.q, b.att = be.Alloc(nt*qd), be.Alloc(nt*qd)
@@ -454,7 +466,7 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 		be.RoPEAngles(b.angles[i], b.pos, f)
 	}
 	s := &r.step // reused: a step allocates no Step
-	*s = Step{Ops: be, NT: nt, Config: c, X: b.x, XN: b.xn, O: b.o, Q: b.q, K: b.k, V: b.v, Att: b.att, Gate: b.gate, Up: b.up,
+	*s = Step{Ops: be, NT: nt, Config: c, X: b.x, XN: b.xn, O: b.o, Q: b.q, K: b.k, V: b.v, Att: b.att, Gate: b.gate, Up: b.up, Router: b.router, Route: b.route,
 		r: r, ctx: ctx}
 	// The step's view holds copies of the batch and groups in the runner's
 	// buffers, not the callers' slices, which then stay on their stacks.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/mmap"
 	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -32,6 +33,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return nil, err
 	}
 	fam, a := lookupArch(func(a *Arch) bool { return a.Name == arch })
+	if n, err := gf.Uint(arch + ".expert_count"); err == nil && n > 0 {
+		if f, b := lookupArch(func(a *Arch) bool { return a.GGUF == arch }); f != nil {
+			fam, a = f, b // "llama" with experts: Mixtral
+		}
+	}
 	if fam == nil {
 		return nil, fmt.Errorf("%w: architecture %q (kvq runs %s)", ErrUnsupported, arch, archNames(false))
 	}
@@ -62,7 +68,7 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 		return v
 	}
-	c := Config{Arch: arch, RopeNeoX: neox}
+	c := Config{Arch: a.Name, RopeNeoX: neox}
 	c.Dim = u("embedding_length")
 	c.Hidden = u("feed_forward_length")
 	c.Layers = u("block_count")
@@ -93,6 +99,19 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 	// and rope_factors_long, read below.
 	origCtx := uOpt("rope.scaling.original_context_length", 0)
 	attnFactor := fOpt("rope.scaling.attn_factor", 0)
+	if c.Experts = uOpt("expert_count", 0); c.Experts > 0 {
+		c.ExpertsUsed = u("expert_used_count")
+		c.ExpertHidden = uOpt("expert_feed_forward_length", c.Hidden)
+		c.Routing = a.Routing
+		if _, ok := gf.Get(arch + ".expert_weights_norm"); ok && c.Routing == backend.SoftmaxTopKNorm {
+			if norm, err := gf.Bool(arch + ".expert_weights_norm"); err != nil {
+				errs = append(errs, err)
+			} else if !norm {
+				c.Routing = backend.SoftmaxTopK
+			}
+		}
+		errs = append(errs, c.checkExpertCounts())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -128,6 +147,13 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return nil, err
 	}
 
+	if c.Experts > 0 { // the layers are checked against the tensors now
+		for li := 0; li < c.Layers; li++ {
+			if _, ok := tensors[fmt.Sprintf("blk.%d.ffn_gate_inp.weight", li)]; !ok {
+				c.DenseLayers = append(c.DenseLayers, li) // no router: a dense MLP
+			}
+		}
+	}
 	m := &Model{Config: c}
 	weight := func(name string, optional bool) *tensor.Weight {
 		t, ok := tensors[name]
@@ -166,6 +192,35 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 		return w
 	}
+	// experts cuts a stacked [Experts][rows][cols] tensor into one view
+	// per expert. Only the first stack whose dims disagree with the header
+	// is reported (they all do when the header's counts are wrong).
+	badStack := false
+	experts := func(name string, sh []int) []*tensor.Weight {
+		if badStack {
+			return nil
+		}
+		t, ok := tensors[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: missing tensor %s", ErrModel, name))
+			return nil
+		}
+		dt, ok := ggufDTypes[t.Type]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads f32, f16, bf16 and q8_0)", ErrUnsupported, name, t.Type))
+			return nil
+		}
+		if len(t.Dims) != 3 || t.Dims[0] != uint64(sh[1]) || t.Dims[1] != uint64(sh[0]) || t.Dims[2] != uint64(c.Experts) {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has dims %v, the header implies [%d %d %d]", ErrModel, name, t.Dims, sh[1], sh[0], c.Experts))
+			badStack = true
+			return nil
+		}
+		ws, err := splitExperts(name, dt, c.Experts, sh[0], sh[1], data[t.Offset:t.Offset+t.Size])
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return ws
+	}
 	vector := func(name string, optional bool) []float32 {
 		v, err := asVector(weight(name, optional))
 		if err != nil {
@@ -201,6 +256,9 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		p := fmt.Sprintf("blk.%d.", i)
 		for _, t := range fam.Tensors {
 			switch {
+			case t.In != nil && !t.In(&c, i):
+			case t.Experts != nil:
+				*t.Experts(l) = experts(p+t.GGUF, t.Shape(&c))
 			case t.Parts != nil:
 				errs = append(errs, t.split(weight(p+t.GGUF, t.Optional), l, &m.Config))
 			case t.Matrix != nil:
@@ -360,3 +418,6 @@ func f64s(v []float32) []float64 {
 	}
 	return out
 }
+
+// ggufDTypes are the GGUF tensor types kvq reads, as weight dtypes.
+var ggufDTypes = map[gguf.Type]tensor.DType{gguf.F32: tensor.F32, gguf.F16: tensor.F16, gguf.BF16: tensor.BF16, gguf.Q80: tensor.Q80}

@@ -45,6 +45,15 @@ type hfConfig struct {
 	EOSTokenID        json.RawMessage `json:"eos_token_id"`
 	PartialRotary     *float64        `json:"partial_rotary_factor"`
 	OriginalMaxPos    *int            `json:"original_max_position_embeddings"` // Phi-3
+	// Mixture of experts: Mixtral's num_local_experts, Qwen3-MoE's
+	// num_experts and the rest.
+	NumLocalExperts   int   `json:"num_local_experts"`
+	NumExperts        int   `json:"num_experts"`
+	ExpertsPerTok     int   `json:"num_experts_per_tok"`
+	MoEIntermediate   int   `json:"moe_intermediate_size"`
+	NormTopKProb      *bool `json:"norm_topk_prob"`
+	DecoderSparseStep *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers     []int `json:"mlp_only_layers"`
 }
 
 type hfRopeScaling struct {
@@ -196,6 +205,12 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 		// use_sliding_window; Mistral applies it whenever it is set.
 		if a.HFWindow || hc.UseSlidingWindow != nil && *hc.UseSlidingWindow {
 			c.SlidingWindow = *hc.SlidingWindow
+		}
+	}
+	if fam.moe() {
+		hfExperts(&c, hc, a)
+		if err := c.checkExpertCounts(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfgPath, err)
 		}
 	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
@@ -431,6 +446,13 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		for _, t := range fam.Tensors {
 			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
 			switch {
+			case t.In != nil && !t.In(&m.Config, i):
+			case t.Experts != nil:
+				ws := make([]*tensor.Weight, m.Config.Experts)
+				for e := range ws {
+					ws[e] = weight(p+fmt.Sprintf(t.HF, e), false)
+				}
+				*t.Experts(l) = ws
 			case t.Parts != nil:
 				errs = append(errs, t.split(weight(p+t.HF, optional), l, &m.Config))
 			case t.Matrix != nil:

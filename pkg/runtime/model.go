@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/kvqerr"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 	"github.com/kvqlabs/kvq/pkg/tokenizer"
@@ -57,6 +58,15 @@ type Config struct {
 	SlidingWindow int
 	// TiedEmbeddings: the output head is the token embedding.
 	TiedEmbeddings bool
+	// Mixture of experts (moe.go; Experts 0: every FFN is dense). Each
+	// token of an expert layer goes to ExpertsUsed of Experts SwiGLU
+	// experts of intermediate size ExpertHidden, weighted as Routing
+	// orders the router's softmax and top-k. DenseLayers are the layers
+	// whose FFN is a dense MLP of size Hidden all the same (Qwen3-MoE's
+	// mlp_only_layers and decoder_sparse_step).
+	Experts, ExpertsUsed, ExpertHidden int
+	Routing                            backend.Routing
+	DenseLayers                        []int
 }
 
 // Validate checks the config's internal consistency.
@@ -83,7 +93,7 @@ func (c *Config) Validate() error {
 	case !(c.RMSEps > 0):
 		return fmt.Errorf("%w: RMS norm epsilon %v", ErrModel, c.RMSEps)
 	}
-	return nil
+	return c.validateMoE()
 }
 
 // Geometry is the KV-relevant shape.
@@ -106,6 +116,10 @@ type Layer struct {
 	// HeadDim] diagonal before RoPE (Phi-3's LongRoPE attention factor
 	// with partial rotary). The family sets it; no checkpoint holds it.
 	QScale *tensor.Weight
+	// Router ([Experts][Dim]) and the experts' SwiGLU matrices, one per
+	// expert, in an expert layer (views of the checkpoint's memory).
+	Router                  *tensor.Weight
+	ExpGate, ExpUp, ExpDown []*tensor.Weight
 }
 
 // Model is a loaded checkpoint.
@@ -160,6 +174,9 @@ func (m *Model) weights() []*tensor.Weight {
 				if w != nil {
 					ws = append(ws, w)
 				}
+			}
+			if t.Experts != nil {
+				ws = append(ws, *t.Experts(&m.Layers[i])...)
 			}
 		}
 	}
@@ -263,6 +280,13 @@ func (m *Model) Prepare() error {
 		p := fmt.Sprintf("layer %d ", i)
 		for _, t := range f.Tensors {
 			sh := t.Shape(c)
+			if t.In != nil && !t.In(c, i) {
+				continue
+			}
+			if t.Experts != nil {
+				errs = append(errs, checkExperts(*t.Experts(l), c.Experts, p+t.Label, sh, check))
+				continue
+			}
 			switch {
 			case t.Parts != nil:
 				rows := t.PartRows(c)

@@ -48,6 +48,41 @@ type Spec struct {
 	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
 	// false), so that an empty text encodes to no tokens at all.
 	NoBOS bool
+	// Mixture of experts ("mixtral", "qwen3moe"): Experts experts of
+	// ExpertHidden (0: Hidden) per expert layer, ExpertsUsed per token;
+	// RouterScale multiplies the router's weights (0: 1), so that a
+	// token's k-th and (k+1)-th logits are far apart. NormTopK, MLPOnly
+	// and SparseStep are Qwen3-MoE's norm_topk_prob, mlp_only_layers and
+	// decoder_sparse_step (0: 1); the GGUF file's dense layers have no
+	// router.
+	Experts, ExpertsUsed, ExpertHidden int
+	RouterScale                        float64
+	NormTopK                           bool
+	MLPOnly                            []int
+	SparseStep                         int
+}
+
+// moeLayer reports whether layer li of an MoE spec has experts.
+func (s *Spec) moeLayer(li int) bool {
+	if s.Experts == 0 {
+		return false
+	}
+	for _, d := range s.MLPOnly {
+		if d == li {
+			return false
+		}
+	}
+	step := max(1, s.SparseStep)
+	return (li+1)%step == 0
+}
+
+// expertNames are an MoE architecture's Hugging Face names: the router,
+// and the pattern of an expert's gate, up and down matrices.
+func expertNames(arch string) (router string, gate, up, down string) {
+	if arch == "mixtral" {
+		return "block_sparse_moe.gate.weight", "block_sparse_moe.experts.%d.w1.weight", "block_sparse_moe.experts.%d.w3.weight", "block_sparse_moe.experts.%d.w2.weight"
+	}
+	return "mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight", "mlp.experts.%d.down_proj.weight"
 }
 
 func (s *Spec) defaults() {
@@ -80,6 +115,12 @@ func (s *Spec) defaults() {
 	}
 	if s.RopeTheta == 0 {
 		s.RopeTheta = 10000
+	}
+	if s.Experts > 0 && s.ExpertHidden == 0 {
+		s.ExpertHidden = s.Hidden
+	}
+	if s.RouterScale == 0 {
+		s.RouterScale = 1
 	}
 }
 
@@ -133,15 +174,16 @@ func round(v []float32, dtype string) {
 func makeWeights(s Spec) *weights {
 	rng := rand.New(rand.NewPCG(s.Seed, 77))
 	w := &weights{shape: map[string][]int{}, data: map[string][]float32{}}
-	mat := func(name string, rows, cols int) {
+	matScaled := func(name string, rows, cols int, scale float64) {
 		v := make([]float32, rows*cols)
-		std := 1 / math.Sqrt(float64(cols))
+		std := scale / math.Sqrt(float64(cols))
 		for i := range v {
 			v[i] = float32(rng.NormFloat64() * std)
 		}
 		round(v, s.DType)
 		w.add(name, []int{rows, cols}, v)
 	}
+	mat := func(name string, rows, cols int) { matScaled(name, rows, cols, 1) }
 	vec := func(name string, n int, mean, std float64) {
 		v := make([]float32, n)
 		for i := range v {
@@ -172,12 +214,22 @@ func makeWeights(s Spec) *weights {
 			vec(p+"self_attn.k_proj.bias", kvd, 0, 0.3)
 			vec(p+"self_attn.v_proj.bias", kvd, 0, 0.3)
 		}
-		if s.Arch == "qwen3" {
+		if s.Arch == "qwen3" || s.Arch == "qwen3moe" {
 			vec(p+"self_attn.q_norm.weight", s.HeadDim, 1, 0.1)
 			vec(p+"self_attn.k_norm.weight", s.HeadDim, 1, 0.1)
 		}
 		mat(p+"self_attn.o_proj.weight", s.Dim, qd)
 		vec(p+"post_attention_layernorm.weight", s.Dim, 1, 0.1)
+		if s.moeLayer(i) {
+			router, gate, up, down := expertNames(s.Arch)
+			matScaled(p+router, s.Experts, s.Dim, s.RouterScale)
+			for e := 0; e < s.Experts; e++ {
+				mat(p+fmt.Sprintf(gate, e), s.ExpertHidden, s.Dim)
+				mat(p+fmt.Sprintf(up, e), s.ExpertHidden, s.Dim)
+				mat(p+fmt.Sprintf(down, e), s.Dim, s.ExpertHidden)
+			}
+			continue
+		}
 		mat(p+"mlp.gate_proj.weight", s.Hidden, s.Dim)
 		mat(p+"mlp.up_proj.weight", s.Hidden, s.Dim)
 		mat(p+"mlp.down_proj.weight", s.Dim, s.Hidden)
@@ -215,7 +267,7 @@ type HFOptions struct {
 }
 
 var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-	"olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM"}
+	"olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3moe": "Qwen3MoeForCausalLM"}
 
 // WriteHF writes the model as a Hugging Face directory.
 func WriteHF(dir string, s Spec, opts HFOptions) error {
@@ -233,8 +285,18 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 		"rope_theta": s.RopeTheta, "tie_word_embeddings": s.Tied, "torch_dtype": map[string]string{"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[s.DType],
 		"bos_token_id": V - 2, "eos_token_id": V - 1,
 	}
-	if s.Arch == "mistral" && s.SlidingWindow > 0 {
+	if (s.Arch == "mistral" || s.Arch == "mixtral") && s.SlidingWindow > 0 {
 		cfg["sliding_window"] = s.SlidingWindow
+	}
+	switch s.Arch {
+	case "mixtral":
+		cfg["num_local_experts"], cfg["num_experts_per_tok"] = s.Experts, s.ExpertsUsed
+		cfg["intermediate_size"] = s.ExpertHidden
+	case "qwen3moe":
+		cfg["model_type"] = "qwen3_moe"
+		cfg["num_experts"], cfg["num_experts_per_tok"], cfg["moe_intermediate_size"] = s.Experts, s.ExpertsUsed, s.ExpertHidden
+		cfg["norm_topk_prob"], cfg["decoder_sparse_step"] = s.NormTopK, max(1, s.SparseStep)
+		cfg["mlp_only_layers"] = append([]int{}, s.MLPOnly...)
 	}
 	if s.Arch == "qwen2" {
 		cfg["sliding_window"] = 4 // ignored: use_sliding_window is false
@@ -376,12 +438,27 @@ func WriteGGUF(path string, s Spec) error {
 	w := makeWeights(s)
 	g := gguf.NewWriter(3)
 	arch := s.Arch
+	if arch == "mixtral" {
+		arch = "llama" // as llama.cpp's converter writes Mixtral
+	}
 	g.AddString("general.architecture", arch)
 	g.AddString("general.name", "kvq-modeltest")
 	g.AddUint32(arch+".block_count", uint32(s.Layers))
 	g.AddUint32(arch+".context_length", uint32(s.Context))
 	g.AddUint32(arch+".embedding_length", uint32(s.Dim))
-	g.AddUint32(arch+".feed_forward_length", uint32(s.Hidden))
+	if s.Arch == "mixtral" {
+		g.AddUint32(arch+".feed_forward_length", uint32(s.ExpertHidden))
+	} else {
+		g.AddUint32(arch+".feed_forward_length", uint32(s.Hidden))
+	}
+	if s.Experts > 0 {
+		g.AddUint32(arch+".expert_count", uint32(s.Experts))
+		g.AddUint32(arch+".expert_used_count", uint32(s.ExpertsUsed))
+		if s.Arch == "qwen3moe" {
+			g.AddUint32(arch+".expert_feed_forward_length", uint32(s.ExpertHidden))
+			g.AddBool(arch+".expert_weights_norm", s.NormTopK)
+		}
+	}
 	g.AddUint32(arch+".attention.head_count", uint32(s.Heads))
 	g.AddUint32(arch+".attention.head_count_kv", uint32(s.KVHeads))
 	g.AddUint32(arch+".attention.key_length", uint32(s.HeadDim))
@@ -389,7 +466,7 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddUint32(arch+".rope.dimension_count", uint32(s.ropeDim()))
 	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", 1e-5)
 	g.AddFloat32(arch+".rope.freq_base", float32(s.RopeTheta))
-	if arch == "mistral" && s.SlidingWindow > 0 {
+	if (arch == "mistral" || s.Arch == "mixtral") && s.SlidingWindow > 0 {
 		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
 	}
 	if arch == "phi3" {
@@ -426,7 +503,7 @@ func WriteGGUF(path string, s Spec) error {
 	if !ok {
 		return fmt.Errorf("modeltest: GGUF dtype %q (F32, F16, BF16 or Q8_0)", s.DType)
 	}
-	permute := arch == "llama" || arch == "mistral"
+	permute := arch == "llama" || arch == "mistral" // and Mixtral, written as llama
 	for _, name := range w.names {
 		v, shape := w.data[name], w.shape[name]
 		var gname string
@@ -449,6 +526,18 @@ func WriteGGUF(path string, s Spec) error {
 				gn = ggufName[rest]
 			}
 			gname = fmt.Sprintf("blk.%d.%s", layer, gn)
+			if s.Experts > 0 {
+				stacked, gn, skip := stackExperts(w, s, layer, rest)
+				if skip {
+					continue
+				}
+				if gn != "" {
+					v, gname = stacked, fmt.Sprintf("blk.%d.%s", layer, gn)
+				}
+				if gn != "" && gn != "ffn_gate_inp.weight" {
+					shape = []int{s.Experts, shape[0], shape[1]}
+				}
+			}
 			if permute && rest == "self_attn.q_proj.weight" {
 				v = permuteQK(v, s.Heads, s.HeadDim, s.Dim)
 			}
@@ -466,10 +555,11 @@ func WriteGGUF(path string, s Spec) error {
 		}
 		var data []byte
 		if t == gguf.Q80 {
-			if shape[1]%tensor.Q80BlockSize != 0 {
-				return fmt.Errorf("modeltest: %s: %d columns is not a multiple of %d for Q8_0", name, shape[1], tensor.Q80BlockSize)
+			cols := shape[len(shape)-1]
+			if cols%tensor.Q80BlockSize != 0 {
+				return fmt.Errorf("modeltest: %s: %d columns is not a multiple of %d for Q8_0", name, cols, tensor.Q80BlockSize)
 			}
-			data = WeightFromF32(gname, tensor.Q80, shape[0], shape[1], v).Raw
+			data = WeightFromF32(gname, tensor.Q80, len(v)/cols, cols, v).Raw
 		} else {
 			data = encode(v, map[gguf.Type]string{gguf.F32: "F32", gguf.F16: "F16", gguf.BF16: "BF16"}[t])
 		}
@@ -547,4 +637,31 @@ func WriteLlama2C(modelPath, tokPath string, s Spec) error {
 		addTok(-float32(i), fmt.Sprintf("%s%d", pieces[i%len(pieces)], i))
 	}
 	return os.WriteFile(tokPath, tb, 0o644)
+}
+
+// stackExperts maps an MoE layer's Hugging Face tensor rest (after the
+// layer prefix) to GGUF: the router to ffn_gate_inp (gn set, v its
+// values); expert 0's gate, up or down matrix to the experts' stacked
+// ffn_{gate,up,down}_exps tensor (v every expert's values in turn); the
+// other experts' matrices are skipped (in the stack already).
+func stackExperts(w *weights, s Spec, layer int, rest string) (v []float32, gn string, skip bool) {
+	router, gate, up, down := expertNames(s.Arch)
+	p := fmt.Sprintf("model.layers.%d.", layer)
+	if rest == router {
+		return w.data[p+rest], "ffn_gate_inp.weight", false
+	}
+	for _, k := range []struct{ pat, gguf string }{{gate, "ffn_gate_exps.weight"}, {up, "ffn_up_exps.weight"}, {down, "ffn_down_exps.weight"}} {
+		var e int
+		if _, err := fmt.Sscanf(rest, k.pat, &e); err != nil || fmt.Sprintf(k.pat, e) != rest {
+			continue
+		}
+		if e != 0 {
+			return nil, "", true
+		}
+		for e := 0; e < s.Experts; e++ {
+			v = append(v, w.data[p+fmt.Sprintf(k.pat, e)]...)
+		}
+		return v, k.gguf, false
+	}
+	return nil, "", false
 }

@@ -119,3 +119,7 @@ func (s *VerdictServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ReadHeaderTimeout bounds a verdict request's headers.
 const ReadHeaderTimeout = 10 * time.Second
+
+// NewVerdictServerReport is the report a VerdictServer serves before its
+// first Update.
+func NewVerdictServerReport() *Report { return NewVerdictServer().rep }

@@ -105,6 +105,9 @@ type ProbeOptions struct {
 	TopLogprobs int
 	// Refusal overrides the suites' refusal detector.
 	Refusal *eval.RefusalDetector
+	// Concurrency bounds the items in flight (default 4): a slow server
+	// slows the probe rather than queueing more of its requests.
+	Concurrency int
 }
 
 // probe runs the probe set against the two deployments.
@@ -136,6 +139,9 @@ func newProbe(opts ProbeOptions, base, cand *openai.Client) (*probe, error) {
 	}
 	if opts.TopLogprobs == 0 {
 		opts.TopLogprobs = 5
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
 	}
 	p := &probe{opts: opts, base: base, cand: cand, results: map[*eval.Task]taskResult{}}
 	for si := range opts.Suites {
@@ -194,11 +200,18 @@ func (p *probe) run(ctx context.Context) {
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	slots := make(chan struct{}, p.opts.Concurrency)
 	for i := 0; ; i++ {
 		t := p.tasks[i%len(p.tasks)]
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			p.one(ctx, t)
 		}()
 		select {

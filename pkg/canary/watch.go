@@ -44,6 +44,9 @@ type Options struct {
 	Baseline, Candidate Endpoint
 	// Duration bounds the watch; 0 watches until ctx ends.
 	Duration time.Duration
+	// StopEarly ends the watch at the first window whose verdict is
+	// promote or rollback.
+	StopEarly bool
 	// Window is the time between two scrapes, over which the deltas are
 	// taken (default 30 s).
 	Window time.Duration
@@ -253,7 +256,8 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 			acted = a.OK
 			rep.Actions = append(append([]Action{}, rep.Actions...), a)
 		}
-		done := opts.Duration > 0 && now.Sub(start) >= opts.Duration-opts.Window/10
+		done := opts.Duration > 0 && now.Sub(start) >= opts.Duration-opts.Window/10 ||
+			opts.StopEarly && len(errs) == 0 && rep.Result.Verdict != Hold
 		if done {
 			rep.Kind = "final"
 		}

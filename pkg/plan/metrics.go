@@ -158,7 +158,7 @@ var (
 	// namesDone count finished requests by their finished_reason label
 	// (stop, length, abort, error).
 	namesDone = []string{"vllm:request_success_total", "kvq:request_success_total"}
-	namesReqs  = []string{"vllm:request_success_total", "kvq:request_success_total", "sglang:num_requests_total"}
+	namesReqs = []string{"vllm:request_success_total", "kvq:request_success_total", "sglang:num_requests_total"}
 )
 
 // Snapshot is one scrape reduced to what the plan reads. Gauges are summed

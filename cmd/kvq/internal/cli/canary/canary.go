@@ -32,6 +32,7 @@ type Options struct {
 	CandidateModel string
 	APIKey         string
 	Duration       time.Duration
+	StopEarly      bool
 	Window         time.Duration
 	PolicyFile     string
 	Gates          []string
@@ -105,6 +106,7 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl.StringVar(&o.CandidateModel, "candidate-model", "", "model id the probe sends to the candidate")
 	fl.StringVar(&o.APIKey, "api-key", "", "the servers' API key, sent as a bearer token (default: $"+APIKeyEnv+", better: other users see flags in ps; never printed)")
 	fl.DurationVar(&o.Duration, "duration", duration, "how long to watch; 0 watches until interrupted")
+	fl.BoolVar(&o.StopEarly, "stop-early", false, "end at the first window whose verdict is promote or rollback (a CI job's watch)")
 	fl.DurationVar(&o.Window, "window", 30*time.Second, "time between scrapes: the window each comparison covers")
 	fl.StringVar(&o.PolicyFile, "policy", "", "gates and evidence as YAML or JSON (gates: [{metric, max}], min_windows, min_samples, min_requests, fail_windows, alpha, latency_floor)")
 	fl.StringArrayVar(&o.Gates, "gate", nil, "METRIC=MAX: a gate, replacing the policy's gate of that metric (repeatable)")
@@ -227,7 +229,7 @@ func (o *Options) watchOptions() canary.Options {
 	opts := canary.Options{
 		Baseline:  canary.Endpoint{URL: o.Baseline, APIKey: o.APIKey, Model: o.BaselineModel},
 		Candidate: canary.Endpoint{URL: o.Candidate, APIKey: o.APIKey, Model: o.CandidateModel},
-		Duration:  o.Duration, Window: o.Window, Policy: o.policy,
+		Duration:  o.Duration, StopEarly: o.StopEarly, Window: o.Window, Policy: o.policy,
 		HTTP: &http.Client{Timeout: 60 * time.Second},
 	}
 	if o.suites != nil {

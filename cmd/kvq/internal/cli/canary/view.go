@@ -92,7 +92,7 @@ func block(r *canary.Report) []string {
 	}
 	out := []string{summary}
 	out = append(out,
-		fmt.Sprintf("  %-15s %-26s %-26s %s", "", "baseline ("+engine(r.Baseline.Engine)+")", "candidate ("+engine(r.Candidate.Engine)+")", "cand/base"),
+		fmt.Sprintf("  %-15s %-26s %-26s %s", "", "baseline ("+engineName(r.Baseline.Engine)+")", "candidate ("+engineName(r.Candidate.Engine)+")", "cand/base"),
 		fmt.Sprintf("  %-15s %-26s %-26s", "requests", count(b.Requests), count(c.Requests)),
 		fmt.Sprintf("  %-15s %-26s %-26s", "errors", pct(b.ErrorRate), pct(c.ErrorRate)),
 		fmt.Sprintf("  %-15s %-26s %-26s", "aborts", pct(b.AbortRate), pct(c.AbortRate)),
@@ -136,7 +136,7 @@ func block(r *canary.Report) []string {
 	return out
 }
 
-func engine(e string) string {
+func engineName(e string) string {
 	if e == "" {
 		return "?"
 	}

@@ -58,7 +58,7 @@ type Options struct {
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "canary",
-		Short: "Judge a live canary: baseline vs candidate metrics and a quality probe → promote, hold or rollback",
+		Short: "Judge a live canary (metrics and a quality probe): promote, hold or rollback",
 		Long: `kvq canary watches a baseline and a candidate deployment of one model side by
 side (OpenAI-compatible servers with Prometheus /metrics: vLLM, SGLang,
 llama-server, kvq serve) and says whether to promote the candidate, hold, or
@@ -121,6 +121,8 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl.IntVar(&o.TopLogprobs, "top-logprobs", 5, "alternatives asked per generated token for the KLD (0: none)")
 	fl.BoolVar(&o.Act, "act", false, "on rollback, set the candidate kvq serve's --route share of --route-cache to 0% (POST /admin/route with --api-key)")
 	fl.StringVar(&o.RouteCache, "route-cache", "", "with --act: the candidate cache of the kvq serve --route")
+	cmd.MarkFlagRequired("baseline")
+	cmd.MarkFlagRequired("candidate")
 }
 
 // Validate checks the flags and reads the policy and the tasks.
@@ -249,7 +251,7 @@ func newWatchCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "watch --baseline URL --candidate URL",
-		Short: "Watch a canary for --duration and exit with its verdict (0 promote, 3 rollback, 4 hold)",
+		Short: "Watch a canary; exit with its verdict (0 promote, 3 rollback, 4 hold)",
 		Long: `kvq canary watch judges a canary for --duration (0: until interrupted) and
 exits with the verdict, so that a CI job or an Argo Rollouts Job-based
 analysis can run it. A live view rewrites its lines each window on a
@@ -261,9 +263,10 @@ object per window and a final one (kind "final").
 Exit codes: 0 promote, 3 rollback, 4 hold (a bounded watch without enough
 evidence), 1 runtime failure (a server that cannot be scraped at the
 start), 2 usage error (bad flag, policy or tasks file), 130 interrupted.`,
-		Example: `  kvq canary watch --baseline http://vllm-fp16:8000 --candidate http://vllm-fp8:8000 --duration 30m   # your deployments
-  kvq canary watch --baseline http://a:8000 --candidate http://b:8000 --policy canary.yaml --output json   # your own
-  kvq canary watch --baseline http://a:8000 --candidate http://kvq:8000 --act --route-cache int4 --duration 0   # your own`,
+		Example: `  kvq canary watch --baseline http://vllm-a:8000 --candidate http://vllm-b:8000   # your own
+  kvq canary watch --baseline http://a:8000 --candidate http://b:8000 -o json   # your own
+  kvq canary watch --baseline http://a:8000 --candidate http://kvq:8000 --act \
+    --route-cache int4 --duration 0   # your own servers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(cmd); err != nil {

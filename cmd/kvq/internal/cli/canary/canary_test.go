@@ -144,13 +144,13 @@ func TestValidate(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"watch", "--candidate", "http://b"}, "--baseline and --candidate"},
+		{[]string{"watch", "--candidate", "http://b"}, "baseline"},
 		{[]string{"watch", "--baseline", "a:1", "--candidate", "http://b"}, "http://"},
 		{[]string{"watch", "--baseline", "http://a", "--candidate", "http://b", "--act"}, "--route-cache"},
 		{[]string{"watch", "--baseline", "http://a", "--candidate", "http://b", "--gate", "nope=1"}, "nope"},
 		{[]string{"watch", "--baseline", "http://a", "--candidate", "http://b", "--policy", "/nonexistent/p.yaml"}, "p.yaml"},
 		{[]string{"watch", "--baseline", "http://a", "--candidate", "http://b", "--duration", "1s", "--window", "5s"}, "shorter than one --window"},
-		{[]string{"serve-verdict", "--baseline", "http://a", "--candidate", "http://b"}, "--listen"},
+		{[]string{"serve-verdict", "--baseline", "http://a", "--candidate", "http://b"}, "listen"},
 	} {
 		cmd := NewCmd(&cmdutil.Factory{IO: &cmdutil.IOStreams{Out: io.Discard, ErrOut: io.Discard}})
 		cmd.SetArgs(c.args)

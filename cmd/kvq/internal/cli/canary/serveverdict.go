@@ -17,7 +17,7 @@ func newServeVerdictCmd(f *cmdutil.Factory, runF func(context.Context, *Options)
 	o := &Options{IO: f.IO, Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "serve-verdict --listen ADDR --baseline URL --candidate URL",
-		Short: "Watch a canary and serve its verdict over HTTP (Argo Rollouts web provider, Flagger webhooks)",
+		Short: "Watch a canary and serve its verdict over HTTP (Argo Rollouts, Flagger)",
 		Long: `kvq canary serve-verdict runs kvq canary watch's judgement (continuously by
 default) and serves the latest window's verdict:
 
@@ -37,7 +37,8 @@ the final verdict is served until the command is interrupted.
 
 Exit codes: 0 stopped (SIGTERM or Ctrl-C), 1 runtime failure (the address is
 taken, a server cannot be scraped at the start), 2 usage error.`,
-		Example: `  kvq canary serve-verdict --listen :9090 --baseline http://vllm-fp16:8000 --candidate http://vllm-fp8:8000   # your deployments`,
+		Example: `  kvq canary serve-verdict --listen :9090 --baseline http://vllm-a:8000 \
+    --candidate http://vllm-b:8000   # your own servers`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Listen == "" {
@@ -54,6 +55,7 @@ taken, a server cannot be scraped at the start), 2 usage error.`,
 	}
 	addFlags(cmd, o, 0)
 	cmd.Flags().StringVar(&o.Listen, "listen", "", "address to serve the verdict on, HOST:PORT (port 0: a free one, printed)")
+	cmd.MarkFlagRequired("listen")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -27,6 +28,9 @@ type Endpoint struct {
 	APIKey string
 	// Model is the model id the probe sends (empty: the server's default).
 	Model string
+	// Cache, when set, keeps only the series labelled cache="Cache": one
+	// cache of a kvq serve that serves both sides of the canary.
+	Cache string
 }
 
 // Act configures the switch a rollback pulls: kvq serve's admin route on
@@ -168,7 +172,7 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 			if u == "" {
 				u = plan.MetricsURL(e.URL)
 			}
-			s, err := plan.ScrapeOnce(ctx, opts.HTTP, u, e.APIKey)
+			s, err := scrapeOne(ctx, opts.HTTP, u, e.APIKey, e.Cache)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", [2]string{"baseline", "candidate"}[i], err))
 			}
@@ -269,6 +273,42 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 			return rep, nil
 		}
 	}
+}
+
+// scrapeOne reads url once, keeping only the series of cache when set.
+func scrapeOne(ctx context.Context, client *http.Client, url, apiKey, cache string) (plan.Snapshot, error) {
+	if cache == "" {
+		return plan.ScrapeOnce(ctx, client, url, apiKey)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return plan.Snapshot{}, err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return plan.Snapshot{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return plan.Snapshot{}, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
+	}
+	series, err := plan.ParseMetrics(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return plan.Snapshot{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	kept := series[:0]
+	for _, x := range series {
+		if x.Labels["cache"] == cache {
+			kept = append(kept, x)
+		}
+	}
+	if len(kept) == 0 {
+		return plan.Snapshot{}, fmt.Errorf("scrape %s: no series labelled cache=%q", url, cache)
+	}
+	return plan.Reduce(kept, time.Now()), nil
 }
 
 // ratios are the candidate's latency quantiles over the baseline's.

@@ -30,6 +30,8 @@ type Options struct {
 	Candidate      string
 	BaselineModel  string
 	CandidateModel string
+	BaselineCache  string
+	CandidateCache string
 	APIKey         string
 	Duration       time.Duration
 	StopEarly      bool
@@ -104,6 +106,8 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl.StringVar(&o.Candidate, "candidate", "", "the candidate server's base URL")
 	fl.StringVar(&o.BaselineModel, "baseline-model", "", "model id the probe sends to the baseline (default: the server's default)")
 	fl.StringVar(&o.CandidateModel, "candidate-model", "", "model id the probe sends to the candidate")
+	fl.StringVar(&o.BaselineCache, "baseline-cache", "", "read only the baseline's metrics labelled cache=NAME (both sides on one kvq serve)")
+	fl.StringVar(&o.CandidateCache, "candidate-cache", "", "read only the candidate's metrics labelled cache=NAME")
 	fl.StringVar(&o.APIKey, "api-key", "", "the servers' API key, sent as a bearer token (default: $"+APIKeyEnv+", better: other users see flags in ps; never printed)")
 	fl.DurationVar(&o.Duration, "duration", duration, "how long to watch; 0 watches until interrupted")
 	fl.BoolVar(&o.StopEarly, "stop-early", false, "end at the first window whose verdict is promote or rollback (a CI job's watch)")
@@ -229,8 +233,8 @@ func (o *Options) readTasks(ctx context.Context) error {
 // watchOptions are the library's options.
 func (o *Options) watchOptions() canary.Options {
 	opts := canary.Options{
-		Baseline:  canary.Endpoint{URL: o.Baseline, APIKey: o.APIKey, Model: o.BaselineModel},
-		Candidate: canary.Endpoint{URL: o.Candidate, APIKey: o.APIKey, Model: o.CandidateModel},
+		Baseline:  canary.Endpoint{URL: o.Baseline, APIKey: o.APIKey, Model: o.BaselineModel, Cache: o.BaselineCache},
+		Candidate: canary.Endpoint{URL: o.Candidate, APIKey: o.APIKey, Model: o.CandidateModel, Cache: o.CandidateCache},
 		Duration:  o.Duration, StopEarly: o.StopEarly, Window: o.Window, Policy: o.policy,
 		HTTP: &http.Client{Timeout: 60 * time.Second},
 	}

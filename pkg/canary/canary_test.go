@@ -314,6 +314,16 @@ func TestVerdictServer(t *testing.T) {
 		if code, _ := get("/flagger"); code != c.flagger {
 			t.Errorf("%s: /flagger %d, want %d", c.verdict, code, c.flagger)
 		}
+		// Flagger POSTs its webhooks with the canary's name and phase.
+		resp, err := http.Post(s.URL+"/flagger", "application/json",
+			strings.NewReader(`{"name":"llm","namespace":"prod","phase":"Progressing","checksum":"85d557f47b","metadata":{"k":"v"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.flagger {
+			t.Errorf("%s: POST /flagger %d, want %d", c.verdict, resp.StatusCode, c.flagger)
+		}
 		if code, _ := get("/flagger/promote"); code != c.promote {
 			t.Errorf("%s: /flagger/promote %d, want %d", c.verdict, code, c.promote)
 		}

@@ -14,7 +14,7 @@ import (
 //	GET /verdict           the report as JSON (Argo Rollouts' web metric
 //	                       provider: jsonPath "{$.result.verdict}",
 //	                       successCondition result == "promote")
-//	GET /flagger           200 unless the verdict is rollback, then 503
+//	GET or POST /flagger   200 unless the verdict is rollback, then 503
 //	                       (a Flagger rollout webhook: a non-2xx answer is
 //	                       a failed check)
 //	GET /flagger/promote   200 only on promote, else 503 (a Flagger
@@ -54,8 +54,10 @@ func (s *VerdictServer) Update(rep *Report) {
 
 // ServeHTTP answers the endpoints above.
 func (s *VerdictServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+	// Flagger POSTs its webhooks (the payload names the canary; the
+	// verdict does not depend on it); the others GET.
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}

@@ -158,13 +158,13 @@ func (j *judge) gate(g Gate, ev evidence) GateResult {
 		return r
 	}
 	pr := ev.probe
-	if pr.Items < p.MinSamples || pr.Items == 0 {
-		r.Status, r.Message = StatusPending, fmt.Sprintf("%d probe items of the %d a judgement needs", pr.Items, max(1, p.MinSamples))
-		return r
-	}
+	enough := pr.Items >= p.MinSamples && pr.Items > 0
+	waiting := fmt.Sprintf("%d probe items of the %d a judgement needs", pr.Items, max(1, p.MinSamples))
 	r.Status = StatusPass
 	switch g.Metric {
 	case GateFlips:
+		// Significant flips fail the gate at once; a pass waits for
+		// MinSamples items.
 		r.Value, r.Baseline, r.Candidate = float64(pr.Regressed), float64(pr.BaselinePass), float64(pr.CandidatePass)
 		pv := pr.McNemarP
 		r.PValue = &pv
@@ -173,12 +173,24 @@ func (j *judge) gate(g Gate, ev evidence) GateResult {
 			if names := flipNames(pr.Flips, 3); names != "" {
 				msg += ": " + names
 			}
-			if !g.Significant || pv < p.Alpha && pr.Regressed > pr.Improved {
-				r.Status, r.Message = StatusFail, msg
-			} else {
+			switch {
+			case g.Significant && !(pv < p.Alpha && pr.Regressed > pr.Improved):
 				r.Message = msg + ", not significant"
+			case g.Significant || enough:
+				r.Status, r.Message = StatusFail, msg
+				return r
 			}
 		}
+		if !enough {
+			r.Status, r.Message = StatusPending, waiting
+		}
+		return r
+	}
+	if !enough {
+		r.Status, r.Message = StatusPending, waiting
+		return r
+	}
+	switch g.Metric {
 	case GateExactDrift:
 		r.Value = pr.ExactDrift
 		if r.Value > g.Max {

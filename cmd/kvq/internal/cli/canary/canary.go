@@ -43,6 +43,7 @@ type Options struct {
 	MinRequests    int
 	FailWindows    int
 	Alpha          float64
+	LatencyFloor   time.Duration
 	ProbeRPM       float64
 	ProbeN         int
 	Tasks          string
@@ -119,6 +120,7 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl.IntVar(&o.MinRequests, "min-requests", 0, "requests or latency observations per side a rate or latency gate needs (default 10)")
 	fl.IntVar(&o.FailWindows, "fail-windows", 0, "failing windows in a row that fail a latency gate (default 2)")
 	fl.Float64Var(&o.Alpha, "alpha", 0, "significance level of the rate and flips tests (default 0.05)")
+	fl.DurationVar(&o.LatencyFloor, "latency-floor", 0, "a latency gate fails only this far above the baseline's quantile (default 50ms)")
 	fl.Float64Var(&o.ProbeRPM, "probe-rpm", 60, "quality probe items per minute, each one request to each server; 0: no probe")
 	fl.IntVar(&o.ProbeN, "probe-n", 8, "built-in probe set: examples per generator (5 × N tasks)")
 	fl.StringVar(&o.Tasks, "tasks", "builtin", "probe tasks: builtin, or tasks files (.jsonl, comma-separated) as kvq eval --tasks reads them")
@@ -184,6 +186,12 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	}
 	if fl.Changed("alpha") {
 		o.policy.Alpha = o.Alpha
+	}
+	if fl.Changed("latency-floor") {
+		if o.LatencyFloor <= 0 {
+			return cmdutil.FlagErrorf("--latency-floor %v: must be positive", o.LatencyFloor)
+		}
+		o.policy.LatencyFloor = canary.Duration(o.LatencyFloor)
 	}
 	if err := o.policy.Check(); err != nil {
 		return cmdutil.FlagErrorf("%w", err)

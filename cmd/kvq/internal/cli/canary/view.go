@@ -117,7 +117,7 @@ func block(r *canary.Report) []string {
 	}
 	for _, g := range r.Gates {
 		mark := map[string]string{canary.StatusPass: "ok  ", canary.StatusFail: "FAIL", canary.StatusPending: "wait", canary.StatusNA: "n/a "}[g.Status]
-		line := fmt.Sprintf("  %s %-28s", mark, g.Gate.String())
+		line := fmt.Sprintf("  %s %-37s", mark, g.Gate.String())
 		if !math.IsNaN(g.Value) {
 			line += fmt.Sprintf(" %.4g", g.Value)
 		}

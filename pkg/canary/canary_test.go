@@ -123,12 +123,15 @@ func fastPolicy() canary.Policy {
 	return p
 }
 
+// watch judges base against cand in 50 ms windows until the first
+// promote or rollback (the doubles advance per scrape, so the windows, not
+// the clock, decide).
 func watch(t *testing.T, base, cand string, probe *canary.ProbeOptions, act *canary.Act) (*canary.Report, []*canary.Report) {
 	t.Helper()
 	var reps []*canary.Report
 	rep, err := canary.Watch(context.Background(), canary.Options{
 		Baseline: canary.Endpoint{URL: base}, Candidate: canary.Endpoint{URL: cand},
-		Duration: 200 * time.Millisecond, Window: 50 * time.Millisecond, Policy: fastPolicy(), Probe: probe, Act: act,
+		Duration: 10 * time.Second, StopEarly: true, Window: 50 * time.Millisecond, Policy: fastPolicy(), Probe: probe, Act: act,
 	}, func(r *canary.Report) { reps = append(reps, r) })
 	if err != nil {
 		t.Fatal(err)

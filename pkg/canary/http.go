@@ -21,14 +21,17 @@ import (
 //	                       confirm-promotion webhook)
 //	GET /metrics           kvq_canary_verdict{verdict} (1 on the current
 //	                       one), kvq_canary_actions_total,
+//	                       kvq_canary_action_failures_total,
 //	                       kvq_canary_windows_total, kvq_canary_gate_failed{metric}
 //	GET /healthz           200
 //
 // It is safe for concurrent use; Update replaces the report.
 type VerdictServer struct {
-	mu      sync.Mutex
-	rep     *Report
-	actions int
+	mu       sync.Mutex
+	rep      *Report
+	actions  int // switches pulled
+	failures int // switch attempts that failed
+	seen     map[time.Time]bool
 }
 
 // NewVerdictServer returns a server whose verdict is hold until the first
@@ -43,13 +46,20 @@ func (s *VerdictServer) Update(rep *Report) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rep = rep
-	n := 0
+	if s.seen == nil {
+		s.seen = map[time.Time]bool{}
+	}
 	for _, a := range rep.Actions {
+		if s.seen[a.Time] {
+			continue
+		}
+		s.seen[a.Time] = true
 		if a.OK {
-			n++
+			s.actions++
+		} else {
+			s.failures++
 		}
 	}
-	s.actions = n
 }
 
 // ServeHTTP answers the endpoints above.
@@ -62,7 +72,7 @@ func (s *VerdictServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	rep, actions := s.rep, s.actions
+	rep, actions, failures := s.rep, s.actions, s.failures
 	b, err := json.Marshal(rep)
 	s.mu.Unlock()
 	if err != nil {
@@ -100,6 +110,9 @@ func (s *VerdictServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "# HELP kvq_canary_actions_total Switches pulled (kvq serve admin route set to 0% on a rollback).")
 		fmt.Fprintln(w, "# TYPE kvq_canary_actions_total counter")
 		fmt.Fprintf(w, "kvq_canary_actions_total %d\n", actions)
+		fmt.Fprintln(w, "# HELP kvq_canary_action_failures_total Switch attempts that failed (retried each window).")
+		fmt.Fprintln(w, "# TYPE kvq_canary_action_failures_total counter")
+		fmt.Fprintf(w, "kvq_canary_action_failures_total %d\n", failures)
 		fmt.Fprintln(w, "# HELP kvq_canary_windows_total Windows judged.")
 		fmt.Fprintln(w, "# TYPE kvq_canary_windows_total counter")
 		fmt.Fprintf(w, "kvq_canary_windows_total %d\n", rep.Window)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/kvqlabs/kvq/pkg/plan"
 )
 
 // Verdicts.
@@ -62,6 +64,10 @@ type judge struct {
 // evidence is what one judgement reads.
 type evidence struct {
 	window, total EngineWindowPair
+	// history are the scrapes so far, oldest first, the last one the
+	// window's end: a latency quantile is judged over the shortest recent
+	// span with enough observations.
+	history [][2]plan.Snapshot
 	// present says which latency histograms both engines export.
 	present map[string]bool
 	probe   *ProbeStats
@@ -263,10 +269,14 @@ func binomialUpper(n, k int, p float64) float64 {
 	return math.Min(1, s)
 }
 
-// latencyGate judges a quantile ratio: each window with enough
-// observations on both sides passes or fails; FailWindows failing windows
-// in a row fail the gate, and it passes once the whole run's ratio passes
-// and the last window did not fail.
+// latencyGate judges a quantile ratio. A quantile q needs, on each side,
+// MinRequests observations and MinRequests/2 above it (MinRequests/2 /
+// (1 − q) in all: 10 for a p50, 100 for a p95, 500 for a p99 by
+// default), so that one slow request is not a p95. At each window's end
+// the gate is judged over the shortest recent span of windows that holds
+// them (pending when even the whole watch does not); FailWindows failing
+// judgements in a row fail the gate, and it passes once the whole watch's
+// ratio passes and the last judgement did not fail.
 func (j *judge) latencyGate(g Gate, family string, pct int, ev evidence) GateResult {
 	p := j.policy
 	r := GateResult{Gate: g, Value: math.NaN(), Baseline: math.NaN(), Candidate: math.NaN()}
@@ -283,11 +293,12 @@ func (j *judge) latencyGate(g Gate, family string, pct int, ev evidence) GateRes
 		}
 		return w.E2E
 	}
+	need := math.Max(float64(p.MinRequests), math.Ceil(float64(p.MinRequests)/2/(1-float64(pct)/100)))
 	floor := time.Duration(p.LatencyFloor).Seconds()
 	judgeOne := func(pair EngineWindowPair) (status string, b, c float64) {
 		bq, cq := pick(pair.Baseline), pick(pair.Candidate)
 		b, c = bq.at(pct), cq.at(pct)
-		if bq.Count < float64(p.MinRequests) || cq.Count < float64(p.MinRequests) || math.IsNaN(b) || math.IsNaN(c) {
+		if bq.Count < need || cq.Count < need || math.IsNaN(b) || math.IsNaN(c) {
 			return StatusPending, b, c
 		}
 		if c > g.Max*b && c-b >= floor {
@@ -295,7 +306,17 @@ func (j *judge) latencyGate(g Gate, family string, pct int, ev evidence) GateRes
 		}
 		return StatusPass, b, c
 	}
-	ws, wb, wc := judgeOne(ev.window)
+	// The shortest recent span with enough observations.
+	ws, wb, wc := StatusPending, math.NaN(), math.NaN()
+	if n := len(ev.history); n >= 2 {
+		cur := ev.history[n-1]
+		for i := n - 2; i >= 0; i-- {
+			span := EngineWindowPair{Baseline: Between(ev.history[i][0], cur[0]), Candidate: Between(ev.history[i][1], cur[1])}
+			if ws, wb, wc = judgeOne(span); ws != StatusPending {
+				break
+			}
+		}
+	}
 	ts, tb, tc := judgeOne(ev.total)
 	if ws != StatusPending {
 		j.history[g.Metric] = append(j.history[g.Metric], ws)
@@ -310,13 +331,13 @@ func (j *judge) latencyGate(g Gate, family string, pct int, ev evidence) GateRes
 	h := j.history[g.Metric]
 	label := fmt.Sprintf("p%d %s", pct, strings.ToUpper(family))
 	switch {
-	case len(h) >= p.FailWindows && allFail(h[len(h)-p.FailWindows:]):
+	case ws != StatusPending && len(h) >= p.FailWindows && allFail(h[len(h)-p.FailWindows:]):
 		r.Status = StatusFail
 		r.Message = fmt.Sprintf("%s %.3g s against the baseline's %.3g s (%.2f×, > %g×) in %d windows in a row", label, r.Candidate, r.Baseline, r.Value, g.Max, p.FailWindows)
 	case ts == StatusPass && ws != StatusFail:
 		r.Status = StatusPass
 	case ts == StatusPending:
-		r.Status, r.Message = StatusPending, fmt.Sprintf("fewer than %d %s observations on a side", p.MinRequests, strings.ToUpper(family))
+		r.Status, r.Message = StatusPending, fmt.Sprintf("fewer than %g %s observations on a side for a p%d", need, strings.ToUpper(family), pct)
 	default:
 		r.Status, r.Message = StatusPending, fmt.Sprintf("%s %.2f× the baseline's (> %g×), not yet in %d windows in a row", label, r.Value, g.Max, p.FailWindows)
 	}

@@ -14,6 +14,12 @@ import (
 	"github.com/kvqlabs/kvq/pkg/plan"
 )
 
+// maxHistory bounds the scrapes a watch keeps for its latency spans.
+const maxHistory = 1000
+
+// maxActions bounds the switch attempts a report lists.
+const maxActions = 20
+
 // Schema names the report's JSON format (JSONSchema describes it).
 const Schema = "kvq.canary/v1"
 
@@ -211,6 +217,7 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 	}
 	j := &judge{policy: opts.Policy, history: map[string][]string{}}
 	prev := first
+	history := [][2]plan.Snapshot{first}
 	last := &Report{Schema: Schema, Kind: "window", Start: start, End: start, Result: Result{Verdict: Hold, Reasons: []string{"no window yet"}},
 		Baseline: EndpointInfo{URL: opts.Baseline.URL, Engine: first[0].Engine}, Candidate: EndpointInfo{URL: opts.Candidate.URL, Engine: first[1].Engine},
 		Actions: []Action{}, Errors: []string{}, Gates: []GateResult{}}
@@ -240,7 +247,10 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 			rep.Total = EngineWindowPair{Baseline: Between(first[0], cur[0]), Candidate: Between(first[1], cur[1])}
 			rep.Baseline.Engine, rep.Candidate.Engine = cur[0].Engine, cur[1].Engine
 			rep.Ratios = ratios(rep.Interval)
-			ev := evidence{window: rep.Interval, total: rep.Total, windows: w, present: map[string]bool{
+			if history = append(history, cur); len(history) > maxHistory {
+				history = history[len(history)-maxHistory:]
+			}
+			ev := evidence{window: rep.Interval, total: rep.Total, windows: w, history: history, present: map[string]bool{
 				"ttft": cur[0].TTFT != nil && cur[1].TTFT != nil,
 				"itl":  cur[0].ITL != nil && cur[1].ITL != nil,
 				"e2e":  cur[0].E2E != nil && cur[1].E2E != nil,
@@ -258,7 +268,12 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 		if rep.Result.Verdict == Rollback && opts.Act != nil && !acted {
 			a := SetRoute(ctx, opts.HTTP, opts.Candidate.URL, opts.Act.APIKey, opts.Act.RouteCache, 0)
 			acted = a.OK
+			// A failing switch is retried each window; the report keeps
+			// the last maxActions attempts.
 			rep.Actions = append(append([]Action{}, rep.Actions...), a)
+			if len(rep.Actions) > maxActions {
+				rep.Actions = rep.Actions[len(rep.Actions)-maxActions:]
+			}
 		}
 		done := opts.Duration > 0 && now.Sub(start) >= opts.Duration-opts.Window/10 ||
 			opts.StopEarly && len(errs) == 0 && rep.Result.Verdict != Hold

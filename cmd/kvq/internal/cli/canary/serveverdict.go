@@ -39,7 +39,7 @@ Exit codes: 0 stopped (SIGTERM or Ctrl-C), 1 runtime failure (the address is
 taken, a server cannot be scraped at the start), 2 usage error.`,
 		Example: `  kvq canary serve-verdict --listen :9090 --baseline http://vllm-a:8000 \
     --candidate http://vllm-b:8000   # your own servers`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Listen == "" {
 				return cmdutil.FlagErrorf("--listen ADDR is required (e.g. :9090)")

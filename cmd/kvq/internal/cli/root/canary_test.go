@@ -39,9 +39,9 @@ func TestCanaryExitCodes(t *testing.T) {
 		code int
 		out  string
 	}{
-		{"hold", engine(0), []string{"--duration", "200ms", "--min-windows", "3"}, 4, "HOLD"},
-		{"rollback", engine(2), []string{"--duration", "200ms"}, 3, "FAIL error-rate"},
-		{"promote", engine(0), []string{"--duration", "200ms", "--min-windows", "2"}, 0, "PROMOTE"},
+		{"hold", engine(0), []string{"--duration", "300ms", "--min-windows", "50"}, 4, "HOLD"},
+		{"rollback", engine(2), []string{"--duration", "300ms"}, 3, "FAIL error-rate"},
+		{"promote", engine(0), []string{"--duration", "1s", "--min-windows", "2"}, 0, "PROMOTE"},
 	} {
 		args := append([]string{"canary", "watch", "--baseline", base, "--candidate", c.cand, "--window", "100ms", "--probe-rpm", "0"}, c.args...)
 		code, out, stderr := run(t, args...)

@@ -8,6 +8,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,5 +358,44 @@ func TestParsePolicy(t *testing.T) {
 	}
 	if _, err := canary.ParseGate("ttft-p95=x"); err == nil {
 		t.Error("ParseGate(ttft-p95=x) did not fail")
+	}
+}
+
+// TestDocsWiring: the Argo Rollouts templates in docs/canary.md read a
+// JSON path that /verdict's answer holds (a verdict string), and the
+// Flagger webhooks call the endpoints the verdict server answers.
+func TestDocsWiring(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "canary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := canary.NewVerdictServer()
+	vs.Update(&canary.Report{Schema: canary.Schema, Kind: "window", Window: 1, Result: canary.Result{Verdict: canary.Rollback, Reasons: []string{}}})
+	rec := httptest.NewRecorder()
+	vs.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/verdict", nil))
+	var body any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	paths := regexp.MustCompile(`jsonPath: "\{\$\.([a-z_.]+)\}"`).FindAllStringSubmatch(string(doc), -1)
+	if len(paths) < 2 {
+		t.Fatalf("docs/canary.md has %d Argo jsonPaths, want the two templates'", len(paths))
+	}
+	for _, m := range paths {
+		v := body
+		for _, k := range strings.Split(m[1], ".") {
+			obj, _ := v.(map[string]any)
+			v = obj[k]
+		}
+		if v != canary.Rollback {
+			t.Errorf("jsonPath {$.%s} reads %v from /verdict, want the verdict %q", m[1], v, canary.Rollback)
+		}
+	}
+	for _, m := range regexp.MustCompile(`url: http://[^/\s]+(/\S+)`).FindAllStringSubmatch(string(doc), -1) {
+		rec := httptest.NewRecorder()
+		vs.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, m[1], strings.NewReader(`{"name":"llm","namespace":"llm","phase":"Progressing"}`)))
+		if rec.Code == http.StatusNotFound || rec.Code == http.StatusMethodNotAllowed {
+			t.Errorf("docs/canary.md calls %s: HTTP %d", m[1], rec.Code)
+		}
 	}
 }

@@ -34,11 +34,14 @@ func (v *view) window(r *canary.Report) {
 	}
 	lines := block(r)
 	if v.tty {
+		// Back to the block's first line, clear to the end of the screen
+		// (the new block may be shorter), and print it again.
 		if v.lines > 0 {
 			fmt.Fprintf(v.out, "\x1b[%dA", v.lines)
 		}
+		fmt.Fprint(v.out, "\x1b[J")
 		for _, l := range lines {
-			fmt.Fprintf(v.out, "\x1b[2K%s\n", l)
+			fmt.Fprintln(v.out, l)
 		}
 		v.lines = len(lines)
 		return

@@ -103,7 +103,8 @@ type ProbeOptions struct {
 	// TopLogprobs asks each generated token's alternatives for the KLD
 	// (default 5; < 0 asks none).
 	TopLogprobs int
-	// Refusal overrides the suites' refusal detector.
+	// Refusal detects refusals for the refusal metrics of suites without
+	// a detector of their own (nil: eval's default phrases, by prefix).
 	Refusal *eval.RefusalDetector
 	// Concurrency bounds the items in flight (default 4): a slow server
 	// slows the probe rather than queueing more of its requests.
@@ -284,6 +285,9 @@ func (p *probe) generate(ctx context.Context, d int, c *openai.Client, t *eval.T
 			if k > 0 {
 				req.Logprobs, req.TopLogprobs = true, k
 			}
+			if len(t.Tools) > 0 {
+				req.Extra = map[string]any{"tools": t.Tools}
+			}
 			return c.Chat(ctx, req, nil)
 		}
 		req := openai.CompletionRequest{Prompt: t.Prompt, MaxTokens: maxTokens, Temperature: openai.Ptr(0.0), NoStream: true}
@@ -379,8 +383,10 @@ func (p *probe) stats() (ProbeStats, error) {
 		if !ok {
 			continue
 		}
+		// As kvq eval scores: a suite's own detector (the built-in
+		// safety suite's) over the options'.
 		so := eval.ScoreOptions{Refusal: p.opts.Refusal, Schema: u.task.Schema}
-		if u.suite.Refusal != nil && p.opts.Refusal == nil {
+		if u.suite.Refusal != nil {
 			so.Refusal = u.suite.Refusal
 		}
 		var good [2]bool

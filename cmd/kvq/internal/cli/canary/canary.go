@@ -48,13 +48,16 @@ type Options struct {
 	ProbeN         int
 	Tasks          string
 	TopLogprobs    int
+	RefusalFile    string
+	RefusalMode    string
 	Output         string
 	Act            bool
 	RouteCache     string
 	Listen         string
 
-	policy canary.Policy
-	suites []eval.Suite
+	policy  canary.Policy
+	suites  []eval.Suite
+	refusal *eval.RefusalDetector
 }
 
 // NewCmd returns kvq canary with its two subcommands.
@@ -124,6 +127,8 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl.Float64Var(&o.ProbeRPM, "probe-rpm", 60, "quality probe items per minute, each one request to each server; 0: no probe")
 	fl.IntVar(&o.ProbeN, "probe-n", 8, "built-in probe set: examples per generator (5 × N tasks)")
 	fl.StringVar(&o.Tasks, "tasks", "builtin", "probe tasks: builtin, or tasks files (.jsonl, comma-separated) as kvq eval --tasks reads them")
+	fl.StringVar(&o.RefusalFile, "refusal-phrases", "", "refusal phrases for --tasks' refusal metrics, one per line (default: XSTest's and AdvBench's lists)")
+	fl.StringVar(&o.RefusalMode, "refusal-mode", "prefix", "refusal detection: prefix (the output starts with a phrase) or contains (anywhere)")
 	fl.IntVar(&o.TopLogprobs, "top-logprobs", 5, "alternatives asked per generated token for the KLD (0: none)")
 	fl.BoolVar(&o.Act, "act", false, "on rollback, set the candidate kvq serve's --route share of --route-cache to 0% (POST /admin/route with --api-key)")
 	fl.StringVar(&o.RouteCache, "route-cache", "", "with --act: the candidate cache of the kvq serve --route")
@@ -196,6 +201,9 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	if err := o.policy.Check(); err != nil {
 		return cmdutil.FlagErrorf("%w", err)
 	}
+	if err := o.readRefusal(); err != nil {
+		return err
+	}
 	return o.readTasks(cmd.Context())
 }
 
@@ -208,6 +216,27 @@ func replaceGate(gs []canary.Gate, g canary.Gate) []canary.Gate {
 		}
 	}
 	return append(out, g)
+}
+
+// readRefusal builds the refusal detector, as kvq eval does.
+func (o *Options) readRefusal() error {
+	mode, err := eval.ParseRefusalMode(o.RefusalMode)
+	if err != nil {
+		return cmdutil.FlagErrorf("--refusal-mode: %w", err)
+	}
+	o.refusal = &eval.RefusalDetector{Mode: mode, Phrases: eval.DefaultRefusalPhrases()}
+	if o.RefusalFile == "" {
+		return nil
+	}
+	f, err := os.Open(o.RefusalFile)
+	if err != nil {
+		return cmdutil.FlagErrorf("--refusal-phrases: %w", err)
+	}
+	defer f.Close()
+	if o.refusal.Phrases, err = eval.LoadRefusalPhrases(f); err != nil {
+		return cmdutil.FlagErrorf("--refusal-phrases %s: %w", o.RefusalFile, err)
+	}
+	return nil
 }
 
 // readTasks draws the built-in probe set or reads the tasks files.
@@ -251,7 +280,7 @@ func (o *Options) watchOptions() canary.Options {
 		if k == 0 {
 			k = -1
 		}
-		opts.Probe = &canary.ProbeOptions{Suites: o.suites, RPM: o.ProbeRPM, TopLogprobs: k}
+		opts.Probe = &canary.ProbeOptions{Suites: o.suites, RPM: o.ProbeRPM, TopLogprobs: k, Refusal: o.refusal}
 	}
 	if o.Act {
 		opts.Act = &canary.Act{RouteCache: o.RouteCache, APIKey: o.APIKey}

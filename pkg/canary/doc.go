@@ -18,13 +18,13 @@
 // hold otherwise.
 //
 // canary does not route traffic: it is the judge a gateway, Argo Rollouts
-// or Flagger consults (Handler serves the verdict for their web metric
-// provider and webhooks). The one switch it may pull is kvq serve's admin
+// or Flagger consults (VerdictServer serves the verdict for their web
+// metric provider and webhooks). The one switch it may pull is kvq serve's admin
 // route (SetRoute), when asked to act on a rollback.
 //
 // Watch takes a context and prints nothing; its callers render the
-// windows. A Watch is one goroutine plus the probe's; Handler is safe for
-// concurrent use.
+// windows. A Watch is one goroutine plus the probe's; VerdictServer is
+// safe for concurrent use.
 package canary
 
 import (

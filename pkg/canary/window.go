@@ -3,7 +3,6 @@ package canary
 import (
 	"encoding/json"
 	"math"
-	"time"
 
 	"github.com/kvqlabs/kvq/pkg/plan"
 )
@@ -150,6 +149,3 @@ func Between(a, b plan.Snapshot) EngineWindow {
 	}
 	return w
 }
-
-// span is a window's interval.
-type span struct{ start, end time.Time }

@@ -153,7 +153,12 @@ var (
 	namesOut   = []string{"vllm:generation_tokens_total", "sglang:generation_tokens_total", "kvq:generation_tokens_total", "llamacpp:tokens_predicted_total"}
 	namesLenIn = []string{"vllm:request_prompt_tokens"}
 	namesTTFT  = []string{"vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds", "kvq:time_to_first_token_seconds"}
-	namesReqs  = []string{"vllm:request_success_total", "kvq:request_success_total", "sglang:num_requests_total"}
+	namesITL   = []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds", "kvq:inter_token_latency_seconds"}
+	namesE2E   = []string{"vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "kvq:e2e_request_latency_seconds"}
+	// namesDone count finished requests by their finished_reason label
+	// (stop, length, abort, error).
+	namesDone = []string{"vllm:request_success_total", "kvq:request_success_total"}
+	namesReqs = []string{"vllm:request_success_total", "kvq:request_success_total", "sglang:num_requests_total"}
 )
 
 // Snapshot is one scrape reduced to what the plan reads. Gauges are summed
@@ -170,6 +175,12 @@ type Snapshot struct {
 	PromptTokens, GenTokens float64 // counters
 	Requests                float64 // finished requests counter
 	PromptLen, TTFT         *Histogram
+	// ITL (inter-token latency, or vLLM V0's and SGLang's time per output
+	// token) and E2E (request latency) are nil when absent.
+	ITL, E2E *Histogram
+	// Finished counts finished requests by finished_reason (vLLM's and
+	// kvq serve's request_success_total); nil when absent.
+	Finished map[string]float64
 }
 
 // Histogram is a cumulative Prometheus histogram: Counts[i] observations
@@ -184,8 +195,8 @@ func (h *Histogram) Sub(o *Histogram) *Histogram {
 	if h == nil {
 		return nil
 	}
-	if o == nil || !slices.Equal(h.Bounds, o.Bounds) {
-		return h
+	if o == nil || !slices.Equal(h.Bounds, o.Bounds) || h.Count < o.Count {
+		return h // no earlier scrape, other buckets, or a counter reset
 	}
 	d := &Histogram{Bounds: h.Bounds, Sum: h.Sum - o.Sum, Count: h.Count - o.Count}
 	for i := range h.Counts {
@@ -194,27 +205,53 @@ func (h *Histogram) Sub(o *Histogram) *Histogram {
 	return d
 }
 
-// Quantile estimates the q-quantile (0..1) by linear interpolation within
-// buckets, as Prometheus' histogram_quantile does; NaN without data.
+// Quantile estimates the q-quantile (0..1) exactly as Prometheus'
+// histogram_quantile does (promql/quantile.go, classic buckets): the
+// observations are the +Inf bucket's count; the rank q·n falls in the
+// first bucket whose cumulative count reaches it, and the value is
+// interpolated linearly between that bucket's lower and upper bounds (the
+// lower bound of the first bucket is 0, unless its upper bound is ≤ 0,
+// which is then returned); a rank in the +Inf bucket returns the highest
+// finite bound. Counts that decrease (a scrape racing an observation) are
+// raised to be monotonic first. NaN without data or without a +Inf
+// bucket; -Inf for q < 0 and +Inf for q > 1.
 func (h *Histogram) Quantile(q float64) float64 {
-	if h == nil || h.Count <= 0 || len(h.Bounds) == 0 {
+	if h == nil || len(h.Bounds) == 0 || len(h.Counts) != len(h.Bounds) || math.IsNaN(q) {
 		return math.NaN()
 	}
-	rank := q * h.Count
-	prevB, prevC := 0.0, 0.0
-	for i, b := range h.Bounds {
-		if h.Counts[i] >= rank {
-			if math.IsInf(b, 1) {
-				return prevB // the highest finite bound, as Prometheus
-			}
-			if h.Counts[i] == prevC {
-				return b
-			}
-			return prevB + (b-prevB)*(rank-prevC)/(h.Counts[i]-prevC)
-		}
-		prevB, prevC = b, h.Counts[i]
+	switch {
+	case q < 0:
+		return math.Inf(-1)
+	case q > 1:
+		return math.Inf(1)
 	}
-	return prevB
+	last := len(h.Bounds) - 1
+	if !math.IsInf(h.Bounds[last], 1) || len(h.Bounds) < 2 {
+		return math.NaN()
+	}
+	counts := slices.Clone(h.Counts)
+	for i := 1; i < len(counts); i++ {
+		counts[i] = math.Max(counts[i], counts[i-1])
+	}
+	n := counts[last]
+	if n <= 0 {
+		return math.NaN()
+	}
+	rank := q * n
+	b := sort.SearchFloat64s(counts, rank)
+	if b >= last {
+		return h.Bounds[last-1]
+	}
+	if b == 0 && h.Bounds[0] <= 0 {
+		return h.Bounds[0]
+	}
+	start, end, count := 0.0, h.Bounds[b], counts[b]
+	if b > 0 {
+		start = h.Bounds[b-1]
+		count -= counts[b-1]
+		rank -= counts[b-1]
+	}
+	return start + (end-start)*(rank/count)
 }
 
 // Mean is Sum/Count (NaN without data).
@@ -269,6 +306,9 @@ func Reduce(series []Series, at time.Time) Snapshot {
 	}
 	s.PromptLen = histogram(series, namesLenIn)
 	s.TTFT = histogram(series, namesTTFT)
+	s.ITL = histogram(series, namesITL)
+	s.E2E = histogram(series, namesE2E)
+	s.Finished = byReason(series, namesDone)
 	return s
 }
 
@@ -304,6 +344,27 @@ func histogram(series []Series, names []string) *Histogram {
 			h.Counts = append(h.Counts, byLE[b])
 		}
 		return &h
+	}
+	return nil
+}
+
+// byReason sums the first family of names found by its finished_reason
+// label; nil when none is found.
+func byReason(series []Series, names []string) map[string]float64 {
+	for _, n := range names {
+		var out map[string]float64
+		for _, x := range series {
+			if x.Name != n {
+				continue
+			}
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[x.Labels["finished_reason"]] += x.Value
+		}
+		if out != nil {
+			return out
+		}
 	}
 	return nil
 }
@@ -350,29 +411,47 @@ func Scrape(ctx context.Context, url string, opts ScrapeOptions) ([]Snapshot, er
 			case <-tick.C:
 			}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		snap, err := ScrapeOnce(ctx, opts.Client, url, opts.APIKey)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrMetrics, err)
+			return out, err
 		}
-		if opts.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+opts.APIKey)
-		}
-		resp, err := opts.Client.Do(req)
-		if err != nil {
-			return out, fmt.Errorf("%w: scrape %s: %w", ErrMetrics, url, err)
-		}
-		series, err := ParseMetrics(io.LimitReader(resp.Body, 64<<20))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return out, fmt.Errorf("%w: scrape %s: HTTP %d", ErrMetrics, url, resp.StatusCode)
-		}
-		if err != nil {
-			return out, fmt.Errorf("scrape %s: %w", url, err)
-		}
-		out = append(out, Reduce(series, time.Now()))
+		out = append(out, snap)
 		if opts.Progress != nil {
 			opts.Progress(i+1, n)
 		}
 	}
 	return out, nil
+}
+
+// MetricsURL is base's /metrics: base itself when it already ends so.
+func MetricsURL(base string) string {
+	if strings.HasSuffix(strings.TrimRight(base, "/"), "/metrics") {
+		return base
+	}
+	return strings.TrimRight(base, "/") + "/metrics"
+}
+
+// ScrapeOnce reads url (a /metrics URL) once with client, sending apiKey
+// as a bearer token when set.
+func ScrapeOnce(ctx context.Context, client *http.Client, url, apiKey string) (Snapshot, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrMetrics, err)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: scrape %s: %w", ErrMetrics, url, err)
+	}
+	series, err := ParseMetrics(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Snapshot{}, fmt.Errorf("%w: scrape %s: HTTP %d", ErrMetrics, url, resp.StatusCode)
+	}
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	return Reduce(series, time.Now()), nil
 }

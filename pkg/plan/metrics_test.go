@@ -170,3 +170,44 @@ func TestAnalyzeKVQServe(t *testing.T) {
 		t.Errorf("idle kvq serve: %+v", idle)
 	}
 }
+
+// TestHistogramQuantilePrometheus pins Quantile to Prometheus'
+// histogram_quantile on hand-computed cases: interpolation within the
+// bucket, a rank in the +Inf bucket, a first bucket with a bound ≤ 0,
+// counts that decrease, no +Inf bucket, and q outside [0, 1]. The total
+// is the +Inf bucket's count, not _count.
+func TestHistogramQuantilePrometheus(t *testing.T) {
+	inf := math.Inf(1)
+	h := &Histogram{Bounds: []float64{0.1, 0.5, 1, inf}, Counts: []float64{2, 6, 8, 10}, Count: 99}
+	neg := &Histogram{Bounds: []float64{-1, 0, 1, inf}, Counts: []float64{5, 6, 8, 10}, Count: 10}
+	dip := &Histogram{Bounds: []float64{0.1, 0.5, 1, inf}, Counts: []float64{2, 1, 8, 10}, Count: 10}
+	for _, c := range []struct {
+		name string
+		h    *Histogram
+		q    float64
+		want float64
+	}{
+		{"first bucket from 0", h, 0.1, 0.05}, // rank 1 of 2 in (0, 0.1]
+		{"second bucket", h, 0.5, 0.4},        // 0.1 + 0.4·(5−2)/(6−2)
+		{"upper bound reached", h, 0.8, 1},    // rank 8 = the (0.5, 1] bucket's count
+		{"+Inf bucket", h, 0.9, 1},            // rank 9 > 8: the highest finite bound
+		{"q = 1", h, 1, 1},                    // the same
+		{"q = 0", h, 0, 0},                    // rank 0 in the first bucket
+		{"bound ≤ 0", neg, 0.2, -1},           // the first bucket's bound, not interpolated
+		{"monotonic", dip, 0.5, 0.75},         // counts read as 2 2 8 10: 0.5 + 0.5·3/6
+		{"q < 0", h, -0.1, math.Inf(-1)},      //
+		{"q > 1", h, 1.1, inf},                //
+		{"no +Inf bucket", &Histogram{Bounds: []float64{1, 2}, Counts: []float64{1, 2}, Count: 2}, 0.5, math.NaN()},
+		{"no observations", &Histogram{Bounds: []float64{1, inf}, Counts: []float64{0, 0}}, 0.5, math.NaN()},
+	} {
+		got := c.h.Quantile(c.q)
+		if !(got == c.want || math.IsNaN(got) && math.IsNaN(c.want) || math.Abs(got-c.want) < 1e-12) {
+			t.Errorf("%s: Quantile(%g) = %g, want %g", c.name, c.q, got, c.want)
+		}
+	}
+	// A delta across a counter reset is the later scrape itself.
+	later := &Histogram{Bounds: h.Bounds, Counts: []float64{1, 1, 1, 1}, Count: 1}
+	if d := later.Sub(h); d != later {
+		t.Errorf("Sub across a reset = %+v, want the later histogram", d)
+	}
+}

@@ -18,8 +18,9 @@
 //   - a run time of -slow or more ("about 2 minutes", "~45 s", "1m43s"):
 //     not run unless -slow 0.
 //
-// kvq serve and --endpoint examples start or need servers and are not run;
-// "$ cat FILE" in a session writes the lines after it to FILE. Usage:
+// kvq serve, kvq canary and --endpoint examples start or need servers and
+// are not run; "$ cat FILE" in a session writes the lines after it to
+// FILE. Usage:
 //
 //	go run ./scripts/readmecheck [-kvq bin/kvq] [-readme README.md] [-docs docs] [-help=true] [-shared ../shared] [-slow 30s]
 //

@@ -77,7 +77,7 @@ func Classify(s Step, slow time.Duration) Kind {
 		return Other
 	case yourOwn.MatchString(s.Comment):
 		return YourOwn
-	case len(w) > 1 && w[1] == "serve", contains(w, "--endpoint"):
+	case len(w) > 1 && (w[1] == "serve" || w[1] == "canary"), contains(w, "--endpoint"):
 		return Server
 	case slow > 0 && StatedDuration(s.Comment) >= slow:
 		return Slow

@@ -59,6 +59,11 @@ func TestParseDoc(t *testing.T) {
 			t.Errorf("Classify(%q) = %v, want %v", steps[i].Cmd, got, k)
 		}
 	}
+	for _, cmd := range []string{"kvq serve --cache fp16 &", "kvq canary watch --baseline http://a --candidate http://b", "kvq eval --endpoint fp16=http://a"} {
+		if got := Classify(Step{Cmd: cmd}, 30*time.Second); got != Server {
+			t.Errorf("Classify(%q) = %v, want %v", cmd, got, Server)
+		}
+	}
 	if got := Inputs(steps[1].Cmd); !reflect.DeepEqual(got, []string{"./Llama", "wiki.raw"}) {
 		t.Errorf("Inputs = %q", got)
 	}

@@ -25,6 +25,7 @@ const (
 	ExitError     = 1 // runtime failure
 	ExitUsage     = 2 // bad flags or arguments; a missing, unreadable, malformed or truncated input file
 	ExitGate      = 3 // a check ran and failed: a kvq eval gate, a kvq calibrate audit error
+	ExitHold      = 4 // kvq canary: a bounded watch ended without enough evidence for a verdict
 	ExitCancelled = 130
 )
 
@@ -71,6 +72,12 @@ type GateError struct {
 }
 
 func (e *GateError) Error() string { return fmt.Sprintf("%d %s failed", e.Failed, e.What) }
+
+// HoldError reports a kvq canary watch that ended on hold (not enough
+// evidence to promote or roll back): exit code 4.
+type HoldError struct{ Reason string }
+
+func (e *HoldError) Error() string { return "verdict hold: " + e.Reason }
 
 // DefaultColumns is the width help and fitted tables wrap to when standard
 // output is not a terminal.

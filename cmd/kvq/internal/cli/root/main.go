@@ -37,6 +37,9 @@ func Run(ctx context.Context, f *cmdutil.Factory, args []string) int {
 	case errors.As(err, new(*cmdutil.GateError)):
 		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)
 		return cmdutil.ExitGate
+	case errors.As(err, new(*cmdutil.HoldError)):
+		fmt.Fprintf(f.IO.ErrOut, "kvq: %v\n", err)
+		return cmdutil.ExitHold
 	case cmdutil.IsFlagError(err):
 		// The hint names the command that refused the flag or argument.
 		path := "kvq"

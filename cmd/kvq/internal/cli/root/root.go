@@ -7,6 +7,7 @@ import (
 
 	benchcmd "github.com/kvqlabs/kvq/cmd/kvq/internal/cli/bench"
 	calibratecmd "github.com/kvqlabs/kvq/cmd/kvq/internal/cli/calibrate"
+	canarycmd "github.com/kvqlabs/kvq/cmd/kvq/internal/cli/canary"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/estimate"
 	evalcmd "github.com/kvqlabs/kvq/cmd/kvq/internal/cli/eval"
@@ -59,6 +60,7 @@ checkpoints) with several caches side by side. Every command that takes
 		plancmd.NewCmd(f, nil),
 		benchcmd.NewCmd(f, nil),
 		servecmd.NewCmd(f, nil),
+		canarycmd.NewCmd(f),
 		version.NewCmd(f),
 	)
 	cmd.InitDefaultHelpCmd()

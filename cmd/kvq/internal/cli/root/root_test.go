@@ -69,6 +69,11 @@ func TestExitCodes(t *testing.T) {
 		{"plan bad engine", []string{"plan", "--engine", "tgi"}, 2, "--engine"},
 		{"plan missing trace", []string{"plan", "--trace", "/nonexistent/t.jsonl"}, 2, "/nonexistent/t.jsonl"},
 		{"plan bad gpu", []string{"plan", "--gpu", "h1000"}, 2, "--gpu"},
+		{"canary without baseline", []string{"canary", "watch", "--candidate", "http://b"}, 2, "baseline"},
+		{"canary bad gate", []string{"canary", "watch", "--baseline", "http://a", "--candidate", "http://b", "--gate", "ttft=2"}, 2, "ttft"},
+		{"canary missing policy", []string{"canary", "watch", "--baseline", "http://a", "--candidate", "http://b", "--policy", "/nonexistent/p.yaml"}, 2, "/nonexistent/p.yaml"},
+		{"canary missing tasks", []string{"canary", "watch", "--baseline", "http://a", "--candidate", "http://b", "--tasks", "/nonexistent/t.jsonl"}, 2, "/nonexistent/t.jsonl"},
+		{"canary unreachable", []string{"canary", "watch", "--baseline", "http://127.0.0.1:1", "--candidate", "http://127.0.0.1:1"}, 1, "scrape"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(t, tc.args...)

@@ -1,0 +1,43 @@
+package canary
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
+	"github.com/kvqlabs/kvq/pkg/canary"
+)
+
+// TestView: a terminal gets the block rewritten in place each window;
+// other output one line per window and the last block at the end.
+func TestView(t *testing.T) {
+	reps := []*canary.Report{
+		{Window: 1, End: time.Unix(0, 0), Result: canary.Result{Verdict: canary.Hold, Reasons: []string{"1 of the 3 windows a promote needs"}}},
+		{Window: 2, End: time.Unix(10, 0), Result: canary.Result{Verdict: canary.Rollback, Reasons: []string{"flips: 7 items regressed"}},
+			Gates: []canary.GateResult{{Gate: canary.Gate{Metric: canary.GateFlips}, Status: canary.StatusFail, Value: 7, Message: "7 items regressed"}}},
+	}
+	var tty bytes.Buffer
+	v := newView(&cmdutil.IOStreams{Out: &tty, OutTTY: true}, false)
+	for _, r := range reps {
+		v.window(r)
+	}
+	v.final(reps[1])
+	first := len(block(reps[0]))
+	if out := tty.String(); !strings.Contains(out, "\x1b["+strconv.Itoa(first)+"A\x1b[J") || strings.Count(out, "window ") != 2 {
+		t.Errorf("terminal output does not rewrite the %d-line block:\n%q", first, out)
+	}
+	var plain bytes.Buffer
+	v = newView(&cmdutil.IOStreams{Out: &plain}, false)
+	for _, r := range reps {
+		v.window(r)
+	}
+	v.final(reps[1])
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if !strings.HasPrefix(lines[0], "window 1 ") || !strings.HasPrefix(lines[1], "window 2 ") || strings.Contains(plain.String(), "\x1b") ||
+		!strings.Contains(lines[len(lines)-1], "FAIL flips") {
+		t.Errorf("plain output:\n%s", plain.String())
+	}
+}

@@ -33,6 +33,14 @@ type Family struct {
 	// Block runs layer li over the step's tokens: s.X holds the residual
 	// stream on entry and on return.
 	Block func(s *Step, li int) error
+	// Optional hooks. Needs refuses a backend that lacks ops the block
+	// uses beyond backend.Backend (NewRunner calls it). Embedded runs on
+	// the embedding rows (s.X) before the first layer (Gemma's scale by
+	// √hidden). Logits transforms each row of logits on the host before
+	// it is handed out (Gemma 2's final softcapping).
+	Needs    func(be backend.Backend) error
+	Embedded func(s *Step)
+	Logits   func(c *Config, logits []float32)
 }
 
 // Arch is one checkpoint architecture of a family.
@@ -52,6 +60,9 @@ type Arch struct {
 	// HFRequired are optional tensors of the family (by LayerTensor.HF)
 	// that this architecture's Hugging Face checkpoints must have.
 	HFRequired []string
+	// NormPlusOne: the Hugging Face checkpoints store RMSNorm weights as w
+	// in x·(1+w) (Gemma); the loader adds 1 (GGUF files hold w+1).
+	NormPlusOne bool
 }
 
 // LayerTensor names one per-layer tensor of a family and where it goes in
@@ -85,11 +96,13 @@ type LayerGeometry struct {
 	Window int
 	// Scale multiplies q·k before the softmax.
 	Scale float32
+	// Softcap > 0 caps the scaled scores: Softcap·tanh(s/Softcap).
+	Softcap float32
 }
 
 // families is the registry of the model layer, in the order the loaders'
 // messages list them.
-var families = []*Family{&llamaFamily}
+var families = []*Family{&llamaFamily, &gemmaFamily}
 
 // lookupArch returns the family and architecture whose match is true.
 func lookupArch(match func(a *Arch) bool) (*Family, *Arch) {
@@ -146,6 +159,7 @@ type Step struct {
 // LayerWeights are one layer's weights on the backend (nil when absent).
 type LayerWeights struct {
 	AttnNorm, FFNNorm              backend.Tensor
+	PostAttnNorm, PostFFNNorm      backend.Tensor // Gemma's norms after attention and MLP
 	Bq, Bk, Bv, QNorm, KNorm       backend.Tensor
 	Wq, Wk, Wv, Wo, Gate, Up, Down backend.Matrix
 }
@@ -193,7 +207,7 @@ func (s *Step) Attention(li int, dst, q, k, v backend.Tensor) error {
 		}
 		be.WriteKV(gr.cache.Storage(), li, kk, v, gr.plan)
 	}
-	a := backend.AttnParams{Heads: g.Heads, Scale: g.Scale, Window: g.Window}
+	a := backend.AttnParams{Heads: g.Heads, Scale: g.Scale, Window: g.Window, Softcap: g.Softcap}
 	for _, gr := range s.groups {
 		be.Attention(dst, q, k, v, gr.cache.Storage(), li, gr.plan, a)
 	}

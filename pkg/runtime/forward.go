@@ -152,6 +152,11 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.Needs != nil {
+		if err := f.Needs(be); err != nil {
+			return nil, err
+		}
+	}
 	w, err := upload(m, be)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
@@ -206,7 +211,7 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		w.layers = append(w.layers, LayerWeights{
-			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm),
+			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm), PostAttnNorm: vec(l.PostAttnNorm), PostFFNNorm: vec(l.PostFFNNorm),
 			Bq: vec(l.Bq), Bk: vec(l.Bk), Bv: vec(l.Bv), QNorm: vec(l.QNorm), KNorm: vec(l.KNorm),
 			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
 		})
@@ -466,6 +471,9 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 		clear(b.groups)
 		clear(b.entries)
 	}()
+	if r.family.Embedded != nil {
+		r.family.Embedded(s)
+	}
 	for li := range r.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
@@ -581,6 +589,9 @@ func (r *Runner) logits(ctx context.Context, be backend.Backend, batch []Entry, 
 		}
 		for j := 0; j < n; j++ {
 			w := wants[c0+j]
+			if r.family.Logits != nil {
+				r.family.Logits(c, host[j*c.Vocab:(j+1)*c.Vocab])
+			}
 			if err := fn(w.e, w.i, host[j*c.Vocab:(j+1)*c.Vocab]); err != nil {
 				return err
 			}

@@ -89,6 +89,9 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 			errs = append(errs, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, st))
 		}
 	}
+	if fam == &gemmaFamily {
+		gemmaGGUF(&c, func(key string) bool { _, ok := gf.Get(arch + "." + key); return ok }, fOpt)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

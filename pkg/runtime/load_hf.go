@@ -184,6 +184,11 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 			c.SlidingWindow = *hc.SlidingWindow
 		}
 	}
+	if fam == &gemmaFamily {
+		if err := gemmaHF(&c, cfgPath); err != nil {
+			return nil, err
+		}
+	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
 	files, err := openShards(dir)
 	if err != nil {
@@ -209,6 +214,9 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	}
 	for _, f := range files {
 		m.closers = append(m.closers, f.mm)
+	}
+	if a.NormPlusOne {
+		m.addOneToNorms()
 	}
 	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)

@@ -50,6 +50,27 @@ type Config struct {
 	SlidingWindow int
 	// TiedEmbeddings: the output head is the token embedding.
 	TiedEmbeddings bool
+
+	// The Gemma families' settings (family_gemma.go); zero elsewhere.
+	// AttnSoftcap > 0 caps attention scores and FinalSoftcap > 0 the
+	// logits, at c·tanh(x/c). QueryScalar > 0 makes the attention scale
+	// 1/√QueryScalar (query_pre_attn_scalar; 0: 1/√HeadDim).
+	AttnSoftcap, FinalSoftcap float32
+	QueryScalar               float64
+	// SlidingLayers, when set, are the layers SlidingWindow applies to
+	// (nil: every layer, as Mistral's). RopeLocalTheta > 0 is their RoPE
+	// base, unscaled (Gemma 3's rope_local_base_freq); Scaling then
+	// applies to the other layers only.
+	SlidingLayers  []bool
+	RopeLocalTheta float64
+}
+
+// Sliding reports whether layer li attends over a sliding window.
+func (c *Config) Sliding(li int) bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	return c.SlidingLayers == nil || li < len(c.SlidingLayers) && c.SlidingLayers[li]
 }
 
 // Validate checks the config's internal consistency.
@@ -95,6 +116,8 @@ type Layer struct {
 	FFNNorm    []float32
 	Gate, Up   *tensor.Weight // w1, w3
 	Down       *tensor.Weight // w2
+	// Gemma's RMSNorms of the attention's and the MLP's outputs.
+	PostAttnNorm, PostFFNNorm []float32
 }
 
 // Model is a loaded checkpoint.

@@ -13,7 +13,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/gguf"
@@ -39,7 +41,19 @@ type Spec struct {
 	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
 	// false), so that an empty text encodes to no tokens at all.
 	NoBOS bool
+	// Gemma ("gemma2", "gemma3"): the softcaps (gemma2; 0: 50 and 30, as
+	// the released models), the linear RoPE scaling of the global layers
+	// and the RoPE base of the sliding ones (gemma3; 0: none and 10000).
+	// SlidingWindow is the window of the sliding layers (0: 4096 for
+	// gemma2, 1024 for gemma3); Gemma 2 slides its even layers, Gemma 3
+	// five layers in six. The output head is always tied.
+	AttnSoftcap, FinalSoftcap float64
+	RopeScaling               float64
+	RopeLocalTheta            float64
 }
+
+// gemma reports whether the spec is of the Gemma families.
+func (s *Spec) gemma() bool { return s.Arch == "gemma2" || s.Arch == "gemma3" }
 
 func (s *Spec) defaults() {
 	if s.Arch == "" {
@@ -71,6 +85,21 @@ func (s *Spec) defaults() {
 	}
 	if s.RopeTheta == 0 {
 		s.RopeTheta = 10000
+	}
+	if s.gemma() {
+		s.Tied = true
+		if s.SlidingWindow == 0 {
+			s.SlidingWindow = map[string]int{"gemma2": 4096, "gemma3": 1024}[s.Arch]
+		}
+		if s.Arch == "gemma2" && s.AttnSoftcap == 0 {
+			s.AttnSoftcap = 50
+		}
+		if s.Arch == "gemma2" && s.FinalSoftcap == 0 {
+			s.FinalSoftcap = 30
+		}
+		if s.Arch == "gemma3" && s.RopeLocalTheta == 0 {
+			s.RopeLocalTheta = 10000
+		}
 	}
 }
 
@@ -144,6 +173,29 @@ func makeWeights(s Spec) *weights {
 	V := Vocab()
 	qd, kvd := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	mat("model.embed_tokens.weight", V, s.Dim)
+	if s.gemma() {
+		// Gemma's norms are stored as w in x·(1+w).
+		for i := 0; i < s.Layers; i++ {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			vec(p+"input_layernorm.weight", s.Dim, 0, 0.1)
+			mat(p+"self_attn.q_proj.weight", qd, s.Dim)
+			mat(p+"self_attn.k_proj.weight", kvd, s.Dim)
+			mat(p+"self_attn.v_proj.weight", kvd, s.Dim)
+			if s.Arch == "gemma3" {
+				vec(p+"self_attn.q_norm.weight", s.HeadDim, 0, 0.1)
+				vec(p+"self_attn.k_norm.weight", s.HeadDim, 0, 0.1)
+			}
+			mat(p+"self_attn.o_proj.weight", s.Dim, qd)
+			vec(p+"post_attention_layernorm.weight", s.Dim, 0, 0.1)
+			vec(p+"pre_feedforward_layernorm.weight", s.Dim, 0, 0.1)
+			mat(p+"mlp.gate_proj.weight", s.Hidden, s.Dim)
+			mat(p+"mlp.up_proj.weight", s.Hidden, s.Dim)
+			mat(p+"mlp.down_proj.weight", s.Dim, s.Hidden)
+			vec(p+"post_feedforward_layernorm.weight", s.Dim, 0, 0.1)
+		}
+		vec("model.norm.weight", s.Dim, 0, 0.1)
+		return w
+	}
 	for i := 0; i < s.Layers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		vec(p+"input_layernorm.weight", s.Dim, 1, 0.1)
@@ -197,7 +249,8 @@ type HFOptions struct {
 	Shards int // >1 writes model-0000k-of-0000n.safetensors and an index
 }
 
-var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+	"gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 
 // WriteHF writes the model as a Hugging Face directory.
 func WriteHF(dir string, s Spec, opts HFOptions) error {
@@ -221,6 +274,25 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 	if s.Arch == "qwen2" {
 		cfg["sliding_window"] = 4 // ignored: use_sliding_window is false
 		cfg["use_sliding_window"] = false
+	}
+	if s.gemma() {
+		cfg["rms_norm_eps"] = 1e-6
+		cfg["hidden_activation"] = "gelu_pytorch_tanh"
+		cfg["hidden_act"] = "gelu_pytorch_tanh"
+		cfg["query_pre_attn_scalar"] = s.HeadDim
+		cfg["sliding_window"] = s.SlidingWindow
+		cfg["attn_logit_softcapping"] = nil
+		cfg["final_logit_softcapping"] = nil
+		if s.Arch == "gemma2" {
+			cfg["attn_logit_softcapping"] = s.AttnSoftcap
+			cfg["final_logit_softcapping"] = s.FinalSoftcap
+		} else {
+			cfg["sliding_window_pattern"] = 6
+			cfg["rope_local_base_freq"] = s.RopeLocalTheta
+			if s.RopeScaling > 0 {
+				cfg["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": s.RopeScaling}
+			}
+		}
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
@@ -348,6 +420,18 @@ var ggufName = map[string]string{
 	"mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
 }
 
+// ggufGemmaName maps Gemma's layer tensors: its post_attention_layernorm
+// is the norm after attention, pre_feedforward_layernorm the MLP's.
+var ggufGemmaName = map[string]string{
+	"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+	"self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+	"self_attn.o_proj.weight": "attn_output.weight",
+	"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+	"post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+	"mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+	"post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
+
 // WriteGGUF writes the model as a GGUF file, converting as llama.cpp does
 // (Q/K rows permuted for llama and mistral; norms in F32).
 func WriteGGUF(path string, s Spec) error {
@@ -366,7 +450,20 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddUint32(arch+".attention.key_length", uint32(s.HeadDim))
 	g.AddUint32(arch+".attention.value_length", uint32(s.HeadDim))
 	g.AddUint32(arch+".rope.dimension_count", uint32(s.HeadDim))
-	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", 1e-5)
+	eps := float32(1e-5)
+	if s.gemma() {
+		eps = 1e-6
+		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
+		if arch == "gemma2" {
+			g.AddFloat32(arch+".attn_logit_softcapping", float32(s.AttnSoftcap))
+			g.AddFloat32(arch+".final_logit_softcapping", float32(s.FinalSoftcap))
+		}
+		if s.RopeScaling > 0 {
+			g.AddString(arch+".rope.scaling.type", "linear")
+			g.AddFloat32(arch+".rope.scaling.factor", float32(s.RopeScaling))
+		}
+	}
+	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", eps)
 	g.AddFloat32(arch+".rope.freq_base", float32(s.RopeTheta))
 	if arch == "mistral" && s.SlidingWindow > 0 {
 		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
@@ -415,11 +512,21 @@ func WriteGGUF(path string, s Spec) error {
 			}
 			rest = name[len(fmt.Sprintf("model.layers.%d.", layer)):]
 			gname = fmt.Sprintf("blk.%d.%s", layer, ggufName[rest])
+			if s.gemma() {
+				gname = fmt.Sprintf("blk.%d.%s", layer, ggufGemmaName[rest])
+			}
 			if permute && rest == "self_attn.q_proj.weight" {
 				v = permuteQK(v, s.Heads, s.HeadDim, s.Dim)
 			}
 			if permute && rest == "self_attn.k_proj.weight" {
 				v = permuteQK(v, s.KVHeads, s.HeadDim, s.Dim)
+			}
+		}
+		if s.gemma() && strings.HasSuffix(name, "norm.weight") {
+			// llama.cpp's converter stores Gemma's norms as 1+w.
+			v = slices.Clone(v)
+			for i := range v {
+				v[i]++
 			}
 		}
 		t := typ

@@ -102,7 +102,16 @@ func (c *Config) Validate() error {
 
 // Geometry is the KV-relevant shape.
 func (c *Config) Geometry() kvcache.Geometry {
-	return kvcache.Geometry{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
+	g := kvcache.Geometry{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
+	// A window as long as the context is full attention (as kvq estimate
+	// counts it).
+	long := c.ContextLen > 0 && c.SlidingWindow >= c.ContextLen
+	for li := range min(c.Layers, kvcache.MaxSetLayers) {
+		if c.Sliding(li) && !long {
+			g.Sliding.Add(li)
+		}
+	}
+	return g
 }
 
 // Layer holds one transformer block's weights. Optional parts are nil.

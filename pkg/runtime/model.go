@@ -65,6 +65,23 @@ type Config struct {
 	RopeLocalTheta float64
 }
 
+// LocalLayers lists the sliding-window layers of a model that mixes them
+// with global ones (SlidingLayers set: Gemma), as Geometry marks them; nil
+// for other models (Mistral's window is every layer's).
+func (m *Model) LocalLayers() []int {
+	if m.SlidingLayers == nil {
+		return nil
+	}
+	g := m.Geometry()
+	out := []int{}
+	for li := range m.Layers {
+		if g.Sliding.Has(li) {
+			out = append(out, li)
+		}
+	}
+	return out
+}
+
 // Sliding reports whether layer li attends over a sliding window.
 func (c *Config) Sliding(li int) bool {
 	if c.SlidingWindow <= 0 {

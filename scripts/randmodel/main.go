@@ -9,7 +9,7 @@
 // Architectures: llama, mistral, qwen2, qwen3, gemma2, gemma3. The shape
 // flags default to a small model of the family's layout (Gemma 3: seven
 // layers, five sliding with a window of 16, one global, one sliding;
-// head_dim 32). The vocabulary is modeltest's 266-token byte-level one.
+// head_dim 64). The vocabulary is modeltest's 266-token byte-level one.
 package main
 
 import (
@@ -30,7 +30,7 @@ func main() {
 	layers := flag.Int("layers", 0, "layers (0: 7 for gemma3, 4 otherwise)")
 	heads := flag.Int("heads", 4, "attention heads")
 	kvHeads := flag.Int("kv-heads", 2, "KV heads")
-	headDim := flag.Int("head-dim", 32, "head size")
+	headDim := flag.Int("head-dim", 64, "head size")
 	window := flag.Int("window", 16, "sliding window of the sliding layers (mistral, gemma2, gemma3)")
 	context := flag.Int("context", 2048, "context length")
 	seed := flag.Uint64("seed", 1, "weights' random seed")

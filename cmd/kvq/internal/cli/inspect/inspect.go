@@ -50,9 +50,9 @@ type Info struct {
 	RopeLocalTheta float64 `json:"rope_local_theta,omitempty"`
 	AttnSoftcap    float32 `json:"attn_logit_softcap,omitempty"`
 	FinalSoftcap   float32 `json:"final_logit_softcap,omitempty"`
-	Tokenizer     string   `json:"tokenizer"`
-	ChatTemplate  bool     `json:"chat_template"`
-	StopIDs       []int    `json:"stop_ids"`
+	Tokenizer      string  `json:"tokenizer"`
+	ChatTemplate   bool    `json:"chat_template"`
+	StopIDs        []int   `json:"stop_ids"`
 	// KVBytesPerToken is K+V bytes per token for the whole model in fp16.
 	KVBytesPerToken int64 `json:"kv_bytes_per_token_fp16"`
 }

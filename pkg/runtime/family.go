@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
@@ -63,6 +64,10 @@ type Arch struct {
 	// NormPlusOne: the Hugging Face checkpoints store RMSNorm weights as w
 	// in x·(1+w) (Gemma); the loader adds 1 (GGUF files hold w+1).
 	NormPlusOne bool
+	// HFPrefixes are prefixes the text model's tensor names may have in
+	// this architecture's Hugging Face checkpoints instead of "model."
+	// (multimodal checkpoints: "language_model.model."), tried in order.
+	HFPrefixes []string
 }
 
 // LayerTensor names one per-layer tensor of a family and where it goes in
@@ -122,10 +127,12 @@ func archNames(hf bool) string {
 	var s []string
 	for _, f := range families {
 		for _, a := range f.Archs {
+			n := a.Name
 			if hf {
-				s = append(s, a.HF)
-			} else {
-				s = append(s, a.Name)
+				n = a.HF
+			}
+			if !slices.Contains(s, n) { // a name with several HF architectures
+				s = append(s, n)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvqlabs/kvq/pkg/hfconfig"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -29,6 +30,13 @@ var gemmaFamily = Family{
 		{Name: "gemma2", HF: "Gemma2ForCausalLM", GGUFNeoX: true, NormPlusOne: true},
 		{Name: "gemma3", HF: "Gemma3ForCausalLM", GGUFNeoX: true, NormPlusOne: true,
 			HFRequired: []string{"self_attn.q_norm.weight", "self_attn.k_norm.weight"}},
+		// The multimodal releases (4B to 27B): the text model of their
+		// text_config, its tensors under language_model.model. (as Google
+		// uploaded them) or model.language_model. (transformers ≥ 4.52);
+		// the vision tower is not read.
+		{Name: "gemma3", HF: "Gemma3ForConditionalGeneration", GGUFNeoX: true, NormPlusOne: true,
+			HFRequired: []string{"self_attn.q_norm.weight", "self_attn.k_norm.weight"},
+			HFPrefixes: []string{"language_model.model.", "model.language_model."}},
 	},
 	Tensors: []LayerTensor{
 		{HF: "input_layernorm.weight", GGUF: "attn_norm.weight", Label: "attention norm", Shape: sizeDim, Vector: func(l *Layer) *[]float32 { return &l.AttnNorm }},
@@ -139,9 +147,9 @@ type hfGemma struct {
 // query scalar, the sliding layers (layer_types, else every second layer
 // for Gemma 2 and five in sliding_window_pattern = 6 for Gemma 3) and
 // Gemma 3's local RoPE base.
-func gemmaHF(c *Config, path string) error {
+func gemmaHF(c *Config, path string, text hfconfig.Object) error {
 	var g hfGemma
-	if err := readJSON(path, &g); err != nil {
+	if err := decodeObject(path, text, &g); err != nil {
 		return err
 	}
 	for _, f := range []struct{ key, v string }{{"hidden_activation", g.HiddenActivation}, {"hidden_act", g.HiddenAct}} {

@@ -181,3 +181,28 @@ func topK(x []float32, k int) []int {
 	sort.SliceStable(idx, func(a, b int) bool { return x[idx[a]] > x[idx[b]] })
 	return idx[:k]
 }
+
+// TestGemma3Multimodal loads the text model of a multimodal Gemma 3
+// checkpoint (Gemma3ForConditionalGeneration: text_config without the
+// fields at Gemma3TextConfig's defaults, tensors under
+// language_model.model.) and checks it gives the logits of the same
+// weights as a Gemma3ForCausalLM directory.
+func TestGemma3Multimodal(t *testing.T) {
+	spec := gemmaSpecs["gemma3"]
+	dir := t.TempDir()
+	mm, plain := filepath.Join(dir, "mm"), filepath.Join(dir, "plain")
+	if err := modeltest.WriteHF(mm, spec, modeltest.HFOptions{Multimodal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.WriteHF(plain, spec, modeltest.HFOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := load(t, mm, runtime.LoadOptions{}), load(t, plain, runtime.LoadOptions{})
+	if a.Arch != "gemma3" || a.RopeLocalTheta != 10000 || a.SlidingWindow != 6 || a.Sliding(5) || !a.Sliding(4) || a.QueryScalar != 32 {
+		t.Errorf("multimodal config: %+v", a.Config)
+	}
+	ids := tokens(20, modeltest.Vocab(), 5)
+	if d := maxRelDiff(allLogits(t, a, ids), allLogits(t, b, ids)); d != 0 {
+		t.Errorf("multimodal vs causal-LM logits differ by %.2g", d)
+	}
+}

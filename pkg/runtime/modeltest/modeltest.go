@@ -247,6 +247,12 @@ func encode(v []float32, dtype string) []byte {
 // HFOptions control WriteHF.
 type HFOptions struct {
 	Shards int // >1 writes model-0000k-of-0000n.safetensors and an index
+	// Multimodal (gemma3) writes the checkpoint as the multimodal Gemma 3
+	// releases are: Gemma3ForConditionalGeneration, the text model's
+	// config in text_config without the fields that have
+	// Gemma3TextConfig's defaults, its tensors under
+	// language_model.model. (no vision tower).
+	Multimodal bool
 }
 
 var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
@@ -293,6 +299,34 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 				cfg["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": s.RopeScaling}
 			}
 		}
+	}
+	if opts.Multimodal {
+		if s.Arch != "gemma3" {
+			return fmt.Errorf("modeltest: a multimodal checkpoint is gemma3's")
+		}
+		text := map[string]any{"model_type": "gemma3_text"}
+		for k, v := range cfg {
+			switch k {
+			case "architectures", "model_type", "torch_dtype", "bos_token_id", "eos_token_id":
+			case "sliding_window_pattern", "rope_local_base_freq", "hidden_activation":
+				// Gemma3TextConfig's defaults (6, 10000, the tanh GELU):
+				// not written.
+			default:
+				text[k] = v
+			}
+		}
+		cfg = map[string]any{"architectures": []string{"Gemma3ForConditionalGeneration"}, "model_type": "gemma3",
+			"torch_dtype": cfg["torch_dtype"], "text_config": text, "vision_config": map[string]any{"model_type": "siglip_vision_model"},
+			"bos_token_id": V - 2, "eos_token_id": V - 1}
+		renamed := &weights{shape: map[string][]int{}, data: map[string][]float32{}}
+		for _, n := range w.names {
+			nn := n
+			if rest, ok := strings.CutPrefix(n, "model."); ok {
+				nn = "language_model.model." + rest
+			}
+			renamed.add(nn, w.shape[n], w.data[n])
+		}
+		w = renamed
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
@@ -204,5 +207,37 @@ func TestGemma3Multimodal(t *testing.T) {
 	ids := tokens(20, modeltest.Vocab(), 5)
 	if d := maxRelDiff(allLogits(t, a, ids), allLogits(t, b, ids)); d != 0 {
 		t.Errorf("multimodal vs causal-LM logits differ by %.2g", d)
+	}
+}
+
+// TestGemma3PreRoPEKeys checks caches that keep keys before RoPE on a
+// model whose layers rotate by two tables (Gemma 3's local and global
+// bases): refused when the local layers would keep them too, accepted when
+// sliding=fp16 keeps those post-RoPE, and then close to the fp32 cache
+// (re-rotated with the global layers' table).
+func TestGemma3PreRoPEKeys(t *testing.T) {
+	_, gg := writeGemma(t, gemmaSpecs["gemma3"])
+	m := load(t, gg, runtime.LoadOptions{})
+	r := newRunner(t, m)
+	s, err := quant.Formats().ParseSpec("kvquant4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := kvcache.NewLayout(m.Geometry(), s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.NewCache(l, kvcache.Options{Blocks: 8}); !errors.Is(err, kvcache.ErrGeometry) {
+		t.Errorf("kvquant4 on every layer: %v, want ErrGeometry", err)
+	}
+	ids := tokens(30, m.Vocab, 9)
+	logits := func(spec string) []float32 {
+		c := newCache(t, r, spec, 8)
+		_ = c.AddSeq(0)
+		return forward(t, r, c, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
+	}
+	exact, pre := logits("fp32"), logits("kvquant4,sliding=fp16")
+	if d := maxRelDiff(pre, exact); !(d > 0 && d < 0.05) {
+		t.Errorf("kvquant4,sliding=fp16 logits differ from fp32 by %.3g, want a 4-bit cache's small difference", d)
 	}
 }

@@ -246,14 +246,26 @@ func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cac
 	}
 	opts.Storage = r.be
 	if l.AnyPreRoPE() {
-		if len(r.ropes) > 1 {
-			return nil, fmt.Errorf("%w: pre-RoPE keys in a model whose layers rotate by %d RoPE tables (re-rotation knows one)", kvcache.ErrGeometry, len(r.ropes))
+		// Re-rotation knows one table: the layers that keep pre-RoPE keys
+		// must share it (Gemma 3's global layers do; its local layers
+		// rotate by another table and must keep post-RoPE keys, e.g.
+		// kvquant4,sliding=fp16).
+		var g *LayerGeometry
+		for li := range l.Layers {
+			if !l.PreRoPE(li) {
+				continue
+			}
+			if g != nil && !sameFreqs(g.InvFreq, r.geo[li].InvFreq) {
+				return nil, fmt.Errorf("%w: pre-RoPE keys in layers that rotate by %d RoPE tables (re-rotation knows one: keep the keys of the sliding layers post-RoPE, e.g. with sliding=fp16)", kvcache.ErrGeometry, len(r.ropes))
+			}
+			if g == nil {
+				g = &r.geo[li]
+			}
 		}
 		maxPos := m.ContextLen
 		if maxPos <= 0 {
 			maxPos = 1 << 22
 		}
-		g := &r.geo[0] // every layer's RoPE (one table)
 		opts.RoPE = cpu.NewKeyRoPE(g.HeadDim, g.InvFreq, g.RopeNeoX, maxPos).Rows
 		opts.RoPEFreqs, opts.RoPENeoX = g.InvFreq, g.RopeNeoX
 	}

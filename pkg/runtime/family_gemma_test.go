@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -8,10 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
@@ -239,5 +243,54 @@ func TestGemma3PreRoPEKeys(t *testing.T) {
 	exact, pre := logits("fp32"), logits("kvquant4,sliding=fp16")
 	if d := maxRelDiff(pre, exact); !(d > 0 && d < 0.05) {
 		t.Errorf("kvquant4,sliding=fp16 logits differ from fp32 by %.3g, want a 4-bit cache's small difference", d)
+	}
+}
+
+// TestGemmaRefusals checks what the Gemma family refuses, naming it: an
+// activation other than the tanh GELU, a Gemma 3 checkpoint without its
+// q/k norms, a layer_types list of the wrong length, and a backend without
+// the GeGLU, scale and softcapped attention ops.
+func TestGemmaRefusals(t *testing.T) {
+	edit := func(arch, from, to string) string {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), arch)
+		spec := gemmaSpecs[arch]
+		if err := modeltest.WriteHF(dir, spec, modeltest.HFOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "config.json")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Replace(string(b), from, to, 1)
+		if s == string(b) {
+			t.Fatalf("config.json has no %q", from)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		dir  string
+		kind error
+		want string
+	}{
+		{edit("gemma2", `"hidden_activation": "gelu_pytorch_tanh"`, `"hidden_activation": "silu"`), runtime.ErrUnsupported, `hidden_activation "silu"`},
+		{edit("gemma2", `"Gemma2ForCausalLM"`, `"Gemma3ForCausalLM"`), runtime.ErrModel, "missing tensor model.layers.0.self_attn.q_norm.weight"},
+		{edit("gemma3", `"sliding_window_pattern": 6`, `"layer_types": ["full_attention"]`), runtime.ErrModel, "layer_types has 1 entries for 7 layers"},
+	} {
+		_, err := runtime.Load(ctx, tc.dir, runtime.LoadOptions{})
+		if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %v naming %q", tc.dir, err, tc.kind, tc.want)
+		}
+	}
+	_, gg := writeGemma(t, gemmaSpecs["gemma2"])
+	m := load(t, gg, runtime.LoadOptions{})
+	plain := struct{ backend.Backend }{cpu.New(1)} // the Backend methods only
+	if _, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: plain}); !errors.Is(err, runtime.ErrUnsupported) || !strings.Contains(err.Error(), "GeGLU") {
+		t.Errorf("a backend without SoftcapOps: %v, want ErrUnsupported", err)
 	}
 }

@@ -54,14 +54,6 @@ func geglu(g, u []float32) {
 	}
 }
 
-// GELUTanh returns gelu_tanh(x) as GeGLU computes it (for tests and host
-// code).
-func GELUTanh(x float32) float32 {
-	g, u := []float32{x}, []float32{1}
-	geglu(g, u)
-	return g[0]
-}
-
 // softcap sets x[i] = c·tanh(scale·x[i]/c), tanh(y) computed as
 // 1 − 2/(1 + e^(2y)) (±c at the extremes, an absolute error of a few
 // float32 ulps of c near zero).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/hfconfig"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
@@ -242,12 +243,14 @@ func gemmaPattern(sliding []bool, p int) {
 // with a local RoPE base of 10000 and has no softcaps; the attention scale
 // is 1/√head_dim, or 1/√(hidden/heads) for the 27B models (46 and 62
 // layers), which is their query_pre_attn_scalar (the converter does not
-// write it).
-func gemmaGGUF(c *Config, has func(key string) bool, f func(key string, def float64) float64) {
+// write it). A {arch}.attention.sliding_window_pattern key (a period, or a
+// bool per layer), which kvq estimate reads too, overrides the pattern.
+func gemmaGGUF(c *Config, gf *gguf.File, f func(key string, def float64) float64) error {
+	_, hasWindow := gf.Get(c.Arch + ".attention.sliding_window")
 	p := 6
 	if c.Arch == "gemma2" {
 		p = 2
-		if !has("attention.sliding_window") {
+		if !hasWindow {
 			c.SlidingWindow = 4096
 		}
 		c.AttnSoftcap = float32(f("attn_logit_softcapping", 50))
@@ -258,12 +261,26 @@ func gemmaGGUF(c *Config, has func(key string) bool, f func(key string, def floa
 	if c.SlidingWindow > 0 {
 		c.SlidingLayers = make([]bool, max(0, c.Layers))
 		gemmaPattern(c.SlidingLayers, p)
+		k := c.Arch + ".attention.sliding_window_pattern"
+		if v, ok := gf.Get(k); ok {
+			if bs, ok := v.Any().([]bool); ok {
+				if len(bs) != c.Layers {
+					return fmt.Errorf("%w: %s has %d entries for %d layers", ErrModel, k, len(bs), c.Layers)
+				}
+				copy(c.SlidingLayers, bs)
+			} else if n, err := gf.Int(k); err != nil {
+				return err
+			} else if n > 0 && n <= int64(c.Layers) {
+				gemmaPattern(c.SlidingLayers, int(n))
+			}
+		}
 	}
 	if c.Arch == "gemma2" && c.Layers == 46 || c.Arch == "gemma3" && c.Layers == 62 {
 		if c.Heads > 0 {
 			c.QueryScalar = float64(c.Dim / c.Heads)
 		}
 	}
+	return nil
 }
 
 // addOneToNorms turns the RMSNorm weights of a Gemma Hugging Face

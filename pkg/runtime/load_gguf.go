@@ -90,7 +90,9 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 	}
 	if fam == &gemmaFamily {
-		gemmaGGUF(&c, func(key string) bool { _, ok := gf.Get(arch + "." + key); return ok }, fOpt)
+		if err := gemmaGGUF(&c, gf, fOpt); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -50,6 +50,10 @@ type Spec struct {
 	AttnSoftcap, FinalSoftcap float64
 	RopeScaling               float64
 	RopeLocalTheta            float64
+	// SlidingPattern (gemma3) is written as sliding_window_pattern (HF)
+	// and attention.sliding_window_pattern (GGUF); 0: 6, not written to
+	// the GGUF file.
+	SlidingPattern int
 }
 
 // gemma reports whether the spec is of the Gemma families.
@@ -293,7 +297,11 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 			cfg["attn_logit_softcapping"] = s.AttnSoftcap
 			cfg["final_logit_softcapping"] = s.FinalSoftcap
 		} else {
-			cfg["sliding_window_pattern"] = 6
+			pattern := 6
+			if s.SlidingPattern > 0 {
+				pattern = s.SlidingPattern
+			}
+			cfg["sliding_window_pattern"] = pattern
 			cfg["rope_local_base_freq"] = s.RopeLocalTheta
 			if s.RopeScaling > 0 {
 				cfg["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": s.RopeScaling}
@@ -491,6 +499,9 @@ func WriteGGUF(path string, s Spec) error {
 		if arch == "gemma2" {
 			g.AddFloat32(arch+".attn_logit_softcapping", float32(s.AttnSoftcap))
 			g.AddFloat32(arch+".final_logit_softcapping", float32(s.FinalSoftcap))
+		}
+		if arch == "gemma3" && s.SlidingPattern > 0 {
+			g.AddUint32(arch+".attention.sliding_window_pattern", uint32(s.SlidingPattern))
 		}
 		if s.RopeScaling > 0 {
 			g.AddString(arch+".rope.scaling.type", "linear")

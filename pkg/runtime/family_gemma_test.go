@@ -294,3 +294,54 @@ func TestGemmaRefusals(t *testing.T) {
 		t.Errorf("a backend without SoftcapOps: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestGemmaEveryFormat runs a Gemma 3 checkpoint through a cache of every
+// registered format (pre-RoPE ones with sliding=fp16, since the local and
+// global layers rotate differently), K alone and with the sliding layers
+// exempted: every run gives finite logits near the fp32 cache's, and for a
+// quantized format the exempted run is no farther from them than the plain
+// one.
+func TestGemmaEveryFormat(t *testing.T) {
+	hf, _ := writeGemma(t, gemmaSpecs["gemma3"])
+	m := load(t, hf, runtime.LoadOptions{})
+	r := newRunner(t, m)
+	ids := tokens(24, m.Vocab, 4)
+	run := func(spec string) []float32 {
+		t.Helper()
+		s, err := quant.Formats().ParseSpec(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := kvcache.NewLayout(m.Geometry(), s, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		opts := kvcache.Options{Blocks: 8}
+		c, err := r.NewCache(l, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		_ = c.AddSeq(0)
+		return forward(t, r, c, runtime.Entry{Seq: 0, Tokens: ids, Logits: runtime.AllLogits})[0]
+	}
+	base := run("fp32")
+	for _, name := range quant.Formats().Names() {
+		suffix := ""
+		s, _ := quant.Formats().ParseSpec(name)
+		if l, err := kvcache.NewLayout(m.Geometry(), s, 0); err == nil && l.AnyPreRoPE() {
+			suffix = ",sliding=fp16"
+		}
+		plain := maxRelDiff(run(name+suffix), base)
+		kOnly := maxRelDiff(run("k="+name+",v=fp16"+suffix), base)
+		exempt := maxRelDiff(run(name+",sliding=fp16"), base)
+		for _, d := range []float64{plain, kOnly, exempt} {
+			if math.IsNaN(d) || math.IsInf(d, 0) || d > 2 {
+				t.Errorf("%s: logits differ from fp32 by %.3g (plain), %.3g (K only), %.3g (sliding=fp16)", name, plain, kOnly, exempt)
+				break
+			}
+		}
+		if quant.Quantized(s.K) && exempt > plain+1e-6 { // fp16 rounds less than a quantized format
+			t.Errorf("%s: exempting the sliding layers moved the logits farther from fp32 (%.3g > %.3g)", name, exempt, plain)
+		}
+	}
+}

@@ -43,6 +43,10 @@ type LayerScales struct {
 	V       []float32 `json:"v_scale"`
 	KAbsmax float64   `json:"k_absmax"`
 	VAbsmax float64   `json:"v_absmax"`
+	// Sliding marks a sliding-window layer of a model that mixes them
+	// with global ones (Gemma): its keys come from a window of positions
+	// and, with a spec's sliding= part, it may keep another format.
+	Sliding bool `json:"sliding,omitempty"`
 }
 
 // Stages of Calibrate, as its Progress callback names them.
@@ -190,9 +194,13 @@ func Calibrate(ctx context.Context, m *runtime.Model, data *Data, opts Options) 
 	}
 	res.Strategy, res.Describe = strategy.String(), strategy.Describe()
 	st := rec.Stats(opts.Model, info, nil)
+	local := map[int]bool{}
+	for _, l := range m.LocalLayers() {
+		local[l] = true
+	}
 	for l := range scales.Layers {
 		res.Scales = append(res.Scales, LayerScales{Layer: l, K: scales.K[l], V: scales.V[l],
-			KAbsmax: st.Layer[l].K.Absmax, VAbsmax: st.Layer[l].V.Absmax})
+			KAbsmax: st.Layer[l].K.Absmax, VAbsmax: st.Layer[l].V.Absmax, Sliding: local[l]})
 	}
 	return &Calibration{Result: res, Scales: scales, DType: dt, Stats: st, rec: rec, codebooks: opts.Codebooks}, nil
 }

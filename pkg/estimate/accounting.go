@@ -21,6 +21,11 @@ type layerCost struct {
 // layout's own totals, so they are exactly what the runtime allocates.
 func layerCosts(m *Model, spec quant.Spec, kvHeads, blockTokens int) ([]layerCost, *kvcache.Layout, error) {
 	g := kvcache.Geometry{Layers: m.Layers, KVHeads: kvHeads, HeadDim: m.KVDim(), Latent: m.MLA()}
+	for i := range min(m.Layers, kvcache.MaxSetLayers) {
+		if m.Window(i) > 0 { // as the runtime's Model.Geometry marks them
+			g.Sliding.Add(i)
+		}
+	}
 	l, err := kvcache.NewLayout(g, spec, blockTokens)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cache %q: %w", spec.String(), err)

@@ -111,6 +111,9 @@ func ReadGGUF(r io.ReaderAt, size int64) (Model, error) {
 	} else if vdim != kdim {
 		return Model{}, fmt.Errorf("%w: %s has key length %d and value length %d; kvq caches need equal K and V head sizes", ErrUnsupported, arch, kdim, vdim)
 	}
+	if _, given := f.Get(arch + ".attention.sliding_window"); !given && arch == "gemma2" {
+		window = 4096 // llama.cpp's default for Gemma 2, as the runtime's loader
+	}
 	if window > 0 && (ctx == 0 || window < ctx) {
 		m.Windows, err = ggufWindows(f, arch, m.Layers, int(window))
 		if err != nil {

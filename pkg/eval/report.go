@@ -48,6 +48,11 @@ type ModelInfo struct {
 	Context int    `json:"context"`
 	Vocab   int    `json:"vocab"`
 	Params  int64  `json:"params"`
+	// SlidingLayers are the sliding-window layers of a model that mixes
+	// them with global ones (Gemma), SlidingWindow their window; absent
+	// for other models.
+	SlidingLayers []int `json:"sliding_layers,omitempty"`
+	SlidingWindow int   `json:"sliding_window,omitempty"`
 }
 
 // Setup is what was evaluated and how.

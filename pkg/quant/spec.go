@@ -17,6 +17,13 @@ import (
 //	sink=N          the first N tokens of each sequence stay in fp16
 //	L<i>=NAME       layer i (negative i counts from the last layer: L-1)
 //	L<i>-<j>=NAME   layers i..j inclusive
+//	sliding=NAME    the model's sliding-window layers (Gemma's local
+//	                layers, Mistral's), K and V: "int4,sliding=fp16"
+//	                leaves them unquantized, as vLLM's
+//	                --kv-cache-dtype-skip-layers sliding_window does
+//
+// Overrides apply in the order given: a later one wins where they overlap
+// ("int4,sliding=fp16,L0=int8": layer 0 in int8 even if it slides).
 type Spec struct {
 	K, V      Format
 	Residual  int
@@ -27,19 +34,33 @@ type Spec struct {
 }
 
 // LayerOverride sets the formats of layers From..To inclusive. Negative
-// indices count from the end (-1 is the last layer).
+// indices count from the end (-1 is the last layer). A Sliding override
+// (sliding=NAME) sets those of the sliding-window layers instead, whatever
+// From and To.
 type LayerOverride struct {
 	From, To int
+	Sliding  bool
 	K, V     Format
 }
 
 // String returns the spec as typed (normalized to lower case).
 func (s Spec) String() string { return s.text }
 
-// ForLayer returns the K and V formats of layer i of an n-layer model.
-func (s Spec) ForLayer(i, n int) (k, v Format) {
+// ForLayer returns the K and V formats of layer i of an n-layer model,
+// a layer with full attention (sliding= overrides do not apply).
+func (s Spec) ForLayer(i, n int) (k, v Format) { return s.ForLayerKind(i, n, false) }
+
+// ForLayerKind returns the K and V formats of layer i of an n-layer model
+// whose layer i is a sliding-window layer or not.
+func (s Spec) ForLayerKind(i, n int, sliding bool) (k, v Format) {
 	k, v = s.K, s.V
 	for _, o := range s.Overrides {
+		if o.Sliding {
+			if sliding {
+				k, v = o.K, o.V
+			}
+			continue
+		}
 		from, to := o.From, o.To
 		if from < 0 {
 			from += n
@@ -127,6 +148,16 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 			} else {
 				s.Sink = n
 			}
+		case key == "sliding":
+			if given[key] {
+				return Spec{}, bad("sliding= given twice")
+			}
+			given[key] = true
+			f, err := r.Lookup(rawVal)
+			if err != nil {
+				return Spec{}, because("sliding=: ", err)
+			}
+			s.Overrides = append(s.Overrides, LayerOverride{Sliding: true, K: f, V: f})
 		case strings.HasPrefix(key, "l"):
 			o, err := parseLayerRange(key[1:])
 			if err != nil {
@@ -139,7 +170,7 @@ func (r *Registry) ParseSpec(text string) (Spec, error) {
 			o.K, o.V = f, f
 			s.Overrides = append(s.Overrides, o)
 		default:
-			return Spec{}, bad("unknown key %q (valid: k, v, residual, sink, L<layer>)", strings.TrimSpace(raw[:strings.Index(raw, "=")]))
+			return Spec{}, bad("unknown key %q (valid: k, v, residual, sink, sliding, L<layer>)", strings.TrimSpace(raw[:strings.Index(raw, "=")]))
 		}
 	}
 	if s.K == nil && s.V == nil {

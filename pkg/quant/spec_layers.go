@@ -10,6 +10,9 @@ import "fmt"
 // first (kvcache.NewLayout does).
 func (s Spec) CheckLayers(n int) error {
 	for _, o := range s.Overrides {
+		if o.Sliding {
+			continue
+		}
 		from, to := o.From, o.To
 		if from < 0 {
 			from += n

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
@@ -37,6 +38,14 @@ type Family struct {
 	// what the family derives from the config (Phi-3's Layer.QScale);
 	// Model.Prepare calls it after Validate, maybe more than once.
 	Prepare func(m *Model) error
+	// Optional hooks. Needs refuses a backend that lacks ops the block
+	// uses beyond backend.Backend (NewRunner calls it). Embedded runs on
+	// the embedding rows (s.X) before the first layer (Gemma's scale by
+	// √hidden). Logits transforms each row of logits on the host before
+	// it is handed out (Gemma 2's final softcapping).
+	Needs    func(be backend.Backend) error
+	Embedded func(s *Step)
+	Logits   func(c *Config, logits []float32)
 }
 
 // Arch is one checkpoint architecture of a family.
@@ -63,6 +72,13 @@ type Arch struct {
 	// Routing is a mixture-of-experts architecture's routing
 	// (Config.Routing).
 	Routing backend.Routing
+	// NormPlusOne: the Hugging Face checkpoints store RMSNorm weights as w
+	// in x·(1+w) (Gemma); the loader adds 1 (GGUF files hold w+1).
+	NormPlusOne bool
+	// HFPrefixes are prefixes the text model's tensor names may have in
+	// this architecture's Hugging Face checkpoints instead of "model."
+	// (multimodal checkpoints: "language_model.model."), tried in order.
+	HFPrefixes []string
 }
 
 // LayerTensor names one per-layer tensor of a family and where it goes in
@@ -157,11 +173,13 @@ type LayerGeometry struct {
 	Window int
 	// Scale multiplies q·k before the softmax.
 	Scale float32
+	// Softcap > 0 caps the scaled scores: Softcap·tanh(s/Softcap).
+	Softcap float32
 }
 
 // families is the registry of the model layer, in the order the loaders'
 // messages list them.
-var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family, &mixtralFamily, &qwen3moeFamily}
+var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family, &mixtralFamily, &qwen3moeFamily, &gemmaFamily}
 
 // lookupArch returns the family and architecture whose match is true.
 func lookupArch(match func(a *Arch) bool) (*Family, *Arch) {
@@ -181,10 +199,12 @@ func archNames(hf bool) string {
 	var s []string
 	for _, f := range families {
 		for _, a := range f.Archs {
+			n := a.Name
 			if hf {
-				s = append(s, a.HF)
-			} else {
-				s = append(s, a.Name)
+				n = a.HF
+			}
+			if !slices.Contains(s, n) { // a name with several HF architectures
+				s = append(s, n)
 			}
 		}
 	}
@@ -220,6 +240,7 @@ type Step struct {
 // LayerWeights are one layer's weights on the backend (nil when absent).
 type LayerWeights struct {
 	AttnNorm, FFNNorm              backend.Tensor
+	PostAttnNorm, PostFFNNorm      backend.Tensor // Gemma's norms after attention and MLP
 	Bq, Bk, Bv, QNorm, KNorm       backend.Tensor
 	Wq, Wk, Wv, Wo, Gate, Up, Down backend.Matrix
 	QScale                         backend.Matrix // Layer.QScale
@@ -271,7 +292,7 @@ func (s *Step) Attention(li int, dst, q, k, v backend.Tensor) error {
 		}
 		be.WriteKV(gr.cache.Storage(), li, kk, v, gr.plan)
 	}
-	a := backend.AttnParams{Heads: g.Heads, Scale: g.Scale, Window: g.Window}
+	a := backend.AttnParams{Heads: g.Heads, Scale: g.Scale, Window: g.Window, Softcap: g.Softcap}
 	for _, gr := range s.groups {
 		be.Attention(dst, q, k, v, gr.cache.Storage(), li, gr.plan, a)
 	}

@@ -68,7 +68,8 @@ func TestFamilyRegistry(t *testing.T) {
 // layer: a family whose every layer states a window and the model's RoPE
 // is bit-identical to the Llama family with the config's sliding window; one
 // whose second layer rotates by another RoPE base runs, differs, and
-// refuses caches of pre-RoPE keys (their re-rotation knows one table); one
+// refuses caches of pre-RoPE keys in layers of both tables (their
+// re-rotation knows one table), not in the layers of one; one
 // whose layers differ in KV heads is refused (caches hold one geometry).
 func TestFamilyPerLayerGeometry(t *testing.T) {
 	ctx := context.Background()
@@ -142,8 +143,14 @@ func TestFamilyPerLayerGeometry(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Layers[0].K.PreRoPE = true
+	l.Layers[1].K.PreRoPE = true
 	if _, err := r.NewCache(l, kvcache.Options{Blocks: 4}); !errors.Is(err, kvcache.ErrGeometry) {
 		t.Errorf("pre-RoPE cache over two RoPE tables: %v, want ErrGeometry", err)
+	}
+	// Pre-RoPE keys in the layers of one table only re-rotate with it.
+	l.Layers[1].K.PreRoPE = false
+	if _, err := r.NewCache(l, kvcache.Options{Blocks: 4}); err != nil {
+		t.Errorf("pre-RoPE keys in layer 0 only (one table): %v", err)
 	}
 
 	if _, err := modeltest.RandomModel(runtime.Config{Arch: "test-kv", Dim: 64, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, Vocab: 97}, tensor.F32, 7); !errors.Is(err, runtime.ErrUnsupported) {

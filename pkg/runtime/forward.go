@@ -155,6 +155,11 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if _, ok := be.(backend.MoE); m.Experts > 0 && !ok {
 		return nil, fmt.Errorf("%w: the %s backend does not run mixture-of-experts layers", ErrUnsupported, be.Name())
 	}
+	if f.Needs != nil {
+		if err := f.Needs(be); err != nil {
+			return nil, err
+		}
+	}
 	w, err := upload(m, be)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
@@ -212,7 +217,7 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		w.layers = append(w.layers, LayerWeights{
-			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm),
+			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm), PostAttnNorm: vec(l.PostAttnNorm), PostFFNNorm: vec(l.PostFFNNorm),
 			Bq: vec(l.Bq), Bk: vec(l.Bk), Bv: vec(l.Bv), QNorm: vec(l.QNorm), KNorm: vec(l.KNorm),
 			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
 		})
@@ -251,14 +256,26 @@ func (r *Runner) NewCache(l *kvcache.Layout, opts kvcache.Options) (*kvcache.Cac
 	}
 	opts.Storage = r.be
 	if l.AnyPreRoPE() {
-		if len(r.ropes) > 1 {
-			return nil, fmt.Errorf("%w: pre-RoPE keys in a model whose layers rotate by %d RoPE tables (re-rotation knows one)", kvcache.ErrGeometry, len(r.ropes))
+		// Re-rotation knows one table: the layers that keep pre-RoPE keys
+		// must share it (Gemma 3's global layers do; its local layers
+		// rotate by another table and must keep post-RoPE keys, e.g.
+		// kvquant4,sliding=fp16).
+		var g *LayerGeometry
+		for li := range l.Layers {
+			if !l.PreRoPE(li) {
+				continue
+			}
+			if g != nil && !sameFreqs(g.InvFreq, r.geo[li].InvFreq) {
+				return nil, fmt.Errorf("%w: pre-RoPE keys in layers that rotate by %d RoPE tables (re-rotation knows one: keep the keys of the sliding layers post-RoPE, e.g. with sliding=fp16)", kvcache.ErrGeometry, len(r.ropes))
+			}
+			if g == nil {
+				g = &r.geo[li]
+			}
 		}
 		maxPos := m.ContextLen
 		if maxPos <= 0 {
 			maxPos = 1 << 22
 		}
-		g := &r.geo[0] // every layer's RoPE (one table)
 		opts.RoPE = cpu.NewKeyRoPE(g.HeadDim, g.InvFreq, g.RopeNeoX, maxPos).Rows
 		opts.RoPEFreqs, opts.RoPENeoX = g.InvFreq, g.RopeNeoX
 	}
@@ -481,6 +498,9 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 		clear(b.groups)
 		clear(b.entries)
 	}()
+	if r.family.Embedded != nil {
+		r.family.Embedded(s)
+	}
 	for li := range r.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
@@ -596,6 +616,9 @@ func (r *Runner) logits(ctx context.Context, be backend.Backend, batch []Entry, 
 		}
 		for j := 0; j < n; j++ {
 			w := wants[c0+j]
+			if r.family.Logits != nil {
+				r.family.Logits(c, host[j*c.Vocab:(j+1)*c.Vocab])
+			}
 			if err := fn(w.e, w.i, host[j*c.Vocab:(j+1)*c.Vocab]); err != nil {
 				return err
 			}

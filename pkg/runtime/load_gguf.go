@@ -112,6 +112,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 		errs = append(errs, c.checkExpertCounts())
 	}
+	if fam == &gemmaFamily {
+		if err := gemmaGGUF(&c, gf, fOpt); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -129,11 +129,23 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 		}
 		return nil, err
 	}
-	if err := hfconfig.Check(raw); err != nil {
+	text, multimodal, err := hfconfig.TextConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrModel, cfgPath, err)
+	}
+	if !multimodal {
+		text = raw
+	}
+	if err := hfconfig.Check(text); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrModel, cfgPath, err)
 	}
 	var hc hfConfig
-	if err := readJSON(cfgPath, &hc); err != nil {
+	if multimodal { // the text model's config (Gemma 3's text_config)
+		err = decodeObject(cfgPath+" text_config", text, &hc)
+	} else {
+		err = readJSON(cfgPath, &hc)
+	}
+	if err != nil {
 		return nil, err
 	}
 	var fam *Family
@@ -171,7 +183,6 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	if c.RMSEps == 0 {
 		c.RMSEps = 1e-6
 	}
-	var err error
 	if rs := hc.RopeScaling; rs != nil {
 		t := rs.RopeType
 		if t == "" {
@@ -213,6 +224,11 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 			return nil, fmt.Errorf("%s: %w", cfgPath, err)
 		}
 	}
+	if fam == &gemmaFamily {
+		if err := gemmaHF(&c, cfgPath, text); err != nil {
+			return nil, err
+		}
+	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
 	files, err := openShards(dir)
 	if err != nil {
@@ -230,14 +246,18 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	if err := checkSizes(hfSizes(hc), hfTensors(files, where)); err != nil {
+	prefix := hfPrefix(a, where)
+	if err := checkSizes(hfSizes(hc), hfTensors(files, where, prefix)); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	if err := m.fromSafetensors(files, where, fam, a); err != nil {
+	if err := m.fromSafetensors(files, where, fam, a, prefix); err != nil {
 		return nil, err
 	}
 	for _, f := range files {
 		m.closers = append(m.closers, f.mm)
+	}
+	if a.NormPlusOne {
+		m.addOneToNorms()
 	}
 	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -353,8 +373,33 @@ func hfSizes(hc hfConfig) headerSizes {
 	return h
 }
 
-// hfTensors describes the safetensors tensors for checkSizes.
-func hfTensors(files []shard, where map[string]int) fileTensors {
+// hfPrefix is the prefix of the text model's tensor names: "model.", or
+// the first of the architecture's HFPrefixes whose embedding the
+// checkpoint holds.
+func hfPrefix(a *Arch, where map[string]int) string {
+	for _, p := range a.HFPrefixes {
+		if _, ok := where[p+"embed_tokens.weight"]; ok {
+			return p
+		}
+	}
+	return "model."
+}
+
+// decodeObject decodes a config object (a part of path) into v.
+func decodeObject(path string, o hfconfig.Object, v any) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrModel, path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrModel, path, err)
+	}
+	return nil
+}
+
+// hfTensors describes the safetensors tensors for checkSizes; prefix
+// starts the text model's names ("model.").
+func hfTensors(files []shard, where map[string]int, prefix string) fileTensors {
 	names := make([]string, 0, len(where))
 	for n := range where {
 		names = append(names, n)
@@ -374,17 +419,18 @@ func hfTensors(files []shard, where map[string]int) fileTensors {
 			}
 			return 0, 0, false
 		},
-		layers: layerIndices(names, "model.layers."),
-		embed:  "model.embed_tokens.weight",
-		q:      func(i int) string { return fmt.Sprintf("model.layers.%d.self_attn.q_proj.weight", i) },
-		k:      func(i int) string { return fmt.Sprintf("model.layers.%d.self_attn.k_proj.weight", i) },
-		gate:   func(i int) string { return fmt.Sprintf("model.layers.%d.mlp.gate_proj.weight", i) },
+		layers: layerIndices(names, prefix+"layers."),
+		embed:  prefix + "embed_tokens.weight",
+		q:      func(i int) string { return fmt.Sprintf("%slayers.%d.self_attn.q_proj.weight", prefix, i) },
+		k:      func(i int) string { return fmt.Sprintf("%slayers.%d.self_attn.k_proj.weight", prefix, i) },
+		gate:   func(i int) string { return fmt.Sprintf("%slayers.%d.mlp.gate_proj.weight", prefix, i) },
 	}
 }
 
 // fromSafetensors reads the tensors the family names (LayerTensor.HF); where
-// says which shard holds each tensor.
-func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family, a *Arch) error {
+// says which shard holds each tensor; prefix starts the text model's names
+// ("model.").
+func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family, a *Arch, prefix string) error {
 	var errs []error
 	weight := func(name string, optional bool) *tensor.Weight {
 		i, ok := where[name]
@@ -432,8 +478,8 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		}
 		return v
 	}
-	m.Embed = weight("model.embed_tokens.weight", false)
-	m.Norm = vector("model.norm.weight", false)
+	m.Embed = weight(prefix+"embed_tokens.weight", false)
+	m.Norm = vector(prefix+"norm.weight", false)
 	m.Output = weight("lm_head.weight", true)
 	if m.Output == nil {
 		m.Output = m.Embed
@@ -442,7 +488,7 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 	m.Layers = make([]Layer, max(0, m.Config.Layers))
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		p := fmt.Sprintf("model.layers.%d.", i)
+		p := fmt.Sprintf("%slayers.%d.", prefix, i)
 		for _, t := range fam.Tensors {
 			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
 			switch {

@@ -67,6 +67,44 @@ type Config struct {
 	Experts, ExpertsUsed, ExpertHidden int
 	Routing                            backend.Routing
 	DenseLayers                        []int
+
+	// The Gemma families' settings (family_gemma.go); zero elsewhere.
+	// AttnSoftcap > 0 caps attention scores and FinalSoftcap > 0 the
+	// logits, at c·tanh(x/c). QueryScalar > 0 makes the attention scale
+	// 1/√QueryScalar (query_pre_attn_scalar; 0: 1/√HeadDim).
+	AttnSoftcap, FinalSoftcap float32
+	QueryScalar               float64
+	// SlidingLayers, when set, are the layers SlidingWindow applies to
+	// (nil: every layer, as Mistral's). RopeLocalTheta > 0 is their RoPE
+	// base, unscaled (Gemma 3's rope_local_base_freq); Scaling then
+	// applies to the other layers only.
+	SlidingLayers  []bool
+	RopeLocalTheta float64
+}
+
+// LocalLayers lists the sliding-window layers of a model that mixes them
+// with global ones (SlidingLayers set: Gemma), as Geometry marks them; nil
+// for other models (Mistral's window is every layer's).
+func (m *Model) LocalLayers() []int {
+	if m.SlidingLayers == nil {
+		return nil
+	}
+	g := m.Geometry()
+	out := []int{}
+	for li := range m.Layers {
+		if g.Sliding.Has(li) {
+			out = append(out, li)
+		}
+	}
+	return out
+}
+
+// Sliding reports whether layer li attends over a sliding window.
+func (c *Config) Sliding(li int) bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	return c.SlidingLayers == nil || li < len(c.SlidingLayers) && c.SlidingLayers[li]
 }
 
 // Validate checks the config's internal consistency.
@@ -98,7 +136,16 @@ func (c *Config) Validate() error {
 
 // Geometry is the KV-relevant shape.
 func (c *Config) Geometry() kvcache.Geometry {
-	return kvcache.Geometry{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
+	g := kvcache.Geometry{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
+	// A window as long as the context is full attention (as kvq estimate
+	// counts it).
+	long := c.ContextLen > 0 && c.SlidingWindow >= c.ContextLen
+	for li := range min(c.Layers, kvcache.MaxSetLayers) {
+		if c.Sliding(li) && !long {
+			g.Sliding.Add(li)
+		}
+	}
+	return g
 }
 
 // Layer holds one transformer block's weights. Optional parts are nil.
@@ -120,6 +167,8 @@ type Layer struct {
 	// expert, in an expert layer (views of the checkpoint's memory).
 	Router                  *tensor.Weight
 	ExpGate, ExpUp, ExpDown []*tensor.Weight
+	// Gemma's RMSNorms of the attention's and the MLP's outputs.
+	PostAttnNorm, PostFFNNorm []float32
 }
 
 // Model is a loaded checkpoint.

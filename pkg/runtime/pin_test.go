@@ -41,6 +41,12 @@ var pinnedLogits = map[string]string{
 	"amd64/generic/qwen3moe/fp16":         "3e387442c3e1d4659c3accf0bc44c0d5cf5cf1a4d9e4aa27944d7dcefc10bea7",
 	"amd64/generic/qwen3moe/fp32":         "4dd4876b412b4024776a1561b9921fa5c73a57ee1f84ad25925fbe62dd71a814",
 	"amd64/generic/qwen3moe/int8":         "ca3094fda76050d06624bc2abc8b73313a69035972dd42caab9154ff5747fc94",
+	"amd64/avx512/gemma2/fp16":            "f972c69f45779efccd362a20b4d28396ad7da6f413e48fdf0340d3d0efa3c8d9",
+	"amd64/avx512/gemma2/fp32":            "f750cf9a616a0be5f30d9766bcceb30d4e3f28b510fc08de5156fa7a1b80985a",
+	"amd64/avx512/gemma2/int8":            "fac42023415cee1f59ba38efdbb67a88f4a09eb96127b1367fc47fe9481a00c1",
+	"amd64/avx512/gemma3/fp16":            "7879a5a717bbb3e4189c8e8abc2eaedaebc7348728f22e826424e096a46e4225",
+	"amd64/avx512/gemma3/fp32":            "7a545cd08ffe09e7a208e6c80f098cd9ca30c8465a548cace4eeb34143ba06e6",
+	"amd64/avx512/gemma3/int8":            "a7955dd7f0a7748b17bcc87c5b36e220a0a504de7b1f542f28d5b70ee6d81ce2",
 	"amd64/avx512/llama/fp16":             "66af551d486f4169acdf3f2a350028fa8b201fe988ba73c0336654103e12f736",
 	"amd64/avx512/llama/fp32":             "310cddf88dfdf9efb68171db98461c52ba55f64c8a776862c20f8f6c91fe5c41",
 	"amd64/avx512/llama/int8":             "191d6ad88a04386b604300f233c354e4c0413c0c6b1f86f5dea8d3ab607ef694",
@@ -65,6 +71,12 @@ var pinnedLogits = map[string]string{
 	"amd64/avx512/stories260K.gguf/fp16":  "7201950d997c52269820f24fce958a22580c1bd80dc96035636e065847615f6e",
 	"amd64/avx512/stories260K.gguf/fp32":  "ae3f92f72aa91a8c5d1dce2801ae21203999584aa283fff83b09d9b4c5284fb7",
 	"amd64/avx512/stories260K.gguf/int8":  "5de8b6e208868661ccaca91ddb4d3c0487d242c6124240ea93835ac853306cd9",
+	"amd64/generic/gemma2/fp16":           "1da75c6011ef50c72c769621349e7cdd54babb1344402e83210bbe5a30b54675",
+	"amd64/generic/gemma2/fp32":           "ff1dd2c15c34a97cf8b929052f4dfe4e26b0ed4859d4fc448904ac8987fcce7e",
+	"amd64/generic/gemma2/int8":           "39c8a34463a2c75bbedf875a185c5166c6b857f35e53790ea4485de1b3446080",
+	"amd64/generic/gemma3/fp16":           "21d17f6df1b723837ce47e968c66cf28176426365d735236ad0cc3834c140948",
+	"amd64/generic/gemma3/fp32":           "72425a8e050b2ef82c1cffd12bda6ee290a06291b1e7bf57cd8131121acd1b8b",
+	"amd64/generic/gemma3/int8":           "b4cb7a699339ec1997464ade15d685272048ff6d9dac9f19131cfc46856220dd",
 	"amd64/generic/llama/fp16":            "456ab576fbd6f5e27222687a952784f753dcc03d363329b37e3ea83703aa4538",
 	"amd64/generic/llama/fp32":            "bea7b7881ca7e985ea099ce935409991f57753d5de798655294987f462df05b4",
 	"amd64/generic/llama/int8":            "131e8abe0c7217eb2137e88c73fcfe07940dc6f01767f77a1b8cceea230aaf44",
@@ -95,7 +107,8 @@ var pinnedLogits = map[string]string{
 // built-in model, as GGUF and llama2.c) and random Hugging Face checkpoints
 // of each dense family (Qwen2's biases, Qwen3's q/k norms, Mistral's
 // sliding window, OLMo 2's post-norms, Phi-3's fused matrices with a
-// window, tied embeddings and LongRoPE over partial rotary).
+// window, tied embeddings and LongRoPE over partial rotary, Gemma 2's
+// softcaps and Gemma 3's local and global layers) and the MoE families.
 func pinModels(t *testing.T) map[string]func() (*runtime.Model, error) {
 	bin, tok, gguf := testutil.Stories260K(t)
 	dir := t.TempDir()
@@ -122,6 +135,8 @@ func pinModels(t *testing.T) map[string]func() (*runtime.Model, error) {
 		// Mixture of experts: grouped expert products, each routing order.
 		"mixtral":  hf(modeltest.Spec{Arch: "mixtral", Experts: 4, ExpertsUsed: 2, Seed: 7}),
 		"qwen3moe": hf(modeltest.Spec{Arch: "qwen3moe", HeadDim: 32, Layers: 3, Experts: 6, ExpertsUsed: 2, ExpertHidden: 32, NormTopK: true, MLPOnly: []int{1}, Seed: 8}),
+		"gemma2":   hf(modeltest.Spec{Arch: "gemma2", HeadDim: 32, SlidingWindow: 8, AttnSoftcap: 4, FinalSoftcap: 10, Seed: 7}),
+		"gemma3":   hf(modeltest.Spec{Arch: "gemma3", Layers: 7, HeadDim: 32, SlidingWindow: 8, RopeTheta: 1e6, RopeScaling: 8, Seed: 8}),
 	}
 }
 

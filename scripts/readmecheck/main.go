@@ -18,9 +18,12 @@
 //   - a run time of -slow or more ("about 2 minutes", "~45 s", "1m43s"):
 //     not run unless -slow 0.
 //
-// kvq serve, kvq canary and --endpoint examples start or need servers and
-// are not run; "$ cat FILE" in a session writes the lines after it to
-// FILE. Usage:
+// Besides kvq, "go run ./scripts/randmodel ..." lines run, with the
+// command built from the checkout the check runs in (they write the random
+// checkpoint a document's examples read).
+//
+// kvq serve, kvq canary and --endpoint examples start or need servers and are not run;
+// "$ cat FILE" in a session writes the lines after it to FILE. Usage:
 //
 //	go run ./scripts/readmecheck [-kvq bin/kvq] [-readme README.md] [-docs docs] [-help=true] [-shared ../shared] [-slow 30s]
 //
@@ -252,7 +255,16 @@ func check(o options) error {
 			r, ok := done[s.Cmd]
 			if !ok {
 				start := time.Now()
-				r.out, r.code, r.err = runShell(s.Cmd, root, env, o.timeout)
+				cmd := s.Cmd
+				if isRandmodel(cmd) {
+					// The clone is a bare directory: run the command built
+					// from this checkout, on PATH.
+					if err := buildRandmodel(binDir); err != nil {
+						return err
+					}
+					cmd = "randmodel " + strings.TrimPrefix(cmd, randmodel)
+				}
+				r.out, r.code, r.err = runShell(cmd, root, env, o.timeout)
 				fmt.Printf("ran  %6.1fs       %s: %s\n", time.Since(start).Seconds(), s.Source, s.Cmd)
 				done[s.Cmd] = r
 			}
@@ -272,6 +284,19 @@ func check(o options) error {
 		len(files), counts[Run], counts[Slow], counts[YourOwn], counts[Server], len(failures))
 	if len(failures) > 0 {
 		return fmt.Errorf("%d example(s) failed:\n  %s", len(failures), strings.Join(failures, "\n  "))
+	}
+	return nil
+}
+
+// buildRandmodel builds scripts/randmodel of the checkout the check runs
+// in (its working directory) into dir, once.
+func buildRandmodel(dir string) error {
+	p := filepath.Join(dir, "randmodel")
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	if out, err := exec.Command("go", "build", "-o", p, "./scripts/randmodel").CombinedOutput(); err != nil {
+		return fmt.Errorf("building scripts/randmodel: %v\n%s", err, out)
 	}
 	return nil
 }

@@ -73,6 +73,8 @@ func StatedDuration(comment string) time.Duration {
 func Classify(s Step, slow time.Duration) Kind {
 	w := Words(s.Cmd)
 	switch {
+	case isRandmodel(s.Cmd) && !yourOwn.MatchString(s.Comment):
+		return Run
 	case len(w) == 0 || w[0] != "kvq":
 		return Other
 	case yourOwn.MatchString(s.Comment):
@@ -231,8 +233,16 @@ func splitComment(line string) (cmd, comment string) {
 
 // isCommand reports a line that starts an example command.
 func isCommand(l string) bool {
-	return strings.HasPrefix(l, "kvq ") || l == "kvq" || strings.HasPrefix(l, "go run ./cmd/kvq")
+	return strings.HasPrefix(l, "kvq ") || l == "kvq" || strings.HasPrefix(l, "go run ./cmd/kvq") || strings.HasPrefix(l, randmodel)
 }
+
+// randmodel starts the command that writes a random checkpoint
+// (scripts/randmodel): documents run it to make the model their kvq
+// examples read, as a user would.
+const randmodel = "go run ./scripts/randmodel "
+
+// isRandmodel reports a randmodel command.
+func isRandmodel(cmd string) bool { return strings.HasPrefix(cmd, randmodel) }
 
 // normalize turns "go run ./cmd/kvq ARGS" into "kvq ARGS".
 func normalize(cmd string) string {

@@ -70,6 +70,10 @@ func TestParseDoc(t *testing.T) {
 	if got := Inputs(steps[4].Cmd); !reflect.DeepEqual(got, []string{"bad.json"}) {
 		t.Errorf("Inputs of a command list = %q", got)
 	}
+	rm := ParseDoc("G.md", "    go run ./scripts/randmodel -arch gemma3 -hf g3\n    go run ./scripts/other\n")
+	if len(rm) != 1 || Classify(rm[0], 30*time.Second) != Run || len(Inputs(rm[0].Cmd)) != 0 {
+		t.Errorf("randmodel steps %+v", rm)
+	}
 	if got := Inputs("kvq estimate -m meta-llama/Llama-3.1-8B --tasks copy,x.jsonl"); !reflect.DeepEqual(got, []string{"x.jsonl"}) {
 		t.Errorf("Inputs of a preset and a suite list = %q", got)
 	}

@@ -75,6 +75,10 @@ type AttnParams struct {
 	// Window > 0 limits each query to the last Window positions (sliding
 	// window attention); 0 attends to every earlier position.
 	Window int
+	// Softcap > 0 caps each score before the softmax:
+	// Softcap·tanh(Scale·q·k / Softcap) (Gemma 2's attention logit
+	// softcapping). Only backends that implement SoftcapOps honour it.
+	Softcap float32
 }
 
 // Backend runs the ops of a transformer forward pass on one device.
@@ -172,6 +176,20 @@ type Interruptible interface {
 // is the backend's.
 type RowGroups interface {
 	RowGroups(groups []int) Backend
+}
+
+// SoftcapOps is implemented by backends that run the ops of the Gemma
+// families: the runtime refuses a model that needs them on a backend
+// without them (the CUDA backend, until its kernels are written), rather
+// than compute something else.
+type SoftcapOps interface {
+	// Scale sets x[i] *= s for i < n.
+	Scale(x Tensor, n int, s float32)
+	// GeGLU sets gate[i] = gelu(gate[i])·up[i] for i < n, with the tanh
+	// approximation of GELU: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+	GeGLU(gate, up Tensor, n int)
+	// SoftcapAttention reports that Attention applies AttnParams.Softcap.
+	SoftcapAttention() bool
 }
 
 // HostMemory is implemented by backends whose tensors are host memory:

@@ -200,7 +200,12 @@ func (s *Storage) attendTask(dst, q, kx, vx []float32, layer int, p *kvcache.Pla
 		for k := 0; k < nq; k++ {
 			row := sc[(i*nq+k)*n : (i*nq+k+1)*n]
 			clear(row[:f])
-			softmax(row[f:e], a.Scale)
+			if a.Softcap > 0 {
+				softcap(row[f:e], a.Scale, a.Softcap)
+				softmax(row[f:e], 1)
+			} else {
+				softmax(row[f:e], a.Scale)
+			}
 			clear(row[e:])
 		}
 	}

@@ -31,7 +31,28 @@ type Geometry struct {
 	// and V, so only the K side is stored. The runtime cannot run such
 	// models; the layout serves kvq estimate.
 	Latent bool
+	// Sliding marks the layers that attend over a sliding window (Gemma's
+	// local layers): a spec's sliding= override sets their formats.
+	Sliding LayerSet
 }
+
+// LayerSet is a set of layer indices below MaxSetLayers, comparable (so
+// that Geometry stays comparable). The zero value is empty.
+type LayerSet struct{ bits [MaxSetLayers / 64]uint64 }
+
+// MaxSetLayers bounds the layers a LayerSet holds.
+const MaxSetLayers = 512
+
+// Add puts layer i in the set; it panics on i outside [0, MaxSetLayers).
+func (s *LayerSet) Add(i int) { s.bits[i/64] |= 1 << (i % 64) }
+
+// Has reports whether layer i is in the set.
+func (s LayerSet) Has(i int) bool {
+	return i >= 0 && i < MaxSetLayers && s.bits[i/64]&(1<<(i%64)) != 0
+}
+
+// Empty reports whether the set has no layer.
+func (s LayerSet) Empty() bool { return s == LayerSet{} }
 
 // Layout is the memory plan of a cache: formats, codecs and exact bytes.
 type Layout struct {
@@ -138,6 +159,9 @@ func checkGeometry(g Geometry, spec quant.Spec) error {
 	fs := []quant.Format{spec.K, spec.V}
 	for _, o := range spec.Overrides {
 		fs = append(fs, o.K, o.V)
+		if o.Sliding && g.Sliding.Empty() {
+			return fmt.Errorf("%w %q: sliding=: the model has no sliding-window layers", quant.ErrBadSpec, spec.String())
+		}
 	}
 	for _, f := range fs {
 		for f != nil {
@@ -182,7 +206,7 @@ func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, er
 	}
 	l := &Layout{Geometry: g, Spec: spec, Layers: make([]LayerLayout, g.Layers), Rollback: opts.Rollback}
 	for i := range l.Layers {
-		kf, vf := spec.ForLayer(i, g.Layers)
+		kf, vf := spec.ForLayerKind(i, g.Layers, g.Sliding.Has(i))
 		sides := []struct {
 			dst *Side
 			f   quant.Format

@@ -13,7 +13,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/gguf"
@@ -60,6 +62,19 @@ type Spec struct {
 	NormTopK                           bool
 	MLPOnly                            []int
 	SparseStep                         int
+	// Gemma ("gemma2", "gemma3"): the softcaps (gemma2; 0: 50 and 30, as
+	// the released models), the linear RoPE scaling of the global layers
+	// and the RoPE base of the sliding ones (gemma3; 0: none and 10000).
+	// SlidingWindow is the window of the sliding layers (0: 4096 for
+	// gemma2, 1024 for gemma3); Gemma 2 slides its even layers, Gemma 3
+	// five layers in six. The output head is always tied.
+	AttnSoftcap, FinalSoftcap float64
+	RopeScaling               float64
+	RopeLocalTheta            float64
+	// SlidingPattern (gemma3) is written as sliding_window_pattern (HF)
+	// and attention.sliding_window_pattern (GGUF); 0: 6, not written to
+	// the GGUF file.
+	SlidingPattern int
 }
 
 // moeLayer reports whether layer li of an MoE spec has experts.
@@ -84,6 +99,9 @@ func expertNames(arch string) (router string, gate, up, down string) {
 	}
 	return "mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight", "mlp.experts.%d.down_proj.weight"
 }
+
+// gemma reports whether the spec is of the Gemma families.
+func (s *Spec) gemma() bool { return s.Arch == "gemma2" || s.Arch == "gemma3" }
 
 func (s *Spec) defaults() {
 	if s.Arch == "" {
@@ -121,6 +139,21 @@ func (s *Spec) defaults() {
 	}
 	if s.RouterScale == 0 {
 		s.RouterScale = 1
+	}
+	if s.gemma() {
+		s.Tied = true
+		if s.SlidingWindow == 0 {
+			s.SlidingWindow = map[string]int{"gemma2": 4096, "gemma3": 1024}[s.Arch]
+		}
+		if s.Arch == "gemma2" && s.AttnSoftcap == 0 {
+			s.AttnSoftcap = 50
+		}
+		if s.Arch == "gemma2" && s.FinalSoftcap == 0 {
+			s.FinalSoftcap = 30
+		}
+		if s.Arch == "gemma3" && s.RopeLocalTheta == 0 {
+			s.RopeLocalTheta = 10000
+		}
 	}
 }
 
@@ -195,6 +228,29 @@ func makeWeights(s Spec) *weights {
 	V := Vocab()
 	qd, kvd := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	mat("model.embed_tokens.weight", V, s.Dim)
+	if s.gemma() {
+		// Gemma's norms are stored as w in x·(1+w).
+		for i := 0; i < s.Layers; i++ {
+			p := fmt.Sprintf("model.layers.%d.", i)
+			vec(p+"input_layernorm.weight", s.Dim, 0, 0.1)
+			mat(p+"self_attn.q_proj.weight", qd, s.Dim)
+			mat(p+"self_attn.k_proj.weight", kvd, s.Dim)
+			mat(p+"self_attn.v_proj.weight", kvd, s.Dim)
+			if s.Arch == "gemma3" {
+				vec(p+"self_attn.q_norm.weight", s.HeadDim, 0, 0.1)
+				vec(p+"self_attn.k_norm.weight", s.HeadDim, 0, 0.1)
+			}
+			mat(p+"self_attn.o_proj.weight", s.Dim, qd)
+			vec(p+"post_attention_layernorm.weight", s.Dim, 0, 0.1)
+			vec(p+"pre_feedforward_layernorm.weight", s.Dim, 0, 0.1)
+			mat(p+"mlp.gate_proj.weight", s.Hidden, s.Dim)
+			mat(p+"mlp.up_proj.weight", s.Hidden, s.Dim)
+			mat(p+"mlp.down_proj.weight", s.Dim, s.Hidden)
+			vec(p+"post_feedforward_layernorm.weight", s.Dim, 0, 0.1)
+		}
+		vec("model.norm.weight", s.Dim, 0, 0.1)
+		return w
+	}
 	for i := 0; i < s.Layers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		switch s.Arch {
@@ -264,10 +320,17 @@ func encode(v []float32, dtype string) []byte {
 // HFOptions control WriteHF.
 type HFOptions struct {
 	Shards int // >1 writes model-0000k-of-0000n.safetensors and an index
+	// Multimodal (gemma3) writes the checkpoint as the multimodal Gemma 3
+	// releases are: Gemma3ForConditionalGeneration, the text model's
+	// config in text_config without the fields that have
+	// Gemma3TextConfig's defaults, its tensors under
+	// language_model.model. (no vision tower).
+	Multimodal bool
 }
 
 var hfArch = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-	"olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3moe": "Qwen3MoeForCausalLM"}
+	"olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3moe": "Qwen3MoeForCausalLM",
+	"gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 
 // WriteHF writes the model as a Hugging Face directory.
 func WriteHF(dir string, s Spec, opts HFOptions) error {
@@ -304,6 +367,57 @@ func WriteHF(dir string, s Spec, opts HFOptions) error {
 	}
 	if s.Arch == "phi3" {
 		phi3Config(cfg, s)
+	}
+	if s.gemma() {
+		cfg["rms_norm_eps"] = 1e-6
+		cfg["hidden_activation"] = "gelu_pytorch_tanh"
+		cfg["hidden_act"] = "gelu_pytorch_tanh"
+		cfg["query_pre_attn_scalar"] = s.HeadDim
+		cfg["sliding_window"] = s.SlidingWindow
+		cfg["attn_logit_softcapping"] = nil
+		cfg["final_logit_softcapping"] = nil
+		if s.Arch == "gemma2" {
+			cfg["attn_logit_softcapping"] = s.AttnSoftcap
+			cfg["final_logit_softcapping"] = s.FinalSoftcap
+		} else {
+			pattern := 6
+			if s.SlidingPattern > 0 {
+				pattern = s.SlidingPattern
+			}
+			cfg["sliding_window_pattern"] = pattern
+			cfg["rope_local_base_freq"] = s.RopeLocalTheta
+			if s.RopeScaling > 0 {
+				cfg["rope_scaling"] = map[string]any{"rope_type": "linear", "factor": s.RopeScaling}
+			}
+		}
+	}
+	if opts.Multimodal {
+		if s.Arch != "gemma3" {
+			return fmt.Errorf("modeltest: a multimodal checkpoint is gemma3's")
+		}
+		text := map[string]any{"model_type": "gemma3_text"}
+		for k, v := range cfg {
+			switch k {
+			case "architectures", "model_type", "torch_dtype", "bos_token_id", "eos_token_id":
+			case "sliding_window_pattern", "rope_local_base_freq", "hidden_activation":
+				// Gemma3TextConfig's defaults (6, 10000, the tanh GELU):
+				// not written.
+			default:
+				text[k] = v
+			}
+		}
+		cfg = map[string]any{"architectures": []string{"Gemma3ForConditionalGeneration"}, "model_type": "gemma3",
+			"torch_dtype": cfg["torch_dtype"], "text_config": text, "vision_config": map[string]any{"model_type": "siglip_vision_model"},
+			"bos_token_id": V - 2, "eos_token_id": V - 1}
+		renamed := &weights{shape: map[string][]int{}, data: map[string][]float32{}}
+		for _, n := range w.names {
+			nn := n
+			if rest, ok := strings.CutPrefix(n, "model."); ok {
+				nn = "language_model.model." + rest
+			}
+			renamed.add(nn, w.shape[n], w.data[n])
+		}
+		w = renamed
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
@@ -431,6 +545,18 @@ var ggufName = map[string]string{
 	"mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
 }
 
+// ggufGemmaName maps Gemma's layer tensors: its post_attention_layernorm
+// is the norm after attention, pre_feedforward_layernorm the MLP's.
+var ggufGemmaName = map[string]string{
+	"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+	"self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+	"self_attn.o_proj.weight": "attn_output.weight",
+	"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+	"post_attention_layernorm.weight": "post_attention_norm.weight", "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+	"mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+	"post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
+
 // WriteGGUF writes the model as a GGUF file, converting as llama.cpp does
 // (Q/K rows permuted for llama and mistral; norms in F32).
 func WriteGGUF(path string, s Spec) error {
@@ -464,7 +590,23 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddUint32(arch+".attention.key_length", uint32(s.HeadDim))
 	g.AddUint32(arch+".attention.value_length", uint32(s.HeadDim))
 	g.AddUint32(arch+".rope.dimension_count", uint32(s.ropeDim()))
-	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", 1e-5)
+	eps := float32(1e-5)
+	if s.gemma() {
+		eps = 1e-6
+		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
+		if arch == "gemma2" {
+			g.AddFloat32(arch+".attn_logit_softcapping", float32(s.AttnSoftcap))
+			g.AddFloat32(arch+".final_logit_softcapping", float32(s.FinalSoftcap))
+		}
+		if arch == "gemma3" && s.SlidingPattern > 0 {
+			g.AddUint32(arch+".attention.sliding_window_pattern", uint32(s.SlidingPattern))
+		}
+		if s.RopeScaling > 0 {
+			g.AddString(arch+".rope.scaling.type", "linear")
+			g.AddFloat32(arch+".rope.scaling.factor", float32(s.RopeScaling))
+		}
+	}
+	g.AddFloat32(arch+".attention.layer_norm_rms_epsilon", eps)
 	g.AddFloat32(arch+".rope.freq_base", float32(s.RopeTheta))
 	if (arch == "mistral" || s.Arch == "mixtral") && s.SlidingWindow > 0 {
 		g.AddUint32(arch+".attention.sliding_window", uint32(s.SlidingWindow))
@@ -526,6 +668,9 @@ func WriteGGUF(path string, s Spec) error {
 				gn = ggufName[rest]
 			}
 			gname = fmt.Sprintf("blk.%d.%s", layer, gn)
+			if s.gemma() {
+				gname = fmt.Sprintf("blk.%d.%s", layer, ggufGemmaName[rest])
+			}
 			if s.Experts > 0 {
 				stacked, gn, skip := stackExperts(w, s, layer, rest)
 				if skip {
@@ -543,6 +688,13 @@ func WriteGGUF(path string, s Spec) error {
 			}
 			if permute && rest == "self_attn.k_proj.weight" {
 				v = permuteQK(v, s.KVHeads, s.HeadDim, s.Dim)
+			}
+		}
+		if s.gemma() && strings.HasSuffix(name, "norm.weight") {
+			// llama.cpp's converter stores Gemma's norms as 1+w.
+			v = slices.Clone(v)
+			for i := range v {
+				v[i]++
 			}
 		}
 		t := typ

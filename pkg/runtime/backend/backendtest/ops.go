@@ -50,6 +50,7 @@ func Run(t *testing.T, be backend.Backend, opts Options) {
 	t.Run("ops", func(t *testing.T) { RunOps(t, be, opts) })
 	t.Run("kv", func(t *testing.T) { RunKV(t, be, opts) })
 	t.Run("moe", func(t *testing.T) { RunMoE(t, be, opts) })
+	t.Run("softcap", func(t *testing.T) { RunSoftcap(t, be, opts) })
 }
 
 // upload puts host values on the backend.

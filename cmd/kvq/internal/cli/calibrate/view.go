@@ -58,8 +58,16 @@ func calibrateView(res *calibrate.Result) render.Report {
 	t := render.Table{Title: "Scales (fp8 value = code × scale; absmax over the calibration data)",
 		Header: []string{"LAYER", "K ABSMAX", "K SCALE", "V ABSMAX", "V SCALE"},
 		Align:  []render.Align{render.Right, render.Right, render.Right, render.Right, render.Right}}
+	sliding := false
 	for _, l := range res.Scales {
-		t.Rows = append(t.Rows, []string{strconv.Itoa(l.Layer), g4(l.KAbsmax), scaleList(l.K), g4(l.VAbsmax), scaleList(l.V)})
+		layer := strconv.Itoa(l.Layer)
+		if l.Sliding {
+			layer, sliding = layer+" (sliding)", true
+		}
+		t.Rows = append(t.Rows, []string{layer, g4(l.KAbsmax), scaleList(l.K), g4(l.VAbsmax), scaleList(l.V)})
+	}
+	if sliding {
+		t.Notes = append(t.Notes, "sliding: a sliding-window layer; --cache SPEC,sliding=fp16 keeps such layers out of the fp8 cache")
 	}
 	r.Tables = append(r.Tables, t)
 	if c := res.Compare; c != nil {

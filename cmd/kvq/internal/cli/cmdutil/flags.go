@@ -16,9 +16,9 @@ const (
 	// TokenizerUsage is --tokenizer's help.
 	TokenizerUsage = "tokenizer file of a llama2.c model (default: tokenizer.bin, or a single tok*.bin, beside the model)"
 	// CacheUsage is --cache's help where it takes one spec (kvq generate).
-	CacheUsage = "KV-cache format spec (see kvq formats), e.g. fp16, int4, k=int8,v=int4, q4_0,residual=64"
+	CacheUsage = "KV-cache format spec (see kvq formats), e.g. fp16, int4, k=int8,v=int4, q4_0,residual=64, int4,sliding=fp16 (sliding-window layers in fp16)"
 	// CachesUsage is --cache's help where it takes a list of specs.
-	CachesUsage = "KV-cache format specs, comma-separated (see kvq formats); k=, v=, residual= and sink= modify the spec before them"
+	CachesUsage = "KV-cache format specs, comma-separated (see kvq formats); k=, v=, residual=, sink=, L<i>= and sliding= modify the spec before them (int4,sliding=fp16: the sliding-window layers in fp16)"
 	// ThreadsUsage is --threads' help.
 	ThreadsUsage = "CPU worker goroutines (0: all CPUs)"
 )

@@ -817,8 +817,12 @@ func modelInfo(m *runtime.Model, given string) eval.ModelInfo {
 	if given == "" {
 		path = "built-in kvq-probe"
 	}
-	return eval.ModelInfo{Path: path, Format: m.Format, Arch: m.Arch, Layers: m.Config.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+	mi := eval.ModelInfo{Path: path, Format: m.Format, Arch: m.Arch, Layers: m.Config.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 		Context: m.ContextLen, Vocab: m.Vocab, Params: m.Params()}
+	if local := m.LocalLayers(); local != nil {
+		mi.SlidingLayers, mi.SlidingWindow = local, m.SlidingWindow
+	}
+	return mi
 }
 
 // write prints the report and writes the side outputs.

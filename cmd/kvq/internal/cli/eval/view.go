@@ -17,8 +17,12 @@ import (
 func View(rep *eval.Report) render.Report {
 	r := render.Report{Value: rep}
 	m := rep.Model
-	r.Preamble = append(r.Preamble, fmt.Sprintf("Model: %s (%s, %d layers, %d KV heads × %d, context %d, %s params)",
-		m.Path, m.Arch, m.Layers, m.KVHeads, m.HeadDim, m.Context, humanCount(m.Params)))
+	layers := fmt.Sprintf("%d layers", m.Layers)
+	if m.SlidingLayers != nil {
+		layers += fmt.Sprintf(" (%d sliding, window %d)", len(m.SlidingLayers), m.SlidingWindow)
+	}
+	r.Preamble = append(r.Preamble, fmt.Sprintf("Model: %s (%s, %s, %d KV heads × %d, context %d, %s params)",
+		m.Path, m.Arch, layers, m.KVHeads, m.HeadDim, m.Context, humanCount(m.Params)))
 	if t := rep.Text; t != nil && len(t.Caches) > 0 {
 		r.Preamble = append(r.Preamble, fmt.Sprintf("Text: %d positions scored in %d chunks of up to %d tokens (%s protocol)",
 			t.Caches[0].Tokens, t.Chunks, t.Ctx, t.Protocol))

@@ -36,7 +36,11 @@ window the format keeps, and what it needs.
 Any listed name can be used in a cache spec (--cache): a format, optionally
 with options after colons (int4:g32:channel), or K and V separately
 (k=int8,v=int4), with modifiers residual=N (recent tokens in fp16), sink=N
-(first tokens in fp16) and L<i>=FORMAT (layer overrides, L-1 = last layer).
+(first tokens in fp16), L<i>=FORMAT (layer overrides, L-1 = last layer) and
+sliding=FORMAT (the model's sliding-window layers, such as Gemma's local
+ones: int4,sliding=fp16 keeps them unquantized, as vLLM's
+--kv-cache-dtype-skip-layers sliding_window does; overrides apply in the
+order given, so int4,sliding=fp16,L0=int8 puts layer 0 in int8).
 A per-token group larger than the head size is cut to it: int4:g32 on a
 head size of 8 stores one group of 8 values per token, as int4:g8 does (the
 table at --head-dim shows the bytes it costs). A key given twice in one

@@ -43,9 +43,16 @@ type Info struct {
 	RopeTheta     float64  `json:"rope_theta"`
 	RopeScaling   string   `json:"rope_scaling"`
 	SlidingWindow int      `json:"sliding_window"`
-	Tokenizer     string   `json:"tokenizer"`
-	ChatTemplate  bool     `json:"chat_template"`
-	StopIDs       []int    `json:"stop_ids"`
+	// SlidingLayers lists the layers the window applies to when not all
+	// do (Gemma's local layers); RopeLocalTheta is their RoPE base when
+	// it differs; the softcaps are Gemma 2's.
+	SlidingLayers  []int   `json:"sliding_layers,omitempty"`
+	RopeLocalTheta float64 `json:"rope_local_theta,omitempty"`
+	AttnSoftcap    float32 `json:"attn_logit_softcap,omitempty"`
+	FinalSoftcap   float32 `json:"final_logit_softcap,omitempty"`
+	Tokenizer      string  `json:"tokenizer"`
+	ChatTemplate   bool    `json:"chat_template"`
+	StopIDs        []int   `json:"stop_ids"`
 	// KVBytesPerToken is K+V bytes per token for the whole model in fp16.
 	KVBytesPerToken int64 `json:"kv_bytes_per_token_fp16"`
 	// Experts describes a mixture-of-experts model's expert layers
@@ -108,6 +115,7 @@ func Summarize(m *runtime.Model) Info {
 		scaling = fmt.Sprintf("%s ×%g", c.Scaling.Type, c.Scaling.Factor)
 	}
 	return Info{
+		SlidingLayers: m.LocalLayers(), RopeLocalTheta: c.RopeLocalTheta, AttnSoftcap: c.AttnSoftcap, FinalSoftcap: c.FinalSoftcap,
 		Path: m.Path, Format: m.Format, Architecture: c.Arch, Params: m.Params(), DTypes: m.DTypes(), WeightBytes: m.WeightBytes(),
 		Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Hidden: c.Dim, Intermediate: c.Hidden,
 		Vocab: c.Vocab, ContextLength: c.ContextLen, RopeTheta: c.RopeTheta, RopeScaling: scaling, SlidingWindow: c.SlidingWindow,
@@ -142,6 +150,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if in.SlidingWindow > 0 {
 		window = n(in.SlidingWindow)
 	}
+	if in.SlidingLayers != nil {
+		window += fmt.Sprintf(" (%d of %d layers: %s)", len(in.SlidingLayers), in.Layers, layerList(in.SlidingLayers))
+	}
 	t := render.Table{
 		Header: []string{"field", "value"},
 		Rows: [][]string{
@@ -167,5 +178,35 @@ func (o *Options) Run(ctx context.Context) error {
 			[]string{"active parameters", fmt.Sprintf("%d (%.3gB)", e.ActiveParams, float64(e.ActiveParams)/1e9)},
 			t.Rows[len(t.Rows)-1])
 	}
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	var extra [][]string
+	if in.RopeLocalTheta > 0 {
+		extra = append(extra, []string{"RoPE theta (sliding layers)", g(in.RopeLocalTheta)})
+	}
+	if in.AttnSoftcap > 0 || in.FinalSoftcap > 0 {
+		extra = append(extra, []string{"softcaps (attention / logits)", g(float64(in.AttnSoftcap)) + " / " + g(float64(in.FinalSoftcap))})
+	}
+	if extra != nil { // after the RoPE rows
+		at := 15
+		t.Rows = append(t.Rows[:at:at], append(extra, t.Rows[at:]...)...)
+	}
 	return render.Write(o.IO.Out, o.format, o.IO.FitReport(render.Report{Tables: []render.Table{t}, Value: in}, o.format, o.Wide), render.Options{TTY: o.IO.OutTTY})
+}
+
+// layerList writes sorted layer indices as ranges: "0-4, 6".
+func layerList(ls []int) string {
+	var parts []string
+	for i := 0; i < len(ls); {
+		j := i
+		for j+1 < len(ls) && ls[j+1] == ls[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", ls[i], ls[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(ls[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
 }

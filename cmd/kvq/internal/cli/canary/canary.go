@@ -72,7 +72,10 @@ roll it back — the judge a gateway, Argo Rollouts, Flagger or a CI job
 consults. It does not route traffic.
 
   kvq canary watch          a bounded (or continuous) watch; exit code = verdict
-  kvq canary serve-verdict  the same watch, its verdict served over HTTP`,
+  kvq canary serve-verdict  the same watch, its verdict served over HTTP
+
+Exit codes: 0 promote, 3 rollback, 4 hold (kvq canary watch), 1 runtime
+failure, 2 usage error (bad flag, policy or tasks file), 130 interrupted.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newWatchCmd(f, nil), newServeVerdictCmd(f, nil))

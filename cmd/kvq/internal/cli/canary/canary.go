@@ -108,10 +108,10 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl := cmd.Flags()
 	fl.StringVar(&o.Baseline, "baseline", "", "the baseline server's base URL (its /v1 API and /metrics)")
 	fl.StringVar(&o.Candidate, "candidate", "", "the candidate server's base URL")
-	fl.StringVar(&o.BaselineModel, "baseline-model", "", "model id the probe sends to the baseline (default: the server's default)")
+	fl.StringVar(&o.BaselineModel, "baseline-model", "", "model id the probe sends to the baseline (default: NAME@CACHE with --baseline-cache, else the server's default)")
 	fl.StringVar(&o.CandidateModel, "candidate-model", "", "model id the probe sends to the candidate")
-	fl.StringVar(&o.BaselineCache, "baseline-cache", "", "read only the baseline's metrics labelled cache=NAME (both sides on one kvq serve)")
-	fl.StringVar(&o.CandidateCache, "candidate-cache", "", "read only the candidate's metrics labelled cache=NAME")
+	fl.StringVar(&o.BaselineCache, "baseline-cache", "", "read only the baseline's metrics labelled cache=NAME, and probe that cache (both sides on one kvq serve)")
+	fl.StringVar(&o.CandidateCache, "candidate-cache", "", "read only the candidate's metrics labelled cache=NAME, and probe that cache")
 	fl.StringVar(&o.APIKey, "api-key", "", "the servers' API key, sent as a bearer token (default: $"+APIKeyEnv+", better: other users see flags in ps; never printed)")
 	fl.DurationVar(&o.Duration, "duration", duration, "how long to watch; 0 watches until interrupted")
 	fl.BoolVar(&o.StopEarly, "stop-early", false, "end at the first window whose verdict is promote or rollback (a CI job's watch)")
@@ -324,10 +324,28 @@ start), 2 usage error (bad flag, policy or tasks file), 130 interrupted.`,
 	return cmd
 }
 
+// checkAct asks the candidate, before a watch with --act, whether its
+// admin route takes --api-key and has a route to --route-cache, so that a
+// wrong key or cache fails at the start (exit 2) rather than when a
+// rollback needs the switch.
+func (o *Options) checkAct(ctx context.Context, client *http.Client) error {
+	if !o.Act {
+		return nil
+	}
+	if err := canary.CheckRoute(ctx, client, o.Candidate, o.APIKey, o.RouteCache); err != nil {
+		return fmt.Errorf("--act (--candidate %s, --route-cache %s, --api-key or $%s): %w", o.Candidate, o.RouteCache, APIKeyEnv, err)
+	}
+	return nil
+}
+
 // RunWatch runs the watch and maps its verdict to the exit code.
 func (o *Options) RunWatch(ctx context.Context) error {
+	wo := o.watchOptions()
+	if err := o.checkAct(ctx, wo.HTTP); err != nil {
+		return err
+	}
 	v := newView(o.IO, o.Output == "json")
-	rep, err := canary.Watch(ctx, o.watchOptions(), v.window)
+	rep, err := canary.Watch(ctx, wo, v.window)
 	if err != nil {
 		if rep != nil && errors.Is(err, context.Canceled) {
 			v.final(rep)

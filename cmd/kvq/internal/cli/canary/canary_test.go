@@ -26,6 +26,13 @@ import (
 // URL.
 func startServe(t *testing.T, cache string) string {
 	t.Helper()
+	return startServeWith(t, cache, serve.Options{})
+}
+
+// startServeWith is startServe with caches (comma-separated, the first
+// the fallback) and the server's options (its model name is kvq-probe).
+func startServeWith(t *testing.T, caches string, opts serve.Options) string {
+	t.Helper()
 	path, err := cmdutil.ResolveModel("", io.Discard)
 	if err != nil {
 		t.Skip("no built-in model:", err)
@@ -35,11 +42,15 @@ func startServe(t *testing.T, cache string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	spec, err := quant.Formats().ParseSpec(cache)
-	if err != nil {
-		t.Fatal(err)
+	var specs []quant.Spec
+	for _, c := range strings.Split(caches, ",") {
+		spec, err := quant.Formats().ParseSpec(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, spec)
 	}
-	e, err := engine.New(m, engine.Options{Caches: []quant.Spec{spec}})
+	e, err := engine.New(m, engine.Options{Caches: specs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +60,8 @@ func startServe(t *testing.T, cache string) string {
 	if err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := serve.New(e, serve.Options{ModelName: "kvq-probe", ShutdownGrace: time.Second})
+	opts.ModelName, opts.ShutdownGrace = "kvq-probe", time.Second
+	s, err := serve.New(e, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

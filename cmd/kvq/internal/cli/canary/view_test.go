@@ -17,6 +17,7 @@ func TestView(t *testing.T) {
 	reps := []*canary.Report{
 		{Window: 1, End: time.Unix(0, 0), Result: canary.Result{Verdict: canary.Hold, Reasons: []string{"1 of the 3 windows a promote needs"}}},
 		{Window: 2, End: time.Unix(10, 0), Result: canary.Result{Verdict: canary.Rollback, Reasons: []string{"flips: 7 items regressed"}},
+			Actions: []canary.Action{{Time: time.Unix(10, 0), URL: "http://kvq/admin/route", Cache: "int2", OK: true, Status: 200}},
 			Gates: []canary.GateResult{{Gate: canary.Gate{Metric: canary.GateFlips}, Status: canary.StatusFail, Value: 7, Message: "7 items regressed"}}},
 	}
 	var tty bytes.Buffer
@@ -36,8 +37,11 @@ func TestView(t *testing.T) {
 	}
 	v.final(reps[1])
 	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	// The action is logged under its window's line, and again with the
+	// evidence.
 	if !strings.HasPrefix(lines[0], "window 1 ") || !strings.HasPrefix(lines[1], "window 2 ") || strings.Contains(plain.String(), "\x1b") ||
-		!strings.Contains(lines[len(lines)-1], "FAIL flips") {
+		lines[2] != "  action "+time.Unix(10, 0).Format("15:04:05")+": int2 share 0% at http://kvq/admin/route: ok" ||
+		!strings.Contains(lines[len(lines)-2], "FAIL flips") || lines[len(lines)-1] != lines[2] {
 		t.Errorf("plain output:\n%s", plain.String())
 	}
 }

@@ -18,7 +18,7 @@ type view struct {
 	out   io.Writer
 	json  bool
 	tty   bool
-	lines int // lines of the block on screen
+	lines int       // lines of the block on screen
 	acted time.Time // the last action printed (plain lines)
 }
 

@@ -18,7 +18,7 @@ func TestView(t *testing.T) {
 		{Window: 1, End: time.Unix(0, 0), Result: canary.Result{Verdict: canary.Hold, Reasons: []string{"1 of the 3 windows a promote needs"}}},
 		{Window: 2, End: time.Unix(10, 0), Result: canary.Result{Verdict: canary.Rollback, Reasons: []string{"flips: 7 items regressed"}},
 			Actions: []canary.Action{{Time: time.Unix(10, 0), URL: "http://kvq/admin/route", Cache: "int2", OK: true, Status: 200}},
-			Gates: []canary.GateResult{{Gate: canary.Gate{Metric: canary.GateFlips}, Status: canary.StatusFail, Value: 7, Message: "7 items regressed"}}},
+			Gates:   []canary.GateResult{{Gate: canary.Gate{Metric: canary.GateFlips}, Status: canary.StatusFail, Value: 7, Message: "7 items regressed"}}},
 	}
 	var tty bytes.Buffer
 	v := newView(&cmdutil.IOStreams{Out: &tty, OutTTY: true}, false)

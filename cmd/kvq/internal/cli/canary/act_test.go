@@ -215,9 +215,9 @@ func TestWatchActRoute(t *testing.T) {
 }
 
 // TestWatchFaults: a candidate kvq serve that injects latency
-// (--fault-delay) ends in rollback on TTFT, one that fails half its
-// completions (--fault-error-rate) in rollback on the error rate its
-// metrics count; the same watch of a plain fp16 candidate promotes
+// (--fault-delay) ends in rollback on TTFT, a cache that fails half its
+// completions (--fault-error-rate, --fault-cache) in rollback on the
+// error rate its metrics count; the same watch of a plain fp16 candidate promotes
 // (TestWatchBuiltinModel), so each fault is what fails it.
 func TestWatchFaults(t *testing.T) {
 	if testing.Short() {
@@ -256,8 +256,11 @@ func TestWatchFaults(t *testing.T) {
 		}
 	})
 	t.Run("errors", func(t *testing.T) {
-		cand := startServeWith(t, "fp16", serve.Options{Fault: serve.Fault{ErrorRate: 0.5, Seed: 7}})
-		reps, err := runWatch(t, append([]string{"--baseline", base, "--candidate", cand}, fast...)...)
+		// One server, the faults scoped to the candidate's cache (kvq serve
+		// --cache fp16,fp32 --fault-error-rate 0.5 --fault-cache fp32):
+		// the injected errors count in fp32's series only.
+		url := startServeWith(t, "fp16,fp32", serve.Options{Fault: serve.Fault{ErrorRate: 0.5, Seed: 7, Cache: "fp32"}})
+		reps, err := runWatch(t, append([]string{"--baseline", url, "--baseline-cache", "fp16", "--candidate", url, "--candidate-cache", "fp32"}, fast...)...)
 		final := reps[len(reps)-1]
 		var ge *cmdutil.GateError
 		if !errors.As(err, &ge) || final.Result.Verdict != canary.Rollback {
@@ -270,7 +273,7 @@ func TestWatchFaults(t *testing.T) {
 			t.Errorf("totals %+v / %+v: want the candidate's injected errors counted from kvq:request_success_total", final.Total.Baseline, c)
 		}
 		if failed(final, canary.GateFlips) != nil {
-			t.Errorf("reasons %q: the outputs that succeed are fp16's", final.Result.Reasons)
+			t.Errorf("reasons %q: the outputs that succeed are as fp16's", final.Result.Reasons)
 		}
 	})
 }

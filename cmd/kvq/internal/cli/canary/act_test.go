@@ -146,12 +146,17 @@ func TestWatchActRoute(t *testing.T) {
 		{"wrong key", []string{"--api-key", "sk-wrong"}, []string{"--act", "--api-key", "HTTP 401", "not the candidate server's"}},
 		{"no key", nil, []string{"--act", "--api-key", "HTTP 401"}},
 		{"no route", []string{"--api-key", adminKey, "--route-cache", "fp16"}, []string{"--route-cache fp16", `no route to cache "fp16"`, "its routes: int2"}},
+		{"serve-verdict, wrong key", []string{"--api-key", "sk-wrong"}, []string{"--act", "--api-key", "HTTP 401"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv(APIKeyEnv, "")
 			var out, errOut bytes.Buffer
 			cmd := NewCmd(&cmdutil.Factory{IO: &cmdutil.IOStreams{Out: &out, ErrOut: &errOut}})
-			cmd.SetArgs(append(append(append([]string{"watch", "-o", "json"}, act...), c.args...), fast...))
+			sub := []string{"watch", "-o", "json"}
+			if strings.HasPrefix(c.name, "serve-verdict") {
+				sub = []string{"serve-verdict", "--listen", "127.0.0.1:0"}
+			}
+			cmd.SetArgs(append(append(append(sub, act...), c.args...), fast...))
 			cmd.SetOut(io.Discard)
 			cmd.SetErr(io.Discard)
 			start := time.Now()
@@ -164,8 +169,8 @@ func TestWatchActRoute(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if out.Len() != 0 || time.Since(start) > 5*time.Second {
-				t.Errorf("the watch ran (%v): %s", time.Since(start), out.Bytes())
+			if out.Len() != 0 || errOut.Len() != 0 || time.Since(start) > 5*time.Second {
+				t.Errorf("the watch ran (%v): %s%s", time.Since(start), out.Bytes(), errOut.Bytes())
 			}
 		})
 	}

@@ -189,7 +189,12 @@ func secs(q canary.Quantiles) string {
 	if q.Count == 0 {
 		return "-"
 	}
-	ms := func(v float64) string { return num(1000*v, "%.3g") }
+	ms := func(v float64) string {
+		if v >= 1 {
+			return num(1000*v, "%.0f") // 1940, not 1.94e+03
+		}
+		return num(1000*v, "%.3g")
+	}
 	return ms(q.P50) + "/" + ms(q.P95) + "/" + ms(q.P99) + " ms"
 }
 

@@ -45,3 +45,20 @@ func TestView(t *testing.T) {
 		t.Errorf("plain output:\n%s", plain.String())
 	}
 }
+
+// TestSecs: latencies print in ms, three digits, whole ms from 1 s on
+// (a --fault-delay candidate's 1940 ms, not 1.94e+03).
+func TestSecs(t *testing.T) {
+	for _, c := range []struct {
+		q    canary.Quantiles
+		want string
+	}{
+		{canary.Quantiles{P50: 0.00502, P95: 0.0953, P99: 0.738, Count: 3}, "5.02/95.3/738 ms"},
+		{canary.Quantiles{P50: 1.94, P95: 4.3825, P99: 12.5, Count: 3}, "1940/4382/12500 ms"},
+		{canary.Quantiles{Count: 0}, "-"},
+	} {
+		if got := secs(c.q); got != c.want {
+			t.Errorf("secs(%+v) = %q, want %q", c.q, got, c.want)
+		}
+	}
+}

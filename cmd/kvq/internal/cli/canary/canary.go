@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -353,9 +354,22 @@ func (o *Options) RunWatch(ctx context.Context) error {
 		return err
 	}
 	v.final(rep)
+	return verdictError(rep, o.Act)
+}
+
+// verdictError is the error a watch's final report exits with: nil on
+// promote, a GateError (exit 3) on rollback, a HoldError (exit 4) on hold.
+// A rollback whose switch (--act) failed still exits 3, its message
+// saying that the candidate's share was not set to 0%.
+func verdictError(rep *canary.Report, act bool) error {
 	switch rep.Result.Verdict {
 	case canary.Rollback:
-		return &cmdutil.GateError{Failed: len(rep.Result.Reasons), What: "canary gate(s) (verdict rollback)"}
+		what := "canary gate(s) (verdict rollback)"
+		if act && len(rep.Actions) > 0 && !slices.ContainsFunc(rep.Actions, func(a canary.Action) bool { return a.OK }) {
+			a := rep.Actions[len(rep.Actions)-1]
+			what = fmt.Sprintf("canary gate(s) (verdict rollback; --act did NOT set %s's share to 0%%: %s)", a.Cache, a.Error)
+		}
+		return &cmdutil.GateError{Failed: len(rep.Result.Reasons), What: what}
 	case canary.Hold:
 		return &cmdutil.HoldError{Reason: strings.Join(rep.Result.Reasons, "; ")}
 	}

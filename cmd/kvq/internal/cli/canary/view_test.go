@@ -2,6 +2,7 @@ package canary
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,35 @@ func TestSecs(t *testing.T) {
 	} {
 		if got := secs(c.q); got != c.want {
 			t.Errorf("secs(%+v) = %q, want %q", c.q, got, c.want)
+		}
+	}
+}
+
+// TestVerdictError: the verdict's exit error; a rollback whose switch
+// failed says so and still exits 3.
+func TestVerdictError(t *testing.T) {
+	rollback := canary.Result{Verdict: canary.Rollback, Reasons: []string{"flips: 9 items regressed"}}
+	failedAct := canary.Action{Cache: "int2", Error: "canary: route switch failed: HTTP 503: down"}
+	for _, c := range []struct {
+		rep  canary.Report
+		act  bool
+		want string // "" nil
+		gate bool
+	}{
+		{canary.Report{Result: canary.Result{Verdict: canary.Promote}}, true, "", false},
+		{canary.Report{Result: canary.Result{Verdict: canary.Hold, Reasons: []string{"1 of the 3 windows"}}}, false, "1 of the 3 windows", false},
+		{canary.Report{Result: rollback}, false, "1 canary gate(s) (verdict rollback) failed", true},
+		{canary.Report{Result: rollback, Actions: []canary.Action{{Cache: "int2", OK: true}}}, true, "1 canary gate(s) (verdict rollback) failed", true},
+		{canary.Report{Result: rollback, Actions: []canary.Action{failedAct}}, true, "verdict rollback; --act did NOT set int2's share to 0%: canary: route switch failed: HTTP 503: down", true},
+		{canary.Report{Result: rollback, Actions: []canary.Action{failedAct, {Cache: "int2", OK: true}}}, true, "1 canary gate(s) (verdict rollback) failed", true},
+	} {
+		err := verdictError(&c.rep, c.act)
+		var ge *cmdutil.GateError
+		switch {
+		case c.want == "" && err != nil, c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: err %v, want %q", c.rep.Result, err, c.want)
+		case c.gate != errors.As(err, &ge):
+			t.Errorf("%+v: err %T, GateError (exit 3) %v", c.rep.Result, err, c.gate)
 		}
 	}
 }

@@ -304,7 +304,8 @@ object per window and a final one (kind "final").
 
 Exit codes: 0 promote, 3 rollback, 4 hold (a bounded watch without enough
 evidence), 1 runtime failure (a server that cannot be scraped at the
-start), 2 usage error (bad flag, policy or tasks file), 130 interrupted.`,
+start), 2 usage error (bad flag, policy or tasks file, or an --act key or
+route cache the candidate refuses), 130 interrupted.`,
 		Example: `  kvq canary watch --baseline http://vllm-a:8000 --candidate http://vllm-b:8000   # your own
   kvq canary watch --baseline http://a:8000 --candidate http://b:8000 -o json   # your own
   kvq canary watch --baseline http://a:8000 --candidate http://kvq:8000 --act \

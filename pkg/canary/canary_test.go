@@ -251,7 +251,7 @@ func TestWatchRollsBackOnFlipsAndActs(t *testing.T) {
 	if !strings.Contains(g.Message, "qa #1 (exact)") {
 		t.Errorf("flips message %q does not name the first flip", g.Message)
 	}
-	if len(calls) != 1 || calls[0] != `POST Bearer k {"cache":"int2","percent":0}` {
+	if len(calls) != 1 || !strings.HasPrefix(calls[0], `POST Bearer k {"cache":"int2","percent":0,"reason":"kvq canary: rollback (flips: `) {
 		t.Errorf("admin calls %q, want one POST of percent 0 with the key", calls)
 	}
 	if len(rep.Actions) != 1 || !rep.Actions[0].OK || rep.Actions[0].Cache != "int2" {

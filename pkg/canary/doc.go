@@ -20,7 +20,8 @@
 // canary does not route traffic: it is the judge a gateway, Argo Rollouts
 // or Flagger consults (VerdictServer serves the verdict for their web
 // metric provider and webhooks). The one switch it may pull is kvq serve's admin
-// route (SetRoute), when asked to act on a rollback.
+// route (SetRoute), when asked to act on a rollback; CheckRoute tells
+// beforehand whether the key and the route are right.
 //
 // Watch takes a context and prints nothing; its callers render the
 // windows. A Watch is one goroutine plus the probe's; VerdictServer is

@@ -35,7 +35,10 @@ type Endpoint struct {
 	// Model is the model id the probe sends (empty: the server's default).
 	Model string
 	// Cache, when set, keeps only the series labelled cache="Cache": one
-	// cache of a kvq serve that serves both sides of the canary.
+	// cache of a kvq serve that serves both sides of the canary. Without a
+	// Model the probe then asks the server's /v1/models for the id that
+	// pins requests to Cache (kvq serve's NAME@CACHE), so that it reaches
+	// that cache rather than the routed split.
 	Cache string
 }
 
@@ -202,6 +205,14 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 		clients := [2]*openai.Client{}
 		for i, e := range eps {
 			clients[i] = &openai.Client{BaseURL: e.URL, APIKey: e.APIKey, Model: e.Model, HTTP: opts.HTTP}
+			if e.Cache != "" && e.Model == "" {
+				id, err := pinnedModel(ctx, clients[i], e.Cache)
+				if err != nil {
+					close(probeDone)
+					return nil, fmt.Errorf("%s: %w", [2]string{"baseline", "candidate"}[i], err)
+				}
+				clients[i].Model = id
+			}
 		}
 		var err error
 		if pr, err = newProbe(*opts.Probe, clients[0], clients[1]); err != nil {
@@ -266,7 +277,8 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 			prev = cur
 		}
 		if rep.Result.Verdict == Rollback && opts.Act != nil && !acted {
-			a := SetRoute(ctx, opts.HTTP, opts.Candidate.URL, opts.Act.APIKey, opts.Act.RouteCache, 0)
+			a := SetRoute(ctx, opts.HTTP, opts.Candidate.URL, opts.Act.APIKey, opts.Act.RouteCache, 0,
+				"kvq canary: rollback ("+strings.Join(rep.Result.Reasons, "; ")+")")
 			acted = a.OK
 			// A failing switch is retried each window; the report keeps
 			// the last maxActions attempts.
@@ -288,6 +300,22 @@ func Watch(ctx context.Context, opts Options, onWindow func(*Report)) (*Report, 
 			return rep, nil
 		}
 	}
+}
+
+// pinnedModel is the model id that pins a kvq serve's requests to cache
+// (NAME@CACHE, as GET /v1/models lists it): the probe of an endpoint read
+// by its cache's metrics must reach that cache, not the routed split.
+func pinnedModel(ctx context.Context, c *openai.Client, cache string) (string, error) {
+	ms, err := c.Models(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: the model id of cache %s: %v", ErrScrape, cache, err)
+	}
+	for _, m := range ms {
+		if m.Cache == cache && strings.HasSuffix(m.ID, "@"+cache) {
+			return m.ID, nil
+		}
+	}
+	return "", fmt.Errorf("%w: the server lists no model id for cache %q (a kvq serve lists NAME@CACHE); give the model id", ErrOptions, cache)
 }
 
 // scrapeOne reads url once, keeping only the series of cache when set.

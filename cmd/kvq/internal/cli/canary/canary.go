@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,10 +112,10 @@ func addFlags(cmd *cobra.Command, o *Options, duration time.Duration) {
 	fl := cmd.Flags()
 	fl.StringVar(&o.Baseline, "baseline", "", "the baseline server's base URL (its /v1 API and /metrics)")
 	fl.StringVar(&o.Candidate, "candidate", "", "the candidate server's base URL")
-	fl.StringVar(&o.BaselineModel, "baseline-model", "", "model id the probe sends to the baseline (default: the server's default)")
+	fl.StringVar(&o.BaselineModel, "baseline-model", "", "model id the probe sends to the baseline (default: NAME@CACHE with --baseline-cache, else the server's default)")
 	fl.StringVar(&o.CandidateModel, "candidate-model", "", "model id the probe sends to the candidate")
-	fl.StringVar(&o.BaselineCache, "baseline-cache", "", "read only the baseline's metrics labelled cache=NAME (both sides on one kvq serve)")
-	fl.StringVar(&o.CandidateCache, "candidate-cache", "", "read only the candidate's metrics labelled cache=NAME")
+	fl.StringVar(&o.BaselineCache, "baseline-cache", "", "read only the baseline's metrics labelled cache=NAME, and probe that cache (both sides on one kvq serve)")
+	fl.StringVar(&o.CandidateCache, "candidate-cache", "", "read only the candidate's metrics labelled cache=NAME, and probe that cache")
 	fl.StringVar(&o.APIKey, "api-key", "", "the servers' API key, sent as a bearer token (default: $"+APIKeyEnv+", better: other users see flags in ps; never printed)")
 	fl.DurationVar(&o.Duration, "duration", duration, "how long to watch; 0 watches until interrupted")
 	fl.BoolVar(&o.StopEarly, "stop-early", false, "end at the first window whose verdict is promote or rollback (a CI job's watch)")
@@ -306,7 +307,8 @@ object per window and a final one (kind "final").
 
 Exit codes: 0 promote, 3 rollback, 4 hold (a bounded watch without enough
 evidence), 1 runtime failure (a server that cannot be scraped at the
-start), 2 usage error (bad flag, policy or tasks file), 130 interrupted.`,
+start), 2 usage error (bad flag, policy or tasks file, or an --act key or
+route cache the candidate refuses), 130 interrupted.`,
 		Example: `  kvq canary watch --baseline http://vllm-a:8000 --candidate http://vllm-b:8000   # your own
   kvq canary watch --baseline http://a:8000 --candidate http://b:8000 -o json   # your own
   kvq canary watch --baseline http://a:8000 --candidate http://kvq:8000 --act \
@@ -327,10 +329,28 @@ start), 2 usage error (bad flag, policy or tasks file), 130 interrupted.`,
 	return cmd
 }
 
+// checkAct asks the candidate, before a watch with --act, whether its
+// admin route takes --api-key and has a route to --route-cache, so that a
+// wrong key or cache fails at the start (exit 2) rather than when a
+// rollback needs the switch.
+func (o *Options) checkAct(ctx context.Context, client *http.Client) error {
+	if !o.Act {
+		return nil
+	}
+	if err := canary.CheckRoute(ctx, client, o.Candidate, o.APIKey, o.RouteCache); err != nil {
+		return fmt.Errorf("--act (--candidate %s, --route-cache %s, --api-key or $%s): %w", o.Candidate, o.RouteCache, APIKeyEnv, err)
+	}
+	return nil
+}
+
 // RunWatch runs the watch and maps its verdict to the exit code.
 func (o *Options) RunWatch(ctx context.Context) error {
+	wo := o.watchOptions()
+	if err := o.checkAct(ctx, wo.HTTP); err != nil {
+		return err
+	}
 	v := newView(o.IO, o.Output == "json")
-	rep, err := canary.Watch(ctx, o.watchOptions(), v.window)
+	rep, err := canary.Watch(ctx, wo, v.window)
 	if err != nil {
 		if rep != nil && errors.Is(err, context.Canceled) {
 			v.final(rep)
@@ -338,9 +358,22 @@ func (o *Options) RunWatch(ctx context.Context) error {
 		return err
 	}
 	v.final(rep)
+	return verdictError(rep, o.Act)
+}
+
+// verdictError is the error a watch's final report exits with: nil on
+// promote, a GateError (exit 3) on rollback, a HoldError (exit 4) on hold.
+// A rollback whose switch (--act) failed still exits 3, its message
+// saying that the candidate's share was not set to 0%.
+func verdictError(rep *canary.Report, act bool) error {
 	switch rep.Result.Verdict {
 	case canary.Rollback:
-		return &cmdutil.GateError{Failed: len(rep.Result.Reasons), What: "canary gate(s) (verdict rollback)"}
+		what := "canary gate(s) (verdict rollback)"
+		if act && len(rep.Actions) > 0 && !slices.ContainsFunc(rep.Actions, func(a canary.Action) bool { return a.OK }) {
+			a := rep.Actions[len(rep.Actions)-1]
+			what = fmt.Sprintf("canary gate(s) (verdict rollback; --act did NOT set %s's share to 0%%: %s)", a.Cache, a.Error)
+		}
+		return &cmdutil.GateError{Failed: len(rep.Result.Reasons), What: what}
 	case canary.Hold:
 		return &cmdutil.HoldError{Reason: strings.Join(rep.Result.Reasons, "; ")}
 	}

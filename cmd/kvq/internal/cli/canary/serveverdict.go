@@ -61,6 +61,10 @@ taken, a server cannot be scraped at the start), 2 usage error.`,
 
 // RunServe serves the verdict while the watch runs.
 func (o *Options) RunServe(ctx context.Context) error {
+	wo := o.watchOptions()
+	if err := o.checkAct(ctx, wo.HTTP); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.Listen, err)
@@ -73,7 +77,7 @@ func (o *Options) RunServe(ctx context.Context) error {
 	v := newView(o.IO, false)
 	v.out = o.IO.ErrOut
 	v.tty = false
-	_, werr := canary.Watch(ctx, o.watchOptions(), func(r *canary.Report) {
+	_, werr := canary.Watch(ctx, wo, func(r *canary.Report) {
 		vs.Update(r)
 		v.window(r)
 	})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/pkg/canary"
@@ -17,7 +18,8 @@ type view struct {
 	out   io.Writer
 	json  bool
 	tty   bool
-	lines int // lines of the block on screen
+	lines int       // lines of the block on screen
+	acted time.Time // the last action printed (plain lines)
 }
 
 func newView(s *cmdutil.IOStreams, asJSON bool) *view {
@@ -47,6 +49,14 @@ func (v *view) window(r *canary.Report) {
 		return
 	}
 	fmt.Fprintln(v.out, lines[0])
+	// The switches pulled in this window are logged as they happen (the
+	// report keeps the last ones only).
+	for _, a := range r.Actions {
+		if a.Time.After(v.acted) {
+			fmt.Fprintln(v.out, actionLine(a))
+			v.acted = a.Time
+		}
+	}
 }
 
 func (v *view) writeJSON(r *canary.Report) {
@@ -130,13 +140,18 @@ func block(r *canary.Report) []string {
 		out = append(out, line)
 	}
 	for _, a := range r.Actions {
-		s := "ok"
-		if !a.OK {
-			s = a.Error
-		}
-		out = append(out, fmt.Sprintf("  action %s: %s share %g%% at %s: %s", a.Time.Format("15:04:05"), a.Cache, a.Percent, a.URL, s))
+		out = append(out, actionLine(a))
 	}
 	return out
+}
+
+// actionLine is a switch kvq pulled, or tried to.
+func actionLine(a canary.Action) string {
+	s := "ok"
+	if !a.OK {
+		s = a.Error
+	}
+	return fmt.Sprintf("  action %s: %s share %g%% at %s: %s", a.Time.Format("15:04:05"), a.Cache, a.Percent, a.URL, s)
 }
 
 func engineName(e string) string {
@@ -174,7 +189,12 @@ func secs(q canary.Quantiles) string {
 	if q.Count == 0 {
 		return "-"
 	}
-	ms := func(v float64) string { return num(1000*v, "%.3g") }
+	ms := func(v float64) string {
+		if v >= 1 {
+			return num(1000*v, "%.0f") // 1940, not 1.94e+03
+		}
+		return num(1000*v, "%.3g")
+	}
 	return ms(q.P50) + "/" + ms(q.P95) + "/" + ms(q.P99) + " ms"
 }
 

@@ -91,6 +91,9 @@ func RunEndpoints(ctx context.Context, m *runtime.Model, opts EndpointOptions) (
 	if err := prepare(m, opts.Suites); err != nil {
 		return nil, err
 	}
+	if err := checkMCLocal(opts.Suites); err != nil {
+		return nil, err
+	}
 	rep := &Report{Schema: Schema}
 	for i, n := range opts.Names {
 		ci := CacheInfo{Spec: n, Baseline: i == 0}

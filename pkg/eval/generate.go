@@ -32,6 +32,9 @@ type GenOutput struct {
 	// Diverge is the index of the first token that differs from the
 	// baseline's output, -1 when they agree.
 	Diverge int `json:"diverge"`
+	// LogLik are a multiple-choice item's log-likelihoods, one per choice
+	// (mc.go); nil for generations.
+	LogLik []float64 `json:"loglik,omitempty"`
 }
 
 // Generate decodes it greedily with a fresh cache of each layout, side by

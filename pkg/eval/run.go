@@ -123,8 +123,11 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 			if err != nil {
 				return nil, nil, err
 			}
-			gen := func(ctx context.Context, _ *Task, gi GenItem) ([]GenOutput, error) {
+			gen := func(ctx context.Context, t *Task, gi GenItem) ([]GenOutput, error) {
 				gi.Exact = opts.ExactPrefill
+				if t.mc != nil {
+					return scoreMC(ctx, r, layouts, t.mc, gi.Exact)
+				}
 				return Generate(ctx, r, layouts, gi)
 			}
 			return gen, r.Close, nil
@@ -360,6 +363,9 @@ func genItem(m *runtime.Model, t *Task) GenItem {
 
 // scoreItem scores every cache's output with every metric of the task.
 func scoreItem(s *Suite, t *Task, outs []GenOutput, refusal *RefusalDetector) (itemResult, error) {
+	if t.mc != nil {
+		return t.mc.scoreItem(t.Metrics, outs)
+	}
 	so := ScoreOptions{Refusal: refusal, Schema: t.Schema}
 	if s.Refusal != nil {
 		so.Refusal = s.Refusal

@@ -44,7 +44,8 @@ type Task struct {
 	// Meta are facts for reports (context, depth).
 	Meta map[string]string
 
-	ids []int // the tokenized prompt (Run's prepare)
+	ids []int   // the tokenized prompt (Run's prepare)
+	mc  *mcTask // a multiple-choice item, scored by log-likelihood (mc.go)
 }
 
 // Suite is a named set of tasks with how its rows read.

@@ -15,6 +15,7 @@
 //	GET  /v1/models/{id}       one of them
 //	GET  /health               200, or 503 while shutting down
 //	GET  /metrics              Prometheus text exposition (see MetricsHelp)
+//	GET  /admin/route          the routes; POST sets a cache's share
 //
 // Both generation endpoints stream as OpenAI and vLLM do when asked
 // ("stream": true): one "data: {json}\n\n" server-sent event per generated
@@ -33,6 +34,20 @@
 // a cache drawn for the request (a canary split). Every response says which
 // cache served it: the "kvq_cache" field of its JSON (of every chunk when
 // streaming) and the X-KVQ-Cache header; the metrics carry a cache label.
+//
+// Options.Routes restrict a split to some requests: those with a header's
+// value (a tenant), a bearer token (a tenant key, accepted on /v1/ besides
+// Options.APIKey) or a requested model id (an alias the server lists); see
+// Route for the deterministic choice. GET /admin/route lists the routes as
+// {"routes": [{"cache", "percent", "match"}], "fallback"}; POST
+// /admin/route {"cache": NAME, "percent": N} sets the share of NAME's
+// routes live (optional "match" for one route, "reason" for the log),
+// the one switch a canary judge flips to roll a candidate back. Both take
+// the server's API key as a bearer token and answer 403 on a server
+// without one; each change goes to Options.OnRouteChange and the metrics
+// kvq_route_percent and kvq_route_changes_total. Options.Fault injects a
+// delay before the first token and a seeded share of 500s, for canary
+// drills and tests.
 //
 // Errors are OpenAI's JSON body {"error": {"message", "type", "param",
 // "code"}} with these statuses: 400 malformed JSON, a parameter of the

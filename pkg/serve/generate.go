@@ -45,7 +45,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, body []byte
 	if e != nil {
 		return e
 	}
-	cache, e := s.resolve(req.Model)
+	cache, e := s.resolve(r, req.Model)
 	if e != nil {
 		return e
 	}
@@ -115,7 +115,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, body []
 	if e != nil {
 		return e
 	}
-	cache, e := s.resolve(req.Model)
+	cache, e := s.resolve(r, req.Model)
 	if e != nil {
 		return e
 	}
@@ -249,12 +249,22 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, jobs ...*job) 
 			}
 		}
 	}
+	start := time.Now()
+	if e := s.inject(r, jobs, start); e == gone {
+		return nil
+	} else if e != nil {
+		return e
+	}
+	delayed := s.opts.Fault.Delay > 0 && s.opts.Fault.applies(j0.cache)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // also ends the batch's submitted requests when one is refused
 	runs := make([]*run, len(jobs))
 	for i, j := range jobs {
 		rctx, rcancel := context.WithCancel(ctx)
 		g := &run{s: s, j: j, cancel: rcancel, start: time.Now()}
+		if delayed {
+			g.start = start // the injected delay counts in the TTFT and E2E
+		}
 		st, err := s.e.Submit(rctx, j.req)
 		if err != nil {
 			rcancel()

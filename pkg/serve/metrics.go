@@ -36,6 +36,9 @@ Histograms (seconds; _bucket{le}, _sum, _count):
                                     buckets 0.01 0.025 0.05 0.075 0.1 0.15 0.2 0.3 0.4 0.5 0.75 1 2.5 5 7.5 10 20 40 80
   kvq:e2e_request_latency_seconds   from submission to the request's end (its last token, stop or abort)
                                     buckets 0.3 0.5 0.8 1 1.5 2 2.5 5 10 15 20 30 40 50 60 120 240 480 960 1920 7680
+Routes (kvq's own; label match: a route's header=, key= or model= match, "" every request):
+  kvq_route_percent             the percentage of the served name's requests a route sends to its cache (one series per route; none without routes)
+  kvq_route_changes_total       successful POST /admin/route requests that set the cache's routes
 `
 
 // Histogram bucket upper bounds, in seconds: vLLM's (vllm/v1/metrics/
@@ -68,6 +71,8 @@ var (
 	mTTFT     = metric{"kvq:time_to_first_token_seconds", "histogram", "Time from submission to the engine to the first token, in seconds."}
 	mITL      = metric{"kvq:inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a request, in seconds."}
 	mE2E      = metric{"kvq:e2e_request_latency_seconds", "histogram", "Time from submission to the end of a request, in seconds."}
+	mRoute    = metric{"kvq_route_percent", "gauge", "Percentage of the served name's requests a route sends to its cache (match: the route's match, empty for every request)."}
+	mChanges  = metric{"kvq_route_changes_total", "counter", "Successful POST /admin/route requests that set the cache's routes."}
 )
 
 // histogram counts observations per bucket (not cumulative; the
@@ -106,12 +111,13 @@ type metrics struct {
 	model  string
 	caches []string
 
-	mu  sync.Mutex
-	per map[string]*cacheMetrics
+	mu      sync.Mutex
+	per     map[string]*cacheMetrics
+	changes map[string]int64 // POST /admin/route by cache
 }
 
 func newMetrics(model string, caches []string) *metrics {
-	m := &metrics{model: model, caches: caches, per: map[string]*cacheMetrics{}}
+	m := &metrics{model: model, caches: caches, per: map[string]*cacheMetrics{}, changes: map[string]int64{}}
 	for _, c := range caches {
 		m.per[c] = &cacheMetrics{finished: map[string]int64{}, ttft: newHistogram(ttftBuckets), itl: newHistogram(itlBuckets), e2e: newHistogram(e2eBuckets)}
 	}
@@ -139,6 +145,13 @@ func (m *metrics) token(cache string, start, prev, t time.Time) {
 	})
 }
 
+// routeChanged counts a change of cache's routes.
+func (m *metrics) routeChanged(cache string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.changes[cache]++
+}
+
 func (m *metrics) prompt(cache string, n int) {
 	m.with(cache, func(c *cacheMetrics) { c.prompt += int64(n) })
 }
@@ -150,9 +163,9 @@ func (m *metrics) finish(cache, reason string, e2e time.Duration) {
 	})
 }
 
-// write writes the exposition (text format 0.0.4) of the server's series
-// and the engine's pool statistics.
-func (m *metrics) write(w io.Writer, pools []engine.PoolStats) error {
+// write writes the exposition (text format 0.0.4) of the server's series,
+// the engine's pool statistics and the routes.
+func (m *metrics) write(w io.Writer, pools []engine.PoolStats, routes []Route) error {
 	bw := bufio.NewWriter(w)
 	pool := func(cache string) engine.PoolStats {
 		for _, p := range pools {
@@ -230,6 +243,16 @@ func (m *metrics) write(w io.Writer, pools []engine.PoolStats) error {
 			sample(h.mt.name+"_sum", labels(c), hs.sum)
 			sample(h.mt.name+"_count", labels(c), float64(hs.n))
 		}
+	}
+	if len(routes) > 0 {
+		header(mRoute)
+		for _, rt := range routes {
+			sample(mRoute.name, labels(rt.Cache, "match", rt.Match.String()), toPercent(rt.Share))
+		}
+	}
+	header(mChanges)
+	for _, c := range m.caches {
+		sample(mChanges.name, labels(c), float64(m.changes[c]))
 	}
 	return bw.Flush()
 }

@@ -71,9 +71,9 @@ func TestRoute(t *testing.T) {
 
 // exposition line: a comment (HELP or TYPE), or name{labels} value.
 var (
-	helpLine   = regexp.MustCompile(`^# HELP (kvq:[a-zA-Z0-9_:]+) \S.*$`)
-	typeLine   = regexp.MustCompile(`^# TYPE (kvq:[a-zA-Z0-9_:]+) (gauge|counter|histogram)$`)
-	sampleLine = regexp.MustCompile(`^(kvq:[a-zA-Z0-9_:]+)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\} (\S+)$`)
+	helpLine   = regexp.MustCompile(`^# HELP (kvq[:_][a-zA-Z0-9_:]+) \S.*$`)
+	typeLine   = regexp.MustCompile(`^# TYPE (kvq[:_][a-zA-Z0-9_:]+) (gauge|counter|histogram)$`)
+	sampleLine = regexp.MustCompile(`^(kvq[:_][a-zA-Z0-9_:]+)\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*",?)*)\} (\S+)$`)
 )
 
 // scrape reads /metrics and checks every line's syntax; it returns the

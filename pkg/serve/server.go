@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -47,6 +45,17 @@ type Options struct {
 	// sum to at most 1), the first cache the rest. Empty: all go to the
 	// first cache. NAME@CACHE requests are never split.
 	Route map[string]float64
+	// Routes are routes restricted to some requests (a tenant's header,
+	// an API key, a model id), or not; see Route for how a request's
+	// cache is drawn. Route's entries follow them, without a match, in
+	// the engine's cache order. Each group's shares sum to at most 1; a
+	// cache and a match appear once.
+	Routes []Route
+	// OnRouteChange is called for each route a POST /admin/route changes
+	// (kvq serve prints it); nil logs it to Logger at Info level.
+	OnRouteChange func(RouteChange)
+	// Fault injects latency and errors, for canary drills and tests.
+	Fault Fault
 	// RouteSeed makes the split reproducible: the k-th routed request's
 	// draw is the first output of a PCG seeded with (RouteSeed, k).
 	RouteSeed uint64
@@ -71,18 +80,24 @@ type Options struct {
 
 // Server serves an engine's caches over OpenAI's API. Create it with New.
 type Server struct {
-	e       *engine.Engine
-	m       *runtime.Model
-	opts    Options
-	name    string
-	caches  []string
-	route   []share
-	routeN  atomic.Uint64
-	metrics *metrics
-	log     *slog.Logger
-	created int64
-	idBase  string
-	idN     atomic.Uint64
+	e      *engine.Engine
+	m      *runtime.Model
+	opts   Options
+	name   string
+	caches []string
+	rmu    sync.RWMutex // guards routes, which /admin/route changes
+	routes []Route
+	// aliasIDs and tenantKeys come from the routes' matches, which do
+	// not change after New.
+	aliasIDs   []string
+	tenantKeys []string
+	routeN     atomic.Uint64
+	faultN     atomic.Uint64
+	metrics    *metrics
+	log        *slog.Logger
+	created    int64
+	idBase     string
+	idN        atomic.Uint64
 
 	draining   atomic.Bool
 	active     atomic.Int64
@@ -93,12 +108,6 @@ type Server struct {
 	forceOnce  sync.Once
 
 	testHook func(*http.Request) // tests: runs first in every request
-}
-
-// share is a cache's part of the routed traffic.
-type share struct {
-	cache string
-	p     float64
 }
 
 // New returns a server over e, which the caller runs (engine.Engine.Run).
@@ -145,10 +154,11 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	if sum > 1+1e-9 {
 		return nil, fmt.Errorf("%w: route shares sum to %v, over 1", ErrOptions, sum)
 	}
-	for _, c := range s.caches { // the engine's order, so the split does not depend on map order
-		if p, ok := opts.Route[c]; ok && p > 0 {
-			s.route = append(s.route, share{c, p})
-		}
+	if err := s.setRoutes(opts); err != nil {
+		return nil, err
+	}
+	if err := opts.Fault.check(s.caches); err != nil {
+		return nil, err
 	}
 	s.metrics = newMetrics(name, s.caches)
 	var b [6]byte
@@ -157,6 +167,44 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.force = make(chan struct{})
 	return s, nil
+}
+
+// setRoutes checks opts.Routes and sets the server's routes: them, then
+// opts.Route's in the engine's cache order.
+func (s *Server) setRoutes(opts Options) error {
+	type key struct {
+		cache string
+		m     Match
+	}
+	seen := map[key]bool{}
+	for _, rt := range opts.Routes {
+		switch {
+		case !slices.Contains(s.caches, rt.Cache):
+			return fmt.Errorf("%w: route to cache %q, which the engine lacks (it has %s)", ErrOptions, rt.Cache, strings.Join(s.caches, ", "))
+		case !(rt.Share >= 0 && rt.Share <= 1):
+			return fmt.Errorf("%w: route share %v for cache %s: must be in [0, 1]", ErrOptions, rt.Share, rt.Cache)
+		case seen[key{rt.Cache, rt.Match}]:
+			return fmt.Errorf("%w: route to cache %s matching %q given twice", ErrOptions, rt.Cache, rt.Match)
+		}
+		if err := rt.Match.check(); err != nil {
+			return fmt.Errorf("%w: route to cache %s: %v", ErrOptions, rt.Cache, err)
+		}
+		seen[key{rt.Cache, rt.Match}] = true
+		s.routes = append(s.routes, rt)
+	}
+	for _, c := range s.caches { // the engine's order, so the split does not depend on map order
+		if p, ok := opts.Route[c]; ok {
+			if seen[key{c, Match{}}] {
+				return fmt.Errorf("%w: route to cache %s given in both Route and Routes", ErrOptions, c)
+			}
+			s.routes = append(s.routes, Route{Cache: c, Share: p})
+		}
+	}
+	if m, sum, over := overGroup(s.routes); over {
+		return fmt.Errorf("%w: route shares for %q sum to %v, over 1", ErrOptions, m, sum)
+	}
+	s.setMatches()
+	return nil
 }
 
 // DefaultModelName is the served name of a model at path: its base name,
@@ -174,14 +222,14 @@ func DefaultModelName(path string) string {
 	return base
 }
 
-// ModelIDs returns the ids GET /v1/models lists: the name, then NAME@CACHE
-// for each cache.
+// ModelIDs returns the ids GET /v1/models lists: the name, NAME@CACHE
+// for each cache, then the routes' model aliases.
 func (s *Server) ModelIDs() []string {
 	ids := []string{s.name}
 	for _, c := range s.caches {
 		ids = append(ids, s.name+"@"+c)
 	}
-	return ids
+	return append(ids, s.aliases()...)
 }
 
 // Handler returns the server's HTTP handler (with panic recovery). Serve
@@ -229,7 +277,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		s.testHook(r)
 	}
 	path := r.URL.Path
-	if strings.HasPrefix(path, "/v1/") && !s.authorized(r) {
+	if strings.HasPrefix(path, "/v1/") && !s.authorized(r) && !s.tenantKey(r) {
 		s.fail(w, &apiError{status: http.StatusUnauthorized, message: "missing or incorrect API key: send it as 'Authorization: Bearer KEY'", typ: typeAuth, code: "invalid_api_key"})
 		return
 	}
@@ -249,8 +297,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	case path == "/metrics":
 		if method(http.MethodGet, http.MethodHead) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			_ = s.metrics.write(w, s.e.Stats())
+			_ = s.metrics.write(w, s.e.Stats(), s.Routes())
 		}
+	case path == AdminRoutePath:
+		s.adminRoute(w, r)
 	case path == "/v1/models":
 		if method(http.MethodGet) {
 			s.writeJSON(w, http.StatusOK, s.modelList())
@@ -275,16 +325,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 			s.api(w, r, s.chatCompletions)
 		}
 	default:
-		s.fail(w, &apiError{status: http.StatusNotFound, message: fmt.Sprintf("no endpoint %s %s (this server has /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)", r.Method, path), typ: typeInvalid, code: "not_found"})
+		s.fail(w, &apiError{status: http.StatusNotFound, message: fmt.Sprintf("no endpoint %s %s (this server has /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics, /admin/route)", r.Method, path), typ: typeInvalid, code: "not_found"})
 	}
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	if s.opts.APIKey == "" {
-		return true
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.opts.APIKey)) == 1
+	return s.opts.APIKey == "" || s.adminAuthorized(r)
 }
 
 func (s *Server) health(w http.ResponseWriter) {
@@ -321,12 +367,20 @@ type modelList struct {
 func (s *Server) modelList() modelList {
 	l := modelList{Object: "list"}
 	l.Data = append(l.Data, model{ID: s.name, Object: "model", Created: s.created, OwnedBy: "kvq", Root: s.name, MaxModelLen: s.m.ContextLen, Cache: s.caches[0]})
-	if len(s.route) > 0 {
+	routed := s.routed()
+	if routed {
 		l.Data[0].Cache = "" // routed per request
 	}
+	parent := s.name
 	for _, c := range s.caches {
-		parent := s.name
 		l.Data = append(l.Data, model{ID: s.name + "@" + c, Object: "model", Created: s.created, OwnedBy: "kvq", Root: s.name, Parent: &parent, MaxModelLen: s.m.ContextLen, Cache: c})
+	}
+	for _, id := range s.aliases() {
+		a := model{ID: id, Object: "model", Created: s.created, OwnedBy: "kvq", Root: s.name, Parent: &parent, MaxModelLen: s.m.ContextLen, Cache: s.caches[0]}
+		if routed {
+			a.Cache = ""
+		}
+		l.Data = append(l.Data, a)
 	}
 	return l
 }
@@ -336,32 +390,18 @@ func (s *Server) unknownModel(id string) *apiError {
 }
 
 // resolve maps a request's model id to a cache: NAME@CACHE to CACHE, NAME
-// (or nothing) to the routed cache.
-func (s *Server) resolve(id string) (string, *apiError) {
-	if id == "" || id == s.name {
-		return s.pick(), nil
+// (or nothing) and the routes' model aliases to the routed cache.
+func (s *Server) resolve(r *http.Request, id string) (string, *apiError) {
+	if id == "" {
+		id = s.name
+	}
+	if id == s.name || slices.Contains(s.aliases(), id) {
+		return s.pick(r, id), nil
 	}
 	if name, cache, ok := strings.Cut(id, "@"); ok && name == s.name && slices.Contains(s.caches, cache) {
 		return cache, nil
 	}
 	return "", s.unknownModel(id)
-}
-
-// pick draws the cache of a request for plain NAME.
-func (s *Server) pick() string {
-	if len(s.route) == 0 {
-		return s.caches[0]
-	}
-	k := s.routeN.Add(1) - 1
-	u := float64(mrand.NewPCG(s.opts.RouteSeed, k).Uint64()>>11) / (1 << 53)
-	var acc float64
-	for _, sh := range s.route {
-		acc += sh.p
-		if u < acc {
-			return sh.cache
-		}
-	}
-	return s.caches[0]
 }
 
 // api runs a generation endpoint: body limits, shutdown and error replies.

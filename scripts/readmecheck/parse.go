@@ -99,7 +99,7 @@ func contains(ws []string, w string) bool {
 var inputFlags = map[string]bool{
 	"--model": true, "-m": true, "--tokenizer": true, "--text": true, "--tasks": true, "--data": true,
 	"--dataset-path": true, "--trace": true, "--from": true, "--scales": true, "--gates": true,
-	"--refusal-phrases": true, "--finetune-from": true,
+	"--refusal-phrases": true, "--finetune-from": true, "--fewshot": true,
 }
 
 // Inputs lists the paths a kvq command reads, as the user typed them.
@@ -135,7 +135,11 @@ func Inputs(cmd string) []string {
 		switch flag {
 		case "--tasks":
 			for _, t := range strings.Split(val, ",") {
-				if strings.HasSuffix(t, ".jsonl") || strings.Contains(t, "/") {
+				// A data set's NAME=FILE (gsm8k=, arc=, ...) reads FILE.
+				if name, file, ok := strings.Cut(t, "="); ok && name != "" && !strings.ContainsAny(name, "/.") {
+					t = file
+				}
+				if strings.HasSuffix(t, ".jsonl") || strings.HasSuffix(t, ".parquet") || strings.Contains(t, "/") {
 					out = append(out, t)
 				}
 			}

@@ -68,6 +68,9 @@ func TestParseDoc(t *testing.T) {
 	if got := Inputs("kvq estimate -m meta-llama/Llama-3.1-8B --tasks copy,x.jsonl"); !reflect.DeepEqual(got, []string{"x.jsonl"}) {
 		t.Errorf("Inputs of a preset and a suite list = %q", got)
 	}
+	if got := Inputs("kvq eval --tasks copy,arc=arc.jsonl,mmlu=d/test.parquet,gsm8k=g.jsonl --fewshot a.jsonl"); !reflect.DeepEqual(got, []string{"arc.jsonl", "d/test.parquet", "g.jsonl", "a.jsonl"}) {
+		t.Errorf("Inputs of data sets NAME=FILE = %q", got)
+	}
 }
 
 func TestParseHelp(t *testing.T) {

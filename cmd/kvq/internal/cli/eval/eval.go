@@ -99,6 +99,7 @@ type Options struct {
 	gridCtx  []int
 	rulerLen []int
 	gsm8k    gsm8kFlags
+	mc       mcFlags
 	gates    []eval.Gate
 	explicit bool // gates given by flags or file: failures exit 3
 	format   render.Format
@@ -170,7 +171,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
-	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, gsm8k=FILE.jsonl (your copy of GSM8K's test split), or tasks files (.jsonl); none for no tasks")
+	fl.StringVar(&o.Tasks, "tasks", strings.Join(eval.DefaultSuites(), ","), "generation suites, comma-separated: built-in "+strings.Join(eval.BuiltinSuites(), ", ")+", ruler (RULER's tasks) or ruler:TASK, gsm8k=FILE.jsonl (your copy of GSM8K's test split), multiple choice by log-likelihood from your JSON Lines or Parquet file as "+strings.Join(eval.MCAdapters(), "=FILE, ")+"=FILE, or tasks files (.jsonl); none for no tasks")
 	fl.IntVarP(&o.N, "n", "n", 20, "examples per built-in suite")
 	fl.Uint64Var(&o.Seed, "seed", 1, "selects the built-in examples")
 	fl.StringVar(&o.Contexts, "contexts", "1024,2048", "passkey suite's contexts in tokens")
@@ -290,6 +291,7 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 	}
 	o.suites, o.files = nil, nil
 	o.gsm8k.test, o.gsm8k.spec = "", ""
+	o.mc.reset()
 	if strings.TrimSpace(o.Tasks) != "none" {
 		for _, t := range strings.Split(o.Tasks, ",") {
 			t = strings.TrimSpace(t)
@@ -298,6 +300,17 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 			case t == eval.SuiteGSM8K || strings.HasPrefix(t, eval.SuiteGSM8K+"="):
 				if _, err := o.gsm8k.parseTask(t); err != nil {
 					return err
+				}
+			case strings.Contains(t, "=") || slices.Contains(eval.MCAdapters(), t):
+				ok, err := o.mc.parseTask(t)
+				if err != nil {
+					return err
+				}
+				if !ok { // a tasks file with "=" in its name
+					if _, err := os.Stat(t); err != nil {
+						return cmdutil.FlagErrorf("--tasks %s: %w", t, err)
+					}
+					o.files = append(o.files, t)
 				}
 			case strings.HasSuffix(t, ".jsonl") || strings.ContainsRune(t, os.PathSeparator):
 				if _, err := os.Stat(t); err != nil {
@@ -312,7 +325,10 @@ func (o *Options) Validate(cmd *cobra.Command) error {
 			}
 		}
 	}
-	if err := o.gsm8k.validate(); err != nil {
+	if err := o.gsm8k.validate(o.mc.active()); err != nil {
+		return err
+	}
+	if err := o.mc.validate(&o.gsm8k, cmd.Flags().Changed("num-fewshot"), len(o.Endpoints) > 0); err != nil {
 		return err
 	}
 	for _, t := range o.Texts {
@@ -519,7 +535,7 @@ func (o *Options) Run(ctx context.Context) error {
 		rep.Caches[i].Scales = scaleFiles(rep.Caches[i].Spec)
 	}
 	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, KOrder: o.KOrder, N: o.N, Seed: o.Seed,
-		Suites: append(append(append([]string(nil), o.suites...), o.files...), o.gsm8k.specs()...), Data: data, Workers: o.Threads,
+		Suites: append(append(append(append([]string(nil), o.suites...), o.files...), o.gsm8k.specs()...), o.mc.specs...), Data: data, Workers: o.Threads,
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
 	if rep.Text != nil {
 		rep.Setup.Ctx = rep.Text.Ctx
@@ -656,6 +672,11 @@ func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, 
 		return opts, nil, err
 	}
 	opts.Suites, data = append(opts.Suites, gsm...), append(data, gsmData...)
+	mc, mcData, err := o.mc.suites(o.N, o.Seed, o.gsm8k.Fewshot)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.Suites, data = append(opts.Suites, mc...), append(data, mcData...)
 	return opts, data, nil
 }
 
@@ -689,6 +710,9 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 	}
 	if o.gsm8k.test != "" {
 		cfg["num_fewshot"] = o.gsm8k.NumFewshot
+	}
+	if o.mc.active() {
+		cfg["mc_fewshot"] = o.mc.shots
 	}
 	if len(o.ends) > 0 {
 		cfg["caches"], cfg["endpoints"], cfg["top_logprobs"] = nil, o.ends, o.TopLogprobs

@@ -26,8 +26,8 @@ type gsm8kFlags struct {
 }
 
 func (g *gsm8kFlags) addFlags(fl *pflag.FlagSet) {
-	fl.IntVar(&g.NumFewshot, "num-fewshot", eval.DefaultGSM8KShots, "gsm8k: few-shot examples before each question, the first of --fewshot")
-	fl.StringVar(&g.Fewshot, "fewshot", "", "gsm8k: a JSON Lines file of few-shot examples (question, answer), GSM8K's train split")
+	fl.IntVar(&g.NumFewshot, "num-fewshot", eval.DefaultGSM8KShots, "few-shot examples before each question, from --fewshot: gsm8k takes the first N; multiple choice draws N by --seed (MMLU: the first N of the subject) and is 0-shot unless this flag is given")
+	fl.StringVar(&g.Fewshot, "fewshot", "", "a file of few-shot examples in the scored file's format: GSM8K's train split (JSON Lines), a multiple-choice set's train or dev split")
 }
 
 // parseTask takes the --tasks entry t when it is the GSM8K suite's.
@@ -49,13 +49,14 @@ func (g *gsm8kFlags) parseTask(t string) (bool, error) {
 	return true, nil
 }
 
-// validate checks the GSM8K flags once --tasks is parsed.
-func (g *gsm8kFlags) validate() error {
+// validate checks the GSM8K flags once --tasks is parsed; others says
+// whether another suite (multiple choice) reads --fewshot.
+func (g *gsm8kFlags) validate(others bool) error {
 	if g.NumFewshot < 0 {
 		return cmdutil.FlagErrorf("--num-fewshot %d: must be ≥ 0", g.NumFewshot)
 	}
 	if g.test == "" {
-		if g.Fewshot != "" {
+		if g.Fewshot != "" && !others {
 			return cmdutil.FlagErrorf("--fewshot needs --tasks gsm8k=FILE")
 		}
 		return nil

@@ -262,3 +262,28 @@ func editJSON(t *testing.T, path string, edit map[string]any) {
 		t.Fatal(err)
 	}
 }
+
+// TestMixtralSlidingWindow: Mixtral's sliding_window (config.json, or
+// llama.attention.sliding_window in GGUF) limits attention: with one
+// layer, the logits at position p equal the last logits of a sequence of
+// only the window's tokens.
+func TestMixtralSlidingWindow(t *testing.T) {
+	const w = 5
+	hf, gg := writeMoE(t, modeltest.Spec{Arch: "mixtral", Layers: 1, SlidingWindow: w, Experts: 4, ExpertsUsed: 2, Seed: 12})
+	ids := tokens(17, modeltest.Vocab(), 4)
+	for _, path := range []string{hf, gg} {
+		m := load(t, path, runtime.LoadOptions{})
+		if m.SlidingWindow != w {
+			t.Fatalf("%s: SlidingWindow = %d, want %d", m.Format, m.SlidingWindow, w)
+		}
+		all := allLogits(t, m, ids)
+		V := m.Vocab
+		for _, p := range []int{w, 11, 16} {
+			win := ids[p-w+1 : p+1]
+			last := allLogits(t, m, win)[(len(win)-1)*V:]
+			if d := maxRelDiff(all[p*V:(p+1)*V], last); d > 1e-5 {
+				t.Errorf("%s position %d: windowed logits differ from the window-only sequence by %.2g", m.Format, p, d)
+			}
+		}
+	}
+}

@@ -48,6 +48,21 @@ type Info struct {
 	StopIDs       []int    `json:"stop_ids"`
 	// KVBytesPerToken is K+V bytes per token for the whole model in fp16.
 	KVBytesPerToken int64 `json:"kv_bytes_per_token_fp16"`
+	// Experts describes a mixture-of-experts model's expert layers
+	// (absent for a dense model).
+	Experts *Experts `json:"experts,omitempty"`
+}
+
+// Experts is the MoE part of Info.
+type Experts struct {
+	Count        int    `json:"count"`
+	PerToken     int    `json:"per_token"`
+	Intermediate int    `json:"intermediate_size"`
+	Routing      string `json:"routing"`
+	DenseLayers  []int  `json:"dense_layers"`
+	// ActiveParams are the parameters one token's forward pass uses (the
+	// chosen experts' only).
+	ActiveParams int64 `json:"active_params"`
 }
 
 // NewCmd returns the inspect command.
@@ -98,7 +113,20 @@ func Summarize(m *runtime.Model) Info {
 		Vocab: c.Vocab, ContextLength: c.ContextLen, RopeTheta: c.RopeTheta, RopeScaling: scaling, SlidingWindow: c.SlidingWindow,
 		Tokenizer: m.Tokenizer.Kind().String(), ChatTemplate: m.ChatTemplate != "", StopIDs: m.StopIDs,
 		KVBytesPerToken: int64(2 * c.Layers * c.KVHeads * c.HeadDim * 2),
+		Experts:         experts(m),
 	}
+}
+
+// experts summarises a mixture-of-experts model (nil for a dense one).
+func experts(m *runtime.Model) *Experts {
+	c := m.Config
+	if c.Experts == 0 {
+		return nil
+	}
+	moe := int64(c.Layers - len(c.DenseLayers))
+	unused := moe * int64(c.Experts-c.ExpertsUsed) * 3 * int64(c.Dim) * int64(c.ExpertHidden)
+	return &Experts{Count: c.Experts, PerToken: c.ExpertsUsed, Intermediate: c.ExpertHidden, Routing: c.Routing.String(),
+		DenseLayers: append([]int{}, c.DenseLayers...), ActiveParams: m.Params() - unused}
 }
 
 // Run prints the summary.
@@ -127,6 +155,17 @@ func (o *Options) Run(ctx context.Context) error {
 			{"chat template", strconv.FormatBool(in.ChatTemplate)},
 			{"KV bytes per token (fp16)", strconv.FormatInt(in.KVBytesPerToken, 10)},
 		},
+	}
+	if e := in.Experts; e != nil {
+		dense := "none"
+		if len(e.DenseLayers) > 0 {
+			dense = strings.Trim(fmt.Sprint(e.DenseLayers), "[]")
+		}
+		t.Rows = append(t.Rows[:len(t.Rows)-1],
+			[]string{"experts", fmt.Sprintf("%d, %d per token, intermediate %d (%s)", e.Count, e.PerToken, e.Intermediate, e.Routing)},
+			[]string{"dense FFN layers", dense},
+			[]string{"active parameters", fmt.Sprintf("%d (%.3gB)", e.ActiveParams, float64(e.ActiveParams)/1e9)},
+			t.Rows[len(t.Rows)-1])
 	}
 	return render.Write(o.IO.Out, o.format, o.IO.FitReport(render.Report{Tables: []render.Table{t}, Value: in}, o.format, o.Wide), render.Options{TTY: o.IO.OutTTY})
 }

@@ -33,7 +33,7 @@ func TestMoEModels(t *testing.T) {
 			}
 			for _, path := range []string{hf, gg} {
 				code, out, stderr := run(t, "inspect", "--model", path)
-				if code != 0 || !strings.Contains(out, spec.Arch) {
+				if code != 0 || !strings.Contains(out, spec.Arch) || !strings.Contains(out, "2 per token") {
 					t.Errorf("inspect %s: exit %d, output lacks %q:\n%s%s", path, code, spec.Arch, out, stderr)
 				}
 				code, _, stderr = run(t, "generate", "--model", path, "--prompt", "the cat", "-n", "4")

@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"math"
 	"os"
@@ -72,7 +73,7 @@ func readGolden(t *testing.T, typ Type) []goldenRow {
 }
 
 // goldenTypes are the quantized types with llama.cpp goldens.
-var goldenTypes = []Type{Q40, Q41, Q50, Q51, Q80, Q2K, Q3K, Q4K, Q5K, Q6K, IQ4NL, IQ4XS, MXFP4}
+var goldenTypes = []Type{Q40, Q41, Q50, Q51, Q80, Q2K, Q3K, Q4K, Q5K, Q6K, Q8K, IQ4NL, IQ4XS, MXFP4}
 
 func TestDequantizeGolden(t *testing.T) {
 	for _, typ := range goldenTypes {
@@ -95,6 +96,31 @@ func TestDequantizeGolden(t *testing.T) {
 				}
 				if bad > 0 {
 					t.Errorf("row %d: %d of %d values differ from ggml", r, bad, n)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantizeGolden checks that QuantizeRow writes the blocks ggml's
+// reference quantizers write, byte for byte.
+func TestQuantizeGolden(t *testing.T) {
+	for _, typ := range goldenTypes {
+		t.Run(typ.String(), func(t *testing.T) {
+			for r, row := range readGolden(t, typ) {
+				got := make([]byte, len(row.q))
+				for i := range got {
+					got[i] = 0xa5 // QuantizeRow must write every byte
+				}
+				QuantizeRow(typ, got, row.in)
+				if !bytes.Equal(got, row.q) {
+					bs := typ.TypeSize()
+					for b := 0; b < len(got)/bs; b++ {
+						if !bytes.Equal(got[b*bs:(b+1)*bs], row.q[b*bs:(b+1)*bs]) {
+							t.Errorf("row %d block %d:\n got %x\nggml %x", r, b, got[b*bs:(b+1)*bs], row.q[b*bs:(b+1)*bs])
+							break
+						}
+					}
 				}
 			}
 		})

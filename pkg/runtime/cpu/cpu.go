@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -314,7 +315,7 @@ func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 	case tensor.Q80:
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
-		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
+		matMulBlocks(dst, rows, x, nt, cols, w, lo, hi)
 	}
 }
 
@@ -467,6 +468,7 @@ func Row(dst []float32, w *tensor.Weight, r int) {
 			}
 		}
 	default:
-		panic("cpu: Row on unsupported dtype " + w.DType.String())
+		rb := w.DType.RowBytes(d)
+		gguf.DequantizeRow(blockTypes[w.DType], dst[:d], w.Raw[r*rb:(r+1)*rb])
 	}
 }

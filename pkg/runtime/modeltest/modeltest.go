@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/gguf"
@@ -33,7 +34,7 @@ type Spec struct {
 	Context       int
 	SlidingWindow int    // mistral
 	Tied          bool   // tie the output head to the embedding
-	DType         string // "F32", "F16", "BF16" (safetensors spelling); WriteGGUF also "Q8_0"
+	DType         string // "F32", "F16", "BF16" (safetensors spelling); WriteGGUF also "Q8_0" and the block types ("Q4_K", "IQ4_XS", ...)
 	RopeTheta     float64
 	Seed          uint64
 	// NoBOS writes a tokenizer that adds no BOS token (add_bos_token
@@ -472,7 +473,10 @@ func WriteGGUF(path string, s Spec) error {
 
 	typ, ok := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16, "Q8_0": gguf.Q80}[s.DType]
 	if !ok {
-		return fmt.Errorf("modeltest: GGUF dtype %q (F32, F16, BF16 or Q8_0)", s.DType)
+		typ, ok = ggufBlockType(s.DType)
+	}
+	if !ok {
+		return fmt.Errorf("modeltest: GGUF dtype %q (F32, F16, BF16, Q8_0 or a block type such as Q4_K)", s.DType)
 	}
 	permute := arch == "llama" || arch == "mistral" // and Mixtral, written as llama
 	for _, name := range w.names {
@@ -521,6 +525,13 @@ func WriteGGUF(path string, s Spec) error {
 			dims[len(shape)-1-i] = uint64(d) // GGUF lists the row length first
 		}
 		var data []byte
+		if t != gguf.Q80 && t.BlockSize() > 1 {
+			// the other block types: quantized as llama-quantize does
+			if err := g.AddTensorF32(gname, t, dims, v); err != nil {
+				return fmt.Errorf("modeltest: %w", err)
+			}
+			continue
+		}
 		if t == gguf.Q80 {
 			cols := shape[len(shape)-1]
 			if cols%tensor.Q80BlockSize != 0 {
@@ -535,6 +546,17 @@ func WriteGGUF(path string, s Spec) error {
 		}
 	}
 	return writeTo(path, g)
+}
+
+// ggufBlockType returns the GGML block type named name in llama.cpp's
+// spelling ("Q4_K", "IQ4_NL", "MXFP4"), if pkg/gguf quantizes it.
+func ggufBlockType(name string) (gguf.Type, bool) {
+	for t := gguf.Type(0); t < 64; t++ {
+		if t.Decodable() && t.BlockSize() > 1 && strings.EqualFold(t.String(), name) {
+			return t, true
+		}
+	}
+	return 0, false
 }
 
 // WriteLlama2C writes a llama model as a llama2.c checkpoint (F32, legacy

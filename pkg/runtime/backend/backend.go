@@ -75,6 +75,20 @@ type AttnParams struct {
 	// Window > 0 limits each query to the last Window positions (sliding
 	// window attention); 0 attends to every earlier position.
 	Window int
+	// Sinks, when not nil, holds one learned logit per query head (Heads
+	// values) that joins each softmax as a position with no value: it
+	// takes part in the maximum and the normaliser, so the weights of the
+	// real positions sum to less than one (GPT-OSS's attention sinks). The
+	// logit is added as it is, after Scale. Only backends that implement
+	// Sinks accept it.
+	Sinks []float32
+}
+
+// Sinks is implemented by backends whose Attention applies
+// AttnParams.Sinks; the runtime refuses a model with attention sinks on
+// another backend.
+type Sinks interface {
+	AttentionSinks()
 }
 
 // Backend runs the ops of a transformer forward pass on one device.

@@ -91,6 +91,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		switch st {
 		case "linear":
 			c.Scaling = RopeScaling{Type: "linear", Factor: fOpt("rope.scaling.factor", 1)}
+		case "yarn":
+			c.Scaling = ggufYarn(fOpt, c.ContextLen)
+			if !(c.Scaling.Factor > 0) || c.Scaling.OriginalContext <= 0 {
+				errs = append(errs, fmt.Errorf("%w: yarn rope scaling with factor %v and original context %d", ErrModel, c.Scaling.Factor, c.Scaling.OriginalContext))
+			}
 		default:
 			errs = append(errs, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, st))
 		}

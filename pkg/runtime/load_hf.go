@@ -61,6 +61,11 @@ type hfRopeScaling struct {
 	LowFreqFactor  float64 `json:"low_freq_factor"`
 	HighFreqFactor float64 `json:"high_freq_factor"`
 	OriginalMaxPos int     `json:"original_max_position_embeddings"`
+	// YaRN.
+	BetaFast        float64 `json:"beta_fast"`
+	BetaSlow        float64 `json:"beta_slow"`
+	Truncate        *bool   `json:"truncate"`
+	AttentionFactor float64 `json:"attention_factor"`
 }
 
 // jsonError turns a JSON decoding error into one naming the file, line and
@@ -179,8 +184,13 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 			if rs.Factor <= 0 || rs.LowFreqFactor <= 0 || rs.HighFreqFactor <= rs.LowFreqFactor || rs.OriginalMaxPos <= 0 {
 				return nil, fmt.Errorf("%w: %s: llama3 rope_scaling needs factor, low_freq_factor < high_freq_factor and original_max_position_embeddings", ErrModel, cfgPath)
 			}
+		case "yarn":
+			c.Scaling = hfYarn(rs, hc.MaxPosition)
+			if !(rs.Factor > 0) || c.Scaling.OriginalContext <= 0 {
+				return nil, fmt.Errorf("%w: %s: yarn rope_scaling needs factor and original_max_position_embeddings (or max_position_embeddings)", ErrModel, cfgPath)
+			}
 		default:
-			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear and llama3)", ErrUnsupported, cfgPath, t)
+			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear, llama3 and yarn)", ErrUnsupported, cfgPath, t)
 		}
 		if c.Scaling.Type == "linear" && c.Scaling.Factor <= 0 {
 			return nil, fmt.Errorf("%w: %s: rope_scaling factor %v", ErrModel, cfgPath, rs.Factor)

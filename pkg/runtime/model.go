@@ -24,11 +24,19 @@ var (
 
 // RopeScaling describes RoPE frequency scaling.
 type RopeScaling struct {
-	Type            string  // "", "linear" or "llama3"
-	Factor          float64 // linear and llama3
+	Type            string  // "", "linear", "llama3" or "yarn"
+	Factor          float64 // linear, llama3 and yarn
 	LowFreqFactor   float64 // llama3
 	HighFreqFactor  float64 // llama3
-	OriginalContext int     // llama3: original_max_position_embeddings
+	OriginalContext int     // llama3 and yarn: original_max_position_embeddings
+	// YaRN (rope_yarn.go): the correction range's rotations (beta_fast,
+	// beta_slow), whether its bounds are rounded outward (Truncate: HF's
+	// default and llama.cpp's only behaviour; GPT-OSS's config says
+	// false), and the attention factor applied to q and k after RoPE
+	// (0: HF's default 0.1·ln(factor)+1).
+	BetaFast, BetaSlow float64
+	Truncate           bool
+	AttnFactor         float64
 }
 
 // Config fixes the architecture of a model.
@@ -49,6 +57,9 @@ type Config struct {
 	Scaling    RopeScaling
 	// SlidingWindow > 0 limits attention to the last SlidingWindow positions.
 	SlidingWindow int
+	// SlidingLayers, when set, are the layers SlidingWindow applies to
+	// (nil: every layer; GPT-OSS: the even layers, from layer_types).
+	SlidingLayers []bool
 	// TiedEmbeddings: the output head is the token embedding.
 	TiedEmbeddings bool
 	// Mixture of experts (moe.go; Experts 0: every FFN is dense). Each
@@ -109,6 +120,11 @@ type Layer struct {
 	// expert, in an expert layer (views of the checkpoint's memory).
 	Router                  *tensor.Weight
 	ExpGate, ExpUp, ExpDown []*tensor.Weight
+	// GPT-OSS (family_gptoss.go): the output projection's bias, a sink
+	// logit per head, the router's bias and the experts' biases (one row
+	// per expert).
+	Bo, Sinks, RouterBias      []float32
+	ExpGateB, ExpUpB, ExpDownB *tensor.Weight
 }
 
 // Model is a loaded checkpoint.
@@ -301,6 +317,8 @@ func InvFreq(c *Config, factors []float32) []float64 {
 		for i := range f {
 			f[i] /= s.Factor
 		}
+	case "yarn":
+		yarnInvFreq(f, c.RopeTheta, c.RopeDim, s)
 	case "llama3":
 		orig := float64(s.OriginalContext)
 		lowWave, highWave := orig/s.LowFreqFactor, orig/s.HighFreqFactor

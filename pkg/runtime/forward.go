@@ -155,6 +155,9 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if _, ok := be.(backend.MoE); m.Experts > 0 && !ok {
 		return nil, fmt.Errorf("%w: the %s backend does not run mixture-of-experts layers", ErrUnsupported, be.Name())
 	}
+	if err := gptossNeeds(m, be); err != nil {
+		return nil, err
+	}
 	w, err := upload(m, be)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
@@ -215,8 +218,10 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm),
 			Bq: vec(l.Bq), Bk: vec(l.Bk), Bv: vec(l.Bv), QNorm: vec(l.QNorm), KNorm: vec(l.KNorm),
 			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
+			Bo: vec(l.Bo), RouterBias: vec(l.RouterBias), Sinks: l.Sinks,
 		})
 		errs = append(errs, uploadExperts(be, l, &w.layers[i]))
+		errs = append(errs, uploadExpertExtras(be, &m.Config, l, &w.layers[i]))
 	}
 	return w, errors.Join(errs...)
 }

@@ -117,6 +117,9 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 			}
 		}
 	}
+	if fam == &gptossFamily {
+		gptossGGUFConfig(&c)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

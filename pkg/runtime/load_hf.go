@@ -52,6 +52,9 @@ type hfConfig struct {
 	NormTopKProb      *bool `json:"norm_topk_prob"`
 	DecoderSparseStep *int  `json:"decoder_sparse_step"`
 	MLPOnlyLayers     []int `json:"mlp_only_layers"`
+	// GPT-OSS.
+	LayerTypes  []string `json:"layer_types"`
+	SwiGLULimit *float64 `json:"swiglu_limit"`
 }
 
 type hfRopeScaling struct {
@@ -205,6 +208,11 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	}
 	if fam.moe() {
 		hfExperts(&c, hc, a)
+	}
+	if fam == &gptossFamily {
+		if err := gptossHFConfig(&c, hc, cfgPath); err != nil {
+			return nil, err
+		}
 	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
 	files, err := openShards(dir)
@@ -425,6 +433,15 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		}
 		return v
 	}
+	get := func(name string) (hfTensor, bool) {
+		i, ok := where[name]
+		if !ok {
+			return hfTensor{}, false
+		}
+		f := files[i]
+		t, _ := f.st.Tensor(name)
+		return hfTensor{Name: name, Path: f.path, DType: string(t.DType), Shape: t.Shape, Data: f.mm.Data[t.Offset : t.Offset+t.Size]}, true
+	}
 	m.Embed = weight("model.embed_tokens.weight", false)
 	m.Norm = vector("model.norm.weight", false)
 	m.Output = weight("lm_head.weight", true)
@@ -439,6 +456,7 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		for _, t := range fam.Tensors {
 			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
 			switch {
+			case t.HF == "": // fam.HFLayer's
 			case t.In != nil && !t.In(&m.Config, i):
 			case t.Experts != nil:
 				ws := make([]*tensor.Weight, m.Config.Experts)
@@ -451,6 +469,9 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 			default:
 				*t.Vector(l) = vector(p+t.HF, optional)
 			}
+		}
+		if fam.HFLayer != nil {
+			errs = append(errs, fam.HFLayer(l, &m.Config, p, get))
 		}
 	}
 	return joinFirst(errs)

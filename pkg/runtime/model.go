@@ -71,6 +71,9 @@ type Config struct {
 	Experts, ExpertsUsed, ExpertHidden int
 	Routing                            backend.Routing
 	DenseLayers                        []int
+	// SwiGLULimit > 0 makes the experts' activation GPT-OSS's clamped
+	// SwiGLU with SwiGLUAlpha (backend.Experts).
+	SwiGLUAlpha, SwiGLULimit float32
 }
 
 // Validate checks the config's internal consistency.

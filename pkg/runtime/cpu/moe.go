@@ -87,13 +87,17 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		if stopped(b.done) {
 			return
 		}
-		if b.workers.Serial(n*hidden, 8, swigluChunk) {
+		if e.Extras() {
+			expertExtras(e, ex, s.g, s.u, s.o, n, hidden, dim, mm)
+		} else if b.workers.Serial(n*hidden, 8, swigluChunk) {
 			swiglu(s.g, s.u)
 		} else {
 			g, u := s.g, s.u
 			b.workers.For(n*hidden, 8, swigluChunk, func(lo, hi int) { swiglu(g[lo:hi], u[lo:hi]) })
 		}
-		mm(s.o, s.g, e.Down[ex])
+		if !e.Extras() {
+			mm(s.o, s.g, e.Down[ex])
+		}
 		for i, t := range s.tok {
 			w, dr, or := s.w[i], d[int(t)*dim:(int(t)+1)*dim], s.o[i*dim:(i+1)*dim]
 			for c, v := range or {

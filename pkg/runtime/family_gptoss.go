@@ -368,7 +368,6 @@ func hfValues(t hfTensor, shape []int64) ([]float32, error) {
 	return v, nil
 }
 
-
 // gptossNeeds refuses a backend that cannot apply m's attention sinks or
 // its experts' biases and clamped SwiGLU.
 func gptossNeeds(m *Model, be backend.Backend) error {

@@ -29,6 +29,10 @@ type GPTOSS struct {
 	YarnFactor  float64
 	YarnContext int
 	NoTruncate  bool
+	// ExpertsF32 writes the GGUF file's experts as F32 holding the MXFP4
+	// values decoded (so that llama.cpp multiplies them in float32: its
+	// MXFP4 products quantize the activations to q8_0).
+	ExpertsF32 bool
 	// SinkScale multiplies the sink logits (N(0,1) before it).
 	SinkScale float64
 	// ChatTemplate, when set, replaces the test chat template in
@@ -340,6 +344,16 @@ func WriteGPTOSSGGUF(path string, s GPTOSS) error {
 			data []byte
 			dims []uint64
 		}{{"ffn_gate_exps.weight", gate, dims(E, H, D)}, {"ffn_up_exps.weight", up, dims(E, H, D)}, {"ffn_down_exps.weight", mx[1], dims(E, D, H)}} {
+			if s.ExpertsF32 {
+				v := make([]float32, len(t.data)/17*32)
+				for b := 0; b < len(t.data)/17; b++ {
+					gguf.DequantizeRow(gguf.MXFP4, v[b*32:(b+1)*32], t.data[b*17:(b+1)*17])
+				}
+				if err := g.AddTensor(p+t.name, gguf.F32, t.dims, encode(v, "F32")); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := g.AddTensor(p+t.name, gguf.MXFP4, t.dims, t.data); err != nil {
 				return err
 			}

@@ -2,10 +2,15 @@ package runtime_test
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvqlabs/kvq/pkg/chat"
 
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
@@ -163,6 +168,43 @@ func TestGPTOSSGoldenLlamaCpp(t *testing.T) {
 					t.Errorf("greedy tokens %v, llama.cpp %v", greedy, g.greedy)
 				}
 			})
+		}
+	}
+}
+
+// TestGPTOSSHarmonyChat renders kvq generate --chat --system's prompt on
+// GPT-OSS checkpoints (a Hugging Face directory and a GGUF file) whose
+// chat template is the released harmony template, and checks it against
+// Python Jinja2's rendering of the same conversation (pkg/chat's golden
+// file; the date line is the template's strftime_now, so today's date).
+func TestGPTOSSHarmonyChat(t *testing.T) {
+	tmpl, err := os.ReadFile(filepath.Join("..", "chat", "testdata", "templates", "openai-gpt-oss-120b.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("..", "chat", "testdata", "golden", "openai-gpt-oss-120b__system.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := gptossSpec
+	s.ChatTemplate = string(tmpl)
+	hf, gg := writeGPTOSS(t, s)
+	for _, path := range []string{hf, gg} {
+		m := load(t, path, runtime.LoadOptions{})
+		before := time.Now().Format("2006-01-02")
+		ids, text, err := m.ChatPrompt([]chat.Message{{Role: "system", Content: "You are a concise assistant."}, {Role: "user", Content: "What is 2+2?"}})
+		if err != nil {
+			t.Fatalf("%s: %v", m.Format, err)
+		}
+		after := time.Now().Format("2006-01-02")
+		if want := strings.Replace(string(golden), "Current date: 2024-07-26", "Current date: "+before, 1); text != want {
+			if want2 := strings.Replace(string(golden), "Current date: 2024-07-26", "Current date: "+after, 1); text != want2 {
+				t.Errorf("%s: harmony prompt\n%q\nwant\n%q", m.Format, text, want)
+			}
+		}
+		gen, err := m.GenerationPrompt("What is 2+2?", true, "You are a concise assistant.")
+		if err != nil || !slices.Equal(gen, ids) {
+			t.Errorf("%s: GenerationPrompt = %v, %v; ChatPrompt's tokens %v", m.Format, gen, err, ids)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"github.com/kvqlabs/kvq/pkg/chat"
 
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/backend"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
@@ -205,6 +208,37 @@ func TestGPTOSSHarmonyChat(t *testing.T) {
 		gen, err := m.GenerationPrompt("What is 2+2?", true, "You are a concise assistant.")
 		if err != nil || !slices.Equal(gen, ids) {
 			t.Errorf("%s: GenerationPrompt = %v, %v; ChatPrompt's tokens %v", m.Format, gen, err, ids)
+		}
+	}
+}
+
+// TestGPTOSSNeedsSinks checks that a backend without attention sinks, or
+// without experts' biases and the clamped SwiGLU, is refused rather than
+// run without them.
+func TestGPTOSSNeedsSinks(t *testing.T) {
+	_, gg := writeGPTOSS(t, gptossSpec)
+	m := load(t, gg, runtime.LoadOptions{})
+	cpuBe := cpu.New(1)
+	type moeOnly struct {
+		backend.Backend
+		backend.MoE
+	}
+	type noExtras struct {
+		backend.Backend
+		backend.MoE
+		backend.Sinks
+	}
+	for _, tc := range []struct {
+		name string
+		be   backend.Backend
+		want string
+	}{
+		{"no sinks", moeOnly{cpuBe, cpuBe}, "attention sinks"},
+		{"no expert extras", noExtras{cpuBe, cpuBe, cpuBe}, "clamped SwiGLU"},
+	} {
+		_, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: tc.be})
+		if !errors.Is(err, runtime.ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: NewRunner error %v, want ErrUnsupported naming %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -111,11 +111,7 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 				c.Routing = backend.SoftmaxTopK
 			}
 		}
-		for li := 0; li < c.Layers && li < 1<<20; li++ {
-			if _, ok := gf.Tensor(fmt.Sprintf("blk.%d.ffn_gate_inp.weight", li)); !ok {
-				c.DenseLayers = append(c.DenseLayers, li) // no router: a dense MLP
-			}
-		}
+		errs = append(errs, c.checkExpertCounts())
 	}
 	if fam == &gptossFamily {
 		gptossGGUFConfig(&c)
@@ -155,6 +151,13 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return nil, err
 	}
 
+	if c.Experts > 0 { // the layers are checked against the tensors now
+		for li := 0; li < c.Layers; li++ {
+			if _, ok := tensors[fmt.Sprintf("blk.%d.ffn_gate_inp.weight", li)]; !ok {
+				c.DenseLayers = append(c.DenseLayers, li) // no router: a dense MLP
+			}
+		}
+	}
 	m := &Model{Config: c}
 	weight := func(name string, optional bool) *tensor.Weight {
 		t, ok := tensors[name]
@@ -197,8 +200,13 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		return w
 	}
 	// experts cuts a stacked [Experts][rows][cols] tensor into one view
-	// per expert.
+	// per expert. Only the first stack whose dims disagree with the header
+	// is reported (they all do when the header's counts are wrong).
+	badStack := false
 	experts := func(name string, sh []int) []*tensor.Weight {
+		if badStack {
+			return nil
+		}
 		t, ok := tensors[name]
 		if !ok {
 			errs = append(errs, fmt.Errorf("%w: missing tensor %s", ErrModel, name))
@@ -213,7 +221,8 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 			return nil
 		}
 		if len(t.Dims) != 3 || t.Dims[0] != uint64(sh[1]) || t.Dims[1] != uint64(sh[0]) || t.Dims[2] != uint64(c.Experts) {
-			errs = append(errs, fmt.Errorf("%w: tensor %s has dims %v, config implies [%d %d %d]", ErrModel, name, t.Dims, sh[1], sh[0], c.Experts))
+			errs = append(errs, fmt.Errorf("%w: tensor %s has dims %v, the header implies [%d %d %d]", ErrModel, name, t.Dims, sh[1], sh[0], c.Experts))
+			badStack = true
 			return nil
 		}
 		ws, err := splitExperts(name, dt, c.Experts, sh[0], sh[1], data[t.Offset:t.Offset+t.Size])

@@ -208,6 +208,9 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	}
 	if fam.moe() {
 		hfExperts(&c, hc, a)
+		if err := c.checkExpertCounts(); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfgPath, err)
+		}
 	}
 	if fam == &gptossFamily {
 		if err := gptossHFConfig(&c, hc, cfgPath); err != nil {

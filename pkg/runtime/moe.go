@@ -25,8 +25,27 @@ func (c *Config) MoELayer(li int) bool {
 func moeLayer(c *Config, li int) bool   { return c.MoELayer(li) }
 func denseLayer(c *Config, li int) bool { return !c.MoELayer(li) }
 
+// maxExperts bounds the experts of a layer (the largest models have 512):
+// a checkpoint claiming more is refused before its tensors are read.
+const maxExperts = 1 << 12
+
+// checkExpertCounts checks the expert counts the loaders read, before they
+// read the experts' tensors.
+func (c *Config) checkExpertCounts() error {
+	switch {
+	case c.Experts > maxExperts:
+		return fmt.Errorf("%w: %d experts (kvq runs at most %d)", ErrUnsupported, c.Experts, maxExperts)
+	case c.Experts > 0 && (c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts):
+		return fmt.Errorf("%w: %d experts per token of %d experts", ErrModel, c.ExpertsUsed, c.Experts)
+	}
+	return nil
+}
+
 // validateMoE checks the expert counts.
 func (c *Config) validateMoE() error {
+	if err := c.checkExpertCounts(); err != nil {
+		return err
+	}
 	switch {
 	case c.Experts == 0 && c.ExpertsUsed == 0:
 		return nil

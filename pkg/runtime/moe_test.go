@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
@@ -236,6 +237,23 @@ func TestMoEConfig(t *testing.T) {
 	if !errors.Is(err, runtime.ErrModel) || !strings.Contains(err.Error(), "model.layers.1.mlp.experts.6.gate_proj.weight") {
 		t.Errorf("7 experts in the config, 6 in the file: error %v", err)
 	}
+	// Counts refused before any tensor is read.
+	for _, tc := range []struct {
+		edit map[string]any
+		is   error
+		want string
+	}{
+		{map[string]any{"num_experts": 1 << 30}, runtime.ErrUnsupported, "1073741824 experts"},
+		{map[string]any{"num_experts_per_tok": 9}, runtime.ErrModel, "9 experts per token of 6"},
+		{map[string]any{"num_experts_per_tok": nil}, runtime.ErrModel, "0 experts per token of 6"},
+	} {
+		editJSON(t, filepath.Join(dir, "config.json"), map[string]any{"num_experts": 6, "num_experts_per_tok": 2})
+		editJSON(t, filepath.Join(dir, "config.json"), tc.edit)
+		_, err := runtime.Load(context.Background(), dir, runtime.LoadOptions{})
+		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config.json") {
+			t.Errorf("%v: error %v, want %v naming config.json and %q", tc.edit, err, tc.is, tc.want)
+		}
+	}
 }
 
 func editJSON(t *testing.T, path string, edit map[string]any) {
@@ -285,5 +303,28 @@ func TestMixtralSlidingWindow(t *testing.T) {
 				t.Errorf("%s position %d: windowed logits differ from the window-only sequence by %.2g", m.Format, p, d)
 			}
 		}
+	}
+}
+
+// TestMoEGGUFBadInput: a GGUF file whose expert counts disagree with its
+// tensors, or are absurd, is refused in one line naming the key or the
+// tensor, without allocating from the count.
+func TestMoEGGUFBadInput(t *testing.T) {
+	spec := moeSpecs()["qwen3moe"]
+	_, gg := writeMoE(t, spec)
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	for _, tc := range []struct {
+		set  map[string]gguf.Value
+		keep func(string) bool
+		is   error
+		want []string
+	}{
+		{map[string]gguf.Value{"qwen3moe.expert_count": gguf.ValueOf(uint32(5))}, nil, runtime.ErrModel, []string{"blk.1.ffn_gate_exps.weight", "[64 32 5]"}},
+		{map[string]gguf.Value{"qwen3moe.expert_count": gguf.ValueOf(uint32(1 << 31))}, nil, runtime.ErrUnsupported, []string{"2147483648 experts"}},
+		{map[string]gguf.Value{"qwen3moe.expert_used_count": gguf.ValueOf(uint32(7))}, nil, runtime.ErrModel, []string{"7 experts per token of 6"}},
+		{nil, func(n string) bool { return n != "blk.2.ffn_down_exps.weight" }, runtime.ErrModel, []string{"missing tensor blk.2.ffn_down_exps.weight"}},
+	} {
+		rewriteGGUF(t, gg, bad, tc.set, tc.keep)
+		checkOneLine(t, loadBounded(t, bad, runtime.LoadOptions{}), tc.is, append(tc.want, bad)...)
 	}
 }

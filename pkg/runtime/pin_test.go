@@ -29,6 +29,18 @@ import (
 // is meant (a new kernel) updates these values in the same commit, saying
 // why.
 var pinnedLogits = map[string]string{
+	"amd64/avx512/mixtral/fp16":           "af75caa1ed3a7888b47b5b7de33bd4c1753863680340c308d8050d670c2ba721",
+	"amd64/avx512/mixtral/fp32":           "a042625c6d75ac61e904d7faee76bd9cf61aa98888c91172e4e5a49eae3c6847",
+	"amd64/avx512/mixtral/int8":           "cdedb12a5796c14ec60e2cc5c9be4f3d98e3f6de49bdc6d4bab9ef479133a216",
+	"amd64/avx512/qwen3moe/fp16":          "212a921a0d8a2f8b7e57c5b151fdbaf798d9089b35bfb8913f229e294c738084",
+	"amd64/avx512/qwen3moe/fp32":          "0a5285d2d18f51c9a2678670d5b54a8f828afacce6f9358d64a4f9f51e6d2da6",
+	"amd64/avx512/qwen3moe/int8":          "899a77b0876199d91574fa64af29a413ccbf9c2880318feb8a883fd4a5877dfb",
+	"amd64/generic/mixtral/fp16":          "0191b6b9da50b334cea08f023b87ce40809f5a30c6f7134002e1bbe924039890",
+	"amd64/generic/mixtral/fp32":          "6d65186f81043def9dfa171a763ec480d23ced1364e20fea130f0e3e9c65da58",
+	"amd64/generic/mixtral/int8":          "bb9f4e1686ef001d03e43f450f587c6049aed8298cabddc71574d5ab64026d7c",
+	"amd64/generic/qwen3moe/fp16":         "3e387442c3e1d4659c3accf0bc44c0d5cf5cf1a4d9e4aa27944d7dcefc10bea7",
+	"amd64/generic/qwen3moe/fp32":         "4dd4876b412b4024776a1561b9921fa5c73a57ee1f84ad25925fbe62dd71a814",
+	"amd64/generic/qwen3moe/int8":         "ca3094fda76050d06624bc2abc8b73313a69035972dd42caab9154ff5747fc94",
 	"amd64/avx512/llama/fp16":             "66af551d486f4169acdf3f2a350028fa8b201fe988ba73c0336654103e12f736",
 	"amd64/avx512/llama/fp32":             "310cddf88dfdf9efb68171db98461c52ba55f64c8a776862c20f8f6c91fe5c41",
 	"amd64/avx512/llama/int8":             "191d6ad88a04386b604300f233c354e4c0413c0c6b1f86f5dea8d3ab607ef694",
@@ -92,6 +104,9 @@ func pinModels(t *testing.T) map[string]func() (*runtime.Model, error) {
 		"mistral": hf(modeltest.Spec{Arch: "mistral", SlidingWindow: 8, Seed: 4}),
 		"qwen2":   hf(modeltest.Spec{Arch: "qwen2", Seed: 5}),
 		"qwen3":   hf(modeltest.Spec{Arch: "qwen3", HeadDim: 32, Seed: 6}),
+		// Mixture of experts: grouped expert products, each routing order.
+		"mixtral":  hf(modeltest.Spec{Arch: "mixtral", Experts: 4, ExpertsUsed: 2, Seed: 7}),
+		"qwen3moe": hf(modeltest.Spec{Arch: "qwen3moe", HeadDim: 32, Layers: 3, Experts: 6, ExpertsUsed: 2, ExpertHidden: 32, NormTopK: true, MLPOnly: []int{1}, Seed: 8}),
 	}
 }
 

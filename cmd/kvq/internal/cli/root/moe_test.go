@@ -13,8 +13,9 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
-// TestMoEModels runs kvq inspect, generate and eval on tiny Mixtral and
-// Qwen3-MoE checkpoints (Hugging Face directory and GGUF file), and checks
+// TestMoEModels runs kvq inspect, generate, eval, calibrate and bench on
+// tiny Mixtral and Qwen3-MoE checkpoints (Hugging Face directory and GGUF
+// file), and checks
 // that kvq estimate --model DIR plans the bytes per token the runtime's
 // cache allocates.
 func TestMoEModels(t *testing.T) {
@@ -45,6 +46,14 @@ func TestMoEModels(t *testing.T) {
 				"--ctx", "128", "--chunks", "2", "--no-speed", "--cache", "fp32,int4")
 			if code != 0 || !strings.Contains(out, "Distribution against fp32") {
 				t.Errorf("eval: exit %d:\n%s%s", code, out, stderr)
+			}
+			code, _, stderr = run(t, "calibrate", "--model", hf, "--samples", "2", "--seq-len", "32", "--out", filepath.Join(dir, "cal"))
+			if code != 0 {
+				t.Errorf("calibrate: exit %d: %s", code, stderr)
+			}
+			code, out, stderr = run(t, "bench", "--model", gg, "--cache", "fp16,int8", "--max-concurrency", "2", "--num-prompts", "2", "--depths", "none")
+			if code != 0 || !strings.Contains(out, "Capacity and cost against fp16") {
+				t.Errorf("bench: exit %d:\n%s%s", code, out, stderr)
 			}
 			code, out, stderr = run(t, "estimate", "--model", hf, "--output", "json")
 			if code != 0 {

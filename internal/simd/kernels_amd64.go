@@ -568,3 +568,35 @@ func ropeNeoXAVX2(v []float32, c []float32, s []float32)
 //
 //go:noescape
 func ropePairsAVX2(v []float32, c []float32, s []float32)
+
+// dotQ4KAVX2 returns Σ over the len(x)/256 q4_K super-blocks at w (144 bytes
+// each) of (sc[16b+2g]*q − sc[16b+2g+1])*x for every code q of group g of
+// super-block b and its activation x, each value rounded after the product
+// and after the difference. len(w) must be at least len(x)/256*144 and
+// len(sc) at least len(x)/256*16.
+//
+//go:noescape
+func dotQ4KAVX2(w []byte, x []float32, sc []float32) float32
+
+// q4KToF32AVX2 sets x to the values of the len(x)/256 q4_K super-blocks at w:
+// sc[16b+2g]*q − sc[16b+2g+1] for every code q of group g of super-block b,
+// rounded after the product and after the difference (ggml's
+// dequantize_row_q4_K, bit for bit, given ggml's products as sc).
+//
+//go:noescape
+func q4KToF32AVX2(x []float32, w []byte, sc []float32)
+
+// dotQ6KAVX2 returns Σ over the len(x)/256 q6_K super-blocks at w (210 bytes
+// each) of sc[16b+j]*(q−32)*x for every 6-bit code q of group j (16 values)
+// of super-block b and its activation x. len(w) must be at least
+// len(x)/256*210 and len(sc) at least len(x)/256*16.
+//
+//go:noescape
+func dotQ6KAVX2(w []byte, x []float32, sc []float32) float32
+
+// q6KToF32AVX2 sets x to the values sc[16b+j]*(q−32) of the len(x)/256 q6_K
+// super-blocks at w (ggml's dequantize_row_q6_K, bit for bit, given
+// ggml's products d·scale as sc).
+//
+//go:noescape
+func q6KToF32AVX2(x []float32, w []byte, sc []float32)

@@ -131,6 +131,10 @@ func avx2() {
 	gemmPacked()
 	ropeNeoX()
 	ropePairs()
+	dotQ4K(false)
+	dotQ4K(true)
+	dotQ6K(false)
+	dotQ6K(true)
 }
 
 func header(name, sig string, doc ...string) {

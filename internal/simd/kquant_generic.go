@@ -1,0 +1,11 @@
+//go:build !amd64 || !gc || purego
+
+package simd
+
+func dotQ4K(w []byte, x []float32) float32 { return dotQ4KGeneric(w, x) }
+
+func dotQ6K(w []byte, x []float32) float32 { return dotQ6KGeneric(w, x) }
+
+func q4KToF32(dst []float32, w []byte) { q4KToF32Generic(dst, w) }
+
+func q6KToF32(dst []float32, w []byte) { q6KToF32Generic(dst, w) }

@@ -570,33 +570,32 @@ func ropeNeoXAVX2(v []float32, c []float32, s []float32)
 func ropePairsAVX2(v []float32, c []float32, s []float32)
 
 // dotQ4KAVX2 returns Σ over the len(x)/256 q4_K super-blocks at w (144 bytes
-// each) of (sc[16b+2g]*q − sc[16b+2g+1])*x for every code q of group g of
-// super-block b and its activation x, each value rounded after the product
-// and after the difference. len(w) must be at least len(x)/256*144 and
-// len(sc) at least len(x)/256*16.
+// each) of (d·scale_g·q − dmin·min_g)*x for every code q of group g and its
+// activation x, each value rounded as ggml's dequantize_row_q4_K rounds it.
+// len(w) must be at least len(x)/256*144; sc is a scratch of at least 16
+// float32 values.
 //
 //go:noescape
 func dotQ4KAVX2(w []byte, x []float32, sc []float32) float32
 
-// q4KToF32AVX2 sets x to the values of the len(x)/256 q4_K super-blocks at w:
-// sc[16b+2g]*q − sc[16b+2g+1] for every code q of group g of super-block b,
-// rounded after the product and after the difference (ggml's
-// dequantize_row_q4_K, bit for bit, given ggml's products as sc).
+// q4KToF32AVX2 sets x to the values of the len(x)/256 q4_K super-blocks at w,
+// bit for bit as ggml's dequantize_row_q4_K computes them. sc is a scratch
+// of at least 16 float32 values.
 //
 //go:noescape
 func q4KToF32AVX2(x []float32, w []byte, sc []float32)
 
 // dotQ6KAVX2 returns Σ over the len(x)/256 q6_K super-blocks at w (210 bytes
-// each) of sc[16b+j]*(q−32)*x for every 6-bit code q of group j (16 values)
-// of super-block b and its activation x. len(w) must be at least
-// len(x)/256*210 and len(sc) at least len(x)/256*16.
+// each) of (d·scale_j)·(q−32)*x for every 6-bit code q of group j (16
+// values) and its activation x. len(w) must be at least len(x)/256*210;
+// sc is a scratch of at least 16 float32 values.
 //
 //go:noescape
 func dotQ6KAVX2(w []byte, x []float32, sc []float32) float32
 
-// q6KToF32AVX2 sets x to the values sc[16b+j]*(q−32) of the len(x)/256 q6_K
-// super-blocks at w (ggml's dequantize_row_q6_K, bit for bit, given
-// ggml's products d·scale as sc).
+// q6KToF32AVX2 sets x to the values (d·scale_j)·(q−32) of the len(x)/256
+// q6_K super-blocks at w, bit for bit as ggml's dequantize_row_q6_K
+// computes them. sc is a scratch of at least 16 float32 values.
 //
 //go:noescape
 func q6KToF32AVX2(x []float32, w []byte, sc []float32)

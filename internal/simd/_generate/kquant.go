@@ -8,9 +8,9 @@ import (
 
 // The GGML k-quant dot products (docs/weight-formats.md): one weight row of
 // packed super-blocks of 256 values against float32 activations. The Go
-// caller (kquant_amd64.go) unpacks each super-block's scales into float32
-// first, so the kernels only decode codes: sc holds, per super-block, 16
-// float32 values whose meaning depends on the type (see each kernel).
+// kernels unpack each super-block's scales into float32 first, into the 16
+// float32 values of scratch at sc (see q4KScales and q6KScales), then
+// broadcast them per group.
 
 // kquantConsts holds the constants kquantConst made, by name.
 var kquantConsts = map[string]Mem{}
@@ -28,24 +28,23 @@ func kquantConst(name string, v uint32) Mem {
 	return m
 }
 
-// dotQ4K writes dotQ4KAVX2: Σ over len(x)/256 q4_K super-blocks (144
-// bytes: d, dmin, 12 scale bytes, then 128 bytes of nibbles) of
-// Σ_g Σ_l (sc[2g]*q − sc[2g+1])*x, where sc[2g] = d·scale_g and
-// sc[2g+1] = dmin·min_g for the 8 groups g of 32 values (group 2c takes the
-// low nibbles of bytes 32c..32c+31, group 2c+1 their high nibbles).
+// dotQ4K writes dotQ4KAVX2 (q4KToF32AVX2 with decode): Σ over len(x)/256
+// q4_K super-blocks (144 bytes: d, dmin, 12 scale bytes, then 128 bytes of
+// nibbles) of Σ_g Σ_l (d·scale_g·q − dmin·min_g)*x for the 8 groups g of 32
+// values (group 2c takes the low nibbles of bytes 32c..32c+31, group 2c+1
+// their high nibbles); with decode, the values themselves.
 func dotQ4K(decode bool) {
 	name := "dotQ4KAVX2"
 	sig, doc := "func(w []byte, x []float32, sc []float32) float32", []string{name + " returns Σ over the len(x)/256 q4_K super-blocks at w (144 bytes",
-		"each) of (sc[16b+2g]*q − sc[16b+2g+1])*x for every code q of group g of",
-		"super-block b and its activation x, each value rounded after the product",
-		"and after the difference. len(w) must be at least len(x)/256*144 and",
-		"len(sc) at least len(x)/256*16."}
+		"each) of (d·scale_g·q − dmin·min_g)*x for every code q of group g and its",
+		"activation x, each value rounded as ggml's dequantize_row_q4_K rounds it.",
+		"len(w) must be at least len(x)/256*144; sc is a scratch of at least 16",
+		"float32 values."}
 	if decode {
 		name = "q4KToF32AVX2"
-		sig, doc = "func(x []float32, w []byte, sc []float32)", []string{name + " sets x to the values of the len(x)/256 q4_K super-blocks at w:",
-			"sc[16b+2g]*q − sc[16b+2g+1] for every code q of group g of super-block b,",
-			"rounded after the product and after the difference (ggml's",
-			"dequantize_row_q4_K, bit for bit, given ggml's products as sc)."}
+		sig, doc = "func(x []float32, w []byte, sc []float32)", []string{name + " sets x to the values of the len(x)/256 q4_K super-blocks at w,",
+			"bit for bit as ggml's dequantize_row_q4_K computes them. sc is a scratch",
+			"of at least 16 float32 values."}
 	}
 	header(name, sig, doc...)
 	mask := kquantConst("q4kmask", 15)
@@ -67,12 +66,13 @@ func dotQ4K(decode bool) {
 	prefetchLine(Mem{Base: w})
 	prefetchLine(Mem{Base: w, Disp: 64})
 	prefetchLine(Mem{Base: w, Disp: 128})
+	q4KScales(w, s)
 	for c := 0; c < 4; c++ {
 		slo, mlo, shi, mhi := YMM(), YMM(), YMM(), YMM()
-		VBROADCASTSS(Mem{Base: s, Disp: 16 * c}, slo)
-		VBROADCASTSS(Mem{Base: s, Disp: 16*c + 4}, mlo)
-		VBROADCASTSS(Mem{Base: s, Disp: 16*c + 8}, shi)
-		VBROADCASTSS(Mem{Base: s, Disp: 16*c + 12}, mhi)
+		VBROADCASTSS(Mem{Base: s, Disp: 4 * (2 * c)}, slo)
+		VBROADCASTSS(Mem{Base: s, Disp: 4 * (8 + 2*c)}, mlo)
+		VBROADCASTSS(Mem{Base: s, Disp: 4 * (2*c + 1)}, shi)
+		VBROADCASTSS(Mem{Base: s, Disp: 4 * (8 + 2*c + 1)}, mhi)
 		for k := 0; k < 4; k++ {
 			v, lo, hi := YMM(), YMM(), YMM()
 			VPMOVZXBD(Mem{Base: w, Disp: 16 + 32*c + 8*k}, v)
@@ -95,7 +95,6 @@ func dotQ4K(decode bool) {
 	}
 	ADDQ(U32(144), w)
 	ADDQ(U32(1024), x)
-	ADDQ(U32(64), s)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 
@@ -107,24 +106,24 @@ func dotQ4K(decode bool) {
 	RET()
 }
 
-// dotQ6K writes dotQ6KAVX2: Σ over len(x)/256 q6_K super-blocks (210
-// bytes: 128 bytes ql, 64 bytes qh, 16 int8 scales, d) of
-// Σ_j sc[j]·Σ_{i in group j} (q_i − 32)·x_i, where sc[j] = d·scale_j for
-// the 16 groups of 16 values. In each half h of 128 values, byte l of
+// dotQ6K writes dotQ6KAVX2 (q6KToF32AVX2 with decode): Σ over len(x)/256
+// q6_K super-blocks (210 bytes: 128 bytes ql, 64 bytes qh, 16 int8 scales,
+// d) of Σ_j Σ_{i in group j} (d·scale_j)·(q_i − 32)·x_i for the 16 groups
+// of 16 values. In each half h of 128 values, byte l of
 // ql[64h:] and ql[64h+32:] holds the low 4 bits of values l, l+64 and
 // l+32, l+96 (low, high nibble), and bit pairs 0-1, 2-3, 4-5, 6-7 of
 // byte l of qh[32h:] their high 2 bits (values l, l+32, l+64, l+96).
 func dotQ6K(decode bool) {
 	name := "dotQ6KAVX2"
 	sig, doc := "func(w []byte, x []float32, sc []float32) float32", []string{name + " returns Σ over the len(x)/256 q6_K super-blocks at w (210 bytes",
-		"each) of sc[16b+j]*(q−32)*x for every 6-bit code q of group j (16 values)",
-		"of super-block b and its activation x. len(w) must be at least",
-		"len(x)/256*210 and len(sc) at least len(x)/256*16."}
+		"each) of (d·scale_j)·(q−32)*x for every 6-bit code q of group j (16",
+		"values) and its activation x. len(w) must be at least len(x)/256*210;",
+		"sc is a scratch of at least 16 float32 values."}
 	if decode {
 		name = "q6KToF32AVX2"
-		sig, doc = "func(x []float32, w []byte, sc []float32)", []string{name + " sets x to the values sc[16b+j]*(q−32) of the len(x)/256 q6_K",
-			"super-blocks at w (ggml's dequantize_row_q6_K, bit for bit, given",
-			"ggml's products d·scale as sc)."}
+		sig, doc = "func(x []float32, w []byte, sc []float32)", []string{name + " sets x to the values (d·scale_j)·(q−32) of the len(x)/256",
+			"q6_K super-blocks at w, bit for bit as ggml's dequantize_row_q6_K",
+			"computes them. sc is a scratch of at least 16 float32 values."}
 	}
 	header(name, sig, doc...)
 	m15 := kquantConst("q6kmask15", 15)
@@ -151,6 +150,7 @@ func dotQ6K(decode bool) {
 	prefetchLine(Mem{Base: w, Disp: 64})
 	prefetchLine(Mem{Base: w, Disp: 128})
 	prefetchLine(Mem{Base: w, Disp: 192})
+	q6KScales(w, s)
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 4; k++ { // 8 lanes l = 8k..8k+7 of the 32
 			a, b, q := YMM(), YMM(), YMM()
@@ -198,7 +198,6 @@ func dotQ6K(decode bool) {
 	}
 	ADDQ(U32(210), w)
 	ADDQ(U32(1024), x)
-	ADDQ(U32(64), s)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 
@@ -208,4 +207,75 @@ func dotQ6K(decode bool) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// halfBroadcast returns 8 float32 copies of the binary16 at m.
+func halfBroadcast(m Mem) VecVirtual {
+	h, f := XMM(), YMM()
+	VPBROADCASTW(m, h)
+	VCVTPH2PS(h, f)
+	return f
+}
+
+// q4KScales writes, for the q4_K super-block at w, sc[g] = d·scale_g and
+// sc[8+g] = dmin·min_g (g = 0..7) to the scratch at s: the 6-bit scales
+// and mins of the 12 bytes at w+4 unpacked four at a time (bytes 0-3:
+// scales 0-3 and the top bits of scales 4-7; bytes 4-7: mins 0-3 and the
+// top bits of mins 4-7; bytes 8-11: the low nibbles of scales and mins
+// 4-7), each product rounded once as ggml's get_scale_min_k4 and
+// dequantize_row_q4_K compute it.
+func q4KScales(w, s Register) {
+	a, b, c, t := GP32(), GP32(), GP32(), GP32()
+	MOVL(Mem{Base: w, Disp: 4}, a)
+	MOVL(Mem{Base: w, Disp: 8}, b)
+	MOVL(Mem{Base: w, Disp: 12}, c)
+	lo, hi := GP32(), GP32()
+	vs, vm := XMM(), XMM()
+	// scales: a & 0x3f.. then (c & 0x0f..) | ((a >> 2) & 0x30..)
+	MOVL(a, lo)
+	ANDL(U32(0x3f3f3f3f), lo)
+	MOVL(c, hi)
+	ANDL(U32(0x0f0f0f0f), hi)
+	MOVL(a, t)
+	SHRL(U8(2), t)
+	ANDL(U32(0x30303030), t)
+	ORL(t, hi)
+	VMOVD(lo, vs)
+	VPINSRD(U8(1), hi, vs, vs)
+	// mins: b & 0x3f.. then ((c >> 4) & 0x0f..) | ((b >> 2) & 0x30..)
+	MOVL(b, lo)
+	ANDL(U32(0x3f3f3f3f), lo)
+	MOVL(c, hi)
+	SHRL(U8(4), hi)
+	ANDL(U32(0x0f0f0f0f), hi)
+	MOVL(b, t)
+	SHRL(U8(2), t)
+	ANDL(U32(0x30303030), t)
+	ORL(t, hi)
+	VMOVD(lo, vm)
+	VPINSRD(U8(1), hi, vm, vm)
+	ys, ym := YMM(), YMM()
+	VPMOVZXBD(vs, ys)
+	VPMOVZXBD(vm, ym)
+	VCVTDQ2PS(ys, ys)
+	VCVTDQ2PS(ym, ym)
+	VMULPS(halfBroadcast(Mem{Base: w}), ys, ys)
+	VMULPS(halfBroadcast(Mem{Base: w, Disp: 2}), ym, ym)
+	VMOVUPS(ys, Mem{Base: s})
+	VMOVUPS(ym, Mem{Base: s, Disp: 32})
+}
+
+// q6KScales writes sc[j] = d·scale_j (j = 0..15) for the q6_K super-block
+// at w to the scratch at s.
+func q6KScales(w, s Register) {
+	y0, y1 := YMM(), YMM()
+	VPMOVSXBD(Mem{Base: w, Disp: 192}, y0)
+	VPMOVSXBD(Mem{Base: w, Disp: 200}, y1)
+	VCVTDQ2PS(y0, y0)
+	VCVTDQ2PS(y1, y1)
+	d := halfBroadcast(Mem{Base: w, Disp: 208})
+	VMULPS(d, y0, y0)
+	VMULPS(d, y1, y1)
+	VMOVUPS(y0, Mem{Base: s})
+	VMOVUPS(y1, Mem{Base: s, Disp: 32})
 }

@@ -585,6 +585,18 @@ func dotQ4KAVX2(w []byte, x []float32, sc []float32) float32
 //go:noescape
 func q4KToF32AVX2(x []float32, w []byte, sc []float32)
 
+// dotQ5KAVX2 is dotQ4KAVX2 for q5_K super-blocks (176 bytes each: a
+// fifth bit per code from qh).
+//
+//go:noescape
+func dotQ5KAVX2(w []byte, x []float32, sc []float32) float32
+
+// q5KToF32AVX2 is q4KToF32AVX2 for q5_K super-blocks (ggml's
+// dequantize_row_q5_K, bit for bit).
+//
+//go:noescape
+func q5KToF32AVX2(x []float32, w []byte, sc []float32)
+
 // dotQ6KAVX2 returns Σ over the len(x)/256 q6_K super-blocks at w (210 bytes
 // each) of (d·scale_j)·(q−32)*x for every 6-bit code q of group j (16
 // values) and its activation x. len(w) must be at least len(x)/256*210;

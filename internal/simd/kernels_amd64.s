@@ -10797,6 +10797,16 @@ DATA q4kmask<>+24(SB)/4, $0x0000000f
 DATA q4kmask<>+28(SB)/4, $0x0000000f
 GLOBL q4kmask<>(SB), RODATA|NOPTR, $32
 
+DATA q5kbit4<>+0(SB)/4, $0x00000010
+DATA q5kbit4<>+4(SB)/4, $0x00000010
+DATA q5kbit4<>+8(SB)/4, $0x00000010
+DATA q5kbit4<>+12(SB)/4, $0x00000010
+DATA q5kbit4<>+16(SB)/4, $0x00000010
+DATA q5kbit4<>+20(SB)/4, $0x00000010
+DATA q5kbit4<>+24(SB)/4, $0x00000010
+DATA q5kbit4<>+28(SB)/4, $0x00000010
+GLOBL q5kbit4<>(SB), RODATA|NOPTR, $32
+
 // func q4KToF32AVX2(x []float32, w []byte, sc []float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·q4KToF32AVX2(SB), NOSPLIT, $0-72
@@ -11049,6 +11059,752 @@ q4KToF32AVX2_loop:
 	JMP          q4KToF32AVX2_loop
 
 q4KToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func dotQ5KAVX2(w []byte, x []float32, sc []float32) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-76
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    sc_base+48(FP), DX
+	MOVQ    x_len+32(FP), BX
+	SHRQ    $0x08, BX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VMOVDQU q4kmask<>+0(SB), Y4
+
+dotQ5KAVX2_loop:
+	TESTQ        BX, BX
+	JZ           dotQ5KAVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	VMOVD        R9, X5
+	VPINSRD      $0x01, R10, X5, X5
+	MOVL         DI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         DI, SI
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	VMOVD        R9, X6
+	VPINSRD      $0x01, R10, X6, X6
+	VPMOVZXBD    X5, Y5
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y7, Y5, Y5
+	VPBROADCASTW 2(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y7, Y6, Y6
+	VMOVUPS      Y5, (DX)
+	VMOVUPS      Y6, 32(DX)
+	VBROADCASTSS (DX), Y5
+	VBROADCASTSS 32(DX), Y6
+	VBROADCASTSS 4(DX), Y7
+	VBROADCASTSS 36(DX), Y8
+	VPMOVZXBD    48(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    16(AX), Y11
+	VPSLLD       $0x04, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  (CX), Y10, Y0
+	VFMADD231PS  128(CX), Y9, Y2
+	VPMOVZXBD    56(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    24(AX), Y11
+	VPSLLD       $0x04, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  32(CX), Y10, Y1
+	VFMADD231PS  160(CX), Y9, Y3
+	VPMOVZXBD    64(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    32(AX), Y11
+	VPSLLD       $0x04, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  64(CX), Y10, Y0
+	VFMADD231PS  192(CX), Y9, Y2
+	VPMOVZXBD    72(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    40(AX), Y11
+	VPSLLD       $0x04, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  96(CX), Y10, Y1
+	VFMADD231PS  224(CX), Y9, Y3
+	VBROADCASTSS 8(DX), Y5
+	VBROADCASTSS 40(DX), Y6
+	VBROADCASTSS 12(DX), Y7
+	VBROADCASTSS 44(DX), Y8
+	VPMOVZXBD    80(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    16(AX), Y11
+	VPSLLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  256(CX), Y10, Y0
+	VFMADD231PS  384(CX), Y9, Y2
+	VPMOVZXBD    88(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    24(AX), Y11
+	VPSLLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  288(CX), Y10, Y1
+	VFMADD231PS  416(CX), Y9, Y3
+	VPMOVZXBD    96(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    32(AX), Y11
+	VPSLLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  320(CX), Y10, Y0
+	VFMADD231PS  448(CX), Y9, Y2
+	VPMOVZXBD    104(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    40(AX), Y11
+	VPSLLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSLLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  352(CX), Y10, Y1
+	VFMADD231PS  480(CX), Y9, Y3
+	VBROADCASTSS 16(DX), Y5
+	VBROADCASTSS 48(DX), Y6
+	VBROADCASTSS 20(DX), Y7
+	VBROADCASTSS 52(DX), Y8
+	VPMOVZXBD    112(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    16(AX), Y11
+	VMOVDQA      Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  512(CX), Y10, Y0
+	VFMADD231PS  640(CX), Y9, Y2
+	VPMOVZXBD    120(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    24(AX), Y11
+	VMOVDQA      Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  544(CX), Y10, Y1
+	VFMADD231PS  672(CX), Y9, Y3
+	VPMOVZXBD    128(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    32(AX), Y11
+	VMOVDQA      Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  576(CX), Y10, Y0
+	VFMADD231PS  704(CX), Y9, Y2
+	VPMOVZXBD    136(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    40(AX), Y11
+	VMOVDQA      Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  608(CX), Y10, Y1
+	VFMADD231PS  736(CX), Y9, Y3
+	VBROADCASTSS 24(DX), Y5
+	VBROADCASTSS 56(DX), Y6
+	VBROADCASTSS 28(DX), Y7
+	VBROADCASTSS 60(DX), Y8
+	VPMOVZXBD    144(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  768(CX), Y10, Y0
+	VFMADD231PS  896(CX), Y9, Y2
+	VPMOVZXBD    152(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  800(CX), Y10, Y1
+	VFMADD231PS  928(CX), Y9, Y3
+	VPMOVZXBD    160(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  832(CX), Y10, Y0
+	VFMADD231PS  960(CX), Y9, Y2
+	VPMOVZXBD    168(AX), Y9
+	VPAND        Y4, Y9, Y10
+	VPSRLD       $0x04, Y9, Y9
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x02, Y11, Y12
+	VPAND        q5kbit4<>+0(SB), Y12, Y12
+	VPOR         Y12, Y10, Y10
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y10, Y10
+	VSUBPS       Y6, Y10, Y10
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  864(CX), Y10, Y1
+	VFMADD231PS  992(CX), Y9, Y3
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000400, CX
+	DECQ         BX
+	JMP          dotQ5KAVX2_loop
+
+dotQ5KAVX2_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+72(FP)
+	VZEROUPPER
+	RET
+
+// func q5KToF32AVX2(x []float32, w []byte, sc []float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·q5KToF32AVX2(SB), NOSPLIT, $0-72
+	MOVQ    w_base+24(FP), AX
+	MOVQ    x_base+0(FP), CX
+	MOVQ    sc_base+48(FP), DX
+	MOVQ    x_len+8(FP), BX
+	SHRQ    $0x08, BX
+	VMOVDQU q4kmask<>+0(SB), Y0
+
+q5KToF32AVX2_loop:
+	TESTQ        BX, BX
+	JZ           q5KToF32AVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	MOVL         4(AX), SI
+	MOVL         8(AX), DI
+	MOVL         12(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	VMOVD        R9, X1
+	VPINSRD      $0x01, R10, X1, X1
+	MOVL         DI, R9
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         DI, SI
+	SHRL         $0x02, SI
+	ANDL         $0x30303030, SI
+	ORL          SI, R10
+	VMOVD        R9, X2
+	VPINSRD      $0x01, R10, X2, X2
+	VPMOVZXBD    X1, Y1
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y3, Y1, Y1
+	VPBROADCASTW 2(AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      Y1, (DX)
+	VMOVUPS      Y2, 32(DX)
+	VBROADCASTSS (DX), Y1
+	VBROADCASTSS 32(DX), Y2
+	VBROADCASTSS 4(DX), Y3
+	VBROADCASTSS 36(DX), Y4
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    16(AX), Y7
+	VPSLLD       $0x04, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, (CX)
+	VMOVUPS      Y5, 128(CX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    24(AX), Y7
+	VPSLLD       $0x04, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 32(CX)
+	VMOVUPS      Y5, 160(CX)
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    32(AX), Y7
+	VPSLLD       $0x04, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 64(CX)
+	VMOVUPS      Y5, 192(CX)
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    40(AX), Y7
+	VPSLLD       $0x04, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 96(CX)
+	VMOVUPS      Y5, 224(CX)
+	VBROADCASTSS 8(DX), Y1
+	VBROADCASTSS 40(DX), Y2
+	VBROADCASTSS 12(DX), Y3
+	VBROADCASTSS 44(DX), Y4
+	VPMOVZXBD    80(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    16(AX), Y7
+	VPSLLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 256(CX)
+	VMOVUPS      Y5, 384(CX)
+	VPMOVZXBD    88(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    24(AX), Y7
+	VPSLLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 288(CX)
+	VMOVUPS      Y5, 416(CX)
+	VPMOVZXBD    96(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    32(AX), Y7
+	VPSLLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 320(CX)
+	VMOVUPS      Y5, 448(CX)
+	VPMOVZXBD    104(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    40(AX), Y7
+	VPSLLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 352(CX)
+	VMOVUPS      Y5, 480(CX)
+	VBROADCASTSS 16(DX), Y1
+	VBROADCASTSS 48(DX), Y2
+	VBROADCASTSS 20(DX), Y3
+	VBROADCASTSS 52(DX), Y4
+	VPMOVZXBD    112(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    16(AX), Y7
+	VMOVDQA      Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 512(CX)
+	VMOVUPS      Y5, 640(CX)
+	VPMOVZXBD    120(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    24(AX), Y7
+	VMOVDQA      Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 544(CX)
+	VMOVUPS      Y5, 672(CX)
+	VPMOVZXBD    128(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    32(AX), Y7
+	VMOVDQA      Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 576(CX)
+	VMOVUPS      Y5, 704(CX)
+	VPMOVZXBD    136(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    40(AX), Y7
+	VMOVDQA      Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 608(CX)
+	VMOVUPS      Y5, 736(CX)
+	VBROADCASTSS 24(DX), Y1
+	VBROADCASTSS 56(DX), Y2
+	VBROADCASTSS 28(DX), Y3
+	VBROADCASTSS 60(DX), Y4
+	VPMOVZXBD    144(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 768(CX)
+	VMOVUPS      Y5, 896(CX)
+	VPMOVZXBD    152(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 800(CX)
+	VMOVUPS      Y5, 928(CX)
+	VPMOVZXBD    160(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 832(CX)
+	VMOVUPS      Y5, 960(CX)
+	VPMOVZXBD    168(AX), Y5
+	VPAND        Y0, Y5, Y6
+	VPSRLD       $0x04, Y5, Y5
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x02, Y7, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        q5kbit4<>+0(SB), Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y6, Y6
+	VSUBPS       Y2, Y6, Y6
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y6, 864(CX)
+	VMOVUPS      Y5, 992(CX)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000400, CX
+	DECQ         BX
+	JMP          q5KToF32AVX2_loop
+
+q5KToF32AVX2_done:
 	VZEROUPPER
 	RET
 

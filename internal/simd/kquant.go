@@ -12,6 +12,7 @@ import (
 const (
 	kBlockSize    = 256
 	q4KBlockBytes = 144
+	q5KBlockBytes = 176
 	q6KBlockBytes = 210
 )
 
@@ -31,6 +32,13 @@ func DotQ4K(w []byte, x []float32) float32 {
 	return dotQ4K(w, x)
 }
 
+// DotQ5K is DotQ4K for q5_K super-blocks (176 bytes each; a fifth bit per
+// code).
+func DotQ5K(w []byte, x []float32) float32 {
+	checkK("DotQ5K", len(w), len(x), q5KBlockBytes)
+	return dotQ5K(w, x)
+}
+
 // DotQ6K is DotQ4K for q6_K super-blocks (210 bytes each; w_i = d·scale·(q−32)).
 func DotQ6K(w []byte, x []float32) float32 {
 	checkK("DotQ6K", len(w), len(x), q6KBlockBytes)
@@ -43,6 +51,12 @@ func DotQ6K(w []byte, x []float32) float32 {
 func Q4KToF32(dst []float32, w []byte) {
 	checkK("Q4KToF32", len(w), len(dst), q4KBlockBytes)
 	q4KToF32(dst, w)
+}
+
+// Q5KToF32 is Q4KToF32 for q5_K (ggml's dequantize_row_q5_K).
+func Q5KToF32(dst []float32, w []byte) {
+	checkK("Q5KToF32", len(w), len(dst), q5KBlockBytes)
+	q5KToF32(dst, w)
 }
 
 // Q6KToF32 is Q4KToF32 for q6_K (ggml's dequantize_row_q6_K).
@@ -155,6 +169,49 @@ func q6KToF32Generic(dst []float32, w []byte) {
 				y[l+32] = sc[8*h+2+l/16] * float32(int(ql[l+32]&15|(qh[l]>>2&3)<<4)-32)
 				y[l+64] = sc[8*h+4+l/16] * float32(int(ql[l]>>4|(qh[l]>>4&3)<<4)-32)
 				y[l+96] = sc[8*h+6+l/16] * float32(int(ql[l+32]>>4|(qh[l]>>6&3)<<4)-32)
+			}
+		}
+	}
+}
+
+// q5KCode returns code l (0..31) of group 2c+i of the q5_K super-block blk.
+func q5KCode(blk []byte, c, i, l int) uint8 {
+	q := blk[48+32*c+l]
+	if i == 1 {
+		q >>= 4
+	}
+	return q&15 | (blk[16+l]>>uint(2*c+i)&1)<<4
+}
+
+func dotQ5KGeneric(w []byte, x []float32) float32 {
+	var s float32
+	var sc [16]float32
+	for b := 0; b < len(x)/kBlockSize; b++ {
+		blk := w[b*q5KBlockBytes : (b+1)*q5KBlockBytes]
+		q4KScales(sc[:], blk)
+		xb := x[b*kBlockSize : (b+1)*kBlockSize]
+		for c := 0; c < 4; c++ {
+			var p0, p1 float32
+			for l := 0; l < 32; l++ {
+				p0 += float32(float32(sc[4*c]*float32(q5KCode(blk, c, 0, l)))-sc[4*c+1]) * xb[64*c+l]
+				p1 += float32(float32(sc[4*c+2]*float32(q5KCode(blk, c, 1, l)))-sc[4*c+3]) * xb[64*c+32+l]
+			}
+			s += p0 + p1
+		}
+	}
+	return s
+}
+
+func q5KToF32Generic(dst []float32, w []byte) {
+	var sc [16]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*q5KBlockBytes : (b+1)*q5KBlockBytes]
+		q4KScales(sc[:], blk)
+		y := dst[b*kBlockSize : (b+1)*kBlockSize]
+		for c := 0; c < 4; c++ {
+			for l := 0; l < 32; l++ {
+				y[64*c+l] = float32(sc[4*c]*float32(q5KCode(blk, c, 0, l))) - sc[4*c+1]
+				y[64*c+32+l] = float32(sc[4*c+2]*float32(q5KCode(blk, c, 1, l))) - sc[4*c+3]
 			}
 		}
 	}

@@ -38,3 +38,20 @@ func q6KToF32(dst []float32, w []byte) {
 	var sc [16]float32
 	q6KToF32AVX2(dst, w, sc[:])
 }
+
+func dotQ5K(w []byte, x []float32) float32 {
+	if !useAsm {
+		return dotQ5KGeneric(w, x)
+	}
+	var sc [16]float32
+	return dotQ5KAVX2(w, x, sc[:])
+}
+
+func q5KToF32(dst []float32, w []byte) {
+	if !useAsm {
+		q5KToF32Generic(dst, w)
+		return
+	}
+	var sc [16]float32
+	q5KToF32AVX2(dst, w, sc[:])
+}

@@ -9,3 +9,7 @@ func dotQ6K(w []byte, x []float32) float32 { return dotQ6KGeneric(w, x) }
 func q4KToF32(dst []float32, w []byte) { q4KToF32Generic(dst, w) }
 
 func q6KToF32(dst []float32, w []byte) { q6KToF32Generic(dst, w) }
+
+func dotQ5K(w []byte, x []float32) float32 { return dotQ5KGeneric(w, x) }
+
+func q5KToF32(dst []float32, w []byte) { q5KToF32Generic(dst, w) }

@@ -39,6 +39,19 @@ func q4KValue(w []byte, i int) float64 {
 	return float64(sc[2*g])*float64(q) - float64(sc[2*g+1])
 }
 
+func q5KValue(w []byte, i int) float64 {
+	blk := w[i/kBlockSize*q5KBlockBytes:]
+	var sc [16]float32
+	q4KScales(sc[:], blk)
+	j := i % kBlockSize
+	c, l, h := j/64, j%32, 0
+	if j%64 >= 32 {
+		h = 1
+	}
+	g := 2*c + h
+	return float64(sc[2*g])*float64(q5KCode(blk, c, h, l)) - float64(sc[2*g+1])
+}
+
 func q6KValue(w []byte, i int) float64 {
 	blk := w[i/kBlockSize*q6KBlockBytes:]
 	var sc [16]float32
@@ -61,7 +74,7 @@ func q6KValue(w []byte, i int) float64 {
 	return float64(sc[j/16]) * float64(q-32)
 }
 
-// TestDotKQuants compares DotQ4K and DotQ6K on every kernel set with their
+// TestDotKQuants compares DotQ4K, DotQ5K and DotQ6K on every kernel set with their
 // Go twins and a float64 reference over 0..20 super-blocks (the dispatch
 // unpacks scales in chunks of 16) at misaligned offsets.
 func TestDotKQuants(t *testing.T) {
@@ -73,6 +86,7 @@ func TestDotKQuants(t *testing.T) {
 		value      func(w []byte, i int) float64
 	}{
 		{"DotQ4K", q4KBlockBytes, []int{0, 2}, DotQ4K, dotQ4KGeneric, q4KValue},
+		{"DotQ5K", q5KBlockBytes, []int{0, 2}, DotQ5K, dotQ5KGeneric, q5KValue},
 		{"DotQ6K", q6KBlockBytes, []int{208}, DotQ6K, dotQ6KGeneric, q6KValue},
 	}
 	forEachSet(t, func(t *testing.T) {
@@ -117,7 +131,7 @@ func TestDotKQuants(t *testing.T) {
 	}
 }
 
-// TestKQuantsToF32 checks that Q4KToF32 and Q6KToF32 give their twins'
+// TestKQuantsToF32 checks that Q4KToF32, Q5KToF32 and Q6KToF32 give their twins'
 // bits on every kernel set (the twins are ggml's decoding; pkg/runtime/cpu
 // checks them against pkg/gguf's golden-tested decoders), over 0..20
 // super-blocks at misaligned offsets.
@@ -129,6 +143,7 @@ func TestKQuantsToF32(t *testing.T) {
 		dec, twin  func(dst []float32, w []byte)
 	}{
 		{"Q4KToF32", q4KBlockBytes, []int{0, 2}, Q4KToF32, q4KToF32Generic},
+		{"Q5KToF32", q5KBlockBytes, []int{0, 2}, Q5KToF32, q5KToF32Generic},
 		{"Q6KToF32", q6KBlockBytes, []int{208}, Q6KToF32, q6KToF32Generic},
 	}
 	forEachSet(t, func(t *testing.T) {

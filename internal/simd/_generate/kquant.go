@@ -33,7 +33,7 @@ func kquantConst(name string, v uint32) Mem {
 // nibbles) of Σ_g Σ_l (d·scale_g·q − dmin·min_g)*x for the 8 groups g of 32
 // values (group 2c takes the low nibbles of bytes 32c..32c+31, group 2c+1
 // their high nibbles); with decode, the values themselves.
-func dotQ4K(decode bool) {
+func dotQ4K(decode, five bool) {
 	name := "dotQ4KAVX2"
 	sig, doc := "func(w []byte, x []float32, sc []float32) float32", []string{name + " returns Σ over the len(x)/256 q4_K super-blocks at w (144 bytes",
 		"each) of (d·scale_g·q − dmin·min_g)*x for every code q of group g and its",
@@ -46,8 +46,24 @@ func dotQ4K(decode bool) {
 			"bit for bit as ggml's dequantize_row_q4_K computes them. sc is a scratch",
 			"of at least 16 float32 values."}
 	}
+	blockBytes, qsAt := 144, 16
+	if five {
+		// q5_K: as q4_K with 32 bytes qh at 16 (bit 2c of qh[l] is the fifth
+		// bit of value l of group 2c, bit 2c+1 that of group 2c+1) and the
+		// nibbles at 48.
+		blockBytes, qsAt = 176, 48
+		name = "dotQ5KAVX2"
+		sig, doc = "func(w []byte, x []float32, sc []float32) float32", []string{name + " is dotQ4KAVX2 for q5_K super-blocks (176 bytes each: a",
+			"fifth bit per code from qh)."}
+		if decode {
+			name = "q5KToF32AVX2"
+			sig, doc = "func(x []float32, w []byte, sc []float32)", []string{name + " is q4KToF32AVX2 for q5_K super-blocks (ggml's",
+				"dequantize_row_q5_K, bit for bit)."}
+		}
+	}
 	header(name, sig, doc...)
 	mask := kquantConst("q4kmask", 15)
+	bit4 := kquantConst("q5kbit4", 16)
 	w := Load(Param("w").Base(), GP64())
 	x := Load(Param("x").Base(), GP64())
 	s := Load(Param("sc").Base(), GP64())
@@ -75,9 +91,26 @@ func dotQ4K(decode bool) {
 		VBROADCASTSS(Mem{Base: s, Disp: 4 * (8 + 2*c + 1)}, mhi)
 		for k := 0; k < 4; k++ {
 			v, lo, hi := YMM(), YMM(), YMM()
-			VPMOVZXBD(Mem{Base: w, Disp: 16 + 32*c + 8*k}, v)
+			VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*c + 8*k}, v)
 			VPAND(m, v, lo)
 			VPSRLD(U8(4), v, hi)
+			if five {
+				h := YMM()
+				VPMOVZXBD(Mem{Base: w, Disp: 16 + 8*k}, h)
+				for i, dst := range []VecVirtual{lo, hi} {
+					t := YMM()
+					switch sh := 4 - (2*c + i); { // bring bit 2c+i to bit 4
+					case sh > 0:
+						VPSLLD(U8(sh), h, t)
+					case sh < 0:
+						VPSRLD(U8(-sh), h, t)
+					default:
+						VMOVDQA(h, t)
+					}
+					VPAND(bit4, t, t)
+					VPOR(t, dst, dst)
+				}
+			}
 			VCVTDQ2PS(lo, lo)
 			VCVTDQ2PS(hi, hi)
 			VMULPS(slo, lo, lo) // lo = slo*lo − mlo, rounded twice as ggml does
@@ -93,7 +126,7 @@ func dotQ4K(decode bool) {
 			VFMADD231PS(Mem{Base: x, Disp: 4 * (64*c + 32 + 8*k)}, hi, acc[2+k%2])
 		}
 	}
-	ADDQ(U32(144), w)
+	ADDQ(U32(blockBytes), w)
 	ADDQ(U32(1024), x)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))

@@ -131,8 +131,10 @@ func avx2() {
 	gemmPacked()
 	ropeNeoX()
 	ropePairs()
-	dotQ4K(false)
-	dotQ4K(true)
+	dotQ4K(false, false)
+	dotQ4K(true, false)
+	dotQ4K(false, true)
+	dotQ4K(true, true)
 	dotQ6K(false)
 	dotQ6K(true)
 }

@@ -17,13 +17,14 @@ var blockTypes = map[tensor.DType]gguf.Type{
 }
 
 // fusedDots are the block types with a SIMD dot product over their packed
-// blocks (simd.DotQ4K, simd.DotQ6K), which matMulBlocks uses for products
+// blocks (simd.DotQ4K, DotQ5K, DotQ6K), which matMulBlocks uses for products
 // of fewer than fusedTokens token rows (decode): each token then decodes
 // the blocks again inside the kernel, cheaper than decoding the row in Go
 // for a few tokens. packTokens reports fusedTokens as these types' packed
 // threshold, so that matMul keeps every run of one call on one side of it.
 var fusedDots = map[tensor.DType]func(w []byte, x []float32) float32{
 	tensor.Q4K: simd.DotQ4K,
+	tensor.Q5K: simd.DotQ5K,
 	tensor.Q6K: simd.DotQ6K,
 }
 
@@ -37,8 +38,14 @@ func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 	switch gt {
 	case gguf.Q4K:
 		simd.Q4KToF32(dst, src)
+	case gguf.Q5K:
+		simd.Q5KToF32(dst, src)
 	case gguf.Q6K:
 		simd.Q6KToF32(dst, src)
+	case gguf.Q40:
+		simd.Q40ToF32(dst, src)
+	case gguf.Q41:
+		simd.Q41ToF32(dst, src)
 	default:
 		gguf.DequantizeRow(gt, dst, src)
 	}
@@ -48,7 +55,7 @@ func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 var rowScratch = sync.Pool{New: func() any { return new([]float32) }}
 
 // matMulBlocks is matMulRows for the packed GGML block types. Below
-// fusedTokens token rows, q4_K and q6_K take their SIMD dot products over
+// fusedTokens token rows, q4_K, q5_K and q6_K take their SIMD dot products over
 // the packed blocks (see fusedDots). Otherwise each weight row r in [lo, hi) is decoded
 // once into a scratch row of cols float32 values, exactly as ggml's
 // dequantize_row_* does (gguf.DequantizeRow), and dotted with every token

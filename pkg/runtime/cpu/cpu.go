@@ -297,7 +297,7 @@ func packTokens(dt tensor.DType) int {
 		return simd.MatMulPackTokensF16()
 	case tensor.Q80:
 		return simd.MatMulPackTokensQ80()
-	case tensor.Q4K, tensor.Q6K:
+	case tensor.Q4K, tensor.Q5K, tensor.Q6K:
 		return fusedTokens // the row-decoding path from there (blockmm.go)
 	}
 	return math.MaxInt

@@ -611,3 +611,26 @@ func dotQ6KAVX2(w []byte, x []float32, sc []float32) float32
 //
 //go:noescape
 func q6KToF32AVX2(x []float32, w []byte, sc []float32)
+
+// dotQ4KSumsAVX2 returns Σ over the len(x)/256 super-blocks at w of
+// Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g] over their 8 groups g of
+// 32 values (xs: each group's activation sum, len(x)/32 of them). sc is a
+// scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ4KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
+
+// dotQ5KSumsAVX2 returns Σ over the len(x)/256 super-blocks at w of
+// Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g] over their 8 groups g of
+// 32 values (xs: each group's activation sum, len(x)/32 of them). sc is a
+// scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ5KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
+
+// groupSums32AVX2 sets xs[g] to the sum of x[32g:32g+32] for g < len(xs): the four
+// 8-value vectors added as (v0+v2)+(v1+v3), then the 8 lanes as hsum adds
+// them. len(x) must be at least 32*len(xs).
+//
+//go:noescape
+func groupSums32AVX2(xs []float32, x []float32)

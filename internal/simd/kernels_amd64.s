@@ -12541,3 +12541,562 @@ q6KToF32AVX2_loop:
 q6KToF32AVX2_done:
 	VZEROUPPER
 	RET
+
+// func dotQ4KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotQ4KSumsAVX2(SB), NOSPLIT, $0-100
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    xs_base+48(FP), DX
+	MOVQ    sc_base+72(FP), BX
+	MOVQ    x_len+32(FP), SI
+	SHRQ    $0x08, SI
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VMOVDQU q4kmask<>+0(SB), Y5
+
+dotQ4KSumsAVX2_loop:
+	TESTQ        SI, SI
+	JZ           dotQ4KSumsAVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R11
+	VMOVD        R10, X6
+	VPINSRD      $0x01, R11, X6, X6
+	MOVL         R8, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, DI
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R11
+	VMOVD        R10, X7
+	VPINSRD      $0x01, R11, X7, X7
+	VPMOVZXBD    X6, Y6
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y8, Y6, Y6
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y6, (BX)
+	VMOVUPS      Y7, 32(BX)
+	VFMADD231PS  (DX), Y7, Y4
+	VPMOVZXBD    16(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (CX), Y6, Y6
+	VMULPS       128(CX), Y7, Y7
+	VPMOVZXBD    24(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(CX), Y9, Y6
+	VFMADD231PS  160(CX), Y8, Y7
+	VPMOVZXBD    32(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(CX), Y9, Y6
+	VFMADD231PS  192(CX), Y8, Y7
+	VPMOVZXBD    40(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(CX), Y9, Y6
+	VFMADD231PS  224(CX), Y8, Y7
+	VBROADCASTSS (BX), Y8
+	VBROADCASTSS 4(BX), Y9
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y2
+	VPMOVZXBD    48(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(CX), Y6, Y6
+	VMULPS       384(CX), Y7, Y7
+	VPMOVZXBD    56(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(CX), Y9, Y6
+	VFMADD231PS  416(CX), Y8, Y7
+	VPMOVZXBD    64(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(CX), Y9, Y6
+	VFMADD231PS  448(CX), Y8, Y7
+	VPMOVZXBD    72(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(CX), Y9, Y6
+	VFMADD231PS  480(CX), Y8, Y7
+	VBROADCASTSS 8(BX), Y8
+	VBROADCASTSS 12(BX), Y9
+	VFMADD231PS  Y8, Y6, Y1
+	VFMADD231PS  Y9, Y7, Y3
+	VPMOVZXBD    80(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(CX), Y6, Y6
+	VMULPS       640(CX), Y7, Y7
+	VPMOVZXBD    88(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(CX), Y9, Y6
+	VFMADD231PS  672(CX), Y8, Y7
+	VPMOVZXBD    96(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(CX), Y9, Y6
+	VFMADD231PS  704(CX), Y8, Y7
+	VPMOVZXBD    104(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(CX), Y9, Y6
+	VFMADD231PS  736(CX), Y8, Y7
+	VBROADCASTSS 16(BX), Y8
+	VBROADCASTSS 20(BX), Y9
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y2
+	VPMOVZXBD    112(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(CX), Y6, Y6
+	VMULPS       896(CX), Y7, Y7
+	VPMOVZXBD    120(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(CX), Y9, Y6
+	VFMADD231PS  928(CX), Y8, Y7
+	VPMOVZXBD    128(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(CX), Y9, Y6
+	VFMADD231PS  960(CX), Y8, Y7
+	VPMOVZXBD    136(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(CX), Y9, Y6
+	VFMADD231PS  992(CX), Y8, Y7
+	VBROADCASTSS 24(BX), Y8
+	VBROADCASTSS 28(BX), Y9
+	VFMADD231PS  Y8, Y6, Y1
+	VFMADD231PS  Y9, Y7, Y3
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000400, CX
+	ADDQ         $0x00000020, DX
+	DECQ         SI
+	JMP          dotQ4KSumsAVX2_loop
+
+dotQ4KSumsAVX2_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VSUBPS       Y4, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotQ5KSumsAVX2(SB), NOSPLIT, $0-100
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    xs_base+48(FP), DX
+	MOVQ    sc_base+72(FP), BX
+	MOVQ    x_len+32(FP), SI
+	SHRQ    $0x08, SI
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VMOVDQU q4kmask<>+0(SB), Y5
+
+dotQ5KSumsAVX2_loop:
+	TESTQ        SI, SI
+	JZ           dotQ5KSumsAVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R11
+	VMOVD        R10, X6
+	VPINSRD      $0x01, R11, X6, X6
+	MOVL         R8, R10
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, DI
+	SHRL         $0x02, DI
+	ANDL         $0x30303030, DI
+	ORL          DI, R11
+	VMOVD        R10, X7
+	VPINSRD      $0x01, R11, X7, X7
+	VPMOVZXBD    X6, Y6
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y8, Y6, Y6
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y6, (BX)
+	VMOVUPS      Y7, 32(BX)
+	VFMADD231PS  (DX), Y7, Y4
+	VPMOVZXBD    48(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VPMOVZXBD    16(AX), Y8
+	VPSLLD       $0x04, Y8, Y9
+	VPAND        q5kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSLLD       $0x03, Y8, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (CX), Y6, Y6
+	VMULPS       128(CX), Y7, Y7
+	VPMOVZXBD    56(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    24(AX), Y10
+	VPSLLD       $0x04, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLD       $0x03, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  32(CX), Y9, Y6
+	VFMADD231PS  160(CX), Y8, Y7
+	VPMOVZXBD    64(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    32(AX), Y10
+	VPSLLD       $0x04, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLD       $0x03, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  64(CX), Y9, Y6
+	VFMADD231PS  192(CX), Y8, Y7
+	VPMOVZXBD    72(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    40(AX), Y10
+	VPSLLD       $0x04, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLD       $0x03, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  96(CX), Y9, Y6
+	VFMADD231PS  224(CX), Y8, Y7
+	VBROADCASTSS (BX), Y8
+	VBROADCASTSS 4(BX), Y9
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y2
+	VPMOVZXBD    80(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VPMOVZXBD    16(AX), Y8
+	VPSLLD       $0x02, Y8, Y9
+	VPAND        q5kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSLLD       $0x01, Y8, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       256(CX), Y6, Y6
+	VMULPS       384(CX), Y7, Y7
+	VPMOVZXBD    88(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    24(AX), Y10
+	VPSLLD       $0x02, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLD       $0x01, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(CX), Y9, Y6
+	VFMADD231PS  416(CX), Y8, Y7
+	VPMOVZXBD    96(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    32(AX), Y10
+	VPSLLD       $0x02, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLD       $0x01, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(CX), Y9, Y6
+	VFMADD231PS  448(CX), Y8, Y7
+	VPMOVZXBD    104(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    40(AX), Y10
+	VPSLLD       $0x02, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLD       $0x01, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(CX), Y9, Y6
+	VFMADD231PS  480(CX), Y8, Y7
+	VBROADCASTSS 8(BX), Y8
+	VBROADCASTSS 12(BX), Y9
+	VFMADD231PS  Y8, Y6, Y1
+	VFMADD231PS  Y9, Y7, Y3
+	VPMOVZXBD    112(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VPMOVZXBD    16(AX), Y8
+	VMOVDQA      Y8, Y9
+	VPAND        q5kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSRLD       $0x01, Y8, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       512(CX), Y6, Y6
+	VMULPS       640(CX), Y7, Y7
+	VPMOVZXBD    120(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    24(AX), Y10
+	VMOVDQA      Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  544(CX), Y9, Y6
+	VFMADD231PS  672(CX), Y8, Y7
+	VPMOVZXBD    128(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    32(AX), Y10
+	VMOVDQA      Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  576(CX), Y9, Y6
+	VFMADD231PS  704(CX), Y8, Y7
+	VPMOVZXBD    136(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    40(AX), Y10
+	VMOVDQA      Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  608(CX), Y9, Y6
+	VFMADD231PS  736(CX), Y8, Y7
+	VBROADCASTSS 16(BX), Y8
+	VBROADCASTSS 20(BX), Y9
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y2
+	VPMOVZXBD    144(AX), Y7
+	VPAND        Y5, Y7, Y6
+	VPSRLD       $0x04, Y7, Y7
+	VPMOVZXBD    16(AX), Y8
+	VPSRLD       $0x02, Y8, Y9
+	VPAND        q5kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPSRLD       $0x03, Y8, Y8
+	VPAND        q5kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       768(CX), Y6, Y6
+	VMULPS       896(CX), Y7, Y7
+	VPMOVZXBD    152(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x02, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  800(CX), Y9, Y6
+	VFMADD231PS  928(CX), Y8, Y7
+	VPMOVZXBD    160(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    32(AX), Y10
+	VPSRLD       $0x02, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  832(CX), Y9, Y6
+	VFMADD231PS  960(CX), Y8, Y7
+	VPMOVZXBD    168(AX), Y8
+	VPAND        Y5, Y8, Y9
+	VPSRLD       $0x04, Y8, Y8
+	VPMOVZXBD    40(AX), Y10
+	VPSRLD       $0x02, Y10, Y11
+	VPAND        q5kbit4<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        q5kbit4<>+0(SB), Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  864(CX), Y9, Y6
+	VFMADD231PS  992(CX), Y8, Y7
+	VBROADCASTSS 24(BX), Y8
+	VBROADCASTSS 28(BX), Y9
+	VFMADD231PS  Y8, Y6, Y1
+	VFMADD231PS  Y9, Y7, Y3
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000400, CX
+	ADDQ         $0x00000020, DX
+	DECQ         SI
+	JMP          dotQ5KSumsAVX2_loop
+
+dotQ5KSumsAVX2_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VSUBPS       Y4, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// func groupSums32AVX2(xs []float32, x []float32)
+// Requires: AVX
+TEXT ·groupSums32AVX2(SB), NOSPLIT, $0-48
+	MOVQ xs_base+0(FP), AX
+	MOVQ x_base+24(FP), CX
+	MOVQ xs_len+8(FP), DX
+
+groupSums32AVX2_loop:
+	TESTQ        DX, DX
+	JZ           groupSums32AVX2_done
+	VMOVUPS      (CX), Y0
+	VMOVUPS      32(CX), Y1
+	VMOVUPS      64(CX), Y2
+	VMOVUPS      96(CX), Y3
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         $0x00000004, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JMP          groupSums32AVX2_loop
+
+groupSums32AVX2_done:
+	VZEROUPPER
+	RET

@@ -45,6 +45,47 @@ func DotQ6K(w []byte, x []float32) float32 {
 	return dotQ6K(w, x)
 }
 
+// GroupSums32 sets xs[g] to the float32 sum of x[32g:32g+32], for the sums
+// DotQ4KSums and DotQ5KSums take (in an unspecified order). It panics
+// unless len(x) == 32*len(xs).
+func GroupSums32(xs, x []float32) {
+	checkLen("GroupSums32", len(x), 32*len(xs))
+	groupSums32(xs, x)
+}
+
+func groupSums32Generic(xs, x []float32) {
+	for g := range xs {
+		v := x[32*g : 32*g+32]
+		var s [8]float32
+		for i := 0; i < 32; i += 8 {
+			for j := range s {
+				s[j] += v[i+j]
+			}
+		}
+		xs[g] = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
+	}
+}
+
+// DotQ4KSums is DotQ4K computed as llama.cpp's k-quant dots arrange it:
+// Σ_g d·scale_g·Σ_{l in g} q_l·x_l − Σ_g dmin·min_g·xs[g], with xs the
+// activations' group sums (GroupSums32), computed once per activation row
+// and shared by every weight row, so that the inner loop only converts and
+// multiplies codes. The result rounds differently from DotQ4K's, and can
+// lose more to cancellation where d·scale·q and dmin·min nearly cancel. It
+// panics as DotQ4K does, or unless len(xs) == len(x)/32.
+func DotQ4KSums(w []byte, x, xs []float32) float32 {
+	checkK("DotQ4KSums", len(w), len(x), q4KBlockBytes)
+	checkLen("DotQ4KSums", len(x), 32*len(xs))
+	return dotQ4KSums(w, x, xs)
+}
+
+// DotQ5KSums is DotQ4KSums for q5_K.
+func DotQ5KSums(w []byte, x, xs []float32) float32 {
+	checkK("DotQ5KSums", len(w), len(x), q5KBlockBytes)
+	checkLen("DotQ5KSums", len(x), 32*len(xs))
+	return dotQ5KSums(w, x, xs)
+}
+
 // Q4KToF32 sets dst to the values of the len(dst)/256 q4_K super-blocks at
 // w, bit for bit as ggml's dequantize_row_q4_K computes them. It panics as
 // DotQ4K does.
@@ -215,4 +256,48 @@ func q5KToF32Generic(dst []float32, w []byte) {
 			}
 		}
 	}
+}
+
+// dotKSumsGeneric is the twin of DotQ4KSums (blockBytes 144, code q4KCode)
+// and DotQ5KSums (176, q5KCode).
+func dotKSumsGeneric(w []byte, x, xs []float32, blockBytes int, code func(blk []byte, c, i, l int) uint8) float32 {
+	var s float32
+	var sc [16]float32
+	for b := 0; b < len(x)/kBlockSize; b++ {
+		blk := w[b*blockBytes : (b+1)*blockBytes]
+		q4KScales(sc[:], blk)
+		xb := x[b*kBlockSize : (b+1)*kBlockSize]
+		var mins float32
+		for g := 0; g < 8; g++ {
+			mins += sc[2*g+1] * xs[8*b+g]
+		}
+		var p float32
+		for c := 0; c < 4; c++ {
+			var pl, ph float32
+			for l := 0; l < 32; l++ {
+				pl += float32(code(blk, c, 0, l)) * xb[64*c+l]
+				ph += float32(code(blk, c, 1, l)) * xb[64*c+32+l]
+			}
+			p += sc[4*c]*pl + sc[4*c+2]*ph
+		}
+		s += p - mins
+	}
+	return s
+}
+
+// q4KCode returns code l (0..31) of group 2c+i of the q4_K super-block blk.
+func q4KCode(blk []byte, c, i, l int) uint8 {
+	q := blk[16+32*c+l]
+	if i == 1 {
+		return q >> 4
+	}
+	return q & 15
+}
+
+func dotQ4KSumsGeneric(w []byte, x, xs []float32) float32 {
+	return dotKSumsGeneric(w, x, xs, q4KBlockBytes, q4KCode)
+}
+
+func dotQ5KSumsGeneric(w []byte, x, xs []float32) float32 {
+	return dotKSumsGeneric(w, x, xs, q5KBlockBytes, q5KCode)
 }

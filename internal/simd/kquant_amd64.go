@@ -55,3 +55,27 @@ func q5KToF32(dst []float32, w []byte) {
 	var sc [16]float32
 	q5KToF32AVX2(dst, w, sc[:])
 }
+
+func dotQ4KSums(w []byte, x, xs []float32) float32 {
+	if !useAsm {
+		return dotQ4KSumsGeneric(w, x, xs)
+	}
+	var sc [16]float32
+	return dotQ4KSumsAVX2(w, x, xs, sc[:])
+}
+
+func dotQ5KSums(w []byte, x, xs []float32) float32 {
+	if !useAsm {
+		return dotQ5KSumsGeneric(w, x, xs)
+	}
+	var sc [16]float32
+	return dotQ5KSumsAVX2(w, x, xs, sc[:])
+}
+
+func groupSums32(xs, x []float32) {
+	if !useAsm {
+		groupSums32Generic(xs, x)
+		return
+	}
+	groupSums32AVX2(xs, x)
+}

@@ -167,3 +167,82 @@ func TestKQuantsToF32(t *testing.T) {
 		}
 	})
 }
+
+// kParts returns the two terms of value i of a q4_K (q5_K with five) row:
+// d·scale·q and dmin·min, in float64 from ggml's float32 products.
+func kParts(w []byte, i int, five bool) (sq, m float64) {
+	bb, code := q4KBlockBytes, q4KCode
+	if five {
+		bb, code = q5KBlockBytes, q5KCode
+	}
+	blk := w[i/kBlockSize*bb:]
+	var sc [16]float32
+	q4KScales(sc[:], blk)
+	j := i % kBlockSize
+	c, l, h := j/64, j%32, 0
+	if j%64 >= 32 {
+		h = 1
+	}
+	g := 2*c + h
+	return float64(sc[2*g]) * float64(code(blk, c, h, l)), float64(sc[2*g+1])
+}
+
+// TestDotKQuantSums compares DotQ4KSums and DotQ5KSums on every kernel set
+// with their twins and a float64 reference, within dotTol of
+// Σ(|d·scale·q|+|dmin·min|)·|x| (the terms they sum separately).
+func TestDotKQuantSums(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		for _, five := range []bool{false, true} {
+			dot, twin, bb := DotQ4KSums, dotQ4KSumsGeneric, q4KBlockBytes
+			if five {
+				dot, twin, bb = DotQ5KSums, dotQ5KSumsGeneric, q5KBlockBytes
+			}
+			r := newRand(t)
+			for nb := 0; nb <= 12; nb++ {
+				for _, off := range offsets {
+					w := offsetCopy(randKBlocks(r, nb, bb, 0, 2), off)
+					x := offsetCopy(randF32(r, nb*kBlockSize), off+1)
+					xs := make([]float32, len(x)/32)
+					GroupSums32(xs, x)
+					var ref, mag float64
+					for i := range x {
+						sq, m := kParts(w, i, five)
+						ref += (sq - m) * float64(x[i])
+						mag += (math.Abs(sq) + math.Abs(m)) * math.Abs(float64(x[i]))
+					}
+					if got := dot(w, x, xs); !within(float64(got), ref, mag) {
+						t.Errorf("five=%v nb=%d off=%d: %v, float64 reference %v (magnitude %v)", five, nb, off, got, ref, mag)
+					}
+					if got := twin(w, x, xs); !within(float64(got), ref, mag) {
+						t.Errorf("twin five=%v nb=%d off=%d: %v, float64 reference %v (magnitude %v)", five, nb, off, got, ref, mag)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestGroupSums32 compares GroupSums32 on every kernel set with a float64
+// sum of each group.
+func TestGroupSums32(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		r := newRand(t)
+		for n := 0; n <= 9; n++ {
+			for _, off := range offsets {
+				x := offsetCopy(randF32(r, 32*n), off)
+				xs, check := guardedF32(off, n, 8)
+				GroupSums32(xs, x)
+				check(t)
+				for g := range xs {
+					var ref, mag float64
+					for _, v := range x[32*g : 32*g+32] {
+						ref, mag = ref+float64(v), mag+math.Abs(float64(v))
+					}
+					if !within(float64(xs[g]), ref, mag) {
+						t.Errorf("n=%d off=%d: group %d sums to %v, float64 %v", n, off, g, xs[g], ref)
+					}
+				}
+			}
+		}
+	})
+}

@@ -257,7 +257,7 @@ func halfBroadcast(m Mem) VecVirtual {
 // top bits of mins 4-7; bytes 8-11: the low nibbles of scales and mins
 // 4-7), each product rounded once as ggml's get_scale_min_k4 and
 // dequantize_row_q4_K compute it.
-func q4KScales(w, s Register) {
+func q4KScales(w, s Register) (scales, mins VecVirtual) {
 	a, b, c, t := GP32(), GP32(), GP32(), GP32()
 	MOVL(Mem{Base: w, Disp: 4}, a)
 	MOVL(Mem{Base: w, Disp: 8}, b)
@@ -296,6 +296,7 @@ func q4KScales(w, s Register) {
 	VMULPS(halfBroadcast(Mem{Base: w, Disp: 2}), ym, ym)
 	VMOVUPS(ys, Mem{Base: s})
 	VMOVUPS(ym, Mem{Base: s, Disp: 32})
+	return ys, ym
 }
 
 // q6KScales writes sc[j] = d·scale_j (j = 0..15) for the q6_K super-block
@@ -311,4 +312,125 @@ func q6KScales(w, s Register) {
 	VMULPS(d, y1, y1)
 	VMOVUPS(y0, Mem{Base: s})
 	VMOVUPS(y1, Mem{Base: s, Disp: 32})
+}
+
+// dotQ4KSums writes dotQ4KSumsAVX2 (dotQ5KSumsAVX2 with five): the q4_K
+// (q5_K) dot product with the scales taken out of the inner loop, as
+// llama.cpp's k-quant dots do: Σ_g d·scale_g·Σ_{l in g} q_l·x_l −
+// Σ_g dmin·min_g·xs_g, where xs holds each 32-value group's activation sum
+// (computed once per activation row by the caller and shared by every
+// weight row). It rounds differently from decoding each value first.
+func dotQ4KSums(five bool) {
+	name, blockBytes, qsAt := "dotQ4KSumsAVX2", 144, 16
+	if five {
+		name, blockBytes, qsAt = "dotQ5KSumsAVX2", 176, 48
+	}
+	header(name, "func(w []byte, x []float32, xs []float32, sc []float32) float32",
+		name+" returns Σ over the len(x)/256 super-blocks at w of",
+		"Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g] over their 8 groups g of",
+		"32 values (xs: each group's activation sum, len(x)/32 of them). sc is a",
+		"scratch of at least 16 float32 values.")
+	mask := kquantConst("q4kmask", 15)
+	bit4 := kquantConst("q5kbit4", 16)
+	w := Load(Param("w").Base(), GP64())
+	x := Load(Param("x").Base(), GP64())
+	xs := Load(Param("xs").Base(), GP64())
+	s := Load(Param("sc").Base(), GP64())
+	nb := Load(Param("x").Len(), GP64())
+	SHRQ(U8(8), nb)
+	tot := zeros(4)
+	minacc := zeros(1)[0]
+	m := YMM()
+	VMOVDQU(mask, m)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	prefetchLine(Mem{Base: w})
+	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLine(Mem{Base: w, Disp: 128})
+	_, mins := q4KScales(w, s)
+	VFMADD231PS(Mem{Base: xs}, mins, minacc)
+	for c := 0; c < 4; c++ {
+		accL, accH := YMM(), YMM()
+		for k := 0; k < 4; k++ {
+			v, lo, hi := YMM(), YMM(), YMM()
+			VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*c + 8*k}, v)
+			VPAND(m, v, lo)
+			VPSRLD(U8(4), v, hi)
+			if five {
+				h := YMM()
+				VPMOVZXBD(Mem{Base: w, Disp: 16 + 8*k}, h)
+				for i, dst := range []VecVirtual{lo, hi} {
+					t := YMM()
+					switch sh := 4 - (2*c + i); {
+					case sh > 0:
+						VPSLLD(U8(sh), h, t)
+					case sh < 0:
+						VPSRLD(U8(-sh), h, t)
+					default:
+						VMOVDQA(h, t)
+					}
+					VPAND(bit4, t, t)
+					VPOR(t, dst, dst)
+				}
+			}
+			VCVTDQ2PS(lo, lo)
+			VCVTDQ2PS(hi, hi)
+			xl, xh := Mem{Base: x, Disp: 4 * (64*c + 8*k)}, Mem{Base: x, Disp: 4 * (64*c + 32 + 8*k)}
+			if k == 0 {
+				VMULPS(xl, lo, accL)
+				VMULPS(xh, hi, accH)
+			} else {
+				VFMADD231PS(xl, lo, accL)
+				VFMADD231PS(xh, hi, accH)
+			}
+		}
+		slo, shi := YMM(), YMM()
+		VBROADCASTSS(Mem{Base: s, Disp: 4 * (2 * c)}, slo)
+		VBROADCASTSS(Mem{Base: s, Disp: 4 * (2*c + 1)}, shi)
+		VFMADD231PS(slo, accL, tot[c%2])
+		VFMADD231PS(shi, accH, tot[2+c%2])
+	}
+	ADDQ(U32(blockBytes), w)
+	ADDQ(U32(1024), x)
+	ADDQ(U32(32), xs)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	r := addTree(tot)
+	VSUBPS(minacc, r, r)
+	Store(hsum(r), ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// groupSums32 writes groupSums32AVX2: xs[g] = the sum of x[32g:32g+32] for
+// g < len(xs) (four 8-lane vectors added pairwise, then across lanes).
+func groupSums32() {
+	name := "groupSums32AVX2"
+	header(name, "func(xs []float32, x []float32)",
+		name+" sets xs[g] to the sum of x[32g:32g+32] for g < len(xs): the four",
+		"8-value vectors added as (v0+v2)+(v1+v3), then the 8 lanes as hsum adds",
+		"them. len(x) must be at least 32*len(xs).")
+	xs := Load(Param("xs").Base(), GP64())
+	x := Load(Param("x").Base(), GP64())
+	n := Load(Param("xs").Len(), GP64())
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	v := make([]VecVirtual, 4)
+	for i := range v {
+		v[i] = YMM()
+		VMOVUPS(Mem{Base: x, Disp: 32 * i}, v[i])
+	}
+	VMOVSS(hsum(addTree(v)), Mem{Base: xs})
+	ADDQ(U32(4), xs)
+	ADDQ(U32(128), x)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }

@@ -137,6 +137,9 @@ func avx2() {
 	dotQ4K(true, true)
 	dotQ6K(false)
 	dotQ6K(true)
+	dotQ4KSums(false)
+	dotQ4KSums(true)
+	groupSums32()
 }
 
 func header(name, sig string, doc ...string) {

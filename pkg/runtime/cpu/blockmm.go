@@ -17,15 +17,19 @@ var blockTypes = map[tensor.DType]gguf.Type{
 }
 
 // fusedDots are the block types with a SIMD dot product over their packed
-// blocks (simd.DotQ4K, DotQ5K, DotQ6K), which matMulBlocks uses for products
-// of fewer than fusedTokens token rows (decode): each token then decodes
-// the blocks again inside the kernel, cheaper than decoding the row in Go
-// for a few tokens. packTokens reports fusedTokens as these types' packed
-// threshold, so that matMul keeps every run of one call on one side of it.
-var fusedDots = map[tensor.DType]func(w []byte, x []float32) float32{
-	tensor.Q4K: simd.DotQ4K,
-	tensor.Q5K: simd.DotQ5K,
-	tensor.Q6K: simd.DotQ6K,
+// blocks, which matMulBlocks uses for products of fewer than fusedTokens
+// token rows (decode): each token then decodes the blocks again inside the
+// kernel, cheaper than decoding the row for a few tokens. q4_K and q5_K
+// take the activations' 32-value group sums (simd.GroupSums32, once per
+// token and call) and keep the scales out of their inner loop
+// (simd.DotQ4KSums, DotQ5KSums, as llama.cpp arranges its k-quant dots);
+// q6_K has no mins and decodes each value (simd.DotQ6K). packTokens reports
+// fusedTokens as these types' packed threshold, so that matMul keeps every
+// run of one call on one side of it.
+var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
+	tensor.Q4K: simd.DotQ4KSums,
+	tensor.Q5K: simd.DotQ5KSums,
+	tensor.Q6K: func(w []byte, x, _ []float32) float32 { return simd.DotQ6K(w, x) },
 }
 
 // fusedTokens is the fewest token rows that take the row-decoding path
@@ -71,18 +75,24 @@ func matMulBlocks(dst []float32, ldd int, x []float32, nt, cols int, w *tensor.W
 		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
 	}
 	rb := w.DType.RowBytes(cols)
+	sp := rowScratch.Get().(*[]float32)
+	defer rowScratch.Put(sp)
+	if cap(*sp) < cols {
+		*sp = make([]float32, cols)
+	}
 	if dot, ok := fusedDots[w.DType]; ok && nt < fusedTokens {
+		g := cols / 32
+		xs := (*sp)[:nt*g] // nt < 4 ≤ 32: within the row scratch
+		for t := 0; t < nt; t++ {
+			simd.GroupSums32(xs[t*g:(t+1)*g], x[t*cols:(t+1)*cols])
+		}
 		for r := lo; r < hi; r++ {
 			wr := w.Raw[r*rb : (r+1)*rb]
 			for t := 0; t < nt; t++ {
-				dst[t*ldd+r] = dot(wr, x[t*cols:(t+1)*cols])
+				dst[t*ldd+r] = dot(wr, x[t*cols:(t+1)*cols], xs[t*g:(t+1)*g])
 			}
 		}
 		return
-	}
-	sp := rowScratch.Get().(*[]float32)
-	if cap(*sp) < cols {
-		*sp = make([]float32, cols)
 	}
 	row := (*sp)[:cols]
 	for r := lo; r < hi; r++ {
@@ -91,5 +101,4 @@ func matMulBlocks(dst []float32, ldd int, x []float32, nt, cols int, w *tensor.W
 			dst[t*ldd+r] = simd.DotF32(row, x[t*cols:(t+1)*cols])
 		}
 	}
-	rowScratch.Put(sp)
 }

@@ -16,18 +16,59 @@ var blockTypes = map[tensor.DType]gguf.Type{
 	tensor.IQ4NL: gguf.IQ4NL, tensor.IQ4XS: gguf.IQ4XS, tensor.MXFP4: gguf.MXFP4,
 }
 
+// fusedDots are the block types with a SIMD dot product over their packed
+// blocks, which matMulBlocks uses for products of fewer than fusedTokens
+// token rows (decode): each token then decodes the blocks again inside the
+// kernel, cheaper than decoding the row for a few tokens. q4_K and q5_K
+// take the activations' 32-value group sums (simd.GroupSums32, once per
+// token and call) and keep the scales out of their inner loop
+// (simd.DotQ4KSums, DotQ5KSums, as llama.cpp arranges its k-quant dots);
+// q6_K has no mins and decodes each value (simd.DotQ6K). packTokens reports
+// fusedTokens as these types' packed threshold, so that matMul keeps every
+// run of one call on one side of it.
+var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
+	tensor.Q4K: simd.DotQ4KSums,
+	tensor.Q5K: simd.DotQ5KSums,
+	tensor.Q6K: func(w []byte, x, _ []float32) float32 { return simd.DotQ6K(w, x) },
+}
+
+// fusedTokens is the fewest token rows that take the row-decoding path
+// for the fusedDots types.
+const fusedTokens = 4
+
+// decodeRow decodes one row of type gt as gguf.DequantizeRow does (ggml's
+// to_float, bit for bit), with the SIMD decoders where simd has them.
+func decodeRow(gt gguf.Type, dst []float32, src []byte) {
+	switch gt {
+	case gguf.Q4K:
+		simd.Q4KToF32(dst, src)
+	case gguf.Q5K:
+		simd.Q5KToF32(dst, src)
+	case gguf.Q6K:
+		simd.Q6KToF32(dst, src)
+	case gguf.Q40:
+		simd.Q40ToF32(dst, src)
+	case gguf.Q41:
+		simd.Q41ToF32(dst, src)
+	default:
+		gguf.DequantizeRow(gt, dst, src)
+	}
+}
+
 // rowScratch recycles the float32 rows matMulBlocks decodes into.
 var rowScratch = sync.Pool{New: func() any { return new([]float32) }}
 
-// matMulBlocks is matMulRows for the packed GGML block types (the Go path;
-// they have no SIMD kernels yet): each weight row r in [lo, hi) is decoded
+// matMulBlocks is matMulRows for the packed GGML block types. Below
+// fusedTokens token rows, q4_K, q5_K and q6_K take their SIMD dot products over
+// the packed blocks (see fusedDots). Otherwise each weight row r in [lo, hi) is decoded
 // once into a scratch row of cols float32 values, exactly as ggml's
 // dequantize_row_* does (gguf.DequantizeRow), and dotted with every token
 // row x_t in fp32 (simd.DotF32): dst[t*ldd+r] = DotF32(W_r, x_t). The
 // activations stay fp32 (llama.cpp quantizes them to Q8_K or Q8_0 for these
 // products; docs/weight-formats.md shows the difference), and a token's
-// result does not depend on how many tokens share the call. The whole
-// matrix is never decoded: one row at a time, per goroutine.
+// result does not depend on how many tokens share the call (on either side
+// of fusedTokens). The whole matrix is never decoded: one row at a time,
+// per goroutine.
 func matMulBlocks(dst []float32, ldd int, x []float32, nt, cols int, w *tensor.Weight, lo, hi int) {
 	gt, ok := blockTypes[w.DType]
 	if !ok {
@@ -35,15 +76,29 @@ func matMulBlocks(dst []float32, ldd int, x []float32, nt, cols int, w *tensor.W
 	}
 	rb := w.DType.RowBytes(cols)
 	sp := rowScratch.Get().(*[]float32)
+	defer rowScratch.Put(sp)
 	if cap(*sp) < cols {
 		*sp = make([]float32, cols)
 	}
+	if dot, ok := fusedDots[w.DType]; ok && nt < fusedTokens {
+		g := cols / 32
+		xs := (*sp)[:nt*g] // nt < 4 ≤ 32: within the row scratch
+		for t := 0; t < nt; t++ {
+			simd.GroupSums32(xs[t*g:(t+1)*g], x[t*cols:(t+1)*cols])
+		}
+		for r := lo; r < hi; r++ {
+			wr := w.Raw[r*rb : (r+1)*rb]
+			for t := 0; t < nt; t++ {
+				dst[t*ldd+r] = dot(wr, x[t*cols:(t+1)*cols], xs[t*g:(t+1)*g])
+			}
+		}
+		return
+	}
 	row := (*sp)[:cols]
 	for r := lo; r < hi; r++ {
-		gguf.DequantizeRow(gt, row, w.Raw[r*rb:(r+1)*rb])
+		decodeRow(gt, row, w.Raw[r*rb:(r+1)*rb])
 		for t := 0; t < nt; t++ {
 			dst[t*ldd+r] = simd.DotF32(row, x[t*cols:(t+1)*cols])
 		}
 	}
-	rowScratch.Put(sp)
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
-	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -298,6 +297,8 @@ func packTokens(dt tensor.DType) int {
 		return simd.MatMulPackTokensF16()
 	case tensor.Q80:
 		return simd.MatMulPackTokensQ80()
+	case tensor.Q4K, tensor.Q5K, tensor.Q6K:
+		return fusedTokens // the row-decoding path from there (blockmm.go)
 	}
 	return math.MaxInt
 }
@@ -469,6 +470,6 @@ func Row(dst []float32, w *tensor.Weight, r int) {
 		}
 	default:
 		rb := w.DType.RowBytes(d)
-		gguf.DequantizeRow(blockTypes[w.DType], dst[:d], w.Raw[r*rb:(r+1)*rb])
+		decodeRow(blockTypes[w.DType], dst[:d], w.Raw[r*rb:(r+1)*rb])
 	}
 }

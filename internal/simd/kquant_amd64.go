@@ -1,0 +1,81 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+// The kernels unpack each super-block's scales themselves, into a 16-value
+// scratch on the caller's stack.
+
+func dotQ4K(w []byte, x []float32) float32 {
+	if !useAsm {
+		return dotQ4KGeneric(w, x)
+	}
+	var sc [16]float32
+	return dotQ4KAVX2(w, x, sc[:])
+}
+
+func dotQ6K(w []byte, x []float32) float32 {
+	if !useAsm {
+		return dotQ6KGeneric(w, x)
+	}
+	var sc [16]float32
+	return dotQ6KAVX2(w, x, sc[:])
+}
+
+func q4KToF32(dst []float32, w []byte) {
+	if !useAsm {
+		q4KToF32Generic(dst, w)
+		return
+	}
+	var sc [16]float32
+	q4KToF32AVX2(dst, w, sc[:])
+}
+
+func q6KToF32(dst []float32, w []byte) {
+	if !useAsm {
+		q6KToF32Generic(dst, w)
+		return
+	}
+	var sc [16]float32
+	q6KToF32AVX2(dst, w, sc[:])
+}
+
+func dotQ5K(w []byte, x []float32) float32 {
+	if !useAsm {
+		return dotQ5KGeneric(w, x)
+	}
+	var sc [16]float32
+	return dotQ5KAVX2(w, x, sc[:])
+}
+
+func q5KToF32(dst []float32, w []byte) {
+	if !useAsm {
+		q5KToF32Generic(dst, w)
+		return
+	}
+	var sc [16]float32
+	q5KToF32AVX2(dst, w, sc[:])
+}
+
+func dotQ4KSums(w []byte, x, xs []float32) float32 {
+	if !useAsm {
+		return dotQ4KSumsGeneric(w, x, xs)
+	}
+	var sc [16]float32
+	return dotQ4KSumsAVX2(w, x, xs, sc[:])
+}
+
+func dotQ5KSums(w []byte, x, xs []float32) float32 {
+	if !useAsm {
+		return dotQ5KSumsGeneric(w, x, xs)
+	}
+	var sc [16]float32
+	return dotQ5KSumsAVX2(w, x, xs, sc[:])
+}
+
+func groupSums32(xs, x []float32) {
+	if !useAsm {
+		groupSums32Generic(xs, x)
+		return
+	}
+	groupSums32AVX2(xs, x)
+}

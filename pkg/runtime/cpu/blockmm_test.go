@@ -1,0 +1,100 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// kernelSets are the simd kernel sets to try: the default selection, then
+// forced AVX2, then the pure-Go twins (the same set twice where the CPU
+// lacks one, which only repeats a check).
+var kernelSets = []struct {
+	name  string
+	force func() func()
+}{
+	{"default", func() func() { return func() {} }},
+	{"avx2", simd.ForceAVX2},
+	{"generic", simd.ForceGeneric},
+}
+
+// TestDecodeRowMatchesGGUF: the SIMD q4_K, q5_K, q6_K, q4_0 and q4_1 decoders that the
+// products use give gguf.DequantizeRow's bits (ggml's, golden-tested there)
+// on rows quantized by gguf.QuantizeRow, on every kernel set.
+func TestDecodeRowMatchesGGUF(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const cols = 256 * 5
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * 0.05)
+	}
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			defer ks.force()()
+			for _, gt := range []gguf.Type{gguf.Q4K, gguf.Q5K, gguf.Q6K, gguf.Q40, gguf.Q41, gguf.IQ4XS} {
+				rb, _ := gt.RowBytes(cols)
+				q := make([]byte, rb)
+				gguf.QuantizeRow(gt, q, x)
+				got, want := make([]float32, cols), make([]float32, cols)
+				decodeRow(gt, got, q)
+				gguf.DequantizeRow(gt, want, q)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v value %d: %v, gguf %v", gt, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMatMulBlocksPaths: q4_K, q6_K and q5_K products agree with the
+// float64 product over the decoded matrix, below fusedTokens (the SIMD dots
+// over packed blocks) and from it (decoded rows), on every kernel set.
+func TestMatMulBlocksPaths(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, cols = 7, 512
+	vals := make([]float32, rows*cols)
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64() * 0.05)
+	}
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			defer ks.force()()
+			for _, dt := range []tensor.DType{tensor.Q4K, tensor.Q6K, tensor.Q5K} {
+				gt := blockTypes[dt]
+				rb := dt.RowBytes(cols)
+				w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*rb)}
+				dec := make([]float32, rows*cols)
+				for i := 0; i < rows; i++ {
+					gguf.QuantizeRow(gt, w.Raw[i*rb:(i+1)*rb], vals[i*cols:(i+1)*cols])
+					gguf.DequantizeRow(gt, dec[i*cols:(i+1)*cols], w.Raw[i*rb:(i+1)*rb])
+				}
+				for _, nt := range []int{1, fusedTokens - 1, fusedTokens, 9} {
+					x := make([]float32, nt*cols)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					got := make([]float32, nt*rows)
+					matMulRows(got, x, nt, w, 0, rows)
+					for tk := 0; tk < nt; tk++ {
+						for i := 0; i < rows; i++ {
+							var ref, mag float64
+							for c := 0; c < cols; c++ {
+								p := float64(dec[i*cols+c]) * float64(x[tk*cols+c])
+								ref, mag = ref+p, mag+math.Abs(p)
+							}
+							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag {
+								t.Errorf("%v nt=%d: dst[%d][%d] = %v, float64 product of the decoded weights %v", dt, nt, tk, i, got[tk*rows+i], ref)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}

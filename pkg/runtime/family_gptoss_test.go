@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -239,6 +241,42 @@ func TestGPTOSSNeedsSinks(t *testing.T) {
 		_, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: tc.be})
 		if !errors.Is(err, runtime.ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: NewRunner error %v, want ErrUnsupported naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestGPTOSSBadConfig checks that a GPT-OSS config.json with bad
+// layer_types or swiglu_limit is refused, naming the file and the field.
+func TestGPTOSSBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		val  any
+		want string
+	}{
+		{"layer_types", []string{"sliding_attention"}, "layer_types has 1 entries"},
+		{"layer_types", []string{"sliding_attention", "full_attention", "chunked_attention", "full_attention"}, `layer_types[2] is "chunked_attention"`},
+		{"swiglu_limit", 0, "swiglu_limit"},
+	} {
+		hf, _ := writeGPTOSS(t, gptossSpec)
+		p := filepath.Join(hf, "config.json")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg[tc.key] = tc.val
+		if b, err = json.Marshal(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = runtime.Load(context.Background(), hf, runtime.LoadOptions{})
+		if !errors.Is(err, runtime.ErrModel) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config.json") {
+			t.Errorf("%s %v: error %v, want ErrModel naming config.json and %q", tc.key, tc.val, err, tc.want)
 		}
 	}
 }

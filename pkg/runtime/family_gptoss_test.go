@@ -19,6 +19,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 // gptossSpec is the tiny GPT-OSS of the tests: 4 layers (0 and 2 slide
@@ -67,6 +68,27 @@ func TestGPTOSSFormatsAgree(t *testing.T) {
 	t.Logf("largest |HF − GGUF| logit: %.2g", worst)
 	if worst > 1e-5 {
 		t.Errorf("HF and GGUF logits differ by %g", worst)
+	}
+	// The same experts unquantized (transposed [E][in][out] F32 tensors,
+	// gate and up interleaved): float32 products of the same values.
+	plain := filepath.Join(t.TempDir(), "plain")
+	s := gptossSpec
+	s.PlainExperts = true
+	if err := modeltest.WriteGPTOSSHF(plain, s); err != nil {
+		t.Fatal(err)
+	}
+	mp := load(t, plain, runtime.LoadOptions{})
+	if dt := mp.Layers[0].ExpGate[0].DType; dt != tensor.F32 {
+		t.Fatalf("plain experts loaded as %v", dt)
+	}
+	c := allLogits(t, mp, ids)
+	worst = 0
+	for i := range a {
+		worst = math.Max(worst, math.Abs(float64(a[i]-c[i])))
+	}
+	t.Logf("largest |HF MXFP4 − HF unquantized| logit: %.2g", worst)
+	if worst > 1e-5 {
+		t.Errorf("MXFP4 and unquantized experts' logits differ by %g", worst)
 	}
 }
 

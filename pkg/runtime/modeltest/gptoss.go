@@ -33,6 +33,11 @@ type GPTOSS struct {
 	// values decoded (so that llama.cpp multiplies them in float32: its
 	// MXFP4 products quantize the activations to q8_0).
 	ExpertsF32 bool
+	// PlainExperts writes the Hugging Face directory's experts unquantized
+	// (F32 gate_up_proj [E][hidden][2·intermediate] and down_proj
+	// [E][intermediate][hidden], the MXFP4 values decoded), as
+	// transformers saves a dequantized model.
+	PlainExperts bool
 	// SinkScale multiplies the sink logits (N(0,1) before it).
 	SinkScale float64
 	// ChatTemplate, when set, replaces the test chat template in
@@ -212,6 +217,24 @@ func WriteGPTOSSHF(dir string, s GPTOSS) error {
 			name       string
 			rows, cols int64
 		}{{"gate_up_proj", 2 * H, D}, {"down_proj", D, H}} {
+			if s.PlainExperts {
+				// [E][rows][cols] decoded, stored transposed: [E][cols][rows].
+				rows, cols := int(kind.rows), int(kind.cols)
+				v := make([]float32, int(E)*rows*cols)
+				row := make([]float32, cols)
+				for e := 0; e < int(E); e++ {
+					for r := 0; r < rows; r++ {
+						gguf.DequantizeRow(gguf.MXFP4, row, mx[k][(e*rows+r)*cols/32*17:(e*rows+r+1)*cols/32*17])
+						for c, x := range row {
+							v[(e*cols+c)*rows+r] = x
+						}
+					}
+				}
+				if err := st.Add(p+kind.name, "F32", []int64{E, kind.cols, kind.rows}, encode(v, "F32")); err != nil {
+					return err
+				}
+				continue
+			}
 			b, sc := ggmlToHFMXFP4(mx[k])
 			if err := st.Add(p+kind.name+"_blocks", "U8", []int64{E, kind.rows, kind.cols / 32, 16}, b); err != nil {
 				return err

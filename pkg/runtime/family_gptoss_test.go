@@ -203,7 +203,9 @@ func TestGPTOSSGoldenLlamaCpp(t *testing.T) {
 // GPT-OSS checkpoints (a Hugging Face directory and a GGUF file) whose
 // chat template is the released harmony template, and checks it against
 // Python Jinja2's rendering of the same conversation (pkg/chat's golden
-// file; the date line is the template's strftime_now, so today's date).
+// file; the date line is the template's strftime_now, so today's date),
+// the template read from tokenizer_config.json, from chat_template.jinja
+// (as the released directories hold it) and from the GGUF file.
 func TestGPTOSSHarmonyChat(t *testing.T) {
 	tmpl, err := os.ReadFile(filepath.Join("..", "chat", "testdata", "templates", "openai-gpt-oss-120b.jinja"))
 	if err != nil {
@@ -216,12 +218,38 @@ func TestGPTOSSHarmonyChat(t *testing.T) {
 	s := gptossSpec
 	s.ChatTemplate = string(tmpl)
 	hf, gg := writeGPTOSS(t, s)
-	for _, path := range []string{hf, gg} {
+	// The released checkpoints keep the template in chat_template.jinja,
+	// not in tokenizer_config.json.
+	sep := filepath.Join(t.TempDir(), "separate")
+	s.ChatTemplate = ""
+	if err := modeltest.WriteGPTOSSHF(sep, s); err != nil {
+		t.Fatal(err)
+	}
+	tc := filepath.Join(sep, "tokenizer_config.json")
+	b, err := os.ReadFile(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "chat_template")
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tc, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sep, "chat_template.jinja"), tmpl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{hf, gg, sep} {
 		m := load(t, path, runtime.LoadOptions{})
 		before := time.Now().Format("2006-01-02")
 		ids, text, err := m.ChatPrompt([]chat.Message{{Role: "system", Content: "You are a concise assistant."}, {Role: "user", Content: "What is 2+2?"}})
 		if err != nil {
-			t.Fatalf("%s: %v", m.Format, err)
+			t.Fatalf("%s: %v", path, err)
 		}
 		after := time.Now().Format("2006-01-02")
 		if want := strings.Replace(string(golden), "Current date: 2024-07-26", "Current date: "+before, 1); text != want {

@@ -530,5 +530,15 @@ func loadHFTokenizer(dir string, hc hfConfig) (*tokenizer.Tokenizer, []int, stri
 		stopIDs = append(stopIDs, id)
 	}
 	sort.Ints(stopIDs)
-	return tok, stopIDs, strings.TrimSpace(hcfg.ChatTemplate), nil
+	tmpl := strings.TrimSpace(hcfg.ChatTemplate)
+	if tmpl == "" {
+		// Newer checkpoints (GPT-OSS) ship the template as its own file.
+		jp := filepath.Join(dir, "chat_template.jinja")
+		if b, err := os.ReadFile(jp); err == nil {
+			tmpl = strings.TrimSpace(string(b))
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, "", err
+		}
+	}
+	return tok, stopIDs, tmpl, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
@@ -181,15 +182,22 @@ func gptossHFLayer(l *Layer, c *Config, prefix string, get func(name string) (hf
 	E, H, D := c.Experts, c.ExpertHidden, c.Dim
 	p := prefix + "mlp.experts."
 	var errs []error
+	var fills []func(e int)
+	defer func() {
+		if fills != nil {
+			l.ExpPrepare = lazyExperts(E, fills)
+		}
+	}()
 	if bt, ok := get(p + "gate_up_proj_blocks"); ok {
 		st, ok := get(p + "gate_up_proj_scales")
 		if !ok {
 			return fmt.Errorf("%w: missing tensor %sgate_up_proj_scales", ErrModel, p)
 		}
-		gu, err := mxfp4Experts(bt, st, E, 2*H, D)
+		gu, fill, err := mxfp4Experts(bt, st, E, 2*H, D)
 		if err != nil {
 			return err
 		}
+		fills = append(fills, fill)
 		l.ExpGate, l.ExpUp = make([]*tensor.Weight, E), make([]*tensor.Weight, E)
 		for e := range gu {
 			l.ExpGate[e], l.ExpUp[e] = gu[e][0], gu[e][1]
@@ -211,10 +219,11 @@ func gptossHFLayer(l *Layer, c *Config, prefix string, get func(name string) (hf
 		if !ok {
 			return fmt.Errorf("%w: missing tensor %sdown_proj_scales", ErrModel, p)
 		}
-		d, err := mxfp4Experts(bt, st, E, D, H)
+		d, fill, err := mxfp4Experts(bt, st, E, D, H)
 		if err != nil {
 			return err
 		}
+		fills = append(fills, fill)
 		for e := range d {
 			l.ExpDown = append(l.ExpDown, d[e][0])
 		}
@@ -246,20 +255,23 @@ func gptossHFLayer(l *Layer, c *Config, prefix string, get func(name string) (hf
 	return errors.Join(errs...)
 }
 
-// mxfp4Experts repacks Hugging Face MXFP4 experts (blocks [E][rows][cols/32]
-// [16], scales [E][rows][cols/32]) into GGML MXFP4 weights. With rows
-// twice the weights' (gate_up), even rows go to out[e][0] (gate), odd
-// rows to out[e][1] (up); otherwise out[e][0] holds every row.
-func mxfp4Experts(bt, st hfTensor, E, rows, cols int) ([][2]*tensor.Weight, error) {
+// mxfp4Experts makes GGML MXFP4 weights of Hugging Face MXFP4 experts
+// (blocks [E][rows][cols/32][16], scales [E][rows][cols/32]). With rows
+// twice the weights' (gate_up), even rows go to out[e][0] (gate), odd rows
+// to out[e][1] (up); otherwise out[e][0] holds every row. The weights'
+// bytes are allocated but not written (fresh pages: no resident memory);
+// fill(e) repacks expert e's blocks into them, on its first use
+// (Layer.ExpPrepare).
+func mxfp4Experts(bt, st hfTensor, E, rows, cols int) (out [][2]*tensor.Weight, fill func(e int), err error) {
 	if cols%32 != 0 {
-		return nil, fmt.Errorf("%w: %s: %d columns is not a multiple of the MXFP4 block (32)", ErrModel, bt.Name, cols)
+		return nil, nil, fmt.Errorf("%w: %s: %d columns is not a multiple of the MXFP4 block (32)", ErrModel, bt.Name, cols)
 	}
 	nb := cols / 32
 	if bt.DType != "U8" || !slices.Equal(bt.Shape, []int64{int64(E), int64(rows), int64(nb), 16}) {
-		return nil, fmt.Errorf("%w: %s: %s tensor %v, want U8 [%d %d %d 16]", ErrModel, bt.Name, bt.DType, bt.Shape, E, rows, nb)
+		return nil, nil, fmt.Errorf("%w: %s: %s tensor %v, want U8 [%d %d %d 16]", ErrModel, bt.Name, bt.DType, bt.Shape, E, rows, nb)
 	}
 	if st.DType != "U8" || !slices.Equal(st.Shape, []int64{int64(E), int64(rows), int64(nb)}) {
-		return nil, fmt.Errorf("%w: %s: %s tensor %v, want U8 [%d %d %d]", ErrModel, st.Name, st.DType, st.Shape, E, rows, nb)
+		return nil, nil, fmt.Errorf("%w: %s: %s tensor %v, want U8 [%d %d %d]", ErrModel, st.Name, st.DType, st.Shape, E, rows, nb)
 	}
 	split := 1
 	if strings.HasSuffix(bt.Name, "gate_up_proj_blocks") {
@@ -267,33 +279,31 @@ func mxfp4Experts(bt, st hfTensor, E, rows, cols int) ([][2]*tensor.Weight, erro
 	}
 	wr := rows / split
 	rowBytes := nb * 17
-	out := make([][2]*tensor.Weight, E)
+	out = make([][2]*tensor.Weight, E)
 	for e := 0; e < E; e++ {
-		bufs := [2][]byte{make([]byte, wr*rowBytes), nil}
-		if split == 2 {
-			bufs[1] = make([]byte, wr*rowBytes)
+		for k := 0; k < split; k++ {
+			name := fmt.Sprintf("%s[%d]", bt.Name, e)
+			if split == 2 {
+				name = fmt.Sprintf("%s[%d] (%s)", bt.Name, e, [2]string{"gate", "up"}[k])
+			}
+			w, err := newWeight(name, tensor.MXFP4, wr, cols, make([]byte, wr*rowBytes))
+			if err != nil {
+				return nil, nil, err
+			}
+			out[e][k] = w
 		}
+	}
+	fill = func(e int) {
 		for r := 0; r < rows; r++ {
-			dst := bufs[r%split][(r/split)*rowBytes:]
+			dst := out[e][r%split].Raw[(r/split)*rowBytes:]
 			src := bt.Data[(e*rows+r)*nb*16:]
 			sc := st.Data[(e*rows+r)*nb:]
 			for b := 0; b < nb; b++ {
 				repackMXFP4(dst[b*17:(b+1)*17], sc[b], src[b*16:(b+1)*16])
 			}
 		}
-		for k := 0; k < split; k++ {
-			name := fmt.Sprintf("%s[%d]", bt.Name, e)
-			if split == 2 {
-				name = fmt.Sprintf("%s[%d] (%s)", bt.Name, e, [2]string{"gate", "up"}[k])
-			}
-			w, err := newWeight(name, tensor.MXFP4, wr, cols, bufs[k])
-			if err != nil {
-				return nil, err
-			}
-			out[e][k] = w
-		}
 	}
-	return out, nil
+	return out, fill, nil
 }
 
 // repackMXFP4 writes one GGML MXFP4 block (the E8M0 exponent, then 16
@@ -393,6 +403,7 @@ func uploadExpertExtras(be backend.Backend, c *Config, l *Layer, lw *LayerWeight
 		return nil
 	}
 	lw.Experts.Alpha, lw.Experts.Limit = c.SwiGLUAlpha, c.SwiGLULimit
+	lw.Experts.Prepare = l.ExpPrepare
 	var errs []error
 	rows := func(w *tensor.Weight) []backend.Tensor {
 		if w == nil {
@@ -410,4 +421,33 @@ func uploadExpertExtras(be backend.Backend, c *Config, l *Layer, lw *LayerWeight
 	}
 	lw.Experts.GateBias, lw.Experts.UpBias, lw.Experts.DownBias = rows(l.ExpGateB), rows(l.ExpUpB), rows(l.ExpDownB)
 	return errors.Join(errs...)
+}
+
+// lazyExperts returns a function that runs fills for expert e once, on
+// the first call for e (safe for concurrent use).
+func lazyExperts(n int, fills []func(e int)) func(e int) {
+	once := make([]sync.Once, n)
+	return func(e int) {
+		once[e].Do(func() {
+			for _, f := range fills {
+				f(e)
+			}
+		})
+	}
+}
+
+// prepareExperts fills every expert of l that is filled on first use
+// before a backend that copies the weights at Upload (not host memory)
+// sees them; the CPU backend fills each on its first use instead
+// (backend.Experts.Prepare, set by uploadExpertExtras).
+func prepareExperts(be backend.Backend, l *Layer) {
+	if l.ExpPrepare == nil {
+		return
+	}
+	if _, host := be.(backend.HostMemory); host {
+		return
+	}
+	for e := range l.ExpGate {
+		l.ExpPrepare(e)
+	}
 }

@@ -59,6 +59,29 @@ func TestGPTOSSFormatsAgree(t *testing.T) {
 			t.Errorf("%s: layer 1 lacks sinks or expert biases", m.Format)
 		}
 	}
+	// The directory's MXFP4 experts are repacked on first use: none is
+	// written before a forward pass, each chosen one after it.
+	filled := func() (n int) {
+		for li := range mh.Layers {
+			for _, w := range mh.Layers[li].ExpGate {
+				if slices.ContainsFunc(w.Raw, func(b byte) bool { return b != 0 }) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := filled(); n != 0 || mh.Layers[0].ExpPrepare == nil {
+		t.Fatalf("%d experts written at load (ExpPrepare set: %v)", n, mh.Layers[0].ExpPrepare != nil)
+	}
+	// One token uses 2 of the 4 experts in each of the 4 layers.
+	r1 := newRunner(t, mh)
+	c1 := newCache(t, r1, "fp32", 2)
+	_ = c1.AddSeq(0)
+	forward(t, r1, c1, runtime.Entry{Seq: 0, Tokens: []int{42}, Logits: runtime.LastLogits})
+	if n := filled(); n != 8 {
+		t.Errorf("%d experts written after one token, want the 8 it chose", n)
+	}
 	ids := []int{264, 10, 100, 200, 33, 45, 120, 7, 99, 250, 12, 80}
 	a, b := allLogits(t, mh, ids), allLogits(t, mg, ids)
 	var worst float64

@@ -220,6 +220,7 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
 			Bo: vec(l.Bo), RouterBias: vec(l.RouterBias), Sinks: l.Sinks,
 		})
+		prepareExperts(be, l)
 		errs = append(errs, uploadExperts(be, l, &w.layers[i]))
 		errs = append(errs, uploadExpertExtras(be, &m.Config, l, &w.layers[i]))
 	}

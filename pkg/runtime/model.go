@@ -128,6 +128,11 @@ type Layer struct {
 	// per expert).
 	Bo, Sinks, RouterBias      []float32
 	ExpGateB, ExpUpB, ExpDownB *tensor.Weight
+	// ExpPrepare, when set, writes expert e's matrices (ExpGate[e],
+	// ExpUp[e], ExpDown[e]) on its first call for e: they hold no data
+	// before (Hugging Face MXFP4 experts, repacked on first use). Whoever
+	// reads them calls it first (backend.Experts.Prepare).
+	ExpPrepare func(e int)
 }
 
 // Model is a loaded checkpoint.

@@ -45,6 +45,11 @@ type Experts struct {
 	// backends that implement ExpertExtras accept them.
 	GateBias, UpBias, DownBias []Tensor
 	Alpha, Limit               float32
+	// Prepare, when set, must be called with an expert's index before its
+	// matrices are read (it writes weights that are filled on first use;
+	// safe for concurrent use). A backend that copies the matrices at
+	// Upload never sees it: the runtime prepares every expert first.
+	Prepare func(e int)
 }
 
 // Extras reports whether e uses the optional biases or clamped SwiGLU.

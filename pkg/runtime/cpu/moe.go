@@ -60,6 +60,9 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		if stopped(b.done) {
 			return
 		}
+		if e.Prepare != nil {
+			e.Prepare(ex)
+		}
 		s.tok, s.w = s.tok[:0], s.w[:0]
 		for t := 0; t < nt; t++ {
 			row := rt[t*2*k : (t+1)*2*k]

@@ -353,3 +353,27 @@ func TestGPTOSSBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestGPTOSSYarnTruncate: a directory's rope_scaling truncate (false in
+// the released GPT-OSS configs) reaches the RoPE frequencies, while a GGUF
+// file is always truncated (llama.cpp has no such key): the two then
+// differ in the pairs of the correction range only.
+func TestGPTOSSYarnTruncate(t *testing.T) {
+	s := gptossSpec
+	s.NoTruncate = true
+	hf, gg := writeGPTOSS(t, s)
+	mh, mg := load(t, hf, runtime.LoadOptions{}), load(t, gg, runtime.LoadOptions{})
+	if mh.Scaling.Truncate || !mg.Scaling.Truncate {
+		t.Fatalf("truncate: directory %v, GGUF %v; want false, true", mh.Scaling.Truncate, mg.Scaling.Truncate)
+	}
+	fh, fg := runtime.InvFreq(&mh.Config, nil), runtime.InvFreq(&mg.Config, nil)
+	differ := 0
+	for i := range fh {
+		if fh[i] != fg[i] {
+			differ++
+		}
+	}
+	if differ == 0 || differ == len(fh) || fh[0] != fg[0] || fh[len(fh)-1] != fg[len(fg)-1] {
+		t.Errorf("%d of %d frequencies differ between truncated and untruncated YaRN, want some in the middle only", differ, len(fh))
+	}
+}

@@ -50,6 +50,12 @@ func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 		simd.Q40ToF32(dst, src)
 	case gguf.Q41:
 		simd.Q41ToF32(dst, src)
+	case gguf.Q50:
+		simd.Q50ToF32(dst, src)
+	case gguf.Q51:
+		simd.Q51ToF32(dst, src)
+	case gguf.IQ4NL:
+		simd.IQ4NLToF32(dst, src)
 	default:
 		gguf.DequantizeRow(gt, dst, src)
 	}

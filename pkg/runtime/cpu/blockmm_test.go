@@ -22,7 +22,8 @@ var kernelSets = []struct {
 	{"generic", simd.ForceGeneric},
 }
 
-// TestDecodeRowMatchesGGUF: the SIMD q4_K, q5_K, q6_K, q4_0 and q4_1 decoders that the
+// TestDecodeRowMatchesGGUF: the SIMD q4_K, q5_K, q6_K, q4_0, q4_1, q5_0,
+// q5_1 and iq4_nl decoders that the
 // products use give gguf.DequantizeRow's bits (ggml's, golden-tested there)
 // on rows quantized by gguf.QuantizeRow, on every kernel set.
 func TestDecodeRowMatchesGGUF(t *testing.T) {
@@ -35,7 +36,7 @@ func TestDecodeRowMatchesGGUF(t *testing.T) {
 	for _, ks := range kernelSets {
 		t.Run(ks.name, func(t *testing.T) {
 			defer ks.force()()
-			for _, gt := range []gguf.Type{gguf.Q4K, gguf.Q5K, gguf.Q6K, gguf.Q40, gguf.Q41, gguf.IQ4XS} {
+			for _, gt := range []gguf.Type{gguf.Q4K, gguf.Q5K, gguf.Q6K, gguf.Q40, gguf.Q41, gguf.Q50, gguf.Q51, gguf.IQ4NL, gguf.IQ4XS, gguf.MXFP4} {
 				rb, _ := gt.RowBytes(cols)
 				q := make([]byte, rb)
 				gguf.QuantizeRow(gt, q, x)

@@ -13100,3 +13100,59 @@ groupSums32AVX2_loop:
 groupSums32AVX2_done:
 	VZEROUPPER
 	RET
+
+// func lutBlocksAVX2(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)
+// Requires: AVX, AVX2
+TEXT ·lutBlocksAVX2(SB), NOSPLIT, $0-88
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    codes_base+24(FP), CX
+	MOVQ    stride+48(FP), DX
+	MOVQ    sc_base+56(FP), BX
+	MOVQ    sc_len+64(FP), SI
+	MOVQ    table+80(FP), DI
+	VMOVDQU (DI), X0
+	VMOVDQU nib16<>+0(SB), X1
+
+lutBlocksAVX2_loop:
+	TESTQ        SI, SI
+	JZ           lutBlocksAVX2_done
+	VMOVDQU      (CX), X2
+	VPAND        X1, X2, X3
+	VPSRLW       $0x04, X2, X2
+	VPAND        X1, X2, X2
+	VPSHUFB      X3, X0, X3
+	VPSHUFB      X2, X0, X2
+	VBROADCASTSS (BX), Y4
+	VPMOVSXBD    X3, Y5
+	VPSRLDQ      $0x08, X3, X3
+	VPMOVSXBD    X3, Y3
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y4, Y5, Y5
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y5, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VPMOVSXBD    X2, Y3
+	VPSRLDQ      $0x08, X2, X2
+	VPMOVSXBD    X2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      Y3, 64(AX)
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         DX, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, AX
+	DECQ         SI
+	JMP          lutBlocksAVX2_loop
+
+lutBlocksAVX2_done:
+	VZEROUPPER
+	RET
+
+DATA nib16<>+0(SB)/4, $0x0f0f0f0f
+DATA nib16<>+4(SB)/4, $0x0f0f0f0f
+DATA nib16<>+8(SB)/4, $0x0f0f0f0f
+DATA nib16<>+12(SB)/4, $0x0f0f0f0f
+GLOBL nib16<>(SB), RODATA|NOPTR, $16

@@ -3,6 +3,7 @@ package simd
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // GGML k-quant super-blocks: 256 values in q4KBlockBytes (block_q4_K: fp16
@@ -10,10 +11,20 @@ import (
 // q6KBlockBytes (block_q6_K: 128 bytes of low nibbles, 64 of high bit
 // pairs, 16 int8 scales, fp16 d), as pkg/gguf documents them.
 const (
-	kBlockSize    = 256
-	q4KBlockBytes = 144
-	q5KBlockBytes = 176
-	q6KBlockBytes = 210
+	kBlockSize      = 256
+	q4KBlockBytes   = 144
+	q5KBlockBytes   = 176
+	q6KBlockBytes   = 210
+	iq4XSBlockBytes = 136
+	mxfp4BlockBytes = 17
+)
+
+// The 4-bit table types' levels as int8: ggml's kvalues_iq4nl (iq4_nl,
+// iq4_xs) and kvalues_mxfp4 (the e2m1 values doubled; the block scale is
+// halved to match).
+var (
+	iq4Levels8  = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	mxfp4Levels = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 )
 
 func checkK(op string, wlen, xlen, blockBytes int) {
@@ -104,6 +115,70 @@ func Q5KToF32(dst []float32, w []byte) {
 func Q6KToF32(dst []float32, w []byte) {
 	checkK("Q6KToF32", len(w), len(dst), q6KBlockBytes)
 	q6KToF32(dst, w)
+}
+
+// IQ4XSToF32 sets dst to the values of the len(dst)/256 iq4_xs super-blocks
+// at w (136 bytes each: fp16 d, 16 bits of high scale bits, 4 bytes of low
+// scale nibbles, 128 bytes of 4-bit indices), bit for bit as ggml's
+// dequantize_row_iq4_xs computes them: d·(scale−32)·kvalues_iq4nl[q]. It
+// panics as Q4KToF32 does.
+func IQ4XSToF32(dst []float32, w []byte) {
+	checkK("IQ4XSToF32", len(w), len(dst), iq4XSBlockBytes)
+	var sc [8]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*iq4XSBlockBytes : (b+1)*iq4XSBlockBytes]
+		iq4XSScales(&sc, blk)
+		lutBlocks(dst[b*kBlockSize:(b+1)*kBlockSize], blk[8:], 16, sc[:], &iq4Levels8)
+	}
+}
+
+// iq4XSScales sets sc[ib] = d·(scale_ib − 32) for the 8 sub-blocks of the
+// iq4_xs super-block blk.
+func iq4XSScales(sc *[8]float32, blk []byte) {
+	d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+	sh := binary.LittleEndian.Uint16(blk[2:])
+	for ib := range sc {
+		ls := int(blk[4+ib/2]>>(4*uint(ib%2))&15) | int(sh>>(2*uint(ib))&3)<<4
+		sc[ib] = d * float32(ls-32)
+	}
+}
+
+// MXFP4ToF32 sets dst to the values of the len(dst)/32 mxfp4 blocks at w
+// (17 bytes each: an E8M0 exponent e, then 16 bytes of e2m1 codes), bit for
+// bit as ggml's dequantize_row_mxfp4 computes them:
+// kvalues_mxfp4[q]·2^(e−128). It panics unless len(dst) is a multiple of 32
+// and w holds len(dst)/32 blocks.
+func MXFP4ToF32(dst []float32, w []byte) {
+	if len(dst)%32 != 0 || len(w) < len(dst)/32*mxfp4BlockBytes {
+		panic(fmt.Sprintf("simd: MXFP4ToF32: %d values is not whole blocks of 32, or %d bytes are too few", len(dst), len(w)))
+	}
+	var sc [64]float32
+	nb := len(dst) / 32
+	for b := 0; b < nb; b += len(sc) {
+		n := min(len(sc), nb-b)
+		for i := 0; i < n; i++ {
+			sc[i] = e8m0Half(w[(b+i)*mxfp4BlockBytes])
+		}
+		lutBlocks(dst[32*b:32*(b+n)], w[b*mxfp4BlockBytes+1:], mxfp4BlockBytes, sc[:n], &mxfp4Levels)
+	}
+}
+
+// e8m0Half is ggml's ggml_e8m0_to_fp32_half: 2^(e−128) (subnormal for e < 2).
+func e8m0Half(e uint8) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
+func lutBlocksGeneric(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8) {
+	for b, f := range sc {
+		q, y := codes[b*stride:b*stride+16], dst[32*b:32*b+32]
+		for j, c := range q {
+			y[j] = f * float32(table[c&15])
+			y[j+16] = f * float32(table[c>>4])
+		}
+	}
 }
 
 // q4KScales sets sc[2g] = d·scale_g and sc[2g+1] = dmin·min_g for the 8

@@ -79,3 +79,13 @@ func groupSums32(xs, x []float32) {
 	}
 	groupSums32AVX2(xs, x)
 }
+
+func lutBlocks(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8) {
+	if !useAsm || len(sc) == 0 {
+		lutBlocksGeneric(dst, codes, stride, sc, table)
+		return
+	}
+	_ = codes[(len(sc)-1)*stride+15]
+	_ = dst[32*len(sc)-1]
+	lutBlocksAVX2(dst, codes, stride, sc, table)
+}

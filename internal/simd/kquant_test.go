@@ -246,3 +246,50 @@ func TestGroupSums32(t *testing.T) {
 		}
 	})
 }
+
+// TestLUTBlocksToF32 checks IQ4XSToF32 and MXFP4ToF32 on every kernel set
+// bit for bit against the generic decoding (pkg/runtime/cpu checks them
+// against pkg/gguf's golden-tested decoders), over whole rows of random
+// blocks at misaligned offsets, past the 64-block scale chunks.
+func TestLUTBlocksToF32(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		r := newRand(t)
+		for _, n := range []int{0, 256, 512, 256 * 9} {
+			for _, off := range offsets {
+				for _, mx := range []bool{false, true} {
+					var w []byte
+					if mx {
+						w = make([]byte, n/32*mxfp4BlockBytes)
+					} else {
+						w = randKBlocks(r, n/256, iq4XSBlockBytes, 0)
+					}
+					if mx {
+						for i := range w {
+							w[i] = byte(r.IntN(256))
+						}
+					}
+					w = offsetCopy(w, off)
+					got, check := guardedF32(off, n, 8)
+					want := make([]float32, n)
+					if mx {
+						MXFP4ToF32(got, w)
+						restore := ForceGeneric()
+						MXFP4ToF32(want, w)
+						restore()
+					} else {
+						IQ4XSToF32(got, w)
+						restore := ForceGeneric()
+						IQ4XSToF32(want, w)
+						restore()
+					}
+					check(t)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("mxfp4=%v n=%d off=%d: value %d = %v, generic %v", mx, n, off, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	})
+}

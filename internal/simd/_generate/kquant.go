@@ -434,3 +434,61 @@ func groupSums32() {
 	VZEROUPPER()
 	RET()
 }
+
+// lutBlocks writes lutBlocksAVX2, the decoder of the 4-bit table types
+// (iq4_nl's levels in iq4_xs, mxfp4's doubled e2m1 values): len(sc) blocks
+// of 32 values, block b's 16 code bytes at codes+b*stride laid out as ggml's
+// (value j < 16 in the low nibble of byte j, value j+16 in its high
+// nibble), value = sc[b]·table[code], one rounding (ggml's products).
+func lutBlocks() {
+	name := "lutBlocksAVX2"
+	header(name, "func(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)",
+		name+" sets dst[32b+j] = sc[b]*table[code j of block b] for b < len(sc),",
+		"block b's 16 code bytes at codes[b*stride:] (value j < 16 in the low",
+		"nibble of byte j, value j+16 in its high nibble). len(dst) must be at",
+		"least 32*len(sc) and len(codes) at least (len(sc)−1)*stride+16.")
+	m := GLOBL("nib16", RODATA|NOPTR)
+	for j := 0; j < 4; j++ {
+		DATA(4*j, U32(0x0f0f0f0f))
+	}
+	d := Load(Param("dst").Base(), GP64())
+	c := Load(Param("codes").Base(), GP64())
+	stride := Load(Param("stride"), GP64())
+	s := Load(Param("sc").Base(), GP64())
+	n := Load(Param("sc").Len(), GP64())
+	tbl, m15 := XMM(), XMM()
+	VMOVDQU(Mem{Base: Load(Param("table"), GP64())}, tbl)
+	VMOVDQU(m, m15)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	q, lo, hi := XMM(), XMM(), XMM()
+	VMOVDQU(Mem{Base: c}, q)
+	VPAND(m15, q, lo)
+	VPSRLW(U8(4), q, hi)
+	VPAND(m15, hi, hi)
+	VPSHUFB(lo, tbl, lo)
+	VPSHUFB(hi, tbl, hi)
+	f := YMM()
+	VBROADCASTSS(Mem{Base: s}, f)
+	for i, src := range []VecVirtual{lo, hi} {
+		a, t, b := YMM(), XMM(), YMM()
+		VPMOVSXBD(src, a)
+		VPSRLDQ(U8(8), src, t)
+		VPMOVSXBD(t, b)
+		VCVTDQ2PS(a, a)
+		VCVTDQ2PS(b, b)
+		VMULPS(f, a, a)
+		VMULPS(f, b, b)
+		VMOVUPS(a, Mem{Base: d, Disp: 64 * i})
+		VMOVUPS(b, Mem{Base: d, Disp: 64*i + 32})
+	}
+	ADDQ(stride, c)
+	ADDQ(U32(4), s)
+	ADDQ(U32(128), d)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

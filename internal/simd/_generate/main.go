@@ -140,6 +140,7 @@ func avx2() {
 	dotQ4KSums(false)
 	dotQ4KSums(true)
 	groupSums32()
+	lutBlocks()
 }
 
 func header(name, sig string, doc ...string) {

@@ -56,6 +56,10 @@ func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 		simd.Q51ToF32(dst, src)
 	case gguf.IQ4NL:
 		simd.IQ4NLToF32(dst, src)
+	case gguf.IQ4XS:
+		simd.IQ4XSToF32(dst, src)
+	case gguf.MXFP4:
+		simd.MXFP4ToF32(dst, src)
 	default:
 		gguf.DequantizeRow(gt, dst, src)
 	}

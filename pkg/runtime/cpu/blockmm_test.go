@@ -23,7 +23,7 @@ var kernelSets = []struct {
 }
 
 // TestDecodeRowMatchesGGUF: the SIMD q4_K, q5_K, q6_K, q4_0, q4_1, q5_0,
-// q5_1 and iq4_nl decoders that the
+// q5_1, iq4_nl, iq4_xs and mxfp4 decoders that the
 // products use give gguf.DequantizeRow's bits (ggml's, golden-tested there)
 // on rows quantized by gguf.QuantizeRow, on every kernel set.
 func TestDecodeRowMatchesGGUF(t *testing.T) {

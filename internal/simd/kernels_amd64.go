@@ -642,3 +642,21 @@ func groupSums32AVX2(xs []float32, x []float32)
 //
 //go:noescape
 func lutBlocksAVX2(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)
+
+// q2KToF32AVX2 sets dst to the values of the len(dst)/256 super-blocks at w, with
+// each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked
+// into 32 float32 values of sc per super-block, bit for bit as ggml's
+// dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256
+// super-blocks.
+//
+//go:noescape
+func q2KToF32AVX2(dst []float32, w []byte, sc []float32)
+
+// q3KToF32AVX2 sets dst to the values of the len(dst)/256 super-blocks at w, with
+// each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked
+// into 32 float32 values of sc per super-block, bit for bit as ggml's
+// dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256
+// super-blocks.
+//
+//go:noescape
+func q3KToF32AVX2(dst []float32, w []byte, sc []float32)

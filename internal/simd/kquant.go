@@ -15,6 +15,8 @@ const (
 	q4KBlockBytes   = 144
 	q5KBlockBytes   = 176
 	q6KBlockBytes   = 210
+	q2KBlockBytes   = 84
+	q3KBlockBytes   = 110
 	iq4XSBlockBytes = 136
 	mxfp4BlockBytes = 17
 )
@@ -115,6 +117,88 @@ func Q5KToF32(dst []float32, w []byte) {
 func Q6KToF32(dst []float32, w []byte) {
 	checkK("Q6KToF32", len(w), len(dst), q6KBlockBytes)
 	q6KToF32(dst, w)
+}
+
+// Q2KToF32 sets dst to the values of the len(dst)/256 q2_K super-blocks at
+// w (84 bytes each: 16 bytes of 4-bit scales and mins, 64 bytes of 2-bit
+// codes, fp16 d and dmin), bit for bit as ggml's dequantize_row_q2_K
+// computes them: float32(d·scale·q) − dmin·min. It panics as Q4KToF32 does.
+func Q2KToF32(dst []float32, w []byte) {
+	checkK("Q2KToF32", len(w), len(dst), q2KBlockBytes)
+	q23KToF32(dst, w, q2KBlockBytes, q2KScales, q2KToF32Generic)
+}
+
+// Q3KToF32 is Q2KToF32 for q3_K (110 bytes: 32 bytes of high bits, 64 of
+// 2-bit codes, 12 of 6-bit scales, fp16 d; ggml's dequantize_row_q3_K:
+// d·(scale−32)·(q − 4·(1−high bit))).
+func Q3KToF32(dst []float32, w []byte) {
+	checkK("Q3KToF32", len(w), len(dst), q3KBlockBytes)
+	q23KToF32(dst, w, q3KBlockBytes, q3KScales, q3KToF32Generic)
+}
+
+// q2KScales sets sc[j] = d·(scales[j]&15) and sc[16+j] = dmin·(scales[j]>>4).
+func q2KScales(sc []float32, blk []byte) {
+	d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[80:]))
+	dmin := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[82:]))
+	for j, c := range blk[:16] {
+		sc[j], sc[16+j] = d*float32(c&15), dmin*float32(c>>4)
+	}
+}
+
+// q3KScales sets sc[j] = d·(scale_j − 32) for the 16 6-bit scales of the
+// q3_K super-block blk (low 4 bits in bytes 96..103, high 2 bits in
+// 104..107).
+func q3KScales(sc []float32, blk []byte) {
+	d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[108:]))
+	s := blk[96:108]
+	for j := 0; j < 16; j++ {
+		lo := s[j%8] >> (4 * uint(j/8)) & 15
+		hi := s[8+j%4] >> (2 * uint(j/4)) & 3
+		sc[j] = d * float32(int(lo|hi<<4)-32)
+	}
+}
+
+func q2KToF32Generic(dst []float32, w []byte) {
+	var sc [32]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*q2KBlockBytes:]
+		q2KScales(sc[:], blk)
+		for n := 0; n < 2; n++ {
+			for j := 0; j < 4; j++ {
+				for h := 0; h < 2; h++ {
+					is := 8*n + 2*j + h
+					y := dst[b*kBlockSize+128*n+32*j+16*h:]
+					for l := 0; l < 16; l++ {
+						q := blk[16+32*n+16*h+l] >> uint(2*j) & 3
+						y[l] = float32(sc[is]*float32(q)) - sc[16+is]
+					}
+				}
+			}
+		}
+	}
+}
+
+func q3KToF32Generic(dst []float32, w []byte) {
+	var sc [32]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*q3KBlockBytes:]
+		q3KScales(sc[:], blk)
+		for n := 0; n < 2; n++ {
+			for j := 0; j < 4; j++ {
+				for h := 0; h < 2; h++ {
+					is := 8*n + 2*j + h
+					y := dst[b*kBlockSize+128*n+32*j+16*h:]
+					for l := 0; l < 16; l++ {
+						q := int(blk[32+32*n+16*h+l] >> uint(2*j) & 3)
+						if blk[16*h+l]>>uint(4*n+j)&1 == 0 {
+							q -= 4
+						}
+						y[l] = sc[is] * float32(q)
+					}
+				}
+			}
+		}
+	}
 }
 
 // IQ4XSToF32 sets dst to the values of the len(dst)/256 iq4_xs super-blocks

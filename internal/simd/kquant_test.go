@@ -131,7 +131,7 @@ func TestDotKQuants(t *testing.T) {
 	}
 }
 
-// TestKQuantsToF32 checks that Q4KToF32, Q5KToF32 and Q6KToF32 give their twins'
+// TestKQuantsToF32 checks that Q2KToF32 … Q6KToF32 give their twins'
 // bits on every kernel set (the twins are ggml's decoding; pkg/runtime/cpu
 // checks them against pkg/gguf's golden-tested decoders), over 0..20
 // super-blocks at misaligned offsets.
@@ -145,6 +145,8 @@ func TestKQuantsToF32(t *testing.T) {
 		{"Q4KToF32", q4KBlockBytes, []int{0, 2}, Q4KToF32, q4KToF32Generic},
 		{"Q5KToF32", q5KBlockBytes, []int{0, 2}, Q5KToF32, q5KToF32Generic},
 		{"Q6KToF32", q6KBlockBytes, []int{208}, Q6KToF32, q6KToF32Generic},
+		{"Q2KToF32", q2KBlockBytes, []int{80, 82}, Q2KToF32, q2KToF32Generic},
+		{"Q3KToF32", q3KBlockBytes, []int{108}, Q3KToF32, q3KToF32Generic},
 	}
 	forEachSet(t, func(t *testing.T) {
 		for _, tt := range tests {

@@ -492,3 +492,79 @@ func lutBlocks() {
 	VZEROUPPER()
 	RET()
 }
+
+// q23K writes q2KToF32AVX2 (q3KToF32AVX2 with three): the q2_K (q3_K)
+// row decoders. The Go caller unpacks 32 float32 values per super-block
+// into sc (q2_K: d·scale_j at j, dmin·min_j at 16+j; q3_K: d·(scale_j−32)
+// at j) for the 16 groups of 16 values. Value l of the 32-byte run of half
+// n, bit pair j, group half h is code (qs[32n+16h+l] >> 2j) & 3 for value
+// 128n+32j+16h+l; q2_K decodes it as float32(d·scale·q) − dmin·min, q3_K
+// as d·(scale−32)·(q − 4 + 4·bit), bit being bit 4n+j of hmask[16h+l].
+func q23K(three bool) {
+	name, blockBytes, qsAt := "q2KToF32AVX2", 84, 16
+	if three {
+		name, blockBytes, qsAt = "q3KToF32AVX2", 110, 32
+	}
+	header(name, "func(dst []float32, w []byte, sc []float32)",
+		name+" sets dst to the values of the len(dst)/256 super-blocks at w, with",
+		"each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked",
+		"into 32 float32 values of sc per super-block, bit for bit as ggml's",
+		"dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256",
+		"super-blocks.")
+	m3 := kquantConst("k2bits3", 3)
+	one := kquantConst("k2one", 1)
+	four := kquantConst("k2four", 4)
+	d := Load(Param("dst").Base(), GP64())
+	w := Load(Param("w").Base(), GP64())
+	s := Load(Param("sc").Base(), GP64())
+	nb := Load(Param("dst").Len(), GP64())
+	SHRQ(U8(8), nb)
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for n := 0; n < 2; n++ {
+		for j := 0; j < 4; j++ {
+			for h := 0; h < 2; h++ {
+				is := 8*n + 2*j + h
+				dl, ml := YMM(), YMM()
+				VBROADCASTSS(Mem{Base: s, Disp: 4 * is}, dl)
+				if !three {
+					VBROADCASTSS(Mem{Base: s, Disp: 4 * (16 + is)}, ml)
+				}
+				for k := 0; k < 2; k++ {
+					v := YMM()
+					VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*n + 16*h + 8*k}, v)
+					if j > 0 {
+						VPSRLD(U8(2*j), v, v)
+					}
+					VPAND(m3, v, v)
+					if three {
+						hb := YMM()
+						VPMOVZXBD(Mem{Base: w, Disp: 16*h + 8*k}, hb)
+						if b := 4*n + j; b > 0 {
+							VPSRLD(U8(b), hb, hb)
+						}
+						VPAND(one, hb, hb)
+						VPSLLD(U8(2), hb, hb)
+						VPADDD(hb, v, v)
+						VPSUBD(four, v, v)
+					}
+					VCVTDQ2PS(v, v)
+					VMULPS(dl, v, v)
+					if !three {
+						VSUBPS(ml, v, v)
+					}
+					VMOVUPS(v, Mem{Base: d, Disp: 4 * (128*n + 32*j + 16*h + 8*k)})
+				}
+			}
+		}
+	}
+	ADDQ(U32(1024), d)
+	ADDQ(U32(blockBytes), w)
+	ADDQ(U32(128), s)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

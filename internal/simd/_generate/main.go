@@ -141,6 +141,8 @@ func avx2() {
 	dotQ4KSums(true)
 	groupSums32()
 	lutBlocks()
+	q23K(false)
+	q23K(true)
 }
 
 func header(name, sig string, doc ...string) {

@@ -37,7 +37,8 @@ var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
 const fusedTokens = 4
 
 // decodeRow decodes one row of type gt as gguf.DequantizeRow does (ggml's
-// to_float, bit for bit), with the SIMD decoders where simd has them.
+// to_float, bit for bit), with simd's decoders (every type the backend
+// runs has one; gguf.DequantizeRow is the fallback for any other).
 func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 	switch gt {
 	case gguf.Q4K:
@@ -60,6 +61,10 @@ func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 		simd.IQ4XSToF32(dst, src)
 	case gguf.MXFP4:
 		simd.MXFP4ToF32(dst, src)
+	case gguf.Q2K:
+		simd.Q2KToF32(dst, src)
+	case gguf.Q3K:
+		simd.Q3KToF32(dst, src)
 	default:
 		gguf.DequantizeRow(gt, dst, src)
 	}

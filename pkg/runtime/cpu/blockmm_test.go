@@ -1,8 +1,12 @@
 package cpu
 
 import (
+	"encoding/hex"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvqlabs/kvq/internal/simd"
@@ -22,8 +26,7 @@ var kernelSets = []struct {
 	{"generic", simd.ForceGeneric},
 }
 
-// TestDecodeRowMatchesGGUF: the SIMD q4_K, q5_K, q6_K, q4_0, q4_1, q5_0,
-// q5_1, iq4_nl, iq4_xs and mxfp4 decoders that the
+// TestDecodeRowMatchesGGUF: the SIMD decoders of every block type that the
 // products use give gguf.DequantizeRow's bits (ggml's, golden-tested there)
 // on rows quantized by gguf.QuantizeRow, on every kernel set.
 func TestDecodeRowMatchesGGUF(t *testing.T) {
@@ -36,7 +39,7 @@ func TestDecodeRowMatchesGGUF(t *testing.T) {
 	for _, ks := range kernelSets {
 		t.Run(ks.name, func(t *testing.T) {
 			defer ks.force()()
-			for _, gt := range []gguf.Type{gguf.Q4K, gguf.Q5K, gguf.Q6K, gguf.Q40, gguf.Q41, gguf.Q50, gguf.Q51, gguf.IQ4NL, gguf.IQ4XS, gguf.MXFP4} {
+			for _, gt := range []gguf.Type{gguf.Q2K, gguf.Q3K, gguf.Q4K, gguf.Q5K, gguf.Q6K, gguf.Q40, gguf.Q41, gguf.Q50, gguf.Q51, gguf.IQ4NL, gguf.IQ4XS, gguf.MXFP4} {
 				rb, _ := gt.RowBytes(cols)
 				q := make([]byte, rb)
 				gguf.QuantizeRow(gt, q, x)
@@ -94,6 +97,48 @@ func TestMatMulBlocksPaths(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeRowGoldens runs decodeRow over pkg/gguf's golden blocks (made
+// by llama.cpp's ggml: zero and tiny blocks, outliers, large values) on
+// every kernel set and compares it with gguf.DequantizeRow bit for bit.
+func TestDecodeRowGoldens(t *testing.T) {
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			defer ks.force()()
+			for _, gt := range blockTypes {
+				b, err := os.ReadFile(filepath.Join("..", "..", "gguf", "testdata", "ggml", gt.String()+".txt"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := 0
+				for _, line := range strings.Split(string(b), "\n") {
+					h, ok := strings.CutPrefix(line, "q ")
+					if !ok {
+						continue
+					}
+					q, err := hex.DecodeString(h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rb, _ := gt.RowBytes(int64(gt.BlockSize()))
+					n := len(q) / int(rb) * gt.BlockSize()
+					got, want := make([]float32, n), make([]float32, n)
+					decodeRow(gt, got, q)
+					gguf.DequantizeRow(gt, want, q)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v row %d value %d: %v, gguf %v", gt, rows, i, got[i], want[i])
+						}
+					}
+					rows++
+				}
+				if rows == 0 {
+					t.Fatalf("%v: no golden rows", gt)
 				}
 			}
 		})

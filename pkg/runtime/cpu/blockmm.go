@@ -74,11 +74,11 @@ func decodeRow(gt gguf.Type, dst []float32, src []byte) {
 var rowScratch = sync.Pool{New: func() any { return new([]float32) }}
 
 // matMulBlocks is matMulRows for the packed GGML block types. Below
-// fusedTokens token rows, q4_K, q5_K and q6_K take their SIMD dot products over
-// the packed blocks (see fusedDots). Otherwise each weight row r in [lo, hi) is decoded
-// once into a scratch row of cols float32 values, exactly as ggml's
-// dequantize_row_* does (gguf.DequantizeRow), and dotted with every token
-// row x_t in fp32 (simd.DotF32): dst[t*ldd+r] = DotF32(W_r, x_t). The
+// fusedTokens token rows, q4_K, q5_K and q6_K take their SIMD dot products
+// over the packed blocks (see fusedDots). Otherwise each weight row r in
+// [lo, hi) is decoded once into a scratch row of cols float32 values,
+// exactly as ggml's dequantize_row_* does (decodeRow), and dotted with
+// every token row x_t in fp32 (simd.DotF32): dst[t*ldd+r] = DotF32(W_r, x_t). The
 // activations stay fp32 (llama.cpp quantizes them to Q8_K or Q8_0 for these
 // products; docs/weight-formats.md shows the difference), and a token's
 // result does not depend on how many tokens share the call (on either side

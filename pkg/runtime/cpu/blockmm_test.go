@@ -144,3 +144,19 @@ func TestDecodeRowGoldens(t *testing.T) {
 		})
 	}
 }
+
+// TestMatMulBlocksAllocs: a warmed-up packed product allocates nothing, on
+// the fused path and on the row-decoding path.
+func TestMatMulBlocksAllocs(t *testing.T) {
+	const rows, cols = 8, 512
+	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS} {
+		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
+		for _, nt := range []int{1, 5} {
+			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)
+			matMulRows(dst, x, nt, w, 0, rows)
+			if a := testing.AllocsPerRun(20, func() { matMulRows(dst, x, nt, w, 0, rows) }); a != 0 {
+				t.Errorf("%v, %d token rows: %v allocations a product", dt, nt, a)
+			}
+		}
+	}
+}

@@ -58,6 +58,40 @@ func DotQ6K(w []byte, x []float32) float32 {
 	return dotQ6K(w, x)
 }
 
+// RowDecoder decodes weights for MatMulDecoded: DecodeRow sets dst to the
+// len(dst) values of weight row r from column c0 on (c0 a multiple of 256;
+// len(dst) a multiple of 32, 256 but at the end of a row).
+type RowDecoder interface {
+	DecodeRow(dst []float32, r, c0 int)
+}
+
+// MatMulDecoded is the packed prefill product for weights that decode a
+// block of columns at a time (the GGML block types): for weight rows
+// [r0, end) it sets dst[t*ldd+r] = Σ_c x[t*cols+c]·W[r][c] for t < nt,
+// decoding each 16-row × 256-column panel once with dec and multiplying it
+// with the token rows in MatMulF16's packed micro-kernels (one fused
+// multiply-add a column, in order, so a token row's result depends neither
+// on the other token rows nor on the row split, at multiples of 16). end
+// is r0 plus the largest multiple of 16 rows ≤ r1−r0 where the packed path
+// runs, r0 where it does not (the pure-Go twins): the caller computes the
+// rows from end on. It is worth it from MatMulDecodedTokens() token rows.
+// cols must be a multiple of 32.
+func MatMulDecoded(dst []float32, ldd int, x []float32, nt, cols int, dec RowDecoder, r0, r1 int) (end int) {
+	if cols%32 != 0 || r0 < 0 || r1 < r0 || len(x) < nt*cols || nt > 0 && r1 > 0 && len(dst) < (nt-1)*ldd+r1 {
+		panic(fmt.Sprintf("simd: MatMulDecoded: %d token rows of %d columns, rows [%d, %d), %d outputs at stride %d", nt, cols, r0, r1, len(dst), ldd))
+	}
+	if nt == 0 {
+		return r0
+	}
+	return matMulDecoded(dst, ldd, x, nt, cols, dec, r0, r1)
+}
+
+// MatMulDecodedTokens is the fewest token rows from which MatMulDecoded's
+// packed path pays for itself with the kernels selected now (Q8_0's
+// threshold: the decoding, like Q8_0's widening, happens once per panel),
+// math.MaxInt where there is none.
+func MatMulDecodedTokens() int { return matMulDecodedTokens() }
+
 // GroupSums32 sets xs[g] to the float32 sum of x[32g:32g+32], for the sums
 // DotQ4KSums and DotQ5KSums take (in an unspecified order). It panics
 // unless len(x) == 32*len(xs).

@@ -634,3 +634,29 @@ func dotQ5KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
 //
 //go:noescape
 func groupSums32AVX2(xs []float32, x []float32)
+
+// lutBlocksAVX2 sets dst[32b+j] = sc[b]*table[code j of block b] for b < len(sc),
+// block b's 16 code bytes at codes[b*stride:] (value j < 16 in the low
+// nibble of byte j, value j+16 in its high nibble). len(dst) must be at
+// least 32*len(sc) and len(codes) at least (len(sc)−1)*stride+16.
+//
+//go:noescape
+func lutBlocksAVX2(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)
+
+// q2KToF32AVX2 sets dst to the values of the len(dst)/256 super-blocks at w, with
+// each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked
+// into 32 float32 values of sc per super-block, bit for bit as ggml's
+// dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256
+// super-blocks.
+//
+//go:noescape
+func q2KToF32AVX2(dst []float32, w []byte, sc []float32)
+
+// q3KToF32AVX2 sets dst to the values of the len(dst)/256 super-blocks at w, with
+// each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked
+// into 32 float32 values of sc per super-block, bit for bit as ggml's
+// dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256
+// super-blocks.
+//
+//go:noescape
+func q3KToF32AVX2(dst []float32, w []byte, sc []float32)

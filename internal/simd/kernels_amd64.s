@@ -13100,3 +13100,769 @@ groupSums32AVX2_loop:
 groupSums32AVX2_done:
 	VZEROUPPER
 	RET
+
+// func lutBlocksAVX2(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)
+// Requires: AVX, AVX2
+TEXT ·lutBlocksAVX2(SB), NOSPLIT, $0-88
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    codes_base+24(FP), CX
+	MOVQ    stride+48(FP), DX
+	MOVQ    sc_base+56(FP), BX
+	MOVQ    sc_len+64(FP), SI
+	MOVQ    table+80(FP), DI
+	VMOVDQU (DI), X0
+	VMOVDQU nib16<>+0(SB), X1
+
+lutBlocksAVX2_loop:
+	TESTQ        SI, SI
+	JZ           lutBlocksAVX2_done
+	VMOVDQU      (CX), X2
+	VPAND        X1, X2, X3
+	VPSRLW       $0x04, X2, X2
+	VPAND        X1, X2, X2
+	VPSHUFB      X3, X0, X3
+	VPSHUFB      X2, X0, X2
+	VBROADCASTSS (BX), Y4
+	VPMOVSXBD    X3, Y5
+	VPSRLDQ      $0x08, X3, X3
+	VPMOVSXBD    X3, Y3
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y4, Y5, Y5
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y5, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VPMOVSXBD    X2, Y3
+	VPSRLDQ      $0x08, X2, X2
+	VPMOVSXBD    X2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      Y3, 64(AX)
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         DX, CX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, AX
+	DECQ         SI
+	JMP          lutBlocksAVX2_loop
+
+lutBlocksAVX2_done:
+	VZEROUPPER
+	RET
+
+DATA nib16<>+0(SB)/4, $0x0f0f0f0f
+DATA nib16<>+4(SB)/4, $0x0f0f0f0f
+DATA nib16<>+8(SB)/4, $0x0f0f0f0f
+DATA nib16<>+12(SB)/4, $0x0f0f0f0f
+GLOBL nib16<>(SB), RODATA|NOPTR, $16
+
+// func q2KToF32AVX2(dst []float32, w []byte, sc []float32)
+// Requires: AVX, AVX2
+TEXT ·q2KToF32AVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), AX
+	MOVQ w_base+24(FP), CX
+	MOVQ sc_base+48(FP), DX
+	MOVQ dst_len+8(FP), BX
+	SHRQ $0x08, BX
+
+q2KToF32AVX2_loop:
+	TESTQ        BX, BX
+	JZ           q2KToF32AVX2_done
+	VBROADCASTSS (DX), Y0
+	VBROADCASTSS 64(DX), Y1
+	VPMOVZXBD    16(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VPMOVZXBD    24(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 32(AX)
+	VBROADCASTSS 4(DX), Y0
+	VBROADCASTSS 68(DX), Y1
+	VPMOVZXBD    32(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 64(AX)
+	VPMOVZXBD    40(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	VBROADCASTSS 8(DX), Y0
+	VBROADCASTSS 72(DX), Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 128(AX)
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 160(AX)
+	VBROADCASTSS 12(DX), Y0
+	VBROADCASTSS 76(DX), Y1
+	VPMOVZXBD    32(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 192(AX)
+	VPMOVZXBD    40(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 224(AX)
+	VBROADCASTSS 16(DX), Y0
+	VBROADCASTSS 80(DX), Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 256(AX)
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 288(AX)
+	VBROADCASTSS 20(DX), Y0
+	VBROADCASTSS 84(DX), Y1
+	VPMOVZXBD    32(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 320(AX)
+	VPMOVZXBD    40(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 352(AX)
+	VBROADCASTSS 24(DX), Y0
+	VBROADCASTSS 88(DX), Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 384(AX)
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 416(AX)
+	VBROADCASTSS 28(DX), Y0
+	VBROADCASTSS 92(DX), Y1
+	VPMOVZXBD    32(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 448(AX)
+	VPMOVZXBD    40(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 480(AX)
+	VBROADCASTSS 32(DX), Y0
+	VBROADCASTSS 96(DX), Y1
+	VPMOVZXBD    48(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 512(AX)
+	VPMOVZXBD    56(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 544(AX)
+	VBROADCASTSS 36(DX), Y0
+	VBROADCASTSS 100(DX), Y1
+	VPMOVZXBD    64(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 576(AX)
+	VPMOVZXBD    72(CX), Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 608(AX)
+	VBROADCASTSS 40(DX), Y0
+	VBROADCASTSS 104(DX), Y1
+	VPMOVZXBD    48(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 640(AX)
+	VPMOVZXBD    56(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 672(AX)
+	VBROADCASTSS 44(DX), Y0
+	VBROADCASTSS 108(DX), Y1
+	VPMOVZXBD    64(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 704(AX)
+	VPMOVZXBD    72(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 736(AX)
+	VBROADCASTSS 48(DX), Y0
+	VBROADCASTSS 112(DX), Y1
+	VPMOVZXBD    48(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 768(AX)
+	VPMOVZXBD    56(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 800(AX)
+	VBROADCASTSS 52(DX), Y0
+	VBROADCASTSS 116(DX), Y1
+	VPMOVZXBD    64(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 832(AX)
+	VPMOVZXBD    72(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 864(AX)
+	VBROADCASTSS 56(DX), Y0
+	VBROADCASTSS 120(DX), Y1
+	VPMOVZXBD    48(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 896(AX)
+	VPMOVZXBD    56(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 928(AX)
+	VBROADCASTSS 60(DX), Y0
+	VBROADCASTSS 124(DX), Y1
+	VPMOVZXBD    64(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 960(AX)
+	VPMOVZXBD    72(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2bits3<>+0(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VSUBPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 992(AX)
+	ADDQ         $0x00000400, AX
+	ADDQ         $0x00000054, CX
+	ADDQ         $0x00000080, DX
+	DECQ         BX
+	JMP          q2KToF32AVX2_loop
+
+q2KToF32AVX2_done:
+	VZEROUPPER
+	RET
+
+DATA k2bits3<>+0(SB)/4, $0x00000003
+DATA k2bits3<>+4(SB)/4, $0x00000003
+DATA k2bits3<>+8(SB)/4, $0x00000003
+DATA k2bits3<>+12(SB)/4, $0x00000003
+DATA k2bits3<>+16(SB)/4, $0x00000003
+DATA k2bits3<>+20(SB)/4, $0x00000003
+DATA k2bits3<>+24(SB)/4, $0x00000003
+DATA k2bits3<>+28(SB)/4, $0x00000003
+GLOBL k2bits3<>(SB), RODATA|NOPTR, $32
+
+DATA k2one<>+0(SB)/4, $0x00000001
+DATA k2one<>+4(SB)/4, $0x00000001
+DATA k2one<>+8(SB)/4, $0x00000001
+DATA k2one<>+12(SB)/4, $0x00000001
+DATA k2one<>+16(SB)/4, $0x00000001
+DATA k2one<>+20(SB)/4, $0x00000001
+DATA k2one<>+24(SB)/4, $0x00000001
+DATA k2one<>+28(SB)/4, $0x00000001
+GLOBL k2one<>(SB), RODATA|NOPTR, $32
+
+DATA k2four<>+0(SB)/4, $0x00000004
+DATA k2four<>+4(SB)/4, $0x00000004
+DATA k2four<>+8(SB)/4, $0x00000004
+DATA k2four<>+12(SB)/4, $0x00000004
+DATA k2four<>+16(SB)/4, $0x00000004
+DATA k2four<>+20(SB)/4, $0x00000004
+DATA k2four<>+24(SB)/4, $0x00000004
+DATA k2four<>+28(SB)/4, $0x00000004
+GLOBL k2four<>(SB), RODATA|NOPTR, $32
+
+// func q3KToF32AVX2(dst []float32, w []byte, sc []float32)
+// Requires: AVX, AVX2
+TEXT ·q3KToF32AVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), AX
+	MOVQ w_base+24(FP), CX
+	MOVQ sc_base+48(FP), DX
+	MOVQ dst_len+8(FP), BX
+	SHRQ $0x08, BX
+
+q3KToF32AVX2_loop:
+	TESTQ        BX, BX
+	JZ           q3KToF32AVX2_done
+	VBROADCASTSS (DX), Y0
+	VPMOVZXBD    32(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	VPMOVZXBD    40(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	VBROADCASTSS 4(DX), Y0
+	VPMOVZXBD    48(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 64(AX)
+	VPMOVZXBD    56(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 96(AX)
+	VBROADCASTSS 8(DX), Y0
+	VPMOVZXBD    32(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x01, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 128(AX)
+	VPMOVZXBD    40(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x01, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 160(AX)
+	VBROADCASTSS 12(DX), Y0
+	VPMOVZXBD    48(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x01, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 192(AX)
+	VPMOVZXBD    56(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x01, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 224(AX)
+	VBROADCASTSS 16(DX), Y0
+	VPMOVZXBD    32(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 256(AX)
+	VPMOVZXBD    40(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 288(AX)
+	VBROADCASTSS 20(DX), Y0
+	VPMOVZXBD    48(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 320(AX)
+	VPMOVZXBD    56(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x02, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 352(AX)
+	VBROADCASTSS 24(DX), Y0
+	VPMOVZXBD    32(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x03, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 384(AX)
+	VPMOVZXBD    40(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x03, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 416(AX)
+	VBROADCASTSS 28(DX), Y0
+	VPMOVZXBD    48(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x03, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 448(AX)
+	VPMOVZXBD    56(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x03, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 480(AX)
+	VBROADCASTSS 32(DX), Y0
+	VPMOVZXBD    64(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 512(AX)
+	VPMOVZXBD    72(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 544(AX)
+	VBROADCASTSS 36(DX), Y0
+	VPMOVZXBD    80(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 576(AX)
+	VPMOVZXBD    88(CX), Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x04, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 608(AX)
+	VBROADCASTSS 40(DX), Y0
+	VPMOVZXBD    64(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x05, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 640(AX)
+	VPMOVZXBD    72(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x05, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 672(AX)
+	VBROADCASTSS 44(DX), Y0
+	VPMOVZXBD    80(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x05, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 704(AX)
+	VPMOVZXBD    88(CX), Y1
+	VPSRLD       $0x02, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x05, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 736(AX)
+	VBROADCASTSS 48(DX), Y0
+	VPMOVZXBD    64(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 768(AX)
+	VPMOVZXBD    72(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 800(AX)
+	VBROADCASTSS 52(DX), Y0
+	VPMOVZXBD    80(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 832(AX)
+	VPMOVZXBD    88(CX), Y1
+	VPSRLD       $0x04, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x06, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 864(AX)
+	VBROADCASTSS 56(DX), Y0
+	VPMOVZXBD    64(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    (CX), Y2
+	VPSRLD       $0x07, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 896(AX)
+	VPMOVZXBD    72(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    8(CX), Y2
+	VPSRLD       $0x07, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 928(AX)
+	VBROADCASTSS 60(DX), Y0
+	VPMOVZXBD    80(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    16(CX), Y2
+	VPSRLD       $0x07, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 960(AX)
+	VPMOVZXBD    88(CX), Y1
+	VPSRLD       $0x06, Y1, Y1
+	VPAND        k2bits3<>+0(SB), Y1, Y1
+	VPMOVZXBD    24(CX), Y2
+	VPSRLD       $0x07, Y2, Y2
+	VPAND        k2one<>+0(SB), Y2, Y2
+	VPSLLD       $0x02, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPSUBD       k2four<>+0(SB), Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 992(AX)
+	ADDQ         $0x00000400, AX
+	ADDQ         $0x0000006e, CX
+	ADDQ         $0x00000080, DX
+	DECQ         BX
+	JMP          q3KToF32AVX2_loop
+
+q3KToF32AVX2_done:
+	VZEROUPPER
+	RET

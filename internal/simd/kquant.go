@@ -3,6 +3,7 @@ package simd
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // GGML k-quant super-blocks: 256 values in q4KBlockBytes (block_q4_K: fp16
@@ -10,10 +11,22 @@ import (
 // q6KBlockBytes (block_q6_K: 128 bytes of low nibbles, 64 of high bit
 // pairs, 16 int8 scales, fp16 d), as pkg/gguf documents them.
 const (
-	kBlockSize    = 256
-	q4KBlockBytes = 144
-	q5KBlockBytes = 176
-	q6KBlockBytes = 210
+	kBlockSize      = 256
+	q4KBlockBytes   = 144
+	q5KBlockBytes   = 176
+	q6KBlockBytes   = 210
+	q2KBlockBytes   = 84
+	q3KBlockBytes   = 110
+	iq4XSBlockBytes = 136
+	mxfp4BlockBytes = 17
+)
+
+// The 4-bit table types' levels as int8: ggml's kvalues_iq4nl (iq4_nl,
+// iq4_xs) and kvalues_mxfp4 (the e2m1 values doubled; the block scale is
+// halved to match).
+var (
+	iq4Levels8  = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	mxfp4Levels = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
 )
 
 func checkK(op string, wlen, xlen, blockBytes int) {
@@ -44,6 +57,40 @@ func DotQ6K(w []byte, x []float32) float32 {
 	checkK("DotQ6K", len(w), len(x), q6KBlockBytes)
 	return dotQ6K(w, x)
 }
+
+// RowDecoder decodes weights for MatMulDecoded: DecodeRow sets dst to the
+// len(dst) values of weight row r from column c0 on (c0 a multiple of 256;
+// len(dst) a multiple of 32, 256 but at the end of a row).
+type RowDecoder interface {
+	DecodeRow(dst []float32, r, c0 int)
+}
+
+// MatMulDecoded is the packed prefill product for weights that decode a
+// block of columns at a time (the GGML block types): for weight rows
+// [r0, end) it sets dst[t*ldd+r] = Σ_c x[t*cols+c]·W[r][c] for t < nt,
+// decoding each 16-row × 256-column panel once with dec and multiplying it
+// with the token rows in MatMulF16's packed micro-kernels (one fused
+// multiply-add a column, in order, so a token row's result depends neither
+// on the other token rows nor on the row split, at multiples of 16). end
+// is r0 plus the largest multiple of 16 rows ≤ r1−r0 where the packed path
+// runs, r0 where it does not (the pure-Go twins): the caller computes the
+// rows from end on. It is worth it from MatMulDecodedTokens() token rows.
+// cols must be a multiple of 32.
+func MatMulDecoded(dst []float32, ldd int, x []float32, nt, cols int, dec RowDecoder, r0, r1 int) (end int) {
+	if cols%32 != 0 || r0 < 0 || r1 < r0 || len(x) < nt*cols || nt > 0 && r1 > 0 && len(dst) < (nt-1)*ldd+r1 {
+		panic(fmt.Sprintf("simd: MatMulDecoded: %d token rows of %d columns, rows [%d, %d), %d outputs at stride %d", nt, cols, r0, r1, len(dst), ldd))
+	}
+	if nt == 0 {
+		return r0
+	}
+	return matMulDecoded(dst, ldd, x, nt, cols, dec, r0, r1)
+}
+
+// MatMulDecodedTokens is the fewest token rows from which MatMulDecoded's
+// packed path pays for itself with the kernels selected now (Q8_0's
+// threshold: the decoding, like Q8_0's widening, happens once per panel),
+// math.MaxInt where there is none.
+func MatMulDecodedTokens() int { return matMulDecodedTokens() }
 
 // GroupSums32 sets xs[g] to the float32 sum of x[32g:32g+32], for the sums
 // DotQ4KSums and DotQ5KSums take (in an unspecified order). It panics
@@ -104,6 +151,152 @@ func Q5KToF32(dst []float32, w []byte) {
 func Q6KToF32(dst []float32, w []byte) {
 	checkK("Q6KToF32", len(w), len(dst), q6KBlockBytes)
 	q6KToF32(dst, w)
+}
+
+// Q2KToF32 sets dst to the values of the len(dst)/256 q2_K super-blocks at
+// w (84 bytes each: 16 bytes of 4-bit scales and mins, 64 bytes of 2-bit
+// codes, fp16 d and dmin), bit for bit as ggml's dequantize_row_q2_K
+// computes them: float32(d·scale·q) − dmin·min. It panics as Q4KToF32 does.
+func Q2KToF32(dst []float32, w []byte) {
+	checkK("Q2KToF32", len(w), len(dst), q2KBlockBytes)
+	q23KToF32(dst, w, q2KBlockBytes, q2KScales, q2KToF32Generic)
+}
+
+// Q3KToF32 is Q2KToF32 for q3_K (110 bytes: 32 bytes of high bits, 64 of
+// 2-bit codes, 12 of 6-bit scales, fp16 d; ggml's dequantize_row_q3_K:
+// d·(scale−32)·(q − 4·(1−high bit))).
+func Q3KToF32(dst []float32, w []byte) {
+	checkK("Q3KToF32", len(w), len(dst), q3KBlockBytes)
+	q23KToF32(dst, w, q3KBlockBytes, q3KScales, q3KToF32Generic)
+}
+
+// q2KScales sets sc[j] = d·(scales[j]&15) and sc[16+j] = dmin·(scales[j]>>4).
+func q2KScales(sc []float32, blk []byte) {
+	d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[80:]))
+	dmin := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[82:]))
+	for j, c := range blk[:16] {
+		sc[j], sc[16+j] = d*float32(c&15), dmin*float32(c>>4)
+	}
+}
+
+// q3KScales sets sc[j] = d·(scale_j − 32) for the 16 6-bit scales of the
+// q3_K super-block blk (low 4 bits in bytes 96..103, high 2 bits in
+// 104..107).
+func q3KScales(sc []float32, blk []byte) {
+	d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[108:]))
+	s := blk[96:108]
+	for j := 0; j < 16; j++ {
+		lo := s[j%8] >> (4 * uint(j/8)) & 15
+		hi := s[8+j%4] >> (2 * uint(j/4)) & 3
+		sc[j] = d * float32(int(lo|hi<<4)-32)
+	}
+}
+
+func q2KToF32Generic(dst []float32, w []byte) {
+	var sc [32]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*q2KBlockBytes:]
+		q2KScales(sc[:], blk)
+		for n := 0; n < 2; n++ {
+			for j := 0; j < 4; j++ {
+				for h := 0; h < 2; h++ {
+					is := 8*n + 2*j + h
+					y := dst[b*kBlockSize+128*n+32*j+16*h:]
+					for l := 0; l < 16; l++ {
+						q := blk[16+32*n+16*h+l] >> uint(2*j) & 3
+						y[l] = float32(sc[is]*float32(q)) - sc[16+is]
+					}
+				}
+			}
+		}
+	}
+}
+
+func q3KToF32Generic(dst []float32, w []byte) {
+	var sc [32]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*q3KBlockBytes:]
+		q3KScales(sc[:], blk)
+		for n := 0; n < 2; n++ {
+			for j := 0; j < 4; j++ {
+				for h := 0; h < 2; h++ {
+					is := 8*n + 2*j + h
+					y := dst[b*kBlockSize+128*n+32*j+16*h:]
+					for l := 0; l < 16; l++ {
+						q := int(blk[32+32*n+16*h+l] >> uint(2*j) & 3)
+						if blk[16*h+l]>>uint(4*n+j)&1 == 0 {
+							q -= 4
+						}
+						y[l] = sc[is] * float32(q)
+					}
+				}
+			}
+		}
+	}
+}
+
+// IQ4XSToF32 sets dst to the values of the len(dst)/256 iq4_xs super-blocks
+// at w (136 bytes each: fp16 d, 16 bits of high scale bits, 4 bytes of low
+// scale nibbles, 128 bytes of 4-bit indices), bit for bit as ggml's
+// dequantize_row_iq4_xs computes them: d·(scale−32)·kvalues_iq4nl[q]. It
+// panics as Q4KToF32 does.
+func IQ4XSToF32(dst []float32, w []byte) {
+	checkK("IQ4XSToF32", len(w), len(dst), iq4XSBlockBytes)
+	var sc [8]float32
+	for b := 0; b < len(dst)/kBlockSize; b++ {
+		blk := w[b*iq4XSBlockBytes : (b+1)*iq4XSBlockBytes]
+		iq4XSScales(&sc, blk)
+		lutBlocks(dst[b*kBlockSize:(b+1)*kBlockSize], blk[8:], 16, sc[:], &iq4Levels8)
+	}
+}
+
+// iq4XSScales sets sc[ib] = d·(scale_ib − 32) for the 8 sub-blocks of the
+// iq4_xs super-block blk.
+func iq4XSScales(sc *[8]float32, blk []byte) {
+	d := F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
+	sh := binary.LittleEndian.Uint16(blk[2:])
+	for ib := range sc {
+		ls := int(blk[4+ib/2]>>(4*uint(ib%2))&15) | int(sh>>(2*uint(ib))&3)<<4
+		sc[ib] = d * float32(ls-32)
+	}
+}
+
+// MXFP4ToF32 sets dst to the values of the len(dst)/32 mxfp4 blocks at w
+// (17 bytes each: an E8M0 exponent e, then 16 bytes of e2m1 codes), bit for
+// bit as ggml's dequantize_row_mxfp4 computes them:
+// kvalues_mxfp4[q]·2^(e−128). It panics unless len(dst) is a multiple of 32
+// and w holds len(dst)/32 blocks.
+func MXFP4ToF32(dst []float32, w []byte) {
+	if len(dst)%32 != 0 || len(w) < len(dst)/32*mxfp4BlockBytes {
+		panic(fmt.Sprintf("simd: MXFP4ToF32: %d values is not whole blocks of 32, or %d bytes are too few", len(dst), len(w)))
+	}
+	var sc [64]float32
+	nb := len(dst) / 32
+	for b := 0; b < nb; b += len(sc) {
+		n := min(len(sc), nb-b)
+		for i := 0; i < n; i++ {
+			sc[i] = e8m0Half(w[(b+i)*mxfp4BlockBytes])
+		}
+		lutBlocks(dst[32*b:32*(b+n)], w[b*mxfp4BlockBytes+1:], mxfp4BlockBytes, sc[:n], &mxfp4Levels)
+	}
+}
+
+// e8m0Half is ggml's ggml_e8m0_to_fp32_half: 2^(e−128) (subnormal for e < 2).
+func e8m0Half(e uint8) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
+}
+
+func lutBlocksGeneric(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8) {
+	for b, f := range sc {
+		q, y := codes[b*stride:b*stride+16], dst[32*b:32*b+32]
+		for j, c := range q {
+			y[j] = f * float32(table[c&15])
+			y[j+16] = f * float32(table[c>>4])
+		}
+	}
 }
 
 // q4KScales sets sc[2g] = d·scale_g and sc[2g+1] = dmin·min_g for the 8

@@ -79,3 +79,36 @@ func groupSums32(xs, x []float32) {
 	}
 	groupSums32AVX2(xs, x)
 }
+
+func lutBlocks(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8) {
+	if !useAsm || len(sc) == 0 {
+		lutBlocksGeneric(dst, codes, stride, sc, table)
+		return
+	}
+	_ = codes[(len(sc)-1)*stride+15]
+	_ = dst[32*len(sc)-1]
+	lutBlocksAVX2(dst, codes, stride, sc, table)
+}
+
+// q23KToF32 unpacks the scales of up to 16 super-blocks at a time onto the
+// stack (32 float32 values each) and runs the q2_K or q3_K kernel.
+func q23KToF32(dst []float32, w []byte, blockBytes int, scales func([]float32, []byte), generic func([]float32, []byte)) {
+	if !useAsm {
+		generic(dst, w)
+		return
+	}
+	var sc [32 * 16]float32
+	nb := len(dst) / kBlockSize
+	for b := 0; b < nb; b += 16 {
+		n := min(16, nb-b)
+		wb := w[b*blockBytes : (b+n)*blockBytes]
+		for i := 0; i < n; i++ {
+			scales(sc[32*i:], wb[i*blockBytes:])
+		}
+		kernel := q2KToF32AVX2
+		if blockBytes == q3KBlockBytes {
+			kernel = q3KToF32AVX2
+		}
+		kernel(dst[b*kBlockSize:(b+n)*kBlockSize], wb, sc[:32*n])
+	}
+}

@@ -19,3 +19,11 @@ func dotQ4KSums(w []byte, x, xs []float32) float32 { return dotQ4KSumsGeneric(w,
 func dotQ5KSums(w []byte, x, xs []float32) float32 { return dotQ5KSumsGeneric(w, x, xs) }
 
 func groupSums32(xs, x []float32) { groupSums32Generic(xs, x) }
+
+func lutBlocks(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8) {
+	lutBlocksGeneric(dst, codes, stride, sc, table)
+}
+
+func q23KToF32(dst []float32, w []byte, _ int, _ func([]float32, []byte), generic func([]float32, []byte)) {
+	generic(dst, w)
+}

@@ -131,7 +131,7 @@ func TestDotKQuants(t *testing.T) {
 	}
 }
 
-// TestKQuantsToF32 checks that Q4KToF32, Q5KToF32 and Q6KToF32 give their twins'
+// TestKQuantsToF32 checks that Q2KToF32 … Q6KToF32 give their twins'
 // bits on every kernel set (the twins are ggml's decoding; pkg/runtime/cpu
 // checks them against pkg/gguf's golden-tested decoders), over 0..20
 // super-blocks at misaligned offsets.
@@ -145,6 +145,8 @@ func TestKQuantsToF32(t *testing.T) {
 		{"Q4KToF32", q4KBlockBytes, []int{0, 2}, Q4KToF32, q4KToF32Generic},
 		{"Q5KToF32", q5KBlockBytes, []int{0, 2}, Q5KToF32, q5KToF32Generic},
 		{"Q6KToF32", q6KBlockBytes, []int{208}, Q6KToF32, q6KToF32Generic},
+		{"Q2KToF32", q2KBlockBytes, []int{80, 82}, Q2KToF32, q2KToF32Generic},
+		{"Q3KToF32", q3KBlockBytes, []int{108}, Q3KToF32, q3KToF32Generic},
 	}
 	forEachSet(t, func(t *testing.T) {
 		for _, tt := range tests {
@@ -240,6 +242,53 @@ func TestGroupSums32(t *testing.T) {
 					}
 					if !within(float64(xs[g]), ref, mag) {
 						t.Errorf("n=%d off=%d: group %d sums to %v, float64 %v", n, off, g, xs[g], ref)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestLUTBlocksToF32 checks IQ4XSToF32 and MXFP4ToF32 on every kernel set
+// bit for bit against the generic decoding (pkg/runtime/cpu checks them
+// against pkg/gguf's golden-tested decoders), over whole rows of random
+// blocks at misaligned offsets, past the 64-block scale chunks.
+func TestLUTBlocksToF32(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		r := newRand(t)
+		for _, n := range []int{0, 256, 512, 256 * 9} {
+			for _, off := range offsets {
+				for _, mx := range []bool{false, true} {
+					var w []byte
+					if mx {
+						w = make([]byte, n/32*mxfp4BlockBytes)
+					} else {
+						w = randKBlocks(r, n/256, iq4XSBlockBytes, 0)
+					}
+					if mx {
+						for i := range w {
+							w[i] = byte(r.IntN(256))
+						}
+					}
+					w = offsetCopy(w, off)
+					got, check := guardedF32(off, n, 8)
+					want := make([]float32, n)
+					if mx {
+						MXFP4ToF32(got, w)
+						restore := ForceGeneric()
+						MXFP4ToF32(want, w)
+						restore()
+					} else {
+						IQ4XSToF32(got, w)
+						restore := ForceGeneric()
+						IQ4XSToF32(want, w)
+						restore()
+					}
+					check(t)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("mxfp4=%v n=%d off=%d: value %d = %v, generic %v", mx, n, off, i, got[i], want[i])
+						}
 					}
 				}
 			}

@@ -13,7 +13,8 @@
 // The vocabulary is modeltest's 266-token byte-level one. Besides F16,
 // BF16, F32 and Q8_0, -dtype takes the GGML block types kvq's writer
 // quantizes (Q4_0, Q4_K, Q6_K, IQ4_XS, MXFP4, ...: every matrix in that
-// type, as llama-quantize --pure writes them).
+// type, as llama-quantize --pure writes them) and llama-quantize's Q4_K_M
+// and Q5_K_M mixes (byte for byte as it makes them from the F32 file).
 package main
 
 import (
@@ -41,7 +42,7 @@ func main() {
 		os.Exit(2)
 	}
 	if !validDType(*dtype) {
-		fmt.Fprintf(os.Stderr, "benchmodel: -dtype %q (valid: F16, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4)\n", *dtype)
+		fmt.Fprintf(os.Stderr, "benchmodel: -dtype %q (valid: F16, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, Q4_K_M, Q5_K_M)\n", *dtype)
 		os.Exit(2)
 	}
 	s.DType, s.Seed = *dtype, *seed
@@ -54,7 +55,7 @@ func main() {
 // validDType reports whether modeltest.WriteGGUF writes dtype.
 func validDType(dtype string) bool {
 	switch dtype {
-	case "F16", "BF16", "F32", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4":
+	case "F16", "BF16", "F32", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q4_K_M", "Q5_K_M":
 		return true
 	}
 	return false

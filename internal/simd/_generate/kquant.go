@@ -434,3 +434,137 @@ func groupSums32() {
 	VZEROUPPER()
 	RET()
 }
+
+// lutBlocks writes lutBlocksAVX2, the decoder of the 4-bit table types
+// (iq4_nl's levels in iq4_xs, mxfp4's doubled e2m1 values): len(sc) blocks
+// of 32 values, block b's 16 code bytes at codes+b*stride laid out as ggml's
+// (value j < 16 in the low nibble of byte j, value j+16 in its high
+// nibble), value = sc[b]·table[code], one rounding (ggml's products).
+func lutBlocks() {
+	name := "lutBlocksAVX2"
+	header(name, "func(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)",
+		name+" sets dst[32b+j] = sc[b]*table[code j of block b] for b < len(sc),",
+		"block b's 16 code bytes at codes[b*stride:] (value j < 16 in the low",
+		"nibble of byte j, value j+16 in its high nibble). len(dst) must be at",
+		"least 32*len(sc) and len(codes) at least (len(sc)−1)*stride+16.")
+	m := GLOBL("nib16", RODATA|NOPTR)
+	for j := 0; j < 4; j++ {
+		DATA(4*j, U32(0x0f0f0f0f))
+	}
+	d := Load(Param("dst").Base(), GP64())
+	c := Load(Param("codes").Base(), GP64())
+	stride := Load(Param("stride"), GP64())
+	s := Load(Param("sc").Base(), GP64())
+	n := Load(Param("sc").Len(), GP64())
+	tbl, m15 := XMM(), XMM()
+	VMOVDQU(Mem{Base: Load(Param("table"), GP64())}, tbl)
+	VMOVDQU(m, m15)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	q, lo, hi := XMM(), XMM(), XMM()
+	VMOVDQU(Mem{Base: c}, q)
+	VPAND(m15, q, lo)
+	VPSRLW(U8(4), q, hi)
+	VPAND(m15, hi, hi)
+	VPSHUFB(lo, tbl, lo)
+	VPSHUFB(hi, tbl, hi)
+	f := YMM()
+	VBROADCASTSS(Mem{Base: s}, f)
+	for i, src := range []VecVirtual{lo, hi} {
+		a, t, b := YMM(), XMM(), YMM()
+		VPMOVSXBD(src, a)
+		VPSRLDQ(U8(8), src, t)
+		VPMOVSXBD(t, b)
+		VCVTDQ2PS(a, a)
+		VCVTDQ2PS(b, b)
+		VMULPS(f, a, a)
+		VMULPS(f, b, b)
+		VMOVUPS(a, Mem{Base: d, Disp: 64 * i})
+		VMOVUPS(b, Mem{Base: d, Disp: 64*i + 32})
+	}
+	ADDQ(stride, c)
+	ADDQ(U32(4), s)
+	ADDQ(U32(128), d)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// q23K writes q2KToF32AVX2 (q3KToF32AVX2 with three): the q2_K (q3_K)
+// row decoders. The Go caller unpacks 32 float32 values per super-block
+// into sc (q2_K: d·scale_j at j, dmin·min_j at 16+j; q3_K: d·(scale_j−32)
+// at j) for the 16 groups of 16 values. Value l of the 32-byte run of half
+// n, bit pair j, group half h is code (qs[32n+16h+l] >> 2j) & 3 for value
+// 128n+32j+16h+l; q2_K decodes it as float32(d·scale·q) − dmin·min, q3_K
+// as d·(scale−32)·(q − 4 + 4·bit), bit being bit 4n+j of hmask[16h+l].
+func q23K(three bool) {
+	name, blockBytes, qsAt := "q2KToF32AVX2", 84, 16
+	if three {
+		name, blockBytes, qsAt = "q3KToF32AVX2", 110, 32
+	}
+	header(name, "func(dst []float32, w []byte, sc []float32)",
+		name+" sets dst to the values of the len(dst)/256 super-blocks at w, with",
+		"each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked",
+		"into 32 float32 values of sc per super-block, bit for bit as ggml's",
+		"dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256",
+		"super-blocks.")
+	m3 := kquantConst("k2bits3", 3)
+	one := kquantConst("k2one", 1)
+	four := kquantConst("k2four", 4)
+	d := Load(Param("dst").Base(), GP64())
+	w := Load(Param("w").Base(), GP64())
+	s := Load(Param("sc").Base(), GP64())
+	nb := Load(Param("dst").Len(), GP64())
+	SHRQ(U8(8), nb)
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for n := 0; n < 2; n++ {
+		for j := 0; j < 4; j++ {
+			for h := 0; h < 2; h++ {
+				is := 8*n + 2*j + h
+				dl, ml := YMM(), YMM()
+				VBROADCASTSS(Mem{Base: s, Disp: 4 * is}, dl)
+				if !three {
+					VBROADCASTSS(Mem{Base: s, Disp: 4 * (16 + is)}, ml)
+				}
+				for k := 0; k < 2; k++ {
+					v := YMM()
+					VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*n + 16*h + 8*k}, v)
+					if j > 0 {
+						VPSRLD(U8(2*j), v, v)
+					}
+					VPAND(m3, v, v)
+					if three {
+						hb := YMM()
+						VPMOVZXBD(Mem{Base: w, Disp: 16*h + 8*k}, hb)
+						if b := 4*n + j; b > 0 {
+							VPSRLD(U8(b), hb, hb)
+						}
+						VPAND(one, hb, hb)
+						VPSLLD(U8(2), hb, hb)
+						VPADDD(hb, v, v)
+						VPSUBD(four, v, v)
+					}
+					VCVTDQ2PS(v, v)
+					VMULPS(dl, v, v)
+					if !three {
+						VSUBPS(ml, v, v)
+					}
+					VMOVUPS(v, Mem{Base: d, Disp: 4 * (128*n + 32*j + 16*h + 8*k)})
+				}
+			}
+		}
+	}
+	ADDQ(U32(1024), d)
+	ADDQ(U32(blockBytes), w)
+	ADDQ(U32(128), s)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

@@ -140,6 +140,9 @@ func avx2() {
 	dotQ4KSums(false)
 	dotQ4KSums(true)
 	groupSums32()
+	lutBlocks()
+	q23K(false)
+	q23K(true)
 }
 
 func header(name, sig string, doc ...string) {

@@ -297,8 +297,9 @@ func packTokens(dt tensor.DType) int {
 		return simd.MatMulPackTokensF16()
 	case tensor.Q80:
 		return simd.MatMulPackTokensQ80()
-	case tensor.Q4K, tensor.Q5K, tensor.Q6K:
-		return fusedTokens // the row-decoding path from there (blockmm.go)
+	}
+	if _, ok := blockTypes[dt]; ok {
+		return simd.MatMulDecodedTokens() // the packed path from there (blockmm.go)
 	}
 	return math.MaxInt
 }

@@ -43,13 +43,14 @@ func dequantizeModel(t *testing.T, m *runtime.Model) {
 }
 
 // TestWriteGGUFBlockTypes: a model WriteGGUF quantizes to each GGML block
-// type loads with its matrices in that type, and its logits over a prompt
+// type (or llama-quantize's Q4_K_M and Q5_K_M mixes) loads with its
+// matrices in that type, and its logits over a prompt
 // (prefill and one-token steps through the packed matrix products) match
 // those of the same model with every matrix decoded to float32 beforehand,
 // up to float32 summation order.
 func TestWriteGGUFBlockTypes(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4"} {
+	for _, name := range []string{"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q4_K_M", "Q5_K_M"} {
 		t.Run(name, func(t *testing.T) {
 			spec := Spec{Arch: "llama", Seed: 5, Dim: 256, Hidden: 512, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 64, Context: 64, DType: name}
 			path := dir + "/" + name + ".gguf"
@@ -65,8 +66,19 @@ func TestWriteGGUFBlockTypes(t *testing.T) {
 				return m
 			}
 			mq, mf := load(), load()
-			if got := mq.Layers[0].Down.DType.String(); got != name {
-				t.Fatalf("down is %s, want %s", got, name)
+			// A mix's one layer is in use_more_bits' last eighth: its
+			// attn_v and ffn_down are q6_K, as is the output head.
+			wantQ, wantDown := name, name
+			if name == "Q4_K_M" || name == "Q5_K_M" {
+				wantQ, wantDown = name[:4], "Q6_K"
+			}
+			for _, w := range []struct {
+				w    *tensor.Weight
+				want string
+			}{{mq.Layers[0].Wq, wantQ}, {mq.Layers[0].Down, wantDown}, {mq.Layers[0].Wv, wantDown}, {mq.Output, map[bool]string{true: "Q6_K", false: name}[wantQ != name]}} {
+				if got := w.w.DType.String(); got != w.want {
+					t.Fatalf("%s is %s, want %s", w.w.Name, got, w.want)
+				}
 			}
 			dequantizeModel(t, mf)
 			ids := mq.Tokenizer.Encode("the cat sat on the mat", true)
@@ -153,5 +165,35 @@ func TestLoadRefusesUnrunTypes(t *testing.T) {
 	}
 	if !errors.Is(err, runtime.ErrUnsupported) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "iq3_s") {
 		t.Errorf("Load: %v, want ErrUnsupported naming %s and iq3_s", err, name)
+	}
+}
+
+// TestKMixType pins the Q4_K_M/Q5_K_M rules kMixType follows (a tiny
+// model's and a 90M one's mixes were byte-identical to llama-quantize's).
+func TestKMixType(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		base gguf.Type
+		cols int
+		tied bool
+		want gguf.Type
+	}{
+		{"output.weight", gguf.Q4K, 256, false, gguf.Q6K},
+		{"output.weight", gguf.Q4K, 64, false, gguf.Q80},
+		{"token_embd.weight", gguf.Q4K, 256, false, gguf.Q4K},
+		{"token_embd.weight", gguf.Q4K, 256, true, gguf.Q6K},
+		{"blk.0.ffn_down.weight", gguf.Q4K, 256, false, gguf.Q6K},
+		{"blk.1.ffn_down.weight", gguf.Q4K, 256, false, gguf.Q4K},
+		{"blk.3.attn_v.weight", gguf.Q5K, 256, false, gguf.Q6K},
+		{"blk.7.attn_v.weight", gguf.Q5K, 256, false, gguf.Q6K},
+		{"blk.5.attn_q.weight", gguf.Q5K, 256, false, gguf.Q5K},
+		{"blk.0.ffn_down.weight", gguf.Q4K, 96, false, gguf.Q80},
+		{"blk.1.ffn_down.weight", gguf.Q4K, 96, false, gguf.Q50},
+		{"blk.1.ffn_up.weight", gguf.Q5K, 64, false, gguf.Q51},
+		{"blk.1.ffn_down.weight", gguf.Q4K, 48, false, gguf.F16},
+	} {
+		if got := kMixType(c.name, c.base, c.cols, 8, c.tied); got != c.want {
+			t.Errorf("kMixType(%s, %v, %d cols, tied %v) = %v, want %v", c.name, c.base, c.cols, c.tied, got, c.want)
+		}
 	}
 }

@@ -568,3 +568,95 @@ func ropeNeoXAVX2(v []float32, c []float32, s []float32)
 //
 //go:noescape
 func ropePairsAVX2(v []float32, c []float32, s []float32)
+
+// dotQ4KAVX2 returns Σ over the len(x)/256 q4_K super-blocks at w (144 bytes
+// each) of (d·scale_g·q − dmin·min_g)*x for every code q of group g and its
+// activation x, each value rounded as ggml's dequantize_row_q4_K rounds it.
+// len(w) must be at least len(x)/256*144; sc is a scratch of at least 16
+// float32 values.
+//
+//go:noescape
+func dotQ4KAVX2(w []byte, x []float32, sc []float32) float32
+
+// q4KToF32AVX2 sets x to the values of the len(x)/256 q4_K super-blocks at w,
+// bit for bit as ggml's dequantize_row_q4_K computes them. sc is a scratch
+// of at least 16 float32 values.
+//
+//go:noescape
+func q4KToF32AVX2(x []float32, w []byte, sc []float32)
+
+// dotQ5KAVX2 is dotQ4KAVX2 for q5_K super-blocks (176 bytes each: a
+// fifth bit per code from qh).
+//
+//go:noescape
+func dotQ5KAVX2(w []byte, x []float32, sc []float32) float32
+
+// q5KToF32AVX2 is q4KToF32AVX2 for q5_K super-blocks (ggml's
+// dequantize_row_q5_K, bit for bit).
+//
+//go:noescape
+func q5KToF32AVX2(x []float32, w []byte, sc []float32)
+
+// dotQ6KAVX2 returns Σ over the len(x)/256 q6_K super-blocks at w (210 bytes
+// each) of (d·scale_j)·(q−32)*x for every 6-bit code q of group j (16
+// values) and its activation x. len(w) must be at least len(x)/256*210;
+// sc is a scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ6KAVX2(w []byte, x []float32, sc []float32) float32
+
+// q6KToF32AVX2 sets x to the values (d·scale_j)·(q−32) of the len(x)/256
+// q6_K super-blocks at w, bit for bit as ggml's dequantize_row_q6_K
+// computes them. sc is a scratch of at least 16 float32 values.
+//
+//go:noescape
+func q6KToF32AVX2(x []float32, w []byte, sc []float32)
+
+// dotQ4KSumsAVX2 returns Σ over the len(x)/256 super-blocks at w of
+// Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g] over their 8 groups g of
+// 32 values (xs: each group's activation sum, len(x)/32 of them). sc is a
+// scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ4KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
+
+// dotQ5KSumsAVX2 returns Σ over the len(x)/256 super-blocks at w of
+// Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g] over their 8 groups g of
+// 32 values (xs: each group's activation sum, len(x)/32 of them). sc is a
+// scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ5KSumsAVX2(w []byte, x []float32, xs []float32, sc []float32) float32
+
+// groupSums32AVX2 sets xs[g] to the sum of x[32g:32g+32] for g < len(xs): the four
+// 8-value vectors added as (v0+v2)+(v1+v3), then the 8 lanes as hsum adds
+// them. len(x) must be at least 32*len(xs).
+//
+//go:noescape
+func groupSums32AVX2(xs []float32, x []float32)
+
+// lutBlocksAVX2 sets dst[32b+j] = sc[b]*table[code j of block b] for b < len(sc),
+// block b's 16 code bytes at codes[b*stride:] (value j < 16 in the low
+// nibble of byte j, value j+16 in its high nibble). len(dst) must be at
+// least 32*len(sc) and len(codes) at least (len(sc)−1)*stride+16.
+//
+//go:noescape
+func lutBlocksAVX2(dst []float32, codes []byte, stride int, sc []float32, table *[16]int8)
+
+// q2KToF32AVX2 sets dst to the values of the len(dst)/256 super-blocks at w, with
+// each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked
+// into 32 float32 values of sc per super-block, bit for bit as ggml's
+// dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256
+// super-blocks.
+//
+//go:noescape
+func q2KToF32AVX2(dst []float32, w []byte, sc []float32)
+
+// q3KToF32AVX2 sets dst to the values of the len(dst)/256 super-blocks at w, with
+// each super-block's 16 group scales (and, for q2_K, 16 offsets) unpacked
+// into 32 float32 values of sc per super-block, bit for bit as ggml's
+// dequantize_row computes them. len(w) and len(sc) must hold len(dst)/256
+// super-blocks.
+//
+//go:noescape
+func q3KToF32AVX2(dst []float32, w []byte, sc []float32)

@@ -111,6 +111,42 @@ func (w *Writer) AddTensor(name string, typ Type, dims []uint64, data []byte) er
 	return w.err
 }
 
+// AddTensorF32 adds a tensor of type typ made from float32 values (ggml
+// order, dims[0] fastest): f32, f16 and bf16 are converted, the block types
+// quantized row by row with QuantizeRow, byte for byte as llama-quantize
+// does without an importance matrix. It fails with ErrUnknownType for a
+// type QuantizeRow does not write, and ErrBadShape when len(vals) is not
+// the dims' element count or a row is not a whole number of blocks.
+func (w *Writer) AddTensorF32(name string, typ Type, dims []uint64, vals []float32) error {
+	if w.err != nil {
+		return w.err
+	}
+	if !typ.Decodable() {
+		w.err = newError(ErrUnknownType, "tensor %q: kvq does not quantize to %s", name, typ)
+		return w.err
+	}
+	elems, size, err := tensorBytes(typ, dims)
+	if err != nil {
+		de := asDetail(err)
+		w.err = newError(de.sentinel, "tensor %q: %s", name, de.msg)
+		return w.err
+	}
+	if int64(len(vals)) != elems {
+		w.err = newError(ErrBadShape, "tensor %q: %d values, dims %v hold %d", name, len(vals), dims, elems)
+		return w.err
+	}
+	data := make([]byte, size)
+	row := int64(1)
+	if len(dims) > 0 {
+		row = int64(dims[0])
+	}
+	rb := size / (elems / row)
+	for r := int64(0); r < elems/row; r++ {
+		QuantizeRow(typ, data[r*rb:(r+1)*rb], vals[r*row:(r+1)*row])
+	}
+	return w.AddTensor(name, typ, dims, data)
+}
+
 func (w *Writer) addTensor(name string, typ Type, dims []uint64, data []byte) error {
 	if _, dup := w.names[name]; dup {
 		return newError(ErrDuplicate, "tensor %q added twice", name)

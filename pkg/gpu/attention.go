@@ -95,6 +95,12 @@ func decodeRange(sq seqMeta, window int) (lo, hi int) {
 
 // Attention implements backend.Backend.
 func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
+	if a.Sinks != nil {
+		// The kernels have no sink term yet (the runtime does not send
+		// sinks to a backend without backend.Sinks).
+		b.fail(fmt.Errorf("%w: gpu: attention sinks", backend.ErrUnsupported))
+		return
+	}
 	s := kv.(*Storage)
 	m := s.prepare(p)
 	if m == nil {

@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
@@ -67,6 +68,13 @@ func (b *Backend) Route(dst, logits backend.Tensor, nt, n, k int, r backend.Rout
 
 // ExpertFFN implements backend.MoE.
 func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor, k int, e *backend.Experts) {
+	if e.Extras() {
+		// No expert biases or clamped SwiGLU on the device yet (the
+		// runtime does not send them to a backend without
+		// backend.ExpertExtras).
+		b.fail(fmt.Errorf("%w: gpu: expert biases and the clamped SwiGLU", backend.ErrUnsupported))
+		return
+	}
 	ne := len(e.Gate)
 	hidden, dim := mat(e.Gate[0]).rows, mat(e.Gate[0]).cols
 	d, xs := dev(dst), dev(x)

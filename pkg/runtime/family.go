@@ -46,6 +46,11 @@ type Family struct {
 	Needs    func(be backend.Backend) error
 	Embedded func(s *Step)
 	Logits   func(c *Config, logits []float32)
+	// HFLayer, when set, reads the layer tensors a Hugging Face checkpoint
+	// stores in a layout of its own (LayerTensor.HF "": GPT-OSS's stacked
+	// experts), after the others; prefix starts layer li's names, get
+	// finds a tensor.
+	HFLayer func(l *Layer, c *Config, prefix string, get func(name string) (hfTensor, bool)) error
 }
 
 // Arch is one checkpoint architecture of a family.
@@ -179,7 +184,7 @@ type LayerGeometry struct {
 
 // families is the registry of the model layer, in the order the loaders'
 // messages list them.
-var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family, &mixtralFamily, &qwen3moeFamily, &gemmaFamily}
+var families = []*Family{&llamaFamily, &olmo2Family, &phi3Family, &mixtralFamily, &qwen3moeFamily, &gemmaFamily, &gptossFamily}
 
 // lookupArch returns the family and architecture whose match is true.
 func lookupArch(match func(a *Arch) bool) (*Family, *Arch) {
@@ -247,6 +252,10 @@ type LayerWeights struct {
 	// Router and Experts: an expert layer's (moe.go).
 	Router  backend.Matrix
 	Experts *backend.Experts
+	// GPT-OSS: the output projection's and router's biases, and the
+	// attention sinks (host values, backend.AttnParams.Sinks).
+	Bo, RouterBias backend.Tensor
+	Sinks          []float32
 }
 
 // Check returns an error when the step's context has ended: a block calls
@@ -292,7 +301,7 @@ func (s *Step) Attention(li int, dst, q, k, v backend.Tensor) error {
 		}
 		be.WriteKV(gr.cache.Storage(), li, kk, v, gr.plan)
 	}
-	a := backend.AttnParams{Heads: g.Heads, Scale: g.Scale, Window: g.Window, Softcap: g.Softcap}
+	a := backend.AttnParams{Heads: g.Heads, Scale: g.Scale, Window: g.Window, Softcap: g.Softcap, Sinks: s.Weights.Sinks}
 	for _, gr := range s.groups {
 		be.Attention(dst, q, k, v, gr.cache.Storage(), li, gr.plan, a)
 	}

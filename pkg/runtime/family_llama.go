@@ -38,7 +38,7 @@ var llamaFamily = Family{
 // geometry, window and the model's RoPE.
 func llamaLayer(c *Config, invFreq []float64, _ int) LayerGeometry {
 	return LayerGeometry{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, RopeDim: c.RopeDim, RopeNeoX: c.RopeNeoX,
-		InvFreq: invFreq, Window: c.SlidingWindow, Scale: defaultScale(c.HeadDim)}
+		InvFreq: invFreq, Window: c.SlidingWindow, Scale: ropeScale(c)}
 }
 
 func llamaBlock(s *Step, li int) error {

@@ -160,6 +160,9 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 			return nil, err
 		}
 	}
+	if err := gptossNeeds(m, be); err != nil {
+		return nil, err
+	}
 	w, err := upload(m, be)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
@@ -220,11 +223,14 @@ func upload(m *Model, be backend.Backend) (*weights, error) {
 			AttnNorm: vec(l.AttnNorm), FFNNorm: vec(l.FFNNorm), PostAttnNorm: vec(l.PostAttnNorm), PostFFNNorm: vec(l.PostFFNNorm),
 			Bq: vec(l.Bq), Bk: vec(l.Bk), Bv: vec(l.Bv), QNorm: vec(l.QNorm), KNorm: vec(l.KNorm),
 			Wq: mat(l.Wq), Wk: mat(l.Wk), Wv: mat(l.Wv), Wo: mat(l.Wo), Gate: mat(l.Gate), Up: mat(l.Up), Down: mat(l.Down),
+			Bo: vec(l.Bo), RouterBias: vec(l.RouterBias), Sinks: l.Sinks,
 		})
 		if l.QScale != nil {
 			w.layers[i].QScale = mat(l.QScale)
 		}
+		prepareExperts(be, l)
 		errs = append(errs, uploadExperts(be, l, &w.layers[i]))
+		errs = append(errs, uploadExpertExtras(be, &m.Config, l, &w.layers[i]))
 	}
 	return w, errors.Join(errs...)
 }

@@ -118,7 +118,7 @@ func newWeight(name string, dt tensor.DType, rows, cols int, data []byte) (*tens
 		w.F32 = f32s(data)
 	case tensor.F16, tensor.BF16:
 		w.U16 = u16s(data)
-	case tensor.Q80:
+	default: // Q8_0 and the other packed block types
 		w.Raw = data
 	}
 	if err := w.Validate(); err != nil {

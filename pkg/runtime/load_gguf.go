@@ -91,6 +91,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		switch st {
 		case "linear":
 			c.Scaling = RopeScaling{Type: "linear", Factor: fOpt("rope.scaling.factor", 1)}
+		case "yarn":
+			c.Scaling = ggufYarn(fOpt, c.ContextLen)
+			if !(c.Scaling.Factor > 0) || c.Scaling.OriginalContext <= 0 {
+				errs = append(errs, fmt.Errorf("%w: yarn rope scaling with factor %v and original context %d", ErrModel, c.Scaling.Factor, c.Scaling.OriginalContext))
+			}
 		default:
 			errs = append(errs, fmt.Errorf("%w: rope scaling type %q", ErrUnsupported, st))
 		}
@@ -116,6 +121,9 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		if err := gemmaGGUF(&c, gf, fOpt); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if fam == &gptossFamily {
+		gptossGGUFConfig(&c)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -179,8 +187,11 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		case gguf.Q80:
 			dt = tensor.Q80
 		default:
-			errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads f32, f16, bf16 and q8_0)", ErrUnsupported, name, t.Type))
-			return nil
+			var ok bool
+			if dt, ok = ggufBlockTypes[t.Type]; !ok {
+				errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads %s)", ErrUnsupported, name, t.Type, ggufTypesRead))
+				return nil
+			}
 		}
 		if len(t.Dims) > 2 || (len(t.Dims) == 2 && t.Dims[1] == 0) || len(t.Dims) == 0 {
 			errs = append(errs, fmt.Errorf("%w: tensor %s has %d dims %v, want a matrix", ErrModel, name, len(t.Dims), t.Dims))
@@ -212,7 +223,10 @@ func modelFromGGUF(gf *gguf.File, data []byte) (*Model, error) {
 		}
 		dt, ok := ggufDTypes[t.Type]
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads f32, f16, bf16 and q8_0)", ErrUnsupported, name, t.Type))
+			dt, ok = ggufBlockTypes[t.Type]
+		}
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: tensor %s has type %v (kvq reads %s)", ErrUnsupported, name, t.Type, ggufTypesRead))
 			return nil
 		}
 		if len(t.Dims) != 3 || t.Dims[0] != uint64(sh[1]) || t.Dims[1] != uint64(sh[0]) || t.Dims[2] != uint64(c.Experts) {
@@ -426,3 +440,15 @@ func f64s(v []float32) []float64 {
 
 // ggufDTypes are the GGUF tensor types kvq reads, as weight dtypes.
 var ggufDTypes = map[gguf.Type]tensor.DType{gguf.F32: tensor.F32, gguf.F16: tensor.F16, gguf.BF16: tensor.BF16, gguf.Q80: tensor.Q80}
+
+// ggufBlockTypes maps the GGML block types kvq runs, besides q8_0, to
+// weight dtypes (pkg/gguf decodes them; docs/weight-formats.md).
+var ggufBlockTypes = map[gguf.Type]tensor.DType{
+	gguf.Q40: tensor.Q40, gguf.Q41: tensor.Q41, gguf.Q50: tensor.Q50, gguf.Q51: tensor.Q51,
+	gguf.Q2K: tensor.Q2K, gguf.Q3K: tensor.Q3K, gguf.Q4K: tensor.Q4K, gguf.Q5K: tensor.Q5K, gguf.Q6K: tensor.Q6K,
+	gguf.IQ4NL: tensor.IQ4NL, gguf.IQ4XS: tensor.IQ4XS, gguf.MXFP4: tensor.MXFP4,
+}
+
+// ggufTypesRead lists the tensor types the GGUF loader accepts, for its
+// error message.
+const ggufTypesRead = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs and mxfp4"

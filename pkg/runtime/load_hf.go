@@ -54,6 +54,9 @@ type hfConfig struct {
 	NormTopKProb      *bool `json:"norm_topk_prob"`
 	DecoderSparseStep *int  `json:"decoder_sparse_step"`
 	MLPOnlyLayers     []int `json:"mlp_only_layers"`
+	// GPT-OSS.
+	LayerTypes  []string `json:"layer_types"`
+	SwiGLULimit *float64 `json:"swiglu_limit"`
 }
 
 type hfRopeScaling struct {
@@ -67,6 +70,10 @@ type hfRopeScaling struct {
 	ShortFactor     []float64 `json:"short_factor"`
 	LongFactor      []float64 `json:"long_factor"`
 	AttentionFactor *float64  `json:"attention_factor"`
+	// YaRN.
+	BetaFast float64 `json:"beta_fast"`
+	BetaSlow float64 `json:"beta_slow"`
+	Truncate *bool   `json:"truncate"`
 }
 
 // jsonError turns a JSON decoding error into one naming the file, line and
@@ -204,8 +211,13 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 			if c.Scaling, err = hfLongRoPE(hc); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrModel, cfgPath, err)
 			}
+		case "yarn":
+			c.Scaling = hfYarn(rs, hc.MaxPosition)
+			if !(rs.Factor > 0) || c.Scaling.OriginalContext <= 0 {
+				return nil, fmt.Errorf("%w: %s: yarn rope_scaling needs factor and original_max_position_embeddings (or max_position_embeddings)", ErrModel, cfgPath)
+			}
 		default:
-			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear, llama3 and longrope)", ErrUnsupported, cfgPath, t)
+			return nil, fmt.Errorf("%w: %s: rope_scaling type %q (kvq supports linear, llama3, longrope and yarn)", ErrUnsupported, cfgPath, t)
 		}
 		if c.Scaling.Type == "linear" && c.Scaling.Factor <= 0 {
 			return nil, fmt.Errorf("%w: %s: rope_scaling factor %v", ErrModel, cfgPath, rs.Factor)
@@ -226,6 +238,11 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 	}
 	if fam == &gemmaFamily {
 		if err := gemmaHF(&c, cfgPath, text); err != nil {
+			return nil, err
+		}
+	}
+	if fam == &gptossFamily {
+		if err := gptossHFConfig(&c, hc, cfgPath); err != nil {
 			return nil, err
 		}
 	}
@@ -478,6 +495,15 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		}
 		return v
 	}
+	get := func(name string) (hfTensor, bool) {
+		i, ok := where[name]
+		if !ok {
+			return hfTensor{}, false
+		}
+		f := files[i]
+		t, _ := f.st.Tensor(name)
+		return hfTensor{Name: name, Path: f.path, DType: string(t.DType), Shape: t.Shape, Data: f.mm.Data[t.Offset : t.Offset+t.Size]}, true
+	}
 	m.Embed = weight(prefix+"embed_tokens.weight", false)
 	m.Norm = vector(prefix+"norm.weight", false)
 	m.Output = weight("lm_head.weight", true)
@@ -492,6 +518,7 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 		for _, t := range fam.Tensors {
 			optional := t.Optional && !slices.Contains(a.HFRequired, t.HF)
 			switch {
+			case t.HF == "": // fam.HFLayer's
 			case t.In != nil && !t.In(&m.Config, i):
 			case t.Experts != nil:
 				ws := make([]*tensor.Weight, m.Config.Experts)
@@ -506,6 +533,9 @@ func (m *Model) fromSafetensors(files []shard, where map[string]int, fam *Family
 			default:
 				*t.Vector(l) = vector(p+t.HF, optional)
 			}
+		}
+		if fam.HFLayer != nil {
+			errs = append(errs, fam.HFLayer(l, &m.Config, p, get))
 		}
 	}
 	return joinFirst(errs)
@@ -561,7 +591,17 @@ func loadHFTokenizer(dir string, hc hfConfig) (*tokenizer.Tokenizer, []int, stri
 		stopIDs = append(stopIDs, id)
 	}
 	sort.Ints(stopIDs)
-	return tok, stopIDs, strings.TrimSpace(hcfg.ChatTemplate), nil
+	tmpl := strings.TrimSpace(hcfg.ChatTemplate)
+	if tmpl == "" {
+		// Newer checkpoints (GPT-OSS) ship the template as its own file.
+		jp := filepath.Join(dir, "chat_template.jinja")
+		if b, err := os.ReadFile(jp); err == nil {
+			tmpl = strings.TrimSpace(string(b))
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, "", err
+		}
+	}
+	return tok, stopIDs, tmpl, nil
 }
 
 // hfLongRoPE reads Phi-3's LongRoPE scaling as transformers does

@@ -24,18 +24,26 @@ var (
 
 // RopeScaling describes RoPE frequency scaling.
 type RopeScaling struct {
-	Type            string  // "", "linear", "llama3" or "longrope"
-	Factor          float64 // linear and llama3; longrope: the context's ratio to OriginalContext
+	Type            string  // "", "linear", "llama3", "longrope" or "yarn"
+	Factor          float64 // linear, llama3 and yarn; longrope: the context's ratio to OriginalContext
 	LowFreqFactor   float64 // llama3
 	HighFreqFactor  float64 // llama3
-	OriginalContext int     // llama3, longrope: original_max_position_embeddings
+	OriginalContext int     // llama3, longrope and yarn: original_max_position_embeddings
 	// longrope (Phi-3, "su"): the inverse frequencies are divided by
 	// ShortFactor at every position, as Hugging Face and llama.cpp do up
 	// to OriginalContext (they switch to LongFactor past it: kvq's caches
-	// hold keys of one rotation). AttnFactor multiplies the rotated
-	// dimensions of q and k (0: none).
+	// hold keys of one rotation).
 	ShortFactor, LongFactor []float64
-	AttnFactor              float64
+	// YaRN (rope_yarn.go): the correction range's rotations (beta_fast,
+	// beta_slow), whether its bounds are rounded outward (Truncate: HF's
+	// default and llama.cpp's only behaviour; GPT-OSS's config says
+	// false).
+	BetaFast, BetaSlow float64
+	Truncate           bool
+	// AttnFactor: longrope's factor on the rotated dimensions of q and k
+	// (0: none); yarn's factor on q and k after RoPE (0: HF's default
+	// 0.1·ln(factor)+1).
+	AttnFactor float64
 }
 
 // Config fixes the architecture of a model.
@@ -56,6 +64,10 @@ type Config struct {
 	Scaling    RopeScaling
 	// SlidingWindow > 0 limits attention to the last SlidingWindow positions.
 	SlidingWindow int
+	// SlidingLayers, when set, are the layers SlidingWindow applies to
+	// (nil: every layer, as Mistral's; Gemma's local layers; GPT-OSS's
+	// even layers, from layer_types).
+	SlidingLayers []bool
 	// TiedEmbeddings: the output head is the token embedding.
 	TiedEmbeddings bool
 	// Mixture of experts (moe.go; Experts 0: every FFN is dense). Each
@@ -74,12 +86,13 @@ type Config struct {
 	// 1/√QueryScalar (query_pre_attn_scalar; 0: 1/√HeadDim).
 	AttnSoftcap, FinalSoftcap float32
 	QueryScalar               float64
-	// SlidingLayers, when set, are the layers SlidingWindow applies to
-	// (nil: every layer, as Mistral's). RopeLocalTheta > 0 is their RoPE
-	// base, unscaled (Gemma 3's rope_local_base_freq); Scaling then
-	// applies to the other layers only.
-	SlidingLayers  []bool
+	// RopeLocalTheta > 0 is the sliding layers' RoPE base, unscaled
+	// (Gemma 3's rope_local_base_freq); Scaling then applies to the other
+	// layers only.
 	RopeLocalTheta float64
+	// SwiGLULimit > 0 makes the experts' activation GPT-OSS's clamped
+	// SwiGLU with SwiGLUAlpha (backend.Experts).
+	SwiGLUAlpha, SwiGLULimit float32
 }
 
 // LocalLayers lists the sliding-window layers of a model that mixes them
@@ -169,6 +182,16 @@ type Layer struct {
 	ExpGate, ExpUp, ExpDown []*tensor.Weight
 	// Gemma's RMSNorms of the attention's and the MLP's outputs.
 	PostAttnNorm, PostFFNNorm []float32
+	// GPT-OSS (family_gptoss.go): the output projection's bias, a sink
+	// logit per head, the router's bias and the experts' biases (one row
+	// per expert).
+	Bo, Sinks, RouterBias      []float32
+	ExpGateB, ExpUpB, ExpDownB *tensor.Weight
+	// ExpPrepare, when set, writes expert e's matrices (ExpGate[e],
+	// ExpUp[e], ExpDown[e]) on its first call for e: they hold no data
+	// before (Hugging Face MXFP4 experts, repacked on first use). Whoever
+	// reads them calls it first (backend.Experts.Prepare).
+	ExpPrepare func(e int)
 }
 
 // Model is a loaded checkpoint.
@@ -374,6 +397,8 @@ func InvFreq(c *Config, factors []float32) []float64 {
 		for i := range f {
 			f[i] /= s.Factor
 		}
+	case "yarn":
+		yarnInvFreq(f, c.RopeTheta, c.RopeDim, s)
 	case "llama3":
 		orig := float64(s.OriginalContext)
 		lowWave, highWave := orig/s.LowFreqFactor, orig/s.HighFreqFactor

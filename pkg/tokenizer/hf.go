@@ -88,6 +88,7 @@ var hfPatterns = map[string]string{
 	hfPatternGPT2:   "gpt2",
 	hfPatternLlama3: "llama3",
 	hfPatternQwen2:  "qwen2",
+	hfPatternO200k:  "o200k",
 }
 
 // ParseHF reads a Hugging Face tokenizer.json and, when tokenizerConfig is

@@ -33,6 +33,7 @@ const (
 	preGPT2 preStyle = iota
 	preLlama3
 	preQwen2
+	preO200k // pretokenize_o200k.go
 )
 
 type charClass uint8
@@ -79,6 +80,9 @@ func char(s string, i int) (rune, int, charClass) {
 func (p preStyle) next(s string, i int) int {
 	if p == preGPT2 {
 		return nextGPT2(s, i)
+	}
+	if p == preO200k {
+		return nextO200k(s, i)
 	}
 	maxDigits := 3
 	if p == preQwen2 {

@@ -139,7 +139,7 @@ func TestPreTokenizerTiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		s := randomText(rng, 40)
-		for _, style := range []preStyle{preGPT2, preLlama3, preQwen2} {
+		for _, style := range []preStyle{preGPT2, preLlama3, preQwen2, preO200k} {
 			if got := strings.Join(split(style, s), ""); got != s {
 				t.Fatalf("split(%d, %q) joins to %q", style, s, got)
 			}

@@ -118,7 +118,8 @@ type Vocab struct {
 	// default. Ignored for ByteLevelBPE.
 	AddSpacePrefix bool
 	// PreTokenizer (ByteLevelBPE only) names the pre-tokenizer: "gpt2"
-	// (the default, also "gpt-2"), "llama3" (also "llama-bpe") or "qwen2".
+	// (the default, also "gpt-2"), "llama3" (also "llama-bpe"), "qwen2" or
+	// "o200k" (also "gpt-4o": GPT-4o, GPT-OSS).
 	// SentencePieceBPE accepts only "" and "default".
 	PreTokenizer string
 	// SpaceIsMetaspace (SentencePieceBPE only) says that the vocabulary
@@ -192,9 +193,11 @@ var preTokenizers = map[string]preStyle{
 	"llama3":    preLlama3,
 	"llama-bpe": preLlama3,
 	"qwen2":     preQwen2,
+	"gpt-4o":    preO200k,
+	"o200k":     preO200k,
 }
 
-const knownPreTokenizers = `"gpt2" (or "gpt-2"), "llama3" (or "llama-bpe"), "qwen2"`
+const knownPreTokenizers = `"gpt2" (or "gpt-2"), "llama3" (or "llama-bpe"), "qwen2", "o200k" (or "gpt-4o")`
 
 // vocabErr wraps ErrInvalidVocab with a formatted message.
 func vocabErr(format string, args ...any) error {

@@ -131,6 +131,18 @@ func avx2() {
 	gemmPacked()
 	ropeNeoX()
 	ropePairs()
+	dotQ4K(false, false)
+	dotQ4K(true, false)
+	dotQ4K(false, true)
+	dotQ4K(true, true)
+	dotQ6K(false)
+	dotQ6K(true)
+	dotQ4KSums(false)
+	dotQ4KSums(true)
+	groupSums32()
+	lutBlocks()
+	q23K(false)
+	q23K(true)
 }
 
 func header(name, sig string, doc ...string) {

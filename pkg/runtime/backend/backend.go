@@ -79,6 +79,20 @@ type AttnParams struct {
 	// Softcap·tanh(Scale·q·k / Softcap) (Gemma 2's attention logit
 	// softcapping). Only backends that implement SoftcapOps honour it.
 	Softcap float32
+	// Sinks, when not nil, holds one learned logit per query head (Heads
+	// values) that joins each softmax as a position with no value: it
+	// takes part in the maximum and the normaliser, so the weights of the
+	// real positions sum to less than one (GPT-OSS's attention sinks). The
+	// logit is added as it is, after Scale. Only backends that implement
+	// Sinks accept it.
+	Sinks []float32
+}
+
+// Sinks is implemented by backends whose Attention applies
+// AttnParams.Sinks; the runtime refuses a model with attention sinks on
+// another backend.
+type Sinks interface {
+	AttentionSinks()
 }
 
 // Backend runs the ops of a transformer forward pass on one device.

@@ -38,6 +38,29 @@ func (r Routing) String() string {
 // Down[e] [Dim][Hidden]; all three slices have one entry per expert.
 type Experts struct {
 	Gate, Up, Down []Matrix
+	// Optional (GPT-OSS): GateBias, UpBias and DownBias, one tensor per
+	// expert when set, are added after the products; Limit > 0 replaces
+	// silu(g)·u with the clamped SwiGLU, g' = min(g, Limit),
+	// u' = clamp(u, −Limit, Limit), g'·sigmoid(Alpha·g')·(u'+1). Only
+	// backends that implement ExpertExtras accept them.
+	GateBias, UpBias, DownBias []Tensor
+	Alpha, Limit               float32
+	// Prepare, when set, must be called with an expert's index before its
+	// matrices are read (it writes weights that are filled on first use;
+	// safe for concurrent use). A backend that copies the matrices at
+	// Upload never sees it: the runtime prepares every expert first.
+	Prepare func(e int)
+}
+
+// Extras reports whether e uses the optional biases or clamped SwiGLU.
+func (e *Experts) Extras() bool {
+	return e.GateBias != nil || e.UpBias != nil || e.DownBias != nil || e.Limit > 0
+}
+
+// ExpertExtras is implemented by MoE backends whose ExpertFFN applies
+// Experts' biases and clamped SwiGLU.
+type ExpertExtras interface {
+	ExpertExtras()
 }
 
 // MoE is implemented by backends that run mixture-of-experts layers: the

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"sync"
 
 	"github.com/kvqlabs/kvq/internal/par"
@@ -51,6 +52,9 @@ func grow(b []float32, n int) []float32 {
 type task struct {
 	seq, t0, t1, h int
 }
+
+// AttentionSinks implements backend.Sinks.
+func (b *Backend) AttentionSinks() {}
 
 // Attention implements backend.Backend.
 func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
@@ -200,10 +204,16 @@ func (s *Storage) attendTask(dst, q, kx, vx []float32, layer int, p *kvcache.Pla
 		for k := 0; k < nq; k++ {
 			row := sc[(i*nq+k)*n : (i*nq+k+1)*n]
 			clear(row[:f])
-			if a.Softcap > 0 {
+			switch {
+			case a.Softcap > 0 && a.Sinks != nil:
+				softcap(row[f:e], a.Scale, a.Softcap)
+				softmaxSink(row[f:e], 1, a.Sinks[h*nq+k])
+			case a.Softcap > 0:
 				softcap(row[f:e], a.Scale, a.Softcap)
 				softmax(row[f:e], 1)
-			} else {
+			case a.Sinks != nil:
+				softmaxSink(row[f:e], a.Scale, a.Sinks[h*nq+k])
+			default:
 				softmax(row[f:e], a.Scale)
 			}
 			clear(row[e:])
@@ -270,6 +280,22 @@ func softmax(x []float32, scale float32) {
 		m = minScaled(x, scale)
 	}
 	sum := simd.ExpShiftSum(x, scale, m)
+	simd.ScaleF32(x, float32(1/sum))
+}
+
+// softmaxSink is softmax with a sink: a logit sink (not scaled) joins the
+// maximum and the normaliser as a position with no value, so the weights
+// left in x sum to 1 − its share.
+func softmaxSink(x []float32, scale, sink float32) {
+	if len(x) == 0 {
+		return
+	}
+	m := simd.MaxF32(x) * scale
+	if scale < 0 {
+		m = minScaled(x, scale)
+	}
+	m = max(m, sink)
+	sum := simd.ExpShiftSum(x, scale, m) + math.Exp(float64(sink-m))
 	simd.ScaleF32(x, float32(1/sum))
 }
 

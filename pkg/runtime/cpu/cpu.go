@@ -298,6 +298,9 @@ func packTokens(dt tensor.DType) int {
 	case tensor.Q80:
 		return simd.MatMulPackTokensQ80()
 	}
+	if _, ok := blockTypes[dt]; ok {
+		return simd.MatMulDecodedTokens() // the packed path from there (blockmm.go)
+	}
 	return math.MaxInt
 }
 
@@ -314,7 +317,7 @@ func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 	case tensor.Q80:
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
-		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
+		matMulBlocks(dst, rows, x, nt, cols, w, lo, hi)
 	}
 }
 
@@ -467,6 +470,7 @@ func Row(dst []float32, w *tensor.Weight, r int) {
 			}
 		}
 	default:
-		panic("cpu: Row on unsupported dtype " + w.DType.String())
+		rb := w.DType.RowBytes(d)
+		decodeRow(blockTypes[w.DType], dst[:d], w.Raw[r*rb:(r+1)*rb])
 	}
 }

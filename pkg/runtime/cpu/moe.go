@@ -60,6 +60,9 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		if stopped(b.done) {
 			return
 		}
+		if e.Prepare != nil {
+			e.Prepare(ex)
+		}
 		s.tok, s.w = s.tok[:0], s.w[:0]
 		for t := 0; t < nt; t++ {
 			row := rt[t*2*k : (t+1)*2*k]
@@ -87,13 +90,17 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		if stopped(b.done) {
 			return
 		}
-		if b.workers.Serial(n*hidden, 8, swigluChunk) {
+		if e.Extras() {
+			expertExtras(e, ex, s.g, s.u, s.o, n, hidden, dim, mm)
+		} else if b.workers.Serial(n*hidden, 8, swigluChunk) {
 			swiglu(s.g, s.u)
 		} else {
 			g, u := s.g, s.u
 			b.workers.For(n*hidden, 8, swigluChunk, func(lo, hi int) { swiglu(g[lo:hi], u[lo:hi]) })
 		}
-		mm(s.o, s.g, e.Down[ex])
+		if !e.Extras() {
+			mm(s.o, s.g, e.Down[ex])
+		}
 		for i, t := range s.tok {
 			w, dr, or := s.w[i], d[int(t)*dim:(int(t)+1)*dim], s.o[i*dim:(i+1)*dim]
 			for c, v := range or {

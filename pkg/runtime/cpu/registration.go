@@ -33,5 +33,8 @@ func supportsWeight(dt tensor.DType) error {
 	case tensor.F32, tensor.F16, tensor.BF16, tensor.Q80:
 		return nil
 	}
+	if _, ok := blockTypes[dt]; ok {
+		return nil
+	}
 	return fmt.Errorf("%w: cpu: weight dtype %v", backend.ErrUnsupported, dt)
 }

@@ -35,7 +35,7 @@ type Spec struct {
 	Context       int
 	SlidingWindow int    // mistral, phi3
 	Tied          bool   // tie the output head to the embedding
-	DType         string // "F32", "F16", "BF16" (safetensors spelling); WriteGGUF also "Q8_0"
+	DType         string // "F32", "F16", "BF16" (safetensors spelling); WriteGGUF also "Q8_0", the block types ("Q4_K", "IQ4_XS", ...) and llama-quantize's "Q4_K_M" and "Q5_K_M" mixes
 	RopeTheta     float64
 	Seed          uint64
 	// RopeDim rotates that many dimensions of each head (phi3's
@@ -642,8 +642,18 @@ func WriteGGUF(path string, s Spec) error {
 	g.AddString("tokenizer.chat_template", ChatTemplate)
 
 	typ, ok := map[string]gguf.Type{"F32": gguf.F32, "F16": gguf.F16, "BF16": gguf.BF16, "Q8_0": gguf.Q80}[s.DType]
+	mix := s.DType == "Q4_K_M" || s.DType == "Q5_K_M"
+	switch {
+	case mix:
+		typ, ok = gguf.Q4K, true
+		if s.DType == "Q5_K_M" {
+			typ = gguf.Q5K
+		}
+	case !ok:
+		typ, ok = ggufBlockType(s.DType)
+	}
 	if !ok {
-		return fmt.Errorf("modeltest: GGUF dtype %q (F32, F16, BF16 or Q8_0)", s.DType)
+		return fmt.Errorf("modeltest: GGUF dtype %q (F32, F16, BF16, Q8_0 or a block type such as Q4_K)", s.DType)
 	}
 	permute := arch == "llama" || arch == "mistral" // and Mixtral, written as llama
 	for _, name := range w.names {
@@ -698,6 +708,9 @@ func WriteGGUF(path string, s Spec) error {
 			}
 		}
 		t := typ
+		if mix && len(shape) == 2 {
+			t = kMixType(gname, typ, shape[1], s.Layers, s.Tied)
+		}
 		if len(shape) == 1 {
 			t = gguf.F32 // llama.cpp keeps norms and biases in F32
 		}
@@ -706,6 +719,14 @@ func WriteGGUF(path string, s Spec) error {
 			dims[len(shape)-1-i] = uint64(d) // GGUF lists the row length first
 		}
 		var data []byte
+		if t.BlockSize() > 1 && (t != gguf.Q80 || mix) {
+			// the other block types (and a mix's q8_0): quantized as
+			// llama-quantize does
+			if err := g.AddTensorF32(gname, t, dims, v); err != nil {
+				return fmt.Errorf("modeltest: %w", err)
+			}
+			continue
+		}
 		if t == gguf.Q80 {
 			cols := shape[len(shape)-1]
 			if cols%tensor.Q80BlockSize != 0 {
@@ -720,6 +741,51 @@ func WriteGGUF(path string, s Spec) error {
 		}
 	}
 	return writeTo(path, g)
+}
+
+// kMixType is the type llama-quantize's Q4_K_M and Q5_K_M (base q4_K or
+// q5_K) give the matrix gname of a Llama-family model of the given layers
+// with cols columns, when it runs without an importance matrix
+// (llama_tensor_get_type, September 2025): the output head (the embedding
+// when tied) q6_K, attn_v and ffn_down q6_K in the layers use_more_bits
+// picks (the first and last eighth and every third between), the rest the
+// base; then a type whose block does not divide cols falls back (q4_K to
+// q5_0, q5_K to q5_1, q6_K to q8_0, and to f16 when that does not divide
+// either; the head to q8_0 directly).
+func kMixType(gname string, base gguf.Type, cols, layers int, tied bool) gguf.Type {
+	moreBits := func(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
+	t := base
+	var layer int
+	_, err := fmt.Sscanf(gname, "blk.%d.", &layer)
+	switch {
+	case gname == "output.weight" || tied && gname == "token_embd.weight":
+		if cols%256 != 0 {
+			return gguf.Q80
+		}
+		return gguf.Q6K
+	case err == nil && (strings.HasSuffix(gname, ".attn_v.weight") || strings.HasSuffix(gname, ".ffn_down.weight")):
+		if moreBits(layer, layers) {
+			t = gguf.Q6K
+		}
+	}
+	if cols%t.BlockSize() != 0 {
+		t = map[gguf.Type]gguf.Type{gguf.Q4K: gguf.Q50, gguf.Q5K: gguf.Q51, gguf.Q6K: gguf.Q80}[t]
+		if cols%t.BlockSize() != 0 {
+			t = gguf.F16
+		}
+	}
+	return t
+}
+
+// ggufBlockType returns the GGML block type named name in llama.cpp's
+// spelling ("Q4_K", "IQ4_NL", "MXFP4"), if pkg/gguf quantizes it.
+func ggufBlockType(name string) (gguf.Type, bool) {
+	for t := gguf.Type(0); t < 64; t++ {
+		if t.Decodable() && t.BlockSize() > 1 && strings.EqualFold(t.String(), name) {
+			return t, true
+		}
+	}
+	return 0, false
 }
 
 // WriteLlama2C writes a llama model as a llama2.c checkpoint (F32, legacy

@@ -122,7 +122,9 @@ func TestRoPE(dim int) func(rows []float32, pos0 int) {
 // window) matches float64 attention on the decoded rows within tol of the
 // largest value, and on the rows that were put within bound (PutBound for
 // the presets at usual head sizes; +Inf skips the comparison); a
-// rolled-back step leaves every decoded row as it was.
+// rolled-back step leaves every decoded row as it was. On a backend that
+// implements backend.Sinks, layer 1 attends with a sink logit per head
+// (testSinks), checked against float64 attention with the same sinks.
 func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, bound float64) {
 	const layers, kvHeads, heads = 2, 2, 6
 	g := kvcache.Geometry{Layers: layers, KVHeads: kvHeads, HeadDim: dim}
@@ -191,6 +193,11 @@ func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, b
 			}
 			out := be.Alloc(nt * heads * dim)
 			params := backend.AttnParams{Heads: heads, Scale: float32(1 / math.Sqrt(float64(dim))), Window: window}
+			var sinks []float32
+			if _, ok := be.(backend.Sinks); ok && layer == 1 {
+				sinks = testSinks[:heads]
+				params.Sinks = sinks
+			}
 			be.Attention(out, upload(t, be, q), kt, vt, c.Storage(), layer, p, params)
 			got := download(t, be, out, nt*heads*dim)
 			be.Free(out)
@@ -213,7 +220,7 @@ func RunCache(t *testing.T, be backend.Backend, spec quant.Spec, dim int, tol, b
 						ex = &exactRows{pos: c.Len(a.Seq) - a.N, k: kpost[a.Row*kvd : (a.Row+a.N)*kvd], v: v[a.Row*kvd : (a.Row+a.N)*kvd]}
 					}
 					checkToken(t, c, layer, a.Seq, pos, from, q[row*heads*dim:(row+1)*heads*dim], got[row*heads*dim:(row+1)*heads*dim],
-						heads, kvHeads, dim, tol, layer == 0 && !rollback && !exact, put[a.Seq], bound, l.AnyPreRoPE(), ex)
+						heads, kvHeads, dim, tol, layer == 0 && !rollback && !exact, put[a.Seq], bound, l.AnyPreRoPE(), ex, sinks)
 				}
 			}
 		}
@@ -289,7 +296,7 @@ type exactRows struct {
 }
 
 func checkToken(t *testing.T, c *kvcache.Cache, layer int, seq kvcache.SeqID, pos, from int, q, got []float32, heads, kvHeads, dim int, tol float64,
-	withPut bool, putRows [2][]float32, bound float64, preRoPE bool, ex *exactRows) {
+	withPut bool, putRows [2][]float32, bound float64, preRoPE bool, ex *exactRows, sinks []float32) {
 	t.Helper()
 	to := pos + 1
 	nq := heads / kvHeads
@@ -319,7 +326,11 @@ func checkToken(t *testing.T, c *kvcache.Cache, layer int, seq kvcache.SeqID, po
 		}
 		for i := 0; i < nq; i++ {
 			qh := h*nq + i
-			want := refAttend(q[qh*dim:(qh+1)*dim], keys, vals, dim, scale)
+			sink := math.Inf(-1)
+			if sinks != nil {
+				sink = float64(sinks[qh])
+			}
+			want := refAttend(q[qh*dim:(qh+1)*dim], keys, vals, dim, scale, sink)
 			for d := 0; d < dim; d++ {
 				g := float64(got[qh*dim+d])
 				if diff := math.Abs(g - want[d]); !(diff <= tol*vmax+1e-6) {
@@ -330,7 +341,7 @@ func checkToken(t *testing.T, c *kvcache.Cache, layer int, seq kvcache.SeqID, po
 			if !withPut || math.IsInf(bound, 1) {
 				continue
 			}
-			ref := refAttend(q[qh*dim:(qh+1)*dim], pk, pv, dim, scale)
+			ref := refAttend(q[qh*dim:(qh+1)*dim], pk, pv, dim, scale, sink)
 			pmax := maxAbs(pv)
 			for d := 0; d < dim; d++ {
 				if diff := math.Abs(float64(got[qh*dim+d]) - ref[d]); !(diff <= bound*pmax) {
@@ -350,11 +361,16 @@ func maxAbs(x []float32) float64 {
 	return m
 }
 
-// refAttend is float64 attention of one query over rows of keys and values.
-func refAttend(q, keys, vals []float32, dim int, scale float64) []float64 {
+// testSinks are the sink logits of RunCache's layer 1: some below the
+// scores, some above (head 3's sink takes most of the weight).
+var testSinks = []float32{-1, 0.5, 2, 6, -3, 1}
+
+// refAttend is float64 attention of one query over rows of keys and
+// values, with a sink logit (no value) in the softmax; -Inf for none.
+func refAttend(q, keys, vals []float32, dim int, scale, sink float64) []float64 {
 	n := len(keys) / dim
 	s := make([]float64, n)
-	m := math.Inf(-1)
+	m := sink
 	for j := 0; j < n; j++ {
 		for d := 0; d < dim; d++ {
 			s[j] += float64(q[d]) * float64(keys[j*dim+d])
@@ -363,6 +379,9 @@ func refAttend(q, keys, vals []float32, dim int, scale float64) []float64 {
 		m = math.Max(m, s[j])
 	}
 	var sum float64
+	if !math.IsInf(sink, -1) {
+		sum = math.Exp(sink - m)
+	}
 	for j := range s {
 		s[j] = math.Exp(s[j] - m)
 		sum += s[j]

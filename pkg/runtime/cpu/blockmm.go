@@ -1,0 +1,142 @@
+package cpu
+
+import (
+	"sync"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// blockTypes maps the packed weight dtypes other than Q8_0 (which has its
+// own SIMD kernels) to the GGML types pkg/gguf decodes.
+var blockTypes = map[tensor.DType]gguf.Type{
+	tensor.Q40: gguf.Q40, tensor.Q41: gguf.Q41, tensor.Q50: gguf.Q50, tensor.Q51: gguf.Q51,
+	tensor.Q2K: gguf.Q2K, tensor.Q3K: gguf.Q3K, tensor.Q4K: gguf.Q4K, tensor.Q5K: gguf.Q5K, tensor.Q6K: gguf.Q6K,
+	tensor.IQ4NL: gguf.IQ4NL, tensor.IQ4XS: gguf.IQ4XS, tensor.MXFP4: gguf.MXFP4,
+}
+
+// fusedDots are the block types with a SIMD dot product over their packed
+// blocks, which matMulBlocks uses below the packed threshold
+// (simd.MatMulDecodedTokens): each token then decodes the blocks again
+// inside the kernel, about as fast as decoding the row once and taking
+// float32 dots, up to the threshold. q4_K and q5_K take the activations'
+// 32-value group sums (simd.GroupSums32, once per token and call) and keep
+// the scales out of their inner loop (simd.DotQ4KSums, DotQ5KSums, as
+// llama.cpp arranges its k-quant dots); q6_K has no mins and decodes each
+// value (simd.DotQ6K).
+var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
+	tensor.Q4K: simd.DotQ4KSums,
+	tensor.Q5K: simd.DotQ5KSums,
+	tensor.Q6K: func(w []byte, x, _ []float32) float32 { return simd.DotQ6K(w, x) },
+}
+
+// rowDecoder decodes a weight's rows for simd.MatMulDecoded.
+type rowDecoder struct {
+	w      *tensor.Weight
+	gt     gguf.Type
+	rb     int // bytes per row
+	bs, ts int // values and bytes per block
+}
+
+// DecodeRow implements simd.RowDecoder.
+func (d *rowDecoder) DecodeRow(dst []float32, r, c0 int) {
+	off := r*d.rb + c0/d.bs*d.ts
+	decodeRow(d.gt, dst, d.w.Raw[off:off+len(dst)/d.bs*d.ts])
+}
+
+// decodeRow decodes one row of type gt as gguf.DequantizeRow does (ggml's
+// to_float, bit for bit), with simd's decoders (every type the backend
+// runs has one; gguf.DequantizeRow is the fallback for any other).
+func decodeRow(gt gguf.Type, dst []float32, src []byte) {
+	switch gt {
+	case gguf.Q4K:
+		simd.Q4KToF32(dst, src)
+	case gguf.Q5K:
+		simd.Q5KToF32(dst, src)
+	case gguf.Q6K:
+		simd.Q6KToF32(dst, src)
+	case gguf.Q40:
+		simd.Q40ToF32(dst, src)
+	case gguf.Q41:
+		simd.Q41ToF32(dst, src)
+	case gguf.Q50:
+		simd.Q50ToF32(dst, src)
+	case gguf.Q51:
+		simd.Q51ToF32(dst, src)
+	case gguf.IQ4NL:
+		simd.IQ4NLToF32(dst, src)
+	case gguf.IQ4XS:
+		simd.IQ4XSToF32(dst, src)
+	case gguf.MXFP4:
+		simd.MXFP4ToF32(dst, src)
+	case gguf.Q2K:
+		simd.Q2KToF32(dst, src)
+	case gguf.Q3K:
+		simd.Q3KToF32(dst, src)
+	default:
+		gguf.DequantizeRow(gt, dst, src)
+	}
+}
+
+// rowScratch recycles the float32 rows matMulBlocks decodes into.
+var rowScratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// matMulBlocks is matMulRows for the packed GGML block types, the whole
+// matrix never decoded. From simd.MatMulDecodedTokens() token rows
+// (prefill; packTokens reports that threshold, so that matMul keeps every
+// run of one call on one side of it, and its row chunks at multiples of
+// 16), 16-row panels are decoded a block of 256 columns at a time and
+// multiplied in simd's packed micro-kernels (simd.MatMulDecoded). Below it
+// q4_K, q5_K and q6_K take their SIMD dot products over the packed blocks
+// (fusedDots). Otherwise, and for the rows past the last whole panel, each
+// weight row r in [lo, hi) is decoded once into a scratch row of cols
+// float32 values, exactly as ggml's dequantize_row_* does (decodeRow), and
+// dotted with every token row x_t (simd.DotF32). The activations stay
+// fp32 (llama.cpp quantizes them to Q8_K or Q8_0 for these products;
+// docs/weight-formats.md shows the difference), and a token's result does
+// not depend on how many tokens share the call (on either side of the
+// threshold).
+func matMulBlocks(dst []float32, ldd int, x []float32, nt, cols int, w *tensor.Weight, lo, hi int) {
+	gt, ok := blockTypes[w.DType]
+	if !ok {
+		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
+	}
+	rb := w.DType.RowBytes(cols)
+	if nt >= simd.MatMulDecodedTokens() {
+		bs, ts := w.DType.Block()
+		lo = simd.MatMulDecoded(dst, ldd, x, nt, cols, &rowDecoder{w: w, gt: gt, rb: rb, bs: bs, ts: ts}, lo, hi)
+		if lo == hi {
+			return
+		}
+	}
+	sp := rowScratch.Get().(*[]float32)
+	defer rowScratch.Put(sp)
+	if cap(*sp) < cols {
+		*sp = make([]float32, cols)
+	}
+	if dot, ok := fusedDots[w.DType]; ok && nt < simd.MatMulDecodedTokens() {
+		g := cols / 32
+		if cap(*sp) < nt*g {
+			*sp = make([]float32, nt*g)
+		}
+		xs := (*sp)[:nt*g]
+		for t := 0; t < nt; t++ {
+			simd.GroupSums32(xs[t*g:(t+1)*g], x[t*cols:(t+1)*cols])
+		}
+		for r := lo; r < hi; r++ {
+			wr := w.Raw[r*rb : (r+1)*rb]
+			for t := 0; t < nt; t++ {
+				dst[t*ldd+r] = dot(wr, x[t*cols:(t+1)*cols], xs[t*g:(t+1)*g])
+			}
+		}
+		return
+	}
+	row := (*sp)[:cols]
+	for r := lo; r < hi; r++ {
+		decodeRow(gt, row, w.Raw[r*rb:(r+1)*rb])
+		for t := 0; t < nt; t++ {
+			dst[t*ldd+r] = simd.DotF32(row, x[t*cols:(t+1)*cols])
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package cpu
+
+import (
+	"encoding/hex"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// kernelSets are the simd kernel sets to try: the default selection, then
+// forced AVX2, then the pure-Go twins (the same set twice where the CPU
+// lacks one, which only repeats a check).
+var kernelSets = []struct {
+	name  string
+	force func() func()
+}{
+	{"default", func() func() { return func() {} }},
+	{"avx2", simd.ForceAVX2},
+	{"generic", simd.ForceGeneric},
+}
+
+// TestDecodeRowMatchesGGUF: the SIMD decoders of every block type that the
+// products use give gguf.DequantizeRow's bits (ggml's, golden-tested there)
+// on rows quantized by gguf.QuantizeRow, on every kernel set.
+func TestDecodeRowMatchesGGUF(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const cols = 256 * 5
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * 0.05)
+	}
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			defer ks.force()()
+			for _, gt := range []gguf.Type{gguf.Q2K, gguf.Q3K, gguf.Q4K, gguf.Q5K, gguf.Q6K, gguf.Q40, gguf.Q41, gguf.Q50, gguf.Q51, gguf.IQ4NL, gguf.IQ4XS, gguf.MXFP4} {
+				rb, _ := gt.RowBytes(cols)
+				q := make([]byte, rb)
+				gguf.QuantizeRow(gt, q, x)
+				got, want := make([]float32, cols), make([]float32, cols)
+				decodeRow(gt, got, q)
+				gguf.DequantizeRow(gt, want, q)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v value %d: %v, gguf %v", gt, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMatMulBlocksPaths: products of every block type agree with the
+// float64 product over the decoded matrix below the packed threshold (the
+// SIMD dots over packed blocks for q4_K, q5_K and q6_K, decoded rows for
+// the others) and from it (decoded panels in the packed micro-kernels,
+// decoded rows for the rows past the last whole panel), on every kernel
+// set, with 37 weight rows (two panels and 5 more) of 512 columns.
+func TestMatMulBlocksPaths(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, cols = 37, 512
+	vals := make([]float32, rows*cols)
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64() * 0.05)
+	}
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			defer ks.force()()
+			nts := []int{1, 5}
+			if p := simd.MatMulDecodedTokens(); p < 1000 {
+				nts = append(nts, p-1, p, p+7)
+			}
+			for dt, gt := range blockTypes {
+				rb := dt.RowBytes(cols)
+				w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*rb)}
+				dec := make([]float32, rows*cols)
+				for i := 0; i < rows; i++ {
+					gguf.QuantizeRow(gt, w.Raw[i*rb:(i+1)*rb], vals[i*cols:(i+1)*cols])
+					gguf.DequantizeRow(gt, dec[i*cols:(i+1)*cols], w.Raw[i*rb:(i+1)*rb])
+				}
+				for _, nt := range nts {
+					x := make([]float32, nt*cols)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					got := make([]float32, nt*rows)
+					matMulRows(got, x, nt, w, 0, rows)
+					bad := 0
+					for tk := 0; tk < nt; tk++ {
+						for i := 0; i < rows; i++ {
+							var ref, mag float64
+							for c := 0; c < cols; c++ {
+								p := float64(dec[i*cols+c]) * float64(x[tk*cols+c])
+								ref, mag = ref+p, mag+math.Abs(p)
+							}
+							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag && bad < 3 {
+								t.Errorf("%v nt=%d: dst[%d][%d] = %v, float64 product of the decoded weights %v", dt, nt, tk, i, got[tk*rows+i], ref)
+								bad++
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeRowGoldens runs decodeRow over pkg/gguf's golden blocks (made
+// by llama.cpp's ggml: zero and tiny blocks, outliers, large values) on
+// every kernel set and compares it with gguf.DequantizeRow bit for bit.
+func TestDecodeRowGoldens(t *testing.T) {
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			defer ks.force()()
+			for _, gt := range blockTypes {
+				b, err := os.ReadFile(filepath.Join("..", "..", "gguf", "testdata", "ggml", gt.String()+".txt"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := 0
+				for _, line := range strings.Split(string(b), "\n") {
+					h, ok := strings.CutPrefix(line, "q ")
+					if !ok {
+						continue
+					}
+					q, err := hex.DecodeString(h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rb, _ := gt.RowBytes(int64(gt.BlockSize()))
+					n := len(q) / int(rb) * gt.BlockSize()
+					got, want := make([]float32, n), make([]float32, n)
+					decodeRow(gt, got, q)
+					gguf.DequantizeRow(gt, want, q)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v row %d value %d: %v, gguf %v", gt, rows, i, got[i], want[i])
+						}
+					}
+					rows++
+				}
+				if rows == 0 {
+					t.Fatalf("%v: no golden rows", gt)
+				}
+			}
+		})
+	}
+}
+
+// TestMatMulBlocksAllocs: a warmed-up packed product allocates nothing, on
+// the fused path and on the row-decoding path.
+func TestMatMulBlocksAllocs(t *testing.T) {
+	const rows, cols = 8, 512
+	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS} {
+		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
+		for _, nt := range []int{1, 5} {
+			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)
+			matMulRows(dst, x, nt, w, 0, rows)
+			if a := testing.AllocsPerRun(20, func() { matMulRows(dst, x, nt, w, 0, rows) }); a != 0 {
+				t.Errorf("%v, %d token rows: %v allocations a product", dt, nt, a)
+			}
+		}
+	}
+}

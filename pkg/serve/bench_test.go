@@ -65,10 +65,14 @@ func benchModel(b *testing.B) *runtime.Model {
 // per-token time is the median interval between consecutive tokens as
 // the consumer sees them (OnToken, Stream.Next, the client's SSE reads):
 // the prefill is left out, and the median keeps a token slowed by another
-// process on a shared machine from moving the round's figure. One benchmark iteration
+// process on a shared machine from moving the round's figure. It also
+// reports the CPU time the whole process (the client's reads included)
+// spends per token at each layer, between the first token and the last:
+// on a loaded machine, where the wall-clock figures move with the other
+// processes, the CPU figures say what each layer adds. One benchmark iteration
 // is one round of the three; it reports each layer's median ms per token
 // and the medians of the per-round ratios engine/generate, serve/generate
-// and serve/engine. The model is KVQ_BENCH_GGUF, or benchSpec's:
+// and serve/engine, of the wall-clock times and ("-cpu") of the CPU times. The model is KVQ_BENCH_GGUF, or benchSpec's:
 //
 //	go run ./scripts/benchmodel -shape 90m -o /tmp/bench-90m.gguf
 //	KVQ_BENCH_GGUF=/tmp/bench-90m.gguf go test ./pkg/serve -run '^$' -bench ServeOverhead -benchtime 8x
@@ -104,20 +108,22 @@ func BenchmarkServeOverhead(b *testing.B) {
 	}
 	genCtx, genCancel := context.WithCancel(ctx) // as the CLI's signal context: a Done channel
 	b.Cleanup(genCancel)
-	generate := func() time.Duration {
+	generate := func() sample {
 		_ = cache.Remove(0)
 		if err := cache.AddSeq(0); err != nil {
 			b.Fatal(err)
 		}
 		var at []time.Time
+		var cpu [2]time.Duration
 		out, _, err := r.Generate(genCtx, cache, 0, prompt, runtime.GenerateOptions{MaxTokens: nGen, OnToken: func(int) error {
+			cpu[min(len(at), 1)] = processCPUTime()
 			at = append(at, time.Now())
 			return nil
 		}})
 		if err != nil || len(out) != nGen {
 			b.Fatalf("generate: %d tokens, %v", len(out), err)
 		}
-		return perToken(at)
+		return sample{perToken(at), (cpu[1] - cpu[0]) / time.Duration(nGen-1)}
 	}
 
 	// engine and serve: one engine (fp16, as kvq serve's default) under a
@@ -152,27 +158,29 @@ func BenchmarkServeOverhead(b *testing.B) {
 		<-ran
 	})
 
-	engineRun := func() time.Duration {
+	engineRun := func() sample {
 		st, err := e.Submit(ctx, engine.Request{Prompt: prompt, MaxTokens: nGen, IgnoreEOS: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		var at []time.Time
+		var cpu [2]time.Duration
 		for {
 			if _, err := st.Next(ctx); err != nil {
 				break
 			}
+			cpu[min(len(at), 1)] = processCPUTime()
 			at = append(at, time.Now())
 		}
 		if len(at) != nGen {
 			b.Fatalf("engine: %d tokens, %v", len(at), st.Result().Err)
 		}
-		return perToken(at)
+		return sample{perToken(at), (cpu[1] - cpu[0]) / time.Duration(nGen-1)}
 	}
 
 	body, _ := json.Marshal(map[string]any{"model": "bench", "prompt": prompt, "max_tokens": nGen, "ignore_eos": true, "temperature": 0, "stream": true})
 	url := "http://" + ln.Addr().String() + "/v1/completions"
-	serveRun := func() time.Duration {
+	serveRun := func() sample {
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
@@ -182,18 +190,20 @@ func BenchmarkServeOverhead(b *testing.B) {
 			b.Fatalf("serve: status %d", resp.StatusCode)
 		}
 		var at []time.Time
+		var cpu [2]time.Duration
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			line := sc.Bytes()
 			if !bytes.HasPrefix(line, []byte("data: ")) || bytes.Equal(line, []byte("data: [DONE]")) {
 				continue
 			}
+			cpu[min(len(at), 1)] = processCPUTime()
 			at = append(at, time.Now())
 		}
 		if len(at) != nGen { // one event per token
 			b.Fatalf("serve: %d events for %d tokens", len(at), nGen)
 		}
-		return perToken(at)
+		return sample{perToken(at), (cpu[1] - cpu[0]) / time.Duration(nGen-1)}
 	}
 
 	// KVQ_BENCH_ONLY=generate, engine or serve runs that layer alone (to
@@ -204,10 +214,11 @@ func BenchmarkServeOverhead(b *testing.B) {
 	engineRun()
 	serveRun()
 	var gen, eng, srv, engGen, srvGen, srvEng []float64
+	var cpuGen, cpuEng, cpuSrv, cpuEngGen, cpuSrvGen []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// The order rotates so that no layer always follows another.
-		var g, en, sv time.Duration
+		var g, en, sv sample
 		for _, k := range [][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}}[i%3] {
 			if only != "" && only != [3]string{"generate", "engine", "serve"}[k] {
 				continue
@@ -221,8 +232,10 @@ func BenchmarkServeOverhead(b *testing.B) {
 				sv = serveRun()
 			}
 		}
-		gen, eng, srv = append(gen, ms(g)), append(eng, ms(en)), append(srv, ms(sv))
-		engGen, srvGen, srvEng = append(engGen, ms(en)/ms(g)), append(srvGen, ms(sv)/ms(g)), append(srvEng, ms(sv)/ms(en))
+		gen, eng, srv = append(gen, ms(g.wall)), append(eng, ms(en.wall)), append(srv, ms(sv.wall))
+		engGen, srvGen, srvEng = append(engGen, ms(en.wall)/ms(g.wall)), append(srvGen, ms(sv.wall)/ms(g.wall)), append(srvEng, ms(sv.wall)/ms(en.wall))
+		cpuGen, cpuEng, cpuSrv = append(cpuGen, ms(g.cpu)), append(cpuEng, ms(en.cpu)), append(cpuSrv, ms(sv.cpu))
+		cpuEngGen, cpuSrvGen = append(cpuEngGen, ms(en.cpu)/ms(g.cpu)), append(cpuSrvGen, ms(sv.cpu)/ms(g.cpu))
 	}
 	b.StopTimer()
 	b.ReportMetric(median(gen), "generate-ms/tok")
@@ -231,10 +244,22 @@ func BenchmarkServeOverhead(b *testing.B) {
 	b.ReportMetric(median(engGen), "engine/generate")
 	b.ReportMetric(median(srvGen), "serve/generate")
 	b.ReportMetric(median(srvEng), "serve/engine")
+	b.ReportMetric(median(cpuGen), "generate-cpu-ms/tok")
+	b.ReportMetric(median(cpuEng), "engine-cpu-ms/tok")
+	b.ReportMetric(median(cpuSrv), "serve-cpu-ms/tok")
+	b.ReportMetric(median(cpuEngGen), "engine/generate-cpu")
+	b.ReportMetric(median(cpuSrvGen), "serve/generate-cpu")
 	if testing.Verbose() {
-		b.Logf("rounds: serve/generate %s, engine/generate %s", fmtAll(srvGen), fmtAll(engGen))
+		b.Logf("rounds: serve/generate %s; engine/generate %s; CPU serve/generate %s; CPU engine/generate %s",
+			fmtAll(srvGen), fmtAll(engGen), fmtAll(cpuSrvGen), fmtAll(cpuEngGen))
 	}
 }
+
+// sample is a layer's per-token figures in one round: the median
+// interval between tokens, and the process's CPU time from the first
+// token to the last over the tokens between (every goroutine's: the
+// engine's, the server's, the client's).
+type sample struct{ wall, cpu time.Duration }
 
 // perToken is the median interval between consecutive tokens' arrival
 // times: the median, not the mean, so that a token delayed by another

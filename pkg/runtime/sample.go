@@ -20,7 +20,15 @@ type Sampler struct {
 	rng         *rand.Rand
 	probs       []float64
 	idx         []int
-	top         []int // nucleus' selection heap
+	top         []int    // nucleus' selection heap
+	pairs       []idProb // nucleus' full sort
+}
+
+// idProb is a token and its probability, sorted side by side: a sort of
+// ids that looked their probabilities up would read them at random.
+type idProb struct {
+	p  float64
+	id int
 }
 
 // NewSampler validates the parameters.
@@ -120,7 +128,23 @@ func (s *Sampler) nucleus(p []float64, idx []int, nan bool) ([]int, float64) {
 			return append(idx[:0], h[:c]...), cum
 		}
 	}
-	slices.SortFunc(idx, cmp)
+	pairs := s.pairs[:0]
+	for i, v := range p {
+		pairs = append(pairs, idProb{v, i})
+	}
+	s.pairs = pairs
+	slices.SortFunc(pairs, func(a, b idProb) int {
+		switch {
+		case a.p > b.p:
+			return -1
+		case a.p < b.p:
+			return 1
+		}
+		return a.id - b.id
+	})
+	for k, x := range pairs {
+		idx[k] = x.id
+	}
 	c, cum, _ := cut(idx)
 	return idx[:c], cum
 }

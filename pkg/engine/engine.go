@@ -175,6 +175,15 @@ type Engine struct {
 	stop  map[int]bool
 	lp    []float64 // log-probabilities scratch (engine goroutine)
 
+	// A step's scratch, reused from step to step so that a decode step
+	// allocates nothing of its own (TestStepAllocs); cleared after each
+	// step, so that they hold no finished sequence.
+	plan   []entry
+	batch  []runtime.Entry
+	picks  []picked
+	gone   []*seq             // dropCancelled's
+	onRows runtime.LogitsFunc // e.rows, made once: a method value passed on allocates
+
 	mu       sync.Mutex
 	incoming []*seq
 	wake     chan struct{}
@@ -242,6 +251,7 @@ func New(m *runtime.Model, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{m: m, r: r, opts: opts, stop: map[int]bool{}, wake: make(chan struct{}, 1), ready: make(chan struct{})}
+	e.onRows = e.rows
 	for _, id := range m.StopIDs {
 		e.stop[id] = true
 	}
@@ -313,19 +323,30 @@ func mapsClone(m map[string]int64) map[string]int64 {
 	return out
 }
 
-// publish copies the pools' statistics for Stats (engine goroutine).
+// publish copies the pools' statistics for Stats (engine goroutine). It
+// runs after every step, so it updates e.stats in place, under e.mu as
+// Stats reads it, and allocates nothing once every finish reason has
+// been seen: Stats returns copies, so nothing else holds e.stats' maps.
 func (e *Engine) publish() {
-	st := make([]PoolStats, len(e.pools))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.stats) != len(e.pools) {
+		e.stats = make([]PoolStats, len(e.pools))
+	}
 	for i, p := range e.pools {
+		fin := e.stats[i].Finished
+		if fin == nil {
+			fin = make(map[string]int64, len(p.stats.Finished))
+		}
+		for k, v := range p.stats.Finished { // reasons are never removed
+			fin[k] = v
+		}
 		s := p.stats
 		s.Running, s.Waiting = len(p.running), len(p.waiting)
 		s.UsedBytes = p.cache.InUseBytes()
-		s.Finished = mapsClone(p.stats.Finished)
-		st[i] = s
+		s.Finished = fin
+		e.stats[i] = s
 	}
-	e.mu.Lock()
-	e.stats = st
-	e.mu.Unlock()
 }
 
 // Submit checks and queues a request; its tokens and result arrive on the
@@ -555,7 +576,13 @@ type picked struct {
 func (e *Engine) step(ctx context.Context) {
 	start := time.Now()
 	e.dropCancelled()
-	var plan []entry
+	plan := e.plan[:0]
+	defer func() {
+		clear(e.plan)
+		clear(e.batch)
+		clear(e.picks)
+		e.plan, e.batch, e.picks = e.plan[:0], e.batch[:0], e.picks[:0]
+	}()
 	decode, prefill := 0, 0
 	room := e.opts.PrefillTokens
 	for _, p := range e.pools {
@@ -641,13 +668,14 @@ func (e *Engine) step(ctx context.Context) {
 			plan = append(plan, e.prefillEntry(s, n))
 		}
 	}
+	e.plan = plan // the scratch, grown
 	if len(plan) == 0 {
 		e.unstick()
 		e.publish()
 		return
 	}
-	batch := make([]runtime.Entry, len(plan))
-	for i, en := range plan {
+	batch := e.batch[:0]
+	for _, en := range plan {
 		lg := runtime.NoLogits
 		switch {
 		case en.all:
@@ -655,32 +683,14 @@ func (e *Engine) step(ctx context.Context) {
 		case en.sample:
 			lg = runtime.LastLogits
 		}
-		batch[i] = runtime.Entry{Cache: en.s.pool.cache, Seq: en.s.id, Tokens: en.s.tokens[en.s.fed : en.s.fed+en.n], Logits: lg}
+		batch = append(batch, runtime.Entry{Cache: en.s.pool.cache, Seq: en.s.id, Tokens: en.s.tokens[en.s.fed : en.s.fed+en.n], Logits: lg})
 	}
-	var picks []picked
+	e.batch = batch
 	if len(e.lp) != e.m.Vocab {
 		e.lp = make([]float64, e.m.Vocab)
 	}
-	lp := e.lp
-	err := e.r.Stream(ctx, batch, func(i, row int, logits []float32) error {
-		en := plan[i]
-		s := en.s
-		last := !en.all || row == en.n-1
-		if en.all {
-			// Row row predicts token fed+row+1.
-			if pos := s.fed + row + 1; pos < len(s.req.Prompt) {
-				logSoftmax(lp, logits)
-				s.res.PromptLogprobs[pos] = float32(lp[s.req.Prompt[pos]])
-				if k := s.req.PromptTopLogprobs; k > 0 {
-					s.res.PromptTop[pos] = topK(lp, k)
-				}
-			}
-		}
-		if en.sample && last {
-			picks = append(picks, picked{s: s, tok: e.sample(s, logits, lp)})
-		}
-		return nil
-	})
+	err := e.r.Stream(ctx, batch, e.onRows)
+	picks := e.picks
 	now := time.Now()
 	if err != nil {
 		e.stepFailed(ctx, plan, err)
@@ -721,6 +731,28 @@ func (e *Engine) step(ctx context.Context) {
 	} else {
 		e.publish()
 	}
+}
+
+// rows takes the logits of a step's rows (the runner's LogitsFunc over
+// e.plan): prompt log-probabilities, and the sampled tokens into e.picks.
+func (e *Engine) rows(i, row int, logits []float32) error {
+	en := e.plan[i]
+	s, lp := en.s, e.lp
+	last := !en.all || row == en.n-1
+	if en.all {
+		// Row row predicts token fed+row+1.
+		if pos := s.fed + row + 1; pos < len(s.req.Prompt) {
+			logSoftmax(lp, logits)
+			s.res.PromptLogprobs[pos] = float32(lp[s.req.Prompt[pos]])
+			if k := s.req.PromptTopLogprobs; k > 0 {
+				s.res.PromptTop[pos] = topK(lp, k)
+			}
+		}
+	}
+	if en.sample && last {
+		e.picks = append(e.picks, picked{s: s, tok: e.sample(s, logits, lp)})
+	}
+	return nil
 }
 
 func (e *Engine) prefillEntry(s *seq, n int) entry {
@@ -824,14 +856,23 @@ func (e *Engine) unstick() {
 	}
 }
 
-// dropCancelled ends the requests whose context is done.
+// dropCancelled ends the requests whose context is done (running ones
+// first, then waiting ones, in order).
 func (e *Engine) dropCancelled() {
 	for _, p := range e.pools {
-		for _, s := range slices.Concat(p.running, p.waiting) {
-			if err := s.ctx.Err(); err != nil {
-				e.retire(s, FinishAbort, err)
+		gone := e.gone[:0]
+		for _, q := range [2][]*seq{p.running, p.waiting} {
+			for _, s := range q {
+				if s.ctx.Err() != nil {
+					gone = append(gone, s)
+				}
 			}
 		}
+		for _, s := range gone {
+			e.retire(s, FinishAbort, s.ctx.Err())
+		}
+		clear(gone)
+		e.gone = gone[:0]
 	}
 }
 

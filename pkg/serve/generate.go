@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -296,6 +298,10 @@ type run struct {
 	last   time.Time // the latest token's time
 	res    *engine.Result
 	ended  bool
+	// reuse lets next return its token in one, overwritten by the next
+	// call: for a reader done with an event before it reads the next.
+	reuse bool
+	one   [1]tokenOut
 }
 
 // event is what one read brings: usually one token and the text it
@@ -352,7 +358,14 @@ func (g *run) next(ctx context.Context) (event, *apiError) {
 	}
 	g.s.metrics.token(g.j.cache, g.start, g.last, tok.Time)
 	g.last = tok.Time
-	ev := event{toks: []tokenOut{{id: tok.ID, prev: prev, piece: piece, offset: off, logprob: tok.Logprob, top: tok.Top}}, text: delta}
+	t := tokenOut{id: tok.ID, prev: prev, piece: piece, offset: off, logprob: tok.Logprob, top: tok.Top}
+	ev := event{text: delta}
+	if g.reuse {
+		g.one[0] = t
+		ev.toks = g.one[:]
+	} else {
+		ev.toks = []tokenOut{t}
+	}
 	switch {
 	case stopped:
 		ev.finish = "stop"
@@ -709,7 +722,9 @@ func strp(s string) *string {
 	if s == "" {
 		return nil
 	}
-	return &s
+	p := new(string) // not &s: s would be moved to the heap on every call
+	*p = s
+	return p
 }
 
 // collect runs a response's requests to their ends and writes one
@@ -760,6 +775,7 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request, runs []*run) *a
 
 // all reads g to its end: its text, tokens and finish reason.
 func (g *run) all(ctx context.Context) (string, []tokenOut, string, *apiError) {
+	g.reuse = true // each event's tokens are copied before the next read
 	var text strings.Builder
 	var toks []tokenOut
 	finish := ""
@@ -820,13 +836,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
+	// Every event is encoded into one buffer, reused: "data: ", the JSON
+	// (as marshal writes it) and its line feed, and a blank line.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
 	send := func(v any) {
-		b, err := marshal(v)
-		if err != nil {
+		buf.Reset()
+		buf.WriteString("data: ")
+		if err := enc.Encode(v); err != nil {
 			s.log.Error("serve: encoding a chunk", "err", err)
 			return
 		}
-		w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+		buf.WriteByte('\n')
+		w.Write(buf.Bytes())
 	}
 	done := func() {
 		io.WriteString(w, "data: [DONE]\n\n")
@@ -841,8 +864,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 		}
 		return response{ID: id, Object: obj, Created: created, Model: j.model, Choices: choices, Cache: j.cache}
 	}
-	// Each run is read by its own goroutine; quit releases them when the
-	// stream ends early, and the wait keeps them from outliving it.
+	// A batch's runs are each read by their own goroutine; quit releases
+	// them when the stream ends early, and the wait keeps them from
+	// outliving it. A single run (the usual request) is read here, with
+	// no goroutine between the engine's stream and the response: one
+	// hand-off less per token.
+	var nextEvent func() runEvent
 	events := make(chan runEvent)
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
@@ -853,22 +880,50 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 		}
 		wg.Wait()
 	}()
-	for _, g := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				ev, e := g.next(r.Context())
-				select {
-				case events <- runEvent{g, ev, g.text.stop, e}:
-				case <-quit:
-					return
+	if len(runs) == 1 {
+		g := runs[0]
+		g.reuse = true // an event is written before the next is read
+		nextEvent = func() runEvent {
+			ev, e := g.next(r.Context())
+			return runEvent{g, ev, g.text.stop, e}
+		}
+	} else {
+		nextEvent = func() runEvent { return <-events }
+		for _, g := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					ev, e := g.next(r.Context())
+					select {
+					case events <- runEvent{g, ev, g.text.stop, e}:
+					case <-quit:
+						return
+					}
+					if e != nil || ev.finish != "" {
+						return
+					}
 				}
-				if e != nil || ev.finish != "" {
-					return
-				}
-			}
-		}()
+			}()
+		}
+	}
+	// The choices of a chunk: one, in a slice made (and put in an
+	// interface) once, and the chunk sent by pointer, so that a token's
+	// chunk costs no allocation of its own.
+	chatChoices, compChoices := make([]chatChoice, 1), make([]completionChoice, 1)
+	var chatAny, compAny any = chatChoices, compChoices
+	var out response
+	var delta chatDelta // a chat chunk's, and its content
+	var text string
+	sendChat := func(c chatChoice) {
+		chatChoices[0] = c
+		out = chunk(chatAny)
+		send(&out)
+	}
+	sendCompletion := func(c completionChoice) {
+		compChoices[0] = c
+		out = chunk(compAny)
+		send(&out)
 	}
 	first := make(map[*run]bool, len(runs))
 	var hold *toolHold
@@ -876,7 +931,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 		hold = &toolHold{f: j.family}
 	}
 	for left := len(runs); left > 0; {
-		re := <-events
+		re := nextEvent()
 		g, ev, e, stop := re.g, re.ev, re.e, re.stop
 		if e == gone {
 			return
@@ -888,7 +943,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 		}
 		var fin *string
 		if ev.finish != "" {
-			fin = &ev.finish
+			f := ev.finish // a copy: a pointer into ev would move every event to the heap
+			fin = &f
 			left--
 		}
 		started := first[g]
@@ -896,10 +952,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 		if j.chat {
 			if !started {
 				empty := ""
-				send(chunk([]chatChoice{{Index: g.j.index, Delta: &chatDelta{Role: "assistant", Content: &empty}}}))
+				sendChat(chatChoice{Index: g.j.index, Delta: &chatDelta{Role: "assistant", Content: &empty}})
 			}
-			c := chatChoice{Index: g.j.index, Delta: &chatDelta{}, FinishReason: fin, StopReason: strp(stop)}
-			text := ev.text
+			delta, text = chatDelta{}, ev.text
+			c := chatChoice{Index: g.j.index, Delta: &delta, FinishReason: fin, StopReason: strp(stop)}
 			if hold != nil {
 				text = hold.push(text)
 				if fin != nil {
@@ -918,7 +974,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 			if j.logprobs && len(ev.toks) > 0 {
 				c.Logprobs = s.chatLogprobs(ev.toks)
 			}
-			send(chunk([]chatChoice{c}))
+			sendChat(c)
 		} else {
 			c := completionChoice{Index: g.j.index, Text: ev.text, FinishReason: fin, StopReason: strp(stop)}
 			offset := 0
@@ -932,7 +988,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, runs []*run) {
 				c.Logprobs = &completionLogprobs{}
 				s.legacyLogprobs(c.Logprobs, ev.toks, offset)
 			}
-			send(chunk([]completionChoice{c}))
+			sendCompletion(c)
 		}
 		_ = rc.Flush()
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultChunk is Options.Chunk's default, in tokens.
-const DefaultChunk = 256
+const DefaultChunk = kvcache.DefaultChunk
 
 // Options configure an Engine.
 type Options struct {

@@ -21,6 +21,12 @@ var (
 // DefaultBlockTokens is the page size in tokens, as in vLLM on CUDA.
 const DefaultBlockTokens = 16
 
+// DefaultChunk is the prefill chunk, in tokens, that kvq's engine feeds
+// prompts in by default (engine.Options.Chunk): with window-only storage
+// it sets what a request of a sliding-window model holds at most
+// (Layout.SeqCostChunked).
+const DefaultChunk = 256
+
 // Geometry is the KV-relevant shape of a model.
 type Geometry struct {
 	Layers  int

@@ -747,13 +747,25 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 				}
 				tab[base+int(r.Pos)/bt] = r.Block - int32(pbase)
 			}
-			if covered == 0 {
+			if slide {
+				// Blocks released before the window: the decode kernels
+				// load whole 32-position tiles, rows below the window's
+				// first position included (masked: weight 0), so these
+				// entries name a block the sequence still holds (its
+				// first) rather than -1, an address outside the pool.
+				// Its rows hold keys and values of the sequence, finite
+				// unless the block is also the tail and the row not yet
+				// written (a window shorter than a block).
 				first := 0
-				if slide && len(st.Runs[k]) > 0 {
-					// Released blocks (before the window) stay -1.
-					first = int(st.Runs[k][0].Pos) / bt
+				for first < nblk && tab[base+first] < 0 {
+					first++
 				}
-				for b := first; b < nblk; b++ {
+				for b := 0; b < first && first < nblk; b++ {
+					tab[base+b] = tab[base+first]
+				}
+			}
+			if covered == 0 {
+				for b := 0; b < nblk; b++ {
 					if tab[base+b] < 0 {
 						return fmt.Errorf("gpu: sequence %d: runs leave positions [%d, %d) unplaced", st.Seq, b*bt, (b+1)*bt)
 					}

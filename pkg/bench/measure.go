@@ -100,8 +100,14 @@ func ModelWorkload(m *runtime.Model, opts WorkloadOptions) ([]Request, error) {
 }
 
 // SeqBudget is the KV memory seqs of the longest of reqs (prompt and
-// output) take in a pool of spec's cache for m.
-func SeqBudget(m *runtime.Model, spec quant.Spec, reqs []Request, seqs int) (int64, error) {
+// output) take in a pool of spec's cache for m, prompts fed in chunks of
+// chunk tokens (0: engine.DefaultChunk) as the engine feeds and admits
+// them (kvcache.Layout.SeqCostChunked: sliding-window layers hold their
+// window only).
+func SeqBudget(m *runtime.Model, spec quant.Spec, reqs []Request, seqs, chunk int) (int64, error) {
+	if chunk <= 0 {
+		chunk = engine.DefaultChunk
+	}
 	longest := 0
 	for _, r := range reqs {
 		longest = max(longest, len(r.Prompt)+r.MaxTokens)
@@ -110,7 +116,7 @@ func SeqBudget(m *runtime.Model, spec quant.Spec, reqs []Request, seqs int) (int
 	if err != nil {
 		return 0, err
 	}
-	cost := l.SeqCost(longest)
+	cost := l.SeqCostChunked(longest, chunk)
 	if cost > 0 && int64(seqs) > math.MaxInt64/cost {
 		return 0, fmt.Errorf("%w: a KV budget past 2^63 bytes (%d sequences of %d tokens)", ErrBudget, seqs, longest)
 	}

@@ -41,7 +41,7 @@ func TestMeasureInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget, err := bench.SeqBudget(m, specs[0], reqs, 2)
+	budget, err := bench.SeqBudget(m, specs[0], reqs, 2, 0)
 	if err != nil || budget <= 0 {
 		t.Fatalf("SeqBudget = %d, %v", budget, err)
 	}

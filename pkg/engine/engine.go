@@ -16,6 +16,9 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 )
 
+// DefaultChunk is Options.Chunk's default, in tokens.
+const DefaultChunk = kvcache.DefaultChunk
+
 // Options configure an Engine.
 type Options struct {
 	// Caches are the pools, one per spec, over the same weights; requests
@@ -32,7 +35,7 @@ type Options struct {
 	// max_num_seqs); default 64.
 	MaxSeqs int
 	// Chunk is the prefill chunk: prompts are fed in pieces that end at
-	// multiples of Chunk tokens (default 256).
+	// multiples of Chunk tokens (default DefaultChunk).
 	Chunk int
 	// PrefillTokens bounds the prompt tokens of one step over all pools;
 	// default 2·Chunk, at least Chunk. Decode tokens come on top, one per
@@ -235,7 +238,7 @@ func New(m *runtime.Model, opts Options) (*Engine, error) {
 		opts.MaxSeqs = 64
 	}
 	if opts.Chunk == 0 {
-		opts.Chunk = 256
+		opts.Chunk = DefaultChunk
 	}
 	if opts.PrefillTokens == 0 {
 		opts.PrefillTokens = 2 * opts.Chunk
@@ -436,7 +439,9 @@ func (e *Engine) check(req *Request) (*pool, error) {
 	if c := e.m.MaxSeqLen(); n > c || req.MaxTokens > c-n {
 		return nil, fmt.Errorf("%w: %d prompt tokens + %d to generate exceed the model's context of %d", ErrRequest, n, req.MaxTokens, c)
 	}
-	if need := p.layout.SeqCost(n + req.MaxTokens); need > p.capacity || p.layout.BlocksFor(n+req.MaxTokens) > p.blocks {
+	// A sequence's peak: its prompt in chunks of Chunk, then one token per
+	// step (sliding-window layers keep only their window's blocks).
+	if need := p.layout.SeqCostChunked(n+req.MaxTokens, e.opts.Chunk); need > p.capacity || p.layout.BlocksFor(n+req.MaxTokens) > p.blocks {
 		return nil, fmt.Errorf("%w: %d tokens need %d bytes of cache %s, which holds %d", ErrTooLarge, n+req.MaxTokens, need, p.name, p.capacity)
 	}
 	return p, nil
@@ -587,6 +592,11 @@ func (e *Engine) step(ctx context.Context) {
 	room := e.opts.PrefillTokens
 	for _, p := range e.pools {
 		free, freeBlocks := p.cache.FreeBytes(), p.cache.FreeBlocks()
+		if p.layout.Sliding() {
+			// Both pools grow by the same count (the sliding one
+			// releases at the end of the step): the smaller bounds it.
+			freeBlocks = min(freeBlocks, p.cache.FreeSlideBlocks())
+		}
 		cost := func(s *seq, n int) (int64, int) {
 			b := p.layout.BlocksFor(s.fed+n) - p.layout.BlocksFor(s.fed)
 			c := int64(b) * p.layout.BlockBytes
@@ -618,6 +628,9 @@ func (e *Engine) step(ctx context.Context) {
 			}
 			e.preempt(p)
 			free, freeBlocks = p.cache.FreeBytes(), p.cache.FreeBlocks()
+			if p.layout.Sliding() {
+				freeBlocks = min(freeBlocks, p.cache.FreeSlideBlocks())
+			}
 		}
 		for _, s := range p.running {
 			if s.fed > 0 && len(s.tokens)-s.fed == 1 {

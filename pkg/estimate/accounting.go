@@ -22,8 +22,9 @@ type layerCost struct {
 func layerCosts(m *Model, spec quant.Spec, kvHeads, blockTokens int) ([]layerCost, *kvcache.Layout, error) {
 	g := kvcache.Geometry{Layers: m.Layers, KVHeads: kvHeads, HeadDim: m.KVDim(), Latent: m.MLA()}
 	for i := range min(m.Layers, kvcache.MaxSetLayers) {
-		if m.Window(i) > 0 { // as the runtime's Model.Geometry marks them
+		if w := m.Window(i); w > 0 { // as the runtime's Model.Geometry marks them
 			g.Sliding.Add(i)
+			g.Window = max(g.Window, w)
 		}
 	}
 	l, err := kvcache.NewLayout(g, spec, blockTokens)

@@ -614,3 +614,29 @@ func KVBytes(m Model, spec quant.Spec, tokens, requests int64) (int64, error) {
 	}
 	return res.Formats[0].Grid[0].KVBytes, nil
 }
+
+// RuntimeRequestBytes is the most memory kvq's runtime cache holds for one
+// request of ctx tokens (TP1, PP1) fed at most chunk tokens per step:
+// every position's blocks in the full-attention layers, the blocks of the
+// window in the sliding-window ones (window-only storage:
+// kvcache.Layout.SlideBlocksFor, vLLM's sliding-window rule
+// ⌈min(w−1+chunk, ctx)/bs⌉+1, capped at the request's ⌈ctx/bs⌉ blocks),
+// the request's fp16 windows and the codec state. It is
+// kvcache.Layout.SeqCostChunked + StateBytes over the geometry kvq
+// estimate reads from the model, what the engine admits a request by.
+// Unlike FormatResult's vLLM figures it has no padding layers and no block
+// past the request's own.
+func RuntimeRequestBytes(m Model, spec quant.Spec, ctx, chunk int64) (int64, error) {
+	if ctx <= 0 || chunk <= 0 || ctx > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: context %d and chunk %d must be positive", ErrPlan, ctx, chunk)
+	}
+	kvHeads := m.KVHeads
+	if m.MLA() {
+		kvHeads = 1
+	}
+	_, l, err := layerCosts(&m, spec, kvHeads, 0)
+	if err != nil {
+		return 0, err
+	}
+	return l.SeqCostChunked(int(ctx), int(min(chunk, ctx))) + l.StateBytes, nil
+}

@@ -98,6 +98,15 @@ type CacheInfo struct {
 	Compression float64 `json:"compression"`
 	// Scales lists the scale or codebook files the spec reads.
 	Scales []DataInfo `json:"scales,omitempty"`
+	// ContextBytes, for models whose sliding-window layers keep only
+	// their window (kvcache.Layout.Sliding), is the most memory one
+	// request of ContextTokens (the model's context) holds, fed in the
+	// engine's default prefill chunks (kvcache.Layout.SeqCostChunked and
+	// codec state; kvq estimate's RuntimeRequestBytes);
+	// ContextBytesFull is the same if every layer kept every position.
+	ContextTokens    int   `json:"context_tokens,omitempty"`
+	ContextBytes     int64 `json:"context_bytes,omitempty"`
+	ContextBytesFull int64 `json:"context_bytes_full,omitempty"`
 	// Endpoint and ServedModel, in endpoint mode (kvq eval --endpoint):
 	// the server and the model id evaluated; the byte fields are then 0
 	// (the server's cache is not known to kvq).

@@ -95,7 +95,7 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 	}
 	rep := &Report{Schema: Schema}
 	for i, l := range layouts {
-		rep.Caches = append(rep.Caches, cacheInfo(opts.Specs[i], l, i == 0, layouts[0]))
+		rep.Caches = append(rep.Caches, cacheInfo(opts.Specs[i], l, i == 0, layouts[0], m.MaxSeqLen()))
 	}
 	progress := func(stage string) func(int, int) {
 		if opts.Progress == nil {
@@ -148,10 +148,21 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 }
 
 // cacheInfo is a spec's memory from its layout.
-func cacheInfo(s quant.Spec, l *kvcache.Layout, baseline bool, base *kvcache.Layout) CacheInfo {
+func cacheInfo(s quant.Spec, l *kvcache.Layout, baseline bool, base *kvcache.Layout, context int) CacheInfo {
 	perTok := float64(l.BlockBytes) / float64(l.BlockTokens)
 	values := float64(2 * len(l.Layers) * l.KVHeads * l.HeadDim)
+	var ctxTokens int
+	var ctxBytes, ctxFull int64
+	if l.Sliding() {
+		// Window-only storage: what one request of the model's context
+		// holds at most, fed in the engine's chunks, and what it would
+		// hold if the sliding layers kept every position.
+		ctxTokens = context
+		ctxBytes = l.SeqCostChunked(context, kvcache.DefaultChunk) + l.StateBytes
+		ctxFull = int64(l.BlocksFor(context))*l.BlockBytes + l.SeqBytes + l.StateBytes
+	}
 	return CacheInfo{
+		ContextTokens: ctxTokens, ContextBytes: ctxBytes, ContextBytesFull: ctxFull,
 		Spec: s.String(), Baseline: baseline,
 		BytesPerToken: perTok, RequestBytes: l.SeqBytes, StateBytes: l.StateBytes,
 		BitsPerValue: perTok * 8 / values,

@@ -256,7 +256,7 @@ func (at *attnArgs) ref() {
 	s, m := at.s, at.m
 	s.b.launch("kvq_attn_ref", dim3{uint32(m.maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{1, 1, 1}, 0,
 		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
-			ptr(at.ks.scales).ptr(at.vs.scales).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
+			ptr(at.ks.scales).ptr(at.vs.scales).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
 			ptr(m.at(at.shK.runs)).ptr(m.at(at.shK.runIdx)).ptr(m.at(at.shV.runs)).ptr(m.at(at.shV.runIdx)).
 			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale)))
 }
@@ -278,7 +278,7 @@ func (at *attnArgs) prefill(limit int) {
 	s.b.launchShared(fmt.Sprintf("kvq_attn_prefill_d%d", dim), dim3{uint32(tiles), uint32(s.l.KVHeads), uint32(len(m.seqs))},
 		dim3{attnThreads, 1, 1}, prefillShared(dim),
 		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
-			ptr(at.ks.scales).ptr(at.vs.scales).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+			ptr(at.ks.scales).ptr(at.vs.scales).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles)))
 }
 
@@ -331,7 +331,7 @@ func (at *attnArgs) decode(limit int) {
 		s.b.launchShared(name, dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
 			dim3{attnThreads, 1, 1}, shared,
 			at.win(args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).ptr(at.ks.scales).ptr(at.vs.scales).
-				int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+				int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
 				int(chunk).int(chunks).int(groups).int(limit).int(rstride)))
 	} else if chunks > 0 {
@@ -347,7 +347,7 @@ func (at *attnArgs) decode(limit int) {
 		}
 		s.b.launchShared(fmt.Sprintf("%s_d%d", name, dim), dim3{uint32(chunks), uint32(kvh * groups), uint32(len(m.seqs))},
 			dim3{attnThreads, 1, 1}, decodeShared(dim, qsplit, wr),
-			args{}.ptr(at.ks.p).ptr(at.vs.p).int(s.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
+			args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
 				int(chunk).int(chunks).int(groups).int(limit).int(rstride))
 	}

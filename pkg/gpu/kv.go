@@ -108,7 +108,8 @@ type Storage struct {
 	b      *Backend
 	l      *kvcache.Layout
 	codecs *kvcache.Codecs
-	blocks int
+	blocks int // the full layers' pool; the sliding layers' ids follow
+	slide  int // the sliding layers' pool (kvcache.StorageParams.SlideBlocks)
 	rope   func(rows []float32, pos0 int)
 	sides  [][2]kvSide
 	mem    *storageMem
@@ -140,6 +141,10 @@ var (
 type kvSide struct {
 	p         devptr
 	tileBytes int
+	// blocks is the side's pool (the full layers' or, with window-only
+	// storage, the sliding layers'), whose block ids start at base: the
+	// kernels see ids less base (planMeta.build).
+	blocks, base int
 	kvFmt
 	scales devptr // fp8: the scale of each KV head (float32s), else 0
 	// fp16 windows: the buffer of winCap slots of KVHeads × wrows rows
@@ -222,7 +227,7 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 		return nil, fmt.Errorf("%w: gpu: pool of %d blocks", kvcache.ErrGeometry, p.Blocks)
 	}
 	b.reap()
-	s := &Storage{b: b, l: l, codecs: p.Codecs, blocks: p.Blocks, rope: p.RoPE,
+	s := &Storage{b: b, l: l, codecs: p.Codecs, blocks: p.Blocks, slide: p.SlideBlocks, rope: p.RoPE,
 		sides: make([][2]kvSide, len(l.Layers)), mem: &storageMem{dead: b.kv.dead, wins: map[devptr]bool{}}}
 	fp, err := quant.FP16.NewCodec(quant.CodecParams{Dim: l.HeadDim})
 	if err != nil {
@@ -256,11 +261,16 @@ func (b *Backend) NewStorage(p kvcache.StorageParams) (kvcache.Storage, error) {
 				}
 				s.sides[i][j].scales = devptr(4 * off) // an offset until the upload below
 			}
-			bytes := int64(l.KVHeads) * int64(p.Blocks) * int64(side.TileBytes)
-			ptr, err := s.allocPage(bytes)
+			nb, base := p.Blocks, 0
+			if l.Layers[i].Slide {
+				nb, base = p.SlideBlocks, p.Blocks
+			}
+			s.sides[i][j].blocks, s.sides[i][j].base = nb, base
+			bytes := int64(l.KVHeads) * int64(nb) * int64(side.TileBytes)
+			ptr, err := s.allocPage(max(bytes, 1))
 			if err != nil {
 				s.mem.release(b.d)
-				return nil, fmt.Errorf("gpu: KV storage of layer %d (%d blocks): %w", i, p.Blocks, err)
+				return nil, fmt.Errorf("gpu: KV storage of layer %d (%d blocks): %w", i, nb, err)
 			}
 			s.sides[i][j].p, s.sides[i][j].tileBytes, s.sides[i][j].kvFmt = ptr, side.TileBytes, kf
 		}
@@ -314,15 +324,22 @@ func (s *Storage) Poison(block int) { s.blockOp(block, -1) }
 // blockOp copies block src to block dst in every tile, or fills dst with
 // 0xFF bytes when src < 0.
 func (s *Storage) blockOp(dst, src int) {
-	if dst < 0 || dst >= s.blocks || src >= s.blocks {
-		panic(fmt.Sprintf("gpu: block %d from %d of a pool of %d", dst, src, s.blocks))
+	if dst < 0 || dst >= s.blocks+s.slide || src >= s.blocks+s.slide {
+		panic(fmt.Sprintf("gpu: block %d from %d of a pool of %d", dst, src, s.blocks+s.slide))
 	}
 	for i := range s.sides {
 		for j := range s.sides[i] {
 			sd := &s.sides[i][j]
+			d, sr := dst-sd.base, src
+			if src >= 0 {
+				sr = src - sd.base
+			}
+			if d < 0 || d >= sd.blocks || src >= 0 && (sr < 0 || sr >= sd.blocks) {
+				continue // the other pool's block
+			}
 			gx := max(1, min(64, (sd.tileBytes+16*256-1)/(16*256)))
 			s.b.launch("kvq_kv_block", dim3{uint32(gx), uint32(s.l.KVHeads), 1}, dim3{256, 1, 1}, 0,
-				args{}.ptr(sd.p).int(s.blocks*sd.tileBytes).int(sd.tileBytes).int(dst).int(src)) // long long, long long, int, int
+				args{}.ptr(sd.p).int(sd.blocks*sd.tileBytes).int(sd.tileBytes).int(d).int(sr)) // long long, long long, int, int
 		}
 	}
 }
@@ -445,7 +462,7 @@ func (s *Storage) HeldBytes() int64 {
 	for i := range s.sides {
 		for j := range s.sides[i] {
 			sd := &s.sides[i][j]
-			n += int64(s.l.KVHeads) * int64(s.blocks) * int64(sd.tileBytes)
+			n += int64(s.l.KVHeads) * int64(sd.blocks) * int64(sd.tileBytes)
 			n += live * s.slotBytes(sd)
 		}
 	}
@@ -493,7 +510,7 @@ func (s *Storage) Read(dst []float32, layer int, key bool, h int, runs []kvcache
 		}
 		// Rows of contiguous formats are downloaded alone; int tiles
 		// (scales, zeros, codes in regions) whole.
-		off := (int64(h)*int64(s.blocks) + int64(r.Block)) * int64(sd.tileBytes)
+		off := (int64(h)*int64(sd.blocks) + int64(int(r.Block)-sd.base)) * int64(sd.tileBytes)
 		n := sd.tileBytes
 		if sd.rows {
 			off += int64(row) * int64(sd.rowBytes)
@@ -694,6 +711,13 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 	}
 	for k := range p.Writes {
 		sh := shapeMeta{tab: len(m.host), nplan: len(p.Writes[k])}
+		// Sliding shapes' blocks are the sliding pool's, whose ids start
+		// after the full pool's; the kernels index each pool from 0.
+		pbase, pool := 0, s.blocks
+		slide := k < len(p.Shapes) && p.Shapes[k].Slide
+		if slide {
+			pbase, pool = s.blocks, s.slide
+		}
 		m.host = append(m.host, make([]int32, tabLen)...)
 		tab := m.host[sh.tab:]
 		for i, st := range p.Seqs {
@@ -718,10 +742,27 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 					covered += int(r.N)
 					continue
 				}
-				if int(r.Block) >= s.blocks || int(r.Row) != int(r.Pos)%bt || int(r.Row+r.N) > bt || int(r.Pos+r.N) > st.Pos+st.N {
-					return fmt.Errorf("gpu: sequence %d: run %+v does not fit %d-token blocks of a pool of %d", st.Seq, r, bt, s.blocks)
+				if int(r.Block) < pbase || int(r.Block) >= pbase+pool || int(r.Row) != int(r.Pos)%bt || int(r.Row+r.N) > bt || int(r.Pos+r.N) > st.Pos+st.N {
+					return fmt.Errorf("gpu: sequence %d: run %+v does not fit %d-token blocks of a pool of %d", st.Seq, r, bt, pool)
 				}
-				tab[base+int(r.Pos)/bt] = r.Block
+				tab[base+int(r.Pos)/bt] = r.Block - int32(pbase)
+			}
+			if slide {
+				// Blocks released before the window: the decode kernels
+				// load whole 32-position tiles, rows below the window's
+				// first position included (masked: weight 0), so these
+				// entries name a block the sequence still holds (its
+				// first) rather than -1, an address outside the pool.
+				// Its rows hold keys and values of the sequence, finite
+				// unless the block is also the tail and the row not yet
+				// written (a window shorter than a block).
+				first := 0
+				for first < nblk && tab[base+first] < 0 {
+					first++
+				}
+				for b := 0; b < first && first < nblk; b++ {
+					tab[base+b] = tab[base+first]
+				}
 			}
 			if covered == 0 {
 				for b := 0; b < nblk; b++ {
@@ -734,7 +775,11 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 		sh.runs = len(m.host)
 		for _, st := range p.Seqs {
 			for _, r := range st.Runs[k] {
-				m.host = append(m.host, r.Pos, r.N, r.Block, r.Row)
+				blk := r.Block
+				if blk >= 0 {
+					blk -= int32(pbase)
+				}
+				m.host = append(m.host, r.Pos, r.N, blk, r.Row)
 			}
 		}
 		sh.runIdx = len(m.host)
@@ -772,10 +817,10 @@ func (m *planMeta) build(s *Storage, p *kvcache.Plan) error {
 				m.host = append(m.host, opWindow, op.Src, op.Win, op.Row)
 				sh.maxSrc = max(sh.maxSrc, int(op.Src))
 			case kvcache.OpEncode:
-				if op.Src < 0 || op.Block < 0 || int(op.Block) >= s.blocks || op.Slot < 0 || int(op.Slot) >= bt {
-					return fmt.Errorf("gpu: write op %+v outside a pool of %d blocks of %d tokens", op, s.blocks, bt)
+				if op.Src < 0 || int(op.Block) < pbase || int(op.Block) >= pbase+pool || op.Slot < 0 || int(op.Slot) >= bt {
+					return fmt.Errorf("gpu: write op %+v outside a pool of %d blocks of %d tokens", op, pool, bt)
 				}
-				m.host = append(m.host, opEncode, op.Src, op.Block, op.Slot)
+				m.host = append(m.host, opEncode, op.Src, op.Block-int32(pbase), op.Slot)
 				sh.maxSrc = max(sh.maxSrc, int(op.Src))
 			default:
 				return fmt.Errorf("%w: gpu: write op kind %d (token groups)", backend.ErrUnsupported, op.Kind)
@@ -837,7 +882,7 @@ func (b *Backend) WriteKV(kv kvcache.Storage, layer int, k, v backend.Tensor, p 
 			}
 			b.launch("kvq_kv_write", dim3{uint32(part[1] - part[0]), 1, 1}, dim3{uint32(min(256, (units+31)/32*32)), 1, 1}, 0,
 				args{}.ptr(sd.p).ptr(xt.p).ptr(m.at(sh.ops+4*part[0])).int(part[1]-part[0]).int(s.l.KVHeads).int(s.l.HeadDim).
-					int(s.blocks).int(s.l.BlockTokens).int(sd.code).ptr(sd.scales).ptr(sd.win).int(sd.wrows).ptr(undo))
+					int(sd.blocks).int(s.l.BlockTokens).int(sd.code).ptr(sd.scales).ptr(sd.win).int(sd.wrows).ptr(undo))
 		}
 	}
 }

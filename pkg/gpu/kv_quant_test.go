@@ -263,3 +263,22 @@ func TestKVInterleavedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingCacheWindowOnly runs backendtest.RunSlidingCache through the
+// Device (automatic kernels), the decode kernel forced and the reference
+// kernel: a sliding layer's window-only storage (its own pool, released
+// blocks left out of the block tables) attends bit for bit as full storage.
+func TestSlidingCacheWindowOnly(t *testing.T) {
+	d, b := openKV(t)
+	for _, text := range []string{"fp16", "int4,sink=2,residual=3", "q4_0"} {
+		spec, err := quant.Formats().ParseSpec(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(text, func(t *testing.T) {
+			backendtest.RunSlidingCache(t, d, spec, 64)
+			backendtest.RunSlidingCache(t, forced{b, pathDecode, 16}, spec, 64)
+			backendtest.RunSlidingCache(t, forced{b, pathRef, 0}, spec, 64)
+		})
+	}
+}

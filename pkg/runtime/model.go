@@ -156,6 +156,7 @@ func (c *Config) Geometry() kvcache.Geometry {
 	for li := range min(c.Layers, kvcache.MaxSetLayers) {
 		if c.Sliding(li) && !long {
 			g.Sliding.Add(li)
+			g.Window = c.SlidingWindow
 		}
 	}
 	return g

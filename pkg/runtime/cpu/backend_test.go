@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"testing"
 
+	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend/backendtest"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 )
@@ -23,5 +24,18 @@ func TestBackendRegistration(t *testing.T) {
 	backendtest.RunRegistration(t, r)
 	if !r.Default || r.Unavailable != nil {
 		t.Errorf("cpu registration: Default %v, Unavailable %v; want the available default", r.Default, r.Unavailable)
+	}
+}
+
+// TestSlidingCache runs backendtest.RunSlidingCache on the CPU backend:
+// window-only storage of a sliding layer attends as full storage does, on
+// fp16, a quantized format with fp16 windows and a token-grouped format.
+func TestSlidingCache(t *testing.T) {
+	for _, text := range []string{"fp16", "int4,sink=2,residual=3", "int4:channel", "q4_0"} {
+		spec, err := quant.Formats().ParseSpec(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(text, func(t *testing.T) { backendtest.RunSlidingCache(t, cpu.New(2), spec, 64) })
 	}
 }

@@ -17,7 +17,8 @@ import (
 type Storage struct {
 	l       *kvcache.Layout
 	codecs  *kvcache.Codecs
-	blocks  int
+	blocks  int // the full layers' pool; the sliding layers' ids follow
+	slide   int // the sliding layers' pool (kvcache.StorageParams.SlideBlocks)
 	pages   [][2][][]byte
 	wins    []window // by slot; nil when free
 	free    []int    // free window slots
@@ -62,13 +63,17 @@ func NewStorage(p kvcache.StorageParams, workers par.Workers) (*Storage, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Storage{l: l, codecs: p.Codecs, blocks: p.Blocks, rope: p.RoPE, fp16: fp, workers: workers,
+	s := &Storage{l: l, codecs: p.Codecs, blocks: p.Blocks, slide: p.SlideBlocks, rope: p.RoPE, fp16: fp, workers: workers,
 		pages: make([][2][][]byte, len(l.Layers)), undo: make([][]undoRow, l.KVHeads)}
 	for i := range l.Layers {
+		n := p.Blocks
+		if l.Layers[i].Slide {
+			n = p.SlideBlocks
+		}
 		for j, side := range sides(l, i) {
 			s.pages[i][j] = make([][]byte, l.KVHeads)
 			for h := range s.pages[i][j] {
-				s.pages[i][j][h] = make([]byte, p.Blocks*side.TileBytes)
+				s.pages[i][j][h] = make([]byte, n*side.TileBytes)
 			}
 		}
 	}
@@ -83,7 +88,23 @@ func sides(l *kvcache.Layout, layer int) [2]*kvcache.Side {
 // tile returns KV head h's tile of block in layer, side j (0 keys, 1 values).
 func (s *Storage) tile(layer, j, h, block int) []byte {
 	tb := sides(s.l, layer)[j].TileBytes
+	if s.l.Layers[layer].Slide {
+		block -= s.blocks
+	}
 	return s.pages[layer][j][h][block*tb:][:tb]
+}
+
+// index is block's tile index in layer's pool, or -1 when block belongs to
+// the other pool.
+func (s *Storage) index(layer, block int) int {
+	slide := s.l.Layers[layer].Slide
+	switch {
+	case !slide && block < s.blocks:
+		return block
+	case slide && block >= s.blocks:
+		return block - s.blocks
+	}
+	return -1
 }
 
 // winRows returns KV head h's fp16 rows of window w in layer, side j.
@@ -96,6 +117,10 @@ func (s *Storage) winRows(w, layer, j, h int) []byte {
 // CopyBlock implements kvcache.Storage.
 func (s *Storage) CopyBlock(dst, src int) {
 	for i := range s.pages {
+		dst, src := s.index(i, dst), s.index(i, src)
+		if dst < 0 || src < 0 {
+			continue
+		}
 		for j := 0; j < 2; j++ {
 			tb := sides(s.l, i)[j].TileBytes
 			for _, hp := range s.pages[i][j] {
@@ -109,6 +134,10 @@ func (s *Storage) CopyBlock(dst, src int) {
 // (NaN in fp16 and fp32 tiles, extreme codes elsewhere).
 func (s *Storage) Poison(block int) {
 	for i := range s.pages {
+		block := s.index(i, block)
+		if block < 0 {
+			continue
+		}
 		for j := 0; j < 2; j++ {
 			tb := sides(s.l, i)[j].TileBytes
 			for _, hp := range s.pages[i][j] {

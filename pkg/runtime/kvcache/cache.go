@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -35,6 +36,11 @@ type Options struct {
 	// Blocks is the pool size. With Budget it may be 0: as many blocks as
 	// the budget holds.
 	Blocks int
+	// SlideBlocks is the sliding layers' pool when the layout keeps only
+	// their window (Layout.Sliding): 0 means Blocks, or with Budget and
+	// no Blocks, Layout.SlideBlocksForBudget. Their block ids follow the
+	// full pool's: Blocks .. Blocks+SlideBlocks-1.
+	SlideBlocks int
 	// Budget, when > 0, bounds the cache's memory in bytes: the blocks in
 	// use, the fp16 windows of the live sequences and the codec state
 	// (Stats().InUse.Total) never exceed it. AddSeq and Reserve fail with a
@@ -68,9 +74,11 @@ type Cache struct {
 	store  Storage
 	codecs *Codecs
 	blocks int
+	slide  int // sliding pool size (0 without window-only storage)
 	budget int64
-	ref    []int32 // per block reference count
+	ref    []int32 // per block reference count, both pools
 	free   []int32 // free block ids (stack)
+	sfree  []int32 // free sliding-pool block ids (stack)
 	seqs   map[SeqID]*sequence
 	poison bool
 	shapes []Shape
@@ -88,6 +96,11 @@ type sequence struct {
 	prompt int     // tokens of the first step (see quant.PromptFlusher)
 	blocks []int32 // block table
 	win    int     // window slot, -1 without windows
+	// sblocks is the sliding pool's block table (Layout.Sliding), indexed
+	// as blocks; entries before sfirst were released (-1): no query of a
+	// later step reads them.
+	sblocks []int32
+	sfirst  int
 }
 
 // New allocates a cache with layout l in storage from opts.Storage.
@@ -97,6 +110,17 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	}
 	if opts.Blocks == 0 && opts.Budget > 0 {
 		opts.Blocks = l.BlocksForBudget(opts.Budget, 0)
+		if opts.SlideBlocks == 0 {
+			opts.SlideBlocks = l.SlideBlocksForBudget(opts.Budget, 0)
+		}
+	}
+	switch {
+	case !l.Sliding():
+		opts.SlideBlocks = 0
+	case opts.SlideBlocks == 0:
+		opts.SlideBlocks = opts.Blocks
+	case opts.SlideBlocks < 0 || opts.SlideBlocks > math.MaxInt32-opts.Blocks:
+		return nil, fmt.Errorf("%w: sliding pool of %d blocks", ErrGeometry, opts.SlideBlocks)
 	}
 	if opts.Blocks <= 0 || opts.Budget < 0 {
 		return nil, fmt.Errorf("%w: pool of %d blocks (budget %d bytes)", ErrGeometry, opts.Blocks, opts.Budget)
@@ -114,7 +138,7 @@ func New(l *Layout, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := opts.Storage.NewStorage(StorageParams{Layout: l, Codecs: codecs, Blocks: opts.Blocks,
+	store, err := opts.Storage.NewStorage(StorageParams{Layout: l, Codecs: codecs, Blocks: opts.Blocks, SlideBlocks: opts.SlideBlocks,
 		RoPE: opts.RoPE, RoPEFreqs: opts.RoPEFreqs, RoPENeoX: opts.RoPENeoX})
 	if err != nil {
 		return nil, err
@@ -124,15 +148,20 @@ func New(l *Layout, opts Options) (*Cache, error) {
 		store:  store,
 		codecs: codecs,
 		blocks: opts.Blocks,
+		slide:  opts.SlideBlocks,
 		budget: opts.Budget,
-		ref:    make([]int32, opts.Blocks),
+		ref:    make([]int32, opts.Blocks+opts.SlideBlocks),
 		free:   make([]int32, opts.Blocks),
+		sfree:  make([]int32, opts.SlideBlocks),
 		seqs:   map[SeqID]*sequence{},
 		poison: opts.PoisonFreed,
 	}
 	c.shapes, c.side = l.Shapes()
 	for i := range c.free {
 		c.free[i] = int32(opts.Blocks - 1 - i) // pop yields 0, 1, 2, ...
+	}
+	for i := range c.sfree {
+		c.sfree[i] = int32(opts.Blocks + opts.SlideBlocks - 1 - i)
 	}
 	return c, nil
 }
@@ -190,6 +219,9 @@ func (c *Cache) Remove(id SeqID) error {
 	for _, b := range s.blocks {
 		c.release(b)
 	}
+	for _, b := range s.sblocks[s.sfirst:] {
+		c.release(b)
+	}
 	if s.win >= 0 {
 		c.store.FreeWindow(s.win)
 	}
@@ -200,7 +232,11 @@ func (c *Cache) Remove(id SeqID) error {
 func (c *Cache) release(b int32) {
 	c.ref[b]--
 	if c.ref[b] == 0 {
-		c.free = append(c.free, b)
+		if int(b) >= c.blocks {
+			c.sfree = append(c.sfree, b)
+		} else {
+			c.free = append(c.free, b)
+		}
 		if p, ok := c.store.(Poisoner); ok && c.poison {
 			p.Poison(int(b))
 		}
@@ -228,13 +264,18 @@ func (c *Cache) Seqs() []SeqID {
 	return ids
 }
 
-// FreeBlocks is the number of unused blocks of the pool.
+// FreeBlocks is the number of unused blocks of the pool (the full
+// layers' pool with window-only storage; see FreeSlideBlocks).
 func (c *Cache) FreeBlocks() int { return len(c.free) }
+
+// FreeSlideBlocks is the number of unused blocks of the sliding layers'
+// pool (0 without window-only storage).
+func (c *Cache) FreeSlideBlocks() int { return len(c.sfree) }
 
 // InUseBytes is the memory the live sequences hold: their blocks, their
 // windows and the codec state (Stats().InUse.Total).
 func (c *Cache) InUseBytes() int64 {
-	return c.layout.Bytes(c.blocks-len(c.free), len(c.seqs)).Total
+	return c.layout.PoolBytes(c.blocks-len(c.free), c.slide-len(c.sfree), len(c.seqs)).Total
 }
 
 // FreeBytes is what can still be admitted: the budget less InUseBytes,
@@ -243,18 +284,32 @@ func (c *Cache) FreeBytes() int64 {
 	if c.budget > 0 {
 		return max(0, c.budget-c.InUseBytes())
 	}
+	if c.layout.Sliding() {
+		return int64(len(c.free))*c.layout.FullBlockBytes + int64(len(c.sfree))*c.layout.SlideBlockBytes
+	}
 	return int64(len(c.free)) * c.layout.BlockBytes
 }
 
-// CanAdmit reports whether a new sequence of tokens tokens fits now: its
-// blocks in the pool and, with a budget, its blocks and windows in the
-// free bytes.
+// growth is what a step of n tokens takes from the pools for sequence s
+// (of length s.n): full blocks, sliding blocks and their bytes.
+func (c *Cache) growth(s *sequence, n int) (full, slide int, bytes int64) {
+	full = c.layout.BlocksFor(s.n+n) - len(s.blocks)
+	if !c.layout.Sliding() {
+		return full, 0, int64(full) * c.layout.BlockBytes
+	}
+	slide = c.layout.BlocksFor(s.n+n) - len(s.sblocks)
+	return full, slide, int64(full)*c.layout.FullBlockBytes + int64(slide)*c.layout.SlideBlockBytes
+}
+
+// CanAdmit reports whether a new sequence of tokens tokens, given in one
+// step, fits now: its blocks in the pools and, with a budget, its blocks
+// and windows in the free bytes.
 func (c *Cache) CanAdmit(tokens int) bool {
 	if tokens < 0 {
 		return false
 	}
-	blocks := c.layout.BlocksFor(tokens)
-	if blocks > len(c.free) {
+	full, slide, _ := c.growth(&sequence{}, tokens)
+	if full > len(c.free) || slide > len(c.sfree) {
 		return false
 	}
 	return c.budget <= 0 || c.layout.SeqCost(tokens) <= c.FreeBytes()
@@ -266,8 +321,8 @@ func (c *Cache) CanGrow(id SeqID, n int) bool {
 	if !ok || n < 0 {
 		return false
 	}
-	need := c.layout.BlocksFor(s.n+n) - len(s.blocks)
-	return need <= len(c.free) && (c.budget <= 0 || int64(need)*c.layout.BlockBytes <= c.FreeBytes())
+	full, slide, bytes := c.growth(s, n)
+	return full <= len(c.free) && slide <= len(c.sfree) && (c.budget <= 0 || bytes <= c.FreeBytes())
 }
 
 // Fork makes dst a copy of src's first src.Len tokens. Full blocks are shared;
@@ -287,10 +342,18 @@ func (c *Cache) Fork(dst, src SeqID) error {
 	}
 	shared := c.pendingFrom(s) / c.layout.BlockTokens
 	copies := c.layout.BlocksFor(s.n) - shared
-	if copies > len(c.free) {
-		return &FullError{Seq: dst, Needed: copies, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	scopies := 0
+	if c.layout.Sliding() {
+		scopies = c.layout.BlocksFor(s.n) - max(shared, s.sfirst)
 	}
-	if need := int64(copies)*c.layout.BlockBytes + c.layout.SeqBytes; c.budget > 0 && need > c.FreeBytes() {
+	if copies > len(c.free) || scopies > len(c.sfree) {
+		return &FullError{Seq: dst, Needed: copies + scopies, Free: len(c.free) + len(c.sfree), Total: c.blocks + c.slide, BlockTokens: c.layout.BlockTokens}
+	}
+	need := int64(copies)*c.layout.BlockBytes + c.layout.SeqBytes
+	if c.layout.Sliding() {
+		need = int64(copies)*c.layout.FullBlockBytes + int64(scopies)*c.layout.SlideBlockBytes + c.layout.SeqBytes
+	}
+	if c.budget > 0 && need > c.FreeBytes() {
 		return &FullError{Seq: dst, NeededBytes: need, FreeBytes: c.FreeBytes(), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
 	}
 	d, err := c.newSeq()
@@ -307,6 +370,23 @@ func (c *Cache) Fork(dst, src SeqID) error {
 		nb := c.alloc()
 		c.store.CopyBlock(int(nb), int(ob))
 		d.blocks = append(d.blocks, nb)
+	}
+	if c.layout.Sliding() {
+		d.sfirst = s.sfirst
+		d.sblocks = make([]int32, 0, len(s.sblocks))
+		for i, b := range s.sblocks[:c.layout.BlocksFor(s.n)] {
+			switch {
+			case i < s.sfirst:
+				d.sblocks = append(d.sblocks, -1)
+			case i < shared:
+				c.ref[b]++
+				d.sblocks = append(d.sblocks, b)
+			default:
+				nb := c.salloc()
+				c.store.CopyBlock(int(nb), int(b))
+				d.sblocks = append(d.sblocks, nb)
+			}
+		}
 	}
 	if s.win >= 0 {
 		c.store.CopyWindow(d.win, s.win)
@@ -338,6 +418,42 @@ func (c *Cache) alloc() int32 {
 	return b
 }
 
+// salloc takes a block of the sliding pool.
+func (c *Cache) salloc() int32 {
+	b := c.sfree[len(c.sfree)-1]
+	c.sfree = c.sfree[:len(c.sfree)-1]
+	c.ref[b] = 1
+	return b
+}
+
+// slideKeep is the first position that sequence s's sliding layers must
+// still hold: the first one the window of its next token reads, or the
+// first staged row of a sliding side (its group is encoded into its
+// blocks when it completes).
+func (c *Cache) slideKeep(s *sequence) int {
+	p := s.n + 1 - c.layout.Window
+	for _, sh := range c.shapes {
+		if sh.Slide {
+			from, _ := sh.staging(s.n, s.prompt)
+			p = min(p, from)
+		}
+	}
+	return max(0, p)
+}
+
+// dropSlid releases the sliding blocks of s that no later step reads:
+// those whose every position is before slideKeep.
+func (c *Cache) dropSlid(s *sequence) {
+	if !c.layout.Sliding() {
+		return
+	}
+	keep := c.slideKeep(s) / c.layout.BlockTokens
+	for ; s.sfirst < min(keep, len(s.sblocks)); s.sfirst++ {
+		c.release(s.sblocks[s.sfirst])
+		s.sblocks[s.sfirst] = -1
+	}
+}
+
 // Truncate drops the tokens of sequence id from position n on (rejected
 // speculative drafts; preemption). It is exact — the sequence then reads as
 // if it had only ever held its first n tokens — when no fp16 window row the
@@ -345,7 +461,11 @@ func (c *Cache) alloc() int32 {
 // without residual or staging windows, for n = 0, and for tails of up to
 // Layout.Rollback tokens (LayoutOptions.Rollback). Otherwise it returns
 // ErrTruncate and changes nothing. A prompt-flushed sequence (quant.
-// PromptFlusher) cannot be truncated into its prompt except to 0.
+// PromptFlusher) cannot be truncated into its prompt except to 0. With
+// window-only storage (Layout.Sliding), a sequence cannot be truncated to
+// n > 0 when its sliding layers have already released positions that
+// the window of the token after n reads: Truncate refuses with
+// ErrTruncate (the caller recomputes from an empty sequence).
 func (c *Cache) Truncate(id SeqID, n int) error {
 	s, ok := c.seqs[id]
 	if !ok {
@@ -369,6 +489,16 @@ func (c *Cache) Truncate(id SeqID, n int) error {
 				return fmt.Errorf("%w: sequence %d by %d tokens: its fp16 windows keep %d extra rows (raise LayoutOptions.Rollback)", ErrTruncate, id, s.n-n, c.layout.Rollback)
 			}
 		}
+		if c.layout.Sliding() {
+			t := *s
+			t.n = n
+			if n < s.prompt {
+				t.prompt = n
+			}
+			if need := c.slideKeep(&t); need < s.sfirst*c.layout.BlockTokens {
+				return fmt.Errorf("%w: sequence %d to %d tokens: its sliding-window layers keep positions from %d on only, and the window reads from %d", ErrTruncate, id, n, s.sfirst*c.layout.BlockTokens, need)
+			}
+		}
 	}
 	keep := c.layout.BlocksFor(n)
 	// Blocks the sequence will write again must be its own: count the
@@ -379,25 +509,50 @@ func (c *Cache) Truncate(id SeqID, n int) error {
 		after.prompt = 0
 	}
 	from := c.pendingFrom(&after) / c.layout.BlockTokens
-	copies := 0
+	copies, scopies := 0, 0
 	for _, b := range after.blocks[from:] {
 		if c.ref[b] > 1 {
 			copies++
 		}
 	}
-	if copies > len(c.free) {
-		return &FullError{Seq: id, Needed: copies, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
+	if c.layout.Sliding() {
+		if n == 0 {
+			after.sfirst = 0
+		}
+		after.sblocks = s.sblocks[:min(keep, len(s.sblocks))]
+		for _, b := range after.sblocks[max(from, after.sfirst):] {
+			if c.ref[b] > 1 {
+				scopies++
+			}
+		}
+	}
+	if copies > len(c.free) || scopies > len(c.sfree) {
+		return &FullError{Seq: id, Needed: copies + scopies, Free: len(c.free) + len(c.sfree), Total: c.blocks + c.slide, BlockTokens: c.layout.BlockTokens}
 	}
 	for _, b := range s.blocks[keep:] {
 		c.release(b)
 	}
+	if c.layout.Sliding() {
+		for _, b := range s.sblocks[max(keep, s.sfirst):] {
+			c.release(b)
+		}
+	}
 	s.blocks, s.n, s.prompt = after.blocks, after.n, after.prompt
+	s.sblocks, s.sfirst = after.sblocks, after.sfirst
 	for i := from; i < len(s.blocks); i++ {
 		if ob := s.blocks[i]; c.ref[ob] > 1 {
 			nb := c.alloc()
 			c.store.CopyBlock(int(nb), int(ob))
 			c.ref[ob]--
 			s.blocks[i] = nb
+		}
+	}
+	for i := max(from, s.sfirst); i < len(s.sblocks); i++ {
+		if ob := s.sblocks[i]; c.ref[ob] > 1 {
+			nb := c.salloc()
+			c.store.CopyBlock(int(nb), int(ob))
+			c.ref[ob]--
+			s.sblocks[i] = nb
 		}
 	}
 	return nil
@@ -419,6 +574,9 @@ type Stats struct {
 	Budget      int64 // the byte budget, 0 for none
 	Allocated   Bytes // what the cache holds in memory
 	InUse       Bytes // the part holding live tokens' blocks and live windows
+	// SlideBlocks and SlideBlocksUsed are the sliding layers' pool and the
+	// part of it in use, with window-only storage (Layout.Sliding).
+	SlideBlocks, SlideBlocksUsed int
 }
 
 // Stats returns current memory statistics.
@@ -431,8 +589,9 @@ func (c *Cache) Stats() Stats {
 		Seqs:        len(c.seqs),
 		BlockBytes:  c.layout.BlockBytes,
 		Budget:      c.budget,
-		Allocated:   c.layout.Bytes(c.blocks, len(c.seqs)),
-		InUse:       c.layout.Bytes(used, len(c.seqs)),
+		Allocated:   c.layout.PoolBytes(c.blocks, c.slide, len(c.seqs)),
+		InUse:       c.layout.PoolBytes(used, c.slide-len(c.sfree), len(c.seqs)),
+		SlideBlocks: c.slide, SlideBlocksUsed: c.slide - len(c.sfree),
 	}
 	for _, s := range c.seqs {
 		st.Tokens += s.n

@@ -9,6 +9,15 @@
 // filled tail block (and, for prompt-flushed formats, the blocks a staged
 // group will be written into), so writes never touch shared blocks.
 //
+// Window-only storage: when the geometry gives the sliding layers' window
+// (Geometry.Window), those layers take their blocks from a pool of their
+// own (ids after the full pool's) through a second block table per
+// sequence, and at each Commit give back the blocks wholly before the
+// window of the sequence's next token, as vLLM's hybrid allocator does.
+// A sequence then holds, per sliding layer, at most
+// Layout.SlideBlocksFor(n, chunk) blocks; Truncate refuses to go back past
+// what they still hold. LayoutOptions.FullSliding keeps every position.
+//
 // Quantized layers may keep fp16 side windows per sequence: the first Sink
 // tokens, the most recent Residual tokens, and the tokens of a not yet complete
 // group for formats that quantize several tokens together (TokenGroup > 1).

@@ -21,6 +21,12 @@ var (
 // DefaultBlockTokens is the page size in tokens, as in vLLM on CUDA.
 const DefaultBlockTokens = 16
 
+// DefaultChunk is the prefill chunk, in tokens, that kvq's engine feeds
+// prompts in by default (engine.Options.Chunk): with window-only storage
+// it sets what a request of a sliding-window model holds at most
+// (Layout.SeqCostChunked).
+const DefaultChunk = 256
+
 // Geometry is the KV-relevant shape of a model.
 type Geometry struct {
 	Layers  int
@@ -34,6 +40,11 @@ type Geometry struct {
 	// Sliding marks the layers that attend over a sliding window (Gemma's
 	// local layers): a spec's sliding= override sets their formats.
 	Sliding LayerSet
+	// Window, when > 0, is the sliding layers' window: a query at position
+	// q reads keys q-Window+1 .. q. Their cache then keeps only the blocks
+	// that attention over the window still reads (window-only storage, in
+	// a pool of their own); 0 keeps every position in every layer.
+	Window int
 }
 
 // LayerSet is a set of layer indices below MaxSetLayers, comparable (so
@@ -67,6 +78,15 @@ type Layout struct {
 
 	// BlockBytes is one block across all layers, K and V.
 	BlockBytes int64
+	// FullBlockBytes and SlideBlockBytes split BlockBytes between the
+	// layers that keep every position and the sliding layers whose cache
+	// keeps only their window (Windowed: SlideBlockBytes is 0 otherwise).
+	FullBlockBytes, SlideBlockBytes int64
+	// SlideSpan is how many positions back from a sequence's end its
+	// sliding layers' blocks are kept: Window, or more when a sliding
+	// side's fp16 staging rows (a token group in progress) reach further
+	// back, since the group is encoded into its blocks when it completes.
+	SlideSpan int
 	// SeqBytes is the per-sequence fp16 side windows, all layers.
 	SeqBytes int64
 	// StateBytes is codec state (scales, codebooks), independent of tokens.
@@ -76,6 +96,9 @@ type Layout struct {
 // LayerLayout is the plan of one layer.
 type LayerLayout struct {
 	K, V Side
+	// Slide: the layer's blocks live in the sliding pool, which keeps only
+	// the blocks its window reads (see Geometry.Window).
+	Slide bool
 }
 
 // Side is the plan of one layer's keys or values.
@@ -110,6 +133,9 @@ func (s *Side) WindowRows() int { return s.Sink + s.Ring + s.Staging }
 type Shape struct {
 	Sink, Residual, Ring, Staging, Group int
 	PromptFlush                          bool
+	// Slide: the sides' blocks are the sequence's sliding-pool blocks,
+	// of which only those the window reads are kept.
+	Slide bool
 }
 
 // Shape returns the side's window geometry.
@@ -145,6 +171,10 @@ type LayoutOptions struct {
 	// formats define; Truncate then works exactly only for sides without
 	// them, or back to an empty sequence.
 	Rollback int
+	// FullSliding keeps every position in the sliding layers too, in the
+	// one pool (the storage before window-only storage; a reference for
+	// tests and comparisons).
+	FullSliding bool
 }
 
 // NewLayout plans a cache for geometry g and spec. blockTokens 0 means
@@ -195,6 +225,9 @@ func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, er
 	if blockTokens < 0 {
 		return nil, fmt.Errorf("%w: block size %d", ErrGeometry, blockTokens)
 	}
+	if g.Window < 0 {
+		return nil, fmt.Errorf("%w: sliding window of %d tokens", ErrGeometry, g.Window)
+	}
 	if opts.Rollback < 0 {
 		return nil, fmt.Errorf("%w: rollback of %d tokens", ErrGeometry, opts.Rollback)
 	}
@@ -240,6 +273,7 @@ func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, er
 	}
 	l.BlockTokens = blockTokens
 	for i := range l.Layers {
+		l.Layers[i].Slide = g.Window > 0 && g.Sliding.Has(i) && !opts.FullSliding
 		for _, s := range []*Side{&l.Layers[i].K, &l.Layers[i].V} {
 			if s.Codecs == nil { // the V side of a latent layout
 				continue
@@ -261,6 +295,12 @@ func NewLayoutWith(g Geometry, spec quant.Spec, opts LayoutOptions) (*Layout, er
 				s.Staging = (s.Group + opts.Rollback + s.Group - 1) / s.Group * s.Group
 			}
 			l.BlockBytes += int64(s.PageBytes)
+			if l.Layers[i].Slide {
+				l.SlideBlockBytes += int64(s.PageBytes)
+				l.SlideSpan = max(l.SlideSpan, g.Window, s.Staging)
+			} else {
+				l.FullBlockBytes += int64(s.PageBytes)
+			}
 			l.SeqBytes += int64(s.WindowRows()) * fp16Row(g.HeadDim) * int64(g.KVHeads)
 			for _, c := range s.Codecs {
 				l.StateBytes += int64(c.StateBytes())
@@ -289,21 +329,81 @@ func (l *Layout) BlocksFor(tokens int) int {
 	return (tokens + l.BlockTokens - 1) / l.BlockTokens
 }
 
-// SeqCost is the memory one sequence of tokens tokens takes: its blocks
-// and its fp16 windows (what a scheduler admits against a budget).
-func (l *Layout) SeqCost(tokens int) int64 {
-	return int64(l.BlocksFor(tokens))*l.BlockBytes + l.SeqBytes
+// Sliding reports whether the layout keeps only the window of some layers
+// (window-only storage, Geometry.Window), in a pool of their own.
+func (l *Layout) Sliding() bool { return l.Window > 0 && l.SlideBlockBytes > 0 }
+
+// SlideBlocksFor is the number of sliding-pool blocks one sequence holds
+// while a step of chunk new tokens brings it to tokens tokens: the blocks
+// of positions tokens-chunk-Window+1 .. tokens-1, which may straddle one
+// block more than they fill,
+//
+//	min(⌈tokens/bs⌉, ⌈min(Window-1+chunk, tokens)/bs⌉ + 1),
+//
+// (with SlideSpan for Window when staged groups reach further back)
+//
+// vLLM's per-request need of a sliding-window group
+// (SlidingWindowSpec.max_memory_usage_bytes, with chunk its
+// max_num_batched_tokens). Between steps a sequence holds the value for
+// chunk 0 or less. 0 without window-only storage.
+func (l *Layout) SlideBlocksFor(tokens, chunk int) int {
+	if !l.Sliding() || tokens <= 0 {
+		return 0
+	}
+	chunk = max(1, min(chunk, tokens))
+	return min(l.BlocksFor(tokens), l.BlocksFor(min(l.SlideSpan-1+chunk, tokens))+1)
+}
+
+// SeqCost is the memory one sequence of tokens tokens takes at most: its
+// blocks and its fp16 windows (what a scheduler admits against a budget),
+// when its tokens may come in one step (see SeqCostChunked).
+func (l *Layout) SeqCost(tokens int) int64 { return l.SeqCostChunked(tokens, tokens) }
+
+// SeqCostChunked is SeqCost for a sequence fed at most chunk tokens per
+// step: the full layers' blocks of every token, the sliding layers' blocks
+// of their window (SlideBlocksFor) and the fp16 windows.
+func (l *Layout) SeqCostChunked(tokens, chunk int) int64 {
+	if !l.Sliding() {
+		return int64(l.BlocksFor(tokens))*l.BlockBytes + l.SeqBytes
+	}
+	return int64(l.BlocksFor(tokens))*l.FullBlockBytes + int64(l.SlideBlocksFor(tokens, chunk))*l.SlideBlockBytes + l.SeqBytes
 }
 
 // BlocksForBudget is the largest pool of blocks that, with seqs live
 // sequences' windows and the codec state, fits in budget bytes (0 when
-// nothing does).
+// nothing does). With window-only storage it is the full layers' pool:
+// the blocks of tokens whose full layers fit (or, when every layer
+// slides, whose sliding layers fit); see SlideBlocksForBudget.
 func (l *Layout) BlocksForBudget(budget int64, seqs int) int {
 	rest := budget - l.StateBytes - int64(seqs)*l.SeqBytes
-	if rest <= 0 || l.BlockBytes <= 0 {
+	per := l.BlockBytes
+	if l.Sliding() {
+		per = l.FullBlockBytes
+		if per == 0 {
+			per = l.SlideBlockBytes
+		}
+	}
+	if rest <= 0 || per <= 0 {
 		return 0
 	}
-	return int(min(rest/l.BlockBytes, math.MaxInt32))
+	return int(min(rest/per, math.MaxInt32))
+}
+
+// SlideBlocksForBudget is the sliding pool that goes with
+// BlocksForBudget: as many sliding blocks as the budget holds, at most
+// the full pool's count (a sequence never holds more sliding blocks than
+// blocks of tokens). The two pools can each take the whole budget, so
+// that whatever mix of short and long sequences runs, the budget, not a
+// split fixed in advance, bounds what they hold (Options.Budget).
+func (l *Layout) SlideBlocksForBudget(budget int64, seqs int) int {
+	if !l.Sliding() {
+		return 0
+	}
+	rest := budget - l.StateBytes - int64(seqs)*l.SeqBytes
+	if rest <= 0 {
+		return 0
+	}
+	return int(min(rest/l.SlideBlockBytes, int64(l.BlocksForBudget(budget, seqs))))
 }
 
 // Windowed reports whether some side keeps per-sequence fp16 rows.
@@ -317,6 +417,7 @@ func (l *Layout) Shapes() ([]Shape, [][2]int) {
 	for i := range l.Layers {
 		for j, s := range []*Side{&l.Layers[i].K, &l.Layers[i].V} {
 			sh := s.Shape()
+			sh.Slide = l.Layers[i].Slide
 			k := 0
 			for k < len(shapes) && shapes[k] != sh {
 				k++
@@ -330,12 +431,22 @@ func (l *Layout) Shapes() ([]Shape, [][2]int) {
 	return shapes, idx
 }
 
-// Bytes is the memory of a cache with blocks blocks and seqs live sequences,
-// split into its parts. It is exactly what Cache allocates.
-func (l *Layout) Bytes(blocks, seqs int) Bytes {
+// Bytes is the memory of a cache with blocks blocks (in both pools) and
+// seqs live sequences, split into its parts.
+func (l *Layout) Bytes(blocks, seqs int) Bytes { return l.PoolBytes(blocks, blocks, seqs) }
+
+// PoolBytes is the memory of a cache with full blocks in the full layers'
+// pool, slide blocks in the sliding layers' (Sliding; ignored otherwise)
+// and seqs live sequences, split into its parts. It is exactly what Cache
+// allocates.
+func (l *Layout) PoolBytes(full, slide, seqs int) Bytes {
 	var b Bytes
 	d := fp16Row(l.HeadDim) * int64(l.KVHeads) * int64(seqs)
 	for i := range l.Layers {
+		blocks := full
+		if l.Layers[i].Slide {
+			blocks = slide
+		}
 		for j, s := range []*Side{&l.Layers[i].K, &l.Layers[i].V} {
 			p := int64(s.PageBytes) * int64(blocks)
 			if j == 0 {

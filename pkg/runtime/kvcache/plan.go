@@ -78,7 +78,10 @@ type SeqStep struct {
 	// Exact: positions [Pos, Pos+N) are read from the step's activations
 	// (see Append.Exact).
 	Exact bool
-	// Runs, per shape, cover positions [0, Pos+N) after the step's writes.
+	// Runs, per shape, cover positions [0, Pos+N) after the step's writes;
+	// for sliding shapes (Shape.Slide) they start at the first position
+	// the sequence's sliding layers still hold, at most Pos+1-Window (what
+	// the step's first query reads).
 	Runs [][]Run
 }
 
@@ -104,8 +107,8 @@ type Plan struct {
 
 // seqState is what Rollback restores.
 type seqState struct {
-	s              *sequence
-	n, prompt, nbl int
+	s                    *sequence
+	n, prompt, nbl, nsbl int
 }
 
 // Cache returns the cache the plan belongs to.
@@ -123,7 +126,8 @@ func (c *Cache) Reserve(appends []Append) (*Plan, error) {
 	if len(appends) == 0 {
 		return nil, fmt.Errorf("%w: empty step", ErrGeometry)
 	}
-	need := 0
+	need, sneed := 0, 0
+	var bytes int64
 	for i, a := range appends {
 		s, ok := c.seqs[a.Seq]
 		if !ok {
@@ -137,13 +141,17 @@ func (c *Cache) Reserve(appends []Append) (*Plan, error) {
 		if a.N <= 0 || a.Row < 0 || s.n > math.MaxInt32-a.N {
 			return nil, fmt.Errorf("%w: cannot add %d tokens to sequence %d of %d", ErrGeometry, a.N, a.Seq, s.n)
 		}
-		need += c.layout.BlocksFor(s.n+a.N) - len(s.blocks)
+		full, slide, b := c.growth(s, a.N)
+		need, sneed, bytes = need+full, sneed+slide, bytes+b
 	}
 	if need > len(c.free) {
 		return nil, &FullError{Seq: appends[0].Seq, Needed: need, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens}
 	}
-	if b := int64(need) * c.layout.BlockBytes; c.budget > 0 && b > c.FreeBytes() {
-		return nil, &FullError{Seq: appends[0].Seq, Needed: need, Free: len(c.free), Total: c.blocks, BlockTokens: c.layout.BlockTokens, NeededBytes: b, FreeBytes: c.FreeBytes()}
+	if sneed > len(c.sfree) {
+		return nil, &FullError{Seq: appends[0].Seq, Needed: sneed, Free: len(c.sfree), Total: c.slide, BlockTokens: c.layout.BlockTokens}
+	}
+	if c.budget > 0 && bytes > c.FreeBytes() {
+		return nil, &FullError{Seq: appends[0].Seq, Needed: need + sneed, Free: len(c.free) + len(c.sfree), Total: c.blocks + c.slide, BlockTokens: c.layout.BlockTokens, NeededBytes: bytes, FreeBytes: c.FreeBytes()}
 	}
 	p := &c.plan
 	p.cache = c
@@ -160,9 +168,12 @@ func (c *Cache) Reserve(appends []Append) (*Plan, error) {
 	bt := c.layout.BlockTokens
 	for _, a := range appends {
 		s := c.seqs[a.Seq]
-		p.old = append(p.old, seqState{s: s, n: s.n, prompt: s.prompt, nbl: len(s.blocks)})
+		p.old = append(p.old, seqState{s: s, n: s.n, prompt: s.prompt, nbl: len(s.blocks), nsbl: len(s.sblocks)})
 		for len(s.blocks) < c.layout.BlocksFor(s.n+a.N) {
 			s.blocks = append(s.blocks, c.alloc())
+		}
+		for c.layout.Sliding() && len(s.sblocks) < c.layout.BlocksFor(s.n+a.N) {
+			s.sblocks = append(s.sblocks, c.salloc())
 		}
 		pos := s.n
 		if pos == 0 {
@@ -183,7 +194,11 @@ func (c *Cache) Reserve(appends []Append) (*Plan, error) {
 			st.Runs = make([][]Run, len(c.shapes))
 		}
 		for k, sh := range c.shapes {
-			st.Runs[k] = sh.runs(st.Runs[k][:0], s, bt, 0, s.n)
+			from := 0
+			if sh.Slide {
+				from = s.sfirst * bt
+			}
+			st.Runs[k] = sh.runs(st.Runs[k][:0], s, bt, from, s.n)
 		}
 	}
 	c.pending = p
@@ -198,6 +213,9 @@ func (c *Cache) Commit(p *Plan) {
 	c.store.Discard()
 	if p.Prime {
 		c.primed = true
+	}
+	for _, o := range p.old {
+		c.dropSlid(o.s)
 	}
 	c.pending = nil
 }
@@ -217,6 +235,10 @@ func (c *Cache) Rollback(p *Plan) {
 			c.release(b)
 		}
 		o.s.blocks = o.s.blocks[:o.nbl]
+		for _, b := range o.s.sblocks[o.nsbl:] {
+			c.release(b)
+		}
+		o.s.sblocks = o.s.sblocks[:o.nsbl]
 		o.s.n, o.s.prompt = o.n, o.prompt
 	}
 	if p.Prime {
@@ -251,9 +273,13 @@ func (sh *Shape) staging(n, prompt int) (from, phase int) {
 func (sh *Shape) writes(ops []Op, s *sequence, bt, row, pos, k int) []Op {
 	w := int32(s.win)
 	g := sh.Group
+	table := s.blocks
+	if sh.Slide {
+		table = s.sblocks
+	}
 	for i := 0; i < k; i++ {
 		p, src := pos+i, int32(row+i)
-		block, slot := s.blocks[p/bt], int32(p%bt)
+		block, slot := table[p/bt], int32(p%bt)
 		if p < sh.Sink {
 			ops = append(ops, Op{Kind: OpWindow, Src: src, Win: w, Row: int32(p)})
 		}
@@ -287,13 +313,13 @@ func (sh *Shape) writes(ops []Op, s *sequence, bt, row, pos, k int) []Op {
 		first := p + 1 - g
 		r0 := r - int32(g-1)
 		if !sh.PromptFlush {
-			ops = append(ops, Op{Kind: OpFlushGroup, Win: w, Row: r0, N: int32(g), Block: s.blocks[first/bt], Slot: int32(first % bt)})
+			ops = append(ops, Op{Kind: OpFlushGroup, Win: w, Row: r0, N: int32(g), Block: table[first/bt], Slot: int32(first % bt)})
 			continue
 		}
 		// Counted from the prompt, a group may straddle blocks.
 		for q := first; q <= p; {
 			e := min(p+1, (q/bt+1)*bt)
-			ops = append(ops, Op{Kind: OpFlushRows, Win: w, Row: r0 + int32(q-first), N: int32(e - q), Block: s.blocks[q/bt], Slot: int32(q % bt)})
+			ops = append(ops, Op{Kind: OpFlushRows, Win: w, Row: r0 + int32(q-first), N: int32(e - q), Block: table[q/bt], Slot: int32(q % bt)})
 			q = e
 		}
 	}
@@ -305,6 +331,10 @@ func (sh *Shape) writes(ops []Op, s *sequence, bt, row, pos, k int) []Op {
 // residual ring, the fp16 staging rows of an incomplete group, or a block
 // tile.
 func (sh *Shape) runs(dst []Run, s *sequence, bt, from, to int) []Run {
+	table := s.blocks
+	if sh.Slide {
+		table = s.sblocks
+	}
 	ringFrom := s.n - sh.Residual
 	stageFrom, phase := sh.staging(s.n, s.prompt)
 	p := from
@@ -333,7 +363,10 @@ func (sh *Shape) runs(dst []Run, s *sequence, bt, from, to int) []Run {
 				e = min(e, max(ringFrom, p+1))
 			}
 			e = min(e, max(stageFrom, p+1))
-			dst = append(dst, Run{Pos: int32(p), N: int32(e - p), Block: s.blocks[b], Row: int32(p % bt)})
+			if table[b] < 0 {
+				panic(fmt.Sprintf("kvcache: position %d of a sliding layer was released (the window reads from %d)", p, s.sfirst*bt))
+			}
+			dst = append(dst, Run{Pos: int32(p), N: int32(e - p), Block: table[b], Row: int32(p % bt)})
 			p = e
 		}
 	}

@@ -8,7 +8,8 @@ import (
 
 // Storage is the memory of one cache, owned by a compute backend: the tiles
 // of the block pool (for every layer, K and V, and KV head, a tile of
-// BlockTokens rows per block, in the side's format) and the per-sequence
+// BlockTokens rows per block of the layer's pool, in the side's format;
+// see StorageParams.SlideBlocks) and the per-sequence
 // fp16 windows, in slots. The Cache decides what goes where; the backend
 // writes and reads it (its WriteKV and Attention ops execute a Plan).
 //
@@ -61,6 +62,12 @@ type StorageParams struct {
 	Codecs *Codecs
 	// Blocks is the pool size.
 	Blocks int
+	// SlideBlocks is the sliding layers' pool (LayerLayout.Slide) with
+	// window-only storage, 0 otherwise. Such a layer holds SlideBlocks
+	// tiles per head, for block ids Blocks .. Blocks+SlideBlocks-1; the
+	// other layers hold Blocks tiles, for ids 0 .. Blocks-1. CopyBlock and
+	// Poison act on the layers whose pool the id belongs to.
+	SlideBlocks int
 	// RoPE rotates consecutive key head vectors (len(rows)/HeadDim of
 	// them) at positions pos0, pos0+1, ... in place, on the host. Set when
 	// the layout stores pre-RoPE keys; RoPEFreqs and RoPENeoX describe the

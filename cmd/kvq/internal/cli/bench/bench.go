@@ -471,7 +471,7 @@ func (o *Options) kvBudget(ctx context.Context, m *runtime.Model, reqs []bench.R
 		}
 		return budget, fmt.Sprintf("--gpu %s, kvq estimate's memory model at utilization %g", o.GPU, o.Utilization), nil
 	}
-	budget, err := bench.SeqBudget(m, o.specs[0], reqs, o.BudgetSeqs)
+	budget, err := bench.SeqBudget(m, o.specs[0], reqs, o.BudgetSeqs, o.Chunk)
 	switch {
 	case errors.Is(err, bench.ErrBudget):
 		return 0, "", cmdutil.FlagErrorf("--budget-seqs %d: a KV budget past 2^63 bytes", o.BudgetSeqs)

@@ -142,6 +142,14 @@ func cachesTable(rep *eval.Report) render.Table {
 		t.Notes = append(t.Notes, fmt.Sprintf("DECODE: single-sequence decode after %d tokens, the baseline's tokens/s and each candidate's time per token over the baseline's (median of interleaved rounds)", rep.Speed[0].Depth))
 	}
 	t.Notes = append(t.Notes, "PER REQUEST: the fp16 windows (residual, staging) each sequence keeps")
+	if len(rep.Caches) > 0 && rep.Caches[0].ContextBytes > 0 {
+		var parts []string
+		for _, c := range rep.Caches {
+			parts = append(parts, fmt.Sprintf("%s %s of %s B", c.Spec, thousands(float64(c.ContextBytes)), thousands(float64(c.ContextBytesFull))))
+		}
+		t.Notes = append(t.Notes, fmt.Sprintf("Sliding-window layers keep only their window: one request of %d tokens holds at most %s (of: if every layer kept every position)",
+			rep.Caches[0].ContextTokens, strings.Join(parts, ", ")))
+	}
 	if rc := rep.Recommendation; rc != nil {
 		t.Notes = append(t.Notes, fmt.Sprintf("Recommendation: %s — %.0f%% less KV memory than the baseline (%.2fx), %s.", rc.Cache, 100*rc.Saving, rc.Compression, rc.Reason))
 	} else if len(rep.Verdicts) > 0 {

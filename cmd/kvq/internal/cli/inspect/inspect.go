@@ -9,7 +9,9 @@ import (
 
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/cli/cmdutil"
 	"github.com/kvqlabs/kvq/cmd/kvq/internal/render"
+	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/spf13/cobra"
 )
 
@@ -55,6 +57,14 @@ type Info struct {
 	StopIDs        []int   `json:"stop_ids"`
 	// KVBytesPerToken is K+V bytes per token for the whole model in fp16.
 	KVBytesPerToken int64 `json:"kv_bytes_per_token_fp16"`
+	// KVBytesPerRequest, for a model whose sliding-window layers keep only
+	// their window, is the most fp16 K+V memory one request of
+	// ContextLength tokens holds, fed in the engine's default prefill
+	// chunks (kvcache.Layout.SeqCostChunked; kvq estimate's
+	// RuntimeRequestBytes); KVBytesPerRequestFull is the same if every
+	// layer kept every position.
+	KVBytesPerRequest     int64 `json:"kv_bytes_per_request_fp16,omitempty"`
+	KVBytesPerRequestFull int64 `json:"kv_bytes_per_request_fp16_full,omitempty"`
 	// Experts describes a mixture-of-experts model's expert layers
 	// (absent for a dense model).
 	Experts *Experts `json:"experts,omitempty"`
@@ -114,7 +124,7 @@ func Summarize(m *runtime.Model) Info {
 	if c.Scaling.Type != "" {
 		scaling = fmt.Sprintf("%s ×%g", c.Scaling.Type, c.Scaling.Factor)
 	}
-	return Info{
+	in := Info{
 		SlidingLayers: m.LocalLayers(), RopeLocalTheta: c.RopeLocalTheta, AttnSoftcap: c.AttnSoftcap, FinalSoftcap: c.FinalSoftcap,
 		Path: m.Path, Format: m.Format, Architecture: c.Arch, Params: m.Params(), DTypes: m.DTypes(), WeightBytes: m.WeightBytes(),
 		Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Hidden: c.Dim, Intermediate: c.Hidden,
@@ -123,6 +133,12 @@ func Summarize(m *runtime.Model) Info {
 		KVBytesPerToken: int64(2 * c.Layers * c.KVHeads * c.HeadDim * 2),
 		Experts:         experts(m),
 	}
+	if l, err := kvcache.NewLayout(m.Geometry(), quant.Spec{K: quant.FP16, V: quant.FP16}, 0); err == nil && l.Sliding() {
+		ctx := m.MaxSeqLen()
+		in.KVBytesPerRequest = l.SeqCostChunked(ctx, kvcache.DefaultChunk)
+		in.KVBytesPerRequestFull = int64(l.BlocksFor(ctx)) * l.BlockBytes
+	}
+	return in
 }
 
 // experts summarises a mixture-of-experts model (nil for a dense one).
@@ -185,6 +201,10 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	if in.AttnSoftcap > 0 || in.FinalSoftcap > 0 {
 		extra = append(extra, []string{"softcaps (attention / logits)", g(float64(in.AttnSoftcap)) + " / " + g(float64(in.FinalSoftcap))})
+	}
+	if in.KVBytesPerRequest > 0 {
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("KV bytes per request (fp16, %d tokens)", in.ContextLength),
+			fmt.Sprintf("%d (sliding layers keep their window; %d if every layer kept every position)", in.KVBytesPerRequest, in.KVBytesPerRequestFull)})
 	}
 	if extra != nil { // after the RoPE rows
 		at := 15

@@ -3,6 +3,7 @@ package root
 import (
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,6 +107,47 @@ func TestGemmaCommands(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("estimate has no int4,sliding=fp16 row:\n%s", out)
+	}
+
+	// One accounting truth for window-only storage: inspect's and eval's
+	// per-request figure (the engine's default 256-token chunks) is kvq
+	// estimate's for one request of the context with
+	// --max-num-batched-tokens 256 (no padding layers in this shape), and
+	// below every layer keeping every position.
+	var perReq struct {
+		Context  int   `json:"context_length"`
+		Bytes    int64 `json:"kv_bytes_per_request_fp16"`
+		Full     int64 `json:"kv_bytes_per_request_fp16_full"`
+		PerToken int64 `json:"kv_bytes_per_token_fp16"`
+	}
+	if err := json.Unmarshal([]byte(must("inspect", "--model", g3, "--output", "json")), &perReq); err != nil {
+		t.Fatal(err)
+	}
+	var grid struct {
+		Formats []struct {
+			Grid []struct {
+				Context int64 `json:"context"`
+				KVBytes int64 `json:"kv_bytes"`
+			} `json:"grid"`
+		} `json:"formats"`
+	}
+	out = must("estimate", "--model", g3, "--cache", "fp16", "--max-num-batched-tokens", "256", "--context", strconv.Itoa(perReq.Context), "--output", "json")
+	if err := json.Unmarshal([]byte(out), &grid); err != nil {
+		t.Fatalf("estimate JSON: %v\n%s", err, out)
+	}
+	if len(grid.Formats) != 1 || len(grid.Formats[0].Grid) == 0 || grid.Formats[0].Grid[0].KVBytes != perReq.Bytes || perReq.Bytes <= 0 || perReq.Bytes >= perReq.Full ||
+		perReq.Full != int64(perReq.Context)*perReq.PerToken {
+		t.Errorf("inspect: one request of %d tokens holds %d B (%d B with every position kept); kvq estimate: %s", perReq.Context, perReq.Bytes, perReq.Full, out)
+	}
+	var ev struct {
+		Caches []struct {
+			Spec  string `json:"spec"`
+			Bytes int64  `json:"context_bytes"`
+		} `json:"caches"`
+	}
+	out = must("eval", "--model", g3, "--cache", "fp16", "--tasks", "none", "--no-speed", "--chunks", "1", "--output", "json")
+	if err := json.Unmarshal([]byte(out), &ev); err != nil || len(ev.Caches) != 1 || ev.Caches[0].Bytes != perReq.Bytes {
+		t.Errorf("eval's per-request bytes %+v (%v), inspect's %d", ev.Caches, err, perReq.Bytes)
 	}
 
 	if out := must("calibrate", "--model", g3, "--out", filepath.Join(dir, "cal"), "--samples", "4"); strings.Contains(out, "5 (sliding)") || !strings.Contains(out, "6 (sliding)") {

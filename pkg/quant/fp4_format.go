@@ -1,0 +1,269 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+)
+
+// FP4 KV storage as the engines ship it (docs/quant-schemes.md §9): E2M1
+// codes in blocks of 16 values along head_dim, one scale byte per block.
+// A row of dim values (dim a multiple of 16) takes dim/2 bytes of codes,
+// element 2j in the low nibble of byte j and element 2j+1 in the high one,
+// then dim/16 scale bytes: vLLM's nvfp4 head row (head_size/2 +
+// head_size/16 bytes) and SGLang's fp4_e2m1 buffers (codes [.., dim/2],
+// uint8 scales [.., dim/16]), 4.5 bits per value.
+//
+//   - nvfp4 (vLLM, TensorRT-LLM): E4M3 block scales under an fp32
+//     per-tensor scale sg, held by the codec (1.0: vLLM's k_scale and
+//     v_scale when the checkpoint has none). Per block, sf =
+//     E4M3(fp32(amax·(1/6))/sg) (saturating at 448), codes =
+//     E2M1(x · 1/(sf·sg)) rounded to nearest even (saturating at ±6);
+//     x̂ = code · (sf·sg).
+//   - fp4_e2m1 (SGLang): power-of-two scales, one byte e+127 with e =
+//     ⌈log2 max(amax/6, 1e−10)⌉, codes = E2M1(x/2^e) with ties away
+//     from zero; x̂ = code · 2^e.
+var (
+	NVFP4   Format = &fp4Format{}
+	FP4E2M1 Format = &fp4Format{mx: true}
+)
+
+type fp4Format struct {
+	mx bool // SGLang's power-of-two scales; false: nvfp4
+}
+
+var (
+	_ Format    = (*fp4Format)(nil)
+	_ Describer = (*fp4Format)(nil)
+)
+
+// Name is "nvfp4" or "fp4_e2m1", as the engines spell them.
+func (f *fp4Format) Name() string {
+	if f.mx {
+		return "fp4_e2m1"
+	}
+	return "nvfp4"
+}
+
+// Traits implements Format: E2M1 codes in 16-value blocks along head_dim,
+// each row's codes then its block scales (E4M3 under a codec-held f32
+// tensor scale for nvfp4, UE8M0 for fp4_e2m1).
+func (f *fp4Format) Traits(bool) Traits {
+	t := Traits{Family: FamilyFP4, Value: DTypeE2M1, Bits: 4, Block: fp4Block, Packing: PackRowTail,
+		Scale: ScaleBlock, ScaleType: DTypeE4M3, TensorScale: DTypeF32, Saturate: true, Flush: 1}
+	if f.mx {
+		t.ScaleType, t.TensorScale, t.Saturate = DTypeUE8M0, DTypeNone, false
+	}
+	return t
+}
+
+func (f *fp4Format) Describe() (string, []string) {
+	if f.mx {
+		return "SGLang fp4_e2m1: E2M1 values in blocks of 16 with a power-of-two (UE8M0) scale computed on the fly, 4.5 bits/value", []string{}
+	}
+	return "NVIDIA nvfp4 (vLLM, TensorRT-LLM): E2M1 values in blocks of 16 with an E4M3 scale, under a per-tensor fp32 scale (1.0), 4.5 bits/value", []string{}
+}
+
+func (f *fp4Format) NewCodec(p CodecParams) (Codec, error) {
+	if p.Dim <= 0 || p.Dim%fp4Block != 0 {
+		return nil, fmt.Errorf("%w: %s: head size %d is not a multiple of %d", ErrDim, f.Name(), p.Dim, fp4Block)
+	}
+	c := &fp4Codec{dim: p.Dim, mx: f.mx, sg: 1}
+	// A per-tensor scale is counted once per layer side, by head 0's codec.
+	if !f.mx && p.Head == 0 {
+		c.state = 4
+	}
+	return c, nil
+}
+
+// fp4Codec stores rows of dim/2 code bytes followed by dim/16 scale bytes.
+type fp4Codec struct {
+	dim   int
+	mx    bool
+	sg    float32 // nvfp4's decode-side tensor scale
+	state int
+}
+
+var _ Codec = (*fp4Codec)(nil)
+
+func (c *fp4Codec) TokenGroup() int        { return 1 }
+func (c *fp4Codec) rowBytes() int          { return c.dim/2 + c.dim/fp4Block }
+func (c *fp4Codec) TileBytes(rows int) int { return rows * c.rowBytes() }
+func (c *fp4Codec) StateBytes() int        { return c.state }
+
+func (c *fp4Codec) Encode(tile []byte, row0 int, src []float32, n int) {
+	rb := c.rowBytes()
+	src = src[:n*c.dim]
+	for r := range n {
+		row := tile[(row0+r)*rb : (row0+r+1)*rb]
+		x := src[r*c.dim : (r+1)*c.dim]
+		if c.mx {
+			encodeMXFP4Row(row, x)
+		} else {
+			encodeNVFP4Row(row, x, c.sg)
+		}
+	}
+}
+
+// encodeNVFP4Row stores one row with E4M3 block scales under tensor scale sg.
+func encodeNVFP4Row(row []byte, x []float32, sg float32) {
+	dim := len(x)
+	for b := 0; b < dim/fp4Block; b++ {
+		blk := x[b*fp4Block : (b+1)*fp4Block]
+		var amax float32
+		for _, v := range blk {
+			if a := abs32f(v); a > amax {
+				amax = a
+			}
+		}
+		sc := EncodeE4M3(amax*nvfp4Sixth/sg, true)
+		row[dim/2+b] = sc
+		var out float32
+		if sd := DecodeE4M3(sc) * sg; sd != 0 {
+			out = 1 / sd
+		}
+		codes := row[b*fp4Block/2 : (b+1)*fp4Block/2]
+		for j := range codes {
+			codes[j] = EncodeE2M1(blk[2*j]*out) | EncodeE2M1(blk[2*j+1]*out)<<4
+		}
+	}
+}
+
+// encodeMXFP4Row stores one row with power-of-two block scales.
+func encodeMXFP4Row(row []byte, x []float32) {
+	dim := len(x)
+	for b := 0; b < dim/fp4Block; b++ {
+		blk := x[b*fp4Block : (b+1)*fp4Block]
+		var amax float32
+		for _, v := range blk {
+			if a := abs32f(v); a > amax {
+				amax = a
+			}
+		}
+		e := min(ceilLog2(max(amax/6, mxfp4Floor)), mxfp4MaxExp)
+		row[dim/2+b] = uint8(e + 127)
+		inv := float32(math.Ldexp(1, -e)) // exact: e is in [−33, 125]
+		codes := row[b*fp4Block/2 : (b+1)*fp4Block/2]
+		for j := range codes {
+			codes[j] = EncodeE2M1Up(blk[2*j]*inv) | EncodeE2M1Up(blk[2*j+1]*inv)<<4
+		}
+	}
+}
+
+// ceilLog2 is ⌈log2 v⌉ for a positive v, exactly (mxfp4MaxExp for +Inf).
+func ceilLog2(v float32) int {
+	if math.IsInf(float64(v), 0) {
+		return mxfp4MaxExp
+	}
+	frac, exp := math.Frexp(float64(v)) // v = frac·2^exp, frac in [0.5, 1)
+	if frac == 0.5 {
+		return exp - 1
+	}
+	return exp
+}
+
+// ue8m0Values holds 2^(b−127) for every scale byte (+Inf for 255).
+var ue8m0Values = func() (t [256]float32) {
+	for b := range 256 {
+		t[b] = float32(math.Ldexp(1, b-127))
+	}
+	return t
+}()
+
+// blockScale is the factor of block b of a stored row.
+func (c *fp4Codec) blockScale(sb byte) float32 {
+	if c.mx {
+		return ue8m0Values[sb]
+	}
+	return DecodeE4M3(sb) * c.sg
+}
+
+func (c *fp4Codec) Decode(dst []float32, tile []byte, row0, n int) {
+	rb := c.rowBytes()
+	dst = dst[:n*c.dim]
+	for r := range n {
+		row := tile[(row0+r)*rb : (row0+r+1)*rb]
+		out := dst[r*c.dim : (r+1)*c.dim]
+		for b := 0; b < c.dim/fp4Block; b++ {
+			s := c.blockScale(row[c.dim/2+b])
+			o := out[b*fp4Block : (b+1)*fp4Block]
+			for j, q := range row[b*fp4Block/2 : (b+1)*fp4Block/2] {
+				o[2*j] = e2m1Values[q&15] * s
+				o[2*j+1] = e2m1Values[q>>4] * s
+			}
+		}
+	}
+}
+
+// fp4FusedMaxQueries is the most queries the fused Go kernels serve; more
+// (prefill) go through decoded chunks and the register-blocked float
+// kernels, which reuse each decoded row across queries.
+const fp4FusedMaxQueries = 2
+
+func (c *fp4Codec) Scores(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	if nq > fp4FusedMaxQueries {
+		scoresChunked(c.Decode, c.dim, dst, ldd, q, nq, tile, row0, n)
+		return
+	}
+	c.scoresFused(dst, ldd, q, nq, tile, row0, n)
+}
+
+func (c *fp4Codec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
+	if nq > fp4FusedMaxQueries {
+		accumulateChunked(c.Decode, c.dim, acc, w, ldw, nq, tile, row0, n)
+		return
+	}
+	c.accumulateFused(acc, w, ldw, nq, tile, row0, n)
+}
+
+// scoresFused computes q·x̂ on the packed row: per block, the dot product
+// of the query with the code values, times the block's scale.
+func (c *fp4Codec) scoresFused(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
+	rb, dim := c.rowBytes(), c.dim
+	for r := range n {
+		row := tile[(row0+r)*rb : (row0+r+1)*rb]
+		for i := range nq {
+			qi := q[i*dim : (i+1)*dim]
+			var sum float32
+			for b := 0; b < dim/fp4Block; b++ {
+				qb := qi[b*fp4Block : (b+1)*fp4Block]
+				codes := row[b*fp4Block/2 : (b+1)*fp4Block/2]
+				var s0, s1 float32
+				for j, cb := range codes {
+					s0 += qb[2*j] * e2m1Values[cb&15]
+					s1 += qb[2*j+1] * e2m1Values[cb>>4]
+				}
+				sum += (s0 + s1) * c.blockScale(row[dim/2+b])
+			}
+			dst[i*ldd+r] = sum
+		}
+	}
+}
+
+// accumulateFused adds w·x̂ on the packed rows: the weight times the block
+// scale, once per block, times each code value.
+func (c *fp4Codec) accumulateFused(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
+	rb, dim := c.rowBytes(), c.dim
+	for r := range n {
+		row := tile[(row0+r)*rb : (row0+r+1)*rb]
+		for i := range nq {
+			wr := w[i*ldw+r]
+			ai := acc[i*dim : (i+1)*dim]
+			for b := 0; b < dim/fp4Block; b++ {
+				ws := wr * c.blockScale(row[dim/2+b])
+				ab := ai[b*fp4Block : (b+1)*fp4Block]
+				for j, cb := range row[b*fp4Block/2 : (b+1)*fp4Block/2] {
+					ab[2*j] += ws * e2m1Values[cb&15]
+					ab[2*j+1] += ws * e2m1Values[cb>>4]
+				}
+			}
+		}
+	}
+}
+
+// fp4Families lists the fp4 formats.
+func fp4Families() []family {
+	return []family{
+		{base: "nvfp4", make: noOptions(NVFP4), presets: []string{"nvfp4"}},
+		{base: "fp4_e2m1", aliases: []string{"fp4-e2m1"}, make: noOptions(FP4E2M1), presets: []string{"fp4_e2m1"}},
+	}
+}

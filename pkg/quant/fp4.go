@@ -182,7 +182,7 @@ func refNVFP4Row(dst []byte, x []float32, sg float32) {
 		sd := refE4M3Value(sc) * float64(sg)
 		out := 0.0
 		if sd != 0 {
-			out = float64(float32(1 / float64(float32(sd))))
+			out = min(float64(float32(1/float64(float32(sd)))), math.MaxFloat32)
 		}
 		dst[dim/2+b] = sc
 		for j, v := range blk {

@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // FP4 KV storage as the engines ship it (docs/quant-schemes.md §9): E2M1
@@ -15,7 +16,9 @@ import (
 //
 //   - nvfp4 (vLLM, TensorRT-LLM): E4M3 block scales under an fp32
 //     per-tensor scale sg, held by the codec (1.0: vLLM's k_scale and
-//     v_scale when the checkpoint has none). Per block, sf =
+//     v_scale when the checkpoint has none; "nvfp4:dynamic" sets it from the
+//     first data a layer side sees to amax/(448·6), NVIDIA's global scale,
+//     then freezes it, as fp8:dynamic does). Per block, sf =
 //     E4M3(fp32(amax·(1/6))/sg) (saturating at 448), codes =
 //     E2M1(x · 1/(sf·sg)) rounded to nearest even (saturating at ±6);
 //     x̂ = code · (sf·sg).
@@ -28,20 +31,47 @@ var (
 )
 
 type fp4Format struct {
-	mx bool // SGLang's power-of-two scales; false: nvfp4
+	mx  bool           // SGLang's power-of-two scales; false: nvfp4
+	dyn *fp8ScaleTable // nvfp4:dynamic's tensor scales, nil otherwise
 }
 
 var (
 	_ Format    = (*fp4Format)(nil)
 	_ Describer = (*fp4Format)(nil)
+	_ Stateful  = (*fp4Format)(nil)
 )
 
-// Name is "nvfp4" or "fp4_e2m1", as the engines spell them.
+// NVFP4DynamicDivisor is what nvfp4:dynamic divides the first data's
+// largest magnitude by to get the tensor scale: 448·6, so that the largest
+// block scale lands on E4M3's largest value.
+const NVFP4DynamicDivisor = 448 * 6
+
+// Name is "nvfp4", "nvfp4:dynamic" or "fp4_e2m1", as the engines spell them.
 func (f *fp4Format) Name() string {
-	if f.mx {
+	switch {
+	case f.mx:
 		return "fp4_e2m1"
+	case f.dyn != nil:
+		return "nvfp4:dynamic"
 	}
 	return "nvfp4"
+}
+
+// Fresh implements Stateful: nvfp4:dynamic gets an empty scale table; the
+// other fp4 formats hold no learned state and return themselves.
+func (f *fp4Format) Fresh() Format {
+	if f.dyn == nil {
+		return f
+	}
+	return &fp4Format{dyn: &fp8ScaleTable{}}
+}
+
+// tensorScale is the shared tensor scale of one layer side.
+func (f *fp4Format) tensorScale(layer int, key bool) *fp8Scale {
+	if f.dyn == nil {
+		return newStaticScale(1)
+	}
+	return f.dyn.get(fp8ScaleKey{layer: layer, head: -1, key: key}, NVFP4DynamicDivisor, 0x1p127/NVFP4DynamicDivisor)
 }
 
 // Traits implements Format: E2M1 codes in 16-value blocks along head_dim,
@@ -53,6 +83,7 @@ func (f *fp4Format) Traits(bool) Traits {
 	if f.mx {
 		t.ScaleType, t.TensorScale, t.Saturate = DTypeUE8M0, DTypeNone, false
 	}
+	t.Dynamic = f.dyn != nil
 	return t
 }
 
@@ -60,14 +91,21 @@ func (f *fp4Format) Describe() (string, []string) {
 	if f.mx {
 		return "SGLang fp4_e2m1: E2M1 values in blocks of 16 with a power-of-two (UE8M0) scale computed on the fly, 4.5 bits/value", []string{}
 	}
-	return "NVIDIA nvfp4 (vLLM, TensorRT-LLM): E2M1 values in blocks of 16 with an E4M3 scale, under a per-tensor fp32 scale (1.0), 4.5 bits/value", []string{}
+	scale := "1.0"
+	if f.dyn != nil {
+		scale = "amax/(448·6) of the first data"
+	}
+	return "NVIDIA nvfp4 (vLLM, TensorRT-LLM): E2M1 values in blocks of 16 with an E4M3 scale, under a per-tensor fp32 scale (" + scale + "), 4.5 bits/value", []string{}
 }
 
 func (f *fp4Format) NewCodec(p CodecParams) (Codec, error) {
 	if p.Dim <= 0 || p.Dim%fp4Block != 0 {
 		return nil, fmt.Errorf("%w: %s: head size %d is not a multiple of %d", ErrDim, f.Name(), p.Dim, fp4Block)
 	}
-	c := &fp4Codec{dim: p.Dim, mx: f.mx, sg: 1}
+	c := &fp4Codec{dim: p.Dim, mx: f.mx}
+	if !f.mx {
+		c.sg = f.tensorScale(p.Layer, p.Key)
+	}
 	// A per-tensor scale is counted once per layer side, by head 0's codec.
 	if !f.mx && p.Head == 0 {
 		c.state = 4
@@ -79,7 +117,7 @@ func (f *fp4Format) NewCodec(p CodecParams) (Codec, error) {
 type fp4Codec struct {
 	dim   int
 	mx    bool
-	sg    float32 // nvfp4's decode-side tensor scale
+	sg    *fp8Scale // nvfp4's decode-side tensor scale (nil for fp4_e2m1)
 	state int
 }
 
@@ -93,13 +131,19 @@ func (c *fp4Codec) StateBytes() int        { return c.state }
 func (c *fp4Codec) Encode(tile []byte, row0 int, src []float32, n int) {
 	rb := c.rowBytes()
 	src = src[:n*c.dim]
+	var sg float32
+	if !c.mx {
+		if sg = c.sg.forEncode(src); sg == 0 {
+			sg = 1 // a dynamic scale that has seen only zeros: the codes are ±0 anyway
+		}
+	}
 	for r := range n {
 		row := tile[(row0+r)*rb : (row0+r+1)*rb]
 		x := src[r*c.dim : (r+1)*c.dim]
 		if c.mx {
 			encodeMXFP4Row(row, x)
 		} else {
-			encodeNVFP4Row(row, x, c.sg)
+			encodeNVFP4Row(row, x, sg)
 		}
 	}
 }
@@ -119,7 +163,7 @@ func encodeNVFP4Row(row []byte, x []float32, sg float32) {
 		row[dim/2+b] = sc
 		var out float32
 		if sd := DecodeE4M3(sc) * sg; sd != 0 {
-			out = 1 / sd
+			out = min(1/sd, math.MaxFloat32) // finite, so that 0·out is 0
 		}
 		codes := row[b*fp4Block/2 : (b+1)*fp4Block/2]
 		for j := range codes {
@@ -169,22 +213,30 @@ var ue8m0Values = func() (t [256]float32) {
 	return t
 }()
 
-// blockScale is the factor of block b of a stored row.
-func (c *fp4Codec) blockScale(sb byte) float32 {
+// tensorScale is the tensor scale rows are read with (1 for fp4_e2m1).
+func (c *fp4Codec) tensorScale() float32 {
+	if c.mx {
+		return 1
+	}
+	return c.sg.get()
+}
+
+// blockScale is the factor of a block with scale byte sb under tensor scale sg.
+func (c *fp4Codec) blockScale(sb byte, sg float32) float32 {
 	if c.mx {
 		return ue8m0Values[sb]
 	}
-	return DecodeE4M3(sb) * c.sg
+	return DecodeE4M3(sb) * sg
 }
 
 func (c *fp4Codec) Decode(dst []float32, tile []byte, row0, n int) {
-	rb := c.rowBytes()
+	rb, sg := c.rowBytes(), c.tensorScale()
 	dst = dst[:n*c.dim]
 	for r := range n {
 		row := tile[(row0+r)*rb : (row0+r+1)*rb]
 		out := dst[r*c.dim : (r+1)*c.dim]
 		for b := 0; b < c.dim/fp4Block; b++ {
-			s := c.blockScale(row[c.dim/2+b])
+			s := c.blockScale(row[c.dim/2+b], sg)
 			o := out[b*fp4Block : (b+1)*fp4Block]
 			for j, q := range row[b*fp4Block/2 : (b+1)*fp4Block/2] {
 				o[2*j] = e2m1Values[q&15] * s
@@ -218,7 +270,7 @@ func (c *fp4Codec) Accumulate(acc []float32, w []float32, ldw int, nq int, tile 
 // scoresFused computes q·x̂ on the packed row: per block, the dot product
 // of the query with the code values, times the block's scale.
 func (c *fp4Codec) scoresFused(dst []float32, ldd int, q []float32, nq int, tile []byte, row0, n int) {
-	rb, dim := c.rowBytes(), c.dim
+	rb, dim, sg := c.rowBytes(), c.dim, c.tensorScale()
 	for r := range n {
 		row := tile[(row0+r)*rb : (row0+r+1)*rb]
 		for i := range nq {
@@ -232,7 +284,7 @@ func (c *fp4Codec) scoresFused(dst []float32, ldd int, q []float32, nq int, tile
 					s0 += qb[2*j] * e2m1Values[cb&15]
 					s1 += qb[2*j+1] * e2m1Values[cb>>4]
 				}
-				sum += (s0 + s1) * c.blockScale(row[dim/2+b])
+				sum += (s0 + s1) * c.blockScale(row[dim/2+b], sg)
 			}
 			dst[i*ldd+r] = sum
 		}
@@ -242,14 +294,14 @@ func (c *fp4Codec) scoresFused(dst []float32, ldd int, q []float32, nq int, tile
 // accumulateFused adds w·x̂ on the packed rows: the weight times the block
 // scale, once per block, times each code value.
 func (c *fp4Codec) accumulateFused(acc []float32, w []float32, ldw int, nq int, tile []byte, row0, n int) {
-	rb, dim := c.rowBytes(), c.dim
+	rb, dim, sg := c.rowBytes(), c.dim, c.tensorScale()
 	for r := range n {
 		row := tile[(row0+r)*rb : (row0+r+1)*rb]
 		for i := range nq {
 			wr := w[i*ldw+r]
 			ai := acc[i*dim : (i+1)*dim]
 			for b := 0; b < dim/fp4Block; b++ {
-				ws := wr * c.blockScale(row[dim/2+b])
+				ws := wr * c.blockScale(row[dim/2+b], sg)
 				ab := ai[b*fp4Block : (b+1)*fp4Block]
 				for j, cb := range row[b*fp4Block/2 : (b+1)*fp4Block/2] {
 					ab[2*j] += ws * e2m1Values[cb&15]
@@ -263,7 +315,22 @@ func (c *fp4Codec) accumulateFused(acc []float32, w []float32, ldw int, nq int, 
 // fp4Families lists the fp4 formats.
 func fp4Families() []family {
 	return []family{
-		{base: "nvfp4", make: noOptions(NVFP4), presets: []string{"nvfp4"}},
+		{base: "nvfp4", make: parseNVFP4, presets: []string{"nvfp4"}, options: []string{"dynamic"}},
 		{base: "fp4_e2m1", aliases: []string{"fp4-e2m1"}, make: noOptions(FP4E2M1), presets: []string{"fp4_e2m1"}},
 	}
+}
+
+// NewNVFP4Dynamic makes nvfp4:dynamic: nvfp4 whose tensor scale, one per
+// layer side, is set from the first data it encodes (amax/(448·6)) and
+// then frozen. Each value is a separate set of scales (see Stateful).
+func NewNVFP4Dynamic() Format { return &fp4Format{dyn: &fp8ScaleTable{}} }
+
+func parseNVFP4(base string, opts []string) (Format, error) {
+	switch {
+	case len(opts) == 0:
+		return NVFP4, nil
+	case len(opts) == 1 && opts[0] == "dynamic":
+		return NewNVFP4Dynamic(), nil
+	}
+	return nil, fmt.Errorf("%w: %s: unknown option %q (valid: dynamic)", ErrOption, base, strings.Join(opts, ":"))
 }

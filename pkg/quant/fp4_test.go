@@ -331,3 +331,60 @@ func TestFP4Bytes(t *testing.T) {
 		t.Error("nvfp4 takes an option")
 	}
 }
+
+// TestNVFP4Dynamic checks nvfp4:dynamic: the tensor scale is set from the
+// first nonzero data at amax/(448·6) and frozen, shared by a layer side's
+// heads, counted once (head 0's 4 bytes); later rows encode as the reference
+// codec does at that scale; Fresh forgets it; PrimeFP8Scales sets it from a
+// whole batch.
+func TestNVFP4Dynamic(t *testing.T) {
+	f, err := Formats().Lookup("nvfp4:dynamic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := f.Traits(true); !tr.Dynamic || tr.TensorScale != DTypeF32 || f.Name() != "nvfp4:dynamic" {
+		t.Fatalf("nvfp4:dynamic: name %q, traits %+v", f.Name(), tr)
+	}
+	const dim = 32
+	c0, _ := f.NewCodec(CodecParams{Dim: dim, Layer: 1, Head: 0})
+	c1, _ := f.NewCodec(CodecParams{Dim: dim, Layer: 1, Head: 1})
+	if c0.StateBytes() != 4 || c1.StateBytes() != 0 {
+		t.Errorf("state bytes %d, %d; want 4 for head 0 only", c0.StateBytes(), c1.StateBytes())
+	}
+	tile := make([]byte, c0.TileBytes(3))
+	c0.Encode(tile, 0, make([]float32, dim), 1) // zeros leave the scale unset
+	// amax 5376: sg = 5376/2688 = 2; the block's scale 5376/6/2 = 448 (0x7E).
+	x := make([]float32, dim)
+	x[0], x[1], x[2] = 5376, -2688, 1344
+	c0.Encode(tile, 1, x, 1)
+	if got := c1.(*fp4Codec).tensorScale(); got != 2 {
+		t.Fatalf("tensor scale seen by head 1 = %v, want 2", got)
+	}
+	row := tile[c0.TileBytes(1) : 2*c0.TileBytes(1)]
+	if row[dim/2] != 0x7E || row[0] != 0xD7 || row[1] != 0x03 {
+		t.Errorf("row % x: want codes d7 03 and scale 0x7e", row)
+	}
+	dec := make([]float32, 3*dim)
+	c0.Decode(dec, tile, 0, 3)
+	if dec[0] != 0 || dec[dim] != 5376 || dec[dim+1] != -2688 || dec[dim+2] != 1344 {
+		t.Errorf("decoded %v, %v %v %v; want 0, 5376 -2688 1344", dec[0], dec[dim], dec[dim+1], dec[dim+2])
+	}
+	// Later rows: the frozen scale, as the reference codec encodes them.
+	r := rand.New(rand.NewPCG(42, 7))
+	y := fp4TestRows(r, 1, dim)
+	c0.Encode(tile, 2, y, 1)
+	ref := make([]byte, c0.TileBytes(1))
+	refNVFP4Row(ref, y, 2)
+	if got := tile[2*len(ref):]; string(got) != string(ref) {
+		t.Errorf("row at the frozen scale: % x, reference % x", got, ref)
+	}
+	if g := f.(Stateful).Fresh(); g == f || g.Name() != f.Name() {
+		t.Errorf("Fresh() = %v (%q), want a new nvfp4:dynamic", g, g.Name())
+	} else {
+		PrimeFP8Scales(g, 0, false, 2, dim, append(make([]float32, dim), x...))
+		c, _ := g.NewCodec(CodecParams{Dim: dim, Layer: 0, Key: false, Head: 1})
+		if got := c.(*fp4Codec).tensorScale(); got != 2 {
+			t.Errorf("after PrimeFP8Scales the tensor scale is %v, want 2", got)
+		}
+	}
+}

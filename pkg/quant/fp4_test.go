@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
 )
 
 // TestE2M1Rounding pins both E2M1 roundings on hand-computed values: every
@@ -221,10 +223,9 @@ func TestFP4ReferenceCodec(t *testing.T) {
 	}
 }
 
-// TestFP4Attention checks Scores and Accumulate on packed rows (the fused Go
-// kernels for one and two queries, the chunked path beyond) against float64
-// attention over the reference decoder's rows, on runs of rows at odd
-// offsets.
+// TestFP4Attention checks Scores and Accumulate on packed rows against
+// float64 attention over the reference decoder's rows, for one to five
+// queries (decode and prefill) on runs of rows at odd offsets.
 func TestFP4Attention(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 6))
 	for _, f := range []*fp4Format{NVFP4.(*fp4Format), FP4E2M1.(*fp4Format)} {
@@ -386,5 +387,41 @@ func TestNVFP4Dynamic(t *testing.T) {
 		if got := c.(*fp4Codec).tensorScale(); got != 2 {
 			t.Errorf("after PrimeFP8Scales the tensor scale is %v, want 2", got)
 		}
+	}
+}
+
+// TestFP4DecodeTwin checks the simd decode (the table-lookup kernel, then
+// the block scales) against its Go twin, bit for bit, on every kernel set
+// this CPU has, for both formats, every code and scale byte (raw tiles of
+// random bytes, so NaN and Inf scales too) and encoded rows.
+func TestFP4DecodeTwin(t *testing.T) {
+	r := rand.New(rand.NewPCG(43, 8))
+	sets := []struct {
+		name  string
+		force func() func()
+	}{{"default", func() func() { return func() {} }}, {"generic", simd.ForceGeneric}, {"avx2", simd.ForceAVX2}}
+	for _, set := range sets {
+		restore := set.force()
+		for _, f := range []*fp4Format{NVFP4.(*fp4Format), FP4E2M1.(*fp4Format)} {
+			for _, dim := range []int{16, 128, 576} {
+				c, _ := f.NewCodec(CodecParams{Dim: dim})
+				const rows = 12
+				tile := make([]byte, c.TileBytes(rows))
+				for i := range tile {
+					tile[i] = byte(r.Uint32())
+				}
+				c.Encode(tile, 0, fp4TestRows(r, rows/2, dim), rows/2)
+				fc := c.(*fp4Codec)
+				got, want := make([]float32, rows*dim), make([]float32, rows*dim)
+				fc.Decode(got, tile, 0, rows)
+				fc.decodeGo(want, tile, 0, rows)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+						t.Fatalf("%s %s d%d [%d]: simd decode %v, Go twin %v", set.name, f.Name(), dim, i, got[i], want[i])
+					}
+				}
+			}
+		}
+		restore()
 	}
 }

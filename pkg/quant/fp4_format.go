@@ -215,6 +215,10 @@ var ue8m0Values = func() (t [256]float32) {
 	return t
 }()
 
+// Scale returns nvfp4's tensor scale (0 for a dynamic one that has seen
+// only zeros so far), as fp8's codecs return theirs; 1 for fp4_e2m1.
+func (c *fp4Codec) Scale() float32 { return c.tensorScale() }
+
 // tensorScale is the tensor scale rows are read with (1 for fp4_e2m1).
 func (c *fp4Codec) tensorScale() float32 {
 	if c.mx {

@@ -21,6 +21,7 @@ var quantFormats = []string{
 	"fp8-e4m3", "fp8-e5m2", "fp8-e4m3:nosat", "fp8-e5m2:nosat:head",
 	"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl",
 	"int8", "int4", "int2", "int8:g32", "int4:g32", "int4:g16", "int2:g32", "int2:g2", "int4:row:sym", "int8:g64:sym", "int2:sym",
+	"nvfp4", "fp4_e2m1",
 }
 
 // fp8ScalesFile writes a kvq scales file for 2 layers and 3 KV heads:
@@ -62,7 +63,7 @@ func TestKVWriteBytesQuant(t *testing.T) {
 	}
 	// Head sizes other than 64: 96 (3 GGML blocks; int4 groups of 48 share
 	// bytes), 128.
-	for _, text := range []string{"q4_0", "q5_1", "int4:g48", "int2:g24", "fp8-e5m2"} {
+	for _, text := range []string{"q4_0", "q5_1", "int4:g48", "int2:g24", "fp8-e5m2", "nvfp4", "fp4_e2m1"} {
 		spec, err := reg.ParseSpec(text)
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +142,7 @@ func TestKVWindowSlots(t *testing.T) {
 func TestKVFP8Dynamic(t *testing.T) {
 	d, b := openKV(t)
 	reg := quant.Formats()
-	for _, text := range []string{"fp8-e4m3:dynamic", "k=fp8-e5m2:dynamic:head,v=q4_0", "fp8-e4m3:dynamic:head,residual=4"} {
+	for _, text := range []string{"fp8-e4m3:dynamic", "k=fp8-e5m2:dynamic:head,v=q4_0", "fp8-e4m3:dynamic:head,residual=4", "k=nvfp4:dynamic,v=fp4_e2m1"} {
 		spec, err := reg.ParseSpec(text)
 		if err != nil {
 			t.Fatal(err)
@@ -175,7 +176,7 @@ func TestKVFP8Dynamic(t *testing.T) {
 			checkHeld(t, kp)
 		})
 	}
-	backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e4m3:dynamic"}, Dims: []int{64}})
+	backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e4m3:dynamic", "nvfp4:dynamic"}, Dims: []int{64}})
 }
 
 // TestKVQuantConformance runs the backend suite's KV tests for the
@@ -187,13 +188,13 @@ func TestKVQuantConformance(t *testing.T) {
 	d, b := openKV(t)
 	t.Run("auto", func(t *testing.T) {
 		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e4m3", "q8_0", "q4_0", "int4"}})
-		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e5m2", "q4_1", "q5_0", "q5_1", "iq4_nl", "int8", "int2", "int4:g32:sym"}, Dims: []int{64}})
+		backendtest.RunKV(t, d, backendtest.Options{Formats: []string{"fp8-e5m2", "q4_1", "q5_0", "q5_1", "iq4_nl", "int8", "int2", "int4:g32:sym", "nvfp4", "fp4_e2m1"}, Dims: []int{64}})
 	})
 	t.Run("decode", func(t *testing.T) { // several chunks per sequence
-		backendtest.RunKV(t, forced{b, pathDecode, 16}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3", "q5_1"}, Dims: []int{64}})
+		backendtest.RunKV(t, forced{b, pathDecode, 16}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3", "q5_1", "nvfp4", "fp4_e2m1"}, Dims: []int{64}})
 	})
 	t.Run("reference", func(t *testing.T) {
-		backendtest.RunKV(t, forced{b, pathRef, 0}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3"}, Dims: []int{64}})
+		backendtest.RunKV(t, forced{b, pathRef, 0}, backendtest.Options{Formats: []string{"q4_0", "int4", "fp8-e4m3", "nvfp4"}, Dims: []int{64}})
 	})
 	reg := quant.Formats()
 	for _, text := range []string{"k=q8_0,v=q4_0", "k=fp8-e4m3,v=int4,l1=iq4_nl"} {

@@ -91,7 +91,7 @@ func TestSupportsKV(t *testing.T) {
 		ok := !strings.Contains(name, ":rot") && !strings.Contains(name, ":channel")
 		switch {
 		case strings.HasPrefix(name, "fp"), strings.HasPrefix(name, "bf16"), strings.HasPrefix(name, "int"):
-		case strings.HasPrefix(name, "q") && !strings.HasPrefix(name, "quanto"), strings.HasPrefix(name, "iq4_nl"):
+		case strings.HasPrefix(name, "q") && !strings.HasPrefix(name, "quanto"), strings.HasPrefix(name, "iq4_nl"), strings.HasPrefix(name, "nvfp4"):
 		default:
 			ok = false
 		}
@@ -105,7 +105,7 @@ func TestSupportsKV(t *testing.T) {
 		}
 	}
 	kivi, _ := quant.Formats().Lookup("kivi2")
-	want := "backend: unsupported: the GPU has no kernel for KV format kivi2 yet (fp32, fp16, bf16, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there, with or without sink and residual windows; use --device cpu for it)"
+	want := "backend: unsupported: the GPU has no kernel for KV format kivi2 yet (fp32, fp16, bf16, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, fp4_e2m1 and per-token int8/int4/int2 groups run there, with or without sink and residual windows; use --device cpu for it)"
 	if err := b.SupportsKV(kivi); err == nil || err.Error() != want {
 		t.Errorf("SupportsKV(kivi2) = %v, want %q", err, want)
 	}

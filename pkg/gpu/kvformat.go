@@ -30,6 +30,8 @@ const (
 	kvInt8
 	kvInt4
 	kvInt2
+	kvNVFP4
+	kvFP4E2M1
 )
 
 // Format code flags.
@@ -62,9 +64,9 @@ var blockKinds = []struct {
 type kvFmt struct {
 	code     int  // kind | group<<8 | flags
 	rowBytes int  // bytes per row (token) of a tile
-	rows     bool // a tile's rows are contiguous (quant.PackRows: all but the int groups)
-	fp8      bool // the codecs hold a scale (kernels read it per KV head)
-	dynamic  bool // fp8 scales learnt from the cache's first step (WriteKV uploads them)
+	rows     bool // a tile's rows are contiguous (quant.PackRows, PackRowTail: all but the int groups)
+	fp8      bool // the codecs hold a scale (fp8's, nvfp4's tensor scale; kernels read it per KV head)
+	dynamic  bool // scales learnt from the cache's first step (WriteKV uploads them)
 }
 
 func (k kvFmt) kind() int { return k.code & 0xff }
@@ -75,6 +77,8 @@ func (k kvFmt) units(dim int) int {
 	switch kind := k.kind(); {
 	case kind <= kvE5M2:
 		return dim
+	case kind == kvNVFP4 || kind == kvFP4E2M1:
+		return dim / 16
 	case kind >= kvInt8:
 		group := k.code >> 8 & 0xfff
 		if kind == kvInt4 && group%32 != 0 || kind == kvInt2 && group%4 != 0 {
@@ -86,7 +90,7 @@ func (k kvFmt) units(dim int) int {
 }
 
 // kvRuns lists what the kernels store, for messages.
-const kvRuns = "fp32, fp16, bf16, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and per-token int8/int4/int2 groups run there, with or without sink and residual windows"
+const kvRuns = "fp32, fp16, bf16, fp8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, fp4_e2m1 and per-token int8/int4/int2 groups run there, with or without sink and residual windows"
 
 // kvCode classifies one side's traits: the kernels' kind, the int group
 // (the traits' Block: 0 for the whole row) and flags, or why no kernel
@@ -155,6 +159,20 @@ func kvCode(t quant.Traits) (kind, group, flags int, why string) {
 		if t.Zero == quant.DTypeNone {
 			flags |= kvSym
 		}
+	case quant.FamilyFP4:
+		switch {
+		case t.Value != quant.DTypeE2M1 || t.Bits != 4 || t.Block != 16 || t.Axis != quant.AxisToken || t.Packing != quant.PackRowTail:
+			return 0, 0, 0, fmt.Sprintf("fp4 blocks of %d %v values packed as %v", t.Block, t.Value, t.Packing)
+		case t.ScaleType == quant.DTypeE4M3 && t.TensorScale == quant.DTypeF32 && t.Saturate:
+			kind = kvNVFP4
+		case t.ScaleType == quant.DTypeUE8M0 && t.TensorScale == quant.DTypeNone:
+			kind = kvFP4E2M1
+		default:
+			return 0, 0, 0, fmt.Sprintf("fp4 with %v block scales under a %v tensor scale", t.ScaleType, t.TensorScale)
+		}
+		if t.Dynamic {
+			flags |= kvDyn
+		}
 	default:
 		return 0, 0, 0, kvRuns
 	}
@@ -206,15 +224,16 @@ func kvFormat(f quant.Format, key bool, dim int) (kvFmt, error) {
 	if why != "" {
 		return kvFmt{}, unsupportedKV(f, why)
 	}
-	k := kvFmt{code: kind | flags&^kvDyn, rows: t.Packing == quant.PackRows, fp8: kind == kvE4M3 || kind == kvE5M2, dynamic: flags&kvDyn != 0}
-	if kind >= kvInt8 {
+	k := kvFmt{code: kind | flags&^kvDyn, rows: t.Packing == quant.PackRows || t.Packing == quant.PackRowTail,
+		fp8: kind == kvE4M3 || kind == kvE5M2 || kind == kvNVFP4, dynamic: flags&kvDyn != 0}
+	if kind >= kvInt8 && kind <= kvInt2 {
 		group = t.BlockLen(dim) // the whole row for 0, as pkg/quant's tokenCodec
 		if dim%group != 0 || dim*t.Bits%8 != 0 || group > kvGroupMax {
 			return kvFmt{}, fmt.Errorf("%w: gpu: %s with head size %d", kvcache.ErrGeometry, f.Name(), dim)
 		}
 		k.code |= group << 8
 	}
-	if kind >= kvQ80 && kind <= kvIQ4NL && dim%32 != 0 {
+	if kind >= kvQ80 && kind <= kvIQ4NL && dim%32 != 0 || (kind == kvNVFP4 || kind == kvFP4E2M1) && dim%16 != 0 {
 		return kvFmt{}, fmt.Errorf("%w: gpu: %s with head size %d", kvcache.ErrGeometry, f.Name(), dim)
 	}
 	k.rowBytes = t.UnitBytes(dim)

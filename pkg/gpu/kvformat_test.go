@@ -52,8 +52,8 @@ func everyFormat(t *testing.T) []quant.Format {
 }
 
 // gpuRuns is what the GPU has stored since its KV kernels were written,
-// by name: fp32, fp16, bf16, fp8 (any scales, saturating or not) and the
-// llama.cpp blocks, unrotated, and per-token int8/int4/int2 groups of at
+// by name: fp32, fp16, bf16, fp8 (any scales, saturating or not), the
+// llama.cpp blocks and the fp4 formats (nvfp4 also dynamic), unrotated, and per-token int8/int4/int2 groups of at
 // most 4095 values; never keys in GGUF order. It
 // restates the kernels' scope in the user's terms, so that a change of
 // traits or of option names that drops (or adds) GPU support fails here.
@@ -62,7 +62,7 @@ func gpuRuns(name string, interleaved bool) bool {
 	opts := parts[1:]
 	switch base := parts[0]; base {
 	case "fp32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2":
-	case "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl":
+	case "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "nvfp4", "fp4_e2m1":
 	case "int8", "int4", "int2":
 		for _, o := range opts {
 			if o == "channel" {

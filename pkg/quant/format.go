@@ -159,7 +159,7 @@ type Registry struct {
 // Formats returns the registry of every built-in format.
 func Formats() *Registry {
 	r := &Registry{families: map[string]*family{}, aliases: map[string]string{}}
-	for _, fams := range [][]family{floatFamilies(), fp8Families(), integerFamilies(), blockFamilies(), rotatedFamilies(), kvquantFamilies()} {
+	for _, fams := range [][]family{floatFamilies(), fp8Families(), fp4Families(), integerFamilies(), blockFamilies(), rotatedFamilies(), kvquantFamilies()} {
 		for i := range fams {
 			f := &fams[i]
 			r.families[f.base] = f

@@ -85,6 +85,10 @@ func PrimeFP8Scales(f Format, layer int, key bool, heads, dim int, x []float32) 
 		}
 		f = u.Unwrap() // absmax scales do not depend on the dimension order
 	}
+	if f4, ok := f.(*fp4Format); ok && f4.dyn != nil && heads > 0 && dim > 0 {
+		f4.tensorScale(layer, key).forEncode(x[:len(x)/(heads*dim)*heads*dim]) // nvfp4:dynamic: per tensor
+		return
+	}
 	ff, ok := f.(*fp8Format)
 	if !ok || ff.dyn == nil || heads <= 0 || dim <= 0 {
 		return

@@ -41,6 +41,10 @@ type Traits struct {
 	// the others are stored in the tile, one per block.
 	Scale     Granularity
 	ScaleType DType
+	// TensorScale is the type of a second-level scale held by the codecs,
+	// one per layer side, that multiplies every in-tile block scale
+	// (nvfp4's fp32 per-tensor scale); DTypeNone when there is none.
+	TensorScale DType
 	// Zero is the type of each block's zero point or minimum, stored in
 	// the tile next to its scale; DTypeNone for symmetric codes.
 	Zero DType
@@ -92,9 +96,10 @@ const (
 	FamilyQuanto                // quanto4, quanto2
 	FamilyTurbo                 // turbo4, turbo3, turbo2
 	FamilyKVQuant               // kvquant4, kvquant3, kvquant2
+	FamilyFP4                   // nvfp4, fp4_e2m1: E2M1 values in 16-value blocks
 )
 
-var familyNames = [...]string{"unknown", "float", "fp8", "block", "int", "kivi", "quanto", "turbo", "kvquant"}
+var familyNames = [...]string{"unknown", "float", "fp8", "block", "int", "kivi", "quanto", "turbo", "kvquant", "fp4"}
 
 func (f Family) String() string { return enumName(familyNames[:], int(f)) }
 
@@ -109,9 +114,11 @@ const (
 	DTypeBF16
 	DTypeE4M3
 	DTypeE5M2
+	DTypeE2M1  // OCP fp4: 1 sign, 2 exponent, 1 mantissa bit (a value, never a scale)
+	DTypeUE8M0 // an unsigned power of two 2^(b−127) in one byte (OCP MX scales)
 )
 
-var dtypeNames = [...]string{"none", "f32", "f16", "bf16", "e4m3", "e5m2"}
+var dtypeNames = [...]string{"none", "f32", "f16", "bf16", "e4m3", "e5m2", "e2m1", "ue8m0"}
 
 func (d DType) String() string { return enumName(dtypeNames[:], int(d)) }
 
@@ -122,10 +129,10 @@ func (d DType) Size() int {
 		return 4
 	case DTypeF16, DTypeBF16:
 		return 2
-	case DTypeE4M3, DTypeE5M2:
+	case DTypeE4M3, DTypeE5M2, DTypeUE8M0:
 		return 1
 	}
-	return 0
+	return 0 // DTypeNone, and DTypeE2M1 (half a byte: Bits counts it)
 }
 
 // Axis is the direction a block runs in.
@@ -205,9 +212,15 @@ const (
 	// PackGroups: group after group of Block tokens, each the parameters
 	// of its channels, then its codes row by row.
 	PackGroups
+	// PackRowTail: each row's bytes together, row after row, its codes
+	// first and then its blocks' scales (vLLM's nvfp4 head rows:
+	// head_size/2 bytes of codes, then head_size/16 scale bytes).
+	PackRowTail
 )
 
-func (p Packing) String() string { return enumName([]string{"rows", "split", "groups"}, int(p)) }
+func (p Packing) String() string {
+	return enumName([]string{"rows", "split", "groups", "row-tail"}, int(p))
+}
 
 func enumName(names []string, i int) string {
 	if i < len(names) {

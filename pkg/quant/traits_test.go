@@ -90,8 +90,11 @@ func TestTraitsBytes(t *testing.T) {
 					t.Errorf("%s: codec is a Rotator: %v, traits say %v (%v, interleaved %v)", where(), rot, want, tr.Rotation, tr.Interleaved)
 				}
 				held := tr.Scale == ScaleTensor || tr.Scale == ScaleHead
-				if got := c.StateBytes() > 0; got != held || held && tr.ScaleType != DTypeF32 {
-					t.Errorf("%s: codec state %d bytes, traits: scale %v of %v", where(), c.StateBytes(), tr.Scale, tr.ScaleType)
+				if got := c.StateBytes() > 0; got != (held || tr.TensorScale != DTypeNone) || held && tr.ScaleType != DTypeF32 {
+					t.Errorf("%s: codec state %d bytes, traits: scale %v of %v, tensor scale %v", where(), c.StateBytes(), tr.Scale, tr.ScaleType, tr.TensorScale)
+				}
+				if tr.TensorScale != DTypeNone && c.StateBytes() != tr.TensorScale.Size() {
+					t.Errorf("%s: codec state %d bytes, traits: one %v tensor scale", where(), c.StateBytes(), tr.TensorScale)
 				}
 				perToken[side] = float64(c.TileBytes(tr.Flush)) / float64(tr.Flush)
 				if got := float64(tr.TileBytes(dim, tr.Flush)) / float64(tr.Flush); got != perToken[side] {
@@ -141,6 +144,9 @@ func TestTraitsFamilies(t *testing.T) {
 			Rotation: RotationRandom, Seed: 1, NormCorrected: true, Flush: 1}},
 		{"kvquant3", true, Traits{Family: FamilyKVQuant, Bits: 3, Codebook: CodebookNormal, Axis: AxisChannel, Block: 64, Packing: PackGroups,
 			Scale: ScaleChannel, ScaleType: DTypeF16, Zero: DTypeF16, Outliers: 0.01, PreRoPE: true, Flush: 64}},
+		{"nvfp4", true, Traits{Family: FamilyFP4, Value: DTypeE2M1, Bits: 4, Block: 16, Packing: PackRowTail, Scale: ScaleBlock, ScaleType: DTypeE4M3,
+			TensorScale: DTypeF32, Saturate: true, Flush: 1}},
+		{"fp4_e2m1", false, Traits{Family: FamilyFP4, Value: DTypeE2M1, Bits: 4, Block: 16, Packing: PackRowTail, Scale: ScaleBlock, ScaleType: DTypeUE8M0, Flush: 1}},
 	} {
 		if got := reg.MustLookup(tc.name).Traits(tc.key); got != tc.want {
 			t.Errorf("%s.Traits(%v) =\n%+v, want\n%+v", tc.name, tc.key, got, tc.want)
@@ -156,7 +162,7 @@ func TestTraitsFamilies(t *testing.T) {
 	for _, tc := range []struct {
 		f    Format
 		want int
-	}{{Q80, 34}, {Q40, 18}, {Q41, 20}, {Q50, 22}, {Q51, 24}, {IQ4NL, 18}} {
+	}{{Q80, 34}, {Q40, 18}, {Q41, 20}, {Q50, 22}, {Q51, 24}, {IQ4NL, 18}, {NVFP4, 9}, {FP4E2M1, 9}} {
 		if got := tc.f.Traits(true).BlockBytes(128); got != tc.want {
 			t.Errorf("%s: BlockBytes = %d, want %d", tc.f.Name(), got, tc.want)
 		}

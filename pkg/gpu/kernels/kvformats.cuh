@@ -30,6 +30,12 @@
 #define KVQ_KV_INT8 11
 #define KVQ_KV_INT4 12
 #define KVQ_KV_INT2 13
+#define KVQ_KV_NVFP4 14
+#define KVQ_KV_FP4E2M1 15
+
+// kvq_is_fp4: the FP4 kinds (pkg/quant fp4_format.go), rows of dim/2 code
+// bytes then dim/16 scale bytes.
+static __device__ __forceinline__ bool kvq_is_fp4(int kind) { return kind == KVQ_KV_NVFP4 || kind == KVQ_KV_FP4E2M1; }
 
 static __device__ __forceinline__ int kvq_fmt_kind(int fmt) { return fmt & 0xff; }
 static __device__ __forceinline__ int kvq_fmt_group(int fmt) { return (fmt >> 8) & 0xfff; }
@@ -61,6 +67,8 @@ static __device__ __forceinline__ int kvq_row_bytes(int fmt, int dim) {
 	case KVQ_KV_BF16: return 2 * dim;
 	case KVQ_KV_E4M3:
 	case KVQ_KV_E5M2: return dim;
+	case KVQ_KV_NVFP4:
+	case KVQ_KV_FP4E2M1: return dim / 2 + dim / 16;
 	case KVQ_KV_INT8:
 	case KVQ_KV_INT4:
 	case KVQ_KV_INT2: {
@@ -542,6 +550,83 @@ static __device__ __forceinline__ float kvq_int_value(const unsigned char* tile,
 }
 
 // ---------------------------------------------------------------------
+// FP4 (pkg/quant fp4.go, fp4_format.go): E2M1 codes in blocks of 16, two
+// per byte (even element in the low nibble), the row's dim/16 scale bytes
+// after its dim/2 code bytes. nvfp4: E4M3 block scales under the side's
+// tensor scale sg (the codec-held scale, passed as fp8's is); fp4_e2m1:
+// power-of-two scales 2^(b−127).
+
+// kvq_e2m1_value is the value of an E2M1 code (its low nibble).
+static __device__ __forceinline__ float kvq_e2m1_value(unsigned c) {
+	// Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 as halves: 0, 1, 2, 3, 4, 6, 8, 12.
+	unsigned long long w = 0x0c08060403020100ull;
+	float m = (float)(unsigned)((w >> (8 * (c & 7u))) & 0xffu) * 0.5f;
+	return (c & 8u) ? -m : m;
+}
+
+// kvq_e2m1_rn is pkg/quant's EncodeE2M1: ties to even, ±6 beyond, NaN → 0x7.
+static __device__ __forceinline__ unsigned kvq_e2m1_rn(float x) {
+	unsigned bits = __float_as_uint(x);
+	unsigned sign = (bits >> 28) & 8u;
+	float a = __uint_as_float(bits & 0x7fffffffu);
+	if (a != a) return 7u;
+	unsigned m = a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.f ? 6u : 7u;
+	return sign | m;
+}
+
+// kvq_e2m1_up is pkg/quant's EncodeE2M1Up (SGLang): ties away from zero.
+static __device__ __forceinline__ unsigned kvq_e2m1_up(float x) {
+	unsigned sign = x < 0.f ? 8u : 0u;
+	float a = kvq_abs(x);
+	unsigned m = (a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) + (a >= 3.5f) + (a >= 5.f);
+	return sign | m;
+}
+
+// kvq_fp4_block_scale is the factor of a block with scale byte sb.
+static __device__ __forceinline__ float kvq_fp4_block_scale(unsigned sb, int kind, float sg) {
+	if (kind == KVQ_KV_NVFP4) return __fmul_rn(kvq_fp8_value(sb, false), sg);
+	if (sb == 0u) return __uint_as_float(0x00400000u); // 2^-127
+	if (sb == 255u) return __uint_as_float(0x7f800000u); // 2^128 overflows
+	return __uint_as_float(sb << 23);
+}
+
+// kvq_fp4_encode writes block u (values x[0..16)) of a row of dim values.
+static __device__ void kvq_fp4_encode(unsigned char* row, const float* x, int kind, float sg, int dim, int u) {
+	float amax = 0.f;
+	for (int j = 0; j < 16; j++) {
+		float a = kvq_abs(x[j]);
+		if (a > amax) amax = a;
+	}
+	unsigned char* codes = row + 8 * u;
+	if (kind == KVQ_KV_NVFP4) {
+		unsigned sc = kvq_fp8_encode(__fdiv_rn(__fmul_rn(amax, __uint_as_float(0x3e2aaaabu)), sg), false, true); // amax·fp32(1/6)
+		row[dim / 2 + u] = (unsigned char)sc;
+		float sd = __fmul_rn(kvq_fp8_value(sc, false), sg), out = 0.f;
+		if (sd != 0.f) out = kvq_go_min(__fdiv_rn(1.f, sd), 3.40282346638528859811704183484516925440e+38f);
+		for (int j = 0; j < 8; j++)
+			codes[j] = (unsigned char)(kvq_e2m1_rn(__fmul_rn(x[2 * j], out)) | (kvq_e2m1_rn(__fmul_rn(x[2 * j + 1], out)) << 4));
+		return;
+	}
+	float v = kvq_go_max(__fdiv_rn(amax, 6.f), 1e-10f);
+	int e = 125; // +Inf
+	unsigned vb = __float_as_uint(v);
+	if (vb < 0x7f800000u) {
+		e = (int)(vb >> 23) - 127 + ((vb & 0x7fffffu) != 0u); // ⌈log2 v⌉ (v is normal)
+		if (e > 125) e = 125;
+	}
+	row[dim / 2 + u] = (unsigned char)(e + 127);
+	float inv = __uint_as_float((unsigned)(127 - e) << 23);
+	for (int j = 0; j < 8; j++)
+		codes[j] = (unsigned char)(kvq_e2m1_up(__fmul_rn(x[2 * j], inv)) | (kvq_e2m1_up(__fmul_rn(x[2 * j + 1], inv)) << 4));
+}
+
+// kvq_fp4_value is value d of a stored row.
+static __device__ __forceinline__ float kvq_fp4_value(const unsigned char* row, int kind, float sg, int dim, int d) {
+	unsigned c = (row[d >> 1] >> (4 * (d & 1))) & 15u;
+	return __fmul_rn(kvq_e2m1_value(c), kvq_fp4_block_scale(row[dim / 2 + (d >> 4)], kind, sg));
+}
+
+// ---------------------------------------------------------------------
 // Any format.
 
 // kvq_tile is the first byte of the tile of KV head h and block b.
@@ -564,6 +649,8 @@ static __device__ __forceinline__ float kvq_tile_value(const unsigned char* tile
 	case KVQ_KV_INT8:
 	case KVQ_KV_INT4:
 	case KVQ_KV_INT2: return kvq_int_value(tile, fmt, bt, dim, row, d);
+	case KVQ_KV_NVFP4:
+	case KVQ_KV_FP4E2M1: return kvq_fp4_value(tile + row * kvq_row_bytes(fmt, dim), kind, scale, dim, d);
 	}
 	int bb = kvq_block_bytes(kind);
 	return kvq_block_value(tile + row * (dim / 32) * bb + (d >> 5) * bb, kind, d & 31);
@@ -576,12 +663,13 @@ static __device__ __forceinline__ float kvq_kv_value(const void* base, int fmt, 
 }
 
 // kvq_units is the number of encoding units of a row of one KV head: a
-// value (unquantized, fp8), a block of 32 (GGML) or an int group (a whole
+// value (unquantized, fp8), a block of 32 (GGML) or of 16 (FP4), or an int group (a whole
 // row where groups share bytes: 4-bit groups of other than a multiple of
 // 32 values, 2-bit groups of other than a multiple of 4).
 static __device__ __forceinline__ int kvq_units(int fmt, int dim) {
 	int kind = kvq_fmt_kind(fmt);
 	if (kind <= KVQ_KV_E5M2) return dim;
+	if (kvq_is_fp4(kind)) return dim / 16;
 	if (kind >= KVQ_KV_INT8) {
 		int group = kvq_fmt_group(fmt);
 		if ((kind == KVQ_KV_INT4 && group % 32 != 0) || (kind == KVQ_KV_INT2 && group % 4 != 0)) return 1;
@@ -614,6 +702,8 @@ static __device__ void kvq_encode_unit(unsigned char* tile, const float* x, int 
 		kvq_int_encode(tile, x + u * group, fmt, bt, dim, row, u);
 		return;
 	}
+	case KVQ_KV_NVFP4:
+	case KVQ_KV_FP4E2M1: kvq_fp4_encode(tile + row * kvq_row_bytes(fmt, dim), x + 16 * u, kind, scale, dim, u); return;
 	}
 	int bb = kvq_block_bytes(kind);
 	kvq_block_encode(tile + row * (dim / 32) * bb + u * bb, x + 32 * u, kind);

@@ -179,7 +179,7 @@ func TestWatchActRoute(t *testing.T) {
 	}
 
 	before := metrics(t, url)
-	reps, err := runWatch(t, append(append(act, "--api-key", adminKey), fast...)...)
+	reps, err := runWatch(t, append(append(act, "--api-key", adminKey), quality...)...)
 	final := reps[len(reps)-1]
 	var ge *cmdutil.GateError
 	if !errors.As(err, &ge) || final.Result.Verdict != canary.Rollback {

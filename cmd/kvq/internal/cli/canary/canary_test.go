@@ -117,6 +117,11 @@ func runWatch(t *testing.T, args ...string) ([]canary.Report, error) {
 var fast = []string{"--duration", "60s", "--stop-early", "--window", "1s", "--probe-n", "3", "--probe-rpm", "6000", "--min-windows", "2",
 	"--min-samples", "12", "--min-requests", "2", "--gate", "ttft-p95=3", "--gate", "itl-p95=3", "--latency-floor", "1s"}
 
+// quality are fast's flags for watches that judge quality: latency gates
+// only beyond 30 s, so that a loaded test machine's latency noise cannot
+// decide them (TestWatchFaults checks the latency gates).
+var quality = append(append([]string(nil), fast...), "--latency-floor", "30s")
+
 // TestWatchBuiltinModel watches two kvq serve engines on the built-in
 // model: fp16 against fp16 ends in promote (exit 0), fp16 against int2 in
 // rollback on quality (exit 3) with the flips named.
@@ -126,7 +131,7 @@ func TestWatchBuiltinModel(t *testing.T) {
 	}
 	base := startServe(t, "fp16")
 	t.Run("fp16", func(t *testing.T) {
-		reps, err := runWatch(t, append([]string{"--baseline", base, "--candidate", startServe(t, "fp16")}, fast...)...)
+		reps, err := runWatch(t, append([]string{"--baseline", base, "--candidate", startServe(t, "fp16")}, quality...)...)
 		final := reps[len(reps)-1]
 		if err != nil || final.Result.Verdict != canary.Promote {
 			t.Fatalf("err %v, verdict %s %q, want promote", err, final.Result.Verdict, final.Result.Reasons)
@@ -139,7 +144,7 @@ func TestWatchBuiltinModel(t *testing.T) {
 		}
 	})
 	t.Run("int2", func(t *testing.T) {
-		reps, err := runWatch(t, append([]string{"--baseline", base, "--candidate", startServe(t, "int2")}, fast...)...)
+		reps, err := runWatch(t, append([]string{"--baseline", base, "--candidate", startServe(t, "int2")}, quality...)...)
 		final := reps[len(reps)-1]
 		var ge *cmdutil.GateError
 		if !errors.As(err, &ge) || final.Result.Verdict != canary.Rollback {

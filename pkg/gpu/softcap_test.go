@@ -3,8 +3,11 @@
 package gpu
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/kvqlabs/kvq/pkg/quant"
@@ -121,5 +124,70 @@ func TestAttentionSoftcap(t *testing.T) {
 			}
 			t.Logf("worst %.2g of max |v| from the reference kernel; the cap moves the answer by %.2g", worst, bent)
 		})
+	}
+}
+
+// TestAttentionHash writes the SHA-256 of every attention kernel's
+// outputs, softcap 0, over dense and quantized caches and prefill,
+// decode, exact and sliding-window steps, to the file KVQ_ATTN_HASH names
+// (skipped without it). It checks that a zero softcap leaves the kernels'
+// results bit for bit those of the kernels before softcapping: run it with
+// the embedded module and with the previous one (KVQ_PTX=old.ptx: the
+// extra parameter is ignored by the old kernels) and compare the two
+// files. The emulator gave the same hash before and after the change.
+func TestAttentionHash(t *testing.T) {
+	path := os.Getenv("KVQ_ATTN_HASH")
+	if path == "" {
+		t.Skip("KVQ_ATTN_HASH names no file")
+	}
+	_, b := openKV(t)
+	h := sha256.New()
+	reg := quant.Formats()
+	for _, c := range []struct {
+		spec string
+		dim  int
+	}{
+		{"fp16", 64}, {"fp16", 128}, {"bf16", 64}, {"fp32", 64}, {"fp16", 256}, {"q4_0", 64}, {"int4", 128},
+		{"k=q8_0,v=q4_0", 64}, {"q5_1", 256}, {"fp8-e4m3", 64},
+	} {
+		spec, err := reg.ParseSpec(c.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := newAttnSceneWith(t, b, spec, c.dim, 2, 8, 60, 0)
+		at := attnArgs{s: sc.s, ks: &sc.s.sides[0][0], vs: &sc.s.sides[0][1]}
+		decodes := at.tensorCores() || at.quantized()
+		ids := []kvcache.SeqID{0, 1, 2}
+		for _, id := range ids {
+			if err := sc.c.AddSeq(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, st := range []struct {
+			n      map[kvcache.SeqID]int
+			exact  bool
+			window int
+		}{
+			{n: map[kvcache.SeqID]int{0: 75, 1: 23, 2: 40}},
+			{n: map[kvcache.SeqID]int{0: 1, 1: 2, 2: 1}},
+			{n: map[kvcache.SeqID]int{0: 2, 1: 1, 2: 1}, exact: true, window: 21},
+			{n: map[kvcache.SeqID]int{0: 1, 1: 1, 2: 1}, window: 50},
+		} {
+			sc.begin(st.n, ids, st.exact)
+			for _, p := range []attnPath{pathRef, pathPrefill, pathDecode, pathAuto} {
+				if p == pathDecode && !decodes {
+					continue
+				}
+				for _, x := range sc.run(p, 16, st.window) {
+					_ = binary.Write(h, binary.LittleEndian, x)
+				}
+			}
+			sc.end()
+		}
+	}
+	sum := fmt.Sprintf("%x\n", h.Sum(nil))
+	t.Logf("attention outputs' SHA-256: %s", sum)
+	if err := os.WriteFile(path, []byte(sum), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

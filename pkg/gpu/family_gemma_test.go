@@ -25,7 +25,10 @@ import (
 // decode on fp16 and the vector quantized decode on q8_0; Gemma 3 (head
 // size 256, q/k norms, five sliding layers of window 6 and a global one
 // with linear RoPE scaling) the prefill kernel for every step on fp16 and
-// the generic quantized decode on int4.
+// the generic quantized decode on int4 and q8_0. (int4 with the sliding
+// layers exempted, measured 0.0095 on the emulator, is left out: int4's
+// rounding amplifies the fp16 layers' small CPU/GPU differences, which
+// would leave a GPU's own rounding too little room below 0.02.)
 func TestGemmaMatchesCPU(t *testing.T) {
 	be := openGPU(t)
 	for _, tc := range []struct {
@@ -36,7 +39,7 @@ func TestGemmaMatchesCPU(t *testing.T) {
 		{"gemma2", modeltest.Spec{Arch: "gemma2", Dim: 64, Hidden: 128, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64,
 			SlidingWindow: 6, AttnSoftcap: 2, FinalSoftcap: 8, Seed: 21}, []string{"fp16", "q8_0"}},
 		{"gemma3", modeltest.Spec{Arch: "gemma3", Dim: 64, Hidden: 128, Layers: 7, Heads: 2, KVHeads: 1, HeadDim: 256,
-			SlidingWindow: 6, RopeTheta: 1e6, RopeScaling: 8, Seed: 22}, []string{"fp16", "int4", "int4,sliding=fp16"}},
+			SlidingWindow: 6, RopeTheta: 1e6, RopeScaling: 8, Seed: 22}, []string{"fp16", "int4", "q8_0,sliding=fp16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m.gguf")

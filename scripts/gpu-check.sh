@@ -11,7 +11,8 @@
 #
 # Steps: the device and driver; the binary's libraries; pkg/gpu's tests on
 # the device (the conformance suite, the kernels against their reference
-# kernels, CPU-vs-GPU greedy, teacher-forced logits, batched decode);
+# kernels, CPU-vs-GPU greedy, teacher-forced logits, batched decode, the
+# Gemma ops and Gemma 2/3 against the CPU);
 # the same tests with the kernels rebuilt by the machine's nvcc for sm_90
 # when it has one; the CLI (generate, eval, bench with --device cuda);
 # gpubench (1B and 8B shapes); the PyTorch peer. It prints one summary
@@ -45,7 +46,7 @@ step tests 240 bash -c 'cd pkg/gpu && ../../bin/gpu.test -test.v -test.timeout 2
 # The same sources built for sm_90 by the machine's own nvcc.
 if command -v nvcc >/dev/null; then
 	if nvcc -std=c++17 -arch=sm_90 -cubin -O3 -I pkg/gpu/kernels -o "$out/kvq_sm90.cubin" pkg/gpu/kernels/kvq.cu >"$out/nvcc.log" 2>&1; then
-		step tests-sm90 200 env KVQ_PTX="$out/kvq_sm90.cubin" bash -c 'cd pkg/gpu && ../../bin/gpu.test -test.timeout 190s -test.run "Ops|KV|Attention|Greedy|Teacher|Batched"'
+		step tests-sm90 200 env KVQ_PTX="$out/kvq_sm90.cubin" bash -c 'cd pkg/gpu && ../../bin/gpu.test -test.timeout 190s -test.run "Ops|KV|Attention|Greedy|Teacher|Batched|Softcap|Gemma"'
 	else
 		summary+=("tests-sm90: nvcc failed (see nvcc.log)")
 		tail -n 20 "$out/nvcc.log"

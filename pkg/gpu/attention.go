@@ -32,7 +32,8 @@ import (
 //     sizes (up to 256) and as the tests' oracle.
 //
 // One plan can hold sequences of both kinds (a prefill next to decodes);
-// each kernel skips the other kind's sequences.
+// each kernel skips the other kind's sequences. Every kernel takes
+// AttnParams.Softcap as its last parameter (softcap.go).
 
 // attnPath selects attention kernels; tests force one.
 type attnPath int
@@ -258,7 +259,7 @@ func (at *attnArgs) ref() {
 		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
 			ptr(at.ks.scales).ptr(at.vs.scales).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
 			ptr(m.at(at.shK.runs)).ptr(m.at(at.shK.runIdx)).ptr(m.at(at.shV.runs)).ptr(m.at(at.shV.runIdx)).
-			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale)))
+			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale)).f32(at.a.Softcap))
 }
 
 // prefill launches the prefill kernel for the sequences with more than
@@ -279,7 +280,7 @@ func (at *attnArgs) prefill(limit int) {
 		dim3{attnThreads, 1, 1}, prefillShared(dim),
 		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
 			ptr(at.ks.scales).ptr(at.vs.scales).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
-			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles)))
+			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles)).f32(at.a.Softcap))
 }
 
 // decode launches the decode and merge kernels for the sequences with at
@@ -333,7 +334,7 @@ func (at *attnArgs) decode(limit int) {
 			at.win(args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).ptr(at.ks.scales).ptr(at.vs.scales).
 				int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
-				int(chunk).int(chunks).int(groups).int(limit).int(rstride)))
+				int(chunk).int(chunks).int(groups).int(limit).int(rstride)).f32(at.a.Softcap))
 	} else if chunks > 0 {
 		name, qsplit := "kvq_attn_decode_f16", 2
 		if at.ks.code == kvBF16 {
@@ -349,12 +350,12 @@ func (at *attnArgs) decode(limit int) {
 			dim3{attnThreads, 1, 1}, decodeShared(dim, qsplit, wr),
 			args{}.ptr(at.ks.p).ptr(at.vs.p).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
 				ptr(at.q.p).ptr(part).ptr(ml).int(at.a.Heads).int(kvh).int(at.a.Window).f32(at.a.Scale).
-				int(chunk).int(chunks).int(groups).int(limit).int(rstride))
+				int(chunk).int(chunks).int(groups).int(limit).int(rstride).f32(at.a.Softcap))
 	}
 	s.b.launch("kvq_attn_merge", dim3{uint32(maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{attnThreads, 1, 1}, 0,
 		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(part).ptr(ml).ptr(m.at(0)).
 			int(at.a.Heads).int(kvh).int(dim).int(at.a.Window).f32(at.a.Scale).
-			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride).int(grows))
+			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride).int(grows).f32(at.a.Softcap))
 }
 
 // decodeChunk is the positions per decode block: about decodeBlocksSM

@@ -40,6 +40,8 @@ type attnScene struct {
 	s     *Storage
 	heads int
 	rng   *rand.Rand
+	// softcap is AttnParams.Softcap of every run (0: none).
+	softcap float32
 
 	p          *kvcache.Plan
 	nt         int
@@ -129,7 +131,7 @@ func (sc *attnScene) run(path attnPath, chunk, window int) []float32 {
 	defer sc.b.Free(dst)
 	sc.s.path, sc.s.chunk = path, chunk
 	defer func() { sc.s.path, sc.s.chunk = pathAuto, 0 }()
-	a := backend.AttnParams{Heads: sc.heads, Scale: float32(1 / math.Sqrt(float64(sc.l.HeadDim))), Window: window}
+	a := backend.AttnParams{Heads: sc.heads, Scale: float32(1 / math.Sqrt(float64(sc.l.HeadDim))), Window: window, Softcap: sc.softcap}
 	sc.b.Attention(dst, sc.qt, sc.kt, sc.vt, sc.s, 0, sc.p, a)
 	out := make([]float32, len(init))
 	if err := sc.b.Download(out, dst, 0); err != nil {
@@ -177,7 +179,7 @@ func (sc *attnScene) want(window int) (out []float64, vmax []float64) {
 				for j := 0; j < nq; j++ {
 					qh := h*nq + j
 					row := (st.Row+i)*sc.heads + qh
-					copy(out[row*dim:(row+1)*dim], attend64(sc.q[row*dim:(row+1)*dim], keys, vals, dim, 1/math.Sqrt(float64(dim))))
+					copy(out[row*dim:(row+1)*dim], attend64(sc.q[row*dim:(row+1)*dim], keys, vals, dim, 1/math.Sqrt(float64(dim)), float64(sc.softcap)))
 					vmax[row] = m
 				}
 			}
@@ -186,8 +188,9 @@ func (sc *attnScene) want(window int) (out []float64, vmax []float64) {
 	return out, vmax
 }
 
-// attend64 is float64 attention of one query over rows of keys and values.
-func attend64(q, keys, vals []float32, dim int, scale float64) []float64 {
+// attend64 is float64 attention of one query over rows of keys and
+// values, the scores capped at cap·tanh(s/cap) when cap > 0.
+func attend64(q, keys, vals []float32, dim int, scale, cap float64) []float64 {
 	n := len(keys) / dim
 	s := make([]float64, n)
 	m := math.Inf(-1)
@@ -196,6 +199,9 @@ func attend64(q, keys, vals []float32, dim int, scale float64) []float64 {
 			s[j] += float64(q[d]) * float64(keys[j*dim+d])
 		}
 		s[j] *= scale
+		if cap > 0 {
+			s[j] = cap * math.Tanh(s[j]/cap)
+		}
 		m = math.Max(m, s[j])
 	}
 	var sum float64

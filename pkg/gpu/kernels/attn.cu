@@ -14,7 +14,9 @@
 // and dst are float32 rows: q and dst heads·dim values per token, k and v
 // kvHeads·dim. Query head qh reads KV head qh/(heads/kvHeads). A token at
 // position p attends to [from(p), p], from(p) = max(0, p+1-window) with a
-// window, else 0.
+// window, else 0. Every kernel takes softcap last: > 0 caps each score
+// (softcap·tanh(scale·q·k/softcap), Gemma 2) before the mask and the
+// softmax (softcap.cu, kvq_cap); 0 leaves the scores as they are.
 //
 // Kernels:
 //   kvq_attn_ref: one block (one thread) per query row, fp32, walking the
@@ -31,6 +33,7 @@
 #pragma once
 #include "common.cuh"
 #include "kvwrite.cu"
+#include "softcap.cu"
 
 #define KVQ_SEQ_INTS 8
 #define KVQ_LOG2E 1.4426950408889634f
@@ -109,7 +112,7 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
                              int blocks, int bt, const int* seqs,
                              const int* runsK, const int* runIdxK, const int* runsV, const int* runIdxV, int heads,
                              int kvHeads, int dim, int window, float scale, const unsigned short* kwin,
-                             const unsigned short* vwin, int kwr, int vwr) {
+                             const unsigned short* vwin, int kwr, int vwr, float softcap) {
 	if (threadIdx.x != 0) return;
 	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
@@ -135,7 +138,7 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
 			for (int d = 0; d < dim; d++)
 				sc += qr[d] * (run[2] < 0 ? kvq_win_value(kwin, sq.win, h, krow, d, kwr, kvHeads, dim)
 				                          : kvq_kv_value(kbase, kfmt, kscales, h, run[2], krow, d, blocks, bt, dim));
-			sc *= scale;
+			sc = kvq_cap(sc * scale, softcap);
 			float mn = fmaxf(m, sc);
 			float c = expf(m - mn), w = expf(sc - mn);
 			for (int d = 0; d < dim; d++)
@@ -151,7 +154,7 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
 			const float* vrw = vx + (long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim;
 			float sc = 0.f;
 			for (int d = 0; d < dim; d++) sc += qr[d] * kr[d];
-			sc *= scale;
+			sc = kvq_cap(sc * scale, softcap);
 			float mn = fmaxf(m, sc);
 			float c = expf(m - mn), w = expf(sc - mn);
 			for (int d = 0; d < dim; d++) acc[d] = acc[d] * c + w * vrw[d];
@@ -201,7 +204,7 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
                                                         const int* tabV, int heads, int kvHeads, int window,
                                                         float scale, int limit, int maxTiles,
                                                         const unsigned short* kwin, const unsigned short* vwin,
-                                                        int kwr, int vwr) {
+                                                        int kwr, int vwr, float softcap) {
 	KVQ_DYN_SMEM(float, kvq_pf_smem);
 	float* sm = kvq_pf_smem;
 	const int LQ = D + 1, LK = D + 1, LP = KVQ_PF_TK + 1;
@@ -247,7 +250,7 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 #pragma unroll
 		for (int e = 0; e < D / 8; e++) acc[i][e] = 0.f;
 	}
-	float sl = scale * KVQ_LOG2E;
+	float sl = scale * KVQ_LOG2E, cap = softcap * KVQ_LOG2E;
 
 	for (int p0 = lo; p0 < hi; p0 += KVQ_PF_TK) {
 		__syncthreads(); // the previous tile's readers are done
@@ -284,7 +287,7 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 #pragma unroll
 			for (int c = 0; c < 4; c++) {
 				int p = p0 + tx + 8 * c;
-				sc[i][c] = (p >= from[i] && p <= to[i] && p < hi) ? sc[i][c] * sl : KVQ_NEG_INF;
+				sc[i][c] = (p >= from[i] && p <= to[i] && p < hi) ? kvq_cap(sc[i][c] * sl, cap) : KVQ_NEG_INF;
 				mx = fmaxf(mx, sc[i][c]);
 			}
 			// The row's 32 columns are spread over the 8 lanes tx.
@@ -344,9 +347,10 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 	                                      const float* kscales, const float* vscales, int blocks, int bt,               \
 	                                      const int* seqs, const int* tabK, const int* tabV, int heads, int kvHeads,    \
 	                                      int window, float scale, int limit, int maxTiles,                             \
-	                                      const unsigned short* kwin, const unsigned short* vwin, int kwr, int vwr) {   \
+	                                      const unsigned short* kwin, const unsigned short* vwin, int kwr, int vwr,     \
+	                                      float softcap) {                                                              \
 		kvq_attn_prefill<D>(dst, q, kx, vx, kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK,     \
-		                    tabV, heads, kvHeads, window, scale, limit, maxTiles, kwin, vwin, kwr, vwr);            \
+		                    tabV, heads, kvHeads, window, scale, limit, maxTiles, kwin, vwin, kwr, vwr, softcap);   \
 	}                                                                                                                  \
 	KVQ_REGISTER(kvq_attn_prefill_d##D)
 
@@ -504,7 +508,7 @@ static __device__ __forceinline__ void kvq_attn_decode(const void* kbase, const 
                                                        const int* seqs, const int* tabK, const int* tabV,
                                                        const float* q, float* part, float* ml, int heads,
                                                        int kvHeads, int window, float scale, int chunk, int maxChunks,
-                                                       int groups, int limit, int rstride) {
+                                                       int groups, int limit, int rstride, float softcap) {
 	typedef kvq_lp<T> lp;
 	typedef kvq_dc_smem<D> L;
 	const int KS = D / 16, NS = lp::QSPLIT, LD = L::LD;
@@ -632,7 +636,7 @@ static __device__ __forceinline__ void kvq_attn_decode(const void* kbase, const 
 #pragma unroll
 	for (int n = 0; n < D / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 	const kvq_v4* Qw = Qf + wr * NS * KS * 32 + lane;
-	float ps = lp::pscale();
+	float ps = lp::pscale(), cap = softcap * KVQ_LOG2E;
 
 	if (ntiles > 0) KVQ_DC_ISSUE(0);
 	for (int it = 0; it < ntiles; it++) {
@@ -676,8 +680,8 @@ static __device__ __forceinline__ void kvq_attn_decode(const void* kbase, const 
 				bool a_ = j < 2;
 				int f = a_ ? fromA : fromB, e = a_ ? toA : toB;
 				float fac = a_ ? fa : fb;
-				s0[j] = (p >= f && p <= e && p < c1) ? s0[j] * fac : KVQ_NEG_INF;
-				s1[j] = (p + 8 >= f && p + 8 <= e && p + 8 < c1) ? s1[j] * fac : KVQ_NEG_INF;
+				s0[j] = (p >= f && p <= e && p < c1) ? kvq_cap(s0[j] * fac, cap) : KVQ_NEG_INF;
+				s1[j] = (p + 8 >= f && p + 8 <= e && p + 8 < c1) ? kvq_cap(s1[j] * fac, cap) : KVQ_NEG_INF;
 			}
 			float xa = fmaxf(fmaxf(s0[0], s0[1]), fmaxf(s1[0], s1[1]));
 			float xb = fmaxf(fmaxf(s0[2], s0[3]), fmaxf(s1[2], s1[3]));
@@ -780,9 +784,9 @@ static __device__ __forceinline__ void kvq_attn_decode(const void* kbase, const 
 	                                              const int* seqs, const int* tabK, const int* tabV,            \
 	                                              const float* q, float* part, float* ml, int heads, int kvHeads, \
 	                                              int window, float scale, int chunk, int maxChunks, int groups,  \
-	                                              int limit, int rstride) {                                       \
+	                                              int limit, int rstride, float softcap) {                        \
 		kvq_attn_decode<D, T>(kbase, vbase, blocks, bt, seqs, tabK, tabV, q, part, ml, heads, kvHeads, window,   \
-		                      scale, chunk, maxChunks, groups, limit, rstride);                                  \
+		                      scale, chunk, maxChunks, groups, limit, rstride, softcap);                         \
 	}                                                                                                            \
 	KVQ_REGISTER(kvq_attn_decode_##NAME##_d##D)
 
@@ -804,7 +808,7 @@ KVQ_DECODE(bf16, KVQ_KV_BF16, 128)
 KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, const float* vx, const float* part,
                                const float* ml, const int* seqs, int heads, int kvHeads, int dim, int window,
                                float scale, int chunk, int maxChunks, int groups, int limit, int rstride,
-                               int groupRows) {
+                               int groupRows, float softcap) {
 	__shared__ float red[KVQ_DC_THREADS];
 	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x, d = threadIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
@@ -833,7 +837,7 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 	if (sq.exact) {
 		const float* qr = q + (long long)(sq.row + i) * heads * dim + (long long)qh * dim;
 		int p1 = sq.pos + i;
-		float sl = scale * KVQ_LOG2E;
+		float sl = scale * KVQ_LOG2E, cap = softcap * KVQ_LOG2E;
 		for (int p = max(kvq_from(p1, window), sq.pos); p <= p1; p++) {
 			long long xr = (long long)(sq.row + p - sq.pos) * kvd + (long long)h * dim;
 			float part0 = 0.f;
@@ -848,7 +852,7 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 				if (d < o) red[d] += red[d + o];
 				__syncthreads();
 			}
-			float sc = red[0] * sl;
+			float sc = kvq_cap(red[0] * sl, cap);
 			__syncthreads(); // red is rewritten by the next position
 			float mn = fmaxf(M, sc), a = exp2f(M - mn), b = exp2f(sc - mn);
 #pragma unroll
@@ -1098,7 +1102,7 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
                                                         int kvHeads, int window, float scale, int chunk,
                                                         int maxChunks, int groups, int limit, int rstride,
                                                         const unsigned short* kwin, const unsigned short* vwin,
-                                                        int kwr, int vwr) {
+                                                        int kwr, int vwr, float softcap) {
 	typedef kvq_qd_smem<D> L;
 	KVQ_DYN_SMEM(float, kvq_qd_smem_);
 	float* sm = kvq_qd_smem_;
@@ -1124,7 +1128,7 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 	int c0 = lo + c * chunk, c1 = min(hiC, c0 + chunk);
 	if (c0 >= c1) return; // kvq_attn_merge reads only the sequence's chunks
 	long long item = ((long long)s * maxChunks + c) * kvHeads * groups + y;
-	float sl = scale * KVQ_LOG2E;
+	float sl = scale * KVQ_LOG2E, cap = softcap * KVQ_LOG2E;
 	const int* tk = tabK + sq.tab;
 	const int* tv = tabV + sq.tab;
 	int kraw = KVQ_QD_TK * kvq_row_bytes(kfmt, D), vraw = KVQ_QD_TK * kvq_row_bytes(vfmt, D);
@@ -1196,7 +1200,7 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 			float sc = 0.f;
 #pragma unroll 8
 			for (int d = 0; d < D; d++) sc += qr[d] * kr[d];
-			Ps[r * (KVQ_QD_TK + 1) + cc] = (p >= c0 && p < c1 && p <= tp && p >= kvq_from(tp, window)) ? sc : KVQ_NEG_INF;
+			Ps[r * (KVQ_QD_TK + 1) + cc] = (p >= c0 && p < c1 && p <= tp && p >= kvq_from(tp, window)) ? kvq_cap(sc, cap) : KVQ_NEG_INF;
 		}
 		__syncthreads();
 		int warp = tid >> 5, lane = tid & 31;
@@ -1262,10 +1266,10 @@ static __device__ __forceinline__ void kvq_attn_qdecode(const void* kbase, const
 	                                              int kvHeads, int window, float scale, int chunk,              \
 	                                              int maxChunks, int groups, int limit, int rstride,            \
 	                                              const unsigned short* kwin, const unsigned short* vwin, int kwr, \
-	                                              int vwr) {                                                    \
+	                                              int vwr, float softcap) {                                     \
 		kvq_attn_qdecode<D, F>(kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK, tabV, q, part,  \
 		                       ml, heads, kvHeads, window, scale, chunk, maxChunks, groups, limit, rstride, kwin,  \
-		                       vwin, kwr, vwr);                                                                    \
+		                       vwin, kwr, vwr, softcap);                                                           \
 	}                                                                                                            \
 	KVQ_REGISTER(kvq_attn_qdecode##NAME##_d##D)
 

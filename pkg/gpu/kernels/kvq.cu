@@ -4,4 +4,5 @@
 #include "dense.cu"
 #include "gemm.cu"
 #include "kvwrite.cu"
+#include "softcap.cu"
 #include "attn.cu"

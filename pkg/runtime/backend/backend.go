@@ -193,9 +193,9 @@ type RowGroups interface {
 }
 
 // SoftcapOps is implemented by backends that run the ops of the Gemma
-// families: the runtime refuses a model that needs them on a backend
-// without them (the CUDA backend, until its kernels are written), rather
-// than compute something else.
+// families (the CPU and the CUDA backends): the runtime refuses a model
+// that needs them on a backend without them, rather than compute something
+// else.
 type SoftcapOps interface {
 	// Scale sets x[i] *= s for i < n.
 	Scale(x Tensor, n int, s float32)

@@ -1,0 +1,174 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// sideBySide are the caches of the AsAlone tests: an fp16 baseline and
+// candidates, one of them twice.
+var sideBySide = []string{"fp16", "q8_0", "q4_0", "fp32", "q4_0"}
+
+// logitsRow is one row a step hands its LogitsFunc.
+type logitsRow struct {
+	e, i int
+	v    []float32
+}
+
+// stream runs one step and returns the rows in the order they came.
+func stream(t *testing.T, r *runtime.Runner, batch []runtime.Entry) []logitsRow {
+	t.Helper()
+	var rows []logitsRow
+	err := r.Stream(context.Background(), batch, func(e, i int, v []float32) error {
+		rows = append(rows, logitsRow{e, i, append([]float32(nil), v...)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// sameBits reports where a and b first differ in bits ("" when they do not).
+func sameBits(a, b []float32) string {
+	if len(a) != len(b) {
+		return fmt.Sprintf("%d values, want %d", len(a), len(b))
+	}
+	for j := range a {
+		if math.Float32bits(a[j]) != math.Float32bits(b[j]) {
+			return fmt.Sprintf("value %d is %v, want %v", j, a[j], b[j])
+		}
+	}
+	return ""
+}
+
+// checkAlone runs steps (each a batch's tokens and logits per entry) twice:
+// with every entry in one step of an AsAlone runner, and with each entry
+// alone on a plain runner, over fresh caches of specs. Every logits row
+// must have the same bits and come in the same order; shared is whether
+// the AsAlone runner must have shared the first layer's work.
+func checkAlone(t *testing.T, m *runtime.Model, specs []string, steps [][]runtime.Entry, shared bool) {
+	t.Helper()
+	alone, err := runtime.NewRunner(m, runtime.RunnerOptions{AsAlone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := newRunner(t, m)
+	// side: in one step of the AsAlone runner; batched: in one step of
+	// the plain runner (the order of the rows); single: each alone.
+	side, batched, single := make([]runtime.Entry, len(specs)), make([]runtime.Entry, len(specs)), make([]runtime.Entry, len(specs))
+	for i, s := range specs {
+		for _, e := range []*runtime.Entry{&side[i], &batched[i], &single[i]} {
+			r := plain
+			if e == &side[i] {
+				r = alone
+			}
+			e.Cache = newCache(t, r, s, 64)
+			_ = e.Cache.AddSeq(0)
+		}
+	}
+	for k, step := range steps {
+		for i := range side {
+			for _, e := range []*runtime.Entry{&side[i], &batched[i], &single[i]} {
+				e.Tokens, e.Logits = step[i].Tokens, step[i].Logits
+			}
+		}
+		got := stream(t, alone, side)
+		order := stream(t, plain, batched)
+		want := map[[2]int][]float32{}
+		for e := range single {
+			for _, row := range stream(t, plain, single[e:e+1]) {
+				want[[2]int{e, row.i}] = row.v
+			}
+		}
+		if len(got) != len(order) || len(got) != len(want) {
+			t.Fatalf("step %d: %d rows, the plain runner's step %d, alone %d", k, len(got), len(order), len(want))
+		}
+		for j, row := range got {
+			if row.e != order[j].e || row.i != order[j].i {
+				t.Fatalf("step %d: row %d is entry %d's %d, want entry %d's %d", k, j, row.e, row.i, order[j].e, order[j].i)
+			}
+			if d := sameBits(row.v, want[[2]int{row.e, row.i}]); d != "" {
+				t.Fatalf("step %d: cache %s (entry %d) row %d: %s (side by side against alone)", k, specs[row.e], row.e, row.i, d)
+			}
+		}
+	}
+	if n := alone.SharedSteps(); shared != (n > 0) {
+		t.Errorf("%d steps shared their first layer's work, want shared %v", n, shared)
+	}
+}
+
+// sameSteps is a prefill of n tokens with every logit, then decode steps,
+// the same for each of k entries.
+func sameSteps(k, n, vocab int) [][]runtime.Entry {
+	var steps [][]runtime.Entry
+	for s, toks := range [][]int{tokens(n, vocab, 1), {5}, {7}, {11}} {
+		step := make([]runtime.Entry, k)
+		for i := range step {
+			step[i] = runtime.Entry{Tokens: toks, Logits: runtime.AllLogits}
+			if s > 0 {
+				step[i].Logits = runtime.LastLogits
+			}
+		}
+		steps = append(steps, step)
+	}
+	return steps
+}
+
+// TestAsAloneMatchesAlone: caches side by side in one step (eval's
+// teacher-forced text and decoding) give each cache the logits it has
+// alone, bit for bit, in every family and weight type, with prompts
+// below, across and above the packed products' token thresholds; and
+// they share the first layer's work before its attention.
+func TestAsAloneMatchesAlone(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "olmo2", "phi3"} {
+		for _, dt := range []string{"F32", "F16", "BF16", "Q8_0"} {
+			t.Run(arch+"/"+dt, func(t *testing.T) {
+				p := filepath.Join(t.TempDir(), "m.gguf")
+				spec := modeltest.Spec{Arch: arch, Dim: 128, Hidden: 256, Heads: 4, KVHeads: 2, DType: dt, Seed: 3, Context: 1024}
+				if arch == "phi3" {
+					spec.RopeDim, spec.OriginalContext = 16, 256 // partial rotary, LongRoPE's q scale
+				}
+				if err := modeltest.WriteGGUF(p, spec); err != nil {
+					t.Fatal(err)
+				}
+				m, err := runtime.Load(context.Background(), p, runtime.LoadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				for _, n := range []int{3, 37, 100, 300} {
+					checkAlone(t, m, sideBySide, sameSteps(len(sideBySide), n, m.Vocab), true)
+				}
+			})
+		}
+	}
+}
+
+// TestAsAloneLogitsChunks: with a vocabulary large enough that the logits
+// come in several chunks, entries of different lengths and logits (no
+// sharing) still get their rows alone, in the plain runner's order.
+func TestAsAloneLogitsChunks(t *testing.T) {
+	m, err := modeltest.RandomModel(runtime.Config{Arch: "llama", Dim: 128, Hidden: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: 40000, ContextLen: 1024, RMSEps: 1e-5, RopeTheta: 10000}, tensor.F16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := []string{"fp16", "q8_0", "q4_0", "fp16"}
+	n := 250 // two chunks and a part of 104 logits rows
+	steps := [][]runtime.Entry{
+		{{Tokens: tokens(n, m.Vocab, 1), Logits: runtime.AllLogits}, {Tokens: tokens(n, m.Vocab, 1), Logits: runtime.AllLogits},
+			{Tokens: tokens(40, m.Vocab, 2), Logits: runtime.AllLogits}, {Tokens: tokens(7, m.Vocab, 3), Logits: runtime.LastLogits}},
+		{{Tokens: []int{5}, Logits: runtime.LastLogits}, {Tokens: []int{5}, Logits: runtime.NoLogits},
+			{Tokens: tokens(130, m.Vocab, 4), Logits: runtime.AllLogits}, {Tokens: []int{9}, Logits: runtime.LastLogits}},
+	}
+	checkAlone(t, m, specs, steps, false)
+	checkAlone(t, m, specs, sameSteps(len(specs), n, m.Vocab), true)
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime/pprof"
 	"testing"
+	"time"
 
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
@@ -171,4 +173,175 @@ func TestAsAloneLogitsChunks(t *testing.T) {
 	}
 	checkAlone(t, m, specs, steps, false)
 	checkAlone(t, m, specs, sameSteps(len(specs), n, m.Vocab), true)
+}
+
+// sideConfig is the ~100M-parameter shape of the side-by-side benchmarks
+// (interruptConfig's): rounds take seconds on 2 cores.
+var sideConfig = interruptConfig
+
+// sideRunners are the runners the side-by-side benchmarks compare: plain
+// (caches batched as one: the 4-token decode kernel over their rows) and
+// AsAlone (each cache's rows as alone, the first layer's work shared).
+func sideRunners(b *testing.B, m *runtime.Model) (plain, alone *runtime.Runner) {
+	alone, err := runtime.NewRunner(m, runtime.RunnerOptions{AsAlone: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newRunner(b, m), alone
+}
+
+// sideCaches makes one cache of each spec on r with sequence 0.
+func sideCaches(b *testing.B, r *runtime.Runner, specs []string, blocks int) []runtime.Entry {
+	var e []runtime.Entry
+	for _, s := range specs {
+		c := newCache(b, r, s, blocks)
+		_ = c.AddSeq(0)
+		e = append(e, runtime.Entry{Cache: c})
+	}
+	return e
+}
+
+// withTokens sets every entry's tokens and logits.
+func withTokens(batch []runtime.Entry, toks []int, l runtime.Logits) []runtime.Entry {
+	for i := range batch {
+		batch[i].Tokens, batch[i].Logits = toks, l
+	}
+	return batch
+}
+
+// BenchmarkSideBySideDecode measures a decode step with 1 cache and with
+// 5 caches side by side (fp16, fp8, int8, int4, kivi2: kvq eval's default
+// set) at a depth of 512 tokens, on the ~100M-parameter F16 shape
+// (vocabulary 32,000): the plain runner and the AsAlone runner eval uses.
+// Each round runs 16 steps of each in turn (interleaved); it reports the
+// median ms per step of each ("1-ms", "5-plain-ms", "5-alone-ms") and the
+// median over rounds of the 5-cache step's time over the 1-cache one's in
+// the same round ("5-plain-x", "5-alone-x"; eval's goal is at most
+// 1 + 0.3·4 = 2.2). Run it with -benchtime 10x or more.
+func BenchmarkSideBySideDecode(b *testing.B) {
+	m, err := modeltest.RandomModel(sideConfig, tensor.F16, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const depth, steps = 512, 16
+	plain, alone := sideRunners(b, m)
+	five := []string{"fp16", "fp8", "int8", "int4", "kivi2"}
+	blocks := 2 * ((depth+steps)/16 + 2)
+	type setup struct {
+		name    string
+		r       *runtime.Runner
+		batch   []runtime.Entry
+		ms, cpu []float64
+	}
+	sets := []*setup{{name: "1", r: plain, batch: sideCaches(b, plain, five[:1], blocks)},
+		{name: "5-plain", r: plain, batch: sideCaches(b, plain, five, blocks)},
+		{name: "5-alone", r: alone, batch: sideCaches(b, alone, five, blocks)}}
+	ctx := context.Background()
+	prompt := tokens(depth, m.Vocab, 1)
+	for _, s := range sets {
+		if err := s.r.Stream(ctx, withTokens(s.batch, prompt, runtime.NoLogits), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, s := range sets {
+			// Forks of the prompt, dropped after the round: the depth stays.
+			for k := range s.batch {
+				c := s.batch[k].Cache
+				_ = c.Remove(1)
+				if err := c.Fork(1, 0); err != nil {
+					b.Fatal(err)
+				}
+				s.batch[k].Seq = 1
+			}
+			t0, c0 := time.Now(), cpuNow()
+			pprof.Do(ctx, pprof.Labels("set", s.name), func(ctx context.Context) {
+				for st := 0; st < steps; st++ {
+					if _, err := s.r.Forward(ctx, withTokens(s.batch, []int{(i*steps + st) % m.Vocab}, runtime.LastLogits)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			s.ms = append(s.ms, time.Since(t0).Seconds()*1e3/steps)
+			s.cpu = append(s.cpu, (cpuNow()-c0).Seconds()*1e3/steps)
+		}
+	}
+	b.StopTimer()
+	for _, s := range sets {
+		reportSide(b, s.name, s.ms, s.cpu, sets[0].ms, sets[0].cpu)
+	}
+}
+
+// BenchmarkSideBySidePrefill measures a 256-token prefill with every
+// logit (a teacher-forced text chunk) with 1 cache and with 5 side by
+// side, on BenchmarkSideBySideDecode's model, runners and caches, the
+// three in turn each round. It reports the median ms of each and the
+// median over rounds of the 5-cache prefill's time over the 1-cache one's
+// ("5-plain-x", "5-alone-x": 5 less the first layer's shared work, a
+// few hundredths, when nothing else costs per cache).
+func BenchmarkSideBySidePrefill(b *testing.B) {
+	m, err := modeltest.RandomModel(sideConfig, tensor.F16, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 256
+	plain, alone := sideRunners(b, m)
+	five := []string{"fp16", "fp8", "int8", "int4", "kivi2"}
+	type setup struct {
+		name    string
+		r       *runtime.Runner
+		specs   []string
+		ms, cpu []float64
+	}
+	sets := []*setup{{name: "1", r: plain, specs: five[:1]}, {name: "5-plain", r: plain, specs: five}, {name: "5-alone", r: alone, specs: five}}
+	ctx := context.Background()
+	ids := tokens(n, m.Vocab, 2)
+	var sink float32
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, s := range sets {
+			batch := withTokens(sideCaches(b, s.r, s.specs, n/16+2), ids, runtime.AllLogits)
+			t0, c0 := time.Now(), cpuNow()
+			var err error
+			pprof.Do(ctx, pprof.Labels("set", s.name), func(ctx context.Context) {
+				err = s.r.Stream(ctx, batch, func(e, i int, v []float32) error {
+					sink += v[0]
+					return nil
+				})
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.ms = append(s.ms, time.Since(t0).Seconds()*1e3)
+			s.cpu = append(s.cpu, (cpuNow()-c0).Seconds()*1e3)
+		}
+	}
+	b.StopTimer()
+	for _, s := range sets {
+		reportSide(b, s.name, s.ms, s.cpu, sets[0].ms, sets[0].cpu)
+	}
+	_ = sink
+}
+
+// reportSide reports a set's median wall and CPU milliseconds and, beside
+// the 1-cache set (ms1, cpu1), the medians of the per-round ratios.
+func reportSide(b *testing.B, name string, ms, cpu, ms1, cpu1 []float64) {
+	b.ReportMetric(median(ms), name+"-ms")
+	b.ReportMetric(median(cpu), name+"-cpu-ms")
+	if name == "1" {
+		return
+	}
+	x, xc := make([]float64, len(ms)), make([]float64, len(ms))
+	for i := range x {
+		x[i], xc[i] = ms[i]/ms1[i], cpu[i]/cpu1[i]
+	}
+	b.ReportMetric(median(x), name+"-x")
+	b.ReportMetric(median(xc), name+"-cpu-x")
+}
+
+// cpuNow is the process's CPU time (0 where it cannot be read).
+func cpuNow() time.Duration {
+	d, _ := processCPUTime()
+	return d
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/kvqlabs/kvq/datasets"
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 // evalCacheSets are BenchmarkRunCachesRoundRobin's cache lists: the
@@ -75,4 +77,59 @@ func med(x []float64) float64 {
 	y := slices.Clone(x)
 	slices.Sort(y)
 	return y[len(y)/2]
+}
+
+// BenchmarkTeacherForcedSideBySide times eval.TeacherForced over one
+// 256-token chunk with the fp16 baseline alone and beside 4 candidates
+// (fp8, int8, int4, kivi2), in turn each round, on a ~100M-parameter F16
+// Llama shape with a 32,000-token vocabulary (random weights; the test
+// tokenizer's ids): the forward of N caches costs N single passes less
+// the shared first layer, and the scoring of each candidate's logits
+// (its log-softmax and KLD against the baseline) about the baseline's own.
+// It reports each set's median seconds, wall and CPU ("1-s", "1-cpu-s"),
+// and the medians over rounds of the 5-cache time over the 1-cache one
+// ("5-x", "5-cpu-x"; CPU time is the steadier on a shared machine). Run
+// it with -benchtime 5x.
+func BenchmarkTeacherForcedSideBySide(b *testing.B) {
+	tiny, _ := tinyModel(b, "fp16")
+	m, err := modeltest.RandomModel(runtime.Config{Arch: "llama", Dim: 1024, Hidden: 2816, Layers: 8, Heads: 16, KVHeads: 8, HeadDim: 64,
+		Vocab: 32000, ContextLen: 4096, RMSEps: 1e-5, RopeTheta: 10000}, tensor.F16, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Tokenizer = tiny.Tokenizer
+	r, err := runtime.NewRunner(m, runtime.RunnerOptions{AsAlone: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := datasets.New(datasets.Eval, 1)
+	var text strings.Builder
+	for text.Len() < 2400 {
+		text.WriteString(g.Story().Answer)
+	}
+	sets := []string{"fp16", "fp16,fp8,int8,int4,kivi2"}
+	times, cpu := make([][]float64, len(sets)), make([][]float64, len(sets))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, set := range sets {
+			t0, c0 := time.Now(), processCPUTime()
+			_, err := eval.TeacherForced(context.Background(), r, parseSpecs(b, set), []eval.Text{{Body: text.String()}}, eval.TextOptions{Ctx: 256, MaxChunks: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			times[k] = append(times[k], time.Since(t0).Seconds())
+			cpu[k] = append(cpu[k], (processCPUTime() - c0).Seconds())
+		}
+	}
+	b.StopTimer()
+	rel, relCPU := make([]float64, b.N), make([]float64, b.N)
+	for i := range rel {
+		rel[i], relCPU[i] = times[1][i]/times[0][i], cpu[1][i]/cpu[0][i]
+	}
+	b.ReportMetric(med(times[0]), "1-s")
+	b.ReportMetric(med(times[1]), "5-s")
+	b.ReportMetric(med(rel), "5-x")
+	b.ReportMetric(med(cpu[0]), "1-cpu-s")
+	b.ReportMetric(med(cpu[1]), "5-cpu-s")
+	b.ReportMetric(med(relCPU), "5-cpu-x")
 }

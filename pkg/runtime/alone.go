@@ -26,28 +26,37 @@ import (
 // computed once, for the first entry's rows, and copied to the others'
 // (sharedOps): the others' products would compute the same bits, over the
 // same rows with the same kernels.
+//
+// An Exact step of sequences still empty (a prompt with Hugging Face's
+// prefill, kvq eval --exact-prefill) reads only the step's own keys and
+// values, not the caches: every layer's activations are then the same in
+// every entry's rows, and the whole step is computed once and written to
+// every cache.
 
 // sharedRows returns the rows per entry of a step whose entries can share
 // that work (n > 1 entries over the same tokens at the same positions,
-// on a host-memory backend with row groups, no observer), or 0.
-func (r *Runner) sharedRows(be backend.Backend, batch []Entry) int {
+// on a host-memory backend with row groups, no observer), or 0; and
+// whether they share every layer (Exact entries of empty sequences).
+func (r *Runner) sharedRows(be backend.Backend, batch []Entry) (int, bool) {
 	if !r.alone || r.invariant || r.obs != nil || len(batch) < 2 {
-		return 0
+		return 0, false
 	}
 	if _, ok := be.(backend.HostMemory); !ok {
-		return 0
+		return 0, false
 	}
 	if _, ok := r.be.(backend.RowGroups); !ok {
-		return 0
+		return 0, false
 	}
 	e0 := batch[0]
-	p0 := e0.Cache.Len(e0.Seq)
-	for _, e := range batch[1:] {
-		if e.Cache.Len(e.Seq) != p0 || !slices.Equal(e.Tokens, e0.Tokens) {
-			return 0
+	p0 := e0.Cache.Len(e0.Seq) - len(e0.Tokens) // reserved: Len counts the step
+	whole := p0 == 0
+	for _, e := range batch {
+		if e.Cache.Len(e.Seq)-len(e.Tokens) != p0 || !slices.Equal(e.Tokens, e0.Tokens) {
+			return 0, false
 		}
+		whole = whole && e.Exact
 	}
-	return len(e0.Tokens)
+	return len(e0.Tokens), whole
 }
 
 // replicate copies the first per values of t to the next n−1 runs of per
@@ -72,6 +81,13 @@ type sharedOps struct {
 	backend.Backend
 	per, n, nt int  // n entries of per rows, nt = n·per
 	on         bool // still sharing
+	// whole: the entries share every layer (an Exact step of empty
+	// sequences): each cache is written, the first's attention computed
+	// and copied to the others' rows (attWidth values a row), and the
+	// sharing goes on.
+	whole    bool
+	attWidth int
+	attLayer int // the layer whose attention was last computed
 }
 
 // part is the first entry's share of a count over the step's rows, and
@@ -152,16 +168,29 @@ func (s *sharedOps) Copy(dst, src backend.Tensor, n int) {
 	}
 }
 
-// WriteKV implements backend.Backend: the caches' part begins.
+// WriteKV implements backend.Backend: the caches' part begins (every
+// cache is written, sharing or not).
 func (s *sharedOps) WriteKV(kv kvcache.Storage, layer int, k, v backend.Tensor, p *kvcache.Plan) {
-	s.on = false
+	s.on = s.on && s.whole
 	s.Backend.WriteKV(kv, layer, k, v, p)
 }
 
-// Attention implements backend.Backend: the caches' part begins.
+// Attention implements backend.Backend: the caches' part begins; or, for
+// a whole step, the first cache's attention of the layer is computed and
+// copied to every entry's rows, and the others' are not computed (they
+// read the same exact keys and values).
 func (s *sharedOps) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
-	s.on = false
+	if !s.on || !s.whole {
+		s.on = false
+		s.Backend.Attention(dst, q, k, v, kv, layer, p, a)
+		return
+	}
+	if layer == s.attLayer {
+		return
+	}
+	s.attLayer = layer
 	s.Backend.Attention(dst, q, k, v, kv, layer, p, a)
+	s.copyOut(dst, s.per*s.attWidth)
 }
 
 // logitsAlone is logits for AsAlone: each entry's rows in the chunks its

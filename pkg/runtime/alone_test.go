@@ -55,8 +55,9 @@ func sameBits(a, b []float32) string {
 // with every entry in one step of an AsAlone runner, and with each entry
 // alone on a plain runner, over fresh caches of specs. Every logits row
 // must have the same bits and come in the same order; shared is whether
-// the AsAlone runner must have shared the first layer's work.
-func checkAlone(t *testing.T, m *runtime.Model, specs []string, steps [][]runtime.Entry, shared bool) {
+// the AsAlone runner must have shared the first layer's work, whole
+// how many steps must have shared every layer.
+func checkAlone(t *testing.T, m *runtime.Model, specs []string, steps [][]runtime.Entry, shared bool, whole int) {
 	t.Helper()
 	alone, err := runtime.NewRunner(m, runtime.RunnerOptions{AsAlone: true})
 	if err != nil {
@@ -79,7 +80,7 @@ func checkAlone(t *testing.T, m *runtime.Model, specs []string, steps [][]runtim
 	for k, step := range steps {
 		for i := range side {
 			for _, e := range []*runtime.Entry{&side[i], &batched[i], &single[i]} {
-				e.Tokens, e.Logits = step[i].Tokens, step[i].Logits
+				e.Tokens, e.Logits, e.Exact = step[i].Tokens, step[i].Logits, step[i].Exact
 			}
 		}
 		got := stream(t, alone, side)
@@ -104,6 +105,9 @@ func checkAlone(t *testing.T, m *runtime.Model, specs []string, steps [][]runtim
 	}
 	if n := alone.SharedSteps(); shared != (n > 0) {
 		t.Errorf("%d steps shared their first layer's work, want shared %v", n, shared)
+	}
+	if n := alone.WholeSteps(); n != whole {
+		t.Errorf("%d steps shared every layer, want %d", n, whole)
 	}
 }
 
@@ -147,7 +151,15 @@ func TestAsAloneMatchesAlone(t *testing.T) {
 				}
 				defer m.Close()
 				for _, n := range []int{3, 37, 100, 300} {
-					checkAlone(t, m, sideBySide, sameSteps(len(sideBySide), n, m.Vocab), true)
+					steps := sameSteps(len(sideBySide), n, m.Vocab)
+					checkAlone(t, m, sideBySide, steps, true, 0)
+					// Hugging Face's prefill: the prompt reads its own
+					// exact keys and values, every layer shared; the
+					// decode steps read the caches.
+					for i := range steps[0] {
+						steps[0][i].Exact = true
+					}
+					checkAlone(t, m, sideBySide, steps, true, 1)
 				}
 			})
 		}
@@ -171,8 +183,8 @@ func TestAsAloneLogitsChunks(t *testing.T) {
 		{{Tokens: []int{5}, Logits: runtime.LastLogits}, {Tokens: []int{5}, Logits: runtime.NoLogits},
 			{Tokens: tokens(130, m.Vocab, 4), Logits: runtime.AllLogits}, {Tokens: []int{9}, Logits: runtime.LastLogits}},
 	}
-	checkAlone(t, m, specs, steps, false)
-	checkAlone(t, m, specs, sameSteps(len(specs), n, m.Vocab), true)
+	checkAlone(t, m, specs, steps, false, 0)
+	checkAlone(t, m, specs, sameSteps(len(specs), n, m.Vocab), true, 0)
 }
 
 // sideConfig is the ~100M-parameter shape of the side-by-side benchmarks

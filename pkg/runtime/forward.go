@@ -109,7 +109,7 @@ type Runner struct {
 	step   Step // the step's view for the blocks
 	// invariant is RunnerOptions.BatchInvariant; alone, AsAlone.
 	invariant, alone bool
-	shared           int // steps whose entries shared their first layer's work (tests)
+	shared, whole    int // steps whose entries shared their first layer's work, every layer's (tests)
 }
 
 // RunnerOptions configure a Runner.
@@ -463,9 +463,12 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 			b.pos = append(b.pos, int32(p0+j))
 		}
 	}
-	shared := r.sharedRows(be, batch) // > 0: entries over the same tokens (alone.go)
+	shared, whole := r.sharedRows(be, batch) // > 0: entries over the same tokens (alone.go)
 	if shared > 0 {
 		r.shared++
+		if whole {
+			r.whole++
+		}
 		be.Embed(b.x, r.w.embed, b.ids[:shared])
 		replicate(be, b.x, shared*c.Dim, nt/shared)
 	} else {
@@ -496,10 +499,12 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 		}
 		s.Layer, s.Weights = &r.geo[li], &r.w.layers[li]
 		if li == 0 && shared > 0 {
-			s.Ops = &sharedOps{Backend: be, per: shared, n: nt / shared, nt: nt, on: true}
+			s.Ops = &sharedOps{Backend: be, per: shared, n: nt / shared, nt: nt, on: true, whole: whole, attWidth: c.Heads * c.HeadDim, attLayer: -1}
 		}
 		err := r.family.Block(s, li)
-		s.Ops = be
+		if !whole {
+			s.Ops = be
+		}
 		if err != nil {
 			return err
 		}

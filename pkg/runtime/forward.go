@@ -141,7 +141,8 @@ type RunnerOptions struct {
 	// so that caches side by side score as each would alone. Entries over
 	// the same tokens at the same positions (caches side by side) then
 	// share the embedding and the first layer's work before its
-	// attention (alone.go).
+	// attention, and an Exact step of empty sequences every layer
+	// (alone.go).
 	AsAlone bool
 }
 

@@ -77,8 +77,10 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 	}
 	// The texts and the speed run on one runner with every worker (its
 	// matrix products split across them); the tasks run on one
-	// single-thread runner per worker.
-	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers})
+	// single-thread runner per worker. Each runner gives every cache of a
+	// step the bits it has alone (runtime.RunnerOptions.AsAlone): the
+	// caches side by side score as each would in a run of its own.
+	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, AsAlone: true})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +121,7 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 			names[i] = s.String()
 		}
 		local := func() (generator, func(), error) {
-			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: 1})
+			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: 1, AsAlone: true})
 			if err != nil {
 				return nil, nil, err
 			}

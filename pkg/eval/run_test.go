@@ -17,7 +17,7 @@ import (
 
 // tinyModel loads a tiny random Llama (closed at the end of the test) and
 // parses specs.
-func tinyModel(t *testing.T, specs string) (*runtime.Model, []quant.Spec) {
+func tinyModel(t testing.TB, specs string) (*runtime.Model, []quant.Spec) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := modeltest.WriteHF(dir, modeltest.Spec{Arch: "llama", Seed: 2, Context: 4096}, modeltest.HFOptions{}); err != nil {

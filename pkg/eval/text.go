@@ -289,7 +289,8 @@ func TeacherForced(ctx context.Context, r *runtime.Runner, specs []quant.Spec, t
 	}
 	acc := make([]accum, len(specs))
 	V := m.Vocab
-	base := make([]float64, V) // the baseline's log-probabilities at the position being compared
+	base := make([]float64, V)  // the baseline's log-probabilities at the position being compared
+	baseP := make([]float64, V) // and its probabilities, exp(base), computed once for every candidate
 	cand := make([]float64, V)
 	// With the llama.cpp protocol the candidates compare with the
 	// baseline's stored (16-bit) log-probabilities; the baseline's own NLL
@@ -328,7 +329,7 @@ func TeacherForced(ctx context.Context, r *runtime.Runner, specs []quant.Spec, t
 			step = max(1, opts.Step)
 		}
 		var baseTop int
-		var baseNLL, baseP float64
+		var baseNLL, baseTrue float64
 		s0 := 0
 		score := func(e, t int, logits []float32) error {
 			t += s0
@@ -342,7 +343,14 @@ func TeacherForced(ctx context.Context, r *runtime.Runner, specs []quant.Spec, t
 				if llama {
 					baseTop = roundLogProbs(base, logits)
 				}
-				baseNLL, baseP = -base[next], math.Exp(base[next])
+				baseNLL, baseTrue = -base[next], math.Exp(base[next])
+				if len(caches) > 1 {
+					for i, lp := range base {
+						if !llama || lp > -16 { // the terms the candidates' KLD sums
+							baseP[i] = math.Exp(lp)
+						}
+					}
+				}
 				cur[0].add(own, own, 0, 0, true, t)
 				return nil
 			}
@@ -352,9 +360,9 @@ func TeacherForced(ctx context.Context, r *runtime.Runner, specs []quant.Spec, t
 				if llama && !(lp > -16) {
 					continue
 				}
-				kld += math.Exp(lp) * (lp - cand[i])
+				kld += baseP[i] * (lp - cand[i])
 			}
-			cur[e].add(-cand[next], baseNLL, kld, math.Exp(cand[next])-baseP, top == baseTop, t)
+			cur[e].add(-cand[next], baseNLL, kld, math.Exp(cand[next])-baseTrue, top == baseTop, t)
 			return nil
 		}
 		for s0 = 0; s0 < len(ch.ids); s0 += step {

@@ -107,8 +107,9 @@ type Runner struct {
 	ropes  [][]float64
 	ropeOf []int
 	step   Step // the step's view for the blocks
-	// invariant is RunnerOptions.BatchInvariant.
-	invariant bool
+	// invariant is RunnerOptions.BatchInvariant; alone, AsAlone.
+	invariant, alone bool
+	shared, whole    int // steps whose entries shared their first layer's work, every layer's (tests)
 }
 
 // RunnerOptions configure a Runner.
@@ -132,6 +133,17 @@ type RunnerOptions struct {
 	// load; it costs a pass over the weights per multi-token entry and the
 	// 4-token kernel's reuse for decode rows.
 	BatchInvariant bool
+	// AsAlone gives every entry of a step the bits it has in a step of
+	// its own, logits included, on a backend that implements
+	// backend.RowGroups (the CPU one; others ignore it): the matrix
+	// products run over each entry's rows as if the entry were alone, and
+	// its logits rows in the chunks its own step would take. Eval sets it
+	// so that caches side by side score as each would alone. Entries over
+	// the same tokens at the same positions (caches side by side) then
+	// share the embedding and the first layer's work before its
+	// attention, and an Exact step of empty sequences every layer
+	// (alone.go).
+	AsAlone bool
 }
 
 // weights are the model's weights on the backend.
@@ -167,7 +179,7 @@ func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %s backend: %w", be.Name(), err)
 	}
-	r := &Runner{m: m, be: be, w: w, obs: opts.Observer, family: f, geo: geo, invariant: opts.BatchInvariant}
+	r := &Runner{m: m, be: be, w: w, obs: opts.Observer, family: f, geo: geo, invariant: opts.BatchInvariant, alone: opts.AsAlone}
 	for _, g := range geo {
 		i := 0
 		for i < len(r.ropes) && !sameFreqs(r.ropes[i], g.InvFreq) {
@@ -455,7 +467,7 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 		be = ib.Interruptible(ctx.Done())
 	}
 	lbe := be // the logits' products take their own row groups
-	if rg, ok := be.(backend.RowGroups); ok && r.invariant && len(batch) > 1 {
+	if rg, ok := be.(backend.RowGroups); ok && (r.invariant || r.alone) && len(batch) > 1 {
 		b := &r.buf
 		b.sizes = b.sizes[:0]
 		for _, e := range batch {
@@ -465,6 +477,9 @@ func (r *Runner) Stream(ctx context.Context, batch []Entry, fn LogitsFunc) (err 
 	}
 	if err := r.layers(ctx, be, batch, groups, nt); err != nil {
 		return err
+	}
+	if _, ok := lbe.(backend.RowGroups); ok && r.alone && !r.invariant && len(batch) > 1 {
+		return r.logitsAlone(ctx, lbe, batch, fn)
 	}
 	return r.logits(ctx, lbe, batch, fn)
 }
@@ -484,7 +499,17 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 			b.pos = append(b.pos, int32(p0+j))
 		}
 	}
-	be.Embed(b.x, r.w.embed, b.ids)
+	shared, whole := r.sharedRows(be, batch) // > 0: entries over the same tokens (alone.go)
+	if shared > 0 {
+		r.shared++
+		if whole {
+			r.whole++
+		}
+		be.Embed(b.x, r.w.embed, b.ids[:shared])
+		replicate(be, b.x, shared*c.Dim, nt/shared)
+	} else {
+		be.Embed(b.x, r.w.embed, b.ids)
+	}
 	for i, f := range r.ropes {
 		be.RoPEAngles(b.angles[i], b.pos, f)
 	}
@@ -512,7 +537,14 @@ func (r *Runner) layers(ctx context.Context, be backend.Backend, batch []Entry, 
 			return fmt.Errorf("runtime: forward stopped before layer %d: %w", li, err)
 		}
 		s.Layer, s.Weights = &r.geo[li], &r.w.layers[li]
-		if err := r.family.Block(s, li); err != nil {
+		if li == 0 && shared > 0 {
+			s.Ops = &sharedOps{Backend: be, per: shared, n: nt / shared, nt: nt, on: true, whole: whole, attWidth: c.Heads * c.HeadDim, attLayer: -1}
+		}
+		err := r.family.Block(s, li)
+		if !whole {
+			s.Ops = be
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,12 @@ func (r *Runner) sharedRows(be backend.Backend, batch []Entry) (int, bool) {
 	if !r.alone || r.invariant || r.obs != nil || len(batch) < 2 {
 		return 0, false
 	}
+	// sharedOps is a backend.Backend and nothing more: a family whose
+	// block asks its ops for an optional interface (Needs: Gemma's
+	// SoftcapOps; experts: backend.MoE, GPT-OSS's sinks) runs unshared.
+	if r.family.Needs != nil || r.m.Config.Experts > 0 {
+		return 0, false
+	}
 	if _, ok := be.(backend.HostMemory); !ok {
 		return 0, false
 	}
@@ -276,6 +282,9 @@ func (r *Runner) logitsAlone(ctx context.Context, be backend.Backend, batch []En
 					continue
 				}
 				j := start[ei] + i - lo[ei]
+				if r.family.Logits != nil { // Gemma 2's final softcap, as logits applies it
+					r.family.Logits(c, host[j*c.Vocab:(j+1)*c.Vocab])
+				}
 				if err := fn(ei, i, host[j*c.Vocab:(j+1)*c.Vocab]); err != nil {
 					return err
 				}

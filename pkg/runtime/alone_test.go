@@ -357,3 +357,27 @@ func cpuNow() time.Duration {
 	d, _ := processCPUTime()
 	return d
 }
+
+// TestAsAloneOptionalOps: families whose blocks ask the backend for an
+// optional interface (Gemma's SoftcapOps, the experts' backend.MoE) run
+// side by side unshared, and still give each cache its logits alone.
+func TestAsAloneOptionalOps(t *testing.T) {
+	for _, spec := range []modeltest.Spec{
+		{Arch: "gemma2", HeadDim: 32, SlidingWindow: 8, AttnSoftcap: 4, FinalSoftcap: 10, Seed: 7},
+		{Arch: "gemma3", Layers: 7, HeadDim: 32, SlidingWindow: 8, Seed: 8},
+		{Arch: "mixtral", HeadDim: 32, Experts: 4, ExpertsUsed: 2, Seed: 9},
+	} {
+		t.Run(spec.Arch, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "m.gguf")
+			if err := modeltest.WriteGGUF(p, spec); err != nil {
+				t.Fatal(err)
+			}
+			m, err := runtime.Load(context.Background(), p, runtime.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			checkAlone(t, m, sideBySide, sameSteps(len(sideBySide), 37, m.Vocab), false, 0)
+		})
+	}
+}

@@ -62,7 +62,9 @@ var gemvKernel = func() (k [len(dtypeSuffix)][gemvMaxNT + 1]string) {
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 // Upload implements backend.Backend: the weight is copied to the device
-// in the matrix layout (see matrix); the host copy is not kept.
+// in the matrix layout (see matrix); the host copy is not kept. An MXFP4
+// weight is the exception: it stays on the host (w.Raw, kept referenced)
+// until its first product, which puts it on the device as BF16.
 func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 	if supportsWeight(w.DType) != nil {
 		return nil, fmt.Errorf("%w: gpu: weight %s of dtype %v", backend.ErrUnsupported, w.Name, w.DType)

@@ -5,6 +5,7 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
@@ -96,12 +97,6 @@ func decodeRange(sq seqMeta, window int) (lo, hi int) {
 
 // Attention implements backend.Backend.
 func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, layer int, p *kvcache.Plan, a backend.AttnParams) {
-	if a.Sinks != nil {
-		// The kernels have no sink term yet (the runtime does not send
-		// sinks to a backend without backend.Sinks).
-		b.fail(fmt.Errorf("%w: gpu: attention sinks", backend.ErrUnsupported))
-		return
-	}
 	s := kv.(*Storage)
 	m := s.prepare(p)
 	if m == nil {
@@ -111,12 +106,23 @@ func (b *Backend) Attention(dst, q, k, v backend.Tensor, kv kvcache.Storage, lay
 	if a.Heads <= 0 || a.Heads%kvh != 0 {
 		panic(fmt.Sprintf("gpu: Attention with %d query heads over %d KV heads", a.Heads, kvh))
 	}
+	var sinks devptr // 0: no sink term, the kernels as without sinks
+	if a.Sinks != nil {
+		if len(a.Sinks) != a.Heads {
+			panic(fmt.Sprintf("gpu: Attention with %d sinks for %d query heads", len(a.Sinks), a.Heads))
+		}
+		var err error
+		if sinks, err = b.sinks.device(b, a.Sinks); err != nil {
+			b.fail(err)
+			return
+		}
+	}
 	rows, exact := 0, false
 	for _, sq := range m.seqs {
 		rows = max(rows, sq.row+sq.n)
 		exact = exact || sq.exact
 	}
-	at := attnArgs{s: s, m: m, a: a, nq: a.Heads / kvh, dst: dev(dst), q: dev(q),
+	at := attnArgs{s: s, m: m, a: a, nq: a.Heads / kvh, dst: dev(dst), q: dev(q), sinks: sinks,
 		ks: &s.sides[layer][0], vs: &s.sides[layer][1],
 		shK: &m.shapes[p.SideShape[layer][0]], shV: &m.shapes[p.SideShape[layer][1]]}
 	needRows("dst", at.dst, rows, a.Heads*dim)
@@ -250,6 +256,44 @@ type attnArgs struct {
 	k, v     *tensor
 	ks, vs   *kvSide
 	shK, shV *shapeMeta
+	sinks    devptr // AttnParams.Sinks on the device, or 0
+}
+
+// sinkState holds the device copies of the attention sinks Attention has
+// seen (a model's few dozen layers' vectors, uploaded once each), found by
+// their values.
+type sinkState struct {
+	host [][]float32
+	dev  []*tensor
+}
+
+// sinkCopies bounds sinkState: past it, the copies are dropped and made
+// again as needed.
+const sinkCopies = 512
+
+// device returns the device copy of sinks, uploaded on first sight.
+func (s *sinkState) device(b *Backend, sinks []float32) (devptr, error) {
+	for i, h := range s.host {
+		if slices.Equal(h, sinks) {
+			return s.dev[i].p, nil
+		}
+	}
+	if len(s.host) >= sinkCopies {
+		// Every launch that reads them is queued before later copies.
+		if err := b.d.sync(); err != nil {
+			return 0, err
+		}
+		for _, t := range s.dev {
+			b.Free(t)
+		}
+		s.host, s.dev = nil, nil
+	}
+	t, err := b.UploadF32(sinks)
+	if err != nil {
+		return 0, fmt.Errorf("gpu: attention sinks: %w", err)
+	}
+	s.host, s.dev = append(s.host, slices.Clone(sinks)), append(s.dev, t.(*tensor))
+	return t.(*tensor).p, nil
 }
 
 // ref launches the reference kernel over every sequence.
@@ -259,7 +303,7 @@ func (at *attnArgs) ref() {
 		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
 			ptr(at.ks.scales).ptr(at.vs.scales).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).
 			ptr(m.at(at.shK.runs)).ptr(m.at(at.shK.runIdx)).ptr(m.at(at.shV.runs)).ptr(m.at(at.shV.runIdx)).
-			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale)).f32(at.a.Softcap))
+			int(at.a.Heads).int(s.l.KVHeads).int(s.l.HeadDim).int(at.a.Window).f32(at.a.Scale)).f32(at.a.Softcap).ptr(at.sinks))
 }
 
 // prefill launches the prefill kernel for the sequences with more than
@@ -280,7 +324,7 @@ func (at *attnArgs) prefill(limit int) {
 		dim3{attnThreads, 1, 1}, prefillShared(dim),
 		at.win(args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(at.ks.p).ptr(at.vs.p).int(at.ks.code).int(at.vs.code).
 			ptr(at.ks.scales).ptr(at.vs.scales).int(at.ks.blocks).int(s.l.BlockTokens).ptr(m.at(0)).ptr(m.at(at.shK.tab)).ptr(m.at(at.shV.tab)).
-			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles)).f32(at.a.Softcap))
+			int(at.a.Heads).int(s.l.KVHeads).int(at.a.Window).f32(at.a.Scale).int(limit).int(tiles)).f32(at.a.Softcap).ptr(at.sinks))
 }
 
 // decode launches the decode and merge kernels for the sequences with at
@@ -355,7 +399,7 @@ func (at *attnArgs) decode(limit int) {
 	s.b.launch("kvq_attn_merge", dim3{uint32(maxN), uint32(at.a.Heads), uint32(len(m.seqs))}, dim3{attnThreads, 1, 1}, 0,
 		args{}.ptr(at.dst.p).ptr(at.q.p).ptr(at.k.p).ptr(at.v.p).ptr(part).ptr(ml).ptr(m.at(0)).
 			int(at.a.Heads).int(kvh).int(dim).int(at.a.Window).f32(at.a.Scale).
-			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride).int(grows).f32(at.a.Softcap))
+			int(chunk).int(max(1, chunks)).int(groups).int(limit).int(rstride).int(grows).f32(at.a.Softcap).ptr(at.sinks))
 }
 
 // decodeChunk is the positions per decode block: about decodeBlocksSM
@@ -370,3 +414,15 @@ func (s *Storage) decodeChunk(work int) int {
 	c := (work + per - 1) / per
 	return max(decodeKeys, (c+decodeKeys-1)/decodeKeys*decodeKeys)
 }
+
+var _ backend.Sinks = (*Backend)(nil)
+
+// AttentionSinks implements backend.Sinks: every attention kernel adds the
+// sink logit to a row's softmax once, after its last chunk (the reference
+// and prefill kernels at their end, split-K decoding in kvq_attn_merge).
+func (b *Backend) AttentionSinks() {}
+
+var _ backend.Sinks = (*Device)(nil)
+
+// AttentionSinks implements backend.Sinks.
+func (d *Device) AttentionSinks() {}

@@ -21,7 +21,8 @@ type Backend struct {
 	// The ops' state: dense ops (dense.go) and KV (kv.go).
 	dense denseState
 	kv    kvState
-	moe   moeState // moe.go
+	moe   moeState  // moe.go
+	sinks sinkState // attention.go
 }
 
 var _ backend.Backend = (*Backend)(nil)

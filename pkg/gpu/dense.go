@@ -118,6 +118,12 @@ func (b *Backend) Embed(dst backend.Tensor, w backend.Matrix, ids []int32) {
 	if len(ids) == 0 {
 		return
 	}
+	if m.lazy != nil {
+		if err := b.materialize(m); err != nil {
+			b.fail(err)
+			return
+		}
+	}
 	p := b.dense.ids.putInt32(b, ids)
 	if p == 0 {
 		return

@@ -5,8 +5,10 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"unsafe"
 
+	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	kvqtensor "github.com/kvqlabs/kvq/pkg/tensor"
 )
@@ -23,6 +25,12 @@ type matrix struct {
 	rows, cols int
 	ld         int    // values per stored row (Q8_0: cols)
 	p, sc      devptr // values or codes; Q8_0 scales (else 0)
+	// lazy is an MXFP4 weight not yet on the device (p is 0): the first
+	// MatMul by it dequantizes it to BF16 (exactly: an MXFP4 value has
+	// two significant bits) and uploads that, so an expert never routed
+	// to costs no device memory. Its Raw bytes (the model's memory map or
+	// repacked copy) must outlive the matrix.
+	lazy *kvqtensor.Weight
 }
 
 var _ backend.Matrix = (*matrix)(nil)
@@ -54,7 +62,9 @@ var gemvKernel = func() (k [len(dtypeSuffix)][gemvMaxNT + 1]string) {
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 // Upload implements backend.Backend: the weight is copied to the device
-// in the matrix layout (see matrix); the host copy is not kept.
+// in the matrix layout (see matrix); the host copy is not kept. An MXFP4
+// weight is the exception: it stays on the host (w.Raw, kept referenced)
+// until its first product, which puts it on the device as BF16.
 func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 	if supportsWeight(w.DType) != nil {
 		return nil, fmt.Errorf("%w: gpu: weight %s of dtype %v", backend.ErrUnsupported, w.Name, w.DType)
@@ -65,6 +75,9 @@ func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 	m := &matrix{name: w.Name, dt: w.DType, rows: w.Rows, cols: w.Cols}
 	var err error
 	switch w.DType {
+	case kvqtensor.MXFP4:
+		m.dt, m.lazy = kvqtensor.BF16, w
+		return m, nil
 	case kvqtensor.F32:
 		m.ld = roundUp(w.Cols, 4)
 		m.p, err = b.uploadRows(unsafe.Pointer(&w.F32[0]), w.Rows, 4*w.Cols, 4*m.ld)
@@ -85,7 +98,7 @@ func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 // Registration's answer too).
 func supportsWeight(dt kvqtensor.DType) error {
 	switch dt {
-	case kvqtensor.F32, kvqtensor.F16, kvqtensor.BF16, kvqtensor.Q80:
+	case kvqtensor.F32, kvqtensor.F16, kvqtensor.BF16, kvqtensor.Q80, kvqtensor.MXFP4:
 		return nil
 	}
 	return fmt.Errorf("%w: gpu: weight dtype %v", backend.ErrUnsupported, dt)
@@ -173,6 +186,12 @@ func (b *Backend) MatMul(dst, x backend.Tensor, nt int, w backend.Matrix) {
 	if nt == 0 {
 		return
 	}
+	if m.lazy != nil {
+		if err := b.materialize(m); err != nil {
+			b.fail(err)
+			return
+		}
+	}
 	if nt < b.dense.gemmMinNT {
 		b.gemv(d, xt, nt, m)
 		return
@@ -245,4 +264,25 @@ func (b *Backend) matMulRef(dst, x backend.Tensor, nt int, w backend.Matrix) {
 			dim3{blocks(m.rows, refThreads), uint32(n), 1}, dim3{refThreads, 1, 1}, 0,
 			args{}.ptr(d.at(t0*m.rows)).ptr(xt.at(t0*m.cols)).ptr(m.p).ptr(m.sc).int(m.rows).int(m.cols).int(m.ld))
 	}
+}
+
+// materialize uploads a lazy MXFP4 matrix as BF16 (see matrix.lazy).
+func (b *Backend) materialize(m *matrix) error {
+	w := m.lazy
+	rb := w.DType.RowBytes(w.Cols)
+	m.ld = roundUp(w.Cols, 8)
+	bits := make([]uint16, w.Rows*w.Cols)
+	row := make([]float32, w.Cols)
+	for r := 0; r < w.Rows; r++ {
+		gguf.DequantizeRow(gguf.MXFP4, row, w.Raw[r*rb:(r+1)*rb])
+		for c, v := range row {
+			bits[r*w.Cols+c] = uint16(math.Float32bits(v) >> 16) // exact: two significant bits
+		}
+	}
+	p, err := b.uploadRows(unsafe.Pointer(&bits[0]), w.Rows, 2*w.Cols, 2*m.ld)
+	if err != nil {
+		return fmt.Errorf("gpu: uploading %s [%d %d] MXFP4 as BF16: %w", m.name, w.Rows, w.Cols, err)
+	}
+	m.p, m.lazy = p, nil
+	return nil
 }

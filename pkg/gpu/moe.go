@@ -3,7 +3,6 @@
 package gpu
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
@@ -68,13 +67,6 @@ func (b *Backend) Route(dst, logits backend.Tensor, nt, n, k int, r backend.Rout
 
 // ExpertFFN implements backend.MoE.
 func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor, k int, e *backend.Experts) {
-	if e.Extras() {
-		// No expert biases or clamped SwiGLU on the device yet (the
-		// runtime does not send them to a backend without
-		// backend.ExpertExtras).
-		b.fail(fmt.Errorf("%w: gpu: expert biases and the clamped SwiGLU", backend.ErrUnsupported))
-		return
-	}
 	ne := len(e.Gate)
 	hidden, dim := mat(e.Gate[0]).rows, mat(e.Gate[0]).cols
 	d, xs := dev(dst), dev(x)
@@ -121,11 +113,28 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		if n == 0 {
 			continue
 		}
+		if e.Prepare != nil {
+			e.Prepare(ex)
+		}
 		gx, gg, gu := view(xg, off*dim, n*dim), view(g, off*hidden, n*hidden), view(u, off*hidden, n*hidden)
+		gout := view(o, off*dim, n*dim)
 		b.MatMul(gg, gx, n, e.Gate[ex])
 		b.MatMul(gu, gx, n, e.Up[ex])
-		b.SwiGLU(gg, gu, n*hidden)
-		b.MatMul(view(o, off*dim, n*dim), gg, n, e.Down[ex])
+		if e.GateBias != nil {
+			b.AddBias(gg, n, e.GateBias[ex])
+		}
+		if e.UpBias != nil {
+			b.AddBias(gu, n, e.UpBias[ex])
+		}
+		if e.Limit > 0 {
+			b.clampedSwiGLU(gg, gu, n*hidden, e.Alpha, e.Limit)
+		} else {
+			b.SwiGLU(gg, gu, n*hidden)
+		}
+		b.MatMul(gout, gg, n, e.Down[ex])
+		if e.DownBias != nil {
+			b.AddBias(gout, n, e.DownBias[ex])
+		}
 	}
 	// The weighted sum of each token's outputs, in increasing expert
 	// index (the rows' order), on the host.
@@ -145,6 +154,25 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		}
 	}
 	b.fail(b.d.htod(d.p, unsafe.Pointer(&acc[0]), int64(4*nt*dim)))
+}
+
+var _ backend.ExpertExtras = (*Backend)(nil)
+
+// ExpertExtras implements backend.ExpertExtras: ExpertFFN adds the
+// experts' biases after their products and applies the clamped SwiGLU
+// (kvq_swiglu_oai) when Experts.Limit > 0. MXFP4 expert matrices are
+// dequantized to BF16 on the device at their first use (matrix.lazy).
+func (b *Backend) ExpertExtras() {}
+
+var _ backend.ExpertExtras = (*Device)(nil)
+
+// ExpertExtras implements backend.ExpertExtras.
+func (d *Device) ExpertExtras() {}
+
+// clampedSwiGLU sets gate[i] to GPT-OSS's clamped SwiGLU of gate[i] and
+// up[i] for i < n (backend.Experts).
+func (b *Backend) clampedSwiGLU(gate, up *tensor, n int, alpha, limit float32) {
+	b.launch("kvq_swiglu_oai", elemGrid(n), dim3{elemThreads, 1, 1}, 0, args{}.ptr(gate.p).ptr(up.p).int(n).f32(alpha).f32(limit))
 }
 
 // grow32 returns v with n values, reallocated when too small.

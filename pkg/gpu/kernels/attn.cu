@@ -112,7 +112,7 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
                              int blocks, int bt, const int* seqs,
                              const int* runsK, const int* runIdxK, const int* runsV, const int* runIdxV, int heads,
                              int kvHeads, int dim, int window, float scale, const unsigned short* kwin,
-                             const unsigned short* vwin, int kwr, int vwr, float softcap) {
+                             const unsigned short* vwin, int kwr, int vwr, float softcap, const float* sinks) {
 	if (threadIdx.x != 0) return;
 	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
@@ -162,6 +162,11 @@ KVQ_KERNEL void kvq_attn_ref(float* dst, const float* q, const float* kx, const 
 			m = mn;
 		}
 	}
+	if (sinks) { // attention sink: a logit joining the max and the normaliser, no value
+		float mn = fmaxf(m, sinks[qh]), c = expf(m - mn);
+		for (int d = 0; d < dim; d++) acc[d] *= c;
+		l = l * c + expf(sinks[qh] - mn);
+	}
 	float* out = dst + (long long)(sq.row + i) * heads * dim + (long long)qh * dim;
 	for (int d = 0; d < dim; d++) out[d] = acc[d] / l;
 }
@@ -204,7 +209,7 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
                                                         const int* tabV, int heads, int kvHeads, int window,
                                                         float scale, int limit, int maxTiles,
                                                         const unsigned short* kwin, const unsigned short* vwin,
-                                                        int kwr, int vwr, float softcap) {
+                                                        int kwr, int vwr, float softcap, const float* sinks) {
 	KVQ_DYN_SMEM(float, kvq_pf_smem);
 	float* sm = kvq_pf_smem;
 	const int LQ = D + 1, LK = D + 1, LP = KVQ_PF_TK + 1;
@@ -333,6 +338,10 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 		int tok = rr / nq, j = rr - tok * nq;
 		float* out = dst + (long long)(sq.row + tok) * heads * D + (long long)(h * nq + j) * D;
 		float inv = 1.f / li;
+		if (sinks) { // attention sink (base 2, as m): joins the max and the normaliser, no value
+			float s2 = sinks[h * nq + j] * KVQ_LOG2E, mn = fmaxf(m[i], s2), c = exp2f(m[i] - mn);
+			inv = c / (li * c + exp2f(s2 - mn));
+		}
 #pragma unroll
 		for (int e = 0; e < D / 8; e++) out[tx + 8 * e] = acc[i][e] * inv;
 	}
@@ -348,9 +357,10 @@ static __device__ __forceinline__ void kvq_attn_prefill(float* dst, const float*
 	                                      const int* seqs, const int* tabK, const int* tabV, int heads, int kvHeads,    \
 	                                      int window, float scale, int limit, int maxTiles,                             \
 	                                      const unsigned short* kwin, const unsigned short* vwin, int kwr, int vwr,     \
-	                                      float softcap) {                                                              \
+	                                      float softcap, const float* sinks) {                                                              \
 		kvq_attn_prefill<D>(dst, q, kx, vx, kbase, vbase, kfmt, vfmt, kscales, vscales, blocks, bt, seqs, tabK,     \
-		                    tabV, heads, kvHeads, window, scale, limit, maxTiles, kwin, vwin, kwr, vwr, softcap);   \
+		                    tabV, heads, kvHeads, window, scale, limit, maxTiles, kwin, vwin, kwr, vwr, softcap,     \
+		                    sinks);                                                                     \
 	}                                                                                                                  \
 	KVQ_REGISTER(kvq_attn_prefill_d##D)
 
@@ -808,7 +818,7 @@ KVQ_DECODE(bf16, KVQ_KV_BF16, 128)
 KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, const float* vx, const float* part,
                                const float* ml, const int* seqs, int heads, int kvHeads, int dim, int window,
                                float scale, int chunk, int maxChunks, int groups, int limit, int rstride,
-                               int groupRows, float softcap) {
+                               int groupRows, float softcap, const float* sinks) {
 	__shared__ float red[KVQ_DC_THREADS];
 	int s = blockIdx.z, qh = blockIdx.y, i = blockIdx.x, d = threadIdx.x;
 	kvq_seq sq = kvq_load_seq(seqs, s);
@@ -863,6 +873,12 @@ KVQ_KERNEL void kvq_attn_merge(float* dst, const float* q, const float* kx, cons
 			L = L * a + b;
 			M = mn;
 		}
+	}
+	if (sinks) { // attention sink, once per row after every chunk (base 2, as M)
+		float s2 = sinks[qh] * KVQ_LOG2E, mn = fmaxf(M, s2), a = exp2f(M - mn);
+#pragma unroll
+		for (int e = 0; e < KVQ_MG_DIMS; e++) A[e] *= a;
+		L = L * a + exp2f(s2 - mn);
 	}
 #pragma unroll
 	for (int e = 0; e < KVQ_MG_DIMS; e++) {

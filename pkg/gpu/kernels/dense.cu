@@ -359,6 +359,20 @@ KVQ_KERNEL void kvq_swiglu(float* gate, const float* up, long long n) {
 }
 KVQ_REGISTER(kvq_swiglu)
 
+// kvq_swiglu_oai: GPT-OSS's clamped SwiGLU, gate[i] = g'·sigmoid(alpha·g')·(u'+1)
+// with g' = min(g, limit), u' = clamp(u, −limit, limit), as the CPU backend's
+// ClampedSwiGLU (the exponential in double, rounded).
+KVQ_KERNEL void kvq_swiglu_oai(float* gate, const float* up, long long n, float alpha, float limit) {
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (long long)gridDim.x * blockDim.x) {
+		float g = fminf(gate[i], limit);
+		float u = fminf(fmaxf(up[i], -limit), limit);
+		float e = (float)exp(-(double)(alpha * g));
+		gate[i] = g / (1.0f + e) * (u + 1.0f);
+	}
+}
+KVQ_REGISTER(kvq_swiglu_oai)
+
 // ---------------------------------------------------------------------
 // Gather: row i of dst = row rows[i] of src (width values). Grid n_rows,
 // block 256.

@@ -3,5 +3,6 @@
 #include "common.cuh"
 #include "dense.cu"
 #include "gemm.cu"
+#include "blockq.cu"
 #include "kvwrite.cu"
 #include "attn.cu"

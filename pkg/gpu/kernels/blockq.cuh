@@ -137,6 +137,42 @@ static __device__ __forceinline__ float kvq_blk_val(const unsigned char* b, int 
 	return dl * (float)kvq_iq4_level(j < 16 ? c & 15 : c >> 4);
 }
 
+// kvq_blk_val8 decodes values i0..i0+7 (i0 a multiple of 8) of the block
+// at b into v, as kvq_blk_val does value by value (the same products, so
+// the same bits) but with each group's scale decoded once for the 8 (they
+// share it: every type's groups are 16 or 32 aligned values) for Q4_0,
+// Q4_K, Q5_K and Q6_K (the Q4_K_M mix); the other types value by value.
+template <int DT>
+static __device__ __forceinline__ void kvq_blk_val8(const unsigned char* b, int i0, float* v) {
+	if (DT == KVQ_Q40) {
+		float d = kvq_blk_half(b);
+		const unsigned char* q = b + 2 + (i0 & 15);
+		int sh = i0 < 16 ? 0 : 4;
+		KVQ_UNROLL for (int j = 0; j < 8; j++) v[j] = (float)(((q[j] >> sh) & 15) - 8) * d;
+	} else if (DT == KVQ_Q4K || DT == KVQ_Q5K) {
+		int g = i0 >> 6, hi = (i0 >> 5) & 1, l0 = i0 & 31;
+		int sc, m;
+		kvq_scale_min_k4(2 * g + hi, b + 4, sc, m);
+		float dl = kvq_fmul(kvq_blk_half(b), (float)sc), ml = kvq_fmul(kvq_blk_half(b + 2), (float)m);
+		const unsigned char* q = b + (DT == KVQ_Q4K ? 16 : 48) + 32 * g + l0;
+		KVQ_UNROLL for (int j = 0; j < 8; j++) {
+			int c = (q[j] >> (4 * hi)) & 15;
+			if (DT == KVQ_Q5K) c |= ((b[16 + l0 + j] >> (2 * g + hi)) & 1) << 4;
+			v[j] = kvq_fmul(dl, (float)c) - ml;
+		}
+	} else if (DT == KVQ_Q6K) {
+		int n = i0 >> 7, k = (i0 >> 5) & 3, l0 = i0 & 31;
+		float dl = kvq_fmul(kvq_blk_half(b + 208), (float)(signed char)b[192 + 8 * n + l0 / 16 + 2 * k]);
+		const unsigned char* ql = b + 64 * n + l0 + 32 * (k & 1);
+		const unsigned char* qh = b + 128 + 32 * n + l0;
+		int sh = k >= 2 ? 4 : 0;
+		KVQ_UNROLL for (int j = 0; j < 8; j++)
+			v[j] = dl * (float)((((ql[j] >> sh) & 15) | (((qh[j] >> (2 * k)) & 3) << 4)) - 32);
+	} else {
+		KVQ_UNROLL for (int j = 0; j < 8; j++) v[j] = kvq_blk_val<DT>(b, i0 + j);
+	}
+}
+
 // kvq_blk_w returns weight (r, c) of a block matrix with rows of ld bytes.
 template <int DT>
 static __device__ __forceinline__ float kvq_blk_w(const void* w, int ld, int r, int c) {
@@ -158,9 +194,11 @@ static __device__ __forceinline__ float kvq_blk_w(const void* w, int ld, int r, 
 // accumulation is fp32: against the CPU's fp32 product only the summation
 // order differs. Grid ceil(rows/8), block 256.
 //
-// This first version decodes value by value (every value recomputes its
-// group's scale): simple and exact, not yet tuned for bandwidth (a
-// device benchmark against the weight-streaming limit is left to do).
+// This first version decodes 8 values at a time (kvq_blk_val8: one scale
+// per 8 for Q4_0, Q4_K, Q5_K and Q6_K, value by value for the other
+// types) from byte loads: exact, not yet tuned for bandwidth (wide loads,
+// the scales once per group of 32, a device benchmark against the
+// weight-streaming limit are left to do).
 
 #define KVQ_BGEMV_THREADS 256
 #define KVQ_BGEMV_R (KVQ_BGEMV_THREADS / 32)
@@ -180,7 +218,7 @@ static __device__ void kvq_gemv_blk(float* dst, const float* x, const void* w, i
 		const unsigned char* b = wr + (long long)(c0 / QK) * BB;
 		int i0 = c0 % QK;
 		float v[8];
-		KVQ_UNROLL for (int j = 0; j < 8; j++) v[j] = kvq_blk_val<DT>(b, i0 + j);
+		kvq_blk_val8<DT>(b, i0, v);
 		KVQ_UNROLL for (int t = 0; t < NT; t++) {
 			const float* xp = x + (long long)t * cols + c0;
 			float s = 0;

@@ -6,7 +6,7 @@
 //     exact (small models).
 //   - kvq_gemm_<block type>_{64,128} (instantiated in blockq.cu): the
 //     same tensor-core GEMM for ggml's block types, each thread decoding
-//     its 16 weights of a step from the packed blocks (kvq_blk_w, exact)
+//     its 16 weights of a step from the packed blocks (kvq_blk_val8, exact)
 //     and rounding them to fp16 into the shared-memory tile, as Q8_0's
 //     codes are: the weights stay packed in device memory.
 // Weight layouts: see dense.cu.
@@ -120,9 +120,14 @@ static __device__ void kvq_gemm(float* dst, const float* x, const void* w, const
 			int n = n0 + tid / 2, c = k0 + (tid % 2) * 16;
 			br[0] = br[1] = make_uint4(0, 0, 0, 0);
 			if (n < rows) {
+				const int QK = kvq_blk_qk(DT);
+				const unsigned char* blk =
+				    (const unsigned char*)w + (long long)n * ld + (long long)(c / QK) * kvq_blk_bytes(DT);
+				float v[16];
+				kvq_blk_val8<DT>(blk, c % QK, v);
+				kvq_blk_val8<DT>(blk, c % QK + 8, v + 8);
 				unsigned h[8];
-				KVQ_UNROLL for (int j = 0; j < 8; j++)
-					h[j] = kvq_cvt2<false>(kvq_blk_w<DT>(w, ld, n, c + 2 * j), kvq_blk_w<DT>(w, ld, n, c + 2 * j + 1));
+				KVQ_UNROLL for (int j = 0; j < 8; j++) h[j] = kvq_cvt2<false>(v[2 * j], v[2 * j + 1]);
 				br[0] = make_uint4(h[0], h[1], h[2], h[3]);
 				br[1] = make_uint4(h[4], h[5], h[6], h[7]);
 			}

@@ -18,12 +18,14 @@ import (
 // zero padded to a 16-byte multiple; Q8_0 as int8 codes [rows][cols] in p
 // and the fp16 scales [rows][cols/32] in sc, so that a warp reads 512
 // contiguous code bytes of a row in one load instead of 34-byte blocks
-// that straddle 16-byte boundaries.
+// that straddle 16-byte boundaries; the other GGML block types (Q4_0 ..
+// MXFP4) as the file's blocks unchanged, ld bytes per row
+// (kernels/blockq.cuh decodes them).
 type matrix struct {
 	name       string
 	dt         kvqtensor.DType
 	rows, cols int
-	ld         int    // values per stored row (Q8_0: cols)
+	ld         int    // values per stored row (Q8_0: cols; other block types: bytes)
 	p, sc      devptr // values or codes; Q8_0 scales (else 0)
 	// lazy is an MXFP4 weight not yet on the device (p is 0): the first
 	// MatMul by it dequantizes it to BF16 (exactly: an MXFP4 value has
@@ -45,7 +47,16 @@ func mat(m backend.Matrix) *matrix { return m.(*matrix) }
 func (m *matrix) kernelSuffix() string { return dtypeSuffix[m.dt] }
 
 // dtypeSuffix names each weight dtype in kernel names.
-var dtypeSuffix = [...]string{kvqtensor.F32: "f32", kvqtensor.F16: "f16", kvqtensor.BF16: "bf16", kvqtensor.Q80: "q80"}
+var dtypeSuffix = [...]string{
+	kvqtensor.F32: "f32", kvqtensor.F16: "f16", kvqtensor.BF16: "bf16", kvqtensor.Q80: "q80",
+	kvqtensor.Q40: "q40", kvqtensor.Q41: "q41", kvqtensor.Q50: "q50", kvqtensor.Q51: "q51",
+	kvqtensor.Q2K: "q2k", kvqtensor.Q3K: "q3k", kvqtensor.Q4K: "q4k", kvqtensor.Q5K: "q5k", kvqtensor.Q6K: "q6k",
+	kvqtensor.IQ4NL: "iq4nl", kvqtensor.IQ4XS: "iq4xs", kvqtensor.MXFP4: "mxfp4",
+}
+
+// blockType reports whether dt is one of the GGML block types stored
+// packed on the device (Q4_0 .. MXFP4; Q8_0 has its own split layout).
+func blockType(dt kvqtensor.DType) bool { return dt.Packed() && dt != kvqtensor.Q80 }
 
 // gemvKernel[dt][n] is the GEMV kernel for n activation rows (a table, so
 // that a decode step formats no names).
@@ -87,6 +98,9 @@ func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 	case kvqtensor.Q80:
 		m.ld = w.Cols
 		err = b.uploadQ80(m, w.Raw)
+	default: // a block type: the blocks as they are
+		m.ld = w.DType.RowBytes(w.Cols)
+		m.p, err = b.uploadRows(unsafe.Pointer(&w.Raw[0]), w.Rows, m.ld, m.ld)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("gpu: uploading %s [%d %d] %v (%d bytes): %w", w.Name, w.Rows, w.Cols, w.DType, w.Bytes(), err)
@@ -95,10 +109,10 @@ func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 }
 
 // supportsWeight reports whether Upload takes weights of dtype dt (the
-// Registration's answer too).
+// Registration's answer too): F32, F16, BF16 and every GGML block type
+// pkg/tensor names.
 func supportsWeight(dt kvqtensor.DType) error {
-	switch dt {
-	case kvqtensor.F32, kvqtensor.F16, kvqtensor.BF16, kvqtensor.Q80, kvqtensor.MXFP4:
+	if dt >= 0 && int(dt) < len(dtypeSuffix) && dtypeSuffix[dt] != "" {
 		return nil
 	}
 	return fmt.Errorf("%w: gpu: weight dtype %v", backend.ErrUnsupported, dt)
@@ -167,6 +181,7 @@ const gemvMaxNT = 8
 // Launch shapes (kernels/*.cu).
 const (
 	gemvRows    = 4   // weight rows per GEMV block
+	bgemvRows   = 8   // weight rows per block-type GEMV block (a warp each)
 	gemvThreads = 256 // threads per GEMV block
 	gemmBN      = 128 // weight rows per GEMM tile
 	sgemmTile   = 64  // tile side of the fp32 GEMM
@@ -175,7 +190,8 @@ const (
 
 // MatMul implements backend.Backend: up to gemmMinNT-1 activation rows
 // run the GEMV kernels (each weight row read once for up to 8 activation
-// rows), more the tiled GEMMs (tensor cores for F16, BF16 and Q8_0, fp32
+// rows), more the tiled GEMMs (tensor cores for F16, BF16, Q8_0 and the
+// other block types, whose weights are decoded to fp16 tile by tile; fp32
 // for F32). It panics if dst or x are too small.
 func (b *Backend) MatMul(dst, x backend.Tensor, nt int, w backend.Matrix) {
 	m := mat(w)
@@ -213,8 +229,12 @@ func (b *Backend) gemv(dst, x *tensor, nt int, m *matrix) {
 	for t0 := 0; t0 < nt; t0 += gemvMaxNT {
 		n := min(gemvMaxNT, nt-t0)
 		xs := x.at(t0 * m.cols)
+		rowsPer := gemvRows
+		if blockType(m.dt) {
+			rowsPer = bgemvRows
+		}
 		b.launch(gemvKernel[m.dt][n],
-			dim3{blocks(m.rows, gemvRows), 1, 1}, dim3{gemvThreads, 1, 1}, 0,
+			dim3{blocks(m.rows, rowsPer), 1, 1}, dim3{gemvThreads, 1, 1}, 0,
 			args{}.ptr(dst.at(t0*m.rows)).ptr(xs).ptr(m.p).ptr(m.sc).
 				int(m.rows).int(m.cols).int(m.ld).int(xvec(xs, m.cols)))
 	}

@@ -90,7 +90,7 @@ type Summary struct {
 
 func main() {
 	shapeList := flag.String("shapes", "1b,8b", "model shapes: "+strings.Join(slices.Sorted(maps.Keys(shapes)), ", "))
-	dtype := flag.String("dtype", "F16", "weight type: F16, BF16 or Q8_0")
+	dtype := flag.String("dtype", "F16", "weight type: F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K (every matrix in that type)")
 	batches := flag.String("batches", "1,8,64", "decode batch sizes")
 	prefill := flag.Int("prefill", 512, "prefill tokens")
 	context0 := flag.Int("context", 128, "tokens in each sequence before decode is timed")
@@ -125,9 +125,10 @@ func ints(s string) ([]int, error) {
 
 func run(shapeList, dtype, batchList string, prefill, ctx0, steps, reps int, attnCtx, attnBatch, attnFormats string, bwBytes int64, jsonOut string) error {
 	ctx := context.Background()
-	dt, ok := map[string]tensor.DType{"F16": tensor.F16, "BF16": tensor.BF16, "Q8_0": tensor.Q80}[dtype]
+	dt, ok := map[string]tensor.DType{"F16": tensor.F16, "BF16": tensor.BF16, "Q8_0": tensor.Q80,
+		"Q4_0": tensor.Q40, "Q4_K": tensor.Q4K, "Q5_K": tensor.Q5K, "Q6_K": tensor.Q6K}[dtype]
 	if !ok {
-		return fmt.Errorf("-dtype %q: want F16, BF16 or Q8_0", dtype)
+		return fmt.Errorf("-dtype %q: want F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K", dtype)
 	}
 	batches, err := ints(batchList)
 	if err != nil {

@@ -13,6 +13,8 @@
 //               code[r][c].
 // Kernels take the weight as (w, sc, ld): sc is the scale buffer (Q8_0
 // only, else null).
+//   Q4_0 .. MXFP4: the file's blocks unchanged, ld bytes per row
+//               (blockq.cuh).
 #pragma once
 #include "common.cuh"
 
@@ -51,6 +53,9 @@ static __device__ __forceinline__ float kvq_i8_f32(unsigned v, int k) {
 	return kvq_bits_f32(0x4b000000u | b) - 8388736.0f;
 }
 
+// The block weight types (Q4_0 .. MXFP4): their decoder.
+#include "blockq.cuh"
+
 // kvq_w returns weight (r, c) as float, exactly.
 template <int DT>
 static __device__ __forceinline__ float kvq_w(const void* w, const unsigned short* sc, int ld, int r, int c) {
@@ -58,6 +63,7 @@ static __device__ __forceinline__ float kvq_w(const void* w, const unsigned shor
 	if (DT == KVQ_F32) return ((const float*)w)[i];
 	if (DT == KVQ_F16) return kvq_f16_f32(((const unsigned short*)w)[i]);
 	if (DT == KVQ_BF16) return kvq_bf16_f32(((const unsigned short*)w)[i]);
+	if (DT >= KVQ_Q40) return kvq_blk_w<DT>(w, ld, r, c);
 	float d = kvq_f16_f32(sc[(long long)r * (ld / 32) + c / 32]);
 	return d * (float)((const signed char*)w)[i];
 }

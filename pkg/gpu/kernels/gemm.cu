@@ -4,6 +4,11 @@
 //     fp32 accumulators) over tiles staged in shared memory;
 //   - kvq_sgemm_f32: a plain tiled fp32 GEMM for F32 weights, which stay
 //     exact (small models).
+//   - kvq_gemm_<block type>_{64,128} (instantiated in blockq.cu): the
+//     same tensor-core GEMM for ggml's block types, each thread decoding
+//     its 16 weights of a step from the packed blocks (kvq_blk_val8, exact)
+//     and rounding them to fp16 into the shared-memory tile, as Q8_0's
+//     codes are: the weights stay packed in device memory.
 // Weight layouts: see dense.cu.
 #pragma once
 #include "common.cuh"
@@ -110,6 +115,22 @@ static __device__ void kvq_gemm(float* dst, const float* x, const void* w, const
 				br[0] = *(const uint4*)((const signed char*)w + (long long)n * ld + c);
 				bs = kvq_f16_f32(sc[(long long)n * (ld / 32) + k0 / 32]);
 			}
+		} else if (DT >= KVQ_Q40) {
+			// Block types: the 16 values decoded exactly, rounded to fp16.
+			int n = n0 + tid / 2, c = k0 + (tid % 2) * 16;
+			br[0] = br[1] = make_uint4(0, 0, 0, 0);
+			if (n < rows) {
+				const int QK = kvq_blk_qk(DT);
+				const unsigned char* blk =
+				    (const unsigned char*)w + (long long)n * ld + (long long)(c / QK) * kvq_blk_bytes(DT);
+				float v[16];
+				kvq_blk_val8<DT>(blk, c % QK, v);
+				kvq_blk_val8<DT>(blk, c % QK + 8, v + 8);
+				unsigned h[8];
+				KVQ_UNROLL for (int j = 0; j < 8; j++) h[j] = kvq_cvt2<false>(v[2 * j], v[2 * j + 1]);
+				br[0] = make_uint4(h[0], h[1], h[2], h[3]);
+				br[1] = make_uint4(h[4], h[5], h[6], h[7]);
+			}
 		} else {
 			KVQ_UNROLL for (int v = 0; v < BV; v++) {
 				int idx = tid + v * KVQ_GEMM_THREADS;
@@ -136,6 +157,10 @@ static __device__ void kvq_gemm(float* dst, const float* x, const void* w, const
 			uint4* p = (uint4*)&Bs[b][tid / 2][(tid % 2) * 16];
 			p[0] = make_uint4(h[0], h[1], h[2], h[3]);
 			p[1] = make_uint4(h[4], h[5], h[6], h[7]);
+		} else if (DT >= KVQ_Q40) {
+			uint4* p = (uint4*)&Bs[b][tid / 2][(tid % 2) * 16];
+			p[0] = br[0];
+			p[1] = br[1];
 		} else {
 			KVQ_UNROLL for (int v = 0; v < BV; v++) {
 				int idx = tid + v * KVQ_GEMM_THREADS;

@@ -3,6 +3,7 @@
 #include "common.cuh"
 #include "dense.cu"
 #include "gemm.cu"
+#include "blockq.cu"
 #include "kvwrite.cu"
 #include "softcap.cu"
 #include "attn.cu"

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
@@ -52,7 +53,7 @@ func RandomModelFast(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.M
 			w.F32 = make([]float32, rows*cols)
 		case tensor.F16, tensor.BF16:
 			w.U16 = make([]uint16, rows*cols)
-		case tensor.Q80:
+		default: // Q8_0 and the other block types
 			w.Raw = make([]byte, rows*dt.RowBytes(cols))
 		}
 		const chunk = 64 // rows
@@ -75,7 +76,7 @@ func RandomModelFast(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.M
 					copy(w.F32[r0*cols:], part.F32)
 				case tensor.F16, tensor.BF16:
 					copy(w.U16[r0*cols:], part.U16)
-				case tensor.Q80:
+				default:
 					copy(w.Raw[r0*dt.RowBytes(cols):], part.Raw)
 				}
 			}()
@@ -87,10 +88,21 @@ func RandomModelFast(c runtime.Config, dt tensor.DType, seed uint64) (*runtime.M
 }
 
 func checkQ80(name string, dt tensor.DType, cols int) error {
-	if dt == tensor.Q80 && cols%tensor.Q80BlockSize != 0 {
-		return fmt.Errorf("modeltest: random %s: %d columns is not a multiple of 32 for Q8_0", name, cols)
+	if !dt.Packed() {
+		return nil
+	}
+	if qk, _ := dt.Block(); cols%qk != 0 {
+		return fmt.Errorf("modeltest: random %s: %d columns is not a multiple of %d for %v", name, cols, qk, dt)
 	}
 	return nil
+}
+
+// ggufBlockTypes maps the block dtypes other than Q8_0 to pkg/gguf's
+// types, whose QuantizeRow WeightFromF32 uses.
+var ggufBlockTypes = map[tensor.DType]gguf.Type{
+	tensor.Q40: gguf.Q40, tensor.Q41: gguf.Q41, tensor.Q50: gguf.Q50, tensor.Q51: gguf.Q51,
+	tensor.Q2K: gguf.Q2K, tensor.Q3K: gguf.Q3K, tensor.Q4K: gguf.Q4K, tensor.Q5K: gguf.Q5K, tensor.Q6K: gguf.Q6K,
+	tensor.IQ4NL: gguf.IQ4NL, tensor.IQ4XS: gguf.IQ4XS, tensor.MXFP4: gguf.MXFP4,
 }
 
 // randomModel assembles a model of config c from mat's matrices and norm
@@ -156,7 +168,7 @@ func randomModel(c runtime.Config, rng *rand.Rand, mat func(name string, rows, c
 
 // WeightFromF32 converts float32 values into a weight of dtype dt (Q8_0 rows
 // are quantized as ggml does: scale = absmax/127, codes rounded half away
-// from zero).
+// from zero; the other block types by pkg/gguf's QuantizeRow).
 func WeightFromF32(name string, dt tensor.DType, rows, cols int, vals []float32) *tensor.Weight {
 	w := &tensor.Weight{Name: name, DType: dt, Rows: rows, Cols: cols}
 	switch dt {
@@ -185,6 +197,14 @@ func WeightFromF32(name string, dt tensor.DType, rows, cols int, vals []float32)
 					q = float32(math.Round(float64(v / d)))
 				}
 				out[2+i] = byte(int8(q))
+			}
+		}
+	default:
+		if t, ok := ggufBlockTypes[dt]; ok { // the other block types, as llama-quantize without an imatrix
+			rb := dt.RowBytes(cols)
+			w.Raw = make([]byte, rows*rb)
+			for r := 0; r < rows; r++ {
+				gguf.QuantizeRow(t, w.Raw[r*rb:(r+1)*rb], vals[r*cols:(r+1)*cols])
 			}
 		}
 	}

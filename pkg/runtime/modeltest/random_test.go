@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
@@ -89,5 +90,36 @@ func TestWriteGGUFQ80(t *testing.T) {
 		if d := math.Abs(float64(got[i] - want[i])); d > 0.01 {
 			t.Fatalf("down[0][%d] = %g from Q8_0, %g from F32", i, got[i], want[i])
 		}
+	}
+}
+
+// TestRandomModelFastBlockTypes: RandomModelFast makes a model in a block
+// type (Q4_K here) whose matrices are QuantizeRow's blocks of the values
+// the F32 model of the same seed has, and refuses columns that are not a
+// multiple of the type's block.
+func TestRandomModelFastBlockTypes(t *testing.T) {
+	c := runtime.Config{Dim: 256, Hidden: 512, Layers: 1, Heads: 4, KVHeads: 2, HeadDim: 64, Vocab: 300, ContextLen: 64}
+	f, err := RandomModelFast(c, tensor.F32, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := RandomModelFast(c, tensor.Q4K, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, wq := f.Layers[0].Down, q.Layers[0].Down
+	if wq.DType != tensor.Q4K || len(wq.Raw) != wq.Rows*tensor.Q4K.RowBytes(wq.Cols) {
+		t.Fatalf("Down is %v with %d bytes, want Q4_K with %d", wq.DType, len(wq.Raw), wq.Rows*tensor.Q4K.RowBytes(wq.Cols))
+	}
+	want := make([]byte, tensor.Q4K.RowBytes(wf.Cols))
+	for r := 0; r < wf.Rows; r++ {
+		gguf.QuantizeRow(gguf.Q4K, want, wf.F32[r*wf.Cols:(r+1)*wf.Cols])
+		if !slices.Equal(want, wq.Raw[r*len(want):(r+1)*len(want)]) {
+			t.Fatalf("Down row %d differs from QuantizeRow of the F32 model's row", r)
+		}
+	}
+	c.Dim, c.HeadDim = 128, 32
+	if _, err := RandomModelFast(c, tensor.Q4K, 3); err == nil {
+		t.Error("RandomModelFast(Q4_K) with 128 columns succeeded")
 	}
 }

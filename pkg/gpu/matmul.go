@@ -5,10 +5,8 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"unsafe"
 
-	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	kvqtensor "github.com/kvqlabs/kvq/pkg/tensor"
 )
@@ -28,9 +26,8 @@ type matrix struct {
 	ld         int    // values per stored row (Q8_0: cols; other block types: bytes)
 	p, sc      devptr // values or codes; Q8_0 scales (else 0)
 	// lazy is an MXFP4 weight not yet on the device (p is 0): the first
-	// MatMul by it dequantizes it to BF16 (exactly: an MXFP4 value has
-	// two significant bits) and uploads that, so an expert never routed
-	// to costs no device memory. Its Raw bytes (the model's memory map or
+	// product by it uploads its blocks, so an expert never routed to costs
+	// no device memory. Its Raw bytes (the model's memory map or
 	// repacked copy) must outlive the matrix.
 	lazy *kvqtensor.Weight
 }
@@ -75,7 +72,7 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // Upload implements backend.Backend: the weight is copied to the device
 // in the matrix layout (see matrix); the host copy is not kept. An MXFP4
 // weight is the exception: it stays on the host (w.Raw, kept referenced)
-// until its first product, which puts it on the device as BF16.
+// until its first product, which puts its blocks on the device.
 func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 	if supportsWeight(w.DType) != nil {
 		return nil, fmt.Errorf("%w: gpu: weight %s of dtype %v", backend.ErrUnsupported, w.Name, w.DType)
@@ -87,7 +84,7 @@ func (b *Backend) Upload(w *kvqtensor.Weight) (backend.Matrix, error) {
 	var err error
 	switch w.DType {
 	case kvqtensor.MXFP4:
-		m.dt, m.lazy = kvqtensor.BF16, w
+		m.lazy = w
 		return m, nil
 	case kvqtensor.F32:
 		m.ld = roundUp(w.Cols, 4)
@@ -278,6 +275,12 @@ func (b *Backend) matMulRef(dst, x backend.Tensor, nt int, w backend.Matrix) {
 	if nt < 0 || d.n < nt*m.rows || xt.n < nt*m.cols {
 		panic(fmt.Sprintf("gpu: matMulRef of %d rows by %s [%d %d] into %d values from %d", nt, m.name, m.rows, m.cols, d.n, xt.n))
 	}
+	if m.lazy != nil {
+		if err := b.materialize(m); err != nil {
+			b.fail(err)
+			return
+		}
+	}
 	for t0 := 0; t0 < nt; t0 += maxGridY {
 		n := min(maxGridY, nt-t0)
 		b.launch("kvq_matmul_ref_"+m.kernelSuffix(),
@@ -286,22 +289,14 @@ func (b *Backend) matMulRef(dst, x backend.Tensor, nt int, w backend.Matrix) {
 	}
 }
 
-// materialize uploads a lazy MXFP4 matrix as BF16 (see matrix.lazy).
+// materialize uploads a lazy MXFP4 matrix (see matrix.lazy): its blocks
+// as they are, multiplied packed like every block type.
 func (b *Backend) materialize(m *matrix) error {
 	w := m.lazy
-	rb := w.DType.RowBytes(w.Cols)
-	m.ld = roundUp(w.Cols, 8)
-	bits := make([]uint16, w.Rows*w.Cols)
-	row := make([]float32, w.Cols)
-	for r := 0; r < w.Rows; r++ {
-		gguf.DequantizeRow(gguf.MXFP4, row, w.Raw[r*rb:(r+1)*rb])
-		for c, v := range row {
-			bits[r*w.Cols+c] = uint16(math.Float32bits(v) >> 16) // exact: two significant bits
-		}
-	}
-	p, err := b.uploadRows(unsafe.Pointer(&bits[0]), w.Rows, 2*w.Cols, 2*m.ld)
+	m.ld = w.DType.RowBytes(w.Cols)
+	p, err := b.uploadRows(unsafe.Pointer(&w.Raw[0]), w.Rows, m.ld, m.ld)
 	if err != nil {
-		return fmt.Errorf("gpu: uploading %s [%d %d] MXFP4 as BF16: %w", m.name, w.Rows, w.Cols, err)
+		return fmt.Errorf("gpu: uploading %s [%d %d] MXFP4: %w", m.name, w.Rows, w.Cols, err)
 	}
 	m.p, m.lazy = p, nil
 	return nil

@@ -161,7 +161,7 @@ var _ backend.ExpertExtras = (*Backend)(nil)
 // ExpertExtras implements backend.ExpertExtras: ExpertFFN adds the
 // experts' biases after their products and applies the clamped SwiGLU
 // (kvq_swiglu_oai) when Experts.Limit > 0. MXFP4 expert matrices are
-// dequantized to BF16 on the device at their first use (matrix.lazy).
+// uploaded packed at their first use (matrix.lazy).
 func (b *Backend) ExpertExtras() {}
 
 var _ backend.ExpertExtras = (*Device)(nil)

@@ -1,3 +1,10 @@
+// The Go twins of the q4_K and q6_K kernels (-tags purego) and the race
+// detector make this 2-second check take minutes; the twins are checked
+// against the SIMD kernels in internal/simd, so the comparison with
+// llama.cpp runs in the default build only.
+
+//go:build !purego && !race
+
 package eval_test
 
 import (

@@ -21,7 +21,7 @@ import (
 // independently of pkg/gguf's size table.
 func TestKQuantFileBytes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny-Q4_K_M.gguf")
-	spec := modeltest.Spec{Arch: "llama", Dim: 256, Hidden: 768, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, Context: 512, DType: "Q4_K_M"}
+	spec := modeltest.Spec{Arch: "llama", Dim: 256, Hidden: 768, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, Context: 512, DType: "Q4_K_M", Seed: 1}
 	if err := modeltest.WriteGGUF(path, spec); err != nil {
 		t.Fatal(err)
 	}

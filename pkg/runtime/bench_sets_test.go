@@ -13,14 +13,17 @@ import (
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
 	kvrt "github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 // BenchmarkDecodeGGUF measures single-sequence decode of the GGUF file named
 // by KVQ_BENCH_GGUF (skipped when unset), for example the random-weight
-// 1B-shape file of
+// 1B-shape file, or the mixture of experts of shape moe, of
 //
 //	go run ./scripts/benchmodel -shape 1b -o /tmp/bench-1b.gguf
 //	KVQ_BENCH_GGUF=/tmp/bench-1b.gguf go test -run '^$' -bench DecodeGGUF -benchtime 15x -cpu 1,2 ./pkg/runtime/
+//	GOMEMLIMIT=3GiB go run ./scripts/benchmodel -shape moe -o /tmp/bench-moe.gguf
+//	KVQ_BENCH_GGUF=/tmp/bench-moe.gguf go test -run '^$' -bench DecodeGGUF -benchtime 15x -cpu 1,2 ./pkg/runtime/
 //
 // as llama-bench -p 0 -n 8 does: every round decodes 8 tokens once with
 // each variant (the order alternates between rounds), so that the variants
@@ -41,7 +44,9 @@ import (
 // rounds of the second variant's time over the first's; for the load
 // variants "loaded-of-idle", its inverse) and "<variant>-of-limit":
 // tokens/s over the weight-streaming limit, the read bandwidth divided by
-// the weight bytes a token streams. The bandwidth (GB/s-mem, the median
+// the weight bytes a token streams (of a mixture of experts, the active
+// weights: the dense matrices and ExpertsUsed of Experts experts per
+// layer; MB-weights/tok). The bandwidth (GB/s-mem, the median
 // over rounds) is measured in every round too, between the variants, by
 // simd.MeasureBandwidthParallel over 1 GiB with GOMAXPROCS workers.
 func BenchmarkDecodeGGUF(b *testing.B) {
@@ -95,10 +100,7 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		vs = append(vs, variant{"avx2", simd.ForceAVX2})
 	}
 	decode() // warm up: page the weights in
-	wb := float64(m.WeightBytes())
-	if !m.TiedEmbeddings {
-		wb -= float64(m.Embed.Bytes())
-	}
+	wb := float64(activeWeightBytes(m))
 	secs := make([][]float64, len(vs))
 	var bws []float64
 	var ratios []float64
@@ -172,6 +174,32 @@ func BenchmarkPrefillGGUF(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)/median(secs), "prompt-tok/s")
+}
+
+// activeWeightBytes are the weight bytes one decoded token streams: every
+// matrix but the embedding (unless tied to the output head), and of a
+// mixture of experts' expert matrices only the ExpertsUsed of Experts a
+// token is routed to.
+func activeWeightBytes(m *kvrt.Model) int64 {
+	n := m.WeightBytes()
+	if !m.TiedEmbeddings {
+		n -= m.Embed.Bytes()
+	}
+	if m.Experts == 0 {
+		return n
+	}
+	var exp int64
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, ws := range [][]*tensor.Weight{l.ExpGate, l.ExpUp, l.ExpDown} {
+			for _, w := range ws {
+				if w != nil {
+					exp += w.Bytes()
+				}
+			}
+		}
+	}
+	return n - exp + exp*int64(m.ExpertsUsed)/int64(m.Experts)
 }
 
 // benchGGUF loads the model of KVQ_BENCH_GGUF, skipping when it is unset.

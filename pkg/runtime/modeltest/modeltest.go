@@ -192,6 +192,29 @@ func (w *weights) add(name string, shape []int, v []float32) {
 	w.data[name] = v
 }
 
+// drop forgets the float32 values of name once they are encoded, and of
+// the other experts' matrices stacked with it (expert 0's name), so that
+// writing a large model holds each tensor's float32 values only until it
+// is encoded.
+func (w *weights) drop(name string) {
+	delete(w.data, name)
+	for _, k := range []struct{ zero, pat string }{
+		{".mlp.experts.0.", ".mlp.experts.%d."}, {".block_sparse_moe.experts.0.", ".block_sparse_moe.experts.%d."},
+	} {
+		i := strings.Index(name, k.zero)
+		if i < 0 {
+			continue
+		}
+		for e := 1; ; e++ {
+			other := name[:i] + fmt.Sprintf(k.pat, e) + name[i+len(k.zero):]
+			if _, ok := w.data[other]; !ok {
+				break
+			}
+			delete(w.data, other)
+		}
+	}
+}
+
 // round makes the float32 values exactly representable in dtype.
 func round(v []float32, dtype string) {
 	for i, x := range v {
@@ -725,6 +748,7 @@ func WriteGGUF(path string, s Spec) error {
 			if err := g.AddTensorF32(gname, t, dims, v); err != nil {
 				return fmt.Errorf("modeltest: %w", err)
 			}
+			w.drop(name)
 			continue
 		}
 		if t == gguf.Q80 {
@@ -739,6 +763,7 @@ func WriteGGUF(path string, s Spec) error {
 		if err := g.AddTensor(gname, t, dims, data); err != nil {
 			return err
 		}
+		w.drop(name)
 	}
 	return writeTo(path, g)
 }

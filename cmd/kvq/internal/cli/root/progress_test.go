@@ -35,11 +35,16 @@ func (l *lockedBuffer) String() string {
 // interval (10 s by default; shortened here), and nothing after they end.
 func TestProgressOffTerminal(t *testing.T) {
 	args := tinyEval(t)
+	// Enough text that the stage outlasts the 1 ms interval on a fast,
+	// idle machine too (2 chunks of 128 tokens took under 1 ms there
+	// once caches side by side shared their first layer): flags given
+	// twice take the last value.
+	evalArgs := append(append([]string{"eval", "--tasks", "copy"}, args...), "--ctx", "512", "--chunks", "8")
 	for _, c := range []struct {
 		args []string
 		line *regexp.Regexp
 	}{
-		{append([]string{"eval", "--tasks", "copy"}, args...), regexp.MustCompile(`(?m)^eval (text|tasks): \d+/\d+ \(\d+%\) after \S+, ETA (\S+|unknown)$`)},
+		{evalArgs, regexp.MustCompile(`(?m)^eval (text|tasks): \d+/\d+ \(\d+%\) after \S+, ETA (\S+|unknown)$`)},
 		{[]string{"calibrate", "stats", args[0], args[1], "--samples", "64", "--seq-len", "256"}, regexp.MustCompile(`(?m)^stats: \d+/64 \(\d+%\) after \S+, ETA \S+`)},
 	} {
 		var out, errOut lockedBuffer

@@ -129,6 +129,7 @@ func succeeded(m map[string]float64, cache string) float64 {
 // goes to fp16. A wrong key or a cache without a route fails at the
 // start (exit 2) and moves nothing.
 func TestWatchActRoute(t *testing.T) {
+	skipPureGo(t)
 	if testing.Short() {
 		t.Skip("starts an engine")
 	}
@@ -225,6 +226,7 @@ func TestWatchActRoute(t *testing.T) {
 // error rate its metrics count; the same watch of a plain fp16 candidate promotes
 // (TestWatchBuiltinModel), so each fault is what fails it.
 func TestWatchFaults(t *testing.T) {
+	skipPureGo(t)
 	if testing.Short() {
 		t.Skip("starts three engines")
 	}

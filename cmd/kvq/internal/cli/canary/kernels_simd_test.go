@@ -1,0 +1,6 @@
+//go:build !purego
+
+package canary
+
+// pureGo: the test binary runs the pure-Go kernel fallbacks.
+const pureGo = false

@@ -1,16 +1,11 @@
 package root
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/kvqlabs/kvq/pkg/quant"
-	"github.com/kvqlabs/kvq/pkg/runtime"
-	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 )
 
@@ -61,40 +56,5 @@ func TestGPTOSSModel(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Capacity and cost against fp16") {
 		t.Errorf("bench: exit %d:\n%s%s", code, out, stderr)
 	}
-	code, out, stderr = run(t, "estimate", "--model", hf, "--output", "json")
-	if code != 0 {
-		t.Fatalf("estimate: exit %d: %s", code, stderr)
-	}
-	var rep struct {
-		Formats []struct {
-			Format        string  `json:"format"`
-			BytesPerToken float64 `json:"bytes_per_token"`
-		} `json:"formats"`
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("estimate JSON: %v\n%s", err, out)
-	}
-	m, err := runtime.Load(context.Background(), hf, runtime.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	checked := 0
-	for _, f := range rep.Formats {
-		s, err := quant.Formats().ParseSpec(f.Format)
-		if err != nil {
-			continue // a format the runtime's caches do not hold
-		}
-		l, err := kvcache.NewLayout(m.Geometry(), s, 0)
-		if err != nil {
-			continue
-		}
-		if got := float64(l.BlockBytes) / float64(l.BlockTokens); got != f.BytesPerToken {
-			t.Errorf("%s: estimate plans %v bytes per token, the allocator %v", f.Format, f.BytesPerToken, got)
-		}
-		checked++
-	}
-	if checked == 0 {
-		t.Errorf("no format of the estimate compared: %s", out)
-	}
+	checkEstimateBytes(t, hf)
 }

@@ -4,7 +4,6 @@ package gpu_test
 
 import (
 	"context"
-	"math"
 	"path/filepath"
 	"testing"
 
@@ -61,45 +60,11 @@ func TestGPTOSSModelAgainstCPU(t *testing.T) {
 					tol = 2e-2
 				}
 				t.Run(spec.K.Name(), func(t *testing.T) {
-					logits := func(opts runtime.RunnerOptions) [][]float32 {
-						r, err := runtime.NewRunner(m, opts)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer r.Close()
-						l, err := kvcache.NewLayout(m.Geometry(), spec, 0)
-						if err != nil {
-							t.Fatal(err)
-						}
-						c, err := r.NewCache(l, kvcache.Options{Blocks: l.BlocksFor(32)})
-						if err != nil {
-							t.Fatal(err)
-						}
-						_ = c.AddSeq(0)
-						var out [][]float32
-						toks := []int{5, 17, 33, 2, 99, 120, 7, 64, 250, 3, 11, 80, 42}
-						for step := 0; step < 5; step++ {
-							got, err := r.Forward(context.Background(), []runtime.Entry{{Cache: c, Seq: 0, Tokens: toks}})
-							if err != nil {
-								t.Fatal(err)
-							}
-							out = append(out, got[0])
-							toks = []int{(step*37 + 5) % m.Vocab}
-						}
-						return out
+					l, err := kvcache.NewLayout(m.Geometry(), spec, 0)
+					if err != nil {
+						t.Fatal(err)
 					}
-					cpu, gpu := logits(runtime.RunnerOptions{}), logits(runtime.RunnerOptions{Backend: openGPU(t)})
-					for s := range cpu {
-						var d, mx float64
-						for i := range cpu[s] {
-							d = math.Max(d, math.Abs(float64(gpu[s][i]-cpu[s][i])))
-							mx = math.Max(mx, math.Abs(float64(cpu[s][i])))
-						}
-						t.Logf("step %d: max |GPU − CPU| %.3g of max |logit| %.3g", s, d, mx)
-						if d > tol*mx || mx == 0 {
-							t.Errorf("step %d: GPU logits differ from the CPU's by %.3g (max |logit| %.3g)", s, d, mx)
-						}
-					}
+					checkStepsNearCPU(t, m, l, tol)
 				})
 			}
 		})

@@ -129,6 +129,17 @@ func nextLlama3(s string, i, maxDigits int) int {
 			return run(s, i+n+n2, classLetter)
 		}
 	}
+	return llama3Tail(s, i, r, n, c, maxDigits, false)
+}
+
+// llama3Tail matches what follows the words in llama3's style (and in
+// qwen2's and o200k's) at s[i], whose character r (n bytes, class c) starts
+// no word:
+//
+//	\p{N}{1,maxDigits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// slash adds '/' to the class after the punctuation ([\r\n/]*, o200k's).
+func llama3Tail(s string, i int, r rune, n int, c charClass, maxDigits int, slash bool) int {
 	// \p{N}{1,3} (qwen2: \p{N})
 	if c == classNumber {
 		j := i + n
@@ -141,14 +152,14 @@ func nextLlama3(s string, i, maxDigits int) int {
 		}
 		return j
 	}
-	// ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+	// ` ?[^\s\p{L}\p{N}]+[\r\n]*` (o200k: [\r\n/]*)
 	if r == ' ' && i+1 < len(s) {
 		if _, n2, c2 := char(s, i+1); c2 == classOther {
-			return newlines(s, run(s, i+1+n2, classOther))
+			return newlines(s, run(s, i+1+n2, classOther), slash)
 		}
 	}
 	if c == classOther {
-		return newlines(s, run(s, i+n, classOther))
+		return newlines(s, run(s, i+n, classOther), slash)
 	}
 	// \s*[\r\n]+ : the longest whitespace run ending in \r or \n, that is,
 	// up to and including the run's last \r or \n.
@@ -213,9 +224,10 @@ func run(s string, j int, c charClass) int {
 	return j
 }
 
-// newlines returns the end of the run of '\r' and '\n' at s[j]: [\r\n]*.
-func newlines(s string, j int) int {
-	for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
+// newlines returns the end of the run of '\r' and '\n' at s[j]: [\r\n]*;
+// slash adds '/': [\r\n/]*.
+func newlines(s string, j int, slash bool) int {
+	for j < len(s) && (s[j] == '\r' || s[j] == '\n' || slash && s[j] == '/') {
 		j++
 	}
 	return j

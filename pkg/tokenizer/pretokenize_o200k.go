@@ -111,49 +111,7 @@ func nextO200k(s string, i int) int {
 			return e
 		}
 	}
-	// \p{N}{1,3}
-	if c == classNumber {
-		j := i + n
-		for k := 1; k < 3 && j < len(s); k++ {
-			_, n2, c2 := char(s, j)
-			if c2 != classNumber {
-				break
-			}
-			j += n2
-		}
-		return j
-	}
-	// ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
-	if r == ' ' && i+1 < len(s) {
-		if _, n2, c2 := char(s, i+1); c2 == classOther {
-			return newlinesSlash(s, run(s, i+1+n2, classOther))
-		}
-	}
-	if c == classOther {
-		return newlinesSlash(s, run(s, i+n, classOther))
-	}
-	// \s*[\r\n]+, else \s+(?!\S)|\s+ (as llama3).
-	j, lastNL := i, -1
-	for j < len(s) {
-		r2, n2, c2 := char(s, j)
-		if c2 != classSpace {
-			break
-		}
-		if r2 == '\r' || r2 == '\n' {
-			lastNL = j
-		}
-		j += n2
-	}
-	if lastNL >= 0 {
-		return lastNL + 1
-	}
-	return spaceRun(s, i)
-}
-
-// newlinesSlash returns the end of the run of '\r', '\n' and '/' at s[j].
-func newlinesSlash(s string, j int) int {
-	for j < len(s) && (s[j] == '\r' || s[j] == '\n' || s[j] == '/') {
-		j++
-	}
-	return j
+	// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ (as llama3,
+	// with '/' after the punctuation).
+	return llama3Tail(s, i, r, n, c, 3, true)
 }

@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -88,17 +87,11 @@ func TestGemmaFormatsAgree(t *testing.T) {
 	}
 }
 
-// gemmaGolden are llama.cpp's numbers for gemmaSpecs' F32 GGUF files
-// (testdata/gemma_llamacpp.json): the top 3 logits of every position of a
-// 16-token prompt and of 8 greedy decode steps, and the greedy tokens.
-type gemmaGolden struct {
-	Commit string `json:"llama_cpp_commit"`
-	Prompt []int  `json:"prompt"`
-	Models map[string]struct {
-		Greedy []int          `json:"greedy"`
-		Top    [][][2]float64 `json:"top"`
-	} `json:"models"`
-}
+// gemmaGoldenPrompt is the 16-token prompt of llama.cpp's numbers for
+// gemmaSpecs' F32 GGUF files (testdata/llamacpp/gemma2.txt and
+// gemma3.txt): the top 3 logits of every position of the prompt and of 8
+// greedy decode steps, and the greedy tokens.
+var gemmaGoldenPrompt = []int{51, 83, 117, 153, 191, 231, 7, 51, 97, 145, 195, 247, 35, 91, 149, 209}
 
 // gemmaGoldenTol bounds |kvq − llama.cpp| of a logit. llama.cpp's CPU GELU
 // looks its input up in a table of float16 values (GGML_GELU_FP16: the
@@ -116,21 +109,14 @@ const gemmaGoldenTol = 0.005
 // continuation, decoded one token at a time through the cache.
 //
 // The numbers come from a program outside the repository that links
-// llama.cpp's libllama (commit in the JSON file), loads the GGUF with an
+// llama.cpp's libllama (commit in the files' header), loads the GGUF with an
 // F32 KV cache, flash attention off and a full-size SWA cache, decodes the
 // prompt in one batch with logits at every position, then greedily one
 // token at a time, and prints the top 3 logits of each position.
 func TestGemmaMatchesLlamaCpp(t *testing.T) {
-	var g gemmaGolden
-	b, err := os.ReadFile(filepath.Join("testdata", "gemma_llamacpp.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
 	for _, arch := range []string{"gemma2", "gemma3"} {
-		want := g.Models[arch]
+		g := readGolden(t, arch)
+		top := append(slices.Clip(g.prompt), g.gen...)
 		hf, gg := writeGemma(t, gemmaSpecs[arch])
 		for _, path := range []string{gg, hf} {
 			m := load(t, path, runtime.LoadOptions{})
@@ -140,35 +126,35 @@ func TestGemmaMatchesLlamaCpp(t *testing.T) {
 				_ = c.AddSeq(0)
 				V := m.Vocab
 				var rows [][]float32
-				all := forward(t, r, c, runtime.Entry{Seq: 0, Tokens: g.Prompt, Logits: runtime.AllLogits})[0]
-				for i := range g.Prompt {
+				all := forward(t, r, c, runtime.Entry{Seq: 0, Tokens: gemmaGoldenPrompt, Logits: runtime.AllLogits})[0]
+				for i := range gemmaGoldenPrompt {
 					rows = append(rows, all[i*V:(i+1)*V])
 				}
 				var greedy []int
 				last := rows[len(rows)-1]
-				for range want.Greedy {
+				for range g.greedy {
 					next := argmax(last)
 					greedy = append(greedy, next)
 					last = forward(t, r, c, runtime.Entry{Seq: 0, Tokens: []int{next}, Logits: runtime.LastLogits})[0]
 					rows = append(rows, last)
 				}
-				if !slices.Equal(greedy, want.Greedy) {
-					t.Errorf("greedy %v, llama.cpp %v", greedy, want.Greedy)
+				if !slices.Equal(greedy, g.greedy) {
+					t.Errorf("greedy %v, llama.cpp %v", greedy, g.greedy)
 				}
-				if len(rows) != len(want.Top) {
-					t.Fatalf("%d positions, golden %d", len(rows), len(want.Top))
+				if len(rows) != len(top) {
+					t.Fatalf("%d positions, golden %d", len(rows), len(top))
 				}
 				worst := 0.0
-				for pos, top := range want.Top {
-					for k, e := range top {
-						id := int(e[0])
+				for pos, row := range top {
+					for k, e := range row {
+						id := e.id
 						if got := topK(rows[pos], 3)[k]; got != id {
 							t.Errorf("position %d: top %d is token %d, llama.cpp %d", pos, k+1, got, id)
 						}
-						d := math.Abs(float64(rows[pos][id]) - e[1])
+						d := math.Abs(float64(rows[pos][id]) - e.logit)
 						worst = max(worst, d)
 						if d > gemmaGoldenTol {
-							t.Errorf("position %d token %d: logit %.5f, llama.cpp %.5f", pos, id, rows[pos][id], e[1])
+							t.Errorf("position %d token %d: logit %.5f, llama.cpp %.5f", pos, id, rows[pos][id], e.logit)
 						}
 					}
 				}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -115,9 +114,10 @@ func TestGPTOSSFormatsAgree(t *testing.T) {
 	}
 }
 
-// gptossGolden are llama.cpp's numbers for gptossSpec: the prompt
-// gptossPrompt (no BOS), then 8 greedy steps; top holds the top-5 logits
-// of the prompt's last position and of each step, greedy the 9 argmax ids.
+// gptossGolden are llama.cpp's numbers for gptossSpec, in
+// testdata/llamacpp/gptoss-NAME.txt: the prompt gptossPrompt (no BOS),
+// then 8 greedy steps; the files hold the top-5 logits of the prompt's
+// last position and of each step, and the 9 argmax ids.
 // The prompt and the steps run past the 4-position window of layers 0
 // and 2. Two files of the same weights: "f32" written with ExpertsF32
 // (the MXFP4 experts decoded to F32, so that llama.cpp multiplies in
@@ -133,39 +133,17 @@ func TestGPTOSSFormatsAgree(t *testing.T) {
 // of the prompt as one llama_batch_get_one, then one token at a time,
 // reading llama_get_logits_ith(ctx, -1) after each decode.
 var gptossGolden = []struct {
-	name   string
-	tol    float64
-	greedy []int
-	top    [][5]moeLogit
+	name string
+	tol  float64
 }{
 	// kvq lands within 2e-6 of llama.cpp's printed values (±5e-7), from
 	// every file; the tolerance is 10× that, and every greedy margin is
 	// above 10× the tolerance.
-	{name: "f32", tol: 2e-5, greedy: []int{217, 250, 139, 139, 100, 249, 119, 93, 139}, top: [][5]moeLogit{
-		{{217, 3.222188}, {139, 2.847230}, {135, 2.276666}, {249, 2.214147}, {14, 2.104152}},
-		{{250, 2.665511}, {217, 2.577884}, {135, 2.471910}, {165, 2.387370}, {139, 2.349621}},
-		{{139, 3.411771}, {217, 2.646399}, {165, 2.406857}, {119, 2.014171}, {120, 1.969351}},
-		{{139, 3.446656}, {27, 2.569120}, {143, 2.437198}, {100, 2.213940}, {177, 2.197932}},
-		{{100, 2.602300}, {16, 2.501057}, {27, 2.389683}, {199, 2.376030}, {141, 2.256351}},
-		{{249, 2.808954}, {187, 2.283030}, {139, 2.270133}, {185, 2.190887}, {69, 2.133559}},
-		{{119, 2.882836}, {198, 2.632552}, {250, 2.271108}, {56, 2.158700}, {199, 1.996125}},
-		{{93, 3.153081}, {198, 2.995217}, {167, 2.933829}, {139, 2.501986}, {49, 2.396470}},
-		{{139, 3.221091}, {126, 2.837356}, {198, 2.814062}, {217, 2.320677}, {188, 2.319101}},
-	}},
+	{name: "f32", tol: 2e-5},
 	// q8_0 activations in llama.cpp's expert products: kvq differs by up
 	// to 0.03 (measured; RMS logit about 1), as docs/weight-formats.md
 	// measures for MXFP4 matrices; the greedy tokens still agree.
-	{name: "mxfp4", tol: 0.05, greedy: []int{217, 250, 139, 139, 100, 249, 119, 93, 139}, top: [][5]moeLogit{
-		{{217, 3.227130}, {139, 2.824895}, {135, 2.283292}, {249, 2.219271}, {14, 2.107938}},
-		{{250, 2.668248}, {217, 2.579827}, {135, 2.462862}, {165, 2.376528}, {139, 2.354588}},
-		{{139, 3.396663}, {217, 2.616687}, {165, 2.384462}, {119, 2.007611}, {120, 1.970130}},
-		{{139, 3.438945}, {27, 2.575447}, {143, 2.438319}, {100, 2.225941}, {177, 2.189608}},
-		{{100, 2.598855}, {16, 2.500647}, {27, 2.391119}, {199, 2.379963}, {141, 2.255006}},
-		{{249, 2.812298}, {187, 2.293697}, {139, 2.264700}, {185, 2.191473}, {69, 2.122730}},
-		{{119, 2.871189}, {198, 2.621997}, {250, 2.278916}, {56, 2.160576}, {199, 1.985127}},
-		{{93, 3.170357}, {198, 2.996793}, {167, 2.930057}, {139, 2.498324}, {49, 2.394222}},
-		{{139, 3.223079}, {126, 2.832386}, {198, 2.824335}, {217, 2.329465}, {188, 2.323426}},
-	}},
+	{name: "mxfp4", tol: 0.05},
 }
 
 var gptossPrompt = []int{264, 10, 100, 200, 33, 45, 120, 7, 99, 250, 12, 80}
@@ -174,7 +152,13 @@ var gptossPrompt = []int{264, 10, 100, 200, 33, 45, 120, 7, 99, 250, 12, 80}
 // on the tiny GPT-OSS, from the MXFP4 GGUF file, the F32-expert one and
 // the Hugging Face directory (MXFP4 blocks and scales): the same weights.
 func TestGPTOSSGoldenLlamaCpp(t *testing.T) {
-	for i, top := range gptossGolden[0].top {
+	golds := make([]llamaCppGolden, len(gptossGolden))
+	tops := make([][][]idLogit, len(gptossGolden))
+	for i, g := range gptossGolden {
+		golds[i] = readGolden(t, "gptoss-"+g.name)
+		tops[i] = golds[i].lastAndSteps(t, "gptoss-"+g.name)
+	}
+	for i, top := range tops[0] {
 		if m := top[0].logit - top[1].logit; m < 10*gptossGolden[0].tol {
 			t.Fatalf("step %d: golden margin %.2g is below 10× the tolerance", i, m)
 		}
@@ -186,37 +170,11 @@ func TestGPTOSSGoldenLlamaCpp(t *testing.T) {
 	if err := modeltest.WriteGPTOSSGGUF(f32, s); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range gptossGolden {
+	for gi, g := range gptossGolden {
 		for _, path := range []string{gg, f32, hf} {
 			m := load(t, path, runtime.LoadOptions{})
 			t.Run(g.name+"/"+filepath.Base(path), func(t *testing.T) {
-				r := newRunner(t, m)
-				c := newCache(t, r, "fp32", 8)
-				_ = c.AddSeq(0)
-				toks := gptossPrompt
-				var greedy []int
-				var worst float64
-				for step := range g.top {
-					lg := forward(t, r, c, runtime.Entry{Seq: 0, Tokens: toks, Logits: runtime.LastLogits})[0]
-					ids := make([]int, len(lg))
-					for i := range ids {
-						ids[i] = i
-					}
-					sort.SliceStable(ids, func(a, b int) bool { return lg[ids[a]] > lg[ids[b]] })
-					for j, want := range g.top[step] {
-						d := math.Abs(float64(lg[want.id]) - want.logit)
-						worst = math.Max(worst, d)
-						if d > g.tol {
-							t.Errorf("step %d: logit of token %d (llama.cpp's #%d) = %.6f, llama.cpp %.6f", step, want.id, j+1, lg[want.id], want.logit)
-						}
-					}
-					greedy = append(greedy, ids[0])
-					toks = []int{ids[0]}
-				}
-				t.Logf("largest |kvq − llama.cpp| of a top-5 logit: %.2g", worst)
-				if !slices.Equal(greedy, g.greedy) {
-					t.Errorf("greedy tokens %v, llama.cpp %v", greedy, g.greedy)
-				}
+				checkGreedySteps(t, m, gptossPrompt, tops[gi], golds[gi].greedy, g.tol)
 			})
 		}
 	}

@@ -2,6 +2,7 @@ package simd
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -26,7 +27,7 @@ func BenchmarkMatVecSets(b *testing.B) {
 	}
 	const ringBytes = 1 << 30
 	shapes := []struct{ rows, cols int }{{8192, 2048}, {2048, 8192}}
-	for _, dt := range []string{"F16", "BF16", "Q80", "F32"} {
+	for _, dt := range []string{"F16", "BF16", "Q80", "F32", "Q4K", "Q5K", "Q6K"} {
 		for _, s := range shapes {
 			for _, workers := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%dx%d/workers=%d", dt, s.rows, s.cols, workers), func(b *testing.B) {
@@ -66,6 +67,9 @@ func benchMatVecSets(b *testing.B, dt string, rows, cols, workers, ringBytes int
 		ring := cloneRing(randQ80(r, n/q80BlockSize), ringBytes/mBytes)
 		mm = func(m int, dst, x []float32, lo, hi int) { MatMulQ80(dst, rows, x, 1, cols, ring[m], lo, hi) }
 		ringF32 = cloneRing(randF32(r, mBytes/4), len(ring))
+	case "Q4K", "Q5K", "Q6K":
+		mm, mBytes = kquantMatVec(r, dt, rows, cols, ringBytes)
+		ringF32 = cloneRing(randF32(r, mBytes/4), ringBytes/mBytes)
 	}
 	copies := len(ringF32)
 	x := randF32(r, cols)
@@ -84,7 +88,11 @@ func benchMatVecSets(b *testing.B, dt string, rows, cols, workers, ringBytes int
 		wg.Wait()
 	}
 	runs := []func(m int){
-		func(m int) { split(func(lo, hi int) { mm(m, dst, x, lo, hi) }) },
+		func(m int) {
+			restore := forceKQuant512()
+			split(func(lo, hi int) { mm(m, dst, x, lo, hi) })
+			restore()
+		},
 		func(m int) {
 			restore := ForceAVX2()
 			split(func(lo, hi int) { mm(m, dst, x, lo, hi) })
@@ -123,6 +131,44 @@ func benchMatVecSets(b *testing.B, dt string, rows, cols, workers, ringBytes int
 	}
 	b.ReportMetric(med(ratios), "speedup")
 	b.ReportMetric(med(secs[2])/med(secs[0]), "avx512-of-sum")
+}
+
+// kquantMatVec returns a ring of rows×cols k-quant matrices (dt Q4K, Q5K
+// or Q6K) of ringBytes in all and the product with one of them as
+// pkg/runtime/cpu computes it for one token row: a dot product per row
+// (DotQ4KSums, DotQ5KSums with the group sums computed once, DotQ6K).
+func kquantMatVec(r *rand.Rand, dt string, rows, cols, ringBytes int) (mm func(m int, dst, x []float32, lo, hi int), mBytes int) {
+	bb, scaleAt := q4KBlockBytes, []int{0, 2}
+	switch dt {
+	case "Q5K":
+		bb = q5KBlockBytes
+	case "Q6K":
+		bb, scaleAt = q6KBlockBytes, []int{208}
+	}
+	rowBytes := cols / kBlockSize * bb
+	mBytes = rows * rowBytes
+	ring := cloneRing(randKBlocks(r, rows*cols/kBlockSize, bb, scaleAt...), ringBytes/mBytes)
+	var xs []float32
+	var once sync.Once
+	return func(m int, dst, x []float32, lo, hi int) {
+		if dt == "Q6K" {
+			for i := lo; i < hi; i++ {
+				dst[i] = DotQ6K(ring[m][i*rowBytes:(i+1)*rowBytes], x)
+			}
+			return
+		}
+		once.Do(func() { // the one x of the benchmark
+			xs = make([]float32, len(x)/32)
+			GroupSums32(xs, x)
+		})
+		dot := DotQ4KSums
+		if dt == "Q5K" {
+			dot = DotQ5KSums
+		}
+		for i := lo; i < hi; i++ {
+			dst[i] = dot(ring[m][i*rowBytes:(i+1)*rowBytes], x, xs)
+		}
+	}, mBytes
 }
 
 // cloneRing returns copies clones of s (at least one), each its own

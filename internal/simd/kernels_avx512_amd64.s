@@ -10402,7 +10402,8 @@ dotQ4KSumsAVX512_loop:
 	VCVTPH2PS        Y7, Z7
 	VMULPS           Z7, Z6, Z6
 	VMOVUPS          Z6, (BX)
-	VFMADD231PS      -32(DX), Z6, K2, Z5
+	VBROADCASTF64X4  (DX), Z7
+	VFMADD231PS      Z7, Z6, Z5
 	VPMOVZXBD        16(AX), Z7
 	VPANDD           Z0, Z7, Z6
 	VPSRLD           $0x04, Z7, Z7
@@ -10477,7 +10478,7 @@ dotQ4KSumsAVX512_done:
 	VADDPS        Z3, Z1, Z1
 	VADDPS        Z4, Z2, Z2
 	VADDPS        Z2, Z1, Z1
-	VSUBPS        Z5, Z1, Z1
+	VSUBPS        Z5, Z1, K2, Z1
 	VEXTRACTF64X4 $0x01, Z1, Y0
 	VADDPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -10707,7 +10708,8 @@ dotQ5KSumsAVX512_loop:
 	VCVTPH2PS        Y8, Z8
 	VMULPS           Z8, Z7, Z7
 	VMOVUPS          Z7, (BX)
-	VFMADD231PS      -32(DX), Z7, K2, Z6
+	VBROADCASTF64X4  (DX), Z8
+	VFMADD231PS      Z8, Z7, Z6
 	VPMOVZXBD        16(AX), Z7
 	VPMOVZXBD        32(AX), Z8
 	VPMOVZXBD        48(AX), Z10
@@ -10814,7 +10816,7 @@ dotQ5KSumsAVX512_done:
 	VADDPS        Z4, Z2, Z2
 	VADDPS        Z5, Z3, Z3
 	VADDPS        Z3, Z2, Z2
-	VSUBPS        Z6, Z2, Z2
+	VSUBPS        Z6, Z2, K2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y0
 	VADDPS        Y2, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1

@@ -180,3 +180,59 @@ func cloneRing[T any](s []T, copies int) [][]T {
 	}
 	return ring
 }
+
+// BenchmarkKQuantDecodeSets compares the avx512 and avx2 k-quant row
+// decoders (Q4KToF32, Q5KToF32, Q6KToF32, what MatMulDecoded's panels take
+// for prefill) on one row of 2048 values in cache: every round decodes it
+// 64 times with each set, in alternating order. It reports each set's
+// median GB/s of weights and "speedup" (the median over rounds of the avx2
+// time over the avx512 time). Run it with -benchtime 2000x or so.
+func BenchmarkKQuantDecodeSets(b *testing.B) {
+	if !hasAVX512 {
+		b.Skip("avx512 kernels not built or not supported")
+	}
+	const cols, reps = 2048, 64
+	for _, tt := range []struct {
+		name       string
+		blockBytes int
+		scaleAt    []int
+		dec        func(dst []float32, w []byte)
+	}{
+		{"Q4K", q4KBlockBytes, []int{0, 2}, Q4KToF32},
+		{"Q5K", q5KBlockBytes, []int{0, 2}, Q5KToF32},
+		{"Q6K", q6KBlockBytes, []int{208}, Q6KToF32},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			w := randKBlocks(newRand(b), cols/kBlockSize, tt.blockBytes, tt.scaleAt...)
+			dst := make([]float32, cols)
+			runs := []func(){
+				func() { defer forceKQuant512()(); tt.dec(dst, w) },
+				func() { defer ForceAVX2()(); tt.dec(dst, w) },
+			}
+			secs := make([][]float64, len(runs))
+			var ratios []float64
+			round := 0
+			for b.Loop() {
+				for k := range runs {
+					i := (k + round) % len(runs)
+					t0 := time.Now()
+					for range reps {
+						runs[i]()
+					}
+					secs[i] = append(secs[i], time.Since(t0).Seconds()/reps)
+				}
+				ratios = append(ratios, secs[1][round]/secs[0][round])
+				round++
+			}
+			med := func(v []float64) float64 {
+				v = slices.Clone(v)
+				slices.Sort(v)
+				return v[len(v)/2]
+			}
+			for i, name := range []string{"avx512", "avx2"} {
+				b.ReportMetric(float64(len(w))/med(secs[i])/1e9, name+"-GB/s")
+			}
+			b.ReportMetric(med(ratios), "speedup")
+		})
+	}
+}

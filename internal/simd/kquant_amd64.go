@@ -136,5 +136,9 @@ func q23KToF32(dst []float32, w []byte, blockBytes int, scales func([]float32, [
 }
 
 // kquant512 says whether the AVX-512 k-quant kernels run when the AVX-512
-// set is selected.
+// set is selected: the switch for a microarchitecture where they would be
+// slower than the AVX2 ones. None is known: on Zen 4, which runs 512-bit
+// operations in two halves, every one of them is 1.03–1.28× its AVX2
+// kernel (docs/performance.md, "K-quant kernels on Zen 4"). The tests run
+// them wherever the CPU has them (forEachKSet).
 var kquant512 = true

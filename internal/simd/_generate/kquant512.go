@@ -165,7 +165,7 @@ func dotQ4KSums512(five bool) {
 	sz := q4KScales512(w, s, kLo, kHi)
 	xv := ZMM()
 	VBROADCASTF64X4(Mem{Base: xs}, xv) // xs[g] in lanes g and 8+g
-	VFMADD231PS(xv, sz, minacc)       // lanes 8-15: dmin·min_g·xs[g]
+	VFMADD231PS(xv, sz, minacc)        // lanes 8-15: dmin·min_g·xs[g]
 	var hb [2]VecVirtual
 	if five {
 		for k := range hb {

@@ -421,6 +421,48 @@ func u2ToF32AVX512(dst []float32, src []byte, scale float32, bias float32)
 //go:noescape
 func u2ToF32GroupsAVX512(dst []float32, src []byte, group int, scale []float32, bias []float32)
 
+// dotQ4KSumsAVX512 returns what dotQ4KSumsAVX2 does (Σ over the len(x)/256
+// super-blocks at w of Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g]) with
+// other partial sums. sc is a scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ4KSumsAVX512(w []byte, x []float32, xs []float32, sc []float32) float32
+
+// q4KToF32AVX512 sets x to the values of the len(x)/256 super-blocks at w, bit
+// for bit as ggml's dequantize_row_q4_K computes them. sc is a scratch of at
+// least 16 float32 values.
+//
+//go:noescape
+func q4KToF32AVX512(x []float32, w []byte, sc []float32)
+
+// dotQ5KSumsAVX512 returns what dotQ5KSumsAVX2 does (Σ over the len(x)/256
+// super-blocks at w of Σ_g d·scale_g·Σ_l q_l·x_l − Σ_g dmin·min_g·xs[g]) with
+// other partial sums. sc is a scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ5KSumsAVX512(w []byte, x []float32, xs []float32, sc []float32) float32
+
+// q5KToF32AVX512 sets x to the values of the len(x)/256 super-blocks at w, bit
+// for bit as ggml's dequantize_row_q5_K computes them. sc is a scratch of at
+// least 16 float32 values.
+//
+//go:noescape
+func q5KToF32AVX512(x []float32, w []byte, sc []float32)
+
+// dotQ6KAVX512 returns what dotQ6KAVX2 does (Σ over the len(x)/256 q6_K
+// super-blocks at w of (d·scale_j)·(q−32)*x) with other partial sums. sc is
+// a scratch of at least 16 float32 values.
+//
+//go:noescape
+func dotQ6KAVX512(w []byte, x []float32, sc []float32) float32
+
+// q6KToF32AVX512 sets x to the values (d·scale_j)·(q−32) of the len(x)/256
+// q6_K super-blocks at w, bit for bit as ggml's dequantize_row_q6_K
+// computes them. sc is a scratch of at least 16 float32 values.
+//
+//go:noescape
+func q6KToF32AVX512(x []float32, w []byte, sc []float32)
+
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
 // byte j*ldc of codes. cols must be at least 16.

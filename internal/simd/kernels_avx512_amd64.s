@@ -10340,6 +10340,1028 @@ u2ToF32GroupsAVX512_done:
 	VZEROUPPER
 	RET
 
+// func dotQ4KSumsAVX512(w []byte, x []float32, xs []float32, sc []float32) float32
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotQ4KSumsAVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         xs_base+48(FP), DX
+	MOVQ         sc_base+72(FP), BX
+	MOVQ         x_len+32(FP), SI
+	SHRQ         $0x08, SI
+	MOVL         $0x000000ff, DI
+	KMOVW        DI, K1
+	MOVL         $0x0000ff00, DI
+	KMOVW        DI, K2
+	MOVL         $0x0000000f, DI
+	VPBROADCASTD DI, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+
+dotQ4KSumsAVX512_loop:
+	TESTQ            SI, SI
+	JZ               dotQ4KSumsAVX512_done
+	PREFETCHT0       1024(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT1       8320(AX)
+	MOVL             4(AX), DI
+	MOVL             8(AX), R8
+	MOVL             12(AX), R9
+	MOVL             DI, R10
+	ANDL             $0x3f3f3f3f, R10
+	MOVL             R9, R11
+	ANDL             $0x0f0f0f0f, R11
+	SHRL             $0x02, DI
+	ANDL             $0x30303030, DI
+	ORL              DI, R11
+	MOVL             R8, R12
+	ANDL             $0x3f3f3f3f, R12
+	SHRL             $0x04, R9
+	ANDL             $0x0f0f0f0f, R9
+	MOVL             R8, DI
+	SHRL             $0x02, DI
+	ANDL             $0x30303030, DI
+	ORL              DI, R9
+	VMOVD            R10, X6
+	VMOVD            R11, X7
+	VMOVD            R12, X8
+	VMOVD            R9, X9
+	VPUNPCKLDQ       X7, X6, X6
+	VPUNPCKLDQ       X9, X8, X8
+	VPUNPCKLQDQ      X8, X6, X6
+	VPMOVZXBD        X6, Z6
+	VCVTDQ2PS        Z6, Z6
+	VPBROADCASTW.Z   (AX), K1, Y7
+	VPBROADCASTW     2(AX), K2, Y7
+	VCVTPH2PS        Y7, Z7
+	VMULPS           Z7, Z6, Z6
+	VMOVUPS          Z6, (BX)
+	VBROADCASTF64X4  (DX), Z7
+	VFMADD231PS      Z7, Z6, Z5
+	VPMOVZXBD        16(AX), Z7
+	VPANDD           Z0, Z7, Z6
+	VPSRLD           $0x04, Z7, Z7
+	VCVTDQ2PS        Z6, Z6
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           (CX), Z6, Z6
+	VMULPS           128(CX), Z7, Z7
+	VPMOVZXBD        32(AX), Z8
+	VPANDD           Z0, Z8, Z9
+	VPSRLD           $0x04, Z8, Z8
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS      64(CX), Z9, Z6
+	VFMADD231PS      192(CX), Z8, Z7
+	VFMADD231PS.BCST (BX), Z6, Z1
+	VFMADD231PS.BCST 4(BX), Z7, Z3
+	VPMOVZXBD        48(AX), Z7
+	VPANDD           Z0, Z7, Z6
+	VPSRLD           $0x04, Z7, Z7
+	VCVTDQ2PS        Z6, Z6
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           256(CX), Z6, Z6
+	VMULPS           384(CX), Z7, Z7
+	VPMOVZXBD        64(AX), Z8
+	VPANDD           Z0, Z8, Z9
+	VPSRLD           $0x04, Z8, Z8
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS      320(CX), Z9, Z6
+	VFMADD231PS      448(CX), Z8, Z7
+	VFMADD231PS.BCST 8(BX), Z6, Z2
+	VFMADD231PS.BCST 12(BX), Z7, Z4
+	VPMOVZXBD        80(AX), Z7
+	VPANDD           Z0, Z7, Z6
+	VPSRLD           $0x04, Z7, Z7
+	VCVTDQ2PS        Z6, Z6
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           512(CX), Z6, Z6
+	VMULPS           640(CX), Z7, Z7
+	VPMOVZXBD        96(AX), Z8
+	VPANDD           Z0, Z8, Z9
+	VPSRLD           $0x04, Z8, Z8
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS      576(CX), Z9, Z6
+	VFMADD231PS      704(CX), Z8, Z7
+	VFMADD231PS.BCST 16(BX), Z6, Z1
+	VFMADD231PS.BCST 20(BX), Z7, Z3
+	VPMOVZXBD        112(AX), Z7
+	VPANDD           Z0, Z7, Z6
+	VPSRLD           $0x04, Z7, Z7
+	VCVTDQ2PS        Z6, Z6
+	VCVTDQ2PS        Z7, Z7
+	VMULPS           768(CX), Z6, Z6
+	VMULPS           896(CX), Z7, Z7
+	VPMOVZXBD        128(AX), Z8
+	VPANDD           Z0, Z8, Z9
+	VPSRLD           $0x04, Z8, Z8
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z8, Z8
+	VFMADD231PS      832(CX), Z9, Z6
+	VFMADD231PS      960(CX), Z8, Z7
+	VFMADD231PS.BCST 24(BX), Z6, Z2
+	VFMADD231PS.BCST 28(BX), Z7, Z4
+	ADDQ             $0x00000090, AX
+	ADDQ             $0x00000400, CX
+	ADDQ             $0x00000020, DX
+	DECQ             SI
+	JMP              dotQ4KSumsAVX512_loop
+
+dotQ4KSumsAVX512_done:
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSUBPS        Z5, Z1, K2, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// func q4KToF32AVX512(x []float32, w []byte, sc []float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·q4KToF32AVX512(SB), NOSPLIT, $0-72
+	MOVQ         x_base+0(FP), AX
+	MOVQ         w_base+24(FP), CX
+	MOVQ         sc_base+48(FP), DX
+	MOVQ         x_len+8(FP), BX
+	SHRQ         $0x08, BX
+	MOVL         $0x000000ff, SI
+	KMOVW        SI, K1
+	MOVL         $0x0000ff00, SI
+	KMOVW        SI, K2
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z0
+
+q4KToF32AVX512_loop:
+	TESTQ          BX, BX
+	JZ             q4KToF32AVX512_done
+	PREFETCHT0     1024(CX)
+	PREFETCHT1     8192(CX)
+	PREFETCHT0     1088(CX)
+	PREFETCHT1     8256(CX)
+	PREFETCHT0     1152(CX)
+	PREFETCHT1     8320(CX)
+	MOVL           4(CX), SI
+	MOVL           8(CX), DI
+	MOVL           12(CX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, R11
+	ANDL           $0x3f3f3f3f, R11
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
+	MOVL           DI, SI
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R8
+	VMOVD          R9, X1
+	VMOVD          R10, X2
+	VMOVD          R11, X3
+	VMOVD          R8, X4
+	VPUNPCKLDQ     X2, X1, X1
+	VPUNPCKLDQ     X4, X3, X3
+	VPUNPCKLQDQ    X3, X1, X1
+	VPMOVZXBD      X1, Z1
+	VCVTDQ2PS      Z1, Z1
+	VPBROADCASTW.Z (CX), K1, Y2
+	VPBROADCASTW   2(CX), K2, Y2
+	VCVTPH2PS      Y2, Z2
+	VMULPS         Z2, Z1, Z1
+	VMOVUPS        Z1, (DX)
+	VPMOVZXBD      16(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    (DX), Z2, Z2
+	VSUBPS.BCST    32(DX), Z2, Z2
+	VMOVUPS        Z2, (AX)
+	VMULPS.BCST    4(DX), Z1, Z1
+	VSUBPS.BCST    36(DX), Z1, Z1
+	VMOVUPS        Z1, 128(AX)
+	VPMOVZXBD      32(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    (DX), Z2, Z2
+	VSUBPS.BCST    32(DX), Z2, Z2
+	VMOVUPS        Z2, 64(AX)
+	VMULPS.BCST    4(DX), Z1, Z1
+	VSUBPS.BCST    36(DX), Z1, Z1
+	VMOVUPS        Z1, 192(AX)
+	VPMOVZXBD      48(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    8(DX), Z2, Z2
+	VSUBPS.BCST    40(DX), Z2, Z2
+	VMOVUPS        Z2, 256(AX)
+	VMULPS.BCST    12(DX), Z1, Z1
+	VSUBPS.BCST    44(DX), Z1, Z1
+	VMOVUPS        Z1, 384(AX)
+	VPMOVZXBD      64(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    8(DX), Z2, Z2
+	VSUBPS.BCST    40(DX), Z2, Z2
+	VMOVUPS        Z2, 320(AX)
+	VMULPS.BCST    12(DX), Z1, Z1
+	VSUBPS.BCST    44(DX), Z1, Z1
+	VMOVUPS        Z1, 448(AX)
+	VPMOVZXBD      80(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    16(DX), Z2, Z2
+	VSUBPS.BCST    48(DX), Z2, Z2
+	VMOVUPS        Z2, 512(AX)
+	VMULPS.BCST    20(DX), Z1, Z1
+	VSUBPS.BCST    52(DX), Z1, Z1
+	VMOVUPS        Z1, 640(AX)
+	VPMOVZXBD      96(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    16(DX), Z2, Z2
+	VSUBPS.BCST    48(DX), Z2, Z2
+	VMOVUPS        Z2, 576(AX)
+	VMULPS.BCST    20(DX), Z1, Z1
+	VSUBPS.BCST    52(DX), Z1, Z1
+	VMOVUPS        Z1, 704(AX)
+	VPMOVZXBD      112(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    24(DX), Z2, Z2
+	VSUBPS.BCST    56(DX), Z2, Z2
+	VMOVUPS        Z2, 768(AX)
+	VMULPS.BCST    28(DX), Z1, Z1
+	VSUBPS.BCST    60(DX), Z1, Z1
+	VMOVUPS        Z1, 896(AX)
+	VPMOVZXBD      128(CX), Z1
+	VPANDD         Z0, Z1, Z2
+	VPSRLD         $0x04, Z1, Z1
+	VCVTDQ2PS      Z2, Z2
+	VCVTDQ2PS      Z1, Z1
+	VMULPS.BCST    24(DX), Z2, Z2
+	VSUBPS.BCST    56(DX), Z2, Z2
+	VMOVUPS        Z2, 832(AX)
+	VMULPS.BCST    28(DX), Z1, Z1
+	VSUBPS.BCST    60(DX), Z1, Z1
+	VMOVUPS        Z1, 960(AX)
+	ADDQ           $0x00000090, CX
+	ADDQ           $0x00000400, AX
+	DECQ           BX
+	JMP            q4KToF32AVX512_loop
+
+q4KToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotQ5KSumsAVX512(w []byte, x []float32, xs []float32, sc []float32) float32
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotQ5KSumsAVX512(SB), NOSPLIT, $0-100
+	MOVQ         w_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         xs_base+48(FP), DX
+	MOVQ         sc_base+72(FP), BX
+	MOVQ         x_len+32(FP), SI
+	SHRQ         $0x08, SI
+	MOVL         $0x000000ff, DI
+	KMOVW        DI, K1
+	MOVL         $0x0000ff00, DI
+	KMOVW        DI, K2
+	MOVL         $0x0000000f, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x00000010, DI
+	VPBROADCASTD DI, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+
+dotQ5KSumsAVX512_loop:
+	TESTQ            SI, SI
+	JZ               dotQ5KSumsAVX512_done
+	PREFETCHT0       1024(AX)
+	PREFETCHT1       8192(AX)
+	PREFETCHT0       1088(AX)
+	PREFETCHT1       8256(AX)
+	PREFETCHT0       1152(AX)
+	PREFETCHT1       8320(AX)
+	MOVL             4(AX), DI
+	MOVL             8(AX), R8
+	MOVL             12(AX), R9
+	MOVL             DI, R10
+	ANDL             $0x3f3f3f3f, R10
+	MOVL             R9, R11
+	ANDL             $0x0f0f0f0f, R11
+	SHRL             $0x02, DI
+	ANDL             $0x30303030, DI
+	ORL              DI, R11
+	MOVL             R8, R12
+	ANDL             $0x3f3f3f3f, R12
+	SHRL             $0x04, R9
+	ANDL             $0x0f0f0f0f, R9
+	MOVL             R8, DI
+	SHRL             $0x02, DI
+	ANDL             $0x30303030, DI
+	ORL              DI, R9
+	VMOVD            R10, X7
+	VMOVD            R11, X8
+	VMOVD            R12, X9
+	VMOVD            R9, X10
+	VPUNPCKLDQ       X8, X7, X7
+	VPUNPCKLDQ       X10, X9, X9
+	VPUNPCKLQDQ      X9, X7, X7
+	VPMOVZXBD        X7, Z7
+	VCVTDQ2PS        Z7, Z7
+	VPBROADCASTW.Z   (AX), K1, Y8
+	VPBROADCASTW     2(AX), K2, Y8
+	VCVTPH2PS        Y8, Z8
+	VMULPS           Z8, Z7, Z7
+	VMOVUPS          Z7, (BX)
+	VBROADCASTF64X4  (DX), Z8
+	VFMADD231PS      Z8, Z7, Z6
+	VPMOVZXBD        16(AX), Z7
+	VPMOVZXBD        32(AX), Z8
+	VPMOVZXBD        48(AX), Z10
+	VPANDD           Z0, Z10, Z9
+	VPSRLD           $0x04, Z10, Z10
+	VPSLLD           $0x04, Z7, Z11
+	VPTERNLOGD       $0xf8, Z1, Z11, Z9
+	VPSLLD           $0x03, Z7, Z11
+	VPTERNLOGD       $0xf8, Z1, Z11, Z10
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z10, Z10
+	VMULPS           (CX), Z9, Z9
+	VMULPS           128(CX), Z10, Z10
+	VPMOVZXBD        64(AX), Z11
+	VPANDD           Z0, Z11, Z12
+	VPSRLD           $0x04, Z11, Z11
+	VPSLLD           $0x04, Z8, Z13
+	VPTERNLOGD       $0xf8, Z1, Z13, Z12
+	VPSLLD           $0x03, Z8, Z13
+	VPTERNLOGD       $0xf8, Z1, Z13, Z11
+	VCVTDQ2PS        Z12, Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD231PS      64(CX), Z12, Z9
+	VFMADD231PS      192(CX), Z11, Z10
+	VFMADD231PS.BCST (BX), Z9, Z2
+	VFMADD231PS.BCST 4(BX), Z10, Z4
+	VPMOVZXBD        80(AX), Z10
+	VPANDD           Z0, Z10, Z9
+	VPSRLD           $0x04, Z10, Z10
+	VPSLLD           $0x02, Z7, Z11
+	VPTERNLOGD       $0xf8, Z1, Z11, Z9
+	VPSLLD           $0x01, Z7, Z11
+	VPTERNLOGD       $0xf8, Z1, Z11, Z10
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z10, Z10
+	VMULPS           256(CX), Z9, Z9
+	VMULPS           384(CX), Z10, Z10
+	VPMOVZXBD        96(AX), Z11
+	VPANDD           Z0, Z11, Z12
+	VPSRLD           $0x04, Z11, Z11
+	VPSLLD           $0x02, Z8, Z13
+	VPTERNLOGD       $0xf8, Z1, Z13, Z12
+	VPSLLD           $0x01, Z8, Z13
+	VPTERNLOGD       $0xf8, Z1, Z13, Z11
+	VCVTDQ2PS        Z12, Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD231PS      320(CX), Z12, Z9
+	VFMADD231PS      448(CX), Z11, Z10
+	VFMADD231PS.BCST 8(BX), Z9, Z3
+	VFMADD231PS.BCST 12(BX), Z10, Z5
+	VPMOVZXBD        112(AX), Z10
+	VPANDD           Z0, Z10, Z9
+	VPSRLD           $0x04, Z10, Z10
+	VPTERNLOGD       $0xf8, Z1, Z7, Z9
+	VPSRLD           $0x01, Z7, Z11
+	VPTERNLOGD       $0xf8, Z1, Z11, Z10
+	VCVTDQ2PS        Z9, Z9
+	VCVTDQ2PS        Z10, Z10
+	VMULPS           512(CX), Z9, Z9
+	VMULPS           640(CX), Z10, Z10
+	VPMOVZXBD        128(AX), Z11
+	VPANDD           Z0, Z11, Z12
+	VPSRLD           $0x04, Z11, Z11
+	VPTERNLOGD       $0xf8, Z1, Z8, Z12
+	VPSRLD           $0x01, Z8, Z13
+	VPTERNLOGD       $0xf8, Z1, Z13, Z11
+	VCVTDQ2PS        Z12, Z12
+	VCVTDQ2PS        Z11, Z11
+	VFMADD231PS      576(CX), Z12, Z9
+	VFMADD231PS      704(CX), Z11, Z10
+	VFMADD231PS.BCST 16(BX), Z9, Z2
+	VFMADD231PS.BCST 20(BX), Z10, Z4
+	VPMOVZXBD        144(AX), Z9
+	VPANDD           Z0, Z9, Z10
+	VPSRLD           $0x04, Z9, Z9
+	VPSRLD           $0x02, Z7, Z11
+	VPTERNLOGD       $0xf8, Z1, Z11, Z10
+	VPSRLD           $0x03, Z7, Z7
+	VPTERNLOGD       $0xf8, Z1, Z7, Z9
+	VCVTDQ2PS        Z10, Z10
+	VCVTDQ2PS        Z9, Z9
+	VMULPS           768(CX), Z10, Z7
+	VMULPS           896(CX), Z9, Z9
+	VPMOVZXBD        160(AX), Z10
+	VPANDD           Z0, Z10, Z11
+	VPSRLD           $0x04, Z10, Z10
+	VPSRLD           $0x02, Z8, Z12
+	VPTERNLOGD       $0xf8, Z1, Z12, Z11
+	VPSRLD           $0x03, Z8, Z8
+	VPTERNLOGD       $0xf8, Z1, Z8, Z10
+	VCVTDQ2PS        Z11, Z11
+	VCVTDQ2PS        Z10, Z10
+	VFMADD231PS      832(CX), Z11, Z7
+	VFMADD231PS      960(CX), Z10, Z9
+	VFMADD231PS.BCST 24(BX), Z7, Z3
+	VFMADD231PS.BCST 28(BX), Z9, Z5
+	ADDQ             $0x000000b0, AX
+	ADDQ             $0x00000400, CX
+	ADDQ             $0x00000020, DX
+	DECQ             SI
+	JMP              dotQ5KSumsAVX512_loop
+
+dotQ5KSumsAVX512_done:
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z5, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSUBPS        Z6, Z2, K2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+96(FP)
+	VZEROUPPER
+	RET
+
+// func q5KToF32AVX512(x []float32, w []byte, sc []float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·q5KToF32AVX512(SB), NOSPLIT, $0-72
+	MOVQ         x_base+0(FP), AX
+	MOVQ         w_base+24(FP), CX
+	MOVQ         sc_base+48(FP), DX
+	MOVQ         x_len+8(FP), BX
+	SHRQ         $0x08, BX
+	MOVL         $0x000000ff, SI
+	KMOVW        SI, K1
+	MOVL         $0x0000ff00, SI
+	KMOVW        SI, K2
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z0
+	MOVL         $0x00000010, SI
+	VPBROADCASTD SI, Z1
+
+q5KToF32AVX512_loop:
+	TESTQ          BX, BX
+	JZ             q5KToF32AVX512_done
+	PREFETCHT0     1024(CX)
+	PREFETCHT1     8192(CX)
+	PREFETCHT0     1088(CX)
+	PREFETCHT1     8256(CX)
+	PREFETCHT0     1152(CX)
+	PREFETCHT1     8320(CX)
+	MOVL           4(CX), SI
+	MOVL           8(CX), DI
+	MOVL           12(CX), R8
+	MOVL           SI, R9
+	ANDL           $0x3f3f3f3f, R9
+	MOVL           R8, R10
+	ANDL           $0x0f0f0f0f, R10
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R10
+	MOVL           DI, R11
+	ANDL           $0x3f3f3f3f, R11
+	SHRL           $0x04, R8
+	ANDL           $0x0f0f0f0f, R8
+	MOVL           DI, SI
+	SHRL           $0x02, SI
+	ANDL           $0x30303030, SI
+	ORL            SI, R8
+	VMOVD          R9, X2
+	VMOVD          R10, X3
+	VMOVD          R11, X4
+	VMOVD          R8, X5
+	VPUNPCKLDQ     X3, X2, X2
+	VPUNPCKLDQ     X5, X4, X4
+	VPUNPCKLQDQ    X4, X2, X2
+	VPMOVZXBD      X2, Z2
+	VCVTDQ2PS      Z2, Z2
+	VPBROADCASTW.Z (CX), K1, Y3
+	VPBROADCASTW   2(CX), K2, Y3
+	VCVTPH2PS      Y3, Z3
+	VMULPS         Z3, Z2, Z2
+	VMOVUPS        Z2, (DX)
+	VPMOVZXBD      16(CX), Z2
+	VPMOVZXBD      32(CX), Z3
+	VPMOVZXBD      48(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPSLLD         $0x04, Z2, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z5
+	VPSLLD         $0x03, Z2, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    (DX), Z5, Z5
+	VSUBPS.BCST    32(DX), Z5, Z5
+	VMOVUPS        Z5, (AX)
+	VMULPS.BCST    4(DX), Z4, Z4
+	VSUBPS.BCST    36(DX), Z4, Z4
+	VMOVUPS        Z4, 128(AX)
+	VPMOVZXBD      64(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPSLLD         $0x04, Z3, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z5
+	VPSLLD         $0x03, Z3, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    (DX), Z5, Z5
+	VSUBPS.BCST    32(DX), Z5, Z5
+	VMOVUPS        Z5, 64(AX)
+	VMULPS.BCST    4(DX), Z4, Z4
+	VSUBPS.BCST    36(DX), Z4, Z4
+	VMOVUPS        Z4, 192(AX)
+	VPMOVZXBD      80(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPSLLD         $0x02, Z2, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z5
+	VPSLLD         $0x01, Z2, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    8(DX), Z5, Z5
+	VSUBPS.BCST    40(DX), Z5, Z5
+	VMOVUPS        Z5, 256(AX)
+	VMULPS.BCST    12(DX), Z4, Z4
+	VSUBPS.BCST    44(DX), Z4, Z4
+	VMOVUPS        Z4, 384(AX)
+	VPMOVZXBD      96(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPSLLD         $0x02, Z3, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z5
+	VPSLLD         $0x01, Z3, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    8(DX), Z5, Z5
+	VSUBPS.BCST    40(DX), Z5, Z5
+	VMOVUPS        Z5, 320(AX)
+	VMULPS.BCST    12(DX), Z4, Z4
+	VSUBPS.BCST    44(DX), Z4, Z4
+	VMOVUPS        Z4, 448(AX)
+	VPMOVZXBD      112(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPTERNLOGD     $0xf8, Z1, Z2, Z5
+	VPSRLD         $0x01, Z2, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    16(DX), Z5, Z5
+	VSUBPS.BCST    48(DX), Z5, Z5
+	VMOVUPS        Z5, 512(AX)
+	VMULPS.BCST    20(DX), Z4, Z4
+	VSUBPS.BCST    52(DX), Z4, Z4
+	VMOVUPS        Z4, 640(AX)
+	VPMOVZXBD      128(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPTERNLOGD     $0xf8, Z1, Z3, Z5
+	VPSRLD         $0x01, Z3, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    16(DX), Z5, Z5
+	VSUBPS.BCST    48(DX), Z5, Z5
+	VMOVUPS        Z5, 576(AX)
+	VMULPS.BCST    20(DX), Z4, Z4
+	VSUBPS.BCST    52(DX), Z4, Z4
+	VMOVUPS        Z4, 704(AX)
+	VPMOVZXBD      144(CX), Z4
+	VPANDD         Z0, Z4, Z5
+	VPSRLD         $0x04, Z4, Z4
+	VPSRLD         $0x02, Z2, Z6
+	VPTERNLOGD     $0xf8, Z1, Z6, Z5
+	VPSRLD         $0x03, Z2, Z2
+	VPTERNLOGD     $0xf8, Z1, Z2, Z4
+	VCVTDQ2PS      Z5, Z5
+	VCVTDQ2PS      Z4, Z4
+	VMULPS.BCST    24(DX), Z5, Z5
+	VSUBPS.BCST    56(DX), Z5, Z5
+	VMOVUPS        Z5, 768(AX)
+	VMULPS.BCST    28(DX), Z4, Z4
+	VSUBPS.BCST    60(DX), Z4, Z4
+	VMOVUPS        Z4, 896(AX)
+	VPMOVZXBD      160(CX), Z2
+	VPANDD         Z0, Z2, Z4
+	VPSRLD         $0x04, Z2, Z2
+	VPSRLD         $0x02, Z3, Z5
+	VPTERNLOGD     $0xf8, Z1, Z5, Z4
+	VPSRLD         $0x03, Z3, Z3
+	VPTERNLOGD     $0xf8, Z1, Z3, Z2
+	VCVTDQ2PS      Z4, Z4
+	VCVTDQ2PS      Z2, Z2
+	VMULPS.BCST    24(DX), Z4, Z4
+	VSUBPS.BCST    56(DX), Z4, Z4
+	VMOVUPS        Z4, 832(AX)
+	VMULPS.BCST    28(DX), Z2, Z2
+	VSUBPS.BCST    60(DX), Z2, Z2
+	VMOVUPS        Z2, 960(AX)
+	ADDQ           $0x000000b0, CX
+	ADDQ           $0x00000400, AX
+	DECQ           BX
+	JMP            q5KToF32AVX512_loop
+
+q5KToF32AVX512_done:
+	VZEROUPPER
+	RET
+
+// func dotQ6KAVX512(w []byte, x []float32, sc []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-76
+	MOVQ         w_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         sc_base+48(FP), DX
+	MOVQ         x_len+32(FP), BX
+	SHRQ         $0x08, BX
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z0
+	MOVL         $0x00000030, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x00000020, SI
+	VPBROADCASTD SI, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+
+dotQ6KAVX512_loop:
+	TESTQ        BX, BX
+	JZ           dotQ6KAVX512_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	PREFETCHT0   1216(AX)
+	PREFETCHT1   8384(AX)
+	VPMOVSXBD    192(AX), Z11
+	VCVTDQ2PS    Z11, Z11
+	VPBROADCASTW 208(AX), Y12
+	VCVTPH2PS    Y12, Z12
+	VMULPS       Z12, Z11, Z11
+	VMOVUPS      Z11, (DX)
+	VPMOVZXBD    (AX), Z11
+	VPMOVZXBD    32(AX), Z12
+	VPMOVZXBD    128(AX), Z13
+	VPANDD       Z0, Z11, Z14
+	VPSLLD       $0x04, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  (DX), Z14, Z14
+	VFMADD231PS  (CX), Z14, Z3
+	VPANDD       Z0, Z12, Z14
+	VPSLLD       $0x02, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  8(DX), Z14, Z14
+	VFMADD231PS  128(CX), Z14, Z4
+	VPSRLD       $0x04, Z11, Z11
+	VPTERNLOGD   $0xf8, Z1, Z13, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  16(DX), Z11, Z11
+	VFMADD231PS  256(CX), Z11, Z5
+	VPSRLD       $0x04, Z12, Z11
+	VPSRLD       $0x02, Z13, Z12
+	VPTERNLOGD   $0xf8, Z1, Z12, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  24(DX), Z11, Z11
+	VFMADD231PS  384(CX), Z11, Z6
+	VPMOVZXBD    16(AX), Z11
+	VPMOVZXBD    48(AX), Z12
+	VPMOVZXBD    144(AX), Z13
+	VPANDD       Z0, Z11, Z14
+	VPSLLD       $0x04, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(DX), Z14, Z14
+	VFMADD231PS  64(CX), Z14, Z7
+	VPANDD       Z0, Z12, Z14
+	VPSLLD       $0x02, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  12(DX), Z14, Z14
+	VFMADD231PS  192(CX), Z14, Z8
+	VPSRLD       $0x04, Z11, Z11
+	VPTERNLOGD   $0xf8, Z1, Z13, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  20(DX), Z11, Z11
+	VFMADD231PS  320(CX), Z11, Z9
+	VPSRLD       $0x04, Z12, Z11
+	VPSRLD       $0x02, Z13, Z12
+	VPTERNLOGD   $0xf8, Z1, Z12, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  28(DX), Z11, Z11
+	VFMADD231PS  448(CX), Z11, Z10
+	VPMOVZXBD    64(AX), Z11
+	VPMOVZXBD    96(AX), Z12
+	VPMOVZXBD    160(AX), Z13
+	VPANDD       Z0, Z11, Z14
+	VPSLLD       $0x04, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  32(DX), Z14, Z14
+	VFMADD231PS  512(CX), Z14, Z3
+	VPANDD       Z0, Z12, Z14
+	VPSLLD       $0x02, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  40(DX), Z14, Z14
+	VFMADD231PS  640(CX), Z14, Z4
+	VPSRLD       $0x04, Z11, Z11
+	VPTERNLOGD   $0xf8, Z1, Z13, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  48(DX), Z11, Z11
+	VFMADD231PS  768(CX), Z11, Z5
+	VPSRLD       $0x04, Z12, Z11
+	VPSRLD       $0x02, Z13, Z12
+	VPTERNLOGD   $0xf8, Z1, Z12, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  56(DX), Z11, Z11
+	VFMADD231PS  896(CX), Z11, Z6
+	VPMOVZXBD    80(AX), Z11
+	VPMOVZXBD    112(AX), Z12
+	VPMOVZXBD    176(AX), Z13
+	VPANDD       Z0, Z11, Z14
+	VPSLLD       $0x04, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  36(DX), Z14, Z14
+	VFMADD231PS  576(CX), Z14, Z7
+	VPANDD       Z0, Z12, Z14
+	VPSLLD       $0x02, Z13, Z15
+	VPTERNLOGD   $0xf8, Z1, Z15, Z14
+	VPSUBD       Z2, Z14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  44(DX), Z14, Z14
+	VFMADD231PS  704(CX), Z14, Z8
+	VPSRLD       $0x04, Z11, Z11
+	VPTERNLOGD   $0xf8, Z1, Z13, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  52(DX), Z11, Z11
+	VFMADD231PS  832(CX), Z11, Z9
+	VPSRLD       $0x04, Z12, Z11
+	VPSRLD       $0x02, Z13, Z12
+	VPTERNLOGD   $0xf8, Z1, Z12, Z11
+	VPSUBD       Z2, Z11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  60(DX), Z11, Z11
+	VFMADD231PS  960(CX), Z11, Z10
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000400, CX
+	DECQ         BX
+	JMP          dotQ6KAVX512_loop
+
+dotQ6KAVX512_done:
+	VADDPS        Z7, Z3, Z3
+	VADDPS        Z8, Z4, Z4
+	VADDPS        Z9, Z5, Z5
+	VADDPS        Z10, Z6, Z6
+	VADDPS        Z5, Z3, Z3
+	VADDPS        Z6, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+72(FP)
+	VZEROUPPER
+	RET
+
+// func q6KToF32AVX512(x []float32, w []byte, sc []float32)
+// Requires: AVX, AVX2, AVX512F, MMX+
+TEXT ·q6KToF32AVX512(SB), NOSPLIT, $0-72
+	MOVQ         w_base+24(FP), AX
+	MOVQ         x_base+0(FP), CX
+	MOVQ         sc_base+48(FP), DX
+	MOVQ         x_len+8(FP), BX
+	SHRQ         $0x08, BX
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z0
+	MOVL         $0x00000030, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x00000020, SI
+	VPBROADCASTD SI, Z2
+
+q6KToF32AVX512_loop:
+	TESTQ        BX, BX
+	JZ           q6KToF32AVX512_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	PREFETCHT0   1216(AX)
+	PREFETCHT1   8384(AX)
+	VPMOVSXBD    192(AX), Z3
+	VCVTDQ2PS    Z3, Z3
+	VPBROADCASTW 208(AX), Y4
+	VCVTPH2PS    Y4, Z4
+	VMULPS       Z4, Z3, Z3
+	VMOVUPS      Z3, (DX)
+	VPMOVZXBD    (AX), Z3
+	VPMOVZXBD    32(AX), Z4
+	VPMOVZXBD    128(AX), Z5
+	VPANDD       Z0, Z3, Z6
+	VPSLLD       $0x04, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (DX), Z6, Z6
+	VMOVUPS      Z6, (CX)
+	VPANDD       Z0, Z4, Z6
+	VPSLLD       $0x02, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  8(DX), Z6, Z6
+	VMOVUPS      Z6, 128(CX)
+	VPSRLD       $0x04, Z3, Z3
+	VPTERNLOGD   $0xf8, Z1, Z5, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  16(DX), Z3, Z3
+	VMOVUPS      Z3, 256(CX)
+	VPSRLD       $0x04, Z4, Z3
+	VPSRLD       $0x02, Z5, Z4
+	VPTERNLOGD   $0xf8, Z1, Z4, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  24(DX), Z3, Z3
+	VMOVUPS      Z3, 384(CX)
+	VPMOVZXBD    16(AX), Z3
+	VPMOVZXBD    48(AX), Z4
+	VPMOVZXBD    144(AX), Z5
+	VPANDD       Z0, Z3, Z6
+	VPSLLD       $0x04, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  4(DX), Z6, Z6
+	VMOVUPS      Z6, 64(CX)
+	VPANDD       Z0, Z4, Z6
+	VPSLLD       $0x02, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  12(DX), Z6, Z6
+	VMOVUPS      Z6, 192(CX)
+	VPSRLD       $0x04, Z3, Z3
+	VPTERNLOGD   $0xf8, Z1, Z5, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  20(DX), Z3, Z3
+	VMOVUPS      Z3, 320(CX)
+	VPSRLD       $0x04, Z4, Z3
+	VPSRLD       $0x02, Z5, Z4
+	VPTERNLOGD   $0xf8, Z1, Z4, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  28(DX), Z3, Z3
+	VMOVUPS      Z3, 448(CX)
+	VPMOVZXBD    64(AX), Z3
+	VPMOVZXBD    96(AX), Z4
+	VPMOVZXBD    160(AX), Z5
+	VPANDD       Z0, Z3, Z6
+	VPSLLD       $0x04, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  32(DX), Z6, Z6
+	VMOVUPS      Z6, 512(CX)
+	VPANDD       Z0, Z4, Z6
+	VPSLLD       $0x02, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  40(DX), Z6, Z6
+	VMOVUPS      Z6, 640(CX)
+	VPSRLD       $0x04, Z3, Z3
+	VPTERNLOGD   $0xf8, Z1, Z5, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  48(DX), Z3, Z3
+	VMOVUPS      Z3, 768(CX)
+	VPSRLD       $0x04, Z4, Z3
+	VPSRLD       $0x02, Z5, Z4
+	VPTERNLOGD   $0xf8, Z1, Z4, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  56(DX), Z3, Z3
+	VMOVUPS      Z3, 896(CX)
+	VPMOVZXBD    80(AX), Z3
+	VPMOVZXBD    112(AX), Z4
+	VPMOVZXBD    176(AX), Z5
+	VPANDD       Z0, Z3, Z6
+	VPSLLD       $0x04, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  36(DX), Z6, Z6
+	VMOVUPS      Z6, 576(CX)
+	VPANDD       Z0, Z4, Z6
+	VPSLLD       $0x02, Z5, Z7
+	VPTERNLOGD   $0xf8, Z1, Z7, Z6
+	VPSUBD       Z2, Z6, Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  44(DX), Z6, Z6
+	VMOVUPS      Z6, 704(CX)
+	VPSRLD       $0x04, Z3, Z3
+	VPTERNLOGD   $0xf8, Z1, Z5, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  52(DX), Z3, Z3
+	VMOVUPS      Z3, 832(CX)
+	VPSRLD       $0x04, Z4, Z3
+	VPSRLD       $0x02, Z5, Z4
+	VPTERNLOGD   $0xf8, Z1, Z4, Z3
+	VPSUBD       Z2, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  60(DX), Z3, Z3
+	VMOVUPS      Z3, 960(CX)
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000400, CX
+	DECQ         BX
+	JMP          q6KToF32AVX512_loop
+
+q6KToF32AVX512_done:
+	VZEROUPPER
+	RET
+
 DATA u4mask<>+0(SB)/4, $0x0000000f
 DATA u4mask<>+4(SB)/4, $0x0000000f
 DATA u4mask<>+8(SB)/4, $0x0000000f

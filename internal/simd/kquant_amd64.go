@@ -3,7 +3,8 @@
 package simd
 
 // The kernels unpack each super-block's scales themselves, into a 16-value
-// scratch on the caller's stack.
+// scratch on the caller's stack. The AVX-512 ones (kquant512.go in
+// _generate) run where useAVX512 and kquant512 say.
 
 func dotQ4K(w []byte, x []float32) float32 {
 	if !useAsm {
@@ -18,6 +19,9 @@ func dotQ6K(w []byte, x []float32) float32 {
 		return dotQ6KGeneric(w, x)
 	}
 	var sc [16]float32
+	if useAVX512 && kquant512 {
+		return dotQ6KAVX512(w, x, sc[:])
+	}
 	return dotQ6KAVX2(w, x, sc[:])
 }
 
@@ -27,6 +31,10 @@ func q4KToF32(dst []float32, w []byte) {
 		return
 	}
 	var sc [16]float32
+	if useAVX512 && kquant512 {
+		q4KToF32AVX512(dst, w, sc[:])
+		return
+	}
 	q4KToF32AVX2(dst, w, sc[:])
 }
 
@@ -36,6 +44,10 @@ func q6KToF32(dst []float32, w []byte) {
 		return
 	}
 	var sc [16]float32
+	if useAVX512 && kquant512 {
+		q6KToF32AVX512(dst, w, sc[:])
+		return
+	}
 	q6KToF32AVX2(dst, w, sc[:])
 }
 
@@ -53,6 +65,10 @@ func q5KToF32(dst []float32, w []byte) {
 		return
 	}
 	var sc [16]float32
+	if useAVX512 && kquant512 {
+		q5KToF32AVX512(dst, w, sc[:])
+		return
+	}
 	q5KToF32AVX2(dst, w, sc[:])
 }
 
@@ -61,6 +77,9 @@ func dotQ4KSums(w []byte, x, xs []float32) float32 {
 		return dotQ4KSumsGeneric(w, x, xs)
 	}
 	var sc [16]float32
+	if useAVX512 && kquant512 {
+		return dotQ4KSumsAVX512(w, x, xs, sc[:])
+	}
 	return dotQ4KSumsAVX2(w, x, xs, sc[:])
 }
 
@@ -69,6 +88,9 @@ func dotQ5KSums(w []byte, x, xs []float32) float32 {
 		return dotQ5KSumsGeneric(w, x, xs)
 	}
 	var sc [16]float32
+	if useAVX512 && kquant512 {
+		return dotQ5KSumsAVX512(w, x, xs, sc[:])
+	}
 	return dotQ5KSumsAVX2(w, x, xs, sc[:])
 }
 
@@ -112,3 +134,11 @@ func q23KToF32(dst []float32, w []byte, blockBytes int, scales func([]float32, [
 		kernel(dst[b*kBlockSize:(b+n)*kBlockSize], wb, sc[:32*n])
 	}
 }
+
+// kquant512 says whether the AVX-512 k-quant kernels run when the AVX-512
+// set is selected: the switch for a microarchitecture where they would be
+// slower than the AVX2 ones. None is known: on Zen 4, which runs 512-bit
+// operations in two halves, every one of them is 1.03–1.28× its AVX2
+// kernel (docs/performance.md, "K-quant kernels on Zen 4"). The tests run
+// them wherever the CPU has them (forEachKSet).
+var kquant512 = true

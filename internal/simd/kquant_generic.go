@@ -27,3 +27,6 @@ func lutBlocks(dst []float32, codes []byte, stride int, sc []float32, table *[16
 func q23KToF32(dst []float32, w []byte, _ int, _ func([]float32, []byte), generic func([]float32, []byte)) {
 	generic(dst, w)
 }
+
+// kquant512 is kquant_amd64.go's switch; there are no AVX-512 kernels here.
+var kquant512 = false

@@ -89,7 +89,7 @@ func TestDotKQuants(t *testing.T) {
 		{"DotQ5K", q5KBlockBytes, []int{0, 2}, DotQ5K, dotQ5KGeneric, q5KValue},
 		{"DotQ6K", q6KBlockBytes, []int{208}, DotQ6K, dotQ6KGeneric, q6KValue},
 	}
-	forEachSet(t, func(t *testing.T) {
+	forEachKSet(t, func(t *testing.T) {
 		for _, tt := range tests {
 			r := newRand(t)
 			for nb := 0; nb <= 20; nb++ {
@@ -107,6 +107,9 @@ func TestDotKQuants(t *testing.T) {
 					}
 					if !within(float64(gen), ref, mag) {
 						t.Errorf("%s twin (nb=%d, off=%d) = %v, float64 reference %v (Σ|wx| %v)", tt.name, nb, off, gen, ref, mag)
+					}
+					if !within(float64(got), float64(gen), mag) {
+						t.Errorf("%s(nb=%d, off=%d) = %v, twin %v (Σ|wx| %v)", tt.name, nb, off, got, gen, mag)
 					}
 				}
 			}
@@ -148,7 +151,7 @@ func TestKQuantsToF32(t *testing.T) {
 		{"Q2KToF32", q2KBlockBytes, []int{80, 82}, Q2KToF32, q2KToF32Generic},
 		{"Q3KToF32", q3KBlockBytes, []int{108}, Q3KToF32, q3KToF32Generic},
 	}
-	forEachSet(t, func(t *testing.T) {
+	forEachKSet(t, func(t *testing.T) {
 		for _, tt := range tests {
 			r := newRand(t)
 			for nb := 0; nb <= 20; nb++ {
@@ -193,7 +196,7 @@ func kParts(w []byte, i int, five bool) (sq, m float64) {
 // with their twins and a float64 reference, within dotTol of
 // Σ(|d·scale·q|+|dmin·min|)·|x| (the terms they sum separately).
 func TestDotKQuantSums(t *testing.T) {
-	forEachSet(t, func(t *testing.T) {
+	forEachKSet(t, func(t *testing.T) {
 		for _, five := range []bool{false, true} {
 			dot, twin, bb := DotQ4KSums, dotQ4KSumsGeneric, q4KBlockBytes
 			if five {
@@ -212,11 +215,15 @@ func TestDotKQuantSums(t *testing.T) {
 						ref += (sq - m) * float64(x[i])
 						mag += (math.Abs(sq) + math.Abs(m)) * math.Abs(float64(x[i]))
 					}
-					if got := dot(w, x, xs); !within(float64(got), ref, mag) {
+					got, gen := dot(w, x, xs), twin(w, x, xs)
+					if !within(float64(got), ref, mag) {
 						t.Errorf("five=%v nb=%d off=%d: %v, float64 reference %v (magnitude %v)", five, nb, off, got, ref, mag)
 					}
-					if got := twin(w, x, xs); !within(float64(got), ref, mag) {
-						t.Errorf("twin five=%v nb=%d off=%d: %v, float64 reference %v (magnitude %v)", five, nb, off, got, ref, mag)
+					if !within(float64(gen), ref, mag) {
+						t.Errorf("twin five=%v nb=%d off=%d: %v, float64 reference %v (magnitude %v)", five, nb, off, gen, ref, mag)
+					}
+					if !within(float64(got), float64(gen), mag) {
+						t.Errorf("five=%v nb=%d off=%d: %v, twin %v (magnitude %v)", five, nb, off, got, gen, mag)
 					}
 				}
 			}
@@ -227,7 +234,7 @@ func TestDotKQuantSums(t *testing.T) {
 // TestGroupSums32 compares GroupSums32 on every kernel set with a float64
 // sum of each group.
 func TestGroupSums32(t *testing.T) {
-	forEachSet(t, func(t *testing.T) {
+	forEachKSet(t, func(t *testing.T) {
 		r := newRand(t)
 		for n := 0; n <= 9; n++ {
 			for _, off := range offsets {
@@ -294,4 +301,28 @@ func TestLUTBlocksToF32(t *testing.T) {
 			}
 		}
 	})
+}
+
+// forEachKSet is forEachSet for the k-quant kernels: where the AVX-512
+// set is selected but the dispatch prefers the AVX2 k-quant kernels on
+// this CPU (kquant512 false), it also runs f as "avx512-kquant", with the
+// AVX-512 k-quant kernels forced on, so that they are tested on every CPU
+// that has them.
+func forEachKSet(t *testing.T, f func(t *testing.T)) {
+	forEachSet(t, f)
+	if hasAVX512 && !kquant512 {
+		t.Run("avx512-kquant", func(t *testing.T) {
+			defer forceKQuant512()()
+			f(t)
+		})
+	}
+}
+
+// forceKQuant512 makes the AVX-512 set, where it is selected, run the
+// AVX-512 k-quant kernels even where the dispatch prefers the AVX2 ones on
+// this CPU (kquant512).
+func forceKQuant512() (restore func()) {
+	old := kquant512
+	kquant512 = true
+	return func() { kquant512 = old }
 }

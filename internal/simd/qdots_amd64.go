@@ -1,0 +1,91 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+// The block dots take whole blocks (the exported functions require them),
+// on AVX-512 when selected, else AVX2, else the Go twin.
+
+func dotQ40(w []byte, x []float32) float32 {
+	switch {
+	case useAVX512:
+		return dotQ40AVX512(w, x)
+	case useAsm:
+		return dotQ40AVX2(w, x)
+	}
+	return dotQ40Generic(w, x)
+}
+
+func dotQ41(w []byte, x, xs []float32) float32 {
+	switch {
+	case useAVX512:
+		return dotQ41AVX512(w, x, xs)
+	case useAsm:
+		return dotQ41AVX2(w, x, xs)
+	}
+	return dotQ41Generic(w, x, xs)
+}
+
+func dotQ50(w []byte, x []float32) float32 {
+	switch {
+	case useAVX512:
+		return dotQ50AVX512(w, x)
+	case useAsm:
+		return dotQ50AVX2(w, x)
+	}
+	return dotQ50Generic(w, x)
+}
+
+func dotQ51(w []byte, x, xs []float32) float32 {
+	switch {
+	case useAVX512:
+		return dotQ51AVX512(w, x, xs)
+	case useAsm:
+		return dotQ51AVX2(w, x, xs)
+	}
+	return dotQ51Generic(w, x, xs)
+}
+
+func dotIQ4NL(w []byte, x []float32) float32 {
+	switch {
+	case useAVX512:
+		return dotIQ4NLAVX512(w, x)
+	case useAsm:
+		return dotIQ4NLAVX2(w, x)
+	}
+	return dotIQ4NLGeneric(w, x)
+}
+
+func dotMXFP4(w []byte, x []float32) float32 {
+	switch {
+	case useAVX512:
+		return dotMXFP4AVX512(w, x)
+	case useAsm:
+		return dotMXFP4AVX2(w, x)
+	}
+	return dotMXFP4Generic(w, x)
+}
+
+// dotIQ4XS unpacks the sub-block scales of up to 16 super-blocks at a time
+// onto the stack (8 float32 values each) and runs the kernel over them.
+func dotIQ4XS(w []byte, x []float32) float32 {
+	if !useAsm {
+		return dotIQ4XSGeneric(w, x)
+	}
+	var sc [8 * 16]float32
+	var s float32
+	nb := len(x) / kBlockSize
+	for b := 0; b < nb; b += 16 {
+		n := min(16, nb-b)
+		wb := w[b*iq4XSBlockBytes : (b+n)*iq4XSBlockBytes]
+		for i := 0; i < n; i++ {
+			iq4XSScales((*[8]float32)(sc[8*i:]), wb[i*iq4XSBlockBytes:])
+		}
+		xb := x[b*kBlockSize : (b+n)*kBlockSize]
+		if useAVX512 {
+			s += dotIQ4XSAVX512(wb, xb, sc[:8*n])
+		} else {
+			s += dotIQ4XSAVX2(wb, xb, sc[:8*n])
+		}
+	}
+	return s
+}

@@ -14125,6 +14125,78 @@ DATA qde8m0half<>+1016(SB)/4, $0x7e800000
 DATA qde8m0half<>+1020(SB)/4, $0x7f000000
 GLOBL qde8m0half<>(SB), RODATA|NOPTR, $1024
 
+DATA qdfq40<>+0(SB)/4, $0xc1000000
+DATA qdfq40<>+4(SB)/4, $0xc0e00000
+DATA qdfq40<>+8(SB)/4, $0xc0c00000
+DATA qdfq40<>+12(SB)/4, $0xc0a00000
+DATA qdfq40<>+16(SB)/4, $0xc0800000
+DATA qdfq40<>+20(SB)/4, $0xc0400000
+DATA qdfq40<>+24(SB)/4, $0xc0000000
+DATA qdfq40<>+28(SB)/4, $0xbf800000
+DATA qdfq40<>+32(SB)/4, $0x00000000
+DATA qdfq40<>+36(SB)/4, $0x3f800000
+DATA qdfq40<>+40(SB)/4, $0x40000000
+DATA qdfq40<>+44(SB)/4, $0x40400000
+DATA qdfq40<>+48(SB)/4, $0x40800000
+DATA qdfq40<>+52(SB)/4, $0x40a00000
+DATA qdfq40<>+56(SB)/4, $0x40c00000
+DATA qdfq40<>+60(SB)/4, $0x40e00000
+GLOBL qdfq40<>(SB), RODATA|NOPTR, $64
+
+DATA qdfq41<>+0(SB)/4, $0x00000000
+DATA qdfq41<>+4(SB)/4, $0x3f800000
+DATA qdfq41<>+8(SB)/4, $0x40000000
+DATA qdfq41<>+12(SB)/4, $0x40400000
+DATA qdfq41<>+16(SB)/4, $0x40800000
+DATA qdfq41<>+20(SB)/4, $0x40a00000
+DATA qdfq41<>+24(SB)/4, $0x40c00000
+DATA qdfq41<>+28(SB)/4, $0x40e00000
+DATA qdfq41<>+32(SB)/4, $0x41000000
+DATA qdfq41<>+36(SB)/4, $0x41100000
+DATA qdfq41<>+40(SB)/4, $0x41200000
+DATA qdfq41<>+44(SB)/4, $0x41300000
+DATA qdfq41<>+48(SB)/4, $0x41400000
+DATA qdfq41<>+52(SB)/4, $0x41500000
+DATA qdfq41<>+56(SB)/4, $0x41600000
+DATA qdfq41<>+60(SB)/4, $0x41700000
+GLOBL qdfq41<>(SB), RODATA|NOPTR, $64
+
+DATA qdfiq4<>+0(SB)/4, $0xc2fe0000
+DATA qdfiq4<>+4(SB)/4, $0xc2d00000
+DATA qdfiq4<>+8(SB)/4, $0xc2a60000
+DATA qdfiq4<>+12(SB)/4, $0xc2820000
+DATA qdfiq4<>+16(SB)/4, $0xc2440000
+DATA qdfiq4<>+20(SB)/4, $0xc20c0000
+DATA qdfiq4<>+24(SB)/4, $0xc1b00000
+DATA qdfiq4<>+28(SB)/4, $0xc1200000
+DATA qdfiq4<>+32(SB)/4, $0x3f800000
+DATA qdfiq4<>+36(SB)/4, $0x41500000
+DATA qdfiq4<>+40(SB)/4, $0x41c80000
+DATA qdfiq4<>+44(SB)/4, $0x42180000
+DATA qdfiq4<>+48(SB)/4, $0x42540000
+DATA qdfiq4<>+52(SB)/4, $0x428a0000
+DATA qdfiq4<>+56(SB)/4, $0x42b20000
+DATA qdfiq4<>+60(SB)/4, $0x42e20000
+GLOBL qdfiq4<>(SB), RODATA|NOPTR, $64
+
+DATA qdfmx<>+0(SB)/4, $0x00000000
+DATA qdfmx<>+4(SB)/4, $0x3f800000
+DATA qdfmx<>+8(SB)/4, $0x40000000
+DATA qdfmx<>+12(SB)/4, $0x40400000
+DATA qdfmx<>+16(SB)/4, $0x40800000
+DATA qdfmx<>+20(SB)/4, $0x40c00000
+DATA qdfmx<>+24(SB)/4, $0x41000000
+DATA qdfmx<>+28(SB)/4, $0x41400000
+DATA qdfmx<>+32(SB)/4, $0x00000000
+DATA qdfmx<>+36(SB)/4, $0xbf800000
+DATA qdfmx<>+40(SB)/4, $0xc0000000
+DATA qdfmx<>+44(SB)/4, $0xc0400000
+DATA qdfmx<>+48(SB)/4, $0xc0800000
+DATA qdfmx<>+52(SB)/4, $0xc0c00000
+DATA qdfmx<>+56(SB)/4, $0xc1000000
+DATA qdfmx<>+60(SB)/4, $0xc1400000
+GLOBL qdfmx<>(SB), RODATA|NOPTR, $64
+
 DATA qdb0f<>+0(SB)/1, $0x0f
 DATA qdb0f<>+1(SB)/1, $0x0f
 DATA qdb0f<>+2(SB)/1, $0x0f
@@ -15028,10 +15100,10 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-52
 	MOVQ    x_base+24(FP), CX
 	MOVQ    x_len+32(FP), DX
 	SHRQ    $0x05, DX
+	LEAQ    qde8m0half<>+0(SB), BX
 	VMOVDQU qdshift4<>+0(SB), Y0
 	VMOVDQU qdb0f<>+0(SB), Y1
 	VMOVDQU qdmxfp4<>+0(SB), Y2
-	LEAQ    qde8m0half<>+0(SB), BX
 	VXORPS  Y3, Y3, Y3
 	VXORPS  Y4, Y4, Y4
 

@@ -97,29 +97,43 @@ func DotIQ4XS(w []byte, x []float32) float32 {
 // once, without the row. It panics as DotQ4K does.
 func DotQ2K(w []byte, x []float32) float32 {
 	checkK("DotQ2K", len(w), len(x), q2KBlockBytes)
-	return dotQ23K(w, x, q2KBlockBytes, q2KScales, q2KToF32Generic)
+	return dotQ23K(w, x, false)
 }
 
 // DotQ3K is DotQ2K for q3_K super-blocks (110 bytes each, see Q3KToF32).
 func DotQ3K(w []byte, x []float32) float32 {
 	checkK("DotQ3K", len(w), len(x), q3KBlockBytes)
-	return dotQ23K(w, x, q3KBlockBytes, q3KScales, q3KToF32Generic)
+	return dotQ23K(w, x, true)
 }
 
-// dotQ23K decodes 4 super-blocks at a time (q23KToF32: the AVX2 decoder or
-// generic, its twin) and dots them (dotF32), so that under ForceGeneric it
-// is its own Go twin.
-func dotQ23K(w []byte, x []float32, blockBytes int, scales, generic func([]float32, []byte)) float32 {
+// dotQ23K decodes 4 q2_K (q3_K with three) super-blocks at a time
+// (q23KBlocks: the AVX2 decoder, or its generic twin) and dots them
+// (dotF32), so that under ForceGeneric it is its own Go twin. Every call
+// is static, so that the buffer stays on the stack.
+func dotQ23K(w []byte, x []float32, three bool) float32 {
+	blockBytes := q2KBlockBytes
+	if three {
+		blockBytes = q3KBlockBytes
+	}
 	var buf [4 * kBlockSize]float32
 	var s float32
 	nb := len(x) / kBlockSize
 	for b := 0; b < nb; b += 4 {
 		n := min(4, nb-b)
 		v := buf[:n*kBlockSize]
-		q23KToF32(v, w[b*blockBytes:(b+n)*blockBytes], blockBytes, scales, generic)
+		q23KBlocks(v, w[b*blockBytes:(b+n)*blockBytes], three)
 		s += dotF32(v, x[b*kBlockSize:(b+n)*kBlockSize])
 	}
 	return s
+}
+
+// q23KBlocksGeneric is the twin of q23KBlocks.
+func q23KBlocksGeneric(dst []float32, w []byte, three bool) {
+	if three {
+		q3KToF32Generic(dst, w)
+	} else {
+		q2KToF32Generic(dst, w)
+	}
 }
 
 // The Go twins: each block's 32 integer values (qdotValues), their dot

@@ -89,3 +89,26 @@ func dotIQ4XS(w []byte, x []float32) float32 {
 	}
 	return s
 }
+
+// q23KBlocks decodes the len(dst)/256 (at most 4) q2_K (q3_K with three)
+// super-blocks at w with the AVX2 decoder, their scales unpacked onto the
+// stack first.
+func q23KBlocks(dst []float32, w []byte, three bool) {
+	if !useAsm {
+		q23KBlocksGeneric(dst, w, three)
+		return
+	}
+	var sc [32 * 4]float32
+	n := len(dst) / kBlockSize
+	if three {
+		for i := 0; i < n; i++ {
+			q3KScales(sc[32*i:], w[i*q3KBlockBytes:])
+		}
+		q3KToF32AVX2(dst, w, sc[:32*n])
+		return
+	}
+	for i := 0; i < n; i++ {
+		q2KScales(sc[32*i:], w[i*q2KBlockBytes:])
+	}
+	q2KToF32AVX2(dst, w, sc[:32*n])
+}

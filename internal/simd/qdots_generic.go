@@ -15,3 +15,5 @@ func dotIQ4NL(w []byte, x []float32) float32 { return dotIQ4NLGeneric(w, x) }
 func dotMXFP4(w []byte, x []float32) float32 { return dotMXFP4Generic(w, x) }
 
 func dotIQ4XS(w []byte, x []float32) float32 { return dotIQ4XSGeneric(w, x) }
+
+func q23KBlocks(dst []float32, w []byte, three bool) { q23KBlocksGeneric(dst, w, three) }

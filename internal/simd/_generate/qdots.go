@@ -22,12 +22,13 @@ import (
 // widen 8 values a vector (two blocks an iteration, two accumulators), the
 // AVX-512 ones 16 (four blocks an iteration, four accumulators).
 //
-// The AVX-512 kernels of the 4-bit types without a fifth bit (Q4_0, Q4_1,
-// IQ4_NL, IQ4_XS, MXFP4) skip the int8 values and their conversion: the
+// The AVX-512 kernels skip the int8 values and their conversion. For the
+// 4-bit types without a fifth bit (Q4_0, Q4_1, IQ4_NL, IQ4_XS, MXFP4) the
 // 16 code bytes of a block, zero-extended to 16 dwords (VPMOVZXBD), index a
 // 16-entry float32 table in a ZMM with VPERMPS, which reads only the index's
 // low 4 bits, so that the low nibbles need no mask and the high ones one
-// shift. The table holds the same exact integer values as float32, so the
+// shift (Q5_0 and Q5_1: a 32-entry table, see qdotPerm). The table holds
+// the same exact integer values as float32, so the
 // products and sums are the same as through the int8 path. On the 2-core
 // Zen 4 under load (load average 9-10), a 1B-shape Q4_0 decode at 1 thread
 // ran at 5.7 and 7.4 tokens/s through the int8 path and 7.0 and 9.3 with
@@ -53,8 +54,9 @@ type qdotKind struct {
 // from decode.go's).
 type qdotConsts struct {
 	b0f, b08, bf0, b10, shift4, q5bits, q5spread, iq4nl, mxfp4, e8m0 Mem
-	// f32 tables of the 16 values of Q4_0, Q4_1, IQ4_NL (and IQ4_XS), MXFP4.
-	fq40, fq41, fiq4, fmx Mem
+	// f32 tables of the 16 values of Q4_0, Q4_1, IQ4_NL (and IQ4_XS), MXFP4,
+	// and of the 32 of Q5_0 and Q5_1.
+	fq40, fq41, fiq4, fmx, fq50, fq51 Mem
 }
 
 // floatTable emits the static table name of the float32 values v.
@@ -85,8 +87,13 @@ func newQdotConsts() qdotConsts {
 	for i := range q40 {
 		q40[i], q41[i] = int8(i-8), int8(i)
 	}
+	q50, q51 := make([]int8, 32), make([]int8, 32)
+	for i := range q50 {
+		q50[i], q51[i] = int8(i-16), int8(i)
+	}
 	return qdotConsts{
 		fq40: floatTable("qdfq40", q40), fq41: floatTable("qdfq41", q41),
+		fq50: floatTable("qdfq50", q50), fq51: floatTable("qdfq51", q51),
 		fiq4: floatTable("qdfiq4", iq4), fmx: floatTable("qdfmx", mx),
 		b0f: splat("qdb0f", 0x0f), b08: splat("qdb08", 0x08), bf0: splat("qdbf0", 0xf0), b10: splat("qdb10", 0x10),
 		shift4: byteTable("qdshift4", []byte{
@@ -105,8 +112,8 @@ func qdotKinds(k qdotConsts) []qdotKind {
 	return []qdotKind{
 		{name: "Q40", blockBytes: 18, codesAt: 2, qhAt: -1, ftab: k.fq40, perm: true},
 		{name: "Q41", blockBytes: 20, codesAt: 4, qhAt: -1, mins: true, ftab: k.fq41, perm: true},
-		{name: "Q50", blockBytes: 22, codesAt: 6, qhAt: 2},
-		{name: "Q51", blockBytes: 24, codesAt: 8, qhAt: 4, mins: true},
+		{name: "Q50", blockBytes: 22, codesAt: 6, qhAt: 2, ftab: k.fq50, perm: true},
+		{name: "Q51", blockBytes: 24, codesAt: 8, qhAt: 4, mins: true, ftab: k.fq51, perm: true},
 		{name: "IQ4NL", blockBytes: 18, codesAt: 2, qhAt: -1, table: k.iq4nl, lut: true, ftab: k.fiq4, perm: true},
 		{name: "MXFP4", blockBytes: 17, codesAt: 1, qhAt: -1, table: k.mxfp4, lut: true, e8m0: true, ftab: k.fmx, perm: true},
 	}
@@ -117,6 +124,8 @@ type qdotRegs struct {
 	shift4, mask, sel, spread, table VecVirtual
 	e8m0                             Register
 	ftab                             VecVirtual // ZMM, with zmm and q.perm
+	// Q5 with zmm: the table's values 16-31, and 15 and 16 in every dword.
+	ftabHi, m15, c16 VecVirtual
 }
 
 func loadQdotRegs(q qdotKind, k qdotConsts, zmm bool) qdotRegs {
@@ -128,6 +137,11 @@ func loadQdotRegs(q qdotKind, k qdotConsts, zmm bool) qdotRegs {
 	if zmm && q.perm {
 		r.ftab = ZMM()
 		VMOVUPS(q.ftab, r.ftab)
+		if q.qhAt >= 0 {
+			r.ftabHi = ZMM()
+			VMOVUPS(q.ftab.Offset(64), r.ftabHi)
+			r.m15, r.c16 = splat32(15), splat32(16)
+		}
 		return r
 	}
 	r.shift4, r.mask = YMM(), YMM()
@@ -229,12 +243,26 @@ func qdotWiden(c VecVirtual, xm Mem, zmm bool) VecVirtual {
 // qdotPerm returns, for a 4-bit type on AVX-512, Σ_j v_j·x_j of the block
 // at blk against the 32 float32 at xm as 16 partial lanes: the values
 // looked up as float32 (VPERMPS) from the zero-extended code bytes.
+//
+// Q5_0 and Q5_1 index a 32-entry table (VPERMI2PS, two ZMM): the low
+// nibbles masked, and 16 ORed into the lanes whose fifth bit is set, the
+// 16 bits of qh for values 0-15 (16-31) loaded as a lane mask.
 func qdotPerm(q qdotKind, r qdotRegs, blk, xm Mem) VecVirtual {
 	a, h := ZMM(), ZMM()
 	VPMOVZXBD(blk.Offset(q.codesAt), a)
 	VPSRLD(U8(4), a, h)
-	VPERMPS(r.ftab, a, a) // the low 4 bits index: the low nibble
-	VPERMPS(r.ftab, h, h)
+	if q.qhAt >= 0 {
+		VPANDD(r.m15, a, a)
+		for i, v := range []VecVirtual{a, h} {
+			k := K()
+			KMOVW(blk.Offset(q.qhAt+2*i), k)
+			VPORD(r.c16, v, k, v)
+			VPERMI2PS(r.ftabHi, r.ftab, v)
+		}
+	} else {
+		VPERMPS(r.ftab, a, a) // the low 4 bits index: the low nibble
+		VPERMPS(r.ftab, h, h)
+	}
 	VMULPS(xm, a, a)
 	VFMADD231PS(xm.Offset(64), h, a)
 	return a

@@ -154,11 +154,12 @@ func TestDecodeRowGoldens(t *testing.T) {
 
 // TestMatMulBlocksAllocs: a warmed-up product below the packed threshold
 // allocates nothing, on the fused dots with and without the activations'
-// group sums and with the stack scratch of iq4_xs's scales.
+// group sums, with the stack scratch of iq4_xs's scales and with q2_K's
+// and q3_K's stack buffers.
 func TestMatMulBlocksAllocs(t *testing.T) {
 	const rows, cols = 8, 512
 	nts := []int{1, 5}
-	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS, tensor.Q40, tensor.Q41} {
+	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS, tensor.Q40, tensor.Q41, tensor.Q2K, tensor.Q3K} {
 		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
 		for _, nt := range nts {
 			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)

@@ -459,10 +459,10 @@ func dotIQ4NLAVX512(w []byte, x []float32) float32
 //go:noescape
 func dotMXFP4AVX512(w []byte, x []float32) float32
 
-// dotIQ4XSAVX512 returns Σ_b Σ_ib sc[8b+ib]·Σ_j T[code]·x[256b+32ib+j] over the
+// dotIQ4XSAVX512 returns Σ_b Σ_ib d_b·(ls_b,ib−32)·Σ_j T[code]·x[256b+32ib+j] over the
 // len(x)/256 iq4_xs super-blocks at w (136 bytes each; sub-block ib's 16
 // code bytes at 8+16ib), T being kvalues_iq4nl. len(w) must hold len(x)/256
-// super-blocks and len(sc) 8 values for each.
+// super-blocks; sc is a scratch of at least 8 float32 values.
 //
 //go:noescape
 func dotIQ4XSAVX512(w []byte, x []float32, sc []float32) float32

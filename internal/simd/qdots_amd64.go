@@ -65,29 +65,17 @@ func dotMXFP4(w []byte, x []float32) float32 {
 	return dotMXFP4Generic(w, x)
 }
 
-// dotIQ4XS unpacks the sub-block scales of up to 16 super-blocks at a time
-// onto the stack (8 float32 values each) and runs the kernel over them.
+// dotIQ4XS runs the kernel over the whole row; it unpacks each
+// super-block's scales into a scratch of 8 values on the stack.
 func dotIQ4XS(w []byte, x []float32) float32 {
-	if !useAsm {
-		return dotIQ4XSGeneric(w, x)
+	var sc [8]float32
+	switch {
+	case useAVX512:
+		return dotIQ4XSAVX512(w, x, sc[:])
+	case useAsm:
+		return dotIQ4XSAVX2(w, x, sc[:])
 	}
-	var sc [8 * 16]float32
-	var s float32
-	nb := len(x) / kBlockSize
-	for b := 0; b < nb; b += 16 {
-		n := min(16, nb-b)
-		wb := w[b*iq4XSBlockBytes : (b+n)*iq4XSBlockBytes]
-		for i := 0; i < n; i++ {
-			iq4XSScales((*[8]float32)(sc[8*i:]), wb[i*iq4XSBlockBytes:])
-		}
-		xb := x[b*kBlockSize : (b+n)*kBlockSize]
-		if useAVX512 {
-			s += dotIQ4XSAVX512(wb, xb, sc[:8*n])
-		} else {
-			s += dotIQ4XSAVX2(wb, xb, sc[:8*n])
-		}
-	}
-	return s
+	return dotIQ4XSGeneric(w, x)
 }
 
 // q23KBlocks decodes the len(dst)/256 (at most 4) q2_K (q3_K with three)

@@ -57,6 +57,17 @@ type qdotConsts struct {
 	// f32 tables of the 16 values of Q4_0, Q4_1, IQ4_NL (and IQ4_XS), MXFP4,
 	// and of the 32 of Q5_0 and Q5_1.
 	fq40, fq41, fiq4, fmx, fq50, fq51 Mem
+	// IQ4_XS's scale shifts: 4ib (scales_l) and 2ib (scales_h) at dword ib.
+	xsShiftL, xsShiftH Mem
+}
+
+// dwordTable emits the static table name of the uint32 values v.
+func dwordTable(name string, v ...uint32) Mem {
+	m := GLOBL(name, RODATA|NOPTR)
+	for i, x := range v {
+		DATA(4*i, U32(x))
+	}
+	return m
 }
 
 // floatTable emits the static table name of the float32 values v.
@@ -94,6 +105,8 @@ func newQdotConsts() qdotConsts {
 	return qdotConsts{
 		fq40: floatTable("qdfq40", q40), fq41: floatTable("qdfq41", q41),
 		fq50: floatTable("qdfq50", q50), fq51: floatTable("qdfq51", q51),
+		xsShiftL: dwordTable("qdxsshl", 0, 4, 8, 12, 16, 20, 24, 28),
+		xsShiftH: dwordTable("qdxsshh", 0, 2, 4, 6, 8, 10, 12, 14),
 		fiq4: floatTable("qdfiq4", iq4), fmx: floatTable("qdfmx", mx),
 		b0f: splat("qdb0f", 0x0f), b08: splat("qdb08", 0x08), bf0: splat("qdbf0", 0xf0), b10: splat("qdb10", 0x10),
 		shift4: byteTable("qdshift4", []byte{
@@ -310,10 +323,15 @@ func qdot(q qdotKind, k qdotConsts, zmm bool) {
 	} else {
 		acc = zeros(per)
 	}
-	var macc VecVirtual
+	// One offset sum per unrolled block, so that their scalar fused
+	// multiply-adds do not wait on each other.
+	var macc []VecVirtual
 	if q.mins {
-		macc = XMM()
-		VXORPS(macc, macc, macc)
+		macc = make([]VecVirtual, per)
+		for i := range macc {
+			macc[i] = XMM()
+			VXORPS(macc[i], macc[i], macc[i])
+		}
 	}
 	body := func(b int) {
 		blk := Mem{Base: w, Disp: q.blockBytes * b}
@@ -321,7 +339,7 @@ func qdot(q qdotKind, k qdotConsts, zmm bool) {
 		VFMADD231PS(qdotScale(q, r, blk, zmm), p, acc[b])
 		if q.mins {
 			m := q80Scale(blk.Offset(2))
-			VFMADD231SS(Mem{Base: xs, Disp: 4 * b}, m.AsX(), macc)
+			VFMADD231SS(Mem{Base: xs, Disp: 4 * b}, m.AsX(), macc[b])
 		}
 	}
 	step := func(n int) {
@@ -361,7 +379,14 @@ func qdot(q qdotKind, k qdotConsts, zmm bool) {
 		s = hsum(addTree(acc))
 	}
 	if q.mins {
-		VADDSS(macc, s, s)
+		for len(macc) > 1 {
+			h := len(macc) / 2
+			for i := 0; i < h; i++ {
+				VADDSS(macc[h+i], macc[i], macc[i])
+			}
+			macc = macc[:h]
+		}
+		VADDSS(macc[0], s, s)
 	}
 	Store(s, ReturnIndex(0))
 	VZEROUPPER()
@@ -370,8 +395,11 @@ func qdot(q qdotKind, k qdotConsts, zmm bool) {
 
 // qdotIQ4XS writes dotIQ4XSAVX2 (AVX512 with zmm): the iq4_xs super-blocks
 // of 256 values (136 bytes: binary16 d, uint16 scales_h, 4 bytes scales_l,
-// then 8 sub-blocks of 16 code bytes), the 8 sub-block scales d·(ls−32)
-// unpacked by the Go caller into sc, 8 a super-block.
+// then 8 sub-blocks of 16 code bytes). Each super-block's 8 sub-block
+// scales d·(ls−32), ls = (scales_l[ib/2] >> 4(ib%2))&15 | ((scales_h >>
+// 2ib)&3)<<4, are unpacked in one YMM (variable shifts of the broadcast
+// bytes), converted, multiplied by d (one rounding, as ggml's) and stored
+// to the scratch sc, from which each sub-block broadcasts its own.
 func qdotIQ4XS(k qdotConsts, zmm bool) {
 	set := "AVX2"
 	if zmm {
@@ -379,10 +407,10 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	}
 	name := "dotIQ4XS" + set
 	header(name, "func(w []byte, x []float32, sc []float32) float32",
-		name+" returns Σ_b Σ_ib sc[8b+ib]·Σ_j T[code]·x[256b+32ib+j] over the",
+		name+" returns Σ_b Σ_ib d_b·(ls_b,ib−32)·Σ_j T[code]·x[256b+32ib+j] over the",
 		"len(x)/256 iq4_xs super-blocks at w (136 bytes each; sub-block ib's 16",
 		"code bytes at 8+16ib), T being kvalues_iq4nl. len(w) must hold len(x)/256",
-		"super-blocks and len(sc) 8 values for each.")
+		"super-blocks; sc is a scratch of at least 8 float32 values.")
 	q := qdotKind{name: "IQ4XS", codesAt: 0, qhAt: -1, table: k.iq4nl, lut: true, ftab: k.fiq4, perm: true}
 	w := Load(Param("w").Base(), GP64())
 	x := Load(Param("x").Base(), GP64())
@@ -390,6 +418,12 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	nb := Load(Param("x").Len(), GP64())
 	SHRQ(U8(8), nb)
 	r := loadQdotRegs(q, k, zmm)
+	shl, shh, m15, m3, c32 := YMM(), YMM(), YMM(), YMM(), YMM()
+	VMOVDQU(k.xsShiftL, shl)
+	VMOVDQU(k.xsShiftH, shh)
+	VMOVDQU(kquantConst("qdxs15", 15), m15)
+	VMOVDQU(kquantConst("qdxs3", 3), m3)
+	VMOVDQU(kquantConst("qdxs32", 32), c32)
 	var acc []VecVirtual
 	if zmm {
 		acc = zeros512(4)
@@ -402,6 +436,19 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	prefetchLine(Mem{Base: w})
 	prefetchLine(Mem{Base: w, Disp: 64})
 	prefetchLine(Mem{Base: w, Disp: 128})
+	lo, hi := YMM(), YMM()
+	VPBROADCASTD(Mem{Base: w, Disp: 4}, lo) // scales_l
+	VPSRLVD(shl, lo, lo)
+	VPAND(m15, lo, lo)
+	VPBROADCASTD(Mem{Base: w, Disp: 2}, hi) // scales_h in the low 16 bits
+	VPSRLVD(shh, hi, hi)
+	VPAND(m3, hi, hi)
+	VPSLLD(U8(4), hi, hi)
+	VPOR(hi, lo, lo)
+	VPSUBD(c32, lo, lo)
+	VCVTDQ2PS(lo, lo)
+	VMULPS(halfBroadcast(Mem{Base: w}), lo, lo)
+	VMOVUPS(lo, Mem{Base: s})
 	for ib := 0; ib < 8; ib++ {
 		p := qdotBlock(q, k, r, Mem{Base: w, Disp: 8 + 16*ib}, Mem{Base: x, Disp: 128 * ib}, zmm)
 		var f VecVirtual
@@ -415,7 +462,6 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	}
 	ADDQ(U32(136), w)
 	ADDQ(U32(1024), x)
-	ADDQ(U32(32), s)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 

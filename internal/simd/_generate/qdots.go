@@ -107,7 +107,7 @@ func newQdotConsts() qdotConsts {
 		fq50: floatTable("qdfq50", q50), fq51: floatTable("qdfq51", q51),
 		xsShiftL: dwordTable("qdxsshl", 0, 4, 8, 12, 16, 20, 24, 28),
 		xsShiftH: dwordTable("qdxsshh", 0, 2, 4, 6, 8, 10, 12, 14),
-		fiq4: floatTable("qdfiq4", iq4), fmx: floatTable("qdfmx", mx),
+		fiq4:     floatTable("qdfiq4", iq4), fmx: floatTable("qdfmx", mx),
 		b0f: splat("qdb0f", 0x0f), b08: splat("qdb08", 0x08), bf0: splat("qdbf0", 0xf0), b10: splat("qdb10", 0x10),
 		shift4: byteTable("qdshift4", []byte{
 			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,

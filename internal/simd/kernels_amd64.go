@@ -660,3 +660,49 @@ func q2KToF32AVX2(dst []float32, w []byte, sc []float32)
 //
 //go:noescape
 func q3KToF32AVX2(dst []float32, w []byte, sc []float32)
+
+// dotQ40AVX2 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 Q40
+// blocks at w (see DotQ40). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotQ40AVX2(w []byte, x []float32) float32
+
+// dotQ41AVX2 returns Σ_b (d_b·Σ_j code_bj·x[32b+j] + m_b·xs[b]) over the
+// len(x)/32 Q41 blocks at w (see DotQ41). len(w) must be at
+// least len(x)/32 blocks and len(xs) at least len(x)/32.
+//
+//go:noescape
+func dotQ41AVX2(w []byte, x []float32, xs []float32) float32
+
+// dotQ50AVX2 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 Q50
+// blocks at w (see DotQ50). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotQ50AVX2(w []byte, x []float32) float32
+
+// dotQ51AVX2 returns Σ_b (d_b·Σ_j code_bj·x[32b+j] + m_b·xs[b]) over the
+// len(x)/32 Q51 blocks at w (see DotQ51). len(w) must be at
+// least len(x)/32 blocks and len(xs) at least len(x)/32.
+//
+//go:noescape
+func dotQ51AVX2(w []byte, x []float32, xs []float32) float32
+
+// dotIQ4NLAVX2 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 IQ4NL
+// blocks at w (see DotIQ4NL). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotIQ4NLAVX2(w []byte, x []float32) float32
+
+// dotMXFP4AVX2 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 MXFP4
+// blocks at w (see DotMXFP4). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotMXFP4AVX2(w []byte, x []float32) float32
+
+// dotIQ4XSAVX2 returns Σ_b Σ_ib d_b·(ls_b,ib−32)·Σ_j T[code]·x[256b+32ib+j] over the
+// len(x)/256 iq4_xs super-blocks at w (136 bytes each; sub-block ib's 16
+// code bytes at 8+16ib), T being kvalues_iq4nl. len(w) must hold len(x)/256
+// super-blocks; sc is a scratch of at least 8 float32 values.
+//
+//go:noescape
+func dotIQ4XSAVX2(w []byte, x []float32, sc []float32) float32

@@ -463,6 +463,52 @@ func dotQ6KAVX512(w []byte, x []float32, sc []float32) float32
 //go:noescape
 func q6KToF32AVX512(x []float32, w []byte, sc []float32)
 
+// dotQ40AVX512 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 Q40
+// blocks at w (see DotQ40). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotQ40AVX512(w []byte, x []float32) float32
+
+// dotQ41AVX512 returns Σ_b (d_b·Σ_j code_bj·x[32b+j] + m_b·xs[b]) over the
+// len(x)/32 Q41 blocks at w (see DotQ41). len(w) must be at
+// least len(x)/32 blocks and len(xs) at least len(x)/32.
+//
+//go:noescape
+func dotQ41AVX512(w []byte, x []float32, xs []float32) float32
+
+// dotQ50AVX512 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 Q50
+// blocks at w (see DotQ50). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotQ50AVX512(w []byte, x []float32) float32
+
+// dotQ51AVX512 returns Σ_b (d_b·Σ_j code_bj·x[32b+j] + m_b·xs[b]) over the
+// len(x)/32 Q51 blocks at w (see DotQ51). len(w) must be at
+// least len(x)/32 blocks and len(xs) at least len(x)/32.
+//
+//go:noescape
+func dotQ51AVX512(w []byte, x []float32, xs []float32) float32
+
+// dotIQ4NLAVX512 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 IQ4NL
+// blocks at w (see DotIQ4NL). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotIQ4NLAVX512(w []byte, x []float32) float32
+
+// dotMXFP4AVX512 returns Σ_b s_b·Σ_j v_bj·x[32b+j] over the len(x)/32 MXFP4
+// blocks at w (see DotMXFP4). len(w) must be at least len(x)/32 blocks.
+//
+//go:noescape
+func dotMXFP4AVX512(w []byte, x []float32) float32
+
+// dotIQ4XSAVX512 returns Σ_b Σ_ib d_b·(ls_b,ib−32)·Σ_j T[code]·x[256b+32ib+j] over the
+// len(x)/256 iq4_xs super-blocks at w (136 bytes each; sub-block ib's 16
+// code bytes at 8+16ib), T being kvalues_iq4nl. len(w) must hold len(x)/256
+// super-blocks; sc is a scratch of at least 8 float32 values.
+//
+//go:noescape
+func dotIQ4XSAVX512(w []byte, x []float32, sc []float32) float32
+
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
 // byte j*ldc of codes. cols must be at least 16.

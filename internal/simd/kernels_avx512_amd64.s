@@ -11362,6 +11362,1564 @@ q6KToF32AVX512_done:
 	VZEROUPPER
 	RET
 
+DATA qde8m0half<>+0(SB)/4, $0x00200000
+DATA qde8m0half<>+4(SB)/4, $0x00400000
+DATA qde8m0half<>+8(SB)/4, $0x00800000
+DATA qde8m0half<>+12(SB)/4, $0x01000000
+DATA qde8m0half<>+16(SB)/4, $0x01800000
+DATA qde8m0half<>+20(SB)/4, $0x02000000
+DATA qde8m0half<>+24(SB)/4, $0x02800000
+DATA qde8m0half<>+28(SB)/4, $0x03000000
+DATA qde8m0half<>+32(SB)/4, $0x03800000
+DATA qde8m0half<>+36(SB)/4, $0x04000000
+DATA qde8m0half<>+40(SB)/4, $0x04800000
+DATA qde8m0half<>+44(SB)/4, $0x05000000
+DATA qde8m0half<>+48(SB)/4, $0x05800000
+DATA qde8m0half<>+52(SB)/4, $0x06000000
+DATA qde8m0half<>+56(SB)/4, $0x06800000
+DATA qde8m0half<>+60(SB)/4, $0x07000000
+DATA qde8m0half<>+64(SB)/4, $0x07800000
+DATA qde8m0half<>+68(SB)/4, $0x08000000
+DATA qde8m0half<>+72(SB)/4, $0x08800000
+DATA qde8m0half<>+76(SB)/4, $0x09000000
+DATA qde8m0half<>+80(SB)/4, $0x09800000
+DATA qde8m0half<>+84(SB)/4, $0x0a000000
+DATA qde8m0half<>+88(SB)/4, $0x0a800000
+DATA qde8m0half<>+92(SB)/4, $0x0b000000
+DATA qde8m0half<>+96(SB)/4, $0x0b800000
+DATA qde8m0half<>+100(SB)/4, $0x0c000000
+DATA qde8m0half<>+104(SB)/4, $0x0c800000
+DATA qde8m0half<>+108(SB)/4, $0x0d000000
+DATA qde8m0half<>+112(SB)/4, $0x0d800000
+DATA qde8m0half<>+116(SB)/4, $0x0e000000
+DATA qde8m0half<>+120(SB)/4, $0x0e800000
+DATA qde8m0half<>+124(SB)/4, $0x0f000000
+DATA qde8m0half<>+128(SB)/4, $0x0f800000
+DATA qde8m0half<>+132(SB)/4, $0x10000000
+DATA qde8m0half<>+136(SB)/4, $0x10800000
+DATA qde8m0half<>+140(SB)/4, $0x11000000
+DATA qde8m0half<>+144(SB)/4, $0x11800000
+DATA qde8m0half<>+148(SB)/4, $0x12000000
+DATA qde8m0half<>+152(SB)/4, $0x12800000
+DATA qde8m0half<>+156(SB)/4, $0x13000000
+DATA qde8m0half<>+160(SB)/4, $0x13800000
+DATA qde8m0half<>+164(SB)/4, $0x14000000
+DATA qde8m0half<>+168(SB)/4, $0x14800000
+DATA qde8m0half<>+172(SB)/4, $0x15000000
+DATA qde8m0half<>+176(SB)/4, $0x15800000
+DATA qde8m0half<>+180(SB)/4, $0x16000000
+DATA qde8m0half<>+184(SB)/4, $0x16800000
+DATA qde8m0half<>+188(SB)/4, $0x17000000
+DATA qde8m0half<>+192(SB)/4, $0x17800000
+DATA qde8m0half<>+196(SB)/4, $0x18000000
+DATA qde8m0half<>+200(SB)/4, $0x18800000
+DATA qde8m0half<>+204(SB)/4, $0x19000000
+DATA qde8m0half<>+208(SB)/4, $0x19800000
+DATA qde8m0half<>+212(SB)/4, $0x1a000000
+DATA qde8m0half<>+216(SB)/4, $0x1a800000
+DATA qde8m0half<>+220(SB)/4, $0x1b000000
+DATA qde8m0half<>+224(SB)/4, $0x1b800000
+DATA qde8m0half<>+228(SB)/4, $0x1c000000
+DATA qde8m0half<>+232(SB)/4, $0x1c800000
+DATA qde8m0half<>+236(SB)/4, $0x1d000000
+DATA qde8m0half<>+240(SB)/4, $0x1d800000
+DATA qde8m0half<>+244(SB)/4, $0x1e000000
+DATA qde8m0half<>+248(SB)/4, $0x1e800000
+DATA qde8m0half<>+252(SB)/4, $0x1f000000
+DATA qde8m0half<>+256(SB)/4, $0x1f800000
+DATA qde8m0half<>+260(SB)/4, $0x20000000
+DATA qde8m0half<>+264(SB)/4, $0x20800000
+DATA qde8m0half<>+268(SB)/4, $0x21000000
+DATA qde8m0half<>+272(SB)/4, $0x21800000
+DATA qde8m0half<>+276(SB)/4, $0x22000000
+DATA qde8m0half<>+280(SB)/4, $0x22800000
+DATA qde8m0half<>+284(SB)/4, $0x23000000
+DATA qde8m0half<>+288(SB)/4, $0x23800000
+DATA qde8m0half<>+292(SB)/4, $0x24000000
+DATA qde8m0half<>+296(SB)/4, $0x24800000
+DATA qde8m0half<>+300(SB)/4, $0x25000000
+DATA qde8m0half<>+304(SB)/4, $0x25800000
+DATA qde8m0half<>+308(SB)/4, $0x26000000
+DATA qde8m0half<>+312(SB)/4, $0x26800000
+DATA qde8m0half<>+316(SB)/4, $0x27000000
+DATA qde8m0half<>+320(SB)/4, $0x27800000
+DATA qde8m0half<>+324(SB)/4, $0x28000000
+DATA qde8m0half<>+328(SB)/4, $0x28800000
+DATA qde8m0half<>+332(SB)/4, $0x29000000
+DATA qde8m0half<>+336(SB)/4, $0x29800000
+DATA qde8m0half<>+340(SB)/4, $0x2a000000
+DATA qde8m0half<>+344(SB)/4, $0x2a800000
+DATA qde8m0half<>+348(SB)/4, $0x2b000000
+DATA qde8m0half<>+352(SB)/4, $0x2b800000
+DATA qde8m0half<>+356(SB)/4, $0x2c000000
+DATA qde8m0half<>+360(SB)/4, $0x2c800000
+DATA qde8m0half<>+364(SB)/4, $0x2d000000
+DATA qde8m0half<>+368(SB)/4, $0x2d800000
+DATA qde8m0half<>+372(SB)/4, $0x2e000000
+DATA qde8m0half<>+376(SB)/4, $0x2e800000
+DATA qde8m0half<>+380(SB)/4, $0x2f000000
+DATA qde8m0half<>+384(SB)/4, $0x2f800000
+DATA qde8m0half<>+388(SB)/4, $0x30000000
+DATA qde8m0half<>+392(SB)/4, $0x30800000
+DATA qde8m0half<>+396(SB)/4, $0x31000000
+DATA qde8m0half<>+400(SB)/4, $0x31800000
+DATA qde8m0half<>+404(SB)/4, $0x32000000
+DATA qde8m0half<>+408(SB)/4, $0x32800000
+DATA qde8m0half<>+412(SB)/4, $0x33000000
+DATA qde8m0half<>+416(SB)/4, $0x33800000
+DATA qde8m0half<>+420(SB)/4, $0x34000000
+DATA qde8m0half<>+424(SB)/4, $0x34800000
+DATA qde8m0half<>+428(SB)/4, $0x35000000
+DATA qde8m0half<>+432(SB)/4, $0x35800000
+DATA qde8m0half<>+436(SB)/4, $0x36000000
+DATA qde8m0half<>+440(SB)/4, $0x36800000
+DATA qde8m0half<>+444(SB)/4, $0x37000000
+DATA qde8m0half<>+448(SB)/4, $0x37800000
+DATA qde8m0half<>+452(SB)/4, $0x38000000
+DATA qde8m0half<>+456(SB)/4, $0x38800000
+DATA qde8m0half<>+460(SB)/4, $0x39000000
+DATA qde8m0half<>+464(SB)/4, $0x39800000
+DATA qde8m0half<>+468(SB)/4, $0x3a000000
+DATA qde8m0half<>+472(SB)/4, $0x3a800000
+DATA qde8m0half<>+476(SB)/4, $0x3b000000
+DATA qde8m0half<>+480(SB)/4, $0x3b800000
+DATA qde8m0half<>+484(SB)/4, $0x3c000000
+DATA qde8m0half<>+488(SB)/4, $0x3c800000
+DATA qde8m0half<>+492(SB)/4, $0x3d000000
+DATA qde8m0half<>+496(SB)/4, $0x3d800000
+DATA qde8m0half<>+500(SB)/4, $0x3e000000
+DATA qde8m0half<>+504(SB)/4, $0x3e800000
+DATA qde8m0half<>+508(SB)/4, $0x3f000000
+DATA qde8m0half<>+512(SB)/4, $0x3f800000
+DATA qde8m0half<>+516(SB)/4, $0x40000000
+DATA qde8m0half<>+520(SB)/4, $0x40800000
+DATA qde8m0half<>+524(SB)/4, $0x41000000
+DATA qde8m0half<>+528(SB)/4, $0x41800000
+DATA qde8m0half<>+532(SB)/4, $0x42000000
+DATA qde8m0half<>+536(SB)/4, $0x42800000
+DATA qde8m0half<>+540(SB)/4, $0x43000000
+DATA qde8m0half<>+544(SB)/4, $0x43800000
+DATA qde8m0half<>+548(SB)/4, $0x44000000
+DATA qde8m0half<>+552(SB)/4, $0x44800000
+DATA qde8m0half<>+556(SB)/4, $0x45000000
+DATA qde8m0half<>+560(SB)/4, $0x45800000
+DATA qde8m0half<>+564(SB)/4, $0x46000000
+DATA qde8m0half<>+568(SB)/4, $0x46800000
+DATA qde8m0half<>+572(SB)/4, $0x47000000
+DATA qde8m0half<>+576(SB)/4, $0x47800000
+DATA qde8m0half<>+580(SB)/4, $0x48000000
+DATA qde8m0half<>+584(SB)/4, $0x48800000
+DATA qde8m0half<>+588(SB)/4, $0x49000000
+DATA qde8m0half<>+592(SB)/4, $0x49800000
+DATA qde8m0half<>+596(SB)/4, $0x4a000000
+DATA qde8m0half<>+600(SB)/4, $0x4a800000
+DATA qde8m0half<>+604(SB)/4, $0x4b000000
+DATA qde8m0half<>+608(SB)/4, $0x4b800000
+DATA qde8m0half<>+612(SB)/4, $0x4c000000
+DATA qde8m0half<>+616(SB)/4, $0x4c800000
+DATA qde8m0half<>+620(SB)/4, $0x4d000000
+DATA qde8m0half<>+624(SB)/4, $0x4d800000
+DATA qde8m0half<>+628(SB)/4, $0x4e000000
+DATA qde8m0half<>+632(SB)/4, $0x4e800000
+DATA qde8m0half<>+636(SB)/4, $0x4f000000
+DATA qde8m0half<>+640(SB)/4, $0x4f800000
+DATA qde8m0half<>+644(SB)/4, $0x50000000
+DATA qde8m0half<>+648(SB)/4, $0x50800000
+DATA qde8m0half<>+652(SB)/4, $0x51000000
+DATA qde8m0half<>+656(SB)/4, $0x51800000
+DATA qde8m0half<>+660(SB)/4, $0x52000000
+DATA qde8m0half<>+664(SB)/4, $0x52800000
+DATA qde8m0half<>+668(SB)/4, $0x53000000
+DATA qde8m0half<>+672(SB)/4, $0x53800000
+DATA qde8m0half<>+676(SB)/4, $0x54000000
+DATA qde8m0half<>+680(SB)/4, $0x54800000
+DATA qde8m0half<>+684(SB)/4, $0x55000000
+DATA qde8m0half<>+688(SB)/4, $0x55800000
+DATA qde8m0half<>+692(SB)/4, $0x56000000
+DATA qde8m0half<>+696(SB)/4, $0x56800000
+DATA qde8m0half<>+700(SB)/4, $0x57000000
+DATA qde8m0half<>+704(SB)/4, $0x57800000
+DATA qde8m0half<>+708(SB)/4, $0x58000000
+DATA qde8m0half<>+712(SB)/4, $0x58800000
+DATA qde8m0half<>+716(SB)/4, $0x59000000
+DATA qde8m0half<>+720(SB)/4, $0x59800000
+DATA qde8m0half<>+724(SB)/4, $0x5a000000
+DATA qde8m0half<>+728(SB)/4, $0x5a800000
+DATA qde8m0half<>+732(SB)/4, $0x5b000000
+DATA qde8m0half<>+736(SB)/4, $0x5b800000
+DATA qde8m0half<>+740(SB)/4, $0x5c000000
+DATA qde8m0half<>+744(SB)/4, $0x5c800000
+DATA qde8m0half<>+748(SB)/4, $0x5d000000
+DATA qde8m0half<>+752(SB)/4, $0x5d800000
+DATA qde8m0half<>+756(SB)/4, $0x5e000000
+DATA qde8m0half<>+760(SB)/4, $0x5e800000
+DATA qde8m0half<>+764(SB)/4, $0x5f000000
+DATA qde8m0half<>+768(SB)/4, $0x5f800000
+DATA qde8m0half<>+772(SB)/4, $0x60000000
+DATA qde8m0half<>+776(SB)/4, $0x60800000
+DATA qde8m0half<>+780(SB)/4, $0x61000000
+DATA qde8m0half<>+784(SB)/4, $0x61800000
+DATA qde8m0half<>+788(SB)/4, $0x62000000
+DATA qde8m0half<>+792(SB)/4, $0x62800000
+DATA qde8m0half<>+796(SB)/4, $0x63000000
+DATA qde8m0half<>+800(SB)/4, $0x63800000
+DATA qde8m0half<>+804(SB)/4, $0x64000000
+DATA qde8m0half<>+808(SB)/4, $0x64800000
+DATA qde8m0half<>+812(SB)/4, $0x65000000
+DATA qde8m0half<>+816(SB)/4, $0x65800000
+DATA qde8m0half<>+820(SB)/4, $0x66000000
+DATA qde8m0half<>+824(SB)/4, $0x66800000
+DATA qde8m0half<>+828(SB)/4, $0x67000000
+DATA qde8m0half<>+832(SB)/4, $0x67800000
+DATA qde8m0half<>+836(SB)/4, $0x68000000
+DATA qde8m0half<>+840(SB)/4, $0x68800000
+DATA qde8m0half<>+844(SB)/4, $0x69000000
+DATA qde8m0half<>+848(SB)/4, $0x69800000
+DATA qde8m0half<>+852(SB)/4, $0x6a000000
+DATA qde8m0half<>+856(SB)/4, $0x6a800000
+DATA qde8m0half<>+860(SB)/4, $0x6b000000
+DATA qde8m0half<>+864(SB)/4, $0x6b800000
+DATA qde8m0half<>+868(SB)/4, $0x6c000000
+DATA qde8m0half<>+872(SB)/4, $0x6c800000
+DATA qde8m0half<>+876(SB)/4, $0x6d000000
+DATA qde8m0half<>+880(SB)/4, $0x6d800000
+DATA qde8m0half<>+884(SB)/4, $0x6e000000
+DATA qde8m0half<>+888(SB)/4, $0x6e800000
+DATA qde8m0half<>+892(SB)/4, $0x6f000000
+DATA qde8m0half<>+896(SB)/4, $0x6f800000
+DATA qde8m0half<>+900(SB)/4, $0x70000000
+DATA qde8m0half<>+904(SB)/4, $0x70800000
+DATA qde8m0half<>+908(SB)/4, $0x71000000
+DATA qde8m0half<>+912(SB)/4, $0x71800000
+DATA qde8m0half<>+916(SB)/4, $0x72000000
+DATA qde8m0half<>+920(SB)/4, $0x72800000
+DATA qde8m0half<>+924(SB)/4, $0x73000000
+DATA qde8m0half<>+928(SB)/4, $0x73800000
+DATA qde8m0half<>+932(SB)/4, $0x74000000
+DATA qde8m0half<>+936(SB)/4, $0x74800000
+DATA qde8m0half<>+940(SB)/4, $0x75000000
+DATA qde8m0half<>+944(SB)/4, $0x75800000
+DATA qde8m0half<>+948(SB)/4, $0x76000000
+DATA qde8m0half<>+952(SB)/4, $0x76800000
+DATA qde8m0half<>+956(SB)/4, $0x77000000
+DATA qde8m0half<>+960(SB)/4, $0x77800000
+DATA qde8m0half<>+964(SB)/4, $0x78000000
+DATA qde8m0half<>+968(SB)/4, $0x78800000
+DATA qde8m0half<>+972(SB)/4, $0x79000000
+DATA qde8m0half<>+976(SB)/4, $0x79800000
+DATA qde8m0half<>+980(SB)/4, $0x7a000000
+DATA qde8m0half<>+984(SB)/4, $0x7a800000
+DATA qde8m0half<>+988(SB)/4, $0x7b000000
+DATA qde8m0half<>+992(SB)/4, $0x7b800000
+DATA qde8m0half<>+996(SB)/4, $0x7c000000
+DATA qde8m0half<>+1000(SB)/4, $0x7c800000
+DATA qde8m0half<>+1004(SB)/4, $0x7d000000
+DATA qde8m0half<>+1008(SB)/4, $0x7d800000
+DATA qde8m0half<>+1012(SB)/4, $0x7e000000
+DATA qde8m0half<>+1016(SB)/4, $0x7e800000
+DATA qde8m0half<>+1020(SB)/4, $0x7f000000
+GLOBL qde8m0half<>(SB), RODATA|NOPTR, $1024
+
+DATA qdfq40<>+0(SB)/4, $0xc1000000
+DATA qdfq40<>+4(SB)/4, $0xc0e00000
+DATA qdfq40<>+8(SB)/4, $0xc0c00000
+DATA qdfq40<>+12(SB)/4, $0xc0a00000
+DATA qdfq40<>+16(SB)/4, $0xc0800000
+DATA qdfq40<>+20(SB)/4, $0xc0400000
+DATA qdfq40<>+24(SB)/4, $0xc0000000
+DATA qdfq40<>+28(SB)/4, $0xbf800000
+DATA qdfq40<>+32(SB)/4, $0x00000000
+DATA qdfq40<>+36(SB)/4, $0x3f800000
+DATA qdfq40<>+40(SB)/4, $0x40000000
+DATA qdfq40<>+44(SB)/4, $0x40400000
+DATA qdfq40<>+48(SB)/4, $0x40800000
+DATA qdfq40<>+52(SB)/4, $0x40a00000
+DATA qdfq40<>+56(SB)/4, $0x40c00000
+DATA qdfq40<>+60(SB)/4, $0x40e00000
+GLOBL qdfq40<>(SB), RODATA|NOPTR, $64
+
+DATA qdfq41<>+0(SB)/4, $0x00000000
+DATA qdfq41<>+4(SB)/4, $0x3f800000
+DATA qdfq41<>+8(SB)/4, $0x40000000
+DATA qdfq41<>+12(SB)/4, $0x40400000
+DATA qdfq41<>+16(SB)/4, $0x40800000
+DATA qdfq41<>+20(SB)/4, $0x40a00000
+DATA qdfq41<>+24(SB)/4, $0x40c00000
+DATA qdfq41<>+28(SB)/4, $0x40e00000
+DATA qdfq41<>+32(SB)/4, $0x41000000
+DATA qdfq41<>+36(SB)/4, $0x41100000
+DATA qdfq41<>+40(SB)/4, $0x41200000
+DATA qdfq41<>+44(SB)/4, $0x41300000
+DATA qdfq41<>+48(SB)/4, $0x41400000
+DATA qdfq41<>+52(SB)/4, $0x41500000
+DATA qdfq41<>+56(SB)/4, $0x41600000
+DATA qdfq41<>+60(SB)/4, $0x41700000
+GLOBL qdfq41<>(SB), RODATA|NOPTR, $64
+
+DATA qdfq50<>+0(SB)/4, $0xc1800000
+DATA qdfq50<>+4(SB)/4, $0xc1700000
+DATA qdfq50<>+8(SB)/4, $0xc1600000
+DATA qdfq50<>+12(SB)/4, $0xc1500000
+DATA qdfq50<>+16(SB)/4, $0xc1400000
+DATA qdfq50<>+20(SB)/4, $0xc1300000
+DATA qdfq50<>+24(SB)/4, $0xc1200000
+DATA qdfq50<>+28(SB)/4, $0xc1100000
+DATA qdfq50<>+32(SB)/4, $0xc1000000
+DATA qdfq50<>+36(SB)/4, $0xc0e00000
+DATA qdfq50<>+40(SB)/4, $0xc0c00000
+DATA qdfq50<>+44(SB)/4, $0xc0a00000
+DATA qdfq50<>+48(SB)/4, $0xc0800000
+DATA qdfq50<>+52(SB)/4, $0xc0400000
+DATA qdfq50<>+56(SB)/4, $0xc0000000
+DATA qdfq50<>+60(SB)/4, $0xbf800000
+DATA qdfq50<>+64(SB)/4, $0x00000000
+DATA qdfq50<>+68(SB)/4, $0x3f800000
+DATA qdfq50<>+72(SB)/4, $0x40000000
+DATA qdfq50<>+76(SB)/4, $0x40400000
+DATA qdfq50<>+80(SB)/4, $0x40800000
+DATA qdfq50<>+84(SB)/4, $0x40a00000
+DATA qdfq50<>+88(SB)/4, $0x40c00000
+DATA qdfq50<>+92(SB)/4, $0x40e00000
+DATA qdfq50<>+96(SB)/4, $0x41000000
+DATA qdfq50<>+100(SB)/4, $0x41100000
+DATA qdfq50<>+104(SB)/4, $0x41200000
+DATA qdfq50<>+108(SB)/4, $0x41300000
+DATA qdfq50<>+112(SB)/4, $0x41400000
+DATA qdfq50<>+116(SB)/4, $0x41500000
+DATA qdfq50<>+120(SB)/4, $0x41600000
+DATA qdfq50<>+124(SB)/4, $0x41700000
+GLOBL qdfq50<>(SB), RODATA|NOPTR, $128
+
+DATA qdfq51<>+0(SB)/4, $0x00000000
+DATA qdfq51<>+4(SB)/4, $0x3f800000
+DATA qdfq51<>+8(SB)/4, $0x40000000
+DATA qdfq51<>+12(SB)/4, $0x40400000
+DATA qdfq51<>+16(SB)/4, $0x40800000
+DATA qdfq51<>+20(SB)/4, $0x40a00000
+DATA qdfq51<>+24(SB)/4, $0x40c00000
+DATA qdfq51<>+28(SB)/4, $0x40e00000
+DATA qdfq51<>+32(SB)/4, $0x41000000
+DATA qdfq51<>+36(SB)/4, $0x41100000
+DATA qdfq51<>+40(SB)/4, $0x41200000
+DATA qdfq51<>+44(SB)/4, $0x41300000
+DATA qdfq51<>+48(SB)/4, $0x41400000
+DATA qdfq51<>+52(SB)/4, $0x41500000
+DATA qdfq51<>+56(SB)/4, $0x41600000
+DATA qdfq51<>+60(SB)/4, $0x41700000
+DATA qdfq51<>+64(SB)/4, $0x41800000
+DATA qdfq51<>+68(SB)/4, $0x41880000
+DATA qdfq51<>+72(SB)/4, $0x41900000
+DATA qdfq51<>+76(SB)/4, $0x41980000
+DATA qdfq51<>+80(SB)/4, $0x41a00000
+DATA qdfq51<>+84(SB)/4, $0x41a80000
+DATA qdfq51<>+88(SB)/4, $0x41b00000
+DATA qdfq51<>+92(SB)/4, $0x41b80000
+DATA qdfq51<>+96(SB)/4, $0x41c00000
+DATA qdfq51<>+100(SB)/4, $0x41c80000
+DATA qdfq51<>+104(SB)/4, $0x41d00000
+DATA qdfq51<>+108(SB)/4, $0x41d80000
+DATA qdfq51<>+112(SB)/4, $0x41e00000
+DATA qdfq51<>+116(SB)/4, $0x41e80000
+DATA qdfq51<>+120(SB)/4, $0x41f00000
+DATA qdfq51<>+124(SB)/4, $0x41f80000
+GLOBL qdfq51<>(SB), RODATA|NOPTR, $128
+
+DATA qdxsshl<>+0(SB)/4, $0x00000000
+DATA qdxsshl<>+4(SB)/4, $0x00000004
+DATA qdxsshl<>+8(SB)/4, $0x00000008
+DATA qdxsshl<>+12(SB)/4, $0x0000000c
+DATA qdxsshl<>+16(SB)/4, $0x00000010
+DATA qdxsshl<>+20(SB)/4, $0x00000014
+DATA qdxsshl<>+24(SB)/4, $0x00000018
+DATA qdxsshl<>+28(SB)/4, $0x0000001c
+GLOBL qdxsshl<>(SB), RODATA|NOPTR, $32
+
+DATA qdxsshh<>+0(SB)/4, $0x00000000
+DATA qdxsshh<>+4(SB)/4, $0x00000002
+DATA qdxsshh<>+8(SB)/4, $0x00000004
+DATA qdxsshh<>+12(SB)/4, $0x00000006
+DATA qdxsshh<>+16(SB)/4, $0x00000008
+DATA qdxsshh<>+20(SB)/4, $0x0000000a
+DATA qdxsshh<>+24(SB)/4, $0x0000000c
+DATA qdxsshh<>+28(SB)/4, $0x0000000e
+GLOBL qdxsshh<>(SB), RODATA|NOPTR, $32
+
+DATA qdfiq4<>+0(SB)/4, $0xc2fe0000
+DATA qdfiq4<>+4(SB)/4, $0xc2d00000
+DATA qdfiq4<>+8(SB)/4, $0xc2a60000
+DATA qdfiq4<>+12(SB)/4, $0xc2820000
+DATA qdfiq4<>+16(SB)/4, $0xc2440000
+DATA qdfiq4<>+20(SB)/4, $0xc20c0000
+DATA qdfiq4<>+24(SB)/4, $0xc1b00000
+DATA qdfiq4<>+28(SB)/4, $0xc1200000
+DATA qdfiq4<>+32(SB)/4, $0x3f800000
+DATA qdfiq4<>+36(SB)/4, $0x41500000
+DATA qdfiq4<>+40(SB)/4, $0x41c80000
+DATA qdfiq4<>+44(SB)/4, $0x42180000
+DATA qdfiq4<>+48(SB)/4, $0x42540000
+DATA qdfiq4<>+52(SB)/4, $0x428a0000
+DATA qdfiq4<>+56(SB)/4, $0x42b20000
+DATA qdfiq4<>+60(SB)/4, $0x42e20000
+GLOBL qdfiq4<>(SB), RODATA|NOPTR, $64
+
+DATA qdfmx<>+0(SB)/4, $0x00000000
+DATA qdfmx<>+4(SB)/4, $0x3f800000
+DATA qdfmx<>+8(SB)/4, $0x40000000
+DATA qdfmx<>+12(SB)/4, $0x40400000
+DATA qdfmx<>+16(SB)/4, $0x40800000
+DATA qdfmx<>+20(SB)/4, $0x40c00000
+DATA qdfmx<>+24(SB)/4, $0x41000000
+DATA qdfmx<>+28(SB)/4, $0x41400000
+DATA qdfmx<>+32(SB)/4, $0x00000000
+DATA qdfmx<>+36(SB)/4, $0xbf800000
+DATA qdfmx<>+40(SB)/4, $0xc0000000
+DATA qdfmx<>+44(SB)/4, $0xc0400000
+DATA qdfmx<>+48(SB)/4, $0xc0800000
+DATA qdfmx<>+52(SB)/4, $0xc0c00000
+DATA qdfmx<>+56(SB)/4, $0xc1000000
+DATA qdfmx<>+60(SB)/4, $0xc1400000
+GLOBL qdfmx<>(SB), RODATA|NOPTR, $64
+
+DATA qdb0f<>+0(SB)/1, $0x0f
+DATA qdb0f<>+1(SB)/1, $0x0f
+DATA qdb0f<>+2(SB)/1, $0x0f
+DATA qdb0f<>+3(SB)/1, $0x0f
+DATA qdb0f<>+4(SB)/1, $0x0f
+DATA qdb0f<>+5(SB)/1, $0x0f
+DATA qdb0f<>+6(SB)/1, $0x0f
+DATA qdb0f<>+7(SB)/1, $0x0f
+DATA qdb0f<>+8(SB)/1, $0x0f
+DATA qdb0f<>+9(SB)/1, $0x0f
+DATA qdb0f<>+10(SB)/1, $0x0f
+DATA qdb0f<>+11(SB)/1, $0x0f
+DATA qdb0f<>+12(SB)/1, $0x0f
+DATA qdb0f<>+13(SB)/1, $0x0f
+DATA qdb0f<>+14(SB)/1, $0x0f
+DATA qdb0f<>+15(SB)/1, $0x0f
+DATA qdb0f<>+16(SB)/1, $0x0f
+DATA qdb0f<>+17(SB)/1, $0x0f
+DATA qdb0f<>+18(SB)/1, $0x0f
+DATA qdb0f<>+19(SB)/1, $0x0f
+DATA qdb0f<>+20(SB)/1, $0x0f
+DATA qdb0f<>+21(SB)/1, $0x0f
+DATA qdb0f<>+22(SB)/1, $0x0f
+DATA qdb0f<>+23(SB)/1, $0x0f
+DATA qdb0f<>+24(SB)/1, $0x0f
+DATA qdb0f<>+25(SB)/1, $0x0f
+DATA qdb0f<>+26(SB)/1, $0x0f
+DATA qdb0f<>+27(SB)/1, $0x0f
+DATA qdb0f<>+28(SB)/1, $0x0f
+DATA qdb0f<>+29(SB)/1, $0x0f
+DATA qdb0f<>+30(SB)/1, $0x0f
+DATA qdb0f<>+31(SB)/1, $0x0f
+GLOBL qdb0f<>(SB), RODATA|NOPTR, $32
+
+DATA qdb08<>+0(SB)/1, $0x08
+DATA qdb08<>+1(SB)/1, $0x08
+DATA qdb08<>+2(SB)/1, $0x08
+DATA qdb08<>+3(SB)/1, $0x08
+DATA qdb08<>+4(SB)/1, $0x08
+DATA qdb08<>+5(SB)/1, $0x08
+DATA qdb08<>+6(SB)/1, $0x08
+DATA qdb08<>+7(SB)/1, $0x08
+DATA qdb08<>+8(SB)/1, $0x08
+DATA qdb08<>+9(SB)/1, $0x08
+DATA qdb08<>+10(SB)/1, $0x08
+DATA qdb08<>+11(SB)/1, $0x08
+DATA qdb08<>+12(SB)/1, $0x08
+DATA qdb08<>+13(SB)/1, $0x08
+DATA qdb08<>+14(SB)/1, $0x08
+DATA qdb08<>+15(SB)/1, $0x08
+DATA qdb08<>+16(SB)/1, $0x08
+DATA qdb08<>+17(SB)/1, $0x08
+DATA qdb08<>+18(SB)/1, $0x08
+DATA qdb08<>+19(SB)/1, $0x08
+DATA qdb08<>+20(SB)/1, $0x08
+DATA qdb08<>+21(SB)/1, $0x08
+DATA qdb08<>+22(SB)/1, $0x08
+DATA qdb08<>+23(SB)/1, $0x08
+DATA qdb08<>+24(SB)/1, $0x08
+DATA qdb08<>+25(SB)/1, $0x08
+DATA qdb08<>+26(SB)/1, $0x08
+DATA qdb08<>+27(SB)/1, $0x08
+DATA qdb08<>+28(SB)/1, $0x08
+DATA qdb08<>+29(SB)/1, $0x08
+DATA qdb08<>+30(SB)/1, $0x08
+DATA qdb08<>+31(SB)/1, $0x08
+GLOBL qdb08<>(SB), RODATA|NOPTR, $32
+
+DATA qdbf0<>+0(SB)/1, $0xf0
+DATA qdbf0<>+1(SB)/1, $0xf0
+DATA qdbf0<>+2(SB)/1, $0xf0
+DATA qdbf0<>+3(SB)/1, $0xf0
+DATA qdbf0<>+4(SB)/1, $0xf0
+DATA qdbf0<>+5(SB)/1, $0xf0
+DATA qdbf0<>+6(SB)/1, $0xf0
+DATA qdbf0<>+7(SB)/1, $0xf0
+DATA qdbf0<>+8(SB)/1, $0xf0
+DATA qdbf0<>+9(SB)/1, $0xf0
+DATA qdbf0<>+10(SB)/1, $0xf0
+DATA qdbf0<>+11(SB)/1, $0xf0
+DATA qdbf0<>+12(SB)/1, $0xf0
+DATA qdbf0<>+13(SB)/1, $0xf0
+DATA qdbf0<>+14(SB)/1, $0xf0
+DATA qdbf0<>+15(SB)/1, $0xf0
+DATA qdbf0<>+16(SB)/1, $0xf0
+DATA qdbf0<>+17(SB)/1, $0xf0
+DATA qdbf0<>+18(SB)/1, $0xf0
+DATA qdbf0<>+19(SB)/1, $0xf0
+DATA qdbf0<>+20(SB)/1, $0xf0
+DATA qdbf0<>+21(SB)/1, $0xf0
+DATA qdbf0<>+22(SB)/1, $0xf0
+DATA qdbf0<>+23(SB)/1, $0xf0
+DATA qdbf0<>+24(SB)/1, $0xf0
+DATA qdbf0<>+25(SB)/1, $0xf0
+DATA qdbf0<>+26(SB)/1, $0xf0
+DATA qdbf0<>+27(SB)/1, $0xf0
+DATA qdbf0<>+28(SB)/1, $0xf0
+DATA qdbf0<>+29(SB)/1, $0xf0
+DATA qdbf0<>+30(SB)/1, $0xf0
+DATA qdbf0<>+31(SB)/1, $0xf0
+GLOBL qdbf0<>(SB), RODATA|NOPTR, $32
+
+DATA qdb10<>+0(SB)/1, $0x10
+DATA qdb10<>+1(SB)/1, $0x10
+DATA qdb10<>+2(SB)/1, $0x10
+DATA qdb10<>+3(SB)/1, $0x10
+DATA qdb10<>+4(SB)/1, $0x10
+DATA qdb10<>+5(SB)/1, $0x10
+DATA qdb10<>+6(SB)/1, $0x10
+DATA qdb10<>+7(SB)/1, $0x10
+DATA qdb10<>+8(SB)/1, $0x10
+DATA qdb10<>+9(SB)/1, $0x10
+DATA qdb10<>+10(SB)/1, $0x10
+DATA qdb10<>+11(SB)/1, $0x10
+DATA qdb10<>+12(SB)/1, $0x10
+DATA qdb10<>+13(SB)/1, $0x10
+DATA qdb10<>+14(SB)/1, $0x10
+DATA qdb10<>+15(SB)/1, $0x10
+DATA qdb10<>+16(SB)/1, $0x10
+DATA qdb10<>+17(SB)/1, $0x10
+DATA qdb10<>+18(SB)/1, $0x10
+DATA qdb10<>+19(SB)/1, $0x10
+DATA qdb10<>+20(SB)/1, $0x10
+DATA qdb10<>+21(SB)/1, $0x10
+DATA qdb10<>+22(SB)/1, $0x10
+DATA qdb10<>+23(SB)/1, $0x10
+DATA qdb10<>+24(SB)/1, $0x10
+DATA qdb10<>+25(SB)/1, $0x10
+DATA qdb10<>+26(SB)/1, $0x10
+DATA qdb10<>+27(SB)/1, $0x10
+DATA qdb10<>+28(SB)/1, $0x10
+DATA qdb10<>+29(SB)/1, $0x10
+DATA qdb10<>+30(SB)/1, $0x10
+DATA qdb10<>+31(SB)/1, $0x10
+GLOBL qdb10<>(SB), RODATA|NOPTR, $32
+
+DATA qdshift4<>+0(SB)/1, $0x00
+DATA qdshift4<>+1(SB)/1, $0x00
+DATA qdshift4<>+2(SB)/1, $0x00
+DATA qdshift4<>+3(SB)/1, $0x00
+DATA qdshift4<>+4(SB)/1, $0x00
+DATA qdshift4<>+5(SB)/1, $0x00
+DATA qdshift4<>+6(SB)/1, $0x00
+DATA qdshift4<>+7(SB)/1, $0x00
+DATA qdshift4<>+8(SB)/1, $0x00
+DATA qdshift4<>+9(SB)/1, $0x00
+DATA qdshift4<>+10(SB)/1, $0x00
+DATA qdshift4<>+11(SB)/1, $0x00
+DATA qdshift4<>+12(SB)/1, $0x00
+DATA qdshift4<>+13(SB)/1, $0x00
+DATA qdshift4<>+14(SB)/1, $0x00
+DATA qdshift4<>+15(SB)/1, $0x00
+DATA qdshift4<>+16(SB)/1, $0x04
+DATA qdshift4<>+17(SB)/1, $0x00
+DATA qdshift4<>+18(SB)/1, $0x00
+DATA qdshift4<>+19(SB)/1, $0x00
+DATA qdshift4<>+20(SB)/1, $0x00
+DATA qdshift4<>+21(SB)/1, $0x00
+DATA qdshift4<>+22(SB)/1, $0x00
+DATA qdshift4<>+23(SB)/1, $0x00
+DATA qdshift4<>+24(SB)/1, $0x04
+DATA qdshift4<>+25(SB)/1, $0x00
+DATA qdshift4<>+26(SB)/1, $0x00
+DATA qdshift4<>+27(SB)/1, $0x00
+DATA qdshift4<>+28(SB)/1, $0x00
+DATA qdshift4<>+29(SB)/1, $0x00
+DATA qdshift4<>+30(SB)/1, $0x00
+DATA qdshift4<>+31(SB)/1, $0x00
+GLOBL qdshift4<>(SB), RODATA|NOPTR, $32
+
+DATA qdq5bits<>+0(SB)/1, $0x01
+DATA qdq5bits<>+1(SB)/1, $0x02
+DATA qdq5bits<>+2(SB)/1, $0x04
+DATA qdq5bits<>+3(SB)/1, $0x08
+DATA qdq5bits<>+4(SB)/1, $0x10
+DATA qdq5bits<>+5(SB)/1, $0x20
+DATA qdq5bits<>+6(SB)/1, $0x40
+DATA qdq5bits<>+7(SB)/1, $0x80
+DATA qdq5bits<>+8(SB)/1, $0x01
+DATA qdq5bits<>+9(SB)/1, $0x02
+DATA qdq5bits<>+10(SB)/1, $0x04
+DATA qdq5bits<>+11(SB)/1, $0x08
+DATA qdq5bits<>+12(SB)/1, $0x10
+DATA qdq5bits<>+13(SB)/1, $0x20
+DATA qdq5bits<>+14(SB)/1, $0x40
+DATA qdq5bits<>+15(SB)/1, $0x80
+DATA qdq5bits<>+16(SB)/1, $0x01
+DATA qdq5bits<>+17(SB)/1, $0x02
+DATA qdq5bits<>+18(SB)/1, $0x04
+DATA qdq5bits<>+19(SB)/1, $0x08
+DATA qdq5bits<>+20(SB)/1, $0x10
+DATA qdq5bits<>+21(SB)/1, $0x20
+DATA qdq5bits<>+22(SB)/1, $0x40
+DATA qdq5bits<>+23(SB)/1, $0x80
+DATA qdq5bits<>+24(SB)/1, $0x01
+DATA qdq5bits<>+25(SB)/1, $0x02
+DATA qdq5bits<>+26(SB)/1, $0x04
+DATA qdq5bits<>+27(SB)/1, $0x08
+DATA qdq5bits<>+28(SB)/1, $0x10
+DATA qdq5bits<>+29(SB)/1, $0x20
+DATA qdq5bits<>+30(SB)/1, $0x40
+DATA qdq5bits<>+31(SB)/1, $0x80
+GLOBL qdq5bits<>(SB), RODATA|NOPTR, $32
+
+DATA qdq5spread<>+0(SB)/1, $0x00
+DATA qdq5spread<>+1(SB)/1, $0x00
+DATA qdq5spread<>+2(SB)/1, $0x00
+DATA qdq5spread<>+3(SB)/1, $0x00
+DATA qdq5spread<>+4(SB)/1, $0x00
+DATA qdq5spread<>+5(SB)/1, $0x00
+DATA qdq5spread<>+6(SB)/1, $0x00
+DATA qdq5spread<>+7(SB)/1, $0x00
+DATA qdq5spread<>+8(SB)/1, $0x01
+DATA qdq5spread<>+9(SB)/1, $0x01
+DATA qdq5spread<>+10(SB)/1, $0x01
+DATA qdq5spread<>+11(SB)/1, $0x01
+DATA qdq5spread<>+12(SB)/1, $0x01
+DATA qdq5spread<>+13(SB)/1, $0x01
+DATA qdq5spread<>+14(SB)/1, $0x01
+DATA qdq5spread<>+15(SB)/1, $0x01
+DATA qdq5spread<>+16(SB)/1, $0x02
+DATA qdq5spread<>+17(SB)/1, $0x02
+DATA qdq5spread<>+18(SB)/1, $0x02
+DATA qdq5spread<>+19(SB)/1, $0x02
+DATA qdq5spread<>+20(SB)/1, $0x02
+DATA qdq5spread<>+21(SB)/1, $0x02
+DATA qdq5spread<>+22(SB)/1, $0x02
+DATA qdq5spread<>+23(SB)/1, $0x02
+DATA qdq5spread<>+24(SB)/1, $0x03
+DATA qdq5spread<>+25(SB)/1, $0x03
+DATA qdq5spread<>+26(SB)/1, $0x03
+DATA qdq5spread<>+27(SB)/1, $0x03
+DATA qdq5spread<>+28(SB)/1, $0x03
+DATA qdq5spread<>+29(SB)/1, $0x03
+DATA qdq5spread<>+30(SB)/1, $0x03
+DATA qdq5spread<>+31(SB)/1, $0x03
+GLOBL qdq5spread<>(SB), RODATA|NOPTR, $32
+
+DATA qdiq4nl<>+0(SB)/1, $0x81
+DATA qdiq4nl<>+1(SB)/1, $0x98
+DATA qdiq4nl<>+2(SB)/1, $0xad
+DATA qdiq4nl<>+3(SB)/1, $0xbf
+DATA qdiq4nl<>+4(SB)/1, $0xcf
+DATA qdiq4nl<>+5(SB)/1, $0xdd
+DATA qdiq4nl<>+6(SB)/1, $0xea
+DATA qdiq4nl<>+7(SB)/1, $0xf6
+DATA qdiq4nl<>+8(SB)/1, $0x01
+DATA qdiq4nl<>+9(SB)/1, $0x0d
+DATA qdiq4nl<>+10(SB)/1, $0x19
+DATA qdiq4nl<>+11(SB)/1, $0x26
+DATA qdiq4nl<>+12(SB)/1, $0x35
+DATA qdiq4nl<>+13(SB)/1, $0x45
+DATA qdiq4nl<>+14(SB)/1, $0x59
+DATA qdiq4nl<>+15(SB)/1, $0x71
+DATA qdiq4nl<>+16(SB)/1, $0x81
+DATA qdiq4nl<>+17(SB)/1, $0x98
+DATA qdiq4nl<>+18(SB)/1, $0xad
+DATA qdiq4nl<>+19(SB)/1, $0xbf
+DATA qdiq4nl<>+20(SB)/1, $0xcf
+DATA qdiq4nl<>+21(SB)/1, $0xdd
+DATA qdiq4nl<>+22(SB)/1, $0xea
+DATA qdiq4nl<>+23(SB)/1, $0xf6
+DATA qdiq4nl<>+24(SB)/1, $0x01
+DATA qdiq4nl<>+25(SB)/1, $0x0d
+DATA qdiq4nl<>+26(SB)/1, $0x19
+DATA qdiq4nl<>+27(SB)/1, $0x26
+DATA qdiq4nl<>+28(SB)/1, $0x35
+DATA qdiq4nl<>+29(SB)/1, $0x45
+DATA qdiq4nl<>+30(SB)/1, $0x59
+DATA qdiq4nl<>+31(SB)/1, $0x71
+GLOBL qdiq4nl<>(SB), RODATA|NOPTR, $32
+
+DATA qdmxfp4<>+0(SB)/1, $0x00
+DATA qdmxfp4<>+1(SB)/1, $0x01
+DATA qdmxfp4<>+2(SB)/1, $0x02
+DATA qdmxfp4<>+3(SB)/1, $0x03
+DATA qdmxfp4<>+4(SB)/1, $0x04
+DATA qdmxfp4<>+5(SB)/1, $0x06
+DATA qdmxfp4<>+6(SB)/1, $0x08
+DATA qdmxfp4<>+7(SB)/1, $0x0c
+DATA qdmxfp4<>+8(SB)/1, $0x00
+DATA qdmxfp4<>+9(SB)/1, $0xff
+DATA qdmxfp4<>+10(SB)/1, $0xfe
+DATA qdmxfp4<>+11(SB)/1, $0xfd
+DATA qdmxfp4<>+12(SB)/1, $0xfc
+DATA qdmxfp4<>+13(SB)/1, $0xfa
+DATA qdmxfp4<>+14(SB)/1, $0xf8
+DATA qdmxfp4<>+15(SB)/1, $0xf4
+DATA qdmxfp4<>+16(SB)/1, $0x00
+DATA qdmxfp4<>+17(SB)/1, $0x01
+DATA qdmxfp4<>+18(SB)/1, $0x02
+DATA qdmxfp4<>+19(SB)/1, $0x03
+DATA qdmxfp4<>+20(SB)/1, $0x04
+DATA qdmxfp4<>+21(SB)/1, $0x06
+DATA qdmxfp4<>+22(SB)/1, $0x08
+DATA qdmxfp4<>+23(SB)/1, $0x0c
+DATA qdmxfp4<>+24(SB)/1, $0x00
+DATA qdmxfp4<>+25(SB)/1, $0xff
+DATA qdmxfp4<>+26(SB)/1, $0xfe
+DATA qdmxfp4<>+27(SB)/1, $0xfd
+DATA qdmxfp4<>+28(SB)/1, $0xfc
+DATA qdmxfp4<>+29(SB)/1, $0xfa
+DATA qdmxfp4<>+30(SB)/1, $0xf8
+DATA qdmxfp4<>+31(SB)/1, $0xf4
+GLOBL qdmxfp4<>(SB), RODATA|NOPTR, $32
+
+// func dotQ40AVX512(w []byte, x []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotQ40AVX512(SB), NOSPLIT, $0-52
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    x_len+32(FP), DX
+	SHRQ    $0x05, DX
+	VMOVUPS qdfq40<>+0(SB), Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+
+dotQ40AVX512_loopN:
+	CMPQ         DX, $0x00000004
+	JB           dotQ40AVX512_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	VPMOVZXBD    2(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       (CX), Z5, Z5
+	VFMADD231PS  64(CX), Z6, Z5
+	VPBROADCASTW (AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z1
+	VPMOVZXBD    20(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       128(CX), Z5, Z5
+	VFMADD231PS  192(CX), Z6, Z5
+	VPBROADCASTW 18(AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z2
+	VPMOVZXBD    38(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       256(CX), Z5, Z5
+	VFMADD231PS  320(CX), Z6, Z5
+	VPBROADCASTW 36(AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z3
+	VPMOVZXBD    56(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       384(CX), Z5, Z5
+	VFMADD231PS  448(CX), Z6, Z5
+	VPBROADCASTW 54(AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000200, CX
+	SUBQ         $0x00000004, DX
+	JMP          dotQ40AVX512_loopN
+
+dotQ40AVX512_loop1:
+	TESTQ        DX, DX
+	JZ           dotQ40AVX512_done
+	VPMOVZXBD    2(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       (CX), Z5, Z5
+	VFMADD231PS  64(CX), Z6, Z5
+	VPBROADCASTW (AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z1
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JMP          dotQ40AVX512_loop1
+
+dotQ40AVX512_done:
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ41AVX512(w []byte, x []float32, xs []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+, SSE
+TEXT ·dotQ41AVX512(SB), NOSPLIT, $0-76
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    xs_base+48(FP), DX
+	MOVQ    x_len+32(FP), BX
+	SHRQ    $0x05, BX
+	VMOVUPS qdfq41<>+0(SB), Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+	VXORPS  X7, X7, X7
+	VXORPS  X8, X8, X8
+
+dotQ41AVX512_loopN:
+	CMPQ         BX, $0x00000004
+	JB           dotQ41AVX512_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	VPMOVZXBD    4(AX), Z9
+	VPSRLD       $0x04, Z9, Z10
+	VPERMPS      Z0, Z9, Z9
+	VPERMPS      Z0, Z10, Z10
+	VMULPS       (CX), Z9, Z9
+	VFMADD231PS  64(CX), Z10, Z9
+	VPBROADCASTW (AX), Y10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z10, Z9, Z1
+	VPBROADCASTW 2(AX), X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231SS  (DX), X9, X5
+	VPMOVZXBD    24(AX), Z9
+	VPSRLD       $0x04, Z9, Z10
+	VPERMPS      Z0, Z9, Z9
+	VPERMPS      Z0, Z10, Z10
+	VMULPS       128(CX), Z9, Z9
+	VFMADD231PS  192(CX), Z10, Z9
+	VPBROADCASTW 20(AX), Y10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z10, Z9, Z2
+	VPBROADCASTW 22(AX), X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231SS  4(DX), X9, X6
+	VPMOVZXBD    44(AX), Z9
+	VPSRLD       $0x04, Z9, Z10
+	VPERMPS      Z0, Z9, Z9
+	VPERMPS      Z0, Z10, Z10
+	VMULPS       256(CX), Z9, Z9
+	VFMADD231PS  320(CX), Z10, Z9
+	VPBROADCASTW 40(AX), Y10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z10, Z9, Z3
+	VPBROADCASTW 42(AX), X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231SS  8(DX), X9, X7
+	VPMOVZXBD    64(AX), Z9
+	VPSRLD       $0x04, Z9, Z10
+	VPERMPS      Z0, Z9, Z9
+	VPERMPS      Z0, Z10, Z10
+	VMULPS       384(CX), Z9, Z9
+	VFMADD231PS  448(CX), Z10, Z9
+	VPBROADCASTW 60(AX), Y10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z10, Z9, Z4
+	VPBROADCASTW 62(AX), X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231SS  12(DX), X9, X8
+	ADDQ         $0x00000050, AX
+	ADDQ         $0x00000200, CX
+	ADDQ         $0x00000010, DX
+	SUBQ         $0x00000004, BX
+	JMP          dotQ41AVX512_loopN
+
+dotQ41AVX512_loop1:
+	TESTQ        BX, BX
+	JZ           dotQ41AVX512_done
+	VPMOVZXBD    4(AX), Z9
+	VPSRLD       $0x04, Z9, Z10
+	VPERMPS      Z0, Z9, Z9
+	VPERMPS      Z0, Z10, Z10
+	VMULPS       (CX), Z9, Z9
+	VFMADD231PS  64(CX), Z10, Z9
+	VPBROADCASTW (AX), Y10
+	VCVTPH2PS    Y10, Z10
+	VFMADD231PS  Z10, Z9, Z1
+	VPBROADCASTW 2(AX), X9
+	VCVTPH2PS    X9, Y9
+	VFMADD231SS  (DX), X9, X5
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          dotQ41AVX512_loop1
+
+dotQ41AVX512_done:
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VADDSS        X7, X5, X5
+	VADDSS        X8, X6, X6
+	VADDSS        X6, X5, X5
+	VADDSS        X5, X1, X1
+	MOVSS         X1, ret+72(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ50AVX512(w []byte, x []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotQ50AVX512(SB), NOSPLIT, $0-52
+	MOVQ         w_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         x_len+32(FP), DX
+	SHRQ         $0x05, DX
+	VMOVUPS      qdfq50<>+0(SB), Z0
+	VMOVUPS      qdfq50<>+64(SB), Z1
+	MOVL         $0x0000000f, BX
+	VPBROADCASTD BX, Z2
+	MOVL         $0x00000010, BX
+	VPBROADCASTD BX, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+
+dotQ50AVX512_loopN:
+	CMPQ         DX, $0x00000004
+	JB           dotQ50AVX512_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	VPMOVZXBD    6(AX), Z8
+	VPSRLD       $0x04, Z8, Z9
+	VPANDD       Z2, Z8, Z8
+	KMOVW        2(AX), K1
+	VPORD        Z3, Z8, K1, Z8
+	VPERMI2PS    Z1, Z0, Z8
+	KMOVW        4(AX), K1
+	VPORD        Z3, Z9, K1, Z9
+	VPERMI2PS    Z1, Z0, Z9
+	VMULPS       (CX), Z8, Z8
+	VFMADD231PS  64(CX), Z9, Z8
+	VPBROADCASTW (AX), Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VPMOVZXBD    28(AX), Z8
+	VPSRLD       $0x04, Z8, Z9
+	VPANDD       Z2, Z8, Z8
+	KMOVW        24(AX), K1
+	VPORD        Z3, Z8, K1, Z8
+	VPERMI2PS    Z1, Z0, Z8
+	KMOVW        26(AX), K1
+	VPORD        Z3, Z9, K1, Z9
+	VPERMI2PS    Z1, Z0, Z9
+	VMULPS       128(CX), Z8, Z8
+	VFMADD231PS  192(CX), Z9, Z8
+	VPBROADCASTW 22(AX), Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VPMOVZXBD    50(AX), Z8
+	VPSRLD       $0x04, Z8, Z9
+	VPANDD       Z2, Z8, Z8
+	KMOVW        46(AX), K1
+	VPORD        Z3, Z8, K1, Z8
+	VPERMI2PS    Z1, Z0, Z8
+	KMOVW        48(AX), K1
+	VPORD        Z3, Z9, K1, Z9
+	VPERMI2PS    Z1, Z0, Z9
+	VMULPS       256(CX), Z8, Z8
+	VFMADD231PS  320(CX), Z9, Z8
+	VPBROADCASTW 44(AX), Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VPMOVZXBD    72(AX), Z8
+	VPSRLD       $0x04, Z8, Z9
+	VPANDD       Z2, Z8, Z8
+	KMOVW        68(AX), K1
+	VPORD        Z3, Z8, K1, Z8
+	VPERMI2PS    Z1, Z0, Z8
+	KMOVW        70(AX), K1
+	VPORD        Z3, Z9, K1, Z9
+	VPERMI2PS    Z1, Z0, Z9
+	VMULPS       384(CX), Z8, Z8
+	VFMADD231PS  448(CX), Z9, Z8
+	VPBROADCASTW 66(AX), Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z7
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x00000200, CX
+	SUBQ         $0x00000004, DX
+	JMP          dotQ50AVX512_loopN
+
+dotQ50AVX512_loop1:
+	TESTQ        DX, DX
+	JZ           dotQ50AVX512_done
+	VPMOVZXBD    6(AX), Z8
+	VPSRLD       $0x04, Z8, Z9
+	VPANDD       Z2, Z8, Z8
+	KMOVW        2(AX), K1
+	VPORD        Z3, Z8, K1, Z8
+	VPERMI2PS    Z1, Z0, Z8
+	KMOVW        4(AX), K1
+	VPORD        Z3, Z9, K1, Z9
+	VPERMI2PS    Z1, Z0, Z9
+	VMULPS       (CX), Z8, Z8
+	VFMADD231PS  64(CX), Z9, Z8
+	VPBROADCASTW (AX), Y9
+	VCVTPH2PS    Y9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JMP          dotQ50AVX512_loop1
+
+dotQ50AVX512_done:
+	VADDPS        Z6, Z4, Z4
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ51AVX512(w []byte, x []float32, xs []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+, SSE
+TEXT ·dotQ51AVX512(SB), NOSPLIT, $0-76
+	MOVQ         w_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         xs_base+48(FP), DX
+	MOVQ         x_len+32(FP), BX
+	SHRQ         $0x05, BX
+	VMOVUPS      qdfq51<>+0(SB), Z0
+	VMOVUPS      qdfq51<>+64(SB), Z1
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x00000010, SI
+	VPBROADCASTD SI, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VXORPS       X8, X8, X8
+	VXORPS       X9, X9, X9
+	VXORPS       X10, X10, X10
+	VXORPS       X11, X11, X11
+
+dotQ51AVX512_loopN:
+	CMPQ         BX, $0x00000004
+	JB           dotQ51AVX512_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	VPMOVZXBD    8(AX), Z12
+	VPSRLD       $0x04, Z12, Z13
+	VPANDD       Z2, Z12, Z12
+	KMOVW        4(AX), K1
+	VPORD        Z3, Z12, K1, Z12
+	VPERMI2PS    Z1, Z0, Z12
+	KMOVW        6(AX), K1
+	VPORD        Z3, Z13, K1, Z13
+	VPERMI2PS    Z1, Z0, Z13
+	VMULPS       (CX), Z12, Z12
+	VFMADD231PS  64(CX), Z13, Z12
+	VPBROADCASTW (AX), Y13
+	VCVTPH2PS    Y13, Z13
+	VFMADD231PS  Z13, Z12, Z4
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y12
+	VFMADD231SS  (DX), X12, X8
+	VPMOVZXBD    32(AX), Z12
+	VPSRLD       $0x04, Z12, Z13
+	VPANDD       Z2, Z12, Z12
+	KMOVW        28(AX), K1
+	VPORD        Z3, Z12, K1, Z12
+	VPERMI2PS    Z1, Z0, Z12
+	KMOVW        30(AX), K1
+	VPORD        Z3, Z13, K1, Z13
+	VPERMI2PS    Z1, Z0, Z13
+	VMULPS       128(CX), Z12, Z12
+	VFMADD231PS  192(CX), Z13, Z12
+	VPBROADCASTW 24(AX), Y13
+	VCVTPH2PS    Y13, Z13
+	VFMADD231PS  Z13, Z12, Z5
+	VPBROADCASTW 26(AX), X12
+	VCVTPH2PS    X12, Y12
+	VFMADD231SS  4(DX), X12, X9
+	VPMOVZXBD    56(AX), Z12
+	VPSRLD       $0x04, Z12, Z13
+	VPANDD       Z2, Z12, Z12
+	KMOVW        52(AX), K1
+	VPORD        Z3, Z12, K1, Z12
+	VPERMI2PS    Z1, Z0, Z12
+	KMOVW        54(AX), K1
+	VPORD        Z3, Z13, K1, Z13
+	VPERMI2PS    Z1, Z0, Z13
+	VMULPS       256(CX), Z12, Z12
+	VFMADD231PS  320(CX), Z13, Z12
+	VPBROADCASTW 48(AX), Y13
+	VCVTPH2PS    Y13, Z13
+	VFMADD231PS  Z13, Z12, Z6
+	VPBROADCASTW 50(AX), X12
+	VCVTPH2PS    X12, Y12
+	VFMADD231SS  8(DX), X12, X10
+	VPMOVZXBD    80(AX), Z12
+	VPSRLD       $0x04, Z12, Z13
+	VPANDD       Z2, Z12, Z12
+	KMOVW        76(AX), K1
+	VPORD        Z3, Z12, K1, Z12
+	VPERMI2PS    Z1, Z0, Z12
+	KMOVW        78(AX), K1
+	VPORD        Z3, Z13, K1, Z13
+	VPERMI2PS    Z1, Z0, Z13
+	VMULPS       384(CX), Z12, Z12
+	VFMADD231PS  448(CX), Z13, Z12
+	VPBROADCASTW 72(AX), Y13
+	VCVTPH2PS    Y13, Z13
+	VFMADD231PS  Z13, Z12, Z7
+	VPBROADCASTW 74(AX), X12
+	VCVTPH2PS    X12, Y12
+	VFMADD231SS  12(DX), X12, X11
+	ADDQ         $0x00000060, AX
+	ADDQ         $0x00000200, CX
+	ADDQ         $0x00000010, DX
+	SUBQ         $0x00000004, BX
+	JMP          dotQ51AVX512_loopN
+
+dotQ51AVX512_loop1:
+	TESTQ        BX, BX
+	JZ           dotQ51AVX512_done
+	VPMOVZXBD    8(AX), Z12
+	VPSRLD       $0x04, Z12, Z13
+	VPANDD       Z2, Z12, Z12
+	KMOVW        4(AX), K1
+	VPORD        Z3, Z12, K1, Z12
+	VPERMI2PS    Z1, Z0, Z12
+	KMOVW        6(AX), K1
+	VPORD        Z3, Z13, K1, Z13
+	VPERMI2PS    Z1, Z0, Z13
+	VMULPS       (CX), Z12, Z12
+	VFMADD231PS  64(CX), Z13, Z12
+	VPBROADCASTW (AX), Y13
+	VCVTPH2PS    Y13, Z13
+	VFMADD231PS  Z13, Z12, Z4
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y12
+	VFMADD231SS  (DX), X12, X8
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          dotQ51AVX512_loop1
+
+dotQ51AVX512_done:
+	VADDPS        Z6, Z4, Z4
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VADDSS        X10, X8, X8
+	VADDSS        X11, X9, X9
+	VADDSS        X9, X8, X8
+	VADDSS        X8, X1, X1
+	MOVSS         X1, ret+72(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4NLAVX512(w []byte, x []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotIQ4NLAVX512(SB), NOSPLIT, $0-52
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    x_len+32(FP), DX
+	SHRQ    $0x05, DX
+	VMOVUPS qdfiq4<>+0(SB), Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+
+dotIQ4NLAVX512_loopN:
+	CMPQ         DX, $0x00000004
+	JB           dotIQ4NLAVX512_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	VPMOVZXBD    2(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       (CX), Z5, Z5
+	VFMADD231PS  64(CX), Z6, Z5
+	VPBROADCASTW (AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z1
+	VPMOVZXBD    20(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       128(CX), Z5, Z5
+	VFMADD231PS  192(CX), Z6, Z5
+	VPBROADCASTW 18(AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z2
+	VPMOVZXBD    38(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       256(CX), Z5, Z5
+	VFMADD231PS  320(CX), Z6, Z5
+	VPBROADCASTW 36(AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z3
+	VPMOVZXBD    56(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       384(CX), Z5, Z5
+	VFMADD231PS  448(CX), Z6, Z5
+	VPBROADCASTW 54(AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000200, CX
+	SUBQ         $0x00000004, DX
+	JMP          dotIQ4NLAVX512_loopN
+
+dotIQ4NLAVX512_loop1:
+	TESTQ        DX, DX
+	JZ           dotIQ4NLAVX512_done
+	VPMOVZXBD    2(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       (CX), Z5, Z5
+	VFMADD231PS  64(CX), Z6, Z5
+	VPBROADCASTW (AX), Y6
+	VCVTPH2PS    Y6, Z6
+	VFMADD231PS  Z6, Z5, Z1
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JMP          dotIQ4NLAVX512_loop1
+
+dotIQ4NLAVX512_done:
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func dotMXFP4AVX512(w []byte, x []float32) float32
+// Requires: AVX, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·dotMXFP4AVX512(SB), NOSPLIT, $0-52
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    x_len+32(FP), DX
+	SHRQ    $0x05, DX
+	LEAQ    qde8m0half<>+0(SB), BX
+	VMOVUPS qdfmx<>+0(SB), Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+
+dotMXFP4AVX512_loopN:
+	CMPQ         DX, $0x00000004
+	JB           dotMXFP4AVX512_loop1
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	VPMOVZXBD    1(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       (CX), Z5, Z5
+	VFMADD231PS  64(CX), Z6, Z5
+	MOVBLZX      (AX), SI
+	VBROADCASTSS (BX)(SI*4), Z6
+	VFMADD231PS  Z6, Z5, Z1
+	VPMOVZXBD    18(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       128(CX), Z5, Z5
+	VFMADD231PS  192(CX), Z6, Z5
+	MOVBLZX      17(AX), SI
+	VBROADCASTSS (BX)(SI*4), Z6
+	VFMADD231PS  Z6, Z5, Z2
+	VPMOVZXBD    35(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       256(CX), Z5, Z5
+	VFMADD231PS  320(CX), Z6, Z5
+	MOVBLZX      34(AX), SI
+	VBROADCASTSS (BX)(SI*4), Z6
+	VFMADD231PS  Z6, Z5, Z3
+	VPMOVZXBD    52(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       384(CX), Z5, Z5
+	VFMADD231PS  448(CX), Z6, Z5
+	MOVBLZX      51(AX), SI
+	VBROADCASTSS (BX)(SI*4), Z6
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         $0x00000044, AX
+	ADDQ         $0x00000200, CX
+	SUBQ         $0x00000004, DX
+	JMP          dotMXFP4AVX512_loopN
+
+dotMXFP4AVX512_loop1:
+	TESTQ        DX, DX
+	JZ           dotMXFP4AVX512_done
+	VPMOVZXBD    1(AX), Z5
+	VPSRLD       $0x04, Z5, Z6
+	VPERMPS      Z0, Z5, Z5
+	VPERMPS      Z0, Z6, Z6
+	VMULPS       (CX), Z5, Z5
+	VFMADD231PS  64(CX), Z6, Z5
+	MOVBLZX      (AX), SI
+	VBROADCASTSS (BX)(SI*4), Z6
+	VFMADD231PS  Z6, Z5, Z1
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JMP          dotMXFP4AVX512_loop1
+
+dotMXFP4AVX512_done:
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4XSAVX512(w []byte, x []float32, sc []float32) float32
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+, SSE
+TEXT ·dotIQ4XSAVX512(SB), NOSPLIT, $0-76
+	MOVQ    w_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    sc_base+48(FP), DX
+	MOVQ    x_len+32(FP), BX
+	SHRQ    $0x08, BX
+	VMOVUPS qdfiq4<>+0(SB), Z0
+	VMOVDQU qdxsshl<>+0(SB), Y1
+	VMOVDQU qdxsshh<>+0(SB), Y2
+	VMOVDQU qdxs15<>+0(SB), Y3
+	VMOVDQU qdxs3<>+0(SB), Y4
+	VMOVDQU qdxs32<>+0(SB), Y5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+
+dotIQ4XSAVX512_loop:
+	TESTQ        BX, BX
+	JZ           dotIQ4XSAVX512_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	VPBROADCASTD 4(AX), Y10
+	VPSRLVD      Y1, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPBROADCASTD 2(AX), Y11
+	VPSRLVD      Y2, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSUBD       Y5, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y11, Y10, Y10
+	VMOVUPS      Y10, (DX)
+	VPMOVZXBD    8(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       (CX), Z10, Z10
+	VFMADD231PS  64(CX), Z11, Z10
+	VBROADCASTSS (DX), Z11
+	VFMADD231PS  Z11, Z10, Z6
+	VPMOVZXBD    24(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       128(CX), Z10, Z10
+	VFMADD231PS  192(CX), Z11, Z10
+	VBROADCASTSS 4(DX), Z11
+	VFMADD231PS  Z11, Z10, Z7
+	VPMOVZXBD    40(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       256(CX), Z10, Z10
+	VFMADD231PS  320(CX), Z11, Z10
+	VBROADCASTSS 8(DX), Z11
+	VFMADD231PS  Z11, Z10, Z8
+	VPMOVZXBD    56(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       384(CX), Z10, Z10
+	VFMADD231PS  448(CX), Z11, Z10
+	VBROADCASTSS 12(DX), Z11
+	VFMADD231PS  Z11, Z10, Z9
+	VPMOVZXBD    72(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       512(CX), Z10, Z10
+	VFMADD231PS  576(CX), Z11, Z10
+	VBROADCASTSS 16(DX), Z11
+	VFMADD231PS  Z11, Z10, Z6
+	VPMOVZXBD    88(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       640(CX), Z10, Z10
+	VFMADD231PS  704(CX), Z11, Z10
+	VBROADCASTSS 20(DX), Z11
+	VFMADD231PS  Z11, Z10, Z7
+	VPMOVZXBD    104(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       768(CX), Z10, Z10
+	VFMADD231PS  832(CX), Z11, Z10
+	VBROADCASTSS 24(DX), Z11
+	VFMADD231PS  Z11, Z10, Z8
+	VPMOVZXBD    120(AX), Z10
+	VPSRLD       $0x04, Z10, Z11
+	VPERMPS      Z0, Z10, Z10
+	VPERMPS      Z0, Z11, Z11
+	VMULPS       896(CX), Z10, Z10
+	VFMADD231PS  960(CX), Z11, Z10
+	VBROADCASTSS 28(DX), Z11
+	VFMADD231PS  Z11, Z10, Z9
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000400, CX
+	DECQ         BX
+	JMP          dotIQ4XSAVX512_loop
+
+dotIQ4XSAVX512_done:
+	VADDPS        Z8, Z6, Z6
+	VADDPS        Z9, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	MOVSS         X1, ret+72(FP)
+	VZEROUPPER
+	RET
+
+DATA qdxs15<>+0(SB)/4, $0x0000000f
+DATA qdxs15<>+4(SB)/4, $0x0000000f
+DATA qdxs15<>+8(SB)/4, $0x0000000f
+DATA qdxs15<>+12(SB)/4, $0x0000000f
+DATA qdxs15<>+16(SB)/4, $0x0000000f
+DATA qdxs15<>+20(SB)/4, $0x0000000f
+DATA qdxs15<>+24(SB)/4, $0x0000000f
+DATA qdxs15<>+28(SB)/4, $0x0000000f
+GLOBL qdxs15<>(SB), RODATA|NOPTR, $32
+
+DATA qdxs3<>+0(SB)/4, $0x00000003
+DATA qdxs3<>+4(SB)/4, $0x00000003
+DATA qdxs3<>+8(SB)/4, $0x00000003
+DATA qdxs3<>+12(SB)/4, $0x00000003
+DATA qdxs3<>+16(SB)/4, $0x00000003
+DATA qdxs3<>+20(SB)/4, $0x00000003
+DATA qdxs3<>+24(SB)/4, $0x00000003
+DATA qdxs3<>+28(SB)/4, $0x00000003
+GLOBL qdxs3<>(SB), RODATA|NOPTR, $32
+
+DATA qdxs32<>+0(SB)/4, $0x00000020
+DATA qdxs32<>+4(SB)/4, $0x00000020
+DATA qdxs32<>+8(SB)/4, $0x00000020
+DATA qdxs32<>+12(SB)/4, $0x00000020
+DATA qdxs32<>+16(SB)/4, $0x00000020
+DATA qdxs32<>+20(SB)/4, $0x00000020
+DATA qdxs32<>+24(SB)/4, $0x00000020
+DATA qdxs32<>+28(SB)/4, $0x00000020
+GLOBL qdxs32<>(SB), RODATA|NOPTR, $32
+
 DATA u4mask<>+0(SB)/4, $0x0000000f
 DATA u4mask<>+4(SB)/4, $0x0000000f
 DATA u4mask<>+8(SB)/4, $0x0000000f

@@ -29,6 +29,7 @@ func avx512() {
 	widen512(bf16)
 	decoders512()
 	kquant512()
+	qdots(true)
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

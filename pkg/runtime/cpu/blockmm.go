@@ -19,17 +19,33 @@ var blockTypes = map[tensor.DType]gguf.Type{
 // fusedDots are the block types with a SIMD dot product over their packed
 // blocks, which matMulBlocks uses below the packed threshold
 // (simd.MatMulDecodedTokens): each token then decodes the blocks again
-// inside the kernel, about as fast as decoding the row once and taking
-// float32 dots, up to the threshold. q4_K and q5_K take the activations'
-// 32-value group sums (simd.GroupSums32, once per token and call) and keep
-// the scales out of their inner loop (simd.DotQ4KSums, DotQ5KSums, as
-// llama.cpp arranges its k-quant dots); q6_K has no mins and decodes each
-// value (simd.DotQ6K).
+// inside the kernel, in registers, never into a float32 row. The
+// activations stay float32. q4_K, q5_K, q4_1 and q5_1 take the
+// activations' 32-value group sums (simd.GroupSums32, once per token and
+// call): q4_K and q5_K keep the scales out of their inner loop
+// (simd.DotQ4KSums, DotQ5KSums, as llama.cpp arranges its k-quant dots),
+// q4_1 and q5_1 add m·(group sum) per block (simd.DotQ41, DotQ51). q6_K
+// decodes each value (simd.DotQ6K); q4_0, q5_0, iq4_nl, iq4_xs and mxfp4
+// multiply each block's integer values with the activations and scale the
+// block's sum once (simd.DotQ40 …). q2_K and q3_K decode 4 super-blocks at
+// a time onto the stack and dot them (simd.DotQ2K, DotQ3K).
 var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
-	tensor.Q4K: simd.DotQ4KSums,
-	tensor.Q5K: simd.DotQ5KSums,
-	tensor.Q6K: func(w []byte, x, _ []float32) float32 { return simd.DotQ6K(w, x) },
+	tensor.Q4K:   simd.DotQ4KSums,
+	tensor.Q5K:   simd.DotQ5KSums,
+	tensor.Q6K:   func(w []byte, x, _ []float32) float32 { return simd.DotQ6K(w, x) },
+	tensor.Q40:   func(w []byte, x, _ []float32) float32 { return simd.DotQ40(w, x) },
+	tensor.Q41:   simd.DotQ41,
+	tensor.Q50:   func(w []byte, x, _ []float32) float32 { return simd.DotQ50(w, x) },
+	tensor.Q51:   simd.DotQ51,
+	tensor.IQ4NL: func(w []byte, x, _ []float32) float32 { return simd.DotIQ4NL(w, x) },
+	tensor.IQ4XS: func(w []byte, x, _ []float32) float32 { return simd.DotIQ4XS(w, x) },
+	tensor.MXFP4: func(w []byte, x, _ []float32) float32 { return simd.DotMXFP4(w, x) },
+	tensor.Q2K:   func(w []byte, x, _ []float32) float32 { return simd.DotQ2K(w, x) },
+	tensor.Q3K:   func(w []byte, x, _ []float32) float32 { return simd.DotQ3K(w, x) },
 }
+
+// groupSumDots are the fusedDots that read the activations' group sums.
+var groupSumDots = map[tensor.DType]bool{tensor.Q4K: true, tensor.Q5K: true, tensor.Q41: true, tensor.Q51: true}
 
 // rowDecoder decodes a weight's rows for simd.MatMulDecoded.
 type rowDecoder struct {
@@ -88,8 +104,8 @@ var rowScratch = sync.Pool{New: func() any { return new([]float32) }}
 // run of one call on one side of it, and its row chunks at multiples of
 // 16), 16-row panels are decoded a block of 256 columns at a time and
 // multiplied in simd's packed micro-kernels (simd.MatMulDecoded). Below it
-// q4_K, q5_K and q6_K take their SIMD dot products over the packed blocks
-// (fusedDots). Otherwise, and for the rows past the last whole panel, each
+// every block type takes its SIMD dot product over the packed blocks
+// (fusedDots). A type without one, and the rows past the last whole panel, each
 // weight row r in [lo, hi) is decoded once into a scratch row of cols
 // float32 values, exactly as ggml's dequantize_row_* does (decodeRow), and
 // dotted with every token row x_t (simd.DotF32). The activations stay
@@ -117,11 +133,14 @@ func matMulBlocks(dst []float32, ldd int, x []float32, nt, cols int, w *tensor.W
 	}
 	if dot, ok := fusedDots[w.DType]; ok && nt < simd.MatMulDecodedTokens() {
 		g := cols / 32
+		if !groupSumDots[w.DType] {
+			g = 0 // xs stays empty: the dot does not read it
+		}
 		if cap(*sp) < nt*g {
 			*sp = make([]float32, nt*g)
 		}
 		xs := (*sp)[:nt*g]
-		for t := 0; t < nt; t++ {
+		for t := 0; g > 0 && t < nt; t++ {
 			simd.GroupSums32(xs[t*g:(t+1)*g], x[t*cols:(t+1)*cols])
 		}
 		for r := lo; r < hi; r++ {

@@ -58,8 +58,7 @@ func TestDecodeRowMatchesGGUF(t *testing.T) {
 
 // TestMatMulBlocksPaths: products of every block type agree with the
 // float64 product over the decoded matrix below the packed threshold (the
-// SIMD dots over packed blocks for q4_K, q5_K and q6_K, decoded rows for
-// the others) and from it (decoded panels in the packed micro-kernels,
+// SIMD dots over packed blocks, fusedDots, for every type) and from it (decoded panels in the packed micro-kernels,
 // decoded rows for the rows past the last whole panel), on every kernel
 // set, with 37 weight rows (two panels and 5 more) of 512 columns.
 func TestMatMulBlocksPaths(t *testing.T) {
@@ -153,13 +152,16 @@ func TestDecodeRowGoldens(t *testing.T) {
 	}
 }
 
-// TestMatMulBlocksAllocs: a warmed-up packed product allocates nothing, on
-// the fused path and on the row-decoding path.
+// TestMatMulBlocksAllocs: a warmed-up product below the packed threshold
+// allocates nothing, on the fused dots with and without the activations'
+// group sums, with the stack scratch of iq4_xs's scales and with q2_K's
+// and q3_K's stack buffers.
 func TestMatMulBlocksAllocs(t *testing.T) {
 	const rows, cols = 8, 512
-	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS} {
+	nts := []int{1, 5}
+	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS, tensor.Q40, tensor.Q41, tensor.Q2K, tensor.Q3K} {
 		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
-		for _, nt := range []int{1, 5} {
+		for _, nt := range nts {
 			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)
 			matMulRows(dst, x, nt, w, 0, rows)
 			if a := testing.AllocsPerRun(20, func() { matMulRows(dst, x, nt, w, 0, rows) }); a != 0 {

@@ -660,3 +660,21 @@ func q2KToF32AVX2(dst []float32, w []byte, sc []float32)
 //
 //go:noescape
 func q3KToF32AVX2(dst []float32, w []byte, sc []float32)
+
+// dotQ4KQ8KAVX2 returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ4KQ8KAVX2(w []byte, q []byte, nb int) float32
+
+// dotQ5KQ8KAVX2 returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ5KQ8KAVX2(w []byte, q []byte, nb int) float32
+
+// dotQ6KQ8KAVX2 returns the dot product of the nb q6_K super-blocks at w with
+// the nb Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ6KQ8KAVX2(w []byte, q []byte, nb int) float32

@@ -143,6 +143,9 @@ func avx2() {
 	lutBlocks()
 	q23K(false)
 	q23K(true)
+	dotQ4KQ8K(false) // q8k.go
+	dotQ4KQ8K(true)
+	dotQ6KQ8K()
 }
 
 func header(name, sig string, doc ...string) {

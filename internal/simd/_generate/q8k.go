@@ -1,0 +1,320 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The k-quant dot products with Q8_K activations (simd.DotQ4KQ8K,
+// DotQ5KQ8K, DotQ6KQ8K; see q8k.go in internal/simd for the arithmetic
+// they share bit for bit with their Go twins). Per super-block they form
+// the exact integer sums in vector registers (VPMADDUBSW: unsigned weight
+// codes times int8 activation codes into int16 pairs, which cannot
+// saturate: at most 2·63·127; then VPMADDWD, or VNNI's VPDPWSSD, by the
+// int16 scales into int32), reduce them to one int32 S (and M, the mins'
+// sum) and finish in scalar float32 in the twins' order. A Q8_K block is
+// q8kBytes bytes: float32 d at 0, 256 int8 codes at 4, 16 int16 sums at
+// 260.
+
+const (
+	q8kBytes = 292
+	q8kQs    = 4
+	q8kSums  = 260
+)
+
+// q8kConsts holds the kernels' constant tables, made once per file.
+var q8kConsts = map[string]Mem{}
+
+// q8kBytesConst returns a table of n bytes b(i), made once per name.
+func q8kBytesConst(name string, n int, b func(i int) byte) Mem {
+	if m, ok := q8kConsts[name]; ok {
+		return m
+	}
+	m := GLOBL(name, RODATA|NOPTR)
+	q8kConsts[name] = m
+	for i := 0; i < n; i++ {
+		DATA(i, U8(b(i)))
+	}
+	return m
+}
+
+// q8kSplat returns a 64-byte table of the byte v.
+func q8kSplat(name string, v byte) Mem {
+	return q8kBytesConst(name, 64, func(int) byte { return v })
+}
+
+// q8kScaleShuffle returns the VPSHUFB masks that broadcast int16 scale j
+// (bytes 2j, 2j+1 of a 128-bit lane) to every word of the lane: mask j at
+// 64·j, 64 bytes each (the 128-bit pattern repeated).
+func q8kScaleShuffle() Mem {
+	return q8kBytesConst("q8kscaleshuf", 8*64, func(i int) byte {
+		return byte(2*(i/64) + i%2)
+	})
+}
+
+// q8kQ6Shuffle returns the 16-byte VPSHUFB masks, one per 32-value
+// segment j (0..7) of a q6_K super-block, that pick its two int8 scales
+// 2j and 2j+1, each repeated 8 times.
+func q8kQ6Shuffle() Mem {
+	return q8kBytesConst("q8kq6shuf", 8*16, func(i int) byte {
+		return byte(2*(i/16) + i%16/8)
+	})
+}
+
+// q8kUnpackScales unpacks the 8 6-bit scales and mins of the q4_K or q5_K
+// super-block at w (bytes 4..15, ggml's get_scale_min_k4 packing) into an
+// XMM of 16 bytes: scales 0..7, then mins 0..7.
+func q8kUnpackScales(w Register) VecVirtual {
+	a, b, c := GP32(), GP32(), GP32()
+	MOVL(Mem{Base: w, Disp: 4}, a)
+	MOVL(Mem{Base: w, Disp: 8}, b)
+	MOVL(Mem{Base: w, Disp: 12}, c)
+	v := XMM()
+	t, u := GP32(), GP32()
+	// scales 0..3: a & 0x3f; scales 4..7: (c & 0x0f) | (a>>6 & 3)<<4
+	MOVL(a, t)
+	ANDL(U32(0x3f3f3f3f), t)
+	VMOVD(t, v)
+	MOVL(c, t)
+	ANDL(U32(0x0f0f0f0f), t)
+	MOVL(a, u)
+	SHRL(U8(2), u)
+	ANDL(U32(0x30303030), u)
+	ORL(u, t)
+	VPINSRD(U8(1), t, v, v)
+	// mins 0..3: b & 0x3f; mins 4..7: (c>>4 & 0x0f) | (b>>6 & 3)<<4
+	MOVL(b, t)
+	ANDL(U32(0x3f3f3f3f), t)
+	VPINSRD(U8(2), t, v, v)
+	MOVL(c, t)
+	SHRL(U8(4), t)
+	ANDL(U32(0x0f0f0f0f), t)
+	MOVL(b, u)
+	SHRL(U8(2), u)
+	ANDL(U32(0x30303030), u)
+	ORL(u, t)
+	VPINSRD(U8(3), t, v, v)
+	return v
+}
+
+// q8kReduce2 returns an XMM whose lanes 0 and 1 hold the int32 lane sums
+// of the YMMs a and b.
+func q8kReduce2(a, b VecVirtual) VecVirtual {
+	t := YMM()
+	VPHADDD(b, a, t) // per 128-bit lane: a01 a23 b01 b23
+	x := XMM()
+	VEXTRACTI128(U8(1), t, x)
+	VPADDD(x, t.AsX(), x)
+	VPHADDD(x, x, x) // a b a b
+	return x
+}
+
+// q8kFinish adds (dw·dq)·S to the float32 sum s, and with a mins lane
+// subtracts (dmin·dq)·M, in the twins' order: sm holds S in lane 0 and M in
+// lane 1 (int32), dd the weights' fp16 d (and dmin) in the low 16 (32) bits
+// at m, q the Q8_K block.
+func q8kFinish(s, sm VecVirtual, m Mem, q Register, mins bool) {
+	d := XMM()
+	VPXOR(d, d, d)
+	if mins {
+		VMOVD(m, d) // d, dmin
+	} else {
+		VPINSRW(U8(0), m, d, d)
+	}
+	VCVTPH2PS(d, d)
+	yd := XMM()
+	VBROADCASTSS(Mem{Base: q}, yd)
+	VMULPS(yd, d, d) // d·dq, dmin·dq
+	VCVTDQ2PS(sm, sm)
+	VMULPS(sm, d, d)
+	VADDSS(d, s, s)
+	if mins {
+		VMOVSHDUP(d, d)
+		VSUBSS(d, s, s)
+	}
+}
+
+// dotQ4KQ8K writes dotQ4KQ8KAVX2 (five: dotQ5KQ8KAVX2).
+func dotQ4KQ8K(five bool) {
+	name, blockBytes, qsAt := "dotQ4KQ8KAVX2", 144, 16
+	if five {
+		name, blockBytes, qsAt = "dotQ5KQ8KAVX2", 176, 48
+	}
+	header(name, "func(w []byte, q []byte, nb int) float32",
+		name+" returns the dot product of the nb super-blocks at w with the nb",
+		"Q8_K blocks at q, as simd's twin computes it, bit for bit.")
+	w := Load(Param("w").Base(), GP64())
+	q := Load(Param("q").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	mask := q8kSplat("q8knib", 0x0f)
+	bit4 := q8kSplat("q8kbit4", 0x10)
+	shuf := q8kScaleShuffle()
+	m := YMM()
+	VMOVDQU(mask, m)
+	s := XMM()
+	VXORPS(s, s, s)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	prefetchLine(Mem{Base: w})
+	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLine(Mem{Base: w, Disp: 128})
+	sm := YMM()
+	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
+	sc, mn := YMM(), YMM()
+	VPERMQ(U8(0x44), sm, sc) // scales in both lanes
+	VPERMQ(U8(0x32), sm, mn) // mins 0..3 | mins 4..7
+	VPUNPCKLWD(mn, mn, mn)   // each min twice: it weighs two 16-value sums
+	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	var qh VecVirtual
+	if five {
+		qh = YMM()
+		VMOVDQU(Mem{Base: w, Disp: 16}, qh)
+	}
+	acc := zeros(2)
+	for c := 0; c < 4; c++ {
+		v := YMM()
+		VMOVDQU(Mem{Base: w, Disp: qsAt + 32*c}, v)
+		for i := 0; i < 2; i++ {
+			g := 2*c + i
+			code := YMM()
+			if i == 0 {
+				VPAND(m, v, code)
+			} else {
+				VPSRLW(U8(4), v, code)
+				VPAND(m, code, code)
+			}
+			if five { // bit g of each qh byte to bit 4
+				t := YMM()
+				switch sh := 4 - g; {
+				case sh > 0:
+					VPSLLW(U8(sh), qh, t)
+				case sh < 0:
+					VPSRLW(U8(-sh), qh, t)
+				default:
+					VMOVDQA(qh, t)
+				}
+				VPAND(bit4, t, t)
+				VPOR(t, code, code)
+			}
+			p, k := YMM(), YMM()
+			VPMADDUBSW(Mem{Base: q, Disp: q8kQs + 32*g}, code, p)
+			VPSHUFB(shuf.Offset(64*g), sc, k)
+			VPMADDWD(k, p, p)
+			VPADDD(p, acc[i], acc[i])
+		}
+	}
+	VPADDD(acc[1], acc[0], acc[0])
+	q8kFinish(s, q8kReduce2(acc[0], mn), Mem{Base: w}, q, true)
+	ADDQ(U32(blockBytes), w)
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// dotQ6KQ8K writes dotQ6KQ8KAVX2: the codes 0..63 are multiplied as they
+// are and the offset of 32 taken off once per super-block, as 32·Σ_g
+// scale_g·bsum_g.
+func dotQ6KQ8K() {
+	name := "dotQ6KQ8KAVX2"
+	header(name, "func(w []byte, q []byte, nb int) float32",
+		name+" returns the dot product of the nb q6_K super-blocks at w with",
+		"the nb Q8_K blocks at q, as simd's twin computes it, bit for bit.")
+	w := Load(Param("w").Base(), GP64())
+	q := Load(Param("q").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	mask := q8kSplat("q8knib", 0x0f)
+	hmask := q8kSplat("q8kbits45", 0x30)
+	shuf := q8kQ6Shuffle()
+	m, hm := YMM(), YMM()
+	VMOVDQU(mask, m)
+	VMOVDQU(hmask, hm)
+	s := XMM()
+	VXORPS(s, s, s)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	prefetchLine(Mem{Base: w})
+	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLine(Mem{Base: w, Disp: 128})
+	prefetchLine(Mem{Base: w, Disp: 192})
+	sc8 := XMM()
+	VMOVDQU(Mem{Base: w, Disp: 192}, sc8)
+	off := YMM()
+	VPMOVSXBW(sc8, off)
+	VPMADDWD(Mem{Base: q, Disp: q8kSums}, off, off) // Σ scale_g·bsum_g, in pairs
+	VPSLLD(U8(5), off, off)
+	acc := zeros(2)
+	for h := 0; h < 2; h++ {
+		qh := YMM()
+		VMOVDQU(Mem{Base: w, Disp: 128 + 32*h}, qh)
+		ql := []VecVirtual{YMM(), YMM()}
+		VMOVDQU(Mem{Base: w, Disp: 64 * h}, ql[0])
+		VMOVDQU(Mem{Base: w, Disp: 64*h + 32}, ql[1])
+		for k := 0; k < 4; k++ {
+			code, t := YMM(), YMM()
+			if k < 2 {
+				VPAND(m, ql[k], code)
+			} else {
+				VPSRLW(U8(4), ql[k-2], code)
+				VPAND(m, code, code)
+			}
+			switch sh := 4 - 2*k; { // bits 2k, 2k+1 of qh to bits 4, 5
+			case sh > 0:
+				VPSLLW(U8(sh), qh, t)
+			case sh < 0:
+				VPSRLW(U8(-sh), qh, t)
+			default:
+				VMOVDQA(qh, t)
+			}
+			VPAND(hm, t, t)
+			VPOR(t, code, code)
+			j := 4*h + k
+			p := YMM()
+			VPMADDUBSW(Mem{Base: q, Disp: q8kQs + 32*j}, code, p)
+			kx, ky := XMM(), YMM()
+			VPSHUFB(shuf.Offset(16*j), sc8, kx)
+			VPMOVSXBW(kx, ky)
+			VPMADDWD(ky, p, p)
+			VPADDD(p, acc[k%2], acc[k%2])
+		}
+	}
+	VPADDD(acc[1], acc[0], acc[0])
+	VPSUBD(off, acc[0], acc[0])
+	q8kFinish(s, q8kReduce2(acc[0], acc[0]), Mem{Base: w, Disp: 208}, q, false)
+	ADDQ(U32(210), w)
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// q8kVNNI emits an AVX-512 VNNI instruction avo does not know (op src2,
+// src1, acc: acc += the products of src1 and src2), as Go's assembler
+// writes it.
+func q8kVNNI(op string, src2, src1 Op, acc VecVirtual) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: []Op{src2, src1, acc},
+		Inputs:   []Op{src2, src1, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
+var _ = fmt.Sprint

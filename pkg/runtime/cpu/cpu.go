@@ -199,11 +199,13 @@ func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight,
 		return
 	}
 	per := max(1, minRowWork/max(1, w.Cols*nt))
+	q8 := quantizeTokens(x, nt, w, 1)
 	t := mmTasks.Get().(*mmTask)
-	*t = mmTask{dst: dst, x: x, nt: nt, w: w, done: done, each: true}
+	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, each: true}
 	workers.ForTask(w.Rows, 4, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
+	releaseTokens(q8)
 }
 
 // MatMul sets dst[t*w.Rows+r] = Σ_c x[t*w.Cols+c]·W[r][c] for t < nt, on
@@ -235,17 +237,20 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	if nt >= pack {
 		align = simd.MatMulPackRows
 	}
+	q8 := quantizeTokens(x, nt, w, nt)
 	t := mmTasks.Get().(*mmTask)
-	*t = mmTask{dst: dst, x: x, nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
+	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
 	workers.ForTask(rows, align, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
+	releaseTokens(q8)
 }
 
 // mmTask is one matMul call's work over row chunks, recycled through
 // mmTasks so that a decode step's matrix products allocate nothing.
 type mmTask struct {
 	dst, x                 []float32
+	q8                     []byte // x as Q8_K blocks (quantizeTokens), or nil
 	nt                     int
 	w                      *tensor.Weight
 	done                   <-chan struct{}
@@ -265,7 +270,7 @@ func (m *mmTask) Run(lo, hi int) {
 				return
 			}
 			for t := 0; t < nt; t++ {
-				matMulRows(m.dst[t*rows:], m.x[t*cols:], 1, m.w, r, min(hi, r+eachRows))
+				matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, r, min(hi, r+eachRows))
 			}
 		}
 		return
@@ -279,10 +284,18 @@ func (m *mmTask) Run(lo, hi int) {
 			if nt >= m.pack && nt-t-n < m.pack {
 				n = nt - t // no last run below the packed path's threshold
 			}
-			matMulRows(m.dst[t*rows:], m.x[t*cols:], n, m.w, r, min(hi, r+m.rowStep))
+			matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), n, m.w, r, min(hi, r+m.rowStep))
 			t += n
 		}
 	}
+}
+
+// tokenQ8 returns m.q8 from token row t on (nil if m.q8 is).
+func (m *mmTask) tokenQ8(t int) []byte {
+	if m.q8 == nil {
+		return nil
+	}
+	return m.q8[t*(m.w.Cols/256*simd.Q8KBlockBytes):]
 }
 
 // packTokens is the number of token rows from which simd's matrix
@@ -304,8 +317,10 @@ func packTokens(dt tensor.DType) int {
 	return math.MaxInt
 }
 
-// matMulRows computes rows [lo, hi) of MatMul on the calling goroutine.
-func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
+// matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
+// q8 is x as Q8_K blocks for the weight types that take them
+// (quantizeTokens), nil otherwise.
+func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
 	case tensor.F32:
@@ -317,7 +332,7 @@ func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 	case tensor.Q80:
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
-		matMulBlocks(dst, rows, x, nt, cols, w, lo, hi)
+		matMulBlocks(dst, rows, x, q8, nt, cols, w, lo, hi)
 	}
 }
 

@@ -110,7 +110,7 @@ func TestDotKQ8KGolden(t *testing.T) {
 		if d := math.Abs(float64(twin - want)); d > 4*ulp32(want) {
 			t.Errorf("%s twin = %v, llama.cpp %v (differ by %g, over 4 ulps)", tt.name, twin, want, d)
 		}
-		forEachSet(t, func(t *testing.T) {
+		forEachQ8KSet(t, func(t *testing.T) {
 			if got := tt.dot(w, q); got != twin {
 				t.Errorf("%s = %v, twin %v", tt.name, got, twin)
 			}
@@ -140,7 +140,7 @@ func TestDotKQ8K(t *testing.T) {
 		{"DotQ5KQ8K", q5KBlockBytes, []int{0, 2}, DotQ5KQ8K, dotQ5KQ8KGeneric},
 		{"DotQ6KQ8K", q6KBlockBytes, []int{208}, DotQ6KQ8K, dotQ6KQ8KGeneric},
 	}
-	forEachSet(t, func(t *testing.T) {
+	forEachQ8KSet(t, func(t *testing.T) {
 		for _, tt := range tests {
 			r := newRand(t)
 			for nb := 0; nb <= 20; nb++ {
@@ -184,5 +184,21 @@ func TestDotKQ8K(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// forEachQ8KSet is forEachSet plus, where the CPU has AVX-512 VNNI (whose
+// Q8_K kernels the avx512 set runs), the avx512 set without it (the
+// AVX-512BW kernels).
+func forEachQ8KSet(t *testing.T, f func(t *testing.T)) {
+	forEachSet(t, f)
+	if !hasVNNI {
+		t.Logf("skipping the VNNI-less avx512 Q8_K kernels as a separate set: this CPU lacks VNNI or AVX-512")
+		return
+	}
+	t.Run("avx512-novnni", func(t *testing.T) {
+		useVNNI = false
+		defer func() { useVNNI = true }()
+		f(t)
 	})
 }

@@ -317,4 +317,224 @@ func q8kVNNI(op string, src2, src1 Op, acc VecVirtual) {
 	})
 }
 
-var _ = fmt.Sprint
+// q8kWordTable returns a 64-byte table of 32 int16 words v(i), made once
+// per name.
+func q8kWordTable(name string, n int, v func(i int) int) Mem {
+	if m, ok := q8kConsts[name]; ok {
+		return m
+	}
+	m := GLOBL(name, RODATA|NOPTR)
+	q8kConsts[name] = m
+	for i := 0; i < n; i++ {
+		DATA(2*i, U16(uint16(v(i))))
+	}
+	return m
+}
+
+// q8kScaleMAC adds the int16 pairs of p times the int16 scales k to the
+// int32 lanes of acc: VPDPWSSD with vnni, else VPMADDWD and VPADDD.
+func q8kScaleMAC(k, p, acc VecVirtual, vnni bool) {
+	if vnni {
+		q8kVNNI("VPDPWSSD", k, p, acc)
+		return
+	}
+	VPMADDWD(k, p, p)
+	VPADDD(p, acc, acc)
+}
+
+// q8kReduceZ folds the int32 lanes of the ZMM acc into a YMM.
+func q8kReduceZ(acc VecVirtual) VecVirtual {
+	y := YMM()
+	VEXTRACTI64X4(U8(1), acc, y)
+	VPADDD(acc.AsY(), y, y)
+	return y
+}
+
+// dotQ4KQ8K512 writes dotQ4KQ8KAVX512 or, with vnni, dotQ4KQ8KVNNI (five:
+// the q5_K kernels): the AVX2 kernels' arithmetic on 64 codes at a time,
+// two groups of 32 (g and g+2) in the halves of a ZMM; the activations'
+// two 32-byte groups loaded into its halves, the scales spread by VPERMW.
+func dotQ4KQ8K512(five, vnni bool) {
+	name, blockBytes, qsAt := "dotQ4KQ8K", 144, 16
+	if five {
+		name, blockBytes, qsAt = "dotQ5KQ8K", 176, 48
+	}
+	if vnni {
+		name += "VNNI"
+	} else {
+		name += "AVX512"
+	}
+	header(name, "func(w []byte, q []byte, nb int) float32",
+		name+" returns the dot product of the nb super-blocks at w with the nb",
+		"Q8_K blocks at q, as simd's twin computes it, bit for bit.")
+	w := Load(Param("w").Base(), GP64())
+	q := Load(Param("q").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	m := ZMM()
+	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
+	var bit4 VecVirtual
+	bits := q8kBytesConst("q8kq5bits", 4*64, func(i int) byte { // bit g of groups g, g+2
+		g := []int{0, 1, 4, 5}[i/64] + 2*(i%64/32)
+		return byte(1 << g)
+	})
+	if five {
+		bit4 = ZMM()
+		VMOVDQU64(q8kSplat("q8kbit4", 0x10), bit4)
+	}
+	idx := make([]VecVirtual, 4)
+	for n := range idx { // word i: scale g or g+2
+		idx[n] = ZMM()
+		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq4idx%d", n), 32, func(i int) int {
+			return []int{0, 1, 4, 5}[n] + 2*(i/16)
+		}), idx[n])
+	}
+	s := XMM()
+	VXORPS(s, s, s)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	prefetchLine(Mem{Base: w})
+	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLine(Mem{Base: w, Disp: 128})
+	sm := YMM()
+	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
+	mn := YMM()
+	VPERMQ(U8(0x32), sm, mn)
+	VPUNPCKLWD(mn, mn, mn)
+	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	var qh VecVirtual
+	if five {
+		qh = ZMM()
+		VBROADCASTI64X4(Mem{Base: w, Disp: 16}, qh)
+	}
+	acc := make([]VecVirtual, 2)
+	for i := range acc {
+		acc[i] = ZMM()
+		VPXORD(acc[i], acc[i], acc[i])
+	}
+	for p := 0; p < 2; p++ {
+		v := ZMM()
+		VMOVDQU64(Mem{Base: w, Disp: qsAt + 64*p}, v)
+		for i := 0; i < 2; i++ {
+			n := 2*p + i
+			g := 4*p + i // groups g (low half) and g+2 (high half)
+			code := ZMM()
+			if i == 0 {
+				VPANDD(m, v, code)
+			} else {
+				VPSRLW(U8(4), v, code)
+				VPANDD(m, code, code)
+			}
+			if five {
+				k := K()
+				VPTESTMB(bits.Offset(64*n), qh, k)
+				VPADDB(bit4, code, k, code)
+			}
+			a := ZMM()
+			VMOVDQU64(Mem{Base: q, Disp: q8kQs + 32*g}, a.AsY())
+			VINSERTI64X4(U8(1), Mem{Base: q, Disp: q8kQs + 32*(g+2)}, a, a)
+			pr, sc := ZMM(), ZMM()
+			VPMADDUBSW(a, code, pr)
+			VPERMW(sm.AsZ(), idx[n], sc)
+			q8kScaleMAC(sc, pr, acc[i], vnni)
+		}
+	}
+	VPADDD(acc[1], acc[0], acc[0])
+	q8kFinish(s, q8kReduce2(q8kReduceZ(acc[0]), mn), Mem{Base: w}, q, true)
+	ADDQ(U32(blockBytes), w)
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// dotQ6KQ8K512 writes dotQ6KQ8KAVX512 or, with vnni, dotQ6KQ8KVNNI: the
+// AVX2 kernel's arithmetic on the 64 low-nibble (or high-nibble) codes of
+// a half super-block at a time, the high bits put in place by VPSLLVW and
+// VPSRLVW, the scales spread by VPERMW.
+func dotQ6KQ8K512(vnni bool) {
+	name := "dotQ6KQ8KAVX512"
+	if vnni {
+		name = "dotQ6KQ8KVNNI"
+	}
+	header(name, "func(w []byte, q []byte, nb int) float32",
+		name+" returns the dot product of the nb q6_K super-blocks at w with",
+		"the nb Q8_K blocks at q, as simd's twin computes it, bit for bit.")
+	w := Load(Param("w").Base(), GP64())
+	q := Load(Param("q").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	m, hm := ZMM(), ZMM()
+	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
+	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
+	// Segment k of a half takes bits 2k, 2k+1 of qh to bits 4, 5: low
+	// nibbles (segments 0 | 1) left by 4 | 2, high (2 | 3) right by 0 | 2.
+	shl := q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
+	shr := q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
+	idx := make([]VecVirtual, 4)
+	for n := range idx { // segments 2n, 2n+1 (of 8): scales 4n, 4n+1 | 4n+2, 4n+3
+		idx[n] = ZMM()
+		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
+			return 4*n + i/8
+		}), idx[n])
+	}
+	s := XMM()
+	VXORPS(s, s, s)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	prefetchLine(Mem{Base: w})
+	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLine(Mem{Base: w, Disp: 128})
+	prefetchLine(Mem{Base: w, Disp: 192})
+	sc16 := YMM()
+	VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)
+	off := YMM()
+	VPMADDWD(Mem{Base: q, Disp: q8kSums}, sc16, off)
+	VPSLLD(U8(5), off, off)
+	acc := make([]VecVirtual, 2)
+	for i := range acc {
+		acc[i] = ZMM()
+		VPXORD(acc[i], acc[i], acc[i])
+	}
+	for h := 0; h < 2; h++ {
+		qh, v := ZMM(), ZMM()
+		VBROADCASTI64X4(Mem{Base: w, Disp: 128 + 32*h}, qh)
+		VMOVDQU64(Mem{Base: w, Disp: 64 * h}, v)
+		for i := 0; i < 2; i++ {
+			code, t := ZMM(), ZMM()
+			if i == 0 {
+				VPANDD(m, v, code)
+				VPSLLVW(shl, qh, t)
+			} else {
+				VPSRLW(U8(4), v, code)
+				VPANDD(m, code, code)
+				VPSRLVW(shr, qh, t)
+			}
+			VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+			n := 2*h + i
+			pr, sc := ZMM(), ZMM()
+			VPMADDUBSW(Mem{Base: q, Disp: q8kQs + 64*n}, code, pr)
+			VPERMW(sc16.AsZ(), idx[n], sc)
+			q8kScaleMAC(sc, pr, acc[i], vnni)
+		}
+	}
+	VPADDD(acc[1], acc[0], acc[0])
+	r := q8kReduceZ(acc[0])
+	VPSUBD(off, r, r)
+	q8kFinish(s, q8kReduce2(r, r), Mem{Base: w, Disp: 208}, q, false)
+	ADDQ(U32(210), w)
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}

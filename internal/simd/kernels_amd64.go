@@ -678,3 +678,14 @@ func dotQ5KQ8KAVX2(w []byte, q []byte, nb int) float32
 //
 //go:noescape
 func dotQ6KQ8KAVX2(w []byte, q []byte, nb int) float32
+
+// q8kRangeAVX2 returns the largest and the smallest of x[0:256].
+//
+//go:noescape
+func q8kRangeAVX2(x []float32) (mx float32, mn float32)
+
+// q8kCodesAVX2 sets the codes (q[4:260]) and sums (q[260:292]) of a Q8_K
+// block of x[0:256] at scale iscale.
+//
+//go:noescape
+func q8kCodesAVX2(q []byte, x []float32, iscale float32)

@@ -15108,3 +15108,315 @@ DATA q8kq6shuf<>+125(SB)/1, $0x0f
 DATA q8kq6shuf<>+126(SB)/1, $0x0f
 DATA q8kq6shuf<>+127(SB)/1, $0x0f
 GLOBL q8kq6shuf<>(SB), RODATA|NOPTR, $128
+
+// func q8kRangeAVX2(x []float32) (mx float32, mn float32)
+// Requires: AVX, SSE
+TEXT ·q8kRangeAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x_base+0(FP), AX
+	VMOVUPS      (AX), Y0
+	VMOVAPS      Y0, Y1
+	VMOVUPS      32(AX), Y2
+	VMOVAPS      Y2, Y3
+	VMOVUPS      64(AX), Y4
+	VMOVAPS      Y4, Y5
+	VMOVUPS      96(AX), Y6
+	VMOVAPS      Y6, Y7
+	VMAXPS       128(AX), Y0, Y0
+	VMINPS       128(AX), Y1, Y1
+	VMAXPS       160(AX), Y2, Y2
+	VMINPS       160(AX), Y3, Y3
+	VMAXPS       192(AX), Y4, Y4
+	VMINPS       192(AX), Y5, Y5
+	VMAXPS       224(AX), Y6, Y6
+	VMINPS       224(AX), Y7, Y7
+	VMAXPS       256(AX), Y0, Y0
+	VMINPS       256(AX), Y1, Y1
+	VMAXPS       288(AX), Y2, Y2
+	VMINPS       288(AX), Y3, Y3
+	VMAXPS       320(AX), Y4, Y4
+	VMINPS       320(AX), Y5, Y5
+	VMAXPS       352(AX), Y6, Y6
+	VMINPS       352(AX), Y7, Y7
+	VMAXPS       384(AX), Y0, Y0
+	VMINPS       384(AX), Y1, Y1
+	VMAXPS       416(AX), Y2, Y2
+	VMINPS       416(AX), Y3, Y3
+	VMAXPS       448(AX), Y4, Y4
+	VMINPS       448(AX), Y5, Y5
+	VMAXPS       480(AX), Y6, Y6
+	VMINPS       480(AX), Y7, Y7
+	VMAXPS       512(AX), Y0, Y0
+	VMINPS       512(AX), Y1, Y1
+	VMAXPS       544(AX), Y2, Y2
+	VMINPS       544(AX), Y3, Y3
+	VMAXPS       576(AX), Y4, Y4
+	VMINPS       576(AX), Y5, Y5
+	VMAXPS       608(AX), Y6, Y6
+	VMINPS       608(AX), Y7, Y7
+	VMAXPS       640(AX), Y0, Y0
+	VMINPS       640(AX), Y1, Y1
+	VMAXPS       672(AX), Y2, Y2
+	VMINPS       672(AX), Y3, Y3
+	VMAXPS       704(AX), Y4, Y4
+	VMINPS       704(AX), Y5, Y5
+	VMAXPS       736(AX), Y6, Y6
+	VMINPS       736(AX), Y7, Y7
+	VMAXPS       768(AX), Y0, Y0
+	VMINPS       768(AX), Y1, Y1
+	VMAXPS       800(AX), Y2, Y2
+	VMINPS       800(AX), Y3, Y3
+	VMAXPS       832(AX), Y4, Y4
+	VMINPS       832(AX), Y5, Y5
+	VMAXPS       864(AX), Y6, Y6
+	VMINPS       864(AX), Y7, Y7
+	VMAXPS       896(AX), Y0, Y0
+	VMINPS       896(AX), Y1, Y1
+	VMAXPS       928(AX), Y2, Y2
+	VMINPS       928(AX), Y3, Y3
+	VMAXPS       960(AX), Y4, Y4
+	VMINPS       960(AX), Y5, Y5
+	VMAXPS       992(AX), Y6, Y6
+	VMINPS       992(AX), Y7, Y7
+	VMAXPS       Y2, Y0, Y0
+	VMAXPS       Y6, Y4, Y4
+	VMINPS       Y3, Y1, Y1
+	VMINPS       Y7, Y5, Y5
+	VMAXPS       Y4, Y0, Y0
+	VMINPS       Y5, Y1, Y1
+	VEXTRACTF128 $0x01, Y0, X2
+	VMAXPS       X2, X0, X2
+	VPERMILPS    $0x4e, X2, X0
+	VMAXPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VMAXPS       X0, X2, X2
+	MOVSS        X2, mx+24(FP)
+	VEXTRACTF128 $0x01, Y1, X0
+	VMINPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMINPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMINPS       X1, X0, X0
+	MOVSS        X0, mn+28(FP)
+	VZEROUPPER
+	RET
+
+// func q8kCodesAVX2(q []byte, x []float32, iscale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·q8kCodesAVX2(SB), NOSPLIT, $0-52
+	MOVQ         q_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVSS        iscale+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      q8k127<>+0(SB), Y1
+	VMOVDQU      q8kpackperm<>+0(SB), Y2
+	VMULPS       (CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       32(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       64(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       96(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y7
+	VPADDD       Y6, Y5, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 4(AX)
+	VMULPS       128(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       160(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       192(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       224(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y8
+	VPADDD       Y6, Y5, Y9
+	VPHADDD      Y9, Y8, Y8
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 36(AX)
+	VMULPS       256(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       288(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       320(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       352(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y9
+	VPADDD       Y6, Y5, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 68(AX)
+	VMULPS       384(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       416(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       448(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       480(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y10
+	VPADDD       Y6, Y5, Y11
+	VPHADDD      Y11, Y10, Y10
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 100(AX)
+	VPHADDD      Y8, Y7, Y3
+	VPHADDD      Y10, Y9, Y4
+	VPERM2I128   $0x20, Y4, Y3, Y5
+	VPERM2I128   $0x31, Y4, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VMULPS       512(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       544(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       576(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       608(CX), Y0, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPMINSD      Y1, Y7, Y7
+	VPADDD       Y4, Y3, Y8
+	VPADDD       Y7, Y6, Y9
+	VPHADDD      Y9, Y8, Y8
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 132(AX)
+	VMULPS       640(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       672(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       704(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       736(CX), Y0, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPMINSD      Y1, Y7, Y7
+	VPADDD       Y4, Y3, Y9
+	VPADDD       Y7, Y6, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 164(AX)
+	VMULPS       768(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       800(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       832(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       864(CX), Y0, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPMINSD      Y1, Y7, Y7
+	VPADDD       Y4, Y3, Y10
+	VPADDD       Y7, Y6, Y11
+	VPHADDD      Y11, Y10, Y10
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 196(AX)
+	VMULPS       896(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       928(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       960(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       992(CX), Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y1, Y0, Y0
+	VPADDD       Y4, Y3, Y1
+	VPADDD       Y0, Y6, Y7
+	VPHADDD      Y7, Y1, Y1
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y0, Y6, Y0
+	VPACKSSWB    Y0, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 228(AX)
+	VPHADDD      Y9, Y8, Y0
+	VPHADDD      Y1, Y10, Y1
+	VPERM2I128   $0x20, Y1, Y0, Y2
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y2, Y2
+	VPACKSSDW    Y2, Y5, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VMOVDQU      Y5, 260(AX)
+	VZEROUPPER
+	RET
+
+DATA q8k127<>+0(SB)/2, $0x007f
+DATA q8k127<>+2(SB)/2, $0x0000
+DATA q8k127<>+4(SB)/2, $0x007f
+DATA q8k127<>+6(SB)/2, $0x0000
+DATA q8k127<>+8(SB)/2, $0x007f
+DATA q8k127<>+10(SB)/2, $0x0000
+DATA q8k127<>+12(SB)/2, $0x007f
+DATA q8k127<>+14(SB)/2, $0x0000
+DATA q8k127<>+16(SB)/2, $0x007f
+DATA q8k127<>+18(SB)/2, $0x0000
+DATA q8k127<>+20(SB)/2, $0x007f
+DATA q8k127<>+22(SB)/2, $0x0000
+DATA q8k127<>+24(SB)/2, $0x007f
+DATA q8k127<>+26(SB)/2, $0x0000
+DATA q8k127<>+28(SB)/2, $0x007f
+DATA q8k127<>+30(SB)/2, $0x0000
+GLOBL q8k127<>(SB), RODATA|NOPTR, $32
+
+DATA q8kpackperm<>+0(SB)/2, $0x0000
+DATA q8kpackperm<>+2(SB)/2, $0x0000
+DATA q8kpackperm<>+4(SB)/2, $0x0004
+DATA q8kpackperm<>+6(SB)/2, $0x0000
+DATA q8kpackperm<>+8(SB)/2, $0x0001
+DATA q8kpackperm<>+10(SB)/2, $0x0000
+DATA q8kpackperm<>+12(SB)/2, $0x0005
+DATA q8kpackperm<>+14(SB)/2, $0x0000
+DATA q8kpackperm<>+16(SB)/2, $0x0002
+DATA q8kpackperm<>+18(SB)/2, $0x0000
+DATA q8kpackperm<>+20(SB)/2, $0x0006
+DATA q8kpackperm<>+22(SB)/2, $0x0000
+DATA q8kpackperm<>+24(SB)/2, $0x0003
+DATA q8kpackperm<>+26(SB)/2, $0x0000
+DATA q8kpackperm<>+28(SB)/2, $0x0007
+DATA q8kpackperm<>+30(SB)/2, $0x0000
+GLOBL q8kpackperm<>(SB), RODATA|NOPTR, $32

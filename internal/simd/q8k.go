@@ -26,33 +26,36 @@ func QuantizeQ8K(dst []byte, x []float32) {
 	if len(x)%kBlockSize != 0 || len(dst) != len(x)/kBlockSize*Q8KBlockBytes {
 		panic(fmt.Sprintf("simd: QuantizeQ8K: %d values is not whole blocks of %d, or %d bytes is not %d blocks of %d", len(x), kBlockSize, len(dst), len(x)/kBlockSize, Q8KBlockBytes))
 	}
-	quantizeQ8KGeneric(dst, x)
+	quantizeQ8K(dst, x)
 }
 
 func quantizeQ8KGeneric(dst []byte, x []float32) {
 	for b := 0; b < len(x)/kBlockSize; b++ {
 		xb := x[b*kBlockSize : (b+1)*kBlockSize]
 		q := dst[b*Q8KBlockBytes : (b+1)*Q8KBlockBytes]
-		var amax, max float32
-		for _, v := range xb {
-			if a := float32(math.Abs(float64(v))); a > amax {
-				amax, max = a, v
+		// The first value of largest magnitude, by the magnitudes' bits
+		// (ordered as the magnitudes; NaNs, as in ggml, never win).
+		var amax uint32
+		imax := 0
+		for j, v := range xb {
+			if a := math.Float32bits(v) &^ (1 << 31); a > amax && a <= 0x7f800000 {
+				amax, imax = a, j
 			}
 		}
 		if amax == 0 {
 			clear(q)
 			continue
 		}
-		iscale := -127 / max
-		for j, v := range xb {
-			q[4+j] = byte(int8(min(127, nearestInt(float32(iscale*v)))))
-		}
+		iscale := -127 / xb[imax]
+		qs := q[4 : 4+kBlockSize]
 		for g := 0; g < 16; g++ {
-			var s int32
-			for _, c := range q[4+16*g : 4+16*g+16] {
-				s += int32(int8(c))
+			var sum int32
+			for j := 16 * g; j < 16*g+16; j++ {
+				c := min(127, nearestInt(float32(iscale*xb[j])))
+				qs[j] = byte(int8(c))
+				sum += c
 			}
-			binary.LittleEndian.PutUint16(q[4+kBlockSize+2*g:], uint16(int16(s)))
+			binary.LittleEndian.PutUint16(q[4+kBlockSize+2*g:], uint16(int16(sum)))
 		}
 		binary.LittleEndian.PutUint32(q, math.Float32bits(1/iscale))
 	}

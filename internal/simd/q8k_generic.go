@@ -11,3 +11,5 @@ func dotQ6KQ8K(w, q []byte, nb int) float32 { return dotQ6KQ8KGeneric(w, q, nb) 
 const hasVNNI = false
 
 var useVNNI = false
+
+func quantizeQ8K(dst []byte, x []float32) { quantizeQ8KGeneric(dst, x) }

@@ -53,22 +53,24 @@ func TestQuantizeQ8KGolden(t *testing.T) {
 	for i := 4 + kBlockSize; i < Q8KBlockBytes; i++ {
 		want[2*Q8KBlockBytes+i] = 0 // ggml leaves the zero block's sums unset
 	}
-	got := make([]byte, 4*Q8KBlockBytes)
-	for i := range got {
-		got[i] = 0xcd
-	}
-	QuantizeQ8K(got, q8kGoldenInput())
-	for b := 0; b < 4; b++ {
-		g, w := got[b*Q8KBlockBytes:(b+1)*Q8KBlockBytes], want[b*Q8KBlockBytes:(b+1)*Q8KBlockBytes]
-		if !bytes.Equal(g, w) {
-			for i := range g {
-				if g[i] != w[i] {
-					t.Errorf("block %d differs from llama.cpp's first at byte %d: %#x, want %#x", b, i, g[i], w[i])
-					break
+	forEachSet(t, func(t *testing.T) {
+		got := make([]byte, 4*Q8KBlockBytes)
+		for i := range got {
+			got[i] = 0xcd
+		}
+		QuantizeQ8K(got, q8kGoldenInput())
+		for b := 0; b < 4; b++ {
+			g, w := got[b*Q8KBlockBytes:(b+1)*Q8KBlockBytes], want[b*Q8KBlockBytes:(b+1)*Q8KBlockBytes]
+			if !bytes.Equal(g, w) {
+				for i := range g {
+					if g[i] != w[i] {
+						t.Errorf("block %d differs from llama.cpp's first at byte %d: %#x, want %#x", b, i, g[i], w[i])
+						break
+					}
 				}
 			}
 		}
-	}
+	})
 	for _, bad := range []func(){
 		func() { QuantizeQ8K(make([]byte, Q8KBlockBytes), make([]float32, 255)) },
 		func() { QuantizeQ8K(make([]byte, Q8KBlockBytes-1), make([]float32, 256)) },
@@ -200,5 +202,63 @@ func forEachQ8KSet(t *testing.T, f func(t *testing.T)) {
 		useVNNI = false
 		defer func() { useVNNI = true }()
 		f(t)
+	})
+}
+
+// TestQuantizeQ8K compares QuantizeQ8K with its twin on every kernel set,
+// bit for bit, over 0..9 blocks of random values at misaligned offsets:
+// normal values, all negative, all positive, a largest magnitude that ties
+// between a positive and a negative value (the first wins), zeros (and
+// negative zeros), tiny and huge values, and values whose scaled codes
+// fall on halves.
+func TestQuantizeQ8K(t *testing.T) {
+	forEachSet(t, func(t *testing.T) {
+		r := newRand(t)
+		for nb := 0; nb <= 9; nb++ {
+			for _, off := range offsets {
+				x := randF32(r, nb*kBlockSize)
+				for b := 0; b < nb; b++ {
+					xb := x[b*kBlockSize : (b+1)*kBlockSize]
+					switch b {
+					case 1:
+						for i := range xb {
+							xb[i] = -float32(math.Abs(float64(xb[i])))
+						}
+					case 2:
+						for i := range xb {
+							xb[i] = float32(math.Abs(float64(xb[i]))) * 1e-30
+						}
+					case 3:
+						xb[7], xb[200] = -9, 9
+					case 4:
+						xb[7], xb[200] = 9, -9
+					case 5:
+						for i := range xb {
+							xb[i] = float32(math.Copysign(0, float64(xb[i])))
+						}
+					case 6:
+						for i := range xb {
+							xb[i] = float32(i%255-127) * 0.5 * 1e30
+						}
+					case 7:
+						for i := range xb {
+							xb[i] = float32(i%254 - 127)
+						}
+						xb[3] = 254 // codes k/2: every other one a tie
+					}
+				}
+				x = offsetCopy(x, off)
+				got, want := make([]byte, nb*Q8KBlockBytes), make([]byte, nb*Q8KBlockBytes)
+				QuantizeQ8K(got, x)
+				quantizeQ8KGeneric(want, x)
+				if !bytes.Equal(got, want) {
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("nb=%d off=%d: block %d byte %d = %#x, twin %#x", nb, off, i/Q8KBlockBytes, i%Q8KBlockBytes, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
 	})
 }

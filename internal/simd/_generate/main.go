@@ -146,6 +146,8 @@ func avx2() {
 	dotQ4KQ8K(false) // q8k.go
 	dotQ4KQ8K(true)
 	dotQ6KQ8K()
+	q8kRange()
+	q8kCodes()
 }
 
 func header(name, sig string, doc ...string) {

@@ -538,3 +538,103 @@ func dotQ6KQ8K512(vnni bool) {
 	Store(s, ReturnIndex(0))
 	RET()
 }
+
+// q8kRange writes q8kRangeAVX2: the largest and smallest of 256 float32
+// values (for QuantizeQ8K's scale; NaNs give an unspecified result, which
+// the caller checks for).
+func q8kRange() {
+	name := "q8kRangeAVX2"
+	header(name, "func(x []float32) (mx float32, mn float32)",
+		name+" returns the largest and the smallest of x[0:256].")
+	x := Load(Param("x").Base(), GP64())
+	hi, lo := make([]VecVirtual, 4), make([]VecVirtual, 4)
+	for i := range hi {
+		hi[i], lo[i] = YMM(), YMM()
+		VMOVUPS(Mem{Base: x, Disp: 32 * i}, hi[i])
+		VMOVAPS(hi[i], lo[i])
+	}
+	for i := 4; i < 32; i++ {
+		VMAXPS(Mem{Base: x, Disp: 32 * i}, hi[i%4], hi[i%4])
+		VMINPS(Mem{Base: x, Disp: 32 * i}, lo[i%4], lo[i%4])
+	}
+	VMAXPS(hi[1], hi[0], hi[0])
+	VMAXPS(hi[3], hi[2], hi[2])
+	VMINPS(lo[1], lo[0], lo[0])
+	VMINPS(lo[3], lo[2], lo[2])
+	VMAXPS(hi[2], hi[0], hi[0])
+	VMINPS(lo[2], lo[0], lo[0])
+	for i, v := range []VecVirtual{hi[0], lo[0]} {
+		op := VMAXPS
+		if i == 1 {
+			op = VMINPS
+		}
+		t := XMM()
+		VEXTRACTF128(U8(1), v, t)
+		op(t, v.AsX(), t)
+		u := XMM()
+		VPERMILPS(U8(0x4e), t, u)
+		op(u, t, t)
+		VPERMILPS(U8(0xb1), t, u)
+		op(u, t, t)
+		Store(t, ReturnIndex(i))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// q8kCodes writes q8kCodesAVX2: the 256 codes and 16 sums of a Q8_K block
+// from x and iscale, as QuantizeQ8K defines them: the product rounded to
+// float32 (VMULPS), then to the nearest int32, ties to even (VCVTPS2DQ
+// under the default rounding mode, as ggml's nearest_int for |v| ≤ 2^22),
+// capped at 127 and packed.
+func q8kCodes() {
+	name := "q8kCodesAVX2"
+	header(name, "func(q []byte, x []float32, iscale float32)",
+		name+" sets the codes (q[4:260]) and sums (q[260:292]) of a Q8_K",
+		"block of x[0:256] at scale iscale.")
+	q := Load(Param("q").Base(), GP64())
+	x := Load(Param("x").Base(), GP64())
+	is := YMM()
+	VBROADCASTSS(Load(Param("iscale"), XMM()), is)
+	c127, perm := YMM(), YMM()
+	VMOVDQU(q8kWordTable("q8k127", 16, func(i int) int { return 127 * (1 - i%2) }), c127)
+	VMOVDQU(q8kWordTable("q8kpackperm", 16, func(i int) int { return []int{0, 4, 1, 5, 2, 6, 3, 7}[i/2] * (1 - i%2) }), perm)
+	var sums []VecVirtual
+	for half := 0; half < 2; half++ {
+		var tv []VecVirtual // the 8 groups' lane sums, pairwise added
+		for g2 := 4 * half; g2 < 4*half+4; g2++ {
+			iv := make([]VecVirtual, 4)
+			for k := range iv {
+				iv[k] = YMM()
+				VMULPS(Mem{Base: x, Disp: 4 * (32*g2 + 8*k)}, is, iv[k])
+				VCVTPS2DQ(iv[k], iv[k])
+				VPMINSD(c127, iv[k], iv[k])
+			}
+			sa, sb := YMM(), YMM()
+			VPADDD(iv[1], iv[0], sa)
+			VPADDD(iv[3], iv[2], sb)
+			t := YMM()
+			VPHADDD(sb, sa, t) // lane: a01 a23 b01 b23
+			tv = append(tv, t)
+			a, b := YMM(), YMM()
+			VPACKSSDW(iv[1], iv[0], a)
+			VPACKSSDW(iv[3], iv[2], b)
+			VPACKSSWB(b, a, a)
+			VPERMD(a, perm, a)
+			VMOVDQU(a, Mem{Base: q, Disp: q8kQs + 32*g2})
+		}
+		u0, u1 := YMM(), YMM()
+		VPHADDD(tv[1], tv[0], u0) // lane: g0 g1 g2 g3 (partial: per 128-bit lane)
+		VPHADDD(tv[3], tv[2], u1) // g4 .. g7
+		w0, w1 := YMM(), YMM()
+		VPERM2I128(U8(0x20), u1, u0, w0)
+		VPERM2I128(U8(0x31), u1, u0, w1)
+		VPADDD(w1, w0, w0) // the 8 groups' sums
+		sums = append(sums, w0)
+	}
+	VPACKSSDW(sums[1], sums[0], sums[0]) // lane: g0-3 g8-11 | g4-7 g12-15
+	VPERMQ(U8(0xd8), sums[0], sums[0])
+	VMOVDQU(sums[0], Mem{Base: q, Disp: q8kSums})
+	VZEROUPPER()
+	RET()
+}

@@ -17,7 +17,8 @@ var blockTypes = map[tensor.DType]gguf.Type{
 }
 
 // fusedDots are the block types with a SIMD dot product over their packed
-// blocks, which matMulBlocks uses below the packed threshold
+// blocks and float32 activations, which matMulBlocks uses below the packed
+// threshold on a backend with F32Activations (q8Dots otherwise)
 // (simd.MatMulDecodedTokens): each token then decodes the blocks again
 // inside the kernel, about as fast as decoding the row once and taking
 // float32 dots, up to the threshold. q4_K and q5_K take the activations'
@@ -48,20 +49,15 @@ var q8Dots = map[tensor.DType]func(w, q []byte) float32{
 	tensor.Q6K: simd.DotQ6KQ8K,
 }
 
-// q8Activations selects the Q8_K activations of q8Dots (true) or the
-// fp32-activation dots of fusedDots (false) for the decode products of
-// q4_K, q5_K and q6_K weights; tests switch it to show the difference.
-var q8Activations = true
-
 // q8Scratch recycles the Q8_K activation buffers of quantizeTokens.
 var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // quantizeTokens returns the nt token rows of x as Q8_K blocks in a buffer
 // from q8Scratch (releaseTokens gives it back), where w's products of
 // perCall token rows at a time take them (q8Dots below the packed
-// threshold), or nil.
-func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int) *[]byte {
-	if !q8Activations || nt == 0 || perCall >= simd.MatMulDecodedTokens() || w.Cols%256 != 0 {
+// threshold) unless f32Act (Backend.F32Activations), or nil.
+func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act bool) *[]byte {
+	if f32Act || nt == 0 || perCall >= simd.MatMulDecodedTokens() || w.Cols%256 != 0 {
 		return nil
 	}
 	if _, ok := q8Dots[w.DType]; !ok {

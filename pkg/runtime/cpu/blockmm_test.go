@@ -105,7 +105,7 @@ func TestMatMulBlocksPaths(t *testing.T) {
 						x[i] = float32(r.NormFloat64())
 					}
 					got := make([]float32, nt*rows)
-					q8 := quantizeTokens(x, nt, w, nt)
+					q8 := quantizeTokens(x, nt, w, nt, false)
 					matMulRows(got, x, q8Bytes(q8), nt, w, 0, rows)
 					xr := x // the activations the product takes
 					if q8 != nil {
@@ -183,7 +183,7 @@ func TestMatMulBlocksAllocs(t *testing.T) {
 		for _, nt := range []int{1, 5} {
 			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)
 			product := func() {
-				q8 := quantizeTokens(x, nt, w, nt)
+				q8 := quantizeTokens(x, nt, w, nt, false)
 				matMulRows(dst, x, q8Bytes(q8), nt, w, 0, rows)
 				releaseTokens(q8)
 			}

@@ -77,7 +77,7 @@ func TestDecodeQ8KActivations(t *testing.T) {
 				}
 			}
 			f32 := make([]float32, nt*rows)
-			cpu.MatMulF32Activations(func() { be.MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m) })
+			be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
 			same, maxRel := 0, 0.0
 			for tk := 0; tk < nt; tk++ {
 				for i := 0; i < rows; i++ {

@@ -20,7 +20,8 @@ const Q8KBlockBytes = 4 + kBlockSize + 2*16
 // −127/max, code_j = min(127, round-half-even(iscale·x_j)) (the product
 // rounded to float32 first), d = 1/iscale and the 16 sums of 16 codes. A
 // block of zeros gets d = 0 and zero codes and sums (ggml leaves its sums
-// unset). It panics unless len(x) is a multiple of 256 and len(dst) ==
+// unset). For blocks holding an infinity the codes are unspecified. It
+// panics unless len(x) is a multiple of 256 and len(dst) ==
 // len(x)/256·Q8KBlockBytes.
 func QuantizeQ8K(dst []byte, x []float32) {
 	if len(x)%kBlockSize != 0 || len(dst) != len(x)/kBlockSize*Q8KBlockBytes {

@@ -706,3 +706,32 @@ func dotMXFP4AVX2(w []byte, x []float32) float32
 //
 //go:noescape
 func dotIQ4XSAVX2(w []byte, x []float32, sc []float32) float32
+
+// dotQ4KQ8KAVX2 returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ4KQ8KAVX2(w []byte, q []byte, nb int) float32
+
+// dotQ5KQ8KAVX2 returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ5KQ8KAVX2(w []byte, q []byte, nb int) float32
+
+// dotQ6KQ8KAVX2 returns the dot product of the nb q6_K super-blocks at w with
+// the nb Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ6KQ8KAVX2(w []byte, q []byte, nb int) float32
+
+// q8kRangeAVX2 returns the largest and the smallest of x[0:256].
+//
+//go:noescape
+func q8kRangeAVX2(x []float32) (mx float32, mn float32)
+
+// q8kCodesAVX2 sets the codes (q[4:260]) and sums (q[260:292]) of a Q8_K
+// block of x[0:256] at scale iscale.
+//
+//go:noescape
+func q8kCodesAVX2(q []byte, x []float32, iscale float32)

@@ -15547,3 +15547,1557 @@ DATA qdxs32<>+20(SB)/4, $0x00000020
 DATA qdxs32<>+24(SB)/4, $0x00000020
 DATA qdxs32<>+28(SB)/4, $0x00000020
 GLOBL qdxs32<>(SB), RODATA|NOPTR, $32
+
+// func dotQ4KQ8KAVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotQ4KQ8KAVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU q8knib<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+
+dotQ4KQ8KAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotQ4KQ8KAVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	MOVL         4(AX), BX
+	MOVL         8(AX), SI
+	MOVL         12(AX), DI
+	MOVL         BX, R8
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X2
+	MOVL         DI, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, BX
+	ANDL         $0x30303030, BX
+	ORL          BX, R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVL         SI, R8
+	ANDL         $0x3f3f3f3f, R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVL         DI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         SI, BX
+	SHRL         $0x02, BX
+	ANDL         $0x30303030, BX
+	ORL          BX, R8
+	VPINSRD      $0x03, R8, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPERMQ       $0x32, Y2, Y2
+	VPUNPCKLWD   Y2, Y2, Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   4(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+0(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   36(CX), Y6, Y6
+	VPSHUFB      q8kscaleshuf<>+64(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   68(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+128(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   100(CX), Y6, Y6
+	VPSHUFB      q8kscaleshuf<>+192(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      80(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   132(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+256(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   164(CX), Y6, Y6
+	VPSHUFB      q8kscaleshuf<>+320(SB), Y3, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      112(AX), Y6
+	VPAND        Y0, Y6, Y7
+	VPMADDUBSW   196(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+384(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   228(CX), Y6, Y6
+	VPSHUFB      q8kscaleshuf<>+448(SB), Y3, Y3
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPHADDD      Y2, Y4, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X3
+	VPHADDD      X3, X3, X3
+	VPXOR        X2, X2, X2
+	VMOVD        (AX), X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X2, X2
+	VCVTDQ2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VADDSS       X2, X1, X1
+	VMOVSHDUP    X2, X2
+	VSUBSS       X2, X1, X1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotQ4KQ8KAVX2_loop
+
+dotQ4KQ8KAVX2_done:
+	VZEROUPPER
+	MOVSS X1, ret+56(FP)
+	RET
+
+DATA q8knib<>+0(SB)/1, $0x0f
+DATA q8knib<>+1(SB)/1, $0x0f
+DATA q8knib<>+2(SB)/1, $0x0f
+DATA q8knib<>+3(SB)/1, $0x0f
+DATA q8knib<>+4(SB)/1, $0x0f
+DATA q8knib<>+5(SB)/1, $0x0f
+DATA q8knib<>+6(SB)/1, $0x0f
+DATA q8knib<>+7(SB)/1, $0x0f
+DATA q8knib<>+8(SB)/1, $0x0f
+DATA q8knib<>+9(SB)/1, $0x0f
+DATA q8knib<>+10(SB)/1, $0x0f
+DATA q8knib<>+11(SB)/1, $0x0f
+DATA q8knib<>+12(SB)/1, $0x0f
+DATA q8knib<>+13(SB)/1, $0x0f
+DATA q8knib<>+14(SB)/1, $0x0f
+DATA q8knib<>+15(SB)/1, $0x0f
+DATA q8knib<>+16(SB)/1, $0x0f
+DATA q8knib<>+17(SB)/1, $0x0f
+DATA q8knib<>+18(SB)/1, $0x0f
+DATA q8knib<>+19(SB)/1, $0x0f
+DATA q8knib<>+20(SB)/1, $0x0f
+DATA q8knib<>+21(SB)/1, $0x0f
+DATA q8knib<>+22(SB)/1, $0x0f
+DATA q8knib<>+23(SB)/1, $0x0f
+DATA q8knib<>+24(SB)/1, $0x0f
+DATA q8knib<>+25(SB)/1, $0x0f
+DATA q8knib<>+26(SB)/1, $0x0f
+DATA q8knib<>+27(SB)/1, $0x0f
+DATA q8knib<>+28(SB)/1, $0x0f
+DATA q8knib<>+29(SB)/1, $0x0f
+DATA q8knib<>+30(SB)/1, $0x0f
+DATA q8knib<>+31(SB)/1, $0x0f
+DATA q8knib<>+32(SB)/1, $0x0f
+DATA q8knib<>+33(SB)/1, $0x0f
+DATA q8knib<>+34(SB)/1, $0x0f
+DATA q8knib<>+35(SB)/1, $0x0f
+DATA q8knib<>+36(SB)/1, $0x0f
+DATA q8knib<>+37(SB)/1, $0x0f
+DATA q8knib<>+38(SB)/1, $0x0f
+DATA q8knib<>+39(SB)/1, $0x0f
+DATA q8knib<>+40(SB)/1, $0x0f
+DATA q8knib<>+41(SB)/1, $0x0f
+DATA q8knib<>+42(SB)/1, $0x0f
+DATA q8knib<>+43(SB)/1, $0x0f
+DATA q8knib<>+44(SB)/1, $0x0f
+DATA q8knib<>+45(SB)/1, $0x0f
+DATA q8knib<>+46(SB)/1, $0x0f
+DATA q8knib<>+47(SB)/1, $0x0f
+DATA q8knib<>+48(SB)/1, $0x0f
+DATA q8knib<>+49(SB)/1, $0x0f
+DATA q8knib<>+50(SB)/1, $0x0f
+DATA q8knib<>+51(SB)/1, $0x0f
+DATA q8knib<>+52(SB)/1, $0x0f
+DATA q8knib<>+53(SB)/1, $0x0f
+DATA q8knib<>+54(SB)/1, $0x0f
+DATA q8knib<>+55(SB)/1, $0x0f
+DATA q8knib<>+56(SB)/1, $0x0f
+DATA q8knib<>+57(SB)/1, $0x0f
+DATA q8knib<>+58(SB)/1, $0x0f
+DATA q8knib<>+59(SB)/1, $0x0f
+DATA q8knib<>+60(SB)/1, $0x0f
+DATA q8knib<>+61(SB)/1, $0x0f
+DATA q8knib<>+62(SB)/1, $0x0f
+DATA q8knib<>+63(SB)/1, $0x0f
+GLOBL q8knib<>(SB), RODATA|NOPTR, $64
+
+DATA q8kbit4<>+0(SB)/1, $0x10
+DATA q8kbit4<>+1(SB)/1, $0x10
+DATA q8kbit4<>+2(SB)/1, $0x10
+DATA q8kbit4<>+3(SB)/1, $0x10
+DATA q8kbit4<>+4(SB)/1, $0x10
+DATA q8kbit4<>+5(SB)/1, $0x10
+DATA q8kbit4<>+6(SB)/1, $0x10
+DATA q8kbit4<>+7(SB)/1, $0x10
+DATA q8kbit4<>+8(SB)/1, $0x10
+DATA q8kbit4<>+9(SB)/1, $0x10
+DATA q8kbit4<>+10(SB)/1, $0x10
+DATA q8kbit4<>+11(SB)/1, $0x10
+DATA q8kbit4<>+12(SB)/1, $0x10
+DATA q8kbit4<>+13(SB)/1, $0x10
+DATA q8kbit4<>+14(SB)/1, $0x10
+DATA q8kbit4<>+15(SB)/1, $0x10
+DATA q8kbit4<>+16(SB)/1, $0x10
+DATA q8kbit4<>+17(SB)/1, $0x10
+DATA q8kbit4<>+18(SB)/1, $0x10
+DATA q8kbit4<>+19(SB)/1, $0x10
+DATA q8kbit4<>+20(SB)/1, $0x10
+DATA q8kbit4<>+21(SB)/1, $0x10
+DATA q8kbit4<>+22(SB)/1, $0x10
+DATA q8kbit4<>+23(SB)/1, $0x10
+DATA q8kbit4<>+24(SB)/1, $0x10
+DATA q8kbit4<>+25(SB)/1, $0x10
+DATA q8kbit4<>+26(SB)/1, $0x10
+DATA q8kbit4<>+27(SB)/1, $0x10
+DATA q8kbit4<>+28(SB)/1, $0x10
+DATA q8kbit4<>+29(SB)/1, $0x10
+DATA q8kbit4<>+30(SB)/1, $0x10
+DATA q8kbit4<>+31(SB)/1, $0x10
+DATA q8kbit4<>+32(SB)/1, $0x10
+DATA q8kbit4<>+33(SB)/1, $0x10
+DATA q8kbit4<>+34(SB)/1, $0x10
+DATA q8kbit4<>+35(SB)/1, $0x10
+DATA q8kbit4<>+36(SB)/1, $0x10
+DATA q8kbit4<>+37(SB)/1, $0x10
+DATA q8kbit4<>+38(SB)/1, $0x10
+DATA q8kbit4<>+39(SB)/1, $0x10
+DATA q8kbit4<>+40(SB)/1, $0x10
+DATA q8kbit4<>+41(SB)/1, $0x10
+DATA q8kbit4<>+42(SB)/1, $0x10
+DATA q8kbit4<>+43(SB)/1, $0x10
+DATA q8kbit4<>+44(SB)/1, $0x10
+DATA q8kbit4<>+45(SB)/1, $0x10
+DATA q8kbit4<>+46(SB)/1, $0x10
+DATA q8kbit4<>+47(SB)/1, $0x10
+DATA q8kbit4<>+48(SB)/1, $0x10
+DATA q8kbit4<>+49(SB)/1, $0x10
+DATA q8kbit4<>+50(SB)/1, $0x10
+DATA q8kbit4<>+51(SB)/1, $0x10
+DATA q8kbit4<>+52(SB)/1, $0x10
+DATA q8kbit4<>+53(SB)/1, $0x10
+DATA q8kbit4<>+54(SB)/1, $0x10
+DATA q8kbit4<>+55(SB)/1, $0x10
+DATA q8kbit4<>+56(SB)/1, $0x10
+DATA q8kbit4<>+57(SB)/1, $0x10
+DATA q8kbit4<>+58(SB)/1, $0x10
+DATA q8kbit4<>+59(SB)/1, $0x10
+DATA q8kbit4<>+60(SB)/1, $0x10
+DATA q8kbit4<>+61(SB)/1, $0x10
+DATA q8kbit4<>+62(SB)/1, $0x10
+DATA q8kbit4<>+63(SB)/1, $0x10
+GLOBL q8kbit4<>(SB), RODATA|NOPTR, $64
+
+DATA q8kscaleshuf<>+0(SB)/1, $0x00
+DATA q8kscaleshuf<>+1(SB)/1, $0x01
+DATA q8kscaleshuf<>+2(SB)/1, $0x00
+DATA q8kscaleshuf<>+3(SB)/1, $0x01
+DATA q8kscaleshuf<>+4(SB)/1, $0x00
+DATA q8kscaleshuf<>+5(SB)/1, $0x01
+DATA q8kscaleshuf<>+6(SB)/1, $0x00
+DATA q8kscaleshuf<>+7(SB)/1, $0x01
+DATA q8kscaleshuf<>+8(SB)/1, $0x00
+DATA q8kscaleshuf<>+9(SB)/1, $0x01
+DATA q8kscaleshuf<>+10(SB)/1, $0x00
+DATA q8kscaleshuf<>+11(SB)/1, $0x01
+DATA q8kscaleshuf<>+12(SB)/1, $0x00
+DATA q8kscaleshuf<>+13(SB)/1, $0x01
+DATA q8kscaleshuf<>+14(SB)/1, $0x00
+DATA q8kscaleshuf<>+15(SB)/1, $0x01
+DATA q8kscaleshuf<>+16(SB)/1, $0x00
+DATA q8kscaleshuf<>+17(SB)/1, $0x01
+DATA q8kscaleshuf<>+18(SB)/1, $0x00
+DATA q8kscaleshuf<>+19(SB)/1, $0x01
+DATA q8kscaleshuf<>+20(SB)/1, $0x00
+DATA q8kscaleshuf<>+21(SB)/1, $0x01
+DATA q8kscaleshuf<>+22(SB)/1, $0x00
+DATA q8kscaleshuf<>+23(SB)/1, $0x01
+DATA q8kscaleshuf<>+24(SB)/1, $0x00
+DATA q8kscaleshuf<>+25(SB)/1, $0x01
+DATA q8kscaleshuf<>+26(SB)/1, $0x00
+DATA q8kscaleshuf<>+27(SB)/1, $0x01
+DATA q8kscaleshuf<>+28(SB)/1, $0x00
+DATA q8kscaleshuf<>+29(SB)/1, $0x01
+DATA q8kscaleshuf<>+30(SB)/1, $0x00
+DATA q8kscaleshuf<>+31(SB)/1, $0x01
+DATA q8kscaleshuf<>+32(SB)/1, $0x00
+DATA q8kscaleshuf<>+33(SB)/1, $0x01
+DATA q8kscaleshuf<>+34(SB)/1, $0x00
+DATA q8kscaleshuf<>+35(SB)/1, $0x01
+DATA q8kscaleshuf<>+36(SB)/1, $0x00
+DATA q8kscaleshuf<>+37(SB)/1, $0x01
+DATA q8kscaleshuf<>+38(SB)/1, $0x00
+DATA q8kscaleshuf<>+39(SB)/1, $0x01
+DATA q8kscaleshuf<>+40(SB)/1, $0x00
+DATA q8kscaleshuf<>+41(SB)/1, $0x01
+DATA q8kscaleshuf<>+42(SB)/1, $0x00
+DATA q8kscaleshuf<>+43(SB)/1, $0x01
+DATA q8kscaleshuf<>+44(SB)/1, $0x00
+DATA q8kscaleshuf<>+45(SB)/1, $0x01
+DATA q8kscaleshuf<>+46(SB)/1, $0x00
+DATA q8kscaleshuf<>+47(SB)/1, $0x01
+DATA q8kscaleshuf<>+48(SB)/1, $0x00
+DATA q8kscaleshuf<>+49(SB)/1, $0x01
+DATA q8kscaleshuf<>+50(SB)/1, $0x00
+DATA q8kscaleshuf<>+51(SB)/1, $0x01
+DATA q8kscaleshuf<>+52(SB)/1, $0x00
+DATA q8kscaleshuf<>+53(SB)/1, $0x01
+DATA q8kscaleshuf<>+54(SB)/1, $0x00
+DATA q8kscaleshuf<>+55(SB)/1, $0x01
+DATA q8kscaleshuf<>+56(SB)/1, $0x00
+DATA q8kscaleshuf<>+57(SB)/1, $0x01
+DATA q8kscaleshuf<>+58(SB)/1, $0x00
+DATA q8kscaleshuf<>+59(SB)/1, $0x01
+DATA q8kscaleshuf<>+60(SB)/1, $0x00
+DATA q8kscaleshuf<>+61(SB)/1, $0x01
+DATA q8kscaleshuf<>+62(SB)/1, $0x00
+DATA q8kscaleshuf<>+63(SB)/1, $0x01
+DATA q8kscaleshuf<>+64(SB)/1, $0x02
+DATA q8kscaleshuf<>+65(SB)/1, $0x03
+DATA q8kscaleshuf<>+66(SB)/1, $0x02
+DATA q8kscaleshuf<>+67(SB)/1, $0x03
+DATA q8kscaleshuf<>+68(SB)/1, $0x02
+DATA q8kscaleshuf<>+69(SB)/1, $0x03
+DATA q8kscaleshuf<>+70(SB)/1, $0x02
+DATA q8kscaleshuf<>+71(SB)/1, $0x03
+DATA q8kscaleshuf<>+72(SB)/1, $0x02
+DATA q8kscaleshuf<>+73(SB)/1, $0x03
+DATA q8kscaleshuf<>+74(SB)/1, $0x02
+DATA q8kscaleshuf<>+75(SB)/1, $0x03
+DATA q8kscaleshuf<>+76(SB)/1, $0x02
+DATA q8kscaleshuf<>+77(SB)/1, $0x03
+DATA q8kscaleshuf<>+78(SB)/1, $0x02
+DATA q8kscaleshuf<>+79(SB)/1, $0x03
+DATA q8kscaleshuf<>+80(SB)/1, $0x02
+DATA q8kscaleshuf<>+81(SB)/1, $0x03
+DATA q8kscaleshuf<>+82(SB)/1, $0x02
+DATA q8kscaleshuf<>+83(SB)/1, $0x03
+DATA q8kscaleshuf<>+84(SB)/1, $0x02
+DATA q8kscaleshuf<>+85(SB)/1, $0x03
+DATA q8kscaleshuf<>+86(SB)/1, $0x02
+DATA q8kscaleshuf<>+87(SB)/1, $0x03
+DATA q8kscaleshuf<>+88(SB)/1, $0x02
+DATA q8kscaleshuf<>+89(SB)/1, $0x03
+DATA q8kscaleshuf<>+90(SB)/1, $0x02
+DATA q8kscaleshuf<>+91(SB)/1, $0x03
+DATA q8kscaleshuf<>+92(SB)/1, $0x02
+DATA q8kscaleshuf<>+93(SB)/1, $0x03
+DATA q8kscaleshuf<>+94(SB)/1, $0x02
+DATA q8kscaleshuf<>+95(SB)/1, $0x03
+DATA q8kscaleshuf<>+96(SB)/1, $0x02
+DATA q8kscaleshuf<>+97(SB)/1, $0x03
+DATA q8kscaleshuf<>+98(SB)/1, $0x02
+DATA q8kscaleshuf<>+99(SB)/1, $0x03
+DATA q8kscaleshuf<>+100(SB)/1, $0x02
+DATA q8kscaleshuf<>+101(SB)/1, $0x03
+DATA q8kscaleshuf<>+102(SB)/1, $0x02
+DATA q8kscaleshuf<>+103(SB)/1, $0x03
+DATA q8kscaleshuf<>+104(SB)/1, $0x02
+DATA q8kscaleshuf<>+105(SB)/1, $0x03
+DATA q8kscaleshuf<>+106(SB)/1, $0x02
+DATA q8kscaleshuf<>+107(SB)/1, $0x03
+DATA q8kscaleshuf<>+108(SB)/1, $0x02
+DATA q8kscaleshuf<>+109(SB)/1, $0x03
+DATA q8kscaleshuf<>+110(SB)/1, $0x02
+DATA q8kscaleshuf<>+111(SB)/1, $0x03
+DATA q8kscaleshuf<>+112(SB)/1, $0x02
+DATA q8kscaleshuf<>+113(SB)/1, $0x03
+DATA q8kscaleshuf<>+114(SB)/1, $0x02
+DATA q8kscaleshuf<>+115(SB)/1, $0x03
+DATA q8kscaleshuf<>+116(SB)/1, $0x02
+DATA q8kscaleshuf<>+117(SB)/1, $0x03
+DATA q8kscaleshuf<>+118(SB)/1, $0x02
+DATA q8kscaleshuf<>+119(SB)/1, $0x03
+DATA q8kscaleshuf<>+120(SB)/1, $0x02
+DATA q8kscaleshuf<>+121(SB)/1, $0x03
+DATA q8kscaleshuf<>+122(SB)/1, $0x02
+DATA q8kscaleshuf<>+123(SB)/1, $0x03
+DATA q8kscaleshuf<>+124(SB)/1, $0x02
+DATA q8kscaleshuf<>+125(SB)/1, $0x03
+DATA q8kscaleshuf<>+126(SB)/1, $0x02
+DATA q8kscaleshuf<>+127(SB)/1, $0x03
+DATA q8kscaleshuf<>+128(SB)/1, $0x04
+DATA q8kscaleshuf<>+129(SB)/1, $0x05
+DATA q8kscaleshuf<>+130(SB)/1, $0x04
+DATA q8kscaleshuf<>+131(SB)/1, $0x05
+DATA q8kscaleshuf<>+132(SB)/1, $0x04
+DATA q8kscaleshuf<>+133(SB)/1, $0x05
+DATA q8kscaleshuf<>+134(SB)/1, $0x04
+DATA q8kscaleshuf<>+135(SB)/1, $0x05
+DATA q8kscaleshuf<>+136(SB)/1, $0x04
+DATA q8kscaleshuf<>+137(SB)/1, $0x05
+DATA q8kscaleshuf<>+138(SB)/1, $0x04
+DATA q8kscaleshuf<>+139(SB)/1, $0x05
+DATA q8kscaleshuf<>+140(SB)/1, $0x04
+DATA q8kscaleshuf<>+141(SB)/1, $0x05
+DATA q8kscaleshuf<>+142(SB)/1, $0x04
+DATA q8kscaleshuf<>+143(SB)/1, $0x05
+DATA q8kscaleshuf<>+144(SB)/1, $0x04
+DATA q8kscaleshuf<>+145(SB)/1, $0x05
+DATA q8kscaleshuf<>+146(SB)/1, $0x04
+DATA q8kscaleshuf<>+147(SB)/1, $0x05
+DATA q8kscaleshuf<>+148(SB)/1, $0x04
+DATA q8kscaleshuf<>+149(SB)/1, $0x05
+DATA q8kscaleshuf<>+150(SB)/1, $0x04
+DATA q8kscaleshuf<>+151(SB)/1, $0x05
+DATA q8kscaleshuf<>+152(SB)/1, $0x04
+DATA q8kscaleshuf<>+153(SB)/1, $0x05
+DATA q8kscaleshuf<>+154(SB)/1, $0x04
+DATA q8kscaleshuf<>+155(SB)/1, $0x05
+DATA q8kscaleshuf<>+156(SB)/1, $0x04
+DATA q8kscaleshuf<>+157(SB)/1, $0x05
+DATA q8kscaleshuf<>+158(SB)/1, $0x04
+DATA q8kscaleshuf<>+159(SB)/1, $0x05
+DATA q8kscaleshuf<>+160(SB)/1, $0x04
+DATA q8kscaleshuf<>+161(SB)/1, $0x05
+DATA q8kscaleshuf<>+162(SB)/1, $0x04
+DATA q8kscaleshuf<>+163(SB)/1, $0x05
+DATA q8kscaleshuf<>+164(SB)/1, $0x04
+DATA q8kscaleshuf<>+165(SB)/1, $0x05
+DATA q8kscaleshuf<>+166(SB)/1, $0x04
+DATA q8kscaleshuf<>+167(SB)/1, $0x05
+DATA q8kscaleshuf<>+168(SB)/1, $0x04
+DATA q8kscaleshuf<>+169(SB)/1, $0x05
+DATA q8kscaleshuf<>+170(SB)/1, $0x04
+DATA q8kscaleshuf<>+171(SB)/1, $0x05
+DATA q8kscaleshuf<>+172(SB)/1, $0x04
+DATA q8kscaleshuf<>+173(SB)/1, $0x05
+DATA q8kscaleshuf<>+174(SB)/1, $0x04
+DATA q8kscaleshuf<>+175(SB)/1, $0x05
+DATA q8kscaleshuf<>+176(SB)/1, $0x04
+DATA q8kscaleshuf<>+177(SB)/1, $0x05
+DATA q8kscaleshuf<>+178(SB)/1, $0x04
+DATA q8kscaleshuf<>+179(SB)/1, $0x05
+DATA q8kscaleshuf<>+180(SB)/1, $0x04
+DATA q8kscaleshuf<>+181(SB)/1, $0x05
+DATA q8kscaleshuf<>+182(SB)/1, $0x04
+DATA q8kscaleshuf<>+183(SB)/1, $0x05
+DATA q8kscaleshuf<>+184(SB)/1, $0x04
+DATA q8kscaleshuf<>+185(SB)/1, $0x05
+DATA q8kscaleshuf<>+186(SB)/1, $0x04
+DATA q8kscaleshuf<>+187(SB)/1, $0x05
+DATA q8kscaleshuf<>+188(SB)/1, $0x04
+DATA q8kscaleshuf<>+189(SB)/1, $0x05
+DATA q8kscaleshuf<>+190(SB)/1, $0x04
+DATA q8kscaleshuf<>+191(SB)/1, $0x05
+DATA q8kscaleshuf<>+192(SB)/1, $0x06
+DATA q8kscaleshuf<>+193(SB)/1, $0x07
+DATA q8kscaleshuf<>+194(SB)/1, $0x06
+DATA q8kscaleshuf<>+195(SB)/1, $0x07
+DATA q8kscaleshuf<>+196(SB)/1, $0x06
+DATA q8kscaleshuf<>+197(SB)/1, $0x07
+DATA q8kscaleshuf<>+198(SB)/1, $0x06
+DATA q8kscaleshuf<>+199(SB)/1, $0x07
+DATA q8kscaleshuf<>+200(SB)/1, $0x06
+DATA q8kscaleshuf<>+201(SB)/1, $0x07
+DATA q8kscaleshuf<>+202(SB)/1, $0x06
+DATA q8kscaleshuf<>+203(SB)/1, $0x07
+DATA q8kscaleshuf<>+204(SB)/1, $0x06
+DATA q8kscaleshuf<>+205(SB)/1, $0x07
+DATA q8kscaleshuf<>+206(SB)/1, $0x06
+DATA q8kscaleshuf<>+207(SB)/1, $0x07
+DATA q8kscaleshuf<>+208(SB)/1, $0x06
+DATA q8kscaleshuf<>+209(SB)/1, $0x07
+DATA q8kscaleshuf<>+210(SB)/1, $0x06
+DATA q8kscaleshuf<>+211(SB)/1, $0x07
+DATA q8kscaleshuf<>+212(SB)/1, $0x06
+DATA q8kscaleshuf<>+213(SB)/1, $0x07
+DATA q8kscaleshuf<>+214(SB)/1, $0x06
+DATA q8kscaleshuf<>+215(SB)/1, $0x07
+DATA q8kscaleshuf<>+216(SB)/1, $0x06
+DATA q8kscaleshuf<>+217(SB)/1, $0x07
+DATA q8kscaleshuf<>+218(SB)/1, $0x06
+DATA q8kscaleshuf<>+219(SB)/1, $0x07
+DATA q8kscaleshuf<>+220(SB)/1, $0x06
+DATA q8kscaleshuf<>+221(SB)/1, $0x07
+DATA q8kscaleshuf<>+222(SB)/1, $0x06
+DATA q8kscaleshuf<>+223(SB)/1, $0x07
+DATA q8kscaleshuf<>+224(SB)/1, $0x06
+DATA q8kscaleshuf<>+225(SB)/1, $0x07
+DATA q8kscaleshuf<>+226(SB)/1, $0x06
+DATA q8kscaleshuf<>+227(SB)/1, $0x07
+DATA q8kscaleshuf<>+228(SB)/1, $0x06
+DATA q8kscaleshuf<>+229(SB)/1, $0x07
+DATA q8kscaleshuf<>+230(SB)/1, $0x06
+DATA q8kscaleshuf<>+231(SB)/1, $0x07
+DATA q8kscaleshuf<>+232(SB)/1, $0x06
+DATA q8kscaleshuf<>+233(SB)/1, $0x07
+DATA q8kscaleshuf<>+234(SB)/1, $0x06
+DATA q8kscaleshuf<>+235(SB)/1, $0x07
+DATA q8kscaleshuf<>+236(SB)/1, $0x06
+DATA q8kscaleshuf<>+237(SB)/1, $0x07
+DATA q8kscaleshuf<>+238(SB)/1, $0x06
+DATA q8kscaleshuf<>+239(SB)/1, $0x07
+DATA q8kscaleshuf<>+240(SB)/1, $0x06
+DATA q8kscaleshuf<>+241(SB)/1, $0x07
+DATA q8kscaleshuf<>+242(SB)/1, $0x06
+DATA q8kscaleshuf<>+243(SB)/1, $0x07
+DATA q8kscaleshuf<>+244(SB)/1, $0x06
+DATA q8kscaleshuf<>+245(SB)/1, $0x07
+DATA q8kscaleshuf<>+246(SB)/1, $0x06
+DATA q8kscaleshuf<>+247(SB)/1, $0x07
+DATA q8kscaleshuf<>+248(SB)/1, $0x06
+DATA q8kscaleshuf<>+249(SB)/1, $0x07
+DATA q8kscaleshuf<>+250(SB)/1, $0x06
+DATA q8kscaleshuf<>+251(SB)/1, $0x07
+DATA q8kscaleshuf<>+252(SB)/1, $0x06
+DATA q8kscaleshuf<>+253(SB)/1, $0x07
+DATA q8kscaleshuf<>+254(SB)/1, $0x06
+DATA q8kscaleshuf<>+255(SB)/1, $0x07
+DATA q8kscaleshuf<>+256(SB)/1, $0x08
+DATA q8kscaleshuf<>+257(SB)/1, $0x09
+DATA q8kscaleshuf<>+258(SB)/1, $0x08
+DATA q8kscaleshuf<>+259(SB)/1, $0x09
+DATA q8kscaleshuf<>+260(SB)/1, $0x08
+DATA q8kscaleshuf<>+261(SB)/1, $0x09
+DATA q8kscaleshuf<>+262(SB)/1, $0x08
+DATA q8kscaleshuf<>+263(SB)/1, $0x09
+DATA q8kscaleshuf<>+264(SB)/1, $0x08
+DATA q8kscaleshuf<>+265(SB)/1, $0x09
+DATA q8kscaleshuf<>+266(SB)/1, $0x08
+DATA q8kscaleshuf<>+267(SB)/1, $0x09
+DATA q8kscaleshuf<>+268(SB)/1, $0x08
+DATA q8kscaleshuf<>+269(SB)/1, $0x09
+DATA q8kscaleshuf<>+270(SB)/1, $0x08
+DATA q8kscaleshuf<>+271(SB)/1, $0x09
+DATA q8kscaleshuf<>+272(SB)/1, $0x08
+DATA q8kscaleshuf<>+273(SB)/1, $0x09
+DATA q8kscaleshuf<>+274(SB)/1, $0x08
+DATA q8kscaleshuf<>+275(SB)/1, $0x09
+DATA q8kscaleshuf<>+276(SB)/1, $0x08
+DATA q8kscaleshuf<>+277(SB)/1, $0x09
+DATA q8kscaleshuf<>+278(SB)/1, $0x08
+DATA q8kscaleshuf<>+279(SB)/1, $0x09
+DATA q8kscaleshuf<>+280(SB)/1, $0x08
+DATA q8kscaleshuf<>+281(SB)/1, $0x09
+DATA q8kscaleshuf<>+282(SB)/1, $0x08
+DATA q8kscaleshuf<>+283(SB)/1, $0x09
+DATA q8kscaleshuf<>+284(SB)/1, $0x08
+DATA q8kscaleshuf<>+285(SB)/1, $0x09
+DATA q8kscaleshuf<>+286(SB)/1, $0x08
+DATA q8kscaleshuf<>+287(SB)/1, $0x09
+DATA q8kscaleshuf<>+288(SB)/1, $0x08
+DATA q8kscaleshuf<>+289(SB)/1, $0x09
+DATA q8kscaleshuf<>+290(SB)/1, $0x08
+DATA q8kscaleshuf<>+291(SB)/1, $0x09
+DATA q8kscaleshuf<>+292(SB)/1, $0x08
+DATA q8kscaleshuf<>+293(SB)/1, $0x09
+DATA q8kscaleshuf<>+294(SB)/1, $0x08
+DATA q8kscaleshuf<>+295(SB)/1, $0x09
+DATA q8kscaleshuf<>+296(SB)/1, $0x08
+DATA q8kscaleshuf<>+297(SB)/1, $0x09
+DATA q8kscaleshuf<>+298(SB)/1, $0x08
+DATA q8kscaleshuf<>+299(SB)/1, $0x09
+DATA q8kscaleshuf<>+300(SB)/1, $0x08
+DATA q8kscaleshuf<>+301(SB)/1, $0x09
+DATA q8kscaleshuf<>+302(SB)/1, $0x08
+DATA q8kscaleshuf<>+303(SB)/1, $0x09
+DATA q8kscaleshuf<>+304(SB)/1, $0x08
+DATA q8kscaleshuf<>+305(SB)/1, $0x09
+DATA q8kscaleshuf<>+306(SB)/1, $0x08
+DATA q8kscaleshuf<>+307(SB)/1, $0x09
+DATA q8kscaleshuf<>+308(SB)/1, $0x08
+DATA q8kscaleshuf<>+309(SB)/1, $0x09
+DATA q8kscaleshuf<>+310(SB)/1, $0x08
+DATA q8kscaleshuf<>+311(SB)/1, $0x09
+DATA q8kscaleshuf<>+312(SB)/1, $0x08
+DATA q8kscaleshuf<>+313(SB)/1, $0x09
+DATA q8kscaleshuf<>+314(SB)/1, $0x08
+DATA q8kscaleshuf<>+315(SB)/1, $0x09
+DATA q8kscaleshuf<>+316(SB)/1, $0x08
+DATA q8kscaleshuf<>+317(SB)/1, $0x09
+DATA q8kscaleshuf<>+318(SB)/1, $0x08
+DATA q8kscaleshuf<>+319(SB)/1, $0x09
+DATA q8kscaleshuf<>+320(SB)/1, $0x0a
+DATA q8kscaleshuf<>+321(SB)/1, $0x0b
+DATA q8kscaleshuf<>+322(SB)/1, $0x0a
+DATA q8kscaleshuf<>+323(SB)/1, $0x0b
+DATA q8kscaleshuf<>+324(SB)/1, $0x0a
+DATA q8kscaleshuf<>+325(SB)/1, $0x0b
+DATA q8kscaleshuf<>+326(SB)/1, $0x0a
+DATA q8kscaleshuf<>+327(SB)/1, $0x0b
+DATA q8kscaleshuf<>+328(SB)/1, $0x0a
+DATA q8kscaleshuf<>+329(SB)/1, $0x0b
+DATA q8kscaleshuf<>+330(SB)/1, $0x0a
+DATA q8kscaleshuf<>+331(SB)/1, $0x0b
+DATA q8kscaleshuf<>+332(SB)/1, $0x0a
+DATA q8kscaleshuf<>+333(SB)/1, $0x0b
+DATA q8kscaleshuf<>+334(SB)/1, $0x0a
+DATA q8kscaleshuf<>+335(SB)/1, $0x0b
+DATA q8kscaleshuf<>+336(SB)/1, $0x0a
+DATA q8kscaleshuf<>+337(SB)/1, $0x0b
+DATA q8kscaleshuf<>+338(SB)/1, $0x0a
+DATA q8kscaleshuf<>+339(SB)/1, $0x0b
+DATA q8kscaleshuf<>+340(SB)/1, $0x0a
+DATA q8kscaleshuf<>+341(SB)/1, $0x0b
+DATA q8kscaleshuf<>+342(SB)/1, $0x0a
+DATA q8kscaleshuf<>+343(SB)/1, $0x0b
+DATA q8kscaleshuf<>+344(SB)/1, $0x0a
+DATA q8kscaleshuf<>+345(SB)/1, $0x0b
+DATA q8kscaleshuf<>+346(SB)/1, $0x0a
+DATA q8kscaleshuf<>+347(SB)/1, $0x0b
+DATA q8kscaleshuf<>+348(SB)/1, $0x0a
+DATA q8kscaleshuf<>+349(SB)/1, $0x0b
+DATA q8kscaleshuf<>+350(SB)/1, $0x0a
+DATA q8kscaleshuf<>+351(SB)/1, $0x0b
+DATA q8kscaleshuf<>+352(SB)/1, $0x0a
+DATA q8kscaleshuf<>+353(SB)/1, $0x0b
+DATA q8kscaleshuf<>+354(SB)/1, $0x0a
+DATA q8kscaleshuf<>+355(SB)/1, $0x0b
+DATA q8kscaleshuf<>+356(SB)/1, $0x0a
+DATA q8kscaleshuf<>+357(SB)/1, $0x0b
+DATA q8kscaleshuf<>+358(SB)/1, $0x0a
+DATA q8kscaleshuf<>+359(SB)/1, $0x0b
+DATA q8kscaleshuf<>+360(SB)/1, $0x0a
+DATA q8kscaleshuf<>+361(SB)/1, $0x0b
+DATA q8kscaleshuf<>+362(SB)/1, $0x0a
+DATA q8kscaleshuf<>+363(SB)/1, $0x0b
+DATA q8kscaleshuf<>+364(SB)/1, $0x0a
+DATA q8kscaleshuf<>+365(SB)/1, $0x0b
+DATA q8kscaleshuf<>+366(SB)/1, $0x0a
+DATA q8kscaleshuf<>+367(SB)/1, $0x0b
+DATA q8kscaleshuf<>+368(SB)/1, $0x0a
+DATA q8kscaleshuf<>+369(SB)/1, $0x0b
+DATA q8kscaleshuf<>+370(SB)/1, $0x0a
+DATA q8kscaleshuf<>+371(SB)/1, $0x0b
+DATA q8kscaleshuf<>+372(SB)/1, $0x0a
+DATA q8kscaleshuf<>+373(SB)/1, $0x0b
+DATA q8kscaleshuf<>+374(SB)/1, $0x0a
+DATA q8kscaleshuf<>+375(SB)/1, $0x0b
+DATA q8kscaleshuf<>+376(SB)/1, $0x0a
+DATA q8kscaleshuf<>+377(SB)/1, $0x0b
+DATA q8kscaleshuf<>+378(SB)/1, $0x0a
+DATA q8kscaleshuf<>+379(SB)/1, $0x0b
+DATA q8kscaleshuf<>+380(SB)/1, $0x0a
+DATA q8kscaleshuf<>+381(SB)/1, $0x0b
+DATA q8kscaleshuf<>+382(SB)/1, $0x0a
+DATA q8kscaleshuf<>+383(SB)/1, $0x0b
+DATA q8kscaleshuf<>+384(SB)/1, $0x0c
+DATA q8kscaleshuf<>+385(SB)/1, $0x0d
+DATA q8kscaleshuf<>+386(SB)/1, $0x0c
+DATA q8kscaleshuf<>+387(SB)/1, $0x0d
+DATA q8kscaleshuf<>+388(SB)/1, $0x0c
+DATA q8kscaleshuf<>+389(SB)/1, $0x0d
+DATA q8kscaleshuf<>+390(SB)/1, $0x0c
+DATA q8kscaleshuf<>+391(SB)/1, $0x0d
+DATA q8kscaleshuf<>+392(SB)/1, $0x0c
+DATA q8kscaleshuf<>+393(SB)/1, $0x0d
+DATA q8kscaleshuf<>+394(SB)/1, $0x0c
+DATA q8kscaleshuf<>+395(SB)/1, $0x0d
+DATA q8kscaleshuf<>+396(SB)/1, $0x0c
+DATA q8kscaleshuf<>+397(SB)/1, $0x0d
+DATA q8kscaleshuf<>+398(SB)/1, $0x0c
+DATA q8kscaleshuf<>+399(SB)/1, $0x0d
+DATA q8kscaleshuf<>+400(SB)/1, $0x0c
+DATA q8kscaleshuf<>+401(SB)/1, $0x0d
+DATA q8kscaleshuf<>+402(SB)/1, $0x0c
+DATA q8kscaleshuf<>+403(SB)/1, $0x0d
+DATA q8kscaleshuf<>+404(SB)/1, $0x0c
+DATA q8kscaleshuf<>+405(SB)/1, $0x0d
+DATA q8kscaleshuf<>+406(SB)/1, $0x0c
+DATA q8kscaleshuf<>+407(SB)/1, $0x0d
+DATA q8kscaleshuf<>+408(SB)/1, $0x0c
+DATA q8kscaleshuf<>+409(SB)/1, $0x0d
+DATA q8kscaleshuf<>+410(SB)/1, $0x0c
+DATA q8kscaleshuf<>+411(SB)/1, $0x0d
+DATA q8kscaleshuf<>+412(SB)/1, $0x0c
+DATA q8kscaleshuf<>+413(SB)/1, $0x0d
+DATA q8kscaleshuf<>+414(SB)/1, $0x0c
+DATA q8kscaleshuf<>+415(SB)/1, $0x0d
+DATA q8kscaleshuf<>+416(SB)/1, $0x0c
+DATA q8kscaleshuf<>+417(SB)/1, $0x0d
+DATA q8kscaleshuf<>+418(SB)/1, $0x0c
+DATA q8kscaleshuf<>+419(SB)/1, $0x0d
+DATA q8kscaleshuf<>+420(SB)/1, $0x0c
+DATA q8kscaleshuf<>+421(SB)/1, $0x0d
+DATA q8kscaleshuf<>+422(SB)/1, $0x0c
+DATA q8kscaleshuf<>+423(SB)/1, $0x0d
+DATA q8kscaleshuf<>+424(SB)/1, $0x0c
+DATA q8kscaleshuf<>+425(SB)/1, $0x0d
+DATA q8kscaleshuf<>+426(SB)/1, $0x0c
+DATA q8kscaleshuf<>+427(SB)/1, $0x0d
+DATA q8kscaleshuf<>+428(SB)/1, $0x0c
+DATA q8kscaleshuf<>+429(SB)/1, $0x0d
+DATA q8kscaleshuf<>+430(SB)/1, $0x0c
+DATA q8kscaleshuf<>+431(SB)/1, $0x0d
+DATA q8kscaleshuf<>+432(SB)/1, $0x0c
+DATA q8kscaleshuf<>+433(SB)/1, $0x0d
+DATA q8kscaleshuf<>+434(SB)/1, $0x0c
+DATA q8kscaleshuf<>+435(SB)/1, $0x0d
+DATA q8kscaleshuf<>+436(SB)/1, $0x0c
+DATA q8kscaleshuf<>+437(SB)/1, $0x0d
+DATA q8kscaleshuf<>+438(SB)/1, $0x0c
+DATA q8kscaleshuf<>+439(SB)/1, $0x0d
+DATA q8kscaleshuf<>+440(SB)/1, $0x0c
+DATA q8kscaleshuf<>+441(SB)/1, $0x0d
+DATA q8kscaleshuf<>+442(SB)/1, $0x0c
+DATA q8kscaleshuf<>+443(SB)/1, $0x0d
+DATA q8kscaleshuf<>+444(SB)/1, $0x0c
+DATA q8kscaleshuf<>+445(SB)/1, $0x0d
+DATA q8kscaleshuf<>+446(SB)/1, $0x0c
+DATA q8kscaleshuf<>+447(SB)/1, $0x0d
+DATA q8kscaleshuf<>+448(SB)/1, $0x0e
+DATA q8kscaleshuf<>+449(SB)/1, $0x0f
+DATA q8kscaleshuf<>+450(SB)/1, $0x0e
+DATA q8kscaleshuf<>+451(SB)/1, $0x0f
+DATA q8kscaleshuf<>+452(SB)/1, $0x0e
+DATA q8kscaleshuf<>+453(SB)/1, $0x0f
+DATA q8kscaleshuf<>+454(SB)/1, $0x0e
+DATA q8kscaleshuf<>+455(SB)/1, $0x0f
+DATA q8kscaleshuf<>+456(SB)/1, $0x0e
+DATA q8kscaleshuf<>+457(SB)/1, $0x0f
+DATA q8kscaleshuf<>+458(SB)/1, $0x0e
+DATA q8kscaleshuf<>+459(SB)/1, $0x0f
+DATA q8kscaleshuf<>+460(SB)/1, $0x0e
+DATA q8kscaleshuf<>+461(SB)/1, $0x0f
+DATA q8kscaleshuf<>+462(SB)/1, $0x0e
+DATA q8kscaleshuf<>+463(SB)/1, $0x0f
+DATA q8kscaleshuf<>+464(SB)/1, $0x0e
+DATA q8kscaleshuf<>+465(SB)/1, $0x0f
+DATA q8kscaleshuf<>+466(SB)/1, $0x0e
+DATA q8kscaleshuf<>+467(SB)/1, $0x0f
+DATA q8kscaleshuf<>+468(SB)/1, $0x0e
+DATA q8kscaleshuf<>+469(SB)/1, $0x0f
+DATA q8kscaleshuf<>+470(SB)/1, $0x0e
+DATA q8kscaleshuf<>+471(SB)/1, $0x0f
+DATA q8kscaleshuf<>+472(SB)/1, $0x0e
+DATA q8kscaleshuf<>+473(SB)/1, $0x0f
+DATA q8kscaleshuf<>+474(SB)/1, $0x0e
+DATA q8kscaleshuf<>+475(SB)/1, $0x0f
+DATA q8kscaleshuf<>+476(SB)/1, $0x0e
+DATA q8kscaleshuf<>+477(SB)/1, $0x0f
+DATA q8kscaleshuf<>+478(SB)/1, $0x0e
+DATA q8kscaleshuf<>+479(SB)/1, $0x0f
+DATA q8kscaleshuf<>+480(SB)/1, $0x0e
+DATA q8kscaleshuf<>+481(SB)/1, $0x0f
+DATA q8kscaleshuf<>+482(SB)/1, $0x0e
+DATA q8kscaleshuf<>+483(SB)/1, $0x0f
+DATA q8kscaleshuf<>+484(SB)/1, $0x0e
+DATA q8kscaleshuf<>+485(SB)/1, $0x0f
+DATA q8kscaleshuf<>+486(SB)/1, $0x0e
+DATA q8kscaleshuf<>+487(SB)/1, $0x0f
+DATA q8kscaleshuf<>+488(SB)/1, $0x0e
+DATA q8kscaleshuf<>+489(SB)/1, $0x0f
+DATA q8kscaleshuf<>+490(SB)/1, $0x0e
+DATA q8kscaleshuf<>+491(SB)/1, $0x0f
+DATA q8kscaleshuf<>+492(SB)/1, $0x0e
+DATA q8kscaleshuf<>+493(SB)/1, $0x0f
+DATA q8kscaleshuf<>+494(SB)/1, $0x0e
+DATA q8kscaleshuf<>+495(SB)/1, $0x0f
+DATA q8kscaleshuf<>+496(SB)/1, $0x0e
+DATA q8kscaleshuf<>+497(SB)/1, $0x0f
+DATA q8kscaleshuf<>+498(SB)/1, $0x0e
+DATA q8kscaleshuf<>+499(SB)/1, $0x0f
+DATA q8kscaleshuf<>+500(SB)/1, $0x0e
+DATA q8kscaleshuf<>+501(SB)/1, $0x0f
+DATA q8kscaleshuf<>+502(SB)/1, $0x0e
+DATA q8kscaleshuf<>+503(SB)/1, $0x0f
+DATA q8kscaleshuf<>+504(SB)/1, $0x0e
+DATA q8kscaleshuf<>+505(SB)/1, $0x0f
+DATA q8kscaleshuf<>+506(SB)/1, $0x0e
+DATA q8kscaleshuf<>+507(SB)/1, $0x0f
+DATA q8kscaleshuf<>+508(SB)/1, $0x0e
+DATA q8kscaleshuf<>+509(SB)/1, $0x0f
+DATA q8kscaleshuf<>+510(SB)/1, $0x0e
+DATA q8kscaleshuf<>+511(SB)/1, $0x0f
+GLOBL q8kscaleshuf<>(SB), RODATA|NOPTR, $512
+
+// func dotQ5KQ8KAVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotQ5KQ8KAVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU q8knib<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+
+dotQ5KQ8KAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotQ5KQ8KAVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	MOVL         4(AX), BX
+	MOVL         8(AX), SI
+	MOVL         12(AX), DI
+	MOVL         BX, R8
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X2
+	MOVL         DI, R8
+	ANDL         $0x0f0f0f0f, R8
+	SHRL         $0x02, BX
+	ANDL         $0x30303030, BX
+	ORL          BX, R8
+	VPINSRD      $0x01, R8, X2, X2
+	MOVL         SI, R8
+	ANDL         $0x3f3f3f3f, R8
+	VPINSRD      $0x02, R8, X2, X2
+	MOVL         DI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0f0f0f0f, R8
+	MOVL         SI, BX
+	SHRL         $0x02, BX
+	ANDL         $0x30303030, BX
+	ORL          BX, R8
+	VPINSRD      $0x03, R8, X2, X2
+	VPMOVZXBW    X2, Y2
+	VPERMQ       $0x44, Y2, Y3
+	VPERMQ       $0x32, Y2, Y2
+	VPUNPCKLWD   Y2, Y2, Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VMOVDQU      16(AX), Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSLLW       $0x04, Y4, Y9
+	VPAND        q8kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   4(CX), Y8, Y8
+	VPSHUFB      q8kscaleshuf<>+0(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x03, Y4, Y8
+	VPAND        q8kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   36(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+64(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        q8kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   68(CX), Y8, Y8
+	VPSHUFB      q8kscaleshuf<>+128(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLW       $0x01, Y4, Y8
+	VPAND        q8kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   100(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+192(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VMOVDQA      Y4, Y9
+	VPAND        q8kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   132(CX), Y8, Y8
+	VPSHUFB      q8kscaleshuf<>+256(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x01, Y4, Y8
+	VPAND        q8kbit4<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   164(CX), Y7, Y7
+	VPSHUFB      q8kscaleshuf<>+320(SB), Y3, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      144(AX), Y7
+	VPAND        Y0, Y7, Y8
+	VPSRLW       $0x02, Y4, Y9
+	VPAND        q8kbit4<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   196(CX), Y8, Y8
+	VPSHUFB      q8kscaleshuf<>+384(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        q8kbit4<>+0(SB), Y4, Y4
+	VPOR         Y4, Y7, Y7
+	VPMADDUBSW   228(CX), Y7, Y4
+	VPSHUFB      q8kscaleshuf<>+448(SB), Y3, Y3
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPHADDD      Y2, Y5, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X3
+	VPHADDD      X3, X3, X3
+	VPXOR        X2, X2, X2
+	VMOVD        (AX), X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X2, X2
+	VCVTDQ2PS    X3, X3
+	VMULPS       X3, X2, X2
+	VADDSS       X2, X1, X1
+	VMOVSHDUP    X2, X2
+	VSUBSS       X2, X1, X1
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotQ5KQ8KAVX2_loop
+
+dotQ5KQ8KAVX2_done:
+	VZEROUPPER
+	MOVSS X1, ret+56(FP)
+	RET
+
+// func dotQ6KQ8KAVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·dotQ6KQ8KAVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU q8knib<>+0(SB), Y0
+	VMOVDQU q8kbits45<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+dotQ6KQ8KAVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotQ6KQ8KAVX2_done
+	PREFETCHT0   1024(AX)
+	PREFETCHT1   8192(AX)
+	PREFETCHT0   1088(AX)
+	PREFETCHT1   8256(AX)
+	PREFETCHT0   1152(AX)
+	PREFETCHT1   8320(AX)
+	PREFETCHT0   1216(AX)
+	PREFETCHT1   8384(AX)
+	VMOVDQU      192(AX), X3
+	VPMOVSXBW    X3, Y4
+	VPMADDWD     260(CX), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VMOVDQU      (AX), Y8
+	VMOVDQU      32(AX), Y9
+	VPAND        Y0, Y8, Y10
+	VPSLLW       $0x04, Y7, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   4(CX), Y10, Y10
+	VPSHUFB      q8kq6shuf<>+0(SB), X3, X11
+	VPMOVSXBW    X11, Y11
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPAND        Y0, Y9, Y10
+	VPSLLW       $0x02, Y7, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   36(CX), Y10, Y10
+	VPSHUFB      q8kq6shuf<>+16(SB), X3, X11
+	VPMOVSXBW    X11, Y11
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQA      Y7, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   68(CX), Y8, Y8
+	VPSHUFB      q8kq6shuf<>+32(SB), X3, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y8, Y8
+	VPMADDUBSW   100(CX), Y8, Y7
+	VPSHUFB      q8kq6shuf<>+48(SB), X3, X8
+	VPMOVSXBW    X8, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(AX), Y7
+	VMOVDQU      64(AX), Y8
+	VMOVDQU      96(AX), Y9
+	VPAND        Y0, Y8, Y10
+	VPSLLW       $0x04, Y7, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   132(CX), Y10, Y10
+	VPSHUFB      q8kq6shuf<>+64(SB), X3, X11
+	VPMOVSXBW    X11, Y11
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPAND        Y0, Y9, Y10
+	VPSLLW       $0x02, Y7, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   164(CX), Y10, Y10
+	VPSHUFB      q8kq6shuf<>+80(SB), X3, X11
+	VPMOVSXBW    X11, Y11
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMOVDQA      Y7, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPMADDUBSW   196(CX), Y8, Y8
+	VPSHUFB      q8kq6shuf<>+96(SB), X3, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDWD     Y10, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y9, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPOR         Y7, Y8, Y8
+	VPMADDUBSW   228(CX), Y8, Y7
+	VPSHUFB      q8kq6shuf<>+112(SB), X3, X3
+	VPMOVSXBW    X3, Y3
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSUBD       Y4, Y5, Y5
+	VPHADDD      Y5, Y5, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X4
+	VPHADDD      X4, X4, X4
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, 208(AX), X3, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS (CX), X5
+	VMULPS       X5, X3, X3
+	VCVTDQ2PS    X4, X4
+	VMULPS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          dotQ6KQ8KAVX2_loop
+
+dotQ6KQ8KAVX2_done:
+	VZEROUPPER
+	MOVSS X2, ret+56(FP)
+	RET
+
+DATA q8kbits45<>+0(SB)/1, $0x30
+DATA q8kbits45<>+1(SB)/1, $0x30
+DATA q8kbits45<>+2(SB)/1, $0x30
+DATA q8kbits45<>+3(SB)/1, $0x30
+DATA q8kbits45<>+4(SB)/1, $0x30
+DATA q8kbits45<>+5(SB)/1, $0x30
+DATA q8kbits45<>+6(SB)/1, $0x30
+DATA q8kbits45<>+7(SB)/1, $0x30
+DATA q8kbits45<>+8(SB)/1, $0x30
+DATA q8kbits45<>+9(SB)/1, $0x30
+DATA q8kbits45<>+10(SB)/1, $0x30
+DATA q8kbits45<>+11(SB)/1, $0x30
+DATA q8kbits45<>+12(SB)/1, $0x30
+DATA q8kbits45<>+13(SB)/1, $0x30
+DATA q8kbits45<>+14(SB)/1, $0x30
+DATA q8kbits45<>+15(SB)/1, $0x30
+DATA q8kbits45<>+16(SB)/1, $0x30
+DATA q8kbits45<>+17(SB)/1, $0x30
+DATA q8kbits45<>+18(SB)/1, $0x30
+DATA q8kbits45<>+19(SB)/1, $0x30
+DATA q8kbits45<>+20(SB)/1, $0x30
+DATA q8kbits45<>+21(SB)/1, $0x30
+DATA q8kbits45<>+22(SB)/1, $0x30
+DATA q8kbits45<>+23(SB)/1, $0x30
+DATA q8kbits45<>+24(SB)/1, $0x30
+DATA q8kbits45<>+25(SB)/1, $0x30
+DATA q8kbits45<>+26(SB)/1, $0x30
+DATA q8kbits45<>+27(SB)/1, $0x30
+DATA q8kbits45<>+28(SB)/1, $0x30
+DATA q8kbits45<>+29(SB)/1, $0x30
+DATA q8kbits45<>+30(SB)/1, $0x30
+DATA q8kbits45<>+31(SB)/1, $0x30
+DATA q8kbits45<>+32(SB)/1, $0x30
+DATA q8kbits45<>+33(SB)/1, $0x30
+DATA q8kbits45<>+34(SB)/1, $0x30
+DATA q8kbits45<>+35(SB)/1, $0x30
+DATA q8kbits45<>+36(SB)/1, $0x30
+DATA q8kbits45<>+37(SB)/1, $0x30
+DATA q8kbits45<>+38(SB)/1, $0x30
+DATA q8kbits45<>+39(SB)/1, $0x30
+DATA q8kbits45<>+40(SB)/1, $0x30
+DATA q8kbits45<>+41(SB)/1, $0x30
+DATA q8kbits45<>+42(SB)/1, $0x30
+DATA q8kbits45<>+43(SB)/1, $0x30
+DATA q8kbits45<>+44(SB)/1, $0x30
+DATA q8kbits45<>+45(SB)/1, $0x30
+DATA q8kbits45<>+46(SB)/1, $0x30
+DATA q8kbits45<>+47(SB)/1, $0x30
+DATA q8kbits45<>+48(SB)/1, $0x30
+DATA q8kbits45<>+49(SB)/1, $0x30
+DATA q8kbits45<>+50(SB)/1, $0x30
+DATA q8kbits45<>+51(SB)/1, $0x30
+DATA q8kbits45<>+52(SB)/1, $0x30
+DATA q8kbits45<>+53(SB)/1, $0x30
+DATA q8kbits45<>+54(SB)/1, $0x30
+DATA q8kbits45<>+55(SB)/1, $0x30
+DATA q8kbits45<>+56(SB)/1, $0x30
+DATA q8kbits45<>+57(SB)/1, $0x30
+DATA q8kbits45<>+58(SB)/1, $0x30
+DATA q8kbits45<>+59(SB)/1, $0x30
+DATA q8kbits45<>+60(SB)/1, $0x30
+DATA q8kbits45<>+61(SB)/1, $0x30
+DATA q8kbits45<>+62(SB)/1, $0x30
+DATA q8kbits45<>+63(SB)/1, $0x30
+GLOBL q8kbits45<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6shuf<>+0(SB)/1, $0x00
+DATA q8kq6shuf<>+1(SB)/1, $0x00
+DATA q8kq6shuf<>+2(SB)/1, $0x00
+DATA q8kq6shuf<>+3(SB)/1, $0x00
+DATA q8kq6shuf<>+4(SB)/1, $0x00
+DATA q8kq6shuf<>+5(SB)/1, $0x00
+DATA q8kq6shuf<>+6(SB)/1, $0x00
+DATA q8kq6shuf<>+7(SB)/1, $0x00
+DATA q8kq6shuf<>+8(SB)/1, $0x01
+DATA q8kq6shuf<>+9(SB)/1, $0x01
+DATA q8kq6shuf<>+10(SB)/1, $0x01
+DATA q8kq6shuf<>+11(SB)/1, $0x01
+DATA q8kq6shuf<>+12(SB)/1, $0x01
+DATA q8kq6shuf<>+13(SB)/1, $0x01
+DATA q8kq6shuf<>+14(SB)/1, $0x01
+DATA q8kq6shuf<>+15(SB)/1, $0x01
+DATA q8kq6shuf<>+16(SB)/1, $0x02
+DATA q8kq6shuf<>+17(SB)/1, $0x02
+DATA q8kq6shuf<>+18(SB)/1, $0x02
+DATA q8kq6shuf<>+19(SB)/1, $0x02
+DATA q8kq6shuf<>+20(SB)/1, $0x02
+DATA q8kq6shuf<>+21(SB)/1, $0x02
+DATA q8kq6shuf<>+22(SB)/1, $0x02
+DATA q8kq6shuf<>+23(SB)/1, $0x02
+DATA q8kq6shuf<>+24(SB)/1, $0x03
+DATA q8kq6shuf<>+25(SB)/1, $0x03
+DATA q8kq6shuf<>+26(SB)/1, $0x03
+DATA q8kq6shuf<>+27(SB)/1, $0x03
+DATA q8kq6shuf<>+28(SB)/1, $0x03
+DATA q8kq6shuf<>+29(SB)/1, $0x03
+DATA q8kq6shuf<>+30(SB)/1, $0x03
+DATA q8kq6shuf<>+31(SB)/1, $0x03
+DATA q8kq6shuf<>+32(SB)/1, $0x04
+DATA q8kq6shuf<>+33(SB)/1, $0x04
+DATA q8kq6shuf<>+34(SB)/1, $0x04
+DATA q8kq6shuf<>+35(SB)/1, $0x04
+DATA q8kq6shuf<>+36(SB)/1, $0x04
+DATA q8kq6shuf<>+37(SB)/1, $0x04
+DATA q8kq6shuf<>+38(SB)/1, $0x04
+DATA q8kq6shuf<>+39(SB)/1, $0x04
+DATA q8kq6shuf<>+40(SB)/1, $0x05
+DATA q8kq6shuf<>+41(SB)/1, $0x05
+DATA q8kq6shuf<>+42(SB)/1, $0x05
+DATA q8kq6shuf<>+43(SB)/1, $0x05
+DATA q8kq6shuf<>+44(SB)/1, $0x05
+DATA q8kq6shuf<>+45(SB)/1, $0x05
+DATA q8kq6shuf<>+46(SB)/1, $0x05
+DATA q8kq6shuf<>+47(SB)/1, $0x05
+DATA q8kq6shuf<>+48(SB)/1, $0x06
+DATA q8kq6shuf<>+49(SB)/1, $0x06
+DATA q8kq6shuf<>+50(SB)/1, $0x06
+DATA q8kq6shuf<>+51(SB)/1, $0x06
+DATA q8kq6shuf<>+52(SB)/1, $0x06
+DATA q8kq6shuf<>+53(SB)/1, $0x06
+DATA q8kq6shuf<>+54(SB)/1, $0x06
+DATA q8kq6shuf<>+55(SB)/1, $0x06
+DATA q8kq6shuf<>+56(SB)/1, $0x07
+DATA q8kq6shuf<>+57(SB)/1, $0x07
+DATA q8kq6shuf<>+58(SB)/1, $0x07
+DATA q8kq6shuf<>+59(SB)/1, $0x07
+DATA q8kq6shuf<>+60(SB)/1, $0x07
+DATA q8kq6shuf<>+61(SB)/1, $0x07
+DATA q8kq6shuf<>+62(SB)/1, $0x07
+DATA q8kq6shuf<>+63(SB)/1, $0x07
+DATA q8kq6shuf<>+64(SB)/1, $0x08
+DATA q8kq6shuf<>+65(SB)/1, $0x08
+DATA q8kq6shuf<>+66(SB)/1, $0x08
+DATA q8kq6shuf<>+67(SB)/1, $0x08
+DATA q8kq6shuf<>+68(SB)/1, $0x08
+DATA q8kq6shuf<>+69(SB)/1, $0x08
+DATA q8kq6shuf<>+70(SB)/1, $0x08
+DATA q8kq6shuf<>+71(SB)/1, $0x08
+DATA q8kq6shuf<>+72(SB)/1, $0x09
+DATA q8kq6shuf<>+73(SB)/1, $0x09
+DATA q8kq6shuf<>+74(SB)/1, $0x09
+DATA q8kq6shuf<>+75(SB)/1, $0x09
+DATA q8kq6shuf<>+76(SB)/1, $0x09
+DATA q8kq6shuf<>+77(SB)/1, $0x09
+DATA q8kq6shuf<>+78(SB)/1, $0x09
+DATA q8kq6shuf<>+79(SB)/1, $0x09
+DATA q8kq6shuf<>+80(SB)/1, $0x0a
+DATA q8kq6shuf<>+81(SB)/1, $0x0a
+DATA q8kq6shuf<>+82(SB)/1, $0x0a
+DATA q8kq6shuf<>+83(SB)/1, $0x0a
+DATA q8kq6shuf<>+84(SB)/1, $0x0a
+DATA q8kq6shuf<>+85(SB)/1, $0x0a
+DATA q8kq6shuf<>+86(SB)/1, $0x0a
+DATA q8kq6shuf<>+87(SB)/1, $0x0a
+DATA q8kq6shuf<>+88(SB)/1, $0x0b
+DATA q8kq6shuf<>+89(SB)/1, $0x0b
+DATA q8kq6shuf<>+90(SB)/1, $0x0b
+DATA q8kq6shuf<>+91(SB)/1, $0x0b
+DATA q8kq6shuf<>+92(SB)/1, $0x0b
+DATA q8kq6shuf<>+93(SB)/1, $0x0b
+DATA q8kq6shuf<>+94(SB)/1, $0x0b
+DATA q8kq6shuf<>+95(SB)/1, $0x0b
+DATA q8kq6shuf<>+96(SB)/1, $0x0c
+DATA q8kq6shuf<>+97(SB)/1, $0x0c
+DATA q8kq6shuf<>+98(SB)/1, $0x0c
+DATA q8kq6shuf<>+99(SB)/1, $0x0c
+DATA q8kq6shuf<>+100(SB)/1, $0x0c
+DATA q8kq6shuf<>+101(SB)/1, $0x0c
+DATA q8kq6shuf<>+102(SB)/1, $0x0c
+DATA q8kq6shuf<>+103(SB)/1, $0x0c
+DATA q8kq6shuf<>+104(SB)/1, $0x0d
+DATA q8kq6shuf<>+105(SB)/1, $0x0d
+DATA q8kq6shuf<>+106(SB)/1, $0x0d
+DATA q8kq6shuf<>+107(SB)/1, $0x0d
+DATA q8kq6shuf<>+108(SB)/1, $0x0d
+DATA q8kq6shuf<>+109(SB)/1, $0x0d
+DATA q8kq6shuf<>+110(SB)/1, $0x0d
+DATA q8kq6shuf<>+111(SB)/1, $0x0d
+DATA q8kq6shuf<>+112(SB)/1, $0x0e
+DATA q8kq6shuf<>+113(SB)/1, $0x0e
+DATA q8kq6shuf<>+114(SB)/1, $0x0e
+DATA q8kq6shuf<>+115(SB)/1, $0x0e
+DATA q8kq6shuf<>+116(SB)/1, $0x0e
+DATA q8kq6shuf<>+117(SB)/1, $0x0e
+DATA q8kq6shuf<>+118(SB)/1, $0x0e
+DATA q8kq6shuf<>+119(SB)/1, $0x0e
+DATA q8kq6shuf<>+120(SB)/1, $0x0f
+DATA q8kq6shuf<>+121(SB)/1, $0x0f
+DATA q8kq6shuf<>+122(SB)/1, $0x0f
+DATA q8kq6shuf<>+123(SB)/1, $0x0f
+DATA q8kq6shuf<>+124(SB)/1, $0x0f
+DATA q8kq6shuf<>+125(SB)/1, $0x0f
+DATA q8kq6shuf<>+126(SB)/1, $0x0f
+DATA q8kq6shuf<>+127(SB)/1, $0x0f
+GLOBL q8kq6shuf<>(SB), RODATA|NOPTR, $128
+
+// func q8kRangeAVX2(x []float32) (mx float32, mn float32)
+// Requires: AVX, SSE
+TEXT ·q8kRangeAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x_base+0(FP), AX
+	VMOVUPS      (AX), Y0
+	VMOVAPS      Y0, Y1
+	VMOVUPS      32(AX), Y2
+	VMOVAPS      Y2, Y3
+	VMOVUPS      64(AX), Y4
+	VMOVAPS      Y4, Y5
+	VMOVUPS      96(AX), Y6
+	VMOVAPS      Y6, Y7
+	VMAXPS       128(AX), Y0, Y0
+	VMINPS       128(AX), Y1, Y1
+	VMAXPS       160(AX), Y2, Y2
+	VMINPS       160(AX), Y3, Y3
+	VMAXPS       192(AX), Y4, Y4
+	VMINPS       192(AX), Y5, Y5
+	VMAXPS       224(AX), Y6, Y6
+	VMINPS       224(AX), Y7, Y7
+	VMAXPS       256(AX), Y0, Y0
+	VMINPS       256(AX), Y1, Y1
+	VMAXPS       288(AX), Y2, Y2
+	VMINPS       288(AX), Y3, Y3
+	VMAXPS       320(AX), Y4, Y4
+	VMINPS       320(AX), Y5, Y5
+	VMAXPS       352(AX), Y6, Y6
+	VMINPS       352(AX), Y7, Y7
+	VMAXPS       384(AX), Y0, Y0
+	VMINPS       384(AX), Y1, Y1
+	VMAXPS       416(AX), Y2, Y2
+	VMINPS       416(AX), Y3, Y3
+	VMAXPS       448(AX), Y4, Y4
+	VMINPS       448(AX), Y5, Y5
+	VMAXPS       480(AX), Y6, Y6
+	VMINPS       480(AX), Y7, Y7
+	VMAXPS       512(AX), Y0, Y0
+	VMINPS       512(AX), Y1, Y1
+	VMAXPS       544(AX), Y2, Y2
+	VMINPS       544(AX), Y3, Y3
+	VMAXPS       576(AX), Y4, Y4
+	VMINPS       576(AX), Y5, Y5
+	VMAXPS       608(AX), Y6, Y6
+	VMINPS       608(AX), Y7, Y7
+	VMAXPS       640(AX), Y0, Y0
+	VMINPS       640(AX), Y1, Y1
+	VMAXPS       672(AX), Y2, Y2
+	VMINPS       672(AX), Y3, Y3
+	VMAXPS       704(AX), Y4, Y4
+	VMINPS       704(AX), Y5, Y5
+	VMAXPS       736(AX), Y6, Y6
+	VMINPS       736(AX), Y7, Y7
+	VMAXPS       768(AX), Y0, Y0
+	VMINPS       768(AX), Y1, Y1
+	VMAXPS       800(AX), Y2, Y2
+	VMINPS       800(AX), Y3, Y3
+	VMAXPS       832(AX), Y4, Y4
+	VMINPS       832(AX), Y5, Y5
+	VMAXPS       864(AX), Y6, Y6
+	VMINPS       864(AX), Y7, Y7
+	VMAXPS       896(AX), Y0, Y0
+	VMINPS       896(AX), Y1, Y1
+	VMAXPS       928(AX), Y2, Y2
+	VMINPS       928(AX), Y3, Y3
+	VMAXPS       960(AX), Y4, Y4
+	VMINPS       960(AX), Y5, Y5
+	VMAXPS       992(AX), Y6, Y6
+	VMINPS       992(AX), Y7, Y7
+	VMAXPS       Y2, Y0, Y0
+	VMAXPS       Y6, Y4, Y4
+	VMINPS       Y3, Y1, Y1
+	VMINPS       Y7, Y5, Y5
+	VMAXPS       Y4, Y0, Y0
+	VMINPS       Y5, Y1, Y1
+	VEXTRACTF128 $0x01, Y0, X2
+	VMAXPS       X2, X0, X2
+	VPERMILPS    $0x4e, X2, X0
+	VMAXPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VMAXPS       X0, X2, X2
+	MOVSS        X2, mx+24(FP)
+	VEXTRACTF128 $0x01, Y1, X0
+	VMINPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMINPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMINPS       X1, X0, X0
+	MOVSS        X0, mn+28(FP)
+	VZEROUPPER
+	RET
+
+// func q8kCodesAVX2(q []byte, x []float32, iscale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·q8kCodesAVX2(SB), NOSPLIT, $0-52
+	MOVQ         q_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVSS        iscale+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVDQU      q8k127<>+0(SB), Y1
+	VMOVDQU      q8kpackperm<>+0(SB), Y2
+	VMULPS       (CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       32(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       64(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       96(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y7
+	VPADDD       Y6, Y5, Y8
+	VPHADDD      Y8, Y7, Y7
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 4(AX)
+	VMULPS       128(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       160(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       192(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       224(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y8
+	VPADDD       Y6, Y5, Y9
+	VPHADDD      Y9, Y8, Y8
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 36(AX)
+	VMULPS       256(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       288(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       320(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       352(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y9
+	VPADDD       Y6, Y5, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 68(AX)
+	VMULPS       384(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       416(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       448(CX), Y0, Y5
+	VCVTPS2DQ    Y5, Y5
+	VPMINSD      Y1, Y5, Y5
+	VMULPS       480(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VPADDD       Y4, Y3, Y10
+	VPADDD       Y6, Y5, Y11
+	VPHADDD      Y11, Y10, Y10
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y6, Y5, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 100(AX)
+	VPHADDD      Y8, Y7, Y3
+	VPHADDD      Y10, Y9, Y4
+	VPERM2I128   $0x20, Y4, Y3, Y5
+	VPERM2I128   $0x31, Y4, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VMULPS       512(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       544(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       576(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       608(CX), Y0, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPMINSD      Y1, Y7, Y7
+	VPADDD       Y4, Y3, Y8
+	VPADDD       Y7, Y6, Y9
+	VPHADDD      Y9, Y8, Y8
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 132(AX)
+	VMULPS       640(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       672(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       704(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       736(CX), Y0, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPMINSD      Y1, Y7, Y7
+	VPADDD       Y4, Y3, Y9
+	VPADDD       Y7, Y6, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 164(AX)
+	VMULPS       768(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       800(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       832(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       864(CX), Y0, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPMINSD      Y1, Y7, Y7
+	VPADDD       Y4, Y3, Y10
+	VPADDD       Y7, Y6, Y11
+	VPHADDD      Y11, Y10, Y10
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 196(AX)
+	VMULPS       896(CX), Y0, Y3
+	VCVTPS2DQ    Y3, Y3
+	VPMINSD      Y1, Y3, Y3
+	VMULPS       928(CX), Y0, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPMINSD      Y1, Y4, Y4
+	VMULPS       960(CX), Y0, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPMINSD      Y1, Y6, Y6
+	VMULPS       992(CX), Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMINSD      Y1, Y0, Y0
+	VPADDD       Y4, Y3, Y1
+	VPADDD       Y0, Y6, Y7
+	VPHADDD      Y7, Y1, Y1
+	VPACKSSDW    Y4, Y3, Y3
+	VPACKSSDW    Y0, Y6, Y0
+	VPACKSSWB    Y0, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 228(AX)
+	VPHADDD      Y9, Y8, Y0
+	VPHADDD      Y1, Y10, Y1
+	VPERM2I128   $0x20, Y1, Y0, Y2
+	VPERM2I128   $0x31, Y1, Y0, Y0
+	VPADDD       Y0, Y2, Y2
+	VPACKSSDW    Y2, Y5, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VMOVDQU      Y5, 260(AX)
+	VZEROUPPER
+	RET
+
+DATA q8k127<>+0(SB)/2, $0x007f
+DATA q8k127<>+2(SB)/2, $0x0000
+DATA q8k127<>+4(SB)/2, $0x007f
+DATA q8k127<>+6(SB)/2, $0x0000
+DATA q8k127<>+8(SB)/2, $0x007f
+DATA q8k127<>+10(SB)/2, $0x0000
+DATA q8k127<>+12(SB)/2, $0x007f
+DATA q8k127<>+14(SB)/2, $0x0000
+DATA q8k127<>+16(SB)/2, $0x007f
+DATA q8k127<>+18(SB)/2, $0x0000
+DATA q8k127<>+20(SB)/2, $0x007f
+DATA q8k127<>+22(SB)/2, $0x0000
+DATA q8k127<>+24(SB)/2, $0x007f
+DATA q8k127<>+26(SB)/2, $0x0000
+DATA q8k127<>+28(SB)/2, $0x007f
+DATA q8k127<>+30(SB)/2, $0x0000
+GLOBL q8k127<>(SB), RODATA|NOPTR, $32
+
+DATA q8kpackperm<>+0(SB)/2, $0x0000
+DATA q8kpackperm<>+2(SB)/2, $0x0000
+DATA q8kpackperm<>+4(SB)/2, $0x0004
+DATA q8kpackperm<>+6(SB)/2, $0x0000
+DATA q8kpackperm<>+8(SB)/2, $0x0001
+DATA q8kpackperm<>+10(SB)/2, $0x0000
+DATA q8kpackperm<>+12(SB)/2, $0x0005
+DATA q8kpackperm<>+14(SB)/2, $0x0000
+DATA q8kpackperm<>+16(SB)/2, $0x0002
+DATA q8kpackperm<>+18(SB)/2, $0x0000
+DATA q8kpackperm<>+20(SB)/2, $0x0006
+DATA q8kpackperm<>+22(SB)/2, $0x0000
+DATA q8kpackperm<>+24(SB)/2, $0x0003
+DATA q8kpackperm<>+26(SB)/2, $0x0000
+DATA q8kpackperm<>+28(SB)/2, $0x0007
+DATA q8kpackperm<>+30(SB)/2, $0x0000
+GLOBL q8kpackperm<>(SB), RODATA|NOPTR, $32

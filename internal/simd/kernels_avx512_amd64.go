@@ -620,3 +620,39 @@ func scoresU4Q4AVX512(dst *float32, ldd int, q *float32, ldq int, codes *byte, l
 //
 //go:noescape
 func accumulateU4Q4AVX512(acc *float32, lda int, bias *float32, w *float32, ldw int, codes *byte, ldc int, cols int, n int)
+
+// dotQ4KQ8KAVX512 returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ4KQ8KAVX512(w []byte, q []byte, nb int) float32
+
+// dotQ5KQ8KAVX512 returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ5KQ8KAVX512(w []byte, q []byte, nb int) float32
+
+// dotQ6KQ8KAVX512 returns the dot product of the nb q6_K super-blocks at w with
+// the nb Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ6KQ8KAVX512(w []byte, q []byte, nb int) float32
+
+// dotQ4KQ8KVNNI returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ4KQ8KVNNI(w []byte, q []byte, nb int) float32
+
+// dotQ5KQ8KVNNI returns the dot product of the nb super-blocks at w with the nb
+// Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ5KQ8KVNNI(w []byte, q []byte, nb int) float32
+
+// dotQ6KQ8KVNNI returns the dot product of the nb q6_K super-blocks at w with
+// the nb Q8_K blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ6KQ8KVNNI(w []byte, q []byte, nb int) float32

@@ -16515,3 +16515,1427 @@ accumulateU4Q4AVX512_store_p0:
 accumulateU4Q4AVX512_done:
 	VZEROUPPER
 	RET
+
+// func dotQ4KQ8KAVX512(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+, SSE
+TEXT ·dotQ4KQ8KAVX512(SB), NOSPLIT, $0-60
+	MOVQ      w_base+0(FP), AX
+	MOVQ      q_base+24(FP), CX
+	MOVQ      nb+48(FP), DX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kq4idx0<>+0(SB), Z1
+	VMOVDQU64 q8kq4idx1<>+0(SB), Z2
+	VMOVDQU64 q8kq4idx2<>+0(SB), Z3
+	VMOVDQU64 q8kq4idx3<>+0(SB), Z4
+	VXORPS    X5, X5, X5
+
+dotQ4KQ8KAVX512_loop:
+	TESTQ         DX, DX
+	JZ            dotQ4KQ8KAVX512_done
+	PREFETCHT0    1024(AX)
+	PREFETCHT1    8192(AX)
+	PREFETCHT0    1088(AX)
+	PREFETCHT1    8256(AX)
+	PREFETCHT0    1152(AX)
+	PREFETCHT1    8320(AX)
+	MOVL          4(AX), BX
+	MOVL          8(AX), SI
+	MOVL          12(AX), DI
+	MOVL          BX, R8
+	ANDL          $0x3f3f3f3f, R8
+	VMOVD         R8, X6
+	MOVL          DI, R8
+	ANDL          $0x0f0f0f0f, R8
+	SHRL          $0x02, BX
+	ANDL          $0x30303030, BX
+	ORL           BX, R8
+	VPINSRD       $0x01, R8, X6, X6
+	MOVL          SI, R8
+	ANDL          $0x3f3f3f3f, R8
+	VPINSRD       $0x02, R8, X6, X6
+	MOVL          DI, R8
+	SHRL          $0x04, R8
+	ANDL          $0x0f0f0f0f, R8
+	MOVL          SI, BX
+	SHRL          $0x02, BX
+	ANDL          $0x30303030, BX
+	ORL           BX, R8
+	VPINSRD       $0x03, R8, X6, X6
+	VPMOVZXBW     X6, Y6
+	VPERMQ        $0x32, Y6, Y7
+	VPUNPCKLWD    Y7, Y7, Y7
+	VPMADDWD      260(CX), Y7, Y7
+	VPXORD        Z8, Z8, Z8
+	VPXORD        Z9, Z9, Z9
+	VMOVDQU64     16(AX), Z10
+	VPANDD        Z0, Z10, Z11
+	VMOVDQU64     4(CX), Y12
+	VINSERTI64X4  $0x01, 68(CX), Z12, Z12
+	VPMADDUBSW    Z12, Z11, Z11
+	VPERMW        Z6, Z1, Z16
+	VPMADDWD      Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD        Z0, Z10, Z10
+	VMOVDQU64     36(CX), Y13
+	VINSERTI64X4  $0x01, 100(CX), Z13, Z13
+	VPMADDUBSW    Z13, Z10, Z10
+	VPERMW        Z6, Z2, Z11
+	VPMADDWD      Z11, Z10, Z10
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU64     80(AX), Z10
+	VPANDD        Z0, Z10, Z11
+	VMOVDQU64     132(CX), Y14
+	VINSERTI64X4  $0x01, 196(CX), Z14, Z14
+	VPMADDUBSW    Z14, Z11, Z11
+	VPERMW        Z6, Z3, Z16
+	VPMADDWD      Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD        Z0, Z10, Z10
+	VMOVDQU64     164(CX), Y15
+	VINSERTI64X4  $0x01, 228(CX), Z15, Z15
+	VPMADDUBSW    Z15, Z10, Z10
+	VPERMW        Z6, Z4, Z11
+	VPMADDWD      Z11, Z10, Z10
+	VPADDD        Z10, Z9, Z9
+	VPADDD        Z9, Z8, Z8
+	VEXTRACTI64X4 $0x01, Z8, Y6
+	VPADDD        Y8, Y6, Y6
+	VPHADDD       Y7, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X7
+	VPADDD        X7, X6, X7
+	VPHADDD       X7, X7, X7
+	VPXOR         X6, X6, X6
+	VMOVD         (AX), X6
+	VCVTPH2PS     X6, X6
+	VBROADCASTSS  (CX), X10
+	VMULPS        X10, X6, X6
+	VCVTDQ2PS     X7, X7
+	VMULPS        X7, X6, X6
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X6
+	VSUBSS        X6, X5, X5
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JMP           dotQ4KQ8KAVX512_loop
+
+dotQ4KQ8KAVX512_done:
+	VZEROUPPER
+	MOVSS X5, ret+56(FP)
+	RET
+
+DATA q8knib<>+0(SB)/1, $0x0f
+DATA q8knib<>+1(SB)/1, $0x0f
+DATA q8knib<>+2(SB)/1, $0x0f
+DATA q8knib<>+3(SB)/1, $0x0f
+DATA q8knib<>+4(SB)/1, $0x0f
+DATA q8knib<>+5(SB)/1, $0x0f
+DATA q8knib<>+6(SB)/1, $0x0f
+DATA q8knib<>+7(SB)/1, $0x0f
+DATA q8knib<>+8(SB)/1, $0x0f
+DATA q8knib<>+9(SB)/1, $0x0f
+DATA q8knib<>+10(SB)/1, $0x0f
+DATA q8knib<>+11(SB)/1, $0x0f
+DATA q8knib<>+12(SB)/1, $0x0f
+DATA q8knib<>+13(SB)/1, $0x0f
+DATA q8knib<>+14(SB)/1, $0x0f
+DATA q8knib<>+15(SB)/1, $0x0f
+DATA q8knib<>+16(SB)/1, $0x0f
+DATA q8knib<>+17(SB)/1, $0x0f
+DATA q8knib<>+18(SB)/1, $0x0f
+DATA q8knib<>+19(SB)/1, $0x0f
+DATA q8knib<>+20(SB)/1, $0x0f
+DATA q8knib<>+21(SB)/1, $0x0f
+DATA q8knib<>+22(SB)/1, $0x0f
+DATA q8knib<>+23(SB)/1, $0x0f
+DATA q8knib<>+24(SB)/1, $0x0f
+DATA q8knib<>+25(SB)/1, $0x0f
+DATA q8knib<>+26(SB)/1, $0x0f
+DATA q8knib<>+27(SB)/1, $0x0f
+DATA q8knib<>+28(SB)/1, $0x0f
+DATA q8knib<>+29(SB)/1, $0x0f
+DATA q8knib<>+30(SB)/1, $0x0f
+DATA q8knib<>+31(SB)/1, $0x0f
+DATA q8knib<>+32(SB)/1, $0x0f
+DATA q8knib<>+33(SB)/1, $0x0f
+DATA q8knib<>+34(SB)/1, $0x0f
+DATA q8knib<>+35(SB)/1, $0x0f
+DATA q8knib<>+36(SB)/1, $0x0f
+DATA q8knib<>+37(SB)/1, $0x0f
+DATA q8knib<>+38(SB)/1, $0x0f
+DATA q8knib<>+39(SB)/1, $0x0f
+DATA q8knib<>+40(SB)/1, $0x0f
+DATA q8knib<>+41(SB)/1, $0x0f
+DATA q8knib<>+42(SB)/1, $0x0f
+DATA q8knib<>+43(SB)/1, $0x0f
+DATA q8knib<>+44(SB)/1, $0x0f
+DATA q8knib<>+45(SB)/1, $0x0f
+DATA q8knib<>+46(SB)/1, $0x0f
+DATA q8knib<>+47(SB)/1, $0x0f
+DATA q8knib<>+48(SB)/1, $0x0f
+DATA q8knib<>+49(SB)/1, $0x0f
+DATA q8knib<>+50(SB)/1, $0x0f
+DATA q8knib<>+51(SB)/1, $0x0f
+DATA q8knib<>+52(SB)/1, $0x0f
+DATA q8knib<>+53(SB)/1, $0x0f
+DATA q8knib<>+54(SB)/1, $0x0f
+DATA q8knib<>+55(SB)/1, $0x0f
+DATA q8knib<>+56(SB)/1, $0x0f
+DATA q8knib<>+57(SB)/1, $0x0f
+DATA q8knib<>+58(SB)/1, $0x0f
+DATA q8knib<>+59(SB)/1, $0x0f
+DATA q8knib<>+60(SB)/1, $0x0f
+DATA q8knib<>+61(SB)/1, $0x0f
+DATA q8knib<>+62(SB)/1, $0x0f
+DATA q8knib<>+63(SB)/1, $0x0f
+GLOBL q8knib<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq5bits<>+0(SB)/1, $0x01
+DATA q8kq5bits<>+1(SB)/1, $0x01
+DATA q8kq5bits<>+2(SB)/1, $0x01
+DATA q8kq5bits<>+3(SB)/1, $0x01
+DATA q8kq5bits<>+4(SB)/1, $0x01
+DATA q8kq5bits<>+5(SB)/1, $0x01
+DATA q8kq5bits<>+6(SB)/1, $0x01
+DATA q8kq5bits<>+7(SB)/1, $0x01
+DATA q8kq5bits<>+8(SB)/1, $0x01
+DATA q8kq5bits<>+9(SB)/1, $0x01
+DATA q8kq5bits<>+10(SB)/1, $0x01
+DATA q8kq5bits<>+11(SB)/1, $0x01
+DATA q8kq5bits<>+12(SB)/1, $0x01
+DATA q8kq5bits<>+13(SB)/1, $0x01
+DATA q8kq5bits<>+14(SB)/1, $0x01
+DATA q8kq5bits<>+15(SB)/1, $0x01
+DATA q8kq5bits<>+16(SB)/1, $0x01
+DATA q8kq5bits<>+17(SB)/1, $0x01
+DATA q8kq5bits<>+18(SB)/1, $0x01
+DATA q8kq5bits<>+19(SB)/1, $0x01
+DATA q8kq5bits<>+20(SB)/1, $0x01
+DATA q8kq5bits<>+21(SB)/1, $0x01
+DATA q8kq5bits<>+22(SB)/1, $0x01
+DATA q8kq5bits<>+23(SB)/1, $0x01
+DATA q8kq5bits<>+24(SB)/1, $0x01
+DATA q8kq5bits<>+25(SB)/1, $0x01
+DATA q8kq5bits<>+26(SB)/1, $0x01
+DATA q8kq5bits<>+27(SB)/1, $0x01
+DATA q8kq5bits<>+28(SB)/1, $0x01
+DATA q8kq5bits<>+29(SB)/1, $0x01
+DATA q8kq5bits<>+30(SB)/1, $0x01
+DATA q8kq5bits<>+31(SB)/1, $0x01
+DATA q8kq5bits<>+32(SB)/1, $0x04
+DATA q8kq5bits<>+33(SB)/1, $0x04
+DATA q8kq5bits<>+34(SB)/1, $0x04
+DATA q8kq5bits<>+35(SB)/1, $0x04
+DATA q8kq5bits<>+36(SB)/1, $0x04
+DATA q8kq5bits<>+37(SB)/1, $0x04
+DATA q8kq5bits<>+38(SB)/1, $0x04
+DATA q8kq5bits<>+39(SB)/1, $0x04
+DATA q8kq5bits<>+40(SB)/1, $0x04
+DATA q8kq5bits<>+41(SB)/1, $0x04
+DATA q8kq5bits<>+42(SB)/1, $0x04
+DATA q8kq5bits<>+43(SB)/1, $0x04
+DATA q8kq5bits<>+44(SB)/1, $0x04
+DATA q8kq5bits<>+45(SB)/1, $0x04
+DATA q8kq5bits<>+46(SB)/1, $0x04
+DATA q8kq5bits<>+47(SB)/1, $0x04
+DATA q8kq5bits<>+48(SB)/1, $0x04
+DATA q8kq5bits<>+49(SB)/1, $0x04
+DATA q8kq5bits<>+50(SB)/1, $0x04
+DATA q8kq5bits<>+51(SB)/1, $0x04
+DATA q8kq5bits<>+52(SB)/1, $0x04
+DATA q8kq5bits<>+53(SB)/1, $0x04
+DATA q8kq5bits<>+54(SB)/1, $0x04
+DATA q8kq5bits<>+55(SB)/1, $0x04
+DATA q8kq5bits<>+56(SB)/1, $0x04
+DATA q8kq5bits<>+57(SB)/1, $0x04
+DATA q8kq5bits<>+58(SB)/1, $0x04
+DATA q8kq5bits<>+59(SB)/1, $0x04
+DATA q8kq5bits<>+60(SB)/1, $0x04
+DATA q8kq5bits<>+61(SB)/1, $0x04
+DATA q8kq5bits<>+62(SB)/1, $0x04
+DATA q8kq5bits<>+63(SB)/1, $0x04
+DATA q8kq5bits<>+64(SB)/1, $0x02
+DATA q8kq5bits<>+65(SB)/1, $0x02
+DATA q8kq5bits<>+66(SB)/1, $0x02
+DATA q8kq5bits<>+67(SB)/1, $0x02
+DATA q8kq5bits<>+68(SB)/1, $0x02
+DATA q8kq5bits<>+69(SB)/1, $0x02
+DATA q8kq5bits<>+70(SB)/1, $0x02
+DATA q8kq5bits<>+71(SB)/1, $0x02
+DATA q8kq5bits<>+72(SB)/1, $0x02
+DATA q8kq5bits<>+73(SB)/1, $0x02
+DATA q8kq5bits<>+74(SB)/1, $0x02
+DATA q8kq5bits<>+75(SB)/1, $0x02
+DATA q8kq5bits<>+76(SB)/1, $0x02
+DATA q8kq5bits<>+77(SB)/1, $0x02
+DATA q8kq5bits<>+78(SB)/1, $0x02
+DATA q8kq5bits<>+79(SB)/1, $0x02
+DATA q8kq5bits<>+80(SB)/1, $0x02
+DATA q8kq5bits<>+81(SB)/1, $0x02
+DATA q8kq5bits<>+82(SB)/1, $0x02
+DATA q8kq5bits<>+83(SB)/1, $0x02
+DATA q8kq5bits<>+84(SB)/1, $0x02
+DATA q8kq5bits<>+85(SB)/1, $0x02
+DATA q8kq5bits<>+86(SB)/1, $0x02
+DATA q8kq5bits<>+87(SB)/1, $0x02
+DATA q8kq5bits<>+88(SB)/1, $0x02
+DATA q8kq5bits<>+89(SB)/1, $0x02
+DATA q8kq5bits<>+90(SB)/1, $0x02
+DATA q8kq5bits<>+91(SB)/1, $0x02
+DATA q8kq5bits<>+92(SB)/1, $0x02
+DATA q8kq5bits<>+93(SB)/1, $0x02
+DATA q8kq5bits<>+94(SB)/1, $0x02
+DATA q8kq5bits<>+95(SB)/1, $0x02
+DATA q8kq5bits<>+96(SB)/1, $0x08
+DATA q8kq5bits<>+97(SB)/1, $0x08
+DATA q8kq5bits<>+98(SB)/1, $0x08
+DATA q8kq5bits<>+99(SB)/1, $0x08
+DATA q8kq5bits<>+100(SB)/1, $0x08
+DATA q8kq5bits<>+101(SB)/1, $0x08
+DATA q8kq5bits<>+102(SB)/1, $0x08
+DATA q8kq5bits<>+103(SB)/1, $0x08
+DATA q8kq5bits<>+104(SB)/1, $0x08
+DATA q8kq5bits<>+105(SB)/1, $0x08
+DATA q8kq5bits<>+106(SB)/1, $0x08
+DATA q8kq5bits<>+107(SB)/1, $0x08
+DATA q8kq5bits<>+108(SB)/1, $0x08
+DATA q8kq5bits<>+109(SB)/1, $0x08
+DATA q8kq5bits<>+110(SB)/1, $0x08
+DATA q8kq5bits<>+111(SB)/1, $0x08
+DATA q8kq5bits<>+112(SB)/1, $0x08
+DATA q8kq5bits<>+113(SB)/1, $0x08
+DATA q8kq5bits<>+114(SB)/1, $0x08
+DATA q8kq5bits<>+115(SB)/1, $0x08
+DATA q8kq5bits<>+116(SB)/1, $0x08
+DATA q8kq5bits<>+117(SB)/1, $0x08
+DATA q8kq5bits<>+118(SB)/1, $0x08
+DATA q8kq5bits<>+119(SB)/1, $0x08
+DATA q8kq5bits<>+120(SB)/1, $0x08
+DATA q8kq5bits<>+121(SB)/1, $0x08
+DATA q8kq5bits<>+122(SB)/1, $0x08
+DATA q8kq5bits<>+123(SB)/1, $0x08
+DATA q8kq5bits<>+124(SB)/1, $0x08
+DATA q8kq5bits<>+125(SB)/1, $0x08
+DATA q8kq5bits<>+126(SB)/1, $0x08
+DATA q8kq5bits<>+127(SB)/1, $0x08
+DATA q8kq5bits<>+128(SB)/1, $0x10
+DATA q8kq5bits<>+129(SB)/1, $0x10
+DATA q8kq5bits<>+130(SB)/1, $0x10
+DATA q8kq5bits<>+131(SB)/1, $0x10
+DATA q8kq5bits<>+132(SB)/1, $0x10
+DATA q8kq5bits<>+133(SB)/1, $0x10
+DATA q8kq5bits<>+134(SB)/1, $0x10
+DATA q8kq5bits<>+135(SB)/1, $0x10
+DATA q8kq5bits<>+136(SB)/1, $0x10
+DATA q8kq5bits<>+137(SB)/1, $0x10
+DATA q8kq5bits<>+138(SB)/1, $0x10
+DATA q8kq5bits<>+139(SB)/1, $0x10
+DATA q8kq5bits<>+140(SB)/1, $0x10
+DATA q8kq5bits<>+141(SB)/1, $0x10
+DATA q8kq5bits<>+142(SB)/1, $0x10
+DATA q8kq5bits<>+143(SB)/1, $0x10
+DATA q8kq5bits<>+144(SB)/1, $0x10
+DATA q8kq5bits<>+145(SB)/1, $0x10
+DATA q8kq5bits<>+146(SB)/1, $0x10
+DATA q8kq5bits<>+147(SB)/1, $0x10
+DATA q8kq5bits<>+148(SB)/1, $0x10
+DATA q8kq5bits<>+149(SB)/1, $0x10
+DATA q8kq5bits<>+150(SB)/1, $0x10
+DATA q8kq5bits<>+151(SB)/1, $0x10
+DATA q8kq5bits<>+152(SB)/1, $0x10
+DATA q8kq5bits<>+153(SB)/1, $0x10
+DATA q8kq5bits<>+154(SB)/1, $0x10
+DATA q8kq5bits<>+155(SB)/1, $0x10
+DATA q8kq5bits<>+156(SB)/1, $0x10
+DATA q8kq5bits<>+157(SB)/1, $0x10
+DATA q8kq5bits<>+158(SB)/1, $0x10
+DATA q8kq5bits<>+159(SB)/1, $0x10
+DATA q8kq5bits<>+160(SB)/1, $0x40
+DATA q8kq5bits<>+161(SB)/1, $0x40
+DATA q8kq5bits<>+162(SB)/1, $0x40
+DATA q8kq5bits<>+163(SB)/1, $0x40
+DATA q8kq5bits<>+164(SB)/1, $0x40
+DATA q8kq5bits<>+165(SB)/1, $0x40
+DATA q8kq5bits<>+166(SB)/1, $0x40
+DATA q8kq5bits<>+167(SB)/1, $0x40
+DATA q8kq5bits<>+168(SB)/1, $0x40
+DATA q8kq5bits<>+169(SB)/1, $0x40
+DATA q8kq5bits<>+170(SB)/1, $0x40
+DATA q8kq5bits<>+171(SB)/1, $0x40
+DATA q8kq5bits<>+172(SB)/1, $0x40
+DATA q8kq5bits<>+173(SB)/1, $0x40
+DATA q8kq5bits<>+174(SB)/1, $0x40
+DATA q8kq5bits<>+175(SB)/1, $0x40
+DATA q8kq5bits<>+176(SB)/1, $0x40
+DATA q8kq5bits<>+177(SB)/1, $0x40
+DATA q8kq5bits<>+178(SB)/1, $0x40
+DATA q8kq5bits<>+179(SB)/1, $0x40
+DATA q8kq5bits<>+180(SB)/1, $0x40
+DATA q8kq5bits<>+181(SB)/1, $0x40
+DATA q8kq5bits<>+182(SB)/1, $0x40
+DATA q8kq5bits<>+183(SB)/1, $0x40
+DATA q8kq5bits<>+184(SB)/1, $0x40
+DATA q8kq5bits<>+185(SB)/1, $0x40
+DATA q8kq5bits<>+186(SB)/1, $0x40
+DATA q8kq5bits<>+187(SB)/1, $0x40
+DATA q8kq5bits<>+188(SB)/1, $0x40
+DATA q8kq5bits<>+189(SB)/1, $0x40
+DATA q8kq5bits<>+190(SB)/1, $0x40
+DATA q8kq5bits<>+191(SB)/1, $0x40
+DATA q8kq5bits<>+192(SB)/1, $0x20
+DATA q8kq5bits<>+193(SB)/1, $0x20
+DATA q8kq5bits<>+194(SB)/1, $0x20
+DATA q8kq5bits<>+195(SB)/1, $0x20
+DATA q8kq5bits<>+196(SB)/1, $0x20
+DATA q8kq5bits<>+197(SB)/1, $0x20
+DATA q8kq5bits<>+198(SB)/1, $0x20
+DATA q8kq5bits<>+199(SB)/1, $0x20
+DATA q8kq5bits<>+200(SB)/1, $0x20
+DATA q8kq5bits<>+201(SB)/1, $0x20
+DATA q8kq5bits<>+202(SB)/1, $0x20
+DATA q8kq5bits<>+203(SB)/1, $0x20
+DATA q8kq5bits<>+204(SB)/1, $0x20
+DATA q8kq5bits<>+205(SB)/1, $0x20
+DATA q8kq5bits<>+206(SB)/1, $0x20
+DATA q8kq5bits<>+207(SB)/1, $0x20
+DATA q8kq5bits<>+208(SB)/1, $0x20
+DATA q8kq5bits<>+209(SB)/1, $0x20
+DATA q8kq5bits<>+210(SB)/1, $0x20
+DATA q8kq5bits<>+211(SB)/1, $0x20
+DATA q8kq5bits<>+212(SB)/1, $0x20
+DATA q8kq5bits<>+213(SB)/1, $0x20
+DATA q8kq5bits<>+214(SB)/1, $0x20
+DATA q8kq5bits<>+215(SB)/1, $0x20
+DATA q8kq5bits<>+216(SB)/1, $0x20
+DATA q8kq5bits<>+217(SB)/1, $0x20
+DATA q8kq5bits<>+218(SB)/1, $0x20
+DATA q8kq5bits<>+219(SB)/1, $0x20
+DATA q8kq5bits<>+220(SB)/1, $0x20
+DATA q8kq5bits<>+221(SB)/1, $0x20
+DATA q8kq5bits<>+222(SB)/1, $0x20
+DATA q8kq5bits<>+223(SB)/1, $0x20
+DATA q8kq5bits<>+224(SB)/1, $0x80
+DATA q8kq5bits<>+225(SB)/1, $0x80
+DATA q8kq5bits<>+226(SB)/1, $0x80
+DATA q8kq5bits<>+227(SB)/1, $0x80
+DATA q8kq5bits<>+228(SB)/1, $0x80
+DATA q8kq5bits<>+229(SB)/1, $0x80
+DATA q8kq5bits<>+230(SB)/1, $0x80
+DATA q8kq5bits<>+231(SB)/1, $0x80
+DATA q8kq5bits<>+232(SB)/1, $0x80
+DATA q8kq5bits<>+233(SB)/1, $0x80
+DATA q8kq5bits<>+234(SB)/1, $0x80
+DATA q8kq5bits<>+235(SB)/1, $0x80
+DATA q8kq5bits<>+236(SB)/1, $0x80
+DATA q8kq5bits<>+237(SB)/1, $0x80
+DATA q8kq5bits<>+238(SB)/1, $0x80
+DATA q8kq5bits<>+239(SB)/1, $0x80
+DATA q8kq5bits<>+240(SB)/1, $0x80
+DATA q8kq5bits<>+241(SB)/1, $0x80
+DATA q8kq5bits<>+242(SB)/1, $0x80
+DATA q8kq5bits<>+243(SB)/1, $0x80
+DATA q8kq5bits<>+244(SB)/1, $0x80
+DATA q8kq5bits<>+245(SB)/1, $0x80
+DATA q8kq5bits<>+246(SB)/1, $0x80
+DATA q8kq5bits<>+247(SB)/1, $0x80
+DATA q8kq5bits<>+248(SB)/1, $0x80
+DATA q8kq5bits<>+249(SB)/1, $0x80
+DATA q8kq5bits<>+250(SB)/1, $0x80
+DATA q8kq5bits<>+251(SB)/1, $0x80
+DATA q8kq5bits<>+252(SB)/1, $0x80
+DATA q8kq5bits<>+253(SB)/1, $0x80
+DATA q8kq5bits<>+254(SB)/1, $0x80
+DATA q8kq5bits<>+255(SB)/1, $0x80
+GLOBL q8kq5bits<>(SB), RODATA|NOPTR, $256
+
+DATA q8kq4idx0<>+0(SB)/2, $0x0000
+DATA q8kq4idx0<>+2(SB)/2, $0x0000
+DATA q8kq4idx0<>+4(SB)/2, $0x0000
+DATA q8kq4idx0<>+6(SB)/2, $0x0000
+DATA q8kq4idx0<>+8(SB)/2, $0x0000
+DATA q8kq4idx0<>+10(SB)/2, $0x0000
+DATA q8kq4idx0<>+12(SB)/2, $0x0000
+DATA q8kq4idx0<>+14(SB)/2, $0x0000
+DATA q8kq4idx0<>+16(SB)/2, $0x0000
+DATA q8kq4idx0<>+18(SB)/2, $0x0000
+DATA q8kq4idx0<>+20(SB)/2, $0x0000
+DATA q8kq4idx0<>+22(SB)/2, $0x0000
+DATA q8kq4idx0<>+24(SB)/2, $0x0000
+DATA q8kq4idx0<>+26(SB)/2, $0x0000
+DATA q8kq4idx0<>+28(SB)/2, $0x0000
+DATA q8kq4idx0<>+30(SB)/2, $0x0000
+DATA q8kq4idx0<>+32(SB)/2, $0x0002
+DATA q8kq4idx0<>+34(SB)/2, $0x0002
+DATA q8kq4idx0<>+36(SB)/2, $0x0002
+DATA q8kq4idx0<>+38(SB)/2, $0x0002
+DATA q8kq4idx0<>+40(SB)/2, $0x0002
+DATA q8kq4idx0<>+42(SB)/2, $0x0002
+DATA q8kq4idx0<>+44(SB)/2, $0x0002
+DATA q8kq4idx0<>+46(SB)/2, $0x0002
+DATA q8kq4idx0<>+48(SB)/2, $0x0002
+DATA q8kq4idx0<>+50(SB)/2, $0x0002
+DATA q8kq4idx0<>+52(SB)/2, $0x0002
+DATA q8kq4idx0<>+54(SB)/2, $0x0002
+DATA q8kq4idx0<>+56(SB)/2, $0x0002
+DATA q8kq4idx0<>+58(SB)/2, $0x0002
+DATA q8kq4idx0<>+60(SB)/2, $0x0002
+DATA q8kq4idx0<>+62(SB)/2, $0x0002
+GLOBL q8kq4idx0<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq4idx1<>+0(SB)/2, $0x0001
+DATA q8kq4idx1<>+2(SB)/2, $0x0001
+DATA q8kq4idx1<>+4(SB)/2, $0x0001
+DATA q8kq4idx1<>+6(SB)/2, $0x0001
+DATA q8kq4idx1<>+8(SB)/2, $0x0001
+DATA q8kq4idx1<>+10(SB)/2, $0x0001
+DATA q8kq4idx1<>+12(SB)/2, $0x0001
+DATA q8kq4idx1<>+14(SB)/2, $0x0001
+DATA q8kq4idx1<>+16(SB)/2, $0x0001
+DATA q8kq4idx1<>+18(SB)/2, $0x0001
+DATA q8kq4idx1<>+20(SB)/2, $0x0001
+DATA q8kq4idx1<>+22(SB)/2, $0x0001
+DATA q8kq4idx1<>+24(SB)/2, $0x0001
+DATA q8kq4idx1<>+26(SB)/2, $0x0001
+DATA q8kq4idx1<>+28(SB)/2, $0x0001
+DATA q8kq4idx1<>+30(SB)/2, $0x0001
+DATA q8kq4idx1<>+32(SB)/2, $0x0003
+DATA q8kq4idx1<>+34(SB)/2, $0x0003
+DATA q8kq4idx1<>+36(SB)/2, $0x0003
+DATA q8kq4idx1<>+38(SB)/2, $0x0003
+DATA q8kq4idx1<>+40(SB)/2, $0x0003
+DATA q8kq4idx1<>+42(SB)/2, $0x0003
+DATA q8kq4idx1<>+44(SB)/2, $0x0003
+DATA q8kq4idx1<>+46(SB)/2, $0x0003
+DATA q8kq4idx1<>+48(SB)/2, $0x0003
+DATA q8kq4idx1<>+50(SB)/2, $0x0003
+DATA q8kq4idx1<>+52(SB)/2, $0x0003
+DATA q8kq4idx1<>+54(SB)/2, $0x0003
+DATA q8kq4idx1<>+56(SB)/2, $0x0003
+DATA q8kq4idx1<>+58(SB)/2, $0x0003
+DATA q8kq4idx1<>+60(SB)/2, $0x0003
+DATA q8kq4idx1<>+62(SB)/2, $0x0003
+GLOBL q8kq4idx1<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq4idx2<>+0(SB)/2, $0x0004
+DATA q8kq4idx2<>+2(SB)/2, $0x0004
+DATA q8kq4idx2<>+4(SB)/2, $0x0004
+DATA q8kq4idx2<>+6(SB)/2, $0x0004
+DATA q8kq4idx2<>+8(SB)/2, $0x0004
+DATA q8kq4idx2<>+10(SB)/2, $0x0004
+DATA q8kq4idx2<>+12(SB)/2, $0x0004
+DATA q8kq4idx2<>+14(SB)/2, $0x0004
+DATA q8kq4idx2<>+16(SB)/2, $0x0004
+DATA q8kq4idx2<>+18(SB)/2, $0x0004
+DATA q8kq4idx2<>+20(SB)/2, $0x0004
+DATA q8kq4idx2<>+22(SB)/2, $0x0004
+DATA q8kq4idx2<>+24(SB)/2, $0x0004
+DATA q8kq4idx2<>+26(SB)/2, $0x0004
+DATA q8kq4idx2<>+28(SB)/2, $0x0004
+DATA q8kq4idx2<>+30(SB)/2, $0x0004
+DATA q8kq4idx2<>+32(SB)/2, $0x0006
+DATA q8kq4idx2<>+34(SB)/2, $0x0006
+DATA q8kq4idx2<>+36(SB)/2, $0x0006
+DATA q8kq4idx2<>+38(SB)/2, $0x0006
+DATA q8kq4idx2<>+40(SB)/2, $0x0006
+DATA q8kq4idx2<>+42(SB)/2, $0x0006
+DATA q8kq4idx2<>+44(SB)/2, $0x0006
+DATA q8kq4idx2<>+46(SB)/2, $0x0006
+DATA q8kq4idx2<>+48(SB)/2, $0x0006
+DATA q8kq4idx2<>+50(SB)/2, $0x0006
+DATA q8kq4idx2<>+52(SB)/2, $0x0006
+DATA q8kq4idx2<>+54(SB)/2, $0x0006
+DATA q8kq4idx2<>+56(SB)/2, $0x0006
+DATA q8kq4idx2<>+58(SB)/2, $0x0006
+DATA q8kq4idx2<>+60(SB)/2, $0x0006
+DATA q8kq4idx2<>+62(SB)/2, $0x0006
+GLOBL q8kq4idx2<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq4idx3<>+0(SB)/2, $0x0005
+DATA q8kq4idx3<>+2(SB)/2, $0x0005
+DATA q8kq4idx3<>+4(SB)/2, $0x0005
+DATA q8kq4idx3<>+6(SB)/2, $0x0005
+DATA q8kq4idx3<>+8(SB)/2, $0x0005
+DATA q8kq4idx3<>+10(SB)/2, $0x0005
+DATA q8kq4idx3<>+12(SB)/2, $0x0005
+DATA q8kq4idx3<>+14(SB)/2, $0x0005
+DATA q8kq4idx3<>+16(SB)/2, $0x0005
+DATA q8kq4idx3<>+18(SB)/2, $0x0005
+DATA q8kq4idx3<>+20(SB)/2, $0x0005
+DATA q8kq4idx3<>+22(SB)/2, $0x0005
+DATA q8kq4idx3<>+24(SB)/2, $0x0005
+DATA q8kq4idx3<>+26(SB)/2, $0x0005
+DATA q8kq4idx3<>+28(SB)/2, $0x0005
+DATA q8kq4idx3<>+30(SB)/2, $0x0005
+DATA q8kq4idx3<>+32(SB)/2, $0x0007
+DATA q8kq4idx3<>+34(SB)/2, $0x0007
+DATA q8kq4idx3<>+36(SB)/2, $0x0007
+DATA q8kq4idx3<>+38(SB)/2, $0x0007
+DATA q8kq4idx3<>+40(SB)/2, $0x0007
+DATA q8kq4idx3<>+42(SB)/2, $0x0007
+DATA q8kq4idx3<>+44(SB)/2, $0x0007
+DATA q8kq4idx3<>+46(SB)/2, $0x0007
+DATA q8kq4idx3<>+48(SB)/2, $0x0007
+DATA q8kq4idx3<>+50(SB)/2, $0x0007
+DATA q8kq4idx3<>+52(SB)/2, $0x0007
+DATA q8kq4idx3<>+54(SB)/2, $0x0007
+DATA q8kq4idx3<>+56(SB)/2, $0x0007
+DATA q8kq4idx3<>+58(SB)/2, $0x0007
+DATA q8kq4idx3<>+60(SB)/2, $0x0007
+DATA q8kq4idx3<>+62(SB)/2, $0x0007
+GLOBL q8kq4idx3<>(SB), RODATA|NOPTR, $64
+
+// func dotQ5KQ8KAVX512(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+, SSE
+TEXT ·dotQ5KQ8KAVX512(SB), NOSPLIT, $0-60
+	MOVQ      w_base+0(FP), AX
+	MOVQ      q_base+24(FP), CX
+	MOVQ      nb+48(FP), DX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbit4<>+0(SB), Z1
+	VMOVDQU64 q8kq4idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq4idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq4idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq4idx3<>+0(SB), Z5
+	VXORPS    X6, X6, X6
+
+dotQ5KQ8KAVX512_loop:
+	TESTQ           DX, DX
+	JZ              dotQ5KQ8KAVX512_done
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT0      1152(AX)
+	PREFETCHT1      8320(AX)
+	MOVL            4(AX), BX
+	MOVL            8(AX), SI
+	MOVL            12(AX), DI
+	MOVL            BX, R8
+	ANDL            $0x3f3f3f3f, R8
+	VMOVD           R8, X7
+	MOVL            DI, R8
+	ANDL            $0x0f0f0f0f, R8
+	SHRL            $0x02, BX
+	ANDL            $0x30303030, BX
+	ORL             BX, R8
+	VPINSRD         $0x01, R8, X7, X7
+	MOVL            SI, R8
+	ANDL            $0x3f3f3f3f, R8
+	VPINSRD         $0x02, R8, X7, X7
+	MOVL            DI, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            SI, BX
+	SHRL            $0x02, BX
+	ANDL            $0x30303030, BX
+	ORL             BX, R8
+	VPINSRD         $0x03, R8, X7, X7
+	VPMOVZXBW       X7, Y7
+	VPERMQ          $0x32, Y7, Y8
+	VPUNPCKLWD      Y8, Y8, Y8
+	VPMADDWD        260(CX), Y8, Y8
+	VBROADCASTI64X4 16(AX), Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VMOVDQU64       48(AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPTESTMB        q8kq5bits<>+0(SB), Z9, K1
+	VPADDB          Z1, Z13, K1, Z13
+	VMOVDQU64       4(CX), Y14
+	VINSERTI64X4    $0x01, 68(CX), Z14, Z14
+	VPMADDUBSW      Z14, Z13, Z13
+	VPERMW          Z7, Z2, Z18
+	VPMADDWD        Z18, Z13, Z13
+	VPADDD          Z13, Z10, Z10
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPTESTMB        q8kq5bits<>+64(SB), Z9, K1
+	VPADDB          Z1, Z12, K1, Z12
+	VMOVDQU64       36(CX), Y15
+	VINSERTI64X4    $0x01, 100(CX), Z15, Z15
+	VPMADDUBSW      Z15, Z12, Z12
+	VPERMW          Z7, Z3, Z13
+	VPMADDWD        Z13, Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VMOVDQU64       112(AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPTESTMB        q8kq5bits<>+128(SB), Z9, K1
+	VPADDB          Z1, Z13, K1, Z13
+	VMOVDQU64       132(CX), Y16
+	VINSERTI64X4    $0x01, 196(CX), Z16, Z16
+	VPMADDUBSW      Z16, Z13, Z13
+	VPERMW          Z7, Z4, Z18
+	VPMADDWD        Z18, Z13, Z13
+	VPADDD          Z13, Z10, Z10
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPTESTMB        q8kq5bits<>+192(SB), Z9, K1
+	VPADDB          Z1, Z12, K1, Z12
+	VMOVDQU64       164(CX), Y17
+	VINSERTI64X4    $0x01, 228(CX), Z17, Z17
+	VPMADDUBSW      Z17, Z12, Z9
+	VPERMW          Z7, Z5, Z12
+	VPMADDWD        Z12, Z9, Z9
+	VPADDD          Z9, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y7
+	VPADDD          Y10, Y7, Y7
+	VPHADDD         Y8, Y7, Y7
+	VEXTRACTI128    $0x01, Y7, X8
+	VPADDD          X8, X7, X8
+	VPHADDD         X8, X8, X8
+	VPXOR           X7, X7, X7
+	VMOVD           (AX), X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    (CX), X9
+	VMULPS          X9, X7, X7
+	VCVTDQ2PS       X8, X8
+	VMULPS          X8, X7, X7
+	VADDSS          X7, X6, X6
+	VMOVSHDUP       X7, X7
+	VSUBSS          X7, X6, X6
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JMP             dotQ5KQ8KAVX512_loop
+
+dotQ5KQ8KAVX512_done:
+	VZEROUPPER
+	MOVSS X6, ret+56(FP)
+	RET
+
+DATA q8kbit4<>+0(SB)/1, $0x10
+DATA q8kbit4<>+1(SB)/1, $0x10
+DATA q8kbit4<>+2(SB)/1, $0x10
+DATA q8kbit4<>+3(SB)/1, $0x10
+DATA q8kbit4<>+4(SB)/1, $0x10
+DATA q8kbit4<>+5(SB)/1, $0x10
+DATA q8kbit4<>+6(SB)/1, $0x10
+DATA q8kbit4<>+7(SB)/1, $0x10
+DATA q8kbit4<>+8(SB)/1, $0x10
+DATA q8kbit4<>+9(SB)/1, $0x10
+DATA q8kbit4<>+10(SB)/1, $0x10
+DATA q8kbit4<>+11(SB)/1, $0x10
+DATA q8kbit4<>+12(SB)/1, $0x10
+DATA q8kbit4<>+13(SB)/1, $0x10
+DATA q8kbit4<>+14(SB)/1, $0x10
+DATA q8kbit4<>+15(SB)/1, $0x10
+DATA q8kbit4<>+16(SB)/1, $0x10
+DATA q8kbit4<>+17(SB)/1, $0x10
+DATA q8kbit4<>+18(SB)/1, $0x10
+DATA q8kbit4<>+19(SB)/1, $0x10
+DATA q8kbit4<>+20(SB)/1, $0x10
+DATA q8kbit4<>+21(SB)/1, $0x10
+DATA q8kbit4<>+22(SB)/1, $0x10
+DATA q8kbit4<>+23(SB)/1, $0x10
+DATA q8kbit4<>+24(SB)/1, $0x10
+DATA q8kbit4<>+25(SB)/1, $0x10
+DATA q8kbit4<>+26(SB)/1, $0x10
+DATA q8kbit4<>+27(SB)/1, $0x10
+DATA q8kbit4<>+28(SB)/1, $0x10
+DATA q8kbit4<>+29(SB)/1, $0x10
+DATA q8kbit4<>+30(SB)/1, $0x10
+DATA q8kbit4<>+31(SB)/1, $0x10
+DATA q8kbit4<>+32(SB)/1, $0x10
+DATA q8kbit4<>+33(SB)/1, $0x10
+DATA q8kbit4<>+34(SB)/1, $0x10
+DATA q8kbit4<>+35(SB)/1, $0x10
+DATA q8kbit4<>+36(SB)/1, $0x10
+DATA q8kbit4<>+37(SB)/1, $0x10
+DATA q8kbit4<>+38(SB)/1, $0x10
+DATA q8kbit4<>+39(SB)/1, $0x10
+DATA q8kbit4<>+40(SB)/1, $0x10
+DATA q8kbit4<>+41(SB)/1, $0x10
+DATA q8kbit4<>+42(SB)/1, $0x10
+DATA q8kbit4<>+43(SB)/1, $0x10
+DATA q8kbit4<>+44(SB)/1, $0x10
+DATA q8kbit4<>+45(SB)/1, $0x10
+DATA q8kbit4<>+46(SB)/1, $0x10
+DATA q8kbit4<>+47(SB)/1, $0x10
+DATA q8kbit4<>+48(SB)/1, $0x10
+DATA q8kbit4<>+49(SB)/1, $0x10
+DATA q8kbit4<>+50(SB)/1, $0x10
+DATA q8kbit4<>+51(SB)/1, $0x10
+DATA q8kbit4<>+52(SB)/1, $0x10
+DATA q8kbit4<>+53(SB)/1, $0x10
+DATA q8kbit4<>+54(SB)/1, $0x10
+DATA q8kbit4<>+55(SB)/1, $0x10
+DATA q8kbit4<>+56(SB)/1, $0x10
+DATA q8kbit4<>+57(SB)/1, $0x10
+DATA q8kbit4<>+58(SB)/1, $0x10
+DATA q8kbit4<>+59(SB)/1, $0x10
+DATA q8kbit4<>+60(SB)/1, $0x10
+DATA q8kbit4<>+61(SB)/1, $0x10
+DATA q8kbit4<>+62(SB)/1, $0x10
+DATA q8kbit4<>+63(SB)/1, $0x10
+GLOBL q8kbit4<>(SB), RODATA|NOPTR, $64
+
+// func dotQ6KQ8KAVX512(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+, SSE
+TEXT ·dotQ6KQ8KAVX512(SB), NOSPLIT, $0-60
+	MOVQ      w_base+0(FP), AX
+	MOVQ      q_base+24(FP), CX
+	MOVQ      nb+48(FP), DX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbits45<>+0(SB), Z1
+	VMOVDQU64 q8kq6idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq6idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq6idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq6idx3<>+0(SB), Z5
+	VXORPS    X6, X6, X6
+
+dotQ6KQ8KAVX512_loop:
+	TESTQ           DX, DX
+	JZ              dotQ6KQ8KAVX512_done
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT0      1152(AX)
+	PREFETCHT1      8320(AX)
+	PREFETCHT0      1216(AX)
+	PREFETCHT1      8384(AX)
+	VPMOVSXBW       192(AX), Y7
+	VPMADDWD        260(CX), Y7, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VBROADCASTI64X4 128(AX), Z11
+	VMOVDQU64       (AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPSLLVW         q8kq6shl<>+0(SB), Z11, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z13
+	VPMADDUBSW      4(CX), Z13, Z13
+	VPERMW          Z7, Z2, Z14
+	VPMADDWD        Z14, Z13, Z13
+	VPADDD          Z13, Z9, Z9
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPSRLVW         q8kq6shr<>+0(SB), Z11, Z11
+	VPTERNLOGD      $0xf8, Z1, Z11, Z12
+	VPMADDUBSW      68(CX), Z12, Z11
+	VPERMW          Z7, Z3, Z12
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VBROADCASTI64X4 160(AX), Z11
+	VMOVDQU64       64(AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPSLLVW         q8kq6shl<>+0(SB), Z11, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z13
+	VPMADDUBSW      132(CX), Z13, Z13
+	VPERMW          Z7, Z4, Z14
+	VPMADDWD        Z14, Z13, Z13
+	VPADDD          Z13, Z9, Z9
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPSRLVW         q8kq6shr<>+0(SB), Z11, Z11
+	VPTERNLOGD      $0xf8, Z1, Z11, Z12
+	VPMADDUBSW      196(CX), Z12, Z11
+	VPERMW          Z7, Z5, Z12
+	VPMADDWD        Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y7
+	VPADDD          Y9, Y7, Y7
+	VPSUBD          Y8, Y7, Y7
+	VPHADDD         Y7, Y7, Y7
+	VEXTRACTI128    $0x01, Y7, X8
+	VPADDD          X8, X7, X8
+	VPHADDD         X8, X8, X8
+	VPXOR           X7, X7, X7
+	VPINSRW         $0x00, 208(AX), X7, X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    (CX), X11
+	VMULPS          X11, X7, X7
+	VCVTDQ2PS       X8, X8
+	VMULPS          X8, X7, X7
+	VADDSS          X7, X6, X6
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JMP             dotQ6KQ8KAVX512_loop
+
+dotQ6KQ8KAVX512_done:
+	VZEROUPPER
+	MOVSS X6, ret+56(FP)
+	RET
+
+DATA q8kbits45<>+0(SB)/1, $0x30
+DATA q8kbits45<>+1(SB)/1, $0x30
+DATA q8kbits45<>+2(SB)/1, $0x30
+DATA q8kbits45<>+3(SB)/1, $0x30
+DATA q8kbits45<>+4(SB)/1, $0x30
+DATA q8kbits45<>+5(SB)/1, $0x30
+DATA q8kbits45<>+6(SB)/1, $0x30
+DATA q8kbits45<>+7(SB)/1, $0x30
+DATA q8kbits45<>+8(SB)/1, $0x30
+DATA q8kbits45<>+9(SB)/1, $0x30
+DATA q8kbits45<>+10(SB)/1, $0x30
+DATA q8kbits45<>+11(SB)/1, $0x30
+DATA q8kbits45<>+12(SB)/1, $0x30
+DATA q8kbits45<>+13(SB)/1, $0x30
+DATA q8kbits45<>+14(SB)/1, $0x30
+DATA q8kbits45<>+15(SB)/1, $0x30
+DATA q8kbits45<>+16(SB)/1, $0x30
+DATA q8kbits45<>+17(SB)/1, $0x30
+DATA q8kbits45<>+18(SB)/1, $0x30
+DATA q8kbits45<>+19(SB)/1, $0x30
+DATA q8kbits45<>+20(SB)/1, $0x30
+DATA q8kbits45<>+21(SB)/1, $0x30
+DATA q8kbits45<>+22(SB)/1, $0x30
+DATA q8kbits45<>+23(SB)/1, $0x30
+DATA q8kbits45<>+24(SB)/1, $0x30
+DATA q8kbits45<>+25(SB)/1, $0x30
+DATA q8kbits45<>+26(SB)/1, $0x30
+DATA q8kbits45<>+27(SB)/1, $0x30
+DATA q8kbits45<>+28(SB)/1, $0x30
+DATA q8kbits45<>+29(SB)/1, $0x30
+DATA q8kbits45<>+30(SB)/1, $0x30
+DATA q8kbits45<>+31(SB)/1, $0x30
+DATA q8kbits45<>+32(SB)/1, $0x30
+DATA q8kbits45<>+33(SB)/1, $0x30
+DATA q8kbits45<>+34(SB)/1, $0x30
+DATA q8kbits45<>+35(SB)/1, $0x30
+DATA q8kbits45<>+36(SB)/1, $0x30
+DATA q8kbits45<>+37(SB)/1, $0x30
+DATA q8kbits45<>+38(SB)/1, $0x30
+DATA q8kbits45<>+39(SB)/1, $0x30
+DATA q8kbits45<>+40(SB)/1, $0x30
+DATA q8kbits45<>+41(SB)/1, $0x30
+DATA q8kbits45<>+42(SB)/1, $0x30
+DATA q8kbits45<>+43(SB)/1, $0x30
+DATA q8kbits45<>+44(SB)/1, $0x30
+DATA q8kbits45<>+45(SB)/1, $0x30
+DATA q8kbits45<>+46(SB)/1, $0x30
+DATA q8kbits45<>+47(SB)/1, $0x30
+DATA q8kbits45<>+48(SB)/1, $0x30
+DATA q8kbits45<>+49(SB)/1, $0x30
+DATA q8kbits45<>+50(SB)/1, $0x30
+DATA q8kbits45<>+51(SB)/1, $0x30
+DATA q8kbits45<>+52(SB)/1, $0x30
+DATA q8kbits45<>+53(SB)/1, $0x30
+DATA q8kbits45<>+54(SB)/1, $0x30
+DATA q8kbits45<>+55(SB)/1, $0x30
+DATA q8kbits45<>+56(SB)/1, $0x30
+DATA q8kbits45<>+57(SB)/1, $0x30
+DATA q8kbits45<>+58(SB)/1, $0x30
+DATA q8kbits45<>+59(SB)/1, $0x30
+DATA q8kbits45<>+60(SB)/1, $0x30
+DATA q8kbits45<>+61(SB)/1, $0x30
+DATA q8kbits45<>+62(SB)/1, $0x30
+DATA q8kbits45<>+63(SB)/1, $0x30
+GLOBL q8kbits45<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6shl<>+0(SB)/2, $0x0004
+DATA q8kq6shl<>+2(SB)/2, $0x0004
+DATA q8kq6shl<>+4(SB)/2, $0x0004
+DATA q8kq6shl<>+6(SB)/2, $0x0004
+DATA q8kq6shl<>+8(SB)/2, $0x0004
+DATA q8kq6shl<>+10(SB)/2, $0x0004
+DATA q8kq6shl<>+12(SB)/2, $0x0004
+DATA q8kq6shl<>+14(SB)/2, $0x0004
+DATA q8kq6shl<>+16(SB)/2, $0x0004
+DATA q8kq6shl<>+18(SB)/2, $0x0004
+DATA q8kq6shl<>+20(SB)/2, $0x0004
+DATA q8kq6shl<>+22(SB)/2, $0x0004
+DATA q8kq6shl<>+24(SB)/2, $0x0004
+DATA q8kq6shl<>+26(SB)/2, $0x0004
+DATA q8kq6shl<>+28(SB)/2, $0x0004
+DATA q8kq6shl<>+30(SB)/2, $0x0004
+DATA q8kq6shl<>+32(SB)/2, $0x0002
+DATA q8kq6shl<>+34(SB)/2, $0x0002
+DATA q8kq6shl<>+36(SB)/2, $0x0002
+DATA q8kq6shl<>+38(SB)/2, $0x0002
+DATA q8kq6shl<>+40(SB)/2, $0x0002
+DATA q8kq6shl<>+42(SB)/2, $0x0002
+DATA q8kq6shl<>+44(SB)/2, $0x0002
+DATA q8kq6shl<>+46(SB)/2, $0x0002
+DATA q8kq6shl<>+48(SB)/2, $0x0002
+DATA q8kq6shl<>+50(SB)/2, $0x0002
+DATA q8kq6shl<>+52(SB)/2, $0x0002
+DATA q8kq6shl<>+54(SB)/2, $0x0002
+DATA q8kq6shl<>+56(SB)/2, $0x0002
+DATA q8kq6shl<>+58(SB)/2, $0x0002
+DATA q8kq6shl<>+60(SB)/2, $0x0002
+DATA q8kq6shl<>+62(SB)/2, $0x0002
+GLOBL q8kq6shl<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6shr<>+0(SB)/2, $0x0000
+DATA q8kq6shr<>+2(SB)/2, $0x0000
+DATA q8kq6shr<>+4(SB)/2, $0x0000
+DATA q8kq6shr<>+6(SB)/2, $0x0000
+DATA q8kq6shr<>+8(SB)/2, $0x0000
+DATA q8kq6shr<>+10(SB)/2, $0x0000
+DATA q8kq6shr<>+12(SB)/2, $0x0000
+DATA q8kq6shr<>+14(SB)/2, $0x0000
+DATA q8kq6shr<>+16(SB)/2, $0x0000
+DATA q8kq6shr<>+18(SB)/2, $0x0000
+DATA q8kq6shr<>+20(SB)/2, $0x0000
+DATA q8kq6shr<>+22(SB)/2, $0x0000
+DATA q8kq6shr<>+24(SB)/2, $0x0000
+DATA q8kq6shr<>+26(SB)/2, $0x0000
+DATA q8kq6shr<>+28(SB)/2, $0x0000
+DATA q8kq6shr<>+30(SB)/2, $0x0000
+DATA q8kq6shr<>+32(SB)/2, $0x0002
+DATA q8kq6shr<>+34(SB)/2, $0x0002
+DATA q8kq6shr<>+36(SB)/2, $0x0002
+DATA q8kq6shr<>+38(SB)/2, $0x0002
+DATA q8kq6shr<>+40(SB)/2, $0x0002
+DATA q8kq6shr<>+42(SB)/2, $0x0002
+DATA q8kq6shr<>+44(SB)/2, $0x0002
+DATA q8kq6shr<>+46(SB)/2, $0x0002
+DATA q8kq6shr<>+48(SB)/2, $0x0002
+DATA q8kq6shr<>+50(SB)/2, $0x0002
+DATA q8kq6shr<>+52(SB)/2, $0x0002
+DATA q8kq6shr<>+54(SB)/2, $0x0002
+DATA q8kq6shr<>+56(SB)/2, $0x0002
+DATA q8kq6shr<>+58(SB)/2, $0x0002
+DATA q8kq6shr<>+60(SB)/2, $0x0002
+DATA q8kq6shr<>+62(SB)/2, $0x0002
+GLOBL q8kq6shr<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6idx0<>+0(SB)/2, $0x0000
+DATA q8kq6idx0<>+2(SB)/2, $0x0000
+DATA q8kq6idx0<>+4(SB)/2, $0x0000
+DATA q8kq6idx0<>+6(SB)/2, $0x0000
+DATA q8kq6idx0<>+8(SB)/2, $0x0000
+DATA q8kq6idx0<>+10(SB)/2, $0x0000
+DATA q8kq6idx0<>+12(SB)/2, $0x0000
+DATA q8kq6idx0<>+14(SB)/2, $0x0000
+DATA q8kq6idx0<>+16(SB)/2, $0x0001
+DATA q8kq6idx0<>+18(SB)/2, $0x0001
+DATA q8kq6idx0<>+20(SB)/2, $0x0001
+DATA q8kq6idx0<>+22(SB)/2, $0x0001
+DATA q8kq6idx0<>+24(SB)/2, $0x0001
+DATA q8kq6idx0<>+26(SB)/2, $0x0001
+DATA q8kq6idx0<>+28(SB)/2, $0x0001
+DATA q8kq6idx0<>+30(SB)/2, $0x0001
+DATA q8kq6idx0<>+32(SB)/2, $0x0002
+DATA q8kq6idx0<>+34(SB)/2, $0x0002
+DATA q8kq6idx0<>+36(SB)/2, $0x0002
+DATA q8kq6idx0<>+38(SB)/2, $0x0002
+DATA q8kq6idx0<>+40(SB)/2, $0x0002
+DATA q8kq6idx0<>+42(SB)/2, $0x0002
+DATA q8kq6idx0<>+44(SB)/2, $0x0002
+DATA q8kq6idx0<>+46(SB)/2, $0x0002
+DATA q8kq6idx0<>+48(SB)/2, $0x0003
+DATA q8kq6idx0<>+50(SB)/2, $0x0003
+DATA q8kq6idx0<>+52(SB)/2, $0x0003
+DATA q8kq6idx0<>+54(SB)/2, $0x0003
+DATA q8kq6idx0<>+56(SB)/2, $0x0003
+DATA q8kq6idx0<>+58(SB)/2, $0x0003
+DATA q8kq6idx0<>+60(SB)/2, $0x0003
+DATA q8kq6idx0<>+62(SB)/2, $0x0003
+GLOBL q8kq6idx0<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6idx1<>+0(SB)/2, $0x0004
+DATA q8kq6idx1<>+2(SB)/2, $0x0004
+DATA q8kq6idx1<>+4(SB)/2, $0x0004
+DATA q8kq6idx1<>+6(SB)/2, $0x0004
+DATA q8kq6idx1<>+8(SB)/2, $0x0004
+DATA q8kq6idx1<>+10(SB)/2, $0x0004
+DATA q8kq6idx1<>+12(SB)/2, $0x0004
+DATA q8kq6idx1<>+14(SB)/2, $0x0004
+DATA q8kq6idx1<>+16(SB)/2, $0x0005
+DATA q8kq6idx1<>+18(SB)/2, $0x0005
+DATA q8kq6idx1<>+20(SB)/2, $0x0005
+DATA q8kq6idx1<>+22(SB)/2, $0x0005
+DATA q8kq6idx1<>+24(SB)/2, $0x0005
+DATA q8kq6idx1<>+26(SB)/2, $0x0005
+DATA q8kq6idx1<>+28(SB)/2, $0x0005
+DATA q8kq6idx1<>+30(SB)/2, $0x0005
+DATA q8kq6idx1<>+32(SB)/2, $0x0006
+DATA q8kq6idx1<>+34(SB)/2, $0x0006
+DATA q8kq6idx1<>+36(SB)/2, $0x0006
+DATA q8kq6idx1<>+38(SB)/2, $0x0006
+DATA q8kq6idx1<>+40(SB)/2, $0x0006
+DATA q8kq6idx1<>+42(SB)/2, $0x0006
+DATA q8kq6idx1<>+44(SB)/2, $0x0006
+DATA q8kq6idx1<>+46(SB)/2, $0x0006
+DATA q8kq6idx1<>+48(SB)/2, $0x0007
+DATA q8kq6idx1<>+50(SB)/2, $0x0007
+DATA q8kq6idx1<>+52(SB)/2, $0x0007
+DATA q8kq6idx1<>+54(SB)/2, $0x0007
+DATA q8kq6idx1<>+56(SB)/2, $0x0007
+DATA q8kq6idx1<>+58(SB)/2, $0x0007
+DATA q8kq6idx1<>+60(SB)/2, $0x0007
+DATA q8kq6idx1<>+62(SB)/2, $0x0007
+GLOBL q8kq6idx1<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6idx2<>+0(SB)/2, $0x0008
+DATA q8kq6idx2<>+2(SB)/2, $0x0008
+DATA q8kq6idx2<>+4(SB)/2, $0x0008
+DATA q8kq6idx2<>+6(SB)/2, $0x0008
+DATA q8kq6idx2<>+8(SB)/2, $0x0008
+DATA q8kq6idx2<>+10(SB)/2, $0x0008
+DATA q8kq6idx2<>+12(SB)/2, $0x0008
+DATA q8kq6idx2<>+14(SB)/2, $0x0008
+DATA q8kq6idx2<>+16(SB)/2, $0x0009
+DATA q8kq6idx2<>+18(SB)/2, $0x0009
+DATA q8kq6idx2<>+20(SB)/2, $0x0009
+DATA q8kq6idx2<>+22(SB)/2, $0x0009
+DATA q8kq6idx2<>+24(SB)/2, $0x0009
+DATA q8kq6idx2<>+26(SB)/2, $0x0009
+DATA q8kq6idx2<>+28(SB)/2, $0x0009
+DATA q8kq6idx2<>+30(SB)/2, $0x0009
+DATA q8kq6idx2<>+32(SB)/2, $0x000a
+DATA q8kq6idx2<>+34(SB)/2, $0x000a
+DATA q8kq6idx2<>+36(SB)/2, $0x000a
+DATA q8kq6idx2<>+38(SB)/2, $0x000a
+DATA q8kq6idx2<>+40(SB)/2, $0x000a
+DATA q8kq6idx2<>+42(SB)/2, $0x000a
+DATA q8kq6idx2<>+44(SB)/2, $0x000a
+DATA q8kq6idx2<>+46(SB)/2, $0x000a
+DATA q8kq6idx2<>+48(SB)/2, $0x000b
+DATA q8kq6idx2<>+50(SB)/2, $0x000b
+DATA q8kq6idx2<>+52(SB)/2, $0x000b
+DATA q8kq6idx2<>+54(SB)/2, $0x000b
+DATA q8kq6idx2<>+56(SB)/2, $0x000b
+DATA q8kq6idx2<>+58(SB)/2, $0x000b
+DATA q8kq6idx2<>+60(SB)/2, $0x000b
+DATA q8kq6idx2<>+62(SB)/2, $0x000b
+GLOBL q8kq6idx2<>(SB), RODATA|NOPTR, $64
+
+DATA q8kq6idx3<>+0(SB)/2, $0x000c
+DATA q8kq6idx3<>+2(SB)/2, $0x000c
+DATA q8kq6idx3<>+4(SB)/2, $0x000c
+DATA q8kq6idx3<>+6(SB)/2, $0x000c
+DATA q8kq6idx3<>+8(SB)/2, $0x000c
+DATA q8kq6idx3<>+10(SB)/2, $0x000c
+DATA q8kq6idx3<>+12(SB)/2, $0x000c
+DATA q8kq6idx3<>+14(SB)/2, $0x000c
+DATA q8kq6idx3<>+16(SB)/2, $0x000d
+DATA q8kq6idx3<>+18(SB)/2, $0x000d
+DATA q8kq6idx3<>+20(SB)/2, $0x000d
+DATA q8kq6idx3<>+22(SB)/2, $0x000d
+DATA q8kq6idx3<>+24(SB)/2, $0x000d
+DATA q8kq6idx3<>+26(SB)/2, $0x000d
+DATA q8kq6idx3<>+28(SB)/2, $0x000d
+DATA q8kq6idx3<>+30(SB)/2, $0x000d
+DATA q8kq6idx3<>+32(SB)/2, $0x000e
+DATA q8kq6idx3<>+34(SB)/2, $0x000e
+DATA q8kq6idx3<>+36(SB)/2, $0x000e
+DATA q8kq6idx3<>+38(SB)/2, $0x000e
+DATA q8kq6idx3<>+40(SB)/2, $0x000e
+DATA q8kq6idx3<>+42(SB)/2, $0x000e
+DATA q8kq6idx3<>+44(SB)/2, $0x000e
+DATA q8kq6idx3<>+46(SB)/2, $0x000e
+DATA q8kq6idx3<>+48(SB)/2, $0x000f
+DATA q8kq6idx3<>+50(SB)/2, $0x000f
+DATA q8kq6idx3<>+52(SB)/2, $0x000f
+DATA q8kq6idx3<>+54(SB)/2, $0x000f
+DATA q8kq6idx3<>+56(SB)/2, $0x000f
+DATA q8kq6idx3<>+58(SB)/2, $0x000f
+DATA q8kq6idx3<>+60(SB)/2, $0x000f
+DATA q8kq6idx3<>+62(SB)/2, $0x000f
+GLOBL q8kq6idx3<>(SB), RODATA|NOPTR, $64
+
+// func dotQ4KQ8KVNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+, SSE
+TEXT ·dotQ4KQ8KVNNI(SB), NOSPLIT, $0-60
+	MOVQ      w_base+0(FP), AX
+	MOVQ      q_base+24(FP), CX
+	MOVQ      nb+48(FP), DX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kq4idx0<>+0(SB), Z1
+	VMOVDQU64 q8kq4idx1<>+0(SB), Z2
+	VMOVDQU64 q8kq4idx2<>+0(SB), Z3
+	VMOVDQU64 q8kq4idx3<>+0(SB), Z4
+	VXORPS    X5, X5, X5
+
+dotQ4KQ8KVNNI_loop:
+	TESTQ         DX, DX
+	JZ            dotQ4KQ8KVNNI_done
+	PREFETCHT0    1024(AX)
+	PREFETCHT1    8192(AX)
+	PREFETCHT0    1088(AX)
+	PREFETCHT1    8256(AX)
+	PREFETCHT0    1152(AX)
+	PREFETCHT1    8320(AX)
+	MOVL          4(AX), BX
+	MOVL          8(AX), SI
+	MOVL          12(AX), DI
+	MOVL          BX, R8
+	ANDL          $0x3f3f3f3f, R8
+	VMOVD         R8, X6
+	MOVL          DI, R8
+	ANDL          $0x0f0f0f0f, R8
+	SHRL          $0x02, BX
+	ANDL          $0x30303030, BX
+	ORL           BX, R8
+	VPINSRD       $0x01, R8, X6, X6
+	MOVL          SI, R8
+	ANDL          $0x3f3f3f3f, R8
+	VPINSRD       $0x02, R8, X6, X6
+	MOVL          DI, R8
+	SHRL          $0x04, R8
+	ANDL          $0x0f0f0f0f, R8
+	MOVL          SI, BX
+	SHRL          $0x02, BX
+	ANDL          $0x30303030, BX
+	ORL           BX, R8
+	VPINSRD       $0x03, R8, X6, X6
+	VPMOVZXBW     X6, Y6
+	VPERMQ        $0x32, Y6, Y7
+	VPUNPCKLWD    Y7, Y7, Y7
+	VPMADDWD      260(CX), Y7, Y7
+	VPXORD        Z8, Z8, Z8
+	VPXORD        Z9, Z9, Z9
+	VMOVDQU64     16(AX), Z10
+	VPANDD        Z0, Z10, Z11
+	VMOVDQU64     4(CX), Y12
+	VINSERTI64X4  $0x01, 68(CX), Z12, Z12
+	VPMADDUBSW    Z12, Z11, Z11
+	VPERMW        Z6, Z1, Z16
+	VPDPWSSD      Z16, Z11, Z8
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD        Z0, Z10, Z10
+	VMOVDQU64     36(CX), Y13
+	VINSERTI64X4  $0x01, 100(CX), Z13, Z13
+	VPMADDUBSW    Z13, Z10, Z10
+	VPERMW        Z6, Z2, Z11
+	VPDPWSSD      Z11, Z10, Z9
+	VMOVDQU64     80(AX), Z10
+	VPANDD        Z0, Z10, Z11
+	VMOVDQU64     132(CX), Y14
+	VINSERTI64X4  $0x01, 196(CX), Z14, Z14
+	VPMADDUBSW    Z14, Z11, Z11
+	VPERMW        Z6, Z3, Z16
+	VPDPWSSD      Z16, Z11, Z8
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD        Z0, Z10, Z10
+	VMOVDQU64     164(CX), Y15
+	VINSERTI64X4  $0x01, 228(CX), Z15, Z15
+	VPMADDUBSW    Z15, Z10, Z10
+	VPERMW        Z6, Z4, Z11
+	VPDPWSSD      Z11, Z10, Z9
+	VPADDD        Z9, Z8, Z8
+	VEXTRACTI64X4 $0x01, Z8, Y6
+	VPADDD        Y8, Y6, Y6
+	VPHADDD       Y7, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X7
+	VPADDD        X7, X6, X7
+	VPHADDD       X7, X7, X7
+	VPXOR         X6, X6, X6
+	VMOVD         (AX), X6
+	VCVTPH2PS     X6, X6
+	VBROADCASTSS  (CX), X10
+	VMULPS        X10, X6, X6
+	VCVTDQ2PS     X7, X7
+	VMULPS        X7, X6, X6
+	VADDSS        X6, X5, X5
+	VMOVSHDUP     X6, X6
+	VSUBSS        X6, X5, X5
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JMP           dotQ4KQ8KVNNI_loop
+
+dotQ4KQ8KVNNI_done:
+	VZEROUPPER
+	MOVSS X5, ret+56(FP)
+	RET
+
+// func dotQ5KQ8KVNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+, SSE
+TEXT ·dotQ5KQ8KVNNI(SB), NOSPLIT, $0-60
+	MOVQ      w_base+0(FP), AX
+	MOVQ      q_base+24(FP), CX
+	MOVQ      nb+48(FP), DX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbit4<>+0(SB), Z1
+	VMOVDQU64 q8kq4idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq4idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq4idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq4idx3<>+0(SB), Z5
+	VXORPS    X6, X6, X6
+
+dotQ5KQ8KVNNI_loop:
+	TESTQ           DX, DX
+	JZ              dotQ5KQ8KVNNI_done
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT0      1152(AX)
+	PREFETCHT1      8320(AX)
+	MOVL            4(AX), BX
+	MOVL            8(AX), SI
+	MOVL            12(AX), DI
+	MOVL            BX, R8
+	ANDL            $0x3f3f3f3f, R8
+	VMOVD           R8, X7
+	MOVL            DI, R8
+	ANDL            $0x0f0f0f0f, R8
+	SHRL            $0x02, BX
+	ANDL            $0x30303030, BX
+	ORL             BX, R8
+	VPINSRD         $0x01, R8, X7, X7
+	MOVL            SI, R8
+	ANDL            $0x3f3f3f3f, R8
+	VPINSRD         $0x02, R8, X7, X7
+	MOVL            DI, R8
+	SHRL            $0x04, R8
+	ANDL            $0x0f0f0f0f, R8
+	MOVL            SI, BX
+	SHRL            $0x02, BX
+	ANDL            $0x30303030, BX
+	ORL             BX, R8
+	VPINSRD         $0x03, R8, X7, X7
+	VPMOVZXBW       X7, Y7
+	VPERMQ          $0x32, Y7, Y8
+	VPUNPCKLWD      Y8, Y8, Y8
+	VPMADDWD        260(CX), Y8, Y8
+	VBROADCASTI64X4 16(AX), Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VMOVDQU64       48(AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPTESTMB        q8kq5bits<>+0(SB), Z9, K1
+	VPADDB          Z1, Z13, K1, Z13
+	VMOVDQU64       4(CX), Y14
+	VINSERTI64X4    $0x01, 68(CX), Z14, Z14
+	VPMADDUBSW      Z14, Z13, Z13
+	VPERMW          Z7, Z2, Z18
+	VPDPWSSD        Z18, Z13, Z10
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPTESTMB        q8kq5bits<>+64(SB), Z9, K1
+	VPADDB          Z1, Z12, K1, Z12
+	VMOVDQU64       36(CX), Y15
+	VINSERTI64X4    $0x01, 100(CX), Z15, Z15
+	VPMADDUBSW      Z15, Z12, Z12
+	VPERMW          Z7, Z3, Z13
+	VPDPWSSD        Z13, Z12, Z11
+	VMOVDQU64       112(AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPTESTMB        q8kq5bits<>+128(SB), Z9, K1
+	VPADDB          Z1, Z13, K1, Z13
+	VMOVDQU64       132(CX), Y16
+	VINSERTI64X4    $0x01, 196(CX), Z16, Z16
+	VPMADDUBSW      Z16, Z13, Z13
+	VPERMW          Z7, Z4, Z18
+	VPDPWSSD        Z18, Z13, Z10
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPTESTMB        q8kq5bits<>+192(SB), Z9, K1
+	VPADDB          Z1, Z12, K1, Z12
+	VMOVDQU64       164(CX), Y17
+	VINSERTI64X4    $0x01, 228(CX), Z17, Z17
+	VPMADDUBSW      Z17, Z12, Z9
+	VPERMW          Z7, Z5, Z12
+	VPDPWSSD        Z12, Z9, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y7
+	VPADDD          Y10, Y7, Y7
+	VPHADDD         Y8, Y7, Y7
+	VEXTRACTI128    $0x01, Y7, X8
+	VPADDD          X8, X7, X8
+	VPHADDD         X8, X8, X8
+	VPXOR           X7, X7, X7
+	VMOVD           (AX), X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    (CX), X9
+	VMULPS          X9, X7, X7
+	VCVTDQ2PS       X8, X8
+	VMULPS          X8, X7, X7
+	VADDSS          X7, X6, X6
+	VMOVSHDUP       X7, X7
+	VSUBSS          X7, X6, X6
+	ADDQ            $0x000000b0, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JMP             dotQ5KQ8KVNNI_loop
+
+dotQ5KQ8KVNNI_done:
+	VZEROUPPER
+	MOVSS X6, ret+56(FP)
+	RET
+
+// func dotQ6KQ8KVNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512_VNNI, F16C, MMX+, SSE
+TEXT ·dotQ6KQ8KVNNI(SB), NOSPLIT, $0-60
+	MOVQ      w_base+0(FP), AX
+	MOVQ      q_base+24(FP), CX
+	MOVQ      nb+48(FP), DX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbits45<>+0(SB), Z1
+	VMOVDQU64 q8kq6idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq6idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq6idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq6idx3<>+0(SB), Z5
+	VXORPS    X6, X6, X6
+
+dotQ6KQ8KVNNI_loop:
+	TESTQ           DX, DX
+	JZ              dotQ6KQ8KVNNI_done
+	PREFETCHT0      1024(AX)
+	PREFETCHT1      8192(AX)
+	PREFETCHT0      1088(AX)
+	PREFETCHT1      8256(AX)
+	PREFETCHT0      1152(AX)
+	PREFETCHT1      8320(AX)
+	PREFETCHT0      1216(AX)
+	PREFETCHT1      8384(AX)
+	VPMOVSXBW       192(AX), Y7
+	VPMADDWD        260(CX), Y7, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VBROADCASTI64X4 128(AX), Z11
+	VMOVDQU64       (AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPSLLVW         q8kq6shl<>+0(SB), Z11, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z13
+	VPMADDUBSW      4(CX), Z13, Z13
+	VPERMW          Z7, Z2, Z14
+	VPDPWSSD        Z14, Z13, Z9
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPSRLVW         q8kq6shr<>+0(SB), Z11, Z11
+	VPTERNLOGD      $0xf8, Z1, Z11, Z12
+	VPMADDUBSW      68(CX), Z12, Z11
+	VPERMW          Z7, Z3, Z12
+	VPDPWSSD        Z12, Z11, Z10
+	VBROADCASTI64X4 160(AX), Z11
+	VMOVDQU64       64(AX), Z12
+	VPANDD          Z0, Z12, Z13
+	VPSLLVW         q8kq6shl<>+0(SB), Z11, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z13
+	VPMADDUBSW      132(CX), Z13, Z13
+	VPERMW          Z7, Z4, Z14
+	VPDPWSSD        Z14, Z13, Z9
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z0, Z12, Z12
+	VPSRLVW         q8kq6shr<>+0(SB), Z11, Z11
+	VPTERNLOGD      $0xf8, Z1, Z11, Z12
+	VPMADDUBSW      196(CX), Z12, Z11
+	VPERMW          Z7, Z5, Z12
+	VPDPWSSD        Z12, Z11, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y7
+	VPADDD          Y9, Y7, Y7
+	VPSUBD          Y8, Y7, Y7
+	VPHADDD         Y7, Y7, Y7
+	VEXTRACTI128    $0x01, Y7, X8
+	VPADDD          X8, X7, X8
+	VPHADDD         X8, X8, X8
+	VPXOR           X7, X7, X7
+	VPINSRW         $0x00, 208(AX), X7, X7
+	VCVTPH2PS       X7, X7
+	VBROADCASTSS    (CX), X11
+	VMULPS          X11, X7, X7
+	VCVTDQ2PS       X8, X8
+	VMULPS          X8, X7, X7
+	VADDSS          X7, X6, X6
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JMP             dotQ6KQ8KVNNI_loop
+
+dotQ6KQ8KVNNI_done:
+	VZEROUPPER
+	MOVSS X6, ret+56(FP)
+	RET

@@ -38,6 +38,11 @@ func avx512() {
 			accumulateCodes(k, b.qb, b.cv, u4mask, zmm)
 		}
 	}
+	for _, vnni := range []bool{false, true} { // q8k.go
+		dotQ4KQ8K512(false, vnni)
+		dotQ4KQ8K512(true, vnni)
+		dotQ6KQ8K512(vnni)
+	}
 }
 
 // The dot products prefetch every 64-byte line of the weights twice ahead

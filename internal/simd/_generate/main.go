@@ -144,6 +144,11 @@ func avx2() {
 	q23K(false)
 	q23K(true)
 	qdots(false)
+	dotQ4KQ8K(false) // q8k.go
+	dotQ4KQ8K(true)
+	dotQ6KQ8K()
+	q8kRange()
+	q8kCodes()
 }
 
 func header(name, sig string, doc ...string) {

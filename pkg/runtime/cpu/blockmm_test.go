@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"math/rand/v2"
@@ -56,9 +57,24 @@ func TestDecodeRowMatchesGGUF(t *testing.T) {
 	}
 }
 
+// q8KValues returns the values d·c of the Q8_K blocks at q.
+func q8KValues(q []byte) []float32 {
+	v := make([]float32, len(q)/simd.Q8KBlockBytes*256)
+	for b := 0; b < len(q)/simd.Q8KBlockBytes; b++ {
+		blk := q[b*simd.Q8KBlockBytes:]
+		d := math.Float32frombits(binary.LittleEndian.Uint32(blk))
+		for i := 0; i < 256; i++ {
+			v[256*b+i] = d * float32(int8(blk[4+i]))
+		}
+	}
+	return v
+}
+
 // TestMatMulBlocksPaths: products of every block type agree with the
 // float64 product over the decoded matrix below the packed threshold (the
-// SIMD dots over packed blocks, fusedDots, for every type) and from it (decoded panels in the packed micro-kernels,
+// SIMD dots over packed blocks for every type, fusedDots; for q4_K, q5_K
+// and q6_K with the activations as Q8_K blocks, whose values the reference
+// takes) and from it (decoded panels in the packed micro-kernels,
 // decoded rows for the rows past the last whole panel), on every kernel
 // set, with 37 weight rows (two panels and 5 more) of 512 columns.
 func TestMatMulBlocksPaths(t *testing.T) {
@@ -89,13 +105,19 @@ func TestMatMulBlocksPaths(t *testing.T) {
 						x[i] = float32(r.NormFloat64())
 					}
 					got := make([]float32, nt*rows)
-					matMulRows(got, x, nt, w, 0, rows)
+					q8 := quantizeTokens(x, nt, w, nt, false)
+					matMulRows(got, x, q8Bytes(q8), nt, w, 0, rows)
+					xr := x // the activations the product takes
+					if q8 != nil {
+						xr = q8KValues(*q8)
+					}
+					releaseTokens(q8)
 					bad := 0
 					for tk := 0; tk < nt; tk++ {
 						for i := 0; i < rows; i++ {
 							var ref, mag float64
 							for c := 0; c < cols; c++ {
-								p := float64(dec[i*cols+c]) * float64(x[tk*cols+c])
+								p := float64(dec[i*cols+c]) * float64(xr[tk*cols+c])
 								ref, mag = ref+p, mag+math.Abs(p)
 							}
 							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag && bad < 3 {
@@ -163,8 +185,13 @@ func TestMatMulBlocksAllocs(t *testing.T) {
 		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
 		for _, nt := range nts {
 			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)
-			matMulRows(dst, x, nt, w, 0, rows)
-			if a := testing.AllocsPerRun(20, func() { matMulRows(dst, x, nt, w, 0, rows) }); a != 0 {
+			product := func() {
+				q8 := quantizeTokens(x, nt, w, nt, false)
+				matMulRows(dst, x, q8Bytes(q8), nt, w, 0, rows)
+				releaseTokens(q8)
+			}
+			product()
+			if a := testing.AllocsPerRun(20, product); a != 0 {
 				t.Errorf("%v, %d token rows: %v allocations a product", dt, nt, a)
 			}
 		}

@@ -143,6 +143,7 @@ func avx2() {
 	lutBlocks()
 	q23K(false)
 	q23K(true)
+	multitokAVX2()
 }
 
 func header(name, sig string, doc ...string) {

@@ -264,9 +264,7 @@ func (m *mmTask) Run(lo, hi int) {
 			if stopped(m.done) {
 				return
 			}
-			for t := 0; t < nt; t++ {
-				matMulRows(m.dst[t*rows:], m.x[t*cols:], 1, m.w, r, min(hi, r+eachRows))
-			}
+			matMulEachRows(m.dst, m.x, nt, m.w, r, min(hi, r+eachRows))
 		}
 		return
 	}
@@ -318,6 +316,28 @@ func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
 		matMulBlocks(dst, rows, x, nt, cols, w, lo, hi)
+	}
+}
+
+// matMulEachRows computes rows [lo, hi) of matMulEach on the calling
+// goroutine: every token row with the bits matMulRows gives it alone (nt =
+// 1). For F16, BF16 and Q8_0 weights simd's multi-token kernels load and
+// convert each weight vector once for several token rows; other types take
+// the token rows one after another, the rows coming from L2 after the
+// first.
+func matMulEachRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
+	rows, cols := w.Rows, w.Cols
+	switch w.DType {
+	case tensor.F16:
+		simd.MatMulEachF16(dst, rows, x, nt, cols, w.U16, lo, hi)
+	case tensor.BF16:
+		simd.MatMulEachBF16(dst, rows, x, nt, cols, w.U16, lo, hi)
+	case tensor.Q80:
+		simd.MatMulEachQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
+	default:
+		for t := 0; t < nt; t++ {
+			matMulRows(dst[t*rows:], x[t*cols:], 1, w, lo, hi)
+		}
 	}
 }
 

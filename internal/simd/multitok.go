@@ -8,12 +8,12 @@ package simd
 //
 // sets there, bit for bit (the one-row decode kernel, whatever nt). Where
 // that kernel is assembly, the weight rows go one at a time and each is
-// loaded and converted once for a group of 2 to 4 token rows (as
-// many as the registers hold), each row of the group with the one-row kernel's own accumulators,
-// order and reduction (internal/simd/_generate/multitok.go). It is for
-// several independent sequences that must each get the bits they get alone
-// (kvq eval's side-by-side caches, one token row each in a decode step).
-// It panics as MatMulF16 does.
+// loaded and converted once for a group of 2 to 4 token rows (as many as
+// the registers hold), each row of the group with the one-row kernel's own
+// accumulators, order and reduction (internal/simd/_generate/multitok.go).
+// It is for several independent sequences that must each get the bits
+// they get alone (kvq eval's side-by-side caches, one token row each in a
+// decode step). It panics as MatMulF16 does.
 func MatMulEachF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
 	checkMatMul("MatMulEachF16", len(dst), ldd, len(x), nt, cols, len(w), cols, r0, r1)
 	if nt == 0 || r0 == r1 {

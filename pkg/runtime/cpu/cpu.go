@@ -187,12 +187,15 @@ func matMulGroups(workers par.Workers, dst, x []float32, groups []int, w *tensor
 }
 
 // eachRows is the weight rows a pass of matMulEach takes at a time, for
-// every token row, before the next: small enough to stay in L2.
+// every token row, before the next (and before it looks at the done
+// channel): small enough to stay in L2 where the token rows take them one
+// after another (weights without a multi-token kernel).
 const eachRows = 32
 
 // matMulEach is matMul with each of the nt token rows computed as in a
 // product over that row alone (the one-row kernel, whatever nt), the
-// weight rows eachRows at a time so that each is read from memory once.
+// weight rows eachRows at a time so that each is read from memory once
+// (matMulEachRows).
 func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}) {
 	if nt <= 1 {
 		matMul(workers, dst, x, nt, w, done)

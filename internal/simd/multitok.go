@@ -7,10 +7,11 @@ package simd
 //	MatMulF16(dst[t*ldd:], ldd, x[t*cols:(t+1)*cols], 1, cols, w, r0, r1)
 //
 // sets there, bit for bit (the one-row decode kernel, whatever nt). Where
-// that kernel is assembly, the weight rows go one at a time and each is
-// loaded and converted once for a group of 2 to 4 token rows (as many as
-// the registers hold), each row of the group with the one-row kernel's own
-// accumulators, order and reduction (internal/simd/_generate/multitok.go).
+// that kernel is assembly, the token rows go in groups of 2 to 4 (as many
+// as the registers hold) over chunks of weight rows that stay in L2, and
+// each weight vector is loaded and converted once per group, each row of
+// the group with the one-row kernel's own accumulators, order and
+// reduction (internal/simd/_generate/multitok.go).
 // It is for several independent sequences that must each get the bits
 // they get alone (kvq eval's side-by-side caches, one token row each in a
 // decode step). It panics as MatMulF16 does.

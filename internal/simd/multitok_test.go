@@ -48,15 +48,19 @@ var eachCases = []eachCase{
 // TestMatMulEachMatchesOneRow checks, on every kernel set, that each token
 // row of MatMulEach* has the bits of MatMul* over that row alone, for 1 to
 // 9 token rows (groups of every size the kernels take, and groups of one),
-// columns with and without tails, and a row range inside the matrix; and
-// that nothing outside that range is written.
+// columns with and without tails, a row range inside the matrix and, for
+// the longest rows, over several chunks (eachChunkBytes); and that nothing
+// outside that range is written.
 func TestMatMulEachMatchesOneRow(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		for _, tc := range eachCases {
 			t.Run(tc.name, func(t *testing.T) {
 				r := newRand(t)
-				const rows, r0, r1, ldd = 7, 1, 6, 9
 				for _, cols := range tc.cols {
+					rows, r0, r1, ldd := 7, 1, 6, 9
+					if cols >= 2048 { // several of matMulEach's chunks of weight rows
+						rows, r0, r1, ldd = 70, 3, 67, 71
+					}
 					each, one := tc.make(r, rows, cols)
 					for nt := 1; nt <= 9; nt++ {
 						x := randF32(r, nt*cols)

@@ -122,10 +122,10 @@ func sumF32(x []float32) float32 {
 }
 
 func dotF16(w []uint16, x []float32) float32 {
-	if useAVX512 {
+	switch dotKernelF16() { // shared with matMulEachF16 (multitok_amd64.go)
+	case dotAVX512:
 		return dotF16AVX512(w, x)
-	}
-	if !useAsm {
+	case dotGo:
 		return dotF16Generic(w, x)
 	}
 	s := dotF16AVX2(w, x)
@@ -136,10 +136,10 @@ func dotF16(w []uint16, x []float32) float32 {
 }
 
 func dotBF16(w []uint16, x []float32) float32 {
-	if useAVX512 {
+	switch dotKernelBF16() { // shared with matMulEachBF16 (multitok_amd64.go)
+	case dotAVX512:
 		return dotBF16AVX512(w, x)
-	}
-	if !useAsm {
+	case dotGo:
 		return dotBF16Generic(w, x)
 	}
 	s := dotBF16AVX2(w, x)
@@ -172,10 +172,10 @@ func axpyBF16(y []float32, alpha float32, x []uint16) {
 }
 
 func dotQ80(w []byte, x []float32) float32 {
-	if useAVX512 {
+	switch dotKernelQ80() { // shared with matMulEachQ80 (multitok_amd64.go)
+	case dotAVX512:
 		return dotQ80AVX512(w, x)
-	}
-	if !useAsm {
+	case dotGo:
 		return dotQ80Generic(w, x)
 	}
 	return dotQ80AVX2(w, x)

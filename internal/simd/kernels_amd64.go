@@ -735,3 +735,33 @@ func q8kRangeAVX2(x []float32) (mx float32, mn float32)
 //
 //go:noescape
 func q8kCodesAVX2(q []byte, x []float32, iscale float32)
+
+// dots2F16AVX2 sets dst[t*ldd] for t < 2 to dotF16AVX2(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots2F16AVX2(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots3F16AVX2 sets dst[t*ldd] for t < 3 to dotF16AVX2(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots3F16AVX2(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots2BF16AVX2 sets dst[t*ldd] for t < 2 to dotBF16AVX2(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots2BF16AVX2(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots3BF16AVX2 sets dst[t*ldd] for t < 3 to dotBF16AVX2(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots3BF16AVX2(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots2Q80AVX2 sets dst[t*ldd] for t < 2 to dotQ80AVX2(w, x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots2Q80AVX2(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)
+
+// dots3Q80AVX2 sets dst[t*ldd] for t < 3 to dotQ80AVX2(w, x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots3Q80AVX2(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)

@@ -29,6 +29,41 @@ func dotQ80AVX512(w []byte, x []float32) float32
 //go:noescape
 func dotF32AVX512(w []float32, x []float32) float32
 
+// dots2F16AVX512 sets dst[t*ldd] for t < 2 to dotF16AVX512(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots2F16AVX512(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots3F16AVX512 sets dst[t*ldd] for t < 3 to dotF16AVX512(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots3F16AVX512(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots2BF16AVX512 sets dst[t*ldd] for t < 2 to dotBF16AVX512(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots2BF16AVX512(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots3BF16AVX512 sets dst[t*ldd] for t < 3 to dotBF16AVX512(w[:n], x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots3BF16AVX512(dst *float32, ldd int, w *uint16, x *float32, ldx int, n int)
+
+// dots2Q80AVX512 sets dst[t*ldd] for t < 2 to dotQ80AVX512(w, x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots2Q80AVX512(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)
+
+// dots3Q80AVX512 sets dst[t*ldd] for t < 3 to dotQ80AVX512(w, x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots3Q80AVX512(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)
+
+// dots4Q80AVX512 sets dst[t*ldd] for t < 4 to dotQ80AVX512(w, x[t*ldx:][:n]), bit for bit.
+//
+//go:noescape
+func dots4Q80AVX512(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)
+
 // gemmP1x32AVX512 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn,
 // and dst[t*ldd+16+j] Σ_k x[t*ldx+k]*wp[16*kn+16*k+j] (the next panel).
 //

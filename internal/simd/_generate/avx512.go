@@ -23,6 +23,7 @@ func avx512() {
 	}
 	dotQ80AVX512(4)
 	dotF32AVX512()
+	multitok512()
 	gemmPacked512()
 	attention512()
 	widen512(f16)

@@ -149,6 +149,7 @@ func avx2() {
 	dotQ6KQ8K()
 	q8kRange()
 	q8kCodes()
+	multitokAVX2()
 }
 
 func header(name, sig string, doc ...string) {

@@ -199,12 +199,15 @@ func matMulGroups(workers par.Workers, dst, x []float32, groups []int, w *tensor
 }
 
 // eachRows is the weight rows a pass of matMulEach takes at a time, for
-// every token row, before the next: small enough to stay in L2.
+// every token row, before the next (and before it looks at the done
+// channel): small enough to stay in L2 where the token rows take them one
+// after another (weights without a multi-token kernel).
 const eachRows = 32
 
 // matMulEach is matMul with each of the nt token rows computed as in a
 // product over that row alone (the one-row kernel, whatever nt), the
-// weight rows eachRows at a time so that each is read from memory once.
+// weight rows eachRows at a time so that each is read from memory once
+// (matMulEachRows).
 func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}, f32Act bool) {
 	if nt <= 1 {
 		matMul(workers, dst, x, nt, w, done, f32Act)
@@ -283,9 +286,7 @@ func (m *mmTask) Run(lo, hi int) {
 			if stopped(m.done) {
 				return
 			}
-			for t := 0; t < nt; t++ {
-				matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, r, min(hi, r+eachRows))
-			}
+			m.runEach(r, min(hi, r+eachRows))
 		}
 		return
 	}
@@ -347,6 +348,42 @@ func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi in
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
 		matMulBlocks(dst, rows, x, q8, nt, cols, w, lo, hi)
+	}
+}
+
+// matMulEachRows computes rows [lo, hi) of matMulEach on the calling
+// goroutine: every token row with the bits matMulRows gives it alone (nt =
+// 1). For F16, BF16 and Q8_0 weights simd's multi-token kernels load and
+// convert each weight vector once for several token rows; other types take
+// the token rows one after another, the rows coming from L2 after the
+// first.
+func matMulEachRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
+	rows, cols := w.Rows, w.Cols
+	switch w.DType {
+	case tensor.F16:
+		simd.MatMulEachF16(dst, rows, x, nt, cols, w.U16, lo, hi)
+	case tensor.BF16:
+		simd.MatMulEachBF16(dst, rows, x, nt, cols, w.U16, lo, hi)
+	case tensor.Q80:
+		simd.MatMulEachQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
+	default:
+		for t := 0; t < nt; t++ {
+			matMulRows(dst[t*rows:], x[t*cols:], nil, 1, w, lo, hi)
+		}
+	}
+}
+
+// runEach is matMulEachRows over weight rows [lo, hi) for the task's token
+// rows, the block types with Q8_K activations (tokenQ8) one token row at a
+// time over their codes.
+func (m *mmTask) runEach(lo, hi int) {
+	if m.q8 == nil {
+		matMulEachRows(m.dst, m.x, m.nt, m.w, lo, hi)
+		return
+	}
+	rows, cols := m.w.Rows, m.w.Cols
+	for t := 0; t < m.nt; t++ {
+		matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, lo, hi)
 	}
 }
 

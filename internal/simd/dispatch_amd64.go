@@ -24,6 +24,37 @@ var (
 	useAVX512 = hasAVX512
 )
 
+// isZen4 records whether this CPU is an AMD Zen 4 (family 19h with
+// AVX-512; Zen 3, the same family, has none), and useZen4 whether its
+// decode choice is selected (forceZen4 switches it for tests). On the Zen 4
+// the avx512 set decodes with the avx2 set's F16 and BF16 dot products
+// (4 accumulators of 8 lanes, no prefetch) and with dotQ80AVX512NP (the
+// avx512 kernel's bits without its prefetch): streaming weights from DRAM
+// the avx512 F16 and BF16 kernels, tuned on an Intel Xeon, ran at 0.55 to
+// 0.85 of the avx2 ones and their prefetch cost the Q8_0 kernel 5 to 15%
+// (docs/performance.md, "Zen 4 decode"). Kernels reports the choice as
+// "avx512-zen4". Zen 5 (family 1Ah) is not measured and keeps the avx512
+// kernels.
+var (
+	isZen4  = hasAVX512 && amdFamily() == 0x19
+	useZen4 = isZen4
+)
+
+// amdFamily returns the CPU family of an AMD processor (base family plus
+// extended family), or 0 for another vendor.
+func amdFamily() uint32 {
+	_, b, c, d := cpuid(0, 0)
+	if b != 0x68747541 || d != 0x69746e65 || c != 0x444d4163 { // "AuthenticAMD"
+		return 0
+	}
+	a, _, _, _ := cpuid(1, 0)
+	family := a >> 8 & 0xf
+	if family == 0xf {
+		family += a >> 20 & 0xff
+	}
+	return family
+}
+
 // The AVX2 assembly handles whole groups of 8 elements; these wrappers
 // finish the tail of 0 to 7 elements with the generic twin. The AVX-512
 // dot products over F16, BF16 and Q8_0 weights take every element, the
@@ -122,7 +153,7 @@ func sumF32(x []float32) float32 {
 }
 
 func dotF16(w []uint16, x []float32) float32 {
-	if useAVX512 {
+	if useAVX512 && !useZen4 {
 		return dotF16AVX512(w, x)
 	}
 	if !useAsm {
@@ -136,7 +167,7 @@ func dotF16(w []uint16, x []float32) float32 {
 }
 
 func dotBF16(w []uint16, x []float32) float32 {
-	if useAVX512 {
+	if useAVX512 && !useZen4 {
 		return dotBF16AVX512(w, x)
 	}
 	if !useAsm {
@@ -173,6 +204,9 @@ func axpyBF16(y []float32, alpha float32, x []uint16) {
 
 func dotQ80(w []byte, x []float32) float32 {
 	if useAVX512 {
+		if useZen4 {
+			return dotQ80AVX512NP(w, x) // dotQ80AVX512's bits
+		}
 		return dotQ80AVX512(w, x)
 	}
 	if !useAsm {
@@ -901,6 +935,8 @@ func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 func asmEnabled() bool { return useAsm }
 
 func avx512Enabled() bool { return useAVX512 }
+
+func zen4Enabled() bool { return useAVX512 && useZen4 }
 
 // The packed-code attention kernels cover the leading whole steps of each
 // row (8 columns of 8-bit codes, 16 with AVX-512; blocks of 32 of 4-bit

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		vs = []variant{{"idle", none}, {"loaded", func() func() { return startSpinner(b) }}}
 	case os.Getenv("KVQ_BENCH_PAR") != "":
 		vs = append(vs, variant{"static", par.ForceStatic})
-	case simd.Kernels() == "avx512":
+	case strings.HasPrefix(simd.Kernels(), "avx512"):
 		vs = append(vs, variant{"avx2", simd.ForceAVX2})
 	}
 	decode() // warm up: page the weights in

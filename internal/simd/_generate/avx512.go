@@ -28,6 +28,7 @@ func avx512() {
 	widen512(f16)
 	widen512(bf16)
 	decoders512()
+	stream512()
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

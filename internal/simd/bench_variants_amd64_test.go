@@ -52,6 +52,8 @@ type dotVariant struct {
 	name string
 	u    func(w []uint16, x []float32) float32
 	q    func(w []byte, x []float32) float32
+	// r4 runs 4 rows side by side (u16 weights).
+	r4 func(dst *float32, w *uint16, ldw int, x *float32, n int)
 }
 
 func matVecVariants(dt string) []dotVariant {
@@ -67,6 +69,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T0", u: dotF16AVX2T0},
 			{name: "avx2T1", u: dotF16AVX2T1},
 			{name: "avx2T2K", u: dotF16AVX2T2K},
+			{name: "avx2R4", r4: dotF16R4AVX2},
 		}
 	case "BF16":
 		return []dotVariant{
@@ -76,6 +79,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "T0", u: dotBF16AVX512T0},
 			{name: "T1", u: dotBF16AVX512T1},
 			{name: "T2K", u: dotBF16AVX512T2K},
+			{name: "avx2R4", r4: dotBF16R4AVX2},
 		}
 	}
 	return []dotVariant{
@@ -169,6 +173,13 @@ func benchMatVecVariants(b *testing.B, dt string, workers int) {
 	}
 	run := func(v dotVariant, m []byte) {
 		split(func(lo, hi int) {
+			if v.r4 != nil {
+				u := unsafe.Slice((*uint16)(unsafe.Pointer(&m[0])), len(m)/2)
+				for r := lo; r < hi; r += 4 {
+					v.r4(&dst[r], &u[r*cols], cols, &x[0], cols)
+				}
+				return
+			}
 			for r := lo; r < hi; r++ {
 				w := m[r*rowBytes : (r+1)*rowBytes]
 				if v.q != nil {

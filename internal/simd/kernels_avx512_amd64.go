@@ -424,6 +424,18 @@ func u2ToF32GroupsAVX512(dst []float32, src []byte, group int, scale []float32, 
 // cpuid returns the registers CPUID leaves for leaf and subleaf sub.
 func cpuid(leaf uint32, sub uint32) (eax uint32, ebx uint32, ecx uint32, edx uint32)
 
+// dotF16R4AVX2 sets dst[r] = dotF16AVX2(w[r*ldw:], x[:n]) for r < 4, bit for bit:
+// Σ float32(w[r*ldw+i])*x[i] for i < n&^7.
+//
+//go:noescape
+func dotF16R4AVX2(dst *float32, w *uint16, ldw int, x *float32, n int)
+
+// dotBF16R4AVX2 sets dst[r] = dotBF16AVX2(w[r*ldw:], x[:n]) for r < 4, bit for bit:
+// Σ float32(w[r*ldw+i])*x[i] for i < n&^7.
+//
+//go:noescape
+func dotBF16R4AVX2(dst *float32, w *uint16, ldw int, x *float32, n int)
+
 // dotF16AVX512NP returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
 // dotF16AVX512, with another weight prefetch.
 // len(w) must be at least len(x).

@@ -29,6 +29,12 @@ func ForceAVX2() (restore func()) {
 	return func() { useAVX512 = old }
 }
 
+// ForceAVX512 undoes the Zen 4 choice (see Kernels) until restore is
+// called: an AMD Zen 4 then runs the avx512 set as every other CPU with
+// AVX-512 does. Elsewhere it changes nothing. It is for benchmarks that
+// compare the two; like ForceAVX2 it changes package state.
+func ForceAVX512() (restore func()) { return forceZen4(false) }
+
 // forceZen4 selects (on) or deselects the Zen 4 decode choice (see
 // Kernels) until restore is called, on any CPU; where the avx512 set does
 // not run it changes nothing. It is for tests, as ForceAVX2.

@@ -116,3 +116,48 @@ func TestZen4Detection(t *testing.T) {
 	}
 	t.Logf("vendor %s, family %#x: isZen4 %v, Kernels() %q", vendor, family, isZen4, Kernels())
 }
+
+// TestDotRows checks the kernels that run 4 weight rows side by side
+// against one vector: each row's result must have the bits of the
+// single-row kernel it follows (dotF16AVX2, dotBF16AVX2), on every length
+// 0..300 and some long ones, at every offset and row stride.
+func TestDotRows(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	kernels := []struct {
+		name   string
+		bf16   bool
+		single func(w []uint16, x []float32) float32
+		rows   func(dst *float32, w *uint16, ldw int, x *float32, n int)
+	}{
+		{"F16", false, dotF16AVX2, dotF16R4AVX2},
+		{"BF16", true, dotBF16AVX2, dotBF16R4AVX2},
+	}
+	r := newRand(t)
+	lengths := []int{1000, 2048, 4095, 8192}
+	for n := 8; n <= 300; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, k := range kernels {
+		for _, n := range lengths {
+			for _, off := range offsets {
+				ldw := n + off
+				w := randF16(r, 3*ldw+n)
+				if k.bf16 {
+					w = randBF16(r, 3*ldw+n)
+				}
+				w = offsetCopy(w, off)
+				x := offsetCopy(randF32(r, n), off+2)
+				var got [4]float32
+				k.rows(&got[0], &w[0], ldw, &x[0], n)
+				for row, g := range got {
+					want := k.single(w[row*ldw:row*ldw+n], x)
+					if math.Float32bits(g) != math.Float32bits(want) {
+						t.Errorf("dot%sR4AVX2(n=%d, ldw=%d, off=%d) row %d = %v, dot%sAVX2 %v", k.name, n, ldw, off, row, g, k.name, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -39,6 +39,8 @@ var pfModes = []pfMode{
 // prefetch, so their results are the same bits.
 func stream512() {
 	cpuidKernel()
+	dotRowsAVX2(f16, 4)
+	dotRowsAVX2(bf16, 4)
 	for _, p := range pfModes {
 		for _, t := range []wtype{f16, bf16} {
 			dot512PF(t, 8, p)
@@ -217,4 +219,103 @@ func cpuidKernel() {
 	Store(ECX, Return("ecx"))
 	Store(EDX, Return("edx"))
 	RET()
+}
+
+// dotRowsAVX2 writes dot<T>R<rows>AVX2: rows weight rows side by side
+// against one x, each row with dot's arithmetic (4 accumulators of 8
+// lanes, the same fused multiply-adds in the same order, addTree and a
+// horizontal sum that adds as hsum does), so that row r's result has the
+// bits of dot<T>AVX2 on that row. The accumulators need registers above 15,
+// hence the avx512 set (EVEX forms on YMM); x's loads are shared by the
+// rows.
+func dotRowsAVX2(t wtype, rows int) {
+	if t.size != 2 {
+		panic("dotRowsAVX2: 16-bit weights only")
+	}
+	name := fmt.Sprintf("dot%sR%dAVX2", t.name, rows)
+	header(name, fmt.Sprintf("func(dst *float32, w *%s, ldw int, x *float32, n int)", t.goType),
+		fmt.Sprintf("%s sets dst[r] = dot%sAVX2(w[r*ldw:], x[:n]) for r < %d, bit for bit:", name, t.name, rows),
+		"Σ float32(w[r*ldw+i])*x[i] for i < n&^7.")
+	w0 := Load(Param("w"), GP64())
+	x := Mem{Base: Load(Param("x"), GP64())}
+	ldw := Load(Param("ldw"), GP64())
+	n := Load(Param("n"), GP64())
+	SHLQ(U8(1), ldw) // bytes per row of 16-bit weights
+	bases := []Register{w0}
+	for r := 1; r < rows; r++ {
+		b := GP64()
+		MOVQ(bases[r-1], b)
+		ADDQ(ldw, b)
+		bases = append(bases, b)
+	}
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	acc := make([][]VecVirtual, rows)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, 4)
+		for k := range acc[r] {
+			acc[r][k] = YMM()
+			VPXORD(acc[r][k], acc[r][k], acc[r][k])
+		}
+	}
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	xs := make([]VecVirtual, 4)
+	for k := range xs {
+		xs[k] = YMM()
+		VMOVUPS(x.Idx(i, 4).Offset(32*k), xs[k])
+	}
+	for r := range rows {
+		for k := range 4 {
+			v := YMM()
+			t.load(Mem{Base: bases[r], Index: i, Scale: t.size}.Offset(8*k*int(t.size)), v)
+			VFMADD231PS(xs[k], v, acc[r][k])
+		}
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	xv := YMM()
+	VMOVUPS(x.Idx(i, 4), xv)
+	for r := range rows {
+		v := YMM()
+		t.load(Mem{Base: bases[r], Index: i, Scale: t.size}, v)
+		VFMADD231PS(xv, v, acc[r][0])
+	}
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	dst := Mem{Base: Load(Param("dst"), GP64())}
+	for r := range rows {
+		s := hsumEVEX(addTree(acc[r]))
+		VMOVSS(s, dst.Offset(4*r))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// hsumEVEX returns hsum(y)'s sum in lane 0 of an XMM, with the same
+// additions — l = y.lo+y.hi, then (l0+l1)+(l2+l3) — through instructions
+// that have EVEX forms (hsum's VEXTRACTF128 and VHADDPS have none), so
+// that y may be any of the 32 registers.
+func hsumEVEX(y VecVirtual) VecVirtual {
+	l := XMM()
+	VEXTRACTF32X4(U8(1), y, l)
+	VADDPS(y.AsX(), l, l) // lanes l0..l3
+	h := XMM()
+	VMOVSHDUP(l, h) // l1, l1, l3, l3
+	VADDPS(h, l, l) // l0+l1, _, l2+l3, _
+	VMOVHLPS(l, l, h)
+	VADDSS(h, l, l)
+	return l
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +31,8 @@ import (
 // anon (an anonymous mapping), huge (one with MADV_HUGEPAGE) or a path to
 // a file of at least 1 GiB, mapped read-only and shared as internal/mmap
 // maps a GGUF file (its first 1 GiB, bytes taken as they are).
-// KVQ_BENCH_VARIANTS (comma-separated names) keeps some variants only.
+// KVQ_BENCH_VARIANTS (comma-separated names) keeps some variants only;
+// KVQ_BENCH_COLS sets the columns (default 2048; rows make 16 Mi values).
 // Each variant reports its median GB/s, and "sum-GB/s" is a plain
 // streaming sum of the same bytes. Run it with -benchtime 60x or so.
 func BenchmarkMatVecVariants(b *testing.B) {
@@ -143,7 +145,14 @@ func variantRing(b *testing.B) []byte {
 }
 
 func benchMatVecVariants(b *testing.B, dt string, workers int) {
-	const rows, cols = 8192, 2048
+	cols := 2048
+	if c := os.Getenv("KVQ_BENCH_COLS"); c != "" {
+		var err error
+		if cols, err = strconv.Atoi(c); err != nil || cols <= 0 || cols%128 != 0 {
+			b.Fatalf("KVQ_BENCH_COLS=%q: want a positive multiple of 128", c)
+		}
+	}
+	rows := 8192 * 2048 / cols
 	vs := matVecVariants(dt)
 	if keep := os.Getenv("KVQ_BENCH_VARIANTS"); keep != "" {
 		names := strings.Split(keep, ",")

@@ -28,13 +28,13 @@ var (
 // AVX-512; Zen 3, the same family, has none), and useZen4 whether its
 // decode choice is selected (forceZen4 switches it for tests). On the Zen 4
 // the avx512 set decodes with the avx2 set's F16 and BF16 dot products
-// (4 accumulators of 8 lanes, no prefetch) and with dotQ80AVX512NP (the
-// avx512 kernel's bits without its prefetch): streaming weights from DRAM
-// the avx512 F16 and BF16 kernels, tuned on an Intel Xeon, ran at 0.55 to
-// 0.85 of the avx2 ones and their prefetch cost the Q8_0 kernel 5 to 15%
-// (docs/performance.md, "Zen 4 decode"). Kernels reports the choice as
-// "avx512-zen4". Zen 5 (family 1Ah) is not measured and keeps the avx512
-// kernels.
+// (4 accumulators of 8 lanes, no prefetch): streaming weights from DRAM
+// the avx512 ones, tuned on an Intel Xeon, ran at 0.55 to 0.85 of them,
+// and not for want of prefetch (docs/performance.md, "Zen 4 decode"). The
+// Q8_0 kernel stays the avx512 one: without its prefetch it streamed
+// faster alone but decoded slower in the model. Kernels reports the choice
+// as "avx512-zen4". Zen 5 (family 1Ah) is not measured and keeps the
+// avx512 kernels.
 var (
 	isZen4  = hasAVX512 && amdFamily() == 0x19
 	useZen4 = isZen4
@@ -204,9 +204,6 @@ func axpyBF16(y []float32, alpha float32, x []uint16) {
 
 func dotQ80(w []byte, x []float32) float32 {
 	if useAVX512 {
-		if useZen4 {
-			return dotQ80AVX512NP(w, x) // dotQ80AVX512's bits
-		}
 		return dotQ80AVX512(w, x)
 	}
 	if !useAsm {

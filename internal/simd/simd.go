@@ -624,10 +624,9 @@ func MatMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // Kernels names the kernel set in use: "avx512" when the AVX-512 kernels
 // run (the dot products over F32, F16, BF16 and Q8_0 weights, which decode
 // spends its time in; everything else is the AVX2 set), "avx2" when the AVX2 assembly runs, "generic" for
-// the pure-Go twins. On an AMD Zen 4 it is "avx512-zen4": the avx512 set,
-// mixed with the avx2 set's F16 and BF16 dot products (so decode over those
-// weights gives the avx2 set's results) and with the Q8_0 one without
-// prefetch (the avx512 results); see isZen4 in dispatch_amd64.go.
+// the pure-Go twins. On an AMD Zen 4 it is "avx512-zen4": the avx512 set
+// with the avx2 set's F16 and BF16 dot products, so decode over those
+// weights gives the avx2 set's results; see isZen4 in dispatch_amd64.go.
 func Kernels() string {
 	switch {
 	case zen4Enabled():

@@ -81,6 +81,9 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "T0", u: dotBF16AVX512T0},
 			{name: "T1", u: dotBF16AVX512T1},
 			{name: "T2K", u: dotBF16AVX512T2K},
+			{name: "avx2T0", u: dotBF16AVX2T0},
+			{name: "avx2T1", u: dotBF16AVX2T1},
+			{name: "avx2T2K", u: dotBF16AVX2T2K},
 			{name: "avx2R4", r4: dotBF16R4AVX2},
 		}
 	}

@@ -482,6 +482,12 @@ func dotQ80AVX512T0(w []byte, x []float32) float32
 //go:noescape
 func dotF16AVX2T0(w []uint16, x []float32) float32
 
+// dotBF16AVX2T0 returns dotBF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotBF16AVX2T0(w []uint16, x []float32) float32
+
 // dotF16AVX512T1 returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
 // dotF16AVX512, with another weight prefetch.
 // len(w) must be at least len(x).
@@ -508,6 +514,12 @@ func dotQ80AVX512T1(w []byte, x []float32) float32
 //go:noescape
 func dotF16AVX2T1(w []uint16, x []float32) float32
 
+// dotBF16AVX2T1 returns dotBF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotBF16AVX2T1(w []uint16, x []float32) float32
+
 // dotF16AVX512T2K returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
 // dotF16AVX512, with another weight prefetch.
 // len(w) must be at least len(x).
@@ -533,6 +545,12 @@ func dotQ80AVX512T2K(w []byte, x []float32) float32
 //
 //go:noescape
 func dotF16AVX2T2K(w []uint16, x []float32) float32
+
+// dotBF16AVX2T2K returns dotBF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotBF16AVX2T2K(w []uint16, x []float32) float32
 
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at

@@ -11229,6 +11229,61 @@ dotF16AVX2T0_done:
 	VZEROUPPER
 	RET
 
+// func dotBF16AVX2T0(w []uint16, x []float32) float32
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·dotBF16AVX2T0(SB), NOSPLIT, $0-52
+	MOVQ   w_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   x_len+32(FP), DX
+	MOVQ   DX, BX
+	ANDQ   $-32, BX
+	ANDQ   $-8, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   SI, SI
+
+dotBF16AVX2T0_loop32:
+	CMPQ        SI, BX
+	JAE         dotBF16AVX2T0_loop8
+	PREFETCHT0  1024(AX)(SI*2)
+	VPMOVZXWD   (AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	VPMOVZXWD   16(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(CX)(SI*4), Y4, Y1
+	VPMOVZXWD   32(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(CX)(SI*4), Y4, Y2
+	VPMOVZXWD   48(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(CX)(SI*4), Y4, Y3
+	ADDQ        $0x00000020, SI
+	JMP         dotBF16AVX2T0_loop32
+
+dotBF16AVX2T0_loop8:
+	CMPQ        SI, DX
+	JAE         dotBF16AVX2T0_done
+	VPMOVZXWD   (AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	ADDQ        $0x00000008, SI
+	JMP         dotBF16AVX2T0_loop8
+
+dotBF16AVX2T0_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+48(FP)
+	VZEROUPPER
+	RET
+
 // func dotF16AVX512T1(w []uint16, x []float32) float32
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+, SSE
 TEXT ·dotF16AVX512T1(SB), NOSPLIT, $0-52
@@ -11551,6 +11606,61 @@ dotF16AVX2T1_done:
 	VZEROUPPER
 	RET
 
+// func dotBF16AVX2T1(w []uint16, x []float32) float32
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·dotBF16AVX2T1(SB), NOSPLIT, $0-52
+	MOVQ   w_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   x_len+32(FP), DX
+	MOVQ   DX, BX
+	ANDQ   $-32, BX
+	ANDQ   $-8, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   SI, SI
+
+dotBF16AVX2T1_loop32:
+	CMPQ        SI, BX
+	JAE         dotBF16AVX2T1_loop8
+	PREFETCHT1  8192(AX)(SI*2)
+	VPMOVZXWD   (AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	VPMOVZXWD   16(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(CX)(SI*4), Y4, Y1
+	VPMOVZXWD   32(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(CX)(SI*4), Y4, Y2
+	VPMOVZXWD   48(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(CX)(SI*4), Y4, Y3
+	ADDQ        $0x00000020, SI
+	JMP         dotBF16AVX2T1_loop32
+
+dotBF16AVX2T1_loop8:
+	CMPQ        SI, DX
+	JAE         dotBF16AVX2T1_done
+	VPMOVZXWD   (AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	ADDQ        $0x00000008, SI
+	JMP         dotBF16AVX2T1_loop8
+
+dotBF16AVX2T1_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+48(FP)
+	VZEROUPPER
+	RET
+
 // func dotF16AVX512T2K(w []uint16, x []float32) float32
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+, SSE
 TEXT ·dotF16AVX512T2K(SB), NOSPLIT, $0-52
@@ -11862,6 +11972,61 @@ dotF16AVX2T2K_loop8:
 	JMP         dotF16AVX2T2K_loop8
 
 dotF16AVX2T2K_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVSS        X0, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX2T2K(w []uint16, x []float32) float32
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·dotBF16AVX2T2K(SB), NOSPLIT, $0-52
+	MOVQ   w_base+0(FP), AX
+	MOVQ   x_base+24(FP), CX
+	MOVQ   x_len+32(FP), DX
+	MOVQ   DX, BX
+	ANDQ   $-32, BX
+	ANDQ   $-8, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   SI, SI
+
+dotBF16AVX2T2K_loop32:
+	CMPQ        SI, BX
+	JAE         dotBF16AVX2T2K_loop8
+	PREFETCHT1  2048(AX)(SI*2)
+	VPMOVZXWD   (AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	VPMOVZXWD   16(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(CX)(SI*4), Y4, Y1
+	VPMOVZXWD   32(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(CX)(SI*4), Y4, Y2
+	VPMOVZXWD   48(AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(CX)(SI*4), Y4, Y3
+	ADDQ        $0x00000020, SI
+	JMP         dotBF16AVX2T2K_loop32
+
+dotBF16AVX2T2K_loop8:
+	CMPQ        SI, DX
+	JAE         dotBF16AVX2T2K_done
+	VPMOVZXWD   (AX)(SI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (CX)(SI*4), Y4, Y0
+	ADDQ        $0x00000008, SI
+	JMP         dotBF16AVX2T2K_loop8
+
+dotBF16AVX2T2K_done:
 	VADDPS       Y2, Y0, Y0
 	VADDPS       Y3, Y1, Y1
 	VADDPS       Y1, Y0, Y0

@@ -29,6 +29,7 @@ func TestDotPrefetchVariants(t *testing.T) {
 		{"F16AVX512", false, false, dotF16AVX512, []u16Kernel{dotF16AVX512NP, dotF16AVX512T0, dotF16AVX512T1, dotF16AVX512T2K}},
 		{"BF16AVX512", true, false, dotBF16AVX512, []u16Kernel{dotBF16AVX512NP, dotBF16AVX512T0, dotBF16AVX512T1, dotBF16AVX512T2K}},
 		{"F16AVX2", false, true, dotF16AVX2, []u16Kernel{dotF16AVX2T0, dotF16AVX2T1, dotF16AVX2T2K}},
+		{"BF16AVX2", true, true, dotBF16AVX2, []u16Kernel{dotBF16AVX2T0, dotBF16AVX2T1, dotBF16AVX2T2K}},
 	}
 	q80 := []func(w []byte, x []float32) float32{dotQ80AVX512NP, dotQ80AVX512T0, dotQ80AVX512T1, dotQ80AVX512T2K}
 	r := newRand(t)
@@ -156,6 +157,36 @@ func TestDotRows(t *testing.T) {
 					if math.Float32bits(g) != math.Float32bits(want) {
 						t.Errorf("dot%sR4AVX2(n=%d, ldw=%d, off=%d) row %d = %v, dot%sAVX2 %v", k.name, n, ldw, off, row, g, k.name, want)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestZen4DotBits checks that the Zen 4 choice's F16 and BF16 dot
+// products give the avx2 set's bits, on both sides of zen4PrefetchCols.
+func TestZen4DotBits(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for _, n := range []int{0, 7, 100, 2048, zen4PrefetchCols - 1, zen4PrefetchCols, zen4PrefetchCols + 9, 8192} {
+		for _, off := range offsets {
+			x := offsetCopy(randF32(r, n), off+2)
+			for _, bf := range []bool{false, true} {
+				w, dot := randF16(r, n), DotF16
+				if bf {
+					w, dot = randBF16(r, n), DotBF16
+				}
+				w = offsetCopy(w, off)
+				restore := forceZen4(true)
+				got := dot(w, x)
+				restore()
+				restore = ForceAVX2()
+				want := dot(w, x)
+				restore()
+				if math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("bf16 %v, n=%d, off=%d: avx512-zen4 %v, avx2 %v", bf, n, off, got, want)
 				}
 			}
 		}

@@ -48,6 +48,7 @@ func stream512() {
 		dotQ80AVX512PF(4, p)
 		if p.near > 0 || p.far > 0 {
 			dotAVX2PF(f16, p)
+			dotAVX2PF(bf16, p)
 		}
 	}
 }

@@ -44,8 +44,8 @@ var (
 // zen4PrefetchCols is the row length from which the Zen 4 choice takes
 // the avx2 F16 and BF16 dot products with a prefetch of the weights 8 KiB
 // ahead into L2 (dotF16AVX2T1, the same bits): on rows of 4096 and 8192
-// columns streamed from DRAM they ran 1.0 to 3.2 times as fast as without
-// it, on rows of 2048 about 5% slower.
+// columns streamed from DRAM they ran 0.98 to 3.3 times as fast as
+// without it, on rows of 2048 about 5% slower.
 const zen4PrefetchCols = 4096
 
 // amdFamily returns the CPU family of an AMD processor (base family plus

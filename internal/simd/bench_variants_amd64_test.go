@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +33,9 @@ import (
 // a file of at least 1 GiB, mapped read-only and shared as internal/mmap
 // maps a GGUF file (its first 1 GiB, bytes taken as they are).
 // KVQ_BENCH_VARIANTS (comma-separated names) keeps some variants only;
-// KVQ_BENCH_COLS sets the columns (default 2048; rows make 16 Mi values).
+// KVQ_BENCH_COLS sets the columns (default 2048; rows make 16 Mi values);
+// KVQ_BENCH_CHUNK=N makes the workers take chunks of N rows from a shared
+// counter, as llama.cpp's threads take jobs, instead of one share each.
 // Each variant reports its median GB/s, and "sum-GB/s" is a plain
 // streaming sum of the same bytes. Run it with -benchtime 60x or so.
 func BenchmarkMatVecVariants(b *testing.B) {
@@ -170,9 +173,35 @@ func benchMatVecVariants(b *testing.B, dt string, workers int) {
 	copies := len(ring) / mBytes
 	x := randF32(newRand(b), cols)
 	dst := make([]float32, rows)
+	chunk := 0
+	if c := os.Getenv("KVQ_BENCH_CHUNK"); c != "" {
+		var err error
+		if chunk, err = strconv.Atoi(c); err != nil || chunk <= 0 || chunk%4 != 0 || rows%chunk != 0 {
+			b.Fatalf("KVQ_BENCH_CHUNK=%q: want a positive multiple of 4 dividing %d", c, rows)
+		}
+	}
 	split := func(f func(lo, hi int)) {
 		if workers == 1 {
 			f(0, rows)
+			return
+		}
+		if chunk > 0 {
+			var next atomic.Int64
+			take := func() {
+				for {
+					lo := int(next.Add(int64(chunk))) - chunk
+					if lo >= rows {
+						return
+					}
+					f(lo, lo+chunk)
+				}
+			}
+			var wg sync.WaitGroup
+			for range workers - 1 {
+				wg.Go(take)
+			}
+			take()
+			wg.Wait()
 			return
 		}
 		var wg sync.WaitGroup

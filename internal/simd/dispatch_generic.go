@@ -12,7 +12,11 @@ var (
 	hasAVX512 = false
 	useAsm    = false
 	useAVX512 = false
+	isZen4    = false
+	useZen4   = false
 )
+
+func zen4Enabled() bool { return false }
 
 func dotF32(a, b []float32) float32                   { return dotF32Generic(a, b) }
 func axpyF32(y []float32, alpha float32, x []float32) { axpyF32Generic(y, alpha, x) }

@@ -147,15 +147,19 @@ type kernelSet struct {
 }
 
 // kernelSets returns every kernel set this build and CPU run, best first:
-// avx512 (the default where the CPU has AVX-512), avx2 and generic. It
+// avx512 and avx512-zen4 (one of them the default where the CPU has
+// AVX-512), avx2 and generic. It
 // logs the sets the CPU lacks, which are not tested.
 func kernelSets(t testing.TB) []kernelSet {
 	t.Helper()
 	var sets []kernelSet
-	none := func() func() { return func() {} }
 	switch {
 	case hasAVX512:
-		sets = append(sets, kernelSet{"avx512", none})
+		// Both AVX-512 choices on every CPU that runs them: the Zen 4
+		// one (see Kernels) and the one every other CPU takes.
+		sets = append(sets,
+			kernelSet{"avx512", func() func() { return forceZen4(false) }},
+			kernelSet{"avx512-zen4", func() func() { return forceZen4(true) }})
 	case asmBuilt:
 		t.Logf("skipping the avx512 kernels: this CPU lacks them (%s)", cpuFeatures512())
 	}

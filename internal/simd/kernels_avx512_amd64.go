@@ -544,6 +544,137 @@ func dotMXFP4AVX512(w []byte, x []float32) float32
 //go:noescape
 func dotIQ4XSAVX512(w []byte, x []float32, sc []float32) float32
 
+// cpuid returns the registers CPUID leaves for leaf and subleaf sub.
+func cpuid(leaf uint32, sub uint32) (eax uint32, ebx uint32, ecx uint32, edx uint32)
+
+// dotF16R4AVX2 sets dst[r] = dotF16AVX2(w[r*ldw:], x[:n]) for r < 4, bit for bit:
+// Σ float32(w[r*ldw+i])*x[i] for i < n&^7.
+//
+//go:noescape
+func dotF16R4AVX2(dst *float32, w *uint16, ldw int, x *float32, n int)
+
+// dotBF16R4AVX2 sets dst[r] = dotBF16AVX2(w[r*ldw:], x[:n]) for r < 4, bit for bit:
+// Σ float32(w[r*ldw+i])*x[i] for i < n&^7.
+//
+//go:noescape
+func dotBF16R4AVX2(dst *float32, w *uint16, ldw int, x *float32, n int)
+
+// dotF16AVX512NP returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotF16AVX512NP(w []uint16, x []float32) float32
+
+// dotBF16AVX512NP returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotBF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotBF16AVX512NP(w []uint16, x []float32) float32
+
+// dotQ80AVX512NP returns dotQ80AVX512's result, bit for bit, with another
+// weight prefetch.
+//
+//go:noescape
+func dotQ80AVX512NP(w []byte, x []float32) float32
+
+// dotF16AVX512T0 returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotF16AVX512T0(w []uint16, x []float32) float32
+
+// dotBF16AVX512T0 returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotBF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotBF16AVX512T0(w []uint16, x []float32) float32
+
+// dotQ80AVX512T0 returns dotQ80AVX512's result, bit for bit, with another
+// weight prefetch.
+//
+//go:noescape
+func dotQ80AVX512T0(w []byte, x []float32) float32
+
+// dotF16AVX2T0 returns dotF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotF16AVX2T0(w []uint16, x []float32) float32
+
+// dotBF16AVX2T0 returns dotBF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotBF16AVX2T0(w []uint16, x []float32) float32
+
+// dotF16AVX512T1 returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotF16AVX512T1(w []uint16, x []float32) float32
+
+// dotBF16AVX512T1 returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotBF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotBF16AVX512T1(w []uint16, x []float32) float32
+
+// dotQ80AVX512T1 returns dotQ80AVX512's result, bit for bit, with another
+// weight prefetch.
+//
+//go:noescape
+func dotQ80AVX512T1(w []byte, x []float32) float32
+
+// dotF16AVX2T1 returns dotF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotF16AVX2T1(w []uint16, x []float32) float32
+
+// dotBF16AVX2T1 returns dotBF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotBF16AVX2T1(w []uint16, x []float32) float32
+
+// dotF16AVX512T2K returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotF16AVX512T2K(w []uint16, x []float32) float32
+
+// dotBF16AVX512T2K returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as
+// dotBF16AVX512, with another weight prefetch.
+// len(w) must be at least len(x).
+//
+//go:noescape
+func dotBF16AVX512T2K(w []uint16, x []float32) float32
+
+// dotQ80AVX512T2K returns dotQ80AVX512's result, bit for bit, with another
+// weight prefetch.
+//
+//go:noescape
+func dotQ80AVX512T2K(w []byte, x []float32) float32
+
+// dotF16AVX2T2K returns dotF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotF16AVX2T2K(w []uint16, x []float32) float32
+
+// dotBF16AVX2T2K returns dotBF16AVX2's result, bit for bit, with a weight prefetch.
+// len(w) must be at least len(x)&^7.
+//
+//go:noescape
+func dotBF16AVX2T2K(w []uint16, x []float32) float32
+
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
 // byte j*ldc of codes. cols must be at least 16.

@@ -16,9 +16,21 @@ const (
 // those and the multi-token products (matMulEachF16, ...) share, so that a
 // token row in a group gets the bits the one-row kernel gives it: a change
 // of which kernel decode takes on some CPU goes here.
-func dotKernelF16() dotKernel  { return dotKernelNow() }
-func dotKernelBF16() dotKernel { return dotKernelNow() }
+//
+// On Zen 4 (useZen4) F16 and BF16 take the AVX2 family under the avx512
+// set (dispatch_amd64.go's zen4 choice; the AVX2 kernels with an L2
+// prefetch from zen4PrefetchCols columns give the plain AVX2 kernels' bits).
+func dotKernelF16() dotKernel  { return zen4U16(dotKernelNow()) }
+func dotKernelBF16() dotKernel { return zen4U16(dotKernelNow()) }
 func dotKernelQ80() dotKernel  { return dotKernelNow() }
+
+// zen4U16 is the F16 and BF16 family on Zen 4: AVX2 where AVX-512 runs.
+func zen4U16(k dotKernel) dotKernel {
+	if k == dotAVX512 && useZen4 {
+		return dotAVX2
+	}
+	return k
+}
 
 func dotKernelNow() dotKernel {
 	switch {

@@ -29,6 +29,21 @@ func ForceAVX2() (restore func()) {
 	return func() { useAVX512 = old }
 }
 
+// ForceAVX512 undoes the Zen 4 choice (see Kernels) until restore is
+// called: an AMD Zen 4 then runs the avx512 set as every other CPU with
+// AVX-512 does. Elsewhere it changes nothing. It is for benchmarks that
+// compare the two; like ForceAVX2 it changes package state.
+func ForceAVX512() (restore func()) { return forceZen4(false) }
+
+// forceZen4 selects (on) or deselects the Zen 4 decode choice (see
+// Kernels) until restore is called, on any CPU; where the avx512 set does
+// not run it changes nothing. It is for tests, as ForceAVX2.
+func forceZen4(on bool) (restore func()) {
+	old := useZen4
+	useZen4 = on
+	return func() { useZen4 = old }
+}
+
 func checkLen(op string, a, b int) {
 	if a != b {
 		panic(fmt.Sprintf("simd: %s: length mismatch %d != %d", op, a, b))
@@ -609,9 +624,13 @@ func MatMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // Kernels names the kernel set in use: "avx512" when the AVX-512 kernels
 // run (the dot products over F32, F16, BF16 and Q8_0 weights, which decode
 // spends its time in; everything else is the AVX2 set), "avx2" when the AVX2 assembly runs, "generic" for
-// the pure-Go twins.
+// the pure-Go twins. On an AMD Zen 4 it is "avx512-zen4": the avx512 set
+// with the avx2 set's F16 and BF16 dot products, so decode over those
+// weights gives the avx2 set's results; see isZen4 in dispatch_amd64.go.
 func Kernels() string {
 	switch {
+	case zen4Enabled():
+		return "avx512-zen4"
 	case avx512Enabled():
 		return "avx512"
 	case asmEnabled():

@@ -29,8 +29,8 @@ import (
 // each variant (the order alternates between rounds), so that the variants
 // see the same machine load. GOMAXPROCS (-cpu) sets the threads. The
 // variants are the kernel sets the CPU runs (avx512 where it has AVX-512,
-// then avx2); with KVQ_BENCH_PAR the chunked and the static row split
-// (par.ForceStatic); with KVQ_BENCH_LOAD=1 the default set "idle" and
+// then avx2; on an AMD Zen 4 its choice avx512-zen4, then avx512); with
+// KVQ_BENCH_PAR the chunked and the static row split (par.ForceStatic); with KVQ_BENCH_LOAD=1 the default set "idle" and
 // "loaded", the same decode while another process (this test binary,
 // re-executed to spin on one thread) holds one core.
 //
@@ -96,6 +96,8 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		vs = []variant{{"idle", none}, {"loaded", func() func() { return startSpinner(b) }}}
 	case os.Getenv("KVQ_BENCH_PAR") != "":
 		vs = append(vs, variant{"static", par.ForceStatic})
+	case simd.Kernels() == "avx512-zen4":
+		vs = append(vs, variant{"avx512", simd.ForceAVX512})
 	case simd.Kernels() == "avx512":
 		vs = append(vs, variant{"avx2", simd.ForceAVX2})
 	}

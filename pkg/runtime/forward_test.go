@@ -392,9 +392,10 @@ func TestEveryFormatRuns(t *testing.T) {
 // per-layer override): every cache's logits equal those of the same cache
 // run alone, over a prefill and decode steps, within float32 rounding (the
 // matrix kernels sum in register tiles of rows, so a larger batch can
-// round differently: 1e-5 of the largest logit, as batched decode; a 4-bit
-// cache can round such a key to another code, so 1e-3 there — cross-talk
-// between caches would show as differences of order 0.1).
+// round differently: 1e-5 of the largest logit, as batched decode; an int8
+// or 4-bit cache can round such a key to another code, so 1e-3 there — with
+// the Zen 4 kernel choice one int8 code of this test's keys flips, 1.6e-4;
+// cross-talk between caches would show as differences of order 0.1).
 func TestCachesSideBySide(t *testing.T) {
 	m := smallModel(t, tensor.F16)
 	r := newRunner(t, m)
@@ -422,7 +423,7 @@ func TestCachesSideBySide(t *testing.T) {
 			want := forward(t, r, alone[i], runtime.Entry{Seq: 0, Tokens: st[0]}, runtime.Entry{Seq: 1, Tokens: st[1]})
 			for e := range want {
 				tol := 1e-5
-				if strings.Contains(s, "int4") {
+				if strings.Contains(s, "int4") || s == "int8" {
 					tol = 1e-3
 				}
 				if d := maxRelDiff(got[2*i+e], want[e]); d > tol {

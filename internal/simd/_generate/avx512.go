@@ -31,6 +31,7 @@ func avx512() {
 	decoders512()
 	kquant512()
 	qdots(true)
+	stream512()
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

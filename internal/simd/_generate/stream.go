@@ -1,0 +1,322 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// pfMode is a weight-prefetch scheme for the decode dot products: near
+// bytes ahead into L1 (PREFETCHT0) and far bytes ahead into L2
+// (PREFETCHT1), either 0 for none. The avx512 set's kernels use
+// {prefetchNear, prefetchFar}, tuned on an Intel Xeon.
+type pfMode struct {
+	suffix    string
+	near, far int
+}
+
+func (p pfMode) line(m Mem) {
+	if p.near > 0 {
+		PREFETCHT0(m.Offset(p.near))
+	}
+	if p.far > 0 {
+		PREFETCHT1(m.Offset(p.far))
+	}
+}
+
+// The exploration variants (see BenchmarkMatVecVariants).
+var pfModes = []pfMode{
+	{"NP", 0, 0},
+	{"T0", 1024, 0},
+	{"T1", 0, 8192},
+	{"T2K", 0, 2048},
+}
+
+// stream512 writes variants of the AVX-512 decode dot products that differ
+// from dotF16AVX512, dotBF16AVX512 and dotQ80AVX512 only in their weight
+// prefetch, so their results are the same bits.
+func stream512() {
+	cpuidKernel()
+	dotRowsAVX2(f16, 4)
+	dotRowsAVX2(bf16, 4)
+	for _, p := range pfModes {
+		for _, t := range []wtype{f16, bf16} {
+			dot512PF(t, 8, p)
+		}
+		dotQ80AVX512PF(4, p)
+		if p.near > 0 || p.far > 0 {
+			dotAVX2PF(f16, p)
+			dotAVX2PF(bf16, p)
+		}
+	}
+}
+
+// dot512PF is dot512 (the same loads, fused multiply-adds and reduction)
+// with the prefetch scheme p.
+func dot512PF(t wtype, unroll int, p pfMode) {
+	name := "dot" + t.name + "AVX512" + p.suffix
+	step := 16 * unroll
+	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
+		name+" returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as",
+		"dot"+t.name+"AVX512, with another weight prefetch.",
+		"len(w) must be at least len(x).")
+	w := Mem{Base: Load(Param("w").Base(), GP64())}
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("x").Len(), GP64())
+	nStep, n16 := GP64(), GP64()
+	MOVQ(n, nStep)
+	ANDQ(I32(-int32(step)), nStep)
+	MOVQ(n, n16)
+	ANDQ(I32(-16), n16)
+	acc := zeros512(unroll)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop")
+	CMPQ(i, nStep)
+	JAE(LabelRef(name + "_loop16"))
+	for k := 0; k < unroll; k++ {
+		if off := 16 * k * int(t.size); off%64 == 0 {
+			p.line(w.Idx(i, t.size).Offset(off))
+		}
+		v := ZMM()
+		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+		VFMADD231PS(x.Idx(i, 4).Offset(64*k), v, acc[k])
+	}
+	ADDQ(U32(uint32(step)), i)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_loop16")
+	CMPQ(i, n16)
+	JAE(LabelRef(name + "_tail"))
+	v := ZMM()
+	t.load512(w.Idx(i, t.size), v, nil)
+	VFMADD231PS(x.Idx(i, 4), v, acc[0])
+	ADDQ(U32(16), i)
+	JMP(LabelRef(name + "_loop16"))
+
+	Label(name + "_tail")
+	SUBQ(i, n)
+	JZ(LabelRef(name + "_done"))
+	k := K()
+	tailMask(n, k)
+	v = ZMM()
+	t.load512(w.Idx(i, t.size), v, k)
+	xv := ZMM()
+	VMOVUPS_Z(x.Idx(i, 4), k, xv)
+	VFMADD231PS(xv, v, acc[unroll-1])
+
+	Label(name + "_done")
+	s := hsum512(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// dotQ80AVX512PF is dotQ80AVX512 with the prefetch scheme p.
+func dotQ80AVX512PF(unroll int, p pfMode) {
+	name := "dotQ80AVX512" + p.suffix
+	header(name, "func(w []byte, x []float32) float32",
+		name+" returns dotQ80AVX512's result, bit for bit, with another",
+		"weight prefetch.")
+	w := Load(Param("w").Base(), GP64())
+	x := Load(Param("x").Base(), GP64())
+	nb := Load(Param("x").Len(), GP64())
+	SHRQ(U8(5), nb)
+	acc := zeros512(unroll)
+
+	Label(name + "_loop")
+	CMPQ(nb, U32(uint32(unroll)))
+	JB(LabelRef(name + "_loop1"))
+	for off := 0; off < 34*unroll; off += 64 {
+		p.line(Mem{Base: w, Disp: off})
+	}
+	for k := 0; k < unroll; k++ {
+		blk := Mem{Base: w, Disp: 34 * k}
+		q := q80Block512(blk, Mem{Base: x, Disp: 128 * k})
+		VFMADD231PS(q80Scale512(blk), q, acc[k])
+	}
+	ADDQ(U32(uint32(34*unroll)), w)
+	ADDQ(U32(uint32(128*unroll)), x)
+	SUBQ(U32(uint32(unroll)), nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_loop1")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	blk := Mem{Base: w}
+	q := q80Block512(blk, Mem{Base: x})
+	VFMADD231PS(q80Scale512(blk), q, acc[0])
+	ADDQ(U32(34), w)
+	ADDQ(U32(128), x)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop1"))
+
+	Label(name + "_done")
+	s := hsum512(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// dotAVX2PF is the avx2 set's dot (4 accumulators of 8 lanes, the same
+// bits) with the prefetch scheme p.
+func dotAVX2PF(t wtype, p pfMode) {
+	name := "dot" + t.name + "AVX2" + p.suffix
+	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
+		name+" returns dot"+t.name+"AVX2's result, bit for bit, with a weight prefetch.",
+		"len(w) must be at least len(x)&^7.")
+	w := Mem{Base: Load(Param("w").Base(), GP64())}
+	x := Mem{Base: Load(Param("x").Base(), GP64())}
+	n := Load(Param("x").Len(), GP64())
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	acc := zeros(4)
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	p.line(w.Idx(i, t.size))
+	for k := 0; k < 4; k++ {
+		v := YMM()
+		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	v := YMM()
+	t.load(w.Idx(i, t.size), v)
+	VFMADD231PS(x.Idx(i, 4), v, acc[0])
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	s := hsum(addTree(acc))
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// cpuidKernel writes cpuid, which dispatch_amd64.go uses to tell the CPU's
+// vendor and family (golang.org/x/sys/cpu reports features only).
+func cpuidKernel() {
+	TEXT("cpuid", NOSPLIT, "func(leaf, sub uint32) (eax, ebx, ecx, edx uint32)")
+	Doc("cpuid returns the registers CPUID leaves for leaf and subleaf sub.")
+	Load(Param("leaf"), EAX)
+	Load(Param("sub"), ECX)
+	CPUID()
+	Store(EAX, Return("eax"))
+	Store(EBX, Return("ebx"))
+	Store(ECX, Return("ecx"))
+	Store(EDX, Return("edx"))
+	RET()
+}
+
+// dotRowsAVX2 writes dot<T>R<rows>AVX2: rows weight rows side by side
+// against one x, each row with dot's arithmetic (4 accumulators of 8
+// lanes, the same fused multiply-adds in the same order, addTree and a
+// horizontal sum that adds as hsum does), so that row r's result has the
+// bits of dot<T>AVX2 on that row. The accumulators need registers above 15,
+// hence the avx512 set (EVEX forms on YMM); x's loads are shared by the
+// rows.
+func dotRowsAVX2(t wtype, rows int) {
+	if t.size != 2 {
+		panic("dotRowsAVX2: 16-bit weights only")
+	}
+	name := fmt.Sprintf("dot%sR%dAVX2", t.name, rows)
+	header(name, fmt.Sprintf("func(dst *float32, w *%s, ldw int, x *float32, n int)", t.goType),
+		fmt.Sprintf("%s sets dst[r] = dot%sAVX2(w[r*ldw:], x[:n]) for r < %d, bit for bit:", name, t.name, rows),
+		"Σ float32(w[r*ldw+i])*x[i] for i < n&^7.")
+	w0 := Load(Param("w"), GP64())
+	x := Mem{Base: Load(Param("x"), GP64())}
+	ldw := Load(Param("ldw"), GP64())
+	n := Load(Param("n"), GP64())
+	SHLQ(U8(1), ldw) // bytes per row of 16-bit weights
+	bases := []Register{w0}
+	for r := 1; r < rows; r++ {
+		b := GP64()
+		MOVQ(bases[r-1], b)
+		ADDQ(ldw, b)
+		bases = append(bases, b)
+	}
+	n32 := GP64()
+	MOVQ(n, n32)
+	ANDQ(I32(-32), n32)
+	ANDQ(I32(-8), n)
+	acc := make([][]VecVirtual, rows)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, 4)
+		for k := range acc[r] {
+			acc[r][k] = YMM()
+			VPXORD(acc[r][k], acc[r][k], acc[r][k])
+		}
+	}
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + "_loop32")
+	CMPQ(i, n32)
+	JAE(LabelRef(name + "_loop8"))
+	xs := make([]VecVirtual, 4)
+	for k := range xs {
+		xs[k] = YMM()
+		VMOVUPS(x.Idx(i, 4).Offset(32*k), xs[k])
+	}
+	for r := range rows {
+		for k := range 4 {
+			v := YMM()
+			t.load(Mem{Base: bases[r], Index: i, Scale: t.size}.Offset(8*k*int(t.size)), v)
+			VFMADD231PS(xs[k], v, acc[r][k])
+		}
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop32"))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	xv := YMM()
+	VMOVUPS(x.Idx(i, 4), xv)
+	for r := range rows {
+		v := YMM()
+		t.load(Mem{Base: bases[r], Index: i, Scale: t.size}, v)
+		VFMADD231PS(xv, v, acc[r][0])
+	}
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+
+	Label(name + "_done")
+	dst := Mem{Base: Load(Param("dst"), GP64())}
+	for r := range rows {
+		s := hsumEVEX(addTree(acc[r]))
+		VMOVSS(s, dst.Offset(4*r))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// hsumEVEX returns hsum(y)'s sum in lane 0 of an XMM, with the same
+// additions — l = y.lo+y.hi, then (l0+l1)+(l2+l3) — through instructions
+// that have EVEX forms (hsum's VEXTRACTF128 and VHADDPS have none), so
+// that y may be any of the 32 registers.
+func hsumEVEX(y VecVirtual) VecVirtual {
+	l := XMM()
+	VEXTRACTF32X4(U8(1), y, l)
+	VADDPS(y.AsX(), l, l) // lanes l0..l3
+	h := XMM()
+	VMOVSHDUP(l, h) // l1, l1, l3, l3
+	VADDPS(h, l, l) // l0+l1, _, l2+l3, _
+	VMOVHLPS(l, l, h)
+	VADDSS(h, l, l)
+	return l
+}

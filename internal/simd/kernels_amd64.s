@@ -15547,3 +15547,339 @@ DATA qdxs32<>+20(SB)/4, $0x00000020
 DATA qdxs32<>+24(SB)/4, $0x00000020
 DATA qdxs32<>+28(SB)/4, $0x00000020
 GLOBL qdxs32<>(SB), RODATA|NOPTR, $32
+
+DATA q8lw1<>+0(SB)/1, $0x01
+DATA q8lw1<>+1(SB)/1, $0x00
+DATA q8lw1<>+2(SB)/1, $0x01
+DATA q8lw1<>+3(SB)/1, $0x00
+DATA q8lw1<>+4(SB)/1, $0x01
+DATA q8lw1<>+5(SB)/1, $0x00
+DATA q8lw1<>+6(SB)/1, $0x01
+DATA q8lw1<>+7(SB)/1, $0x00
+DATA q8lw1<>+8(SB)/1, $0x01
+DATA q8lw1<>+9(SB)/1, $0x00
+DATA q8lw1<>+10(SB)/1, $0x01
+DATA q8lw1<>+11(SB)/1, $0x00
+DATA q8lw1<>+12(SB)/1, $0x01
+DATA q8lw1<>+13(SB)/1, $0x00
+DATA q8lw1<>+14(SB)/1, $0x01
+DATA q8lw1<>+15(SB)/1, $0x00
+DATA q8lw1<>+16(SB)/1, $0x01
+DATA q8lw1<>+17(SB)/1, $0x00
+DATA q8lw1<>+18(SB)/1, $0x01
+DATA q8lw1<>+19(SB)/1, $0x00
+DATA q8lw1<>+20(SB)/1, $0x01
+DATA q8lw1<>+21(SB)/1, $0x00
+DATA q8lw1<>+22(SB)/1, $0x01
+DATA q8lw1<>+23(SB)/1, $0x00
+DATA q8lw1<>+24(SB)/1, $0x01
+DATA q8lw1<>+25(SB)/1, $0x00
+DATA q8lw1<>+26(SB)/1, $0x01
+DATA q8lw1<>+27(SB)/1, $0x00
+DATA q8lw1<>+28(SB)/1, $0x01
+DATA q8lw1<>+29(SB)/1, $0x00
+DATA q8lw1<>+30(SB)/1, $0x01
+DATA q8lw1<>+31(SB)/1, $0x00
+GLOBL q8lw1<>(SB), RODATA|NOPTR, $32
+
+// func dotQ40Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ40Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU q8lw1<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+dotQ40Q80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ40Q80AVX2_done
+	VBROADCASTI128 2(AX), Y4
+	VPSRLVQ        Y0, Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VPSUBB         qdb08<>+0(SB), Y4, Y4
+	VMOVDQU        2(CX), Y5
+	VPSIGNB        Y4, Y4, Y6
+	VPSIGNB        Y4, Y5, Y5
+	VPMADDUBSW     Y5, Y6, Y4
+	VPMADDWD       Y2, Y4, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPSHUFD        $0x4e, X5, X4
+	VPADDD         X4, X5, X5
+	VPSHUFD        $0xb1, X5, X4
+	VPADDD         X4, X5, X5
+	VCVTDQ2PS      X5, X5
+	VPBROADCASTW   (AX), X4
+	VCVTPH2PS      X4, X4
+	VPBROADCASTW   (CX), X6
+	VCVTPH2PS      X6, X6
+	VMULSS         X6, X4, X4
+	VMULSS         X5, X4, X5
+	VADDSS         X5, X3, X3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotQ40Q80AVX2_loop
+
+dotQ40Q80AVX2_done:
+	MOVSS X3, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ41Q81AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ41Q81AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU q8lw1<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+
+dotQ41Q81AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ41Q81AVX2_done
+	VBROADCASTI128 4(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VMOVDQU        4(CX), Y6
+	VPMADDUBSW     Y6, Y5, Y5
+	VPMADDWD       Y2, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VMOVD          (CX), X7
+	VCVTPH2PS      X7, X7
+	VMULPS         X7, X5, X5
+	VMULSS         X6, X5, X6
+	VADDSS         X6, X3, X3
+	VMOVSHDUP      X5, X5
+	VADDSS         X5, X4, X4
+	ADDQ           $0x00000014, AX
+	ADDQ           $0x00000024, CX
+	DECQ           DX
+	JMP            dotQ41Q81AVX2_loop
+
+dotQ41Q81AVX2_done:
+	VADDSS X4, X3, X3
+	MOVSS  X3, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ50Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ50Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VMOVDQU q8lw1<>+0(SB), Y4
+	VXORPS  X5, X5, X5
+
+dotQ50Q80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ50Q80AVX2_done
+	VBROADCASTI128 6(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPBROADCASTD   2(AX), Y7
+	VPSHUFB        Y3, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPCMPEQB       Y2, Y7, Y7
+	VPANDN         qdbf0<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VMOVDQU        2(CX), Y7
+	VPSIGNB        Y6, Y6, Y8
+	VPSIGNB        Y6, Y7, Y7
+	VPMADDUBSW     Y7, Y8, Y6
+	VPMADDWD       Y4, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0x4e, X7, X6
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0xb1, X7, X6
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPBROADCASTW   (AX), X6
+	VCVTPH2PS      X6, X6
+	VPBROADCASTW   (CX), X8
+	VCVTPH2PS      X8, X8
+	VMULSS         X8, X6, X6
+	VMULSS         X7, X6, X7
+	VADDSS         X7, X5, X5
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotQ50Q80AVX2_loop
+
+dotQ50Q80AVX2_done:
+	MOVSS X5, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ51Q81AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ51Q81AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VMOVDQU q8lw1<>+0(SB), Y4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+
+dotQ51Q81AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ51Q81AVX2_done
+	VBROADCASTI128 8(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPBROADCASTD   4(AX), Y8
+	VPSHUFB        Y3, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPCMPEQB       Y2, Y8, Y8
+	VPAND          qdb10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VMOVDQU        4(CX), Y8
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPSHUFD        $0x4e, X8, X7
+	VPADDD         X7, X8, X8
+	VPSHUFD        $0xb1, X8, X7
+	VPADDD         X7, X8, X8
+	VCVTDQ2PS      X8, X8
+	VMOVD          (AX), X7
+	VCVTPH2PS      X7, X7
+	VMOVD          (CX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X7, X7
+	VMULSS         X8, X7, X8
+	VADDSS         X8, X5, X5
+	VMOVSHDUP      X7, X7
+	VADDSS         X7, X6, X6
+	ADDQ           $0x00000018, AX
+	ADDQ           $0x00000024, CX
+	DECQ           DX
+	JMP            dotQ51Q81AVX2_loop
+
+dotQ51Q81AVX2_done:
+	VADDSS X6, X5, X5
+	MOVSS  X5, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4NLQ80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4NLQ80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdiq4nl<>+0(SB), Y2
+	VMOVDQU q8lw1<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+
+dotIQ4NLQ80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotIQ4NLQ80AVX2_done
+	VBROADCASTI128 2(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        2(CX), Y6
+	VPSIGNB        Y5, Y5, Y7
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y7, Y5
+	VPMADDWD       Y3, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VPBROADCASTW   (AX), X5
+	VCVTPH2PS      X5, X5
+	VPBROADCASTW   (CX), X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X5, X5
+	VMULSS         X6, X5, X6
+	VADDSS         X6, X4, X4
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotIQ4NLQ80AVX2_loop
+
+dotIQ4NLQ80AVX2_done:
+	MOVSS X4, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotMXFP4Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotMXFP4Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	LEAQ    qde8m0half<>+0(SB), BX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdmxfp4<>+0(SB), Y2
+	VMOVDQU q8lw1<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+
+dotMXFP4Q80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotMXFP4Q80AVX2_done
+	VBROADCASTI128 1(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        2(CX), Y6
+	VPSIGNB        Y5, Y5, Y7
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y7, Y5
+	VPMADDWD       Y3, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	MOVBLZX        (AX), SI
+	VMOVSS         (BX)(SI*4), X5
+	VPBROADCASTW   (CX), X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X5, X5
+	VMULSS         X6, X5, X6
+	VADDSS         X6, X4, X4
+	ADDQ           $0x00000011, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotMXFP4Q80AVX2_loop
+
+dotMXFP4Q80AVX2_done:
+	MOVSS X4, ret+56(FP)
+	VZEROUPPER
+	RET

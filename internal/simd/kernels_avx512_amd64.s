@@ -12920,6 +12920,302 @@ DATA qdxs32<>+24(SB)/4, $0x00000020
 DATA qdxs32<>+28(SB)/4, $0x00000020
 GLOBL qdxs32<>(SB), RODATA|NOPTR, $32
 
+// func dotQ40Q80VNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ40Q80VNNI(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+dotQ40Q80VNNI_loop:
+	TESTQ          DX, DX
+	JZ             dotQ40Q80VNNI_done
+	VBROADCASTI128 2(AX), Y3
+	VPSRLVQ        Y0, Y3, Y3
+	VPAND          Y1, Y3, Y3
+	VPSUBB         qdb08<>+0(SB), Y3, Y3
+	VMOVDQU        2(CX), Y4
+	VPSIGNB        Y3, Y3, Y5
+	VPSIGNB        Y3, Y4, Y4
+	VPXOR          Y3, Y3, Y3
+	VPDPBUSD       Y4, Y5, Y3
+	VEXTRACTI128   $0x01, Y3, X4
+	VPADDD         X3, X4, X4
+	VPSHUFD        $0x4e, X4, X3
+	VPADDD         X3, X4, X4
+	VPSHUFD        $0xb1, X4, X3
+	VPADDD         X3, X4, X4
+	VCVTDQ2PS      X4, X4
+	VPBROADCASTW   (AX), X3
+	VCVTPH2PS      X3, X3
+	VPBROADCASTW   (CX), X5
+	VCVTPH2PS      X5, X5
+	VMULSS         X5, X3, X3
+	VMULSS         X4, X3, X4
+	VADDSS         X4, X2, X2
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotQ40Q80VNNI_loop
+
+dotQ40Q80VNNI_done:
+	MOVSS X2, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ41Q81VNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ41Q81VNNI(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+	VXORPS  X3, X3, X3
+
+dotQ41Q81VNNI_loop:
+	TESTQ          DX, DX
+	JZ             dotQ41Q81VNNI_done
+	VBROADCASTI128 4(AX), Y4
+	VPSRLVQ        Y0, Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VMOVDQU        4(CX), Y5
+	VPXOR          Y6, Y6, Y6
+	VPDPBUSD       Y5, Y4, Y6
+	VEXTRACTI128   $0x01, Y6, X4
+	VPADDD         X6, X4, X4
+	VPSHUFD        $0x4e, X4, X5
+	VPADDD         X5, X4, X4
+	VPSHUFD        $0xb1, X4, X5
+	VPADDD         X5, X4, X4
+	VCVTDQ2PS      X4, X4
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VMOVD          (CX), X6
+	VCVTPH2PS      X6, X6
+	VMULPS         X6, X5, X5
+	VMULSS         X4, X5, X4
+	VADDSS         X4, X2, X2
+	VMOVSHDUP      X5, X5
+	VADDSS         X5, X3, X3
+	ADDQ           $0x00000014, AX
+	ADDQ           $0x00000024, CX
+	DECQ           DX
+	JMP            dotQ41Q81VNNI_loop
+
+dotQ41Q81VNNI_done:
+	VADDSS X3, X2, X2
+	MOVSS  X2, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ50Q80VNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ50Q80VNNI(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+
+dotQ50Q80VNNI_loop:
+	TESTQ          DX, DX
+	JZ             dotQ50Q80VNNI_done
+	VBROADCASTI128 6(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPBROADCASTD   2(AX), Y6
+	VPSHUFB        Y3, Y6, Y6
+	VPAND          Y2, Y6, Y6
+	VPCMPEQB       Y2, Y6, Y6
+	VPANDN         qdbf0<>+0(SB), Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VMOVDQU        2(CX), Y6
+	VPSIGNB        Y5, Y5, Y7
+	VPSIGNB        Y5, Y6, Y6
+	VPXOR          Y5, Y5, Y5
+	VPDPBUSD       Y6, Y7, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VPBROADCASTW   (AX), X5
+	VCVTPH2PS      X5, X5
+	VPBROADCASTW   (CX), X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X5, X5
+	VMULSS         X6, X5, X6
+	VADDSS         X6, X4, X4
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotQ50Q80VNNI_loop
+
+dotQ50Q80VNNI_done:
+	MOVSS X4, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ51Q81VNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotQ51Q81VNNI(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+
+dotQ51Q81VNNI_loop:
+	TESTQ          DX, DX
+	JZ             dotQ51Q81VNNI_done
+	VBROADCASTI128 8(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPBROADCASTD   4(AX), Y7
+	VPSHUFB        Y3, Y7, Y7
+	VPAND          Y2, Y7, Y7
+	VPCMPEQB       Y2, Y7, Y7
+	VPAND          qdb10<>+0(SB), Y7, Y7
+	VPOR           Y7, Y6, Y6
+	VMOVDQU        4(CX), Y7
+	VPXOR          Y8, Y8, Y8
+	VPDPBUSD       Y7, Y6, Y8
+	VEXTRACTI128   $0x01, Y8, X6
+	VPADDD         X8, X6, X6
+	VPSHUFD        $0x4e, X6, X7
+	VPADDD         X7, X6, X6
+	VPSHUFD        $0xb1, X6, X7
+	VPADDD         X7, X6, X6
+	VCVTDQ2PS      X6, X6
+	VMOVD          (AX), X7
+	VCVTPH2PS      X7, X7
+	VMOVD          (CX), X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X7, X7
+	VMULSS         X6, X7, X6
+	VADDSS         X6, X4, X4
+	VMOVSHDUP      X7, X7
+	VADDSS         X7, X5, X5
+	ADDQ           $0x00000018, AX
+	ADDQ           $0x00000024, CX
+	DECQ           DX
+	JMP            dotQ51Q81VNNI_loop
+
+dotQ51Q81VNNI_done:
+	VADDSS X5, X4, X4
+	MOVSS  X4, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4NLQ80VNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotIQ4NLQ80VNNI(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdiq4nl<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+dotIQ4NLQ80VNNI_loop:
+	TESTQ          DX, DX
+	JZ             dotIQ4NLQ80VNNI_done
+	VBROADCASTI128 2(AX), Y4
+	VPSRLVQ        Y0, Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VPSHUFB        Y4, Y2, Y4
+	VMOVDQU        2(CX), Y5
+	VPSIGNB        Y4, Y4, Y6
+	VPSIGNB        Y4, Y5, Y5
+	VPXOR          Y4, Y4, Y4
+	VPDPBUSD       Y5, Y6, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPSHUFD        $0x4e, X5, X4
+	VPADDD         X4, X5, X5
+	VPSHUFD        $0xb1, X5, X4
+	VPADDD         X4, X5, X5
+	VCVTDQ2PS      X5, X5
+	VPBROADCASTW   (AX), X4
+	VCVTPH2PS      X4, X4
+	VPBROADCASTW   (CX), X6
+	VCVTPH2PS      X6, X6
+	VMULSS         X6, X4, X4
+	VMULSS         X5, X4, X5
+	VADDSS         X5, X3, X3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotIQ4NLQ80VNNI_loop
+
+dotIQ4NLQ80VNNI_done:
+	MOVSS X3, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotMXFP4Q80VNNI(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
+TEXT ·dotMXFP4Q80VNNI(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	LEAQ    qde8m0half<>+0(SB), BX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdmxfp4<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+dotMXFP4Q80VNNI_loop:
+	TESTQ          DX, DX
+	JZ             dotMXFP4Q80VNNI_done
+	VBROADCASTI128 1(AX), Y4
+	VPSRLVQ        Y0, Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VPSHUFB        Y4, Y2, Y4
+	VMOVDQU        2(CX), Y5
+	VPSIGNB        Y4, Y4, Y6
+	VPSIGNB        Y4, Y5, Y5
+	VPXOR          Y4, Y4, Y4
+	VPDPBUSD       Y5, Y6, Y4
+	VEXTRACTI128   $0x01, Y4, X5
+	VPADDD         X4, X5, X5
+	VPSHUFD        $0x4e, X5, X4
+	VPADDD         X4, X5, X5
+	VPSHUFD        $0xb1, X5, X4
+	VPADDD         X4, X5, X5
+	VCVTDQ2PS      X5, X5
+	MOVBLZX        (AX), SI
+	VMOVSS         (BX)(SI*4), X4
+	VPBROADCASTW   (CX), X6
+	VCVTPH2PS      X6, X6
+	VMULSS         X6, X4, X4
+	VMULSS         X5, X4, X5
+	VADDSS         X5, X3, X3
+	ADDQ           $0x00000011, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotMXFP4Q80VNNI_loop
+
+dotMXFP4Q80VNNI_done:
+	MOVSS X3, ret+56(FP)
+	VZEROUPPER
+	RET
+
 DATA u4mask<>+0(SB)/4, $0x0000000f
 DATA u4mask<>+4(SB)/4, $0x0000000f
 DATA u4mask<>+8(SB)/4, $0x0000000f

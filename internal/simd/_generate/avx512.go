@@ -30,6 +30,7 @@ func avx512() {
 	decoders512()
 	kquant512()
 	qdots(true)
+	q8legacy(true)
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

@@ -144,6 +144,7 @@ func avx2() {
 	q23K(false)
 	q23K(true)
 	qdots(false)
+	q8legacy(false)
 }
 
 func header(name, sig string, doc ...string) {

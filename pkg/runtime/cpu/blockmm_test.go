@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"math/rand/v2"
@@ -58,7 +59,9 @@ func TestDecodeRowMatchesGGUF(t *testing.T) {
 
 // TestMatMulBlocksPaths: products of every block type agree with the
 // float64 product over the decoded matrix below the packed threshold (the
-// SIMD dots over packed blocks, fusedDots, for every type) and from it (decoded panels in the packed micro-kernels,
+// integer dots over packed blocks and quantized activations, q8Dots, whose
+// activation values d·c the reference takes; the SIMD dots over packed
+// blocks and float32 activations, fusedDots, for the other types) and from it (decoded panels in the packed micro-kernels,
 // decoded rows for the rows past the last whole panel), on every kernel
 // set, with 37 weight rows (two panels and 5 more) of 512 columns.
 func TestMatMulBlocksPaths(t *testing.T) {
@@ -89,16 +92,22 @@ func TestMatMulBlocksPaths(t *testing.T) {
 						x[i] = float32(r.NormFloat64())
 					}
 					got := make([]float32, nt*rows)
-					matMulRows(got, x, nt, w, 0, rows)
+					q8 := quantizeTokens(x, nt, w, nt, false)
+					matMulRows(got, x, q8Bytes(q8), nt, w, 0, rows)
+					xr, slack := x, make([]float64, nt*rows) // the activations the product takes
+					if q8 != nil {
+						xr, slack = q8Values(*q8, w, got, nt)
+					}
+					releaseTokens(q8)
 					bad := 0
 					for tk := 0; tk < nt; tk++ {
 						for i := 0; i < rows; i++ {
 							var ref, mag float64
 							for c := 0; c < cols; c++ {
-								p := float64(dec[i*cols+c]) * float64(x[tk*cols+c])
+								p := float64(dec[i*cols+c]) * float64(xr[tk*cols+c])
 								ref, mag = ref+p, mag+math.Abs(p)
 							}
-							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag && bad < 3 {
+							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag+slack[tk*rows+i] && bad < 3 {
 								t.Errorf("%v nt=%d: dst[%d][%d] = %v, float64 product of the decoded weights %v", dt, nt, tk, i, got[tk*rows+i], ref)
 								bad++
 							}
@@ -108,6 +117,31 @@ func TestMatMulBlocksPaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// q8Values returns the values d·c of the nt token rows of w's quantized
+// activations q8 (Q8_0 or Q8_1 blocks) and, for Q4_1 and Q5_1 (Q8_1), the
+// slack per product of their mins' term m·s, s = d·Σc rounded to binary16
+// (Σ_b |m_b·s_b|·2⁻¹⁰); got only sizes the slack.
+func q8Values(q8 []byte, w *tensor.Weight, got []float32, nt int) ([]float32, []float64) {
+	d := q8Dots[w.DType]
+	qrb, rb, off := q8RowBytes(w), w.DType.RowBytes(w.Cols), d.bytes-d.vals
+	v := make([]float32, nt*w.Cols)
+	slack := make([]float64, len(got))
+	f16 := func(b []byte) float64 { return float64(simd.F16ToF32Scalar(binary.LittleEndian.Uint16(b))) }
+	for t := 0; t < nt; t++ {
+		for b := 0; b < w.Cols/d.vals; b++ {
+			blk := q8[t*qrb+b*d.bytes:]
+			for j := 0; j < d.vals; j++ {
+				v[t*w.Cols+b*d.vals+j] = float32(f16(blk)) * float32(int8(blk[off+j]))
+			}
+			for r := 0; off == 4 && r < w.Rows; r++ {
+				m := f16(w.Raw[r*rb+b*(rb/(w.Cols/32))+2:])
+				slack[t*w.Rows+r] += math.Abs(m*f16(blk[2:])) / 1024
+			}
+		}
+	}
+	return v, slack
 }
 
 // TestDecodeRowGoldens runs decodeRow over pkg/gguf's golden blocks (made
@@ -163,8 +197,13 @@ func TestMatMulBlocksAllocs(t *testing.T) {
 		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
 		for _, nt := range nts {
 			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)
-			matMulRows(dst, x, nt, w, 0, rows)
-			if a := testing.AllocsPerRun(20, func() { matMulRows(dst, x, nt, w, 0, rows) }); a != 0 {
+			product := func() {
+				q8 := quantizeTokens(x, nt, w, nt, false)
+				matMulRows(dst, x, q8Bytes(q8), nt, w, 0, rows)
+				releaseTokens(q8)
+			}
+			product()
+			if a := testing.AllocsPerRun(20, product); a != 0 {
 				t.Errorf("%v, %d token rows: %v allocations a product", dt, nt, a)
 			}
 		}

@@ -31,6 +31,9 @@ type Backend struct {
 	done <-chan struct{}
 	// groups, when set, are the row groups of MatMul (see RowGroups).
 	groups []int
+	// f32Act keeps the decode products' activations in float32 (see
+	// F32Activations).
+	f32Act bool
 }
 
 var (
@@ -43,7 +46,16 @@ var (
 // Interruptible implements backend.Interruptible: matrix products look at
 // done every few milliseconds of work, attention between its tasks.
 func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
-	return &Backend{workers: b.workers, done: done, groups: b.groups}
+	return &Backend{workers: b.workers, done: done, groups: b.groups, f32Act: b.f32Act}
+}
+
+// F32Activations returns the backend with the decode products of the
+// weight types of q8Dots on float32 activations (the fused dots of
+// fusedDots, kvq's arithmetic before it quantized them as llama.cpp does;
+// see q8Dots): for comparisons with a backend that keeps
+// them in float32 (the GPU's GEMV) and to measure the difference.
+func (b *Backend) F32Activations() *Backend {
+	return &Backend{workers: b.workers, done: b.done, groups: b.groups, f32Act: true}
 }
 
 // RowGroups implements backend.RowGroups: MatMul over sum(groups) rows is
@@ -51,7 +63,7 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 // one pass for each run of one-row groups in which every row goes through
 // the one-row kernel (the weights are still read once for the run).
 func (b *Backend) RowGroups(groups []int) backend.Backend {
-	return &Backend{workers: b.workers, done: b.done, groups: groups}
+	return &Backend{workers: b.workers, done: b.done, groups: groups, f32Act: b.f32Act}
 }
 
 // stopped reports whether done is closed (never, for nil).
@@ -147,10 +159,10 @@ const (
 // MatMul implements backend.Backend.
 func (b *Backend) MatMul(dst, x backend.Tensor, nt int, m backend.Matrix) {
 	if b.groups != nil && sum(b.groups) == nt {
-		matMulGroups(b.workers, host(dst), host(x), b.groups, weight(m), b.done)
+		matMulGroups(b.workers, host(dst), host(x), b.groups, weight(m), b.done, b.f32Act)
 		return
 	}
-	matMul(b.workers, host(dst), host(x), nt, weight(m), b.done)
+	matMul(b.workers, host(dst), host(x), nt, weight(m), b.done, b.f32Act)
 }
 
 func sum(v []int) int {
@@ -165,13 +177,13 @@ func sum(v []int) int {
 // with the bits it has in a product over its group alone: a group of
 // several rows is one matMul; a run of one-row groups is one pass over the
 // weights in which each row takes the one-row (decode) kernel.
-func matMulGroups(workers par.Workers, dst, x []float32, groups []int, w *tensor.Weight, done <-chan struct{}) {
+func matMulGroups(workers par.Workers, dst, x []float32, groups []int, w *tensor.Weight, done <-chan struct{}, f32Act bool) {
 	rows, cols := w.Rows, w.Cols
 	t := 0
 	for i := 0; i < len(groups); {
 		if n := groups[i]; n != 1 {
 			if n > 0 {
-				matMul(workers, dst[t*rows:], x[t*cols:], n, w, done)
+				matMul(workers, dst[t*rows:], x[t*cols:], n, w, done, f32Act)
 			}
 			t += n
 			i++
@@ -181,7 +193,7 @@ func matMulGroups(workers par.Workers, dst, x []float32, groups []int, w *tensor
 		for ; i < len(groups) && groups[i] == 1; i++ {
 			n++
 		}
-		matMulEach(workers, dst[t*rows:], x[t*cols:], n, w, done)
+		matMulEach(workers, dst[t*rows:], x[t*cols:], n, w, done, f32Act)
 		t += n
 	}
 }
@@ -193,23 +205,27 @@ const eachRows = 32
 // matMulEach is matMul with each of the nt token rows computed as in a
 // product over that row alone (the one-row kernel, whatever nt), the
 // weight rows eachRows at a time so that each is read from memory once.
-func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}) {
+func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}, f32Act bool) {
 	if nt <= 1 {
-		matMul(workers, dst, x, nt, w, done)
+		matMul(workers, dst, x, nt, w, done, f32Act)
 		return
 	}
 	per := max(1, minRowWork/max(1, w.Cols*nt))
+	q8 := quantizeTokens(x, nt, w, 1, f32Act)
 	t := mmTasks.Get().(*mmTask)
-	*t = mmTask{dst: dst, x: x, nt: nt, w: w, done: done, each: true}
+	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, each: true}
 	workers.ForTask(w.Rows, 4, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
+	releaseTokens(q8)
 }
 
 // MatMul sets dst[t*w.Rows+r] = Σ_c x[t*w.Cols+c]·W[r][c] for t < nt, on
-// workers goroutines.
+// workers goroutines, with x in float32 whatever the weights' type (as
+// Backend.F32Activations; the backend's own decode products of the types
+// of q8Dots take quantized activations).
 func MatMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight) {
-	matMul(workers, dst, x, nt, w, nil)
+	matMul(workers, dst, x, nt, w, nil, true)
 }
 
 // matMul is MatMul that, with done, computes each goroutine's share in
@@ -217,7 +233,7 @@ func MatMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight) {
 // runs left once done is closed. Every row and token goes through the same
 // kernel path as in one call (the runs' bounds are multiples of the
 // kernels' blocks), so the results are bit-identical.
-func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}) {
+func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, done <-chan struct{}, f32Act bool) {
 	rows, cols := w.Rows, w.Cols
 	per := max(1, minRowWork/max(1, cols*nt))
 	rowStep, tokStep := rows, nt
@@ -235,17 +251,20 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	if nt >= pack {
 		align = simd.MatMulPackRows
 	}
+	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
-	*t = mmTask{dst: dst, x: x, nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
+	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
 	workers.ForTask(rows, align, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
+	releaseTokens(q8)
 }
 
 // mmTask is one matMul call's work over row chunks, recycled through
 // mmTasks so that a decode step's matrix products allocate nothing.
 type mmTask struct {
 	dst, x                 []float32
+	q8                     []byte // x quantized (quantizeTokens), or nil
 	nt                     int
 	w                      *tensor.Weight
 	done                   <-chan struct{}
@@ -265,7 +284,7 @@ func (m *mmTask) Run(lo, hi int) {
 				return
 			}
 			for t := 0; t < nt; t++ {
-				matMulRows(m.dst[t*rows:], m.x[t*cols:], 1, m.w, r, min(hi, r+eachRows))
+				matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, r, min(hi, r+eachRows))
 			}
 		}
 		return
@@ -279,10 +298,18 @@ func (m *mmTask) Run(lo, hi int) {
 			if nt >= m.pack && nt-t-n < m.pack {
 				n = nt - t // no last run below the packed path's threshold
 			}
-			matMulRows(m.dst[t*rows:], m.x[t*cols:], n, m.w, r, min(hi, r+m.rowStep))
+			matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), n, m.w, r, min(hi, r+m.rowStep))
 			t += n
 		}
 	}
+}
+
+// tokenQ8 returns m.q8 from token row t on (nil if m.q8 is).
+func (m *mmTask) tokenQ8(t int) []byte {
+	if m.q8 == nil {
+		return nil
+	}
+	return m.q8[t*q8RowBytes(m.w):]
 }
 
 // packTokens is the number of token rows from which simd's matrix
@@ -304,8 +331,10 @@ func packTokens(dt tensor.DType) int {
 	return math.MaxInt
 }
 
-// matMulRows computes rows [lo, hi) of MatMul on the calling goroutine.
-func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
+// matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
+// q8 is x quantized for the weight types that take them
+// (quantizeTokens), nil otherwise.
+func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
 	case tensor.F32:
@@ -317,7 +346,7 @@ func matMulRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 	case tensor.Q80:
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
-		matMulBlocks(dst, rows, x, nt, cols, w, lo, hi)
+		matMulBlocks(dst, rows, x, q8, nt, cols, w, lo, hi)
 	}
 }
 

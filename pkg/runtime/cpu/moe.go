@@ -80,10 +80,10 @@ func (b *Backend) ExpertFFN(dst, x backend.Tensor, nt int, route backend.Tensor,
 		}
 		mm := func(out, in []float32, m backend.Matrix) {
 			if b.groups != nil && sum(b.groups) == nt {
-				matMulGroups(b.workers, out, in, s.subgroups(b.groups), weight(m), b.done)
+				matMulGroups(b.workers, out, in, s.subgroups(b.groups), weight(m), b.done, b.f32Act)
 				return
 			}
-			matMul(b.workers, out, in, n, weight(m), b.done)
+			matMul(b.workers, out, in, n, weight(m), b.done, b.f32Act)
 		}
 		mm(s.g, s.x, e.Gate[ex])
 		mm(s.u, s.x, e.Up[ex])

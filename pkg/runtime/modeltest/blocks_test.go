@@ -12,6 +12,7 @@ import (
 	"github.com/kvqlabs/kvq/pkg/gguf"
 	"github.com/kvqlabs/kvq/pkg/quant"
 	"github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
@@ -83,9 +84,13 @@ func TestWriteGGUFBlockTypes(t *testing.T) {
 			dequantizeModel(t, mf)
 			ids := mq.Tokenizer.Encode("the cat sat on the mat", true)
 			// logits runs the prompt as one prefill (every position's
-			// logits), then one decode step of token 5.
+			// logits), then one decode step of token 5, on the CPU backend
+			// with float32 activations: its decode products of the legacy
+			// types, iq4_nl and mxfp4 otherwise take Q8_0/Q8_1 activations,
+			// as llama.cpp's do, which moves the step's logits by up to 0.07
+			// here (pkg/runtime/cpu tests that path against its twins).
 			logits := func(m *runtime.Model) []float32 {
-				r, err := runtime.NewRunner(m, runtime.RunnerOptions{})
+				r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: cpu.New(0).F32Activations()})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -14,11 +14,15 @@ import (
 // arithmetic. Per block b the kernels form the exact int32 sum
 // S_b = Σ_j v_bj·c_bj of the weight block's integer values v (see
 // DotQ40 …) and the activation codes c, then finish in float32 in this
-// order, each operation rounded (no fused multiply-add):
+// order, each operation rounded (no fused multiply-add), t_b being
+// (w_b·a_b)·float32(S_b), w_b the weight block's scale, a_b the
+// activations' d:
 //
-//	s  += (w_b·a_b)·float32(S_b)     w_b the weight block's scale, a_b the activations' d
-//	ms += m_b·s_b                    Q4_1, Q5_1: the block's min times the activations' s
-//	result = s + ms
+//	Q4_1, Q5_1 (m_b the block's min, s_b the activations' s):
+//	  s += t_b; ms += m_b·s_b (b in order); result = s + ms
+//	the others, n4 = 4⌊nb/4⌋ blocks in 4 lanes (the kernels' groups of 4):
+//	  acc[b%4] += t_b for b < n4, then s += t_b for the rest;
+//	  result = ((acc[0]+acc[1]) + (acc[2]+acc[3])) + s
 //
 // The kernels (AVX2: VPSIGNB and VPMADDUBSW, exact since no int16 pair can
 // exceed 2·127·127; AVX-512 VNNI: VPDPBUSD) compute exactly this, bit for
@@ -65,10 +69,13 @@ func QuantizeQ81(dst []byte, x []float32) {
 // quantizeQ8Block writes the 32 codes of xb to c and returns d (float32)
 // and the codes' sum.
 func quantizeQ8Block(c []byte, xb []float32) (float32, int32) {
-	var amax float32
+	var abits uint32 // the largest magnitude's bits (NaNs aside)
 	for _, v := range xb {
-		amax = max(amax, float32(math.Abs(float64(v))))
+		if a := math.Float32bits(v) &^ (1 << 31); a > abits && a <= 0x7f800000 {
+			abits = a
+		}
 	}
+	amax := math.Float32frombits(abits)
 	d := amax / 127
 	var id float32
 	if amax != 0 {
@@ -76,8 +83,8 @@ func quantizeQ8Block(c []byte, xb []float32) (float32, int32) {
 	}
 	var sum int32
 	for j, v := range xb {
-		r := int32(math.RoundToEven(float64(float32(v * id))))
-		r = max(-128, min(127, r)) // the packs' saturation
+		// round half to even: |v·id| ≤ 127 (ulps) keeps nearestInt exact
+		r := max(-128, min(127, nearestInt8(float32(v*id))))
 		c[j] = byte(int8(r))
 		sum += r
 	}
@@ -145,6 +152,11 @@ func dotQ8LegacyGeneric(t qdotType, w, q []byte, nb int) float32 {
 	}
 	bb := qdotBlockBytes[t]
 	var s, ms float32
+	var acc [4]float32
+	n4 := nb &^ 3
+	if off == 4 {
+		n4 = 0 // Q4_1, Q5_1: one sum
+	}
 	var v [32]int8
 	for b := 0; b < nb; b++ {
 		blk, qk := w[b*bb:(b+1)*bb], q[b*qb:(b+1)*qb]
@@ -154,11 +166,25 @@ func dotQ8LegacyGeneric(t qdotType, w, q []byte, nb int) float32 {
 			sum += int32(v[j]) * int32(int8(c))
 		}
 		a := F16ToF32Scalar(binary.LittleEndian.Uint16(qk))
-		s += float32(d * a * float32(sum))
+		if t := float32(d * a * float32(sum)); b < n4 {
+			acc[b%4] += t
+		} else {
+			s += t
+		}
 		if off == 4 {
 			m := F16ToF32Scalar(binary.LittleEndian.Uint16(blk[2:]))
 			ms += float32(m * F16ToF32Scalar(binary.LittleEndian.Uint16(qk[2:])))
 		}
 	}
+	if off == 2 {
+		return float32(float32(acc[0]+acc[1])+float32(acc[2]+acc[3])) + s
+	}
 	return s + ms
+}
+
+// nearestInt8 rounds f (|f| ≤ 2^22) to the nearest integer, ties to even,
+// through the float32 addition of 1.5·2^23.
+func nearestInt8(f float32) int32 {
+	v := f + 12582912
+	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
 }

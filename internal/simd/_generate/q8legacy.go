@@ -73,26 +73,17 @@ func q8legacyDot(q qdotKind, vnni bool, ones Mem) {
 		VXORPS(ms, ms, ms)
 	}
 
+	var acc VecVirtual
+	if !q.mins {
+		acc = XMM()
+		VXORPS(acc, acc, acc)
+		q8legacyGroups(name, q, r, one, vnni, w, qp, nb, acc)
+	}
+
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	c := qdotCodes(q, qdotK, r, Mem{Base: w})
-	y := YMM()
-	VMOVDQU(Mem{Base: qp, Disp: codesAt}, y)
-	u := c
-	if !q.mins {
-		u = YMM()
-		VPSIGNB(c, c, u) // |v|
-		VPSIGNB(c, y, y) // c·sign(v)
-	}
-	p := YMM()
-	if vnni {
-		VPXOR(p, p, p)
-		q8lVNNI("VPDPBUSD", y, u, p)
-	} else {
-		VPMADDUBSW(y, u, p)
-		VPMADDWD(one, p, p)
-	}
+	p := q8legacyBlock(q, r, one, vnni, Mem{Base: w}, Mem{Base: qp, Disp: codesAt})
 	sum, t := XMM(), XMM()
 	VEXTRACTI128(U8(1), p, sum)
 	VPADDD(p.AsX(), sum, sum)
@@ -137,8 +128,92 @@ func q8legacyDot(q qdotKind, vnni bool, ones Mem) {
 	Label(name + "_done")
 	if q.mins {
 		VADDSS(ms, s, s)
+	} else { // ((acc0+acc1) + (acc2+acc3)) + s
+		t, u := XMM(), XMM()
+		VMOVSHDUP(acc, t)
+		VADDPS(t, acc, t)
+		VMOVHLPS(t, t, u)
+		VADDSS(u, t, t)
+		VADDSS(s, t, s)
 	}
 	Store(s, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
+}
+
+// q8legacyBlock returns the 8 int32 lanes whose sum is block blk's exact
+// dot with the 32 activation codes at codes.
+func q8legacyBlock(q qdotKind, r qdotRegs, one VecVirtual, vnni bool, blk, codes Mem) VecVirtual {
+	c := qdotCodes(q, qdotK, r, blk)
+	y := YMM()
+	VMOVDQU(codes, y)
+	u := c
+	if !q.mins {
+		u = YMM()
+		VPSIGNB(c, c, u) // |v|
+		VPSIGNB(c, y, y) // c·sign(v)
+	}
+	p := YMM()
+	if vnni {
+		VPXOR(p, p, p)
+		q8lVNNI("VPDPBUSD", y, u, p)
+	} else {
+		VPMADDUBSW(y, u, p)
+		VPMADDWD(one, p, p)
+	}
+	return p
+}
+
+// q8legacyGroups emits the loop over groups of 4 Q8_0 blocks of a type
+// without mins: block k of a group adds (w·a)·S to lane k of acc (the
+// twin's order); it leaves nb%4 blocks to the one-block loop after it.
+func q8legacyGroups(name string, q qdotKind, r qdotRegs, one VecVirtual, vnni bool, w, qp, nb Register, acc VecVirtual) {
+	Label(name + "_loop4")
+	CMPQ(nb, U8(4))
+	JB(LabelRef(name + "_loop"))
+	var ps [4]VecVirtual
+	for k := range ps {
+		ps[k] = q8legacyBlock(q, r, one, vnni, Mem{Base: w, Disp: k * q.blockBytes}, Mem{Base: qp, Disp: k*34 + 2})
+	}
+	VPHADDD(ps[1], ps[0], ps[0]) // per 128-bit lane: p0 p0 p1 p1
+	VPHADDD(ps[3], ps[2], ps[2]) // p2 p2 p3 p3
+	VPHADDD(ps[2], ps[0], ps[0]) // p0 p1 p2 p3
+	sum := XMM()
+	VEXTRACTI128(U8(1), ps[0], sum)
+	VPADDD(ps[0].AsX(), sum, sum)
+	VCVTDQ2PS(sum, sum) // S_k
+	h := XMM()
+	VPXOR(h, h, h)
+	dd := XMM()
+	if q.e8m0 {
+		for k := 0; k < 4; k++ {
+			VPINSRW(U8(k), Mem{Base: qp, Disp: k * 34}, h, h)
+		}
+		VCVTPH2PS(h, h) // a_k
+		e := GP32()
+		for k := 0; k < 4; k++ {
+			MOVBLZX(Mem{Base: w, Disp: k * q.blockBytes}, e)
+			if k == 0 {
+				VMOVSS(Mem{Base: r.e8m0, Index: e.As64(), Scale: 4}, dd)
+			} else {
+				VINSERTPS(U8(k<<4), Mem{Base: r.e8m0, Index: e.As64(), Scale: 4}, dd, dd)
+			}
+		}
+		VMULPS(h, dd, dd)
+	} else {
+		for k := 0; k < 4; k++ {
+			VPINSRW(U8(k), Mem{Base: w, Disp: k * q.blockBytes}, h, h)
+			VPINSRW(U8(4+k), Mem{Base: qp, Disp: k * 34}, h, h)
+		}
+		hy := YMM()
+		VCVTPH2PS(h, hy) // w_0..3, a_0..3
+		VEXTRACTF128(U8(1), hy, dd)
+		VMULPS(dd, hy.AsX(), dd)
+	}
+	VMULPS(sum, dd, dd)
+	VADDPS(dd, acc, acc)
+	ADDQ(U32(4*q.blockBytes), w)
+	ADDQ(U32(4*34), qp)
+	SUBQ(U8(4), nb)
+	JMP(LabelRef(name + "_loop4"))
 }

@@ -4,4 +4,4 @@ package simd
 
 import "testing"
 
-func q8lSets(t *testing.T) []kernelSet { return kernelSets(t) }
+func q8lSets(t testing.TB) []kernelSet { return kernelSets(t) }

@@ -765,3 +765,39 @@ func dots2Q80AVX2(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)
 //
 //go:noescape
 func dots3Q80AVX2(dst *float32, ldd int, w *byte, x *float32, ldx int, n int)
+
+// dotQ40Q80AVX2 returns the dot product of the nb Q40 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ40Q80AVX2(w []byte, q []byte, nb int) float32
+
+// dotQ41Q81AVX2 returns the dot product of the nb Q41 blocks at w with the
+// nb Q81 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ41Q81AVX2(w []byte, q []byte, nb int) float32
+
+// dotQ50Q80AVX2 returns the dot product of the nb Q50 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ50Q80AVX2(w []byte, q []byte, nb int) float32
+
+// dotQ51Q81AVX2 returns the dot product of the nb Q51 blocks at w with the
+// nb Q81 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ51Q81AVX2(w []byte, q []byte, nb int) float32
+
+// dotIQ4NLQ80AVX2 returns the dot product of the nb IQ4NL blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotIQ4NLQ80AVX2(w []byte, q []byte, nb int) float32
+
+// dotMXFP4Q80AVX2 returns the dot product of the nb MXFP4 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotMXFP4Q80AVX2(w []byte, q []byte, nb int) float32

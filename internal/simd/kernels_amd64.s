@@ -17691,3 +17691,642 @@ dots3Q80AVX2_done:
 	VMOVSS       X4, (AX)
 	VZEROUPPER
 	RET
+
+DATA q8lw1<>+0(SB)/1, $0x01
+DATA q8lw1<>+1(SB)/1, $0x00
+DATA q8lw1<>+2(SB)/1, $0x01
+DATA q8lw1<>+3(SB)/1, $0x00
+DATA q8lw1<>+4(SB)/1, $0x01
+DATA q8lw1<>+5(SB)/1, $0x00
+DATA q8lw1<>+6(SB)/1, $0x01
+DATA q8lw1<>+7(SB)/1, $0x00
+DATA q8lw1<>+8(SB)/1, $0x01
+DATA q8lw1<>+9(SB)/1, $0x00
+DATA q8lw1<>+10(SB)/1, $0x01
+DATA q8lw1<>+11(SB)/1, $0x00
+DATA q8lw1<>+12(SB)/1, $0x01
+DATA q8lw1<>+13(SB)/1, $0x00
+DATA q8lw1<>+14(SB)/1, $0x01
+DATA q8lw1<>+15(SB)/1, $0x00
+DATA q8lw1<>+16(SB)/1, $0x01
+DATA q8lw1<>+17(SB)/1, $0x00
+DATA q8lw1<>+18(SB)/1, $0x01
+DATA q8lw1<>+19(SB)/1, $0x00
+DATA q8lw1<>+20(SB)/1, $0x01
+DATA q8lw1<>+21(SB)/1, $0x00
+DATA q8lw1<>+22(SB)/1, $0x01
+DATA q8lw1<>+23(SB)/1, $0x00
+DATA q8lw1<>+24(SB)/1, $0x01
+DATA q8lw1<>+25(SB)/1, $0x00
+DATA q8lw1<>+26(SB)/1, $0x01
+DATA q8lw1<>+27(SB)/1, $0x00
+DATA q8lw1<>+28(SB)/1, $0x01
+DATA q8lw1<>+29(SB)/1, $0x00
+DATA q8lw1<>+30(SB)/1, $0x01
+DATA q8lw1<>+31(SB)/1, $0x00
+GLOBL q8lw1<>(SB), RODATA|NOPTR, $32
+
+// func dotQ40Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ40Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU q8lw1<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+
+dotQ40Q80AVX2_loop4:
+	CMPQ           DX, $0x04
+	JB             dotQ40Q80AVX2_loop
+	VBROADCASTI128 2(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSUBB         qdb08<>+0(SB), Y5, Y5
+	VMOVDQU        2(CX), Y6
+	VPSIGNB        Y5, Y5, Y7
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y7, Y5
+	VPMADDWD       Y2, Y5, Y5
+	VBROADCASTI128 20(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSUBB         qdb08<>+0(SB), Y6, Y6
+	VMOVDQU        36(CX), Y7
+	VPSIGNB        Y6, Y6, Y8
+	VPSIGNB        Y6, Y7, Y7
+	VPMADDUBSW     Y7, Y8, Y6
+	VPMADDWD       Y2, Y6, Y6
+	VBROADCASTI128 38(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPSUBB         qdb08<>+0(SB), Y7, Y7
+	VMOVDQU        70(CX), Y8
+	VPSIGNB        Y7, Y7, Y9
+	VPSIGNB        Y7, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y7
+	VPMADDWD       Y2, Y7, Y7
+	VBROADCASTI128 56(AX), Y8
+	VPSRLVQ        Y0, Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPSUBB         qdb08<>+0(SB), Y8, Y8
+	VMOVDQU        104(CX), Y9
+	VPSIGNB        Y8, Y8, Y10
+	VPSIGNB        Y8, Y9, Y9
+	VPMADDUBSW     Y9, Y10, Y8
+	VPMADDWD       Y2, Y8, Y8
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y7, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VPXOR          X5, X5, X5
+	VPINSRW        $0x00, (AX), X5, X5
+	VPINSRW        $0x04, (CX), X5, X5
+	VPINSRW        $0x01, 18(AX), X5, X5
+	VPINSRW        $0x05, 34(CX), X5, X5
+	VPINSRW        $0x02, 36(AX), X5, X5
+	VPINSRW        $0x06, 68(CX), X5, X5
+	VPINSRW        $0x03, 54(AX), X5, X5
+	VPINSRW        $0x07, 102(CX), X5, X5
+	VCVTPH2PS      X5, Y7
+	VEXTRACTF128   $0x01, Y7, X5
+	VMULPS         X5, X7, X5
+	VMULPS         X6, X5, X5
+	VADDPS         X5, X4, X4
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000088, CX
+	SUBQ           $0x04, DX
+	JMP            dotQ40Q80AVX2_loop4
+
+dotQ40Q80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ40Q80AVX2_done
+	VBROADCASTI128 2(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSUBB         qdb08<>+0(SB), Y5, Y5
+	VMOVDQU        2(CX), Y6
+	VPSIGNB        Y5, Y5, Y7
+	VPSIGNB        Y5, Y6, Y6
+	VPMADDUBSW     Y6, Y7, Y5
+	VPMADDWD       Y2, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VPBROADCASTW   (AX), X5
+	VCVTPH2PS      X5, X5
+	VPBROADCASTW   (CX), X7
+	VCVTPH2PS      X7, X7
+	VMULSS         X7, X5, X5
+	VMULSS         X6, X5, X6
+	VADDSS         X6, X3, X3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotQ40Q80AVX2_loop
+
+dotQ40Q80AVX2_done:
+	VMOVSHDUP X4, X0
+	VADDPS    X0, X4, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VADDSS    X3, X0, X3
+	MOVSS     X3, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ41Q81AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ41Q81AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU q8lw1<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+
+dotQ41Q81AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ41Q81AVX2_done
+	VBROADCASTI128 4(AX), Y5
+	VPSRLVQ        Y0, Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VMOVDQU        4(CX), Y6
+	VPMADDUBSW     Y6, Y5, Y5
+	VPMADDWD       Y2, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0x4e, X6, X5
+	VPADDD         X5, X6, X6
+	VPSHUFD        $0xb1, X6, X5
+	VPADDD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VMOVD          (AX), X5
+	VCVTPH2PS      X5, X5
+	VMOVD          (CX), X7
+	VCVTPH2PS      X7, X7
+	VMULPS         X7, X5, X5
+	VMULSS         X6, X5, X6
+	VADDSS         X6, X3, X3
+	VMOVSHDUP      X5, X5
+	VADDSS         X5, X4, X4
+	ADDQ           $0x00000014, AX
+	ADDQ           $0x00000024, CX
+	DECQ           DX
+	JMP            dotQ41Q81AVX2_loop
+
+dotQ41Q81AVX2_done:
+	VADDSS X4, X3, X3
+	MOVSS  X3, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ50Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ50Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VMOVDQU q8lw1<>+0(SB), Y4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+
+dotQ50Q80AVX2_loop4:
+	CMPQ           DX, $0x04
+	JB             dotQ50Q80AVX2_loop
+	VBROADCASTI128 6(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPBROADCASTD   2(AX), Y8
+	VPSHUFB        Y3, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPCMPEQB       Y2, Y8, Y8
+	VPANDN         qdbf0<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VMOVDQU        2(CX), Y8
+	VPSIGNB        Y7, Y7, Y9
+	VPSIGNB        Y7, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VBROADCASTI128 28(AX), Y8
+	VPSRLVQ        Y0, Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPBROADCASTD   24(AX), Y9
+	VPSHUFB        Y3, Y9, Y9
+	VPAND          Y2, Y9, Y9
+	VPCMPEQB       Y2, Y9, Y9
+	VPANDN         qdbf0<>+0(SB), Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VMOVDQU        36(CX), Y9
+	VPSIGNB        Y8, Y8, Y10
+	VPSIGNB        Y8, Y9, Y9
+	VPMADDUBSW     Y9, Y10, Y8
+	VPMADDWD       Y4, Y8, Y8
+	VBROADCASTI128 50(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPBROADCASTD   46(AX), Y10
+	VPSHUFB        Y3, Y10, Y10
+	VPAND          Y2, Y10, Y10
+	VPCMPEQB       Y2, Y10, Y10
+	VPANDN         qdbf0<>+0(SB), Y10, Y10
+	VPOR           Y10, Y9, Y9
+	VMOVDQU        70(CX), Y10
+	VPSIGNB        Y9, Y9, Y11
+	VPSIGNB        Y9, Y10, Y10
+	VPMADDUBSW     Y10, Y11, Y9
+	VPMADDWD       Y4, Y9, Y9
+	VBROADCASTI128 72(AX), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPBROADCASTD   68(AX), Y11
+	VPSHUFB        Y3, Y11, Y11
+	VPAND          Y2, Y11, Y11
+	VPCMPEQB       Y2, Y11, Y11
+	VPANDN         qdbf0<>+0(SB), Y11, Y11
+	VPOR           Y11, Y10, Y10
+	VMOVDQU        104(CX), Y11
+	VPSIGNB        Y10, Y10, Y12
+	VPSIGNB        Y10, Y11, Y11
+	VPMADDUBSW     Y11, Y12, Y10
+	VPMADDWD       Y4, Y10, Y10
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y9, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (AX), X7, X7
+	VPINSRW        $0x04, (CX), X7, X7
+	VPINSRW        $0x01, 22(AX), X7, X7
+	VPINSRW        $0x05, 34(CX), X7, X7
+	VPINSRW        $0x02, 44(AX), X7, X7
+	VPINSRW        $0x06, 68(CX), X7, X7
+	VPINSRW        $0x03, 66(AX), X7, X7
+	VPINSRW        $0x07, 102(CX), X7, X7
+	VCVTPH2PS      X7, Y9
+	VEXTRACTF128   $0x01, Y9, X7
+	VMULPS         X7, X9, X7
+	VMULPS         X8, X7, X7
+	VADDPS         X7, X6, X6
+	ADDQ           $0x00000058, AX
+	ADDQ           $0x00000088, CX
+	SUBQ           $0x04, DX
+	JMP            dotQ50Q80AVX2_loop4
+
+dotQ50Q80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ50Q80AVX2_done
+	VBROADCASTI128 6(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPBROADCASTD   2(AX), Y8
+	VPSHUFB        Y3, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPCMPEQB       Y2, Y8, Y8
+	VPANDN         qdbf0<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VMOVDQU        2(CX), Y8
+	VPSIGNB        Y7, Y7, Y9
+	VPSIGNB        Y7, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPSHUFD        $0x4e, X8, X7
+	VPADDD         X7, X8, X8
+	VPSHUFD        $0xb1, X8, X7
+	VPADDD         X7, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPBROADCASTW   (AX), X7
+	VCVTPH2PS      X7, X7
+	VPBROADCASTW   (CX), X9
+	VCVTPH2PS      X9, X9
+	VMULSS         X9, X7, X7
+	VMULSS         X8, X7, X8
+	VADDSS         X8, X5, X5
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotQ50Q80AVX2_loop
+
+dotQ50Q80AVX2_done:
+	VMOVSHDUP X6, X0
+	VADDPS    X0, X6, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VADDSS    X5, X0, X5
+	MOVSS     X5, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ51Q81AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ51Q81AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VMOVDQU q8lw1<>+0(SB), Y4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+
+dotQ51Q81AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotQ51Q81AVX2_done
+	VBROADCASTI128 8(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPBROADCASTD   4(AX), Y8
+	VPSHUFB        Y3, Y8, Y8
+	VPAND          Y2, Y8, Y8
+	VPCMPEQB       Y2, Y8, Y8
+	VPAND          qdb10<>+0(SB), Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VMOVDQU        4(CX), Y8
+	VPMADDUBSW     Y8, Y7, Y7
+	VPMADDWD       Y4, Y7, Y7
+	VEXTRACTI128   $0x01, Y7, X8
+	VPADDD         X7, X8, X8
+	VPSHUFD        $0x4e, X8, X7
+	VPADDD         X7, X8, X8
+	VPSHUFD        $0xb1, X8, X7
+	VPADDD         X7, X8, X8
+	VCVTDQ2PS      X8, X8
+	VMOVD          (AX), X7
+	VCVTPH2PS      X7, X7
+	VMOVD          (CX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X7, X7
+	VMULSS         X8, X7, X8
+	VADDSS         X8, X5, X5
+	VMOVSHDUP      X7, X7
+	VADDSS         X7, X6, X6
+	ADDQ           $0x00000018, AX
+	ADDQ           $0x00000024, CX
+	DECQ           DX
+	JMP            dotQ51Q81AVX2_loop
+
+dotQ51Q81AVX2_done:
+	VADDSS X6, X5, X5
+	MOVSS  X5, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotIQ4NLQ80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4NLQ80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdiq4nl<>+0(SB), Y2
+	VMOVDQU q8lw1<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+
+dotIQ4NLQ80AVX2_loop4:
+	CMPQ           DX, $0x04
+	JB             dotIQ4NLQ80AVX2_loop
+	VBROADCASTI128 2(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        2(CX), Y7
+	VPSIGNB        Y6, Y6, Y8
+	VPSIGNB        Y6, Y7, Y7
+	VPMADDUBSW     Y7, Y8, Y6
+	VPMADDWD       Y3, Y6, Y6
+	VBROADCASTI128 20(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VMOVDQU        36(CX), Y8
+	VPSIGNB        Y7, Y7, Y9
+	VPSIGNB        Y7, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y7
+	VPMADDWD       Y3, Y7, Y7
+	VBROADCASTI128 38(AX), Y8
+	VPSRLVQ        Y0, Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPSHUFB        Y8, Y2, Y8
+	VMOVDQU        70(CX), Y9
+	VPSIGNB        Y8, Y8, Y10
+	VPSIGNB        Y8, Y9, Y9
+	VPMADDUBSW     Y9, Y10, Y8
+	VPMADDWD       Y3, Y8, Y8
+	VBROADCASTI128 56(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VMOVDQU        104(CX), Y10
+	VPSIGNB        Y9, Y9, Y11
+	VPSIGNB        Y9, Y10, Y10
+	VPMADDUBSW     Y10, Y11, Y9
+	VPMADDWD       Y3, Y9, Y9
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X6, X6, X6
+	VPINSRW        $0x00, (AX), X6, X6
+	VPINSRW        $0x04, (CX), X6, X6
+	VPINSRW        $0x01, 18(AX), X6, X6
+	VPINSRW        $0x05, 34(CX), X6, X6
+	VPINSRW        $0x02, 36(AX), X6, X6
+	VPINSRW        $0x06, 68(CX), X6, X6
+	VPINSRW        $0x03, 54(AX), X6, X6
+	VPINSRW        $0x07, 102(CX), X6, X6
+	VCVTPH2PS      X6, Y8
+	VEXTRACTF128   $0x01, Y8, X6
+	VMULPS         X6, X8, X6
+	VMULPS         X7, X6, X6
+	VADDPS         X6, X5, X5
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000088, CX
+	SUBQ           $0x04, DX
+	JMP            dotIQ4NLQ80AVX2_loop4
+
+dotIQ4NLQ80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotIQ4NLQ80AVX2_done
+	VBROADCASTI128 2(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        2(CX), Y7
+	VPSIGNB        Y6, Y6, Y8
+	VPSIGNB        Y6, Y7, Y7
+	VPMADDUBSW     Y7, Y8, Y6
+	VPMADDWD       Y3, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0x4e, X7, X6
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0xb1, X7, X6
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPBROADCASTW   (AX), X6
+	VCVTPH2PS      X6, X6
+	VPBROADCASTW   (CX), X8
+	VCVTPH2PS      X8, X8
+	VMULSS         X8, X6, X6
+	VMULSS         X7, X6, X7
+	VADDSS         X7, X4, X4
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotIQ4NLQ80AVX2_loop
+
+dotIQ4NLQ80AVX2_done:
+	VMOVSHDUP X5, X0
+	VADDPS    X0, X5, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VADDSS    X4, X0, X4
+	MOVSS     X4, ret+56(FP)
+	VZEROUPPER
+	RET
+
+// func dotMXFP4Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotMXFP4Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	LEAQ    qde8m0half<>+0(SB), BX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdmxfp4<>+0(SB), Y2
+	VMOVDQU q8lw1<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+
+dotMXFP4Q80AVX2_loop4:
+	CMPQ           DX, $0x04
+	JB             dotMXFP4Q80AVX2_loop
+	VBROADCASTI128 1(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        2(CX), Y7
+	VPSIGNB        Y6, Y6, Y8
+	VPSIGNB        Y6, Y7, Y7
+	VPMADDUBSW     Y7, Y8, Y6
+	VPMADDWD       Y3, Y6, Y6
+	VBROADCASTI128 18(AX), Y7
+	VPSRLVQ        Y0, Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VMOVDQU        36(CX), Y8
+	VPSIGNB        Y7, Y7, Y9
+	VPSIGNB        Y7, Y8, Y8
+	VPMADDUBSW     Y8, Y9, Y7
+	VPMADDWD       Y3, Y7, Y7
+	VBROADCASTI128 35(AX), Y8
+	VPSRLVQ        Y0, Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPSHUFB        Y8, Y2, Y8
+	VMOVDQU        70(CX), Y9
+	VPSIGNB        Y8, Y8, Y10
+	VPSIGNB        Y8, Y9, Y9
+	VPMADDUBSW     Y9, Y10, Y8
+	VPMADDWD       Y3, Y8, Y8
+	VBROADCASTI128 52(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VMOVDQU        104(CX), Y10
+	VPSIGNB        Y9, Y9, Y11
+	VPSIGNB        Y9, Y10, Y10
+	VPMADDUBSW     Y10, Y11, Y9
+	VPMADDWD       Y3, Y9, Y9
+	VPHADDD        Y7, Y6, Y6
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y8, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X6, X6, X6
+	VPINSRW        $0x00, (CX), X6, X6
+	VPINSRW        $0x01, 34(CX), X6, X6
+	VPINSRW        $0x02, 68(CX), X6, X6
+	VPINSRW        $0x03, 102(CX), X6, X6
+	VCVTPH2PS      X6, X6
+	MOVBLZX        (AX), SI
+	VMOVSS         (BX)(SI*4), X8
+	MOVBLZX        17(AX), SI
+	VINSERTPS      $0x10, (BX)(SI*4), X8, X8
+	MOVBLZX        34(AX), SI
+	VINSERTPS      $0x20, (BX)(SI*4), X8, X8
+	MOVBLZX        51(AX), SI
+	VINSERTPS      $0x30, (BX)(SI*4), X8, X8
+	VMULPS         X6, X8, X8
+	VMULPS         X7, X8, X8
+	VADDPS         X8, X5, X5
+	ADDQ           $0x00000044, AX
+	ADDQ           $0x00000088, CX
+	SUBQ           $0x04, DX
+	JMP            dotMXFP4Q80AVX2_loop4
+
+dotMXFP4Q80AVX2_loop:
+	TESTQ          DX, DX
+	JZ             dotMXFP4Q80AVX2_done
+	VBROADCASTI128 1(AX), Y6
+	VPSRLVQ        Y0, Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPSHUFB        Y6, Y2, Y6
+	VMOVDQU        2(CX), Y7
+	VPSIGNB        Y6, Y6, Y8
+	VPSIGNB        Y6, Y7, Y7
+	VPMADDUBSW     Y7, Y8, Y6
+	VPMADDWD       Y3, Y6, Y6
+	VEXTRACTI128   $0x01, Y6, X7
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0x4e, X7, X6
+	VPADDD         X6, X7, X7
+	VPSHUFD        $0xb1, X7, X6
+	VPADDD         X6, X7, X7
+	VCVTDQ2PS      X7, X7
+	MOVBLZX        (AX), SI
+	VMOVSS         (BX)(SI*4), X6
+	VPBROADCASTW   (CX), X8
+	VCVTPH2PS      X8, X8
+	VMULSS         X8, X6, X6
+	VMULSS         X7, X6, X7
+	VADDSS         X7, X4, X4
+	ADDQ           $0x00000011, AX
+	ADDQ           $0x00000022, CX
+	DECQ           DX
+	JMP            dotMXFP4Q80AVX2_loop
+
+dotMXFP4Q80AVX2_done:
+	VMOVSHDUP X5, X0
+	VADDPS    X0, X5, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VADDSS    X4, X0, X4
+	MOVSS     X4, ret+56(FP)
+	VZEROUPPER
+	RET

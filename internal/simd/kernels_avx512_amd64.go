@@ -675,6 +675,42 @@ func dotF16AVX2T2K(w []uint16, x []float32) float32
 //go:noescape
 func dotBF16AVX2T2K(w []uint16, x []float32) float32
 
+// dotQ40Q80VNNI returns the dot product of the nb Q40 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ40Q80VNNI(w []byte, q []byte, nb int) float32
+
+// dotQ41Q81VNNI returns the dot product of the nb Q41 blocks at w with the
+// nb Q81 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ41Q81VNNI(w []byte, q []byte, nb int) float32
+
+// dotQ50Q80VNNI returns the dot product of the nb Q50 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ50Q80VNNI(w []byte, q []byte, nb int) float32
+
+// dotQ51Q81VNNI returns the dot product of the nb Q51 blocks at w with the
+// nb Q81 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ51Q81VNNI(w []byte, q []byte, nb int) float32
+
+// dotIQ4NLQ80VNNI returns the dot product of the nb IQ4NL blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotIQ4NLQ80VNNI(w []byte, q []byte, nb int) float32
+
+// dotMXFP4Q80VNNI returns the dot product of the nb MXFP4 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotMXFP4Q80VNNI(w []byte, q []byte, nb int) float32
+
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
 // byte j*ldc of codes. cols must be at least 16.

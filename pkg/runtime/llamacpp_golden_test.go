@@ -102,7 +102,12 @@ func (g llamaCppGolden) lastAndSteps(t *testing.T, name string) [][]idLogit {
 // to greedy.
 func checkGreedySteps(t *testing.T, m *runtime.Model, prompt []int, top [][]idLogit, greedy []int, tol float64) {
 	t.Helper()
-	r := newRunner(t, m)
+	checkGreedyStepsOn(t, newRunner(t, m), prompt, top, greedy, tol)
+}
+
+// checkGreedyStepsOn is checkGreedySteps on the runner r.
+func checkGreedyStepsOn(t *testing.T, r *runtime.Runner, prompt []int, top [][]idLogit, greedy []int, tol float64) {
+	t.Helper()
 	c := newCache(t, r, "fp32", 8)
 	_ = c.AddSeq(0)
 	toks := prompt

@@ -32,6 +32,7 @@ func avx512() {
 	kquant512()
 	qdots(true)
 	stream512()
+	q8legacy(true)
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

@@ -150,6 +150,7 @@ func avx2() {
 	q8kRange()
 	q8kCodes()
 	multitokAVX2()
+	q8legacy(false)
 }
 
 func header(name, sig string, doc ...string) {

@@ -480,6 +480,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 // qdots writes this file's kernels of one set (zmm: AVX-512).
 func qdots(zmm bool) {
 	k := newQdotConsts()
+	qdotK = k // q8legacy's kernels share the tables
 	for _, q := range qdotKinds(k) {
 		qdot(q, k, zmm)
 	}

@@ -18,10 +18,10 @@ var blockTypes = map[tensor.DType]gguf.Type{
 
 // fusedDots are the block types with a SIMD dot product over their packed
 // blocks and float32 activations, which matMulBlocks uses below the packed
-// threshold on a backend with F32Activations (q8Dots otherwise)
-// (simd.MatMulDecodedTokens): each token then decodes the blocks again
-// inside the kernel, in registers, never into a float32 row. The
-// activations stay float32. q4_K, q5_K, q4_1 and q5_1 take the
+// threshold (simd.MatMulDecodedTokens) where q8Dots has no entry or the
+// backend keeps float32 activations (Backend.F32Activations): each token
+// then decodes the blocks again inside the kernel, in registers, never
+// into a float32 row. q4_K, q5_K, q4_1 and q5_1 take the
 // activations' 32-value group sums (simd.GroupSums32, once per token and
 // call): q4_K and q5_K keep the scales out of their inner loop
 // (simd.DotQ4KSums, DotQ5KSums, as llama.cpp arranges its k-quant dots),
@@ -48,45 +48,69 @@ var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
 // groupSumDots are the fusedDots that read the activations' group sums.
 var groupSumDots = map[tensor.DType]bool{tensor.Q4K: true, tensor.Q5K: true, tensor.Q41: true, tensor.Q51: true}
 
-// q8Dots are the block types whose decode products (below the packed
-// threshold, simd.MatMulDecodedTokens) take the activations as Q8_K blocks,
-// as llama.cpp's do: each token row of x is quantized once per matrix
-// product (simd.QuantizeQ8K, bit for bit as ggml's quantize_row_q8_K_ref,
-// before the rows are split among the workers) and every weight row is
-// dotted with the codes in integer arithmetic (simd.DotQ4KQ8K …; the
-// results agree with llama.cpp's ggml_vec_dot_q*_K_q8_K up to float32
-// rounding). Prefill (simd.MatMulDecoded) keeps fp32 activations, so a
-// token's logits differ slightly between a decode step and a prefill
-// (llama.cpp's batched products quantize the activations too: to Q8_K for
-// its k-quant dots, to Q8_0/Q8_1 in its repacked AVX2 GEMMs).
-var q8Dots = map[tensor.DType]func(w, q []byte) float32{
-	tensor.Q4K: simd.DotQ4KQ8K,
-	tensor.Q5K: simd.DotQ5KQ8K,
-	tensor.Q6K: simd.DotQ6KQ8K,
+// q8Dot is one block type's decode product on quantized activations: the
+// integer dot of a weight row with a token row's codes, the quantizer of
+// the token rows and the values and bytes of one activation block.
+type q8Dot struct {
+	dot         func(w, q []byte) float32
+	quant       func(dst []byte, x []float32)
+	vals, bytes int
 }
 
-// q8Scratch recycles the Q8_K activation buffers of quantizeTokens.
+// q8Dots are the block types whose decode products (below the packed
+// threshold, simd.MatMulDecodedTokens) take the activations quantized, as
+// llama.cpp's do: each token row of x is quantized once per matrix
+// product (before the rows are split among the workers) to Q8_K blocks
+// (q4_K, q5_K, q6_K; simd.QuantizeQ8K, bit for bit as ggml's
+// quantize_row_q8_K_ref), Q8_0 blocks (q4_0, q5_0, iq4_nl, mxfp4) or Q8_1
+// blocks (q4_1, q5_1), byte for byte as llama.cpp's x86
+// quantize_row_q8_0/q8_1 (simd.QuantizeQ80, QuantizeQ81), and every weight
+// row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
+// DotQ40Q80 …; the results agree with ggml_vec_dot_*_q8_* up to float32
+// rounding). Prefill (simd.MatMulDecoded) keeps fp32 activations,
+// so a token's logits differ slightly between a decode step and a prefill.
+var q8Dots = map[tensor.DType]q8Dot{
+	tensor.Q4K:   {simd.DotQ4KQ8K, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
+	tensor.Q5K:   {simd.DotQ5KQ8K, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
+	tensor.Q6K:   {simd.DotQ6KQ8K, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
+	tensor.Q40:   {simd.DotQ40Q80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q41:   {simd.DotQ41Q81, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
+	tensor.Q50:   {simd.DotQ50Q80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q51:   {simd.DotQ51Q81, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
+	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.MXFP4: {simd.DotMXFP4Q80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+}
+
+// q8RowBytes returns the bytes of one token row of w's quantized
+// activations (0 for a type without q8Dots).
+func q8RowBytes(w *tensor.Weight) int {
+	d, ok := q8Dots[w.DType]
+	if !ok {
+		return 0
+	}
+	return w.Cols / d.vals * d.bytes
+}
+
+// q8Scratch recycles the activation buffers of quantizeTokens.
 var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
-// quantizeTokens returns the nt token rows of x as Q8_K blocks in a buffer
-// from q8Scratch (releaseTokens gives it back), where w's products of
-// perCall token rows at a time take them (q8Dots below the packed
+// quantizeTokens returns the nt token rows of x quantized for w's q8Dots
+// in a buffer from q8Scratch (releaseTokens gives it back), where w's
+// products of perCall token rows at a time take them (below the packed
 // threshold) unless f32Act (Backend.F32Activations), or nil.
 func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act bool) *[]byte {
-	if f32Act || nt == 0 || perCall >= simd.MatMulDecodedTokens() || w.Cols%256 != 0 {
+	d, ok := q8Dots[w.DType]
+	if f32Act || !ok || nt == 0 || perCall >= simd.MatMulDecodedTokens() || w.Cols%d.vals != 0 {
 		return nil
 	}
-	if _, ok := q8Dots[w.DType]; !ok {
-		return nil
-	}
-	rb := w.Cols / 256 * simd.Q8KBlockBytes
+	rb := q8RowBytes(w)
 	sp := q8Scratch.Get().(*[]byte)
 	if cap(*sp) < nt*rb {
 		*sp = make([]byte, nt*rb)
 	}
 	*sp = (*sp)[:nt*rb]
 	for t := 0; t < nt; t++ {
-		simd.QuantizeQ8K((*sp)[t*rb:(t+1)*rb], x[t*w.Cols:(t+1)*w.Cols])
+		d.quant((*sp)[t*rb:(t+1)*rb], x[t*w.Cols:(t+1)*w.Cols])
 	}
 	return sp
 }
@@ -163,17 +187,18 @@ var rowScratch = sync.Pool{New: func() any { return new([]float32) }}
 // run of one call on one side of it, and its row chunks at multiples of
 // 16), 16-row panels are decoded a block of 256 columns at a time and
 // multiplied in simd's packed micro-kernels (simd.MatMulDecoded). Below it
-// every block type takes its SIMD dot product over the packed blocks
-// (fusedDots), and q4_K, q5_K and q6_K with q8 (x as Q8_K blocks,
-// quantizeTokens) their integer dots over the blocks and the activations'
-// codes (q8Dots). A type without one, and the rows past the last whole panel, each
+// q4_K, q5_K, q6_K, the legacy types, iq4_nl and mxfp4 with q8 (x
+// quantized, quantizeTokens)
+// take their integer dots over the blocks and the activations' codes
+// (q8Dots), and otherwise every block type its SIMD dot product over the
+// packed blocks (fusedDots). A type without one, and the rows past the last whole panel, each
 // weight row r in [lo, hi) is decoded once into a scratch row of cols
 // float32 values, exactly as ggml's dequantize_row_* does (decodeRow), and
 // dotted with every token row x_t (simd.DotF32). Apart from q8's decode
-// products the activations stay fp32 (llama.cpp quantizes them to Q8_K or
-// Q8_0 for these products; docs/weight-formats.md shows the difference),
-// and a token's result does not depend on how many tokens share the call
-// (on either side of the threshold).
+// products the activations stay fp32 (llama.cpp quantizes them to Q8_K or Q8_0 for these products;
+// docs/weight-formats.md shows the difference), and a token's result does
+// not depend on how many tokens share the call (on either side of the
+// threshold).
 func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, w *tensor.Weight, lo, hi int) {
 	gt, ok := blockTypes[w.DType]
 	if !ok {
@@ -187,12 +212,12 @@ func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, 
 			return
 		}
 	}
-	if dot, ok := q8Dots[w.DType]; ok && q8 != nil {
-		qrb := cols / 256 * simd.Q8KBlockBytes
+	if d, ok := q8Dots[w.DType]; ok && q8 != nil {
+		qrb := q8RowBytes(w)
 		for r := lo; r < hi; r++ {
 			wr := w.Raw[r*rb : (r+1)*rb]
 			for t := 0; t < nt; t++ {
-				dst[t*ldd+r] = dot(wr, q8[t*qrb:(t+1)*qrb])
+				dst[t*ldd+r] = d.dot(wr, q8[t*qrb:(t+1)*qrb])
 			}
 		}
 		return

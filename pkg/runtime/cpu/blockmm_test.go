@@ -72,9 +72,9 @@ func q8KValues(q []byte) []float32 {
 
 // TestMatMulBlocksPaths: products of every block type agree with the
 // float64 product over the decoded matrix below the packed threshold (the
-// SIMD dots over packed blocks for every type, fusedDots; for q4_K, q5_K
-// and q6_K with the activations as Q8_K blocks, whose values the reference
-// takes) and from it (decoded panels in the packed micro-kernels,
+// integer dots over packed blocks and quantized activations, q8Dots, whose
+// activation values d·c the reference takes; the SIMD dots over packed
+// blocks and float32 activations, fusedDots, for the other types) and from it (decoded panels in the packed micro-kernels,
 // decoded rows for the rows past the last whole panel), on every kernel
 // set, with 37 weight rows (two panels and 5 more) of 512 columns.
 func TestMatMulBlocksPaths(t *testing.T) {
@@ -107,9 +107,12 @@ func TestMatMulBlocksPaths(t *testing.T) {
 					got := make([]float32, nt*rows)
 					q8 := quantizeTokens(x, nt, w, nt, false)
 					matMulRows(got, x, q8Bytes(q8), nt, w, 0, rows)
-					xr := x // the activations the product takes
-					if q8 != nil {
+					xr, slack := x, make([]float64, nt*rows) // the activations the product takes
+					switch {
+					case q8 != nil && q8Dots[dt].vals == 256: // Q8_K: float32 d
 						xr = q8KValues(*q8)
+					case q8 != nil:
+						xr, slack = q8Values(*q8, w, got, nt)
 					}
 					releaseTokens(q8)
 					bad := 0
@@ -120,7 +123,7 @@ func TestMatMulBlocksPaths(t *testing.T) {
 								p := float64(dec[i*cols+c]) * float64(xr[tk*cols+c])
 								ref, mag = ref+p, mag+math.Abs(p)
 							}
-							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag && bad < 3 {
+							if d := math.Abs(float64(got[tk*rows+i]) - ref); d > 1e-5*mag+slack[tk*rows+i] && bad < 3 {
 								t.Errorf("%v nt=%d: dst[%d][%d] = %v, float64 product of the decoded weights %v", dt, nt, tk, i, got[tk*rows+i], ref)
 								bad++
 							}
@@ -130,6 +133,31 @@ func TestMatMulBlocksPaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// q8Values returns the values d·c of the nt token rows of w's quantized
+// activations q8 (Q8_0 or Q8_1 blocks) and, for Q4_1 and Q5_1 (Q8_1), the
+// slack per product of their mins' term m·s, s = d·Σc rounded to binary16
+// (Σ_b |m_b·s_b|·2⁻¹⁰); got only sizes the slack.
+func q8Values(q8 []byte, w *tensor.Weight, got []float32, nt int) ([]float32, []float64) {
+	d := q8Dots[w.DType]
+	qrb, rb, off := q8RowBytes(w), w.DType.RowBytes(w.Cols), d.bytes-d.vals
+	v := make([]float32, nt*w.Cols)
+	slack := make([]float64, len(got))
+	f16 := func(b []byte) float64 { return float64(simd.F16ToF32Scalar(binary.LittleEndian.Uint16(b))) }
+	for t := 0; t < nt; t++ {
+		for b := 0; b < w.Cols/d.vals; b++ {
+			blk := q8[t*qrb+b*d.bytes:]
+			for j := 0; j < d.vals; j++ {
+				v[t*w.Cols+b*d.vals+j] = float32(f16(blk)) * float32(int8(blk[off+j]))
+			}
+			for r := 0; off == 4 && r < w.Rows; r++ {
+				m := f16(w.Raw[r*rb+b*(rb/(w.Cols/32))+2:])
+				slack[t*w.Rows+r] += math.Abs(m*f16(blk[2:])) / 1024
+			}
+		}
+	}
+	return v, slack
 }
 
 // TestDecodeRowGoldens runs decodeRow over pkg/gguf's golden blocks (made

@@ -49,10 +49,10 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 	return &Backend{workers: b.workers, done: done, groups: b.groups, f32Act: b.f32Act}
 }
 
-// F32Activations returns the backend with the decode products of q4_K,
-// q5_K and q6_K weights on float32 activations (the fused dots of
-// fusedDots, kvq's arithmetic before it quantized them to Q8_K as
-// llama.cpp does; see q8Dots): for comparisons with a backend that keeps
+// F32Activations returns the backend with the decode products of the
+// weight types of q8Dots on float32 activations (the fused dots of
+// fusedDots, kvq's arithmetic before it quantized them as llama.cpp does;
+// see q8Dots): for comparisons with a backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {
 	return &Backend{workers: b.workers, done: b.done, groups: b.groups, f32Act: true}
@@ -225,8 +225,8 @@ func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight,
 
 // MatMul sets dst[t*w.Rows+r] = Σ_c x[t*w.Cols+c]·W[r][c] for t < nt, on
 // workers goroutines, with x in float32 whatever the weights' type (as
-// Backend.F32Activations; the backend's own decode products of k-quant
-// weights take Q8_K activations).
+// Backend.F32Activations; the backend's own decode products of the types
+// of q8Dots take quantized activations).
 func MatMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight) {
 	matMul(workers, dst, x, nt, w, nil, true)
 }
@@ -267,7 +267,7 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 // mmTasks so that a decode step's matrix products allocate nothing.
 type mmTask struct {
 	dst, x                 []float32
-	q8                     []byte // x as Q8_K blocks (quantizeTokens), or nil
+	q8                     []byte // x quantized (quantizeTokens), or nil
 	nt                     int
 	w                      *tensor.Weight
 	done                   <-chan struct{}
@@ -310,7 +310,7 @@ func (m *mmTask) tokenQ8(t int) []byte {
 	if m.q8 == nil {
 		return nil
 	}
-	return m.q8[t*(m.w.Cols/256*simd.Q8KBlockBytes):]
+	return m.q8[t*q8RowBytes(m.w):]
 }
 
 // packTokens is the number of token rows from which simd's matrix
@@ -333,7 +333,7 @@ func packTokens(dt tensor.DType) int {
 }
 
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
-// q8 is x as Q8_K blocks for the weight types that take them
+// q8 is x quantized for the weight types that take them
 // (quantizeTokens), nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
@@ -374,7 +374,7 @@ func matMulEachRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 }
 
 // runEach is matMulEachRows over weight rows [lo, hi) for the task's token
-// rows, the block types with Q8_K activations (tokenQ8) one token row at a
+// rows, the block types with quantized activations (tokenQ8) one token row at a
 // time over their codes.
 func (m *mmTask) runEach(lo, hi int) {
 	if m.q8 == nil {

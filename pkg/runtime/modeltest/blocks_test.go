@@ -85,10 +85,11 @@ func TestWriteGGUFBlockTypes(t *testing.T) {
 			ids := mq.Tokenizer.Encode("the cat sat on the mat", true)
 			// logits runs the prompt as one prefill (every position's
 			// logits), then one decode step of token 5, on the CPU backend
-			// with float32 activations: its k-quant decode products
-			// otherwise take Q8_K activations, as llama.cpp's do, which
-			// moves the step's logits by up to 0.1 here (pkg/runtime/cpu
-			// tests that path against its twins).
+			// with float32 activations: its decode products of the k-quants,
+			// the legacy types, iq4_nl and mxfp4 otherwise take Q8_K or
+			// Q8_0/Q8_1 activations, as llama.cpp's do, which moves the
+			// step's logits by up to 0.1 here (pkg/runtime/cpu tests that
+			// path against its twins).
 			logits := func(m *runtime.Model) []float32 {
 				r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: cpu.New(0).F32Activations()})
 				if err != nil {

@@ -65,6 +65,12 @@ var q8Dots = map[tensor.DType]func(w, q []byte) float32{
 	tensor.Q6K: simd.DotQ6KQ8K,
 }
 
+// q8RowDots are the q8Dots that have a multi-row form (each row the
+// one-row dot's bits), which one-token products take over [lo, hi).
+var q8RowDots = map[tensor.DType]func(dst []float32, w, q []byte){
+	tensor.Q4K: simd.DotQ4KQ8KRows,
+}
+
 // q8Scratch recycles the Q8_K activation buffers of quantizeTokens.
 var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -189,6 +195,10 @@ func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, 
 	}
 	if dot, ok := q8Dots[w.DType]; ok && q8 != nil {
 		qrb := cols / 256 * simd.Q8KBlockBytes
+		if rows, ok := q8RowDots[w.DType]; ok && nt == 1 {
+			rows(dst[lo:hi], w.Raw[lo*rb:hi*rb], q8[:qrb])
+			return
+		}
 		for r := lo; r < hi; r++ {
 			wr := w.Raw[r*rb : (r+1)*rb]
 			for t := 0; t < nt; t++ {

@@ -21061,6 +21061,261 @@ DATA q8kones<>+28(SB)/2, $0x0001
 DATA q8kones<>+30(SB)/2, $0x0001
 GLOBL q8kones<>(SB), RODATA|NOPTR, $32
 
+// func dotQ6KQ8KX4AVX512(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ6KQ8KX4AVX512(SB), NOSPLIT, $0-72
+	MOVQ      w_base+0(FP), AX
+	MOVQ      stride+24(FP), CX
+	MOVQ      q_base+32(FP), DX
+	MOVQ      nb+56(FP), BX
+	LEAQ      (AX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	LEAQ      (DI)(CX*1), R8
+	SHLQ      $0x02, CX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbits45<>+0(SB), Z1
+	VMOVDQU64 q8kq6idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq6idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq6idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq6idx3<>+0(SB), Z5
+	VMOVDQU64 q8kx4lanes<>+0(SB), Z6
+	VXORPS    X7, X7, X7
+
+dotQ6KQ8KX4AVX512_loop:
+	TESTQ           BX, BX
+	JZ              dotQ6KQ8KX4AVX512_done
+	PREFETCHT0      (AX)(CX*1)
+	PREFETCHT1      (AX)(CX*2)
+	PREFETCHT0      64(AX)(CX*1)
+	PREFETCHT1      64(AX)(CX*2)
+	PREFETCHT0      128(AX)(CX*1)
+	PREFETCHT1      128(AX)(CX*2)
+	PREFETCHT0      192(AX)(CX*1)
+	PREFETCHT1      192(AX)(CX*2)
+	PREFETCHT0      (SI)(CX*1)
+	PREFETCHT1      (SI)(CX*2)
+	PREFETCHT0      64(SI)(CX*1)
+	PREFETCHT1      64(SI)(CX*2)
+	PREFETCHT0      128(SI)(CX*1)
+	PREFETCHT1      128(SI)(CX*2)
+	PREFETCHT0      192(SI)(CX*1)
+	PREFETCHT1      192(SI)(CX*2)
+	PREFETCHT0      (DI)(CX*1)
+	PREFETCHT1      (DI)(CX*2)
+	PREFETCHT0      64(DI)(CX*1)
+	PREFETCHT1      64(DI)(CX*2)
+	PREFETCHT0      128(DI)(CX*1)
+	PREFETCHT1      128(DI)(CX*2)
+	PREFETCHT0      192(DI)(CX*1)
+	PREFETCHT1      192(DI)(CX*2)
+	PREFETCHT0      (R8)(CX*1)
+	PREFETCHT1      (R8)(CX*2)
+	PREFETCHT0      64(R8)(CX*1)
+	PREFETCHT1      64(R8)(CX*2)
+	PREFETCHT0      128(R8)(CX*1)
+	PREFETCHT1      128(R8)(CX*2)
+	PREFETCHT0      192(R8)(CX*1)
+	PREFETCHT1      192(R8)(CX*2)
+	VMOVDQU64       260(DX), Y8
+	VMOVDQU64       4(DX), Z9
+	VMOVDQU64       68(DX), Z10
+	VMOVDQU64       132(DX), Z11
+	VMOVDQU64       196(DX), Z12
+	VPMOVSXBW       192(AX), Y13
+	VPMADDWD        Y8, Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VPXORD          Z15, Z15, Z15
+	VPSUBD          Y14, Y15, Y15
+	VBROADCASTI64X4 128(AX), Z14
+	VMOVDQU64       (AX), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z9, Z21, Z21
+	VPERMW          Z13, Z2, Z22
+	VPMADDWD        Z22, Z21, Z21
+	VPADDD          Z21, Z15, Z15
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z10, Z20, Z14
+	VPERMW          Z13, Z3, Z20
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z15, Z15
+	VBROADCASTI64X4 160(AX), Z14
+	VMOVDQU64       64(AX), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z11, Z21, Z21
+	VPERMW          Z13, Z4, Z22
+	VPMADDWD        Z22, Z21, Z21
+	VPADDD          Z21, Z15, Z15
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z12, Z20, Z14
+	VPERMW          Z13, Z5, Z20
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z15, Z15
+	VPMOVSXBW       192(SI), Y13
+	VPMADDWD        Y8, Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VPXORD          Z16, Z16, Z16
+	VPSUBD          Y14, Y16, Y16
+	VBROADCASTI64X4 128(SI), Z14
+	VMOVDQU64       (SI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z9, Z21, Z21
+	VPERMW          Z13, Z2, Z22
+	VPMADDWD        Z22, Z21, Z21
+	VPADDD          Z21, Z16, Z16
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z10, Z20, Z14
+	VPERMW          Z13, Z3, Z20
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z16, Z16
+	VBROADCASTI64X4 160(SI), Z14
+	VMOVDQU64       64(SI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z11, Z21, Z21
+	VPERMW          Z13, Z4, Z22
+	VPMADDWD        Z22, Z21, Z21
+	VPADDD          Z21, Z16, Z16
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z12, Z20, Z14
+	VPERMW          Z13, Z5, Z20
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z16, Z16
+	VPMOVSXBW       192(DI), Y13
+	VPMADDWD        Y8, Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VPXORD          Z17, Z17, Z17
+	VPSUBD          Y14, Y17, Y17
+	VBROADCASTI64X4 128(DI), Z14
+	VMOVDQU64       (DI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z9, Z21, Z21
+	VPERMW          Z13, Z2, Z22
+	VPMADDWD        Z22, Z21, Z21
+	VPADDD          Z21, Z17, Z17
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z10, Z20, Z14
+	VPERMW          Z13, Z3, Z20
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z17, Z17
+	VBROADCASTI64X4 160(DI), Z14
+	VMOVDQU64       64(DI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z11, Z21, Z21
+	VPERMW          Z13, Z4, Z22
+	VPMADDWD        Z22, Z21, Z21
+	VPADDD          Z21, Z17, Z17
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z12, Z20, Z14
+	VPERMW          Z13, Z5, Z20
+	VPMADDWD        Z20, Z14, Z14
+	VPADDD          Z14, Z17, Z17
+	VPMOVSXBW       192(R8), Y13
+	VPMADDWD        Y8, Y13, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VPXORD          Z18, Z18, Z18
+	VPSUBD          Y8, Y18, Y18
+	VBROADCASTI64X4 128(R8), Z8
+	VMOVDQU64       (R8), Z14
+	VPANDD          Z0, Z14, Z20
+	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z21
+	VPTERNLOGD      $0xf8, Z1, Z21, Z20
+	VPMADDUBSW      Z9, Z20, Z9
+	VPERMW          Z13, Z2, Z20
+	VPMADDWD        Z20, Z9, Z9
+	VPADDD          Z9, Z18, Z18
+	VPSRLW          $0x04, Z14, Z9
+	VPANDD          Z0, Z9, Z9
+	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
+	VPTERNLOGD      $0xf8, Z1, Z8, Z9
+	VPMADDUBSW      Z10, Z9, Z8
+	VPERMW          Z13, Z3, Z9
+	VPMADDWD        Z9, Z8, Z8
+	VPADDD          Z8, Z18, Z18
+	VBROADCASTI64X4 160(R8), Z8
+	VMOVDQU64       64(R8), Z9
+	VPANDD          Z0, Z9, Z10
+	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z10
+	VPMADDUBSW      Z11, Z10, Z10
+	VPERMW          Z13, Z4, Z11
+	VPMADDWD        Z11, Z10, Z10
+	VPADDD          Z10, Z18, Z18
+	VPSRLW          $0x04, Z9, Z9
+	VPANDD          Z0, Z9, Z9
+	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
+	VPTERNLOGD      $0xf8, Z1, Z8, Z9
+	VPMADDUBSW      Z12, Z9, Z8
+	VPERMW          Z13, Z5, Z9
+	VPMADDWD        Z9, Z8, Z8
+	VPADDD          Z8, Z18, Z18
+	VSHUFI64X2      $0x44, Z16, Z15, Z8
+	VSHUFI64X2      $0xee, Z16, Z15, Z9
+	VPADDD          Z9, Z8, Z8
+	VSHUFI64X2      $0x44, Z18, Z17, Z9
+	VSHUFI64X2      $0xee, Z18, Z17, Z10
+	VPADDD          Z10, Z9, Z9
+	VSHUFI64X2      $0x88, Z9, Z8, Z10
+	VSHUFI64X2      $0xdd, Z9, Z8, Z8
+	VPADDD          Z8, Z10, Z10
+	VPSHUFD         $0x4e, Z10, Z8
+	VPADDD          Z8, Z10, Z10
+	VPSHUFD         $0xb1, Z10, Z8
+	VPADDD          Z8, Z10, Z10
+	VPERMD          Z10, Z6, Z8
+	VPXORD          X19, X19, X19
+	VPINSRW         $0x00, 208(AX), X19, X19
+	VPINSRW         $0x01, 208(SI), X19, X19
+	VPINSRW         $0x02, 208(DI), X19, X19
+	VPINSRW         $0x03, 208(R8), X19, X19
+	VCVTPH2PS       X19, X19
+	VBROADCASTSS    (DX), X9
+	VMULPS          X9, X19, X19
+	VCVTDQ2PS       X8, X8
+	VMULPS          X19, X8, X8
+	VADDPS          X8, X7, X7
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x000000d2, R8
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JMP             dotQ6KQ8KX4AVX512_loop
+
+dotQ6KQ8KX4AVX512_done:
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X7, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4KQ8KVNNI(w []byte, q []byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+, SSE
 TEXT ·dotQ4KQ8KVNNI(SB), NOSPLIT, $0-60
@@ -21573,5 +21828,244 @@ dotQ4KQ8KX4VNNI_loop:
 dotQ4KQ8KX4VNNI_done:
 	MOVQ    dst+64(FP), AX
 	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ6KQ8KX4VNNI(SB), NOSPLIT, $0-72
+	MOVQ      w_base+0(FP), AX
+	MOVQ      stride+24(FP), CX
+	MOVQ      q_base+32(FP), DX
+	MOVQ      nb+56(FP), BX
+	LEAQ      (AX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	LEAQ      (DI)(CX*1), R8
+	SHLQ      $0x02, CX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbits45<>+0(SB), Z1
+	VMOVDQU64 q8kq6idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq6idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq6idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq6idx3<>+0(SB), Z5
+	VMOVDQU64 q8kx4lanes<>+0(SB), Z6
+	VXORPS    X7, X7, X7
+
+dotQ6KQ8KX4VNNI_loop:
+	TESTQ           BX, BX
+	JZ              dotQ6KQ8KX4VNNI_done
+	PREFETCHT0      (AX)(CX*1)
+	PREFETCHT1      (AX)(CX*2)
+	PREFETCHT0      64(AX)(CX*1)
+	PREFETCHT1      64(AX)(CX*2)
+	PREFETCHT0      128(AX)(CX*1)
+	PREFETCHT1      128(AX)(CX*2)
+	PREFETCHT0      192(AX)(CX*1)
+	PREFETCHT1      192(AX)(CX*2)
+	PREFETCHT0      (SI)(CX*1)
+	PREFETCHT1      (SI)(CX*2)
+	PREFETCHT0      64(SI)(CX*1)
+	PREFETCHT1      64(SI)(CX*2)
+	PREFETCHT0      128(SI)(CX*1)
+	PREFETCHT1      128(SI)(CX*2)
+	PREFETCHT0      192(SI)(CX*1)
+	PREFETCHT1      192(SI)(CX*2)
+	PREFETCHT0      (DI)(CX*1)
+	PREFETCHT1      (DI)(CX*2)
+	PREFETCHT0      64(DI)(CX*1)
+	PREFETCHT1      64(DI)(CX*2)
+	PREFETCHT0      128(DI)(CX*1)
+	PREFETCHT1      128(DI)(CX*2)
+	PREFETCHT0      192(DI)(CX*1)
+	PREFETCHT1      192(DI)(CX*2)
+	PREFETCHT0      (R8)(CX*1)
+	PREFETCHT1      (R8)(CX*2)
+	PREFETCHT0      64(R8)(CX*1)
+	PREFETCHT1      64(R8)(CX*2)
+	PREFETCHT0      128(R8)(CX*1)
+	PREFETCHT1      128(R8)(CX*2)
+	PREFETCHT0      192(R8)(CX*1)
+	PREFETCHT1      192(R8)(CX*2)
+	VMOVDQU64       260(DX), Y8
+	VMOVDQU64       4(DX), Z9
+	VMOVDQU64       68(DX), Z10
+	VMOVDQU64       132(DX), Z11
+	VMOVDQU64       196(DX), Z12
+	VPMOVSXBW       192(AX), Y13
+	VPMADDWD        Y8, Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VPXORD          Z15, Z15, Z15
+	VPSUBD          Y14, Y15, Y15
+	VBROADCASTI64X4 128(AX), Z14
+	VMOVDQU64       (AX), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z9, Z21, Z21
+	VPERMW          Z13, Z2, Z22
+	VPDPWSSD        Z22, Z21, Z15
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z10, Z20, Z14
+	VPERMW          Z13, Z3, Z20
+	VPDPWSSD        Z20, Z14, Z15
+	VBROADCASTI64X4 160(AX), Z14
+	VMOVDQU64       64(AX), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z11, Z21, Z21
+	VPERMW          Z13, Z4, Z22
+	VPDPWSSD        Z22, Z21, Z15
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z12, Z20, Z14
+	VPERMW          Z13, Z5, Z20
+	VPDPWSSD        Z20, Z14, Z15
+	VPMOVSXBW       192(SI), Y13
+	VPMADDWD        Y8, Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VPXORD          Z16, Z16, Z16
+	VPSUBD          Y14, Y16, Y16
+	VBROADCASTI64X4 128(SI), Z14
+	VMOVDQU64       (SI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z9, Z21, Z21
+	VPERMW          Z13, Z2, Z22
+	VPDPWSSD        Z22, Z21, Z16
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z10, Z20, Z14
+	VPERMW          Z13, Z3, Z20
+	VPDPWSSD        Z20, Z14, Z16
+	VBROADCASTI64X4 160(SI), Z14
+	VMOVDQU64       64(SI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z11, Z21, Z21
+	VPERMW          Z13, Z4, Z22
+	VPDPWSSD        Z22, Z21, Z16
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z12, Z20, Z14
+	VPERMW          Z13, Z5, Z20
+	VPDPWSSD        Z20, Z14, Z16
+	VPMOVSXBW       192(DI), Y13
+	VPMADDWD        Y8, Y13, Y14
+	VPSLLD          $0x05, Y14, Y14
+	VPXORD          Z17, Z17, Z17
+	VPSUBD          Y14, Y17, Y17
+	VBROADCASTI64X4 128(DI), Z14
+	VMOVDQU64       (DI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z9, Z21, Z21
+	VPERMW          Z13, Z2, Z22
+	VPDPWSSD        Z22, Z21, Z17
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z10, Z20, Z14
+	VPERMW          Z13, Z3, Z20
+	VPDPWSSD        Z20, Z14, Z17
+	VBROADCASTI64X4 160(DI), Z14
+	VMOVDQU64       64(DI), Z20
+	VPANDD          Z0, Z20, Z21
+	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
+	VPTERNLOGD      $0xf8, Z1, Z22, Z21
+	VPMADDUBSW      Z11, Z21, Z21
+	VPERMW          Z13, Z4, Z22
+	VPDPWSSD        Z22, Z21, Z17
+	VPSRLW          $0x04, Z20, Z20
+	VPANDD          Z0, Z20, Z20
+	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z20
+	VPMADDUBSW      Z12, Z20, Z14
+	VPERMW          Z13, Z5, Z20
+	VPDPWSSD        Z20, Z14, Z17
+	VPMOVSXBW       192(R8), Y13
+	VPMADDWD        Y8, Y13, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VPXORD          Z18, Z18, Z18
+	VPSUBD          Y8, Y18, Y18
+	VBROADCASTI64X4 128(R8), Z8
+	VMOVDQU64       (R8), Z14
+	VPANDD          Z0, Z14, Z20
+	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z21
+	VPTERNLOGD      $0xf8, Z1, Z21, Z20
+	VPMADDUBSW      Z9, Z20, Z9
+	VPERMW          Z13, Z2, Z20
+	VPDPWSSD        Z20, Z9, Z18
+	VPSRLW          $0x04, Z14, Z9
+	VPANDD          Z0, Z9, Z9
+	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
+	VPTERNLOGD      $0xf8, Z1, Z8, Z9
+	VPMADDUBSW      Z10, Z9, Z8
+	VPERMW          Z13, Z3, Z9
+	VPDPWSSD        Z9, Z8, Z18
+	VBROADCASTI64X4 160(R8), Z8
+	VMOVDQU64       64(R8), Z9
+	VPANDD          Z0, Z9, Z10
+	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z14
+	VPTERNLOGD      $0xf8, Z1, Z14, Z10
+	VPMADDUBSW      Z11, Z10, Z10
+	VPERMW          Z13, Z4, Z11
+	VPDPWSSD        Z11, Z10, Z18
+	VPSRLW          $0x04, Z9, Z9
+	VPANDD          Z0, Z9, Z9
+	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
+	VPTERNLOGD      $0xf8, Z1, Z8, Z9
+	VPMADDUBSW      Z12, Z9, Z8
+	VPERMW          Z13, Z5, Z9
+	VPDPWSSD        Z9, Z8, Z18
+	VSHUFI64X2      $0x44, Z16, Z15, Z8
+	VSHUFI64X2      $0xee, Z16, Z15, Z9
+	VPADDD          Z9, Z8, Z8
+	VSHUFI64X2      $0x44, Z18, Z17, Z9
+	VSHUFI64X2      $0xee, Z18, Z17, Z10
+	VPADDD          Z10, Z9, Z9
+	VSHUFI64X2      $0x88, Z9, Z8, Z10
+	VSHUFI64X2      $0xdd, Z9, Z8, Z8
+	VPADDD          Z8, Z10, Z10
+	VPSHUFD         $0x4e, Z10, Z8
+	VPADDD          Z8, Z10, Z10
+	VPSHUFD         $0xb1, Z10, Z8
+	VPADDD          Z8, Z10, Z10
+	VPERMD          Z10, Z6, Z8
+	VPXORD          X19, X19, X19
+	VPINSRW         $0x00, 208(AX), X19, X19
+	VPINSRW         $0x01, 208(SI), X19, X19
+	VPINSRW         $0x02, 208(DI), X19, X19
+	VPINSRW         $0x03, 208(R8), X19, X19
+	VCVTPH2PS       X19, X19
+	VBROADCASTSS    (DX), X9
+	VMULPS          X9, X19, X19
+	VCVTDQ2PS       X8, X8
+	VMULPS          X19, X8, X8
+	VADDPS          X8, X7, X7
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x000000d2, R8
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JMP             dotQ6KQ8KX4VNNI_loop
+
+dotQ6KQ8KX4VNNI_done:
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X7, (AX)
 	VZEROUPPER
 	RET

@@ -2,22 +2,26 @@
 
 package simd
 
-// dotQ4KQ8KRows takes four rows a call in the avx512 set's kernels (VNNI
-// where useVNNI), the rest one at a time.
+// dotQ4KQ8KRows and dotQ6KQ8KRows take four rows a call in the avx512
+// set's kernels (VNNI where useVNNI), the rest one at a time.
 func dotQ4KQ8KRows(dst []float32, w, q []byte, nb int) {
-	if !useAVX512 || nb == 0 {
-		dotQ4KQ8KRowsGeneric(dst, w, q, nb)
-		return
+	var x4 func(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+	switch {
+	case useAVX512 && useVNNI:
+		x4 = dotQ4KQ8KX4VNNI
+	case useAVX512:
+		x4 = dotQ4KQ8KX4AVX512
 	}
-	rb := nb * q4KBlockBytes
-	i := 0
-	for ; i+4 <= len(dst); i += 4 {
-		d := (*[4]float32)(dst[i : i+4])
-		if useVNNI {
-			dotQ4KQ8KX4VNNI(w[i*rb:(i+4)*rb], rb, q, nb, d)
-		} else {
-			dotQ4KQ8KX4AVX512(w[i*rb:(i+4)*rb], rb, q, nb, d)
-		}
+	dotKQ8KRows(dst, w, q, nb, q4KBlockBytes, x4, dotQ4KQ8K)
+}
+
+func dotQ6KQ8KRows(dst []float32, w, q []byte, nb int) {
+	var x4 func(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+	switch {
+	case useAVX512 && useVNNI:
+		x4 = dotQ6KQ8KX4VNNI
+	case useAVX512:
+		x4 = dotQ6KQ8KX4AVX512
 	}
-	dotQ4KQ8KRowsGeneric(dst[i:], w[i*rb:], q, nb)
+	dotKQ8KRows(dst, w, q, nb, q6KBlockBytes, x4, dotQ6KQ8K)
 }

@@ -84,11 +84,7 @@ func dotQ4KQ8KX4(vnni bool) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	for r := 0; r < 4; r++ {
-		prefetchLine(Mem{Base: wr[r]})
-		prefetchLine(Mem{Base: wr[r], Disp: 64})
-		prefetchLine(Mem{Base: wr[r], Disp: 128})
-	}
+	q8kPrefetchRows(wr, nil, 3, true)
 	// Lane r of raw: row r's d, dmin and 12 bytes of packed scales and mins.
 	raw := ZMM()
 	VMOVDQU64(Mem{Base: wr[0]}, raw.AsX())
@@ -167,19 +163,7 @@ func dotQ4KQ8KX4(vnni bool) {
 			}
 		}
 	}
-	// Lane r of sz: a 4-dword part of row r's sum.
-	pa, pb := ZMM(), ZMM()
-	for h := 0; h < 2; h++ {
-		a, b := ZMM(), ZMM()
-		VSHUFI64X2(U8(0x44), acc[2*h+1], acc[2*h], a)
-		VSHUFI64X2(U8(0xee), acc[2*h+1], acc[2*h], b)
-		VPADDD(b, a, []VecVirtual{pa, pb}[h])
-	}
-	sz, t := ZMM(), ZMM()
-	VSHUFI64X2(U8(0x88), pb, pa, sz)
-	VSHUFI64X2(U8(0xdd), pb, pa, t)
-	VPADDD(t, sz, sz)
-	S := q8kLaneSums(sz, perm)
+	S := q8kReduceRows(acc, perm)
 	M := q8kLaneSums(mins, perm)
 	VCVTDQ2PS(S, S)
 	VMULPS(df.AsX(), S, S)
@@ -191,6 +175,158 @@ func dotQ4KQ8KX4(vnni bool) {
 	VSUBPS(M, s, s)
 	for r := 0; r < 4; r++ {
 		ADDQ(U32(144), wr[r])
+	}
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	dst := Load(Param("dst"), GP64())
+	VMOVUPS(s, Mem{Base: dst})
+	VZEROUPPER()
+	RET()
+}
+
+// q8kPrefetchRows prefetches the first lines of a super-block of each row
+// at wr. With fixed, at the one-row kernels' distances (prefetchLine);
+// else the same super-block of the next four rows (ahead bytes on) into L1
+// and of the four after them into L2. For rows shorter than the fixed
+// distances those land mostly on the rows a call is reading already: in
+// BenchmarkKQ8KRows (Zen 4, DRAM, 8 super-blocks a row) the q6_K kernel
+// with them ran at 0.82–0.85× the one-row kernel's speed (1.24× in cache),
+// with the group distances at 1.19–1.23×; the q4_K kernel ran at 1.47–1.53×
+// with the fixed distances and 1.38–1.44× with the group ones, so it keeps
+// the fixed.
+func q8kPrefetchRows(wr []Register, ahead Register, lines int, fixed bool) {
+	for r := range wr {
+		for l := 0; l < lines; l++ {
+			if fixed {
+				prefetchLine(Mem{Base: wr[r], Disp: 64 * l})
+				continue
+			}
+			PREFETCHT0(Mem{Base: wr[r], Index: ahead, Scale: 1, Disp: 64 * l})
+			PREFETCHT1(Mem{Base: wr[r], Index: ahead, Scale: 2, Disp: 64 * l})
+		}
+	}
+}
+
+// q8kReduceRows returns an XMM whose dword r is the sum of the 16 int32
+// lanes of acc[r], r = 0..3.
+func q8kReduceRows(acc []VecVirtual, perm VecVirtual) Register {
+	pa, pb := ZMM(), ZMM()
+	for h := 0; h < 2; h++ {
+		a, b := ZMM(), ZMM()
+		VSHUFI64X2(U8(0x44), acc[2*h+1], acc[2*h], a) // lanes 0, 1 of each
+		VSHUFI64X2(U8(0xee), acc[2*h+1], acc[2*h], b) // lanes 2, 3
+		VPADDD(b, a, []VecVirtual{pa, pb}[h])
+	}
+	sz, t := ZMM(), ZMM()
+	VSHUFI64X2(U8(0x88), pb, pa, sz)
+	VSHUFI64X2(U8(0xdd), pb, pa, t)
+	VPADDD(t, sz, sz) // lane r: 4 dwords of row r's sum
+	return q8kLaneSums(sz, perm)
+}
+
+// dotQ6KQ8KX4 writes dotQ6KQ8KX4AVX512 or, with vnni, dotQ6KQ8KX4VNNI:
+// dotQ6KQ8K512's arithmetic on four q6_K rows, stride bytes apart, sharing
+// the activation loads and the reduction; each row's offset term
+// 32·Σ_g scale_g·bsum_g starts its accumulator (negated), and each row's
+// float32 sum takes the one-row kernels' step s += (d·dq)·S in its lane.
+func dotQ6KQ8KX4(vnni bool) {
+	name := "dotQ6KQ8KX4AVX512"
+	if vnni {
+		name = "dotQ6KQ8KX4VNNI"
+	}
+	header(name, "func(w []byte, stride int, q []byte, nb int, dst *[4]float32)",
+		name+" sets dst[r] to the dot product of the nb q6_K super-blocks at",
+		"w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's",
+		"twin computes it, bit for bit.")
+	w0 := Load(Param("w").Base(), GP64())
+	stride := Load(Param("stride"), GP64())
+	q := Load(Param("q").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	wr := []Register{w0, GP64(), GP64(), GP64()}
+	for r := 1; r < 4; r++ {
+		LEAQ(Mem{Base: wr[r-1], Index: stride, Scale: 1}, wr[r])
+	}
+	ahead := GP64() // the next call's rows: 4·stride bytes on
+	MOVQ(stride, ahead)
+	SHLQ(U8(2), ahead)
+	m, hm := ZMM(), ZMM()
+	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
+	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
+	shl := q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
+	shr := q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
+	idx := make([]VecVirtual, 4)
+	for n := range idx {
+		idx[n] = ZMM()
+		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
+			return 4*n + i/8
+		}), idx[n])
+	}
+	perm := ZMM()
+	VMOVDQU64(q8kDwordTable("q8kx4lanes", func(i int) uint32 { return uint32(4 * (i % 4)) }), perm)
+	s := XMM()
+	VXORPS(s, s, s)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	q8kPrefetchRows(wr, ahead, 4, false)
+	bs := YMM()
+	VMOVDQU64(Mem{Base: q, Disp: q8kSums}, bs)
+	act := make([]VecVirtual, 4)
+	for n := range act {
+		act[n] = ZMM()
+		VMOVDQU64(Mem{Base: q, Disp: q8kQs + 64*n}, act[n])
+	}
+	acc := make([]VecVirtual, 4)
+	for r := range acc {
+		sc16, off := ZMM(), YMM()
+		VPMOVSXBW(Mem{Base: wr[r], Disp: 192}, sc16.AsY())
+		VPMADDWD(bs, sc16.AsY(), off)
+		VPSLLD(U8(5), off, off)
+		acc[r] = ZMM()
+		VPXORD(acc[r], acc[r], acc[r])
+		VPSUBD(off, acc[r].AsY(), acc[r].AsY()) // the upper half stays zero
+		for h := 0; h < 2; h++ {
+			qh, v := ZMM(), ZMM()
+			VBROADCASTI64X4(Mem{Base: wr[r], Disp: 128 + 32*h}, qh)
+			VMOVDQU64(Mem{Base: wr[r], Disp: 64 * h}, v)
+			for i := 0; i < 2; i++ {
+				code, t := ZMM(), ZMM()
+				if i == 0 {
+					VPANDD(m, v, code)
+					VPSLLVW(shl, qh, t)
+				} else {
+					VPSRLW(U8(4), v, code)
+					VPANDD(m, code, code)
+					VPSRLVW(shr, qh, t)
+				}
+				VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+				n := 2*h + i
+				pr, sc := ZMM(), ZMM()
+				VPMADDUBSW(act[n], code, pr)
+				VPERMW(sc16, idx[n], sc)
+				q8kScaleMAC(sc, pr, acc[r], vnni)
+			}
+		}
+	}
+	S := q8kReduceRows(acc, perm)
+	d := XMM()
+	VPXORD(d, d, d)
+	for r := 0; r < 4; r++ {
+		VPINSRW(U8(r), Mem{Base: wr[r], Disp: 208}, d, d)
+	}
+	VCVTPH2PS(d, d)
+	yd := XMM()
+	VBROADCASTSS(Mem{Base: q}, yd)
+	VMULPS(yd, d, d)
+	VCVTDQ2PS(S, S)
+	VMULPS(d, S, S)
+	VADDPS(S, s, s)
+	for r := 0; r < 4; r++ {
+		ADDQ(U32(210), wr[r])
 	}
 	ADDQ(U32(q8kBytes), q)
 	DECQ(nb)

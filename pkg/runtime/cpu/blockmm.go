@@ -69,6 +69,7 @@ var q8Dots = map[tensor.DType]func(w, q []byte) float32{
 // one-row dot's bits), which one-token products take over [lo, hi).
 var q8RowDots = map[tensor.DType]func(dst []float32, w, q []byte){
 	tensor.Q4K: simd.DotQ4KQ8KRows,
+	tensor.Q6K: simd.DotQ6KQ8KRows,
 }
 
 // q8Scratch recycles the Q8_K activation buffers of quantizeTokens.

@@ -21116,192 +21116,185 @@ dotQ6KQ8KX4AVX512_loop:
 	PREFETCHT1      128(R8)(CX*2)
 	PREFETCHT0      192(R8)(CX*1)
 	PREFETCHT1      192(R8)(CX*2)
-	VMOVDQU64       260(DX), Y8
+	VPXORD          Y8, Y8, Y8
+	VPSUBW          260(DX), Y8, Y8
 	VMOVDQU64       4(DX), Z9
 	VMOVDQU64       68(DX), Z10
 	VMOVDQU64       132(DX), Z11
 	VMOVDQU64       196(DX), Z12
 	VPMOVSXBW       192(AX), Y13
-	VPMADDWD        Y8, Y13, Y14
-	VPSLLD          $0x05, Y14, Y14
-	VPXORD          Z15, Z15, Z15
-	VPSUBD          Y14, Y15, Y15
-	VBROADCASTI64X4 128(AX), Z14
-	VMOVDQU64       (AX), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z9, Z21, Z21
-	VPERMW          Z13, Z2, Z22
-	VPMADDWD        Z22, Z21, Z21
-	VPADDD          Z21, Z15, Z15
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z10, Z20, Z14
-	VPERMW          Z13, Z3, Z20
-	VPMADDWD        Z20, Z14, Z14
-	VPADDD          Z14, Z15, Z15
-	VBROADCASTI64X4 160(AX), Z14
-	VMOVDQU64       64(AX), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z11, Z21, Z21
-	VPERMW          Z13, Z4, Z22
-	VPMADDWD        Z22, Z21, Z21
-	VPADDD          Z21, Z15, Z15
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z12, Z20, Z14
-	VPERMW          Z13, Z5, Z20
-	VPMADDWD        Z20, Z14, Z14
-	VPADDD          Z14, Z15, Z15
+	VPSLLW          $0x05, Y13, Y14
+	VPMADDWD        Y8, Y14, Y14
+	VBROADCASTI64X4 128(AX), Z16
+	VMOVDQU64       (AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VBROADCASTI64X4 160(AX), Z16
+	VMOVDQU64       64(AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z14, Z14
 	VPMOVSXBW       192(SI), Y13
-	VPMADDWD        Y8, Y13, Y14
-	VPSLLD          $0x05, Y14, Y14
-	VPXORD          Z16, Z16, Z16
-	VPSUBD          Y14, Y16, Y16
-	VBROADCASTI64X4 128(SI), Z14
-	VMOVDQU64       (SI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z9, Z21, Z21
-	VPERMW          Z13, Z2, Z22
-	VPMADDWD        Z22, Z21, Z21
-	VPADDD          Z21, Z16, Z16
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z10, Z20, Z14
-	VPERMW          Z13, Z3, Z20
-	VPMADDWD        Z20, Z14, Z14
-	VPADDD          Z14, Z16, Z16
-	VBROADCASTI64X4 160(SI), Z14
-	VMOVDQU64       64(SI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z11, Z21, Z21
-	VPERMW          Z13, Z4, Z22
-	VPMADDWD        Z22, Z21, Z21
-	VPADDD          Z21, Z16, Z16
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z12, Z20, Z14
-	VPERMW          Z13, Z5, Z20
-	VPMADDWD        Z20, Z14, Z14
-	VPADDD          Z14, Z16, Z16
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y20
+	VBROADCASTI64X4 128(SI), Z16
+	VMOVDQU64       (SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z20, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z20, Z20
+	VBROADCASTI64X4 160(SI), Z16
+	VMOVDQU64       64(SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z20, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z20, Z20
 	VPMOVSXBW       192(DI), Y13
-	VPMADDWD        Y8, Y13, Y14
-	VPSLLD          $0x05, Y14, Y14
-	VPXORD          Z17, Z17, Z17
-	VPSUBD          Y14, Y17, Y17
-	VBROADCASTI64X4 128(DI), Z14
-	VMOVDQU64       (DI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z9, Z21, Z21
-	VPERMW          Z13, Z2, Z22
-	VPMADDWD        Z22, Z21, Z21
-	VPADDD          Z21, Z17, Z17
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z10, Z20, Z14
-	VPERMW          Z13, Z3, Z20
-	VPMADDWD        Z20, Z14, Z14
-	VPADDD          Z14, Z17, Z17
-	VBROADCASTI64X4 160(DI), Z14
-	VMOVDQU64       64(DI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z11, Z21, Z21
-	VPERMW          Z13, Z4, Z22
-	VPMADDWD        Z22, Z21, Z21
-	VPADDD          Z21, Z17, Z17
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z12, Z20, Z14
-	VPERMW          Z13, Z5, Z20
-	VPMADDWD        Z20, Z14, Z14
-	VPADDD          Z14, Z17, Z17
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y21
+	VBROADCASTI64X4 128(DI), Z16
+	VMOVDQU64       (DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z21, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z21, Z21
+	VBROADCASTI64X4 160(DI), Z16
+	VMOVDQU64       64(DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z21, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z21, Z21
 	VPMOVSXBW       192(R8), Y13
-	VPMADDWD        Y8, Y13, Y8
-	VPSLLD          $0x05, Y8, Y8
-	VPXORD          Z18, Z18, Z18
-	VPSUBD          Y8, Y18, Y18
-	VBROADCASTI64X4 128(R8), Z8
-	VMOVDQU64       (R8), Z14
-	VPANDD          Z0, Z14, Z20
-	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z21
-	VPTERNLOGD      $0xf8, Z1, Z21, Z20
-	VPMADDUBSW      Z9, Z20, Z9
-	VPERMW          Z13, Z2, Z20
-	VPMADDWD        Z20, Z9, Z9
-	VPADDD          Z9, Z18, Z18
-	VPSRLW          $0x04, Z14, Z9
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y22
+	VBROADCASTI64X4 128(R8), Z16
+	VMOVDQU64       (R8), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z9
+	VPERMW          Z13, Z2, Z18
+	VPMADDWD        Z18, Z9, Z9
+	VPADDD          Z9, Z22, Z22
+	VPSRLW          $0x04, Z17, Z9
 	VPANDD          Z0, Z9, Z9
-	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
-	VPTERNLOGD      $0xf8, Z1, Z8, Z9
-	VPMADDUBSW      Z10, Z9, Z8
-	VPERMW          Z13, Z3, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z18, Z18
-	VBROADCASTI64X4 160(R8), Z8
-	VMOVDQU64       64(R8), Z9
-	VPANDD          Z0, Z9, Z10
-	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z10
-	VPMADDUBSW      Z11, Z10, Z10
-	VPERMW          Z13, Z4, Z11
-	VPMADDWD        Z11, Z10, Z10
-	VPADDD          Z10, Z18, Z18
-	VPSRLW          $0x04, Z9, Z9
-	VPANDD          Z0, Z9, Z9
-	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
-	VPTERNLOGD      $0xf8, Z1, Z8, Z9
-	VPMADDUBSW      Z12, Z9, Z8
-	VPERMW          Z13, Z5, Z9
-	VPMADDWD        Z9, Z8, Z8
-	VPADDD          Z8, Z18, Z18
-	VSHUFI64X2      $0x44, Z16, Z15, Z8
-	VSHUFI64X2      $0xee, Z16, Z15, Z9
-	VPADDD          Z9, Z8, Z8
-	VSHUFI64X2      $0x44, Z18, Z17, Z9
-	VSHUFI64X2      $0xee, Z18, Z17, Z10
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z9
+	VPMADDUBSW      Z10, Z9, Z9
+	VPERMW          Z13, Z3, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z22, Z22
+	VBROADCASTI64X4 160(R8), Z9
+	VMOVDQU64       64(R8), Z10
+	VPANDD          Z0, Z10, Z16
+	VPSLLVW         q8kq6shl<>+0(SB), Z9, Z17
+	VPTERNLOGD      $0xf8, Z1, Z17, Z16
+	VPMADDUBSW      Z11, Z16, Z11
+	VPERMW          Z13, Z4, Z16
+	VPMADDWD        Z16, Z11, Z11
+	VPADDD          Z11, Z22, Z22
+	VPSRLW          $0x04, Z10, Z10
+	VPANDD          Z0, Z10, Z10
+	VPSRLVW         q8kq6shr<>+0(SB), Z9, Z9
+	VPTERNLOGD      $0xf8, Z1, Z9, Z10
+	VPMADDUBSW      Z12, Z10, Z9
+	VPERMW          Z13, Z5, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z22, Z22
+	VSHUFI64X2      $0x44, Z20, Z14, Z9
+	VSHUFI64X2      $0xee, Z20, Z14, Z10
 	VPADDD          Z10, Z9, Z9
-	VSHUFI64X2      $0x88, Z9, Z8, Z10
-	VSHUFI64X2      $0xdd, Z9, Z8, Z8
-	VPADDD          Z8, Z10, Z10
-	VPSHUFD         $0x4e, Z10, Z8
-	VPADDD          Z8, Z10, Z10
-	VPSHUFD         $0xb1, Z10, Z8
-	VPADDD          Z8, Z10, Z10
-	VPERMD          Z10, Z6, Z8
-	VPXORD          X19, X19, X19
-	VPINSRW         $0x00, 208(AX), X19, X19
-	VPINSRW         $0x01, 208(SI), X19, X19
-	VPINSRW         $0x02, 208(DI), X19, X19
-	VPINSRW         $0x03, 208(R8), X19, X19
-	VCVTPH2PS       X19, X19
-	VBROADCASTSS    (DX), X9
-	VMULPS          X9, X19, X19
-	VCVTDQ2PS       X8, X8
-	VMULPS          X19, X8, X8
-	VADDPS          X8, X7, X7
+	VSHUFI64X2      $0x44, Z22, Z21, Z10
+	VSHUFI64X2      $0xee, Z22, Z21, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x88, Z10, Z9, Z11
+	VSHUFI64X2      $0xdd, Z10, Z9, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0x4e, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0xb1, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPERMD          Z11, Z6, Z9
+	VPXORD          X15, X15, X15
+	VPINSRW         $0x00, 208(AX), X15, X15
+	VPINSRW         $0x01, 208(SI), X15, X15
+	VPINSRW         $0x02, 208(DI), X15, X15
+	VPINSRW         $0x03, 208(R8), X15, X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTSS    (DX), X10
+	VMULPS          X10, X15, X15
+	VCVTDQ2PS       X9, X9
+	VMULPS          X15, X9, X9
+	VADDPS          X9, X7, X7
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x000000d2, SI
 	ADDQ            $0x000000d2, DI
@@ -21886,176 +21879,169 @@ dotQ6KQ8KX4VNNI_loop:
 	PREFETCHT1      128(R8)(CX*2)
 	PREFETCHT0      192(R8)(CX*1)
 	PREFETCHT1      192(R8)(CX*2)
-	VMOVDQU64       260(DX), Y8
+	VPXORD          Y8, Y8, Y8
+	VPSUBW          260(DX), Y8, Y8
 	VMOVDQU64       4(DX), Z9
 	VMOVDQU64       68(DX), Z10
 	VMOVDQU64       132(DX), Z11
 	VMOVDQU64       196(DX), Z12
 	VPMOVSXBW       192(AX), Y13
-	VPMADDWD        Y8, Y13, Y14
-	VPSLLD          $0x05, Y14, Y14
-	VPXORD          Z15, Z15, Z15
-	VPSUBD          Y14, Y15, Y15
-	VBROADCASTI64X4 128(AX), Z14
-	VMOVDQU64       (AX), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z9, Z21, Z21
-	VPERMW          Z13, Z2, Z22
-	VPDPWSSD        Z22, Z21, Z15
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z10, Z20, Z14
-	VPERMW          Z13, Z3, Z20
-	VPDPWSSD        Z20, Z14, Z15
-	VBROADCASTI64X4 160(AX), Z14
-	VMOVDQU64       64(AX), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z11, Z21, Z21
-	VPERMW          Z13, Z4, Z22
-	VPDPWSSD        Z22, Z21, Z15
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z12, Z20, Z14
-	VPERMW          Z13, Z5, Z20
-	VPDPWSSD        Z20, Z14, Z15
+	VPSLLW          $0x05, Y13, Y14
+	VPMADDWD        Y8, Y14, Y14
+	VBROADCASTI64X4 128(AX), Z16
+	VMOVDQU64       (AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPDPWSSD        Z19, Z18, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPDPWSSD        Z17, Z16, Z14
+	VBROADCASTI64X4 160(AX), Z16
+	VMOVDQU64       64(AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPDPWSSD        Z19, Z18, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPDPWSSD        Z17, Z16, Z14
 	VPMOVSXBW       192(SI), Y13
-	VPMADDWD        Y8, Y13, Y14
-	VPSLLD          $0x05, Y14, Y14
-	VPXORD          Z16, Z16, Z16
-	VPSUBD          Y14, Y16, Y16
-	VBROADCASTI64X4 128(SI), Z14
-	VMOVDQU64       (SI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z9, Z21, Z21
-	VPERMW          Z13, Z2, Z22
-	VPDPWSSD        Z22, Z21, Z16
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z10, Z20, Z14
-	VPERMW          Z13, Z3, Z20
-	VPDPWSSD        Z20, Z14, Z16
-	VBROADCASTI64X4 160(SI), Z14
-	VMOVDQU64       64(SI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z11, Z21, Z21
-	VPERMW          Z13, Z4, Z22
-	VPDPWSSD        Z22, Z21, Z16
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z12, Z20, Z14
-	VPERMW          Z13, Z5, Z20
-	VPDPWSSD        Z20, Z14, Z16
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y20
+	VBROADCASTI64X4 128(SI), Z16
+	VMOVDQU64       (SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPDPWSSD        Z19, Z18, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPDPWSSD        Z17, Z16, Z20
+	VBROADCASTI64X4 160(SI), Z16
+	VMOVDQU64       64(SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPDPWSSD        Z19, Z18, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPDPWSSD        Z17, Z16, Z20
 	VPMOVSXBW       192(DI), Y13
-	VPMADDWD        Y8, Y13, Y14
-	VPSLLD          $0x05, Y14, Y14
-	VPXORD          Z17, Z17, Z17
-	VPSUBD          Y14, Y17, Y17
-	VBROADCASTI64X4 128(DI), Z14
-	VMOVDQU64       (DI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z9, Z21, Z21
-	VPERMW          Z13, Z2, Z22
-	VPDPWSSD        Z22, Z21, Z17
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z10, Z20, Z14
-	VPERMW          Z13, Z3, Z20
-	VPDPWSSD        Z20, Z14, Z17
-	VBROADCASTI64X4 160(DI), Z14
-	VMOVDQU64       64(DI), Z20
-	VPANDD          Z0, Z20, Z21
-	VPSLLVW         q8kq6shl<>+0(SB), Z14, Z22
-	VPTERNLOGD      $0xf8, Z1, Z22, Z21
-	VPMADDUBSW      Z11, Z21, Z21
-	VPERMW          Z13, Z4, Z22
-	VPDPWSSD        Z22, Z21, Z17
-	VPSRLW          $0x04, Z20, Z20
-	VPANDD          Z0, Z20, Z20
-	VPSRLVW         q8kq6shr<>+0(SB), Z14, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z20
-	VPMADDUBSW      Z12, Z20, Z14
-	VPERMW          Z13, Z5, Z20
-	VPDPWSSD        Z20, Z14, Z17
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y21
+	VBROADCASTI64X4 128(DI), Z16
+	VMOVDQU64       (DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPDPWSSD        Z19, Z18, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPDPWSSD        Z17, Z16, Z21
+	VBROADCASTI64X4 160(DI), Z16
+	VMOVDQU64       64(DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPDPWSSD        Z19, Z18, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPDPWSSD        Z17, Z16, Z21
 	VPMOVSXBW       192(R8), Y13
-	VPMADDWD        Y8, Y13, Y8
-	VPSLLD          $0x05, Y8, Y8
-	VPXORD          Z18, Z18, Z18
-	VPSUBD          Y8, Y18, Y18
-	VBROADCASTI64X4 128(R8), Z8
-	VMOVDQU64       (R8), Z14
-	VPANDD          Z0, Z14, Z20
-	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z21
-	VPTERNLOGD      $0xf8, Z1, Z21, Z20
-	VPMADDUBSW      Z9, Z20, Z9
-	VPERMW          Z13, Z2, Z20
-	VPDPWSSD        Z20, Z9, Z18
-	VPSRLW          $0x04, Z14, Z9
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y22
+	VBROADCASTI64X4 128(R8), Z16
+	VMOVDQU64       (R8), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z9
+	VPERMW          Z13, Z2, Z18
+	VPDPWSSD        Z18, Z9, Z22
+	VPSRLW          $0x04, Z17, Z9
 	VPANDD          Z0, Z9, Z9
-	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
-	VPTERNLOGD      $0xf8, Z1, Z8, Z9
-	VPMADDUBSW      Z10, Z9, Z8
-	VPERMW          Z13, Z3, Z9
-	VPDPWSSD        Z9, Z8, Z18
-	VBROADCASTI64X4 160(R8), Z8
-	VMOVDQU64       64(R8), Z9
-	VPANDD          Z0, Z9, Z10
-	VPSLLVW         q8kq6shl<>+0(SB), Z8, Z14
-	VPTERNLOGD      $0xf8, Z1, Z14, Z10
-	VPMADDUBSW      Z11, Z10, Z10
-	VPERMW          Z13, Z4, Z11
-	VPDPWSSD        Z11, Z10, Z18
-	VPSRLW          $0x04, Z9, Z9
-	VPANDD          Z0, Z9, Z9
-	VPSRLVW         q8kq6shr<>+0(SB), Z8, Z8
-	VPTERNLOGD      $0xf8, Z1, Z8, Z9
-	VPMADDUBSW      Z12, Z9, Z8
-	VPERMW          Z13, Z5, Z9
-	VPDPWSSD        Z9, Z8, Z18
-	VSHUFI64X2      $0x44, Z16, Z15, Z8
-	VSHUFI64X2      $0xee, Z16, Z15, Z9
-	VPADDD          Z9, Z8, Z8
-	VSHUFI64X2      $0x44, Z18, Z17, Z9
-	VSHUFI64X2      $0xee, Z18, Z17, Z10
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z9
+	VPMADDUBSW      Z10, Z9, Z9
+	VPERMW          Z13, Z3, Z10
+	VPDPWSSD        Z10, Z9, Z22
+	VBROADCASTI64X4 160(R8), Z9
+	VMOVDQU64       64(R8), Z10
+	VPANDD          Z0, Z10, Z16
+	VPSLLVW         q8kq6shl<>+0(SB), Z9, Z17
+	VPTERNLOGD      $0xf8, Z1, Z17, Z16
+	VPMADDUBSW      Z11, Z16, Z11
+	VPERMW          Z13, Z4, Z16
+	VPDPWSSD        Z16, Z11, Z22
+	VPSRLW          $0x04, Z10, Z10
+	VPANDD          Z0, Z10, Z10
+	VPSRLVW         q8kq6shr<>+0(SB), Z9, Z9
+	VPTERNLOGD      $0xf8, Z1, Z9, Z10
+	VPMADDUBSW      Z12, Z10, Z9
+	VPERMW          Z13, Z5, Z10
+	VPDPWSSD        Z10, Z9, Z22
+	VSHUFI64X2      $0x44, Z20, Z14, Z9
+	VSHUFI64X2      $0xee, Z20, Z14, Z10
 	VPADDD          Z10, Z9, Z9
-	VSHUFI64X2      $0x88, Z9, Z8, Z10
-	VSHUFI64X2      $0xdd, Z9, Z8, Z8
-	VPADDD          Z8, Z10, Z10
-	VPSHUFD         $0x4e, Z10, Z8
-	VPADDD          Z8, Z10, Z10
-	VPSHUFD         $0xb1, Z10, Z8
-	VPADDD          Z8, Z10, Z10
-	VPERMD          Z10, Z6, Z8
-	VPXORD          X19, X19, X19
-	VPINSRW         $0x00, 208(AX), X19, X19
-	VPINSRW         $0x01, 208(SI), X19, X19
-	VPINSRW         $0x02, 208(DI), X19, X19
-	VPINSRW         $0x03, 208(R8), X19, X19
-	VCVTPH2PS       X19, X19
-	VBROADCASTSS    (DX), X9
-	VMULPS          X9, X19, X19
-	VCVTDQ2PS       X8, X8
-	VMULPS          X19, X8, X8
-	VADDPS          X8, X7, X7
+	VSHUFI64X2      $0x44, Z22, Z21, Z10
+	VSHUFI64X2      $0xee, Z22, Z21, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x88, Z10, Z9, Z11
+	VSHUFI64X2      $0xdd, Z10, Z9, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0x4e, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0xb1, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPERMD          Z11, Z6, Z9
+	VPXORD          X15, X15, X15
+	VPINSRW         $0x00, 208(AX), X15, X15
+	VPINSRW         $0x01, 208(SI), X15, X15
+	VPINSRW         $0x02, 208(DI), X15, X15
+	VPINSRW         $0x03, 208(R8), X15, X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTSS    (DX), X10
+	VMULPS          X10, X15, X15
+	VCVTDQ2PS       X9, X9
+	VMULPS          X15, X9, X9
+	VADDPS          X9, X7, X7
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x000000d2, SI
 	ADDQ            $0x000000d2, DI

@@ -230,7 +230,8 @@ func q8kReduceRows(acc []VecVirtual, perm VecVirtual) Register {
 // dotQ6KQ8KX4 writes dotQ6KQ8KX4AVX512 or, with vnni, dotQ6KQ8KX4VNNI:
 // dotQ6KQ8K512's arithmetic on four q6_K rows, stride bytes apart, sharing
 // the activation loads and the reduction; each row's offset term
-// 32·Σ_g scale_g·bsum_g starts its accumulator (negated), and each row's
+// −32·Σ_g scale_g·bsum_g starts its accumulator (one VPMADDWD of the
+// words 32·scale_g and −bsum_g, both within int16), and each row's
 // float32 sum takes the one-row kernels' step s += (d·dq)·S in its lane.
 func dotQ6KQ8KX4(vnni bool) {
 	name := "dotQ6KQ8KX4AVX512"
@@ -273,8 +274,9 @@ func dotQ6KQ8KX4(vnni bool) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	q8kPrefetchRows(wr, ahead, 4, false)
-	bs := YMM()
-	VMOVDQU64(Mem{Base: q, Disp: q8kSums}, bs)
+	bs := YMM() // −bsum_g (fits int16)
+	VPXORD(bs, bs, bs)
+	VPSUBW(Mem{Base: q, Disp: q8kSums}, bs, bs)
 	act := make([]VecVirtual, 4)
 	for n := range act {
 		act[n] = ZMM()
@@ -282,13 +284,11 @@ func dotQ6KQ8KX4(vnni bool) {
 	}
 	acc := make([]VecVirtual, 4)
 	for r := range acc {
-		sc16, off := ZMM(), YMM()
+		sc16, sc32 := ZMM(), YMM()
 		VPMOVSXBW(Mem{Base: wr[r], Disp: 192}, sc16.AsY())
-		VPMADDWD(bs, sc16.AsY(), off)
-		VPSLLD(U8(5), off, off)
+		VPSLLW(U8(5), sc16.AsY(), sc32) // 32·scale_g fits int16
 		acc[r] = ZMM()
-		VPXORD(acc[r], acc[r], acc[r])
-		VPSUBD(off, acc[r].AsY(), acc[r].AsY()) // the upper half stays zero
+		VPMADDWD(bs, sc32, acc[r].AsY()) // the upper half zeroed
 		for h := 0; h < 2; h++ {
 			qh, v := ZMM(), ZMM()
 			VBROADCASTI64X4(Mem{Base: wr[r], Disp: 128 + 32*h}, qh)

@@ -841,6 +841,20 @@ func dotQ5KQ8KAVX512(w []byte, q []byte, nb int) float32
 //go:noescape
 func dotQ6KQ8KAVX512(w []byte, q []byte, nb int) float32
 
+// dotQ4KQ8KX4AVX512 sets dst[r] to the dot product of the nb q4_K super-blocks at
+// w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ4KQ8KX4AVX512(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// dotQ6KQ8KX4AVX512 sets dst[r] to the dot product of the nb q6_K super-blocks at
+// w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ6KQ8KX4AVX512(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
 // dotQ4KQ8KVNNI returns the dot product of the nb super-blocks at w with the nb
 // Q8_K blocks at q, as simd's twin computes it, bit for bit.
 //
@@ -858,3 +872,17 @@ func dotQ5KQ8KVNNI(w []byte, q []byte, nb int) float32
 //
 //go:noescape
 func dotQ6KQ8KVNNI(w []byte, q []byte, nb int) float32
+
+// dotQ4KQ8KX4VNNI sets dst[r] to the dot product of the nb q4_K super-blocks at
+// w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ4KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// dotQ6KQ8KX4VNNI sets dst[r] to the dot product of the nb q6_K super-blocks at
+// w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ6KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)

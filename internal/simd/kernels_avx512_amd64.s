@@ -21057,6 +21057,857 @@ DATA q8kq6idx3<>+60(SB)/2, $0x000f
 DATA q8kq6idx3<>+62(SB)/2, $0x000f
 GLOBL q8kq6idx3<>(SB), RODATA|NOPTR, $64
 
+// func dotQ4KQ8KX4AVX512(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KQ8KX4AVX512(SB), NOSPLIT, $0-72
+	MOVQ      w_base+0(FP), AX
+	MOVQ      stride+24(FP), CX
+	MOVQ      q_base+32(FP), DX
+	MOVQ      nb+56(FP), BX
+	LEAQ      (AX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	LEAQ      (DI)(CX*1), CX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kx4idx0<>+0(SB), Z1
+	VMOVDQU64 q8kx4idx1<>+0(SB), Z2
+	VMOVDQU64 q8kx4idx2<>+0(SB), Z3
+	VMOVDQU64 q8kx4idx3<>+0(SB), Z4
+	VMOVDQU64 q8kx4idx4<>+0(SB), Z5
+	VMOVDQU64 q8kx4idx5<>+0(SB), Z6
+	VMOVDQU64 q8kx4idx6<>+0(SB), Z7
+	VMOVDQU64 q8kx4idx7<>+0(SB), Z8
+	VMOVDQU64 q8kx4lanes<>+0(SB), Z9
+	VXORPS    X10, X10, X10
+
+dotQ4KQ8KX4AVX512_loop:
+	TESTQ         BX, BX
+	JZ            dotQ4KQ8KX4AVX512_done
+	PREFETCHT0    1024(AX)
+	PREFETCHT1    8192(AX)
+	PREFETCHT0    1088(AX)
+	PREFETCHT1    8256(AX)
+	PREFETCHT0    1152(AX)
+	PREFETCHT1    8320(AX)
+	PREFETCHT0    1024(SI)
+	PREFETCHT1    8192(SI)
+	PREFETCHT0    1088(SI)
+	PREFETCHT1    8256(SI)
+	PREFETCHT0    1152(SI)
+	PREFETCHT1    8320(SI)
+	PREFETCHT0    1024(DI)
+	PREFETCHT1    8192(DI)
+	PREFETCHT0    1088(DI)
+	PREFETCHT1    8256(DI)
+	PREFETCHT0    1152(DI)
+	PREFETCHT1    8320(DI)
+	PREFETCHT0    1024(CX)
+	PREFETCHT1    8192(CX)
+	PREFETCHT0    1088(CX)
+	PREFETCHT1    8256(CX)
+	PREFETCHT0    1152(CX)
+	PREFETCHT1    8320(CX)
+	VMOVDQU64     (AX), X11
+	VINSERTI32X4  $0x01, (SI), Z11, Z11
+	VINSERTI32X4  $0x02, (DI), Z11, Z11
+	VINSERTI32X4  $0x03, (CX), Z11, Z11
+	VPSHUFD       $0xed, Z11, Z12
+	VPSRLVD       q8kx4shr<>+0(SB), Z12, Z12
+	VPANDD        q8kx4mx<>+0(SB), Z12, Z12
+	VPSHUFD       $0xa5, Z11, Z13
+	VPSRLD        $0x02, Z13, Z13
+	VPANDD        q8kx4my<>+0(SB), Z13, Z13
+	VPORD         Z13, Z12, Z12
+	VPMOVZXBW     Y12, Z13
+	VEXTRACTI64X4 $0x01, Z12, Y12
+	VPMOVZXBW     Y12, Z12
+	VPERMD        Z11, Z9, Z23
+	VPSHUFB       q8kx4dd<>+0(SB), X23, X23
+	VCVTPH2PS     X23, Y23
+	VBROADCASTSS  (DX), Y14
+	VMULPS        Y14, Y23, Y23
+	VMOVDQU64     260(DX), Y14
+	VPMADDWD      q8kones<>+0(SB), Y14, Y14
+	VPMOVDW       Y14, X14
+	VSHUFI64X2    $0x00, Z14, Z14, Z14
+	VPMADDWD      Z14, Z13, Z24
+	VPMADDWD      Z14, Z12, Z25
+	VSHUFI64X2    $0xdd, Z25, Z24, Z24
+	VMOVDQU64     4(DX), Y15
+	VINSERTI64X4  $0x01, 68(DX), Z15, Z15
+	VMOVDQU64     36(DX), Y16
+	VINSERTI64X4  $0x01, 100(DX), Z16, Z16
+	VMOVDQU64     132(DX), Y17
+	VINSERTI64X4  $0x01, 196(DX), Z17, Z17
+	VMOVDQU64     164(DX), Y18
+	VINSERTI64X4  $0x01, 228(DX), Z18, Z18
+	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     16(AX), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z15, Z26, Z26
+	VPERMW        Z13, Z1, Z27
+	VPMADDWD      Z27, Z26, Z26
+	VPADDD        Z26, Z19, Z19
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z16, Z25, Z25
+	VPERMW        Z13, Z2, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z19, Z19
+	VMOVDQU64     80(AX), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z17, Z26, Z26
+	VPERMW        Z13, Z3, Z27
+	VPMADDWD      Z27, Z26, Z26
+	VPADDD        Z26, Z19, Z19
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z18, Z25, Z25
+	VPERMW        Z13, Z4, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z19, Z19
+	VPXORD        Z20, Z20, Z20
+	VMOVDQU64     16(SI), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z15, Z26, Z26
+	VPERMW        Z13, Z5, Z27
+	VPMADDWD      Z27, Z26, Z26
+	VPADDD        Z26, Z20, Z20
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z16, Z25, Z25
+	VPERMW        Z13, Z6, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z20, Z20
+	VMOVDQU64     80(SI), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z17, Z26, Z26
+	VPERMW        Z13, Z7, Z27
+	VPMADDWD      Z27, Z26, Z26
+	VPADDD        Z26, Z20, Z20
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z18, Z25, Z25
+	VPERMW        Z13, Z8, Z13
+	VPMADDWD      Z13, Z25, Z25
+	VPADDD        Z25, Z20, Z20
+	VPXORD        Z21, Z21, Z21
+	VMOVDQU64     16(DI), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z15, Z25, Z25
+	VPERMW        Z12, Z1, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z21, Z21
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z16, Z13, Z13
+	VPERMW        Z12, Z2, Z25
+	VPMADDWD      Z25, Z13, Z13
+	VPADDD        Z13, Z21, Z21
+	VMOVDQU64     80(DI), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z17, Z25, Z25
+	VPERMW        Z12, Z3, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z21, Z21
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z18, Z13, Z13
+	VPERMW        Z12, Z4, Z25
+	VPMADDWD      Z25, Z13, Z13
+	VPADDD        Z13, Z21, Z21
+	VPXORD        Z22, Z22, Z22
+	VMOVDQU64     16(CX), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z15, Z25, Z25
+	VPERMW        Z12, Z5, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z22, Z22
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z16, Z13, Z13
+	VPERMW        Z12, Z6, Z25
+	VPMADDWD      Z25, Z13, Z13
+	VPADDD        Z13, Z22, Z22
+	VMOVDQU64     80(CX), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z17, Z25, Z25
+	VPERMW        Z12, Z7, Z26
+	VPMADDWD      Z26, Z25, Z25
+	VPADDD        Z25, Z22, Z22
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z18, Z13, Z13
+	VPERMW        Z12, Z8, Z12
+	VPMADDWD      Z12, Z13, Z13
+	VPADDD        Z13, Z22, Z22
+	VSHUFI64X2    $0x44, Z20, Z19, Z12
+	VSHUFI64X2    $0xee, Z20, Z19, Z13
+	VPADDD        Z13, Z12, Z12
+	VSHUFI64X2    $0x44, Z22, Z21, Z13
+	VSHUFI64X2    $0xee, Z22, Z21, Z25
+	VPADDD        Z25, Z13, Z13
+	VSHUFI64X2    $0x88, Z13, Z12, Z25
+	VSHUFI64X2    $0xdd, Z13, Z12, Z12
+	VPADDD        Z12, Z25, Z25
+	VPSHUFD       $0x4e, Z25, Z12
+	VPADDD        Z12, Z25, Z25
+	VPSHUFD       $0xb1, Z25, Z12
+	VPADDD        Z12, Z25, Z25
+	VPERMD        Z25, Z9, Z12
+	VPSHUFD       $0x4e, Z24, Z13
+	VPADDD        Z13, Z24, Z24
+	VPSHUFD       $0xb1, Z24, Z13
+	VPADDD        Z13, Z24, Z24
+	VPERMD        Z24, Z9, Z13
+	VCVTDQ2PS     X12, X12
+	VMULPS        X23, X12, X12
+	VADDPS        X12, X10, X10
+	VEXTRACTF32X4 $0x01, Y23, X11
+	VCVTDQ2PS     X13, X13
+	VMULPS        X11, X13, X13
+	VSUBPS        X13, X10, X10
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000090, SI
+	ADDQ          $0x00000090, DI
+	ADDQ          $0x00000090, CX
+	ADDQ          $0x00000124, DX
+	DECQ          BX
+	JMP           dotQ4KQ8KX4AVX512_loop
+
+dotQ4KQ8KX4AVX512_done:
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+DATA q8kx4idx0<>+0(SB)/2, $0x0000
+DATA q8kx4idx0<>+2(SB)/2, $0x0000
+DATA q8kx4idx0<>+4(SB)/2, $0x0000
+DATA q8kx4idx0<>+6(SB)/2, $0x0000
+DATA q8kx4idx0<>+8(SB)/2, $0x0000
+DATA q8kx4idx0<>+10(SB)/2, $0x0000
+DATA q8kx4idx0<>+12(SB)/2, $0x0000
+DATA q8kx4idx0<>+14(SB)/2, $0x0000
+DATA q8kx4idx0<>+16(SB)/2, $0x0000
+DATA q8kx4idx0<>+18(SB)/2, $0x0000
+DATA q8kx4idx0<>+20(SB)/2, $0x0000
+DATA q8kx4idx0<>+22(SB)/2, $0x0000
+DATA q8kx4idx0<>+24(SB)/2, $0x0000
+DATA q8kx4idx0<>+26(SB)/2, $0x0000
+DATA q8kx4idx0<>+28(SB)/2, $0x0000
+DATA q8kx4idx0<>+30(SB)/2, $0x0000
+DATA q8kx4idx0<>+32(SB)/2, $0x0002
+DATA q8kx4idx0<>+34(SB)/2, $0x0002
+DATA q8kx4idx0<>+36(SB)/2, $0x0002
+DATA q8kx4idx0<>+38(SB)/2, $0x0002
+DATA q8kx4idx0<>+40(SB)/2, $0x0002
+DATA q8kx4idx0<>+42(SB)/2, $0x0002
+DATA q8kx4idx0<>+44(SB)/2, $0x0002
+DATA q8kx4idx0<>+46(SB)/2, $0x0002
+DATA q8kx4idx0<>+48(SB)/2, $0x0002
+DATA q8kx4idx0<>+50(SB)/2, $0x0002
+DATA q8kx4idx0<>+52(SB)/2, $0x0002
+DATA q8kx4idx0<>+54(SB)/2, $0x0002
+DATA q8kx4idx0<>+56(SB)/2, $0x0002
+DATA q8kx4idx0<>+58(SB)/2, $0x0002
+DATA q8kx4idx0<>+60(SB)/2, $0x0002
+DATA q8kx4idx0<>+62(SB)/2, $0x0002
+GLOBL q8kx4idx0<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx1<>+0(SB)/2, $0x0001
+DATA q8kx4idx1<>+2(SB)/2, $0x0001
+DATA q8kx4idx1<>+4(SB)/2, $0x0001
+DATA q8kx4idx1<>+6(SB)/2, $0x0001
+DATA q8kx4idx1<>+8(SB)/2, $0x0001
+DATA q8kx4idx1<>+10(SB)/2, $0x0001
+DATA q8kx4idx1<>+12(SB)/2, $0x0001
+DATA q8kx4idx1<>+14(SB)/2, $0x0001
+DATA q8kx4idx1<>+16(SB)/2, $0x0001
+DATA q8kx4idx1<>+18(SB)/2, $0x0001
+DATA q8kx4idx1<>+20(SB)/2, $0x0001
+DATA q8kx4idx1<>+22(SB)/2, $0x0001
+DATA q8kx4idx1<>+24(SB)/2, $0x0001
+DATA q8kx4idx1<>+26(SB)/2, $0x0001
+DATA q8kx4idx1<>+28(SB)/2, $0x0001
+DATA q8kx4idx1<>+30(SB)/2, $0x0001
+DATA q8kx4idx1<>+32(SB)/2, $0x0003
+DATA q8kx4idx1<>+34(SB)/2, $0x0003
+DATA q8kx4idx1<>+36(SB)/2, $0x0003
+DATA q8kx4idx1<>+38(SB)/2, $0x0003
+DATA q8kx4idx1<>+40(SB)/2, $0x0003
+DATA q8kx4idx1<>+42(SB)/2, $0x0003
+DATA q8kx4idx1<>+44(SB)/2, $0x0003
+DATA q8kx4idx1<>+46(SB)/2, $0x0003
+DATA q8kx4idx1<>+48(SB)/2, $0x0003
+DATA q8kx4idx1<>+50(SB)/2, $0x0003
+DATA q8kx4idx1<>+52(SB)/2, $0x0003
+DATA q8kx4idx1<>+54(SB)/2, $0x0003
+DATA q8kx4idx1<>+56(SB)/2, $0x0003
+DATA q8kx4idx1<>+58(SB)/2, $0x0003
+DATA q8kx4idx1<>+60(SB)/2, $0x0003
+DATA q8kx4idx1<>+62(SB)/2, $0x0003
+GLOBL q8kx4idx1<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx2<>+0(SB)/2, $0x0004
+DATA q8kx4idx2<>+2(SB)/2, $0x0004
+DATA q8kx4idx2<>+4(SB)/2, $0x0004
+DATA q8kx4idx2<>+6(SB)/2, $0x0004
+DATA q8kx4idx2<>+8(SB)/2, $0x0004
+DATA q8kx4idx2<>+10(SB)/2, $0x0004
+DATA q8kx4idx2<>+12(SB)/2, $0x0004
+DATA q8kx4idx2<>+14(SB)/2, $0x0004
+DATA q8kx4idx2<>+16(SB)/2, $0x0004
+DATA q8kx4idx2<>+18(SB)/2, $0x0004
+DATA q8kx4idx2<>+20(SB)/2, $0x0004
+DATA q8kx4idx2<>+22(SB)/2, $0x0004
+DATA q8kx4idx2<>+24(SB)/2, $0x0004
+DATA q8kx4idx2<>+26(SB)/2, $0x0004
+DATA q8kx4idx2<>+28(SB)/2, $0x0004
+DATA q8kx4idx2<>+30(SB)/2, $0x0004
+DATA q8kx4idx2<>+32(SB)/2, $0x0006
+DATA q8kx4idx2<>+34(SB)/2, $0x0006
+DATA q8kx4idx2<>+36(SB)/2, $0x0006
+DATA q8kx4idx2<>+38(SB)/2, $0x0006
+DATA q8kx4idx2<>+40(SB)/2, $0x0006
+DATA q8kx4idx2<>+42(SB)/2, $0x0006
+DATA q8kx4idx2<>+44(SB)/2, $0x0006
+DATA q8kx4idx2<>+46(SB)/2, $0x0006
+DATA q8kx4idx2<>+48(SB)/2, $0x0006
+DATA q8kx4idx2<>+50(SB)/2, $0x0006
+DATA q8kx4idx2<>+52(SB)/2, $0x0006
+DATA q8kx4idx2<>+54(SB)/2, $0x0006
+DATA q8kx4idx2<>+56(SB)/2, $0x0006
+DATA q8kx4idx2<>+58(SB)/2, $0x0006
+DATA q8kx4idx2<>+60(SB)/2, $0x0006
+DATA q8kx4idx2<>+62(SB)/2, $0x0006
+GLOBL q8kx4idx2<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx3<>+0(SB)/2, $0x0005
+DATA q8kx4idx3<>+2(SB)/2, $0x0005
+DATA q8kx4idx3<>+4(SB)/2, $0x0005
+DATA q8kx4idx3<>+6(SB)/2, $0x0005
+DATA q8kx4idx3<>+8(SB)/2, $0x0005
+DATA q8kx4idx3<>+10(SB)/2, $0x0005
+DATA q8kx4idx3<>+12(SB)/2, $0x0005
+DATA q8kx4idx3<>+14(SB)/2, $0x0005
+DATA q8kx4idx3<>+16(SB)/2, $0x0005
+DATA q8kx4idx3<>+18(SB)/2, $0x0005
+DATA q8kx4idx3<>+20(SB)/2, $0x0005
+DATA q8kx4idx3<>+22(SB)/2, $0x0005
+DATA q8kx4idx3<>+24(SB)/2, $0x0005
+DATA q8kx4idx3<>+26(SB)/2, $0x0005
+DATA q8kx4idx3<>+28(SB)/2, $0x0005
+DATA q8kx4idx3<>+30(SB)/2, $0x0005
+DATA q8kx4idx3<>+32(SB)/2, $0x0007
+DATA q8kx4idx3<>+34(SB)/2, $0x0007
+DATA q8kx4idx3<>+36(SB)/2, $0x0007
+DATA q8kx4idx3<>+38(SB)/2, $0x0007
+DATA q8kx4idx3<>+40(SB)/2, $0x0007
+DATA q8kx4idx3<>+42(SB)/2, $0x0007
+DATA q8kx4idx3<>+44(SB)/2, $0x0007
+DATA q8kx4idx3<>+46(SB)/2, $0x0007
+DATA q8kx4idx3<>+48(SB)/2, $0x0007
+DATA q8kx4idx3<>+50(SB)/2, $0x0007
+DATA q8kx4idx3<>+52(SB)/2, $0x0007
+DATA q8kx4idx3<>+54(SB)/2, $0x0007
+DATA q8kx4idx3<>+56(SB)/2, $0x0007
+DATA q8kx4idx3<>+58(SB)/2, $0x0007
+DATA q8kx4idx3<>+60(SB)/2, $0x0007
+DATA q8kx4idx3<>+62(SB)/2, $0x0007
+GLOBL q8kx4idx3<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx4<>+0(SB)/2, $0x0010
+DATA q8kx4idx4<>+2(SB)/2, $0x0010
+DATA q8kx4idx4<>+4(SB)/2, $0x0010
+DATA q8kx4idx4<>+6(SB)/2, $0x0010
+DATA q8kx4idx4<>+8(SB)/2, $0x0010
+DATA q8kx4idx4<>+10(SB)/2, $0x0010
+DATA q8kx4idx4<>+12(SB)/2, $0x0010
+DATA q8kx4idx4<>+14(SB)/2, $0x0010
+DATA q8kx4idx4<>+16(SB)/2, $0x0010
+DATA q8kx4idx4<>+18(SB)/2, $0x0010
+DATA q8kx4idx4<>+20(SB)/2, $0x0010
+DATA q8kx4idx4<>+22(SB)/2, $0x0010
+DATA q8kx4idx4<>+24(SB)/2, $0x0010
+DATA q8kx4idx4<>+26(SB)/2, $0x0010
+DATA q8kx4idx4<>+28(SB)/2, $0x0010
+DATA q8kx4idx4<>+30(SB)/2, $0x0010
+DATA q8kx4idx4<>+32(SB)/2, $0x0012
+DATA q8kx4idx4<>+34(SB)/2, $0x0012
+DATA q8kx4idx4<>+36(SB)/2, $0x0012
+DATA q8kx4idx4<>+38(SB)/2, $0x0012
+DATA q8kx4idx4<>+40(SB)/2, $0x0012
+DATA q8kx4idx4<>+42(SB)/2, $0x0012
+DATA q8kx4idx4<>+44(SB)/2, $0x0012
+DATA q8kx4idx4<>+46(SB)/2, $0x0012
+DATA q8kx4idx4<>+48(SB)/2, $0x0012
+DATA q8kx4idx4<>+50(SB)/2, $0x0012
+DATA q8kx4idx4<>+52(SB)/2, $0x0012
+DATA q8kx4idx4<>+54(SB)/2, $0x0012
+DATA q8kx4idx4<>+56(SB)/2, $0x0012
+DATA q8kx4idx4<>+58(SB)/2, $0x0012
+DATA q8kx4idx4<>+60(SB)/2, $0x0012
+DATA q8kx4idx4<>+62(SB)/2, $0x0012
+GLOBL q8kx4idx4<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx5<>+0(SB)/2, $0x0011
+DATA q8kx4idx5<>+2(SB)/2, $0x0011
+DATA q8kx4idx5<>+4(SB)/2, $0x0011
+DATA q8kx4idx5<>+6(SB)/2, $0x0011
+DATA q8kx4idx5<>+8(SB)/2, $0x0011
+DATA q8kx4idx5<>+10(SB)/2, $0x0011
+DATA q8kx4idx5<>+12(SB)/2, $0x0011
+DATA q8kx4idx5<>+14(SB)/2, $0x0011
+DATA q8kx4idx5<>+16(SB)/2, $0x0011
+DATA q8kx4idx5<>+18(SB)/2, $0x0011
+DATA q8kx4idx5<>+20(SB)/2, $0x0011
+DATA q8kx4idx5<>+22(SB)/2, $0x0011
+DATA q8kx4idx5<>+24(SB)/2, $0x0011
+DATA q8kx4idx5<>+26(SB)/2, $0x0011
+DATA q8kx4idx5<>+28(SB)/2, $0x0011
+DATA q8kx4idx5<>+30(SB)/2, $0x0011
+DATA q8kx4idx5<>+32(SB)/2, $0x0013
+DATA q8kx4idx5<>+34(SB)/2, $0x0013
+DATA q8kx4idx5<>+36(SB)/2, $0x0013
+DATA q8kx4idx5<>+38(SB)/2, $0x0013
+DATA q8kx4idx5<>+40(SB)/2, $0x0013
+DATA q8kx4idx5<>+42(SB)/2, $0x0013
+DATA q8kx4idx5<>+44(SB)/2, $0x0013
+DATA q8kx4idx5<>+46(SB)/2, $0x0013
+DATA q8kx4idx5<>+48(SB)/2, $0x0013
+DATA q8kx4idx5<>+50(SB)/2, $0x0013
+DATA q8kx4idx5<>+52(SB)/2, $0x0013
+DATA q8kx4idx5<>+54(SB)/2, $0x0013
+DATA q8kx4idx5<>+56(SB)/2, $0x0013
+DATA q8kx4idx5<>+58(SB)/2, $0x0013
+DATA q8kx4idx5<>+60(SB)/2, $0x0013
+DATA q8kx4idx5<>+62(SB)/2, $0x0013
+GLOBL q8kx4idx5<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx6<>+0(SB)/2, $0x0014
+DATA q8kx4idx6<>+2(SB)/2, $0x0014
+DATA q8kx4idx6<>+4(SB)/2, $0x0014
+DATA q8kx4idx6<>+6(SB)/2, $0x0014
+DATA q8kx4idx6<>+8(SB)/2, $0x0014
+DATA q8kx4idx6<>+10(SB)/2, $0x0014
+DATA q8kx4idx6<>+12(SB)/2, $0x0014
+DATA q8kx4idx6<>+14(SB)/2, $0x0014
+DATA q8kx4idx6<>+16(SB)/2, $0x0014
+DATA q8kx4idx6<>+18(SB)/2, $0x0014
+DATA q8kx4idx6<>+20(SB)/2, $0x0014
+DATA q8kx4idx6<>+22(SB)/2, $0x0014
+DATA q8kx4idx6<>+24(SB)/2, $0x0014
+DATA q8kx4idx6<>+26(SB)/2, $0x0014
+DATA q8kx4idx6<>+28(SB)/2, $0x0014
+DATA q8kx4idx6<>+30(SB)/2, $0x0014
+DATA q8kx4idx6<>+32(SB)/2, $0x0016
+DATA q8kx4idx6<>+34(SB)/2, $0x0016
+DATA q8kx4idx6<>+36(SB)/2, $0x0016
+DATA q8kx4idx6<>+38(SB)/2, $0x0016
+DATA q8kx4idx6<>+40(SB)/2, $0x0016
+DATA q8kx4idx6<>+42(SB)/2, $0x0016
+DATA q8kx4idx6<>+44(SB)/2, $0x0016
+DATA q8kx4idx6<>+46(SB)/2, $0x0016
+DATA q8kx4idx6<>+48(SB)/2, $0x0016
+DATA q8kx4idx6<>+50(SB)/2, $0x0016
+DATA q8kx4idx6<>+52(SB)/2, $0x0016
+DATA q8kx4idx6<>+54(SB)/2, $0x0016
+DATA q8kx4idx6<>+56(SB)/2, $0x0016
+DATA q8kx4idx6<>+58(SB)/2, $0x0016
+DATA q8kx4idx6<>+60(SB)/2, $0x0016
+DATA q8kx4idx6<>+62(SB)/2, $0x0016
+GLOBL q8kx4idx6<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4idx7<>+0(SB)/2, $0x0015
+DATA q8kx4idx7<>+2(SB)/2, $0x0015
+DATA q8kx4idx7<>+4(SB)/2, $0x0015
+DATA q8kx4idx7<>+6(SB)/2, $0x0015
+DATA q8kx4idx7<>+8(SB)/2, $0x0015
+DATA q8kx4idx7<>+10(SB)/2, $0x0015
+DATA q8kx4idx7<>+12(SB)/2, $0x0015
+DATA q8kx4idx7<>+14(SB)/2, $0x0015
+DATA q8kx4idx7<>+16(SB)/2, $0x0015
+DATA q8kx4idx7<>+18(SB)/2, $0x0015
+DATA q8kx4idx7<>+20(SB)/2, $0x0015
+DATA q8kx4idx7<>+22(SB)/2, $0x0015
+DATA q8kx4idx7<>+24(SB)/2, $0x0015
+DATA q8kx4idx7<>+26(SB)/2, $0x0015
+DATA q8kx4idx7<>+28(SB)/2, $0x0015
+DATA q8kx4idx7<>+30(SB)/2, $0x0015
+DATA q8kx4idx7<>+32(SB)/2, $0x0017
+DATA q8kx4idx7<>+34(SB)/2, $0x0017
+DATA q8kx4idx7<>+36(SB)/2, $0x0017
+DATA q8kx4idx7<>+38(SB)/2, $0x0017
+DATA q8kx4idx7<>+40(SB)/2, $0x0017
+DATA q8kx4idx7<>+42(SB)/2, $0x0017
+DATA q8kx4idx7<>+44(SB)/2, $0x0017
+DATA q8kx4idx7<>+46(SB)/2, $0x0017
+DATA q8kx4idx7<>+48(SB)/2, $0x0017
+DATA q8kx4idx7<>+50(SB)/2, $0x0017
+DATA q8kx4idx7<>+52(SB)/2, $0x0017
+DATA q8kx4idx7<>+54(SB)/2, $0x0017
+DATA q8kx4idx7<>+56(SB)/2, $0x0017
+DATA q8kx4idx7<>+58(SB)/2, $0x0017
+DATA q8kx4idx7<>+60(SB)/2, $0x0017
+DATA q8kx4idx7<>+62(SB)/2, $0x0017
+GLOBL q8kx4idx7<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4lanes<>+0(SB)/4, $0x00000000
+DATA q8kx4lanes<>+4(SB)/4, $0x00000004
+DATA q8kx4lanes<>+8(SB)/4, $0x00000008
+DATA q8kx4lanes<>+12(SB)/4, $0x0000000c
+DATA q8kx4lanes<>+16(SB)/4, $0x00000000
+DATA q8kx4lanes<>+20(SB)/4, $0x00000004
+DATA q8kx4lanes<>+24(SB)/4, $0x00000008
+DATA q8kx4lanes<>+28(SB)/4, $0x0000000c
+DATA q8kx4lanes<>+32(SB)/4, $0x00000000
+DATA q8kx4lanes<>+36(SB)/4, $0x00000004
+DATA q8kx4lanes<>+40(SB)/4, $0x00000008
+DATA q8kx4lanes<>+44(SB)/4, $0x0000000c
+DATA q8kx4lanes<>+48(SB)/4, $0x00000000
+DATA q8kx4lanes<>+52(SB)/4, $0x00000004
+DATA q8kx4lanes<>+56(SB)/4, $0x00000008
+DATA q8kx4lanes<>+60(SB)/4, $0x0000000c
+GLOBL q8kx4lanes<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4shr<>+0(SB)/4, $0x00000000
+DATA q8kx4shr<>+4(SB)/4, $0x00000000
+DATA q8kx4shr<>+8(SB)/4, $0x00000000
+DATA q8kx4shr<>+12(SB)/4, $0x00000004
+DATA q8kx4shr<>+16(SB)/4, $0x00000000
+DATA q8kx4shr<>+20(SB)/4, $0x00000000
+DATA q8kx4shr<>+24(SB)/4, $0x00000000
+DATA q8kx4shr<>+28(SB)/4, $0x00000004
+DATA q8kx4shr<>+32(SB)/4, $0x00000000
+DATA q8kx4shr<>+36(SB)/4, $0x00000000
+DATA q8kx4shr<>+40(SB)/4, $0x00000000
+DATA q8kx4shr<>+44(SB)/4, $0x00000004
+DATA q8kx4shr<>+48(SB)/4, $0x00000000
+DATA q8kx4shr<>+52(SB)/4, $0x00000000
+DATA q8kx4shr<>+56(SB)/4, $0x00000000
+DATA q8kx4shr<>+60(SB)/4, $0x00000004
+GLOBL q8kx4shr<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4mx<>+0(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+4(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+8(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+12(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+16(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+20(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+24(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+28(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+32(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+36(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+40(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+44(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+48(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+52(SB)/4, $0x0f0f0f0f
+DATA q8kx4mx<>+56(SB)/4, $0x3f3f3f3f
+DATA q8kx4mx<>+60(SB)/4, $0x0f0f0f0f
+GLOBL q8kx4mx<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4my<>+0(SB)/4, $0x00000000
+DATA q8kx4my<>+4(SB)/4, $0x30303030
+DATA q8kx4my<>+8(SB)/4, $0x00000000
+DATA q8kx4my<>+12(SB)/4, $0x30303030
+DATA q8kx4my<>+16(SB)/4, $0x00000000
+DATA q8kx4my<>+20(SB)/4, $0x30303030
+DATA q8kx4my<>+24(SB)/4, $0x00000000
+DATA q8kx4my<>+28(SB)/4, $0x30303030
+DATA q8kx4my<>+32(SB)/4, $0x00000000
+DATA q8kx4my<>+36(SB)/4, $0x30303030
+DATA q8kx4my<>+40(SB)/4, $0x00000000
+DATA q8kx4my<>+44(SB)/4, $0x30303030
+DATA q8kx4my<>+48(SB)/4, $0x00000000
+DATA q8kx4my<>+52(SB)/4, $0x30303030
+DATA q8kx4my<>+56(SB)/4, $0x00000000
+DATA q8kx4my<>+60(SB)/4, $0x30303030
+GLOBL q8kx4my<>(SB), RODATA|NOPTR, $64
+
+DATA q8kx4dd<>+0(SB)/1, $0x00
+DATA q8kx4dd<>+1(SB)/1, $0x01
+DATA q8kx4dd<>+2(SB)/1, $0x04
+DATA q8kx4dd<>+3(SB)/1, $0x05
+DATA q8kx4dd<>+4(SB)/1, $0x08
+DATA q8kx4dd<>+5(SB)/1, $0x09
+DATA q8kx4dd<>+6(SB)/1, $0x0c
+DATA q8kx4dd<>+7(SB)/1, $0x0d
+DATA q8kx4dd<>+8(SB)/1, $0x02
+DATA q8kx4dd<>+9(SB)/1, $0x03
+DATA q8kx4dd<>+10(SB)/1, $0x06
+DATA q8kx4dd<>+11(SB)/1, $0x07
+DATA q8kx4dd<>+12(SB)/1, $0x0a
+DATA q8kx4dd<>+13(SB)/1, $0x0b
+DATA q8kx4dd<>+14(SB)/1, $0x0e
+DATA q8kx4dd<>+15(SB)/1, $0x0f
+GLOBL q8kx4dd<>(SB), RODATA|NOPTR, $16
+
+DATA q8kones<>+0(SB)/2, $0x0001
+DATA q8kones<>+2(SB)/2, $0x0001
+DATA q8kones<>+4(SB)/2, $0x0001
+DATA q8kones<>+6(SB)/2, $0x0001
+DATA q8kones<>+8(SB)/2, $0x0001
+DATA q8kones<>+10(SB)/2, $0x0001
+DATA q8kones<>+12(SB)/2, $0x0001
+DATA q8kones<>+14(SB)/2, $0x0001
+DATA q8kones<>+16(SB)/2, $0x0001
+DATA q8kones<>+18(SB)/2, $0x0001
+DATA q8kones<>+20(SB)/2, $0x0001
+DATA q8kones<>+22(SB)/2, $0x0001
+DATA q8kones<>+24(SB)/2, $0x0001
+DATA q8kones<>+26(SB)/2, $0x0001
+DATA q8kones<>+28(SB)/2, $0x0001
+DATA q8kones<>+30(SB)/2, $0x0001
+GLOBL q8kones<>(SB), RODATA|NOPTR, $32
+
+// func dotQ6KQ8KX4AVX512(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ6KQ8KX4AVX512(SB), NOSPLIT, $0-72
+	MOVQ      w_base+0(FP), AX
+	MOVQ      stride+24(FP), CX
+	MOVQ      q_base+32(FP), DX
+	MOVQ      nb+56(FP), BX
+	LEAQ      (AX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	LEAQ      (DI)(CX*1), R8
+	SHLQ      $0x02, CX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbits45<>+0(SB), Z1
+	VMOVDQU64 q8kq6idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq6idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq6idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq6idx3<>+0(SB), Z5
+	VMOVDQU64 q8kx4lanes<>+0(SB), Z6
+	VXORPS    X7, X7, X7
+
+dotQ6KQ8KX4AVX512_loop:
+	TESTQ           BX, BX
+	JZ              dotQ6KQ8KX4AVX512_done
+	PREFETCHT0      (AX)(CX*1)
+	PREFETCHT1      (AX)(CX*2)
+	PREFETCHT0      64(AX)(CX*1)
+	PREFETCHT1      64(AX)(CX*2)
+	PREFETCHT0      128(AX)(CX*1)
+	PREFETCHT1      128(AX)(CX*2)
+	PREFETCHT0      192(AX)(CX*1)
+	PREFETCHT1      192(AX)(CX*2)
+	PREFETCHT0      (SI)(CX*1)
+	PREFETCHT1      (SI)(CX*2)
+	PREFETCHT0      64(SI)(CX*1)
+	PREFETCHT1      64(SI)(CX*2)
+	PREFETCHT0      128(SI)(CX*1)
+	PREFETCHT1      128(SI)(CX*2)
+	PREFETCHT0      192(SI)(CX*1)
+	PREFETCHT1      192(SI)(CX*2)
+	PREFETCHT0      (DI)(CX*1)
+	PREFETCHT1      (DI)(CX*2)
+	PREFETCHT0      64(DI)(CX*1)
+	PREFETCHT1      64(DI)(CX*2)
+	PREFETCHT0      128(DI)(CX*1)
+	PREFETCHT1      128(DI)(CX*2)
+	PREFETCHT0      192(DI)(CX*1)
+	PREFETCHT1      192(DI)(CX*2)
+	PREFETCHT0      (R8)(CX*1)
+	PREFETCHT1      (R8)(CX*2)
+	PREFETCHT0      64(R8)(CX*1)
+	PREFETCHT1      64(R8)(CX*2)
+	PREFETCHT0      128(R8)(CX*1)
+	PREFETCHT1      128(R8)(CX*2)
+	PREFETCHT0      192(R8)(CX*1)
+	PREFETCHT1      192(R8)(CX*2)
+	VPXORD          Y8, Y8, Y8
+	VPSUBW          260(DX), Y8, Y8
+	VMOVDQU64       4(DX), Z9
+	VMOVDQU64       68(DX), Z10
+	VMOVDQU64       132(DX), Z11
+	VMOVDQU64       196(DX), Z12
+	VPMOVSXBW       192(AX), Y13
+	VPSLLW          $0x05, Y13, Y14
+	VPMADDWD        Y8, Y14, Y14
+	VBROADCASTI64X4 128(AX), Z16
+	VMOVDQU64       (AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VBROADCASTI64X4 160(AX), Z16
+	VMOVDQU64       64(AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z14, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z14, Z14
+	VPMOVSXBW       192(SI), Y13
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y20
+	VBROADCASTI64X4 128(SI), Z16
+	VMOVDQU64       (SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z20, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z20, Z20
+	VBROADCASTI64X4 160(SI), Z16
+	VMOVDQU64       64(SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z20, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z20, Z20
+	VPMOVSXBW       192(DI), Y13
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y21
+	VBROADCASTI64X4 128(DI), Z16
+	VMOVDQU64       (DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z21, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z21, Z21
+	VBROADCASTI64X4 160(DI), Z16
+	VMOVDQU64       64(DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPMADDWD        Z19, Z18, Z18
+	VPADDD          Z18, Z21, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPMADDWD        Z17, Z16, Z16
+	VPADDD          Z16, Z21, Z21
+	VPMOVSXBW       192(R8), Y13
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y22
+	VBROADCASTI64X4 128(R8), Z16
+	VMOVDQU64       (R8), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z9
+	VPERMW          Z13, Z2, Z18
+	VPMADDWD        Z18, Z9, Z9
+	VPADDD          Z9, Z22, Z22
+	VPSRLW          $0x04, Z17, Z9
+	VPANDD          Z0, Z9, Z9
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z9
+	VPMADDUBSW      Z10, Z9, Z9
+	VPERMW          Z13, Z3, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z22, Z22
+	VBROADCASTI64X4 160(R8), Z9
+	VMOVDQU64       64(R8), Z10
+	VPANDD          Z0, Z10, Z16
+	VPSLLVW         q8kq6shl<>+0(SB), Z9, Z17
+	VPTERNLOGD      $0xf8, Z1, Z17, Z16
+	VPMADDUBSW      Z11, Z16, Z11
+	VPERMW          Z13, Z4, Z16
+	VPMADDWD        Z16, Z11, Z11
+	VPADDD          Z11, Z22, Z22
+	VPSRLW          $0x04, Z10, Z10
+	VPANDD          Z0, Z10, Z10
+	VPSRLVW         q8kq6shr<>+0(SB), Z9, Z9
+	VPTERNLOGD      $0xf8, Z1, Z9, Z10
+	VPMADDUBSW      Z12, Z10, Z9
+	VPERMW          Z13, Z5, Z10
+	VPMADDWD        Z10, Z9, Z9
+	VPADDD          Z9, Z22, Z22
+	VSHUFI64X2      $0x44, Z20, Z14, Z9
+	VSHUFI64X2      $0xee, Z20, Z14, Z10
+	VPADDD          Z10, Z9, Z9
+	VSHUFI64X2      $0x44, Z22, Z21, Z10
+	VSHUFI64X2      $0xee, Z22, Z21, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x88, Z10, Z9, Z11
+	VSHUFI64X2      $0xdd, Z10, Z9, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0x4e, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0xb1, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPERMD          Z11, Z6, Z9
+	VPXORD          X15, X15, X15
+	VPINSRW         $0x00, 208(AX), X15, X15
+	VPINSRW         $0x01, 208(SI), X15, X15
+	VPINSRW         $0x02, 208(DI), X15, X15
+	VPINSRW         $0x03, 208(R8), X15, X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTSS    (DX), X10
+	VMULPS          X10, X15, X15
+	VCVTDQ2PS       X9, X9
+	VMULPS          X15, X9, X9
+	VADDPS          X9, X7, X7
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x000000d2, R8
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JMP             dotQ6KQ8KX4AVX512_loop
+
+dotQ6KQ8KX4AVX512_done:
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X7, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4KQ8KVNNI(w []byte, q []byte, nb int) float32
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+, SSE
 TEXT ·dotQ4KQ8KVNNI(SB), NOSPLIT, $0-60
@@ -21363,4 +22214,443 @@ dotQ6KQ8KVNNI_loop:
 dotQ6KQ8KVNNI_done:
 	VZEROUPPER
 	MOVSS X6, ret+56(FP)
+	RET
+
+// func dotQ4KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ4KQ8KX4VNNI(SB), NOSPLIT, $0-72
+	MOVQ      w_base+0(FP), AX
+	MOVQ      stride+24(FP), CX
+	MOVQ      q_base+32(FP), DX
+	MOVQ      nb+56(FP), BX
+	LEAQ      (AX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	LEAQ      (DI)(CX*1), CX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kx4idx0<>+0(SB), Z1
+	VMOVDQU64 q8kx4idx1<>+0(SB), Z2
+	VMOVDQU64 q8kx4idx2<>+0(SB), Z3
+	VMOVDQU64 q8kx4idx3<>+0(SB), Z4
+	VMOVDQU64 q8kx4idx4<>+0(SB), Z5
+	VMOVDQU64 q8kx4idx5<>+0(SB), Z6
+	VMOVDQU64 q8kx4idx6<>+0(SB), Z7
+	VMOVDQU64 q8kx4idx7<>+0(SB), Z8
+	VMOVDQU64 q8kx4lanes<>+0(SB), Z9
+	VXORPS    X10, X10, X10
+
+dotQ4KQ8KX4VNNI_loop:
+	TESTQ         BX, BX
+	JZ            dotQ4KQ8KX4VNNI_done
+	PREFETCHT0    1024(AX)
+	PREFETCHT1    8192(AX)
+	PREFETCHT0    1088(AX)
+	PREFETCHT1    8256(AX)
+	PREFETCHT0    1152(AX)
+	PREFETCHT1    8320(AX)
+	PREFETCHT0    1024(SI)
+	PREFETCHT1    8192(SI)
+	PREFETCHT0    1088(SI)
+	PREFETCHT1    8256(SI)
+	PREFETCHT0    1152(SI)
+	PREFETCHT1    8320(SI)
+	PREFETCHT0    1024(DI)
+	PREFETCHT1    8192(DI)
+	PREFETCHT0    1088(DI)
+	PREFETCHT1    8256(DI)
+	PREFETCHT0    1152(DI)
+	PREFETCHT1    8320(DI)
+	PREFETCHT0    1024(CX)
+	PREFETCHT1    8192(CX)
+	PREFETCHT0    1088(CX)
+	PREFETCHT1    8256(CX)
+	PREFETCHT0    1152(CX)
+	PREFETCHT1    8320(CX)
+	VMOVDQU64     (AX), X11
+	VINSERTI32X4  $0x01, (SI), Z11, Z11
+	VINSERTI32X4  $0x02, (DI), Z11, Z11
+	VINSERTI32X4  $0x03, (CX), Z11, Z11
+	VPSHUFD       $0xed, Z11, Z12
+	VPSRLVD       q8kx4shr<>+0(SB), Z12, Z12
+	VPANDD        q8kx4mx<>+0(SB), Z12, Z12
+	VPSHUFD       $0xa5, Z11, Z13
+	VPSRLD        $0x02, Z13, Z13
+	VPANDD        q8kx4my<>+0(SB), Z13, Z13
+	VPORD         Z13, Z12, Z12
+	VPMOVZXBW     Y12, Z13
+	VEXTRACTI64X4 $0x01, Z12, Y12
+	VPMOVZXBW     Y12, Z12
+	VPERMD        Z11, Z9, Z23
+	VPSHUFB       q8kx4dd<>+0(SB), X23, X23
+	VCVTPH2PS     X23, Y23
+	VBROADCASTSS  (DX), Y14
+	VMULPS        Y14, Y23, Y23
+	VMOVDQU64     260(DX), Y14
+	VPMADDWD      q8kones<>+0(SB), Y14, Y14
+	VPMOVDW       Y14, X14
+	VSHUFI64X2    $0x00, Z14, Z14, Z14
+	VPMADDWD      Z14, Z13, Z24
+	VPMADDWD      Z14, Z12, Z25
+	VSHUFI64X2    $0xdd, Z25, Z24, Z24
+	VMOVDQU64     4(DX), Y15
+	VINSERTI64X4  $0x01, 68(DX), Z15, Z15
+	VMOVDQU64     36(DX), Y16
+	VINSERTI64X4  $0x01, 100(DX), Z16, Z16
+	VMOVDQU64     132(DX), Y17
+	VINSERTI64X4  $0x01, 196(DX), Z17, Z17
+	VMOVDQU64     164(DX), Y18
+	VINSERTI64X4  $0x01, 228(DX), Z18, Z18
+	VPXORD        Z19, Z19, Z19
+	VMOVDQU64     16(AX), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z15, Z26, Z26
+	VPERMW        Z13, Z1, Z27
+	VPDPWSSD      Z27, Z26, Z19
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z16, Z25, Z25
+	VPERMW        Z13, Z2, Z26
+	VPDPWSSD      Z26, Z25, Z19
+	VMOVDQU64     80(AX), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z17, Z26, Z26
+	VPERMW        Z13, Z3, Z27
+	VPDPWSSD      Z27, Z26, Z19
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z18, Z25, Z25
+	VPERMW        Z13, Z4, Z26
+	VPDPWSSD      Z26, Z25, Z19
+	VPXORD        Z20, Z20, Z20
+	VMOVDQU64     16(SI), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z15, Z26, Z26
+	VPERMW        Z13, Z5, Z27
+	VPDPWSSD      Z27, Z26, Z20
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z16, Z25, Z25
+	VPERMW        Z13, Z6, Z26
+	VPDPWSSD      Z26, Z25, Z20
+	VMOVDQU64     80(SI), Z25
+	VPANDD        Z0, Z25, Z26
+	VPMADDUBSW    Z17, Z26, Z26
+	VPERMW        Z13, Z7, Z27
+	VPDPWSSD      Z27, Z26, Z20
+	VPSRLW        $0x04, Z25, Z25
+	VPANDD        Z0, Z25, Z25
+	VPMADDUBSW    Z18, Z25, Z25
+	VPERMW        Z13, Z8, Z13
+	VPDPWSSD      Z13, Z25, Z20
+	VPXORD        Z21, Z21, Z21
+	VMOVDQU64     16(DI), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z15, Z25, Z25
+	VPERMW        Z12, Z1, Z26
+	VPDPWSSD      Z26, Z25, Z21
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z16, Z13, Z13
+	VPERMW        Z12, Z2, Z25
+	VPDPWSSD      Z25, Z13, Z21
+	VMOVDQU64     80(DI), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z17, Z25, Z25
+	VPERMW        Z12, Z3, Z26
+	VPDPWSSD      Z26, Z25, Z21
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z18, Z13, Z13
+	VPERMW        Z12, Z4, Z25
+	VPDPWSSD      Z25, Z13, Z21
+	VPXORD        Z22, Z22, Z22
+	VMOVDQU64     16(CX), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z15, Z25, Z25
+	VPERMW        Z12, Z5, Z26
+	VPDPWSSD      Z26, Z25, Z22
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z16, Z13, Z13
+	VPERMW        Z12, Z6, Z25
+	VPDPWSSD      Z25, Z13, Z22
+	VMOVDQU64     80(CX), Z13
+	VPANDD        Z0, Z13, Z25
+	VPMADDUBSW    Z17, Z25, Z25
+	VPERMW        Z12, Z7, Z26
+	VPDPWSSD      Z26, Z25, Z22
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD        Z0, Z13, Z13
+	VPMADDUBSW    Z18, Z13, Z13
+	VPERMW        Z12, Z8, Z12
+	VPDPWSSD      Z12, Z13, Z22
+	VSHUFI64X2    $0x44, Z20, Z19, Z12
+	VSHUFI64X2    $0xee, Z20, Z19, Z13
+	VPADDD        Z13, Z12, Z12
+	VSHUFI64X2    $0x44, Z22, Z21, Z13
+	VSHUFI64X2    $0xee, Z22, Z21, Z25
+	VPADDD        Z25, Z13, Z13
+	VSHUFI64X2    $0x88, Z13, Z12, Z25
+	VSHUFI64X2    $0xdd, Z13, Z12, Z12
+	VPADDD        Z12, Z25, Z25
+	VPSHUFD       $0x4e, Z25, Z12
+	VPADDD        Z12, Z25, Z25
+	VPSHUFD       $0xb1, Z25, Z12
+	VPADDD        Z12, Z25, Z25
+	VPERMD        Z25, Z9, Z12
+	VPSHUFD       $0x4e, Z24, Z13
+	VPADDD        Z13, Z24, Z24
+	VPSHUFD       $0xb1, Z24, Z13
+	VPADDD        Z13, Z24, Z24
+	VPERMD        Z24, Z9, Z13
+	VCVTDQ2PS     X12, X12
+	VMULPS        X23, X12, X12
+	VADDPS        X12, X10, X10
+	VEXTRACTF32X4 $0x01, Y23, X11
+	VCVTDQ2PS     X13, X13
+	VMULPS        X11, X13, X13
+	VSUBPS        X13, X10, X10
+	ADDQ          $0x00000090, AX
+	ADDQ          $0x00000090, SI
+	ADDQ          $0x00000090, DI
+	ADDQ          $0x00000090, CX
+	ADDQ          $0x00000124, DX
+	DECQ          BX
+	JMP           dotQ4KQ8KX4VNNI_loop
+
+dotQ4KQ8KX4VNNI_done:
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X10, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ6KQ8KX4VNNI(SB), NOSPLIT, $0-72
+	MOVQ      w_base+0(FP), AX
+	MOVQ      stride+24(FP), CX
+	MOVQ      q_base+32(FP), DX
+	MOVQ      nb+56(FP), BX
+	LEAQ      (AX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	LEAQ      (DI)(CX*1), R8
+	SHLQ      $0x02, CX
+	VMOVDQU64 q8knib<>+0(SB), Z0
+	VMOVDQU64 q8kbits45<>+0(SB), Z1
+	VMOVDQU64 q8kq6idx0<>+0(SB), Z2
+	VMOVDQU64 q8kq6idx1<>+0(SB), Z3
+	VMOVDQU64 q8kq6idx2<>+0(SB), Z4
+	VMOVDQU64 q8kq6idx3<>+0(SB), Z5
+	VMOVDQU64 q8kx4lanes<>+0(SB), Z6
+	VXORPS    X7, X7, X7
+
+dotQ6KQ8KX4VNNI_loop:
+	TESTQ           BX, BX
+	JZ              dotQ6KQ8KX4VNNI_done
+	PREFETCHT0      (AX)(CX*1)
+	PREFETCHT1      (AX)(CX*2)
+	PREFETCHT0      64(AX)(CX*1)
+	PREFETCHT1      64(AX)(CX*2)
+	PREFETCHT0      128(AX)(CX*1)
+	PREFETCHT1      128(AX)(CX*2)
+	PREFETCHT0      192(AX)(CX*1)
+	PREFETCHT1      192(AX)(CX*2)
+	PREFETCHT0      (SI)(CX*1)
+	PREFETCHT1      (SI)(CX*2)
+	PREFETCHT0      64(SI)(CX*1)
+	PREFETCHT1      64(SI)(CX*2)
+	PREFETCHT0      128(SI)(CX*1)
+	PREFETCHT1      128(SI)(CX*2)
+	PREFETCHT0      192(SI)(CX*1)
+	PREFETCHT1      192(SI)(CX*2)
+	PREFETCHT0      (DI)(CX*1)
+	PREFETCHT1      (DI)(CX*2)
+	PREFETCHT0      64(DI)(CX*1)
+	PREFETCHT1      64(DI)(CX*2)
+	PREFETCHT0      128(DI)(CX*1)
+	PREFETCHT1      128(DI)(CX*2)
+	PREFETCHT0      192(DI)(CX*1)
+	PREFETCHT1      192(DI)(CX*2)
+	PREFETCHT0      (R8)(CX*1)
+	PREFETCHT1      (R8)(CX*2)
+	PREFETCHT0      64(R8)(CX*1)
+	PREFETCHT1      64(R8)(CX*2)
+	PREFETCHT0      128(R8)(CX*1)
+	PREFETCHT1      128(R8)(CX*2)
+	PREFETCHT0      192(R8)(CX*1)
+	PREFETCHT1      192(R8)(CX*2)
+	VPXORD          Y8, Y8, Y8
+	VPSUBW          260(DX), Y8, Y8
+	VMOVDQU64       4(DX), Z9
+	VMOVDQU64       68(DX), Z10
+	VMOVDQU64       132(DX), Z11
+	VMOVDQU64       196(DX), Z12
+	VPMOVSXBW       192(AX), Y13
+	VPSLLW          $0x05, Y13, Y14
+	VPMADDWD        Y8, Y14, Y14
+	VBROADCASTI64X4 128(AX), Z16
+	VMOVDQU64       (AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPDPWSSD        Z19, Z18, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPDPWSSD        Z17, Z16, Z14
+	VBROADCASTI64X4 160(AX), Z16
+	VMOVDQU64       64(AX), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPDPWSSD        Z19, Z18, Z14
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPDPWSSD        Z17, Z16, Z14
+	VPMOVSXBW       192(SI), Y13
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y20
+	VBROADCASTI64X4 128(SI), Z16
+	VMOVDQU64       (SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPDPWSSD        Z19, Z18, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPDPWSSD        Z17, Z16, Z20
+	VBROADCASTI64X4 160(SI), Z16
+	VMOVDQU64       64(SI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPDPWSSD        Z19, Z18, Z20
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPDPWSSD        Z17, Z16, Z20
+	VPMOVSXBW       192(DI), Y13
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y21
+	VBROADCASTI64X4 128(DI), Z16
+	VMOVDQU64       (DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z18
+	VPERMW          Z13, Z2, Z19
+	VPDPWSSD        Z19, Z18, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z10, Z17, Z16
+	VPERMW          Z13, Z3, Z17
+	VPDPWSSD        Z17, Z16, Z21
+	VBROADCASTI64X4 160(DI), Z16
+	VMOVDQU64       64(DI), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z11, Z18, Z18
+	VPERMW          Z13, Z4, Z19
+	VPDPWSSD        Z19, Z18, Z21
+	VPSRLW          $0x04, Z17, Z17
+	VPANDD          Z0, Z17, Z17
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z17
+	VPMADDUBSW      Z12, Z17, Z16
+	VPERMW          Z13, Z5, Z17
+	VPDPWSSD        Z17, Z16, Z21
+	VPMOVSXBW       192(R8), Y13
+	VPSLLW          $0x05, Y13, Y16
+	VPMADDWD        Y8, Y16, Y22
+	VBROADCASTI64X4 128(R8), Z16
+	VMOVDQU64       (R8), Z17
+	VPANDD          Z0, Z17, Z18
+	VPSLLVW         q8kq6shl<>+0(SB), Z16, Z19
+	VPTERNLOGD      $0xf8, Z1, Z19, Z18
+	VPMADDUBSW      Z9, Z18, Z9
+	VPERMW          Z13, Z2, Z18
+	VPDPWSSD        Z18, Z9, Z22
+	VPSRLW          $0x04, Z17, Z9
+	VPANDD          Z0, Z9, Z9
+	VPSRLVW         q8kq6shr<>+0(SB), Z16, Z16
+	VPTERNLOGD      $0xf8, Z1, Z16, Z9
+	VPMADDUBSW      Z10, Z9, Z9
+	VPERMW          Z13, Z3, Z10
+	VPDPWSSD        Z10, Z9, Z22
+	VBROADCASTI64X4 160(R8), Z9
+	VMOVDQU64       64(R8), Z10
+	VPANDD          Z0, Z10, Z16
+	VPSLLVW         q8kq6shl<>+0(SB), Z9, Z17
+	VPTERNLOGD      $0xf8, Z1, Z17, Z16
+	VPMADDUBSW      Z11, Z16, Z11
+	VPERMW          Z13, Z4, Z16
+	VPDPWSSD        Z16, Z11, Z22
+	VPSRLW          $0x04, Z10, Z10
+	VPANDD          Z0, Z10, Z10
+	VPSRLVW         q8kq6shr<>+0(SB), Z9, Z9
+	VPTERNLOGD      $0xf8, Z1, Z9, Z10
+	VPMADDUBSW      Z12, Z10, Z9
+	VPERMW          Z13, Z5, Z10
+	VPDPWSSD        Z10, Z9, Z22
+	VSHUFI64X2      $0x44, Z20, Z14, Z9
+	VSHUFI64X2      $0xee, Z20, Z14, Z10
+	VPADDD          Z10, Z9, Z9
+	VSHUFI64X2      $0x44, Z22, Z21, Z10
+	VSHUFI64X2      $0xee, Z22, Z21, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x88, Z10, Z9, Z11
+	VSHUFI64X2      $0xdd, Z10, Z9, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0x4e, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPSHUFD         $0xb1, Z11, Z9
+	VPADDD          Z9, Z11, Z11
+	VPERMD          Z11, Z6, Z9
+	VPXORD          X15, X15, X15
+	VPINSRW         $0x00, 208(AX), X15, X15
+	VPINSRW         $0x01, 208(SI), X15, X15
+	VPINSRW         $0x02, 208(DI), X15, X15
+	VPINSRW         $0x03, 208(R8), X15, X15
+	VCVTPH2PS       X15, X15
+	VBROADCASTSS    (DX), X10
+	VMULPS          X10, X15, X15
+	VCVTDQ2PS       X9, X9
+	VMULPS          X15, X9, X9
+	VADDPS          X9, X7, X7
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x000000d2, R8
+	ADDQ            $0x00000124, DX
+	DECQ            BX
+	JMP             dotQ6KQ8KX4VNNI_loop
+
+dotQ6KQ8KX4VNNI_done:
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X7, (AX)
+	VZEROUPPER
 	RET

@@ -45,6 +45,8 @@ func avx512() {
 		dotQ4KQ8K512(false, vnni)
 		dotQ4KQ8K512(true, vnni)
 		dotQ6KQ8K512(vnni)
+		dotQ4KQ8KX4(vnni) // q8kmulti.go
+		dotQ6KQ8KX4(vnni)
 	}
 }
 

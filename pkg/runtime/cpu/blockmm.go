@@ -91,6 +91,13 @@ func q8RowBytes(w *tensor.Weight) int {
 	return w.Cols / d.vals * d.bytes
 }
 
+// q8RowDots are the q8Dots that have a multi-row form (each row the
+// one-row dot's bits), which one-token products take over [lo, hi).
+var q8RowDots = map[tensor.DType]func(dst []float32, w, q []byte){
+	tensor.Q4K: simd.DotQ4KQ8KRows,
+	tensor.Q6K: simd.DotQ6KQ8KRows,
+}
+
 // q8Scratch recycles the activation buffers of quantizeTokens.
 var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -214,6 +221,10 @@ func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, 
 	}
 	if d, ok := q8Dots[w.DType]; ok && q8 != nil {
 		qrb := q8RowBytes(w)
+		if rows, ok := q8RowDots[w.DType]; ok && nt == 1 {
+			rows(dst[lo:hi], w.Raw[lo*rb:hi*rb], q8[:qrb])
+			return
+		}
 		for r := lo; r < hi; r++ {
 			wr := w.Raw[r*rb : (r+1)*rb]
 			for t := 0; t < nt; t++ {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Workers is a degree of parallelism; 0 means runtime.GOMAXPROCS(0).
@@ -96,8 +97,8 @@ const chunksPerWorker = 16
 // ForChunks calls fn(lo, hi) on disjoint chunks covering [0, n), as For
 // does, but the chunks are smaller than one worker's share and are taken
 // in turn from a shared counter by the calling goroutine and up to
-// N()-1 helpers of a persistent pool (parked on a channel between calls,
-// never spinning). Chunk bounds are multiples of align (except the last);
+// N()-1 helpers of a persistent pool (each polls for its next job for
+// spinFor after a job, then parks on a channel). Chunk bounds are multiples of align (except the last);
 // which goroutine computes a chunk varies from call to call, so fn must
 // compute each element the same way whatever chunk holds it. When the work
 // is smaller than minChunk per worker it runs on the calling goroutine.
@@ -140,8 +141,50 @@ func (w Workers) ForTask(n, align, minChunk int, t Task) {
 		wake(j)
 	}
 	j.run()
-	<-j.done
+	j.wait()
 	j.release()
+}
+
+// spinFor is how long a helper that finished a job polls for its next one
+// before it parks, and how long ForTask's caller polls for its helpers'
+// last chunks before it blocks. A decode step's matrix products follow
+// each other tens to hundreds of microseconds apart, and waking a parked
+// goroutine whose thread sleeps on an idle core (a futex wake, then the
+// scheduler) costs a sizable share of a small product: llama.cpp's
+// threads spin between its graph nodes for the same reason. The spin is
+// bounded, so an idle kvq parks within spinFor and a loaded machine loses
+// at most that much of a core per call.
+const spinFor = 50 * time.Microsecond
+
+// noSpin turns the polling off (ForceNoSpin).
+var noSpin atomic.Bool
+
+// ForceNoSpin makes helpers park right after a job and ForTask's caller
+// block on its helpers at once until the returned function is called: the
+// path before spinFor, kept for benchmarks that compare the two in one
+// process.
+func ForceNoSpin() (restore func()) {
+	old := noSpin.Swap(true)
+	return func() { noSpin.Store(old) }
+}
+
+// wait returns once every chunk of j is finished: it polls for up to
+// spinFor, then blocks on j.done.
+func (j *job) wait() {
+	if !noSpin.Load() {
+		deadline := time.Now().Add(spinFor)
+		for i := 0; ; i++ {
+			select {
+			case <-j.done:
+				return
+			default:
+			}
+			if i&63 == 63 && time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	<-j.done
 }
 
 // job is one ForTask call: chunks of step elements, next is the next
@@ -186,40 +229,95 @@ func (j *job) run() {
 // (started for nested or concurrent calls) exit after their job.
 const maxIdle = 64
 
-// pool holds the parked helpers, most recently used last.
+// pool holds the idle helpers (polling or parked), most recently used
+// last.
 var pool struct {
 	sync.Mutex
-	idle []chan *job
+	idle []*helperState
 }
 
-// wake hands j to a parked helper, or to a new one when none is parked
-// (so concurrent and nested calls never wait for each other's helpers).
+// helperState is one helper of the pool: a polling helper takes its next
+// job from slot, a parked one from c.
+type helperState struct {
+	c    chan *job
+	slot atomic.Pointer[job]
+	// state is polling while the helper polls slot, handed once a waker
+	// has claimed it (the job is in slot, or about to be), parked
+	// otherwise (running, or blocked on c).
+	state atomic.Int32
+}
+
+const (
+	parked int32 = iota
+	polling
+	handed
+)
+
+// wake hands j to an idle helper, or to a new one when none is idle (so
+// concurrent and nested calls never wait for each other's helpers).
 func wake(j *job) {
 	pool.Lock()
-	var c chan *job
+	var h *helperState
 	if n := len(pool.idle); n > 0 {
-		c = pool.idle[n-1]
+		h = pool.idle[n-1]
 		pool.idle = pool.idle[:n-1]
 	}
 	pool.Unlock()
-	if c == nil {
-		c = make(chan *job, 1)
-		go helper(c)
+	switch {
+	case h == nil:
+		go helper(&helperState{c: make(chan *job, 1)}, j)
+	case h.state.CompareAndSwap(polling, handed):
+		h.slot.Store(j)
+	default:
+		h.c <- j
 	}
-	c <- j
 }
 
-// helper runs the jobs sent on c, parking on c between them.
-func helper(c chan *job) {
-	for j := range c {
+// helper runs j, then the jobs it is handed, polling for each for spinFor
+// (poll) and parking on h.c when none came.
+func helper(h *helperState, j *job) {
+	for {
 		j.run()
 		j.release()
+		spin := !noSpin.Load()
 		pool.Lock()
 		if len(pool.idle) >= maxIdle {
 			pool.Unlock()
 			return
 		}
-		pool.idle = append(pool.idle, c)
+		if spin {
+			h.state.Store(polling) // before a waker can see h
+		}
+		pool.idle = append(pool.idle, h)
 		pool.Unlock()
+		j = nil
+		if spin {
+			j = h.poll()
+		}
+		if j == nil {
+			j = <-h.c
+		}
+	}
+}
+
+// poll waits up to spinFor for a job handed through h.slot and returns it,
+// or nil (the helper is then parked: a waker sends on h.c).
+func (h *helperState) poll() *job {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; ; i++ {
+		if h.state.Load() == handed {
+			for k := 0; ; k++ { // the waker stores the job right after claiming h
+				if j := h.slot.Swap(nil); j != nil {
+					h.state.Store(parked)
+					return j
+				}
+				if k&63 == 63 {
+					runtime.Gosched()
+				}
+			}
+		}
+		if i&63 == 63 && time.Now().After(deadline) && h.state.CompareAndSwap(polling, parked) {
+			return nil
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestForChunksCovers checks that ForChunks calls fn on disjoint chunks
@@ -86,5 +87,39 @@ func TestSerial(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestForTaskPollAndPark runs ForTask back to back (helpers handed their
+// next job while they poll), with pauses past spinFor (helpers parked
+// again) and with polling off, checking every call's coverage.
+func TestForTaskPollAndPark(t *testing.T) {
+	const n = 512
+	var hits [n]atomic.Int32
+	task := funcTask(func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			hits[i].Add(1)
+		}
+	})
+	for _, noPoll := range []bool{false, true} {
+		restore := func() {}
+		if noPoll {
+			restore = ForceNoSpin()
+		}
+		for call := 1; call <= 200; call++ {
+			Workers(3).ForTask(n, 4, 1, task)
+			for i := range hits {
+				if h := hits[i].Load(); h != int32(call) {
+					t.Fatalf("noPoll=%v call %d: element %d computed %d times", noPoll, call, i, h)
+				}
+			}
+			if call%20 == 0 {
+				time.Sleep(2 * spinFor)
+			}
+		}
+		for i := range hits {
+			hits[i].Store(0)
+		}
+		restore()
 	}
 }

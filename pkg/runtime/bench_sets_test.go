@@ -30,8 +30,10 @@ import (
 // see the same machine load. GOMAXPROCS (-cpu) sets the threads. The
 // variants are the kernel sets the CPU runs (avx512 where it has AVX-512,
 // then avx2; on an AMD Zen 4 its choice avx512-zen4, then avx512); with
-// KVQ_BENCH_PAR the chunked and the static row split (par.ForceStatic); with KVQ_BENCH_LOAD=1 the default set "idle" and
-// "loaded", the same decode while another process (this test binary,
+// KVQ_BENCH_PAR the chunked and the static row split (par.ForceStatic);
+// with KVQ_BENCH_SPIN the workers polling between products and parking at
+// once (par.ForceNoSpin); with KVQ_BENCH_LOAD=1 the default set "idle"
+// and "loaded", the same decode while another process (this test binary,
 // re-executed to spin on one thread) holds one core.
 //
 // KVQ_BENCH_CACHE picks the cache spec (default fp16) and KVQ_BENCH_DEPTH
@@ -96,6 +98,8 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		vs = []variant{{"idle", none}, {"loaded", func() func() { return startSpinner(b) }}}
 	case os.Getenv("KVQ_BENCH_PAR") != "":
 		vs = append(vs, variant{"static", par.ForceStatic})
+	case os.Getenv("KVQ_BENCH_SPIN") != "":
+		vs = append(vs, variant{"nospin", par.ForceNoSpin})
 	case simd.Kernels() == "avx512-zen4":
 		vs = append(vs, variant{"avx512", simd.ForceAVX512})
 	case simd.Kernels() == "avx512":

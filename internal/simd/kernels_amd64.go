@@ -251,6 +251,12 @@ func lut2ToF32AVX2(dst []float32, src []byte, table *[4]float32)
 //go:noescape
 func q80ToF32AVX2(dst []float32, src []byte)
 
+// quantizeQ80AVX2 sets dst to the nb Q8_0 blocks of the 32·nb values at x, as
+// simd's twin quantizes them, byte for byte.
+//
+//go:noescape
+func quantizeQ80AVX2(dst []byte, x []float32, nb int)
+
 // q40ToF32AVX2 sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,
 // for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16
 // bytes whose low and high nibbles are lo_j and hi_j).

@@ -3005,6 +3005,115 @@ q80ToF32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func quantizeQ80AVX2(dst []byte, x []float32, nb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantizeQ80AVX2(SB), NOSPLIT, $0-56
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         nb+48(FP), DX
+	VPBROADCASTD q8qconst<>+0(SB), Y0
+	VPBROADCASTD q8qconst<>+4(SB), Y1
+	VMOVDQU      q8qconst<>+32(SB), Y2
+
+quantizeQ80AVX2_loop:
+	TESTQ        DX, DX
+	JZ           quantizeQ80AVX2_done
+	VMOVUPS      (CX), Y3
+	VPAND        Y0, Y3, Y4
+	VPCMPGTD     Y1, Y4, Y5
+	VPANDN       Y4, Y5, Y4
+	VMOVUPS      32(CX), Y5
+	VPAND        Y0, Y5, Y6
+	VPCMPGTD     Y1, Y6, Y7
+	VPANDN       Y6, Y7, Y6
+	VMOVUPS      64(CX), Y7
+	VPAND        Y0, Y7, Y8
+	VPCMPGTD     Y1, Y8, Y9
+	VPANDN       Y8, Y9, Y8
+	VMOVUPS      96(CX), Y9
+	VPAND        Y0, Y9, Y10
+	VPCMPGTD     Y1, Y10, Y11
+	VPANDN       Y10, Y11, Y10
+	VPMAXUD      Y6, Y4, Y4
+	VPMAXUD      Y10, Y8, Y8
+	VPMAXUD      Y8, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X6
+	VPMAXUD      X4, X6, X6
+	VPSHUFD      $0x4e, X6, X4
+	VPMAXUD      X4, X6, X6
+	VPSHUFD      $0xb1, X6, X4
+	VPMAXUD      X4, X6, X6
+	VBROADCASTSS q8qconst<>+8(SB), X4
+	VDIVSS       X4, X6, X8
+	VCVTPS2PH    $0x00, X8, X8
+	VMOVD        X8, BX
+	MOVW         BX, (AX)
+	VDIVPS       X6, X4, X4
+	VPXOR        X8, X8, X8
+	VPCMPEQD     X8, X6, X8
+	VPANDN       X4, X8, X4
+	VPBROADCASTD X4, Y4
+	VPBROADCASTD q8qconst<>+12(SB), Y6
+	VPBROADCASTD q8qconst<>+16(SB), Y8
+	VPBROADCASTD q8qconst<>+20(SB), Y10
+	VPBROADCASTD q8qconst<>+24(SB), Y11
+	VPBROADCASTD q8qconst<>+28(SB), Y12
+	VMULPS       Y4, Y3, Y3
+	VADDPS       Y6, Y3, Y3
+	VPAND        Y8, Y3, Y3
+	VPSUBD       Y10, Y3, Y3
+	VPMAXSD      Y11, Y3, Y3
+	VPMINSD      Y12, Y3, Y3
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y6, Y5, Y5
+	VPAND        Y8, Y5, Y5
+	VPSUBD       Y10, Y5, Y5
+	VPMAXSD      Y11, Y5, Y5
+	VPMINSD      Y12, Y5, Y5
+	VMULPS       Y4, Y7, Y7
+	VADDPS       Y6, Y7, Y7
+	VPAND        Y8, Y7, Y7
+	VPSUBD       Y10, Y7, Y7
+	VPMAXSD      Y11, Y7, Y7
+	VPMINSD      Y12, Y7, Y7
+	VMULPS       Y4, Y9, Y9
+	VADDPS       Y6, Y9, Y9
+	VPAND        Y8, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VPMAXSD      Y11, Y9, Y9
+	VPMINSD      Y12, Y9, Y9
+	VPACKSSDW    Y5, Y3, Y3
+	VPACKSSDW    Y9, Y7, Y7
+	VPACKSSWB    Y7, Y3, Y3
+	VPERMD       Y3, Y2, Y3
+	VMOVDQU      Y3, 2(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000022, AX
+	DECQ         DX
+	JMP          quantizeQ80AVX2_loop
+
+quantizeQ80AVX2_done:
+	VZEROUPPER
+	RET
+
+DATA q8qconst<>+0(SB)/4, $0x7fffffff
+DATA q8qconst<>+4(SB)/4, $0x7f800000
+DATA q8qconst<>+8(SB)/4, $0x42fe0000
+DATA q8qconst<>+12(SB)/4, $0x4b400000
+DATA q8qconst<>+16(SB)/4, $0x007fffff
+DATA q8qconst<>+20(SB)/4, $0x00400000
+DATA q8qconst<>+24(SB)/4, $0xffffff80
+DATA q8qconst<>+28(SB)/4, $0x0000007f
+DATA q8qconst<>+32(SB)/4, $0x00000000
+DATA q8qconst<>+36(SB)/4, $0x00000004
+DATA q8qconst<>+40(SB)/4, $0x00000001
+DATA q8qconst<>+44(SB)/4, $0x00000005
+DATA q8qconst<>+48(SB)/4, $0x00000002
+DATA q8qconst<>+52(SB)/4, $0x00000006
+DATA q8qconst<>+56(SB)/4, $0x00000003
+DATA q8qconst<>+60(SB)/4, $0x00000007
+GLOBL q8qconst<>(SB), RODATA|NOPTR, $64
+
 // func q40ToF32AVX2(dst []float32, src []byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·q40ToF32AVX2(SB), NOSPLIT, $0-48

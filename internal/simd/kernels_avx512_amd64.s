@@ -16345,6 +16345,1084 @@ dotMXFP4Q80VNNI_done:
 	VZEROUPPER
 	RET
 
+DATA q8lx4b8<>+0(SB)/1, $0x08
+DATA q8lx4b8<>+1(SB)/1, $0x08
+DATA q8lx4b8<>+2(SB)/1, $0x08
+DATA q8lx4b8<>+3(SB)/1, $0x08
+DATA q8lx4b8<>+4(SB)/1, $0x08
+DATA q8lx4b8<>+5(SB)/1, $0x08
+DATA q8lx4b8<>+6(SB)/1, $0x08
+DATA q8lx4b8<>+7(SB)/1, $0x08
+DATA q8lx4b8<>+8(SB)/1, $0x08
+DATA q8lx4b8<>+9(SB)/1, $0x08
+DATA q8lx4b8<>+10(SB)/1, $0x08
+DATA q8lx4b8<>+11(SB)/1, $0x08
+DATA q8lx4b8<>+12(SB)/1, $0x08
+DATA q8lx4b8<>+13(SB)/1, $0x08
+DATA q8lx4b8<>+14(SB)/1, $0x08
+DATA q8lx4b8<>+15(SB)/1, $0x08
+DATA q8lx4b8<>+16(SB)/1, $0x08
+DATA q8lx4b8<>+17(SB)/1, $0x08
+DATA q8lx4b8<>+18(SB)/1, $0x08
+DATA q8lx4b8<>+19(SB)/1, $0x08
+DATA q8lx4b8<>+20(SB)/1, $0x08
+DATA q8lx4b8<>+21(SB)/1, $0x08
+DATA q8lx4b8<>+22(SB)/1, $0x08
+DATA q8lx4b8<>+23(SB)/1, $0x08
+DATA q8lx4b8<>+24(SB)/1, $0x08
+DATA q8lx4b8<>+25(SB)/1, $0x08
+DATA q8lx4b8<>+26(SB)/1, $0x08
+DATA q8lx4b8<>+27(SB)/1, $0x08
+DATA q8lx4b8<>+28(SB)/1, $0x08
+DATA q8lx4b8<>+29(SB)/1, $0x08
+DATA q8lx4b8<>+30(SB)/1, $0x08
+DATA q8lx4b8<>+31(SB)/1, $0x08
+GLOBL q8lx4b8<>(SB), RODATA|NOPTR, $32
+
+// func dotQ40Q80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ40Q80X4VNNI(SB), NOSPLIT, $0-72
+	MOVQ    w_base+0(FP), AX
+	MOVQ    stride+24(FP), CX
+	MOVQ    q_base+32(FP), DX
+	MOVQ    nb+56(FP), BX
+	LEAQ    (AX)(CX*1), SI
+	LEAQ    (SI)(CX*1), DI
+	LEAQ    (DI)(CX*1), R8
+	SHLQ    $0x02, CX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+
+dotQ40Q80X4VNNI_loop4:
+	CMPQ           BX, $0x04
+	JB             dotQ40Q80X4VNNI_loop
+	PREFETCHT0     (AX)(CX*1)
+	PREFETCHT1     (AX)(CX*2)
+	PREFETCHT0     64(AX)(CX*1)
+	PREFETCHT1     64(AX)(CX*2)
+	PREFETCHT0     (SI)(CX*1)
+	PREFETCHT1     (SI)(CX*2)
+	PREFETCHT0     64(SI)(CX*1)
+	PREFETCHT1     64(SI)(CX*2)
+	PREFETCHT0     (DI)(CX*1)
+	PREFETCHT1     (DI)(CX*2)
+	PREFETCHT0     64(DI)(CX*1)
+	PREFETCHT1     64(DI)(CX*2)
+	PREFETCHT0     (R8)(CX*1)
+	PREFETCHT1     (R8)(CX*2)
+	PREFETCHT0     64(R8)(CX*1)
+	PREFETCHT1     64(R8)(CX*2)
+	VMOVDQU        2(DX), Y7
+	VPXOR          Y8, Y8, Y8
+	VBROADCASTI128 2(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPDPBUSD       Y7, Y9, Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 2(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPDPBUSD       Y7, Y10, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 2(DI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPDPBUSD       Y7, Y11, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 2(R8), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPDPBUSD       Y7, Y12, Y11
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y8, Y8
+	VEXTRACTI128   $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        q8lx4b8<>+0(SB), Y10
+	VPDPBUSD       Y7, Y10, Y8
+	VEXTRACTI128   $0x01, Y8, X7
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0x4e, X7, X8
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0xb1, X7, X8
+	VPADDD         X8, X7, X7
+	VPSUBD         X7, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (AX), X7, X7
+	VPINSRW        $0x01, (SI), X7, X7
+	VPINSRW        $0x02, (DI), X7, X7
+	VPINSRW        $0x03, (R8), X7, X7
+	VCVTPH2PS      X7, X7
+	VPBROADCASTW   (DX), X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VADDPS         X7, X2, X2
+	VMOVDQU        36(DX), Y7
+	VPXOR          Y8, Y8, Y8
+	VBROADCASTI128 20(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPDPBUSD       Y7, Y9, Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 20(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPDPBUSD       Y7, Y10, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 20(DI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPDPBUSD       Y7, Y11, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 20(R8), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPDPBUSD       Y7, Y12, Y11
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y8, Y8
+	VEXTRACTI128   $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        q8lx4b8<>+0(SB), Y10
+	VPDPBUSD       Y7, Y10, Y8
+	VEXTRACTI128   $0x01, Y8, X7
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0x4e, X7, X8
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0xb1, X7, X8
+	VPADDD         X8, X7, X7
+	VPSUBD         X7, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, 18(AX), X7, X7
+	VPINSRW        $0x01, 18(SI), X7, X7
+	VPINSRW        $0x02, 18(DI), X7, X7
+	VPINSRW        $0x03, 18(R8), X7, X7
+	VCVTPH2PS      X7, X7
+	VPBROADCASTW   34(DX), X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VADDPS         X7, X3, X3
+	VMOVDQU        70(DX), Y7
+	VPXOR          Y8, Y8, Y8
+	VBROADCASTI128 38(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPDPBUSD       Y7, Y9, Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 38(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPDPBUSD       Y7, Y10, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 38(DI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPDPBUSD       Y7, Y11, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 38(R8), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPDPBUSD       Y7, Y12, Y11
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y8, Y8
+	VEXTRACTI128   $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        q8lx4b8<>+0(SB), Y10
+	VPDPBUSD       Y7, Y10, Y8
+	VEXTRACTI128   $0x01, Y8, X7
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0x4e, X7, X8
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0xb1, X7, X8
+	VPADDD         X8, X7, X7
+	VPSUBD         X7, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, 36(AX), X7, X7
+	VPINSRW        $0x01, 36(SI), X7, X7
+	VPINSRW        $0x02, 36(DI), X7, X7
+	VPINSRW        $0x03, 36(R8), X7, X7
+	VCVTPH2PS      X7, X7
+	VPBROADCASTW   68(DX), X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VADDPS         X7, X4, X4
+	VMOVDQU        104(DX), Y7
+	VPXOR          Y8, Y8, Y8
+	VBROADCASTI128 56(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPDPBUSD       Y7, Y9, Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 56(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPDPBUSD       Y7, Y10, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 56(DI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPDPBUSD       Y7, Y11, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 56(R8), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPDPBUSD       Y7, Y12, Y11
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y8, Y8
+	VEXTRACTI128   $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        q8lx4b8<>+0(SB), Y10
+	VPDPBUSD       Y7, Y10, Y8
+	VEXTRACTI128   $0x01, Y8, X7
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0x4e, X7, X8
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0xb1, X7, X8
+	VPADDD         X8, X7, X7
+	VPSUBD         X7, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, 54(AX), X7, X7
+	VPINSRW        $0x01, 54(SI), X7, X7
+	VPINSRW        $0x02, 54(DI), X7, X7
+	VPINSRW        $0x03, 54(R8), X7, X7
+	VCVTPH2PS      X7, X7
+	VPBROADCASTW   102(DX), X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VADDPS         X7, X5, X5
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, SI
+	ADDQ           $0x00000048, DI
+	ADDQ           $0x00000048, R8
+	ADDQ           $0x00000088, DX
+	SUBQ           $0x04, BX
+	JMP            dotQ40Q80X4VNNI_loop4
+
+dotQ40Q80X4VNNI_loop:
+	TESTQ          BX, BX
+	JZ             dotQ40Q80X4VNNI_done
+	VMOVDQU        2(DX), Y7
+	VPXOR          Y8, Y8, Y8
+	VBROADCASTI128 2(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPDPBUSD       Y7, Y9, Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 2(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPDPBUSD       Y7, Y10, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 2(DI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPDPBUSD       Y7, Y11, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 2(R8), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPDPBUSD       Y7, Y12, Y11
+	VPHADDD        Y9, Y8, Y8
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y10, Y8, Y8
+	VEXTRACTI128   $0x01, Y8, X9
+	VPADDD         X8, X9, X9
+	VPXOR          Y8, Y8, Y8
+	VMOVDQU        q8lx4b8<>+0(SB), Y10
+	VPDPBUSD       Y7, Y10, Y8
+	VEXTRACTI128   $0x01, Y8, X7
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0x4e, X7, X8
+	VPADDD         X8, X7, X7
+	VPSHUFD        $0xb1, X7, X8
+	VPADDD         X8, X7, X7
+	VPSUBD         X7, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X7, X7, X7
+	VPINSRW        $0x00, (AX), X7, X7
+	VPINSRW        $0x01, (SI), X7, X7
+	VPINSRW        $0x02, (DI), X7, X7
+	VPINSRW        $0x03, (R8), X7, X7
+	VCVTPH2PS      X7, X7
+	VPBROADCASTW   (DX), X8
+	VCVTPH2PS      X8, X8
+	VMULPS         X8, X7, X7
+	VMULPS         X9, X7, X7
+	VADDPS         X7, X6, X6
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, SI
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000012, R8
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JMP            dotQ40Q80X4VNNI_loop
+
+dotQ40Q80X4VNNI_done:
+	VADDPS  X3, X2, X2
+	VADDPS  X5, X4, X4
+	VADDPS  X4, X2, X2
+	VADDPS  X6, X2, X2
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ50Q80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotQ50Q80X4VNNI(SB), NOSPLIT, $0-72
+	MOVQ    w_base+0(FP), AX
+	MOVQ    stride+24(FP), CX
+	MOVQ    q_base+32(FP), DX
+	MOVQ    nb+56(FP), BX
+	LEAQ    (AX)(CX*1), SI
+	LEAQ    (SI)(CX*1), DI
+	LEAQ    (DI)(CX*1), R8
+	SHLQ    $0x02, CX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+	VXORPS  X7, X7, X7
+	VXORPS  X8, X8, X8
+
+dotQ50Q80X4VNNI_loop4:
+	CMPQ           BX, $0x04
+	JB             dotQ50Q80X4VNNI_loop
+	PREFETCHT0     (AX)(CX*1)
+	PREFETCHT1     (AX)(CX*2)
+	PREFETCHT0     64(AX)(CX*1)
+	PREFETCHT1     64(AX)(CX*2)
+	PREFETCHT0     (SI)(CX*1)
+	PREFETCHT1     (SI)(CX*2)
+	PREFETCHT0     64(SI)(CX*1)
+	PREFETCHT1     64(SI)(CX*2)
+	PREFETCHT0     (DI)(CX*1)
+	PREFETCHT1     (DI)(CX*2)
+	PREFETCHT0     64(DI)(CX*1)
+	PREFETCHT1     64(DI)(CX*2)
+	PREFETCHT0     (R8)(CX*1)
+	PREFETCHT1     (R8)(CX*2)
+	PREFETCHT0     64(R8)(CX*1)
+	PREFETCHT1     64(R8)(CX*2)
+	VMOVDQU        2(DX), Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 6(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   2(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPANDN         qdbf0<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y9, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 6(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   2(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPANDN         qdbf0<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y9, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 6(DI), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   2(DI), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPANDN         qdbf0<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y9, Y13
+	VPDPBUSD       Y13, Y14, Y12
+	VPXOR          Y13, Y13, Y13
+	VBROADCASTI128 6(R8), Y14
+	VPSRLVQ        Y0, Y14, Y14
+	VPAND          Y1, Y14, Y14
+	VPBROADCASTD   2(R8), Y15
+	VPSHUFB        Y3, Y15, Y15
+	VPAND          Y2, Y15, Y15
+	VPCMPEQB       Y2, Y15, Y15
+	VPANDN         qdbf0<>+0(SB), Y15, Y15
+	VPOR           Y15, Y14, Y14
+	VPSIGNB        Y14, Y14, Y15
+	VPSIGNB        Y14, Y9, Y9
+	VPDPBUSD       Y9, Y15, Y13
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y10, Y10
+	VEXTRACTI128   $0x01, Y10, X9
+	VPADDD         X10, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, (AX), X10, X10
+	VPINSRW        $0x01, (SI), X10, X10
+	VPINSRW        $0x02, (DI), X10, X10
+	VPINSRW        $0x03, (R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   (DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X4, X4
+	VMOVDQU        36(DX), Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 28(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   24(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPANDN         qdbf0<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y9, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 28(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   24(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPANDN         qdbf0<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y9, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 28(DI), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   24(DI), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPANDN         qdbf0<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y9, Y13
+	VPDPBUSD       Y13, Y14, Y12
+	VPXOR          Y13, Y13, Y13
+	VBROADCASTI128 28(R8), Y14
+	VPSRLVQ        Y0, Y14, Y14
+	VPAND          Y1, Y14, Y14
+	VPBROADCASTD   24(R8), Y15
+	VPSHUFB        Y3, Y15, Y15
+	VPAND          Y2, Y15, Y15
+	VPCMPEQB       Y2, Y15, Y15
+	VPANDN         qdbf0<>+0(SB), Y15, Y15
+	VPOR           Y15, Y14, Y14
+	VPSIGNB        Y14, Y14, Y15
+	VPSIGNB        Y14, Y9, Y9
+	VPDPBUSD       Y9, Y15, Y13
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y10, Y10
+	VEXTRACTI128   $0x01, Y10, X9
+	VPADDD         X10, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 22(AX), X10, X10
+	VPINSRW        $0x01, 22(SI), X10, X10
+	VPINSRW        $0x02, 22(DI), X10, X10
+	VPINSRW        $0x03, 22(R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   34(DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X5, X5
+	VMOVDQU        70(DX), Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 50(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   46(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPANDN         qdbf0<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y9, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 50(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   46(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPANDN         qdbf0<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y9, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 50(DI), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   46(DI), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPANDN         qdbf0<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y9, Y13
+	VPDPBUSD       Y13, Y14, Y12
+	VPXOR          Y13, Y13, Y13
+	VBROADCASTI128 50(R8), Y14
+	VPSRLVQ        Y0, Y14, Y14
+	VPAND          Y1, Y14, Y14
+	VPBROADCASTD   46(R8), Y15
+	VPSHUFB        Y3, Y15, Y15
+	VPAND          Y2, Y15, Y15
+	VPCMPEQB       Y2, Y15, Y15
+	VPANDN         qdbf0<>+0(SB), Y15, Y15
+	VPOR           Y15, Y14, Y14
+	VPSIGNB        Y14, Y14, Y15
+	VPSIGNB        Y14, Y9, Y9
+	VPDPBUSD       Y9, Y15, Y13
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y10, Y10
+	VEXTRACTI128   $0x01, Y10, X9
+	VPADDD         X10, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 44(AX), X10, X10
+	VPINSRW        $0x01, 44(SI), X10, X10
+	VPINSRW        $0x02, 44(DI), X10, X10
+	VPINSRW        $0x03, 44(R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   68(DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X6, X6
+	VMOVDQU        104(DX), Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 72(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   68(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPANDN         qdbf0<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y9, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 72(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   68(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPANDN         qdbf0<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y9, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 72(DI), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   68(DI), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPANDN         qdbf0<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y9, Y13
+	VPDPBUSD       Y13, Y14, Y12
+	VPXOR          Y13, Y13, Y13
+	VBROADCASTI128 72(R8), Y14
+	VPSRLVQ        Y0, Y14, Y14
+	VPAND          Y1, Y14, Y14
+	VPBROADCASTD   68(R8), Y15
+	VPSHUFB        Y3, Y15, Y15
+	VPAND          Y2, Y15, Y15
+	VPCMPEQB       Y2, Y15, Y15
+	VPANDN         qdbf0<>+0(SB), Y15, Y15
+	VPOR           Y15, Y14, Y14
+	VPSIGNB        Y14, Y14, Y15
+	VPSIGNB        Y14, Y9, Y9
+	VPDPBUSD       Y9, Y15, Y13
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y10, Y10
+	VEXTRACTI128   $0x01, Y10, X9
+	VPADDD         X10, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 66(AX), X10, X10
+	VPINSRW        $0x01, 66(SI), X10, X10
+	VPINSRW        $0x02, 66(DI), X10, X10
+	VPINSRW        $0x03, 66(R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   102(DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X7, X7
+	ADDQ           $0x00000058, AX
+	ADDQ           $0x00000058, SI
+	ADDQ           $0x00000058, DI
+	ADDQ           $0x00000058, R8
+	ADDQ           $0x00000088, DX
+	SUBQ           $0x04, BX
+	JMP            dotQ50Q80X4VNNI_loop4
+
+dotQ50Q80X4VNNI_loop:
+	TESTQ          BX, BX
+	JZ             dotQ50Q80X4VNNI_done
+	VMOVDQU        2(DX), Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 6(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   2(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPANDN         qdbf0<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y9, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 6(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   2(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPANDN         qdbf0<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y9, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 6(DI), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   2(DI), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPANDN         qdbf0<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y9, Y13
+	VPDPBUSD       Y13, Y14, Y12
+	VPXOR          Y13, Y13, Y13
+	VBROADCASTI128 6(R8), Y14
+	VPSRLVQ        Y0, Y14, Y14
+	VPAND          Y1, Y14, Y14
+	VPBROADCASTD   2(R8), Y15
+	VPSHUFB        Y3, Y15, Y15
+	VPAND          Y2, Y15, Y15
+	VPCMPEQB       Y2, Y15, Y15
+	VPANDN         qdbf0<>+0(SB), Y15, Y15
+	VPOR           Y15, Y14, Y14
+	VPSIGNB        Y14, Y14, Y15
+	VPSIGNB        Y14, Y9, Y9
+	VPDPBUSD       Y9, Y15, Y13
+	VPHADDD        Y11, Y10, Y10
+	VPHADDD        Y13, Y12, Y12
+	VPHADDD        Y12, Y10, Y10
+	VEXTRACTI128   $0x01, Y10, X9
+	VPADDD         X10, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, (AX), X10, X10
+	VPINSRW        $0x01, (SI), X10, X10
+	VPINSRW        $0x02, (DI), X10, X10
+	VPINSRW        $0x03, (R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   (DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X8, X8
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000016, SI
+	ADDQ           $0x00000016, DI
+	ADDQ           $0x00000016, R8
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JMP            dotQ50Q80X4VNNI_loop
+
+dotQ50Q80X4VNNI_done:
+	VADDPS  X5, X4, X4
+	VADDPS  X7, X6, X6
+	VADDPS  X6, X4, X4
+	VADDPS  X8, X4, X4
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X4, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4NLQ80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, MMX+
+TEXT ·dotIQ4NLQ80X4VNNI(SB), NOSPLIT, $0-72
+	MOVQ    w_base+0(FP), AX
+	MOVQ    stride+24(FP), CX
+	MOVQ    q_base+32(FP), DX
+	MOVQ    nb+56(FP), BX
+	LEAQ    (AX)(CX*1), SI
+	LEAQ    (SI)(CX*1), DI
+	LEAQ    (DI)(CX*1), R8
+	SHLQ    $0x02, CX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdiq4nl<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+	VXORPS  X7, X7, X7
+
+dotIQ4NLQ80X4VNNI_loop4:
+	CMPQ           BX, $0x04
+	JB             dotIQ4NLQ80X4VNNI_loop
+	PREFETCHT0     (AX)(CX*1)
+	PREFETCHT1     (AX)(CX*2)
+	PREFETCHT0     64(AX)(CX*1)
+	PREFETCHT1     64(AX)(CX*2)
+	PREFETCHT0     (SI)(CX*1)
+	PREFETCHT1     (SI)(CX*2)
+	PREFETCHT0     64(SI)(CX*1)
+	PREFETCHT1     64(SI)(CX*2)
+	PREFETCHT0     (DI)(CX*1)
+	PREFETCHT1     (DI)(CX*2)
+	PREFETCHT0     64(DI)(CX*1)
+	PREFETCHT1     64(DI)(CX*2)
+	PREFETCHT0     (R8)(CX*1)
+	PREFETCHT1     (R8)(CX*2)
+	PREFETCHT0     64(R8)(CX*1)
+	PREFETCHT1     64(R8)(CX*2)
+	VMOVDQU        2(DX), Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 2(AX), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPDPBUSD       Y10, Y11, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 2(SI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 2(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPSHUFB        Y12, Y2, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y8, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 2(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPSHUFB        Y13, Y2, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y8, Y8
+	VPDPBUSD       Y8, Y14, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, (AX), X9, X9
+	VPINSRW        $0x01, (SI), X9, X9
+	VPINSRW        $0x02, (DI), X9, X9
+	VPINSRW        $0x03, (R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   (DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X3, X3
+	VMOVDQU        36(DX), Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 20(AX), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPDPBUSD       Y10, Y11, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 20(SI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 20(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPSHUFB        Y12, Y2, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y8, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 20(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPSHUFB        Y13, Y2, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y8, Y8
+	VPDPBUSD       Y8, Y14, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, 18(AX), X9, X9
+	VPINSRW        $0x01, 18(SI), X9, X9
+	VPINSRW        $0x02, 18(DI), X9, X9
+	VPINSRW        $0x03, 18(R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   34(DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X4, X4
+	VMOVDQU        70(DX), Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 38(AX), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPDPBUSD       Y10, Y11, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 38(SI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 38(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPSHUFB        Y12, Y2, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y8, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 38(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPSHUFB        Y13, Y2, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y8, Y8
+	VPDPBUSD       Y8, Y14, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, 36(AX), X9, X9
+	VPINSRW        $0x01, 36(SI), X9, X9
+	VPINSRW        $0x02, 36(DI), X9, X9
+	VPINSRW        $0x03, 36(R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   68(DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X5, X5
+	VMOVDQU        104(DX), Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 56(AX), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPDPBUSD       Y10, Y11, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 56(SI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 56(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPSHUFB        Y12, Y2, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y8, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 56(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPSHUFB        Y13, Y2, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y8, Y8
+	VPDPBUSD       Y8, Y14, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, 54(AX), X9, X9
+	VPINSRW        $0x01, 54(SI), X9, X9
+	VPINSRW        $0x02, 54(DI), X9, X9
+	VPINSRW        $0x03, 54(R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   102(DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X6, X6
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, SI
+	ADDQ           $0x00000048, DI
+	ADDQ           $0x00000048, R8
+	ADDQ           $0x00000088, DX
+	SUBQ           $0x04, BX
+	JMP            dotIQ4NLQ80X4VNNI_loop4
+
+dotIQ4NLQ80X4VNNI_loop:
+	TESTQ          BX, BX
+	JZ             dotIQ4NLQ80X4VNNI_done
+	VMOVDQU        2(DX), Y8
+	VPXOR          Y9, Y9, Y9
+	VBROADCASTI128 2(AX), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPDPBUSD       Y10, Y11, Y9
+	VPXOR          Y10, Y10, Y10
+	VBROADCASTI128 2(SI), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y11
+	VPDPBUSD       Y11, Y12, Y10
+	VPXOR          Y11, Y11, Y11
+	VBROADCASTI128 2(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPSHUFB        Y12, Y2, Y12
+	VPSIGNB        Y12, Y12, Y13
+	VPSIGNB        Y12, Y8, Y12
+	VPDPBUSD       Y12, Y13, Y11
+	VPXOR          Y12, Y12, Y12
+	VBROADCASTI128 2(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPSHUFB        Y13, Y2, Y13
+	VPSIGNB        Y13, Y13, Y14
+	VPSIGNB        Y13, Y8, Y8
+	VPDPBUSD       Y8, Y14, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, (AX), X9, X9
+	VPINSRW        $0x01, (SI), X9, X9
+	VPINSRW        $0x02, (DI), X9, X9
+	VPINSRW        $0x03, (R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   (DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X7, X7
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, SI
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000012, R8
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JMP            dotIQ4NLQ80X4VNNI_loop
+
+dotIQ4NLQ80X4VNNI_done:
+	VADDPS  X4, X3, X3
+	VADDPS  X6, X5, X5
+	VADDPS  X5, X3, X3
+	VADDPS  X7, X3, X3
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X3, (AX)
+	VZEROUPPER
+	RET
+
 DATA u4mask<>+0(SB)/4, $0x0000000f
 DATA u4mask<>+4(SB)/4, $0x0000000f
 DATA u4mask<>+8(SB)/4, $0x0000000f

@@ -47,6 +47,11 @@ const Q81BlockBytes = 36
 // len(dst) == len(x)/32·Q80BlockBytes.
 func QuantizeQ80(dst []byte, x []float32) {
 	checkQ8Quantize("QuantizeQ80", len(dst), len(x), Q80BlockBytes)
+	quantizeQ80(dst, x)
+}
+
+// quantizeQ80Generic is QuantizeQ80's twin.
+func quantizeQ80Generic(dst []byte, x []float32) {
 	for b := 0; b < len(x)/32; b++ {
 		q := dst[b*Q80BlockBytes : (b+1)*Q80BlockBytes]
 		d, _ := quantizeQ8Block(q[2:], x[32*b:32*b+32])

@@ -33,6 +33,7 @@ func avx512() {
 	qdots(true)
 	stream512()
 	q8legacy(true)
+	q8legacyX4() // q8legacymulti.go
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

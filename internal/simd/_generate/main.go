@@ -107,6 +107,7 @@ func avx2() {
 		lutToF32(k, shifts[k.bits])
 	}
 	q80ToF32()
+	quantizeQ80AVX2() // q8quant.go
 	q4ToF32(false)
 	q4ToF32(true)
 	decoders()

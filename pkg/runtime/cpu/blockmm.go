@@ -94,8 +94,11 @@ func q8RowBytes(w *tensor.Weight) int {
 // q8RowDots are the q8Dots that have a multi-row form (each row the
 // one-row dot's bits), which one-token products take over [lo, hi).
 var q8RowDots = map[tensor.DType]func(dst []float32, w, q []byte){
-	tensor.Q4K: simd.DotQ4KQ8KRows,
-	tensor.Q6K: simd.DotQ6KQ8KRows,
+	tensor.Q4K:   simd.DotQ4KQ8KRows,
+	tensor.Q6K:   simd.DotQ6KQ8KRows,
+	tensor.Q40:   simd.DotQ40Q80Rows,
+	tensor.Q50:   simd.DotQ50Q80Rows,
+	tensor.IQ4NL: simd.DotIQ4NLQ80Rows,
 }
 
 // q8Scratch recycles the activation buffers of quantizeTokens.

@@ -133,10 +133,17 @@ func tailMask(r Register, k Op) {
 // of 16 lanes in the main loop, prefetching the weights (prefetchLine).
 func dot512(t wtype, unroll int) {
 	name := "dot" + t.name + "AVX512"
-	step := 16 * unroll
 	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
 		name+" returns Σ float32(w[i])*x[i] for i < len(x).",
 		"len(w) must be at least len(x).")
+	dot512Body(name, t, unroll, pfMode{near: prefetchNear, far: prefetchFar})
+}
+
+// dot512Body is dot512's code after its header, with the weight prefetch
+// scheme p (stream.go's variants differ from dot512 only in p, so they
+// give its bits).
+func dot512Body(name string, t wtype, unroll int, p pfMode) {
+	step := 16 * unroll
 	w := Mem{Base: Load(Param("w").Base(), GP64())}
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	n := Load(Param("x").Len(), GP64())
@@ -154,7 +161,7 @@ func dot512(t wtype, unroll int) {
 	JAE(LabelRef(name + "_loop16"))
 	for k := 0; k < unroll; k++ {
 		if off := 16 * k * int(t.size); off%64 == 0 {
-			prefetchLine(w.Idx(i, t.size).Offset(off))
+			p.line(w.Idx(i, t.size).Offset(off))
 		}
 		v := ZMM()
 		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
@@ -221,6 +228,12 @@ func dotQ80AVX512(unroll int) {
 		name+" returns Σ_b d_b*Σ_i code_b,i*x[32b+i] over the len(x)/32 Q8_0",
 		"blocks at w (34 bytes each: binary16 d, then 32 int8 codes).",
 		"len(w) must be at least len(x)/32*34.")
+	dotQ80AVX512Body(name, unroll, pfMode{near: prefetchNear, far: prefetchFar})
+}
+
+// dotQ80AVX512Body is dotQ80AVX512's code after its header, with the
+// weight prefetch scheme p (as dot512Body).
+func dotQ80AVX512Body(name string, unroll int, p pfMode) {
 	w := Load(Param("w").Base(), GP64())
 	x := Load(Param("x").Base(), GP64())
 	nb := Load(Param("x").Len(), GP64())
@@ -231,12 +244,12 @@ func dotQ80AVX512(unroll int) {
 	CMPQ(nb, U32(uint32(unroll)))
 	JB(LabelRef(name + "_loop1"))
 	for off := 0; off < 34*unroll; off += 64 {
-		prefetchLine(Mem{Base: w, Disp: off})
+		p.line(Mem{Base: w, Disp: off})
 	}
 	for k := 0; k < unroll; k++ {
 		blk := Mem{Base: w, Disp: 34 * k}
-		p := q80Block512(blk, Mem{Base: x, Disp: 128 * k})
-		VFMADD231PS(q80Scale512(blk), p, acc[k])
+		q := q80Block512(blk, Mem{Base: x, Disp: 128 * k})
+		VFMADD231PS(q80Scale512(blk), q, acc[k])
 	}
 	ADDQ(U32(uint32(34*unroll)), w)
 	ADDQ(U32(uint32(128*unroll)), x)
@@ -247,8 +260,8 @@ func dotQ80AVX512(unroll int) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	blk := Mem{Base: w}
-	p := q80Block512(blk, Mem{Base: x})
-	VFMADD231PS(q80Scale512(blk), p, acc[0])
+	q := q80Block512(blk, Mem{Base: x})
+	VFMADD231PS(q80Scale512(blk), q, acc[0])
 	ADDQ(U32(34), w)
 	ADDQ(U32(128), x)
 	DECQ(nb)

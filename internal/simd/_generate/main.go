@@ -262,6 +262,13 @@ func dot(t wtype) {
 	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
 		name+" returns Σ float32(w[i])*x[i] for i < len(x)&^7.",
 		"len(w) must be at least len(x)&^7.")
+	dotAVX2Body(name, t, pfMode{})
+}
+
+// dotAVX2Body is dot's code after its header, with the weight prefetch
+// scheme p (none for dot; stream.go's variants differ only in p, so they
+// give its bits).
+func dotAVX2Body(name string, t wtype, p pfMode) {
 	w := Mem{Base: Load(Param("w").Base(), GP64())}
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	n := Load(Param("x").Len(), GP64())
@@ -276,6 +283,7 @@ func dot(t wtype) {
 	Label(name + "_loop32")
 	CMPQ(i, n32)
 	JAE(LabelRef(name + "_loop8"))
+	p.line(w.Idx(i, t.size))
 	for k := 0; k < 4; k++ {
 		v := YMM()
 		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)

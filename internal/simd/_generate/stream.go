@@ -57,62 +57,11 @@ func stream512() {
 // with the prefetch scheme p.
 func dot512PF(t wtype, unroll int, p pfMode) {
 	name := "dot" + t.name + "AVX512" + p.suffix
-	step := 16 * unroll
 	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
 		name+" returns Σ float32(w[i])*x[i] for i < len(x), bit for bit as",
 		"dot"+t.name+"AVX512, with another weight prefetch.",
 		"len(w) must be at least len(x).")
-	w := Mem{Base: Load(Param("w").Base(), GP64())}
-	x := Mem{Base: Load(Param("x").Base(), GP64())}
-	n := Load(Param("x").Len(), GP64())
-	nStep, n16 := GP64(), GP64()
-	MOVQ(n, nStep)
-	ANDQ(I32(-int32(step)), nStep)
-	MOVQ(n, n16)
-	ANDQ(I32(-16), n16)
-	acc := zeros512(unroll)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop")
-	CMPQ(i, nStep)
-	JAE(LabelRef(name + "_loop16"))
-	for k := 0; k < unroll; k++ {
-		if off := 16 * k * int(t.size); off%64 == 0 {
-			p.line(w.Idx(i, t.size).Offset(off))
-		}
-		v := ZMM()
-		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
-		VFMADD231PS(x.Idx(i, 4).Offset(64*k), v, acc[k])
-	}
-	ADDQ(U32(uint32(step)), i)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_loop16")
-	CMPQ(i, n16)
-	JAE(LabelRef(name + "_tail"))
-	v := ZMM()
-	t.load512(w.Idx(i, t.size), v, nil)
-	VFMADD231PS(x.Idx(i, 4), v, acc[0])
-	ADDQ(U32(16), i)
-	JMP(LabelRef(name + "_loop16"))
-
-	Label(name + "_tail")
-	SUBQ(i, n)
-	JZ(LabelRef(name + "_done"))
-	k := K()
-	tailMask(n, k)
-	v = ZMM()
-	t.load512(w.Idx(i, t.size), v, k)
-	xv := ZMM()
-	VMOVUPS_Z(x.Idx(i, 4), k, xv)
-	VFMADD231PS(xv, v, acc[unroll-1])
-
-	Label(name + "_done")
-	s := hsum512(addTree(acc))
-	Store(s, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	dot512Body(name, t, unroll, p)
 }
 
 // dotQ80AVX512PF is dotQ80AVX512 with the prefetch scheme p.
@@ -121,44 +70,7 @@ func dotQ80AVX512PF(unroll int, p pfMode) {
 	header(name, "func(w []byte, x []float32) float32",
 		name+" returns dotQ80AVX512's result, bit for bit, with another",
 		"weight prefetch.")
-	w := Load(Param("w").Base(), GP64())
-	x := Load(Param("x").Base(), GP64())
-	nb := Load(Param("x").Len(), GP64())
-	SHRQ(U8(5), nb)
-	acc := zeros512(unroll)
-
-	Label(name + "_loop")
-	CMPQ(nb, U32(uint32(unroll)))
-	JB(LabelRef(name + "_loop1"))
-	for off := 0; off < 34*unroll; off += 64 {
-		p.line(Mem{Base: w, Disp: off})
-	}
-	for k := 0; k < unroll; k++ {
-		blk := Mem{Base: w, Disp: 34 * k}
-		q := q80Block512(blk, Mem{Base: x, Disp: 128 * k})
-		VFMADD231PS(q80Scale512(blk), q, acc[k])
-	}
-	ADDQ(U32(uint32(34*unroll)), w)
-	ADDQ(U32(uint32(128*unroll)), x)
-	SUBQ(U32(uint32(unroll)), nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_loop1")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	blk := Mem{Base: w}
-	q := q80Block512(blk, Mem{Base: x})
-	VFMADD231PS(q80Scale512(blk), q, acc[0])
-	ADDQ(U32(34), w)
-	ADDQ(U32(128), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop1"))
-
-	Label(name + "_done")
-	s := hsum512(addTree(acc))
-	Store(s, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	dotQ80AVX512Body(name, unroll, p)
 }
 
 // dotAVX2PF is the avx2 set's dot (4 accumulators of 8 lanes, the same
@@ -168,43 +80,7 @@ func dotAVX2PF(t wtype, p pfMode) {
 	header(name, fmt.Sprintf("func(w []%s, x []float32) float32", t.goType),
 		name+" returns dot"+t.name+"AVX2's result, bit for bit, with a weight prefetch.",
 		"len(w) must be at least len(x)&^7.")
-	w := Mem{Base: Load(Param("w").Base(), GP64())}
-	x := Mem{Base: Load(Param("x").Base(), GP64())}
-	n := Load(Param("x").Len(), GP64())
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	acc := zeros(4)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	p.line(w.Idx(i, t.size))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	t.load(w.Idx(i, t.size), v)
-	VFMADD231PS(x.Idx(i, 4), v, acc[0])
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
-
-	Label(name + "_done")
-	s := hsum(addTree(acc))
-	Store(s, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	dotAVX2Body(name, t, p)
 }
 
 // cpuidKernel writes cpuid, which dispatch_amd64.go uses to tell the CPU's

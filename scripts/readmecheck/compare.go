@@ -9,13 +9,18 @@ var (
 	numberRE = regexp.MustCompile(`[<>]?[-+−]?\d[\d,]*(\.\d+)?(e[-+]?\d+)?`)
 	absPath  = regexp.MustCompile(`(^|[\s(])/[^\s)]*`)
 	exitLine = regexp.MustCompile(`^exit \d+$`)
+	// kernelSet is the name kvq prints for the SIMD kernel set it picked
+	// on this CPU (simd.Kernels), which differs between machines.
+	kernelSet = regexp.MustCompile(`\b(?:avx512-zen4|avx512|avx2|generic) kernels\b`)
 )
 
 // Mask makes a line of output comparable across runs and machines: runs of
 // spaces become one, every number becomes # (with a bound's < or >: a
 // share printed as "<0.01%" on one machine may be "0.023%" on another,
-// whose kernels round differently), and absolute paths (a cache
-// directory, a temporary one) become <path>. Labels, names and the order of
+// whose kernels round differently), absolute paths (a cache
+// directory, a temporary one) become <path>, and the kernel set's name
+// ("avx512 kernels", "avx512-zen4 kernels", "avx2 kernels": the CPU's)
+// becomes "<set> kernels". Labels, names and the order of
 // things stay. An "exit N" line, which a document prints with echo, keeps
 // its number.
 func Mask(line string) string {
@@ -24,6 +29,7 @@ func Mask(line string) string {
 		return l
 	}
 	l = absPath.ReplaceAllString(l, "$1<path>")
+	l = kernelSet.ReplaceAllString(l, "<set> kernels")
 	l = numberRE.ReplaceAllString(l, "#")
 	return l
 }

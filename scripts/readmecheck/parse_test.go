@@ -106,6 +106,23 @@ func TestStatedDuration(t *testing.T) {
 	}
 }
 
+// TestMaskKernelSet: the kernel set kvq names (the CPU's) compares equal
+// across machines; other words do not.
+func TestMaskKernelSet(t *testing.T) {
+	doc := "kvq dev (go1.26.8, linux/amd64, avx2 kernels, backends cpu)"
+	for _, got := range []string{
+		"kvq dev (go1.26.8, linux/amd64, avx512 kernels, backends cpu)",
+		"kvq dev (go1.26.8, linux/amd64, avx512-zen4 kernels, backends cpu)",
+	} {
+		if l, _ := Missing([]string{doc}, got); l != "" {
+			t.Errorf("%q against %q: Missing = %q, want the line found", doc, got, l)
+		}
+	}
+	if l, _ := Missing([]string{doc}, "kvq dev (go1.26.8, linux/amd64, avx2 dots, backends cpu)"); l == "" {
+		t.Error("a different word matched")
+	}
+}
+
 func TestMissing(t *testing.T) {
 	got := "kvq: no --model given; using the built-in kvq-probe model (/var/cache/kvq/kvq-probe-1234abcd)\n" +
 		"FORMAT  BYTES/TOKEN\nfp16      131,072\nint4       36,864\nexit 3\n"

@@ -153,7 +153,11 @@ func (w Workers) ForTask(n, align, minChunk int, t Task) {
 // scheduler) costs a sizable share of a small product: llama.cpp's
 // threads spin between its graph nodes for the same reason. The spin is
 // bounded, so an idle kvq parks within spinFor and a loaded machine loses
-// at most that much of a core per call.
+// at most that much of a core per call; and each poll yields its core to
+// any other runnable goroutine (runtime.Gosched), so the polling never
+// holds up the rest of the process (a server's request handlers, a
+// benchmark's clients), which polling without yielding did: the in-process
+// engine then saw its requests arrive one at a time.
 const spinFor = 50 * time.Microsecond
 
 // noSpin turns the polling off (ForceNoSpin).
@@ -182,6 +186,7 @@ func (j *job) wait() {
 			if i&63 == 63 && time.Now().After(deadline) {
 				break
 			}
+			runtime.Gosched()
 		}
 	}
 	<-j.done
@@ -319,5 +324,6 @@ func (h *helperState) poll() *job {
 		if i&63 == 63 && time.Now().After(deadline) && h.state.CompareAndSwap(polling, parked) {
 			return nil
 		}
+		runtime.Gosched()
 	}
 }

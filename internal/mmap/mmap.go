@@ -1,5 +1,7 @@
 // Package mmap opens files for reading, memory-mapped where the platform
-// allows it, so that model weights can be used in place without copying.
+// allows it, so that model weights can be used in place without copying;
+// Weights reads a large model file into transparent huge pages instead
+// where the machine has them and the memory to spare.
 package mmap
 
 import (
@@ -11,6 +13,7 @@ import (
 type File struct {
 	Data  []byte
 	name  string
+	huge  bool // read into huge pages (Weights)
 	unmap func() error
 }
 

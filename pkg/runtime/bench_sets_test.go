@@ -32,7 +32,10 @@ import (
 // then avx2; on an AMD Zen 4 its choice avx512-zen4, then avx512); with
 // KVQ_BENCH_PAR the chunked and the static row split (par.ForceStatic);
 // with KVQ_BENCH_SPIN the workers polling between products and parking at
-// once (par.ForceNoSpin); with KVQ_BENCH_LOAD=1 the default set "idle"
+// once (par.ForceNoSpin); with KVQ_BENCH_MMAP the weights as loaded by
+// default ("default": read into transparent huge pages where the machine
+// has them, mmap.Weights) and mapped from the file in place
+// (LoadOptions.Mmap, a second copy of the model); with KVQ_BENCH_LOAD=1 the default set "idle"
 // and "loaded", the same decode while another process (this test binary,
 // re-executed to spin on one thread) holds one core.
 //
@@ -52,58 +55,71 @@ import (
 // over rounds) is measured in every round too, between the variants, by
 // simd.MeasureBandwidthParallel over 1 GiB with GOMAXPROCS workers.
 func BenchmarkDecodeGGUF(b *testing.B) {
-	m := benchGGUF(b)
+	m := benchGGUF(b, false)
 	const run = 8
 	depth := envInt(b, "KVQ_BENCH_DEPTH", 0)
 	spec := cmp.Or(os.Getenv("KVQ_BENCH_CACHE"), "fp16")
-	r := newRunner(b, m)
-	c := newCache(b, r, spec, 2*((depth+run)/16+3))
 	ctx := context.Background()
-	if err := c.AddSeq(0); err != nil {
-		b.Fatal(err)
-	}
 	var depthSecs float64
-	if depth > 0 {
-		t0 := time.Now()
-		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: tokens(depth, m.Vocab, 3), Logits: kvrt.NoLogits}}); err != nil {
+	// decoder returns the decode of run tokens in a fork of a sequence
+	// at depth on model m.
+	decoder := func(m *kvrt.Model) func() time.Duration {
+		r := newRunner(b, m)
+		c := newCache(b, r, spec, 2*((depth+run)/16+3))
+		if err := c.AddSeq(0); err != nil {
 			b.Fatal(err)
 		}
-		depthSecs = time.Since(t0).Seconds()
-	}
-	decode := func() time.Duration {
-		if err := c.Fork(1, 0); err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		for i := 0; i < run; i++ {
-			if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 1, Tokens: []int{(i*31 + 7) % m.Vocab}}}); err != nil {
+		if depth > 0 {
+			t0 := time.Now()
+			if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: tokens(depth, m.Vocab, 3), Logits: kvrt.NoLogits}}); err != nil {
 				b.Fatal(err)
 			}
+			depthSecs = time.Since(t0).Seconds()
 		}
-		d := time.Since(t0)
-		if err := c.Remove(1); err != nil {
-			b.Fatal(err)
+		return func() time.Duration {
+			if err := c.Fork(1, 0); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			for i := 0; i < run; i++ {
+				if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 1, Tokens: []int{(i*31 + 7) % m.Vocab}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d := time.Since(t0)
+			if err := c.Remove(1); err != nil {
+				b.Fatal(err)
+			}
+			return d
 		}
-		return d
 	}
+	decode := decoder(m)
 	type variant struct {
-		name  string
-		force func() func()
+		name   string
+		force  func() func()
+		decode func() time.Duration // nil: decode
 	}
 	none := func() func() { return func() {} }
-	vs := []variant{{simd.Kernels(), none}}
+	vs := []variant{{simd.Kernels(), none, nil}}
 	load := os.Getenv("KVQ_BENCH_LOAD") != ""
 	switch {
 	case load:
-		vs = []variant{{"idle", none}, {"loaded", func() func() { return startSpinner(b) }}}
+		vs = []variant{{"idle", none, nil}, {"loaded", func() func() { return startSpinner(b) }, nil}}
+	case os.Getenv("KVQ_BENCH_MMAP") != "":
+		vs = []variant{{"default", none, nil}, {"mmap", none, decoder(benchGGUF(b, true))}}
 	case os.Getenv("KVQ_BENCH_PAR") != "":
-		vs = append(vs, variant{"static", par.ForceStatic})
+		vs = append(vs, variant{"static", par.ForceStatic, nil})
 	case os.Getenv("KVQ_BENCH_SPIN") != "":
-		vs = append(vs, variant{"nospin", par.ForceNoSpin})
+		vs = append(vs, variant{"nospin", par.ForceNoSpin, nil})
 	case simd.Kernels() == "avx512-zen4":
-		vs = append(vs, variant{"avx512", simd.ForceAVX512})
+		vs = append(vs, variant{"avx512", simd.ForceAVX512, nil})
 	case simd.Kernels() == "avx512":
-		vs = append(vs, variant{"avx2", simd.ForceAVX2})
+		vs = append(vs, variant{"avx2", simd.ForceAVX2, nil})
+	}
+	for _, v := range vs {
+		if v.decode != nil {
+			v.decode() // warm up
+		}
 	}
 	decode() // warm up: page the weights in
 	wb := float64(activeWeightBytes(m))
@@ -117,7 +133,11 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		for k := range vs {
 			i := (k + round) % len(vs)
 			restore := vs[i].force()
-			secs[i] = append(secs[i], decode().Seconds()/run)
+			dec := decode
+			if vs[i].decode != nil {
+				dec = vs[i].decode
+			}
+			secs[i] = append(secs[i], dec().Seconds()/run)
 			restore()
 			if k == 0 {
 				b.StopTimer() // its 1 GiB buffer is not the decode's
@@ -157,7 +177,7 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 //
 //	KVQ_BENCH_GGUF=/tmp/bench-1b.gguf KVQ_BENCH_PROMPT=2048 go test -run '^$' -bench PrefillGGUF -benchtime 3x -cpu 2 ./pkg/runtime/
 func BenchmarkPrefillGGUF(b *testing.B) {
-	m := benchGGUF(b)
+	m := benchGGUF(b, false)
 	n := envInt(b, "KVQ_BENCH_PROMPT", 512)
 	spec := cmp.Or(os.Getenv("KVQ_BENCH_CACHE"), "fp16")
 	r := newRunner(b, m)
@@ -209,12 +229,12 @@ func activeWeightBytes(m *kvrt.Model) int64 {
 }
 
 // benchGGUF loads the model of KVQ_BENCH_GGUF, skipping when it is unset.
-func benchGGUF(b *testing.B) *kvrt.Model {
+func benchGGUF(b *testing.B, mapOnly bool) *kvrt.Model {
 	path := os.Getenv("KVQ_BENCH_GGUF")
 	if path == "" {
 		b.Skip("KVQ_BENCH_GGUF is not set (go run ./scripts/benchmodel -shape 1b -o /tmp/bench-1b.gguf)")
 	}
-	m, err := kvrt.Load(context.Background(), path, kvrt.LoadOptions{})
+	m, err := kvrt.Load(context.Background(), path, kvrt.LoadOptions{Mmap: mapOnly})
 	if err != nil {
 		b.Fatal(err)
 	}

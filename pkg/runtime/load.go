@@ -21,14 +21,22 @@ type LoadOptions struct {
 	// Tokenizer is the tokenizer file for formats that keep it separately
 	// (llama2.c). Empty: tokenizer.bin, then a single tok*.bin, beside the model.
 	Tokenizer string
+	// Mmap keeps the weights mapped from the model's files in place. By
+	// default a file of at least 64 MiB is read into transparent huge
+	// pages where Linux has them and half the available memory holds it
+	// (mmap.Weights): a decode step streams every weight once, and 2 MiB
+	// pages make that faster; mapping costs no copy and shares the page
+	// cache, for a model larger than the memory left.
+	Mmap bool
 }
 
 // Load opens a model and detects its format: a directory is a Hugging Face
 // checkpoint (config.json, safetensors, tokenizer.json); a file is GGUF by
 // its magic, else a llama2.c checkpoint if its header is plausible and the
 // file exactly the size the header implies (see pkg/llama2c); any other
-// file fails with ErrFormat. The model's weights stay memory-mapped until
-// Close.
+// file fails with ErrFormat. The model's weights stay in memory (mapped, or
+// read into huge pages: LoadOptions.Mmap) until Close; a done ctx stops
+// the read.
 //
 // No size a header declares is trusted: each is checked against the
 // tensors the file holds, and so against its size, before anything is
@@ -52,9 +60,9 @@ func load(ctx context.Context, path string, opts LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("runtime: model: %w", err)
 	}
 	if st.IsDir() {
-		return loadHF(ctx, path)
+		return loadHF(ctx, path, opts)
 	}
-	f, err := mmap.Open(path)
+	f, err := mmap.Weights(ctx, path, opts.Mmap)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: model: %w", err)
 	}

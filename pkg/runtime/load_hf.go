@@ -124,7 +124,7 @@ func ids(raw json.RawMessage) []int {
 }
 
 // loadHF loads a Hugging Face model directory.
-func loadHF(_ context.Context, dir string) (*Model, error) {
+func loadHF(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 	cfgPath := filepath.Join(dir, "config.json")
 	// The checks every reader of config.json shares (pkg/hfconfig) come
 	// before the fields are decoded, so that kvq estimate and the loader
@@ -247,7 +247,7 @@ func loadHF(_ context.Context, dir string) (*Model, error) {
 		}
 	}
 	m := &Model{Config: c, Path: dir, Format: "safetensors"}
-	files, err := openShards(dir)
+	files, err := openShards(ctx, dir, opts.Mmap)
 	if err != nil {
 		return nil, err
 	}
@@ -295,9 +295,10 @@ type shard struct {
 	st   *safetensors.File
 }
 
-// openShards maps model.safetensors, or every shard named by
-// model.safetensors.index.json.
-func openShards(dir string) ([]shard, error) {
+// openShards opens model.safetensors, or every shard named by
+// model.safetensors.index.json, as weights (mmap.Weights; mapOnly: mapped
+// in place).
+func openShards(ctx context.Context, dir string, mapOnly bool) ([]shard, error) {
 	single := filepath.Join(dir, "model.safetensors")
 	index := filepath.Join(dir, "model.safetensors.index.json")
 	var names []string
@@ -333,7 +334,7 @@ func openShards(dir string) ([]shard, error) {
 	var out []shard
 	for _, n := range names {
 		p := filepath.Join(dir, n)
-		mm, err := mmap.Open(p)
+		mm, err := mmap.Weights(ctx, p, mapOnly)
 		if err != nil {
 			for _, s := range out {
 				s.mm.Close()

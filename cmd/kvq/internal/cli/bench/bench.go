@@ -32,6 +32,7 @@ type Options struct {
 	Version     string
 	Model       string
 	Tokenizer   string
+	Mmap        bool
 	Cache       string
 	KVBudget    string
 	GPU, GPUMem string
@@ -134,6 +135,7 @@ prompts, for --endpoint servers too.
 	cmdutil.AddWideFlag(fl, &o.Wide)
 	cmdutil.AddModelFlag(fl, &o.Model)
 	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddMmapFlag(fl, &o.Mmap)
 	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "KV memory of each cache's pool, e.g. 64MiB (default: what --budget-seqs requests of the workload's longest prompt and output take in the first cache)")
 	fl.StringVar(&o.GPU, "gpu", "", "with no --kv-budget: the KV budget vLLM would leave on this GPU preset for the model (kvq estimate's memory model; see kvq estimate --list-gpus)")
@@ -370,7 +372,7 @@ func (o *Options) workloadOptions() bench.WorkloadOptions {
 
 // Run benchmarks and reports.
 func (o *Options) Run(ctx context.Context) error {
-	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer, Mmap: o.Mmap}, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

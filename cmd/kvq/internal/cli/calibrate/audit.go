@@ -115,7 +115,7 @@ func (o *AuditOptions) validate() error {
 }
 
 func (o *AuditOptions) run(ctx context.Context) error {
-	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer, Mmap: o.Mmap}, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

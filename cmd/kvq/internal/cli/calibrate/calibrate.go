@@ -31,6 +31,7 @@ const DefaultCompare = "default,warmup,dataset"
 type DataFlags struct {
 	Model     string
 	Tokenizer string
+	Mmap      bool
 	Data      []string
 	Samples   int
 	SeqLen    int
@@ -46,6 +47,7 @@ func (d *DataFlags) bind(cmd *cobra.Command, reg *backend.Registry) {
 	fl := cmd.Flags()
 	cmdutil.AddModelFlag(fl, &d.Model)
 	cmdutil.AddTokenizerFlag(fl, &d.Tokenizer)
+	cmdutil.AddMmapFlag(fl, &d.Mmap)
 	fl.StringArrayVar(&d.Data, "data", nil, "calibration data: a text file, or a .jsonl of {\"text\"}, {\"prompt\"[, \"completion\"]} or {\"messages\"} records (repeatable; default: built-in texts); a file that is not text is refused, and data for fewer than --samples samples is warned about")
 	fl.IntVar(&d.Samples, "samples", 32, "calibration sequences (one forward batch each)")
 	fl.IntVar(&d.SeqLen, "seq-len", 512, "tokens per calibration sequence, at most (capped at the model's context)")
@@ -80,7 +82,7 @@ func (d *DataFlags) validate() error {
 
 // load loads the model and the calibration data.
 func (d *DataFlags) load(ctx context.Context, errOut *cmdutil.IOStreams) (*runtime.Model, *calibrate.Data, error) {
-	m, err := cmdutil.LoadModel(ctx, d.Model, d.Tokenizer, errOut.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, d.Model, runtime.LoadOptions{Tokenizer: d.Tokenizer, Mmap: d.Mmap}, errOut.ErrOut)
 	if err != nil {
 		return nil, nil, err
 	}

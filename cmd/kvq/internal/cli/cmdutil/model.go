@@ -233,13 +233,13 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// LoadModel resolves path (the built-in model when empty) and loads it. File
-// problems — missing, malformed, unsupported — are input errors (exit 2),
-// as runtime.Load returns them.
-func LoadModel(ctx context.Context, path, tokenizer string, errOut io.Writer) (*runtime.Model, error) {
+// LoadModel resolves path (the built-in model when empty) and loads it with
+// opts. File problems — missing, malformed, unsupported — are input errors
+// (exit 2), as runtime.Load returns them.
+func LoadModel(ctx context.Context, path string, opts runtime.LoadOptions, errOut io.Writer) (*runtime.Model, error) {
 	path, err := ResolveModel(path, errOut)
 	if err != nil {
 		return nil, err
 	}
-	return runtime.Load(ctx, path, runtime.LoadOptions{Tokenizer: tokenizer})
+	return runtime.Load(ctx, path, opts)
 }

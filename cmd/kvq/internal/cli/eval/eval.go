@@ -42,6 +42,7 @@ type Options struct {
 	Version     string
 	Model       string
 	Tokenizer   string
+	Mmap        bool
 	Cache       string
 	Texts       []string
 	NoText      bool
@@ -163,6 +164,7 @@ when one fails, with each failing gate on stderr.
 	cmdutil.AddWideFlag(fl, &o.Wide)
 	cmdutil.AddModelFlag(fl, &o.Model)
 	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddMmapFlag(fl, &o.Mmap)
 	cmdutil.AddCachesFlag(fl, &o.Cache, DefaultCaches)
 	fl.StringArrayVar(&o.Texts, "text", nil, "a text file to score teacher-forced (repeatable; default: built-in stories)")
 	fl.BoolVar(&o.NoText, "no-text", false, "skip the teacher-forced text metrics")
@@ -483,7 +485,7 @@ func (o *Options) parseGates(cmd *cobra.Command) error {
 
 // Run evaluates and reports.
 func (o *Options) Run(ctx context.Context) error {
-	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer, Mmap: o.Mmap}, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ type Options struct {
 	IO          *cmdutil.IOStreams
 	Model       string
 	Tokenizer   string
+	Mmap        bool
 	Prompt      string
 	MaxTokens   int
 	Temperature float64
@@ -66,6 +67,7 @@ and the bytes the KV cache allocated.
 	fl := cmd.Flags()
 	cmdutil.AddModelFlag(fl, &o.Model)
 	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddMmapFlag(fl, &o.Mmap)
 	fl.StringVarP(&o.Prompt, "prompt", "p", "", "prompt text")
 	fl.IntVarP(&o.MaxTokens, "max-tokens", "n", 128, "maximum tokens to generate")
 	fl.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
@@ -119,7 +121,7 @@ func (o *Options) Validate() error {
 
 // Run generates and prints.
 func (o *Options) Run(ctx context.Context) error {
-	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer, Mmap: o.Mmap}, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

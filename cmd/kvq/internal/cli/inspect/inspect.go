@@ -155,7 +155,8 @@ func experts(m *runtime.Model) *Experts {
 
 // Run prints the summary.
 func (o *Options) Run(ctx context.Context) error {
-	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	// Only the shape is read: the weights stay mapped, never copied.
+	m, err := cmdutil.LoadModel(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer, Mmap: true}, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -63,3 +63,29 @@ func TestBadModelFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestMmapFlag: every command that loads and runs a model takes --mmap
+// (the weights mapped in place rather than read into huge pages;
+// internal/mmap's tests cover the two paths), with one help text, and a
+// generation is the same with it as without.
+func TestMmapFlag(t *testing.T) {
+	for _, cmd := range [][]string{{"generate"}, {"eval"}, {"serve"}, {"bench"}, {"calibrate"}, {"calibrate", "audit"}} {
+		_, help, _ := run(t, append(cmd, "--help")...)
+		help = strings.Join(strings.Fields(help), " ") // unwrapped
+		if !strings.Contains(help, "--mmap") || !strings.Contains(help, "transparent huge pages") {
+			t.Errorf("kvq %s --help has no --mmap with its help", strings.Join(cmd, " "))
+		}
+	}
+	gen := []string{"generate", "-n", "4", "-p", "Once"}
+	code, want, stderr := run(t, gen...)
+	if code != 0 {
+		t.Fatalf("kvq generate: exit %d: %s", code, stderr)
+	}
+	code, got, stderr := run(t, append(gen, "--mmap")...)
+	if code != 0 || got != want {
+		t.Errorf("kvq generate --mmap: exit %d, output %q, want %q (stderr %q)", code, got, want, stderr)
+	}
+	if code, _, stderr := run(t, append(gen, "--mmap=maybe")...); code != 2 || !strings.Contains(stderr, "--mmap") {
+		t.Errorf("--mmap=maybe: exit %d, stderr %q; want 2 naming the flag", code, stderr)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/kvqlabs/kvq/datasets/models"
 	"github.com/kvqlabs/kvq/pkg/engine"
 	"github.com/kvqlabs/kvq/pkg/quant"
+	"github.com/kvqlabs/kvq/pkg/runtime"
 	"github.com/kvqlabs/kvq/pkg/serve"
 	"github.com/spf13/cobra"
 )
@@ -34,6 +35,7 @@ type Options struct {
 	IO            *cmdutil.IOStreams
 	Model         string
 	Tokenizer     string
+	Mmap          bool
 	Cache         string
 	KVBudget      string
 	MaxSeqs       int
@@ -148,6 +150,7 @@ error (bad flag, unreadable model).`,
 	fl := cmd.Flags()
 	cmdutil.AddModelFlag(fl, &o.Model)
 	cmdutil.AddTokenizerFlag(fl, &o.Tokenizer)
+	cmdutil.AddMmapFlag(fl, &o.Mmap)
 	cmdutil.AddCachesFlag(fl, &o.Cache, "fp16")
 	fl.StringVar(&o.KVBudget, "kv-budget", "", "each pool's KV memory, with a unit (2GiB, 512MiB; default: room for four sequences of the whole context)")
 	fl.IntVar(&o.MaxSeqs, "max-seqs", 64, "running sequences per pool (vLLM's max_num_seqs)")
@@ -370,7 +373,7 @@ func (o *Options) faultText() string {
 
 // Run loads the model, starts the engine and serves until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	m, err := cmdutil.LoadModel(ctx, o.Model, o.Tokenizer, o.IO.ErrOut)
+	m, err := cmdutil.LoadModel(ctx, o.Model, runtime.LoadOptions{Tokenizer: o.Tokenizer, Mmap: o.Mmap}, o.IO.ErrOut)
 	if err != nil {
 		return err
 	}

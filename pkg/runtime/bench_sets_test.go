@@ -13,6 +13,8 @@ import (
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
 	kvrt "github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
+	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
@@ -32,7 +34,10 @@ import (
 // then avx2; on an AMD Zen 4 its choice avx512-zen4, then avx512); with
 // KVQ_BENCH_PAR the chunked and the static row split (par.ForceStatic);
 // with KVQ_BENCH_SPIN the workers polling between products and parking at
-// once (par.ForceNoSpin); with KVQ_BENCH_LOAD=1 the default set "idle"
+// once (par.ForceNoSpin); with KVQ_BENCH_F32ACT the backend's decode
+// products and "f32act", a runner on cpu.Backend.F32Activations (float32
+// activations where the default quantizes them, as kvq did before: Q8_0
+// weights' decode products, for one); with KVQ_BENCH_LOAD=1 the default set "idle"
 // and "loaded", the same decode while another process (this test binary,
 // re-executed to spin on one thread) holds one core.
 //
@@ -70,7 +75,7 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		}
 		depthSecs = time.Since(t0).Seconds()
 	}
-	decode := func() time.Duration {
+	decodeOn := func(r *kvrt.Runner, c *kvcache.Cache) time.Duration {
 		if err := c.Fork(1, 0); err != nil {
 			b.Fatal(err)
 		}
@@ -86,24 +91,41 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		}
 		return d
 	}
+	decode := func() time.Duration { return decodeOn(r, c) }
 	type variant struct {
-		name  string
-		force func() func()
+		name   string
+		force  func() func()
+		decode func() time.Duration // nil: decode
 	}
 	none := func() func() { return func() {} }
-	vs := []variant{{simd.Kernels(), none}}
+	vs := []variant{{simd.Kernels(), none, nil}}
 	load := os.Getenv("KVQ_BENCH_LOAD") != ""
 	switch {
 	case load:
-		vs = []variant{{"idle", none}, {"loaded", func() func() { return startSpinner(b) }}}
+		vs = []variant{{"idle", none, nil}, {"loaded", func() func() { return startSpinner(b) }, nil}}
 	case os.Getenv("KVQ_BENCH_PAR") != "":
-		vs = append(vs, variant{"static", par.ForceStatic})
+		vs = append(vs, variant{"static", par.ForceStatic, nil})
 	case os.Getenv("KVQ_BENCH_SPIN") != "":
-		vs = append(vs, variant{"nospin", par.ForceNoSpin})
+		vs = append(vs, variant{"nospin", par.ForceNoSpin, nil})
+	case os.Getenv("KVQ_BENCH_F32ACT") != "":
+		r2, err := kvrt.NewRunner(m, kvrt.RunnerOptions{Backend: cpu.New(0).F32Activations()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c2 := newCache(b, r2, spec, 2*((depth+run)/16+3))
+		if err := c2.AddSeq(0); err != nil {
+			b.Fatal(err)
+		}
+		if depth > 0 {
+			if _, err := r2.Forward(ctx, []kvrt.Entry{{Cache: c2, Seq: 0, Tokens: tokens(depth, m.Vocab, 3), Logits: kvrt.NoLogits}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		vs = append(vs, variant{"f32act", none, func() time.Duration { return decodeOn(r2, c2) }})
 	case simd.Kernels() == "avx512-zen4":
-		vs = append(vs, variant{"avx512", simd.ForceAVX512})
+		vs = append(vs, variant{"avx512", simd.ForceAVX512, nil})
 	case simd.Kernels() == "avx512":
-		vs = append(vs, variant{"avx2", simd.ForceAVX2})
+		vs = append(vs, variant{"avx2", simd.ForceAVX2, nil})
 	}
 	decode() // warm up: page the weights in
 	wb := float64(activeWeightBytes(m))
@@ -117,7 +139,11 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 		for k := range vs {
 			i := (k + round) % len(vs)
 			restore := vs[i].force()
-			secs[i] = append(secs[i], decode().Seconds()/run)
+			d := decode
+			if vs[i].decode != nil {
+				d = vs[i].decode
+			}
+			secs[i] = append(secs[i], d().Seconds()/run)
 			restore()
 			if k == 0 {
 				b.StopTimer() // its 1 GiB buffer is not the decode's

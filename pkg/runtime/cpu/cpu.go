@@ -51,8 +51,9 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 
 // F32Activations returns the backend with the decode products of the
 // weight types of q8Dots on float32 activations (the fused dots of
-// fusedDots, kvq's arithmetic before it quantized them as llama.cpp does;
-// see q8Dots): for comparisons with a backend that keeps
+// fusedDots, and simd.MatMulQ80 for Q8_0: kvq's arithmetic before it
+// quantized them as llama.cpp does; see q8Dots): for comparisons with a
+// backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {
 	return &Backend{workers: b.workers, done: b.done, groups: b.groups, f32Act: true}

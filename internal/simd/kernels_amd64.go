@@ -807,3 +807,9 @@ func dotIQ4NLQ80AVX2(w []byte, q []byte, nb int) float32
 //
 //go:noescape
 func dotMXFP4Q80AVX2(w []byte, q []byte, nb int) float32
+
+// dotQ80Q80AVX2 returns the dot product of the nb Q80 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ80Q80AVX2(w []byte, q []byte, nb int) float32

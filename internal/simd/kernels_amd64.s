@@ -18439,3 +18439,103 @@ dotMXFP4Q80AVX2_done:
 	MOVSS     X4, ret+56(FP)
 	VZEROUPPER
 	RET
+
+// func dotQ80Q80AVX2(w []byte, q []byte, nb int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ80Q80AVX2(SB), NOSPLIT, $0-60
+	MOVQ    w_base+0(FP), AX
+	MOVQ    q_base+24(FP), CX
+	MOVQ    nb+48(FP), DX
+	VMOVDQU q8lw1<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+	VXORPS  X2, X2, X2
+
+dotQ80Q80AVX2_loop4:
+	CMPQ         DX, $0x04
+	JB           dotQ80Q80AVX2_loop
+	VMOVDQU      2(AX), Y3
+	VMOVDQU      2(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VMOVDQU      36(AX), Y4
+	VMOVDQU      36(CX), Y5
+	VPSIGNB      Y4, Y4, Y6
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      70(AX), Y5
+	VMOVDQU      70(CX), Y6
+	VPSIGNB      Y5, Y5, Y7
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      104(AX), Y6
+	VMOVDQU      104(CX), Y7
+	VPSIGNB      Y6, Y6, Y8
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPHADDD      Y4, Y3, Y3
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y5, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VCVTDQ2PS    X4, X4
+	VPXOR        X3, X3, X3
+	VPINSRW      $0x00, (AX), X3, X3
+	VPINSRW      $0x04, (CX), X3, X3
+	VPINSRW      $0x01, 34(AX), X3, X3
+	VPINSRW      $0x05, 34(CX), X3, X3
+	VPINSRW      $0x02, 68(AX), X3, X3
+	VPINSRW      $0x06, 68(CX), X3, X3
+	VPINSRW      $0x03, 102(AX), X3, X3
+	VPINSRW      $0x07, 102(CX), X3, X3
+	VCVTPH2PS    X3, Y5
+	VEXTRACTF128 $0x01, Y5, X3
+	VMULPS       X3, X5, X3
+	VMULPS       X4, X3, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000088, CX
+	SUBQ         $0x04, DX
+	JMP          dotQ80Q80AVX2_loop4
+
+dotQ80Q80AVX2_loop:
+	TESTQ        DX, DX
+	JZ           dotQ80Q80AVX2_done
+	VMOVDQU      2(AX), Y3
+	VMOVDQU      2(CX), Y4
+	VPSIGNB      Y3, Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPSHUFD      $0x4e, X4, X3
+	VPADDD       X3, X4, X4
+	VPSHUFD      $0xb1, X4, X3
+	VPADDD       X3, X4, X4
+	VCVTDQ2PS    X4, X4
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, X3
+	VPBROADCASTW (CX), X5
+	VCVTPH2PS    X5, X5
+	VMULSS       X5, X3, X3
+	VMULSS       X4, X3, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, CX
+	DECQ         DX
+	JMP          dotQ80Q80AVX2_loop
+
+dotQ80Q80AVX2_done:
+	VMOVSHDUP X2, X0
+	VADDPS    X0, X2, X0
+	VMOVHLPS  X0, X0, X2
+	VADDSS    X2, X0, X0
+	VADDSS    X1, X0, X1
+	MOVSS     X1, ret+56(FP)
+	VZEROUPPER
+	RET

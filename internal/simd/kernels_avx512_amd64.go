@@ -711,6 +711,12 @@ func dotIQ4NLQ80VNNI(w []byte, q []byte, nb int) float32
 //go:noescape
 func dotMXFP4Q80VNNI(w []byte, q []byte, nb int) float32
 
+// dotQ80Q80VNNI returns the dot product of the nb Q80 blocks at w with the
+// nb Q80 blocks at q, as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ80Q80VNNI(w []byte, q []byte, nb int) float32
+
 // dotQ40Q80X4VNNI sets dst[r] to the dot product of the nb Q40 blocks at
 // w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
 // twin computes it, bit for bit.
@@ -731,6 +737,13 @@ func dotQ50Q80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 //
 //go:noescape
 func dotIQ4NLQ80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// dotQ80Q80X4VNNI sets dst[r] to the dot product of the nb Q80 blocks at
+// w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ80Q80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at

@@ -8,8 +8,8 @@ import (
 
 // The legacy block types' dot products with quantized activations, as
 // llama.cpp computes them: each token row is quantized once per matrix
-// product to Q8_0 blocks (QuantizeQ80; for Q4_0, Q5_0, IQ4_NL and MXFP4
-// weights) or Q8_1 blocks (QuantizeQ81; for Q4_1 and Q5_1), and every
+// product to Q8_0 blocks (QuantizeQ80; for Q4_0, Q5_0, IQ4_NL, MXFP4 and
+// Q8_0 weights) or Q8_1 blocks (QuantizeQ81; for Q4_1 and Q5_1), and every
 // weight block is dotted with the activations' int8 codes in integer
 // arithmetic. Per block b the kernels form the exact int32 sum
 // S_b = Σ_j v_bj·c_bj of the weight block's integer values v (see
@@ -25,8 +25,10 @@ import (
 //	  result = ((acc[0]+acc[1]) + (acc[2]+acc[3])) + s
 //
 // The kernels (AVX2: VPSIGNB and VPMADDUBSW, exact since no int16 pair can
-// exceed 2·127·127; AVX-512 VNNI: VPDPBUSD) compute exactly this, bit for
-// bit with the Go twins. llama.cpp's ggml_vec_dot_*_q8_* sum the blocks in
+// exceed 2·128·127; AVX-512 VNNI: VPDPBUSD) compute exactly this, bit for
+// bit with the Go twins, for activation codes in −127..127 (QuantizeQ80
+// and QuantizeQ81 make no −128; the sign moved onto a −128 code would
+// overflow, as in ggml's kernels). llama.cpp's ggml_vec_dot_*_q8_* sum the blocks in
 // 8 lanes with fused multiply-adds, so the results agree with theirs up to
 // float32 rounding.
 
@@ -144,6 +146,12 @@ func DotIQ4NLQ80(w, q []byte) float32 {
 // E8M0 value, with the doubled e2m1 values, as ggml's).
 func DotMXFP4Q80(w, q []byte) float32 {
 	return dotQ8Legacy(qdMXFP4, w, q, checkQ8Dot("DotMXFP4Q80", len(w), len(q), mxfp4BlockBytes, Q80BlockBytes))
+}
+
+// DotQ80Q80 is DotQ40Q80 for Q8_0 weights (ggml's block_q8_0: binary16 d
+// and 32 int8 values, the block's bytes; ggml_vec_dot_q8_0_q8_0).
+func DotQ80Q80(w, q []byte) float32 {
+	return dotQ8Legacy(qdQ80, w, q, checkQ8Dot("DotQ80Q80", len(w), len(q), Q80BlockBytes, Q80BlockBytes))
 }
 
 // q8LegacyMins reports whether type t takes Q8_1 activations and a min.

@@ -49,6 +49,11 @@ func dotQ8Legacy(t qdotType, w, q []byte, nb int) float32 {
 			return dotMXFP4Q80VNNI(w, q, nb)
 		}
 		return dotMXFP4Q80AVX2(w, q, nb)
+	case qdQ80:
+		if vnni {
+			return dotQ80Q80VNNI(w, q, nb)
+		}
+		return dotQ80Q80AVX2(w, q, nb)
 	}
 	return dotQ8LegacyGeneric(t, w, q, nb)
 }

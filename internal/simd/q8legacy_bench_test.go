@@ -24,6 +24,11 @@ func BenchmarkQ8LegacyDot(b *testing.B) {
 		qdQ51:   func(w []byte) float32 { return DotQ51(w, x, xs) },
 		qdIQ4NL: func(w []byte) float32 { return DotIQ4NL(w, x) },
 		qdMXFP4: func(w []byte) float32 { return DotMXFP4(w, x) },
+		qdQ80: func(w []byte) float32 {
+			var d [1]float32
+			MatMulQ80(d[:], 1, x, 1, cols, w, 0, 1)
+			return d[0]
+		},
 	}
 	var sink float32
 	for _, set := range q8lSets(b) {

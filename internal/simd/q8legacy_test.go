@@ -71,6 +71,7 @@ func q8lCases() []q8lCase {
 		{"DotQ51Q81", qdQ51, DotQ51Q81, QuantizeQ81, q51BlockBytes, Q81BlockBytes},
 		{"DotIQ4NLQ80", qdIQ4NL, DotIQ4NLQ80, QuantizeQ80, iq4nlBlockBytes, Q80BlockBytes},
 		{"DotMXFP4Q80", qdMXFP4, DotMXFP4Q80, QuantizeQ80, mxfp4BlockBytes, Q80BlockBytes},
+		{"DotQ80Q80", qdQ80, DotQ80Q80, QuantizeQ80, Q80BlockBytes, Q80BlockBytes},
 	}
 }
 
@@ -96,8 +97,9 @@ func q8lMagnitude(c q8lCase, w, q []byte) float64 {
 }
 
 // TestQ8LegacyDotGoldens: on every kernel set the dots agree with
-// llama.cpp's ggml_vec_dot_{q4_0,q4_1,q5_0,q5_1,iq4_nl,mxfp4}_q8_{0,1}
-// (x86 build, AVX2) over 8 random blocks (4 rows a type, quantized by
+// llama.cpp's ggml_vec_dot_{q4_0,q4_1,q5_0,q5_1,iq4_nl,mxfp4,q8_0}_q8_{0,1}
+// (x86 build, AVX2; q8_0's from the build's best set, with weight values
+// −128 among the random bytes) over 8 random blocks (4 rows a type, quantized by
 // QuantizeQ80/Q81 as llama.cpp quantizes them) within float32 rounding of
 // the different summation order: 1e-6 of Σ|block terms|.
 func TestQ8LegacyDotGoldens(t *testing.T) {
@@ -109,6 +111,7 @@ func TestQ8LegacyDotGoldens(t *testing.T) {
 		"DotQ51Q81":   {0x4241e5e0, 0xc11db124, 0xc27b175c, 0xc229c3d0},
 		"DotIQ4NLQ80": {0xc286cfc4, 0x43b0fdda, 0x41db6a60, 0x4307c333},
 		"DotMXFP4Q80": {0x4397626f, 0x4517783f, 0x4407113c, 0x4369f047},
+		"DotQ80Q80":   {0xc3312c83, 0xc2d53f77, 0xc3a8133e, 0x430bdf84},
 	}
 	for _, set := range kernelSets(t) {
 		restore := set.force()
@@ -148,8 +151,8 @@ func TestQ8LegacyDotGoldens(t *testing.T) {
 }
 
 // TestQ8LegacyKernels: every kernel set's dots are bit for bit their Go
-// twin's, for 0 to 67 blocks of random weights (codes of every value, the
-// largest and subnormal MXFP4 scales) and activations (random, constant
+// twin's, for 0 to 67 blocks of random weights (codes of every value, Q8_0
+// values −128 and ±127 included, the largest and subnormal MXFP4 scales) and activations (random, constant
 // ±127 codes), and with the VNNI kernels off (the avx512 set then takes
 // the AVX2 ones).
 func TestQ8LegacyKernels(t *testing.T) {
@@ -165,6 +168,11 @@ func TestQ8LegacyKernels(t *testing.T) {
 					w = randKBlocks(r, nb, c.wBytes, 0)
 					if q8LegacyMins(c.t) {
 						w = randKBlocks(r, nb, c.wBytes, 0, 2)
+					}
+				}
+				if c.t == qdQ80 && nb > 2 { // extreme values: a block of −128, one of 127
+					for j := range 32 {
+						w[2+j], w[c.wBytes+2+j] = 0x80, 127
 					}
 				}
 				for k := range 3 {
@@ -199,6 +207,8 @@ func TestQ8LegacyPanics(t *testing.T) {
 	for _, f := range []func(){
 		func() { DotQ40Q80(make([]byte, 18), make([]byte, 35)) },
 		func() { DotQ41Q81(make([]byte, 39), make([]byte, 72)) },
+		func() { DotQ80Q80(make([]byte, 33), make([]byte, 34)) },
+		func() { DotQ80Q80(make([]byte, 34), make([]byte, 33)) },
 		func() { QuantizeQ80(make([]byte, 34), make([]float32, 31)) },
 		func() { QuantizeQ81(make([]byte, 34), make([]float32, 32)) },
 	} {

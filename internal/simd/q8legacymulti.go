@@ -26,6 +26,12 @@ func DotIQ4NLQ80Rows(dst []float32, w, q []byte) {
 	dotQ80Rows(qdIQ4NL, dst, w, q, nb)
 }
 
+// DotQ80Q80Rows is DotQ40Q80Rows for Q8_0 rows (DotQ80Q80).
+func DotQ80Q80Rows(dst []float32, w, q []byte) {
+	nb := checkQ80Rows("DotQ80Q80Rows", len(dst), len(w), len(q), Q80BlockBytes)
+	dotQ80Rows(qdQ80, dst, w, q, nb)
+}
+
 func checkQ80Rows(op string, rows, wlen, qlen, blockBytes int) int {
 	nb := qlen / Q80BlockBytes
 	if qlen%Q80BlockBytes != 0 || wlen != rows*nb*blockBytes {

@@ -15,6 +15,8 @@ func q80X4(t qdotType) func(w []byte, stride int, q []byte, nb int, dst *[4]floa
 		return dotQ50Q80X4VNNI
 	case qdIQ4NL:
 		return dotIQ4NLQ80X4VNNI
+	case qdQ80:
+		return dotQ80Q80X4VNNI
 	}
 	return nil
 }

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestDotQ80Rows compares DotQ40Q80Rows, DotQ50Q80Rows and DotIQ4NLQ80Rows
+// TestDotQ80Rows compares DotQ40Q80Rows, DotQ50Q80Rows, DotIQ4NLQ80Rows and
+// DotQ80Q80Rows
 // row by row with the one-row dots and with their Go twin on every kernel
 // set (and the avx512 set without VNNI), bit for bit, over 0..9 rows (whole
 // groups of four and the rest) of 0..9 blocks (groups of four blocks and
@@ -21,6 +22,7 @@ func TestDotQ80Rows(t *testing.T) {
 		{"DotQ40Q80Rows", qdQ40, DotQ40Q80Rows, DotQ40Q80},
 		{"DotQ50Q80Rows", qdQ50, DotQ50Q80Rows, DotQ50Q80},
 		{"DotIQ4NLQ80Rows", qdIQ4NL, DotIQ4NLQ80Rows, DotIQ4NLQ80},
+		{"DotQ80Q80Rows", qdQ80, DotQ80Q80Rows, DotQ80Q80},
 	}
 	for _, set := range q8lSets(t) {
 		t.Run(set.name, func(t *testing.T) {
@@ -66,6 +68,7 @@ func TestDotQ80Rows(t *testing.T) {
 		func() { DotQ40Q80Rows(make([]float32, 1), make([]byte, 18), make([]byte, Q80BlockBytes+1)) },
 		func() { DotQ50Q80Rows(make([]float32, 1), make([]byte, 23), make([]byte, Q80BlockBytes)) },
 		func() { DotIQ4NLQ80Rows(make([]float32, 1), make([]byte, 17), make([]byte, Q80BlockBytes)) },
+		func() { DotQ80Q80Rows(make([]float32, 1), make([]byte, 35), make([]byte, Q80BlockBytes)) },
 	} {
 		func() {
 			defer func() {

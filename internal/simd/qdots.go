@@ -151,10 +151,11 @@ const (
 	qdQ51
 	qdIQ4NL
 	qdMXFP4
+	qdQ80 // Q8_0 weights: only the Q8_0-activation dots (q8legacy.go)
 )
 
 var qdotBlockBytes = [...]int{qdQ40: q40BlockBytes, qdQ41: q41BlockBytes, qdQ50: q50BlockBytes,
-	qdQ51: q51BlockBytes, qdIQ4NL: iq4nlBlockBytes, qdMXFP4: mxfp4BlockBytes}
+	qdQ51: q51BlockBytes, qdIQ4NL: iq4nlBlockBytes, qdMXFP4: mxfp4BlockBytes, qdQ80: Q80BlockBytes}
 
 // qdotValues sets v to the 32 integer values of block blk of type t and
 // returns its scale.
@@ -176,6 +177,11 @@ func qdotValues(t qdotType, blk []byte, v *[32]int8) float32 {
 		qs, table = blk[2:18], &iq4Levels8
 	case qdMXFP4:
 		qs, table = blk[1:17], &mxfp4Levels
+	case qdQ80:
+		for j, c := range blk[2:34] {
+			v[j] = int8(c)
+		}
+		return F16ToF32Scalar(binary.LittleEndian.Uint16(blk))
 	}
 	for j, c := range qs {
 		lo, hi := int8(c&15), int8(c>>4)

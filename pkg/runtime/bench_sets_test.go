@@ -13,6 +13,7 @@ import (
 	"github.com/kvqlabs/kvq/internal/par"
 	"github.com/kvqlabs/kvq/internal/simd"
 	kvrt "github.com/kvqlabs/kvq/pkg/runtime"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
@@ -35,7 +36,11 @@ import (
 // once (par.ForceNoSpin); with KVQ_BENCH_MMAP the weights as loaded by
 // default ("default": read into transparent huge pages where the machine
 // has them, mmap.Weights) and mapped from the file in place
-// (LoadOptions.Mmap, a second copy of the model); with KVQ_BENCH_LOAD=1 the default set "idle"
+// (LoadOptions.Mmap, a second copy of the model); with KVQ_BENCH_F32ACT
+// the backend's decode products and "f32act", a runner on
+// cpu.Backend.F32Activations (float32 activations where the default
+// quantizes them, as kvq did before: Q8_0 weights' decode products, for
+// one); with KVQ_BENCH_LOAD=1 the default set "idle"
 // and "loaded", the same decode while another process (this test binary,
 // re-executed to spin on one thread) holds one core.
 //
@@ -62,9 +67,9 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 	ctx := context.Background()
 	var depthSecs float64
 	// decoder returns the decode of run tokens in a fork of a sequence
-	// at depth on model m.
-	decoder := func(m *kvrt.Model) func() time.Duration {
-		r := newRunner(b, m)
+	// at depth on runner r.
+	decoder := func(r *kvrt.Runner) func() time.Duration {
+		m := r.Model()
 		c := newCache(b, r, spec, 2*((depth+run)/16+3))
 		if err := c.AddSeq(0); err != nil {
 			b.Fatal(err)
@@ -93,7 +98,7 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 			return d
 		}
 	}
-	decode := decoder(m)
+	decode := decoder(newRunner(b, m))
 	type variant struct {
 		name   string
 		force  func() func()
@@ -106,11 +111,17 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 	case load:
 		vs = []variant{{"idle", none, nil}, {"loaded", func() func() { return startSpinner(b) }, nil}}
 	case os.Getenv("KVQ_BENCH_MMAP") != "":
-		vs = []variant{{"default", none, nil}, {"mmap", none, decoder(benchGGUF(b, true))}}
+		vs = []variant{{"default", none, nil}, {"mmap", none, decoder(newRunner(b, benchGGUF(b, true)))}}
 	case os.Getenv("KVQ_BENCH_PAR") != "":
 		vs = append(vs, variant{"static", par.ForceStatic, nil})
 	case os.Getenv("KVQ_BENCH_SPIN") != "":
 		vs = append(vs, variant{"nospin", par.ForceNoSpin, nil})
+	case os.Getenv("KVQ_BENCH_F32ACT") != "":
+		r2, err := kvrt.NewRunner(m, kvrt.RunnerOptions{Backend: cpu.New(0).F32Activations()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		vs = append(vs, variant{"f32act", none, decoder(r2)})
 	case simd.Kernels() == "avx512-zen4":
 		vs = append(vs, variant{"avx512", simd.ForceAVX512, nil})
 	case simd.Kernels() == "avx512":

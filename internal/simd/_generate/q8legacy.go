@@ -17,7 +17,11 @@ import (
 // Q4_1 and Q5_1 are unsigned already), VPMADDUBSW (int16 pairs, at most
 // 2·127·127: no saturation) and VPMADDWD by ones; with AVX-512 VNNI by one
 // VPDPBUSD on the same YMM operands. The 8 int32 lanes are reduced to one
-// and the block finishes in scalar float32 in the twins' order.
+// and the block finishes in scalar float32 in the twins' order. Q8_0
+// weights (q80Kind, kept out of qdots' list: no float32-activation dot)
+// load their 32 int8 values straight from the block (q8lCodes); a −128
+// value's magnitude is 128 as an unsigned byte, and no VPMADDUBSW pair can
+// exceed 2·128·127.
 
 // qdotK are the tables of qdots, which the kernels of this file share (the
 // same output file).
@@ -34,16 +38,38 @@ func q8lVNNI(op string, src2, src1 Op, acc VecVirtual) {
 	})
 }
 
-// q8legacy writes the six kernels: dot<T>Q80AVX2 (Q4_1, Q5_1: Q81), or with
-// vnni the VNNI ones.
+// q8legacy writes the seven kernels: dot<T>Q80AVX2 (Q4_1, Q5_1: Q81; Q8_0
+// weights: dotQ80Q80AVX2), or with vnni the VNNI ones.
 func q8legacy(vnni bool) {
 	var ones Mem
 	if !vnni {
 		ones = byteTable("q8lw1", repeated(32, func(j int) byte { return byte(1 - j%2) }))
 	}
-	for _, q := range qdotKinds(qdotK) {
+	for _, q := range append(qdotKinds(qdotK), q80Kind) {
 		q8legacyDot(q, vnni, ones)
 	}
+}
+
+// q80Kind is the Q8_0 weight block: binary16 d, then 32 int8 values.
+var q80Kind = qdotKind{name: "Q80", blockBytes: 34, codesAt: 2, qhAt: -1}
+
+// q8lRegs is loadQdotRegs for the Q8 dots (none for Q8_0 weights).
+func q8lRegs(q qdotKind) qdotRegs {
+	if q.name == q80Kind.name {
+		return qdotRegs{}
+	}
+	return loadQdotRegs(q, qdotK, false)
+}
+
+// q8lCodes is qdotCodes for the Q8 dots: Q8_0 weights' values are the
+// block's bytes.
+func q8lCodes(q qdotKind, r qdotRegs, blk Mem) VecVirtual {
+	if q.name == q80Kind.name {
+		c := YMM()
+		VMOVDQU(blk.Offset(q.codesAt), c)
+		return c
+	}
+	return qdotCodes(q, qdotK, r, blk)
 }
 
 func q8legacyDot(q qdotKind, vnni bool, ones Mem) {
@@ -61,7 +87,7 @@ func q8legacyDot(q qdotKind, vnni bool, ones Mem) {
 	w := Load(Param("w").Base(), GP64())
 	qp := Load(Param("q").Base(), GP64())
 	nb := Load(Param("nb"), GP64())
-	r := loadQdotRegs(q, qdotK, false)
+	r := q8lRegs(q)
 	var one VecVirtual
 	if !vnni {
 		one = YMM()
@@ -144,7 +170,7 @@ func q8legacyDot(q qdotKind, vnni bool, ones Mem) {
 // q8legacyBlock returns the 8 int32 lanes whose sum is block blk's exact
 // dot with the 32 activation codes at codes.
 func q8legacyBlock(q qdotKind, r qdotRegs, one VecVirtual, vnni bool, blk, codes Mem) VecVirtual {
-	c := qdotCodes(q, qdotK, r, blk)
+	c := q8lCodes(q, r, blk)
 	y := YMM()
 	VMOVDQU(codes, y)
 	u := c

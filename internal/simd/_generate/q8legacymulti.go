@@ -17,20 +17,22 @@ import (
 // ((acc0+acc1)+(acc2+acc3))+s; so every row's result is the one-row
 // kernel's bits. The rows share each activation block's load and scale.
 // Q4_0 takes its unsigned codes straight into VPDPBUSD and subtracts
-// 8·Σ codes of the activations once a block for all four rows; Q5_0 and
-// IQ4_NL move the values' signs onto the activations (VPSIGNB) as the
-// one-row kernels do. Each group of four blocks prefetches the same two
-// lines of the next four rows into L1 and of the four after into L2
+// 8·Σ codes of the activations once a block for all four rows; Q5_0,
+// IQ4_NL and Q8_0 (dotQ80Q80X4VNNI, its values the block's bytes) move the
+// values' signs onto the activations (VPSIGNB) as the one-row kernels do.
+// Each group of four blocks prefetches the same two lines (Q8_0: three)
+// of the next four rows into L1 and of the four after into L2
 // (q8kPrefetchRows' group distances): without them the kernel ran at half
 // the one-row kernel's speed from DRAM (Zen 4, 32768 rows of 2048 columns,
 // pages touched before), with them at 1.15–1.2× (1.34× in L3), and the 1B
 // Q4_0 decode at 1 thread went from 1/2 of the one-row dots' speed to 1.16×.
 
-// q8legacyX4 writes dotQ40Q80X4VNNI, dotQ50Q80X4VNNI and dotIQ4NLQ80X4VNNI.
+// q8legacyX4 writes dotQ40Q80X4VNNI, dotQ50Q80X4VNNI, dotIQ4NLQ80X4VNNI
+// and dotQ80Q80X4VNNI.
 func q8legacyX4() {
 	eights := byteTable("q8lx4b8", repeated(32, func(int) byte { return 8 }))
-	for _, q := range qdotKinds(qdotK) {
-		if q.name == "Q40" || q.name == "Q50" || q.name == "IQ4NL" {
+	for _, q := range append(qdotKinds(qdotK), q80Kind) {
+		if q.name == "Q40" || q.name == "Q50" || q.name == "IQ4NL" || q.name == q80Kind.name {
 			q8legacyX4Dot(q, eights)
 		}
 	}
@@ -53,7 +55,7 @@ func q8legacyX4Dot(q qdotKind, eights Mem) {
 	ahead := GP64()
 	MOVQ(stride, ahead)
 	SHLQ(U8(2), ahead) // the next four rows
-	reg := loadQdotRegs(q, qdotK, false)
+	reg := q8lRegs(q)
 	var acc [4]VecVirtual
 	for k := range acc {
 		acc[k] = XMM()
@@ -65,7 +67,7 @@ func q8legacyX4Dot(q qdotKind, eights Mem) {
 	Label(name + "_loop4")
 	CMPQ(nb, U8(4))
 	JB(LabelRef(name + "_loop"))
-	q8kPrefetchRows(wr, ahead, 2, false)
+	q8kPrefetchRows(wr, ahead, (4*q.blockBytes+63)/64, false) // the group's lines (Q8_0: 3)
 	for k := 0; k < 4; k++ {
 		q8legacyX4Block(q, reg, eights, wr, qp, k*q.blockBytes, k*Q80Bytes, acc[k])
 	}
@@ -119,7 +121,7 @@ func q8legacyX4Block(q qdotKind, reg qdotRegs, eights Mem, wr []Register, qp Reg
 			q8lVNNI("VPDPBUSD", y, c, p[r])
 			continue
 		}
-		c := qdotCodes(q, qdotK, reg, blk)
+		c := q8lCodes(q, reg, blk)
 		u, ys := YMM(), YMM()
 		VPSIGNB(c, c, u)  // |v|
 		VPSIGNB(c, y, ys) // c·sign(v)

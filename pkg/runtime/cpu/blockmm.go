@@ -9,7 +9,8 @@ import (
 )
 
 // blockTypes maps the packed weight dtypes other than Q8_0 (which has its
-// own SIMD kernels) to the GGML types pkg/gguf decodes.
+// own SIMD kernels, simd.MatMulQ80, and its q8Dots entry) to the GGML
+// types pkg/gguf decodes.
 var blockTypes = map[tensor.DType]gguf.Type{
 	tensor.Q40: gguf.Q40, tensor.Q41: gguf.Q41, tensor.Q50: gguf.Q50, tensor.Q51: gguf.Q51,
 	tensor.Q2K: gguf.Q2K, tensor.Q3K: gguf.Q3K, tensor.Q4K: gguf.Q4K, tensor.Q5K: gguf.Q5K, tensor.Q6K: gguf.Q6K,
@@ -49,36 +50,43 @@ var fusedDots = map[tensor.DType]func(w []byte, x, xs []float32) float32{
 var groupSumDots = map[tensor.DType]bool{tensor.Q4K: true, tensor.Q5K: true, tensor.Q41: true, tensor.Q51: true}
 
 // q8Dot is one block type's decode product on quantized activations: the
-// integer dot of a weight row with a token row's codes, the quantizer of
-// the token rows and the values and bytes of one activation block.
+// integer dot of a weight row with a token row's codes, its multi-row form
+// (each row the one-row dot's bits; nil where the type has none), which
+// one-token products take over their rows, the quantizer of the token rows
+// and the values and bytes of one activation block.
 type q8Dot struct {
 	dot         func(w, q []byte) float32
+	rows        func(dst []float32, w, q []byte)
 	quant       func(dst []byte, x []float32)
 	vals, bytes int
 }
 
-// q8Dots are the block types whose decode products (below the packed
-// threshold, simd.MatMulDecodedTokens) take the activations quantized, as
+// q8Dots are the weight types whose decode products (below the packed
+// threshold, packTokens: simd.MatMulDecodedTokens, and
+// simd.MatMulPackTokensQ80 for Q8_0) take the activations quantized, as
 // llama.cpp's do: each token row of x is quantized once per matrix
 // product (before the rows are split among the workers) to Q8_K blocks
 // (q4_K, q5_K, q6_K; simd.QuantizeQ8K, bit for bit as ggml's
-// quantize_row_q8_K_ref), Q8_0 blocks (q4_0, q5_0, iq4_nl, mxfp4) or Q8_1
-// blocks (q4_1, q5_1), byte for byte as llama.cpp's x86
+// quantize_row_q8_K_ref), Q8_0 blocks (q4_0, q5_0, iq4_nl, mxfp4, q8_0) or
+// Q8_1 blocks (q4_1, q5_1), byte for byte as llama.cpp's x86
 // quantize_row_q8_0/q8_1 (simd.QuantizeQ80, QuantizeQ81), and every weight
 // row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
-// DotQ40Q80 …; the results agree with ggml_vec_dot_*_q8_* up to float32
-// rounding). Prefill (simd.MatMulDecoded) keeps fp32 activations,
-// so a token's logits differ slightly between a decode step and a prefill.
+// DotQ40Q80, DotQ80Q80 …; the results agree with ggml_vec_dot_*_q8_* up
+// to float32 rounding). A token's result is the one-row dot's whatever the
+// number of tokens in the call. Prefill (simd.MatMulDecoded,
+// simd.MatMulQ80's packed path) keeps fp32 activations, so a token's
+// logits differ slightly between a decode step and a prefill.
 var q8Dots = map[tensor.DType]q8Dot{
-	tensor.Q4K:   {simd.DotQ4KQ8K, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
-	tensor.Q5K:   {simd.DotQ5KQ8K, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
-	tensor.Q6K:   {simd.DotQ6KQ8K, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
-	tensor.Q40:   {simd.DotQ40Q80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.Q41:   {simd.DotQ41Q81, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
-	tensor.Q50:   {simd.DotQ50Q80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.Q51:   {simd.DotQ51Q81, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
-	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.MXFP4: {simd.DotMXFP4Q80, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q4K:   {simd.DotQ4KQ8K, simd.DotQ4KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
+	tensor.Q5K:   {simd.DotQ5KQ8K, nil, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
+	tensor.Q6K:   {simd.DotQ6KQ8K, simd.DotQ6KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
+	tensor.Q40:   {simd.DotQ40Q80, simd.DotQ40Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q41:   {simd.DotQ41Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
+	tensor.Q50:   {simd.DotQ50Q80, simd.DotQ50Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q51:   {simd.DotQ51Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
+	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.DotIQ4NLQ80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.MXFP4: {simd.DotMXFP4Q80, nil, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q80:   {simd.DotQ80Q80, simd.DotQ80Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
 }
 
 // q8RowBytes returns the bytes of one token row of w's quantized
@@ -91,14 +99,22 @@ func q8RowBytes(w *tensor.Weight) int {
 	return w.Cols / d.vals * d.bytes
 }
 
-// q8RowDots are the q8Dots that have a multi-row form (each row the
-// one-row dot's bits), which one-token products take over [lo, hi).
-var q8RowDots = map[tensor.DType]func(dst []float32, w, q []byte){
-	tensor.Q4K:   simd.DotQ4KQ8KRows,
-	tensor.Q6K:   simd.DotQ6KQ8KRows,
-	tensor.Q40:   simd.DotQ40Q80Rows,
-	tensor.Q50:   simd.DotQ50Q80Rows,
-	tensor.IQ4NL: simd.DotIQ4NLQ80Rows,
+// matMulQ8 sets dst[t*ldd+r], r in [lo, hi), to weight row r's q8Dots dot
+// with token row t of q8 (quantizeTokens), t < nt: one token takes the
+// type's multi-row form where it has one.
+func matMulQ8(dst []float32, ldd int, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
+	d := q8Dots[w.DType]
+	rb, qrb := w.DType.RowBytes(w.Cols), q8RowBytes(w)
+	if d.rows != nil && nt == 1 {
+		d.rows(dst[lo:hi], w.Raw[lo*rb:hi*rb], q8[:qrb])
+		return
+	}
+	for r := lo; r < hi; r++ {
+		wr := w.Raw[r*rb : (r+1)*rb]
+		for t := 0; t < nt; t++ {
+			dst[t*ldd+r] = d.dot(wr, q8[t*qrb:(t+1)*qrb])
+		}
+	}
 }
 
 // q8Scratch recycles the activation buffers of quantizeTokens.
@@ -110,7 +126,7 @@ var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 // threshold) unless f32Act (Backend.F32Activations), or nil.
 func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act bool) *[]byte {
 	d, ok := q8Dots[w.DType]
-	if f32Act || !ok || nt == 0 || perCall >= simd.MatMulDecodedTokens() || w.Cols%d.vals != 0 {
+	if f32Act || !ok || nt == 0 || perCall >= packTokens(w.DType) || w.Cols%d.vals != 0 {
 		return nil
 	}
 	rb := q8RowBytes(w)
@@ -222,18 +238,8 @@ func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, 
 			return
 		}
 	}
-	if d, ok := q8Dots[w.DType]; ok && q8 != nil {
-		qrb := q8RowBytes(w)
-		if rows, ok := q8RowDots[w.DType]; ok && nt == 1 {
-			rows(dst[lo:hi], w.Raw[lo*rb:hi*rb], q8[:qrb])
-			return
-		}
-		for r := lo; r < hi; r++ {
-			wr := w.Raw[r*rb : (r+1)*rb]
-			for t := 0; t < nt; t++ {
-				dst[t*ldd+r] = d.dot(wr, q8[t*qrb:(t+1)*qrb])
-			}
-		}
+	if q8 != nil {
+		matMulQ8(dst, ldd, q8, nt, w, lo, hi)
 		return
 	}
 	sp := rowScratch.Get().(*[]float32)

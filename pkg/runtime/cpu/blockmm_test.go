@@ -205,15 +205,15 @@ func TestDecodeRowGoldens(t *testing.T) {
 
 // TestMatMulBlocksAllocs: a warmed-up product below the packed threshold
 // allocates nothing, on the fused dots with and without the activations'
-// group sums, with the stack scratch of iq4_xs's scales and with q2_K's
-// and q3_K's stack buffers.
+// group sums, with the stack scratch of iq4_xs's scales, with q2_K's
+// and q3_K's stack buffers, and on Q8_0 weights' quantized activations.
 func TestMatMulBlocksAllocs(t *testing.T) {
 	if testutil.Race {
 		t.Skip("the race detector's sync.Pool drops items at random; make test counts allocations in its runs without -race")
 	}
 	const rows, cols = 8, 512
 	nts := []int{1, 5}
-	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS, tensor.Q40, tensor.Q41, tensor.Q2K, tensor.Q3K} {
+	for _, dt := range []tensor.DType{tensor.Q4K, tensor.IQ4XS, tensor.Q40, tensor.Q41, tensor.Q2K, tensor.Q3K, tensor.Q80} {
 		w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*dt.RowBytes(cols))}
 		for _, nt := range nts {
 			x, dst := make([]float32, nt*cols), make([]float32, nt*rows)

@@ -51,8 +51,9 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 
 // F32Activations returns the backend with the decode products of the
 // weight types of q8Dots on float32 activations (the fused dots of
-// fusedDots, kvq's arithmetic before it quantized them as llama.cpp does;
-// see q8Dots): for comparisons with a backend that keeps
+// fusedDots, and simd.MatMulQ80 for Q8_0: kvq's arithmetic before it
+// quantized them as llama.cpp does; see q8Dots): for comparisons with a
+// backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {
 	return &Backend{workers: b.workers, done: b.done, groups: b.groups, f32Act: true}
@@ -334,7 +335,8 @@ func packTokens(dt tensor.DType) int {
 
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
 // q8 is x quantized for the weight types that take them
-// (quantizeTokens), nil otherwise.
+// (quantizeTokens: the types of q8Dots, Q8_0 among them, below their
+// packed threshold), nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
@@ -345,6 +347,10 @@ func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi in
 	case tensor.BF16:
 		simd.MatMulBF16(dst, rows, x, nt, cols, w.U16, lo, hi)
 	case tensor.Q80:
+		if q8 != nil {
+			matMulQ8(dst, rows, q8, nt, w, lo, hi)
+			return
+		}
 		simd.MatMulQ80(dst, rows, x, nt, cols, w.Raw, lo, hi)
 	default:
 		matMulBlocks(dst, rows, x, q8, nt, cols, w, lo, hi)
@@ -353,7 +359,8 @@ func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi in
 
 // matMulEachRows computes rows [lo, hi) of matMulEach on the calling
 // goroutine: every token row with the bits matMulRows gives it alone (nt =
-// 1). For F16, BF16 and Q8_0 weights simd's multi-token kernels load and
+// 1) on float32 activations. For F16, BF16 and Q8_0 weights (Q8_0 with
+// F32Activations; otherwise runEach) simd's multi-token kernels load and
 // convert each weight vector once for several token rows; other types take
 // the token rows one after another, the rows coming from L2 after the
 // first.
@@ -374,8 +381,9 @@ func matMulEachRows(dst, x []float32, nt int, w *tensor.Weight, lo, hi int) {
 }
 
 // runEach is matMulEachRows over weight rows [lo, hi) for the task's token
-// rows, the block types with quantized activations (tokenQ8) one token row at a
-// time over their codes.
+// rows, the weight types with quantized activations (tokenQ8; Q8_0 too,
+// unless F32Activations) one token row at a time over their codes, each
+// with the bits it gets alone.
 func (m *mmTask) runEach(lo, hi int) {
 	if m.q8 == nil {
 		matMulEachRows(m.dst, m.x, m.nt, m.w, lo, hi)

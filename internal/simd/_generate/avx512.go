@@ -72,6 +72,14 @@ func prefetchLine(m Mem) {
 	PREFETCHT1(m.Offset(prefetchFar))
 }
 
+// prefetchLines prefetches the first n lines of the block at w, each as
+// prefetchLine does (the k-quant kernels' super-blocks).
+func prefetchLines(w Register, n int) {
+	for l := 0; l < n; l++ {
+		prefetchLine(Mem{Base: w, Disp: 64 * l})
+	}
+}
+
 // load512 converts the 16 elements at m into float32 lanes of dst; with a
 // mask k it loads only the lanes set in k and zeroes the others.
 func (t wtype) load512(m Mem, dst VecVirtual, k Op) {

@@ -69,36 +69,79 @@ func q8kQ6Shuffle() Mem {
 // super-block at w (bytes 4..15, ggml's get_scale_min_k4 packing) into an
 // XMM of 16 bytes: scales 0..7, then mins 0..7.
 func q8kUnpackScales(w Register) VecVirtual {
-	a, b, c := GP32(), GP32(), GP32()
-	MOVL(Mem{Base: w, Disp: 4}, a)
-	MOVL(Mem{Base: w, Disp: 8}, b)
-	MOVL(Mem{Base: w, Disp: 12}, c)
+	a, b, c := q4KPacked(w)
 	v := XMM()
 	t, u := GP32(), GP32()
-	// scales 0..3: a & 0x3f; scales 4..7: (c & 0x0f) | (a>>6 & 3)<<4
-	MOVL(a, t)
-	ANDL(U32(0x3f3f3f3f), t)
+	q4KLow(a, t)
 	VMOVD(t, v)
-	MOVL(c, t)
-	ANDL(U32(0x0f0f0f0f), t)
-	MOVL(a, u)
-	SHRL(U8(2), u)
-	ANDL(U32(0x30303030), u)
-	ORL(u, t)
+	q4KHigh(a, c, 0, t, u)
 	VPINSRD(U8(1), t, v, v)
-	// mins 0..3: b & 0x3f; mins 4..7: (c>>4 & 0x0f) | (b>>6 & 3)<<4
-	MOVL(b, t)
-	ANDL(U32(0x3f3f3f3f), t)
+	q4KLow(b, t)
 	VPINSRD(U8(2), t, v, v)
-	MOVL(c, t)
-	SHRL(U8(4), t)
-	ANDL(U32(0x0f0f0f0f), t)
-	MOVL(b, u)
-	SHRL(U8(2), u)
-	ANDL(U32(0x30303030), u)
-	ORL(u, t)
+	q4KHigh(b, c, 4, t, u)
 	VPINSRD(U8(3), t, v, v)
 	return v
+}
+
+// q8kQ4KScales returns the scales and mins of the q4_K (q5_K)
+// super-block at w as int16 words, sm (scales 0..7 | mins 0..7), and in
+// mn the int32 products of the mins with the Q8_K block q's sums, each
+// min taking two 16-value sums (their lane total is M). With spread it
+// also returns sc, the scales in both 128-bit lanes (for the AVX2
+// kernel's VPSHUFB).
+func q8kQ4KScales(w, q Register, spread bool) (sm, sc, mn VecVirtual) {
+	sm = YMM()
+	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
+	if spread {
+		sc = YMM()
+	}
+	mn = YMM()
+	if spread {
+		VPERMQ(U8(0x44), sm, sc) // scales in both lanes
+	}
+	VPERMQ(U8(0x32), sm, mn) // mins 0..3 | mins 4..7
+	VPUNPCKLWD(mn, mn, mn)   // each min twice: it weighs two 16-value sums
+	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	return sm, sc, mn
+}
+
+// q8kNibbles returns the low nibbles of the bytes of v, or with high the
+// high ones, m holding 0x0f in every byte: YMMs (VPAND), or with z ZMMs
+// (VPANDD).
+func q8kNibbles(v, m VecVirtual, high, z bool) VecVirtual {
+	var code VecVirtual
+	if z {
+		code = ZMM()
+	} else {
+		code = YMM()
+	}
+	src := v
+	if high {
+		VPSRLW(U8(4), v, code)
+		src = code
+	}
+	if z {
+		VPANDD(m, src, code)
+	} else {
+		VPAND(m, src, code)
+	}
+	return code
+}
+
+// q8kQ6Codes512 returns 64 6-bit q6_K codes: the nibbles of v (i 0: the
+// low ones, whose high bits qh shifted left by the words of shl brings to
+// bits 4, 5; i 1: the high ones, qh shifted right by shr), those bits
+// taken by hm (0x30 in every byte) and ORed in.
+func q8kQ6Codes512(v, qh VecVirtual, i int, m, hm VecVirtual, shl, shr Mem) VecVirtual {
+	code := q8kNibbles(v, m, i == 1, true)
+	t := ZMM()
+	if i == 0 {
+		VPSLLVW(shl, qh, t)
+	} else {
+		VPSRLVW(shr, qh, t)
+	}
+	VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+	return code
 }
 
 // q8kReduce2 returns an XMM whose lanes 0 and 1 hold the int32 lane sums
@@ -161,16 +204,8 @@ func dotQ4KQ8K(five bool) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	sm := YMM()
-	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
-	sc, mn := YMM(), YMM()
-	VPERMQ(U8(0x44), sm, sc) // scales in both lanes
-	VPERMQ(U8(0x32), sm, mn) // mins 0..3 | mins 4..7
-	VPUNPCKLWD(mn, mn, mn)   // each min twice: it weighs two 16-value sums
-	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	prefetchLines(w, 3)
+	_, sc, mn := q8kQ4KScales(w, q, true)
 	var qh VecVirtual
 	if five {
 		qh = YMM()
@@ -182,23 +217,10 @@ func dotQ4KQ8K(five bool) {
 		VMOVDQU(Mem{Base: w, Disp: qsAt + 32*c}, v)
 		for i := 0; i < 2; i++ {
 			g := 2*c + i
-			code := YMM()
-			if i == 0 {
-				VPAND(m, v, code)
-			} else {
-				VPSRLW(U8(4), v, code)
-				VPAND(m, code, code)
-			}
+			code := q8kNibbles(v, m, i == 1, false)
 			if five { // bit g of each qh byte to bit 4
 				t := YMM()
-				switch sh := 4 - g; {
-				case sh > 0:
-					VPSLLW(U8(sh), qh, t)
-				case sh < 0:
-					VPSRLW(U8(-sh), qh, t)
-				default:
-					VMOVDQA(qh, t)
-				}
+				shiftBits(4-g, qh, t, true)
 				VPAND(bit4, t, t)
 				VPOR(t, code, code)
 			}
@@ -245,10 +267,7 @@ func dotQ6KQ8K() {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	prefetchLine(Mem{Base: w, Disp: 192})
+	prefetchLines(w, 4)
 	sc8 := XMM()
 	VMOVDQU(Mem{Base: w, Disp: 192}, sc8)
 	off := YMM()
@@ -263,21 +282,9 @@ func dotQ6KQ8K() {
 		VMOVDQU(Mem{Base: w, Disp: 64 * h}, ql[0])
 		VMOVDQU(Mem{Base: w, Disp: 64*h + 32}, ql[1])
 		for k := 0; k < 4; k++ {
-			code, t := YMM(), YMM()
-			if k < 2 {
-				VPAND(m, ql[k], code)
-			} else {
-				VPSRLW(U8(4), ql[k-2], code)
-				VPAND(m, code, code)
-			}
-			switch sh := 4 - 2*k; { // bits 2k, 2k+1 of qh to bits 4, 5
-			case sh > 0:
-				VPSLLW(U8(sh), qh, t)
-			case sh < 0:
-				VPSRLW(U8(-sh), qh, t)
-			default:
-				VMOVDQA(qh, t)
-			}
+			code := q8kNibbles(ql[k%2], m, k >= 2, false)
+			t := YMM()
+			shiftBits(4-2*k, qh, t, true) // bits 2k, 2k+1 of qh to bits 4, 5
 			VPAND(hm, t, t)
 			VPOR(t, code, code)
 			j := 4*h + k
@@ -394,15 +401,8 @@ func dotQ4KQ8K512(five, vnni bool) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	sm := YMM()
-	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
-	mn := YMM()
-	VPERMQ(U8(0x32), sm, mn)
-	VPUNPCKLWD(mn, mn, mn)
-	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	prefetchLines(w, 3)
+	sm, _, mn := q8kQ4KScales(w, q, false)
 	var qh VecVirtual
 	if five {
 		qh = ZMM()
@@ -419,13 +419,7 @@ func dotQ4KQ8K512(five, vnni bool) {
 		for i := 0; i < 2; i++ {
 			n := 2*p + i
 			g := 4*p + i // groups g (low half) and g+2 (high half)
-			code := ZMM()
-			if i == 0 {
-				VPANDD(m, v, code)
-			} else {
-				VPSRLW(U8(4), v, code)
-				VPANDD(m, code, code)
-			}
+			code := q8kNibbles(v, m, i == 1, true)
 			if five {
 				k := K()
 				VPTESTMB(bits.Offset(64*n), qh, k)
@@ -488,10 +482,7 @@ func dotQ6KQ8K512(vnni bool) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	prefetchLine(Mem{Base: w, Disp: 192})
+	prefetchLines(w, 4)
 	sc16 := YMM()
 	VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)
 	off := YMM()
@@ -507,16 +498,7 @@ func dotQ6KQ8K512(vnni bool) {
 		VBROADCASTI64X4(Mem{Base: w, Disp: 128 + 32*h}, qh)
 		VMOVDQU64(Mem{Base: w, Disp: 64 * h}, v)
 		for i := 0; i < 2; i++ {
-			code, t := ZMM(), ZMM()
-			if i == 0 {
-				VPANDD(m, v, code)
-				VPSLLVW(shl, qh, t)
-			} else {
-				VPSRLW(U8(4), v, code)
-				VPANDD(m, code, code)
-				VPSRLVW(shr, qh, t)
-			}
-			VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+			code := q8kQ6Codes512(v, qh, i, m, hm, shl, shr)
 			n := 2*h + i
 			pr, sc := ZMM(), ZMM()
 			VPMADDUBSW(Mem{Base: q, Disp: q8kQs + 64*n}, code, pr)

@@ -149,13 +149,7 @@ func dotQ4KQ8KX4(vnni bool) {
 			VMOVDQU64(Mem{Base: wr[r], Disp: 16 + 64*p}, v)
 			for i := 0; i < 2; i++ {
 				n := 2*p + i
-				code := ZMM()
-				if i == 0 {
-					VPANDD(m, v, code)
-				} else {
-					VPSRLW(U8(4), v, code)
-					VPANDD(m, code, code)
-				}
+				code := q8kNibbles(v, m, i == 1, true)
 				pr, sc := ZMM(), ZMM()
 				VPMADDUBSW(act[n], code, pr)
 				VPERMW(sm[r/2], idx[n+4*(r%2)], sc)
@@ -199,11 +193,11 @@ func dotQ4KQ8KX4(vnni bool) {
 // the fixed.
 func q8kPrefetchRows(wr []Register, ahead Register, lines int, fixed bool) {
 	for r := range wr {
+		if fixed {
+			prefetchLines(wr[r], lines)
+			continue
+		}
 		for l := 0; l < lines; l++ {
-			if fixed {
-				prefetchLine(Mem{Base: wr[r], Disp: 64 * l})
-				continue
-			}
 			PREFETCHT0(Mem{Base: wr[r], Index: ahead, Scale: 1, Disp: 64 * l})
 			PREFETCHT1(Mem{Base: wr[r], Index: ahead, Scale: 2, Disp: 64 * l})
 		}
@@ -294,16 +288,7 @@ func dotQ6KQ8KX4(vnni bool) {
 			VBROADCASTI64X4(Mem{Base: wr[r], Disp: 128 + 32*h}, qh)
 			VMOVDQU64(Mem{Base: wr[r], Disp: 64 * h}, v)
 			for i := 0; i < 2; i++ {
-				code, t := ZMM(), ZMM()
-				if i == 0 {
-					VPANDD(m, v, code)
-					VPSLLVW(shl, qh, t)
-				} else {
-					VPSRLW(U8(4), v, code)
-					VPANDD(m, code, code)
-					VPSRLVW(shr, qh, t)
-				}
-				VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+				code := q8kQ6Codes512(v, qh, i, m, hm, shl, shr)
 				n := 2*h + i
 				pr, sc := ZMM(), ZMM()
 				VPMADDUBSW(act[n], code, pr)

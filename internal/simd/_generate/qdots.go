@@ -433,9 +433,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
+	prefetchLines(w, 3)
 	lo, hi := YMM(), YMM()
 	VPBROADCASTD(Mem{Base: w, Disp: 4}, lo) // scales_l
 	VPSRLVD(shl, lo, lo)

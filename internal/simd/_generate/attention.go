@@ -92,10 +92,7 @@ func scores(qb, r int, w vecWidth) {
 			rs[k] = GP64()
 			LEAQ(Mem{Base: rs[k-1], Index: stride, Scale: 1}, rs[k])
 		}
-		acc := make([][]VecVirtual, qb)
-		for i := range acc {
-			acc[i] = w.zeros(nr)
-		}
+		acc := zeroGrid(qb, nr, w.zeros)
 		c := GP64()
 		MOVQ(dim4, c)
 		NEGQ(c)
@@ -162,15 +159,12 @@ func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register, reduce func([]V
 	SHLQ(U8(2), ldd)
 	out := GP64()
 	MOVQ(dp, out)
-	for i := range acc {
-		if i > 0 {
-			ADDQ(ldd, out)
-		}
+	eachRow(out, ldd, len(acc), func(i int) {
 		for j0 := 0; j0 < w; j0 += 4 {
 			j1 := min(j0+4, w)
 			storeRows(reduce(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
 		}
-	}
+	})
 	for j := 0; j < w; j++ {
 		ADDQ(stride, rp)
 	}
@@ -209,14 +203,10 @@ func accumulate(qb, cv int, w vecWidth) {
 			fmt.Sprintf("for i < %d, c < dim&^7. It reads whole groups of 8 columns only.", qb))
 	}
 	vb := w.bytes()
-	ws := make([]Register, qb)
-	ws[0] = Load(Param("w"), GP64())
+	w0 := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	SHLQ(U8(2), ldw)
-	for i := 1; i < qb; i++ {
-		ws[i] = GP64()
-		LEAQ(Mem{Base: ws[i-1], Index: ldw, Scale: 1}, ws[i])
-	}
+	ws := rowPtrs(w0, ldw, qb)
 	stride := Load(Param("dim"), GP64())
 	vecs := GP64()
 	MOVQ(stride, vecs)

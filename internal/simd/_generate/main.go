@@ -169,6 +169,16 @@ func zeros(n int) []VecVirtual {
 	return v
 }
 
+// zeroGrid returns rows sets of cols zeroed accumulators, zeros making
+// each set (zeros, zeros512 or a wtype's zeros).
+func zeroGrid(rows, cols int, zeros func(int) []VecVirtual) [][]VecVirtual {
+	acc := make([][]VecVirtual, rows)
+	for i := range acc {
+		acc[i] = zeros(cols)
+	}
+	return acc
+}
+
 // hsum leaves the sum of the 8 lanes of y in lane 0 of the returned XMM.
 func hsum(y VecVirtual) VecVirtual {
 	hi := XMM()
@@ -253,6 +263,38 @@ func storeRows(x VecVirtual, m Mem, n int) {
 		VMOVUPS(x, m)
 	default:
 		panic("storeRows")
+	}
+}
+
+// rowPtrs returns pointers to n rows stride bytes apart: base, then each
+// row's own register, LEAQ'd from the row before.
+func rowPtrs(base, stride Register, n int) []Register {
+	rows := []Register{base}
+	for i := 1; i < n; i++ {
+		r := GP64()
+		LEAQ(Mem{Base: rows[i-1], Index: stride, Scale: 1}, r)
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// rowMems is rowPtrs as memory operands.
+func rowMems(base, stride Register, n int) []Mem {
+	ms := make([]Mem, n)
+	for i, r := range rowPtrs(base, stride, n) {
+		ms[i] = Mem{Base: r}
+	}
+	return ms
+}
+
+// eachRow emits row(i) for the n rows of an output, i = 0..n-1, moving
+// dst on by ldd bytes between rows.
+func eachRow(dst, ldd Register, n int, row func(i int)) {
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			ADDQ(ldd, dst)
+		}
+		row(i)
 	}
 }
 
@@ -548,8 +590,7 @@ func dotQ80() {
 	// rounds, load 2-3): 1.30× (1 worker) and 1.31× (2 workers) with
 	// prefetchLine's distances, 1.2-1.3× with others, where the same
 	// prefetches cost the F16, BF16 and F32 kernels 5-20%.
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLines(w, 2)
 	for k := 0; k < 2; k++ {
 		blk := Mem{Base: w, Disp: 34 * k}
 		xm := Mem{Base: x, Disp: 128 * k}
@@ -732,15 +773,7 @@ func gemm(t wtype, nt, nr int, accumulate bool) {
 	xp := Load(Param("x"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(U8(2), ldx)
-	xs := make([]Mem, nt)
-	for i := range xs {
-		b := xp
-		if i > 0 {
-			b = GP64()
-			LEAQ(Mem{Base: xs[i-1].Base, Index: ldx, Scale: 1}, b)
-		}
-		xs[i] = Mem{Base: b}
-	}
+	xs := rowMems(xp, ldx, nt)
 	wp := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	if t.size == 4 {
@@ -748,20 +781,9 @@ func gemm(t wtype, nt, nr int, accumulate bool) {
 	} else {
 		SHLQ(U8(1), ldw)
 	}
-	ws := make([]Mem, nr)
-	for j := range ws {
-		b := wp
-		if j > 0 {
-			b = GP64()
-			LEAQ(Mem{Base: ws[j-1].Base, Index: ldw, Scale: 1}, b)
-		}
-		ws[j] = Mem{Base: b}
-	}
+	ws := rowMems(wp, ldw, nr)
 	n := Load(Param("n"), GP64())
-	acc := make([][]VecVirtual, nt)
-	for i := range acc {
-		acc[i] = zeros(nr)
-	}
+	acc := zeroGrid(nt, nr, zeros)
 	c := GP64()
 	XORQ(c, c)
 
@@ -795,16 +817,13 @@ func gemmStore(nt, nr int, acc [][]VecVirtual, accumulate bool) {
 	dst := Load(Param("dst"), GP64())
 	ldd := Load(Param("ldd"), GP64())
 	SHLQ(U8(2), ldd)
-	for i := 0; i < nt; i++ {
-		if i > 0 {
-			ADDQ(ldd, dst)
-		}
+	eachRow(dst, ldd, nt, func(i int) {
 		r := reduceRows(acc[i])
 		if accumulate {
 			addRows(r, Mem{Base: dst}, nr)
 		}
 		storeRows(r, Mem{Base: dst}, nr)
-	}
+	})
 }
 
 // gemmQ80: nt token rows by nr Q8_0 weight rows. Per block each row's codes
@@ -821,36 +840,17 @@ func gemmQ80(nt, nr int, accumulate bool) {
 	xp := Load(Param("x"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(U8(2), ldx)
-	xs := make([]Register, nt)
-	for i := range xs {
-		if i == 0 {
-			xs[i] = xp
-			continue
-		}
-		xs[i] = GP64()
-		LEAQ(Mem{Base: xs[i-1], Index: ldx, Scale: 1}, xs[i])
-	}
+	xs := rowPtrs(xp, ldx, nt)
 	wp := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
-	ws := make([]Register, nr)
-	for j := range ws {
-		if j == 0 {
-			ws[j] = wp
-			continue
-		}
-		ws[j] = GP64()
-		LEAQ(Mem{Base: ws[j-1], Index: ldw, Scale: 1}, ws[j])
-	}
+	ws := rowPtrs(wp, ldw, nr)
 	nb := Load(Param("nb"), GP64())
 	spill := nt*nr+2*nr+1 > 16
 	var local Mem
 	if spill {
 		local = AllocLocal(32 * nr)
 	}
-	acc := make([][]VecVirtual, nt)
-	for i := range acc {
-		acc[i] = zeros(nr)
-	}
+	acc := zeroGrid(nt, nr, zeros)
 	woff := GP64() // byte offset of the block within each weight row
 	XORQ(woff, woff)
 	xoff := GP64() // byte offset of the block within each token row

@@ -60,15 +60,7 @@ func multitokArgs(nt int) (dst, ldd, w Register, xs []Mem, n Register) {
 	xp := Load(Param("x"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(U8(2), ldx)
-	xs = make([]Mem, nt)
-	for i := range xs {
-		b := xp
-		if i > 0 {
-			b = GP64()
-			LEAQ(Mem{Base: xs[i-1].Base, Index: ldx, Scale: 1}, b)
-		}
-		xs[i] = Mem{Base: b}
-	}
+	xs = rowMems(xp, ldx, nt)
 	n = Load(Param("n"), GP64())
 	return
 }
@@ -78,14 +70,14 @@ func multitokHeader(name, wType, doc string, nt int) {
 		fmt.Sprintf("%s sets dst[t*ldd] for t < %d to %s", name, nt, doc))
 }
 
-// storeTokenRows stores lane 0 of each of s to dst, dst+ldd, ...
-func storeTokenRows(dst, ldd Register, s []VecVirtual) {
-	for t, v := range s {
-		if t > 0 {
-			ADDQ(ldd, dst)
-		}
-		VMOVSS(v.AsX(), Mem{Base: dst})
+// storeTokenRows sums each token row's accumulators acc[t] (addTree, then
+// hsum, or hsum512 for ZMMs), then stores the sums to dst, dst+ldd, ...
+func storeTokenRows(dst, ldd Register, acc [][]VecVirtual, hsum func(VecVirtual) VecVirtual) {
+	s := make([]VecVirtual, len(acc))
+	for r := range acc {
+		s[r] = hsum(addTree(acc[r]))
 	}
+	eachRow(dst, ldd, len(s), func(t int) { VMOVSS(s[t].AsX(), Mem{Base: dst}) })
 }
 
 // dots is dot(t) for nt token rows: Σ float32(w[i])*x_t[i] over n&^7
@@ -99,10 +91,7 @@ func dots(t wtype, nt int) {
 	MOVQ(n, n32)
 	ANDQ(I32(-32), n32)
 	ANDQ(I32(-8), n)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros(4)
-	}
+	acc := zeroGrid(nt, 4, zeros)
 	i := GP64()
 	XORQ(i, i)
 
@@ -131,11 +120,7 @@ func dots(t wtype, nt int) {
 	JMP(LabelRef(name + "_loop8"))
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum)
 	VZEROUPPER()
 	RET()
 }
@@ -147,10 +132,7 @@ func dotsQ80(nt int) {
 	multitokHeader(name, "byte", "dotQ80AVX2(w, x[t*ldx:][:n]), bit for bit.", nt)
 	dst, ldd, w, xs, nb := multitokArgs(nt)
 	SHRQ(U8(5), nb)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros(2)
-	}
+	acc := zeroGrid(nt, 2, zeros)
 	// block adds block blk's term, x_t at xs[t] + xoff, to accumulator k.
 	block := func(blk Mem, xoff, k int) {
 		p := make([]VecVirtual, nt)
@@ -175,8 +157,7 @@ func dotsQ80(nt int) {
 	Label(name + "_loop2")
 	CMPQ(nb, U32(2))
 	JB(LabelRef(name + "_loop1"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLines(w, 2)
 	for k := 0; k < 2; k++ {
 		block(Mem{Base: w, Disp: 34 * k}, 128*k, k)
 	}
@@ -193,11 +174,7 @@ func dotsQ80(nt int) {
 	block(Mem{Base: w}, 0, 0)
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum)
 	VZEROUPPER()
 	RET()
 }
@@ -214,10 +191,7 @@ func dots512(t wtype, unroll, nt int) {
 	ANDQ(I32(-int32(step)), nStep)
 	MOVQ(n, n16)
 	ANDQ(I32(-16), n16)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros512(unroll)
-	}
+	acc := zeroGrid(nt, unroll, zeros512)
 	i := GP64()
 	XORQ(i, i)
 
@@ -262,11 +236,7 @@ func dots512(t wtype, unroll, nt int) {
 	}
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum512(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum512)
 	VZEROUPPER()
 	RET()
 }
@@ -278,10 +248,7 @@ func dotsQ80AVX512(unroll, nt int) {
 	multitokHeader(name, "byte", "dotQ80AVX512(w, x[t*ldx:][:n]), bit for bit.", nt)
 	dst, ldd, w, xs, nb := multitokArgs(nt)
 	SHRQ(U8(5), nb)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros512(unroll)
-	}
+	acc := zeroGrid(nt, unroll, zeros512)
 	block := func(blk Mem, xoff, k int) {
 		c0, c1 := ZMM(), ZMM()
 		VPMOVSXBD(blk.Offset(2), c0)
@@ -325,11 +292,7 @@ func dotsQ80AVX512(unroll, nt int) {
 	JMP(LabelRef(name + "_loop1"))
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum512(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum512)
 	VZEROUPPER()
 	RET()
 }

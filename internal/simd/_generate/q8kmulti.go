@@ -61,10 +61,7 @@ func dotQ4KQ8KX4(vnni bool) {
 	stride := Load(Param("stride"), GP64())
 	q := Load(Param("q").Base(), GP64())
 	nb := Load(Param("nb"), GP64())
-	wr := []Register{w0, GP64(), GP64(), GP64()}
-	for r := 1; r < 4; r++ {
-		LEAQ(Mem{Base: wr[r-1], Index: stride, Scale: 1}, wr[r])
-	}
+	wr := rowPtrs(w0, stride, 4)
 	m := ZMM()
 	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
 	// idx[n] (n = 2p+i: groups g = 4p+i and g+2) for the row at words 0..15
@@ -240,10 +237,7 @@ func dotQ6KQ8KX4(vnni bool) {
 	stride := Load(Param("stride"), GP64())
 	q := Load(Param("q").Base(), GP64())
 	nb := Load(Param("nb"), GP64())
-	wr := []Register{w0, GP64(), GP64(), GP64()}
-	for r := 1; r < 4; r++ {
-		LEAQ(Mem{Base: wr[r-1], Index: stride, Scale: 1}, wr[r])
-	}
+	wr := rowPtrs(w0, stride, 4)
 	ahead := GP64() // the next call's rows: 4·stride bytes on
 	MOVQ(stride, ahead)
 	SHLQ(U8(2), ahead)

@@ -87,37 +87,17 @@ func dots(t wtype, nt int) {
 	multitokHeader(name, t.goType, fmt.Sprintf("dot%sAVX2(w[:n], x[t*ldx:][:n]), bit for bit.", t.name), nt)
 	dst, ldd, wp, xs, n := multitokArgs(nt)
 	w := Mem{Base: wp}
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
+	n32 := elementBounds(n, 32)
 	acc := zeroGrid(nt, 4, zeros)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		for r := range acc {
-			VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+			for r := range acc {
+				VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
+			}
 		}
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	t.load(w.Idx(i, t.size), v)
-	for r := range acc {
-		VFMADD231PS(xs[r].Idx(i, 4), v, acc[r][0])
-	}
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	})
 
 	Label(name + "_done")
 	storeTokenRows(dst, ldd, acc, hsum)

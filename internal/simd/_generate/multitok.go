@@ -166,54 +166,28 @@ func dots512(t wtype, unroll, nt int) {
 	dst, ldd, wp, xs, n := multitokArgs(nt)
 	w := Mem{Base: wp}
 	step := 16 * unroll
-	nStep, n16 := GP64(), GP64()
-	MOVQ(n, nStep)
-	ANDQ(I32(-int32(step)), nStep)
-	MOVQ(n, n16)
-	ANDQ(I32(-16), n16)
+	nStep, n16 := elementBounds512(n, step)
 	acc := zeroGrid(nt, unroll, zeros512)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop")
-	CMPQ(i, nStep)
-	JAE(LabelRef(name + "_loop16"))
-	for k := 0; k < unroll; k++ {
-		if off := 16 * k * int(t.size); off%64 == 0 {
-			prefetchLine(w.Idx(i, t.size).Offset(off))
+	elementLoops512(name, "_loop", step, nStep, n16, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			if off := 16 * k * int(t.size); vecs > 1 && off%64 == 0 {
+				prefetchLine(w.Idx(i, t.size).Offset(off))
+			}
+			v := ZMM()
+			t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+			for r := range acc {
+				VFMADD231PS(xs[r].Idx(i, 4).Offset(64*k), v, acc[r][k])
+			}
 		}
+	}, func(i Register, k Op) {
 		v := ZMM()
-		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+		t.load512(w.Idx(i, t.size), v, k)
 		for r := range acc {
-			VFMADD231PS(xs[r].Idx(i, 4).Offset(64*k), v, acc[r][k])
+			xv := ZMM()
+			VMOVUPS_Z(xs[r].Idx(i, 4), k, xv)
+			VFMADD231PS(xv, v, acc[r][unroll-1])
 		}
-	}
-	ADDQ(U32(uint32(step)), i)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_loop16")
-	CMPQ(i, n16)
-	JAE(LabelRef(name + "_tail"))
-	v := ZMM()
-	t.load512(w.Idx(i, t.size), v, nil)
-	for r := range acc {
-		VFMADD231PS(xs[r].Idx(i, 4), v, acc[r][0])
-	}
-	ADDQ(U32(16), i)
-	JMP(LabelRef(name + "_loop16"))
-
-	Label(name + "_tail")
-	SUBQ(i, n)
-	JZ(LabelRef(name + "_done"))
-	k := K()
-	tailMask(n, k)
-	v = ZMM()
-	t.load512(w.Idx(i, t.size), v, k)
-	for r := range acc {
-		xv := ZMM()
-		VMOVUPS_Z(xs[r].Idx(i, 4), k, xv)
-		VFMADD231PS(xv, v, acc[r][unroll-1])
-	}
+	})
 
 	Label(name + "_done")
 	storeTokenRows(dst, ldd, acc, hsum512)

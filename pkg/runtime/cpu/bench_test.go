@@ -106,23 +106,14 @@ func BenchmarkAttentionStepRoundRobin(b *testing.B) {
 				}
 				names, steps = append(names, name), append(steps, st)
 			}
-			times := make([][]float64, len(steps))
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j, st := range steps {
-					t0 := time.Now()
-					st.step()
-					times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
-				}
+			fns := make([]func(), len(steps))
+			for j, st := range steps {
+				fns[j] = st.step
 			}
-			b.StopTimer()
+			times := roundRobin(b, fns)
 			base := times[slices.Index(names, "fp16")]
 			for j, name := range names {
-				ratios := make([]float64, len(times[j]))
-				for i, t := range times[j] {
-					ratios[i] = t / base[i]
-				}
-				b.ReportMetric(median(ratios), name+"-x-fp16")
+				b.ReportMetric(medianRatio(times[j], base), name+"-x-fp16")
 				b.ReportMetric(median(times[j])/1e6, name+"-ms")
 				b.ReportMetric(float64(steps[j].bytes)/1e6, name+"-MB")
 			}
@@ -140,6 +131,32 @@ func benchRoPE(dim, ctx int) func([]float32, int) {
 		inv[i] = math.Pow(10000, -float64(2*i)/float64(dim))
 	}
 	return cpu.NewKeyRoPE(dim, inv, true, ctx).Rows
+}
+
+// roundRobin runs b.N rounds of steps, each step once a round in turn
+// (interleaved, so that load changes hit every step alike), timing only
+// the rounds; times[j][i] is step j's nanoseconds in round i.
+func roundRobin(b *testing.B, steps []func()) [][]float64 {
+	times := make([][]float64, len(steps))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, step := range steps {
+			t0 := time.Now()
+			step()
+			times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
+		}
+	}
+	b.StopTimer()
+	return times
+}
+
+// medianRatio is the median over rounds of a[i]/c[i].
+func medianRatio(a, c []float64) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / c[i]
+	}
+	return median(r)
 }
 
 func median(x []float64) float64 {
@@ -251,29 +268,17 @@ func BenchmarkPrefillAttentionRoundRobin(b *testing.B) {
 			runs = append(runs, run{label, step})
 		}
 	}
-	times := make([][]float64, len(runs))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j, r := range runs {
-			t0 := time.Now()
-			r.step()
-			times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
-		}
+	fns := make([]func(), len(runs))
+	for j, r := range runs {
+		fns[j] = r.step
 	}
-	b.StopTimer()
-	ratio := func(a, c []float64) float64 {
-		r := make([]float64, len(a))
-		for i := range a {
-			r[i] = a[i] / c[i]
-		}
-		return median(r)
-	}
+	times := roundRobin(b, fns)
 	for j := 0; j < len(runs); j += 2 {
 		name := runs[j].name
 		b.ReportMetric(median(times[j])/1e6, name+"-ms")
 		b.ReportMetric(median(times[j+1])/1e6, name+"-perquery-ms")
-		b.ReportMetric(ratio(times[j], times[0]), name+"-x-fp16")
-		b.ReportMetric(ratio(times[j], times[j+1]), name+"-x-perquery")
+		b.ReportMetric(medianRatio(times[j], times[0]), name+"-x-fp16")
+		b.ReportMetric(medianRatio(times[j], times[j+1]), name+"-x-perquery")
 	}
 }
 

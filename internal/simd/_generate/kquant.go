@@ -76,10 +76,7 @@ func dotQ4K(decode, five bool) {
 	m := YMM()
 	VMOVDQU(mask, m)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	kquantLoop(name, w, nb, 3)
 	q4KScales(w, s)
 	for c := 0; c < 4; c++ {
 		slo, mlo, shi, mhi := YMM(), YMM(), YMM(), YMM()
@@ -102,17 +99,38 @@ func dotQ4K(decode, five bool) {
 			VFMADD231PS(Mem{Base: x, Disp: 4 * (64*c + 32 + 8*k)}, hi, acc[2+k%2])
 		}
 	}
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, blockBytes)
 	if !decode {
 		Store(hsum(addTree(acc)), ReturnIndex(0))
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// kquantLoop starts a k-quant kernel's loop over its nb super-blocks at w
+// (name_loop, left for name_done when nb is 0), prefetching the first lines
+// of each (prefetchLines).
+func kquantLoop(name string, w, nb Register, lines int) {
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	prefetchLines(w, lines)
+}
+
+// kquantNext ends the loop kquantLoop started, for kernels over float32
+// activations: w moves on by a super-block of blockBytes, x by its 256
+// activations and xs, where not nil, by their 8 group sums; nb counts
+// down. name_done follows.
+func kquantNext(name string, w, x, xs, nb Register, blockBytes int) {
+	ADDQ(U32(uint32(blockBytes)), w)
+	ADDQ(U32(1024), x)
+	if xs != nil {
+		ADDQ(U32(32), xs)
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
 }
 
 // q4KCodes returns the 8 codes l = 8k..8k+7 of groups 2c (lo) and 2c+1
@@ -210,10 +228,7 @@ func dotQ6K(decode bool) {
 	VMOVDQU(m48, hi2)
 	VMOVDQU(k32, off)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 4)
+	kquantLoop(name, w, nb, 4)
 	q6KScales(w, s)
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 4; k++ { // 8 lanes l = 8k..8k+7 of the 32
@@ -250,12 +265,7 @@ func dotQ6K(decode bool) {
 			}
 		}
 	}
-	ADDQ(U32(210), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, 210)
 	if !decode {
 		Store(hsum(addTree(acc)), ReturnIndex(0))
 	}
@@ -409,10 +419,7 @@ func dotQ4KSums(five bool) {
 	m := YMM()
 	VMOVDQU(mask, m)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	kquantLoop(name, w, nb, 3)
 	_, mins := q4KScales(w, s)
 	VFMADD231PS(Mem{Base: xs}, mins, minacc)
 	for c := 0; c < 4; c++ {
@@ -428,13 +435,7 @@ func dotQ4KSums(five bool) {
 		VFMADD231PS(slo, accL, tot[c%2])
 		VFMADD231PS(shi, accH, tot[2+c%2])
 	}
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(1024), x)
-	ADDQ(U32(32), xs)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, xs, nb, blockBytes)
 	r := addTree(tot)
 	VSUBPS(minacc, r, r)
 	Store(hsum(r), ReturnIndex(0))

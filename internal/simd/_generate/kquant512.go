@@ -145,10 +145,7 @@ func dotQ4KSums512(five bool) {
 	tot := zeros512(4)
 	minacc := zeros512(1)[0]
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	kquantLoop(name, w, nb, 3)
 	sz := q4KScales512(w, s, kLo, kHi)
 	xv := ZMM()
 	VBROADCASTF64X4(Mem{Base: xs}, xv) // xs[g] in lanes g and 8+g
@@ -170,13 +167,7 @@ func dotQ4KSums512(five bool) {
 		VFMADD231PS_BCST(Mem{Base: s, Disp: 4 * (2 * c)}, accL, tot[c%2])
 		VFMADD231PS_BCST(Mem{Base: s, Disp: 4 * (2*c + 1)}, accH, tot[2+c%2])
 	}
-	ADDQ(U32(uint32(blockBytes)), w)
-	ADDQ(U32(1024), x)
-	ADDQ(U32(32), xs)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, xs, nb, blockBytes)
 	r := addTree(tot)
 	VSUBPS(minacc, r, kHi, r) // lanes 0-7 of minacc hold d·scale_g·xs[g]
 	Store(hsum512(r), ReturnIndex(0))
@@ -209,10 +200,7 @@ func q4KToF32512(five bool) {
 		bit4 = splat32(16)
 	}
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	kquantLoop(name, w, nb, 3)
 	q4KScales512(w, s, kLo, kHi)
 	var hb [2]VecVirtual
 	if five {
@@ -232,12 +220,7 @@ func q4KToF32512(five bool) {
 			}
 		}
 	}
-	ADDQ(U32(uint32(blockBytes)), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, blockBytes)
 	VZEROUPPER()
 	RET()
 }
@@ -269,10 +252,7 @@ func dotQ6K512(decode bool) {
 		acc = zeros512(8)
 	}
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 4)
+	kquantLoop(name, w, nb, 4)
 	// sc[j] = d·scale_j
 	sz := ZMM()
 	VPMOVSXBD(Mem{Base: w, Disp: 192}, sz)
@@ -311,12 +291,7 @@ func dotQ6K512(decode bool) {
 			}
 		}
 	}
-	ADDQ(U32(210), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, 210)
 	if !decode {
 		Store(hsum512(addTree(acc)), ReturnIndex(0))
 	}

@@ -144,6 +144,31 @@ func q8kQ6Codes512(v, qh VecVirtual, i int, m, hm VecVirtual, shl, shr Mem) VecV
 	return code
 }
 
+// q8kLoop starts the loop of a one-row kernel over its nb super-blocks at
+// w (kquantLoop) and returns the kernel's float32 sum s, zeroed before it.
+func q8kLoop(name string, w, nb Register, lines int) VecVirtual {
+	s := XMM()
+	VXORPS(s, s, s)
+
+	kquantLoop(name, w, nb, lines)
+	return s
+}
+
+// q8kNext ends the loop q8kLoop started: w moves on by a super-block of
+// blockBytes, q by a Q8_K block, nb counts down; after the loop the kernel
+// returns s.
+func q8kNext(name string, w, q, nb Register, blockBytes int, s VecVirtual) {
+	ADDQ(U32(uint32(blockBytes)), w)
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
 // q8kReduce2 returns an XMM whose lanes 0 and 1 hold the int32 lane sums
 // of the YMMs a and b.
 func q8kReduce2(a, b VecVirtual) VecVirtual {
@@ -198,13 +223,7 @@ func dotQ4KQ8K(five bool) {
 	shuf := q8kScaleShuffle()
 	m := YMM()
 	VMOVDQU(mask, m)
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	s := q8kLoop(name, w, nb, 3)
 	_, sc, mn := q8kQ4KScales(w, q, true)
 	var qh VecVirtual
 	if five {
@@ -233,15 +252,7 @@ func dotQ4KQ8K(five bool) {
 	}
 	VPADDD(acc[1], acc[0], acc[0])
 	q8kFinish(s, q8kReduce2(acc[0], mn), Mem{Base: w}, q, true)
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, blockBytes, s)
 }
 
 // dotQ6KQ8K writes dotQ6KQ8KAVX2: the codes 0..63 are multiplied as they
@@ -261,13 +272,7 @@ func dotQ6KQ8K() {
 	m, hm := YMM(), YMM()
 	VMOVDQU(mask, m)
 	VMOVDQU(hmask, hm)
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 4)
+	s := q8kLoop(name, w, nb, 4)
 	sc8 := XMM()
 	VMOVDQU(Mem{Base: w, Disp: 192}, sc8)
 	off := YMM()
@@ -300,15 +305,7 @@ func dotQ6KQ8K() {
 	VPADDD(acc[1], acc[0], acc[0])
 	VPSUBD(off, acc[0], acc[0])
 	q8kFinish(s, q8kReduce2(acc[0], acc[0]), Mem{Base: w, Disp: 208}, q, false)
-	ADDQ(U32(210), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, 210, s)
 }
 
 // q8kVNNI emits an AVX-512 VNNI instruction avo does not know (op src2,
@@ -395,13 +392,7 @@ func dotQ4KQ8K512(five, vnni bool) {
 			return []int{0, 1, 4, 5}[n] + 2*(i/16)
 		}), idx[n])
 	}
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	s := q8kLoop(name, w, nb, 3)
 	sm, _, mn := q8kQ4KScales(w, q, false)
 	var qh VecVirtual
 	if five {
@@ -436,15 +427,7 @@ func dotQ4KQ8K512(five, vnni bool) {
 	}
 	VPADDD(acc[1], acc[0], acc[0])
 	q8kFinish(s, q8kReduce2(q8kReduceZ(acc[0]), mn), Mem{Base: w}, q, true)
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, blockBytes, s)
 }
 
 // dotQ6KQ8K512 writes dotQ6KQ8KAVX512 or, with vnni, dotQ6KQ8KVNNI: the
@@ -476,13 +459,7 @@ func dotQ6KQ8K512(vnni bool) {
 			return 4*n + i/8
 		}), idx[n])
 	}
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 4)
+	s := q8kLoop(name, w, nb, 4)
 	sc16 := YMM()
 	VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)
 	off := YMM()
@@ -510,15 +487,7 @@ func dotQ6KQ8K512(vnni bool) {
 	r := q8kReduceZ(acc[0])
 	VPSUBD(off, r, r)
 	q8kFinish(s, q8kReduce2(r, r), Mem{Base: w, Disp: 208}, q, false)
-	ADDQ(U32(210), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, 210, s)
 }
 
 // q8kRange writes q8kRangeAVX2: the largest and smallest of 256 float32

@@ -438,10 +438,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	} else {
 		acc = zeros(2)
 	}
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, 3)
+	kquantLoop(name, w, nb, 3)
 	lo, hi := YMM(), YMM()
 	VPBROADCASTD(Mem{Base: w, Disp: 4}, lo) // scales_l
 	VPSRLVD(shl, lo, lo)
@@ -466,12 +463,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 		VBROADCASTSS(Mem{Base: s, Disp: 4 * ib}, f)
 		VFMADD231PS(f, p, acc[ib%len(acc)])
 	}
-	ADDQ(U32(136), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, 136)
 	var sum VecVirtual
 	if zmm {
 		sum = hsum512(addTree(acc))

@@ -126,7 +126,6 @@ func scores(qb, r int, w vecWidth) {
 	RET()
 }
 
-// largestPow2Below returns the largest power of two below r (r >= 2), or 0.
 // blockLoop emits the loop of a kernel that processes count (a register)
 // items in blocks: block(r, "") while at least r are left, then at most
 // one block of each narrower power-of-two width (any count below r is a sum
@@ -172,6 +171,7 @@ func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register, reduce func([]V
 	SUBQ(U8(w), n)
 }
 
+// largestPow2Below returns the largest power of two below r (r >= 2), or 0.
 func largestPow2Below(r int) int {
 	p := 0
 	for w := 1; w < r; w *= 2 {

@@ -111,10 +111,16 @@ func dotQ4K(decode, five bool) {
 // (name_loop, left for name_done when nb is 0), prefetching the first lines
 // of each (prefetchLines).
 func kquantLoop(name string, w, nb Register, lines int) {
+	countLoop(name, nb)
+	prefetchLines(w, lines)
+}
+
+// countLoop starts a loop that counts nb down: name_loop, left for
+// name_done when nb is 0.
+func countLoop(name string, nb Register) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	prefetchLines(w, lines)
 }
 
 // kquantNext ends the loop kquantLoop started, for kernels over float32

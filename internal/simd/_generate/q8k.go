@@ -128,6 +128,28 @@ func q8kNibbles(v, m VecVirtual, high, z bool) VecVirtual {
 	return code
 }
 
+// q8kQ6Consts512 loads the AVX-512 q6_K kernels' constants: m (0x0f) and
+// hm (0x30) in every byte, the word shifts shl and shr that q8kQ6Codes512
+// takes, and idx[n], the VPERMW indices that spread the scales of segments
+// 2n and 2n+1 (of 8): scales 4n, 4n+1 | 4n+2, 4n+3.
+func q8kQ6Consts512() (m, hm VecVirtual, shl, shr Mem, idx []VecVirtual) {
+	m, hm = ZMM(), ZMM()
+	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
+	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
+	// Segment k of a half takes bits 2k, 2k+1 of qh to bits 4, 5: low
+	// nibbles (segments 0 | 1) left by 4 | 2, high (2 | 3) right by 0 | 2.
+	shl = q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
+	shr = q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
+	idx = make([]VecVirtual, 4)
+	for n := range idx {
+		idx[n] = ZMM()
+		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
+			return 4*n + i/8
+		}), idx[n])
+	}
+	return m, hm, shl, shr, idx
+}
+
 // q8kQ6Codes512 returns 64 6-bit q6_K codes: the nibbles of v (i 0: the
 // low ones, whose high bits qh shifted left by the words of shl brings to
 // bits 4, 5; i 1: the high ones, qh shifted right by shr), those bits
@@ -445,20 +467,7 @@ func dotQ6KQ8K512(vnni bool) {
 	w := Load(Param("w").Base(), GP64())
 	q := Load(Param("q").Base(), GP64())
 	nb := Load(Param("nb"), GP64())
-	m, hm := ZMM(), ZMM()
-	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
-	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
-	// Segment k of a half takes bits 2k, 2k+1 of qh to bits 4, 5: low
-	// nibbles (segments 0 | 1) left by 4 | 2, high (2 | 3) right by 0 | 2.
-	shl := q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
-	shr := q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
-	idx := make([]VecVirtual, 4)
-	for n := range idx { // segments 2n, 2n+1 (of 8): scales 4n, 4n+1 | 4n+2, 4n+3
-		idx[n] = ZMM()
-		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
-			return 4*n + i/8
-		}), idx[n])
-	}
+	m, hm, shl, shr, idx := q8kQ6Consts512()
 	s := q8kLoop(name, w, nb, 4)
 	sc16 := YMM()
 	VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)

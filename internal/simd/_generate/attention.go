@@ -56,8 +56,7 @@ func scores(qb, r int, w vecWidth) {
 			fmt.Sprintf("for i < %d, j < n. It reads whole groups of 8 columns only; dim must be", qb),
 			"at least 8.")
 	}
-	qs := make([]Register, qb)
-	qs[0] = Load(Param("q"), GP64())
+	q0 := Load(Param("q"), GP64())
 	// The loops index columns with a negative byte offset that counts up
 	// to zero, so the query and row pointers point past column dim&^7
 	// (dim4, in bytes).
@@ -66,19 +65,16 @@ func scores(qb, r int, w vecWidth) {
 		stride = Load(Param("dim"), GP64())
 		SHLQ(U8(2), stride) // bytes per row, and of the dim columns
 		dim4 = stride
-		ADDQ(stride, qs[0])
+		ADDQ(stride, q0)
 	} else {
 		dim4 = Load(Param("dim"), GP64())
 		ANDQ(I32(-8), dim4)
 		SHLQ(U8(2), dim4) // bytes of dim&^7 columns
-		ADDQ(dim4, qs[0])
+		ADDQ(dim4, q0)
 		stride = Load(Param("dim"), GP64())
 		SHLQ(U8(2), stride) // bytes per row
 	}
-	for i := 1; i < qb; i++ {
-		qs[i] = GP64()
-		LEAQ(Mem{Base: qs[i-1], Index: stride, Scale: 1}, qs[i])
-	}
+	qs := rowPtrs(q0, stride, qb)
 	rp := Load(Param("rows"), GP64())
 	ADDQ(dim4, rp)
 	dp := Load(Param("dst"), GP64())
@@ -86,12 +82,7 @@ func scores(qb, r int, w vecWidth) {
 
 	// block computes rows [rp, rp+nr*stride) into dst[.., dp..dp+nr).
 	block := func(nr int, tag string) {
-		rs := make([]Register, nr)
-		rs[0] = rp
-		for k := 1; k < nr; k++ {
-			rs[k] = GP64()
-			LEAQ(Mem{Base: rs[k-1], Index: stride, Scale: 1}, rs[k])
-		}
+		rs := rowPtrs(rp, stride, nr)
 		acc := zeroGrid(qb, nr, w.zeros)
 		c := GP64()
 		MOVQ(dim4, c)

@@ -126,12 +126,7 @@ func scoresCodes(k codeKind, qb, r int, mask Mem, w vecWidth) {
 
 	vb := w.bytes()
 	block := func(w2 int, tag string) {
-		rs := make([]Register, w2)
-		rs[0] = rp
-		for j := 1; j < w2; j++ {
-			rs[j] = GP64()
-			LEAQ(Mem{Base: rs[j-1], Index: stride, Scale: 1}, rs[j])
-		}
+		rs := rowPtrs(rp, stride, w2)
 		acc := zeroGrid(qb, w2, w.zeros)
 		c := GP64()
 		MOVQ(cb, c)

@@ -175,23 +175,33 @@ type stepBench struct {
 	bytes int64 // K/V bytes one step reads
 }
 
-func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
-	const kvHeads, dim, group = 8, 128, 4
-	spec := quant.Spec{K: f, V: f}
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, spec, 0)
+// benchCache returns a fresh one-layer cache of format f (kvHeads KV heads
+// of head_dim dim) with room for tokens positions, its sequence 0 added, on
+// a backend of workers goroutines.
+func benchCache(f quant.Format, kvHeads, dim, tokens, workers int) (*kvcache.Cache, *cpu.Backend, error) {
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, quant.Spec{K: f, V: f}, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	be := cpu.New(workers)
-	opts := kvcache.Options{Blocks: l.BlocksFor(ctx), Storage: be}
+	opts := kvcache.Options{Blocks: l.BlocksFor(tokens), Storage: be}
 	if l.AnyPreRoPE() {
-		opts.RoPE = benchRoPE(dim, ctx)
+		opts.RoPE = benchRoPE(dim, tokens)
 	}
 	c, err := kvcache.New(l, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_ = c.AddSeq(0)
+	return c, be, nil
+}
+
+func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
+	const kvHeads, dim, group = 8, 128, 4
+	c, be, err := benchCache(f, kvHeads, dim, ctx, workers)
+	if err != nil {
+		return nil, err
+	}
 	// ctx-1 tokens in steps of up to 1024, then a pending step of one
 	// token whose attention over all ctx positions is the benchmark.
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -286,20 +296,10 @@ func BenchmarkPrefillAttentionRoundRobin(b *testing.B) {
 // format f: reserve, write the keys and values, attend, roll back.
 func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
 	const kvHeads, dim, group = 8, 128, 4
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, quant.Spec{K: f, V: f}, 0)
+	c, _, err := benchCache(f, kvHeads, dim, n, 1)
 	if err != nil {
 		return nil, err
 	}
-	be := cpu.New(1)
-	opts := kvcache.Options{Blocks: l.BlocksFor(n), Storage: be}
-	if l.AnyPreRoPE() {
-		opts.RoPE = benchRoPE(dim, n)
-	}
-	c, err := kvcache.New(l, opts)
-	if err != nil {
-		return nil, err
-	}
-	_ = c.AddSeq(0)
 	store := c.Storage().(*cpu.Storage)
 	if perQuery {
 		cpu.SetQueryRows(store, group)

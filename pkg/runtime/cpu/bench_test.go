@@ -90,22 +90,9 @@ func benchAttention(b *testing.B, workers int) {
 // over ms is the effective read bandwidth). Run it with -benchtime 30x or
 // more.
 func BenchmarkAttentionStepRoundRobin(b *testing.B) {
-	reg := quant.Formats()
 	for _, ctx := range []int{4096, 16384, 32768} {
 		b.Run(fmt.Sprintf("ctx=%d", ctx), func(b *testing.B) {
-			var names []string
-			var steps []*stepBench
-			for _, name := range benchFormats {
-				f, err := reg.Lookup(name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				st, err := newStepBench(f, ctx, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				names, steps = append(names, name), append(steps, st)
-			}
+			names, steps := stepBenches(b, ctx)
 			fns := make([]func(), len(steps))
 			for j, st := range steps {
 				fns[j] = st.step
@@ -173,6 +160,26 @@ func median(x []float64) float64 {
 type stepBench struct {
 	step  func()
 	bytes int64 // K/V bytes one step reads
+}
+
+// stepBenches returns the decode steps of every format of benchFormats
+// over ctx positions, on one goroutine, with their names.
+func stepBenches(b *testing.B, ctx int) ([]string, []*stepBench) {
+	reg := quant.Formats()
+	var names []string
+	var steps []*stepBench
+	for _, name := range benchFormats {
+		f, err := reg.Lookup(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := newStepBench(f, ctx, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		names, steps = append(names, name), append(steps, st)
+	}
+	return names, steps
 }
 
 // benchCache returns a fresh one-layer cache of format f (kvHeads KV heads
@@ -336,20 +343,7 @@ func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
 //
 //	go test -run '^$' -bench AttentionStepSets -benchtime 40x ./pkg/runtime/cpu/
 func BenchmarkAttentionStepSets(b *testing.B) {
-	reg := quant.Formats()
-	var names []string
-	var steps []*stepBench
-	for _, name := range benchFormats {
-		f, err := reg.Lookup(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := newStepBench(f, 4096, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		names, steps = append(names, name), append(steps, st)
-	}
+	names, steps := stepBenches(b, 4096)
 	def := make([][]float64, len(steps))
 	ratios := make([][]float64, len(steps))
 	round := 0

@@ -168,7 +168,7 @@ func dotF16(w []uint16, x []float32) float32 {
 		return dotF16Generic(w, x)
 	}
 	var s float32
-	if useAVX512 && len(x) >= zen4PrefetchCols {
+	if zen4Prefetch(len(x)) {
 		s = dotF16AVX2T1(w, x) // dotF16AVX2's bits
 	} else {
 		s = dotF16AVX2(w, x)
@@ -187,7 +187,7 @@ func dotBF16(w []uint16, x []float32) float32 {
 		return dotBF16Generic(w, x)
 	}
 	var s float32
-	if useAVX512 && len(x) >= zen4PrefetchCols {
+	if zen4Prefetch(len(x)) {
 		s = dotBF16AVX2T1(w, x) // dotBF16AVX2's bits
 	} else {
 		s = dotBF16AVX2(w, x)

@@ -32,6 +32,13 @@ func zen4U16(k dotKernel) dotKernel {
 	return k
 }
 
+// zen4Prefetch reports whether dotF16 and dotBF16, in the AVX2 family
+// (dotKernelF16, dotKernelBF16), take a row of cols columns through the
+// prefetching kernels (dotF16AVX2T1, the same bits): only under the Zen 4
+// choice (zen4U16), and only from zen4PrefetchCols columns. The plain AVX2
+// set, ForceAVX2 included, never does.
+func zen4Prefetch(cols int) bool { return zen4Enabled() && cols >= zen4PrefetchCols }
+
 func dotKernelNow() dotKernel {
 	switch {
 	case useAVX512:

@@ -66,3 +66,32 @@ func TestDotsKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestU16KernelChoice pins which F16 and BF16 dot product each kernel set
+// takes: the family dotKernelF16 and dotKernelBF16 return, and whether a
+// long row goes through the prefetching AVX2 kernels (zen4Prefetch), which
+// only the Zen 4 choice does (ForceAVX2 on a Zen 4 leaves useZen4 set and
+// must still take the plain ones).
+func TestU16KernelChoice(t *testing.T) {
+	type choice struct {
+		k        dotKernel
+		prefetch bool // from zen4PrefetchCols columns
+	}
+	want := map[string]choice{
+		"avx512":      {dotAVX512, false},
+		"avx512-zen4": {dotAVX2, true},
+		"avx2":        {dotAVX2, false},
+		"generic":     {dotGo, false},
+	}
+	for _, s := range kernelSets(t) {
+		restore := s.force()
+		f16, bf16 := dotKernelF16(), dotKernelBF16()
+		long, short := zen4Prefetch(zen4PrefetchCols), zen4Prefetch(zen4PrefetchCols-1)
+		restore()
+		w := want[s.name]
+		if f16 != w.k || bf16 != w.k || long != w.prefetch || short {
+			t.Errorf("%s set: dotKernelF16 %d, dotKernelBF16 %d, prefetch at %d columns %v, at %d %v; want %d, %d, %v, false",
+				s.name, f16, bf16, zen4PrefetchCols, long, zen4PrefetchCols-1, short, w.k, w.k, w.prefetch)
+		}
+	}
+}

@@ -56,8 +56,7 @@ func scores(qb, r int, w vecWidth) {
 			fmt.Sprintf("for i < %d, j < n. It reads whole groups of 8 columns only; dim must be", qb),
 			"at least 8.")
 	}
-	qs := make([]Register, qb)
-	qs[0] = Load(Param("q"), GP64())
+	q0 := Load(Param("q"), GP64())
 	// The loops index columns with a negative byte offset that counts up
 	// to zero, so the query and row pointers point past column dim&^7
 	// (dim4, in bytes).
@@ -66,19 +65,16 @@ func scores(qb, r int, w vecWidth) {
 		stride = Load(Param("dim"), GP64())
 		SHLQ(U8(2), stride) // bytes per row, and of the dim columns
 		dim4 = stride
-		ADDQ(stride, qs[0])
+		ADDQ(stride, q0)
 	} else {
 		dim4 = Load(Param("dim"), GP64())
 		ANDQ(I32(-8), dim4)
 		SHLQ(U8(2), dim4) // bytes of dim&^7 columns
-		ADDQ(dim4, qs[0])
+		ADDQ(dim4, q0)
 		stride = Load(Param("dim"), GP64())
 		SHLQ(U8(2), stride) // bytes per row
 	}
-	for i := 1; i < qb; i++ {
-		qs[i] = GP64()
-		LEAQ(Mem{Base: qs[i-1], Index: stride, Scale: 1}, qs[i])
-	}
+	qs := rowPtrs(q0, stride, qb)
 	rp := Load(Param("rows"), GP64())
 	ADDQ(dim4, rp)
 	dp := Load(Param("dst"), GP64())
@@ -86,16 +82,8 @@ func scores(qb, r int, w vecWidth) {
 
 	// block computes rows [rp, rp+nr*stride) into dst[.., dp..dp+nr).
 	block := func(nr int, tag string) {
-		rs := make([]Register, nr)
-		rs[0] = rp
-		for k := 1; k < nr; k++ {
-			rs[k] = GP64()
-			LEAQ(Mem{Base: rs[k-1], Index: stride, Scale: 1}, rs[k])
-		}
-		acc := make([][]VecVirtual, qb)
-		for i := range acc {
-			acc[i] = w.zeros(nr)
-		}
+		rs := rowPtrs(rp, stride, nr)
+		acc := zeroGrid(qb, nr, w.zeros)
 		c := GP64()
 		MOVQ(dim4, c)
 		NEGQ(c)
@@ -129,7 +117,6 @@ func scores(qb, r int, w vecWidth) {
 	RET()
 }
 
-// largestPow2Below returns the largest power of two below r (r >= 2), or 0.
 // blockLoop emits the loop of a kernel that processes count (a register)
 // items in blocks: block(r, "") while at least r are left, then at most
 // one block of each narrower power-of-two width (any count below r is a sum
@@ -162,15 +149,12 @@ func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register, reduce func([]V
 	SHLQ(U8(2), ldd)
 	out := GP64()
 	MOVQ(dp, out)
-	for i := range acc {
-		if i > 0 {
-			ADDQ(ldd, out)
-		}
+	eachRow(out, ldd, len(acc), func(i int) {
 		for j0 := 0; j0 < w; j0 += 4 {
 			j1 := min(j0+4, w)
 			storeRows(reduce(acc[i][j0:j1]), Mem{Base: out, Disp: 4 * j0}, j1-j0)
 		}
-	}
+	})
 	for j := 0; j < w; j++ {
 		ADDQ(stride, rp)
 	}
@@ -178,6 +162,7 @@ func storeScores(acc [][]VecVirtual, dp, rp, stride, n Register, reduce func([]V
 	SUBQ(U8(w), n)
 }
 
+// largestPow2Below returns the largest power of two below r (r >= 2), or 0.
 func largestPow2Below(r int) int {
 	p := 0
 	for w := 1; w < r; w *= 2 {
@@ -209,14 +194,10 @@ func accumulate(qb, cv int, w vecWidth) {
 			fmt.Sprintf("for i < %d, c < dim&^7. It reads whole groups of 8 columns only.", qb))
 	}
 	vb := w.bytes()
-	ws := make([]Register, qb)
-	ws[0] = Load(Param("w"), GP64())
+	w0 := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	SHLQ(U8(2), ldw)
-	for i := 1; i < qb; i++ {
-		ws[i] = GP64()
-		LEAQ(Mem{Base: ws[i-1], Index: ldw, Scale: 1}, ws[i])
-	}
+	ws := rowPtrs(w0, ldw, qb)
 	stride := Load(Param("dim"), GP64())
 	vecs := GP64()
 	MOVQ(stride, vecs)

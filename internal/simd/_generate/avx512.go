@@ -72,6 +72,14 @@ func prefetchLine(m Mem) {
 	PREFETCHT1(m.Offset(prefetchFar))
 }
 
+// prefetchLines prefetches the first n lines of the block at w, each as
+// prefetchLine does (the k-quant kernels' super-blocks).
+func prefetchLines(w Register, n int) {
+	for l := 0; l < n; l++ {
+		prefetchLine(Mem{Base: w, Disp: 64 * l})
+	}
+}
+
 // load512 converts the 16 elements at m into float32 lanes of dst; with a
 // mask k it loads only the lanes set in k and zeroes the others.
 func (t wtype) load512(m Mem, dst VecVirtual, k Op) {
@@ -129,6 +137,50 @@ func tailMask(r Register, k Op) {
 	KMOVW(one, k)
 }
 
+// elementBounds512 returns n rounded down to a multiple of big, and to a
+// multiple of 16, in new registers: the ends of elementLoops512's first
+// two loops.
+func elementBounds512(n Register, big int) (nBig, n16 Register) {
+	nBig, n16 = GP64(), GP64()
+	MOVQ(n, nBig)
+	ANDQ(I32(-int32(big)), nBig)
+	MOVQ(n, n16)
+	ANDQ(I32(-16), n16)
+	return nBig, n16
+}
+
+// elementLoops512 emits an AVX-512 kernel's element loops over the index i
+// (a new register, from 0): name+loop, whose body(i, big/16) takes big
+// elements (big/16 ZMMs of 16) while i < nBig; name_loop16, whose
+// body(i, 1) takes 16 while i < n16; then name_tail, which leaves in n the
+// 0 to 15 elements left and, where there are any, has tail(i, k) take them
+// under the mask k. All leave for name_done, which the caller emits.
+func elementLoops512(name, loop string, big int, nBig, n16, n Register, body func(i Register, vecs int), tail func(i Register, k Op)) {
+	i := GP64()
+	XORQ(i, i)
+
+	Label(name + loop)
+	CMPQ(i, nBig)
+	JAE(LabelRef(name + "_loop16"))
+	body(i, big/16)
+	ADDQ(U32(uint32(big)), i)
+	JMP(LabelRef(name + loop))
+
+	Label(name + "_loop16")
+	CMPQ(i, n16)
+	JAE(LabelRef(name + "_tail"))
+	body(i, 1)
+	ADDQ(U32(16), i)
+	JMP(LabelRef(name + "_loop16"))
+
+	Label(name + "_tail")
+	SUBQ(i, n)
+	JZ(LabelRef(name + "_done"))
+	k := K()
+	tailMask(n, k)
+	tail(i, k)
+}
+
 // dot512: Σ w[i]*x[i] over all len(x) elements, with unroll accumulators
 // of 16 lanes in the main loop, prefetching the weights (prefetchLine).
 func dot512(t wtype, unroll int) {
@@ -147,48 +199,24 @@ func dot512Body(name string, t wtype, unroll int, p pfMode) {
 	w := Mem{Base: Load(Param("w").Base(), GP64())}
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	n := Load(Param("x").Len(), GP64())
-	nStep, n16 := GP64(), GP64()
-	MOVQ(n, nStep)
-	ANDQ(I32(-int32(step)), nStep)
-	MOVQ(n, n16)
-	ANDQ(I32(-16), n16)
+	nStep, n16 := elementBounds512(n, step)
 	acc := zeros512(unroll)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop")
-	CMPQ(i, nStep)
-	JAE(LabelRef(name + "_loop16"))
-	for k := 0; k < unroll; k++ {
-		if off := 16 * k * int(t.size); off%64 == 0 {
-			p.line(w.Idx(i, t.size).Offset(off))
+	elementLoops512(name, "_loop", step, nStep, n16, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			if off := 16 * k * int(t.size); vecs > 1 && off%64 == 0 {
+				p.line(w.Idx(i, t.size).Offset(off))
+			}
+			v := ZMM()
+			t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+			VFMADD231PS(x.Idx(i, 4).Offset(64*k), v, acc[k])
 		}
+	}, func(i Register, k Op) {
 		v := ZMM()
-		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
-		VFMADD231PS(x.Idx(i, 4).Offset(64*k), v, acc[k])
-	}
-	ADDQ(U32(uint32(step)), i)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_loop16")
-	CMPQ(i, n16)
-	JAE(LabelRef(name + "_tail"))
-	v := ZMM()
-	t.load512(w.Idx(i, t.size), v, nil)
-	VFMADD231PS(x.Idx(i, 4), v, acc[0])
-	ADDQ(U32(16), i)
-	JMP(LabelRef(name + "_loop16"))
-
-	Label(name + "_tail")
-	SUBQ(i, n)
-	JZ(LabelRef(name + "_done"))
-	k := K()
-	tailMask(n, k)
-	v = ZMM()
-	t.load512(w.Idx(i, t.size), v, k)
-	xv := ZMM()
-	VMOVUPS_Z(x.Idx(i, 4), k, xv)
-	VFMADD231PS(xv, v, acc[unroll-1])
+		t.load512(w.Idx(i, t.size), v, k)
+		xv := ZMM()
+		VMOVUPS_Z(x.Idx(i, 4), k, xv)
+		VFMADD231PS(xv, v, acc[unroll-1])
+	})
 
 	Label(name + "_done")
 	s := hsum512(addTree(acc))
@@ -347,42 +375,18 @@ func widen512(t wtype) {
 	d := Mem{Base: Load(Param("dst").Base(), GP64())}
 	s := Mem{Base: Load(Param("src").Base(), GP64())}
 	n := Load(Param("dst").Len(), GP64())
-	n64, n16 := GP64(), GP64()
-	MOVQ(n, n64)
-	ANDQ(I32(-64), n64)
-	MOVQ(n, n16)
-	ANDQ(I32(-16), n16)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop64")
-	CMPQ(i, n64)
-	JAE(LabelRef(name + "_loop16"))
-	for k := 0; k < 4; k++ {
+	n64, n16 := elementBounds512(n, 64)
+	elementLoops512(name, "_loop64", 64, n64, n16, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := ZMM()
+			t.load512(s.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+			VMOVUPS(v, d.Idx(i, 4).Offset(64*k))
+		}
+	}, func(i Register, k Op) {
 		v := ZMM()
-		t.load512(s.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
-		VMOVUPS(v, d.Idx(i, 4).Offset(64*k))
-	}
-	ADDQ(U32(64), i)
-	JMP(LabelRef(name + "_loop64"))
-
-	Label(name + "_loop16")
-	CMPQ(i, n16)
-	JAE(LabelRef(name + "_tail"))
-	v := ZMM()
-	t.load512(s.Idx(i, t.size), v, nil)
-	VMOVUPS(v, d.Idx(i, 4))
-	ADDQ(U32(16), i)
-	JMP(LabelRef(name + "_loop16"))
-
-	Label(name + "_tail")
-	SUBQ(i, n)
-	JZ(LabelRef(name + "_done"))
-	k := K()
-	tailMask(n, k)
-	v = ZMM()
-	t.load512(s.Idx(i, t.size), v, k)
-	VMOVUPS(v, k, d.Idx(i, 4))
+		t.load512(s.Idx(i, t.size), v, k)
+		VMOVUPS(v, k, d.Idx(i, 4))
+	})
 
 	Label(name + "_done")
 	VZEROUPPER()

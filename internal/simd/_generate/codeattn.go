@@ -113,15 +113,11 @@ func scoresCodes(k codeKind, qb, r int, mask Mem, w vecWidth) {
 	if k.bits == 4 {
 		SHRQ(U8(1), cb) // code bytes: two codes a byte
 	}
-	qs := make([]Register, qb)
-	qs[0] = Load(Param("q"), GP64())
-	ADDQ(qoff, qs[0])
+	q0 := Load(Param("q"), GP64())
+	ADDQ(qoff, q0)
 	ldq := Load(Param("ldq"), GP64())
 	SHLQ(U8(2), ldq)
-	for i := 1; i < qb; i++ {
-		qs[i] = GP64()
-		LEAQ(Mem{Base: qs[i-1], Index: ldq, Scale: 1}, qs[i])
-	}
+	qs := rowPtrs(q0, ldq, qb)
 	stride := Load(Param("ldc"), GP64())
 	rp := Load(Param("codes"), GP64())
 	ADDQ(cb, rp)
@@ -130,16 +126,8 @@ func scoresCodes(k codeKind, qb, r int, mask Mem, w vecWidth) {
 
 	vb := w.bytes()
 	block := func(w2 int, tag string) {
-		rs := make([]Register, w2)
-		rs[0] = rp
-		for j := 1; j < w2; j++ {
-			rs[j] = GP64()
-			LEAQ(Mem{Base: rs[j-1], Index: stride, Scale: 1}, rs[j])
-		}
-		acc := make([][]VecVirtual, qb)
-		for i := range acc {
-			acc[i] = w.zeros(w2)
-		}
+		rs := rowPtrs(rp, stride, w2)
+		acc := zeroGrid(qb, w2, w.zeros)
 		c := GP64()
 		MOVQ(cb, c)
 		NEGQ(c)
@@ -197,14 +185,10 @@ func accumulateCodes(k codeKind, qb, cv int, mask Mem, w vecWidth) {
 		layout+".")
 	load := codeRowLoader(k, mask, w)
 	vb, vecs := w.bytes(), step/w.lanes
-	ws := make([]Register, qb)
-	ws[0] = Load(Param("w"), GP64())
+	w0 := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	SHLQ(U8(2), ldw)
-	for i := 1; i < qb; i++ {
-		ws[i] = GP64()
-		LEAQ(Mem{Base: ws[i-1], Index: ldw, Scale: 1}, ws[i])
-	}
+	ws := rowPtrs(w0, ldw, qb)
 	lda := Load(Param("lda"), GP64())
 	SHLQ(U8(2), lda)
 	count := Load(Param("cols"), GP64())

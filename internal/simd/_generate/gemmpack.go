@@ -57,13 +57,10 @@ func gemmP(m int, acc bool) {
 		SHLQ(U8(2), ldd)
 		d := GP64()
 		MOVQ(dst, d)
-		for t := 0; t < m; t++ {
+		eachRow(d, ldd, m, func(int) {
 			PREFETCHT0(Mem{Base: d})
 			PREFETCHT0(Mem{Base: d, Disp: 63})
-			if t < m-1 {
-				ADDQ(ldd, d)
-			}
-		}
+		})
 	}
 	c := zeros(2 * m)
 	i := GP64() // byte offset into the x rows
@@ -111,23 +108,17 @@ func gemmP(m int, acc bool) {
 	if acc {
 		d := GP64()
 		MOVQ(dst, d)
-		for t := 0; t < m; t++ {
+		eachRow(d, ldd, m, func(t int) {
 			for h := 0; h < 2; h++ {
 				VADDPS(Mem{Base: d, Disp: 32 * h}, c[2*t+h], c[2*t+h])
 			}
-			if t < m-1 {
-				ADDQ(ldd, d)
-			}
-		}
+		})
 	}
-	for t := 0; t < m; t++ {
+	eachRow(dst, ldd, m, func(t int) {
 		for h := 0; h < 2; h++ {
 			VMOVUPS(c[2*t+h], Mem{Base: dst, Disp: 32 * h})
 		}
-		if t < m-1 {
-			ADDQ(ldd, dst)
-		}
-	}
+	})
 	VZEROUPPER()
 	RET()
 }

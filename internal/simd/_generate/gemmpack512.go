@@ -79,15 +79,12 @@ func gemmP512(m, width int, acc bool) {
 		dst := Load(Param("dst"), GP64())
 		ldd := Load(Param("ldd"), GP64())
 		SHLQ(U8(2), ldd)
-		for t := 0; t < m; t++ {
+		eachRow(dst, ldd, m, func(int) {
 			for off := 0; off < 64*halves; off += 64 {
 				PREFETCHT0(Mem{Base: dst, Disp: off})
 			}
 			PREFETCHT0(Mem{Base: dst, Disp: 64*halves - 1})
-			if t < m-1 {
-				ADDQ(ldd, dst)
-			}
-		}
+		})
 	}
 
 	wp := Load(Param("wp"), GP64())
@@ -155,23 +152,17 @@ func gemmP512(m, width int, acc bool) {
 	if acc {
 		d := GP64()
 		MOVQ(dst, d)
-		for t := 0; t < m; t++ {
+		eachRow(d, ldd, m, func(t int) {
 			for h := 0; h < halves; h++ {
 				VADDPS(Mem{Base: d, Disp: 64 * h}, c[halves*t+h], c[halves*t+h])
 			}
-			if t < m-1 {
-				ADDQ(ldd, d)
-			}
-		}
+		})
 	}
-	for t := 0; t < m; t++ {
+	eachRow(dst, ldd, m, func(t int) {
 		for h := 0; h < halves; h++ {
 			VMOVUPS(c[halves*t+h], Mem{Base: dst, Disp: 64 * h})
 		}
-		if t < m-1 {
-			ADDQ(ldd, dst)
-		}
-	}
+	})
 	VZEROUPPER()
 	RET()
 }

@@ -76,12 +76,7 @@ func dotQ4K(decode, five bool) {
 	m := YMM()
 	VMOVDQU(mask, m)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
+	kquantLoop(name, w, nb, 3)
 	q4KScales(w, s)
 	for c := 0; c < 4; c++ {
 		slo, mlo, shi, mhi := YMM(), YMM(), YMM(), YMM()
@@ -90,29 +85,7 @@ func dotQ4K(decode, five bool) {
 		VBROADCASTSS(Mem{Base: s, Disp: 4 * (2*c + 1)}, shi)
 		VBROADCASTSS(Mem{Base: s, Disp: 4 * (8 + 2*c + 1)}, mhi)
 		for k := 0; k < 4; k++ {
-			v, lo, hi := YMM(), YMM(), YMM()
-			VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*c + 8*k}, v)
-			VPAND(m, v, lo)
-			VPSRLD(U8(4), v, hi)
-			if five {
-				h := YMM()
-				VPMOVZXBD(Mem{Base: w, Disp: 16 + 8*k}, h)
-				for i, dst := range []VecVirtual{lo, hi} {
-					t := YMM()
-					switch sh := 4 - (2*c + i); { // bring bit 2c+i to bit 4
-					case sh > 0:
-						VPSLLD(U8(sh), h, t)
-					case sh < 0:
-						VPSRLD(U8(-sh), h, t)
-					default:
-						VMOVDQA(h, t)
-					}
-					VPAND(bit4, t, t)
-					VPOR(t, dst, dst)
-				}
-			}
-			VCVTDQ2PS(lo, lo)
-			VCVTDQ2PS(hi, hi)
+			lo, hi := q4KCodes(w, qsAt, c, k, m, bit4, five)
 			VMULPS(slo, lo, lo) // lo = slo*lo − mlo, rounded twice as ggml does
 			VSUBPS(mlo, lo, lo)
 			VMULPS(shi, hi, hi)
@@ -126,17 +99,102 @@ func dotQ4K(decode, five bool) {
 			VFMADD231PS(Mem{Base: x, Disp: 4 * (64*c + 32 + 8*k)}, hi, acc[2+k%2])
 		}
 	}
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, blockBytes)
 	if !decode {
 		Store(hsum(addTree(acc)), ReturnIndex(0))
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// kquantLoop starts a k-quant kernel's loop over its nb super-blocks at w
+// (name_loop, left for name_done when nb is 0), prefetching the first lines
+// of each (prefetchLines).
+func kquantLoop(name string, w, nb Register, lines int) {
+	countLoop(name, nb)
+	prefetchLines(w, lines)
+}
+
+// countLoop starts a loop that counts nb down: name_loop, left for
+// name_done when nb is 0.
+func countLoop(name string, nb Register) {
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+}
+
+// kquantNext ends the loop kquantLoop started, for kernels over float32
+// activations: w moves on by a super-block of blockBytes, x by its 256
+// activations and xs, where not nil, by their 8 group sums; nb counts
+// down. name_done follows.
+func kquantNext(name string, w, x, xs, nb Register, blockBytes int) {
+	ADDQ(U32(uint32(blockBytes)), w)
+	ADDQ(U32(1024), x)
+	if xs != nil {
+		ADDQ(U32(32), xs)
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+}
+
+// q4KCodes returns the 8 codes l = 8k..8k+7 of groups 2c (lo) and 2c+1
+// (hi) of the q4_K super-block at w as float32 lanes: the nibbles of the
+// bytes at qsAt+32c+8k, with five the fifth bits of the q5_K qh bytes at
+// 16+8k ORed in (bit 2c+i of qh[l] brought to bit4). q4KCodes512 is its
+// AVX-512 form.
+func q4KCodes(w Register, qsAt, c, k int, m VecVirtual, bit4 Op, five bool) (lo, hi VecVirtual) {
+	v := YMM()
+	lo, hi = YMM(), YMM()
+	VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*c + 8*k}, v)
+	VPAND(m, v, lo)
+	VPSRLD(U8(4), v, hi)
+	if five {
+		h := YMM()
+		VPMOVZXBD(Mem{Base: w, Disp: 16 + 8*k}, h)
+		for i, dst := range []VecVirtual{lo, hi} {
+			t := YMM()
+			shiftBits(4-(2*c+i), h, t, false) // bring bit 2c+i to bit 4
+			VPAND(bit4, t, t)
+			VPOR(t, dst, dst)
+		}
+	}
+	VCVTDQ2PS(lo, lo)
+	VCVTDQ2PS(hi, hi)
+	return lo, hi
+}
+
+// groupDots adds the products lo·xl and hi·xh (two groups' codes and
+// their activations) to accL and accH, or with first sets them to those
+// products (dotQ4KSums, dotQ4KSums512).
+func groupDots(first bool, xl, xh Mem, lo, hi, accL, accH VecVirtual) {
+	if first {
+		VMULPS(xl, lo, accL)
+		VMULPS(xh, hi, accH)
+		return
+	}
+	VFMADD231PS(xl, lo, accL)
+	VFMADD231PS(xh, hi, accH)
+}
+
+// shiftBits sets dst to src shifted left by sh bits, right by −sh where sh
+// is negative, or copied where it is 0: dword lanes, or with words 16-bit
+// ones (how the k-quant kernels bring a code's high bits from qh into
+// place).
+func shiftBits(sh int, src, dst VecVirtual, words bool) {
+	shl, shr := VPSLLD, VPSRLD
+	if words {
+		shl, shr = VPSLLW, VPSRLW
+	}
+	switch {
+	case sh > 0:
+		shl(U8(sh), src, dst)
+	case sh < 0:
+		shr(U8(-sh), src, dst)
+	default:
+		VMOVDQA(src, dst)
+	}
 }
 
 // dotQ6K writes dotQ6KAVX2 (q6KToF32AVX2 with decode): Σ over len(x)/256
@@ -176,28 +234,12 @@ func dotQ6K(decode bool) {
 	VMOVDQU(m48, hi2)
 	VMOVDQU(k32, off)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	prefetchLine(Mem{Base: w, Disp: 192})
+	kquantLoop(name, w, nb, 4)
 	q6KScales(w, s)
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 4; k++ { // 8 lanes l = 8k..8k+7 of the 32
-			a, b, q := YMM(), YMM(), YMM()
-			VPMOVZXBD(Mem{Base: w, Disp: 64*h + 8*k}, a)       // ql[l]: values l (low), l+64 (high)
-			VPMOVZXBD(Mem{Base: w, Disp: 64*h + 32 + 8*k}, b)  // ql[l+32]: values l+32, l+96
-			VPMOVZXBD(Mem{Base: w, Disp: 128 + 32*h + 8*k}, q) // qh[l]
-			// value index within the half, and the shifts that bring its
-			// two high bits to bits 4-5
-			for _, part := range []struct {
-				src   VecVirtual
-				hiNib bool
-				shl   int // qh << shl (or >> −shl) & 48
-				at    int // value offset within the half
-			}{{a, false, 4, 0}, {b, false, 2, 32}, {a, true, 0, 64}, {b, true, -2, 96}} {
+			q, parts := q6KLoad(w, h, k, false)
+			for _, part := range parts {
 				v, t := YMM(), YMM()
 				if part.hiNib {
 					VPSRLD(U8(4), part.src, v)
@@ -229,17 +271,39 @@ func dotQ6K(decode bool) {
 			}
 		}
 	}
-	ADDQ(U32(210), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, 210)
 	if !decode {
 		Store(hsum(addTree(acc)), ReturnIndex(0))
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// q6KPart is one of the four 32-value parts of a half (128 values) of a
+// q6_K super-block, in the lanes q6KLoad loaded: the low 4 bits of its
+// codes are the low (hiNib: high) nibbles of src, the high 2 bits those of
+// qh shifted left by shl (right by −shl) to bits 4-5, and its values stand
+// at value offset at of the half.
+type q6KPart struct {
+	src   VecVirtual
+	hiNib bool
+	shl   int
+	at    int
+}
+
+// q6KLoad loads the ql and qh bytes of lanes l = 8k..8k+7 (with z, ZMMs of
+// lanes 16k..16k+15) of half h of the q6_K super-block at w, zero-extended
+// to dwords, and returns qh and the four parts they hold.
+func q6KLoad(w Register, h, k int, z bool) (qh VecVirtual, parts []q6KPart) {
+	n, vec := 8, YMM
+	if z {
+		n, vec = 16, ZMM
+	}
+	a, b, q := vec(), vec(), vec()
+	VPMOVZXBD(Mem{Base: w, Disp: 64*h + n*k}, a)       // ql[l]: values l (low), l+64 (high)
+	VPMOVZXBD(Mem{Base: w, Disp: 64*h + 32 + n*k}, b)  // ql[l+32]: values l+32, l+96
+	VPMOVZXBD(Mem{Base: w, Disp: 128 + 32*h + n*k}, q) // qh[l]
+	return q, []q6KPart{{a, false, 4, 0}, {b, false, 2, 32}, {a, true, 0, 64}, {b, true, -2, 96}}
 }
 
 // halfBroadcast returns 8 float32 copies of the binary16 at m.
@@ -258,33 +322,16 @@ func halfBroadcast(m Mem) VecVirtual {
 // 4-7), each product rounded once as ggml's get_scale_min_k4 and
 // dequantize_row_q4_K compute it.
 func q4KScales(w, s Register) (scales, mins VecVirtual) {
-	a, b, c, t := GP32(), GP32(), GP32(), GP32()
-	MOVL(Mem{Base: w, Disp: 4}, a)
-	MOVL(Mem{Base: w, Disp: 8}, b)
-	MOVL(Mem{Base: w, Disp: 12}, c)
+	a, b, c := q4KPacked(w)
+	t := GP32()
 	lo, hi := GP32(), GP32()
 	vs, vm := XMM(), XMM()
-	// scales: a & 0x3f.. then (c & 0x0f..) | ((a >> 2) & 0x30..)
-	MOVL(a, lo)
-	ANDL(U32(0x3f3f3f3f), lo)
-	MOVL(c, hi)
-	ANDL(U32(0x0f0f0f0f), hi)
-	MOVL(a, t)
-	SHRL(U8(2), t)
-	ANDL(U32(0x30303030), t)
-	ORL(t, hi)
+	q4KLow(a, lo)
+	q4KHigh(a, c, 0, hi, t)
 	VMOVD(lo, vs)
 	VPINSRD(U8(1), hi, vs, vs)
-	// mins: b & 0x3f.. then ((c >> 4) & 0x0f..) | ((b >> 2) & 0x30..)
-	MOVL(b, lo)
-	ANDL(U32(0x3f3f3f3f), lo)
-	MOVL(c, hi)
-	SHRL(U8(4), hi)
-	ANDL(U32(0x0f0f0f0f), hi)
-	MOVL(b, t)
-	SHRL(U8(2), t)
-	ANDL(U32(0x30303030), t)
-	ORL(t, hi)
+	q4KLow(b, lo)
+	q4KHigh(b, c, 4, hi, t)
 	VMOVD(lo, vm)
 	VPINSRD(U8(1), hi, vm, vm)
 	ys, ym := YMM(), YMM()
@@ -297,6 +344,41 @@ func q4KScales(w, s Register) (scales, mins VecVirtual) {
 	VMOVUPS(ys, Mem{Base: s})
 	VMOVUPS(ym, Mem{Base: s, Disp: 32})
 	return ys, ym
+}
+
+// q4KPacked loads the 12 bytes of 6-bit scales and mins of the q4_K (q5_K)
+// super-block at w (bytes 4..15, ggml's get_scale_min_k4 packing) as the
+// dwords a (scales 0..3, and the top bits of scales 4..7), b (the same for
+// the mins) and c (the low nibbles of scales and mins 4..7). q4KLow and
+// q4KHigh take the values out, four bytes at a time.
+func q4KPacked(w Register) (a, b, c GPVirtual) {
+	a, b, c = GP32(), GP32(), GP32()
+	MOVL(Mem{Base: w, Disp: 4}, a)
+	MOVL(Mem{Base: w, Disp: 8}, b)
+	MOVL(Mem{Base: w, Disp: 12}, c)
+	return a, b, c
+}
+
+// q4KLow sets r to scales 0..3 (src a of q4KPacked) or mins 0..3 (src b),
+// a byte each: src & 0x3f3f3f3f.
+func q4KLow(src, r GPVirtual) {
+	MOVL(src, r)
+	ANDL(U32(0x3f3f3f3f), r)
+}
+
+// q4KHigh sets r to scales 4..7 (src a, shift 0) or mins 4..7 (src b,
+// shift 4), a byte each: ((c >> shift) & 0x0f0f0f0f) | ((src >> 2) &
+// 0x30303030), with t a scratch.
+func q4KHigh(src, c GPVirtual, shift int, r, t GPVirtual) {
+	MOVL(c, r)
+	if shift > 0 {
+		SHRL(U8(shift), r)
+	}
+	ANDL(U32(0x0f0f0f0f), r)
+	MOVL(src, t)
+	SHRL(U8(2), t)
+	ANDL(U32(0x30303030), t)
+	ORL(t, r)
 }
 
 // q6KScales writes sc[j] = d·scale_j (j = 0..15) for the q6_K super-block
@@ -343,48 +425,15 @@ func dotQ4KSums(five bool) {
 	m := YMM()
 	VMOVDQU(mask, m)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
+	kquantLoop(name, w, nb, 3)
 	_, mins := q4KScales(w, s)
 	VFMADD231PS(Mem{Base: xs}, mins, minacc)
 	for c := 0; c < 4; c++ {
 		accL, accH := YMM(), YMM()
 		for k := 0; k < 4; k++ {
-			v, lo, hi := YMM(), YMM(), YMM()
-			VPMOVZXBD(Mem{Base: w, Disp: qsAt + 32*c + 8*k}, v)
-			VPAND(m, v, lo)
-			VPSRLD(U8(4), v, hi)
-			if five {
-				h := YMM()
-				VPMOVZXBD(Mem{Base: w, Disp: 16 + 8*k}, h)
-				for i, dst := range []VecVirtual{lo, hi} {
-					t := YMM()
-					switch sh := 4 - (2*c + i); {
-					case sh > 0:
-						VPSLLD(U8(sh), h, t)
-					case sh < 0:
-						VPSRLD(U8(-sh), h, t)
-					default:
-						VMOVDQA(h, t)
-					}
-					VPAND(bit4, t, t)
-					VPOR(t, dst, dst)
-				}
-			}
-			VCVTDQ2PS(lo, lo)
-			VCVTDQ2PS(hi, hi)
+			lo, hi := q4KCodes(w, qsAt, c, k, m, bit4, five)
 			xl, xh := Mem{Base: x, Disp: 4 * (64*c + 8*k)}, Mem{Base: x, Disp: 4 * (64*c + 32 + 8*k)}
-			if k == 0 {
-				VMULPS(xl, lo, accL)
-				VMULPS(xh, hi, accH)
-			} else {
-				VFMADD231PS(xl, lo, accL)
-				VFMADD231PS(xh, hi, accH)
-			}
+			groupDots(k == 0, xl, xh, lo, hi, accL, accH)
 		}
 		slo, shi := YMM(), YMM()
 		VBROADCASTSS(Mem{Base: s, Disp: 4 * (2 * c)}, slo)
@@ -392,13 +441,7 @@ func dotQ4KSums(five bool) {
 		VFMADD231PS(slo, accL, tot[c%2])
 		VFMADD231PS(shi, accH, tot[2+c%2])
 	}
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(1024), x)
-	ADDQ(U32(32), xs)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, xs, nb, blockBytes)
 	r := addTree(tot)
 	VSUBPS(minacc, r, r)
 	Store(hsum(r), ReturnIndex(0))

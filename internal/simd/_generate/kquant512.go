@@ -43,27 +43,16 @@ func halfMasks() (lo, hi Op) {
 // The bytes are put together with instructions of AVX-512 F and VL only
 // (VMOVD and unpacks, not VPINSRD, whose EVEX form is AVX-512 DQ).
 func q4KScales512(w, s Register, kLo, kHi Op) VecVirtual {
-	a, b, c, t := GP32(), GP32(), GP32(), GP32()
-	MOVL(Mem{Base: w, Disp: 4}, a)
-	MOVL(Mem{Base: w, Disp: 8}, b)
-	MOVL(Mem{Base: w, Disp: 12}, c)
+	a, b, c := q4KPacked(w)
+	t := GP32()
 	part := func(src GPVirtual, shift int) GPVirtual {
-		// (src & 0x3f..) for shift < 0, else ((c >> shift) & 0x0f..) | ((src >> 2) & 0x30..)
+		// q4KLow for shift < 0, else q4KHigh
 		r := GP32()
 		if shift < 0 {
-			MOVL(src, r)
-			ANDL(U32(0x3f3f3f3f), r)
-			return r
+			q4KLow(src, r)
+		} else {
+			q4KHigh(src, c, shift, r, t)
 		}
-		MOVL(c, r)
-		if shift > 0 {
-			SHRL(U8(shift), r)
-		}
-		ANDL(U32(0x0f0f0f0f), r)
-		MOVL(src, t)
-		SHRL(U8(2), t)
-		ANDL(U32(0x30303030), t)
-		ORL(t, r)
 		return r
 	}
 	v := []VecVirtual{XMM(), XMM(), XMM(), XMM()}
@@ -156,12 +145,7 @@ func dotQ4KSums512(five bool) {
 	tot := zeros512(4)
 	minacc := zeros512(1)[0]
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
+	kquantLoop(name, w, nb, 3)
 	sz := q4KScales512(w, s, kLo, kHi)
 	xv := ZMM()
 	VBROADCASTF64X4(Mem{Base: xs}, xv) // xs[g] in lanes g and 8+g
@@ -178,24 +162,12 @@ func dotQ4KSums512(five bool) {
 		for k := 0; k < 2; k++ {
 			lo, hi := q4KCodes512(w, qsAt, c, k, mask, bit4, hb[k])
 			xl, xh := Mem{Base: x, Disp: 4 * (64*c + 16*k)}, Mem{Base: x, Disp: 4 * (64*c + 32 + 16*k)}
-			if k == 0 {
-				VMULPS(xl, lo, accL)
-				VMULPS(xh, hi, accH)
-			} else {
-				VFMADD231PS(xl, lo, accL)
-				VFMADD231PS(xh, hi, accH)
-			}
+			groupDots(k == 0, xl, xh, lo, hi, accL, accH)
 		}
 		VFMADD231PS_BCST(Mem{Base: s, Disp: 4 * (2 * c)}, accL, tot[c%2])
 		VFMADD231PS_BCST(Mem{Base: s, Disp: 4 * (2*c + 1)}, accH, tot[2+c%2])
 	}
-	ADDQ(U32(uint32(blockBytes)), w)
-	ADDQ(U32(1024), x)
-	ADDQ(U32(32), xs)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, xs, nb, blockBytes)
 	r := addTree(tot)
 	VSUBPS(minacc, r, kHi, r) // lanes 0-7 of minacc hold d·scale_g·xs[g]
 	Store(hsum512(r), ReturnIndex(0))
@@ -228,12 +200,7 @@ func q4KToF32512(five bool) {
 		bit4 = splat32(16)
 	}
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
+	kquantLoop(name, w, nb, 3)
 	q4KScales512(w, s, kLo, kHi)
 	var hb [2]VecVirtual
 	if five {
@@ -253,12 +220,7 @@ func q4KToF32512(five bool) {
 			}
 		}
 	}
-	ADDQ(U32(uint32(blockBytes)), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, blockBytes)
 	VZEROUPPER()
 	RET()
 }
@@ -290,12 +252,7 @@ func dotQ6K512(decode bool) {
 		acc = zeros512(8)
 	}
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	for line := 0; line < 256; line += 64 {
-		prefetchLine(Mem{Base: w, Disp: line})
-	}
+	kquantLoop(name, w, nb, 4)
 	// sc[j] = d·scale_j
 	sz := ZMM()
 	VPMOVSXBD(Mem{Base: w, Disp: 192}, sz)
@@ -304,16 +261,8 @@ func dotQ6K512(decode bool) {
 	VMOVUPS(sz, Mem{Base: s})
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 2; k++ { // 16 lanes l = 16k..16k+15 of the 32
-			a, b, q := ZMM(), ZMM(), ZMM()
-			VPMOVZXBD(Mem{Base: w, Disp: 64*h + 16*k}, a)       // ql[l]: values l (low), l+64 (high)
-			VPMOVZXBD(Mem{Base: w, Disp: 64*h + 32 + 16*k}, b)  // ql[l+32]: values l+32, l+96
-			VPMOVZXBD(Mem{Base: w, Disp: 128 + 32*h + 16*k}, q) // qh[l]
-			for p, part := range []struct {
-				src   VecVirtual
-				hiNib bool
-				shl   int // qh << shl (or >> −shl), then & 48
-				at    int // value offset within the half
-			}{{a, false, 4, 0}, {b, false, 2, 32}, {a, true, 0, 64}, {b, true, -2, 96}} {
+			q, parts := q6KLoad(w, h, k, true)
+			for p, part := range parts {
 				v := ZMM()
 				if part.hiNib {
 					VPSRLD(U8(4), part.src, v)
@@ -342,12 +291,7 @@ func dotQ6K512(decode bool) {
 			}
 		}
 	}
-	ADDQ(U32(210), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, 210)
 	if !decode {
 		Store(hsum512(addTree(acc)), ReturnIndex(0))
 	}

@@ -169,6 +169,16 @@ func zeros(n int) []VecVirtual {
 	return v
 }
 
+// zeroGrid returns rows sets of cols zeroed accumulators, zeros making
+// each set (zeros, zeros512 or a wtype's zeros).
+func zeroGrid(rows, cols int, zeros func(int) []VecVirtual) [][]VecVirtual {
+	acc := make([][]VecVirtual, rows)
+	for i := range acc {
+		acc[i] = zeros(cols)
+	}
+	return acc
+}
+
 // hsum leaves the sum of the 8 lanes of y in lane 0 of the returned XMM.
 func hsum(y VecVirtual) VecVirtual {
 	hi := XMM()
@@ -256,6 +266,74 @@ func storeRows(x VecVirtual, m Mem, n int) {
 	}
 }
 
+// rowPtrs returns pointers to n rows stride bytes apart: base, then each
+// row's own register, LEAQ'd from the row before.
+func rowPtrs(base, stride Register, n int) []Register {
+	rows := []Register{base}
+	for i := 1; i < n; i++ {
+		r := GP64()
+		LEAQ(Mem{Base: rows[i-1], Index: stride, Scale: 1}, r)
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// rowMems is rowPtrs as memory operands.
+func rowMems(base, stride Register, n int) []Mem {
+	ms := make([]Mem, n)
+	for i, r := range rowPtrs(base, stride, n) {
+		ms[i] = Mem{Base: r}
+	}
+	return ms
+}
+
+// eachRow emits row(i) for the n rows of an output, i = 0..n-1, moving
+// dst on by ldd bytes between rows.
+func eachRow(dst, ldd Register, n int, row func(i int)) {
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			ADDQ(ldd, dst)
+		}
+		row(i)
+	}
+}
+
+// elementBounds returns n rounded down to a multiple of big in a new
+// register, and rounds n down to a multiple of 8 in place: the ends of
+// elementLoops' two loops.
+func elementBounds(n Register, big int) Register {
+	nBig := GP64()
+	MOVQ(n, nBig)
+	ANDQ(I32(-int32(big)), nBig)
+	ANDQ(I32(-8), n)
+	return nBig
+}
+
+// elementLoops emits an AVX2 kernel's two loops over the element index i
+// (a new register, from 0): name_loop<big>, whose body(i, big/8) takes big
+// elements (big/8 YMMs of 8) while i < nBig, then name_loop8, whose
+// body(i, 1) takes 8 while i < n. Both leave for name_done, which the
+// caller emits.
+func elementLoops(name string, big int, nBig, n Register, body func(i Register, vecs int)) {
+	i := GP64()
+	XORQ(i, i)
+	loop := fmt.Sprintf("%s_loop%d", name, big)
+
+	Label(loop)
+	CMPQ(i, nBig)
+	JAE(LabelRef(name + "_loop8"))
+	body(i, big/8)
+	ADDQ(U32(uint32(big)), i)
+	JMP(LabelRef(loop))
+
+	Label(name + "_loop8")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	body(i, 1)
+	ADDQ(U32(8), i)
+	JMP(LabelRef(name + "_loop8"))
+}
+
 // dot: Σ w[i]*x[i] over len(x)&^7 elements.
 func dot(t wtype) {
 	name := "dot" + t.name + "AVX2"
@@ -272,34 +350,18 @@ func dotAVX2Body(name string, t wtype, p pfMode) {
 	w := Mem{Base: Load(Param("w").Base(), GP64())}
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	n := Load(Param("x").Len(), GP64())
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
+	n32 := elementBounds(n, 32)
 	acc := zeros(4)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	p.line(w.Idx(i, t.size))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	t.load(w.Idx(i, t.size), v)
-	VFMADD231PS(x.Idx(i, 4), v, acc[0])
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		if vecs > 1 {
+			p.line(w.Idx(i, t.size))
+		}
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+			VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
+		}
+	})
 
 	Label(name + "_done")
 	s := hsum(addTree(acc))
@@ -323,37 +385,18 @@ func axpy(t wtype) {
 	}
 	alpha := YMM()
 	VBROADCASTSS(ab.Addr, alpha)
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	vs := make([]VecVirtual, 4)
-	for k := range vs {
-		vs[k] = YMM()
-		t.load(x.Idx(i, t.size).Offset(8*k*int(t.size)), vs[k])
-	}
-	for k, v := range vs {
-		VFMADD213PS(y.Idx(i, 4).Offset(32*k), alpha, v) // v = alpha*v + y
-		VMOVUPS(v, y.Idx(i, 4).Offset(32*k))
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	t.load(x.Idx(i, t.size), v)
-	VFMADD213PS(y.Idx(i, 4), alpha, v)
-	VMOVUPS(v, y.Idx(i, 4))
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	n32 := elementBounds(n, 32)
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		vs := make([]VecVirtual, vecs)
+		for k := range vs {
+			vs[k] = YMM()
+			t.load(x.Idx(i, t.size).Offset(8*k*int(t.size)), vs[k])
+		}
+		for k, v := range vs {
+			VFMADD213PS(y.Idx(i, 4).Offset(32*k), alpha, v) // v = alpha*v + y
+			VMOVUPS(v, y.Idx(i, 4).Offset(32*k))
+		}
+	})
 
 	Label(name + "_done")
 	VZEROUPPER()
@@ -372,32 +415,14 @@ func scale() {
 	}
 	alpha := YMM()
 	VBROADCASTSS(ab.Addr, alpha)
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		VMULPS(x.Idx(i, 4).Offset(32*k), alpha, v)
-		VMOVUPS(v, x.Idx(i, 4).Offset(32*k))
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	VMULPS(x.Idx(i, 4), alpha, v)
-	VMOVUPS(v, x.Idx(i, 4))
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	n32 := elementBounds(n, 32)
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			VMULPS(x.Idx(i, 4).Offset(32*k), alpha, v)
+			VMOVUPS(v, x.Idx(i, 4).Offset(32*k))
+		}
+	})
 
 	Label(name + "_done")
 	VZEROUPPER()
@@ -421,37 +446,18 @@ func mul(add bool) {
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	y := Mem{Base: Load(Param("y").Base(), GP64())}
 	n := Load(Param(d).Len(), GP64())
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	i := GP64()
-	XORQ(i, i)
-	step := func(k int) {
-		v := YMM()
-		VMOVUPS(x.Idx(i, 4).Offset(32*k), v)
-		VMULPS(y.Idx(i, 4).Offset(32*k), v, v)
-		if add {
-			VADDPS(dst.Idx(i, 4).Offset(32*k), v, v)
+	n32 := elementBounds(n, 32)
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			VMOVUPS(x.Idx(i, 4).Offset(32*k), v)
+			VMULPS(y.Idx(i, 4).Offset(32*k), v, v)
+			if add {
+				VADDPS(dst.Idx(i, 4).Offset(32*k), v, v)
+			}
+			VMOVUPS(v, dst.Idx(i, 4).Offset(32*k))
 		}
-		VMOVUPS(v, dst.Idx(i, 4).Offset(32*k))
-	}
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 4; k++ {
-		step(k)
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	step(0)
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	})
 
 	Label(name + "_done")
 	VZEROUPPER()
@@ -466,29 +472,13 @@ func sum() {
 		name+" returns Σ x[i] for i < len(x)&^7.")
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	n := Load(Param("x").Len(), GP64())
-	n64 := GP64()
-	MOVQ(n, n64)
-	ANDQ(I32(-64), n64)
-	ANDQ(I32(-8), n)
+	n64 := elementBounds(n, 64)
 	acc := zeros(8)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop64")
-	CMPQ(i, n64)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 8; k++ {
-		VADDPS(x.Idx(i, 4).Offset(32*k), acc[k], acc[k])
-	}
-	ADDQ(U32(64), i)
-	JMP(LabelRef(name + "_loop64"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	VADDPS(x.Idx(i, 4), acc[0], acc[0])
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	elementLoops(name, 64, n64, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			VADDPS(x.Idx(i, 4).Offset(32*k), acc[k], acc[k])
+		}
+	})
 
 	Label(name + "_done")
 	s := hsum(addTree(acc))
@@ -548,8 +538,7 @@ func dotQ80() {
 	// rounds, load 2-3): 1.30× (1 worker) and 1.31× (2 workers) with
 	// prefetchLine's distances, 1.2-1.3× with others, where the same
 	// prefetches cost the F16, BF16 and F32 kernels 5-20%.
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLines(w, 2)
 	for k := 0; k < 2; k++ {
 		blk := Mem{Base: w, Disp: 34 * k}
 		xm := Mem{Base: x, Disp: 128 * k}
@@ -585,32 +574,14 @@ func widen(t wtype) {
 	d := Mem{Base: Load(Param("dst").Base(), GP64())}
 	s := Mem{Base: Load(Param("src").Base(), GP64())}
 	n := Load(Param("dst").Len(), GP64())
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		t.load(s.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		VMOVUPS(v, d.Idx(i, 4).Offset(32*k))
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	t.load(s.Idx(i, t.size), v)
-	VMOVUPS(v, d.Idx(i, 4))
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	n32 := elementBounds(n, 32)
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			t.load(s.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+			VMOVUPS(v, d.Idx(i, 4).Offset(32*k))
+		}
+	})
 
 	Label(name + "_done")
 	VZEROUPPER()
@@ -627,32 +598,14 @@ func narrowF16() {
 	d := Mem{Base: Load(Param("dst").Base(), GP64())}
 	s := Mem{Base: Load(Param("src").Base(), GP64())}
 	n := Load(Param("dst").Len(), GP64())
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		VMOVUPS(s.Idx(i, 4).Offset(32*k), v)
-		VCVTPS2PH(U8(0), v, d.Idx(i, 2).Offset(16*k))
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	VMOVUPS(s.Idx(i, 4), v)
-	VCVTPS2PH(U8(0), v, d.Idx(i, 2))
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	n32 := elementBounds(n, 32)
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			VMOVUPS(s.Idx(i, 4).Offset(32*k), v)
+			VCVTPS2PH(U8(0), v, d.Idx(i, 2).Offset(16*k))
+		}
+	})
 
 	Label(name + "_done")
 	VZEROUPPER()
@@ -732,15 +685,7 @@ func gemm(t wtype, nt, nr int, accumulate bool) {
 	xp := Load(Param("x"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(U8(2), ldx)
-	xs := make([]Mem, nt)
-	for i := range xs {
-		b := xp
-		if i > 0 {
-			b = GP64()
-			LEAQ(Mem{Base: xs[i-1].Base, Index: ldx, Scale: 1}, b)
-		}
-		xs[i] = Mem{Base: b}
-	}
+	xs := rowMems(xp, ldx, nt)
 	wp := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
 	if t.size == 4 {
@@ -748,20 +693,9 @@ func gemm(t wtype, nt, nr int, accumulate bool) {
 	} else {
 		SHLQ(U8(1), ldw)
 	}
-	ws := make([]Mem, nr)
-	for j := range ws {
-		b := wp
-		if j > 0 {
-			b = GP64()
-			LEAQ(Mem{Base: ws[j-1].Base, Index: ldw, Scale: 1}, b)
-		}
-		ws[j] = Mem{Base: b}
-	}
+	ws := rowMems(wp, ldw, nr)
 	n := Load(Param("n"), GP64())
-	acc := make([][]VecVirtual, nt)
-	for i := range acc {
-		acc[i] = zeros(nr)
-	}
+	acc := zeroGrid(nt, nr, zeros)
 	c := GP64()
 	XORQ(c, c)
 
@@ -795,16 +729,13 @@ func gemmStore(nt, nr int, acc [][]VecVirtual, accumulate bool) {
 	dst := Load(Param("dst"), GP64())
 	ldd := Load(Param("ldd"), GP64())
 	SHLQ(U8(2), ldd)
-	for i := 0; i < nt; i++ {
-		if i > 0 {
-			ADDQ(ldd, dst)
-		}
+	eachRow(dst, ldd, nt, func(i int) {
 		r := reduceRows(acc[i])
 		if accumulate {
 			addRows(r, Mem{Base: dst}, nr)
 		}
 		storeRows(r, Mem{Base: dst}, nr)
-	}
+	})
 }
 
 // gemmQ80: nt token rows by nr Q8_0 weight rows. Per block each row's codes
@@ -821,36 +752,17 @@ func gemmQ80(nt, nr int, accumulate bool) {
 	xp := Load(Param("x"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(U8(2), ldx)
-	xs := make([]Register, nt)
-	for i := range xs {
-		if i == 0 {
-			xs[i] = xp
-			continue
-		}
-		xs[i] = GP64()
-		LEAQ(Mem{Base: xs[i-1], Index: ldx, Scale: 1}, xs[i])
-	}
+	xs := rowPtrs(xp, ldx, nt)
 	wp := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
-	ws := make([]Register, nr)
-	for j := range ws {
-		if j == 0 {
-			ws[j] = wp
-			continue
-		}
-		ws[j] = GP64()
-		LEAQ(Mem{Base: ws[j-1], Index: ldw, Scale: 1}, ws[j])
-	}
+	ws := rowPtrs(wp, ldw, nr)
 	nb := Load(Param("nb"), GP64())
 	spill := nt*nr+2*nr+1 > 16
 	var local Mem
 	if spill {
 		local = AllocLocal(32 * nr)
 	}
-	acc := make([][]VecVirtual, nt)
-	for i := range acc {
-		acc[i] = zeros(nr)
-	}
+	acc := zeroGrid(nt, nr, zeros)
 	woff := GP64() // byte offset of the block within each weight row
 	XORQ(woff, woff)
 	xoff := GP64() // byte offset of the block within each token row

@@ -60,15 +60,7 @@ func multitokArgs(nt int) (dst, ldd, w Register, xs []Mem, n Register) {
 	xp := Load(Param("x"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(U8(2), ldx)
-	xs = make([]Mem, nt)
-	for i := range xs {
-		b := xp
-		if i > 0 {
-			b = GP64()
-			LEAQ(Mem{Base: xs[i-1].Base, Index: ldx, Scale: 1}, b)
-		}
-		xs[i] = Mem{Base: b}
-	}
+	xs = rowMems(xp, ldx, nt)
 	n = Load(Param("n"), GP64())
 	return
 }
@@ -78,14 +70,14 @@ func multitokHeader(name, wType, doc string, nt int) {
 		fmt.Sprintf("%s sets dst[t*ldd] for t < %d to %s", name, nt, doc))
 }
 
-// storeTokenRows stores lane 0 of each of s to dst, dst+ldd, ...
-func storeTokenRows(dst, ldd Register, s []VecVirtual) {
-	for t, v := range s {
-		if t > 0 {
-			ADDQ(ldd, dst)
-		}
-		VMOVSS(v.AsX(), Mem{Base: dst})
+// storeTokenRows sums each token row's accumulators acc[t] (addTree, then
+// hsum, or hsum512 for ZMMs), then stores the sums to dst, dst+ldd, ...
+func storeTokenRows(dst, ldd Register, acc [][]VecVirtual, hsum func(VecVirtual) VecVirtual) {
+	s := make([]VecVirtual, len(acc))
+	for r := range acc {
+		s[r] = hsum(addTree(acc[r]))
 	}
+	eachRow(dst, ldd, len(s), func(t int) { VMOVSS(s[t].AsX(), Mem{Base: dst}) })
 }
 
 // dots is dot(t) for nt token rows: Σ float32(w[i])*x_t[i] over n&^7
@@ -95,47 +87,20 @@ func dots(t wtype, nt int) {
 	multitokHeader(name, t.goType, fmt.Sprintf("dot%sAVX2(w[:n], x[t*ldx:][:n]), bit for bit.", t.name), nt)
 	dst, ldd, wp, xs, n := multitokArgs(nt)
 	w := Mem{Base: wp}
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros(4)
-	}
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		for r := range acc {
-			VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
+	n32 := elementBounds(n, 32)
+	acc := zeroGrid(nt, 4, zeros)
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			v := YMM()
+			t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+			for r := range acc {
+				VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
+			}
 		}
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	v := YMM()
-	t.load(w.Idx(i, t.size), v)
-	for r := range acc {
-		VFMADD231PS(xs[r].Idx(i, 4), v, acc[r][0])
-	}
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	})
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum)
 	VZEROUPPER()
 	RET()
 }
@@ -147,10 +112,7 @@ func dotsQ80(nt int) {
 	multitokHeader(name, "byte", "dotQ80AVX2(w, x[t*ldx:][:n]), bit for bit.", nt)
 	dst, ldd, w, xs, nb := multitokArgs(nt)
 	SHRQ(U8(5), nb)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros(2)
-	}
+	acc := zeroGrid(nt, 2, zeros)
 	// block adds block blk's term, x_t at xs[t] + xoff, to accumulator k.
 	block := func(blk Mem, xoff, k int) {
 		p := make([]VecVirtual, nt)
@@ -175,8 +137,7 @@ func dotsQ80(nt int) {
 	Label(name + "_loop2")
 	CMPQ(nb, U32(2))
 	JB(LabelRef(name + "_loop1"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
+	prefetchLines(w, 2)
 	for k := 0; k < 2; k++ {
 		block(Mem{Base: w, Disp: 34 * k}, 128*k, k)
 	}
@@ -193,11 +154,7 @@ func dotsQ80(nt int) {
 	block(Mem{Base: w}, 0, 0)
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum)
 	VZEROUPPER()
 	RET()
 }
@@ -209,64 +166,31 @@ func dots512(t wtype, unroll, nt int) {
 	dst, ldd, wp, xs, n := multitokArgs(nt)
 	w := Mem{Base: wp}
 	step := 16 * unroll
-	nStep, n16 := GP64(), GP64()
-	MOVQ(n, nStep)
-	ANDQ(I32(-int32(step)), nStep)
-	MOVQ(n, n16)
-	ANDQ(I32(-16), n16)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros512(unroll)
-	}
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop")
-	CMPQ(i, nStep)
-	JAE(LabelRef(name + "_loop16"))
-	for k := 0; k < unroll; k++ {
-		if off := 16 * k * int(t.size); off%64 == 0 {
-			prefetchLine(w.Idx(i, t.size).Offset(off))
+	nStep, n16 := elementBounds512(n, step)
+	acc := zeroGrid(nt, unroll, zeros512)
+	elementLoops512(name, "_loop", step, nStep, n16, n, func(i Register, vecs int) {
+		for k := 0; k < vecs; k++ {
+			if off := 16 * k * int(t.size); vecs > 1 && off%64 == 0 {
+				prefetchLine(w.Idx(i, t.size).Offset(off))
+			}
+			v := ZMM()
+			t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+			for r := range acc {
+				VFMADD231PS(xs[r].Idx(i, 4).Offset(64*k), v, acc[r][k])
+			}
 		}
+	}, func(i Register, k Op) {
 		v := ZMM()
-		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+		t.load512(w.Idx(i, t.size), v, k)
 		for r := range acc {
-			VFMADD231PS(xs[r].Idx(i, 4).Offset(64*k), v, acc[r][k])
+			xv := ZMM()
+			VMOVUPS_Z(xs[r].Idx(i, 4), k, xv)
+			VFMADD231PS(xv, v, acc[r][unroll-1])
 		}
-	}
-	ADDQ(U32(uint32(step)), i)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_loop16")
-	CMPQ(i, n16)
-	JAE(LabelRef(name + "_tail"))
-	v := ZMM()
-	t.load512(w.Idx(i, t.size), v, nil)
-	for r := range acc {
-		VFMADD231PS(xs[r].Idx(i, 4), v, acc[r][0])
-	}
-	ADDQ(U32(16), i)
-	JMP(LabelRef(name + "_loop16"))
-
-	Label(name + "_tail")
-	SUBQ(i, n)
-	JZ(LabelRef(name + "_done"))
-	k := K()
-	tailMask(n, k)
-	v = ZMM()
-	t.load512(w.Idx(i, t.size), v, k)
-	for r := range acc {
-		xv := ZMM()
-		VMOVUPS_Z(xs[r].Idx(i, 4), k, xv)
-		VFMADD231PS(xv, v, acc[r][unroll-1])
-	}
+	})
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum512(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum512)
 	VZEROUPPER()
 	RET()
 }
@@ -278,10 +202,7 @@ func dotsQ80AVX512(unroll, nt int) {
 	multitokHeader(name, "byte", "dotQ80AVX512(w, x[t*ldx:][:n]), bit for bit.", nt)
 	dst, ldd, w, xs, nb := multitokArgs(nt)
 	SHRQ(U8(5), nb)
-	acc := make([][]VecVirtual, nt)
-	for r := range acc {
-		acc[r] = zeros512(unroll)
-	}
+	acc := zeroGrid(nt, unroll, zeros512)
 	block := func(blk Mem, xoff, k int) {
 		c0, c1 := ZMM(), ZMM()
 		VPMOVSXBD(blk.Offset(2), c0)
@@ -325,11 +246,7 @@ func dotsQ80AVX512(unroll, nt int) {
 	JMP(LabelRef(name + "_loop1"))
 
 	Label(name + "_done")
-	s := make([]VecVirtual, nt)
-	for r := range acc {
-		s[r] = hsum512(addTree(acc[r]))
-	}
-	storeTokenRows(dst, ldd, s)
+	storeTokenRows(dst, ldd, acc, hsum512)
 	VZEROUPPER()
 	RET()
 }

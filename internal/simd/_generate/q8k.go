@@ -69,36 +69,126 @@ func q8kQ6Shuffle() Mem {
 // super-block at w (bytes 4..15, ggml's get_scale_min_k4 packing) into an
 // XMM of 16 bytes: scales 0..7, then mins 0..7.
 func q8kUnpackScales(w Register) VecVirtual {
-	a, b, c := GP32(), GP32(), GP32()
-	MOVL(Mem{Base: w, Disp: 4}, a)
-	MOVL(Mem{Base: w, Disp: 8}, b)
-	MOVL(Mem{Base: w, Disp: 12}, c)
+	a, b, c := q4KPacked(w)
 	v := XMM()
 	t, u := GP32(), GP32()
-	// scales 0..3: a & 0x3f; scales 4..7: (c & 0x0f) | (a>>6 & 3)<<4
-	MOVL(a, t)
-	ANDL(U32(0x3f3f3f3f), t)
+	q4KLow(a, t)
 	VMOVD(t, v)
-	MOVL(c, t)
-	ANDL(U32(0x0f0f0f0f), t)
-	MOVL(a, u)
-	SHRL(U8(2), u)
-	ANDL(U32(0x30303030), u)
-	ORL(u, t)
+	q4KHigh(a, c, 0, t, u)
 	VPINSRD(U8(1), t, v, v)
-	// mins 0..3: b & 0x3f; mins 4..7: (c>>4 & 0x0f) | (b>>6 & 3)<<4
-	MOVL(b, t)
-	ANDL(U32(0x3f3f3f3f), t)
+	q4KLow(b, t)
 	VPINSRD(U8(2), t, v, v)
-	MOVL(c, t)
-	SHRL(U8(4), t)
-	ANDL(U32(0x0f0f0f0f), t)
-	MOVL(b, u)
-	SHRL(U8(2), u)
-	ANDL(U32(0x30303030), u)
-	ORL(u, t)
+	q4KHigh(b, c, 4, t, u)
 	VPINSRD(U8(3), t, v, v)
 	return v
+}
+
+// q8kQ4KScales returns the scales and mins of the q4_K (q5_K)
+// super-block at w as int16 words, sm (scales 0..7 | mins 0..7), and in
+// mn the int32 products of the mins with the Q8_K block q's sums, each
+// min taking two 16-value sums (their lane total is M). With spread it
+// also returns sc, the scales in both 128-bit lanes (for the AVX2
+// kernel's VPSHUFB).
+func q8kQ4KScales(w, q Register, spread bool) (sm, sc, mn VecVirtual) {
+	sm = YMM()
+	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
+	if spread {
+		sc = YMM()
+	}
+	mn = YMM()
+	if spread {
+		VPERMQ(U8(0x44), sm, sc) // scales in both lanes
+	}
+	VPERMQ(U8(0x32), sm, mn) // mins 0..3 | mins 4..7
+	VPUNPCKLWD(mn, mn, mn)   // each min twice: it weighs two 16-value sums
+	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	return sm, sc, mn
+}
+
+// q8kNibbles returns the low nibbles of the bytes of v, or with high the
+// high ones, m holding 0x0f in every byte: YMMs (VPAND), or with z ZMMs
+// (VPANDD).
+func q8kNibbles(v, m VecVirtual, high, z bool) VecVirtual {
+	var code VecVirtual
+	if z {
+		code = ZMM()
+	} else {
+		code = YMM()
+	}
+	src := v
+	if high {
+		VPSRLW(U8(4), v, code)
+		src = code
+	}
+	if z {
+		VPANDD(m, src, code)
+	} else {
+		VPAND(m, src, code)
+	}
+	return code
+}
+
+// q8kQ6Consts512 loads the AVX-512 q6_K kernels' constants: m (0x0f) and
+// hm (0x30) in every byte, the word shifts shl and shr that q8kQ6Codes512
+// takes, and idx[n], the VPERMW indices that spread the scales of segments
+// 2n and 2n+1 (of 8): scales 4n, 4n+1 | 4n+2, 4n+3.
+func q8kQ6Consts512() (m, hm VecVirtual, shl, shr Mem, idx []VecVirtual) {
+	m, hm = ZMM(), ZMM()
+	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
+	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
+	// Segment k of a half takes bits 2k, 2k+1 of qh to bits 4, 5: low
+	// nibbles (segments 0 | 1) left by 4 | 2, high (2 | 3) right by 0 | 2.
+	shl = q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
+	shr = q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
+	idx = make([]VecVirtual, 4)
+	for n := range idx {
+		idx[n] = ZMM()
+		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
+			return 4*n + i/8
+		}), idx[n])
+	}
+	return m, hm, shl, shr, idx
+}
+
+// q8kQ6Codes512 returns 64 6-bit q6_K codes: the nibbles of v (i 0: the
+// low ones, whose high bits qh shifted left by the words of shl brings to
+// bits 4, 5; i 1: the high ones, qh shifted right by shr), those bits
+// taken by hm (0x30 in every byte) and ORed in.
+func q8kQ6Codes512(v, qh VecVirtual, i int, m, hm VecVirtual, shl, shr Mem) VecVirtual {
+	code := q8kNibbles(v, m, i == 1, true)
+	t := ZMM()
+	if i == 0 {
+		VPSLLVW(shl, qh, t)
+	} else {
+		VPSRLVW(shr, qh, t)
+	}
+	VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+	return code
+}
+
+// q8kLoop starts the loop of a one-row kernel over its nb super-blocks at
+// w (kquantLoop) and returns the kernel's float32 sum s, zeroed before it.
+func q8kLoop(name string, w, nb Register, lines int) VecVirtual {
+	s := XMM()
+	VXORPS(s, s, s)
+
+	kquantLoop(name, w, nb, lines)
+	return s
+}
+
+// q8kNext ends the loop q8kLoop started: w moves on by a super-block of
+// blockBytes, q by a Q8_K block, nb counts down; after the loop the kernel
+// returns s.
+func q8kNext(name string, w, q, nb Register, blockBytes int, s VecVirtual) {
+	ADDQ(U32(uint32(blockBytes)), w)
+	ADDQ(U32(q8kBytes), q)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
 }
 
 // q8kReduce2 returns an XMM whose lanes 0 and 1 hold the int32 lane sums
@@ -155,22 +245,8 @@ func dotQ4KQ8K(five bool) {
 	shuf := q8kScaleShuffle()
 	m := YMM()
 	VMOVDQU(mask, m)
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	sm := YMM()
-	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
-	sc, mn := YMM(), YMM()
-	VPERMQ(U8(0x44), sm, sc) // scales in both lanes
-	VPERMQ(U8(0x32), sm, mn) // mins 0..3 | mins 4..7
-	VPUNPCKLWD(mn, mn, mn)   // each min twice: it weighs two 16-value sums
-	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	s := q8kLoop(name, w, nb, 3)
+	_, sc, mn := q8kQ4KScales(w, q, true)
 	var qh VecVirtual
 	if five {
 		qh = YMM()
@@ -182,23 +258,10 @@ func dotQ4KQ8K(five bool) {
 		VMOVDQU(Mem{Base: w, Disp: qsAt + 32*c}, v)
 		for i := 0; i < 2; i++ {
 			g := 2*c + i
-			code := YMM()
-			if i == 0 {
-				VPAND(m, v, code)
-			} else {
-				VPSRLW(U8(4), v, code)
-				VPAND(m, code, code)
-			}
+			code := q8kNibbles(v, m, i == 1, false)
 			if five { // bit g of each qh byte to bit 4
 				t := YMM()
-				switch sh := 4 - g; {
-				case sh > 0:
-					VPSLLW(U8(sh), qh, t)
-				case sh < 0:
-					VPSRLW(U8(-sh), qh, t)
-				default:
-					VMOVDQA(qh, t)
-				}
+				shiftBits(4-g, qh, t, true)
 				VPAND(bit4, t, t)
 				VPOR(t, code, code)
 			}
@@ -211,15 +274,7 @@ func dotQ4KQ8K(five bool) {
 	}
 	VPADDD(acc[1], acc[0], acc[0])
 	q8kFinish(s, q8kReduce2(acc[0], mn), Mem{Base: w}, q, true)
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, blockBytes, s)
 }
 
 // dotQ6KQ8K writes dotQ6KQ8KAVX2: the codes 0..63 are multiplied as they
@@ -239,16 +294,7 @@ func dotQ6KQ8K() {
 	m, hm := YMM(), YMM()
 	VMOVDQU(mask, m)
 	VMOVDQU(hmask, hm)
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	prefetchLine(Mem{Base: w, Disp: 192})
+	s := q8kLoop(name, w, nb, 4)
 	sc8 := XMM()
 	VMOVDQU(Mem{Base: w, Disp: 192}, sc8)
 	off := YMM()
@@ -263,21 +309,9 @@ func dotQ6KQ8K() {
 		VMOVDQU(Mem{Base: w, Disp: 64 * h}, ql[0])
 		VMOVDQU(Mem{Base: w, Disp: 64*h + 32}, ql[1])
 		for k := 0; k < 4; k++ {
-			code, t := YMM(), YMM()
-			if k < 2 {
-				VPAND(m, ql[k], code)
-			} else {
-				VPSRLW(U8(4), ql[k-2], code)
-				VPAND(m, code, code)
-			}
-			switch sh := 4 - 2*k; { // bits 2k, 2k+1 of qh to bits 4, 5
-			case sh > 0:
-				VPSLLW(U8(sh), qh, t)
-			case sh < 0:
-				VPSRLW(U8(-sh), qh, t)
-			default:
-				VMOVDQA(qh, t)
-			}
+			code := q8kNibbles(ql[k%2], m, k >= 2, false)
+			t := YMM()
+			shiftBits(4-2*k, qh, t, true) // bits 2k, 2k+1 of qh to bits 4, 5
 			VPAND(hm, t, t)
 			VPOR(t, code, code)
 			j := 4*h + k
@@ -293,15 +327,7 @@ func dotQ6KQ8K() {
 	VPADDD(acc[1], acc[0], acc[0])
 	VPSUBD(off, acc[0], acc[0])
 	q8kFinish(s, q8kReduce2(acc[0], acc[0]), Mem{Base: w, Disp: 208}, q, false)
-	ADDQ(U32(210), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, 210, s)
 }
 
 // q8kVNNI emits an AVX-512 VNNI instruction avo does not know (op src2,
@@ -388,21 +414,8 @@ func dotQ4KQ8K512(five, vnni bool) {
 			return []int{0, 1, 4, 5}[n] + 2*(i/16)
 		}), idx[n])
 	}
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	sm := YMM()
-	VPMOVZXBW(q8kUnpackScales(w), sm) // scales 0..7 | mins 0..7 as int16
-	mn := YMM()
-	VPERMQ(U8(0x32), sm, mn)
-	VPUNPCKLWD(mn, mn, mn)
-	VPMADDWD(Mem{Base: q, Disp: q8kSums}, mn, mn)
+	s := q8kLoop(name, w, nb, 3)
+	sm, _, mn := q8kQ4KScales(w, q, false)
 	var qh VecVirtual
 	if five {
 		qh = ZMM()
@@ -419,13 +432,7 @@ func dotQ4KQ8K512(five, vnni bool) {
 		for i := 0; i < 2; i++ {
 			n := 2*p + i
 			g := 4*p + i // groups g (low half) and g+2 (high half)
-			code := ZMM()
-			if i == 0 {
-				VPANDD(m, v, code)
-			} else {
-				VPSRLW(U8(4), v, code)
-				VPANDD(m, code, code)
-			}
+			code := q8kNibbles(v, m, i == 1, true)
 			if five {
 				k := K()
 				VPTESTMB(bits.Offset(64*n), qh, k)
@@ -442,15 +449,7 @@ func dotQ4KQ8K512(five, vnni bool) {
 	}
 	VPADDD(acc[1], acc[0], acc[0])
 	q8kFinish(s, q8kReduce2(q8kReduceZ(acc[0]), mn), Mem{Base: w}, q, true)
-	ADDQ(U32(blockBytes), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, blockBytes, s)
 }
 
 // dotQ6KQ8K512 writes dotQ6KQ8KAVX512 or, with vnni, dotQ6KQ8KVNNI: the
@@ -468,30 +467,8 @@ func dotQ6KQ8K512(vnni bool) {
 	w := Load(Param("w").Base(), GP64())
 	q := Load(Param("q").Base(), GP64())
 	nb := Load(Param("nb"), GP64())
-	m, hm := ZMM(), ZMM()
-	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
-	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
-	// Segment k of a half takes bits 2k, 2k+1 of qh to bits 4, 5: low
-	// nibbles (segments 0 | 1) left by 4 | 2, high (2 | 3) right by 0 | 2.
-	shl := q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
-	shr := q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
-	idx := make([]VecVirtual, 4)
-	for n := range idx { // segments 2n, 2n+1 (of 8): scales 4n, 4n+1 | 4n+2, 4n+3
-		idx[n] = ZMM()
-		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
-			return 4*n + i/8
-		}), idx[n])
-	}
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
-	prefetchLine(Mem{Base: w, Disp: 192})
+	m, hm, shl, shr, idx := q8kQ6Consts512()
+	s := q8kLoop(name, w, nb, 4)
 	sc16 := YMM()
 	VPMOVSXBW(Mem{Base: w, Disp: 192}, sc16)
 	off := YMM()
@@ -507,16 +484,7 @@ func dotQ6KQ8K512(vnni bool) {
 		VBROADCASTI64X4(Mem{Base: w, Disp: 128 + 32*h}, qh)
 		VMOVDQU64(Mem{Base: w, Disp: 64 * h}, v)
 		for i := 0; i < 2; i++ {
-			code, t := ZMM(), ZMM()
-			if i == 0 {
-				VPANDD(m, v, code)
-				VPSLLVW(shl, qh, t)
-			} else {
-				VPSRLW(U8(4), v, code)
-				VPANDD(m, code, code)
-				VPSRLVW(shr, qh, t)
-			}
-			VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+			code := q8kQ6Codes512(v, qh, i, m, hm, shl, shr)
 			n := 2*h + i
 			pr, sc := ZMM(), ZMM()
 			VPMADDUBSW(Mem{Base: q, Disp: q8kQs + 64*n}, code, pr)
@@ -528,15 +496,7 @@ func dotQ6KQ8K512(vnni bool) {
 	r := q8kReduceZ(acc[0])
 	VPSUBD(off, r, r)
 	q8kFinish(s, q8kReduce2(r, r), Mem{Base: w, Disp: 208}, q, false)
-	ADDQ(U32(210), w)
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	q8kNext(name, w, q, nb, 210, s)
 }
 
 // q8kRange writes q8kRangeAVX2: the largest and smallest of 256 float32

@@ -53,18 +53,7 @@ func dotQ4KQ8KX4(vnni bool) {
 	if vnni {
 		name = "dotQ4KQ8KX4VNNI"
 	}
-	header(name, "func(w []byte, stride int, q []byte, nb int, dst *[4]float32)",
-		name+" sets dst[r] to the dot product of the nb q4_K super-blocks at",
-		"w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's",
-		"twin computes it, bit for bit.")
-	w0 := Load(Param("w").Base(), GP64())
-	stride := Load(Param("stride"), GP64())
-	q := Load(Param("q").Base(), GP64())
-	nb := Load(Param("nb"), GP64())
-	wr := []Register{w0, GP64(), GP64(), GP64()}
-	for r := 1; r < 4; r++ {
-		LEAQ(Mem{Base: wr[r-1], Index: stride, Scale: 1}, wr[r])
-	}
+	wr, _, q, nb := q8kRowsArgs(name, "q4_K")
 	m := ZMM()
 	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
 	// idx[n] (n = 2p+i: groups g = 4p+i and g+2) for the row at words 0..15
@@ -78,12 +67,7 @@ func dotQ4KQ8KX4(vnni bool) {
 	}
 	perm := ZMM()
 	VMOVDQU64(q8kDwordTable("q8kx4lanes", func(i int) uint32 { return uint32(4 * (i % 4)) }), perm)
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
+	s := q8kRowsLoop(name, nb)
 	q8kPrefetchRows(wr, nil, 3, true)
 	// Lane r of raw: row r's d, dmin and 12 bytes of packed scales and mins.
 	raw := ZMM()
@@ -149,13 +133,7 @@ func dotQ4KQ8KX4(vnni bool) {
 			VMOVDQU64(Mem{Base: wr[r], Disp: 16 + 64*p}, v)
 			for i := 0; i < 2; i++ {
 				n := 2*p + i
-				code := ZMM()
-				if i == 0 {
-					VPANDD(m, v, code)
-				} else {
-					VPSRLW(U8(4), v, code)
-					VPANDD(m, code, code)
-				}
+				code := q8kNibbles(v, m, i == 1, true)
 				pr, sc := ZMM(), ZMM()
 				VPMADDUBSW(act[n], code, pr)
 				VPERMW(sm[r/2], idx[n+4*(r%2)], sc)
@@ -173,8 +151,40 @@ func dotQ4KQ8KX4(vnni bool) {
 	VCVTDQ2PS(M, M)
 	VMULPS(dm, M, M)
 	VSUBPS(M, s, s)
-	for r := 0; r < 4; r++ {
-		ADDQ(U32(144), wr[r])
+	q8kRowsNext(name, wr, q, nb, 144, s)
+}
+
+// q8kRowsArgs writes the header of a four-row kernel over kind
+// super-blocks and loads its arguments: the four row pointers (rowPtrs),
+// their stride, the Q8_K row q and the super-block count nb.
+func q8kRowsArgs(name, kind string) (wr []Register, stride, q, nb Register) {
+	header(name, "func(w []byte, stride int, q []byte, nb int, dst *[4]float32)",
+		name+" sets dst[r] to the dot product of the nb "+kind+" super-blocks at",
+		"w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's",
+		"twin computes it, bit for bit.")
+	w0 := Load(Param("w").Base(), GP64())
+	stride = Load(Param("stride"), GP64())
+	q = Load(Param("q").Base(), GP64())
+	nb = Load(Param("nb"), GP64())
+	return rowPtrs(w0, stride, 4), stride, q, nb
+}
+
+// q8kRowsLoop starts a four-row kernel's loop over its nb super-blocks
+// (countLoop) and returns the four rows' float32 sums s, zeroed before it.
+func q8kRowsLoop(name string, nb Register) VecVirtual {
+	s := XMM()
+	VXORPS(s, s, s)
+
+	countLoop(name, nb)
+	return s
+}
+
+// q8kRowsNext ends the loop q8kRowsLoop started: each row of wr moves on
+// by a super-block of blockBytes, q by a Q8_K block, nb counts down; after
+// the loop the kernel stores the four sums of s to dst.
+func q8kRowsNext(name string, wr []Register, q, nb Register, blockBytes int, s VecVirtual) {
+	for _, w := range wr {
+		ADDQ(U32(uint32(blockBytes)), w)
 	}
 	ADDQ(U32(q8kBytes), q)
 	DECQ(nb)
@@ -199,11 +209,11 @@ func dotQ4KQ8KX4(vnni bool) {
 // the fixed.
 func q8kPrefetchRows(wr []Register, ahead Register, lines int, fixed bool) {
 	for r := range wr {
+		if fixed {
+			prefetchLines(wr[r], lines)
+			continue
+		}
 		for l := 0; l < lines; l++ {
-			if fixed {
-				prefetchLine(Mem{Base: wr[r], Disp: 64 * l})
-				continue
-			}
 			PREFETCHT0(Mem{Base: wr[r], Index: ahead, Scale: 1, Disp: 64 * l})
 			PREFETCHT1(Mem{Base: wr[r], Index: ahead, Scale: 2, Disp: 64 * l})
 		}
@@ -238,41 +248,14 @@ func dotQ6KQ8KX4(vnni bool) {
 	if vnni {
 		name = "dotQ6KQ8KX4VNNI"
 	}
-	header(name, "func(w []byte, stride int, q []byte, nb int, dst *[4]float32)",
-		name+" sets dst[r] to the dot product of the nb q6_K super-blocks at",
-		"w[r·stride:] with the nb Q8_K blocks at q, r = 0..3, each as simd's",
-		"twin computes it, bit for bit.")
-	w0 := Load(Param("w").Base(), GP64())
-	stride := Load(Param("stride"), GP64())
-	q := Load(Param("q").Base(), GP64())
-	nb := Load(Param("nb"), GP64())
-	wr := []Register{w0, GP64(), GP64(), GP64()}
-	for r := 1; r < 4; r++ {
-		LEAQ(Mem{Base: wr[r-1], Index: stride, Scale: 1}, wr[r])
-	}
+	wr, stride, q, nb := q8kRowsArgs(name, "q6_K")
 	ahead := GP64() // the next call's rows: 4·stride bytes on
 	MOVQ(stride, ahead)
 	SHLQ(U8(2), ahead)
-	m, hm := ZMM(), ZMM()
-	VMOVDQU64(q8kSplat("q8knib", 0x0f), m)
-	VMOVDQU64(q8kSplat("q8kbits45", 0x30), hm)
-	shl := q8kWordTable("q8kq6shl", 32, func(i int) int { return 4 - 2*(i/16) })
-	shr := q8kWordTable("q8kq6shr", 32, func(i int) int { return 2 * (i / 16) })
-	idx := make([]VecVirtual, 4)
-	for n := range idx {
-		idx[n] = ZMM()
-		VMOVDQU64(q8kWordTable(fmt.Sprintf("q8kq6idx%d", n), 32, func(i int) int {
-			return 4*n + i/8
-		}), idx[n])
-	}
+	m, hm, shl, shr, idx := q8kQ6Consts512()
 	perm := ZMM()
 	VMOVDQU64(q8kDwordTable("q8kx4lanes", func(i int) uint32 { return uint32(4 * (i % 4)) }), perm)
-	s := XMM()
-	VXORPS(s, s, s)
-
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
+	s := q8kRowsLoop(name, nb)
 	q8kPrefetchRows(wr, ahead, 4, false)
 	bs := YMM() // −bsum_g (fits int16)
 	VPXORD(bs, bs, bs)
@@ -294,16 +277,7 @@ func dotQ6KQ8KX4(vnni bool) {
 			VBROADCASTI64X4(Mem{Base: wr[r], Disp: 128 + 32*h}, qh)
 			VMOVDQU64(Mem{Base: wr[r], Disp: 64 * h}, v)
 			for i := 0; i < 2; i++ {
-				code, t := ZMM(), ZMM()
-				if i == 0 {
-					VPANDD(m, v, code)
-					VPSLLVW(shl, qh, t)
-				} else {
-					VPSRLW(U8(4), v, code)
-					VPANDD(m, code, code)
-					VPSRLVW(shr, qh, t)
-				}
-				VPTERNLOGD(U8(0xf8), hm, t, code) // code | (t & hm)
+				code := q8kQ6Codes512(v, qh, i, m, hm, shl, shr)
 				n := 2*h + i
 				pr, sc := ZMM(), ZMM()
 				VPMADDUBSW(act[n], code, pr)
@@ -325,16 +299,5 @@ func dotQ6KQ8KX4(vnni bool) {
 	VCVTDQ2PS(S, S)
 	VMULPS(d, S, S)
 	VADDPS(S, s, s)
-	for r := 0; r < 4; r++ {
-		ADDQ(U32(210), wr[r])
-	}
-	ADDQ(U32(q8kBytes), q)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	dst := Load(Param("dst"), GP64())
-	VMOVUPS(s, Mem{Base: dst})
-	VZEROUPPER()
-	RET()
+	q8kRowsNext(name, wr, q, nb, 210, s)
 }

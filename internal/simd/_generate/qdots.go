@@ -55,7 +55,8 @@ type qdotKind struct {
 type qdotConsts struct {
 	b0f, b08, bf0, b10, shift4, q5bits, q5spread, iq4nl, mxfp4, e8m0 Mem
 	// f32 tables of the 16 values of Q4_0, Q4_1, IQ4_NL (and IQ4_XS), MXFP4,
-	// and of the 32 of Q5_0 and Q5_1.
+	// and of the 32 of Q5_0 and Q5_1: the AVX-512 kernels' VPERMPS tables,
+	// emitted only into that set's file (nil Mem in the AVX2 set).
 	fq40, fq41, fiq4, fmx, fq50, fq51 Mem
 	// IQ4_XS's scale shifts: 4ib (scales_l) and 2ib (scales_h) at dword ib.
 	xsShiftL, xsShiftH Mem
@@ -79,9 +80,16 @@ func floatTable(name string, v []int8) Mem {
 	return m
 }
 
-func newQdotConsts() qdotConsts {
+// newQdotConsts emits the tables of the set's kernels (zmm: AVX-512).
+func newQdotConsts(zmm bool) qdotConsts {
 	splat := func(name string, v byte) Mem {
 		return byteTable(name, repeated(32, func(int) byte { return v }))
+	}
+	ftable := func(name string, v []int8) Mem { // only the AVX-512 kernels read these
+		if !zmm {
+			return Mem{}
+		}
+		return floatTable(name, v)
 	}
 	iq4 := []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
 	mx := []int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
@@ -103,11 +111,11 @@ func newQdotConsts() qdotConsts {
 		q50[i], q51[i] = int8(i-16), int8(i)
 	}
 	return qdotConsts{
-		fq40: floatTable("qdfq40", q40), fq41: floatTable("qdfq41", q41),
-		fq50: floatTable("qdfq50", q50), fq51: floatTable("qdfq51", q51),
+		fq40: ftable("qdfq40", q40), fq41: ftable("qdfq41", q41),
+		fq50: ftable("qdfq50", q50), fq51: ftable("qdfq51", q51),
 		xsShiftL: dwordTable("qdxsshl", 0, 4, 8, 12, 16, 20, 24, 28),
 		xsShiftH: dwordTable("qdxsshh", 0, 2, 4, 6, 8, 10, 12, 14),
-		fiq4:     floatTable("qdfiq4", iq4), fmx: floatTable("qdfmx", mx),
+		fiq4:     ftable("qdfiq4", iq4), fmx: ftable("qdfmx", mx),
 		b0f: splat("qdb0f", 0x0f), b08: splat("qdb08", 0x08), bf0: splat("qdbf0", 0xf0), b10: splat("qdb10", 0x10),
 		shift4: byteTable("qdshift4", []byte{
 			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -430,12 +438,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 	} else {
 		acc = zeros(2)
 	}
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	prefetchLine(Mem{Base: w})
-	prefetchLine(Mem{Base: w, Disp: 64})
-	prefetchLine(Mem{Base: w, Disp: 128})
+	kquantLoop(name, w, nb, 3)
 	lo, hi := YMM(), YMM()
 	VPBROADCASTD(Mem{Base: w, Disp: 4}, lo) // scales_l
 	VPSRLVD(shl, lo, lo)
@@ -460,12 +463,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 		VBROADCASTSS(Mem{Base: s, Disp: 4 * ib}, f)
 		VFMADD231PS(f, p, acc[ib%len(acc)])
 	}
-	ADDQ(U32(136), w)
-	ADDQ(U32(1024), x)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
+	kquantNext(name, w, x, nil, nb, 136)
 	var sum VecVirtual
 	if zmm {
 		sum = hsum512(addTree(acc))
@@ -479,7 +477,7 @@ func qdotIQ4XS(k qdotConsts, zmm bool) {
 
 // qdots writes this file's kernels of one set (zmm: AVX-512).
 func qdots(zmm bool) {
-	k := newQdotConsts()
+	k := newQdotConsts(zmm)
 	qdotK = k // q8legacy's kernels share the tables
 	for _, q := range qdotKinds(k) {
 		qdot(q, k, zmm)

@@ -92,10 +92,7 @@ func maxF32() {
 		"Zeros compare equal: m may be -0 when the largest value is +0.")
 	x := Mem{Base: Load(Param("x").Base(), GP64())}
 	n := Load(Param("x").Len(), GP64())
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
+	n32 := elementBounds(n, 32)
 	acc := make([]VecVirtual, 4)
 	acc[0] = broadcastF32(float32(math.Inf(-1)))
 	for k := 1; k < 4; k++ {
@@ -103,38 +100,25 @@ func maxF32() {
 		VMOVAPS(acc[0], acc[k])
 	}
 	nan := zeros(1)[0]
-	i := GP64()
-	XORQ(i, i)
 
-	// step folds the 8 values at m into a and records their NaNs in nan:
-	// after VMAXPS a lane of a is a NaN exactly when the lane of m is.
-	step := func(m Mem, a VecVirtual) VecVirtual {
-		VMAXPS(m, a, a)
-		u := YMM()
-		VCMPPS(U8(3), a, a, u) // unordered: a is a NaN
-		return u
-	}
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	u := make([]VecVirtual, 4)
-	for k := range u {
-		u[k] = step(x.Idx(i, 4).Offset(32*k), acc[k])
-	}
-	VORPS(u[1], u[0], u[0])
-	VORPS(u[3], u[2], u[2])
-	VORPS(u[2], u[0], u[0])
-	VORPS(u[0], nan, nan)
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	VORPS(step(x.Idx(i, 4), acc[0]), nan, nan)
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+	// Each vector of 8 values of x is folded into its accumulator a, and
+	// its NaNs recorded in nan: after VMAXPS a lane of a is a NaN exactly
+	// when that lane of x is.
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		u := make([]VecVirtual, vecs)
+		for k := range u {
+			a := acc[k]
+			VMAXPS(x.Idx(i, 4).Offset(32*k), a, a)
+			u[k] = YMM()
+			VCMPPS(U8(3), a, a, u[k]) // unordered: a is a NaN
+		}
+		if vecs > 1 {
+			VORPS(u[1], u[0], u[0])
+			VORPS(u[3], u[2], u[2])
+			VORPS(u[2], u[0], u[0])
+		}
+		VORPS(u[0], nan, nan)
+	})
 
 	Label(name + "_done")
 	VMAXPS(acc[1], acc[0], acc[0])

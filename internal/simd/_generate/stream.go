@@ -125,10 +125,7 @@ func dotRowsAVX2(t wtype, rows int) {
 		ADDQ(ldw, b)
 		bases = append(bases, b)
 	}
-	n32 := GP64()
-	MOVQ(n, n32)
-	ANDQ(I32(-32), n32)
-	ANDQ(I32(-8), n)
+	n32 := elementBounds(n, 32)
 	acc := make([][]VecVirtual, rows)
 	for r := range acc {
 		acc[r] = make([]VecVirtual, 4)
@@ -137,39 +134,20 @@ func dotRowsAVX2(t wtype, rows int) {
 			VPXORD(acc[r][k], acc[r][k], acc[r][k])
 		}
 	}
-	i := GP64()
-	XORQ(i, i)
-
-	Label(name + "_loop32")
-	CMPQ(i, n32)
-	JAE(LabelRef(name + "_loop8"))
-	xs := make([]VecVirtual, 4)
-	for k := range xs {
-		xs[k] = YMM()
-		VMOVUPS(x.Idx(i, 4).Offset(32*k), xs[k])
-	}
-	for r := range rows {
-		for k := range 4 {
-			v := YMM()
-			t.load(Mem{Base: bases[r], Index: i, Scale: t.size}.Offset(8*k*int(t.size)), v)
-			VFMADD231PS(xs[k], v, acc[r][k])
+	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
+		xs := make([]VecVirtual, vecs)
+		for k := range xs {
+			xs[k] = YMM()
+			VMOVUPS(x.Idx(i, 4).Offset(32*k), xs[k])
 		}
-	}
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop32"))
-
-	Label(name + "_loop8")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	xv := YMM()
-	VMOVUPS(x.Idx(i, 4), xv)
-	for r := range rows {
-		v := YMM()
-		t.load(Mem{Base: bases[r], Index: i, Scale: t.size}, v)
-		VFMADD231PS(xv, v, acc[r][0])
-	}
-	ADDQ(U32(8), i)
-	JMP(LabelRef(name + "_loop8"))
+		for r := range rows {
+			for k := range vecs {
+				v := YMM()
+				t.load(Mem{Base: bases[r], Index: i, Scale: t.size}.Offset(8*k*int(t.size)), v)
+				VFMADD231PS(xs[k], v, acc[r][k])
+			}
+		}
+	})
 
 	Label(name + "_done")
 	dst := Mem{Base: Load(Param("dst"), GP64())}

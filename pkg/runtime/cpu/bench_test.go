@@ -90,39 +90,17 @@ func benchAttention(b *testing.B, workers int) {
 // over ms is the effective read bandwidth). Run it with -benchtime 30x or
 // more.
 func BenchmarkAttentionStepRoundRobin(b *testing.B) {
-	reg := quant.Formats()
 	for _, ctx := range []int{4096, 16384, 32768} {
 		b.Run(fmt.Sprintf("ctx=%d", ctx), func(b *testing.B) {
-			var names []string
-			var steps []*stepBench
-			for _, name := range benchFormats {
-				f, err := reg.Lookup(name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				st, err := newStepBench(f, ctx, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				names, steps = append(names, name), append(steps, st)
+			names, steps := stepBenches(b, ctx)
+			fns := make([]func(), len(steps))
+			for j, st := range steps {
+				fns[j] = st.step
 			}
-			times := make([][]float64, len(steps))
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j, st := range steps {
-					t0 := time.Now()
-					st.step()
-					times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
-				}
-			}
-			b.StopTimer()
+			times := roundRobin(b, fns)
 			base := times[slices.Index(names, "fp16")]
 			for j, name := range names {
-				ratios := make([]float64, len(times[j]))
-				for i, t := range times[j] {
-					ratios[i] = t / base[i]
-				}
-				b.ReportMetric(median(ratios), name+"-x-fp16")
+				b.ReportMetric(medianRatio(times[j], base), name+"-x-fp16")
 				b.ReportMetric(median(times[j])/1e6, name+"-ms")
 				b.ReportMetric(float64(steps[j].bytes)/1e6, name+"-MB")
 			}
@@ -142,6 +120,32 @@ func benchRoPE(dim, ctx int) func([]float32, int) {
 	return cpu.NewKeyRoPE(dim, inv, true, ctx).Rows
 }
 
+// roundRobin runs b.N rounds of steps, each step once a round in turn
+// (interleaved, so that load changes hit every step alike), timing only
+// the rounds; times[j][i] is step j's nanoseconds in round i.
+func roundRobin(b *testing.B, steps []func()) [][]float64 {
+	times := make([][]float64, len(steps))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, step := range steps {
+			t0 := time.Now()
+			step()
+			times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
+		}
+	}
+	b.StopTimer()
+	return times
+}
+
+// medianRatio is the median over rounds of a[i]/c[i].
+func medianRatio(a, c []float64) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / c[i]
+	}
+	return median(r)
+}
+
 func median(x []float64) float64 {
 	y := slices.Clone(x)
 	slices.Sort(y)
@@ -158,23 +162,53 @@ type stepBench struct {
 	bytes int64 // K/V bytes one step reads
 }
 
-func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
-	const kvHeads, dim, group = 8, 128, 4
-	spec := quant.Spec{K: f, V: f}
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, spec, 0)
+// stepBenches returns the decode steps of every format of benchFormats
+// over ctx positions, on one goroutine, with their names.
+func stepBenches(b *testing.B, ctx int) ([]string, []*stepBench) {
+	reg := quant.Formats()
+	var names []string
+	var steps []*stepBench
+	for _, name := range benchFormats {
+		f, err := reg.Lookup(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := newStepBench(f, ctx, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		names, steps = append(names, name), append(steps, st)
+	}
+	return names, steps
+}
+
+// benchCache returns a fresh one-layer cache of format f (kvHeads KV heads
+// of head_dim dim) with room for tokens positions, its sequence 0 added, on
+// a backend of workers goroutines.
+func benchCache(f quant.Format, kvHeads, dim, tokens, workers int) (*kvcache.Cache, *cpu.Backend, error) {
+	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, quant.Spec{K: f, V: f}, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	be := cpu.New(workers)
-	opts := kvcache.Options{Blocks: l.BlocksFor(ctx), Storage: be}
+	opts := kvcache.Options{Blocks: l.BlocksFor(tokens), Storage: be}
 	if l.AnyPreRoPE() {
-		opts.RoPE = benchRoPE(dim, ctx)
+		opts.RoPE = benchRoPE(dim, tokens)
 	}
 	c, err := kvcache.New(l, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_ = c.AddSeq(0)
+	return c, be, nil
+}
+
+func newStepBench(f quant.Format, ctx, workers int) (*stepBench, error) {
+	const kvHeads, dim, group = 8, 128, 4
+	c, be, err := benchCache(f, kvHeads, dim, ctx, workers)
+	if err != nil {
+		return nil, err
+	}
 	// ctx-1 tokens in steps of up to 1024, then a pending step of one
 	// token whose attention over all ctx positions is the benchmark.
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -251,29 +285,17 @@ func BenchmarkPrefillAttentionRoundRobin(b *testing.B) {
 			runs = append(runs, run{label, step})
 		}
 	}
-	times := make([][]float64, len(runs))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j, r := range runs {
-			t0 := time.Now()
-			r.step()
-			times[j] = append(times[j], float64(time.Since(t0).Nanoseconds()))
-		}
+	fns := make([]func(), len(runs))
+	for j, r := range runs {
+		fns[j] = r.step
 	}
-	b.StopTimer()
-	ratio := func(a, c []float64) float64 {
-		r := make([]float64, len(a))
-		for i := range a {
-			r[i] = a[i] / c[i]
-		}
-		return median(r)
-	}
+	times := roundRobin(b, fns)
 	for j := 0; j < len(runs); j += 2 {
 		name := runs[j].name
 		b.ReportMetric(median(times[j])/1e6, name+"-ms")
 		b.ReportMetric(median(times[j+1])/1e6, name+"-perquery-ms")
-		b.ReportMetric(ratio(times[j], times[0]), name+"-x-fp16")
-		b.ReportMetric(ratio(times[j], times[j+1]), name+"-x-perquery")
+		b.ReportMetric(medianRatio(times[j], times[0]), name+"-x-fp16")
+		b.ReportMetric(medianRatio(times[j], times[j+1]), name+"-x-perquery")
 	}
 }
 
@@ -281,20 +303,10 @@ func BenchmarkPrefillAttentionRoundRobin(b *testing.B) {
 // format f: reserve, write the keys and values, attend, roll back.
 func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
 	const kvHeads, dim, group = 8, 128, 4
-	l, err := kvcache.NewLayout(kvcache.Geometry{Layers: 1, KVHeads: kvHeads, HeadDim: dim}, quant.Spec{K: f, V: f}, 0)
+	c, _, err := benchCache(f, kvHeads, dim, n, 1)
 	if err != nil {
 		return nil, err
 	}
-	be := cpu.New(1)
-	opts := kvcache.Options{Blocks: l.BlocksFor(n), Storage: be}
-	if l.AnyPreRoPE() {
-		opts.RoPE = benchRoPE(dim, n)
-	}
-	c, err := kvcache.New(l, opts)
-	if err != nil {
-		return nil, err
-	}
-	_ = c.AddSeq(0)
 	store := c.Storage().(*cpu.Storage)
 	if perQuery {
 		cpu.SetQueryRows(store, group)
@@ -331,20 +343,7 @@ func newPrefillBench(f quant.Format, n int, perQuery bool) (func(), error) {
 //
 //	go test -run '^$' -bench AttentionStepSets -benchtime 40x ./pkg/runtime/cpu/
 func BenchmarkAttentionStepSets(b *testing.B) {
-	reg := quant.Formats()
-	var names []string
-	var steps []*stepBench
-	for _, name := range benchFormats {
-		f, err := reg.Lookup(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		st, err := newStepBench(f, 4096, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		names, steps = append(names, name), append(steps, st)
-	}
+	names, steps := stepBenches(b, 4096)
 	def := make([][]float64, len(steps))
 	ratios := make([][]float64, len(steps))
 	round := 0

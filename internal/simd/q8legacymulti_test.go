@@ -11,8 +11,8 @@ import (
 // four-row kernels), bit for bit, over 0..9 rows (whole groups of four and
 // the rest) of 0..9 blocks (groups of four blocks and the rest) at
 // misaligned offsets, with random and ±127 activation codes and codes 127
-// against Q8_0 values −128 and Q4_0 codes 15 (the largest VPMADDUBSW
-// pairs), and checks that it writes exactly dst.
+// against Q8_0 values −128, Q4_0 codes 15 and Q5_0 codes 31 (the largest
+// VPMADDUBSW pairs), and checks that it writes exactly dst.
 func TestDotQ80Rows(t *testing.T) {
 	tests := []struct {
 		name string
@@ -52,7 +52,7 @@ func TestDotQ80Rows(t *testing.T) {
 									for j := 2; j < bb; j++ {
 										blk[j] = 0x80
 									}
-								case qdQ40:
+								case qdQ40, qdQ50:
 									for j := 2; j < bb; j++ {
 										blk[j] = 0xff
 									}

@@ -29,13 +29,15 @@ import (
 // Q4_0 decode at 1 thread went from 1/2 of the one-row dots' speed to 1.16×.
 //
 // The avx2 set's four-row kernels (dotQ40Q80X4AVX2 …, q8legacyX4AVX2) take
-// the same steps with the one-row AVX2 kernels' integer products: per row
-// VPMADDUBSW of the values' magnitudes and the activations carrying their
-// signs (VPSIGNB), and VPMADDWD by ones; Q4_0 takes its unsigned codes
-// (0..15) into VPMADDUBSW and subtracts the int16 pairs 8·(c_2j+c_2j+1),
-// formed once a block for the four rows (|Σ| ≤ 2·15·127 + 2·8·127 fits
-// int16), before VPMADDWD. The sums S are the one-row kernels' (exact), so
-// the bits are theirs too.
+// the same steps with the one-row AVX2 kernels' integer products, VPMADDUBSW
+// and VPMADDWD by ones: IQ4_NL and Q8_0 as the one-row kernels (the values'
+// magnitudes against the activations carrying their signs, VPSIGNB); Q4_0
+// and Q5_0 take their unsigned codes (0..15, 0..31) into VPMADDUBSW and
+// subtract the int16 pairs off·(c_2j + c_2j+1), off 8 or 16, formed once a
+// block for the four rows (|pair| ≤ 2·31·127 + 2·16·127 fits int16),
+// before VPMADDWD. The sums S are the one-row kernels' (exact), so the bits
+// are theirs too. Q5_0's unsigned codes ran 1.04–1.10× its signed ones'
+// (VPSIGNB: 1.01–1.08×) against four one-row calls.
 
 // q8legacyX4 writes dotQ40Q80X4VNNI, dotQ50Q80X4VNNI, dotIQ4NLQ80X4VNNI
 // and dotQ80Q80X4VNNI.
@@ -141,7 +143,7 @@ const Q80Bytes = 34
 // wr[r]+wOff (activations at qp+qOff) to lane r of acc, r = 0..3.
 func q8legacyX4Block(q qdotKind, vnni bool, reg qdotRegs, eights Mem, wr []Register, qp Register, wOff, qOff int, acc VecVirtual) {
 	if !vnni {
-		q8legacyX4BlockAVX2(q, reg, eights, wr, qp, wOff, qOff, acc)
+		q8legacyX4BlockAVX2(q, reg, wr, qp, wOff, qOff, acc)
 		return
 	}
 	y := YMM()
@@ -210,24 +212,30 @@ func q8legacyX4Finish(sum VecVirtual, wr []Register, qp Register, wOff, qOff int
 // q8legacyX4BlockAVX2 is q8legacyX4Block with AVX2's integer products. Rows
 // 0 and 1 are paired (VPHADDD) before rows 2 and 3 are formed, which keeps
 // Q5_0's live registers within the 16 YMM.
-func q8legacyX4BlockAVX2(q qdotKind, reg qdotRegs, eights Mem, wr []Register, qp Register, wOff, qOff int, acc VecVirtual) {
+func q8legacyX4BlockAVX2(q qdotKind, reg qdotRegs, wr []Register, qp Register, wOff, qOff int, acc VecVirtual) {
 	y := YMM()
 	VMOVDQU(Mem{Base: qp, Disp: qOff + 2}, y)
+	// Q4_0 and Q5_0: the unsigned codes (qdotCodes as for Q4_1 and Q5_1)
+	// less off·(c_2j + c_2j+1), off 8 or 16.
 	var m VecVirtual
-	if q.name == "Q40" { // 8·(c_2j + c_2j+1)
+	unsigned := q.name == "Q40" || q.name == "Q50"
+	if unsigned {
+		off := qdotK.b08
+		if q.name == "Q50" {
+			off = qdotK.b10
+		}
 		e := YMM()
-		VMOVDQU(eights, e)
+		VMOVDQU(off, e)
 		m = YMM()
 		VPMADDUBSW(y, e, m)
 	}
 	row := func(r int) VecVirtual {
 		blk := Mem{Base: wr[r], Disp: wOff}
 		p := YMM()
-		if q.name == "Q40" { // unsigned codes 0..15, then −8·c
-			c := YMM()
-			VBROADCASTI128(blk.Offset(q.codesAt), c)
-			VPSRLVQ(reg.shift4, c, c)
-			VPAND(reg.mask, c, c)
+		if unsigned {
+			qu := q
+			qu.mins = true
+			c := qdotCodes(qu, qdotK, reg, blk)
 			VPMADDUBSW(y, c, p)
 			VPSUBW(m, p, p)
 		} else {

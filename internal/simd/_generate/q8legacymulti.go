@@ -36,8 +36,12 @@ import (
 // subtract the int16 pairs off·(c_2j + c_2j+1), off 8 or 16, formed once a
 // block for the four rows (|pair| ≤ 2·31·127 + 2·16·127 fits int16),
 // before VPMADDWD. The sums S are the one-row kernels' (exact), so the bits
-// are theirs too. Q5_0's unsigned codes ran 1.04–1.10× its signed ones'
-// (VPSIGNB: 1.01–1.08×) against four one-row calls.
+// are theirs too. Against four one-row calls (BenchmarkQ80Rows under
+// ForceAVX2 on the Zen 4, weights from DRAM, 8192×2048 and 2048×8192,
+// medians, load 4.3–4.5 on 2 cores) they ran at Q4_0 1.16–1.29×, Q5_0
+// 1.03–1.10× (1.00–1.08× with VPSIGNB as IQ4_NL), IQ4_NL 1.01–1.08×, Q8_0
+// 1.07–1.16×; in cache 1.10–1.36×. Without the prefetch they ran at
+// 0.37–0.73×; prefetching 8 or 16 rows ahead was no faster than 4.
 
 // q8legacyX4 writes dotQ40Q80X4VNNI, dotQ50Q80X4VNNI, dotIQ4NLQ80X4VNNI
 // and dotQ80Q80X4VNNI.

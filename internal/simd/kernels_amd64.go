@@ -813,3 +813,31 @@ func dotMXFP4Q80AVX2(w []byte, q []byte, nb int) float32
 //
 //go:noescape
 func dotQ80Q80AVX2(w []byte, q []byte, nb int) float32
+
+// dotQ40Q80X4AVX2 sets dst[r] to the dot product of the nb Q40 blocks at
+// w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ40Q80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// dotQ50Q80X4AVX2 sets dst[r] to the dot product of the nb Q50 blocks at
+// w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ50Q80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// dotIQ4NLQ80X4AVX2 sets dst[r] to the dot product of the nb IQ4NL blocks at
+// w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotIQ4NLQ80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// dotQ80Q80X4AVX2 sets dst[r] to the dot product of the nb Q80 blocks at
+// w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ80Q80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)

@@ -18399,3 +18399,1314 @@ dotQ80Q80AVX2_done:
 	MOVSS     X1, ret+56(FP)
 	VZEROUPPER
 	RET
+
+DATA q8lx4w1<>+0(SB)/1, $0x01
+DATA q8lx4w1<>+1(SB)/1, $0x00
+DATA q8lx4w1<>+2(SB)/1, $0x01
+DATA q8lx4w1<>+3(SB)/1, $0x00
+DATA q8lx4w1<>+4(SB)/1, $0x01
+DATA q8lx4w1<>+5(SB)/1, $0x00
+DATA q8lx4w1<>+6(SB)/1, $0x01
+DATA q8lx4w1<>+7(SB)/1, $0x00
+DATA q8lx4w1<>+8(SB)/1, $0x01
+DATA q8lx4w1<>+9(SB)/1, $0x00
+DATA q8lx4w1<>+10(SB)/1, $0x01
+DATA q8lx4w1<>+11(SB)/1, $0x00
+DATA q8lx4w1<>+12(SB)/1, $0x01
+DATA q8lx4w1<>+13(SB)/1, $0x00
+DATA q8lx4w1<>+14(SB)/1, $0x01
+DATA q8lx4w1<>+15(SB)/1, $0x00
+DATA q8lx4w1<>+16(SB)/1, $0x01
+DATA q8lx4w1<>+17(SB)/1, $0x00
+DATA q8lx4w1<>+18(SB)/1, $0x01
+DATA q8lx4w1<>+19(SB)/1, $0x00
+DATA q8lx4w1<>+20(SB)/1, $0x01
+DATA q8lx4w1<>+21(SB)/1, $0x00
+DATA q8lx4w1<>+22(SB)/1, $0x01
+DATA q8lx4w1<>+23(SB)/1, $0x00
+DATA q8lx4w1<>+24(SB)/1, $0x01
+DATA q8lx4w1<>+25(SB)/1, $0x00
+DATA q8lx4w1<>+26(SB)/1, $0x01
+DATA q8lx4w1<>+27(SB)/1, $0x00
+DATA q8lx4w1<>+28(SB)/1, $0x01
+DATA q8lx4w1<>+29(SB)/1, $0x00
+DATA q8lx4w1<>+30(SB)/1, $0x01
+DATA q8lx4w1<>+31(SB)/1, $0x00
+GLOBL q8lx4w1<>(SB), RODATA|NOPTR, $32
+
+// func dotQ40Q80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ40Q80X4AVX2(SB), NOSPLIT, $0-72
+	MOVQ    w_base+0(FP), AX
+	MOVQ    stride+24(FP), CX
+	MOVQ    q_base+32(FP), DX
+	MOVQ    nb+56(FP), BX
+	LEAQ    (AX)(CX*1), SI
+	LEAQ    (SI)(CX*1), DI
+	LEAQ    (DI)(CX*1), R8
+	SHLQ    $0x02, CX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+
+dotQ40Q80X4AVX2_loop4:
+	CMPQ           BX, $0x04
+	JB             dotQ40Q80X4AVX2_loop
+	PREFETCHT0     (AX)(CX*1)
+	PREFETCHT1     (AX)(CX*2)
+	PREFETCHT0     64(AX)(CX*1)
+	PREFETCHT1     64(AX)(CX*2)
+	PREFETCHT0     (SI)(CX*1)
+	PREFETCHT1     (SI)(CX*2)
+	PREFETCHT0     64(SI)(CX*1)
+	PREFETCHT1     64(SI)(CX*2)
+	PREFETCHT0     (DI)(CX*1)
+	PREFETCHT1     (DI)(CX*2)
+	PREFETCHT0     64(DI)(CX*1)
+	PREFETCHT1     64(DI)(CX*2)
+	PREFETCHT0     (R8)(CX*1)
+	PREFETCHT1     (R8)(CX*2)
+	PREFETCHT0     64(R8)(CX*1)
+	PREFETCHT1     64(R8)(CX*2)
+	VMOVDQU        2(DX), Y7
+	VMOVDQU        qdb08<>+0(SB), Y8
+	VPMADDUBSW     Y7, Y8, Y8
+	VBROADCASTI128 2(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPMADDUBSW     Y7, Y9, Y9
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 2(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 2(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 2(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPMADDUBSW     Y7, Y11, Y7
+	VPSUBW         Y8, Y7, Y7
+	VPMADDWD       q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD        Y7, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X7
+	VPADDD         X9, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X8, X8, X8
+	VPINSRW        $0x00, (AX), X8, X8
+	VPINSRW        $0x01, (SI), X8, X8
+	VPINSRW        $0x02, (DI), X8, X8
+	VPINSRW        $0x03, (R8), X8, X8
+	VCVTPH2PS      X8, X8
+	VPBROADCASTW   (DX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X8, X8
+	VMULPS         X7, X8, X8
+	VADDPS         X8, X2, X2
+	VMOVDQU        36(DX), Y7
+	VMOVDQU        qdb08<>+0(SB), Y8
+	VPMADDUBSW     Y7, Y8, Y8
+	VBROADCASTI128 20(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPMADDUBSW     Y7, Y9, Y9
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 20(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 20(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 20(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPMADDUBSW     Y7, Y11, Y7
+	VPSUBW         Y8, Y7, Y7
+	VPMADDWD       q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD        Y7, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X7
+	VPADDD         X9, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X8, X8, X8
+	VPINSRW        $0x00, 18(AX), X8, X8
+	VPINSRW        $0x01, 18(SI), X8, X8
+	VPINSRW        $0x02, 18(DI), X8, X8
+	VPINSRW        $0x03, 18(R8), X8, X8
+	VCVTPH2PS      X8, X8
+	VPBROADCASTW   34(DX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X8, X8
+	VMULPS         X7, X8, X8
+	VADDPS         X8, X3, X3
+	VMOVDQU        70(DX), Y7
+	VMOVDQU        qdb08<>+0(SB), Y8
+	VPMADDUBSW     Y7, Y8, Y8
+	VBROADCASTI128 38(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPMADDUBSW     Y7, Y9, Y9
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 38(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 38(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 38(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPMADDUBSW     Y7, Y11, Y7
+	VPSUBW         Y8, Y7, Y7
+	VPMADDWD       q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD        Y7, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X7
+	VPADDD         X9, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X8, X8, X8
+	VPINSRW        $0x00, 36(AX), X8, X8
+	VPINSRW        $0x01, 36(SI), X8, X8
+	VPINSRW        $0x02, 36(DI), X8, X8
+	VPINSRW        $0x03, 36(R8), X8, X8
+	VCVTPH2PS      X8, X8
+	VPBROADCASTW   68(DX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X8, X8
+	VMULPS         X7, X8, X8
+	VADDPS         X8, X4, X4
+	VMOVDQU        104(DX), Y7
+	VMOVDQU        qdb08<>+0(SB), Y8
+	VPMADDUBSW     Y7, Y8, Y8
+	VBROADCASTI128 56(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPMADDUBSW     Y7, Y9, Y9
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 56(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 56(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 56(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPMADDUBSW     Y7, Y11, Y7
+	VPSUBW         Y8, Y7, Y7
+	VPMADDWD       q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD        Y7, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X7
+	VPADDD         X9, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X8, X8, X8
+	VPINSRW        $0x00, 54(AX), X8, X8
+	VPINSRW        $0x01, 54(SI), X8, X8
+	VPINSRW        $0x02, 54(DI), X8, X8
+	VPINSRW        $0x03, 54(R8), X8, X8
+	VCVTPH2PS      X8, X8
+	VPBROADCASTW   102(DX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X8, X8
+	VMULPS         X7, X8, X8
+	VADDPS         X8, X5, X5
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, SI
+	ADDQ           $0x00000048, DI
+	ADDQ           $0x00000048, R8
+	ADDQ           $0x00000088, DX
+	SUBQ           $0x04, BX
+	JMP            dotQ40Q80X4AVX2_loop4
+
+dotQ40Q80X4AVX2_loop:
+	TESTQ          BX, BX
+	JZ             dotQ40Q80X4AVX2_done
+	VMOVDQU        2(DX), Y7
+	VMOVDQU        qdb08<>+0(SB), Y8
+	VPMADDUBSW     Y7, Y8, Y8
+	VBROADCASTI128 2(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPMADDUBSW     Y7, Y9, Y9
+	VPSUBW         Y8, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 2(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 2(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPMADDUBSW     Y7, Y10, Y10
+	VPSUBW         Y8, Y10, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 2(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPMADDUBSW     Y7, Y11, Y7
+	VPSUBW         Y8, Y7, Y7
+	VPMADDWD       q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD        Y7, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X7
+	VPADDD         X9, X7, X7
+	VCVTDQ2PS      X7, X7
+	VPXOR          X8, X8, X8
+	VPINSRW        $0x00, (AX), X8, X8
+	VPINSRW        $0x01, (SI), X8, X8
+	VPINSRW        $0x02, (DI), X8, X8
+	VPINSRW        $0x03, (R8), X8, X8
+	VCVTPH2PS      X8, X8
+	VPBROADCASTW   (DX), X9
+	VCVTPH2PS      X9, X9
+	VMULPS         X9, X8, X8
+	VMULPS         X7, X8, X8
+	VADDPS         X8, X6, X6
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, SI
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000012, R8
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JMP            dotQ40Q80X4AVX2_loop
+
+dotQ40Q80X4AVX2_done:
+	VADDPS  X3, X2, X2
+	VADDPS  X5, X4, X4
+	VADDPS  X4, X2, X2
+	VADDPS  X6, X2, X2
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ50Q80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ50Q80X4AVX2(SB), NOSPLIT, $0-72
+	MOVQ    w_base+0(FP), AX
+	MOVQ    stride+24(FP), CX
+	MOVQ    q_base+32(FP), DX
+	MOVQ    nb+56(FP), BX
+	LEAQ    (AX)(CX*1), SI
+	LEAQ    (SI)(CX*1), DI
+	LEAQ    (DI)(CX*1), R8
+	SHLQ    $0x02, CX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdq5bits<>+0(SB), Y2
+	VMOVDQU qdq5spread<>+0(SB), Y3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+	VXORPS  X7, X7, X7
+	VXORPS  X8, X8, X8
+
+dotQ50Q80X4AVX2_loop4:
+	CMPQ           BX, $0x04
+	JB             dotQ50Q80X4AVX2_loop
+	PREFETCHT0     (AX)(CX*1)
+	PREFETCHT1     (AX)(CX*2)
+	PREFETCHT0     64(AX)(CX*1)
+	PREFETCHT1     64(AX)(CX*2)
+	PREFETCHT0     (SI)(CX*1)
+	PREFETCHT1     (SI)(CX*2)
+	PREFETCHT0     64(SI)(CX*1)
+	PREFETCHT1     64(SI)(CX*2)
+	PREFETCHT0     (DI)(CX*1)
+	PREFETCHT1     (DI)(CX*2)
+	PREFETCHT0     64(DI)(CX*1)
+	PREFETCHT1     64(DI)(CX*2)
+	PREFETCHT0     (R8)(CX*1)
+	PREFETCHT1     (R8)(CX*2)
+	PREFETCHT0     64(R8)(CX*1)
+	PREFETCHT1     64(R8)(CX*2)
+	VMOVDQU        2(DX), Y9
+	VMOVDQU        qdb10<>+0(SB), Y10
+	VPMADDUBSW     Y9, Y10, Y10
+	VBROADCASTI128 6(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   2(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPAND          qdb10<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y9, Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       q8lx4w1<>+0(SB), Y11, Y11
+	VBROADCASTI128 6(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   2(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VBROADCASTI128 6(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   2(DI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VBROADCASTI128 6(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   2(R8), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPAND          qdb10<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y9, Y13, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VPHADDD        Y9, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X9
+	VPADDD         X11, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, (AX), X10, X10
+	VPINSRW        $0x01, (SI), X10, X10
+	VPINSRW        $0x02, (DI), X10, X10
+	VPINSRW        $0x03, (R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   (DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X4, X4
+	VMOVDQU        36(DX), Y9
+	VMOVDQU        qdb10<>+0(SB), Y10
+	VPMADDUBSW     Y9, Y10, Y10
+	VBROADCASTI128 28(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   24(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPAND          qdb10<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y9, Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       q8lx4w1<>+0(SB), Y11, Y11
+	VBROADCASTI128 28(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   24(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VBROADCASTI128 28(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   24(DI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VBROADCASTI128 28(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   24(R8), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPAND          qdb10<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y9, Y13, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VPHADDD        Y9, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X9
+	VPADDD         X11, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 22(AX), X10, X10
+	VPINSRW        $0x01, 22(SI), X10, X10
+	VPINSRW        $0x02, 22(DI), X10, X10
+	VPINSRW        $0x03, 22(R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   34(DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X5, X5
+	VMOVDQU        70(DX), Y9
+	VMOVDQU        qdb10<>+0(SB), Y10
+	VPMADDUBSW     Y9, Y10, Y10
+	VBROADCASTI128 50(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   46(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPAND          qdb10<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y9, Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       q8lx4w1<>+0(SB), Y11, Y11
+	VBROADCASTI128 50(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   46(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VBROADCASTI128 50(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   46(DI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VBROADCASTI128 50(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   46(R8), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPAND          qdb10<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y9, Y13, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VPHADDD        Y9, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X9
+	VPADDD         X11, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 44(AX), X10, X10
+	VPINSRW        $0x01, 44(SI), X10, X10
+	VPINSRW        $0x02, 44(DI), X10, X10
+	VPINSRW        $0x03, 44(R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   68(DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X6, X6
+	VMOVDQU        104(DX), Y9
+	VMOVDQU        qdb10<>+0(SB), Y10
+	VPMADDUBSW     Y9, Y10, Y10
+	VBROADCASTI128 72(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   68(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPAND          qdb10<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y9, Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       q8lx4w1<>+0(SB), Y11, Y11
+	VBROADCASTI128 72(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   68(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VBROADCASTI128 72(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   68(DI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VBROADCASTI128 72(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   68(R8), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPAND          qdb10<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y9, Y13, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VPHADDD        Y9, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X9
+	VPADDD         X11, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, 66(AX), X10, X10
+	VPINSRW        $0x01, 66(SI), X10, X10
+	VPINSRW        $0x02, 66(DI), X10, X10
+	VPINSRW        $0x03, 66(R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   102(DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X7, X7
+	ADDQ           $0x00000058, AX
+	ADDQ           $0x00000058, SI
+	ADDQ           $0x00000058, DI
+	ADDQ           $0x00000058, R8
+	ADDQ           $0x00000088, DX
+	SUBQ           $0x04, BX
+	JMP            dotQ50Q80X4AVX2_loop4
+
+dotQ50Q80X4AVX2_loop:
+	TESTQ          BX, BX
+	JZ             dotQ50Q80X4AVX2_done
+	VMOVDQU        2(DX), Y9
+	VMOVDQU        qdb10<>+0(SB), Y10
+	VPMADDUBSW     Y9, Y10, Y10
+	VBROADCASTI128 6(AX), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPBROADCASTD   2(AX), Y12
+	VPSHUFB        Y3, Y12, Y12
+	VPAND          Y2, Y12, Y12
+	VPCMPEQB       Y2, Y12, Y12
+	VPAND          qdb10<>+0(SB), Y12, Y12
+	VPOR           Y12, Y11, Y11
+	VPMADDUBSW     Y9, Y11, Y11
+	VPSUBW         Y10, Y11, Y11
+	VPMADDWD       q8lx4w1<>+0(SB), Y11, Y11
+	VBROADCASTI128 6(SI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   2(SI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VBROADCASTI128 6(DI), Y12
+	VPSRLVQ        Y0, Y12, Y12
+	VPAND          Y1, Y12, Y12
+	VPBROADCASTD   2(DI), Y13
+	VPSHUFB        Y3, Y13, Y13
+	VPAND          Y2, Y13, Y13
+	VPCMPEQB       Y2, Y13, Y13
+	VPAND          qdb10<>+0(SB), Y13, Y13
+	VPOR           Y13, Y12, Y12
+	VPMADDUBSW     Y9, Y12, Y12
+	VPSUBW         Y10, Y12, Y12
+	VPMADDWD       q8lx4w1<>+0(SB), Y12, Y12
+	VBROADCASTI128 6(R8), Y13
+	VPSRLVQ        Y0, Y13, Y13
+	VPAND          Y1, Y13, Y13
+	VPBROADCASTD   2(R8), Y14
+	VPSHUFB        Y3, Y14, Y14
+	VPAND          Y2, Y14, Y14
+	VPCMPEQB       Y2, Y14, Y14
+	VPAND          qdb10<>+0(SB), Y14, Y14
+	VPOR           Y14, Y13, Y13
+	VPMADDUBSW     Y9, Y13, Y9
+	VPSUBW         Y10, Y9, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VPHADDD        Y9, Y12, Y12
+	VPHADDD        Y12, Y11, Y11
+	VEXTRACTI128   $0x01, Y11, X9
+	VPADDD         X11, X9, X9
+	VCVTDQ2PS      X9, X9
+	VPXOR          X10, X10, X10
+	VPINSRW        $0x00, (AX), X10, X10
+	VPINSRW        $0x01, (SI), X10, X10
+	VPINSRW        $0x02, (DI), X10, X10
+	VPINSRW        $0x03, (R8), X10, X10
+	VCVTPH2PS      X10, X10
+	VPBROADCASTW   (DX), X11
+	VCVTPH2PS      X11, X11
+	VMULPS         X11, X10, X10
+	VMULPS         X9, X10, X10
+	VADDPS         X10, X8, X8
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000016, SI
+	ADDQ           $0x00000016, DI
+	ADDQ           $0x00000016, R8
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JMP            dotQ50Q80X4AVX2_loop
+
+dotQ50Q80X4AVX2_done:
+	VADDPS  X5, X4, X4
+	VADDPS  X7, X6, X6
+	VADDPS  X6, X4, X4
+	VADDPS  X8, X4, X4
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X4, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4NLQ80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotIQ4NLQ80X4AVX2(SB), NOSPLIT, $0-72
+	MOVQ    w_base+0(FP), AX
+	MOVQ    stride+24(FP), CX
+	MOVQ    q_base+32(FP), DX
+	MOVQ    nb+56(FP), BX
+	LEAQ    (AX)(CX*1), SI
+	LEAQ    (SI)(CX*1), DI
+	LEAQ    (DI)(CX*1), R8
+	SHLQ    $0x02, CX
+	VMOVDQU qdshift4<>+0(SB), Y0
+	VMOVDQU qdb0f<>+0(SB), Y1
+	VMOVDQU qdiq4nl<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+	VXORPS  X4, X4, X4
+	VXORPS  X5, X5, X5
+	VXORPS  X6, X6, X6
+	VXORPS  X7, X7, X7
+
+dotIQ4NLQ80X4AVX2_loop4:
+	CMPQ           BX, $0x04
+	JB             dotIQ4NLQ80X4AVX2_loop
+	PREFETCHT0     (AX)(CX*1)
+	PREFETCHT1     (AX)(CX*2)
+	PREFETCHT0     64(AX)(CX*1)
+	PREFETCHT1     64(AX)(CX*2)
+	PREFETCHT0     (SI)(CX*1)
+	PREFETCHT1     (SI)(CX*2)
+	PREFETCHT0     64(SI)(CX*1)
+	PREFETCHT1     64(SI)(CX*2)
+	PREFETCHT0     (DI)(CX*1)
+	PREFETCHT1     (DI)(CX*2)
+	PREFETCHT0     64(DI)(CX*1)
+	PREFETCHT1     64(DI)(CX*2)
+	PREFETCHT0     (R8)(CX*1)
+	PREFETCHT1     (R8)(CX*2)
+	PREFETCHT0     64(R8)(CX*1)
+	PREFETCHT1     64(R8)(CX*2)
+	VMOVDQU        2(DX), Y8
+	VBROADCASTI128 2(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VPSIGNB        Y9, Y9, Y10
+	VPSIGNB        Y9, Y8, Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 2(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 2(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 2(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y8
+	VPMADDUBSW     Y8, Y12, Y8
+	VPMADDWD       q8lx4w1<>+0(SB), Y8, Y8
+	VPHADDD        Y8, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, (AX), X9, X9
+	VPINSRW        $0x01, (SI), X9, X9
+	VPINSRW        $0x02, (DI), X9, X9
+	VPINSRW        $0x03, (R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   (DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X3, X3
+	VMOVDQU        36(DX), Y8
+	VBROADCASTI128 20(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VPSIGNB        Y9, Y9, Y10
+	VPSIGNB        Y9, Y8, Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 20(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 20(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 20(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y8
+	VPMADDUBSW     Y8, Y12, Y8
+	VPMADDWD       q8lx4w1<>+0(SB), Y8, Y8
+	VPHADDD        Y8, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, 18(AX), X9, X9
+	VPINSRW        $0x01, 18(SI), X9, X9
+	VPINSRW        $0x02, 18(DI), X9, X9
+	VPINSRW        $0x03, 18(R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   34(DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X4, X4
+	VMOVDQU        70(DX), Y8
+	VBROADCASTI128 38(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VPSIGNB        Y9, Y9, Y10
+	VPSIGNB        Y9, Y8, Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 38(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 38(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 38(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y8
+	VPMADDUBSW     Y8, Y12, Y8
+	VPMADDWD       q8lx4w1<>+0(SB), Y8, Y8
+	VPHADDD        Y8, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, 36(AX), X9, X9
+	VPINSRW        $0x01, 36(SI), X9, X9
+	VPINSRW        $0x02, 36(DI), X9, X9
+	VPINSRW        $0x03, 36(R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   68(DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X5, X5
+	VMOVDQU        104(DX), Y8
+	VBROADCASTI128 56(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VPSIGNB        Y9, Y9, Y10
+	VPSIGNB        Y9, Y8, Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 56(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 56(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 56(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y8
+	VPMADDUBSW     Y8, Y12, Y8
+	VPMADDWD       q8lx4w1<>+0(SB), Y8, Y8
+	VPHADDD        Y8, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, 54(AX), X9, X9
+	VPINSRW        $0x01, 54(SI), X9, X9
+	VPINSRW        $0x02, 54(DI), X9, X9
+	VPINSRW        $0x03, 54(R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   102(DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X6, X6
+	ADDQ           $0x00000048, AX
+	ADDQ           $0x00000048, SI
+	ADDQ           $0x00000048, DI
+	ADDQ           $0x00000048, R8
+	ADDQ           $0x00000088, DX
+	SUBQ           $0x04, BX
+	JMP            dotIQ4NLQ80X4AVX2_loop4
+
+dotIQ4NLQ80X4AVX2_loop:
+	TESTQ          BX, BX
+	JZ             dotIQ4NLQ80X4AVX2_done
+	VMOVDQU        2(DX), Y8
+	VBROADCASTI128 2(AX), Y9
+	VPSRLVQ        Y0, Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPSHUFB        Y9, Y2, Y9
+	VPSIGNB        Y9, Y9, Y10
+	VPSIGNB        Y9, Y8, Y9
+	VPMADDUBSW     Y9, Y10, Y9
+	VPMADDWD       q8lx4w1<>+0(SB), Y9, Y9
+	VBROADCASTI128 2(SI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VBROADCASTI128 2(DI), Y10
+	VPSRLVQ        Y0, Y10, Y10
+	VPAND          Y1, Y10, Y10
+	VPSHUFB        Y10, Y2, Y10
+	VPSIGNB        Y10, Y10, Y11
+	VPSIGNB        Y10, Y8, Y10
+	VPMADDUBSW     Y10, Y11, Y10
+	VPMADDWD       q8lx4w1<>+0(SB), Y10, Y10
+	VBROADCASTI128 2(R8), Y11
+	VPSRLVQ        Y0, Y11, Y11
+	VPAND          Y1, Y11, Y11
+	VPSHUFB        Y11, Y2, Y11
+	VPSIGNB        Y11, Y11, Y12
+	VPSIGNB        Y11, Y8, Y8
+	VPMADDUBSW     Y8, Y12, Y8
+	VPMADDWD       q8lx4w1<>+0(SB), Y8, Y8
+	VPHADDD        Y8, Y10, Y10
+	VPHADDD        Y10, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X8
+	VPADDD         X9, X8, X8
+	VCVTDQ2PS      X8, X8
+	VPXOR          X9, X9, X9
+	VPINSRW        $0x00, (AX), X9, X9
+	VPINSRW        $0x01, (SI), X9, X9
+	VPINSRW        $0x02, (DI), X9, X9
+	VPINSRW        $0x03, (R8), X9, X9
+	VCVTPH2PS      X9, X9
+	VPBROADCASTW   (DX), X10
+	VCVTPH2PS      X10, X10
+	VMULPS         X10, X9, X9
+	VMULPS         X8, X9, X9
+	VADDPS         X9, X7, X7
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000012, SI
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x00000012, R8
+	ADDQ           $0x00000022, DX
+	DECQ           BX
+	JMP            dotIQ4NLQ80X4AVX2_loop
+
+dotIQ4NLQ80X4AVX2_done:
+	VADDPS  X4, X3, X3
+	VADDPS  X6, X5, X5
+	VADDPS  X5, X3, X3
+	VADDPS  X7, X3, X3
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X3, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ80Q80X4AVX2(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ80Q80X4AVX2(SB), NOSPLIT, $0-72
+	MOVQ   w_base+0(FP), AX
+	MOVQ   stride+24(FP), CX
+	MOVQ   q_base+32(FP), DX
+	MOVQ   nb+56(FP), BX
+	LEAQ   (AX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), R8
+	SHLQ   $0x02, CX
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+
+dotQ80Q80X4AVX2_loop4:
+	CMPQ         BX, $0x04
+	JB           dotQ80Q80X4AVX2_loop
+	PREFETCHT0   (AX)(CX*1)
+	PREFETCHT1   (AX)(CX*2)
+	PREFETCHT0   64(AX)(CX*1)
+	PREFETCHT1   64(AX)(CX*2)
+	PREFETCHT0   128(AX)(CX*1)
+	PREFETCHT1   128(AX)(CX*2)
+	PREFETCHT0   (SI)(CX*1)
+	PREFETCHT1   (SI)(CX*2)
+	PREFETCHT0   64(SI)(CX*1)
+	PREFETCHT1   64(SI)(CX*2)
+	PREFETCHT0   128(SI)(CX*1)
+	PREFETCHT1   128(SI)(CX*2)
+	PREFETCHT0   (DI)(CX*1)
+	PREFETCHT1   (DI)(CX*2)
+	PREFETCHT0   64(DI)(CX*1)
+	PREFETCHT1   64(DI)(CX*2)
+	PREFETCHT0   128(DI)(CX*1)
+	PREFETCHT1   128(DI)(CX*2)
+	PREFETCHT0   (R8)(CX*1)
+	PREFETCHT1   (R8)(CX*2)
+	PREFETCHT0   64(R8)(CX*1)
+	PREFETCHT1   64(R8)(CX*2)
+	PREFETCHT0   128(R8)(CX*1)
+	PREFETCHT1   128(R8)(CX*2)
+	VMOVDQU      2(DX), Y5
+	VMOVDQU      2(AX), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     q8lx4w1<>+0(SB), Y6, Y6
+	VMOVDQU      2(SI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      2(DI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VMOVDQU      2(R8), Y8
+	VPSIGNB      Y8, Y8, Y9
+	VPSIGNB      Y8, Y5, Y5
+	VPMADDUBSW   Y5, Y9, Y5
+	VPMADDWD     q8lx4w1<>+0(SB), Y5, Y5
+	VPHADDD      Y5, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, (SI), X6, X6
+	VPINSRW      $0x02, (DI), X6, X6
+	VPINSRW      $0x03, (R8), X6, X6
+	VCVTPH2PS    X6, X6
+	VPBROADCASTW (DX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDPS       X6, X0, X0
+	VMOVDQU      36(DX), Y5
+	VMOVDQU      36(AX), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     q8lx4w1<>+0(SB), Y6, Y6
+	VMOVDQU      36(SI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      36(DI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VMOVDQU      36(R8), Y8
+	VPSIGNB      Y8, Y8, Y9
+	VPSIGNB      Y8, Y5, Y5
+	VPMADDUBSW   Y5, Y9, Y5
+	VPMADDWD     q8lx4w1<>+0(SB), Y5, Y5
+	VPHADDD      Y5, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, 34(AX), X6, X6
+	VPINSRW      $0x01, 34(SI), X6, X6
+	VPINSRW      $0x02, 34(DI), X6, X6
+	VPINSRW      $0x03, 34(R8), X6, X6
+	VCVTPH2PS    X6, X6
+	VPBROADCASTW 34(DX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDPS       X6, X1, X1
+	VMOVDQU      70(DX), Y5
+	VMOVDQU      70(AX), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     q8lx4w1<>+0(SB), Y6, Y6
+	VMOVDQU      70(SI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      70(DI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VMOVDQU      70(R8), Y8
+	VPSIGNB      Y8, Y8, Y9
+	VPSIGNB      Y8, Y5, Y5
+	VPMADDUBSW   Y5, Y9, Y5
+	VPMADDWD     q8lx4w1<>+0(SB), Y5, Y5
+	VPHADDD      Y5, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, 68(AX), X6, X6
+	VPINSRW      $0x01, 68(SI), X6, X6
+	VPINSRW      $0x02, 68(DI), X6, X6
+	VPINSRW      $0x03, 68(R8), X6, X6
+	VCVTPH2PS    X6, X6
+	VPBROADCASTW 68(DX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDPS       X6, X2, X2
+	VMOVDQU      104(DX), Y5
+	VMOVDQU      104(AX), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     q8lx4w1<>+0(SB), Y6, Y6
+	VMOVDQU      104(SI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      104(DI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VMOVDQU      104(R8), Y8
+	VPSIGNB      Y8, Y8, Y9
+	VPSIGNB      Y8, Y5, Y5
+	VPMADDUBSW   Y5, Y9, Y5
+	VPMADDWD     q8lx4w1<>+0(SB), Y5, Y5
+	VPHADDD      Y5, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, 102(AX), X6, X6
+	VPINSRW      $0x01, 102(SI), X6, X6
+	VPINSRW      $0x02, 102(DI), X6, X6
+	VPINSRW      $0x03, 102(R8), X6, X6
+	VCVTPH2PS    X6, X6
+	VPBROADCASTW 102(DX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDPS       X6, X3, X3
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000088, SI
+	ADDQ         $0x00000088, DI
+	ADDQ         $0x00000088, R8
+	ADDQ         $0x00000088, DX
+	SUBQ         $0x04, BX
+	JMP          dotQ80Q80X4AVX2_loop4
+
+dotQ80Q80X4AVX2_loop:
+	TESTQ        BX, BX
+	JZ           dotQ80Q80X4AVX2_done
+	VMOVDQU      2(DX), Y5
+	VMOVDQU      2(AX), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     q8lx4w1<>+0(SB), Y6, Y6
+	VMOVDQU      2(SI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMOVDQU      2(DI), Y7
+	VPSIGNB      Y7, Y7, Y8
+	VPSIGNB      Y7, Y5, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     q8lx4w1<>+0(SB), Y7, Y7
+	VMOVDQU      2(R8), Y8
+	VPSIGNB      Y8, Y8, Y9
+	VPSIGNB      Y8, Y5, Y5
+	VPMADDUBSW   Y5, Y9, Y5
+	VPMADDWD     q8lx4w1<>+0(SB), Y5, Y5
+	VPHADDD      Y5, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VPXOR        X6, X6, X6
+	VPINSRW      $0x00, (AX), X6, X6
+	VPINSRW      $0x01, (SI), X6, X6
+	VPINSRW      $0x02, (DI), X6, X6
+	VPINSRW      $0x03, (R8), X6, X6
+	VCVTPH2PS    X6, X6
+	VPBROADCASTW (DX), X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDPS       X6, X4, X4
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, SI
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000022, R8
+	ADDQ         $0x00000022, DX
+	DECQ         BX
+	JMP          dotQ80Q80X4AVX2_loop
+
+dotQ80Q80X4AVX2_done:
+	VADDPS  X1, X0, X0
+	VADDPS  X3, X2, X2
+	VADDPS  X2, X0, X0
+	VADDPS  X4, X0, X0
+	MOVQ    dst+64(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET

@@ -4,11 +4,12 @@ import "fmt"
 
 // DotQ40Q80Rows sets dst[i] to DotQ40Q80(w[i·rb:(i+1)·rb], q) for every
 // row i, rb = len(w)/len(dst): the same bits, four rows a call where the
-// kernel set has a four-row kernel (the avx512 set with AVX-512 VNNI: the
-// rows share each activation block's load and scale, and Q4_0 subtracts
-// 8·Σ codes once a block for the four rows). It panics unless len(q) is
-// whole Q8_0 blocks and w holds exactly len(dst) rows of as many Q4_0
-// blocks.
+// kernel set has a four-row kernel (the avx512 set with AVX-512 VNNI, and
+// the AVX2 ones on the avx2 set and the avx512 set without VNNI: the rows
+// share each activation block's load and scale, and Q4_0 subtracts the
+// activations' 8·Σ codes once a block for the four rows). It panics
+// unless len(q) is whole Q8_0 blocks and w holds exactly len(dst) rows of
+// as many Q4_0 blocks.
 func DotQ40Q80Rows(dst []float32, w, q []byte) {
 	nb := checkQ80Rows("DotQ40Q80Rows", len(dst), len(w), len(q), q40BlockBytes)
 	dotQ80Rows(qdQ40, dst, w, q, nb)

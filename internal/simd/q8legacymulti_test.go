@@ -6,12 +6,13 @@ import (
 )
 
 // TestDotQ80Rows compares DotQ40Q80Rows, DotQ50Q80Rows, DotIQ4NLQ80Rows and
-// DotQ80Q80Rows
-// row by row with the one-row dots and with their Go twin on every kernel
-// set (and the avx512 set without VNNI), bit for bit, over 0..9 rows (whole
-// groups of four and the rest) of 0..9 blocks (groups of four blocks and
-// the rest) at misaligned offsets, with random and ±127 activation codes,
-// and checks that it writes exactly dst.
+// DotQ80Q80Rows row by row with the one-row dots and with their Go twin on
+// every kernel set (and the avx512 set without VNNI, which takes the AVX2
+// four-row kernels), bit for bit, over 0..9 rows (whole groups of four and
+// the rest) of 0..9 blocks (groups of four blocks and the rest) at
+// misaligned offsets, with random and ±127 activation codes and codes 127
+// against Q8_0 values −128, Q4_0 codes 15 and Q5_0 codes 31 (the largest
+// VPMADDUBSW pairs), and checks that it writes exactly dst.
 func TestDotQ80Rows(t *testing.T) {
 	tests := []struct {
 		name string
@@ -38,6 +39,24 @@ func TestDotQ80Rows(t *testing.T) {
 						if nb > 1 {
 							for i := 0; i < 32; i++ {
 								x[32+i] = float32(1 - 2*(i&1))
+							}
+						}
+						if nb > 2 { // the extremes: codes 127 against −128 (Q8_0) or 15 (Q4_0)
+							for i := 64; i < 96; i++ {
+								x[i] = 1
+							}
+							for i := 0; i < rows; i++ {
+								blk := w[(i*nb+2)*bb : (i*nb+3)*bb]
+								switch tt.t {
+								case qdQ80:
+									for j := 2; j < bb; j++ {
+										blk[j] = 0x80
+									}
+								case qdQ40, qdQ50:
+									for j := 2; j < bb; j++ {
+										blk[j] = 0xff
+									}
+								}
 							}
 						}
 						q := make([]byte, nb*Q80BlockBytes)

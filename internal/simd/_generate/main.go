@@ -152,6 +152,7 @@ func avx2() {
 	q8kCodes()
 	multitokAVX2()
 	q8legacy(false)
+	q8legacyX4AVX2() // q8legacymulti.go
 }
 
 func header(name, sig string, doc ...string) {

@@ -24,6 +24,7 @@ import (
 // panels (32 weight rows) at a time (gemmP<M>x32AVX512, the last odd panel
 // gemmP<M>x16AVX512): every output takes the same fused multiply-adds in the
 // same order as with the AVX2 kernels, so the results are the same bits.
+// The Zen 4 choice keeps the AVX2 micro-kernels (gemm512).
 //
 // F32 weights keep the 4×3 path: internal/train's recorded trajectories
 // depend on its arithmetic.
@@ -36,9 +37,11 @@ const packKC = 256
 func (k *mmKernels[W]) packed(nt int) bool {
 	switch {
 	case k.q80:
-		return nt >= packTokens(true)
+		return nt >= packTokens(packQ80)
+	case k.bf16:
+		return nt >= packTokens(packBF16)
 	case k.elemBytes == 2:
-		return nt >= packTokens(false)
+		return nt >= packTokens(packF16)
 	}
 	return false // F32
 }
@@ -69,7 +72,7 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 				}
 				transpose8F32AVX2(&wp[(p-rc)*kn], 16, &tmp[0], kn, 16, kn)
 			}
-			if useAVX512 {
+			if gemm512() {
 				for t := 0; t < nt; t += 12 {
 					m := min(12, nt-t)
 					for p := rc; p < re; p += 32 {
@@ -107,10 +110,23 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 // FP16 and on a Zen 5 EPYC: F16 0.63/0.70–0.81× at 8 tokens, 0.89/0.90–1.07×
 // at 16, 1.21/1.02–1.04× at 32, 1.57× (Xeon) at 64; BF16 1.07/1.10–1.19× at
 // 32; Q8_0 1.07/0.98–1.29× at 16, 1.66/1.35–1.49× at 32.
+//
+// On an AMD Zen 4 (the avx512-zen4 choice) the AVX-512 micro-kernels ran
+// 0.95–0.98× the AVX2 ones from 64 token rows (BenchmarkMatMulPacked, one
+// core, idle: F16 at 512 tokens 97.9 against 102.6 GFLOP/s, Q8_0 99.0
+// against 103.5), as its F16 dots did (its 512-bit operations take two
+// passes through 256-bit units), so the packed path takes the AVX2 ones
+// there (gemm512); and F16's 4×3 path, about 100 GFLOP/s from 32 token rows
+// on, matched or beat the packed one up to 512 (at 128: 100.7 against
+// 91.3), BF16's (about 89) lost to it from 128 (92.5), Q8_0's (about 70)
+// from 32 (76.5).
 const (
 	packTokensF16AVX2  = 256
 	packTokensQ80AVX2  = 64
 	packTokensAVX512   = 32
+	packTokensZen4F16  = 512
+	packTokensZen4BF16 = 128
+	packTokensZen4Q80  = 32
 	packTokensUnforced = -1
 )
 
@@ -118,21 +134,28 @@ const (
 // BenchmarkMatMulPacked can force either path (0: packed, math.MaxInt: 4×3).
 var packForce = packTokensUnforced
 
-// packTokens returns the packed path's threshold for the kernels selected
-// now (math.MaxInt with the pure-Go twins).
-func packTokens(q80 bool) int {
+// packTokens returns the packed path's threshold for weights of kind k
+// with the kernels selected now (math.MaxInt with the pure-Go twins).
+func packTokens(k packKind) int {
 	switch {
 	case packForce != packTokensUnforced:
 		return packForce
 	case !useAsm:
 		return math.MaxInt
+	case zen4Enabled():
+		return [...]int{packF16: packTokensZen4F16, packBF16: packTokensZen4BF16, packQ80: packTokensZen4Q80}[k]
 	case useAVX512:
 		return packTokensAVX512
-	case q80:
+	case k == packQ80:
 		return packTokensQ80AVX2
 	}
 	return packTokensF16AVX2
 }
+
+// gemm512 reports whether the packed path multiplies in the AVX-512
+// micro-kernels (gemmP<M>x32AVX512): on the avx512 set but for the Zen 4
+// choice, which takes the AVX2 ones (the same bits either way).
+func gemm512() bool { return useAVX512 && !zen4Enabled() }
 
 // packChunk is the weight rows packed at a time (a multiple of 16).
 const packChunk = 128

@@ -12,7 +12,8 @@ import (
 
 // TestMatMulPackedSetsBitExact checks that the AVX-512 packed path gives
 // the AVX2 packed path's results bit for bit (every output is the same
-// chain of fused multiply-adds in both): token counts with whole and
+// chain of fused multiply-adds in both), and so does the Zen 4 choice's
+// (the AVX2 micro-kernels on AVX-512 widening) where it packs: token counts with whole and
 // partial 12- and 6-token blocks, weight rows with an even and an odd
 // number of 16-row panels, several column blocks and a column tail. Only
 // the packed rows are compared: the row tail (fewer than 16 rows) goes
@@ -29,7 +30,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			for _, sh := range []struct{ nt, rows, cols, r0, r1 int }{
-				{256, 64, 256, 0, 64}, {263, 80, 600, 0, 80}, {269, 50, 1030, 2, 50}, {300, 144, 96, 16, 144}, {257, 19, 8, 0, 19}, {260, 37, 544, 3, 37},
+				{256, 64, 256, 0, 64}, {263, 80, 600, 0, 80}, {269, 50, 1030, 2, 50}, {300, 144, 96, 16, 144}, {257, 19, 8, 0, 19}, {260, 37, 544, 3, 37}, {518, 48, 264, 0, 48},
 			} {
 				cols := sh.cols
 				if tc.q80 {
@@ -41,15 +42,32 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 				restore := ForceAVX2()
 				mm(want, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
 				restore()
-				got := make([]float32, sh.nt*sh.rows)
-				mm(got, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
 				packedEnd := sh.r0 + (sh.r1-sh.r0)/MatMulPackRows*MatMulPackRows
-				for i := range want {
-					if j := i % sh.rows; j < sh.r0 || j >= packedEnd {
-						continue
+				for _, v := range []struct {
+					name  string
+					force func() func()
+				}{{"avx512", ForceAVX512}, {"avx512-zen4", func() func() { return forceZen4(true) }}} {
+					restore := v.force()
+					pt := packTokens(packF16)
+					switch {
+					case tc.q80:
+						pt = packTokens(packQ80)
+					case tc.name == "BF16":
+						pt = packTokens(packBF16)
 					}
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("nt=%d rows=%d cols=%d: dst[%d] = %v with avx512, %v with avx2", sh.nt, sh.rows, cols, i, got[i], want[i])
+					got := make([]float32, sh.nt*sh.rows)
+					mm(got, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
+					restore()
+					if sh.nt < pt {
+						continue // that choice's 4×3 path
+					}
+					for i := range want {
+						if j := i % sh.rows; j < sh.r0 || j >= packedEnd {
+							continue
+						}
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("nt=%d rows=%d cols=%d: dst[%d] = %v with %s, %v with avx2", sh.nt, sh.rows, cols, i, got[i], v.name, want[i])
+						}
 					}
 				}
 			}
@@ -61,9 +79,11 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 // it replaces above MatMulPackTokensF16/Q80(), on one goroutine: every round
 // runs the same product once each way, in alternating order, and it
 // reports both GFLOP/s (medians) and "speedup", the 4×3 time over the
-// packed time; on AVX-512 CPUs also the packed path with the AVX2
-// micro-kernels ("avx512-speedup": its time over the AVX-512 one's). This
-// is how the thresholds were chosen:
+// packed time; on AVX-512 CPUs also the packed path with the other
+// micro-kernels ("over-avx2": the AVX2 ones' time over the AVX-512 ones';
+// on the Zen 4 choice, which packs with the AVX2 ones, "over-avx512"). This
+// is how the thresholds were chosen (packForce forces the path, not the
+// Zen 4 F16 threshold's 4×3 below 512 tokens):
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 8x ./internal/simd/
 func BenchmarkMatMulPacked(b *testing.B) {
@@ -93,10 +113,15 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					}
 					b.Cleanup(func() { packForce = packTokensUnforced })
 					// 4×3, packed, and where the CPU has AVX-512, packed with
-					// the AVX2 micro-kernels.
-					ways := 2
+					// the other micro-kernels: the AVX2 ones (ForceAVX2), or on
+					// the Zen 4 choice, which packs with them, the AVX-512
+					// ones (ForceAVX512).
+					ways, other, force := 2, "avx2", ForceAVX2
 					if useAVX512 {
 						ways = 3
+					}
+					if zen4Enabled() {
+						other, force = "avx512", ForceAVX512
 					}
 					secs := make([][]float64, ways)
 					round := 0
@@ -109,7 +134,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 							}
 							restore := func() {}
 							if i == 2 {
-								restore = ForceAVX2()
+								restore = force()
 							}
 							t0 := time.Now()
 							call()
@@ -124,8 +149,8 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					b.ReportMetric(fl/med(secs[1])/1e9, "packed-GFLOP/s")
 					b.ReportMetric(med(secs[0])/med(secs[1]), "speedup")
 					if ways == 3 {
-						b.ReportMetric(fl/med(secs[2])/1e9, "packed-avx2-GFLOP/s")
-						b.ReportMetric(med(secs[2])/med(secs[1]), "avx512-speedup")
+						b.ReportMetric(fl/med(secs[2])/1e9, "packed-"+other+"-GFLOP/s")
+						b.ReportMetric(med(secs[2])/med(secs[1]), "over-"+other)
 					}
 				})
 			}

@@ -24,7 +24,7 @@ func matMulDecoded(dst []float32, ldd int, x []float32, nt, cols int, dec RowDec
 				}
 				transpose8F32AVX2(&wp[(p-rc)*kn], 16, &tmp[0], kn, 16, kn)
 			}
-			if useAVX512 {
+			if gemm512() {
 				for t := 0; t < nt; t += 12 {
 					m := min(12, nt-t)
 					for p := rc; p < re; p += 32 {
@@ -44,4 +44,4 @@ func matMulDecoded(dst []float32, ldd int, x []float32, nt, cols int, dec RowDec
 	return end
 }
 
-func matMulDecodedTokens() int { return packTokens(true) }
+func matMulDecodedTokens() int { return packTokens(packQ80) }

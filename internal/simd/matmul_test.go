@@ -136,13 +136,14 @@ func TestMatMulLarge(t *testing.T) {
 				}
 				checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
 				checkMatMulCase(t, r, tc, 1, 7, cols, 0, 7, 7, 5)
-				// The packed path (MatMulPackTokensF16() or Q80() token rows or more:
-				// 32 with the AVX-512 kernels, 64 or 256 with the AVX2 ones):
+				// The packed path (MatMulPackTokensF16(), BF16() or Q80() token rows
+				// or more: 32 with the AVX-512 kernels, 64 or 256 with the AVX2
+				// ones, 512, 128 and 32 on the Zen 4 choice):
 				// whole and partial 6-token blocks, 16-row panels with a
 				// row tail, panels of several column blocks (packKC) and
 				// a column tail.
 				for _, sh := range []struct{ nt, rows, cols, r0, r1 int }{
-					{33, 48, 256, 0, 48}, {44, 37, 600, 3, 37}, {64, 32, 256, 0, 32}, {65, 37, 600, 3, 37}, {259, 50, 72, 0, 50}, {262, 19, 1030, 2, 19}, {256, 16, 8, 0, 16},
+					{33, 48, 256, 0, 48}, {44, 37, 600, 3, 37}, {64, 32, 256, 0, 32}, {65, 37, 600, 3, 37}, {259, 50, 72, 0, 50}, {262, 19, 1030, 2, 19}, {256, 16, 8, 0, 16}, {515, 21, 40, 1, 21},
 				} {
 					c := sh.cols
 					if tc.q80 {

@@ -14,13 +14,15 @@ import (
 // token row, a single cache's step), "each" (MatMulEach* of nt token rows,
 // the multi-token kernels) and "loop" (the nt rows one after another per
 // chunk of 32 weight rows, as pkg/runtime/cpu did before: the chunk read
-// from DRAM once, then from L2). It reports the median ms of each and the
-// medians over rounds of each/one and loop/one (eval's goal for 5 caches:
-// at most 1 + 0.3·4 = 2.2). Run it with -benchtime 100x or so.
+// from DRAM once, then from L2) and "batch" (MatMul* of the nt rows in one
+// call, the engine's batched decode of nt sequences). It reports the
+// median ms of each and the medians over rounds of each/one, loop/one
+// (eval's goal for 5 caches: at most 1 + 0.3·4 = 2.2) and batch/one. Run
+// it with -benchtime 100x or so.
 func BenchmarkMatMulEach(b *testing.B) {
 	const rows, cols, ringBytes = 2048, 2048, 256 << 20
 	for _, dt := range []string{"F16", "Q80"} {
-		for _, nt := range []int{3, 5} {
+		for _, nt := range []int{3, 4, 5} {
 			b.Run(fmt.Sprintf("%s/nt=%d", dt, nt), func(b *testing.B) {
 				r := newRand(b)
 				var one, each func(m int, dst, x []float32, nt, lo, hi int)
@@ -50,10 +52,11 @@ func BenchmarkMatMulEach(b *testing.B) {
 							}
 						}
 					},
+					func(m int) { one(m, dst, x, nt, 0, rows) },
 				}
-				names := []string{"one", "each", "loop"}
+				names := []string{"one", "each", "loop", "batch"}
 				secs := make([][]float64, len(runs))
-				var eachX, loopX []float64
+				var eachX, loopX, batchX []float64
 				round, m := 0, 0
 				for b.Loop() {
 					for k := range runs {
@@ -65,6 +68,7 @@ func BenchmarkMatMulEach(b *testing.B) {
 					}
 					eachX = append(eachX, secs[1][round]/secs[0][round])
 					loopX = append(loopX, secs[2][round]/secs[0][round])
+					batchX = append(batchX, secs[3][round]/secs[0][round])
 					round++
 				}
 				med := func(v []float64) float64 {
@@ -77,6 +81,7 @@ func BenchmarkMatMulEach(b *testing.B) {
 				}
 				b.ReportMetric(med(eachX), "each/one")
 				b.ReportMetric(med(loopX), "loop/one")
+				b.ReportMetric(med(batchX), "batch/one")
 			})
 		}
 	}

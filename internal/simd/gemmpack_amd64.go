@@ -37,11 +37,9 @@ const packKC = 256
 func (k *mmKernels[W]) packed(nt int) bool {
 	switch {
 	case k.q80:
-		return nt >= packTokens(packQ80)
-	case k.bf16:
-		return nt >= packTokens(packBF16)
+		return nt >= packTokens(true)
 	case k.elemBytes == 2:
-		return nt >= packTokens(packF16)
+		return nt >= packTokens(false)
 	}
 	return false // F32
 }
@@ -116,17 +114,16 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 // core, idle: F16 at 512 tokens 97.9 against 102.6 GFLOP/s, Q8_0 99.0
 // against 103.5), as its F16 dots did (its 512-bit operations take two
 // passes through 256-bit units), so the packed path takes the AVX2 ones
-// there (gemm512); and F16's 4×3 path, about 100 GFLOP/s from 32 token rows
-// on, matched or beat the packed one up to 512 (at 128: 100.7 against
-// 91.3), BF16's (about 89) lost to it from 128 (92.5), Q8_0's (about 70)
-// from 32 (76.5).
+// there (gemm512). Its F16 4×3 path, about 100 GFLOP/s from 32 token rows
+// on, matched or beat the packing up to 512, but the threshold stays at 32:
+// below it a token's bits depend on how many tokens share the call (the
+// 4×3 gemm takes whole groups of 4, the dots the rest), and kvq eval's
+// loglikelihoods rely on a prompt's tokens getting the same bits in a call
+// of the context alone and one of context and continuation.
 const (
 	packTokensF16AVX2  = 256
 	packTokensQ80AVX2  = 64
 	packTokensAVX512   = 32
-	packTokensZen4F16  = 512
-	packTokensZen4BF16 = 128
-	packTokensZen4Q80  = 32
 	packTokensUnforced = -1
 )
 
@@ -134,19 +131,17 @@ const (
 // BenchmarkMatMulPacked can force either path (0: packed, math.MaxInt: 4×3).
 var packForce = packTokensUnforced
 
-// packTokens returns the packed path's threshold for weights of kind k
-// with the kernels selected now (math.MaxInt with the pure-Go twins).
-func packTokens(k packKind) int {
+// packTokens returns the packed path's threshold for the kernels selected
+// now (math.MaxInt with the pure-Go twins).
+func packTokens(q80 bool) int {
 	switch {
 	case packForce != packTokensUnforced:
 		return packForce
 	case !useAsm:
 		return math.MaxInt
-	case zen4Enabled():
-		return [...]int{packF16: packTokensZen4F16, packBF16: packTokensZen4BF16, packQ80: packTokensZen4Q80}[k]
 	case useAVX512:
 		return packTokensAVX512
-	case k == packQ80:
+	case q80:
 		return packTokensQ80AVX2
 	}
 	return packTokensF16AVX2

@@ -48,13 +48,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 					force func() func()
 				}{{"avx512", ForceAVX512}, {"avx512-zen4", func() func() { return forceZen4(true) }}} {
 					restore := v.force()
-					pt := packTokens(packF16)
-					switch {
-					case tc.q80:
-						pt = packTokens(packQ80)
-					case tc.name == "BF16":
-						pt = packTokens(packBF16)
-					}
+					pt := packTokens(tc.q80)
 					got := make([]float32, sh.nt*sh.rows)
 					mm(got, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
 					restore()
@@ -82,8 +76,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 // packed time; on AVX-512 CPUs also the packed path with the other
 // micro-kernels ("over-avx2": the AVX2 ones' time over the AVX-512 ones';
 // on the Zen 4 choice, which packs with the AVX2 ones, "over-avx512"). This
-// is how the thresholds were chosen (packForce forces the path, not the
-// Zen 4 F16 threshold's 4×3 below 512 tokens):
+// is how the thresholds were chosen:
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 8x ./internal/simd/
 func BenchmarkMatMulPacked(b *testing.B) {

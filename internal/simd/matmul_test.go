@@ -136,9 +136,8 @@ func TestMatMulLarge(t *testing.T) {
 				}
 				checkMatMulCase(t, r, tc, 9, 11, cols, 1, 11, 12, 3)
 				checkMatMulCase(t, r, tc, 1, 7, cols, 0, 7, 7, 5)
-				// The packed path (MatMulPackTokensF16(), BF16() or Q80() token rows
-				// or more: 32 with the AVX-512 kernels, 64 or 256 with the AVX2
-				// ones, 512, 128 and 32 on the Zen 4 choice):
+				// The packed path (MatMulPackTokensF16() or Q80() token rows or more:
+				// 32 with the AVX-512 kernels, 64 or 256 with the AVX2 ones):
 				// whole and partial 6-token blocks, 16-row panels with a
 				// row tail, panels of several column blocks (packKC) and
 				// a column tail.

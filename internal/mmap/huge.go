@@ -2,7 +2,6 @@ package mmap
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 )
@@ -10,6 +9,10 @@ import (
 // HugeMin is the smallest file Weights reads into huge pages: below it
 // the file's pages fit the TLB well enough as they are.
 const HugeMin = 64 << 20
+
+// thpEnabled is Linux's transparent-huge-page switch, which hugePages
+// reads there; a test points it elsewhere.
+var thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 // readChunk is how much Weights reads between looks at its context.
 const readChunk = 64 << 20
@@ -32,27 +35,16 @@ func Weights(ctx context.Context, path string, mapOnly bool) (*File, error) {
 	if mapOnly {
 		return Open(path)
 	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s: is a directory", path)
-	}
-	size := st.Size()
-	if size < HugeMin || !hugePages() || size > availableMemory()/2 {
-		return open(fh, path, size)
-	}
-	f, err := readHuge(ctx, fh, path, size)
-	if f == nil && err == nil {
-		return open(fh, path, size) // the anonymous mapping failed
-	}
-	return f, err
+	return withFile(path, func(fh *os.File, size int64) (*File, error) {
+		if size < HugeMin || !hugePages() || size > availableMemory()/2 {
+			return open(fh, path, size)
+		}
+		f, err := readHuge(ctx, fh, path, size)
+		if f == nil && err == nil {
+			return open(fh, path, size) // the anonymous mapping failed
+		}
+		return f, err
+	})
 }
 
 // Huge reports whether f's bytes were read into huge pages (Weights)

@@ -17,10 +17,6 @@ const hugeAlign = 2 << 20
 // madvHugePage is MADV_HUGEPAGE (the syscall package does not name it).
 const madvHugePage = 14
 
-// thpEnabled is the kernel's transparent-huge-page switch; a test points it
-// elsewhere.
-var thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
-
 // hugePages reports whether an madvise(MADV_HUGEPAGE) region gets huge
 // pages: the switch reads "[always]" or "[madvise]".
 func hugePages() bool {

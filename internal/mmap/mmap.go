@@ -48,6 +48,13 @@ func (f *File) Close() error {
 
 // Open maps path read-only.
 func Open(path string) (*File, error) {
+	return withFile(path, func(fh *os.File, size int64) (*File, error) { return open(fh, path, size) })
+}
+
+// withFile opens path, refuses a directory, and returns what use makes of
+// the open file and its size (the file is closed afterwards: a mapping or
+// a copy outlives it).
+func withFile(path string, use func(fh *os.File, size int64) (*File, error)) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -60,5 +67,5 @@ func Open(path string) (*File, error) {
 	if st.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory", path)
 	}
-	return open(fh, path, st.Size())
+	return use(fh, st.Size())
 }

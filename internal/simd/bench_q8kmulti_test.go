@@ -47,6 +47,16 @@ func benchKQ8KRows(b *testing.B, blockBytes int, scaleAt []int, one func(w, q []
 	ring := cloneRing(randKBlocks(r, rows*nb, blockBytes, scaleAt...), ringBytes/(rows*rb))
 	q := make([]byte, nb*Q8KBlockBytes)
 	QuantizeQ8K(q, randF32(r, cols))
+	benchRowDots(b, ring, rows, rb, q, one, rowsDot)
+}
+
+// benchRowDots times one product of the rows×rb-byte weight matrices of
+// ring (one a call, in turn) with the activation codes q, one row a call
+// (one) against several (rowsDot), alternating which goes first from round
+// to round, and reports each one's median GB/s of weights ("rows1",
+// "rows4") and "speedup" (the median over rounds of the one-row time over
+// the multi-row time).
+func benchRowDots(b *testing.B, ring [][]byte, rows, rb int, q []byte, one func(w, q []byte) float32, rowsDot func(dst []float32, w, q []byte)) {
 	dst := make([]float32, rows)
 	runs := []func(w []byte){
 		func(w []byte) {

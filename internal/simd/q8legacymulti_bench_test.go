@@ -2,9 +2,7 @@ package simd
 
 import (
 	"os"
-	"slices"
 	"testing"
-	"time"
 )
 
 // BenchmarkQ80Rows compares the one-token products of Q4_0, Q5_0, IQ4_NL
@@ -60,36 +58,5 @@ func benchQ80Rows(b *testing.B, blockBytes, rows, cols int, one func(w, q []byte
 	ring := cloneRing(randKBlocks(r, rows*nb, blockBytes, 0), ringBytes/(rows*rb))
 	q := make([]byte, nb*Q80BlockBytes)
 	QuantizeQ80(q, randF32(r, cols))
-	dst := make([]float32, rows)
-	runs := []func(w []byte){
-		func(w []byte) {
-			for i := range dst {
-				dst[i] = one(w[i*rb:(i+1)*rb], q)
-			}
-		},
-		func(w []byte) { rowsDot(dst, w, q) },
-	}
-	secs := make([][]float64, len(runs))
-	var ratios []float64
-	round, m := 0, 0
-	for b.Loop() {
-		for k := range runs {
-			i := (k + round) % len(runs)
-			t0 := time.Now()
-			runs[i](ring[m%len(ring)])
-			secs[i] = append(secs[i], time.Since(t0).Seconds())
-			m++
-		}
-		ratios = append(ratios, secs[0][round]/secs[1][round])
-		round++
-	}
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	for i, name := range []string{"rows1", "rows4"} {
-		b.ReportMetric(float64(rows*rb)/med(secs[i])/1e9, name+"-GB/s")
-	}
-	b.ReportMetric(med(ratios), "speedup")
+	benchRowDots(b, ring, rows, rb, q, one, rowsDot)
 }

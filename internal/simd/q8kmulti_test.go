@@ -37,13 +37,7 @@ func TestDotKQ8KRows(t *testing.T) {
 					q := make([]byte, nb*Q8KBlockBytes)
 					QuantizeQ8K(q, x)
 					q = offsetCopy(q, offsets[off]+1)
-					buf := make([]float32, rows+2)
-					buf[0], buf[rows+1] = 7, 7
-					dst := buf[1 : rows+1]
-					tt.rows(dst, w, q)
-					if buf[0] != 7 || buf[rows+1] != 7 {
-						t.Errorf("%s(nb=%d rows=%d) wrote outside dst", tt.name, nb, rows)
-					}
+					dst := guardedRows(t, tt.name, nb, rows, tt.rows, w, q)
 					rb := nb * tt.blockBytes
 					for i, got := range dst {
 						want := tt.twin(w[i*rb:(i+1)*rb], q, nb)
@@ -69,4 +63,19 @@ func TestDotKQ8KRows(t *testing.T) {
 			bad()
 		}()
 	}
+}
+
+// guardedRows returns rowsDot's rows values for weights w and codes q,
+// written into a dst between two sentinels, and reports (as name, with nb
+// blocks a row) a write outside it.
+func guardedRows(t *testing.T, name string, nb, rows int, rowsDot func(dst []float32, w, q []byte), w, q []byte) []float32 {
+	t.Helper()
+	buf := make([]float32, rows+2)
+	buf[0], buf[rows+1] = 7, 7
+	dst := buf[1 : rows+1]
+	rowsDot(dst, w, q)
+	if buf[0] != 7 || buf[rows+1] != 7 {
+		t.Errorf("%s(nb=%d rows=%d) wrote outside dst", name, nb, rows)
+	}
+	return dst
 }

@@ -62,13 +62,7 @@ func TestDotQ80Rows(t *testing.T) {
 						q := make([]byte, nb*Q80BlockBytes)
 						QuantizeQ80(q, x)
 						q = offsetCopy(q, offsets[off]+1)
-						buf := make([]float32, rows+2)
-						buf[0], buf[rows+1] = 7, 7
-						dst := buf[1 : rows+1]
-						tt.rows(dst, w, q)
-						if buf[0] != 7 || buf[rows+1] != 7 {
-							t.Errorf("%s(nb=%d rows=%d) wrote outside dst", tt.name, nb, rows)
-						}
+						dst := guardedRows(t, tt.name, nb, rows, tt.rows, w, q)
 						rb := nb * bb
 						for i, got := range dst {
 							row := w[i*rb : (i+1)*rb]

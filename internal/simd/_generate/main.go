@@ -674,7 +674,14 @@ func narrowBF16() {
 // gemm: nt token rows by nr weight rows per call, each weight vector loaded
 // and converted once per column group and reused for every token row.
 // With nt=4, nr=3 it uses all 16 YMM registers: 12 accumulators, 3 weights
-// and one token vector.
+// and one token vector. Every cache line of the weight rows it reads, it
+// prefetches the same line of the nr rows after them into L2 (PREFETCHT1):
+// the next call's rows where matMul walks weight rows in groups of nr. With
+// a few token rows the kernel's FMAs take about as long as streaming the
+// weights from DRAM, and without the prefetch the two did not overlap: on
+// the Zen 4, 4 token rows × 2048×2048 F16 weights from DRAM took 0.70 ms
+// (0.34 ms from L3, 0.37 ms for one row's dot product) and 0.47 ms with it
+// (BenchmarkMatMulEach's batch/one 1.9 → 1.3). The bits are unchanged.
 func gemm(t wtype, nt, nr int, accumulate bool) {
 	name, op := fmt.Sprintf("gemm%dx%d%sAVX2", nt, nr, t.name), "="
 	if accumulate {
@@ -695,27 +702,50 @@ func gemm(t wtype, nt, nr int, accumulate bool) {
 		SHLQ(U8(1), ldw)
 	}
 	ws := rowMems(wp, ldw, nr)
+	// pf walks the next nr weight rows (those of the next call over the
+	// same columns) one cache line per unrolled step, into L2.
+	pf := GP64()
+	LEAQ(Mem{Base: ws[nr-1].Base, Index: ldw, Scale: 1}, pf)
 	n := Load(Param("n"), GP64())
 	acc := zeroGrid(nt, nr, zeros)
 	c := GP64()
 	XORQ(c, c)
+	body := func() {
+		wv := make([]VecVirtual, nr)
+		for j := range wv {
+			wv[j] = YMM()
+			t.load(ws[j].Idx(c, t.size), wv[j])
+		}
+		for i := 0; i < nt; i++ {
+			xv := YMM()
+			VMOVUPS(xs[i].Idx(c, 4), xv)
+			for j := 0; j < nr; j++ {
+				VFMADD231PS(wv[j], xv, acc[i][j])
+			}
+		}
+		ADDQ(U32(8), c)
+	}
+	unroll := 64 / (8 * int(t.size)) // steps per cache line of a weight row
+	end := GP64()
+	Label(name + "_line")
+	MOVQ(c, end)
+	ADDQ(U32(uint32(8*unroll)), end)
+	CMPQ(end, n)
+	JA(LabelRef(name + "_loop"))
+	PREFETCHT1(Mem{Base: pf})
+	for j := 1; j < nr; j++ { // nr <= 3: scales 1 and 2
+		PREFETCHT1(Mem{Base: pf, Index: ldw, Scale: uint8(j)})
+	}
+	ADDQ(U32(64), pf)
+	for u := 0; u < unroll; u++ {
+		body()
+	}
+	JMP(LabelRef(name + "_line"))
 
 	Label(name + "_loop")
 	CMPQ(c, n)
 	JAE(LabelRef(name + "_done"))
-	wv := make([]VecVirtual, nr)
-	for j := range wv {
-		wv[j] = YMM()
-		t.load(ws[j].Idx(c, t.size), wv[j])
-	}
-	for i := 0; i < nt; i++ {
-		xv := YMM()
-		VMOVUPS(xs[i].Idx(c, 4), xv)
-		for j := 0; j < nr; j++ {
-			VFMADD231PS(wv[j], xv, acc[i][j])
-		}
-	}
-	ADDQ(U32(8), c)
+	body()
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")

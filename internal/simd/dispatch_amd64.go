@@ -701,16 +701,7 @@ func (k *mmKernels[W]) gemm(acc bool, dst *float32, ldd int, x *float32, ldx int
 			gemm4x3F32AVX2(dst, ldd, x, ldx, w, ldw, kn)
 		}
 	case *uint16:
-		switch {
-		case k.bf16 && acc:
-			gemm4x3BF16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
-		case k.bf16:
-			gemm4x3BF16AVX2(dst, ldd, x, ldx, w, ldw, kn)
-		case acc:
-			gemm4x3F16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
-		default:
-			gemm4x3F16AVX2(dst, ldd, x, ldx, w, ldw, kn)
-		}
+		k.gemm16(4, acc, dst, ldd, x, ldx, w, ldw, kn)
 	case *byte:
 		if acc {
 			gemm4x3Q80AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
@@ -718,6 +709,47 @@ func (k *mmKernels[W]) gemm(acc bool, dst *float32, ldd int, x *float32, ldx int
 			gemm4x3Q80AVX2(dst, ldd, x, ldx, w, ldw, kn)
 		}
 	}
+}
+
+// gemm16 is gemm for binary16 or bfloat16 weights with nt token rows, 2
+// to 4 (small: matMul's last token rows; each token row's accumulators,
+// order and reduction are the 4-row kernel's, so its bits are too).
+func (k *mmKernels[W]) gemm16(nt int, acc bool, dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw, kn int) {
+	switch {
+	case nt == 4 && k.bf16 && acc:
+		gemm4x3BF16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 4 && k.bf16:
+		gemm4x3BF16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 4 && acc:
+		gemm4x3F16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 4:
+		gemm4x3F16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 3 && k.bf16 && acc:
+		gemm3x3BF16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 3 && k.bf16:
+		gemm3x3BF16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 3 && acc:
+		gemm3x3F16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 3:
+		gemm3x3F16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 2 && k.bf16 && acc:
+		gemm2x3BF16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 2 && k.bf16:
+		gemm2x3BF16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+	case nt == 2 && acc:
+		gemm2x3F16AccAVX2(dst, ldd, x, ldx, w, ldw, kn)
+	default:
+		gemm2x3F16AVX2(dst, ldd, x, ldx, w, ldw, kn)
+	}
+}
+
+// evenGroups reports whether all nt token rows of a product go through
+// gemm16, in groups of 2 to 4 as even as eachGroup makes them (binary16 or
+// bfloat16 weights, nt >= 2), rather than whole groups of gemmT through
+// gemm and the rest through the dot product. Every token row then gets
+// the same bits whatever nt (above 1) and its place in the call.
+func (k *mmKernels[W]) evenGroups(nt int) bool {
+	return k.elemBytes == 2 && !k.q80 && nt >= 2
 }
 
 // dot is the full single-row dot product (assembly plus tail), used for
@@ -833,7 +865,16 @@ func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // remaining token rows from L1. On the Zen 4 this was tuned on, streaming
 // four rows side by side (sharing the token vector loads) was up to 2.6×
 // slower from DRAM than one sequential stream, while for cache-resident
-// weights it gained at most a third.
+// weights it gained at most a third. Since the gemm kernels prefetch the
+// next weight rows (the generator's gemm), binary16 and bfloat16 weights
+// with 2 token rows or more (evenGroups) take them all through gemm16 in
+// groups of 2 to 4 instead: from DRAM (2048×2048 F16, Zen 4, one core) 2
+// token rows took 0.31–0.32 ms against 0.55–0.57 by the dot products
+// (one row 0.29–0.32), 3 rows 0.34–0.35, 5 rows (3 and 2) 0.54–0.58
+// against 0.65 (4 and a dot). Each token row's accumulators, order and
+// reduction are the same in the 2-, 3- and 4-row kernels, so a token row
+// gets the same bits whatever the number of rows in the call (above one)
+// and its place among them.
 func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
 	if k.packed(nt) {
 		r0 = matMulPacked(k, dst, ldd, x, nt, cols, w, r0, r1)
@@ -846,6 +887,10 @@ func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt
 	kc := min(mmKC, n8)
 	T, R := k.gemmT, k.gemmR
 	ntg := nt - nt%T // token rows [0, ntg) go through gemm
+	even := k.evenGroups(nt)
+	if even {
+		ntg = nt
+	}
 	chunk := r1 - r0
 	if ntg > 0 {
 		chunk = max(R, mmChunkBytes/(k.rowLen(kc)*k.elemBytes)/R*R)
@@ -857,10 +902,20 @@ func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt
 			acc := c0 > 0 // later column blocks add to dst
 			kn := k.kn(min(kc, n8-c0))
 			wc := k.rowLen(c0) // offset of column c0 in a weight row
-			for t := 0; t < ntg; t += T {
-				for r := rc; r < rg; r += R {
-					k.gemm(acc, &dst[t*ldd+r], ldd, &x[t*cols+c0], cols, &w[r*rowLen+wc], rowLen, kn)
+			for t := 0; t < ntg; {
+				g := T
+				if even {
+					g = eachGroup(ntg-t, T)
 				}
+				for r := rc; r < rg; r += R {
+					if even {
+						w16 := any(&w[r*rowLen+wc]).(*uint16)
+						k.gemm16(g, acc, &dst[t*ldd+r], ldd, &x[t*cols+c0], cols, w16, rowLen, kn)
+					} else {
+						k.gemm(acc, &dst[t*ldd+r], ldd, &x[t*cols+c0], cols, &w[r*rowLen+wc], rowLen, kn)
+					}
+				}
+				t += g
 			}
 		}
 		if n8 < cols {

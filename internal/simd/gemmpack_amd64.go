@@ -115,15 +115,21 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 // against 103.5), as its F16 dots did (its 512-bit operations take two
 // passes through 256-bit units), so the packed path takes the AVX2 ones
 // there (gemm512). Its F16 4×3 path, about 100 GFLOP/s from 32 token rows
-// on, matched or beat the packing up to 512, but the threshold stays at 32:
-// below it a token's bits depend on how many tokens share the call (the
-// 4×3 gemm takes whole groups of 4, the dots the rest), and kvq eval's
-// loglikelihoods rely on a prompt's tokens getting the same bits in a call
-// of the context alone and one of context and continuation.
+// on, matched or beat the packing up to 512 (103 against 95 GFLOP/s at 128
+// tokens; in the 1B model's prefill of 128 tokens 1.05–1.14×), so the Zen
+// 4 choice packs binary16 and bfloat16 weights from packTokensF16Zen4 on.
+// That needs a token's bits not to depend on how many tokens share the
+// call, which kvq eval's loglikelihoods rely on (a prompt's tokens get the
+// same bits in a call of the context alone and one of context and
+// continuation): below the threshold every token row of a call of two or
+// more goes through the gemm kernels (matMul's evenGroups); only a call of
+// one token row takes the dot product's bits. (A first try at 512, when the
+// 4×3 gemm took whole groups of 4 and the dots the rest, failed that test.)
 const (
 	packTokensF16AVX2  = 256
 	packTokensQ80AVX2  = 64
 	packTokensAVX512   = 32
+	packTokensF16Zen4  = 512
 	packTokensUnforced = -1
 )
 
@@ -139,6 +145,8 @@ func packTokens(q80 bool) int {
 		return packForce
 	case !useAsm:
 		return math.MaxInt
+	case zen4Enabled() && !q80:
+		return packTokensF16Zen4
 	case useAVX512:
 		return packTokensAVX512
 	case q80:

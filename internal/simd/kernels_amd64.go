@@ -129,6 +129,54 @@ func gemm4x3BF16AVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw 
 //go:noescape
 func gemm4x3BF16AccAVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
 
+// gemm2x3F16AVX2 sets dst[i*ldd+j] = Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 2, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm2x3F16AVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm2x3F16AccAVX2 sets dst[i*ldd+j] += Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 2, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm2x3F16AccAVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm3x3F16AVX2 sets dst[i*ldd+j] = Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 3, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm3x3F16AVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm3x3F16AccAVX2 sets dst[i*ldd+j] += Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 3, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm3x3F16AccAVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm2x3BF16AVX2 sets dst[i*ldd+j] = Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 2, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm2x3BF16AVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm2x3BF16AccAVX2 sets dst[i*ldd+j] += Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 2, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm2x3BF16AccAVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm3x3BF16AVX2 sets dst[i*ldd+j] = Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 3, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm3x3BF16AVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
+// gemm3x3BF16AccAVX2 sets dst[i*ldd+j] += Σ_{c<n} x[i*ldx+c]*float32(w[j*ldw+c])
+// for i < 3, j < 3. n must be a multiple of 8.
+//
+//go:noescape
+func gemm3x3BF16AccAVX2(dst *float32, ldd int, x *float32, ldx int, w *uint16, ldw int, n int)
+
 // gemm4x3Q80AVX2 sets dst[i*ldd+j] = Σ_{b<nb} d_jb*Σ_k code_jb,k*x[i*ldx+32b+k]
 // for i < 4, j < 3, where row j's Q8_0 blocks start at byte j*ldw of w.
 //

@@ -192,3 +192,43 @@ func TestMatMulBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulSmallBatchInvariant: below the packed path, binary16 and
+// bfloat16 weights give a token row the same bits whatever the number of
+// token rows in the call (two or more) and its place among them (matMul's
+// evenGroups), bit for bit; the row counts cross the 3-row gemm's groups
+// and the 2048-column cache blocks.
+func TestMatMulSmallBatchInvariant(t *testing.T) {
+	for _, set := range kernelSets(t) {
+		for _, tc := range matMulCases {
+			if tc.name != "F16" && tc.name != "BF16" || set.name == "generic" {
+				continue // not the gemm path: no such promise
+			}
+			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
+				defer set.force()()
+				r := newRand(t)
+				const rows, cols, nt = 50, 2056, 11
+				if nt >= MatMulPackTokensF16() {
+					t.Skipf("the packed path from %d token rows", MatMulPackTokensF16())
+				}
+				_, mm := tc.make(r, rows, cols, 0)
+				x := randF32(r, nt*cols)
+				want := make([]float32, nt*rows)
+				mm(want, rows, x, nt, cols, 0, rows)
+				for _, split := range [][]int{{0, 2, 5, 9, 11}, {0, 3, 7, 11}, {0, 5, 11}, {0, 4, 6, 8, 11}} {
+					got := make([]float32, nt*rows)
+					for i := 0; i+1 < len(split); i++ {
+						a, b := split[i], split[i+1]
+						mm(got[a*rows:], rows, x[a*cols:], b-a, cols, 0, rows)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("calls %v: dst[%d] (token row %d) = %v, %v in one call of %d", split, i, i/rows, got[i], want[i], nt)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+

@@ -89,6 +89,12 @@ func avx2() {
 		gemm(t, 4, 3, false)
 		gemm(t, 4, 3, true)
 	}
+	for _, t := range []wtype{f16, bf16} { // matMul's last 2 or 3 token rows
+		for nt := 2; nt <= 3; nt++ {
+			gemm(t, nt, 3, false)
+			gemm(t, nt, 3, true)
+		}
+	}
 	gemmQ80(4, 3, false)
 	gemmQ80(4, 3, true)
 

@@ -134,4 +134,4 @@ func accumulateU4(acc []float32, lda int, bias, w []float32, ldw, nq, cols int, 
 }
 
 // packTokens: the pure-Go twins have no packed path.
-func packTokens(bool) int { return math.MaxInt }
+func packTokens(bool, bool) int { return math.MaxInt }

@@ -37,9 +37,9 @@ const packKC = 256
 func (k *mmKernels[W]) packed(nt int) bool {
 	switch {
 	case k.q80:
-		return nt >= packTokens(true)
+		return nt >= packTokens(true, false)
 	case k.elemBytes == 2:
-		return nt >= packTokens(false)
+		return nt >= packTokens(false, k.bf16)
 	}
 	return false // F32
 }
@@ -117,7 +117,9 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 // there (gemm512). Its F16 4×3 path, about 100 GFLOP/s from 32 token rows
 // on, matched or beat the packing up to 512 (103 against 95 GFLOP/s at 128
 // tokens; in the 1B model's prefill of 128 tokens 1.05–1.14×), so the Zen
-// 4 choice packs binary16 and bfloat16 weights from packTokensF16Zen4 on.
+// 4 choice packs binary16 weights from packTokensF16Zen4 on (bfloat16 from
+// packTokensBF16Zen4: its 4×3 path, about 90 GFLOP/s, fell behind packing
+// from 128 tokens).
 // That needs a token's bits not to depend on how many tokens share the
 // call, which kvq eval's loglikelihoods rely on (a prompt's tokens get the
 // same bits in a call of the context alone and one of context and
@@ -130,6 +132,7 @@ const (
 	packTokensQ80AVX2  = 64
 	packTokensAVX512   = 32
 	packTokensF16Zen4  = 512
+	packTokensBF16Zen4 = 128
 	packTokensUnforced = -1
 )
 
@@ -139,12 +142,14 @@ var packForce = packTokensUnforced
 
 // packTokens returns the packed path's threshold for the kernels selected
 // now (math.MaxInt with the pure-Go twins).
-func packTokens(q80 bool) int {
+func packTokens(q80, bf16 bool) int {
 	switch {
 	case packForce != packTokensUnforced:
 		return packForce
 	case !useAsm:
 		return math.MaxInt
+	case zen4Enabled() && bf16:
+		return packTokensBF16Zen4
 	case zen4Enabled() && !q80:
 		return packTokensF16Zen4
 	case useAVX512:

@@ -48,7 +48,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 					force func() func()
 				}{{"avx512", ForceAVX512}, {"avx512-zen4", func() func() { return forceZen4(true) }}} {
 					restore := v.force()
-					pt := packTokens(tc.q80)
+					pt := packTokens(tc.q80, tc.name == "BF16")
 					got := make([]float32, sh.nt*sh.rows)
 					mm(got, sh.rows, x, sh.nt, cols, sh.r0, sh.r1)
 					restore()

@@ -44,4 +44,4 @@ func matMulDecoded(dst []float32, ldd int, x []float32, nt, cols int, dec RowDec
 	return end
 }
 
-func matMulDecodedTokens() int { return packTokens(true) }
+func matMulDecodedTokens() int { return packTokens(true, false) }

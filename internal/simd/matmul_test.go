@@ -157,7 +157,7 @@ func TestMatMulLarge(t *testing.T) {
 
 // TestMatMulBatchInvariant checks the property the packed path gives: a
 // token row's outputs do not depend on the other token rows of the call
-// (as long as every call takes the same path, MatMulPackTokensF16() rows
+// (as long as every call takes the same path, MatMulPackTokens*() rows
 // or more), nor on how the weight rows are split at multiples of
 // MatMulPackRows: bit for bit.
 func TestMatMulBatchInvariant(t *testing.T) {
@@ -169,7 +169,7 @@ func TestMatMulBatchInvariant(t *testing.T) {
 			t.Run(set.name+"/"+tc.name, func(t *testing.T) {
 				defer set.force()()
 				r := newRand(t)
-				pt := MatMulPackTokensF16()
+				pt := matMulPackTokens(tc.name)
 				const rows, cols = 48, 544
 				nt := 3 * pt
 				_, mm := tc.make(r, rows, cols, 0)
@@ -208,8 +208,8 @@ func TestMatMulSmallBatchInvariant(t *testing.T) {
 				defer set.force()()
 				r := newRand(t)
 				const rows, cols, nt = 50, 2056, 11
-				if nt >= MatMulPackTokensF16() {
-					t.Skipf("the packed path from %d token rows", MatMulPackTokensF16())
+				if pt := matMulPackTokens(tc.name); nt >= pt {
+					t.Skipf("the packed path from %d token rows", pt)
 				}
 				_, mm := tc.make(r, rows, cols, 0)
 				x := randF32(r, nt*cols)
@@ -232,3 +232,14 @@ func TestMatMulSmallBatchInvariant(t *testing.T) {
 	}
 }
 
+// matMulPackTokens returns the packed path's threshold for a case of
+// matMulCases by its name.
+func matMulPackTokens(name string) int {
+	switch name {
+	case "BF16":
+		return MatMulPackTokensBF16()
+	case "Q80":
+		return MatMulPackTokensQ80()
+	}
+	return MatMulPackTokensF16()
+}

@@ -582,7 +582,7 @@ func MatMulF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0
 	matMulF16(dst, ldd, x, nt, cols, w, r0, r1)
 }
 
-// MatMulPackTokensF16 (F16 and BF16 weights) and MatMulPackTokensQ80
+// MatMulPackTokensF16, MatMulPackTokensBF16 and MatMulPackTokensQ80
 // return the number of token rows from which MatMulF16, MatMulBF16 and
 // MatMulQ80 take the packed path of the amd64 assembly (gemmpack_amd64.go)
 // with the kernels selected now, and math.MaxInt where there is no such
@@ -590,10 +590,13 @@ func MatMulF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0
 // A caller that splits a product into several calls and wants the bits of
 // one call keeps every call's token rows at or above the threshold (or all
 // below it) and its weight-row bounds at multiples of MatMulPackRows.
-func MatMulPackTokensF16() int { return packTokens(false) }
+func MatMulPackTokensF16() int { return packTokens(false, false) }
+
+// MatMulPackTokensBF16 is MatMulPackTokensF16 for BF16 weights.
+func MatMulPackTokensBF16() int { return packTokens(false, true) }
 
 // MatMulPackTokensQ80 is MatMulPackTokensF16 for Q8_0 weights.
-func MatMulPackTokensQ80() int { return packTokens(true) }
+func MatMulPackTokensQ80() int { return packTokens(true, false) }
 
 // MatMulPackRows is the weight rows of a packed panel.
 const MatMulPackRows = 16

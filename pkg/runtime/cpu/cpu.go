@@ -322,8 +322,10 @@ func (m *mmTask) tokenQ8(t int) []byte {
 // one call.
 func packTokens(dt tensor.DType) int {
 	switch dt {
-	case tensor.F16, tensor.BF16:
+	case tensor.F16:
 		return simd.MatMulPackTokensF16()
+	case tensor.BF16:
+		return simd.MatMulPackTokensBF16()
 	case tensor.Q80:
 		return simd.MatMulPackTokensQ80()
 	}

@@ -51,8 +51,12 @@ func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	}
 }
 
-// q8gMinTokens is the fewest token rows that take the tile GEMM.
-const q8gMinTokens = 2
+// q8gMinTokens is the fewest token rows that take the tile GEMM: packing
+// the panels costs about what two token rows' dots do. Against
+// DotQ80Q80Rows per token row (BenchmarkMatMulQ80Q80Few, Zen 4, weights
+// from DRAM) it ran at 0.91× for 2 token rows, 1.23× for 3, 1.46× for 4,
+// 2.2× for 8, 3.1× for 16.
+const q8gMinTokens = 3
 
 // q8gPanels runs the tile GEMM over rows [r0, r1), whole panels.
 func q8gPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {

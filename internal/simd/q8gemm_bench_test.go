@@ -65,3 +65,59 @@ func BenchmarkMatMulQ80Q80(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulQ80Q80Few times, in interleaved rounds, MatMulQ80Q80 and
+// DotQ80Q80Rows per token row (what it takes below q8gMinTokens and on the
+// other sets) over a few token rows, on three copies of 8192×2048 Q8_0
+// weights in turn (from DRAM), reporting each one's median GB/s of weights
+// ("rows", "tile") and "speedup", the median over rounds of the rows time
+// over the tile time.
+func BenchmarkMatMulQ80Q80Few(b *testing.B) {
+	const rows, cols = 8192, 2048
+	r := newRand(b)
+	rb := cols / 32 * Q80BlockBytes
+	ring := make([][]byte, 3)
+	for i := range ring {
+		ring[i] = randKBlocks(r, rows*cols/32, Q80BlockBytes, 0)
+	}
+	for _, nt := range []int{2, 3, 4, 8, 16} {
+		x := randF32(r, nt*cols)
+		q := make([]byte, nt*rb)
+		for t := 0; t < nt; t++ {
+			QuantizeQ80(q[t*rb:(t+1)*rb], x[t*cols:(t+1)*cols])
+		}
+		dst := make([]float32, nt*rows)
+		b.Run(fmt.Sprintf("nt=%d", nt), func(b *testing.B) {
+			runs := []func(w []byte){
+				func(w []byte) {
+					for t := 0; t < nt; t++ {
+						DotQ80Q80Rows(dst[t*rows:(t+1)*rows], w, q[t*rb:(t+1)*rb])
+					}
+				},
+				func(w []byte) { MatMulQ80Q80(dst, rows, q, nt, cols, w, 0, rows) },
+			}
+			secs := make([][]float64, len(runs))
+			var ratios []float64
+			round, m := 0, 0
+			for b.Loop() {
+				for k := range runs {
+					i := (k + round) % len(runs)
+					t0 := time.Now()
+					runs[i](ring[m%len(ring)])
+					secs[i] = append(secs[i], time.Since(t0).Seconds())
+					m++
+				}
+				ratios = append(ratios, secs[0][round]/secs[1][round])
+				round++
+			}
+			med := func(v []float64) float64 {
+				v = slices.Clone(v)
+				slices.Sort(v)
+				return v[len(v)/2]
+			}
+			b.ReportMetric(float64(rows*rb)/med(secs[0])/1e9, "rows-GB/s")
+			b.ReportMetric(float64(rows*rb)/med(secs[1])/1e9, "tile-GB/s")
+			b.ReportMetric(med(ratios), "speedup")
+		})
+	}
+}

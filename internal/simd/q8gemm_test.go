@@ -89,7 +89,7 @@ func TestMatMulQ80Q80(t *testing.T) {
 			for _, cols := range []int{32, 64, 96, 2048, 2080} {
 				nb := cols / 32
 				rb := nb * Q80BlockBytes
-				for ni, nt := range []int{1, 2, 3, 4, 5, 7, 8, 13, 33, 64} {
+				for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 64} {
 					q, w := q8gemmCase(r, nt, rows, nb)
 					off := ni % len(offsets)
 					q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])

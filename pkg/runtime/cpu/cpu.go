@@ -242,6 +242,9 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	per := max(1, minRowWork/max(1, cols*nt))
 	rowStep, tokStep := rows, nt
 	pack := packTokens(w.DType)
+	if q8Prefill(w.DType) && !f32Act {
+		pack = math.MaxInt // quantized activations at every nt: no packed path
+	}
 	if done != nil {
 		rowStep = stopRows
 		if work := int64(stopRows) * int64(nt) * int64(cols); work > stopWork {
@@ -252,8 +255,8 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 		}
 	}
 	align := 4
-	if nt >= pack {
-		align = simd.MatMulPackRows
+	if nt >= pack || q8Prefill(w.DType) && !f32Act && nt > 1 {
+		align = simd.MatMulPackRows // MatMulQ80Q80's panels, too
 	}
 	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
@@ -335,8 +338,8 @@ func packTokens(dt tensor.DType) int {
 
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
 // q8 is x quantized for the weight types that take them
-// (quantizeTokens: the types of q8Dots, Q8_0 among them, below their
-// packed threshold), nil otherwise.
+// (quantizeTokens: the types of q8Dots below their packed threshold, Q8_0
+// at every nt), nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
@@ -390,6 +393,10 @@ func (m *mmTask) runEach(lo, hi int) {
 		return
 	}
 	rows, cols := m.w.Rows, m.w.Cols
+	if m.w.DType == tensor.Q80 { // every token row its one-row bits, in one call
+		matMulQ8(m.dst, rows, m.q8, m.nt, m.w, lo, hi)
+		return
+	}
 	for t := 0; t < m.nt; t++ {
 		matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, lo, hi)
 	}

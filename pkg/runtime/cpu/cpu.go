@@ -31,8 +31,8 @@ type Backend struct {
 	done <-chan struct{}
 	// groups, when set, are the row groups of MatMul (see RowGroups).
 	groups []int
-	// f32Act keeps the decode products' activations in float32 (see
-	// F32Activations).
+	// f32Act keeps the decode products' activations (Q8_0's prefill
+	// products' too) in float32 (see F32Activations).
 	f32Act bool
 }
 
@@ -50,9 +50,10 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 }
 
 // F32Activations returns the backend with the decode products of the
-// weight types of q8Dots on float32 activations (the fused dots of
-// fusedDots, and simd.MatMulQ80 for Q8_0: kvq's arithmetic before it
-// quantized them as llama.cpp does; see q8Dots): for comparisons with a
+// weight types of q8Dots, and Q8_0's prefill products, on float32
+// activations (the fused dots of fusedDots, and simd.MatMulQ80 for Q8_0:
+// kvq's arithmetic before it quantized them as llama.cpp does; see
+// q8Dots): for comparisons with a
 // backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {

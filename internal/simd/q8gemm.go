@@ -10,10 +10,12 @@ package simd
 //
 // (rb = cols/32*34) bit for bit, on every kernel set, however the tokens
 // and rows are split between calls: prefill over quantized activations
-// gives decode's bits. No other dst entry is written. On the avx512 set
-// with AVX-512 VNNI whole panels of 16 rows go through an int8 tile GEMM
-// (q8gemm_amd64.go); other rows, and other sets, take DotQ80Q80Rows per
-// token row. It panics unless cols%32 == 0, and as MatMulQ80 does.
+// gives decode's bits. No other dst entry is written. On amd64 whole
+// panels of weight rows go through an int8 tile GEMM (q8gemm_amd64.go;
+// 16 rows and AVX-512 VNNI on the avx512 set where the CPU has it, else
+// 8 rows and AVX2) from a few token rows on; other rows, and fewer tokens,
+// take DotQ80Q80Rows per token row. It panics unless cols%32 == 0, and as
+// MatMulQ80 does.
 func MatMulQ80Q80(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
 	checkQ80("MatMulQ80Q80", cols)
 	rb := cols / q80BlockSize * Q80BlockBytes

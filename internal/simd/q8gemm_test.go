@@ -62,8 +62,9 @@ func q8gemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
 // other dst entry is written.
 func TestMatMulQ80Q80(t *testing.T) {
 	const rows = 53
-	// cols 8192: panels of 147456 bytes, three a chunk, so that 69 rows
-	// take two chunks and a rest of 5.
+	// cols 8192: VNNI panels of 16 rows and 147456 bytes, three a chunk,
+	// so that 69 rows take two chunks and a rest of 5 (AVX2: 8 rows and
+	// 73728 bytes, seven a chunk: two chunks and a rest of 5).
 	t.Run("chunks", func(t *testing.T) {
 		for _, set := range q8lSets(t) {
 			restore := set.force()

@@ -282,3 +282,225 @@ func q8gemmTile(nt int) {
 	VZEROUPPER()
 	RET()
 }
+
+// The avx2 set's tile GEMM (q8gemmPackAVX2, q8gemmTile1AVX2,
+// q8gemmTile2AVX2): panels of 8 rows, block b of one q8gPanelBlockAVX2
+// bytes: 8 YMM of codes, YMM j holding in int32 lane r the bytes 4j..4j+3
+// of row r's block as they are (signed values v), then the 8 rows'
+// binary16 scales. Without VNNI the products are the one-row AVX2 dots'
+// (q8legacy.go): per YMM, |v| (VPABSB) as the unsigned operand of
+// VPMADDUBSW against the activations' four codes broadcast (VPBROADCASTD)
+// with v's signs moved onto them (VPSIGNB; no int16 pair exceeds
+// 2·128·127), VPMADDWD by ones and VPADDD into the token's int32 lanes,
+// which then hold S_r exactly; |v| is formed once a block for the two
+// token rows. The float finish is the VNNI tiles', so the bits are
+// DotQ80Q80's. An 8-row panel (288 bytes a block: 18 KiB for 2048
+// columns) stays in L1 while the token pairs pass over it; 16 YMM hold
+// two token rows' 4 accumulators of 8 rows and the products in flight.
+const (
+	q8gPanelBlockAVX2 = 288
+	q8gScalesAtAVX2   = 256
+)
+
+// q8gemmAVX2 writes q8gemmPackAVX2, q8gemmTile1AVX2 and q8gemmTile2AVX2.
+func q8gemmAVX2() {
+	q8gemmPackAVX2()
+	ones := byteTable("q8gw1", repeated(32, func(j int) byte { return byte(1 - j%2) }))
+	for t := 1; t <= 2; t++ {
+		q8gemmTileAVX2(t, ones)
+	}
+}
+
+// q8gemmPackAVX2 transposes 8 rows' blocks as 8×8 dwords: VPUNPCKLDQ and
+// VPUNPCKHDQ pair the rows, VPUNPCKLQDQ and VPUNPCKHQDQ the pairs, and
+// VPERM2I128 joins rows 0..3 and 4..7 of each dword.
+func q8gemmPackAVX2() {
+	name := "q8gemmPackAVX2"
+	header(name, "func(dst []byte, w []byte, stride int, nb int)",
+		name+" packs the nb Q8_0 blocks of the 8 rows at w, stride bytes",
+		"apart, into the panel at dst (nb·288 bytes; see q8gemm.go).")
+	d := Load(Param("dst").Base(), GP64())
+	w := Load(Param("w").Base(), GP64())
+	stride := Load(Param("stride"), GP64())
+	nb := Load(Param("nb"), GP64())
+	s3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
+	w4 := GP64()
+	LEAQ(Mem{Base: w, Index: stride, Scale: 4}, w4)
+	row := func(r int) Mem {
+		b := w
+		if r >= 4 {
+			b = w4
+		}
+		switch r % 4 {
+		case 0:
+			return Mem{Base: b}
+		case 1:
+			return Mem{Base: b, Index: stride, Scale: 1}
+		case 2:
+			return Mem{Base: b, Index: stride, Scale: 2}
+		}
+		return Mem{Base: b, Index: s3, Scale: 1}
+	}
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	var u [8]VecVirtual // u[4h+i]: rows 4h..4h+3, dwords i and i+4
+	for h := 0; h < 2; h++ {
+		var t [4]VecVirtual
+		for p := 0; p < 2; p++ {
+			a, b := YMM(), YMM()
+			VMOVDQU(row(4*h+2*p).Offset(2), a)
+			VMOVDQU(row(4*h+2*p+1).Offset(2), b)
+			t[2*p] = YMM()
+			VPUNPCKLDQ(b, a, t[2*p]) // r0d0 r1d0 r0d1 r1d1 | d4, d5
+			t[2*p+1] = YMM()
+			VPUNPCKHDQ(b, a, t[2*p+1]) // d2, d3 | d6, d7
+		}
+		for i := 0; i < 2; i++ {
+			u[4*h+2*i] = YMM()
+			VPUNPCKLQDQ(t[2+i], t[i], u[4*h+2*i]) // dword 2i (| 2i+4) of the 4 rows
+			u[4*h+2*i+1] = YMM()
+			VPUNPCKHQDQ(t[2+i], t[i], u[4*h+2*i+1]) // dword 2i+1 (| 2i+5)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		z := YMM()
+		VPERM2I128(U8(0x20), u[4+i], u[i], z)
+		VMOVDQU(z, Mem{Base: d, Disp: 32 * i})
+		VPERM2I128(U8(0x31), u[4+i], u[i], z)
+		VMOVDQU(z, Mem{Base: d, Disp: 32 * (i + 4)})
+	}
+	t := GP32()
+	for r := 0; r < 8; r++ {
+		MOVWLZX(row(r), t)
+		MOVW(t.As16(), Mem{Base: d, Disp: q8gScalesAtAVX2 + 2*r})
+	}
+	ADDQ(U8(34), w)
+	ADDQ(U8(34), w4)
+	ADDQ(U32(q8gPanelBlockAVX2), d)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// q8gemmTileAVX2 writes q8gemmTile<nt>AVX2.
+func q8gemmTileAVX2(nt int, ones Mem) {
+	name := fmt.Sprintf("q8gemmTile%dAVX2", nt)
+	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)",
+		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 8, to the dot product of", name, nt),
+		"row r of the packed panel p (q8gemmPackAVX2) with the nb Q8_0 blocks of",
+		"token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;",
+		"ac holds per token row nb pairs (activation scale as float32 bits,",
+		"unused).")
+	pp := Load(Param("p").Base(), GP64())
+	q0 := Load(Param("q").Base(), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	ac0 := Load(Param("ac").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	qs := []Register{q0}
+	acs := []Register{ac0}
+	if nt > 1 {
+		acb := GP64()
+		MOVQ(nb, acb)
+		SHLQ(U8(3), acb) // bytes of ac per token row
+		qs = append(qs, GP64())
+		LEAQ(Mem{Base: q0, Index: rb, Scale: 1}, qs[1])
+		acs = append(acs, GP64())
+		LEAQ(Mem{Base: ac0, Index: acb, Scale: 1}, acs[1])
+	}
+	acc := make([][4]VecVirtual, nt)
+	for t := range acc {
+		for k := range acc[t] {
+			acc[t][k] = YMM()
+			VXORPS(acc[t][k], acc[t][k], acc[t][k])
+		}
+	}
+	block := func(k int, into []VecVirtual) {
+		po, qo, ao := k*q8gPanelBlockAVX2, k*Q80Bytes+2, 8*k
+		in := make([]VecVirtual, nt)
+		for t := range in {
+			in[t] = YMM()
+			VPXOR(in[t], in[t], in[t])
+		}
+		for j := 0; j < 8; j++ {
+			v := Mem{Base: pp, Disp: po + 32*j}
+			u := YMM()
+			VPABSB(v, u) // |v|
+			for t := range in {
+				s := YMM()
+				VPBROADCASTD(Mem{Base: qs[t], Disp: qo + 4*j}, s)
+				VPSIGNB(v, s, s) // c·sign(v)
+				VPMADDUBSW(s, u, s)
+				VPMADDWD(ones, s, s)
+				VPADDD(s, in[t], in[t])
+			}
+		}
+		ws := YMM()
+		VCVTPH2PS(Mem{Base: pp, Disp: po + q8gScalesAtAVX2}, ws)
+		for t := range in {
+			VCVTDQ2PS(in[t], in[t]) // S, exact
+			a := YMM()
+			VBROADCASTSS(Mem{Base: acs[t], Disp: ao}, a)
+			VMULPS(ws, a, a)    // w·a
+			VMULPS(in[t], a, a) // (w·a)·S
+			VADDPS(a, into[t], into[t])
+		}
+	}
+	advance := func(n int) {
+		ADDQ(U32(n*q8gPanelBlockAVX2), pp)
+		for t := range qs {
+			ADDQ(U32(n*Q80Bytes), qs[t])
+			ADDQ(U32(n*8), acs[t])
+		}
+	}
+
+	Label(name + "_loop4")
+	CMPQ(nb, U8(4))
+	JB(LabelRef(name + "_tail"))
+	for k := 0; k < 4; k++ {
+		into := make([]VecVirtual, nt)
+		for t := range into {
+			into[t] = acc[t][k]
+		}
+		block(k, into)
+	}
+	advance(4)
+	SUBQ(U8(4), nb)
+	JMP(LabelRef(name + "_loop4"))
+
+	Label(name + "_tail")
+	sum := make([]VecVirtual, nt)
+	s := make([]VecVirtual, nt)
+	for t := range acc {
+		VADDPS(acc[t][1], acc[t][0], acc[t][0])
+		VADDPS(acc[t][3], acc[t][2], acc[t][2])
+		VADDPS(acc[t][2], acc[t][0], acc[t][0])
+		sum[t] = acc[t][0]
+		s[t] = YMM()
+		VXORPS(s[t], s[t], s[t])
+	}
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	block(0, s)
+	advance(1)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	dst := Load(Param("dst").Base(), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	for t := range sum {
+		VADDPS(s[t], sum[t], sum[t])
+		VMOVUPS(sum[t], Mem{Base: dst})
+		if t+1 < nt {
+			ADDQ(ldd, dst)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -154,7 +154,8 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 // quantized activations at every number of token rows (unless
 // F32Activations): Q8_0, whose prefill runs simd.MatMulQ80Q80's int8 tile
 // GEMM, on the Zen 4 (AVX-512 VNNI) 3.2–3.6× the packed fp32 GEMM of
-// simd.MatMulQ80 (quantization included; docs/performance.md).
+// simd.MatMulQ80 (quantization included; docs/performance.md), with its
+// AVX2 tiles (ForceAVX2) 1.05–1.5×.
 func q8Prefill(dt tensor.DType) bool { return dt == tensor.Q80 }
 
 // q8Bytes returns *sp, nil for nil.

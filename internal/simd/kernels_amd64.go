@@ -257,6 +257,12 @@ func q80ToF32AVX2(dst []float32, src []byte)
 //go:noescape
 func quantizeQ80AVX2(dst []byte, x []float32, nb int)
 
+// q8gemmActsAVX2 sets ac[2i], ac[2i+1] to the scale (float32 bits) and −128·Σ codes
+// of the Q8_0 block q[34i:], i < n.
+//
+//go:noescape
+func q8gemmActsAVX2(ac []int32, q []byte, n int)
+
 // q8gemmPackAVX2 packs the nb Q8_0 blocks of the 8 rows at w, stride bytes
 // apart, into the panel at dst (nb·288 bytes; see q8gemm.go).
 //

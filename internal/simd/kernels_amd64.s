@@ -3610,6 +3610,43 @@ DATA q8qconst<>+56(SB)/4, $0x00000003
 DATA q8qconst<>+60(SB)/4, $0x00000007
 GLOBL q8qconst<>(SB), RODATA|NOPTR, $64
 
+// func q8gemmActsAVX2(ac []int32, q []byte, n int)
+// Requires: AVX, AVX2, F16C
+TEXT ·q8gemmActsAVX2(SB), NOSPLIT, $0-56
+	MOVQ         ac_base+0(FP), AX
+	MOVQ         q_base+24(FP), CX
+	MOVQ         n+48(FP), DX
+	VPBROADCASTB q8gab80<>+0(SB), Y0
+	VPXOR        Y1, Y1, Y1
+
+q8gemmActsAVX2_loop:
+	TESTQ        DX, DX
+	JZ           q8gemmActsAVX2_done
+	VPBROADCASTW (CX), X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (AX)
+	VPXOR        2(CX), Y0, Y2
+	VPSADBW      Y1, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDQ       X2, X3, X3
+	VPSHUFD      $0x4e, X3, X2
+	VPADDQ       X2, X3, X3
+	VMOVD        X3, BX
+	SUBL         $0x00001000, BX
+	IMUL3L       $-128, BX, BX
+	MOVL         BX, 4(AX)
+	ADDQ         $0x22, CX
+	ADDQ         $0x08, AX
+	DECQ         DX
+	JMP          q8gemmActsAVX2_loop
+
+q8gemmActsAVX2_done:
+	VZEROUPPER
+	RET
+
+DATA q8gab80<>+0(SB)/1, $0x80
+GLOBL q8gab80<>(SB), RODATA|NOPTR, $1
+
 // func q8gemmPackAVX2(dst []byte, w []byte, stride int, nb int)
 // Requires: AVX, AVX2
 TEXT ·q8gemmPackAVX2(SB), NOSPLIT, $0-64

@@ -1,5 +1,10 @@
 package simd
 
+import (
+	"encoding/binary"
+	"math"
+)
+
 // MatMulQ80Q80 multiplies nt token rows of Q8_0 activations by the
 // transpose of a Q8_0 weight matrix, for weight rows r0 to r1-1 only: q
 // holds the token rows back to back, each cols/32 blocks (QuantizeQ80, so
@@ -43,5 +48,23 @@ func matMulQ80Q80Rows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0
 	rb := nb * Q80BlockBytes
 	for t := 0; t < nt; t++ {
 		dotQ80Rows(qdQ80, dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*rb:(t+1)*rb], nb)
+	}
+}
+
+// q8gActs sets ac, per token row and block, to the pair the tile kernels
+// take (the block's scale as float32 bits, −128·Σ codes): the twin of
+// q8gemmActsAVX2.
+func q8gActs(ac []int32, q []byte, nt, nb int) {
+	const lo = 0x00ff00ff00ff00ff
+	for i := 0; i < nt*nb; i++ {
+		blk := q[i*Q80BlockBytes : (i+1)*Q80BlockBytes]
+		var u uint64 // Σ (code+128): the bytes XOR 0x80 as unsigned, 8 at a time
+		for k := 2; k < Q80BlockBytes; k += 8 {
+			x := binary.LittleEndian.Uint64(blk[k:]) ^ 0x8080808080808080
+			x = x&lo + x>>8&lo                // four 16-bit sums of two
+			u += x * 0x0001000100010001 >> 48 // their sum (≤ 2040)
+		}
+		ac[2*i] = int32(math.Float32bits(F16ToF32Scalar(binary.LittleEndian.Uint16(blk))))
+		ac[2*i+1] = -128 * (int32(u) - 32*128)
 	}
 }

@@ -2,11 +2,7 @@
 
 package simd
 
-import (
-	"encoding/binary"
-	"math"
-	"sync"
-)
+import "sync"
 
 // The int8 tile GEMM behind MatMulQ80Q80 (kernels in _generate/q8gemm.go):
 // the weight rows are packed q8gChunkBytes of panels at a time (16 rows
@@ -90,7 +86,7 @@ func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []
 		s.ac = make([]int32, n)
 	}
 	ac := s.ac[:nt*nb*2]
-	q8gActs(ac, q, nt, nb)
+	q8gemmActsAVX2(ac, q, nt*nb)
 	maxT := len(k.tiles) - 1
 	for rc := r0; rc < r1; rc += per * k.rows {
 		np := min(per, (r1-rc)/k.rows)
@@ -104,22 +100,5 @@ func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []
 				tile(dst[t*ldd+rc+i*k.rows:], ldd, panels[i*pb:(i+1)*pb], q[t*rb:], rb, ac[t*nb*2:], nb)
 			}
 		}
-	}
-}
-
-// q8gActs sets ac, per token row and block, to the pair (the block's scale
-// as float32 bits, −128·Σ codes).
-func q8gActs(ac []int32, q []byte, nt, nb int) {
-	const lo = 0x00ff00ff00ff00ff
-	for i := 0; i < nt*nb; i++ {
-		blk := q[i*Q80BlockBytes : (i+1)*Q80BlockBytes]
-		var u uint64 // Σ (code+128): the bytes XOR 0x80 as unsigned, 8 at a time
-		for k := 2; k < Q80BlockBytes; k += 8 {
-			x := binary.LittleEndian.Uint64(blk[k:]) ^ 0x8080808080808080
-			x = x&lo + x>>8&lo                // four 16-bit sums of two
-			u += x * 0x0001000100010001 >> 48 // their sum (≤ 2040)
-		}
-		ac[2*i] = int32(math.Float32bits(F16ToF32Scalar(binary.LittleEndian.Uint16(blk))))
-		ac[2*i+1] = -128 * (int32(u) - 32*128)
 	}
 }

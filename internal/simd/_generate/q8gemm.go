@@ -302,8 +302,10 @@ const (
 	q8gScalesAtAVX2   = 256
 )
 
-// q8gemmAVX2 writes q8gemmPackAVX2, q8gemmTile1AVX2 and q8gemmTile2AVX2.
+// q8gemmAVX2 writes q8gemmActsAVX2, q8gemmPackAVX2, q8gemmTile1AVX2 and
+// q8gemmTile2AVX2.
 func q8gemmAVX2() {
+	q8gemmActs()
 	q8gemmPackAVX2()
 	ones := byteTable("q8gw1", repeated(32, func(j int) byte { return byte(1 - j%2) }))
 	for t := 1; t <= 2; t++ {
@@ -501,6 +503,52 @@ func q8gemmTileAVX2(nt int, ones Mem) {
 			ADDQ(ldd, dst)
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// q8gemmActs writes q8gemmActsAVX2, the tiles' per-block activation
+// pairs: the block's binary16 scale as float32 (VCVTPH2PS) and
+// −128·Σ codes, Σ codes = Σ (code XOR 0x80) − 32·128 with the unsigned
+// bytes summed by VPSADBW.
+func q8gemmActs() {
+	name := "q8gemmActsAVX2"
+	header(name, "func(ac []int32, q []byte, n int)",
+		name+" sets ac[2i], ac[2i+1] to the scale (float32 bits) and −128·Σ codes",
+		"of the Q8_0 block q[34i:], i < n.")
+	ac := Load(Param("ac").Base(), GP64())
+	qp := Load(Param("q").Base(), GP64())
+	n := Load(Param("n"), GP64())
+	flip := YMM()
+	VPBROADCASTB(byteTable("q8gab80", []byte{0x80}), flip)
+	zero := YMM()
+	VPXOR(zero, zero, zero)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	h := XMM()
+	VPBROADCASTW(Mem{Base: qp}, h)
+	VCVTPH2PS(h, h)
+	VMOVSS(h, Mem{Base: ac})
+	c := YMM()
+	VPXOR(Mem{Base: qp, Disp: 2}, flip, c)
+	VPSADBW(zero, c, c) // 4 sums of 8 bytes
+	x := XMM()
+	VEXTRACTI128(U8(1), c, x)
+	VPADDQ(c.AsX(), x, x)
+	y := XMM()
+	VPSHUFD(U8(0x4e), x, y)
+	VPADDQ(y, x, x)
+	t := GP32()
+	VMOVD(x, t)
+	SUBL(U32(32*128), t)
+	IMUL3L(I32(-128), t, t)
+	MOVL(t, Mem{Base: ac, Disp: 4})
+	ADDQ(U8(34), qp)
+	ADDQ(U8(8), ac)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }

@@ -193,8 +193,12 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 // quantizes them: Q8_0 weights' prefill, whose packed fp32 GEMM the int8
 // one of simd.MatMulQ80Q80 replaced), the order alternating between
 // rounds; it reports "f32act-prompt-tok/s" and "speedup" (the median over
-// rounds of the f32act time over the default's).
+// rounds of the f32act time over the default's). KVQ_BENCH_AVX2 runs
+// both on the avx2 set (simd.ForceAVX2).
 func BenchmarkPrefillGGUF(b *testing.B) {
+	if os.Getenv("KVQ_BENCH_AVX2") != "" {
+		defer simd.ForceAVX2()()
+	}
 	m := benchGGUF(b, false)
 	n := envInt(b, "KVQ_BENCH_PROMPT", 512)
 	spec := cmp.Or(os.Getenv("KVQ_BENCH_CACHE"), "fp16")

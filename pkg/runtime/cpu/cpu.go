@@ -217,9 +217,13 @@ func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight,
 	}
 	per := max(1, minRowWork/max(1, w.Cols*nt))
 	q8 := quantizeTokens(x, nt, w, 1, f32Act)
+	align := 4
+	if q8 != nil && w.DType == tensor.Q80 {
+		align = simd.MatMulPackRows // runEach's MatMulQ80Q80 panels
+	}
 	t := mmTasks.Get().(*mmTask)
 	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, each: true}
-	workers.ForTask(w.Rows, 4, per, t)
+	workers.ForTask(w.Rows, align, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
 	releaseTokens(q8)

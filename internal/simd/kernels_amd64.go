@@ -305,6 +305,36 @@ func q80ToF32AVX2(dst []float32, src []byte)
 //go:noescape
 func quantizeQ80AVX2(dst []byte, x []float32, nb int)
 
+// q8gemmActsAVX2 sets ac[2i], ac[2i+1] to the scale (float32 bits) and −128·Σ codes
+// of the Q8_0 block q[34i:], i < n.
+//
+//go:noescape
+func q8gemmActsAVX2(ac []int32, q []byte, n int)
+
+// q8gemmPackAVX2 packs the nb Q8_0 blocks of the 8 rows at w, stride bytes
+// apart, into the panel at dst (nb·288 bytes; see q8gemm.go).
+//
+//go:noescape
+func q8gemmPackAVX2(dst []byte, w []byte, stride int, nb int)
+
+// q8gemmTile1AVX2 sets dst[t·ldd+r], t < 1, r < 8, to the dot product of
+// row r of the packed panel p (q8gemmPackAVX2) with the nb Q8_0 blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row nb pairs (activation scale as float32 bits,
+// unused).
+//
+//go:noescape
+func q8gemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q8gemmTile2AVX2 sets dst[t·ldd+r], t < 2, r < 8, to the dot product of
+// row r of the packed panel p (q8gemmPackAVX2) with the nb Q8_0 blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row nb pairs (activation scale as float32 bits,
+// unused).
+//
+//go:noescape
+func q8gemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
 // q40ToF32AVX2 sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,
 // for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16
 // bytes whose low and high nibbles are lo_j and hi_j).

@@ -745,6 +745,48 @@ func dotIQ4NLQ80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 //go:noescape
 func dotQ80Q80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 
+// q8gemmPackVNNI packs the nb Q8_0 blocks of the 16 rows at w, stride bytes
+// apart, into the panel at dst (nb·576 bytes; see q8gemm.go).
+//
+//go:noescape
+func q8gemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+
+// q8gemmTile1VNNI sets dst[t·ldd+r], t < 1, r < 16, to the dot product of
+// row r of the packed panel p (q8gemmPackVNNI) with the nb Q8_0 blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row nb pairs (activation scale as float32 bits,
+// −128·Σ codes of the block).
+//
+//go:noescape
+func q8gemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q8gemmTile2VNNI sets dst[t·ldd+r], t < 2, r < 16, to the dot product of
+// row r of the packed panel p (q8gemmPackVNNI) with the nb Q8_0 blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row nb pairs (activation scale as float32 bits,
+// −128·Σ codes of the block).
+//
+//go:noescape
+func q8gemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q8gemmTile3VNNI sets dst[t·ldd+r], t < 3, r < 16, to the dot product of
+// row r of the packed panel p (q8gemmPackVNNI) with the nb Q8_0 blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row nb pairs (activation scale as float32 bits,
+// −128·Σ codes of the block).
+//
+//go:noescape
+func q8gemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q8gemmTile4VNNI sets dst[t·ldd+r], t < 4, r < 16, to the dot product of
+// row r of the packed panel p (q8gemmPackVNNI) with the nb Q8_0 blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row nb pairs (activation scale as float32 bits,
+// −128·Σ codes of the block).
+//
+//go:noescape
+func q8gemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
 // scoresU8Q1AVX512 sets dst[i*ldd+j] = Σ_{c < cols&^15} q[i*ldq+c]*code(j, c)
 // for i < 1, j < n, where code(j, c) is the 8-bit code c of the row at
 // byte j*ldc of codes. cols must be at least 16.

@@ -187,30 +187,67 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 // reports the median prompt tokens/s over rounds:
 //
 //	KVQ_BENCH_GGUF=/tmp/bench-1b.gguf KVQ_BENCH_PROMPT=2048 go test -run '^$' -bench PrefillGGUF -benchtime 3x -cpu 2 ./pkg/runtime/
+//
+// With KVQ_BENCH_F32ACT every round prefills on a second runner too, on
+// cpu.Backend.F32Activations (float32 activations where the default
+// quantizes them: Q8_0 weights' prefill, whose packed fp32 GEMM the int8
+// one of simd.MatMulQ80Q80 replaced), the order alternating between
+// rounds; it reports "f32act-prompt-tok/s" and "speedup" (the median over
+// rounds of the f32act time over the default's). KVQ_BENCH_AVX2 runs
+// both on the avx2 set (simd.ForceAVX2).
 func BenchmarkPrefillGGUF(b *testing.B) {
+	if os.Getenv("KVQ_BENCH_AVX2") != "" {
+		defer simd.ForceAVX2()()
+	}
 	m := benchGGUF(b, false)
 	n := envInt(b, "KVQ_BENCH_PROMPT", 512)
 	spec := cmp.Or(os.Getenv("KVQ_BENCH_CACHE"), "fp16")
-	r := newRunner(b, m)
-	c := newCache(b, r, spec, 2*(n/16+2))
 	ctx := context.Background()
 	prompt := tokens(n, m.Vocab, 5)
-	var secs []float64
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := c.AddSeq(0); err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: prompt, Logits: kvrt.NoLogits}}); err != nil {
-			b.Fatal(err)
-		}
-		secs = append(secs, time.Since(t0).Seconds())
-		if err := c.Remove(0); err != nil {
-			b.Fatal(err)
+	prefiller := func(r *kvrt.Runner) func() float64 {
+		c := newCache(b, r, spec, 2*(n/16+2))
+		return func() float64 {
+			if err := c.AddSeq(0); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			if _, err := r.Forward(ctx, []kvrt.Entry{{Cache: c, Seq: 0, Tokens: prompt, Logits: kvrt.NoLogits}}); err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(t0).Seconds()
+			if err := c.Remove(0); err != nil {
+				b.Fatal(err)
+			}
+			return d
 		}
 	}
-	b.ReportMetric(float64(n)/median(secs), "prompt-tok/s")
+	runs := []func() float64{prefiller(newRunner(b, m))}
+	if os.Getenv("KVQ_BENCH_F32ACT") != "" {
+		r2, err := kvrt.NewRunner(m, kvrt.RunnerOptions{Backend: cpu.New(0).F32Activations()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs = append(runs, prefiller(r2))
+	}
+	secs := make([][]float64, len(runs))
+	var ratios []float64
+	round := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for k := range runs {
+			i := (k + round) % len(runs)
+			secs[i] = append(secs[i], runs[i]())
+		}
+		if len(runs) > 1 {
+			ratios = append(ratios, secs[1][round]/secs[0][round])
+		}
+		round++
+	}
+	b.ReportMetric(float64(n)/median(secs[0]), "prompt-tok/s")
+	if len(runs) > 1 {
+		b.ReportMetric(float64(n)/median(secs[1]), "f32act-prompt-tok/s")
+		b.ReportMetric(median(ratios), "speedup")
+	}
 }
 
 // activeWeightBytes are the weight bytes one decoded token streams: every

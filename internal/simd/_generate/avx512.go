@@ -34,6 +34,7 @@ func avx512() {
 	stream512()
 	q8legacy(true)
 	q8legacyX4() // q8legacymulti.go
+	q8gemm()     // q8gemm.go
 	// The code kernels, blocked as attention512.
 	u4mask := codeMask(4)
 	for _, k := range []codeKind{codeU8, codeU4} {

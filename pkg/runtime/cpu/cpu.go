@@ -31,8 +31,8 @@ type Backend struct {
 	done <-chan struct{}
 	// groups, when set, are the row groups of MatMul (see RowGroups).
 	groups []int
-	// f32Act keeps the decode products' activations in float32 (see
-	// F32Activations).
+	// f32Act keeps the decode products' activations (Q8_0's prefill
+	// products' too) in float32 (see F32Activations).
 	f32Act bool
 }
 
@@ -50,9 +50,10 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 }
 
 // F32Activations returns the backend with the decode products of the
-// weight types of q8Dots on float32 activations (the fused dots of
-// fusedDots, and simd.MatMulQ80 for Q8_0: kvq's arithmetic before it
-// quantized them as llama.cpp does; see q8Dots): for comparisons with a
+// weight types of q8Dots, and Q8_0's prefill products, on float32
+// activations (the fused dots of fusedDots, and simd.MatMulQ80 for Q8_0:
+// kvq's arithmetic before it quantized them as llama.cpp does; see
+// q8Dots): for comparisons with a
 // backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {
@@ -216,9 +217,13 @@ func matMulEach(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight,
 	}
 	per := max(1, minRowWork/max(1, w.Cols*nt))
 	q8 := quantizeTokens(x, nt, w, 1, f32Act)
+	align := 4
+	if q8 != nil && w.DType == tensor.Q80 {
+		align = simd.MatMulPackRows // runEach's MatMulQ80Q80 panels
+	}
 	t := mmTasks.Get().(*mmTask)
 	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, each: true}
-	workers.ForTask(w.Rows, 4, per, t)
+	workers.ForTask(w.Rows, align, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
 	releaseTokens(q8)
@@ -242,6 +247,9 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	per := max(1, minRowWork/max(1, cols*nt))
 	rowStep, tokStep := rows, nt
 	pack := packTokens(w.DType)
+	if q8Prefill(w.DType) && !f32Act {
+		pack = math.MaxInt // quantized activations at every nt: no packed path
+	}
 	if done != nil {
 		rowStep = stopRows
 		if work := int64(stopRows) * int64(nt) * int64(cols); work > stopWork {
@@ -252,8 +260,8 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 		}
 	}
 	align := 4
-	if nt >= pack {
-		align = simd.MatMulPackRows
+	if nt >= pack || q8Prefill(w.DType) && !f32Act && nt > 1 {
+		align = simd.MatMulPackRows // MatMulQ80Q80's panels, too
 	}
 	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
@@ -337,8 +345,8 @@ func packTokens(dt tensor.DType) int {
 
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
 // q8 is x quantized for the weight types that take them
-// (quantizeTokens: the types of q8Dots, Q8_0 among them, below their
-// packed threshold), nil otherwise.
+// (quantizeTokens: the types of q8Dots below their packed threshold, Q8_0
+// at every nt), nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
@@ -392,6 +400,10 @@ func (m *mmTask) runEach(lo, hi int) {
 		return
 	}
 	rows, cols := m.w.Rows, m.w.Cols
+	if m.w.DType == tensor.Q80 { // every token row its one-row bits, in one call
+		matMulQ8(m.dst, rows, m.q8, m.nt, m.w, lo, hi)
+		return
+	}
 	for t := 0; t < m.nt; t++ {
 		matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, lo, hi)
 	}

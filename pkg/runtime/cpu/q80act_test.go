@@ -20,9 +20,10 @@ import (
 // (ggml_vec_dot_q8_0_q8_0's arithmetic), so a token's result does not
 // depend on the tokens beside it; they differ from the fp32-activation
 // product (F32Activations), which they would equal if the Q8_0 path were
-// not taken, and by no more than the activations' rounding. From the
-// packed threshold (simd.MatMulPackTokensQ80) the product keeps fp32
-// activations: F32Activations' bits.
+// not taken, and by no more than the activations' rounding. Prefill (40
+// token rows, and the fp32 packed threshold simd.MatMulPackTokensQ80) takes
+// the same quantized path (simd.MatMulQ80Q80): every token row the twin's
+// bits too, plain and interruptible.
 func TestDecodeQ80Activations(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 11))
 	const rows, cols = 70, 768
@@ -92,18 +93,29 @@ func TestDecodeQ80Activations(t *testing.T) {
 			t.Errorf("nt=%d: the Q8_0 product is %g (relative to Σ|wx|) off the fp32 one", nt, maxRel)
 		}
 	}
-	if p := simd.MatMulPackTokensQ80(); p < 1000 {
-		nt := p
+	for _, nt := range []int{40, min(simd.MatMulPackTokensQ80(), 200)} {
 		x := make([]float32, nt*cols)
 		for i := range x {
 			x[i] = float32(r.NormFloat64())
 		}
-		got, f32 := make([]float32, nt*rows), make([]float32, nt*rows)
-		be.MatMul(cpu.Wrap(got), cpu.Wrap(x), nt, m)
-		be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(f32[i]) {
-				t.Fatalf("prefill of %d rows: dst[%d] = %v, fp32-activation product %v", nt, i, got[i], f32[i])
+		qrb := cols / 32 * simd.Q80BlockBytes
+		q := make([]byte, qrb)
+		want := make([]float32, nt*rows)
+		restore := simd.ForceGeneric()
+		for tk := 0; tk < nt; tk++ {
+			simd.QuantizeQ80(q, x[tk*cols:(tk+1)*cols])
+			for i := 0; i < rows; i++ {
+				want[tk*rows+i] = simd.DotQ80Q80(w.Raw[i*rb:(i+1)*rb], q)
+			}
+		}
+		restore()
+		for name, b := range map[string]backend.Backend{"MatMul": be, "Interruptible": be.Interruptible(make(chan struct{}))} {
+			got := make([]float32, nt*rows)
+			b.MatMul(cpu.Wrap(got), cpu.Wrap(x), nt, m)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s prefill of %d rows: dst[%d] = %v, Q8_0 twin %v", name, nt, i, got[i], want[i])
+				}
 			}
 		}
 	}

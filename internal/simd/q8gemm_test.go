@@ -1,0 +1,153 @@
+package simd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// q8gemmCase returns cols/32-block Q8_0 weights of rows rows and nt
+// quantized token rows, with extremes: weight values −128 and 127 against
+// activation codes ±127, an all-zero activation block (scale 0, codes 0),
+// zero weight scales, and random blocks elsewhere.
+func q8gemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
+	w = randKBlocks(r, rows*nb, Q80BlockBytes, 0)
+	for i := 0; i < rows*nb; i++ {
+		blk := w[i*Q80BlockBytes : (i+1)*Q80BlockBytes]
+		switch i % 7 {
+		case 1: // −128 throughout
+			for j := 2; j < Q80BlockBytes; j++ {
+				blk[j] = 0x80
+			}
+		case 2: // 127 throughout
+			for j := 2; j < Q80BlockBytes; j++ {
+				blk[j] = 0x7f
+			}
+		case 3: // a zero scale
+			binary.LittleEndian.PutUint16(blk, 0)
+		}
+	}
+	x := randF32(r, nt*nb*32)
+	for b := 0; b < nt*nb; b++ {
+		xb := x[32*b : 32*b+32]
+		switch b % 5 {
+		case 1: // codes ±127
+			for j := range xb {
+				xb[j] = float32(1 - 2*(j&1))
+			}
+		case 2: // codes 127
+			for j := range xb {
+				xb[j] = 3
+			}
+		case 3: // codes −127
+			for j := range xb {
+				xb[j] = -0.5
+			}
+		case 4: // a zero block
+			clear(xb)
+		}
+	}
+	q = make([]byte, nt*nb*Q80BlockBytes)
+	QuantizeQ80(q, x)
+	return q, w
+}
+
+// TestMatMulQ80Q80 checks MatMulQ80Q80 against DotQ80Q80 and its Go twin
+// pair by pair, bit for bit, on every kernel set (and the avx512 set
+// without VNNI), for token counts around the tiles of four, row ranges
+// with odd ends around the panels of 16, and ldd past r1; and that no
+// other dst entry is written.
+func TestMatMulQ80Q80(t *testing.T) {
+	const rows = 53
+	// cols 8192: VNNI panels of 16 rows and 147456 bytes, three a chunk,
+	// so that 69 rows take two chunks and a rest of 5 (AVX2: 8 rows and
+	// 73728 bytes, seven a chunk: two chunks and a rest of 5).
+	t.Run("chunks", func(t *testing.T) {
+		for _, set := range q8lSets(t) {
+			restore := set.force()
+			r := newRand(t)
+			const nt, rows, nb = 5, 69, 256
+			q, w := q8gemmCase(r, nt, rows, nb)
+			dst := make([]float32, nt*rows)
+			MatMulQ80Q80(dst, rows, q, nt, nb*32, w, 0, rows)
+			rb := nb * Q80BlockBytes
+			for i, got := range dst {
+				row, qt := w[i%rows*rb:(i%rows+1)*rb], q[i/rows*rb:(i/rows+1)*rb]
+				if twin := dotQ8LegacyGeneric(qdQ80, row, qt, nb); math.Float32bits(got) != math.Float32bits(twin) {
+					t.Errorf("%s: MatMulQ80Q80(cols=8192): token %d row %d = %v, twin %v", set.name, i/rows, i%rows, got, twin)
+				}
+			}
+			restore()
+		}
+	})
+	for _, set := range q8lSets(t) {
+		t.Run(set.name, func(t *testing.T) {
+			defer set.force()()
+			r := newRand(t)
+			for _, cols := range []int{32, 64, 96, 2048, 2080} {
+				nb := cols / 32
+				rb := nb * Q80BlockBytes
+				for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 64} {
+					q, w := q8gemmCase(r, nt, rows, nb)
+					off := ni % len(offsets)
+					q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
+					for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
+						r0, r1 := rr[0], rr[1]
+						ldd := rows + 3
+						dst, check := guardedF32(off, (nt-1)*ldd+r1, 16)
+						for i := range dst {
+							dst[i] = sentinel
+						}
+						MatMulQ80Q80(dst, ldd, q, nt, cols, w, r0, r1)
+						check(t)
+						shape := fmt.Sprintf("MatMulQ80Q80(nt=%d, cols=%d, [%d,%d))", nt, cols, r0, r1)
+						for ti := 0; ti < nt; ti++ {
+							qt := q[ti*rb : (ti+1)*rb]
+							for i := 0; i < ldd && ti*ldd+i < len(dst); i++ {
+								got := dst[ti*ldd+i]
+								if i < r0 || i >= r1 {
+									if math.Float32bits(got) != math.Float32bits(sentinel) {
+										t.Fatalf("%s wrote dst[%d*ldd+%d] = %v outside its rows", shape, ti, i, got)
+									}
+									continue
+								}
+								row := w[i*rb : (i+1)*rb]
+								one, twin := DotQ80Q80(row, qt), dotQ8LegacyGeneric(qdQ80, row, qt, nb)
+								if math.Float32bits(got) != math.Float32bits(one) || math.Float32bits(got) != math.Float32bits(twin) {
+									t.Fatalf("%s: token %d row %d = %v (%#x), DotQ80Q80 %v (%#x), twin %v", shape, ti, i, got, math.Float32bits(got), one, math.Float32bits(one), twin)
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMatMulQ80Q80Panics checks that bad shapes panic with the function's
+// name.
+func TestMatMulQ80Q80Panics(t *testing.T) {
+	rb := 2 * Q80BlockBytes
+	for name, bad := range map[string]func(){
+		"cols not blocks": func() { MatMulQ80Q80(make([]float32, 8), 4, make([]byte, rb), 1, 48, make([]byte, 4*rb), 0, 4) },
+		"short q":         func() { MatMulQ80Q80(make([]float32, 8), 4, make([]byte, rb+33), 2, 64, make([]byte, 4*rb), 0, 4) },
+		"short w":         func() { MatMulQ80Q80(make([]float32, 8), 4, make([]byte, 2*rb), 2, 64, make([]byte, 4*rb-1), 0, 4) },
+		"short dst":       func() { MatMulQ80Q80(make([]float32, 7), 4, make([]byte, 2*rb), 2, 64, make([]byte, 4*rb), 0, 4) },
+		"ldd < r1":        func() { MatMulQ80Q80(make([]float32, 8), 3, make([]byte, 2*rb), 2, 64, make([]byte, 4*rb), 0, 4) },
+		"bad rows":        func() { MatMulQ80Q80(make([]float32, 8), 4, make([]byte, 2*rb), 2, 64, make([]byte, 4*rb), 3, 2) },
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "MatMulQ80Q80") {
+					t.Errorf("%s: panic %q, want one naming MatMulQ80Q80", name, msg)
+				}
+			}()
+			bad()
+		}()
+	}
+}

@@ -1,0 +1,371 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The q4_K × Q8_K tile GEMM (simd.MatMulQ4KQ8K on the avx512 set with
+// AVX-512 VNNI): weight rows are first packed into panels of 16 rows
+// (q4kgemmPackVNNI), then
+// q4kgemmTile<T>VNNI multiplies T = 1..4 token rows of Q8_K activation
+// blocks by one panel. A panel's super-block b is q4kgPanelBlock bytes:
+//
+//   - 32 ZMM of codes, ZMM 8c+m holding in int32 lane r the four bytes
+//     16+32c+4m.. of row r's super-block as they are: their low nibbles are
+//     the codes 64c+4m..+3 (group 2c), their high nibbles the codes
+//     64c+32+4m..+3 (group 2c+1);
+//   - at q4kgScalesAt, per group g, the 16 rows' 6-bit scales as bytes;
+//   - at q4kgMinsAt, 4 ZMM, ZMM k holding in lane r row r's mins of groups
+//     2k and 2k+1 as an int16 pair;
+//   - at q4kgDAt and q4kgDminAt, the 16 rows' binary16 d and dmin.
+//
+// Per token row and group, VPDPBUSD of the nibbles (VPANDD, or VPSRLD and
+// VPANDD: unsigned bytes 0..15) with the activation codes broadcast 4 at a
+// time from the Q8_K block as its signed operand sums Σ q·c of the group
+// in lane r, exactly, from zero; VPMULLD by the group's scales and VPADDD
+// give S = Σ_g scale_g·Σ q·c exactly (|S| < 2^31), and VPDPWSSD of the
+// mins pairs with the activations' pairs (bsum_{4k}+bsum_{4k+1},
+// bsum_{4k+2}+bsum_{4k+3}) as int16 (given by the caller, at most
+// 2·16·127 each) gives M = Σ_g min_g·(bsum_{2g}+bsum_{2g+1}), exact. The
+// float finish is q8k.go's twin, lane by lane: s += (d·y)·float32(S), then
+// s −= (dmin·y)·float32(M), every product rounded (VMULPS, no FMA), over
+// the super-blocks in order from s = 0; so every output has DotQ4KQ8K's
+// bits. The panel's codes are shared by the T tokens (loaded once a
+// super-block), each token's codes by the 16 rows.
+
+// q4kgPanelBlock is the bytes of one super-block of a 16-row panel.
+const (
+	q4kgPanelBlock = 2496
+	q4kgScalesAt   = 2048
+	q4kgMinsAt     = 2176
+	q4kgDAt        = 2432
+	q4kgDminAt     = 2464
+	q4kBytes       = 144 // a q4_K super-block
+	q4kgActBytes   = 32  // the caller's per token and block: y bits, 4 pairs, padding
+)
+
+// q4kgemm writes q4kgemmPackVNNI and q4kgemmTile1VNNI … q4kgemmTile4VNNI.
+func q4kgemm() {
+	q4kgemmPack()
+	mask := byteTable("q4kg0f", repeated(4, func(int) byte { return 0x0f }))
+	for t := 1; t <= 4; t++ {
+		q4kgemmTile(t, mask)
+	}
+}
+
+// q4kgVNNIBcst emits op (VPDPBUSD or VPDPWSSD) with its second operand a
+// 32-bit broadcast from memory (avo v0.5.0 has no VNNI forms).
+func q4kgVNNIBcst(op string, src2 Mem, src1, acc VecVirtual) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Suffixes: []string{"BCST"},
+		Operands: []Op{src2, src1, acc},
+		Inputs:   []Op{src2, src1, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI", "AVX512F"},
+	})
+}
+
+// q4kgemmPack transposes each 32 bytes of 16 rows' super-blocks with
+// three levels of VPERMI2D: ZMM p is loaded with row p's 8 dwords in its
+// low half and row p+8's in its high half (lane h·8+j), and each level
+// swaps one bit of the register number with the same bit of j, so that
+// afterwards ZMM j holds dword j of row h·8+p in lane h·8+p. Dword D ≥ 4
+// of the super-blocks (the codes) is ZMM D−4 of the panel; the last 16
+// bytes come from a transpose of bytes 112..143 of which the upper half is
+// kept. Dwords 0..3 (d and dmin, the 12 bytes of scales and mins) are
+// unpacked lane by lane as ggml's get_scale_min_k4 does: for j < 4 scale_j
+// = q_j & 63 and min_j = q_{j+4} & 63, for j ≥ 4 scale_j = q_{j+4} & 15 |
+// (q_{j−4} >> 6) << 4 and min_j = q_{j+4} >> 4 | (q_j >> 6) << 4, per byte
+// of the dwords 1..3 at once; VPMOVDB and VPMOVDW store the bytes and
+// halves.
+func q4kgemmPack() {
+	var idx [3][2][]byte
+	for x := 0; x < 3; x++ {
+		bit := 1 << x
+		for l := 0; l < 16; l++ {
+			p, q := l, l|bit
+			if l&bit != 0 {
+				p, q = 16+l&^bit, 16+l
+			}
+			idx[x][0] = append(idx[x][0], byte(p), 0, 0, 0)
+			idx[x][1] = append(idx[x][1], byte(q), 0, 0, 0)
+		}
+	}
+	var tabs [3][2]Mem
+	for x := range tabs {
+		for h := range tabs[x] {
+			tabs[x][h] = byteTable(fmt.Sprintf("q4kgperm%d%d", x, h), idx[x][h])
+		}
+	}
+	splat := func(name string, v [4]byte) Mem { return byteTable(name, v[:]) }
+	c3f := splat("q4kg3f", [4]byte{0x3f, 0x3f, 0x3f, 0x3f})
+	c0f := splat("q4kgp0f", [4]byte{0x0f, 0x0f, 0x0f, 0x0f})
+	c30 := splat("q4kg30", [4]byte{0x30, 0x30, 0x30, 0x30})
+	cLo := splat("q4kglo", [4]byte{0xff, 0, 0, 0})
+	cHi := splat("q4kghi", [4]byte{0, 0, 0xff, 0})
+
+	name := "q4kgemmPackVNNI"
+	header(name, "func(dst []byte, w []byte, stride int, nb int)",
+		name+" packs the nb q4_K super-blocks of the 16 rows at w, stride",
+		"bytes apart, into the panel at dst (nb·2496 bytes; see q4kgemm.go).")
+	d := Load(Param("dst").Base(), GP64())
+	w := Load(Param("w").Base(), GP64())
+	stride := Load(Param("stride"), GP64())
+	nb := Load(Param("nb"), GP64())
+	s3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
+	base := []Register{w, GP64(), GP64(), GP64()} // rows 0, 4, 8, 12
+	for i := 1; i < 4; i++ {
+		LEAQ(Mem{Base: base[i-1], Index: stride, Scale: 4}, base[i])
+	}
+	row := func(r int) Mem {
+		b := base[r/4]
+		switch r % 4 {
+		case 0:
+			return Mem{Base: b}
+		case 1:
+			return Mem{Base: b, Index: stride, Scale: 1}
+		case 2:
+			return Mem{Base: b, Index: stride, Scale: 2}
+		}
+		return Mem{Base: b, Index: s3, Scale: 1}
+	}
+	var it [3][2]VecVirtual
+	for x := range it {
+		for h := range it[x] {
+			it[x][h] = ZMM()
+			VMOVDQU32(tabs[x][h], it[x][h])
+		}
+	}
+	bcast := func(m Mem) VecVirtual {
+		z := ZMM()
+		VPBROADCASTD(m, z)
+		return z
+	}
+	m3f, m0f, m30, mLo, mHi := bcast(c3f), bcast(c0f), bcast(c30), bcast(cLo), bcast(cHi)
+	transpose := func(off int) []VecVirtual {
+		a := make([]VecVirtual, 8)
+		for p := range a {
+			a[p] = ZMM()
+			VBROADCASTI64X4(row(p).Offset(off), a[p]) // a full write
+			VINSERTI64X4(U8(1), row(p+8).Offset(off), a[p], a[p])
+		}
+		for x := 0; x < 3; x++ {
+			bit := 1 << x
+			for p := 0; p < 8; p++ {
+				if p&bit != 0 {
+					continue
+				}
+				q := p | bit
+				np, nq := ZMM(), ZMM()
+				VMOVDQA32(it[x][0], np)
+				VPERMI2D(a[q], a[p], np)
+				VMOVDQA32(it[x][1], nq)
+				VPERMI2D(a[q], a[p], nq)
+				a[p], a[q] = np, nq
+			}
+		}
+		return a
+	}
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for k, off := range []int{0, 32, 64, 96, 112} {
+		a := transpose(off)
+		for j := range a {
+			D := off/4 + j
+			if D < 4 || k == 4 && j < 4 {
+				continue
+			}
+			VMOVDQU32(a[j], Mem{Base: d, Disp: 64 * (D - 4)})
+		}
+		if k > 0 {
+			continue
+		}
+		g0, g1, g2, g3 := a[0], a[1], a[2], a[3]
+		t, u := ZMM(), ZMM()
+		// d and dmin.
+		VPMOVDW(g0, Mem{Base: d, Disp: q4kgDAt})
+		VPSRLD(U8(16), g0, t)
+		VPMOVDW(t, Mem{Base: d, Disp: q4kgDminAt})
+		// scale_j, j < 4 (bytes of g1 & 63), and j ≥ 4.
+		scl, sch, mnl, mnh := ZMM(), ZMM(), ZMM(), ZMM()
+		VPANDD(m3f, g1, scl)
+		VPANDD(m3f, g2, mnl)
+		VPSRLD(U8(2), g1, t)
+		VPANDD(m30, t, t)
+		VPANDD(m0f, g3, u)
+		VPORD(t, u, sch)
+		VPSRLD(U8(2), g2, t)
+		VPANDD(m30, t, t)
+		VPSRLD(U8(4), g3, u)
+		VPANDD(m0f, u, u)
+		VPORD(t, u, mnh)
+		for g := 0; g < 8; g++ {
+			src := scl
+			if g >= 4 {
+				src = sch
+			}
+			if g%4 == 0 {
+				VPMOVDB(src, Mem{Base: d, Disp: q4kgScalesAt + 16*g})
+				continue
+			}
+			VPSRLD(U8(8*(g%4)), src, t)
+			VPMOVDB(t, Mem{Base: d, Disp: q4kgScalesAt + 16*g})
+		}
+		// The mins as int16 pairs (min_{2k}, min_{2k+1}).
+		for h, mn := range []VecVirtual{mnl, mnh} {
+			VPANDD(mLo, mn, t)
+			VPSLLD(U8(8), mn, u)
+			VPANDD(mHi, u, u)
+			VPORD(t, u, u)
+			VMOVDQU32(u, Mem{Base: d, Disp: q4kgMinsAt + 64*(2*h)})
+			VPSRLD(U8(16), mn, t)
+			VPANDD(mLo, t, t)
+			VPSRLD(U8(8), mn, u)
+			VPANDD(mHi, u, u)
+			VPORD(t, u, u)
+			VMOVDQU32(u, Mem{Base: d, Disp: q4kgMinsAt + 64*(2*h+1)})
+		}
+	}
+	for _, b := range base {
+		ADDQ(U32(q4kBytes), b)
+	}
+	ADDQ(U32(q4kgPanelBlock), d)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// q4kgemmTile writes q4kgemmTile<nt>VNNI.
+func q4kgemmTile(nt int, mask Mem) {
+	name := fmt.Sprintf("q4kgemmTile%dVNNI", nt)
+	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)",
+		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 16, to the dot product of", name, nt),
+		"row r of the packed panel p (q4kgemm.go) with the nb Q8_K blocks of",
+		"token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;",
+		"ac holds per token row and block 8 int32: the Q8_K scale as float32",
+		"bits, then the 4 int16 pairs of sums the mins multiply.")
+	pp := Load(Param("p").Base(), GP64())
+	q0 := Load(Param("q").Base(), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	ac0 := Load(Param("ac").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	qs := []Register{q0}
+	acs := []Register{ac0}
+	if nt > 1 {
+		acb := GP64()
+		MOVQ(nb, acb)
+		SHLQ(U8(5), acb) // bytes of ac per token row
+		for t := 1; t < nt; t++ {
+			qs = append(qs, GP64())
+			LEAQ(Mem{Base: qs[t-1], Index: rb, Scale: 1}, qs[t])
+			acs = append(acs, GP64())
+			LEAQ(Mem{Base: acs[t-1], Index: acb, Scale: 1}, acs[t])
+		}
+	}
+	m0f := ZMM()
+	VPBROADCASTD(mask, m0f)
+	// Registers are zeroed by copies of zero: avo takes VPXORD x, x, x as
+	// reading x, which would keep x live around the loop.
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	s := make([]VecVirtual, nt)
+	for t := range s {
+		s[t] = ZMM()
+		VMOVDQA32(zero, s[t])
+	}
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	// M first, into its own lanes.
+	mins := make([]VecVirtual, nt)
+	for t := range mins {
+		mins[t] = ZMM()
+		VMOVDQA32(zero, mins[t])
+	}
+	for k := 0; k < 4; k++ {
+		mv := ZMM()
+		VMOVDQU32(Mem{Base: pp, Disp: q4kgMinsAt + 64*k}, mv)
+		for t := range mins {
+			q4kgVNNIBcst("VPDPWSSD", Mem{Base: acs[t], Disp: 4 + 4*k}, mv, mins[t])
+		}
+	}
+	sum := make([]VecVirtual, nt)
+	for t := range sum {
+		sum[t] = ZMM()
+		VMOVDQA32(zero, sum[t])
+	}
+	for c := 0; c < 4; c++ {
+		plo, phi := make([]VecVirtual, nt), make([]VecVirtual, nt)
+		for t := range plo {
+			plo[t], phi[t] = ZMM(), ZMM()
+			VMOVDQA32(zero, plo[t])
+			VMOVDQA32(zero, phi[t])
+		}
+		for m := 0; m < 8; m++ {
+			v, lo := ZMM(), ZMM()
+			VMOVDQU32(Mem{Base: pp, Disp: 64 * (8*c + m)}, v)
+			VPANDD(m0f, v, lo)
+			VPSRLD(U8(4), v, v)
+			VPANDD(m0f, v, v)
+			for t := range plo {
+				q4kgVNNIBcst("VPDPBUSD", Mem{Base: qs[t], Disp: 4 + 64*c + 4*m}, lo, plo[t])
+				q4kgVNNIBcst("VPDPBUSD", Mem{Base: qs[t], Disp: 4 + 64*c + 32 + 4*m}, v, phi[t])
+			}
+		}
+		sl, sh := ZMM(), ZMM()
+		VPMOVZXBD(Mem{Base: pp, Disp: q4kgScalesAt + 16*(2*c)}, sl)
+		VPMOVZXBD(Mem{Base: pp, Disp: q4kgScalesAt + 16*(2*c+1)}, sh)
+		for t := range plo {
+			VPMULLD(sl, plo[t], plo[t])
+			VPADDD(plo[t], sum[t], sum[t])
+			VPMULLD(sh, phi[t], phi[t])
+			VPADDD(phi[t], sum[t], sum[t])
+		}
+	}
+	dv, dm := ZMM(), ZMM()
+	VCVTPH2PS(Mem{Base: pp, Disp: q4kgDAt}, dv)
+	VCVTPH2PS(Mem{Base: pp, Disp: q4kgDminAt}, dm)
+	for t := range s {
+		y, a, b := ZMM(), ZMM(), ZMM()
+		VBROADCASTSS(Mem{Base: acs[t]}, y)
+		VMULPS(y, dv, a)            // d·y
+		VCVTDQ2PS(sum[t], sum[t])   // float32(S)
+		VMULPS(sum[t], a, a)        // (d·y)·S
+		VADDPS(a, s[t], s[t])       // s += …
+		VMULPS(y, dm, b)            // dmin·y
+		VCVTDQ2PS(mins[t], mins[t]) // float32(M)
+		VMULPS(mins[t], b, b)       // (dmin·y)·M
+		VSUBPS(b, s[t], s[t])       // s −= …
+	}
+	ADDQ(U32(q4kgPanelBlock), pp)
+	for t := range qs {
+		ADDQ(U32(q8kBytes), qs[t])
+		ADDQ(U8(q4kgActBytes), acs[t])
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	dst := Load(Param("dst").Base(), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	for t := range s {
+		VMOVUPS(s[t], Mem{Base: dst})
+		if t+1 < nt {
+			ADDQ(ldd, dst)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,111 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+import (
+	"encoding/binary"
+	"sync"
+)
+
+// The int8 tile GEMM behind MatMulQ4KQ8K (kernels in
+// _generate/q4kgemm.go): the weight rows are packed q4kgChunkBytes of
+// panels at a time (16 rows each, so that a chunk stays in L2), and every
+// group of up to four token rows meets every panel of the chunk. Rows past
+// the last whole panel take DotQ4KQ8KRows per token row; all give
+// DotQ4KQ8K's bits.
+
+// q4kgRows is the rows of a panel, q4kgPanelBlock the bytes of one
+// super-block of one (the generator's constants).
+const (
+	q4kgRows       = 16
+	q4kgPanelBlock = 2496
+	q4kgChunkBytes = 1 << 19
+)
+
+// q4kgMinTokens is the fewest token rows that take the tile GEMM: packing
+// the panels costs about what two token rows' dots do. Against
+// DotQ4KQ8KRows per token row (BenchmarkMatMulQ4KQ8KFew, Zen 4, 8192×2048
+// weights from DRAM) it ran at 0.79× for 2 token rows, 1.01× for 3, 1.15×
+// for 4, 1.7× for 8, 2.3× for 16.
+const q4kgMinTokens = 3
+
+// q4kgTiles are the tile kernels by token rows, 1..4.
+var q4kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+	nil, q4kgemmTile1VNNI, q4kgemmTile2VNNI, q4kgemmTile3VNNI, q4kgemmTile4VNNI,
+}
+
+type q4kgScratch struct {
+	panels []byte
+	ac     []int32
+}
+
+var q4kgPool = sync.Pool{New: func() any { return new(q4kgScratch) }}
+
+func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ4KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	re := r0 + (r1-r0)/q4kgRows*q4kgRows
+	if !matMulQ4KQ8KPacked() || nt < q4kgMinTokens || nb == 0 {
+		re = r0
+	}
+	if re > r0 {
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re)
+	}
+	if re < r1 {
+		matMulQ4KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
+
+func matMulQ4KQ8KPacked() bool { return useAVX512 && useVNNI }
+
+// q4kgPanels runs the tile GEMM over rows [r0, r1), whole panels.
+func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	s := q4kgPool.Get().(*q4kgScratch)
+	defer q4kgPool.Put(s)
+	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
+	pb := nb * q4kgPanelBlock // bytes of one panel
+	per := max(1, q4kgChunkBytes/pb)
+	if n := min(per, (r1-r0)/q4kgRows) * pb; cap(s.panels) < n {
+		s.panels = make([]byte, n)
+	}
+	if n := nt * nb * 8; cap(s.ac) < n {
+		s.ac = make([]int32, n)
+	}
+	ac := s.ac[:nt*nb*8]
+	q4kgActs(ac, q, nt*nb)
+	for rc := r0; rc < r1; rc += per * q4kgRows {
+		np := min(per, (r1-rc)/q4kgRows)
+		panels := s.panels[:np*pb]
+		for i := 0; i < np; i++ {
+			q4kgemmPackVNNI(panels[i*pb:(i+1)*pb], w[(rc+i*q4kgRows)*rb:], rb, nb)
+		}
+		for t := 0; t < nt; t += 4 {
+			n := min(4, nt-t)
+			tile := q4kgTiles[n]
+			for i := 0; i < np; i++ {
+				tile(dst[t*ldd+rc+i*q4kgRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, ac[t*nb*8:], nb)
+			}
+		}
+	}
+}
+
+// q4kgActs sets ac, per Q8_K block of q (n of them), to 8 int32: the
+// block's d as float32 bits, then the int16 pairs (bs_{2k}, bs_{2k+1}),
+// k < 4, of bs_g = bsum_{2g} + bsum_{2g+1} (|bs_g| ≤ 2·16·128), then 0s.
+func q4kgActs(ac []int32, q []byte, n int) {
+	for i := 0; i < n; i++ {
+		blk := q[i*Q8KBlockBytes : (i+1)*Q8KBlockBytes]
+		a := ac[8*i : 8*i+8]
+		a[0] = int32(binary.LittleEndian.Uint32(blk))
+		var bs [8]int32
+		for g := range bs {
+			bs[g] = int32(int16(binary.LittleEndian.Uint16(blk[4+kBlockSize+4*g:]))) + int32(int16(binary.LittleEndian.Uint16(blk[4+kBlockSize+4*g+2:])))
+		}
+		for k := 0; k < 4; k++ {
+			a[1+k] = int32(uint32(uint16(bs[2*k])) | uint32(uint16(bs[2*k+1]))<<16)
+		}
+		a[5], a[6], a[7] = 0, 0, 0
+	}
+}

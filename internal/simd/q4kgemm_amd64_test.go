@@ -1,0 +1,60 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BenchmarkMatMulQ4KQ8KFew times, in interleaved rounds, DotQ4KQ8KRows per
+// token row (what MatMulQ4KQ8K takes below q4kgMinTokens and on the other
+// sets) and the tile GEMM (q4kgPanels) over a few token rows, on three copies of
+// 8192×2048 q4_K weights in turn (from DRAM), reporting each one's median
+// GB/s of weights ("rows", "tile") and "speedup", the median over rounds
+// of the rows time over the tile time.
+func BenchmarkMatMulQ4KQ8KFew(b *testing.B) {
+	const rows, cols = 8192, 2048
+	r := newRand(b)
+	nb := cols / kBlockSize
+	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
+	ring := make([][]byte, 3)
+	for i := range ring {
+		ring[i] = randKBlocks(r, rows*nb, q4KBlockBytes, 0, 2)
+	}
+	for _, nt := range []int{1, 2, 3, 4, 8, 16} {
+		x := randF32(r, nt*cols)
+		q := make([]byte, nt*qb)
+		for t := 0; t < nt; t++ {
+			QuantizeQ8K(q[t*qb:(t+1)*qb], x[t*cols:(t+1)*cols])
+		}
+		dst := make([]float32, nt*rows)
+		b.Run(fmt.Sprintf("nt=%d", nt), func(b *testing.B) {
+			if !useAVX512 || !useVNNI {
+				b.Skip("the tile GEMM needs AVX-512 VNNI")
+			}
+			m := 0
+			secs := q4kgRounds(b, []func(){
+				func() {
+					w := ring[m%len(ring)]
+					m++
+					for t := 0; t < nt; t++ {
+						DotQ4KQ8KRows(dst[t*rows:(t+1)*rows], w, q[t*qb:(t+1)*qb])
+					}
+				},
+				func() {
+					w := ring[m%len(ring)]
+					m++
+					q4kgPanels(dst, rows, q, nt, nb, w, 0, rows)
+				},
+			})
+			ratios := make([]float64, len(secs[0]))
+			for i := range ratios {
+				ratios[i] = secs[0][i] / secs[1][i]
+			}
+			b.ReportMetric(float64(rows*rb)/q4kgMedian(secs[0])/1e9, "rows-GB/s")
+			b.ReportMetric(float64(rows*rb)/q4kgMedian(secs[1])/1e9, "tile-GB/s")
+			b.ReportMetric(q4kgMedian(ratios), "speedup")
+		})
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !amd64 || !gc || purego
+
+package simd
+
+func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	matMulQ4KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+func matMulQ4KQ8KPacked() bool { return false }

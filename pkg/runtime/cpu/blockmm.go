@@ -73,9 +73,14 @@ type q8Dot struct {
 // row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
 // DotQ40Q80, DotQ80Q80 …; the results agree with ggml_vec_dot_*_q8_* up
 // to float32 rounding). A token's result is the one-row dot's whatever the
-// number of tokens in the call. Prefill (simd.MatMulDecoded,
-// simd.MatMulQ80's packed path) keeps fp32 activations, so a token's
-// logits differ slightly between a decode step and a prefill.
+// number of tokens in the call. Where simd.MatMulQ4KQ8KPacked, q4_K
+// weights take quantized activations at every number of token rows
+// (q8Prefill): prefill multiplies the codes in simd.MatMulQ4KQ8K's int8
+// tile GEMM, each output DotQ4KQ8K's bits, so a token's q4_K outputs are
+// the same in a decode step and a prefill. Otherwise prefill
+// (simd.MatMulDecoded, simd.MatMulQ80's packed path) keeps fp32
+// activations, so a token's logits differ slightly between a decode step
+// and a prefill.
 var q8Dots = map[tensor.DType]q8Dot{
 	tensor.Q4K:   {simd.DotQ4KQ8K, simd.DotQ4KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
 	tensor.Q5K:   {simd.DotQ5KQ8K, nil, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
@@ -101,10 +106,15 @@ func q8RowBytes(w *tensor.Weight) int {
 
 // matMulQ8 sets dst[t*ldd+r], r in [lo, hi), to weight row r's q8Dots dot
 // with token row t of q8 (quantizeTokens), t < nt: one token takes the
-// type's multi-row form where it has one.
+// type's multi-row form where it has one, several q4_K rows
+// simd.MatMulQ4KQ8K (the same bits).
 func matMulQ8(dst []float32, ldd int, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	d := q8Dots[w.DType]
 	rb, qrb := w.DType.RowBytes(w.Cols), q8RowBytes(w)
+	if w.DType == tensor.Q4K && nt > 1 {
+		simd.MatMulQ4KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
+		return
+	}
 	if d.rows != nil && nt == 1 {
 		d.rows(dst[lo:hi], w.Raw[lo*rb:hi*rb], q8[:qrb])
 		return
@@ -123,10 +133,11 @@ var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 // quantizeTokens returns the nt token rows of x quantized for w's q8Dots
 // in a buffer from q8Scratch (releaseTokens gives it back), where w's
 // products of perCall token rows at a time take them (below the packed
-// threshold) unless f32Act (Backend.F32Activations), or nil.
+// threshold; at any number where q8Prefill) unless f32Act
+// (Backend.F32Activations), or nil.
 func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act bool) *[]byte {
 	d, ok := q8Dots[w.DType]
-	if f32Act || !ok || nt == 0 || perCall >= packTokens(w.DType) || w.Cols%d.vals != 0 {
+	if f32Act || !ok || nt == 0 || perCall >= packTokens(w.DType) && !q8Prefill(w.DType) || w.Cols%d.vals != 0 {
 		return nil
 	}
 	rb := q8RowBytes(w)
@@ -140,6 +151,15 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 	}
 	return sp
 }
+
+// q8Prefill reports whether products over weights of type dt take
+// quantized activations at every number of token rows (unless
+// F32Activations): q4_K where simd.MatMulQ4KQ8KPacked (AVX-512 VNNI), its
+// prefill through simd.MatMulQ4KQ8K's int8 tile GEMM, on the Zen 4
+// 3.2–3.8× MatMulDecoded's packed fp32 GEMM (quantization included;
+// docs/performance.md). Without it the per-token dots would be slower
+// than the packed fp32 GEMM, which prefill keeps.
+func q8Prefill(dt tensor.DType) bool { return dt == tensor.Q4K && simd.MatMulQ4KQ8KPacked() }
 
 // q8Bytes returns *sp, nil for nil.
 func q8Bytes(sp *[]byte) []byte {
@@ -231,7 +251,7 @@ func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, 
 		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
 	}
 	rb := w.DType.RowBytes(cols)
-	if nt >= simd.MatMulDecodedTokens() {
+	if q8 == nil && nt >= simd.MatMulDecodedTokens() { // q8: q8Prefill
 		bs, ts := w.DType.Block()
 		lo = simd.MatMulDecoded(dst, ldd, x, nt, cols, &rowDecoder{w: w, gt: gt, rb: rb, bs: bs, ts: ts}, lo, hi)
 		if lo == hi {

@@ -52,7 +52,8 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 // F32Activations returns the backend with the decode products of the
 // weight types of q8Dots on float32 activations (the fused dots of
 // fusedDots, and simd.MatMulQ80 for Q8_0: kvq's arithmetic before it
-// quantized them as llama.cpp does; see q8Dots): for comparisons with a
+// quantized them as llama.cpp does; see q8Dots), and q4_K's prefill where
+// q8Prefill takes it quantized (simd.MatMulDecoded): for comparisons with a
 // backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {
@@ -242,6 +243,9 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	per := max(1, minRowWork/max(1, cols*nt))
 	rowStep, tokStep := rows, nt
 	pack := packTokens(w.DType)
+	if q8Prefill(w.DType) && !f32Act {
+		pack = math.MaxInt // quantized activations at every nt: no packed path
+	}
 	if done != nil {
 		rowStep = stopRows
 		if work := int64(stopRows) * int64(nt) * int64(cols); work > stopWork {
@@ -252,8 +256,8 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 		}
 	}
 	align := 4
-	if nt >= pack {
-		align = simd.MatMulPackRows
+	if nt >= pack || q8Prefill(w.DType) && !f32Act && nt > 1 {
+		align = simd.MatMulPackRows // the int8 tile GEMM's panels, too
 	}
 	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
@@ -338,7 +342,7 @@ func packTokens(dt tensor.DType) int {
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
 // q8 is x quantized for the weight types that take them
 // (quantizeTokens: the types of q8Dots, Q8_0 among them, below their
-// packed threshold), nil otherwise.
+// packed threshold, q4_K at every nt where q8Prefill), nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
@@ -392,6 +396,10 @@ func (m *mmTask) runEach(lo, hi int) {
 		return
 	}
 	rows, cols := m.w.Rows, m.w.Cols
+	if m.w.DType == tensor.Q4K { // every token row its one-row bits, in one call
+		matMulQ8(m.dst, rows, m.q8, m.nt, m.w, lo, hi)
+		return
+	}
 	for t := 0; t < m.nt; t++ {
 		matMulRows(m.dst[t*rows:], m.x[t*cols:], m.tokenQ8(t), 1, m.w, lo, hi)
 	}

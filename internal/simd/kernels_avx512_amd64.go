@@ -962,3 +962,37 @@ func q4kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, 
 //
 //go:noescape
 func q4kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q6kgemmPackVNNI packs the nb q6_K super-blocks of the 16 rows at w, stride
+// bytes apart, into the panel at dst (nb·4928 bytes; see q4kgemm.go).
+//
+//go:noescape
+func q6kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+
+// q6kgemmTile1VNNI sets dst[t·ldd+r], t < 1, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile2VNNI sets dst[t·ldd+r], t < 2, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile3VNNI sets dst[t·ldd+r], t < 3, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile4VNNI sets dst[t·ldd+r], t < 4, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)

@@ -7,32 +7,44 @@ import (
 	"sync"
 )
 
-// The int8 tile GEMM behind MatMulQ4KQ8K (kernels in
+// The int8 tile GEMMs behind MatMulQ4KQ8K and MatMulQ6KQ8K (kernels in
 // _generate/q4kgemm.go): the weight rows are packed q4kgChunkBytes of
 // panels at a time (16 rows each, so that a chunk stays in L2), and every
 // group of up to four token rows meets every panel of the chunk. Rows past
-// the last whole panel take DotQ4KQ8KRows per token row; all give
-// DotQ4KQ8K's bits.
+// the last whole panel take DotQ4KQ8KRows (DotQ6KQ8KRows) per token row;
+// all give DotQ4KQ8K's (DotQ6KQ8K's) bits.
 
-// q4kgRows is the rows of a panel, q4kgPanelBlock the bytes of one
-// super-block of one (the generator's constants).
+// q4kgRows is the rows of a panel, q4kgPanelBlock and q6kgPanelBlock the
+// bytes of one super-block of one (the generator's constants).
 const (
 	q4kgRows       = 16
 	q4kgPanelBlock = 2496
+	q6kgPanelBlock = 4928
 	q4kgChunkBytes = 1 << 19
 )
 
-// q4kgMinTokens is the fewest token rows that take the tile GEMM: packing
-// the panels costs about what two token rows' dots do. Against
-// DotQ4KQ8KRows per token row (BenchmarkMatMulQ4KQ8KFew, Zen 4, 8192×2048
-// weights from DRAM) it ran at 0.79× for 2 token rows, 1.01× for 3, 1.15×
-// for 4, 1.7× for 8, 2.3× for 16.
-const q4kgMinTokens = 3
+// q4kgMinTokens and q6kgMinTokens are the fewest token rows that take the
+// tile GEMMs: packing the panels costs about what two (q6_K: four) token
+// rows' dots do. Against DotQ4KQ8KRows per token row
+// (BenchmarkMatMulQ4KQ8KFew, Zen 4, 8192×2048 weights from DRAM, load 2–3.5)
+// q4_K's ran at 0.72–0.79× for 2 token rows, 0.99–1.01× for 3, 1.05–1.15×
+// for 4, 1.6–1.7× for 8, 2.2–2.3× for 16; against DotQ6KQ8KRows q6_K's
+// (whose packing forms the 6-bit codes) at 0.78× for 3, 0.80–0.86× for 4,
+// 1.26× for 6, 1.32–1.47× for 8, 2.1× for 16.
+const (
+	q4kgMinTokens = 3
+	q6kgMinTokens = 5
+)
 
-// q4kgTiles are the tile kernels by token rows, 1..4.
-var q4kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
-	nil, q4kgemmTile1VNNI, q4kgemmTile2VNNI, q4kgemmTile3VNNI, q4kgemmTile4VNNI,
-}
+// q4kgTiles and q6kgTiles are the tile kernels by token rows, 1..4.
+var (
+	q4kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+		nil, q4kgemmTile1VNNI, q4kgemmTile2VNNI, q4kgemmTile3VNNI, q4kgemmTile4VNNI,
+	}
+	q6kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int){
+		nil, q6kgemmTile1VNNI, q6kgemmTile2VNNI, q6kgemmTile3VNNI, q6kgemmTile4VNNI,
+	}
+)
 
 type q4kgScratch struct {
 	panels []byte
@@ -46,46 +58,77 @@ func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 		matMulQ4KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
 		return
 	}
-	re := r0 + (r1-r0)/q4kgRows*q4kgRows
-	if !matMulQ4KQ8KPacked() || nt < q4kgMinTokens || nb == 0 {
-		re = r0
-	}
+	re := q4kgEnd(nt, nb, r0, r1, q4kgMinTokens)
 	if re > r0 {
-		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re)
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, false)
 	}
 	if re < r1 {
 		matMulQ4KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
 	}
 }
 
-func matMulQ4KQ8KPacked() bool { return useAVX512 && useVNNI }
+func matMulQ6KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ6KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	re := q4kgEnd(nt, nb, r0, r1, q6kgMinTokens)
+	if re > r0 {
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, true)
+	}
+	if re < r1 {
+		matMulQ6KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
 
-// q4kgPanels runs the tile GEMM over rows [r0, r1), whole panels.
-func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+func matMulKQ8KPacked() bool { return useAVX512 && useVNNI }
+
+// q4kgEnd returns the end of the rows from r0 on that take the tile GEMM:
+// whole panels, where it runs and nt >= minTokens.
+func q4kgEnd(nt, nb, r0, r1, minTokens int) int {
+	if !matMulKQ8KPacked() || nt < minTokens || nb == 0 {
+		return r0
+	}
+	return r0 + (r1-r0)/q4kgRows*q4kgRows
+}
+
+// q4kgPanels runs the tile GEMM over rows [r0, r1), whole panels: q4_K
+// weights, or q6_K ones with q6.
+func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int, q6 bool) {
 	s := q4kgPool.Get().(*q4kgScratch)
 	defer q4kgPool.Put(s)
-	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
-	pb := nb * q4kgPanelBlock // bytes of one panel
+	rb, qb, pb := nb*q4KBlockBytes, nb*Q8KBlockBytes, nb*q4kgPanelBlock // pb: bytes of one panel
+	pack := q4kgemmPackVNNI
+	if q6 {
+		rb, pb, pack = nb*q6KBlockBytes, nb*q6kgPanelBlock, q6kgemmPackVNNI
+	}
 	per := max(1, q4kgChunkBytes/pb)
 	if n := min(per, (r1-r0)/q4kgRows) * pb; cap(s.panels) < n {
 		s.panels = make([]byte, n)
 	}
-	if n := nt * nb * 8; cap(s.ac) < n {
-		s.ac = make([]int32, n)
+	var ac []int32
+	if !q6 {
+		if n := nt * nb * 8; cap(s.ac) < n {
+			s.ac = make([]int32, n)
+		}
+		ac = s.ac[:nt*nb*8]
+		q4kgActs(ac, q, nt*nb)
 	}
-	ac := s.ac[:nt*nb*8]
-	q4kgActs(ac, q, nt*nb)
 	for rc := r0; rc < r1; rc += per * q4kgRows {
 		np := min(per, (r1-rc)/q4kgRows)
 		panels := s.panels[:np*pb]
 		for i := 0; i < np; i++ {
-			q4kgemmPackVNNI(panels[i*pb:(i+1)*pb], w[(rc+i*q4kgRows)*rb:], rb, nb)
+			pack(panels[i*pb:(i+1)*pb], w[(rc+i*q4kgRows)*rb:], rb, nb)
 		}
 		for t := 0; t < nt; t += 4 {
 			n := min(4, nt-t)
-			tile := q4kgTiles[n]
 			for i := 0; i < np; i++ {
-				tile(dst[t*ldd+rc+i*q4kgRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, ac[t*nb*8:], nb)
+				d, p := dst[t*ldd+rc+i*q4kgRows:], panels[i*pb:(i+1)*pb]
+				if q6 {
+					q6kgTiles[n](d, ldd, p, q[t*qb:], qb, nb)
+				} else {
+					q4kgTiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb)
+				}
 			}
 		}
 	}

@@ -7,29 +7,40 @@ import (
 	"testing"
 )
 
-// BenchmarkMatMulQ4KQ8KFew times, in interleaved rounds, DotQ4KQ8KRows per
-// token row (what MatMulQ4KQ8K takes below q4kgMinTokens and on the other
-// sets) and the tile GEMM (q4kgPanels) over a few token rows, on three copies of
-// 8192×2048 q4_K weights in turn (from DRAM), reporting each one's median
-// GB/s of weights ("rows", "tile") and "speedup", the median over rounds
-// of the rows time over the tile time.
+// BenchmarkMatMulQ4KQ8KFew times, in interleaved rounds, DotQ4KQ8KRows
+// per token row (what MatMulQ4KQ8K takes below q4kgMinTokens and on the
+// other sets) and the tile GEMM (q4kgPanels) over a few token rows, on
+// three copies of 8192×2048 q4_K weights in turn (from DRAM), then the
+// same for q6_K (DotQ6KQ8KRows), reporting each one's median GB/s of
+// weights ("rows", "tile") and "speedup", the median over rounds of the
+// rows time over the tile time.
 func BenchmarkMatMulQ4KQ8KFew(b *testing.B) {
+	for _, q6 := range []bool{false, true} {
+		benchKQ8KFew(b, q6)
+	}
+}
+
+func benchKQ8KFew(b *testing.B, q6 bool) {
 	const rows, cols = 8192, 2048
 	r := newRand(b)
 	nb := cols / kBlockSize
-	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
+	bb, at, rowsDot, name := q4KBlockBytes, 0, DotQ4KQ8KRows, "q4K"
+	if q6 {
+		bb, at, rowsDot, name = q6KBlockBytes, 208, DotQ6KQ8KRows, "q6K"
+	}
+	rb, qb := nb*bb, nb*Q8KBlockBytes
 	ring := make([][]byte, 3)
 	for i := range ring {
-		ring[i] = randKBlocks(r, rows*nb, q4KBlockBytes, 0, 2)
+		ring[i] = randKBlocks(r, rows*nb, bb, at)
 	}
-	for _, nt := range []int{1, 2, 3, 4, 8, 16} {
+	for _, nt := range []int{1, 2, 3, 4, 6, 8, 16} {
 		x := randF32(r, nt*cols)
 		q := make([]byte, nt*qb)
 		for t := 0; t < nt; t++ {
 			QuantizeQ8K(q[t*qb:(t+1)*qb], x[t*cols:(t+1)*cols])
 		}
 		dst := make([]float32, nt*rows)
-		b.Run(fmt.Sprintf("nt=%d", nt), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/nt=%d", name, nt), func(b *testing.B) {
 			if !useAVX512 || !useVNNI {
 				b.Skip("the tile GEMM needs AVX-512 VNNI")
 			}
@@ -39,13 +50,13 @@ func BenchmarkMatMulQ4KQ8KFew(b *testing.B) {
 					w := ring[m%len(ring)]
 					m++
 					for t := 0; t < nt; t++ {
-						DotQ4KQ8KRows(dst[t*rows:(t+1)*rows], w, q[t*qb:(t+1)*qb])
+						rowsDot(dst[t*rows:(t+1)*rows], w, q[t*qb:(t+1)*qb])
 					}
 				},
 				func() {
 					w := ring[m%len(ring)]
 					m++
-					q4kgPanels(dst, rows, q, nt, nb, w, 0, rows)
+					q4kgPanels(dst, rows, q, nt, nb, w, 0, rows, q6)
 				},
 			})
 			ratios := make([]float64, len(secs[0]))

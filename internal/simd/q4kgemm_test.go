@@ -9,14 +9,61 @@ import (
 	"testing"
 )
 
-// q4kgemmCase returns nb-super-block q4_K weights of rows rows and nt
-// Q8_K token rows (QuantizeQ8K), with extremes: super-blocks of codes 15
-// with scales and mins 63 against activation codes ±127 and 127, codes 0,
-// zero d or dmin, large d, an all-zero activation block, and random
-// blocks elsewhere.
-func q4kgemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
-	w = randKBlocks(r, rows*nb, q4KBlockBytes, 0, 2)
-	for i := 0; i < rows*nb; i++ {
+// kgemmKind is one weight type of the k-quant tile GEMMs.
+type kgemmKind struct {
+	name       string
+	blockBytes int
+	matMul     func(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int)
+	dot        func(w, q []byte) float32
+	twin       func(w, q []byte, nb int) float32
+	weights    func(r *rand.Rand, n int) []byte
+}
+
+var kgemmKinds = []kgemmKind{
+	{"MatMulQ4KQ8K", q4KBlockBytes, MatMulQ4KQ8K, DotQ4KQ8K, dotQ4KQ8KGeneric, q4kgemmWeights},
+	{"MatMulQ6KQ8K", q6KBlockBytes, MatMulQ6KQ8K, DotQ6KQ8K, dotQ6KQ8KGeneric, q6kgemmWeights},
+}
+
+// q6kgemmWeights returns n random q6_K super-blocks with extremes: codes
+// 63 with scales 127, codes 0 (−32) with scales −128, alternating scales
+// ±127, zero d, large d.
+func q6kgemmWeights(r *rand.Rand, n int) []byte {
+	w := randKBlocks(r, n, q6KBlockBytes, 208)
+	for i := 0; i < n; i++ {
+		blk := w[i*q6KBlockBytes : (i+1)*q6KBlockBytes]
+		switch i % 6 {
+		case 1: // codes 63, scales 127
+			for j := 0; j < 192; j++ {
+				blk[j] = 0xff
+			}
+			for j := 192; j < 208; j++ {
+				blk[j] = 127
+			}
+		case 2: // codes 0, scales −128
+			for j := 0; j < 192; j++ {
+				blk[j] = 0
+			}
+			for j := 192; j < 208; j++ {
+				blk[j] = 0x80
+			}
+		case 3: // scales ±127
+			for j := 192; j < 208; j++ {
+				blk[j] = byte(int8(127 - 254*(j&1)))
+			}
+		case 4: // zero d
+			binary.LittleEndian.PutUint16(blk[208:], 0)
+		case 5: // large d
+			binary.LittleEndian.PutUint16(blk[208:], F32ToF16Scalar(-30000))
+		}
+	}
+	return w
+}
+
+// q4kgemmWeights returns n random q4_K super-blocks with extremes: codes
+// 15 with scales and mins 63, codes 0, zero d or dmin, large d and dmin.
+func q4kgemmWeights(r *rand.Rand, n int) []byte {
+	w := randKBlocks(r, n, q4KBlockBytes, 0, 2)
+	for i := 0; i < n; i++ {
 		blk := w[i*q4KBlockBytes : (i+1)*q4KBlockBytes]
 		switch i % 7 {
 		case 1: // codes 15, scales and mins 63
@@ -36,6 +83,14 @@ func q4kgemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
 			binary.LittleEndian.PutUint16(blk[2:], F32ToF16Scalar(-20000))
 		}
 	}
+	return w
+}
+
+// kgemmCase returns nb-super-block weights of k of rows rows and nt Q8_K
+// token rows (QuantizeQ8K), the activations with extremes: codes ±127,
+// 127 and −127, an all-zero block, and random blocks elsewhere.
+func kgemmCase(r *rand.Rand, k kgemmKind, nt, rows, nb int) (q, w []byte) {
+	w = k.weights(r, rows*nb)
 	x := randF32(r, nt*nb*kBlockSize)
 	for b := 0; b < nt*nb; b++ {
 		xb := x[kBlockSize*b : kBlockSize*(b+1)]
@@ -61,26 +116,32 @@ func q4kgemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
 	return q, w
 }
 
-// TestMatMulQ4KQ8K checks MatMulQ4KQ8K against DotQ4KQ8K and its Go twin
-// pair by pair, bit for bit, on every kernel set (and the avx512 set
-// without VNNI), for token counts around the tiles of four, row ranges
-// with odd ends around the panels of 16, and ldd past r1; and that no
-// other dst entry is written.
-func TestMatMulQ4KQ8K(t *testing.T) {
-	// cols 8192: panels of 79872 bytes, six a chunk, so that 101 rows
-	// take two chunks and a rest of 5.
+// TestMatMulKQ8K checks MatMulQ4KQ8K and MatMulQ6KQ8K against DotQ4KQ8K
+// (DotQ6KQ8K) and its Go twin pair by pair, bit for bit, on every kernel
+// set (and the avx512 set without VNNI), for token counts around the
+// tiles of four, row ranges with odd ends around the panels of 16, and
+// ldd past r1; and that no other dst entry is written.
+func TestMatMulKQ8K(t *testing.T) {
+	for _, k := range kgemmKinds {
+		t.Run(k.name, func(t *testing.T) { testMatMulKQ8K(t, k) })
+	}
+}
+
+func testMatMulKQ8K(t *testing.T, k kgemmKind) {
+	// cols 8192: q4_K panels of 79872 bytes, six a chunk, so that 101 rows
+	// take two chunks and a rest of 5 (q6_K: 157696 bytes, three a chunk).
 	t.Run("chunks", func(t *testing.T) {
 		forEachQ8KSet(t, func(t *testing.T) {
 			r := newRand(t)
 			const nt, rows, nb = 5, 101, 32
-			q, w := q4kgemmCase(r, nt, rows, nb)
+			q, w := kgemmCase(r, k, nt, rows, nb)
 			dst := make([]float32, nt*rows)
-			MatMulQ4KQ8K(dst, rows, q, nt, nb*kBlockSize, w, 0, rows)
-			rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
+			k.matMul(dst, rows, q, nt, nb*kBlockSize, w, 0, rows)
+			rb, qb := nb*k.blockBytes, nb*Q8KBlockBytes
 			for i, got := range dst {
 				row, qt := w[i%rows*rb:(i%rows+1)*rb], q[i/rows*qb:(i/rows+1)*qb]
-				if twin := dotQ4KQ8KGeneric(row, qt, nb); math.Float32bits(got) != math.Float32bits(twin) {
-					t.Errorf("MatMulQ4KQ8K(cols=8192): token %d row %d = %v, twin %v", i/rows, i%rows, got, twin)
+				if twin := k.twin(row, qt, nb); math.Float32bits(got) != math.Float32bits(twin) {
+					t.Errorf("%s(cols=8192): token %d row %d = %v, twin %v", k.name, i/rows, i%rows, got, twin)
 				}
 			}
 		})
@@ -90,9 +151,9 @@ func TestMatMulQ4KQ8K(t *testing.T) {
 		r := newRand(t)
 		for _, cols := range []int{256, 512, 2048} {
 			nb := cols / kBlockSize
-			rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
-			for ni, nt := range []int{1, 2, 3, 4, 5, 7, 8, 13, 33} {
-				q, w := q4kgemmCase(r, nt, rows, nb)
+			rb, qb := nb*k.blockBytes, nb*Q8KBlockBytes
+			for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33} {
+				q, w := kgemmCase(r, k, nt, rows, nb)
 				off := ni % len(offsets)
 				q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
 				for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
@@ -102,9 +163,9 @@ func TestMatMulQ4KQ8K(t *testing.T) {
 					for i := range dst {
 						dst[i] = sentinel
 					}
-					MatMulQ4KQ8K(dst, ldd, q, nt, cols, w, r0, r1)
+					k.matMul(dst, ldd, q, nt, cols, w, r0, r1)
 					check(t)
-					shape := fmt.Sprintf("MatMulQ4KQ8K(nt=%d, cols=%d, [%d,%d))", nt, cols, r0, r1)
+					shape := fmt.Sprintf("%s(nt=%d, cols=%d, [%d,%d))", k.name, nt, cols, r0, r1)
 					for ti := 0; ti < nt; ti++ {
 						qt := q[ti*qb : (ti+1)*qb]
 						for i := 0; i < ldd && ti*ldd+i < len(dst); i++ {
@@ -116,9 +177,9 @@ func TestMatMulQ4KQ8K(t *testing.T) {
 								continue
 							}
 							row := w[i*rb : (i+1)*rb]
-							one, twin := DotQ4KQ8K(row, qt), dotQ4KQ8KGeneric(row, qt, nb)
+							one, twin := k.dot(row, qt), k.twin(row, qt, nb)
 							if math.Float32bits(got) != math.Float32bits(one) || math.Float32bits(got) != math.Float32bits(twin) {
-								t.Fatalf("%s: token %d row %d = %v (%#x), DotQ4KQ8K %v (%#x), twin %v", shape, ti, i, got, math.Float32bits(got), one, math.Float32bits(one), twin)
+								t.Fatalf("%s: token %d row %d = %v (%#x), one-row dot %v (%#x), twin %v", shape, ti, i, got, math.Float32bits(got), one, math.Float32bits(one), twin)
 							}
 						}
 					}
@@ -128,26 +189,29 @@ func TestMatMulQ4KQ8K(t *testing.T) {
 	})
 }
 
-// TestMatMulQ4KQ8KPanics checks that bad shapes panic with the function's
+// TestMatMulKQ8KPanics checks that bad shapes panic with the function's
 // name.
-func TestMatMulQ4KQ8KPanics(t *testing.T) {
-	rb, qb := 2*q4KBlockBytes, 2*Q8KBlockBytes
-	for name, bad := range map[string]func(){
-		"cols not blocks": func() { MatMulQ4KQ8K(make([]float32, 8), 4, make([]byte, qb), 1, 384, make([]byte, 4*rb), 0, 4) },
-		"short q":         func() { MatMulQ4KQ8K(make([]float32, 8), 4, make([]byte, 2*qb-1), 2, 512, make([]byte, 4*rb), 0, 4) },
-		"short w":         func() { MatMulQ4KQ8K(make([]float32, 8), 4, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb-1), 0, 4) },
-		"short dst":       func() { MatMulQ4KQ8K(make([]float32, 7), 4, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb), 0, 4) },
-		"ldd < r1":        func() { MatMulQ4KQ8K(make([]float32, 8), 3, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb), 0, 4) },
-		"bad rows":        func() { MatMulQ4KQ8K(make([]float32, 8), 4, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb), 3, 2) },
-	} {
-		func() {
-			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, "MatMulQ4KQ8K") {
-					t.Errorf("%s: panic %q, want one naming MatMulQ4KQ8K", name, msg)
-				}
+func TestMatMulKQ8KPanics(t *testing.T) {
+	for _, k := range kgemmKinds {
+		mm := k.matMul
+		rb, qb := 2*k.blockBytes, 2*Q8KBlockBytes
+		for name, bad := range map[string]func(){
+			"cols not blocks": func() { mm(make([]float32, 8), 4, make([]byte, qb), 1, 384, make([]byte, 4*rb), 0, 4) },
+			"short q":         func() { mm(make([]float32, 8), 4, make([]byte, 2*qb-1), 2, 512, make([]byte, 4*rb), 0, 4) },
+			"short w":         func() { mm(make([]float32, 8), 4, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb-1), 0, 4) },
+			"short dst":       func() { mm(make([]float32, 7), 4, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb), 0, 4) },
+			"ldd < r1":        func() { mm(make([]float32, 8), 3, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb), 0, 4) },
+			"bad rows":        func() { mm(make([]float32, 8), 4, make([]byte, 2*qb), 2, 512, make([]byte, 4*rb), 3, 2) },
+		} {
+			func() {
+				defer func() {
+					msg, _ := recover().(string)
+					if !strings.Contains(msg, k.name) {
+						t.Errorf("%s: panic %q, want one naming %s", name, msg, k.name)
+					}
+				}()
+				bad()
 			}()
-			bad()
-		}()
+		}
 	}
 }

@@ -49,12 +49,18 @@ const (
 	q4kgActBytes   = 32  // the caller's per token and block: y bits, 4 pairs, padding
 )
 
-// q4kgemm writes q4kgemmPackVNNI and q4kgemmTile1VNNI … q4kgemmTile4VNNI.
+// q4kgemm writes q4kgemmPackVNNI and q4kgemmTile1VNNI … q4kgemmTile4VNNI,
+// and the q6_K ones (q6kgemmPackVNNI, q6kgemmTile<T>VNNI).
 func q4kgemm() {
-	q4kgemmPack()
+	tabs := q4kPermTables("q4kgperm")
+	q4kgemmPack(tabs)
 	mask := byteTable("q4kg0f", repeated(4, func(int) byte { return 0x0f }))
 	for t := 1; t <= 4; t++ {
 		q4kgemmTile(t, mask)
+	}
+	q6kgemmPack(tabs)
+	for t := 1; t <= 4; t++ {
+		q6kgemmTile(t)
 	}
 }
 
@@ -84,25 +90,7 @@ func q4kgVNNIBcst(op string, src2 Mem, src1, acc VecVirtual) {
 // (q_{j−4} >> 6) << 4 and min_j = q_{j+4} >> 4 | (q_j >> 6) << 4, per byte
 // of the dwords 1..3 at once; VPMOVDB and VPMOVDW store the bytes and
 // halves.
-func q4kgemmPack() {
-	var idx [3][2][]byte
-	for x := 0; x < 3; x++ {
-		bit := 1 << x
-		for l := 0; l < 16; l++ {
-			p, q := l, l|bit
-			if l&bit != 0 {
-				p, q = 16+l&^bit, 16+l
-			}
-			idx[x][0] = append(idx[x][0], byte(p), 0, 0, 0)
-			idx[x][1] = append(idx[x][1], byte(q), 0, 0, 0)
-		}
-	}
-	var tabs [3][2]Mem
-	for x := range tabs {
-		for h := range tabs[x] {
-			tabs[x][h] = byteTable(fmt.Sprintf("q4kgperm%d%d", x, h), idx[x][h])
-		}
-	}
+func q4kgemmPack(tabs [3][2]Mem) {
 	splat := func(name string, v [4]byte) Mem { return byteTable(name, v[:]) }
 	c3f := splat("q4kg3f", [4]byte{0x3f, 0x3f, 0x3f, 0x3f})
 	c0f := splat("q4kgp0f", [4]byte{0x0f, 0x0f, 0x0f, 0x0f})
@@ -118,24 +106,7 @@ func q4kgemmPack() {
 	w := Load(Param("w").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
 	nb := Load(Param("nb"), GP64())
-	s3 := GP64()
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
-	base := []Register{w, GP64(), GP64(), GP64()} // rows 0, 4, 8, 12
-	for i := 1; i < 4; i++ {
-		LEAQ(Mem{Base: base[i-1], Index: stride, Scale: 4}, base[i])
-	}
-	row := func(r int) Mem {
-		b := base[r/4]
-		switch r % 4 {
-		case 0:
-			return Mem{Base: b}
-		case 1:
-			return Mem{Base: b, Index: stride, Scale: 1}
-		case 2:
-			return Mem{Base: b, Index: stride, Scale: 2}
-		}
-		return Mem{Base: b, Index: s3, Scale: 1}
-	}
+	base, row := q4kRows(w, stride)
 	var it [3][2]VecVirtual
 	for x := range it {
 		for h := range it[x] {
@@ -156,22 +127,7 @@ func q4kgemmPack() {
 			VBROADCASTI64X4(row(p).Offset(off), a[p]) // a full write
 			VINSERTI64X4(U8(1), row(p+8).Offset(off), a[p], a[p])
 		}
-		for x := 0; x < 3; x++ {
-			bit := 1 << x
-			for p := 0; p < 8; p++ {
-				if p&bit != 0 {
-					continue
-				}
-				q := p | bit
-				np, nq := ZMM(), ZMM()
-				VMOVDQA32(it[x][0], np)
-				VPERMI2D(a[q], a[p], np)
-				VMOVDQA32(it[x][1], nq)
-				VPERMI2D(a[q], a[p], nq)
-				a[p], a[q] = np, nq
-			}
-		}
-		return a
+		return q4kTranspose(it, a)
 	}
 	Label(name + "_loop")
 	TESTQ(nb, nb)
@@ -352,6 +308,319 @@ func q4kgemmTile(nt int, mask Mem) {
 	for t := range qs {
 		ADDQ(U32(q8kBytes), qs[t])
 		ADDQ(U8(q4kgActBytes), acs[t])
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	dst := Load(Param("dst").Base(), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	for t := range s {
+		VMOVUPS(s[t], Mem{Base: dst})
+		if t+1 < nt {
+			ADDQ(ldd, dst)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// The q6_K × Q8_K tile GEMM (simd.MatMulQ6KQ8K), built as q4_K's: a
+// panel's super-block b is q6kgPanelBlock bytes:
+//
+//   - 64 ZMM of codes, ZMM J holding in int32 lane r row r's 6-bit codes
+//     4J..4J+3 (0..63, ggml's q6_K order: code 128h+32k+l from ql, qh as
+//     dequantize_row_q6_K reads them), one byte each;
+//   - at q6kgScalesAt, per group g of 16 codes, the 16 rows' int8 scales;
+//   - at q6kgPairsAt, 8 ZMM, ZMM i holding in lane r the scales of groups
+//     2i and 2i+1 sign-extended to an int16 pair;
+//   - at q6kgDAt, the 16 rows' binary16 d.
+//
+// Per token row and group, VPDPBUSD of the codes with the activation
+// codes broadcast 4 at a time sums P_g = Σ q·c exactly from zero;
+// VPMULLD by the group's scales (VPMOVSXBD) and VPADDD give Σ_g scale_g·P_g,
+// and VPDPWSSD of the scale pairs with the Q8_K block's own int16 pairs of
+// sums (bsum_{2i}, bsum_{2i+1}) gives B = Σ_g scale_g·bsum_g, so that S =
+// Σ_g scale_g·P_g − 32·B = Σ_g scale_g·Σ (q−32)·c, the twin's integer,
+// exactly (|Σ_g scale_g·P_g| ≤ 16·128·16·63·127 < 2^31). The float finish
+// is the twin's: s += (d·y)·float32(S), the products rounded (VMULPS, no
+// FMA), over the super-blocks in order from s = 0.
+const (
+	q6kgPanelBlock = 4928
+	q6kgScalesAt   = 4096
+	q6kgPairsAt    = 4352
+	q6kgDAt        = 4864
+	q6kBytes       = 210 // a q6_K super-block
+)
+
+// q6kgemmPack writes q6kgemmPackVNNI. The codes are formed bytewise from
+// each row's ql and qh before the transpose (the transpose moves whole
+// dwords, so the two commute): per half h (128 codes) and k < 4, ZMM p
+// takes 32 bytes of ql and of qh of rows p (low half) and p+8 (high half),
+// c = ql & 15 | (qh >> 2k & 3) << 4 (k < 2: ql[64h+32k ..]; k ≥ 2: the
+// high nibbles of ql[64h+32(k−2) ..]), and the three-level VPERMI2D
+// transpose of q4kgemmPack puts dword m of rows p and p+8 in lane p and
+// p+8 of ZMM 32h+8k+m. The scales come from a transpose of bytes 176..207
+// (its dwords 4..7), d by scalar moves.
+func q6kgemmPack(tabs [3][2]Mem) {
+	c0f := byteTable("q6kg0f", []byte{0x0f, 0x0f, 0x0f, 0x0f})
+	c30 := byteTable("q6kg30", []byte{0x30, 0x30, 0x30, 0x30})
+	cLo := byteTable("q6kglo", []byte{0xff, 0xff, 0, 0})
+
+	name := "q6kgemmPackVNNI"
+	header(name, "func(dst []byte, w []byte, stride int, nb int)",
+		name+" packs the nb q6_K super-blocks of the 16 rows at w, stride",
+		"bytes apart, into the panel at dst (nb·4928 bytes; see q4kgemm.go).")
+	d := Load(Param("dst").Base(), GP64())
+	w := Load(Param("w").Base(), GP64())
+	stride := Load(Param("stride"), GP64())
+	nb := Load(Param("nb"), GP64())
+	base, row := q4kRows(w, stride)
+	var it [3][2]VecVirtual
+	for x := range it {
+		for h := range it[x] {
+			it[x][h] = ZMM()
+			VMOVDQU32(tabs[x][h], it[x][h])
+		}
+	}
+	m0f, m30, mLo := ZMM(), ZMM(), ZMM()
+	VPBROADCASTD(c0f, m0f)
+	VPBROADCASTD(c30, m30)
+	VPBROADCASTD(cLo, mLo)
+	load := func(p, off int) VecVirtual {
+		z := ZMM()
+		VBROADCASTI64X4(row(p).Offset(off), z) // a full write
+		VINSERTI64X4(U8(1), row(p+8).Offset(off), z, z)
+		return z
+	}
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 4; k++ {
+			a := make([]VecVirtual, 8)
+			for p := range a {
+				ql := load(p, 64*h+32*(k%2))
+				qh := load(p, 128+32*h)
+				if k >= 2 {
+					VPSRLD(U8(4), ql, ql)
+				}
+				VPANDD(m0f, ql, ql)
+				switch sh := 2 * k; {
+				case sh < 4:
+					VPSLLD(U8(4-sh), qh, qh)
+				case sh > 4:
+					VPSRLD(U8(sh-4), qh, qh)
+				}
+				VPANDD(m30, qh, qh)
+				a[p] = ZMM()
+				VPORD(qh, ql, a[p])
+			}
+			a = q4kTranspose(it, a)
+			for m, z := range a {
+				VMOVDQU32(z, Mem{Base: d, Disp: 64 * (32*h + 8*k + m)})
+			}
+		}
+	}
+	// The scales: dwords 4..7 of bytes 176..207.
+	a := make([]VecVirtual, 8)
+	for p := range a {
+		a[p] = load(p, 176)
+	}
+	a = q4kTranspose(it, a)
+	t, u, e, o := ZMM(), ZMM(), ZMM(), ZMM()
+	for j := 0; j < 4; j++ {
+		sc := a[4+j] // scales 4j..4j+3 of each row
+		for b := 0; b < 4; b++ {
+			if b == 0 {
+				VPMOVDB(sc, Mem{Base: d, Disp: q6kgScalesAt + 16*(4*j)})
+				continue
+			}
+			VPSRLD(U8(8*b), sc, t)
+			VPMOVDB(t, Mem{Base: d, Disp: q6kgScalesAt + 16*(4*j+b)})
+		}
+		VPSLLW(U8(8), sc, e)
+		VPSRAW(U8(8), e, e)  // words: scales 4j, 4j+2
+		VPSRAW(U8(8), sc, o) // words: scales 4j+1, 4j+3
+		VPANDD(mLo, e, t)
+		VPSLLD(U8(16), o, u)
+		VPORD(t, u, u) // (4j, 4j+1)
+		VMOVDQU32(u, Mem{Base: d, Disp: q6kgPairsAt + 64*(2*j)})
+		VPSRLD(U8(16), e, t)
+		VPANDND(o, mLo, u) // o & ^0xffff
+		VPORD(t, u, u)     // (4j+2, 4j+3)
+		VMOVDQU32(u, Mem{Base: d, Disp: q6kgPairsAt + 64*(2*j+1)})
+	}
+	g := GP32()
+	for r := 0; r < 16; r++ {
+		MOVWLZX(row(r).Offset(208), g)
+		MOVW(g.As16(), Mem{Base: d, Disp: q6kgDAt + 2*r})
+	}
+	for _, b := range base {
+		ADDQ(U32(q6kBytes), b)
+	}
+	ADDQ(U32(q6kgPanelBlock), d)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// q4kPermTables emits the three levels' VPERMI2D index tables of the
+// 16-row transposes (see q4kgemmPack), named prefix<level><half>.
+func q4kPermTables(prefix string) (tabs [3][2]Mem) {
+	for x := 0; x < 3; x++ {
+		bit := 1 << x
+		var idx [2][]byte
+		for l := 0; l < 16; l++ {
+			p, q := l, l|bit
+			if l&bit != 0 {
+				p, q = 16+l&^bit, 16+l
+			}
+			idx[0] = append(idx[0], byte(p), 0, 0, 0)
+			idx[1] = append(idx[1], byte(q), 0, 0, 0)
+		}
+		for h := range tabs[x] {
+			tabs[x][h] = byteTable(fmt.Sprintf("%s%d%d", prefix, x, h), idx[h])
+		}
+	}
+	return tabs
+}
+
+// q4kRows returns the row pointers of a 16-row pack kernel (rows 0, 4, 8,
+// 12, w advanced by 4·stride each) and the address of row r.
+func q4kRows(w, stride Register) ([]Register, func(r int) Mem) {
+	s3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
+	base := []Register{w, GP64(), GP64(), GP64()}
+	for i := 1; i < 4; i++ {
+		LEAQ(Mem{Base: base[i-1], Index: stride, Scale: 4}, base[i])
+	}
+	return base, func(r int) Mem {
+		b := base[r/4]
+		switch r % 4 {
+		case 0:
+			return Mem{Base: b}
+		case 1:
+			return Mem{Base: b, Index: stride, Scale: 1}
+		case 2:
+			return Mem{Base: b, Index: stride, Scale: 2}
+		}
+		return Mem{Base: b, Index: s3, Scale: 1}
+	}
+}
+
+// q4kTranspose transposes the 8 ZMM a (row p in the low half of a[p], row
+// p+8 in the high half, 8 dwords each) into 8 ZMM, ZMM j holding dword j of
+// row r in lane r, with the tables it (see q4kgemmPack).
+func q4kTranspose(it [3][2]VecVirtual, a []VecVirtual) []VecVirtual {
+	a = append([]VecVirtual(nil), a...)
+	for x := 0; x < 3; x++ {
+		bit := 1 << x
+		for p := 0; p < 8; p++ {
+			if p&bit != 0 {
+				continue
+			}
+			q := p | bit
+			np, nq := ZMM(), ZMM()
+			VMOVDQA32(it[x][0], np)
+			VPERMI2D(a[q], a[p], np)
+			VMOVDQA32(it[x][1], nq)
+			VPERMI2D(a[q], a[p], nq)
+			a[p], a[q] = np, nq
+		}
+	}
+	return a
+}
+
+// q6kgemmTile writes q6kgemmTile<nt>VNNI.
+func q6kgemmTile(nt int) {
+	name := fmt.Sprintf("q6kgemmTile%dVNNI", nt)
+	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)",
+		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 16, to the dot product of", name, nt),
+		"row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks",
+		"of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.")
+	pp := Load(Param("p").Base(), GP64())
+	q0 := Load(Param("q").Base(), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	nb := Load(Param("nb"), GP64())
+	qs := []Register{q0}
+	for t := 1; t < nt; t++ {
+		qs = append(qs, GP64())
+		LEAQ(Mem{Base: qs[t-1], Index: rb, Scale: 1}, qs[t])
+	}
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	s := make([]VecVirtual, nt)
+	for t := range s {
+		s[t] = ZMM()
+		VMOVDQA32(zero, s[t])
+	}
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	bs := make([]VecVirtual, nt) // Σ_g scale_g·bsum_g
+	for t := range bs {
+		bs[t] = ZMM()
+		VMOVDQA32(zero, bs[t])
+	}
+	for i := 0; i < 8; i++ {
+		pv := ZMM()
+		VMOVDQU32(Mem{Base: pp, Disp: q6kgPairsAt + 64*i}, pv)
+		for t := range bs {
+			q4kgVNNIBcst("VPDPWSSD", Mem{Base: qs[t], Disp: 4 + 256 + 4*i}, pv, bs[t])
+		}
+	}
+	sum := make([]VecVirtual, nt)
+	for t := range sum {
+		sum[t] = ZMM()
+		VMOVDQA32(zero, sum[t])
+	}
+	for g := 0; g < 16; g += 2 {
+		pg := [2][]VecVirtual{make([]VecVirtual, nt), make([]VecVirtual, nt)}
+		for i := range pg {
+			for t := range pg[i] {
+				pg[i][t] = ZMM()
+				VMOVDQA32(zero, pg[i][t])
+			}
+		}
+		for j := 0; j < 4; j++ {
+			for i := range pg {
+				J := 4*(g+i) + j
+				v := ZMM()
+				VMOVDQU32(Mem{Base: pp, Disp: 64 * J}, v)
+				for t := range pg[i] {
+					q4kgVNNIBcst("VPDPBUSD", Mem{Base: qs[t], Disp: 4 + 4*J}, v, pg[i][t])
+				}
+			}
+		}
+		for i := range pg {
+			sc := ZMM()
+			VPMOVSXBD(Mem{Base: pp, Disp: q6kgScalesAt + 16*(g+i)}, sc)
+			for t := range pg[i] {
+				VPMULLD(sc, pg[i][t], pg[i][t])
+				VPADDD(pg[i][t], sum[t], sum[t])
+			}
+		}
+	}
+	dv := ZMM()
+	VCVTPH2PS(Mem{Base: pp, Disp: q6kgDAt}, dv)
+	for t := range s {
+		VPSLLD(U8(5), bs[t], bs[t])
+		VPSUBD(bs[t], sum[t], sum[t]) // S
+		y, a := ZMM(), ZMM()
+		VBROADCASTSS(Mem{Base: qs[t]}, y)
+		VMULPS(y, dv, a)          // d·y
+		VCVTDQ2PS(sum[t], sum[t]) // float32(S)
+		VMULPS(sum[t], a, a)      // (d·y)·S
+		VADDPS(a, s[t], s[t])     // s += …
+	}
+	ADDQ(U32(q6kgPanelBlock), pp)
+	for t := range qs {
+		ADDQ(U32(q8kBytes), qs[t])
 	}
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))

@@ -87,10 +87,51 @@ func matMulQ6KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0
 	}
 }
 
-// MatMulKQ8KPacked reports whether MatMulQ4KQ8K and MatMulQ6KQ8K multiply
-// several token rows in their int8 tile GEMMs with the kernels selected now
-// (the avx512 set with AVX-512 VNNI). Where they do not, every token row
-// takes DotQ4KQ8KRows (DotQ6KQ8KRows), which for prefill is slower than
-// MatMulDecoded's packed fp32 GEMM (BenchmarkMatMulQ4KQ8K under ForceAVX2:
-// 0.56–0.75× on a Zen 4).
+// MatMulQ5KQ8K is MatMulQ4KQ8K for q5_K weights (176-byte super-blocks):
+// dst[t*ldd+r] = DotQ5KQ8K(w_r, q_t), bit for bit, on every kernel set
+// (the tile GEMM from q5kgMinTokens token rows; otherwise DotQ5KQ8K per
+// pair).
+func MatMulQ5KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
+	if cols%kBlockSize != 0 {
+		panic(fmt.Sprintf("simd: MatMulQ5KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
+	}
+	nb := cols / kBlockSize
+	qb, rb := nb*Q8KBlockBytes, nb*q5KBlockBytes
+	checkMatMul("MatMulQ5KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
+	if nt == 0 || r0 == r1 {
+		return
+	}
+	matMulQ5KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+// matMulQ5KQ8KGeneric is MatMulQ5KQ8K's twin: one twin dot per pair.
+func matMulQ5KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q5KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ5KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// matMulQ5KQ8KRows sets rows [r0, r1) of every token row with the set's
+// one-row dot (DotQ5KQ8K).
+func matMulQ5KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q5KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ5KQ8K(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// MatMulKQ8KPacked reports whether MatMulQ4KQ8K, MatMulQ5KQ8K and
+// MatMulQ6KQ8K multiply several token rows in their int8 tile GEMMs with
+// the kernels selected now (the avx512 set with AVX-512 VNNI). Where they
+// do not, every token row takes the one-row dots (DotQ4KQ8KRows,
+// DotQ5KQ8K, DotQ6KQ8KRows), which for prefill are slower than
+// MatMulDecoded's packed fp32 GEMM (BenchmarkMatMulQ4KQ8K under
+// ForceAVX2: 0.49–0.77× on a Zen 4).
 func MatMulKQ8KPacked() bool { return matMulKQ8KPacked() }

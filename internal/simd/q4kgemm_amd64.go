@@ -7,32 +7,38 @@ import (
 	"sync"
 )
 
-// The int8 tile GEMMs behind MatMulQ4KQ8K and MatMulQ6KQ8K (kernels in
-// _generate/q4kgemm.go): the weight rows are packed q4kgChunkBytes of
-// panels at a time (16 rows each, so that a chunk stays in L2), and every
-// group of up to four token rows meets every panel of the chunk. Rows past
-// the last whole panel take DotQ4KQ8KRows (DotQ6KQ8KRows) per token row;
-// all give DotQ4KQ8K's (DotQ6KQ8K's) bits.
+// The int8 tile GEMMs behind MatMulQ4KQ8K, MatMulQ5KQ8K and MatMulQ6KQ8K
+// (kernels in _generate/q4kgemm.go): the weight rows are packed
+// q4kgChunkBytes of panels at a time (16 rows each, so that a chunk stays
+// in L2), and every group of up to four token rows meets every panel of
+// the chunk. Rows past the last whole panel take the one-row dots
+// (DotQ4KQ8KRows, DotQ5KQ8K, DotQ6KQ8KRows) per token row; all give the
+// one-row dot's bits.
 
-// q4kgRows is the rows of a panel, q4kgPanelBlock and q6kgPanelBlock the
-// bytes of one super-block of one (the generator's constants).
+// q4kgRows is the rows of a panel, q4kgPanelBlock, q5kgPanelBlock and
+// q6kgPanelBlock the bytes of one super-block of one (the generator's
+// constants).
 const (
 	q4kgRows       = 16
 	q4kgPanelBlock = 2496
+	q5kgPanelBlock = 4544
 	q6kgPanelBlock = 4928
 	q4kgChunkBytes = 1 << 19
 )
 
-// q4kgMinTokens and q6kgMinTokens are the fewest token rows that take the
-// tile GEMMs: packing the panels costs about what two (q6_K: four) token
-// rows' dots do. Against DotQ4KQ8KRows per token row
+// q4kgMinTokens, q5kgMinTokens and q6kgMinTokens are the fewest token rows
+// that take the tile GEMMs: packing the panels costs about what two (q6_K:
+// four) token rows' dots do. Against DotQ4KQ8KRows per token row
 // (BenchmarkMatMulQ4KQ8KFew, Zen 4, 8192×2048 weights from DRAM, load 2–3.5)
 // q4_K's ran at 0.72–0.79× for 2 token rows, 0.99–1.01× for 3, 1.05–1.15×
 // for 4, 1.6–1.7× for 8, 2.2–2.3× for 16; against DotQ6KQ8KRows q6_K's
 // (whose packing forms the 6-bit codes) at 0.78× for 3, 0.80–0.86× for 4,
-// 1.26× for 6, 1.32–1.47× for 8, 2.1× for 16.
+// 1.26× for 6, 1.32–1.47× for 8, 2.1× for 16; against DotQ5KQ8K per row
+// (q5_K has no four-row dot) q5_K's at 0.88× for 2, 1.13× for 3, 1.37× for
+// 4, 3.4× for 16.
 const (
 	q4kgMinTokens = 3
+	q5kgMinTokens = 3
 	q6kgMinTokens = 5
 )
 
@@ -40,6 +46,9 @@ const (
 var (
 	q4kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
 		nil, q4kgemmTile1VNNI, q4kgemmTile2VNNI, q4kgemmTile3VNNI, q4kgemmTile4VNNI,
+	}
+	q5kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+		nil, q5kgemmTile1VNNI, q5kgemmTile2VNNI, q5kgemmTile3VNNI, q5kgemmTile4VNNI,
 	}
 	q6kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int){
 		nil, q6kgemmTile1VNNI, q6kgemmTile2VNNI, q6kgemmTile3VNNI, q6kgemmTile4VNNI,
@@ -60,7 +69,7 @@ func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	}
 	re := q4kgEnd(nt, nb, r0, r1, q4kgMinTokens)
 	if re > r0 {
-		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, false)
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 4)
 	}
 	if re < r1 {
 		matMulQ4KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
@@ -74,10 +83,24 @@ func matMulQ6KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	}
 	re := q4kgEnd(nt, nb, r0, r1, q6kgMinTokens)
 	if re > r0 {
-		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, true)
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 6)
 	}
 	if re < r1 {
 		matMulQ6KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
+
+func matMulQ5KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ5KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	re := q4kgEnd(nt, nb, r0, r1, q5kgMinTokens)
+	if re > r0 {
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 5)
+	}
+	if re < r1 {
+		matMulQ5KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
 	}
 }
 
@@ -92,14 +115,18 @@ func q4kgEnd(nt, nb, r0, r1, minTokens int) int {
 	return r0 + (r1-r0)/q4kgRows*q4kgRows
 }
 
-// q4kgPanels runs the tile GEMM over rows [r0, r1), whole panels: q4_K
-// weights, or q6_K ones with q6.
-func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int, q6 bool) {
+// q4kgPanels runs the tile GEMM over rows [r0, r1), whole panels, of
+// q4_K, q5_K or q6_K weights (typ 4, 5, 6).
+func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int, typ int) {
 	s := q4kgPool.Get().(*q4kgScratch)
 	defer q4kgPool.Put(s)
 	rb, qb, pb := nb*q4KBlockBytes, nb*Q8KBlockBytes, nb*q4kgPanelBlock // pb: bytes of one panel
-	pack := q4kgemmPackVNNI
-	if q6 {
+	pack, tiles := q4kgemmPackVNNI, &q4kgTiles
+	q6 := typ == 6
+	switch typ {
+	case 5:
+		rb, pb, pack, tiles = nb*q5KBlockBytes, nb*q5kgPanelBlock, q5kgemmPackVNNI, &q5kgTiles
+	case 6:
 		rb, pb, pack = nb*q6KBlockBytes, nb*q6kgPanelBlock, q6kgemmPackVNNI
 	}
 	per := max(1, q4kgChunkBytes/pb)
@@ -127,7 +154,7 @@ func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 				if q6 {
 					q6kgTiles[n](d, ldd, p, q[t*qb:], qb, nb)
 				} else {
-					q4kgTiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb)
+					tiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb)
 				}
 			}
 		}

@@ -11,21 +11,29 @@ import (
 // per token row (what MatMulQ4KQ8K takes below q4kgMinTokens and on the
 // other sets) and the tile GEMM (q4kgPanels) over a few token rows, on
 // three copies of 8192×2048 q4_K weights in turn (from DRAM), then the
-// same for q6_K (DotQ6KQ8KRows), reporting each one's median GB/s of
+// same for q5_K (DotQ5KQ8K per row) and q6_K (DotQ6KQ8KRows), reporting each one's median GB/s of
 // weights ("rows", "tile") and "speedup", the median over rounds of the
 // rows time over the tile time.
 func BenchmarkMatMulQ4KQ8KFew(b *testing.B) {
-	for _, q6 := range []bool{false, true} {
-		benchKQ8KFew(b, q6)
+	for _, typ := range []int{4, 5, 6} {
+		benchKQ8KFew(b, typ)
 	}
 }
 
-func benchKQ8KFew(b *testing.B, q6 bool) {
+func benchKQ8KFew(b *testing.B, typ int) {
 	const rows, cols = 8192, 2048
 	r := newRand(b)
 	nb := cols / kBlockSize
 	bb, at, rowsDot, name := q4KBlockBytes, 0, DotQ4KQ8KRows, "q4K"
-	if q6 {
+	switch typ {
+	case 5:
+		bb, at, name = q5KBlockBytes, 0, "q5K"
+		rowsDot = func(dst []float32, w, q []byte) {
+			for i := range dst {
+				dst[i] = DotQ5KQ8K(w[i*len(w)/len(dst):(i+1)*len(w)/len(dst)], q)
+			}
+		}
+	case 6:
 		bb, at, rowsDot, name = q6KBlockBytes, 208, DotQ6KQ8KRows, "q6K"
 	}
 	rb, qb := nb*bb, nb*Q8KBlockBytes
@@ -56,7 +64,7 @@ func benchKQ8KFew(b *testing.B, q6 bool) {
 				func() {
 					w := ring[m%len(ring)]
 					m++
-					q4kgPanels(dst, rows, q, nt, nb, w, 0, rows, q6)
+					q4kgPanels(dst, rows, q, nt, nb, w, 0, rows, typ)
 				},
 			})
 			ratios := make([]float64, len(secs[0]))

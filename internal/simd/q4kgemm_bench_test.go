@@ -45,9 +45,9 @@ func q4kgRounds(b *testing.B, runs []func()) [][]float64 {
 }
 
 // BenchmarkMatMulQ4KQ8K times, in interleaved rounds on the same q4_K
-// (then q6_K) weights and float32 token rows, MatMulDecoded with the row
+// (then q5_K, q6_K) weights and float32 token rows, MatMulDecoded with the row
 // decoder (the packed fp32 GEMM pkg/runtime/cpu runs for prefill) and
-// QuantizeQ8K of the rows plus MatMulQ4KQ8K (MatMulQ6KQ8K; the int8 path,
+// QuantizeQ8K of the rows plus MatMulQ4KQ8K (MatMulQ5KQ8K, MatMulQ6KQ8K; the int8 path,
 // quantization included), on the default set and under ForceAVX2; it
 // reports each one's median GFLOP/s (2·nt·rows·cols a call; "fp32",
 // "int8") and "speedup", the median over rounds of the fp32 time over the
@@ -60,6 +60,7 @@ func BenchmarkMatMulQ4KQ8K(b *testing.B) {
 		matMul func(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int)
 	}{
 		{"q4K", q4KBlockBytes, 0, Q4KToF32, MatMulQ4KQ8K},
+		{"q5K", q5KBlockBytes, 0, Q5KToF32, MatMulQ5KQ8K},
 		{"q6K", q6KBlockBytes, 208, Q6KToF32, MatMulQ6KQ8K},
 	} {
 		for _, shape := range [][2]int{{2048, 2048}, {8192, 2048}} {

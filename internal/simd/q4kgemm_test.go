@@ -21,6 +21,7 @@ type kgemmKind struct {
 
 var kgemmKinds = []kgemmKind{
 	{"MatMulQ4KQ8K", q4KBlockBytes, MatMulQ4KQ8K, DotQ4KQ8K, dotQ4KQ8KGeneric, q4kgemmWeights},
+	{"MatMulQ5KQ8K", q5KBlockBytes, MatMulQ5KQ8K, DotQ5KQ8K, dotQ5KQ8KGeneric, q5kgemmWeights},
 	{"MatMulQ6KQ8K", q6KBlockBytes, MatMulQ6KQ8K, DotQ6KQ8K, dotQ6KQ8KGeneric, q6kgemmWeights},
 }
 
@@ -54,6 +55,29 @@ func q6kgemmWeights(r *rand.Rand, n int) []byte {
 			binary.LittleEndian.PutUint16(blk[208:], 0)
 		case 5: // large d
 			binary.LittleEndian.PutUint16(blk[208:], F32ToF16Scalar(-30000))
+		}
+	}
+	return w
+}
+
+// q5kgemmWeights returns n random q5_K super-blocks with q4_K's extremes
+// (codes 31 with qh all ones, codes 0 with qh all zeros).
+func q5kgemmWeights(r *rand.Rand, n int) []byte {
+	w := make([]byte, n*q5KBlockBytes)
+	w4 := q4kgemmWeights(r, n)
+	for i := 0; i < n; i++ {
+		blk, b4 := w[i*q5KBlockBytes:(i+1)*q5KBlockBytes], w4[i*q4KBlockBytes:(i+1)*q4KBlockBytes]
+		copy(blk[:16], b4[:16])    // d, dmin, scales and mins
+		copy(blk[48:], b4[16:])    // the low nibbles
+		for j := 16; j < 48; j++ { // the fifth bits
+			switch i % 7 {
+			case 1:
+				blk[j] = 0xff
+			case 2:
+				blk[j] = 0
+			default:
+				blk[j] = byte(r.IntN(256))
+			}
 		}
 	}
 	return w
@@ -116,8 +140,8 @@ func kgemmCase(r *rand.Rand, k kgemmKind, nt, rows, nb int) (q, w []byte) {
 	return q, w
 }
 
-// TestMatMulKQ8K checks MatMulQ4KQ8K and MatMulQ6KQ8K against DotQ4KQ8K
-// (DotQ6KQ8K) and its Go twin pair by pair, bit for bit, on every kernel
+// TestMatMulKQ8K checks MatMulQ4KQ8K, MatMulQ5KQ8K and MatMulQ6KQ8K
+// against DotQ4KQ8K (DotQ5KQ8K, DotQ6KQ8K) and its Go twin pair by pair, bit for bit, on every kernel
 // set (and the avx512 set without VNNI), for token counts around the
 // tiles of four, row ranges with odd ends around the panels of 16, and
 // ldd past r1; and that no other dst entry is written.
@@ -129,7 +153,8 @@ func TestMatMulKQ8K(t *testing.T) {
 
 func testMatMulKQ8K(t *testing.T, k kgemmKind) {
 	// cols 8192: q4_K panels of 79872 bytes, six a chunk, so that 101 rows
-	// take two chunks and a rest of 5 (q6_K: 157696 bytes, three a chunk).
+	// take two chunks and a rest of 5 (q5_K: 145408 bytes, three a chunk;
+	// q6_K: 157696 bytes, three a chunk).
 	t.Run("chunks", func(t *testing.T) {
 		forEachQ8KSet(t, func(t *testing.T) {
 			r := newRand(t)

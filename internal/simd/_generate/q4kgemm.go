@@ -50,13 +50,17 @@ const (
 )
 
 // q4kgemm writes q4kgemmPackVNNI and q4kgemmTile1VNNI … q4kgemmTile4VNNI,
-// and the q6_K ones (q6kgemmPackVNNI, q6kgemmTile<T>VNNI).
+// the q5_K ones (q5kgemm…) and the q6_K ones (q6kgemm…).
 func q4kgemm() {
 	tabs := q4kPermTables("q4kgperm")
-	q4kgemmPack(tabs)
+	q4kgemmPack(tabs, q4kLayout)
 	mask := byteTable("q4kg0f", repeated(4, func(int) byte { return 0x0f }))
 	for t := 1; t <= 4; t++ {
-		q4kgemmTile(t, mask)
+		q4kgemmTile(t, mask, q4kLayout)
+	}
+	q4kgemmPack(tabs, q5kLayout)
+	for t := 1; t <= 4; t++ {
+		q4kgemmTile(t, mask, q5kLayout)
 	}
 	q6kgemmPack(tabs)
 	for t := 1; t <= 4; t++ {
@@ -77,6 +81,24 @@ func q4kgVNNIBcst(op string, src2 Mem, src1, acc VecVirtual) {
 	})
 }
 
+// kgLayout is the layout of one super-block of a q4_K or q5_K panel.
+type kgLayout struct {
+	prefix                             string // of the kernels' names
+	q5                                 bool   // codes one byte each (q5_K), not nibbles
+	blockBytes, panelBlock             int
+	scalesAt, minsAt, dAt, dminAt, typ int
+}
+
+// The q5_K tile GEMM (simd.MatMulQ5KQ8K) is q4_K's with the codes one
+// byte each (0..31: the nibble and the fifth bit from qh, formed bytewise
+// by the pack before the transpose, as q6_K's): 64 ZMM, ZMM J holding in
+// lane r row r's codes 4J..4J+3, so that group g is ZMM 8g..8g+7; the
+// scales, mins, d and dmin follow as in q4_K's panel.
+var (
+	q4kLayout = kgLayout{"q4kgemm", false, q4kBytes, q4kgPanelBlock, q4kgScalesAt, q4kgMinsAt, q4kgDAt, q4kgDminAt, 4}
+	q5kLayout = kgLayout{"q5kgemm", true, 176, 4544, 4096, 4224, 4480, 4512, 5}
+)
+
 // q4kgemmPack transposes each 32 bytes of 16 rows' super-blocks with
 // three levels of VPERMI2D: ZMM p is loaded with row p's 8 dwords in its
 // low half and row p+8's in its high half (lane h·8+j), and each level
@@ -90,18 +112,22 @@ func q4kgVNNIBcst(op string, src2 Mem, src1, acc VecVirtual) {
 // (q_{j−4} >> 6) << 4 and min_j = q_{j+4} >> 4 | (q_j >> 6) << 4, per byte
 // of the dwords 1..3 at once; VPMOVDB and VPMOVDW store the bytes and
 // halves.
-func q4kgemmPack(tabs [3][2]Mem) {
-	splat := func(name string, v [4]byte) Mem { return byteTable(name, v[:]) }
-	c3f := splat("q4kg3f", [4]byte{0x3f, 0x3f, 0x3f, 0x3f})
-	c0f := splat("q4kgp0f", [4]byte{0x0f, 0x0f, 0x0f, 0x0f})
-	c30 := splat("q4kg30", [4]byte{0x30, 0x30, 0x30, 0x30})
-	cLo := splat("q4kglo", [4]byte{0xff, 0, 0, 0})
-	cHi := splat("q4kghi", [4]byte{0, 0, 0xff, 0})
+func q4kgemmPack(tabs [3][2]Mem, ly kgLayout) {
+	pre := "q4kg"
+	if ly.q5 {
+		pre = "q5kg"
+	}
+	splat := func(name string, v [4]byte) Mem { return byteTable(pre+name, v[:]) }
+	c3f := splat("3f", [4]byte{0x3f, 0x3f, 0x3f, 0x3f})
+	c0f := splat("p0f", [4]byte{0x0f, 0x0f, 0x0f, 0x0f})
+	c30 := splat("30", [4]byte{0x30, 0x30, 0x30, 0x30})
+	cLo := splat("lo", [4]byte{0xff, 0, 0, 0})
+	cHi := splat("hi", [4]byte{0, 0, 0xff, 0})
 
-	name := "q4kgemmPackVNNI"
+	name := ly.prefix + "PackVNNI"
 	header(name, "func(dst []byte, w []byte, stride int, nb int)",
-		name+" packs the nb q4_K super-blocks of the 16 rows at w, stride",
-		"bytes apart, into the panel at dst (nb·2496 bytes; see q4kgemm.go).")
+		fmt.Sprintf("%s packs the nb q%d_K super-blocks of the 16 rows at w, stride", name, ly.typ),
+		fmt.Sprintf("bytes apart, into the panel at dst (nb·%d bytes; see q4kgemm.go).", ly.panelBlock))
 	d := Load(Param("dst").Base(), GP64())
 	w := Load(Param("w").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
@@ -132,11 +158,48 @@ func q4kgemmPack(tabs [3][2]Mem) {
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	for k, off := range []int{0, 32, 64, 96, 112} {
+	offs := []int{0, 32, 64, 96, 112}
+	if ly.q5 {
+		offs = offs[:1] // the header; the codes below
+		var m10 VecVirtual
+		for c := 0; c < 4; c++ {
+			for i := 0; i < 2; i++ {
+				if c == 0 && i == 0 {
+					m10 = bcast(splat("10", [4]byte{0x10, 0x10, 0x10, 0x10}))
+				}
+				a := make([]VecVirtual, 8)
+				for p := range a {
+					qs, qh := ZMM(), ZMM()
+					VBROADCASTI64X4(row(p).Offset(48+32*c), qs) // a full write
+					VINSERTI64X4(U8(1), row(p+8).Offset(48+32*c), qs, qs)
+					VBROADCASTI64X4(row(p).Offset(16), qh)
+					VINSERTI64X4(U8(1), row(p+8).Offset(16), qh, qh)
+					if i == 1 {
+						VPSRLD(U8(4), qs, qs)
+					}
+					VPANDD(m0f, qs, qs)
+					switch sh := 2*c + i; { // bit sh of qh to bit 4
+					case sh < 4:
+						VPSLLD(U8(4-sh), qh, qh)
+					case sh > 4:
+						VPSRLD(U8(sh-4), qh, qh)
+					}
+					VPANDD(m10, qh, qh)
+					a[p] = ZMM()
+					VPORD(qh, qs, a[p])
+				}
+				a = q4kTranspose(it, a)
+				for m, z := range a {
+					VMOVDQU32(z, Mem{Base: d, Disp: 64 * (16*c + 8*i + m)})
+				}
+			}
+		}
+	}
+	for k, off := range offs {
 		a := transpose(off)
 		for j := range a {
 			D := off/4 + j
-			if D < 4 || k == 4 && j < 4 {
+			if ly.q5 || D < 4 || k == 4 && j < 4 {
 				continue
 			}
 			VMOVDQU32(a[j], Mem{Base: d, Disp: 64 * (D - 4)})
@@ -147,9 +210,9 @@ func q4kgemmPack(tabs [3][2]Mem) {
 		g0, g1, g2, g3 := a[0], a[1], a[2], a[3]
 		t, u := ZMM(), ZMM()
 		// d and dmin.
-		VPMOVDW(g0, Mem{Base: d, Disp: q4kgDAt})
+		VPMOVDW(g0, Mem{Base: d, Disp: ly.dAt})
 		VPSRLD(U8(16), g0, t)
-		VPMOVDW(t, Mem{Base: d, Disp: q4kgDminAt})
+		VPMOVDW(t, Mem{Base: d, Disp: ly.dminAt})
 		// scale_j, j < 4 (bytes of g1 & 63), and j ≥ 4.
 		scl, sch, mnl, mnh := ZMM(), ZMM(), ZMM(), ZMM()
 		VPANDD(m3f, g1, scl)
@@ -169,11 +232,11 @@ func q4kgemmPack(tabs [3][2]Mem) {
 				src = sch
 			}
 			if g%4 == 0 {
-				VPMOVDB(src, Mem{Base: d, Disp: q4kgScalesAt + 16*g})
+				VPMOVDB(src, Mem{Base: d, Disp: ly.scalesAt + 16*g})
 				continue
 			}
 			VPSRLD(U8(8*(g%4)), src, t)
-			VPMOVDB(t, Mem{Base: d, Disp: q4kgScalesAt + 16*g})
+			VPMOVDB(t, Mem{Base: d, Disp: ly.scalesAt + 16*g})
 		}
 		// The mins as int16 pairs (min_{2k}, min_{2k+1}).
 		for h, mn := range []VecVirtual{mnl, mnh} {
@@ -181,19 +244,19 @@ func q4kgemmPack(tabs [3][2]Mem) {
 			VPSLLD(U8(8), mn, u)
 			VPANDD(mHi, u, u)
 			VPORD(t, u, u)
-			VMOVDQU32(u, Mem{Base: d, Disp: q4kgMinsAt + 64*(2*h)})
+			VMOVDQU32(u, Mem{Base: d, Disp: ly.minsAt + 64*(2*h)})
 			VPSRLD(U8(16), mn, t)
 			VPANDD(mLo, t, t)
 			VPSRLD(U8(8), mn, u)
 			VPANDD(mHi, u, u)
 			VPORD(t, u, u)
-			VMOVDQU32(u, Mem{Base: d, Disp: q4kgMinsAt + 64*(2*h+1)})
+			VMOVDQU32(u, Mem{Base: d, Disp: ly.minsAt + 64*(2*h+1)})
 		}
 	}
 	for _, b := range base {
-		ADDQ(U32(q4kBytes), b)
+		ADDQ(U32(ly.blockBytes), b)
 	}
-	ADDQ(U32(q4kgPanelBlock), d)
+	ADDQ(U32(ly.panelBlock), d)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
@@ -202,11 +265,11 @@ func q4kgemmPack(tabs [3][2]Mem) {
 }
 
 // q4kgemmTile writes q4kgemmTile<nt>VNNI.
-func q4kgemmTile(nt int, mask Mem) {
-	name := fmt.Sprintf("q4kgemmTile%dVNNI", nt)
+func q4kgemmTile(nt int, mask Mem, ly kgLayout) {
+	name := fmt.Sprintf("%sTile%dVNNI", ly.prefix, nt)
 	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)",
 		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 16, to the dot product of", name, nt),
-		"row r of the packed panel p (q4kgemm.go) with the nb Q8_K blocks of",
+		fmt.Sprintf("row r of the packed q%d_K panel p (q4kgemm.go) with the nb Q8_K blocks of", ly.typ),
 		"token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;",
 		"ac holds per token row and block 8 int32: the Q8_K scale as float32",
 		"bits, then the 4 int16 pairs of sums the mins multiply.")
@@ -228,8 +291,11 @@ func q4kgemmTile(nt int, mask Mem) {
 			LEAQ(Mem{Base: acs[t-1], Index: acb, Scale: 1}, acs[t])
 		}
 	}
-	m0f := ZMM()
-	VPBROADCASTD(mask, m0f)
+	var m0f VecVirtual
+	if !ly.q5 {
+		m0f = ZMM()
+		VPBROADCASTD(mask, m0f)
+	}
 	// Registers are zeroed by copies of zero: avo takes VPXORD x, x, x as
 	// reading x, which would keep x live around the loop.
 	zero := ZMM()
@@ -251,7 +317,7 @@ func q4kgemmTile(nt int, mask Mem) {
 	}
 	for k := 0; k < 4; k++ {
 		mv := ZMM()
-		VMOVDQU32(Mem{Base: pp, Disp: q4kgMinsAt + 64*k}, mv)
+		VMOVDQU32(Mem{Base: pp, Disp: ly.minsAt + 64*k}, mv)
 		for t := range mins {
 			q4kgVNNIBcst("VPDPWSSD", Mem{Base: acs[t], Disp: 4 + 4*k}, mv, mins[t])
 		}
@@ -270,18 +336,23 @@ func q4kgemmTile(nt int, mask Mem) {
 		}
 		for m := 0; m < 8; m++ {
 			v, lo := ZMM(), ZMM()
-			VMOVDQU32(Mem{Base: pp, Disp: 64 * (8*c + m)}, v)
-			VPANDD(m0f, v, lo)
-			VPSRLD(U8(4), v, v)
-			VPANDD(m0f, v, v)
+			if ly.q5 {
+				VMOVDQU32(Mem{Base: pp, Disp: 64 * (16*c + m)}, lo)
+				VMOVDQU32(Mem{Base: pp, Disp: 64 * (16*c + 8 + m)}, v)
+			} else {
+				VMOVDQU32(Mem{Base: pp, Disp: 64 * (8*c + m)}, v)
+				VPANDD(m0f, v, lo)
+				VPSRLD(U8(4), v, v)
+				VPANDD(m0f, v, v)
+			}
 			for t := range plo {
 				q4kgVNNIBcst("VPDPBUSD", Mem{Base: qs[t], Disp: 4 + 64*c + 4*m}, lo, plo[t])
 				q4kgVNNIBcst("VPDPBUSD", Mem{Base: qs[t], Disp: 4 + 64*c + 32 + 4*m}, v, phi[t])
 			}
 		}
 		sl, sh := ZMM(), ZMM()
-		VPMOVZXBD(Mem{Base: pp, Disp: q4kgScalesAt + 16*(2*c)}, sl)
-		VPMOVZXBD(Mem{Base: pp, Disp: q4kgScalesAt + 16*(2*c+1)}, sh)
+		VPMOVZXBD(Mem{Base: pp, Disp: ly.scalesAt + 16*(2*c)}, sl)
+		VPMOVZXBD(Mem{Base: pp, Disp: ly.scalesAt + 16*(2*c+1)}, sh)
 		for t := range plo {
 			VPMULLD(sl, plo[t], plo[t])
 			VPADDD(plo[t], sum[t], sum[t])
@@ -290,8 +361,8 @@ func q4kgemmTile(nt int, mask Mem) {
 		}
 	}
 	dv, dm := ZMM(), ZMM()
-	VCVTPH2PS(Mem{Base: pp, Disp: q4kgDAt}, dv)
-	VCVTPH2PS(Mem{Base: pp, Disp: q4kgDminAt}, dm)
+	VCVTPH2PS(Mem{Base: pp, Disp: ly.dAt}, dv)
+	VCVTPH2PS(Mem{Base: pp, Disp: ly.dminAt}, dm)
 	for t := range s {
 		y, a, b := ZMM(), ZMM(), ZMM()
 		VBROADCASTSS(Mem{Base: acs[t]}, y)
@@ -304,7 +375,7 @@ func q4kgemmTile(nt int, mask Mem) {
 		VMULPS(mins[t], b, b)       // (dmin·y)·M
 		VSUBPS(b, s[t], s[t])       // s −= …
 	}
-	ADDQ(U32(q4kgPanelBlock), pp)
+	ADDQ(U32(ly.panelBlock), pp)
 	for t := range qs {
 		ADDQ(U32(q8kBytes), qs[t])
 		ADDQ(U8(q4kgActBytes), acs[t])

@@ -73,12 +73,12 @@ type q8Dot struct {
 // row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
 // DotQ40Q80, DotQ80Q80 …; the results agree with ggml_vec_dot_*_q8_* up
 // to float32 rounding). A token's result is the one-row dot's whatever the
-// number of tokens in the call. Where simd.MatMulKQ8KPacked, q4_K and
-// q6_K weights take quantized activations at every number of token rows
-// (q8Prefill): prefill multiplies the codes in simd.MatMulQ4KQ8K's and
-// MatMulQ6KQ8K's int8 tile GEMMs, each output the one-row dot's bits, so
-// a token's q4_K and q6_K outputs are the same in a decode step and a
-// prefill. Otherwise prefill
+// number of tokens in the call. Where simd.MatMulKQ8KPacked, q4_K, q5_K
+// and q6_K weights take quantized activations at every number of token
+// rows (q8Prefill): prefill multiplies the codes in simd.MatMulQ4KQ8K's,
+// MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs, each output the
+// one-row dot's bits, so a token's K-quant outputs are the same in a
+// decode step and a prefill. Otherwise prefill
 // (simd.MatMulDecoded, simd.MatMulQ80's packed path) keeps fp32
 // activations, so a token's logits differ slightly between a decode step
 // and a prefill.
@@ -107,13 +107,17 @@ func q8RowBytes(w *tensor.Weight) int {
 
 // matMulQ8 sets dst[t*ldd+r], r in [lo, hi), to weight row r's q8Dots dot
 // with token row t of q8 (quantizeTokens), t < nt: one token takes the
-// type's multi-row form where it has one, several q4_K or q6_K rows
-// simd.MatMulQ4KQ8K or MatMulQ6KQ8K (the same bits).
+// type's multi-row form where it has one, several q4_K, q5_K or q6_K rows
+// simd.MatMulQ4KQ8K, MatMulQ5KQ8K or MatMulQ6KQ8K (the same bits).
 func matMulQ8(dst []float32, ldd int, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	d := q8Dots[w.DType]
 	rb, qrb := w.DType.RowBytes(w.Cols), q8RowBytes(w)
 	if w.DType == tensor.Q4K && nt > 1 {
 		simd.MatMulQ4KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
+		return
+	}
+	if w.DType == tensor.Q5K && nt > 1 {
+		simd.MatMulQ5KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
 		return
 	}
 	if w.DType == tensor.Q6K && nt > 1 {
@@ -159,14 +163,15 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 
 // q8Prefill reports whether products over weights of type dt take
 // quantized activations at every number of token rows (unless
-// F32Activations): q4_K and q6_K where simd.MatMulKQ8KPacked (AVX-512
-// VNNI), their prefill through simd.MatMulQ4KQ8K's and MatMulQ6KQ8K's
-// int8 tile GEMMs, on the Zen 4 3.2–3.8× and 2.9–3.3× MatMulDecoded's
-// packed fp32 GEMM (quantization included; docs/performance.md). Without
-// them the per-token dots would be slower than the packed fp32 GEMM,
-// which prefill keeps.
+// F32Activations): q4_K, q5_K and q6_K where simd.MatMulKQ8KPacked
+// (AVX-512 VNNI), their prefill through simd.MatMulQ4KQ8K's,
+// MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs, on the Zen 4
+// 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32 GEMM
+// (quantization included; docs/performance.md). Without them the
+// per-token dots would be slower than the packed fp32 GEMM, which prefill
+// keeps.
 func q8Prefill(dt tensor.DType) bool {
-	return (dt == tensor.Q4K || dt == tensor.Q6K) && simd.MatMulKQ8KPacked()
+	return (dt == tensor.Q4K || dt == tensor.Q5K || dt == tensor.Q6K) && simd.MatMulKQ8KPacked()
 }
 
 // q8Bytes returns *sp, nil for nil.

@@ -52,7 +52,7 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 // F32Activations returns the backend with the decode products of the
 // weight types of q8Dots on float32 activations (the fused dots of
 // fusedDots, and simd.MatMulQ80 for Q8_0: kvq's arithmetic before it
-// quantized them as llama.cpp does; see q8Dots), and q4_K's and q6_K's
+// quantized them as llama.cpp does; see q8Dots), and the K-quants'
 // prefill where q8Prefill takes it quantized (simd.MatMulDecoded): for
 // comparisons with a backend that keeps them in float32 (the GPU's GEMV)
 // and to measure the difference.
@@ -342,8 +342,8 @@ func packTokens(dt tensor.DType) int {
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
 // q8 is x quantized for the weight types that take them
 // (quantizeTokens: the types of q8Dots, Q8_0 among them, below their
-// packed threshold, q4_K and q6_K at every nt where q8Prefill), nil
-// otherwise.
+// packed threshold, q4_K, q5_K and q6_K at every nt where q8Prefill),
+// nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
@@ -397,7 +397,7 @@ func (m *mmTask) runEach(lo, hi int) {
 		return
 	}
 	rows, cols := m.w.Rows, m.w.Cols
-	if m.w.DType == tensor.Q4K || m.w.DType == tensor.Q6K { // every token row its one-row bits, in one call
+	if q8Prefill(m.w.DType) { // every token row its one-row bits, in one call
 		matMulQ8(m.dst, rows, m.q8, m.nt, m.w, lo, hi)
 		return
 	}

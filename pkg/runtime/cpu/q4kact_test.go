@@ -12,11 +12,11 @@ import (
 )
 
 // TestPrefillKQ8KActivations: where simd.MatMulKQ8KPacked, the backend's
-// q4_K and q6_K products over many token rows (40, and simd.MatMulDecodedTokens,
+// q4_K, q5_K and q6_K products over many token rows (40, and simd.MatMulDecodedTokens,
 // where the packed fp32 path used to start; 2 workers, plain and
 // interruptible) give, bit for bit, the pure-Go Q8_K twin path, each token
 // row quantized (simd.QuantizeQ8K) and dotted with each weight row
-// (DotQ4KQ8K, DotQ6KQ8K), and so decode's bits; F32Activations keeps the fp32 product (which differs).
+// (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K), and so decode's bits; F32Activations keeps the fp32 product (which differs).
 // Without the tile GEMM, prefill keeps the fp32 product.
 func TestPrefillKQ8KActivations(t *testing.T) {
 	for _, tc := range []struct {
@@ -25,6 +25,7 @@ func TestPrefillKQ8KActivations(t *testing.T) {
 		dot func(w, q []byte) float32
 	}{
 		{tensor.Q4K, gguf.Q4K, simd.DotQ4KQ8K},
+		{tensor.Q5K, gguf.Q5K, simd.DotQ5KQ8K},
 		{tensor.Q6K, gguf.Q6K, simd.DotQ6KQ8K},
 	} {
 		t.Run(tc.dt.String(), func(t *testing.T) { testPrefillKQ8K(t, tc.dt, tc.gt, tc.dot) })

@@ -962,3 +962,121 @@ func dotQ4KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 //
 //go:noescape
 func dotQ6KQ8KX4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
+// q4kgemmPackVNNI packs the nb q4_K super-blocks of the 16 rows at w, stride
+// bytes apart, into the panel at dst (nb·2496 bytes; see q4kgemm.go).
+//
+//go:noescape
+func q4kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+
+// q4kgemmTile1VNNI sets dst[t·ldd+r], t < 1, r < 16, to the dot product of
+// row r of the packed q4_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q4kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q4kgemmTile2VNNI sets dst[t·ldd+r], t < 2, r < 16, to the dot product of
+// row r of the packed q4_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q4kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q4kgemmTile3VNNI sets dst[t·ldd+r], t < 3, r < 16, to the dot product of
+// row r of the packed q4_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q4kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q4kgemmTile4VNNI sets dst[t·ldd+r], t < 4, r < 16, to the dot product of
+// row r of the packed q4_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q4kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmPackVNNI packs the nb q5_K super-blocks of the 16 rows at w, stride
+// bytes apart, into the panel at dst (nb·4544 bytes; see q4kgemm.go).
+//
+//go:noescape
+func q5kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+
+// q5kgemmTile1VNNI sets dst[t·ldd+r], t < 1, r < 16, to the dot product of
+// row r of the packed q5_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q5kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmTile2VNNI sets dst[t·ldd+r], t < 2, r < 16, to the dot product of
+// row r of the packed q5_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q5kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmTile3VNNI sets dst[t·ldd+r], t < 3, r < 16, to the dot product of
+// row r of the packed q5_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q5kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmTile4VNNI sets dst[t·ldd+r], t < 4, r < 16, to the dot product of
+// row r of the packed q5_K panel p (q4kgemm.go) with the nb Q8_K blocks of
+// token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;
+// ac holds per token row and block 8 int32: the Q8_K scale as float32
+// bits, then the 4 int16 pairs of sums the mins multiply.
+//
+//go:noescape
+func q5kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q6kgemmPackVNNI packs the nb q6_K super-blocks of the 16 rows at w, stride
+// bytes apart, into the panel at dst (nb·4928 bytes; see q4kgemm.go).
+//
+//go:noescape
+func q6kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+
+// q6kgemmTile1VNNI sets dst[t·ldd+r], t < 1, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile2VNNI sets dst[t·ldd+r], t < 2, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile3VNNI sets dst[t·ldd+r], t < 3, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile4VNNI sets dst[t·ldd+r], t < 4, r < 16, to the dot product of
+// row r of the packed panel p (q6kgemmPackVNNI) with the nb Q8_K blocks
+// of token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit.
+//
+//go:noescape
+func q6kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)

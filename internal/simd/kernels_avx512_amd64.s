@@ -25816,3 +25816,8290 @@ dotQ6KQ8KX4VNNI_done:
 	VMOVUPS X7, (AX)
 	VZEROUPPER
 	RET
+
+DATA q4kgperm00<>+0(SB)/1, $0x00
+DATA q4kgperm00<>+1(SB)/1, $0x00
+DATA q4kgperm00<>+2(SB)/1, $0x00
+DATA q4kgperm00<>+3(SB)/1, $0x00
+DATA q4kgperm00<>+4(SB)/1, $0x10
+DATA q4kgperm00<>+5(SB)/1, $0x00
+DATA q4kgperm00<>+6(SB)/1, $0x00
+DATA q4kgperm00<>+7(SB)/1, $0x00
+DATA q4kgperm00<>+8(SB)/1, $0x02
+DATA q4kgperm00<>+9(SB)/1, $0x00
+DATA q4kgperm00<>+10(SB)/1, $0x00
+DATA q4kgperm00<>+11(SB)/1, $0x00
+DATA q4kgperm00<>+12(SB)/1, $0x12
+DATA q4kgperm00<>+13(SB)/1, $0x00
+DATA q4kgperm00<>+14(SB)/1, $0x00
+DATA q4kgperm00<>+15(SB)/1, $0x00
+DATA q4kgperm00<>+16(SB)/1, $0x04
+DATA q4kgperm00<>+17(SB)/1, $0x00
+DATA q4kgperm00<>+18(SB)/1, $0x00
+DATA q4kgperm00<>+19(SB)/1, $0x00
+DATA q4kgperm00<>+20(SB)/1, $0x14
+DATA q4kgperm00<>+21(SB)/1, $0x00
+DATA q4kgperm00<>+22(SB)/1, $0x00
+DATA q4kgperm00<>+23(SB)/1, $0x00
+DATA q4kgperm00<>+24(SB)/1, $0x06
+DATA q4kgperm00<>+25(SB)/1, $0x00
+DATA q4kgperm00<>+26(SB)/1, $0x00
+DATA q4kgperm00<>+27(SB)/1, $0x00
+DATA q4kgperm00<>+28(SB)/1, $0x16
+DATA q4kgperm00<>+29(SB)/1, $0x00
+DATA q4kgperm00<>+30(SB)/1, $0x00
+DATA q4kgperm00<>+31(SB)/1, $0x00
+DATA q4kgperm00<>+32(SB)/1, $0x08
+DATA q4kgperm00<>+33(SB)/1, $0x00
+DATA q4kgperm00<>+34(SB)/1, $0x00
+DATA q4kgperm00<>+35(SB)/1, $0x00
+DATA q4kgperm00<>+36(SB)/1, $0x18
+DATA q4kgperm00<>+37(SB)/1, $0x00
+DATA q4kgperm00<>+38(SB)/1, $0x00
+DATA q4kgperm00<>+39(SB)/1, $0x00
+DATA q4kgperm00<>+40(SB)/1, $0x0a
+DATA q4kgperm00<>+41(SB)/1, $0x00
+DATA q4kgperm00<>+42(SB)/1, $0x00
+DATA q4kgperm00<>+43(SB)/1, $0x00
+DATA q4kgperm00<>+44(SB)/1, $0x1a
+DATA q4kgperm00<>+45(SB)/1, $0x00
+DATA q4kgperm00<>+46(SB)/1, $0x00
+DATA q4kgperm00<>+47(SB)/1, $0x00
+DATA q4kgperm00<>+48(SB)/1, $0x0c
+DATA q4kgperm00<>+49(SB)/1, $0x00
+DATA q4kgperm00<>+50(SB)/1, $0x00
+DATA q4kgperm00<>+51(SB)/1, $0x00
+DATA q4kgperm00<>+52(SB)/1, $0x1c
+DATA q4kgperm00<>+53(SB)/1, $0x00
+DATA q4kgperm00<>+54(SB)/1, $0x00
+DATA q4kgperm00<>+55(SB)/1, $0x00
+DATA q4kgperm00<>+56(SB)/1, $0x0e
+DATA q4kgperm00<>+57(SB)/1, $0x00
+DATA q4kgperm00<>+58(SB)/1, $0x00
+DATA q4kgperm00<>+59(SB)/1, $0x00
+DATA q4kgperm00<>+60(SB)/1, $0x1e
+DATA q4kgperm00<>+61(SB)/1, $0x00
+DATA q4kgperm00<>+62(SB)/1, $0x00
+DATA q4kgperm00<>+63(SB)/1, $0x00
+GLOBL q4kgperm00<>(SB), RODATA|NOPTR, $64
+
+DATA q4kgperm01<>+0(SB)/1, $0x01
+DATA q4kgperm01<>+1(SB)/1, $0x00
+DATA q4kgperm01<>+2(SB)/1, $0x00
+DATA q4kgperm01<>+3(SB)/1, $0x00
+DATA q4kgperm01<>+4(SB)/1, $0x11
+DATA q4kgperm01<>+5(SB)/1, $0x00
+DATA q4kgperm01<>+6(SB)/1, $0x00
+DATA q4kgperm01<>+7(SB)/1, $0x00
+DATA q4kgperm01<>+8(SB)/1, $0x03
+DATA q4kgperm01<>+9(SB)/1, $0x00
+DATA q4kgperm01<>+10(SB)/1, $0x00
+DATA q4kgperm01<>+11(SB)/1, $0x00
+DATA q4kgperm01<>+12(SB)/1, $0x13
+DATA q4kgperm01<>+13(SB)/1, $0x00
+DATA q4kgperm01<>+14(SB)/1, $0x00
+DATA q4kgperm01<>+15(SB)/1, $0x00
+DATA q4kgperm01<>+16(SB)/1, $0x05
+DATA q4kgperm01<>+17(SB)/1, $0x00
+DATA q4kgperm01<>+18(SB)/1, $0x00
+DATA q4kgperm01<>+19(SB)/1, $0x00
+DATA q4kgperm01<>+20(SB)/1, $0x15
+DATA q4kgperm01<>+21(SB)/1, $0x00
+DATA q4kgperm01<>+22(SB)/1, $0x00
+DATA q4kgperm01<>+23(SB)/1, $0x00
+DATA q4kgperm01<>+24(SB)/1, $0x07
+DATA q4kgperm01<>+25(SB)/1, $0x00
+DATA q4kgperm01<>+26(SB)/1, $0x00
+DATA q4kgperm01<>+27(SB)/1, $0x00
+DATA q4kgperm01<>+28(SB)/1, $0x17
+DATA q4kgperm01<>+29(SB)/1, $0x00
+DATA q4kgperm01<>+30(SB)/1, $0x00
+DATA q4kgperm01<>+31(SB)/1, $0x00
+DATA q4kgperm01<>+32(SB)/1, $0x09
+DATA q4kgperm01<>+33(SB)/1, $0x00
+DATA q4kgperm01<>+34(SB)/1, $0x00
+DATA q4kgperm01<>+35(SB)/1, $0x00
+DATA q4kgperm01<>+36(SB)/1, $0x19
+DATA q4kgperm01<>+37(SB)/1, $0x00
+DATA q4kgperm01<>+38(SB)/1, $0x00
+DATA q4kgperm01<>+39(SB)/1, $0x00
+DATA q4kgperm01<>+40(SB)/1, $0x0b
+DATA q4kgperm01<>+41(SB)/1, $0x00
+DATA q4kgperm01<>+42(SB)/1, $0x00
+DATA q4kgperm01<>+43(SB)/1, $0x00
+DATA q4kgperm01<>+44(SB)/1, $0x1b
+DATA q4kgperm01<>+45(SB)/1, $0x00
+DATA q4kgperm01<>+46(SB)/1, $0x00
+DATA q4kgperm01<>+47(SB)/1, $0x00
+DATA q4kgperm01<>+48(SB)/1, $0x0d
+DATA q4kgperm01<>+49(SB)/1, $0x00
+DATA q4kgperm01<>+50(SB)/1, $0x00
+DATA q4kgperm01<>+51(SB)/1, $0x00
+DATA q4kgperm01<>+52(SB)/1, $0x1d
+DATA q4kgperm01<>+53(SB)/1, $0x00
+DATA q4kgperm01<>+54(SB)/1, $0x00
+DATA q4kgperm01<>+55(SB)/1, $0x00
+DATA q4kgperm01<>+56(SB)/1, $0x0f
+DATA q4kgperm01<>+57(SB)/1, $0x00
+DATA q4kgperm01<>+58(SB)/1, $0x00
+DATA q4kgperm01<>+59(SB)/1, $0x00
+DATA q4kgperm01<>+60(SB)/1, $0x1f
+DATA q4kgperm01<>+61(SB)/1, $0x00
+DATA q4kgperm01<>+62(SB)/1, $0x00
+DATA q4kgperm01<>+63(SB)/1, $0x00
+GLOBL q4kgperm01<>(SB), RODATA|NOPTR, $64
+
+DATA q4kgperm10<>+0(SB)/1, $0x00
+DATA q4kgperm10<>+1(SB)/1, $0x00
+DATA q4kgperm10<>+2(SB)/1, $0x00
+DATA q4kgperm10<>+3(SB)/1, $0x00
+DATA q4kgperm10<>+4(SB)/1, $0x01
+DATA q4kgperm10<>+5(SB)/1, $0x00
+DATA q4kgperm10<>+6(SB)/1, $0x00
+DATA q4kgperm10<>+7(SB)/1, $0x00
+DATA q4kgperm10<>+8(SB)/1, $0x10
+DATA q4kgperm10<>+9(SB)/1, $0x00
+DATA q4kgperm10<>+10(SB)/1, $0x00
+DATA q4kgperm10<>+11(SB)/1, $0x00
+DATA q4kgperm10<>+12(SB)/1, $0x11
+DATA q4kgperm10<>+13(SB)/1, $0x00
+DATA q4kgperm10<>+14(SB)/1, $0x00
+DATA q4kgperm10<>+15(SB)/1, $0x00
+DATA q4kgperm10<>+16(SB)/1, $0x04
+DATA q4kgperm10<>+17(SB)/1, $0x00
+DATA q4kgperm10<>+18(SB)/1, $0x00
+DATA q4kgperm10<>+19(SB)/1, $0x00
+DATA q4kgperm10<>+20(SB)/1, $0x05
+DATA q4kgperm10<>+21(SB)/1, $0x00
+DATA q4kgperm10<>+22(SB)/1, $0x00
+DATA q4kgperm10<>+23(SB)/1, $0x00
+DATA q4kgperm10<>+24(SB)/1, $0x14
+DATA q4kgperm10<>+25(SB)/1, $0x00
+DATA q4kgperm10<>+26(SB)/1, $0x00
+DATA q4kgperm10<>+27(SB)/1, $0x00
+DATA q4kgperm10<>+28(SB)/1, $0x15
+DATA q4kgperm10<>+29(SB)/1, $0x00
+DATA q4kgperm10<>+30(SB)/1, $0x00
+DATA q4kgperm10<>+31(SB)/1, $0x00
+DATA q4kgperm10<>+32(SB)/1, $0x08
+DATA q4kgperm10<>+33(SB)/1, $0x00
+DATA q4kgperm10<>+34(SB)/1, $0x00
+DATA q4kgperm10<>+35(SB)/1, $0x00
+DATA q4kgperm10<>+36(SB)/1, $0x09
+DATA q4kgperm10<>+37(SB)/1, $0x00
+DATA q4kgperm10<>+38(SB)/1, $0x00
+DATA q4kgperm10<>+39(SB)/1, $0x00
+DATA q4kgperm10<>+40(SB)/1, $0x18
+DATA q4kgperm10<>+41(SB)/1, $0x00
+DATA q4kgperm10<>+42(SB)/1, $0x00
+DATA q4kgperm10<>+43(SB)/1, $0x00
+DATA q4kgperm10<>+44(SB)/1, $0x19
+DATA q4kgperm10<>+45(SB)/1, $0x00
+DATA q4kgperm10<>+46(SB)/1, $0x00
+DATA q4kgperm10<>+47(SB)/1, $0x00
+DATA q4kgperm10<>+48(SB)/1, $0x0c
+DATA q4kgperm10<>+49(SB)/1, $0x00
+DATA q4kgperm10<>+50(SB)/1, $0x00
+DATA q4kgperm10<>+51(SB)/1, $0x00
+DATA q4kgperm10<>+52(SB)/1, $0x0d
+DATA q4kgperm10<>+53(SB)/1, $0x00
+DATA q4kgperm10<>+54(SB)/1, $0x00
+DATA q4kgperm10<>+55(SB)/1, $0x00
+DATA q4kgperm10<>+56(SB)/1, $0x1c
+DATA q4kgperm10<>+57(SB)/1, $0x00
+DATA q4kgperm10<>+58(SB)/1, $0x00
+DATA q4kgperm10<>+59(SB)/1, $0x00
+DATA q4kgperm10<>+60(SB)/1, $0x1d
+DATA q4kgperm10<>+61(SB)/1, $0x00
+DATA q4kgperm10<>+62(SB)/1, $0x00
+DATA q4kgperm10<>+63(SB)/1, $0x00
+GLOBL q4kgperm10<>(SB), RODATA|NOPTR, $64
+
+DATA q4kgperm11<>+0(SB)/1, $0x02
+DATA q4kgperm11<>+1(SB)/1, $0x00
+DATA q4kgperm11<>+2(SB)/1, $0x00
+DATA q4kgperm11<>+3(SB)/1, $0x00
+DATA q4kgperm11<>+4(SB)/1, $0x03
+DATA q4kgperm11<>+5(SB)/1, $0x00
+DATA q4kgperm11<>+6(SB)/1, $0x00
+DATA q4kgperm11<>+7(SB)/1, $0x00
+DATA q4kgperm11<>+8(SB)/1, $0x12
+DATA q4kgperm11<>+9(SB)/1, $0x00
+DATA q4kgperm11<>+10(SB)/1, $0x00
+DATA q4kgperm11<>+11(SB)/1, $0x00
+DATA q4kgperm11<>+12(SB)/1, $0x13
+DATA q4kgperm11<>+13(SB)/1, $0x00
+DATA q4kgperm11<>+14(SB)/1, $0x00
+DATA q4kgperm11<>+15(SB)/1, $0x00
+DATA q4kgperm11<>+16(SB)/1, $0x06
+DATA q4kgperm11<>+17(SB)/1, $0x00
+DATA q4kgperm11<>+18(SB)/1, $0x00
+DATA q4kgperm11<>+19(SB)/1, $0x00
+DATA q4kgperm11<>+20(SB)/1, $0x07
+DATA q4kgperm11<>+21(SB)/1, $0x00
+DATA q4kgperm11<>+22(SB)/1, $0x00
+DATA q4kgperm11<>+23(SB)/1, $0x00
+DATA q4kgperm11<>+24(SB)/1, $0x16
+DATA q4kgperm11<>+25(SB)/1, $0x00
+DATA q4kgperm11<>+26(SB)/1, $0x00
+DATA q4kgperm11<>+27(SB)/1, $0x00
+DATA q4kgperm11<>+28(SB)/1, $0x17
+DATA q4kgperm11<>+29(SB)/1, $0x00
+DATA q4kgperm11<>+30(SB)/1, $0x00
+DATA q4kgperm11<>+31(SB)/1, $0x00
+DATA q4kgperm11<>+32(SB)/1, $0x0a
+DATA q4kgperm11<>+33(SB)/1, $0x00
+DATA q4kgperm11<>+34(SB)/1, $0x00
+DATA q4kgperm11<>+35(SB)/1, $0x00
+DATA q4kgperm11<>+36(SB)/1, $0x0b
+DATA q4kgperm11<>+37(SB)/1, $0x00
+DATA q4kgperm11<>+38(SB)/1, $0x00
+DATA q4kgperm11<>+39(SB)/1, $0x00
+DATA q4kgperm11<>+40(SB)/1, $0x1a
+DATA q4kgperm11<>+41(SB)/1, $0x00
+DATA q4kgperm11<>+42(SB)/1, $0x00
+DATA q4kgperm11<>+43(SB)/1, $0x00
+DATA q4kgperm11<>+44(SB)/1, $0x1b
+DATA q4kgperm11<>+45(SB)/1, $0x00
+DATA q4kgperm11<>+46(SB)/1, $0x00
+DATA q4kgperm11<>+47(SB)/1, $0x00
+DATA q4kgperm11<>+48(SB)/1, $0x0e
+DATA q4kgperm11<>+49(SB)/1, $0x00
+DATA q4kgperm11<>+50(SB)/1, $0x00
+DATA q4kgperm11<>+51(SB)/1, $0x00
+DATA q4kgperm11<>+52(SB)/1, $0x0f
+DATA q4kgperm11<>+53(SB)/1, $0x00
+DATA q4kgperm11<>+54(SB)/1, $0x00
+DATA q4kgperm11<>+55(SB)/1, $0x00
+DATA q4kgperm11<>+56(SB)/1, $0x1e
+DATA q4kgperm11<>+57(SB)/1, $0x00
+DATA q4kgperm11<>+58(SB)/1, $0x00
+DATA q4kgperm11<>+59(SB)/1, $0x00
+DATA q4kgperm11<>+60(SB)/1, $0x1f
+DATA q4kgperm11<>+61(SB)/1, $0x00
+DATA q4kgperm11<>+62(SB)/1, $0x00
+DATA q4kgperm11<>+63(SB)/1, $0x00
+GLOBL q4kgperm11<>(SB), RODATA|NOPTR, $64
+
+DATA q4kgperm20<>+0(SB)/1, $0x00
+DATA q4kgperm20<>+1(SB)/1, $0x00
+DATA q4kgperm20<>+2(SB)/1, $0x00
+DATA q4kgperm20<>+3(SB)/1, $0x00
+DATA q4kgperm20<>+4(SB)/1, $0x01
+DATA q4kgperm20<>+5(SB)/1, $0x00
+DATA q4kgperm20<>+6(SB)/1, $0x00
+DATA q4kgperm20<>+7(SB)/1, $0x00
+DATA q4kgperm20<>+8(SB)/1, $0x02
+DATA q4kgperm20<>+9(SB)/1, $0x00
+DATA q4kgperm20<>+10(SB)/1, $0x00
+DATA q4kgperm20<>+11(SB)/1, $0x00
+DATA q4kgperm20<>+12(SB)/1, $0x03
+DATA q4kgperm20<>+13(SB)/1, $0x00
+DATA q4kgperm20<>+14(SB)/1, $0x00
+DATA q4kgperm20<>+15(SB)/1, $0x00
+DATA q4kgperm20<>+16(SB)/1, $0x10
+DATA q4kgperm20<>+17(SB)/1, $0x00
+DATA q4kgperm20<>+18(SB)/1, $0x00
+DATA q4kgperm20<>+19(SB)/1, $0x00
+DATA q4kgperm20<>+20(SB)/1, $0x11
+DATA q4kgperm20<>+21(SB)/1, $0x00
+DATA q4kgperm20<>+22(SB)/1, $0x00
+DATA q4kgperm20<>+23(SB)/1, $0x00
+DATA q4kgperm20<>+24(SB)/1, $0x12
+DATA q4kgperm20<>+25(SB)/1, $0x00
+DATA q4kgperm20<>+26(SB)/1, $0x00
+DATA q4kgperm20<>+27(SB)/1, $0x00
+DATA q4kgperm20<>+28(SB)/1, $0x13
+DATA q4kgperm20<>+29(SB)/1, $0x00
+DATA q4kgperm20<>+30(SB)/1, $0x00
+DATA q4kgperm20<>+31(SB)/1, $0x00
+DATA q4kgperm20<>+32(SB)/1, $0x08
+DATA q4kgperm20<>+33(SB)/1, $0x00
+DATA q4kgperm20<>+34(SB)/1, $0x00
+DATA q4kgperm20<>+35(SB)/1, $0x00
+DATA q4kgperm20<>+36(SB)/1, $0x09
+DATA q4kgperm20<>+37(SB)/1, $0x00
+DATA q4kgperm20<>+38(SB)/1, $0x00
+DATA q4kgperm20<>+39(SB)/1, $0x00
+DATA q4kgperm20<>+40(SB)/1, $0x0a
+DATA q4kgperm20<>+41(SB)/1, $0x00
+DATA q4kgperm20<>+42(SB)/1, $0x00
+DATA q4kgperm20<>+43(SB)/1, $0x00
+DATA q4kgperm20<>+44(SB)/1, $0x0b
+DATA q4kgperm20<>+45(SB)/1, $0x00
+DATA q4kgperm20<>+46(SB)/1, $0x00
+DATA q4kgperm20<>+47(SB)/1, $0x00
+DATA q4kgperm20<>+48(SB)/1, $0x18
+DATA q4kgperm20<>+49(SB)/1, $0x00
+DATA q4kgperm20<>+50(SB)/1, $0x00
+DATA q4kgperm20<>+51(SB)/1, $0x00
+DATA q4kgperm20<>+52(SB)/1, $0x19
+DATA q4kgperm20<>+53(SB)/1, $0x00
+DATA q4kgperm20<>+54(SB)/1, $0x00
+DATA q4kgperm20<>+55(SB)/1, $0x00
+DATA q4kgperm20<>+56(SB)/1, $0x1a
+DATA q4kgperm20<>+57(SB)/1, $0x00
+DATA q4kgperm20<>+58(SB)/1, $0x00
+DATA q4kgperm20<>+59(SB)/1, $0x00
+DATA q4kgperm20<>+60(SB)/1, $0x1b
+DATA q4kgperm20<>+61(SB)/1, $0x00
+DATA q4kgperm20<>+62(SB)/1, $0x00
+DATA q4kgperm20<>+63(SB)/1, $0x00
+GLOBL q4kgperm20<>(SB), RODATA|NOPTR, $64
+
+DATA q4kgperm21<>+0(SB)/1, $0x04
+DATA q4kgperm21<>+1(SB)/1, $0x00
+DATA q4kgperm21<>+2(SB)/1, $0x00
+DATA q4kgperm21<>+3(SB)/1, $0x00
+DATA q4kgperm21<>+4(SB)/1, $0x05
+DATA q4kgperm21<>+5(SB)/1, $0x00
+DATA q4kgperm21<>+6(SB)/1, $0x00
+DATA q4kgperm21<>+7(SB)/1, $0x00
+DATA q4kgperm21<>+8(SB)/1, $0x06
+DATA q4kgperm21<>+9(SB)/1, $0x00
+DATA q4kgperm21<>+10(SB)/1, $0x00
+DATA q4kgperm21<>+11(SB)/1, $0x00
+DATA q4kgperm21<>+12(SB)/1, $0x07
+DATA q4kgperm21<>+13(SB)/1, $0x00
+DATA q4kgperm21<>+14(SB)/1, $0x00
+DATA q4kgperm21<>+15(SB)/1, $0x00
+DATA q4kgperm21<>+16(SB)/1, $0x14
+DATA q4kgperm21<>+17(SB)/1, $0x00
+DATA q4kgperm21<>+18(SB)/1, $0x00
+DATA q4kgperm21<>+19(SB)/1, $0x00
+DATA q4kgperm21<>+20(SB)/1, $0x15
+DATA q4kgperm21<>+21(SB)/1, $0x00
+DATA q4kgperm21<>+22(SB)/1, $0x00
+DATA q4kgperm21<>+23(SB)/1, $0x00
+DATA q4kgperm21<>+24(SB)/1, $0x16
+DATA q4kgperm21<>+25(SB)/1, $0x00
+DATA q4kgperm21<>+26(SB)/1, $0x00
+DATA q4kgperm21<>+27(SB)/1, $0x00
+DATA q4kgperm21<>+28(SB)/1, $0x17
+DATA q4kgperm21<>+29(SB)/1, $0x00
+DATA q4kgperm21<>+30(SB)/1, $0x00
+DATA q4kgperm21<>+31(SB)/1, $0x00
+DATA q4kgperm21<>+32(SB)/1, $0x0c
+DATA q4kgperm21<>+33(SB)/1, $0x00
+DATA q4kgperm21<>+34(SB)/1, $0x00
+DATA q4kgperm21<>+35(SB)/1, $0x00
+DATA q4kgperm21<>+36(SB)/1, $0x0d
+DATA q4kgperm21<>+37(SB)/1, $0x00
+DATA q4kgperm21<>+38(SB)/1, $0x00
+DATA q4kgperm21<>+39(SB)/1, $0x00
+DATA q4kgperm21<>+40(SB)/1, $0x0e
+DATA q4kgperm21<>+41(SB)/1, $0x00
+DATA q4kgperm21<>+42(SB)/1, $0x00
+DATA q4kgperm21<>+43(SB)/1, $0x00
+DATA q4kgperm21<>+44(SB)/1, $0x0f
+DATA q4kgperm21<>+45(SB)/1, $0x00
+DATA q4kgperm21<>+46(SB)/1, $0x00
+DATA q4kgperm21<>+47(SB)/1, $0x00
+DATA q4kgperm21<>+48(SB)/1, $0x1c
+DATA q4kgperm21<>+49(SB)/1, $0x00
+DATA q4kgperm21<>+50(SB)/1, $0x00
+DATA q4kgperm21<>+51(SB)/1, $0x00
+DATA q4kgperm21<>+52(SB)/1, $0x1d
+DATA q4kgperm21<>+53(SB)/1, $0x00
+DATA q4kgperm21<>+54(SB)/1, $0x00
+DATA q4kgperm21<>+55(SB)/1, $0x00
+DATA q4kgperm21<>+56(SB)/1, $0x1e
+DATA q4kgperm21<>+57(SB)/1, $0x00
+DATA q4kgperm21<>+58(SB)/1, $0x00
+DATA q4kgperm21<>+59(SB)/1, $0x00
+DATA q4kgperm21<>+60(SB)/1, $0x1f
+DATA q4kgperm21<>+61(SB)/1, $0x00
+DATA q4kgperm21<>+62(SB)/1, $0x00
+DATA q4kgperm21<>+63(SB)/1, $0x00
+GLOBL q4kgperm21<>(SB), RODATA|NOPTR, $64
+
+DATA q4kg3f<>+0(SB)/1, $0x3f
+DATA q4kg3f<>+1(SB)/1, $0x3f
+DATA q4kg3f<>+2(SB)/1, $0x3f
+DATA q4kg3f<>+3(SB)/1, $0x3f
+GLOBL q4kg3f<>(SB), RODATA|NOPTR, $4
+
+DATA q4kgp0f<>+0(SB)/1, $0x0f
+DATA q4kgp0f<>+1(SB)/1, $0x0f
+DATA q4kgp0f<>+2(SB)/1, $0x0f
+DATA q4kgp0f<>+3(SB)/1, $0x0f
+GLOBL q4kgp0f<>(SB), RODATA|NOPTR, $4
+
+DATA q4kg30<>+0(SB)/1, $0x30
+DATA q4kg30<>+1(SB)/1, $0x30
+DATA q4kg30<>+2(SB)/1, $0x30
+DATA q4kg30<>+3(SB)/1, $0x30
+GLOBL q4kg30<>(SB), RODATA|NOPTR, $4
+
+DATA q4kglo<>+0(SB)/1, $0xff
+DATA q4kglo<>+1(SB)/1, $0x00
+DATA q4kglo<>+2(SB)/1, $0x00
+DATA q4kglo<>+3(SB)/1, $0x00
+GLOBL q4kglo<>(SB), RODATA|NOPTR, $4
+
+DATA q4kghi<>+0(SB)/1, $0x00
+DATA q4kghi<>+1(SB)/1, $0x00
+DATA q4kghi<>+2(SB)/1, $0xff
+DATA q4kghi<>+3(SB)/1, $0x00
+GLOBL q4kghi<>(SB), RODATA|NOPTR, $4
+
+// func q4kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+// Requires: AVX, AVX512F
+TEXT ·q4kgemmPackVNNI(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         w_base+24(FP), CX
+	MOVQ         stride+48(FP), DX
+	MOVQ         nb+56(FP), BX
+	LEAQ         (DX)(DX*2), SI
+	LEAQ         (CX)(DX*4), DI
+	LEAQ         (DI)(DX*4), R8
+	LEAQ         (R8)(DX*4), R9
+	VMOVDQU32    q4kgperm00<>+0(SB), Z0
+	VMOVDQU32    q4kgperm01<>+0(SB), Z1
+	VMOVDQU32    q4kgperm10<>+0(SB), Z2
+	VMOVDQU32    q4kgperm11<>+0(SB), Z3
+	VMOVDQU32    q4kgperm20<>+0(SB), Z4
+	VMOVDQU32    q4kgperm21<>+0(SB), Z5
+	VPBROADCASTD q4kg3f<>+0(SB), Z6
+	VPBROADCASTD q4kgp0f<>+0(SB), Z7
+	VPBROADCASTD q4kg30<>+0(SB), Z8
+	VPBROADCASTD q4kglo<>+0(SB), Z9
+	VPBROADCASTD q4kghi<>+0(SB), Z10
+
+q4kgemmPackVNNI_loop:
+	TESTQ           BX, BX
+	JZ              q4kgemmPackVNNI_done
+	VBROADCASTI64X4 (CX), Z11
+	VINSERTI64X4    $0x01, (R8), Z11, Z11
+	VBROADCASTI64X4 (CX)(DX*1), Z12
+	VINSERTI64X4    $0x01, (R8)(DX*1), Z12, Z12
+	VBROADCASTI64X4 (CX)(DX*2), Z13
+	VINSERTI64X4    $0x01, (R8)(DX*2), Z13, Z13
+	VBROADCASTI64X4 (CX)(SI*1), Z14
+	VINSERTI64X4    $0x01, (R8)(SI*1), Z14, Z14
+	VBROADCASTI64X4 (DI), Z15
+	VINSERTI64X4    $0x01, (R9), Z15, Z15
+	VBROADCASTI64X4 (DI)(DX*1), Z16
+	VINSERTI64X4    $0x01, (R9)(DX*1), Z16, Z16
+	VBROADCASTI64X4 (DI)(DX*2), Z17
+	VINSERTI64X4    $0x01, (R9)(DX*2), Z17, Z17
+	VBROADCASTI64X4 (DI)(SI*1), Z18
+	VINSERTI64X4    $0x01, (R9)(SI*1), Z18, Z18
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z12, Z11, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z12, Z11, Z20
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z0, Z15
+	VPERMI2D        Z18, Z17, Z15
+	VMOVDQA32       Z1, Z16
+	VPERMI2D        Z18, Z17, Z16
+	VMOVDQA32       Z2, Z17
+	VPERMI2D        Z11, Z19, Z17
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z11, Z19, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z20, Z11
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z15, Z13, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z15, Z13, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z15
+	VPERMI2D        Z16, Z14, Z15
+	VMOVDQA32       Z4, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z12, Z17, Z16
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z11, Z17
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z20, Z18, Z13
+	VMOVDQA32       Z4, Z18
+	VPERMI2D        Z15, Z19, Z18
+	VMOVDQA32       Z5, Z20
+	VPERMI2D        Z15, Z19, Z20
+	VMOVDQU32       Z16, (AX)
+	VMOVDQU32       Z17, 64(AX)
+	VMOVDQU32       Z13, 128(AX)
+	VMOVDQU32       Z20, 192(AX)
+	VPMOVDW         Z14, 2432(AX)
+	VPSRLD          $0x10, Z14, Z13
+	VPMOVDW         Z13, 2464(AX)
+	VPANDD          Z6, Z12, Z14
+	VPANDD          Z6, Z11, Z15
+	VPSRLD          $0x02, Z12, Z13
+	VPANDD          Z8, Z13, Z13
+	VPANDD          Z7, Z18, Z12
+	VPORD           Z13, Z12, Z16
+	VPSRLD          $0x02, Z11, Z13
+	VPANDD          Z8, Z13, Z13
+	VPSRLD          $0x04, Z18, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z13, Z12, Z11
+	VPMOVDB         Z14, 2048(AX)
+	VPSRLD          $0x08, Z14, Z13
+	VPMOVDB         Z13, 2064(AX)
+	VPSRLD          $0x10, Z14, Z13
+	VPMOVDB         Z13, 2080(AX)
+	VPSRLD          $0x18, Z14, Z13
+	VPMOVDB         Z13, 2096(AX)
+	VPMOVDB         Z16, 2112(AX)
+	VPSRLD          $0x08, Z16, Z13
+	VPMOVDB         Z13, 2128(AX)
+	VPSRLD          $0x10, Z16, Z13
+	VPMOVDB         Z13, 2144(AX)
+	VPSRLD          $0x18, Z16, Z13
+	VPMOVDB         Z13, 2160(AX)
+	VPANDD          Z9, Z15, Z13
+	VPSLLD          $0x08, Z15, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 2176(AX)
+	VPSRLD          $0x10, Z15, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSRLD          $0x08, Z15, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 2240(AX)
+	VPANDD          Z9, Z11, Z13
+	VPSLLD          $0x08, Z11, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 2304(AX)
+	VPSRLD          $0x10, Z11, Z13
+	VPANDD          Z9, Z13, Z13
+	VPSRLD          $0x08, Z11, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 2368(AX)
+	VBROADCASTI64X4 32(CX), Z11
+	VINSERTI64X4    $0x01, 32(R8), Z11, Z11
+	VBROADCASTI64X4 32(CX)(DX*1), Z12
+	VINSERTI64X4    $0x01, 32(R8)(DX*1), Z12, Z12
+	VBROADCASTI64X4 32(CX)(DX*2), Z13
+	VINSERTI64X4    $0x01, 32(R8)(DX*2), Z13, Z13
+	VBROADCASTI64X4 32(CX)(SI*1), Z14
+	VINSERTI64X4    $0x01, 32(R8)(SI*1), Z14, Z14
+	VBROADCASTI64X4 32(DI), Z15
+	VINSERTI64X4    $0x01, 32(R9), Z15, Z15
+	VBROADCASTI64X4 32(DI)(DX*1), Z16
+	VINSERTI64X4    $0x01, 32(R9)(DX*1), Z16, Z16
+	VBROADCASTI64X4 32(DI)(DX*2), Z17
+	VINSERTI64X4    $0x01, 32(R9)(DX*2), Z17, Z17
+	VBROADCASTI64X4 32(DI)(SI*1), Z18
+	VINSERTI64X4    $0x01, 32(R9)(SI*1), Z18, Z18
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z12, Z11, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z12, Z11, Z20
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z0, Z15
+	VPERMI2D        Z18, Z17, Z15
+	VMOVDQA32       Z1, Z16
+	VPERMI2D        Z18, Z17, Z16
+	VMOVDQA32       Z2, Z17
+	VPERMI2D        Z11, Z19, Z17
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z11, Z19, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z20, Z11
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z15, Z13, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z15, Z13, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z15
+	VPERMI2D        Z16, Z14, Z15
+	VMOVDQA32       Z4, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z12, Z17, Z16
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z11, Z17
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z20, Z18, Z13
+	VMOVDQA32       Z4, Z18
+	VPERMI2D        Z15, Z19, Z18
+	VMOVDQA32       Z5, Z20
+	VPERMI2D        Z15, Z19, Z20
+	VMOVDQU32       Z14, 256(AX)
+	VMOVDQU32       Z12, 320(AX)
+	VMOVDQU32       Z11, 384(AX)
+	VMOVDQU32       Z18, 448(AX)
+	VMOVDQU32       Z16, 512(AX)
+	VMOVDQU32       Z17, 576(AX)
+	VMOVDQU32       Z13, 640(AX)
+	VMOVDQU32       Z20, 704(AX)
+	VBROADCASTI64X4 64(CX), Z11
+	VINSERTI64X4    $0x01, 64(R8), Z11, Z11
+	VBROADCASTI64X4 64(CX)(DX*1), Z12
+	VINSERTI64X4    $0x01, 64(R8)(DX*1), Z12, Z12
+	VBROADCASTI64X4 64(CX)(DX*2), Z13
+	VINSERTI64X4    $0x01, 64(R8)(DX*2), Z13, Z13
+	VBROADCASTI64X4 64(CX)(SI*1), Z14
+	VINSERTI64X4    $0x01, 64(R8)(SI*1), Z14, Z14
+	VBROADCASTI64X4 64(DI), Z15
+	VINSERTI64X4    $0x01, 64(R9), Z15, Z15
+	VBROADCASTI64X4 64(DI)(DX*1), Z16
+	VINSERTI64X4    $0x01, 64(R9)(DX*1), Z16, Z16
+	VBROADCASTI64X4 64(DI)(DX*2), Z17
+	VINSERTI64X4    $0x01, 64(R9)(DX*2), Z17, Z17
+	VBROADCASTI64X4 64(DI)(SI*1), Z18
+	VINSERTI64X4    $0x01, 64(R9)(SI*1), Z18, Z18
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z12, Z11, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z12, Z11, Z20
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z0, Z15
+	VPERMI2D        Z18, Z17, Z15
+	VMOVDQA32       Z1, Z16
+	VPERMI2D        Z18, Z17, Z16
+	VMOVDQA32       Z2, Z17
+	VPERMI2D        Z11, Z19, Z17
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z11, Z19, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z20, Z11
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z15, Z13, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z15, Z13, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z15
+	VPERMI2D        Z16, Z14, Z15
+	VMOVDQA32       Z4, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z12, Z17, Z16
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z11, Z17
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z20, Z18, Z13
+	VMOVDQA32       Z4, Z18
+	VPERMI2D        Z15, Z19, Z18
+	VMOVDQA32       Z5, Z20
+	VPERMI2D        Z15, Z19, Z20
+	VMOVDQU32       Z14, 768(AX)
+	VMOVDQU32       Z12, 832(AX)
+	VMOVDQU32       Z11, 896(AX)
+	VMOVDQU32       Z18, 960(AX)
+	VMOVDQU32       Z16, 1024(AX)
+	VMOVDQU32       Z17, 1088(AX)
+	VMOVDQU32       Z13, 1152(AX)
+	VMOVDQU32       Z20, 1216(AX)
+	VBROADCASTI64X4 96(CX), Z11
+	VINSERTI64X4    $0x01, 96(R8), Z11, Z11
+	VBROADCASTI64X4 96(CX)(DX*1), Z12
+	VINSERTI64X4    $0x01, 96(R8)(DX*1), Z12, Z12
+	VBROADCASTI64X4 96(CX)(DX*2), Z13
+	VINSERTI64X4    $0x01, 96(R8)(DX*2), Z13, Z13
+	VBROADCASTI64X4 96(CX)(SI*1), Z14
+	VINSERTI64X4    $0x01, 96(R8)(SI*1), Z14, Z14
+	VBROADCASTI64X4 96(DI), Z15
+	VINSERTI64X4    $0x01, 96(R9), Z15, Z15
+	VBROADCASTI64X4 96(DI)(DX*1), Z16
+	VINSERTI64X4    $0x01, 96(R9)(DX*1), Z16, Z16
+	VBROADCASTI64X4 96(DI)(DX*2), Z17
+	VINSERTI64X4    $0x01, 96(R9)(DX*2), Z17, Z17
+	VBROADCASTI64X4 96(DI)(SI*1), Z18
+	VINSERTI64X4    $0x01, 96(R9)(SI*1), Z18, Z18
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z12, Z11, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z12, Z11, Z20
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z0, Z15
+	VPERMI2D        Z18, Z17, Z15
+	VMOVDQA32       Z1, Z16
+	VPERMI2D        Z18, Z17, Z16
+	VMOVDQA32       Z2, Z17
+	VPERMI2D        Z11, Z19, Z17
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z11, Z19, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z20, Z11
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z15, Z13, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z15, Z13, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z15
+	VPERMI2D        Z16, Z14, Z15
+	VMOVDQA32       Z4, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z12, Z17, Z16
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z11, Z17
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z20, Z18, Z13
+	VMOVDQA32       Z4, Z18
+	VPERMI2D        Z15, Z19, Z18
+	VMOVDQA32       Z5, Z20
+	VPERMI2D        Z15, Z19, Z20
+	VMOVDQU32       Z14, 1280(AX)
+	VMOVDQU32       Z12, 1344(AX)
+	VMOVDQU32       Z11, 1408(AX)
+	VMOVDQU32       Z18, 1472(AX)
+	VMOVDQU32       Z16, 1536(AX)
+	VMOVDQU32       Z17, 1600(AX)
+	VMOVDQU32       Z13, 1664(AX)
+	VMOVDQU32       Z20, 1728(AX)
+	VBROADCASTI64X4 112(CX), Z11
+	VINSERTI64X4    $0x01, 112(R8), Z11, Z11
+	VBROADCASTI64X4 112(CX)(DX*1), Z12
+	VINSERTI64X4    $0x01, 112(R8)(DX*1), Z12, Z12
+	VBROADCASTI64X4 112(CX)(DX*2), Z13
+	VINSERTI64X4    $0x01, 112(R8)(DX*2), Z13, Z13
+	VBROADCASTI64X4 112(CX)(SI*1), Z14
+	VINSERTI64X4    $0x01, 112(R8)(SI*1), Z14, Z14
+	VBROADCASTI64X4 112(DI), Z15
+	VINSERTI64X4    $0x01, 112(R9), Z15, Z15
+	VBROADCASTI64X4 112(DI)(DX*1), Z16
+	VINSERTI64X4    $0x01, 112(R9)(DX*1), Z16, Z16
+	VBROADCASTI64X4 112(DI)(DX*2), Z17
+	VINSERTI64X4    $0x01, 112(R9)(DX*2), Z17, Z17
+	VBROADCASTI64X4 112(DI)(SI*1), Z18
+	VINSERTI64X4    $0x01, 112(R9)(SI*1), Z18, Z18
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z12, Z11, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z12, Z11, Z20
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z0, Z15
+	VPERMI2D        Z18, Z17, Z15
+	VMOVDQA32       Z1, Z16
+	VPERMI2D        Z18, Z17, Z16
+	VMOVDQA32       Z2, Z17
+	VPERMI2D        Z11, Z19, Z17
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z11, Z19, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z20, Z11
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z15, Z13, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z15, Z13, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z15
+	VPERMI2D        Z16, Z14, Z15
+	VMOVDQA32       Z4, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z5, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z15, Z19, Z13
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z15, Z19, Z13
+	VMOVDQU32       Z14, 1792(AX)
+	VMOVDQU32       Z12, 1856(AX)
+	VMOVDQU32       Z11, 1920(AX)
+	VMOVDQU32       Z13, 1984(AX)
+	ADDQ            $0x00000090, CX
+	ADDQ            $0x00000090, DI
+	ADDQ            $0x00000090, R8
+	ADDQ            $0x00000090, R9
+	ADDQ            $0x000009c0, AX
+	DECQ            BX
+	JMP             q4kgemmPackVNNI_loop
+
+q4kgemmPackVNNI_done:
+	VZEROUPPER
+	RET
+
+DATA q4kg0f<>+0(SB)/1, $0x0f
+DATA q4kg0f<>+1(SB)/1, $0x0f
+DATA q4kg0f<>+2(SB)/1, $0x0f
+DATA q4kg0f<>+3(SB)/1, $0x0f
+GLOBL q4kg0f<>(SB), RODATA|NOPTR, $4
+
+// func q4kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q4kgemmTile1VNNI(SB), NOSPLIT, $0-120
+	MOVQ         p_base+32(FP), AX
+	MOVQ         q_base+56(FP), CX
+	MOVQ         rowBytes+80(FP), DX
+	MOVQ         ac_base+88(FP), DX
+	MOVQ         nb+112(FP), BX
+	VPBROADCASTD q4kg0f<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQA32    Z1, Z2
+
+q4kgemmTile1VNNI_loop:
+	TESTQ         BX, BX
+	JZ            q4kgemmTile1VNNI_done
+	VMOVDQA32     Z1, Z3
+	VMOVDQU32     2176(AX), Z4
+	VPDPWSSD.BCST 4(DX), Z4, Z3
+	VMOVDQU32     2240(AX), Z4
+	VPDPWSSD.BCST 8(DX), Z4, Z3
+	VMOVDQU32     2304(AX), Z4
+	VPDPWSSD.BCST 12(DX), Z4, Z3
+	VMOVDQU32     2368(AX), Z4
+	VPDPWSSD.BCST 16(DX), Z4, Z3
+	VMOVDQA32     Z1, Z4
+	VMOVDQA32     Z1, Z5
+	VMOVDQA32     Z1, Z6
+	VMOVDQU32     (AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 4(CX), Z8, Z5
+	VPDPBUSD.BCST 36(CX), Z7, Z6
+	VMOVDQU32     64(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 8(CX), Z8, Z5
+	VPDPBUSD.BCST 40(CX), Z7, Z6
+	VMOVDQU32     128(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 12(CX), Z8, Z5
+	VPDPBUSD.BCST 44(CX), Z7, Z6
+	VMOVDQU32     192(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 16(CX), Z8, Z5
+	VPDPBUSD.BCST 48(CX), Z7, Z6
+	VMOVDQU32     256(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 20(CX), Z8, Z5
+	VPDPBUSD.BCST 52(CX), Z7, Z6
+	VMOVDQU32     320(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 24(CX), Z8, Z5
+	VPDPBUSD.BCST 56(CX), Z7, Z6
+	VMOVDQU32     384(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 28(CX), Z8, Z5
+	VPDPBUSD.BCST 60(CX), Z7, Z6
+	VMOVDQU32     448(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 32(CX), Z8, Z5
+	VPDPBUSD.BCST 64(CX), Z7, Z6
+	VPMOVZXBD     2048(AX), Z7
+	VPMOVZXBD     2064(AX), Z8
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z4, Z4
+	VPMULLD       Z8, Z6, Z6
+	VPADDD        Z6, Z4, Z4
+	VMOVDQA32     Z1, Z5
+	VMOVDQA32     Z1, Z6
+	VMOVDQU32     512(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 68(CX), Z8, Z5
+	VPDPBUSD.BCST 100(CX), Z7, Z6
+	VMOVDQU32     576(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 72(CX), Z8, Z5
+	VPDPBUSD.BCST 104(CX), Z7, Z6
+	VMOVDQU32     640(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 76(CX), Z8, Z5
+	VPDPBUSD.BCST 108(CX), Z7, Z6
+	VMOVDQU32     704(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 80(CX), Z8, Z5
+	VPDPBUSD.BCST 112(CX), Z7, Z6
+	VMOVDQU32     768(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 84(CX), Z8, Z5
+	VPDPBUSD.BCST 116(CX), Z7, Z6
+	VMOVDQU32     832(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 88(CX), Z8, Z5
+	VPDPBUSD.BCST 120(CX), Z7, Z6
+	VMOVDQU32     896(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 92(CX), Z8, Z5
+	VPDPBUSD.BCST 124(CX), Z7, Z6
+	VMOVDQU32     960(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 96(CX), Z8, Z5
+	VPDPBUSD.BCST 128(CX), Z7, Z6
+	VPMOVZXBD     2080(AX), Z7
+	VPMOVZXBD     2096(AX), Z8
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z4, Z4
+	VPMULLD       Z8, Z6, Z6
+	VPADDD        Z6, Z4, Z4
+	VMOVDQA32     Z1, Z5
+	VMOVDQA32     Z1, Z6
+	VMOVDQU32     1024(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 132(CX), Z8, Z5
+	VPDPBUSD.BCST 164(CX), Z7, Z6
+	VMOVDQU32     1088(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 136(CX), Z8, Z5
+	VPDPBUSD.BCST 168(CX), Z7, Z6
+	VMOVDQU32     1152(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 140(CX), Z8, Z5
+	VPDPBUSD.BCST 172(CX), Z7, Z6
+	VMOVDQU32     1216(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 144(CX), Z8, Z5
+	VPDPBUSD.BCST 176(CX), Z7, Z6
+	VMOVDQU32     1280(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 148(CX), Z8, Z5
+	VPDPBUSD.BCST 180(CX), Z7, Z6
+	VMOVDQU32     1344(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 152(CX), Z8, Z5
+	VPDPBUSD.BCST 184(CX), Z7, Z6
+	VMOVDQU32     1408(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 156(CX), Z8, Z5
+	VPDPBUSD.BCST 188(CX), Z7, Z6
+	VMOVDQU32     1472(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 160(CX), Z8, Z5
+	VPDPBUSD.BCST 192(CX), Z7, Z6
+	VPMOVZXBD     2112(AX), Z7
+	VPMOVZXBD     2128(AX), Z8
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z4, Z4
+	VPMULLD       Z8, Z6, Z6
+	VPADDD        Z6, Z4, Z4
+	VMOVDQA32     Z1, Z5
+	VMOVDQA32     Z1, Z6
+	VMOVDQU32     1536(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 196(CX), Z8, Z5
+	VPDPBUSD.BCST 228(CX), Z7, Z6
+	VMOVDQU32     1600(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 200(CX), Z8, Z5
+	VPDPBUSD.BCST 232(CX), Z7, Z6
+	VMOVDQU32     1664(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 204(CX), Z8, Z5
+	VPDPBUSD.BCST 236(CX), Z7, Z6
+	VMOVDQU32     1728(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 208(CX), Z8, Z5
+	VPDPBUSD.BCST 240(CX), Z7, Z6
+	VMOVDQU32     1792(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 212(CX), Z8, Z5
+	VPDPBUSD.BCST 244(CX), Z7, Z6
+	VMOVDQU32     1856(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 216(CX), Z8, Z5
+	VPDPBUSD.BCST 248(CX), Z7, Z6
+	VMOVDQU32     1920(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 220(CX), Z8, Z5
+	VPDPBUSD.BCST 252(CX), Z7, Z6
+	VMOVDQU32     1984(AX), Z7
+	VPANDD        Z0, Z7, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z0, Z7, Z7
+	VPDPBUSD.BCST 224(CX), Z8, Z5
+	VPDPBUSD.BCST 256(CX), Z7, Z6
+	VPMOVZXBD     2144(AX), Z7
+	VPMOVZXBD     2160(AX), Z8
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z4, Z4
+	VPMULLD       Z8, Z6, Z6
+	VPADDD        Z6, Z4, Z4
+	VCVTPH2PS     2432(AX), Z5
+	VCVTPH2PS     2464(AX), Z6
+	VBROADCASTSS  (DX), Z7
+	VMULPS        Z7, Z5, Z5
+	VCVTDQ2PS     Z4, Z4
+	VMULPS        Z4, Z5, Z5
+	VADDPS        Z5, Z2, Z2
+	VMULPS        Z7, Z6, Z4
+	VCVTDQ2PS     Z3, Z3
+	VMULPS        Z3, Z4, Z4
+	VSUBPS        Z4, Z2, Z2
+	ADDQ          $0x000009c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, DX
+	DECQ          BX
+	JMP           q4kgemmTile1VNNI_loop
+
+q4kgemmTile1VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func q4kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q4kgemmTile2VNNI(SB), NOSPLIT, $0-120
+	MOVQ         p_base+32(FP), AX
+	MOVQ         q_base+56(FP), CX
+	MOVQ         rowBytes+80(FP), DX
+	MOVQ         ac_base+88(FP), BX
+	MOVQ         nb+112(FP), SI
+	MOVQ         SI, DI
+	SHLQ         $0x05, DI
+	LEAQ         (CX)(DX*1), DX
+	LEAQ         (BX)(DI*1), DI
+	VPBROADCASTD q4kg0f<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQA32    Z1, Z2
+	VMOVDQA32    Z1, Z3
+
+q4kgemmTile2VNNI_loop:
+	TESTQ         SI, SI
+	JZ            q4kgemmTile2VNNI_done
+	VMOVDQA32     Z1, Z4
+	VMOVDQA32     Z1, Z5
+	VMOVDQU32     2176(AX), Z6
+	VPDPWSSD.BCST 4(BX), Z6, Z4
+	VPDPWSSD.BCST 4(DI), Z6, Z5
+	VMOVDQU32     2240(AX), Z6
+	VPDPWSSD.BCST 8(BX), Z6, Z4
+	VPDPWSSD.BCST 8(DI), Z6, Z5
+	VMOVDQU32     2304(AX), Z6
+	VPDPWSSD.BCST 12(BX), Z6, Z4
+	VPDPWSSD.BCST 12(DI), Z6, Z5
+	VMOVDQU32     2368(AX), Z6
+	VPDPWSSD.BCST 16(BX), Z6, Z4
+	VPDPWSSD.BCST 16(DI), Z6, Z5
+	VMOVDQA32     Z1, Z6
+	VMOVDQA32     Z1, Z7
+	VMOVDQA32     Z1, Z8
+	VMOVDQA32     Z1, Z9
+	VMOVDQA32     Z1, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQU32     (AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 4(CX), Z13, Z8
+	VPDPBUSD.BCST 36(CX), Z12, Z9
+	VPDPBUSD.BCST 4(DX), Z13, Z10
+	VPDPBUSD.BCST 36(DX), Z12, Z11
+	VMOVDQU32     64(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 8(CX), Z13, Z8
+	VPDPBUSD.BCST 40(CX), Z12, Z9
+	VPDPBUSD.BCST 8(DX), Z13, Z10
+	VPDPBUSD.BCST 40(DX), Z12, Z11
+	VMOVDQU32     128(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 12(CX), Z13, Z8
+	VPDPBUSD.BCST 44(CX), Z12, Z9
+	VPDPBUSD.BCST 12(DX), Z13, Z10
+	VPDPBUSD.BCST 44(DX), Z12, Z11
+	VMOVDQU32     192(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 16(CX), Z13, Z8
+	VPDPBUSD.BCST 48(CX), Z12, Z9
+	VPDPBUSD.BCST 16(DX), Z13, Z10
+	VPDPBUSD.BCST 48(DX), Z12, Z11
+	VMOVDQU32     256(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 20(CX), Z13, Z8
+	VPDPBUSD.BCST 52(CX), Z12, Z9
+	VPDPBUSD.BCST 20(DX), Z13, Z10
+	VPDPBUSD.BCST 52(DX), Z12, Z11
+	VMOVDQU32     320(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 24(CX), Z13, Z8
+	VPDPBUSD.BCST 56(CX), Z12, Z9
+	VPDPBUSD.BCST 24(DX), Z13, Z10
+	VPDPBUSD.BCST 56(DX), Z12, Z11
+	VMOVDQU32     384(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 28(CX), Z13, Z8
+	VPDPBUSD.BCST 60(CX), Z12, Z9
+	VPDPBUSD.BCST 28(DX), Z13, Z10
+	VPDPBUSD.BCST 60(DX), Z12, Z11
+	VMOVDQU32     448(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 32(CX), Z13, Z8
+	VPDPBUSD.BCST 64(CX), Z12, Z9
+	VPDPBUSD.BCST 32(DX), Z13, Z10
+	VPDPBUSD.BCST 64(DX), Z12, Z11
+	VPMOVZXBD     2048(AX), Z12
+	VPMOVZXBD     2064(AX), Z13
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMULLD       Z13, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z13, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VMOVDQA32     Z1, Z8
+	VMOVDQA32     Z1, Z9
+	VMOVDQA32     Z1, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQU32     512(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 68(CX), Z13, Z8
+	VPDPBUSD.BCST 100(CX), Z12, Z9
+	VPDPBUSD.BCST 68(DX), Z13, Z10
+	VPDPBUSD.BCST 100(DX), Z12, Z11
+	VMOVDQU32     576(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 72(CX), Z13, Z8
+	VPDPBUSD.BCST 104(CX), Z12, Z9
+	VPDPBUSD.BCST 72(DX), Z13, Z10
+	VPDPBUSD.BCST 104(DX), Z12, Z11
+	VMOVDQU32     640(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 76(CX), Z13, Z8
+	VPDPBUSD.BCST 108(CX), Z12, Z9
+	VPDPBUSD.BCST 76(DX), Z13, Z10
+	VPDPBUSD.BCST 108(DX), Z12, Z11
+	VMOVDQU32     704(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 80(CX), Z13, Z8
+	VPDPBUSD.BCST 112(CX), Z12, Z9
+	VPDPBUSD.BCST 80(DX), Z13, Z10
+	VPDPBUSD.BCST 112(DX), Z12, Z11
+	VMOVDQU32     768(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 84(CX), Z13, Z8
+	VPDPBUSD.BCST 116(CX), Z12, Z9
+	VPDPBUSD.BCST 84(DX), Z13, Z10
+	VPDPBUSD.BCST 116(DX), Z12, Z11
+	VMOVDQU32     832(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 88(CX), Z13, Z8
+	VPDPBUSD.BCST 120(CX), Z12, Z9
+	VPDPBUSD.BCST 88(DX), Z13, Z10
+	VPDPBUSD.BCST 120(DX), Z12, Z11
+	VMOVDQU32     896(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 92(CX), Z13, Z8
+	VPDPBUSD.BCST 124(CX), Z12, Z9
+	VPDPBUSD.BCST 92(DX), Z13, Z10
+	VPDPBUSD.BCST 124(DX), Z12, Z11
+	VMOVDQU32     960(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 96(CX), Z13, Z8
+	VPDPBUSD.BCST 128(CX), Z12, Z9
+	VPDPBUSD.BCST 96(DX), Z13, Z10
+	VPDPBUSD.BCST 128(DX), Z12, Z11
+	VPMOVZXBD     2080(AX), Z12
+	VPMOVZXBD     2096(AX), Z13
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMULLD       Z13, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z13, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VMOVDQA32     Z1, Z8
+	VMOVDQA32     Z1, Z9
+	VMOVDQA32     Z1, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQU32     1024(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 132(CX), Z13, Z8
+	VPDPBUSD.BCST 164(CX), Z12, Z9
+	VPDPBUSD.BCST 132(DX), Z13, Z10
+	VPDPBUSD.BCST 164(DX), Z12, Z11
+	VMOVDQU32     1088(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 136(CX), Z13, Z8
+	VPDPBUSD.BCST 168(CX), Z12, Z9
+	VPDPBUSD.BCST 136(DX), Z13, Z10
+	VPDPBUSD.BCST 168(DX), Z12, Z11
+	VMOVDQU32     1152(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 140(CX), Z13, Z8
+	VPDPBUSD.BCST 172(CX), Z12, Z9
+	VPDPBUSD.BCST 140(DX), Z13, Z10
+	VPDPBUSD.BCST 172(DX), Z12, Z11
+	VMOVDQU32     1216(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 144(CX), Z13, Z8
+	VPDPBUSD.BCST 176(CX), Z12, Z9
+	VPDPBUSD.BCST 144(DX), Z13, Z10
+	VPDPBUSD.BCST 176(DX), Z12, Z11
+	VMOVDQU32     1280(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 148(CX), Z13, Z8
+	VPDPBUSD.BCST 180(CX), Z12, Z9
+	VPDPBUSD.BCST 148(DX), Z13, Z10
+	VPDPBUSD.BCST 180(DX), Z12, Z11
+	VMOVDQU32     1344(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 152(CX), Z13, Z8
+	VPDPBUSD.BCST 184(CX), Z12, Z9
+	VPDPBUSD.BCST 152(DX), Z13, Z10
+	VPDPBUSD.BCST 184(DX), Z12, Z11
+	VMOVDQU32     1408(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 156(CX), Z13, Z8
+	VPDPBUSD.BCST 188(CX), Z12, Z9
+	VPDPBUSD.BCST 156(DX), Z13, Z10
+	VPDPBUSD.BCST 188(DX), Z12, Z11
+	VMOVDQU32     1472(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 160(CX), Z13, Z8
+	VPDPBUSD.BCST 192(CX), Z12, Z9
+	VPDPBUSD.BCST 160(DX), Z13, Z10
+	VPDPBUSD.BCST 192(DX), Z12, Z11
+	VPMOVZXBD     2112(AX), Z12
+	VPMOVZXBD     2128(AX), Z13
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMULLD       Z13, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z13, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VMOVDQA32     Z1, Z8
+	VMOVDQA32     Z1, Z9
+	VMOVDQA32     Z1, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQU32     1536(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 196(CX), Z13, Z8
+	VPDPBUSD.BCST 228(CX), Z12, Z9
+	VPDPBUSD.BCST 196(DX), Z13, Z10
+	VPDPBUSD.BCST 228(DX), Z12, Z11
+	VMOVDQU32     1600(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 200(CX), Z13, Z8
+	VPDPBUSD.BCST 232(CX), Z12, Z9
+	VPDPBUSD.BCST 200(DX), Z13, Z10
+	VPDPBUSD.BCST 232(DX), Z12, Z11
+	VMOVDQU32     1664(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 204(CX), Z13, Z8
+	VPDPBUSD.BCST 236(CX), Z12, Z9
+	VPDPBUSD.BCST 204(DX), Z13, Z10
+	VPDPBUSD.BCST 236(DX), Z12, Z11
+	VMOVDQU32     1728(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 208(CX), Z13, Z8
+	VPDPBUSD.BCST 240(CX), Z12, Z9
+	VPDPBUSD.BCST 208(DX), Z13, Z10
+	VPDPBUSD.BCST 240(DX), Z12, Z11
+	VMOVDQU32     1792(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 212(CX), Z13, Z8
+	VPDPBUSD.BCST 244(CX), Z12, Z9
+	VPDPBUSD.BCST 212(DX), Z13, Z10
+	VPDPBUSD.BCST 244(DX), Z12, Z11
+	VMOVDQU32     1856(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 216(CX), Z13, Z8
+	VPDPBUSD.BCST 248(CX), Z12, Z9
+	VPDPBUSD.BCST 216(DX), Z13, Z10
+	VPDPBUSD.BCST 248(DX), Z12, Z11
+	VMOVDQU32     1920(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 220(CX), Z13, Z8
+	VPDPBUSD.BCST 252(CX), Z12, Z9
+	VPDPBUSD.BCST 220(DX), Z13, Z10
+	VPDPBUSD.BCST 252(DX), Z12, Z11
+	VMOVDQU32     1984(AX), Z12
+	VPANDD        Z0, Z12, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z0, Z12, Z12
+	VPDPBUSD.BCST 224(CX), Z13, Z8
+	VPDPBUSD.BCST 256(CX), Z12, Z9
+	VPDPBUSD.BCST 224(DX), Z13, Z10
+	VPDPBUSD.BCST 256(DX), Z12, Z11
+	VPMOVZXBD     2144(AX), Z12
+	VPMOVZXBD     2160(AX), Z13
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMULLD       Z13, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z13, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VCVTPH2PS     2432(AX), Z8
+	VCVTPH2PS     2464(AX), Z9
+	VBROADCASTSS  (BX), Z10
+	VMULPS        Z10, Z8, Z11
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z11, Z11
+	VADDPS        Z11, Z2, Z2
+	VMULPS        Z10, Z9, Z6
+	VCVTDQ2PS     Z4, Z4
+	VMULPS        Z4, Z6, Z6
+	VSUBPS        Z6, Z2, Z2
+	VBROADCASTSS  (DI), Z4
+	VMULPS        Z4, Z8, Z6
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z7, Z6, Z6
+	VADDPS        Z6, Z3, Z3
+	VMULPS        Z4, Z9, Z4
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        Z5, Z4, Z4
+	VSUBPS        Z4, Z3, Z3
+	ADDQ          $0x000009c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, BX
+	ADDQ          $0x00000124, DX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JMP           q4kgemmTile2VNNI_loop
+
+q4kgemmTile2VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VZEROUPPER
+	RET
+
+// func q4kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q4kgemmTile3VNNI(SB), NOSPLIT, $0-120
+	MOVQ         p_base+32(FP), AX
+	MOVQ         q_base+56(FP), CX
+	MOVQ         rowBytes+80(FP), DX
+	MOVQ         ac_base+88(FP), BX
+	MOVQ         nb+112(FP), SI
+	MOVQ         SI, DI
+	SHLQ         $0x05, DI
+	LEAQ         (CX)(DX*1), R8
+	LEAQ         (BX)(DI*1), R9
+	LEAQ         (R8)(DX*1), DX
+	LEAQ         (R9)(DI*1), DI
+	VPBROADCASTD q4kg0f<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQA32    Z1, Z2
+	VMOVDQA32    Z1, Z3
+	VMOVDQA32    Z1, Z4
+
+q4kgemmTile3VNNI_loop:
+	TESTQ         SI, SI
+	JZ            q4kgemmTile3VNNI_done
+	VMOVDQA32     Z1, Z5
+	VMOVDQA32     Z1, Z6
+	VMOVDQA32     Z1, Z7
+	VMOVDQU32     2176(AX), Z8
+	VPDPWSSD.BCST 4(BX), Z8, Z5
+	VPDPWSSD.BCST 4(R9), Z8, Z6
+	VPDPWSSD.BCST 4(DI), Z8, Z7
+	VMOVDQU32     2240(AX), Z8
+	VPDPWSSD.BCST 8(BX), Z8, Z5
+	VPDPWSSD.BCST 8(R9), Z8, Z6
+	VPDPWSSD.BCST 8(DI), Z8, Z7
+	VMOVDQU32     2304(AX), Z8
+	VPDPWSSD.BCST 12(BX), Z8, Z5
+	VPDPWSSD.BCST 12(R9), Z8, Z6
+	VPDPWSSD.BCST 12(DI), Z8, Z7
+	VMOVDQU32     2368(AX), Z8
+	VPDPWSSD.BCST 16(BX), Z8, Z5
+	VPDPWSSD.BCST 16(R9), Z8, Z6
+	VPDPWSSD.BCST 16(DI), Z8, Z7
+	VMOVDQA32     Z1, Z8
+	VMOVDQA32     Z1, Z9
+	VMOVDQA32     Z1, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQA32     Z1, Z12
+	VMOVDQA32     Z1, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQU32     (AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 4(CX), Z18, Z11
+	VPDPBUSD.BCST 36(CX), Z17, Z12
+	VPDPBUSD.BCST 4(R8), Z18, Z13
+	VPDPBUSD.BCST 36(R8), Z17, Z14
+	VPDPBUSD.BCST 4(DX), Z18, Z15
+	VPDPBUSD.BCST 36(DX), Z17, Z16
+	VMOVDQU32     64(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 8(CX), Z18, Z11
+	VPDPBUSD.BCST 40(CX), Z17, Z12
+	VPDPBUSD.BCST 8(R8), Z18, Z13
+	VPDPBUSD.BCST 40(R8), Z17, Z14
+	VPDPBUSD.BCST 8(DX), Z18, Z15
+	VPDPBUSD.BCST 40(DX), Z17, Z16
+	VMOVDQU32     128(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 12(CX), Z18, Z11
+	VPDPBUSD.BCST 44(CX), Z17, Z12
+	VPDPBUSD.BCST 12(R8), Z18, Z13
+	VPDPBUSD.BCST 44(R8), Z17, Z14
+	VPDPBUSD.BCST 12(DX), Z18, Z15
+	VPDPBUSD.BCST 44(DX), Z17, Z16
+	VMOVDQU32     192(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 16(CX), Z18, Z11
+	VPDPBUSD.BCST 48(CX), Z17, Z12
+	VPDPBUSD.BCST 16(R8), Z18, Z13
+	VPDPBUSD.BCST 48(R8), Z17, Z14
+	VPDPBUSD.BCST 16(DX), Z18, Z15
+	VPDPBUSD.BCST 48(DX), Z17, Z16
+	VMOVDQU32     256(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 20(CX), Z18, Z11
+	VPDPBUSD.BCST 52(CX), Z17, Z12
+	VPDPBUSD.BCST 20(R8), Z18, Z13
+	VPDPBUSD.BCST 52(R8), Z17, Z14
+	VPDPBUSD.BCST 20(DX), Z18, Z15
+	VPDPBUSD.BCST 52(DX), Z17, Z16
+	VMOVDQU32     320(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 24(CX), Z18, Z11
+	VPDPBUSD.BCST 56(CX), Z17, Z12
+	VPDPBUSD.BCST 24(R8), Z18, Z13
+	VPDPBUSD.BCST 56(R8), Z17, Z14
+	VPDPBUSD.BCST 24(DX), Z18, Z15
+	VPDPBUSD.BCST 56(DX), Z17, Z16
+	VMOVDQU32     384(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 28(CX), Z18, Z11
+	VPDPBUSD.BCST 60(CX), Z17, Z12
+	VPDPBUSD.BCST 28(R8), Z18, Z13
+	VPDPBUSD.BCST 60(R8), Z17, Z14
+	VPDPBUSD.BCST 28(DX), Z18, Z15
+	VPDPBUSD.BCST 60(DX), Z17, Z16
+	VMOVDQU32     448(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 32(CX), Z18, Z11
+	VPDPBUSD.BCST 64(CX), Z17, Z12
+	VPDPBUSD.BCST 32(R8), Z18, Z13
+	VPDPBUSD.BCST 64(R8), Z17, Z14
+	VPDPBUSD.BCST 32(DX), Z18, Z15
+	VPDPBUSD.BCST 64(DX), Z17, Z16
+	VPMOVZXBD     2048(AX), Z17
+	VPMOVZXBD     2064(AX), Z18
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z18, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z18, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z18, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQA32     Z1, Z12
+	VMOVDQA32     Z1, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQU32     512(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 68(CX), Z18, Z11
+	VPDPBUSD.BCST 100(CX), Z17, Z12
+	VPDPBUSD.BCST 68(R8), Z18, Z13
+	VPDPBUSD.BCST 100(R8), Z17, Z14
+	VPDPBUSD.BCST 68(DX), Z18, Z15
+	VPDPBUSD.BCST 100(DX), Z17, Z16
+	VMOVDQU32     576(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 72(CX), Z18, Z11
+	VPDPBUSD.BCST 104(CX), Z17, Z12
+	VPDPBUSD.BCST 72(R8), Z18, Z13
+	VPDPBUSD.BCST 104(R8), Z17, Z14
+	VPDPBUSD.BCST 72(DX), Z18, Z15
+	VPDPBUSD.BCST 104(DX), Z17, Z16
+	VMOVDQU32     640(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 76(CX), Z18, Z11
+	VPDPBUSD.BCST 108(CX), Z17, Z12
+	VPDPBUSD.BCST 76(R8), Z18, Z13
+	VPDPBUSD.BCST 108(R8), Z17, Z14
+	VPDPBUSD.BCST 76(DX), Z18, Z15
+	VPDPBUSD.BCST 108(DX), Z17, Z16
+	VMOVDQU32     704(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 80(CX), Z18, Z11
+	VPDPBUSD.BCST 112(CX), Z17, Z12
+	VPDPBUSD.BCST 80(R8), Z18, Z13
+	VPDPBUSD.BCST 112(R8), Z17, Z14
+	VPDPBUSD.BCST 80(DX), Z18, Z15
+	VPDPBUSD.BCST 112(DX), Z17, Z16
+	VMOVDQU32     768(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 84(CX), Z18, Z11
+	VPDPBUSD.BCST 116(CX), Z17, Z12
+	VPDPBUSD.BCST 84(R8), Z18, Z13
+	VPDPBUSD.BCST 116(R8), Z17, Z14
+	VPDPBUSD.BCST 84(DX), Z18, Z15
+	VPDPBUSD.BCST 116(DX), Z17, Z16
+	VMOVDQU32     832(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 88(CX), Z18, Z11
+	VPDPBUSD.BCST 120(CX), Z17, Z12
+	VPDPBUSD.BCST 88(R8), Z18, Z13
+	VPDPBUSD.BCST 120(R8), Z17, Z14
+	VPDPBUSD.BCST 88(DX), Z18, Z15
+	VPDPBUSD.BCST 120(DX), Z17, Z16
+	VMOVDQU32     896(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 92(CX), Z18, Z11
+	VPDPBUSD.BCST 124(CX), Z17, Z12
+	VPDPBUSD.BCST 92(R8), Z18, Z13
+	VPDPBUSD.BCST 124(R8), Z17, Z14
+	VPDPBUSD.BCST 92(DX), Z18, Z15
+	VPDPBUSD.BCST 124(DX), Z17, Z16
+	VMOVDQU32     960(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 96(CX), Z18, Z11
+	VPDPBUSD.BCST 128(CX), Z17, Z12
+	VPDPBUSD.BCST 96(R8), Z18, Z13
+	VPDPBUSD.BCST 128(R8), Z17, Z14
+	VPDPBUSD.BCST 96(DX), Z18, Z15
+	VPDPBUSD.BCST 128(DX), Z17, Z16
+	VPMOVZXBD     2080(AX), Z17
+	VPMOVZXBD     2096(AX), Z18
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z18, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z18, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z18, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQA32     Z1, Z12
+	VMOVDQA32     Z1, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQU32     1024(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 132(CX), Z18, Z11
+	VPDPBUSD.BCST 164(CX), Z17, Z12
+	VPDPBUSD.BCST 132(R8), Z18, Z13
+	VPDPBUSD.BCST 164(R8), Z17, Z14
+	VPDPBUSD.BCST 132(DX), Z18, Z15
+	VPDPBUSD.BCST 164(DX), Z17, Z16
+	VMOVDQU32     1088(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 136(CX), Z18, Z11
+	VPDPBUSD.BCST 168(CX), Z17, Z12
+	VPDPBUSD.BCST 136(R8), Z18, Z13
+	VPDPBUSD.BCST 168(R8), Z17, Z14
+	VPDPBUSD.BCST 136(DX), Z18, Z15
+	VPDPBUSD.BCST 168(DX), Z17, Z16
+	VMOVDQU32     1152(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 140(CX), Z18, Z11
+	VPDPBUSD.BCST 172(CX), Z17, Z12
+	VPDPBUSD.BCST 140(R8), Z18, Z13
+	VPDPBUSD.BCST 172(R8), Z17, Z14
+	VPDPBUSD.BCST 140(DX), Z18, Z15
+	VPDPBUSD.BCST 172(DX), Z17, Z16
+	VMOVDQU32     1216(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 144(CX), Z18, Z11
+	VPDPBUSD.BCST 176(CX), Z17, Z12
+	VPDPBUSD.BCST 144(R8), Z18, Z13
+	VPDPBUSD.BCST 176(R8), Z17, Z14
+	VPDPBUSD.BCST 144(DX), Z18, Z15
+	VPDPBUSD.BCST 176(DX), Z17, Z16
+	VMOVDQU32     1280(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 148(CX), Z18, Z11
+	VPDPBUSD.BCST 180(CX), Z17, Z12
+	VPDPBUSD.BCST 148(R8), Z18, Z13
+	VPDPBUSD.BCST 180(R8), Z17, Z14
+	VPDPBUSD.BCST 148(DX), Z18, Z15
+	VPDPBUSD.BCST 180(DX), Z17, Z16
+	VMOVDQU32     1344(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 152(CX), Z18, Z11
+	VPDPBUSD.BCST 184(CX), Z17, Z12
+	VPDPBUSD.BCST 152(R8), Z18, Z13
+	VPDPBUSD.BCST 184(R8), Z17, Z14
+	VPDPBUSD.BCST 152(DX), Z18, Z15
+	VPDPBUSD.BCST 184(DX), Z17, Z16
+	VMOVDQU32     1408(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 156(CX), Z18, Z11
+	VPDPBUSD.BCST 188(CX), Z17, Z12
+	VPDPBUSD.BCST 156(R8), Z18, Z13
+	VPDPBUSD.BCST 188(R8), Z17, Z14
+	VPDPBUSD.BCST 156(DX), Z18, Z15
+	VPDPBUSD.BCST 188(DX), Z17, Z16
+	VMOVDQU32     1472(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 160(CX), Z18, Z11
+	VPDPBUSD.BCST 192(CX), Z17, Z12
+	VPDPBUSD.BCST 160(R8), Z18, Z13
+	VPDPBUSD.BCST 192(R8), Z17, Z14
+	VPDPBUSD.BCST 160(DX), Z18, Z15
+	VPDPBUSD.BCST 192(DX), Z17, Z16
+	VPMOVZXBD     2112(AX), Z17
+	VPMOVZXBD     2128(AX), Z18
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z18, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z18, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z18, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQA32     Z1, Z12
+	VMOVDQA32     Z1, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQU32     1536(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 196(CX), Z18, Z11
+	VPDPBUSD.BCST 228(CX), Z17, Z12
+	VPDPBUSD.BCST 196(R8), Z18, Z13
+	VPDPBUSD.BCST 228(R8), Z17, Z14
+	VPDPBUSD.BCST 196(DX), Z18, Z15
+	VPDPBUSD.BCST 228(DX), Z17, Z16
+	VMOVDQU32     1600(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 200(CX), Z18, Z11
+	VPDPBUSD.BCST 232(CX), Z17, Z12
+	VPDPBUSD.BCST 200(R8), Z18, Z13
+	VPDPBUSD.BCST 232(R8), Z17, Z14
+	VPDPBUSD.BCST 200(DX), Z18, Z15
+	VPDPBUSD.BCST 232(DX), Z17, Z16
+	VMOVDQU32     1664(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 204(CX), Z18, Z11
+	VPDPBUSD.BCST 236(CX), Z17, Z12
+	VPDPBUSD.BCST 204(R8), Z18, Z13
+	VPDPBUSD.BCST 236(R8), Z17, Z14
+	VPDPBUSD.BCST 204(DX), Z18, Z15
+	VPDPBUSD.BCST 236(DX), Z17, Z16
+	VMOVDQU32     1728(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 208(CX), Z18, Z11
+	VPDPBUSD.BCST 240(CX), Z17, Z12
+	VPDPBUSD.BCST 208(R8), Z18, Z13
+	VPDPBUSD.BCST 240(R8), Z17, Z14
+	VPDPBUSD.BCST 208(DX), Z18, Z15
+	VPDPBUSD.BCST 240(DX), Z17, Z16
+	VMOVDQU32     1792(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 212(CX), Z18, Z11
+	VPDPBUSD.BCST 244(CX), Z17, Z12
+	VPDPBUSD.BCST 212(R8), Z18, Z13
+	VPDPBUSD.BCST 244(R8), Z17, Z14
+	VPDPBUSD.BCST 212(DX), Z18, Z15
+	VPDPBUSD.BCST 244(DX), Z17, Z16
+	VMOVDQU32     1856(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 216(CX), Z18, Z11
+	VPDPBUSD.BCST 248(CX), Z17, Z12
+	VPDPBUSD.BCST 216(R8), Z18, Z13
+	VPDPBUSD.BCST 248(R8), Z17, Z14
+	VPDPBUSD.BCST 216(DX), Z18, Z15
+	VPDPBUSD.BCST 248(DX), Z17, Z16
+	VMOVDQU32     1920(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 220(CX), Z18, Z11
+	VPDPBUSD.BCST 252(CX), Z17, Z12
+	VPDPBUSD.BCST 220(R8), Z18, Z13
+	VPDPBUSD.BCST 252(R8), Z17, Z14
+	VPDPBUSD.BCST 220(DX), Z18, Z15
+	VPDPBUSD.BCST 252(DX), Z17, Z16
+	VMOVDQU32     1984(AX), Z17
+	VPANDD        Z0, Z17, Z18
+	VPSRLD        $0x04, Z17, Z17
+	VPANDD        Z0, Z17, Z17
+	VPDPBUSD.BCST 224(CX), Z18, Z11
+	VPDPBUSD.BCST 256(CX), Z17, Z12
+	VPDPBUSD.BCST 224(R8), Z18, Z13
+	VPDPBUSD.BCST 256(R8), Z17, Z14
+	VPDPBUSD.BCST 224(DX), Z18, Z15
+	VPDPBUSD.BCST 256(DX), Z17, Z16
+	VPMOVZXBD     2144(AX), Z17
+	VPMOVZXBD     2160(AX), Z18
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z18, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z18, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z18, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VCVTPH2PS     2432(AX), Z11
+	VCVTPH2PS     2464(AX), Z12
+	VBROADCASTSS  (BX), Z13
+	VMULPS        Z13, Z11, Z14
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z8, Z14, Z14
+	VADDPS        Z14, Z2, Z2
+	VMULPS        Z13, Z12, Z8
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        Z5, Z8, Z8
+	VSUBPS        Z8, Z2, Z2
+	VBROADCASTSS  (R9), Z5
+	VMULPS        Z5, Z11, Z8
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z9, Z8, Z8
+	VADDPS        Z8, Z3, Z3
+	VMULPS        Z5, Z12, Z5
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z5, Z5
+	VSUBPS        Z5, Z3, Z3
+	VBROADCASTSS  (DI), Z5
+	VMULPS        Z5, Z11, Z6
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z10, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VMULPS        Z5, Z12, Z5
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z7, Z5, Z5
+	VSUBPS        Z5, Z4, Z4
+	ADDQ          $0x000009c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, BX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x20, R9
+	ADDQ          $0x00000124, DX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JMP           q4kgemmTile3VNNI_loop
+
+q4kgemmTile3VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VZEROUPPER
+	RET
+
+// func q4kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q4kgemmTile4VNNI(SB), NOSPLIT, $0-120
+	MOVQ         p_base+32(FP), AX
+	MOVQ         q_base+56(FP), CX
+	MOVQ         rowBytes+80(FP), DX
+	MOVQ         ac_base+88(FP), BX
+	MOVQ         nb+112(FP), SI
+	MOVQ         SI, DI
+	SHLQ         $0x05, DI
+	LEAQ         (CX)(DX*1), R8
+	LEAQ         (BX)(DI*1), R9
+	LEAQ         (R8)(DX*1), R10
+	LEAQ         (R9)(DI*1), R11
+	LEAQ         (R10)(DX*1), DX
+	LEAQ         (R11)(DI*1), DI
+	VPBROADCASTD q4kg0f<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	VMOVDQA32    Z1, Z2
+	VMOVDQA32    Z1, Z3
+	VMOVDQA32    Z1, Z4
+	VMOVDQA32    Z1, Z5
+
+q4kgemmTile4VNNI_loop:
+	TESTQ         SI, SI
+	JZ            q4kgemmTile4VNNI_done
+	VMOVDQA32     Z1, Z6
+	VMOVDQA32     Z1, Z7
+	VMOVDQA32     Z1, Z8
+	VMOVDQA32     Z1, Z9
+	VMOVDQU32     2176(AX), Z10
+	VPDPWSSD.BCST 4(BX), Z10, Z6
+	VPDPWSSD.BCST 4(R9), Z10, Z7
+	VPDPWSSD.BCST 4(R11), Z10, Z8
+	VPDPWSSD.BCST 4(DI), Z10, Z9
+	VMOVDQU32     2240(AX), Z10
+	VPDPWSSD.BCST 8(BX), Z10, Z6
+	VPDPWSSD.BCST 8(R9), Z10, Z7
+	VPDPWSSD.BCST 8(R11), Z10, Z8
+	VPDPWSSD.BCST 8(DI), Z10, Z9
+	VMOVDQU32     2304(AX), Z10
+	VPDPWSSD.BCST 12(BX), Z10, Z6
+	VPDPWSSD.BCST 12(R9), Z10, Z7
+	VPDPWSSD.BCST 12(R11), Z10, Z8
+	VPDPWSSD.BCST 12(DI), Z10, Z9
+	VMOVDQU32     2368(AX), Z10
+	VPDPWSSD.BCST 16(BX), Z10, Z6
+	VPDPWSSD.BCST 16(R9), Z10, Z7
+	VPDPWSSD.BCST 16(R11), Z10, Z8
+	VPDPWSSD.BCST 16(DI), Z10, Z9
+	VMOVDQA32     Z1, Z10
+	VMOVDQA32     Z1, Z11
+	VMOVDQA32     Z1, Z12
+	VMOVDQA32     Z1, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQA32     Z1, Z17
+	VMOVDQA32     Z1, Z18
+	VMOVDQA32     Z1, Z19
+	VMOVDQA32     Z1, Z20
+	VMOVDQA32     Z1, Z21
+	VMOVDQU32     (AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 4(CX), Z23, Z14
+	VPDPBUSD.BCST 36(CX), Z22, Z15
+	VPDPBUSD.BCST 4(R8), Z23, Z16
+	VPDPBUSD.BCST 36(R8), Z22, Z17
+	VPDPBUSD.BCST 4(R10), Z23, Z18
+	VPDPBUSD.BCST 36(R10), Z22, Z19
+	VPDPBUSD.BCST 4(DX), Z23, Z20
+	VPDPBUSD.BCST 36(DX), Z22, Z21
+	VMOVDQU32     64(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 8(CX), Z23, Z14
+	VPDPBUSD.BCST 40(CX), Z22, Z15
+	VPDPBUSD.BCST 8(R8), Z23, Z16
+	VPDPBUSD.BCST 40(R8), Z22, Z17
+	VPDPBUSD.BCST 8(R10), Z23, Z18
+	VPDPBUSD.BCST 40(R10), Z22, Z19
+	VPDPBUSD.BCST 8(DX), Z23, Z20
+	VPDPBUSD.BCST 40(DX), Z22, Z21
+	VMOVDQU32     128(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 12(CX), Z23, Z14
+	VPDPBUSD.BCST 44(CX), Z22, Z15
+	VPDPBUSD.BCST 12(R8), Z23, Z16
+	VPDPBUSD.BCST 44(R8), Z22, Z17
+	VPDPBUSD.BCST 12(R10), Z23, Z18
+	VPDPBUSD.BCST 44(R10), Z22, Z19
+	VPDPBUSD.BCST 12(DX), Z23, Z20
+	VPDPBUSD.BCST 44(DX), Z22, Z21
+	VMOVDQU32     192(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 16(CX), Z23, Z14
+	VPDPBUSD.BCST 48(CX), Z22, Z15
+	VPDPBUSD.BCST 16(R8), Z23, Z16
+	VPDPBUSD.BCST 48(R8), Z22, Z17
+	VPDPBUSD.BCST 16(R10), Z23, Z18
+	VPDPBUSD.BCST 48(R10), Z22, Z19
+	VPDPBUSD.BCST 16(DX), Z23, Z20
+	VPDPBUSD.BCST 48(DX), Z22, Z21
+	VMOVDQU32     256(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 20(CX), Z23, Z14
+	VPDPBUSD.BCST 52(CX), Z22, Z15
+	VPDPBUSD.BCST 20(R8), Z23, Z16
+	VPDPBUSD.BCST 52(R8), Z22, Z17
+	VPDPBUSD.BCST 20(R10), Z23, Z18
+	VPDPBUSD.BCST 52(R10), Z22, Z19
+	VPDPBUSD.BCST 20(DX), Z23, Z20
+	VPDPBUSD.BCST 52(DX), Z22, Z21
+	VMOVDQU32     320(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 24(CX), Z23, Z14
+	VPDPBUSD.BCST 56(CX), Z22, Z15
+	VPDPBUSD.BCST 24(R8), Z23, Z16
+	VPDPBUSD.BCST 56(R8), Z22, Z17
+	VPDPBUSD.BCST 24(R10), Z23, Z18
+	VPDPBUSD.BCST 56(R10), Z22, Z19
+	VPDPBUSD.BCST 24(DX), Z23, Z20
+	VPDPBUSD.BCST 56(DX), Z22, Z21
+	VMOVDQU32     384(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 28(CX), Z23, Z14
+	VPDPBUSD.BCST 60(CX), Z22, Z15
+	VPDPBUSD.BCST 28(R8), Z23, Z16
+	VPDPBUSD.BCST 60(R8), Z22, Z17
+	VPDPBUSD.BCST 28(R10), Z23, Z18
+	VPDPBUSD.BCST 60(R10), Z22, Z19
+	VPDPBUSD.BCST 28(DX), Z23, Z20
+	VPDPBUSD.BCST 60(DX), Z22, Z21
+	VMOVDQU32     448(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 32(CX), Z23, Z14
+	VPDPBUSD.BCST 64(CX), Z22, Z15
+	VPDPBUSD.BCST 32(R8), Z23, Z16
+	VPDPBUSD.BCST 64(R8), Z22, Z17
+	VPDPBUSD.BCST 32(R10), Z23, Z18
+	VPDPBUSD.BCST 64(R10), Z22, Z19
+	VPDPBUSD.BCST 32(DX), Z23, Z20
+	VPDPBUSD.BCST 64(DX), Z22, Z21
+	VPMOVZXBD     2048(AX), Z22
+	VPMOVZXBD     2064(AX), Z23
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z23, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z11, Z11
+	VPMULLD       Z23, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z12, Z12
+	VPMULLD       Z23, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z13, Z13
+	VPMULLD       Z23, Z21, Z21
+	VPADDD        Z21, Z13, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQA32     Z1, Z17
+	VMOVDQA32     Z1, Z18
+	VMOVDQA32     Z1, Z19
+	VMOVDQA32     Z1, Z20
+	VMOVDQA32     Z1, Z21
+	VMOVDQU32     512(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 68(CX), Z23, Z14
+	VPDPBUSD.BCST 100(CX), Z22, Z15
+	VPDPBUSD.BCST 68(R8), Z23, Z16
+	VPDPBUSD.BCST 100(R8), Z22, Z17
+	VPDPBUSD.BCST 68(R10), Z23, Z18
+	VPDPBUSD.BCST 100(R10), Z22, Z19
+	VPDPBUSD.BCST 68(DX), Z23, Z20
+	VPDPBUSD.BCST 100(DX), Z22, Z21
+	VMOVDQU32     576(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 72(CX), Z23, Z14
+	VPDPBUSD.BCST 104(CX), Z22, Z15
+	VPDPBUSD.BCST 72(R8), Z23, Z16
+	VPDPBUSD.BCST 104(R8), Z22, Z17
+	VPDPBUSD.BCST 72(R10), Z23, Z18
+	VPDPBUSD.BCST 104(R10), Z22, Z19
+	VPDPBUSD.BCST 72(DX), Z23, Z20
+	VPDPBUSD.BCST 104(DX), Z22, Z21
+	VMOVDQU32     640(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 76(CX), Z23, Z14
+	VPDPBUSD.BCST 108(CX), Z22, Z15
+	VPDPBUSD.BCST 76(R8), Z23, Z16
+	VPDPBUSD.BCST 108(R8), Z22, Z17
+	VPDPBUSD.BCST 76(R10), Z23, Z18
+	VPDPBUSD.BCST 108(R10), Z22, Z19
+	VPDPBUSD.BCST 76(DX), Z23, Z20
+	VPDPBUSD.BCST 108(DX), Z22, Z21
+	VMOVDQU32     704(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 80(CX), Z23, Z14
+	VPDPBUSD.BCST 112(CX), Z22, Z15
+	VPDPBUSD.BCST 80(R8), Z23, Z16
+	VPDPBUSD.BCST 112(R8), Z22, Z17
+	VPDPBUSD.BCST 80(R10), Z23, Z18
+	VPDPBUSD.BCST 112(R10), Z22, Z19
+	VPDPBUSD.BCST 80(DX), Z23, Z20
+	VPDPBUSD.BCST 112(DX), Z22, Z21
+	VMOVDQU32     768(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 84(CX), Z23, Z14
+	VPDPBUSD.BCST 116(CX), Z22, Z15
+	VPDPBUSD.BCST 84(R8), Z23, Z16
+	VPDPBUSD.BCST 116(R8), Z22, Z17
+	VPDPBUSD.BCST 84(R10), Z23, Z18
+	VPDPBUSD.BCST 116(R10), Z22, Z19
+	VPDPBUSD.BCST 84(DX), Z23, Z20
+	VPDPBUSD.BCST 116(DX), Z22, Z21
+	VMOVDQU32     832(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 88(CX), Z23, Z14
+	VPDPBUSD.BCST 120(CX), Z22, Z15
+	VPDPBUSD.BCST 88(R8), Z23, Z16
+	VPDPBUSD.BCST 120(R8), Z22, Z17
+	VPDPBUSD.BCST 88(R10), Z23, Z18
+	VPDPBUSD.BCST 120(R10), Z22, Z19
+	VPDPBUSD.BCST 88(DX), Z23, Z20
+	VPDPBUSD.BCST 120(DX), Z22, Z21
+	VMOVDQU32     896(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 92(CX), Z23, Z14
+	VPDPBUSD.BCST 124(CX), Z22, Z15
+	VPDPBUSD.BCST 92(R8), Z23, Z16
+	VPDPBUSD.BCST 124(R8), Z22, Z17
+	VPDPBUSD.BCST 92(R10), Z23, Z18
+	VPDPBUSD.BCST 124(R10), Z22, Z19
+	VPDPBUSD.BCST 92(DX), Z23, Z20
+	VPDPBUSD.BCST 124(DX), Z22, Z21
+	VMOVDQU32     960(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 96(CX), Z23, Z14
+	VPDPBUSD.BCST 128(CX), Z22, Z15
+	VPDPBUSD.BCST 96(R8), Z23, Z16
+	VPDPBUSD.BCST 128(R8), Z22, Z17
+	VPDPBUSD.BCST 96(R10), Z23, Z18
+	VPDPBUSD.BCST 128(R10), Z22, Z19
+	VPDPBUSD.BCST 96(DX), Z23, Z20
+	VPDPBUSD.BCST 128(DX), Z22, Z21
+	VPMOVZXBD     2080(AX), Z22
+	VPMOVZXBD     2096(AX), Z23
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z23, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z11, Z11
+	VPMULLD       Z23, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z12, Z12
+	VPMULLD       Z23, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z13, Z13
+	VPMULLD       Z23, Z21, Z21
+	VPADDD        Z21, Z13, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQA32     Z1, Z17
+	VMOVDQA32     Z1, Z18
+	VMOVDQA32     Z1, Z19
+	VMOVDQA32     Z1, Z20
+	VMOVDQA32     Z1, Z21
+	VMOVDQU32     1024(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 132(CX), Z23, Z14
+	VPDPBUSD.BCST 164(CX), Z22, Z15
+	VPDPBUSD.BCST 132(R8), Z23, Z16
+	VPDPBUSD.BCST 164(R8), Z22, Z17
+	VPDPBUSD.BCST 132(R10), Z23, Z18
+	VPDPBUSD.BCST 164(R10), Z22, Z19
+	VPDPBUSD.BCST 132(DX), Z23, Z20
+	VPDPBUSD.BCST 164(DX), Z22, Z21
+	VMOVDQU32     1088(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 136(CX), Z23, Z14
+	VPDPBUSD.BCST 168(CX), Z22, Z15
+	VPDPBUSD.BCST 136(R8), Z23, Z16
+	VPDPBUSD.BCST 168(R8), Z22, Z17
+	VPDPBUSD.BCST 136(R10), Z23, Z18
+	VPDPBUSD.BCST 168(R10), Z22, Z19
+	VPDPBUSD.BCST 136(DX), Z23, Z20
+	VPDPBUSD.BCST 168(DX), Z22, Z21
+	VMOVDQU32     1152(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 140(CX), Z23, Z14
+	VPDPBUSD.BCST 172(CX), Z22, Z15
+	VPDPBUSD.BCST 140(R8), Z23, Z16
+	VPDPBUSD.BCST 172(R8), Z22, Z17
+	VPDPBUSD.BCST 140(R10), Z23, Z18
+	VPDPBUSD.BCST 172(R10), Z22, Z19
+	VPDPBUSD.BCST 140(DX), Z23, Z20
+	VPDPBUSD.BCST 172(DX), Z22, Z21
+	VMOVDQU32     1216(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 144(CX), Z23, Z14
+	VPDPBUSD.BCST 176(CX), Z22, Z15
+	VPDPBUSD.BCST 144(R8), Z23, Z16
+	VPDPBUSD.BCST 176(R8), Z22, Z17
+	VPDPBUSD.BCST 144(R10), Z23, Z18
+	VPDPBUSD.BCST 176(R10), Z22, Z19
+	VPDPBUSD.BCST 144(DX), Z23, Z20
+	VPDPBUSD.BCST 176(DX), Z22, Z21
+	VMOVDQU32     1280(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 148(CX), Z23, Z14
+	VPDPBUSD.BCST 180(CX), Z22, Z15
+	VPDPBUSD.BCST 148(R8), Z23, Z16
+	VPDPBUSD.BCST 180(R8), Z22, Z17
+	VPDPBUSD.BCST 148(R10), Z23, Z18
+	VPDPBUSD.BCST 180(R10), Z22, Z19
+	VPDPBUSD.BCST 148(DX), Z23, Z20
+	VPDPBUSD.BCST 180(DX), Z22, Z21
+	VMOVDQU32     1344(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 152(CX), Z23, Z14
+	VPDPBUSD.BCST 184(CX), Z22, Z15
+	VPDPBUSD.BCST 152(R8), Z23, Z16
+	VPDPBUSD.BCST 184(R8), Z22, Z17
+	VPDPBUSD.BCST 152(R10), Z23, Z18
+	VPDPBUSD.BCST 184(R10), Z22, Z19
+	VPDPBUSD.BCST 152(DX), Z23, Z20
+	VPDPBUSD.BCST 184(DX), Z22, Z21
+	VMOVDQU32     1408(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 156(CX), Z23, Z14
+	VPDPBUSD.BCST 188(CX), Z22, Z15
+	VPDPBUSD.BCST 156(R8), Z23, Z16
+	VPDPBUSD.BCST 188(R8), Z22, Z17
+	VPDPBUSD.BCST 156(R10), Z23, Z18
+	VPDPBUSD.BCST 188(R10), Z22, Z19
+	VPDPBUSD.BCST 156(DX), Z23, Z20
+	VPDPBUSD.BCST 188(DX), Z22, Z21
+	VMOVDQU32     1472(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 160(CX), Z23, Z14
+	VPDPBUSD.BCST 192(CX), Z22, Z15
+	VPDPBUSD.BCST 160(R8), Z23, Z16
+	VPDPBUSD.BCST 192(R8), Z22, Z17
+	VPDPBUSD.BCST 160(R10), Z23, Z18
+	VPDPBUSD.BCST 192(R10), Z22, Z19
+	VPDPBUSD.BCST 160(DX), Z23, Z20
+	VPDPBUSD.BCST 192(DX), Z22, Z21
+	VPMOVZXBD     2112(AX), Z22
+	VPMOVZXBD     2128(AX), Z23
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z23, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z11, Z11
+	VPMULLD       Z23, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z12, Z12
+	VPMULLD       Z23, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z13, Z13
+	VPMULLD       Z23, Z21, Z21
+	VPADDD        Z21, Z13, Z13
+	VMOVDQA32     Z1, Z14
+	VMOVDQA32     Z1, Z15
+	VMOVDQA32     Z1, Z16
+	VMOVDQA32     Z1, Z17
+	VMOVDQA32     Z1, Z18
+	VMOVDQA32     Z1, Z19
+	VMOVDQA32     Z1, Z20
+	VMOVDQA32     Z1, Z21
+	VMOVDQU32     1536(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 196(CX), Z23, Z14
+	VPDPBUSD.BCST 228(CX), Z22, Z15
+	VPDPBUSD.BCST 196(R8), Z23, Z16
+	VPDPBUSD.BCST 228(R8), Z22, Z17
+	VPDPBUSD.BCST 196(R10), Z23, Z18
+	VPDPBUSD.BCST 228(R10), Z22, Z19
+	VPDPBUSD.BCST 196(DX), Z23, Z20
+	VPDPBUSD.BCST 228(DX), Z22, Z21
+	VMOVDQU32     1600(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 200(CX), Z23, Z14
+	VPDPBUSD.BCST 232(CX), Z22, Z15
+	VPDPBUSD.BCST 200(R8), Z23, Z16
+	VPDPBUSD.BCST 232(R8), Z22, Z17
+	VPDPBUSD.BCST 200(R10), Z23, Z18
+	VPDPBUSD.BCST 232(R10), Z22, Z19
+	VPDPBUSD.BCST 200(DX), Z23, Z20
+	VPDPBUSD.BCST 232(DX), Z22, Z21
+	VMOVDQU32     1664(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 204(CX), Z23, Z14
+	VPDPBUSD.BCST 236(CX), Z22, Z15
+	VPDPBUSD.BCST 204(R8), Z23, Z16
+	VPDPBUSD.BCST 236(R8), Z22, Z17
+	VPDPBUSD.BCST 204(R10), Z23, Z18
+	VPDPBUSD.BCST 236(R10), Z22, Z19
+	VPDPBUSD.BCST 204(DX), Z23, Z20
+	VPDPBUSD.BCST 236(DX), Z22, Z21
+	VMOVDQU32     1728(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 208(CX), Z23, Z14
+	VPDPBUSD.BCST 240(CX), Z22, Z15
+	VPDPBUSD.BCST 208(R8), Z23, Z16
+	VPDPBUSD.BCST 240(R8), Z22, Z17
+	VPDPBUSD.BCST 208(R10), Z23, Z18
+	VPDPBUSD.BCST 240(R10), Z22, Z19
+	VPDPBUSD.BCST 208(DX), Z23, Z20
+	VPDPBUSD.BCST 240(DX), Z22, Z21
+	VMOVDQU32     1792(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 212(CX), Z23, Z14
+	VPDPBUSD.BCST 244(CX), Z22, Z15
+	VPDPBUSD.BCST 212(R8), Z23, Z16
+	VPDPBUSD.BCST 244(R8), Z22, Z17
+	VPDPBUSD.BCST 212(R10), Z23, Z18
+	VPDPBUSD.BCST 244(R10), Z22, Z19
+	VPDPBUSD.BCST 212(DX), Z23, Z20
+	VPDPBUSD.BCST 244(DX), Z22, Z21
+	VMOVDQU32     1856(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 216(CX), Z23, Z14
+	VPDPBUSD.BCST 248(CX), Z22, Z15
+	VPDPBUSD.BCST 216(R8), Z23, Z16
+	VPDPBUSD.BCST 248(R8), Z22, Z17
+	VPDPBUSD.BCST 216(R10), Z23, Z18
+	VPDPBUSD.BCST 248(R10), Z22, Z19
+	VPDPBUSD.BCST 216(DX), Z23, Z20
+	VPDPBUSD.BCST 248(DX), Z22, Z21
+	VMOVDQU32     1920(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 220(CX), Z23, Z14
+	VPDPBUSD.BCST 252(CX), Z22, Z15
+	VPDPBUSD.BCST 220(R8), Z23, Z16
+	VPDPBUSD.BCST 252(R8), Z22, Z17
+	VPDPBUSD.BCST 220(R10), Z23, Z18
+	VPDPBUSD.BCST 252(R10), Z22, Z19
+	VPDPBUSD.BCST 220(DX), Z23, Z20
+	VPDPBUSD.BCST 252(DX), Z22, Z21
+	VMOVDQU32     1984(AX), Z22
+	VPANDD        Z0, Z22, Z23
+	VPSRLD        $0x04, Z22, Z22
+	VPANDD        Z0, Z22, Z22
+	VPDPBUSD.BCST 224(CX), Z23, Z14
+	VPDPBUSD.BCST 256(CX), Z22, Z15
+	VPDPBUSD.BCST 224(R8), Z23, Z16
+	VPDPBUSD.BCST 256(R8), Z22, Z17
+	VPDPBUSD.BCST 224(R10), Z23, Z18
+	VPDPBUSD.BCST 256(R10), Z22, Z19
+	VPDPBUSD.BCST 224(DX), Z23, Z20
+	VPDPBUSD.BCST 256(DX), Z22, Z21
+	VPMOVZXBD     2144(AX), Z22
+	VPMOVZXBD     2160(AX), Z23
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z23, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z11, Z11
+	VPMULLD       Z23, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z12, Z12
+	VPMULLD       Z23, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z13, Z13
+	VPMULLD       Z23, Z21, Z21
+	VPADDD        Z21, Z13, Z13
+	VCVTPH2PS     2432(AX), Z14
+	VCVTPH2PS     2464(AX), Z15
+	VBROADCASTSS  (BX), Z16
+	VMULPS        Z16, Z14, Z17
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z10, Z17, Z17
+	VADDPS        Z17, Z2, Z2
+	VMULPS        Z16, Z15, Z10
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z10, Z10
+	VSUBPS        Z10, Z2, Z2
+	VBROADCASTSS  (R9), Z6
+	VMULPS        Z6, Z14, Z10
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z11, Z10, Z10
+	VADDPS        Z10, Z3, Z3
+	VMULPS        Z6, Z15, Z6
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z7, Z6, Z6
+	VSUBPS        Z6, Z3, Z3
+	VBROADCASTSS  (R11), Z6
+	VMULPS        Z6, Z14, Z7
+	VCVTDQ2PS     Z12, Z12
+	VMULPS        Z12, Z7, Z7
+	VADDPS        Z7, Z4, Z4
+	VMULPS        Z6, Z15, Z6
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z8, Z6, Z6
+	VSUBPS        Z6, Z4, Z4
+	VBROADCASTSS  (DI), Z6
+	VMULPS        Z6, Z14, Z7
+	VCVTDQ2PS     Z13, Z13
+	VMULPS        Z13, Z7, Z7
+	VADDPS        Z7, Z5, Z5
+	VMULPS        Z6, Z15, Z6
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z9, Z6, Z6
+	VSUBPS        Z6, Z5, Z5
+	ADDQ          $0x000009c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, BX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x20, R9
+	ADDQ          $0x00000124, R10
+	ADDQ          $0x20, R11
+	ADDQ          $0x00000124, DX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JMP           q4kgemmTile4VNNI_loop
+
+q4kgemmTile4VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	VZEROUPPER
+	RET
+
+DATA q5kg3f<>+0(SB)/1, $0x3f
+DATA q5kg3f<>+1(SB)/1, $0x3f
+DATA q5kg3f<>+2(SB)/1, $0x3f
+DATA q5kg3f<>+3(SB)/1, $0x3f
+GLOBL q5kg3f<>(SB), RODATA|NOPTR, $4
+
+DATA q5kgp0f<>+0(SB)/1, $0x0f
+DATA q5kgp0f<>+1(SB)/1, $0x0f
+DATA q5kgp0f<>+2(SB)/1, $0x0f
+DATA q5kgp0f<>+3(SB)/1, $0x0f
+GLOBL q5kgp0f<>(SB), RODATA|NOPTR, $4
+
+DATA q5kg30<>+0(SB)/1, $0x30
+DATA q5kg30<>+1(SB)/1, $0x30
+DATA q5kg30<>+2(SB)/1, $0x30
+DATA q5kg30<>+3(SB)/1, $0x30
+GLOBL q5kg30<>(SB), RODATA|NOPTR, $4
+
+DATA q5kglo<>+0(SB)/1, $0xff
+DATA q5kglo<>+1(SB)/1, $0x00
+DATA q5kglo<>+2(SB)/1, $0x00
+DATA q5kglo<>+3(SB)/1, $0x00
+GLOBL q5kglo<>(SB), RODATA|NOPTR, $4
+
+DATA q5kghi<>+0(SB)/1, $0x00
+DATA q5kghi<>+1(SB)/1, $0x00
+DATA q5kghi<>+2(SB)/1, $0xff
+DATA q5kghi<>+3(SB)/1, $0x00
+GLOBL q5kghi<>(SB), RODATA|NOPTR, $4
+
+// func q5kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+// Requires: AVX, AVX512F
+TEXT ·q5kgemmPackVNNI(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         w_base+24(FP), CX
+	MOVQ         stride+48(FP), DX
+	MOVQ         nb+56(FP), BX
+	LEAQ         (DX)(DX*2), SI
+	LEAQ         (CX)(DX*4), DI
+	LEAQ         (DI)(DX*4), R8
+	LEAQ         (R8)(DX*4), R9
+	VMOVDQU32    q4kgperm00<>+0(SB), Z0
+	VMOVDQU32    q4kgperm01<>+0(SB), Z1
+	VMOVDQU32    q4kgperm10<>+0(SB), Z2
+	VMOVDQU32    q4kgperm11<>+0(SB), Z3
+	VMOVDQU32    q4kgperm20<>+0(SB), Z4
+	VMOVDQU32    q4kgperm21<>+0(SB), Z5
+	VPBROADCASTD q5kg3f<>+0(SB), Z6
+	VPBROADCASTD q5kgp0f<>+0(SB), Z7
+	VPBROADCASTD q5kg30<>+0(SB), Z8
+	VPBROADCASTD q5kglo<>+0(SB), Z9
+	VPBROADCASTD q5kghi<>+0(SB), Z10
+
+q5kgemmPackVNNI_loop:
+	TESTQ           BX, BX
+	JZ              q5kgemmPackVNNI_done
+	VPBROADCASTD    q5kg10<>+0(SB), Z11
+	VBROADCASTI64X4 48(CX), Z12
+	VINSERTI64X4    $0x01, 48(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPANDD          Z7, Z12, Z12
+	VPSLLD          $0x04, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 48(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 48(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPANDD          Z7, Z13, Z13
+	VPSLLD          $0x04, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 48(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 48(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPANDD          Z7, Z14, Z14
+	VPSLLD          $0x04, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 48(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 48(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPANDD          Z7, Z15, Z15
+	VPSLLD          $0x04, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 48(DI), Z16
+	VINSERTI64X4    $0x01, 48(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPANDD          Z7, Z16, Z16
+	VPSLLD          $0x04, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 48(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 48(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPANDD          Z7, Z17, Z17
+	VPSLLD          $0x04, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 48(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 48(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPANDD          Z7, Z18, Z18
+	VPSLLD          $0x04, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 48(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 48(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPANDD          Z7, Z19, Z19
+	VPSLLD          $0x04, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, (AX)
+	VMOVDQU32       Z13, 64(AX)
+	VMOVDQU32       Z12, 128(AX)
+	VMOVDQU32       Z19, 192(AX)
+	VMOVDQU32       Z17, 256(AX)
+	VMOVDQU32       Z18, 320(AX)
+	VMOVDQU32       Z14, 384(AX)
+	VMOVDQU32       Z21, 448(AX)
+	VBROADCASTI64X4 48(CX), Z12
+	VINSERTI64X4    $0x01, 48(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPSLLD          $0x03, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 48(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 48(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPSLLD          $0x03, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 48(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 48(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPSLLD          $0x03, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 48(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 48(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPSLLD          $0x03, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 48(DI), Z16
+	VINSERTI64X4    $0x01, 48(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPSLLD          $0x03, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 48(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 48(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPSRLD          $0x04, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPSLLD          $0x03, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 48(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 48(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPSRLD          $0x04, Z18, Z18
+	VPANDD          Z7, Z18, Z18
+	VPSLLD          $0x03, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 48(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 48(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPSRLD          $0x04, Z19, Z19
+	VPANDD          Z7, Z19, Z19
+	VPSLLD          $0x03, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, 512(AX)
+	VMOVDQU32       Z13, 576(AX)
+	VMOVDQU32       Z12, 640(AX)
+	VMOVDQU32       Z19, 704(AX)
+	VMOVDQU32       Z17, 768(AX)
+	VMOVDQU32       Z18, 832(AX)
+	VMOVDQU32       Z14, 896(AX)
+	VMOVDQU32       Z21, 960(AX)
+	VBROADCASTI64X4 80(CX), Z12
+	VINSERTI64X4    $0x01, 80(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPANDD          Z7, Z12, Z12
+	VPSLLD          $0x02, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 80(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 80(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPANDD          Z7, Z13, Z13
+	VPSLLD          $0x02, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 80(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 80(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPANDD          Z7, Z14, Z14
+	VPSLLD          $0x02, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 80(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 80(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPANDD          Z7, Z15, Z15
+	VPSLLD          $0x02, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 80(DI), Z16
+	VINSERTI64X4    $0x01, 80(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPANDD          Z7, Z16, Z16
+	VPSLLD          $0x02, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 80(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 80(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPANDD          Z7, Z17, Z17
+	VPSLLD          $0x02, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 80(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 80(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPANDD          Z7, Z18, Z18
+	VPSLLD          $0x02, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 80(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 80(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPANDD          Z7, Z19, Z19
+	VPSLLD          $0x02, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, 1024(AX)
+	VMOVDQU32       Z13, 1088(AX)
+	VMOVDQU32       Z12, 1152(AX)
+	VMOVDQU32       Z19, 1216(AX)
+	VMOVDQU32       Z17, 1280(AX)
+	VMOVDQU32       Z18, 1344(AX)
+	VMOVDQU32       Z14, 1408(AX)
+	VMOVDQU32       Z21, 1472(AX)
+	VBROADCASTI64X4 80(CX), Z12
+	VINSERTI64X4    $0x01, 80(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPSLLD          $0x01, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 80(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 80(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPSLLD          $0x01, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 80(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 80(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPSLLD          $0x01, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 80(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 80(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPSLLD          $0x01, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 80(DI), Z16
+	VINSERTI64X4    $0x01, 80(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPSLLD          $0x01, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 80(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 80(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPSRLD          $0x04, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPSLLD          $0x01, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 80(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 80(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPSRLD          $0x04, Z18, Z18
+	VPANDD          Z7, Z18, Z18
+	VPSLLD          $0x01, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 80(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 80(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPSRLD          $0x04, Z19, Z19
+	VPANDD          Z7, Z19, Z19
+	VPSLLD          $0x01, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, 1536(AX)
+	VMOVDQU32       Z13, 1600(AX)
+	VMOVDQU32       Z12, 1664(AX)
+	VMOVDQU32       Z19, 1728(AX)
+	VMOVDQU32       Z17, 1792(AX)
+	VMOVDQU32       Z18, 1856(AX)
+	VMOVDQU32       Z14, 1920(AX)
+	VMOVDQU32       Z21, 1984(AX)
+	VBROADCASTI64X4 112(CX), Z12
+	VINSERTI64X4    $0x01, 112(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPANDD          Z7, Z12, Z12
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 112(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 112(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPANDD          Z7, Z13, Z13
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 112(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 112(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPANDD          Z7, Z14, Z14
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 112(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 112(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPANDD          Z7, Z15, Z15
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 112(DI), Z16
+	VINSERTI64X4    $0x01, 112(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPANDD          Z7, Z16, Z16
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 112(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 112(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPANDD          Z7, Z17, Z17
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 112(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 112(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPANDD          Z7, Z18, Z18
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 112(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 112(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPANDD          Z7, Z19, Z19
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, 2048(AX)
+	VMOVDQU32       Z13, 2112(AX)
+	VMOVDQU32       Z12, 2176(AX)
+	VMOVDQU32       Z19, 2240(AX)
+	VMOVDQU32       Z17, 2304(AX)
+	VMOVDQU32       Z18, 2368(AX)
+	VMOVDQU32       Z14, 2432(AX)
+	VMOVDQU32       Z21, 2496(AX)
+	VBROADCASTI64X4 112(CX), Z12
+	VINSERTI64X4    $0x01, 112(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPSRLD          $0x01, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 112(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 112(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPSRLD          $0x01, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 112(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 112(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPSRLD          $0x01, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 112(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 112(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPSRLD          $0x01, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 112(DI), Z16
+	VINSERTI64X4    $0x01, 112(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPSRLD          $0x01, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 112(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 112(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPSRLD          $0x04, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPSRLD          $0x01, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 112(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 112(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPSRLD          $0x04, Z18, Z18
+	VPANDD          Z7, Z18, Z18
+	VPSRLD          $0x01, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 112(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 112(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPSRLD          $0x04, Z19, Z19
+	VPANDD          Z7, Z19, Z19
+	VPSRLD          $0x01, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, 2560(AX)
+	VMOVDQU32       Z13, 2624(AX)
+	VMOVDQU32       Z12, 2688(AX)
+	VMOVDQU32       Z19, 2752(AX)
+	VMOVDQU32       Z17, 2816(AX)
+	VMOVDQU32       Z18, 2880(AX)
+	VMOVDQU32       Z14, 2944(AX)
+	VMOVDQU32       Z21, 3008(AX)
+	VBROADCASTI64X4 144(CX), Z12
+	VINSERTI64X4    $0x01, 144(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPANDD          Z7, Z12, Z12
+	VPSRLD          $0x02, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 144(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 144(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPANDD          Z7, Z13, Z13
+	VPSRLD          $0x02, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 144(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 144(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPANDD          Z7, Z14, Z14
+	VPSRLD          $0x02, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 144(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 144(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPANDD          Z7, Z15, Z15
+	VPSRLD          $0x02, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 144(DI), Z16
+	VINSERTI64X4    $0x01, 144(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPANDD          Z7, Z16, Z16
+	VPSRLD          $0x02, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 144(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 144(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPANDD          Z7, Z17, Z17
+	VPSRLD          $0x02, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 144(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 144(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPANDD          Z7, Z18, Z18
+	VPSRLD          $0x02, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 144(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 144(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPANDD          Z7, Z19, Z19
+	VPSRLD          $0x02, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z19
+	VMOVDQA32       Z0, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z1, Z21
+	VPERMI2D        Z13, Z12, Z21
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z19, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z19, Z18, Z17
+	VMOVDQA32       Z2, Z18
+	VPERMI2D        Z12, Z20, Z18
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z21, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z13, Z21, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z21
+	VPERMI2D        Z16, Z14, Z21
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z18, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z18, Z17
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z14, Z12, Z18
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z21, Z19, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z21, Z19, Z14
+	VMOVDQA32       Z4, Z19
+	VPERMI2D        Z16, Z20, Z19
+	VMOVDQA32       Z5, Z21
+	VPERMI2D        Z16, Z20, Z21
+	VMOVDQU32       Z15, 3072(AX)
+	VMOVDQU32       Z13, 3136(AX)
+	VMOVDQU32       Z12, 3200(AX)
+	VMOVDQU32       Z19, 3264(AX)
+	VMOVDQU32       Z17, 3328(AX)
+	VMOVDQU32       Z18, 3392(AX)
+	VMOVDQU32       Z14, 3456(AX)
+	VMOVDQU32       Z21, 3520(AX)
+	VBROADCASTI64X4 144(CX), Z12
+	VINSERTI64X4    $0x01, 144(R8), Z12, Z12
+	VBROADCASTI64X4 16(CX), Z13
+	VINSERTI64X4    $0x01, 16(R8), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPSRLD          $0x03, Z13, Z13
+	VPANDD          Z11, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 144(CX)(DX*1), Z13
+	VINSERTI64X4    $0x01, 144(R8)(DX*1), Z13, Z13
+	VBROADCASTI64X4 16(CX)(DX*1), Z14
+	VINSERTI64X4    $0x01, 16(R8)(DX*1), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPSRLD          $0x03, Z14, Z14
+	VPANDD          Z11, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 144(CX)(DX*2), Z14
+	VINSERTI64X4    $0x01, 144(R8)(DX*2), Z14, Z14
+	VBROADCASTI64X4 16(CX)(DX*2), Z15
+	VINSERTI64X4    $0x01, 16(R8)(DX*2), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPSRLD          $0x03, Z15, Z15
+	VPANDD          Z11, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 144(CX)(SI*1), Z15
+	VINSERTI64X4    $0x01, 144(R8)(SI*1), Z15, Z15
+	VBROADCASTI64X4 16(CX)(SI*1), Z16
+	VINSERTI64X4    $0x01, 16(R8)(SI*1), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPSRLD          $0x03, Z16, Z16
+	VPANDD          Z11, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 144(DI), Z16
+	VINSERTI64X4    $0x01, 144(R9), Z16, Z16
+	VBROADCASTI64X4 16(DI), Z17
+	VINSERTI64X4    $0x01, 16(R9), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPSRLD          $0x03, Z17, Z17
+	VPANDD          Z11, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VBROADCASTI64X4 144(DI)(DX*1), Z17
+	VINSERTI64X4    $0x01, 144(R9)(DX*1), Z17, Z17
+	VBROADCASTI64X4 16(DI)(DX*1), Z18
+	VINSERTI64X4    $0x01, 16(R9)(DX*1), Z18, Z18
+	VPSRLD          $0x04, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPSRLD          $0x03, Z18, Z18
+	VPANDD          Z11, Z18, Z18
+	VPORD           Z18, Z17, Z17
+	VBROADCASTI64X4 144(DI)(DX*2), Z18
+	VINSERTI64X4    $0x01, 144(R9)(DX*2), Z18, Z18
+	VBROADCASTI64X4 16(DI)(DX*2), Z19
+	VINSERTI64X4    $0x01, 16(R9)(DX*2), Z19, Z19
+	VPSRLD          $0x04, Z18, Z18
+	VPANDD          Z7, Z18, Z18
+	VPSRLD          $0x03, Z19, Z19
+	VPANDD          Z11, Z19, Z19
+	VPORD           Z19, Z18, Z18
+	VBROADCASTI64X4 144(DI)(SI*1), Z19
+	VINSERTI64X4    $0x01, 144(R9)(SI*1), Z19, Z19
+	VBROADCASTI64X4 16(DI)(SI*1), Z20
+	VINSERTI64X4    $0x01, 16(R9)(SI*1), Z20, Z20
+	VPSRLD          $0x04, Z19, Z19
+	VPANDD          Z7, Z19, Z19
+	VPSRLD          $0x03, Z20, Z20
+	VPANDD          Z11, Z20, Z20
+	VPORD           Z20, Z19, Z11
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z13, Z12, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z13, Z12, Z20
+	VMOVDQA32       Z0, Z12
+	VPERMI2D        Z15, Z14, Z12
+	VMOVDQA32       Z1, Z13
+	VPERMI2D        Z15, Z14, Z13
+	VMOVDQA32       Z0, Z14
+	VPERMI2D        Z17, Z16, Z14
+	VMOVDQA32       Z1, Z15
+	VPERMI2D        Z17, Z16, Z15
+	VMOVDQA32       Z0, Z16
+	VPERMI2D        Z11, Z18, Z16
+	VMOVDQA32       Z1, Z17
+	VPERMI2D        Z11, Z18, Z17
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z19, Z11
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z12, Z19, Z18
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z13, Z20, Z12
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z13, Z20, Z19
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z16, Z14, Z20
+	VMOVDQA32       Z2, Z14
+	VPERMI2D        Z17, Z15, Z14
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z17, Z15, Z16
+	VMOVDQA32       Z4, Z15
+	VPERMI2D        Z13, Z11, Z15
+	VMOVDQA32       Z5, Z17
+	VPERMI2D        Z13, Z11, Z17
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z20, Z18, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z20, Z18, Z14
+	VMOVDQA32       Z4, Z18
+	VPERMI2D        Z16, Z19, Z18
+	VMOVDQA32       Z5, Z20
+	VPERMI2D        Z16, Z19, Z20
+	VMOVDQU32       Z15, 3584(AX)
+	VMOVDQU32       Z11, 3648(AX)
+	VMOVDQU32       Z12, 3712(AX)
+	VMOVDQU32       Z18, 3776(AX)
+	VMOVDQU32       Z17, 3840(AX)
+	VMOVDQU32       Z13, 3904(AX)
+	VMOVDQU32       Z14, 3968(AX)
+	VMOVDQU32       Z20, 4032(AX)
+	VBROADCASTI64X4 (CX), Z11
+	VINSERTI64X4    $0x01, (R8), Z11, Z11
+	VBROADCASTI64X4 (CX)(DX*1), Z12
+	VINSERTI64X4    $0x01, (R8)(DX*1), Z12, Z12
+	VBROADCASTI64X4 (CX)(DX*2), Z13
+	VINSERTI64X4    $0x01, (R8)(DX*2), Z13, Z13
+	VBROADCASTI64X4 (CX)(SI*1), Z14
+	VINSERTI64X4    $0x01, (R8)(SI*1), Z14, Z14
+	VBROADCASTI64X4 (DI), Z15
+	VINSERTI64X4    $0x01, (R9), Z15, Z15
+	VBROADCASTI64X4 (DI)(DX*1), Z16
+	VINSERTI64X4    $0x01, (R9)(DX*1), Z16, Z16
+	VBROADCASTI64X4 (DI)(DX*2), Z17
+	VINSERTI64X4    $0x01, (R9)(DX*2), Z17, Z17
+	VBROADCASTI64X4 (DI)(SI*1), Z18
+	VINSERTI64X4    $0x01, (R9)(SI*1), Z18, Z18
+	VMOVDQA32       Z0, Z19
+	VPERMI2D        Z12, Z11, Z19
+	VMOVDQA32       Z1, Z20
+	VPERMI2D        Z12, Z11, Z20
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z0, Z15
+	VPERMI2D        Z18, Z17, Z15
+	VMOVDQA32       Z1, Z16
+	VPERMI2D        Z18, Z17, Z16
+	VMOVDQA32       Z2, Z17
+	VPERMI2D        Z11, Z19, Z17
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z11, Z19, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z12, Z20, Z11
+	VMOVDQA32       Z3, Z19
+	VPERMI2D        Z12, Z20, Z19
+	VMOVDQA32       Z2, Z12
+	VPERMI2D        Z15, Z13, Z12
+	VMOVDQA32       Z3, Z20
+	VPERMI2D        Z15, Z13, Z20
+	VMOVDQA32       Z2, Z13
+	VPERMI2D        Z16, Z14, Z13
+	VMOVDQA32       Z3, Z15
+	VPERMI2D        Z16, Z14, Z15
+	VMOVDQA32       Z4, Z14
+	VPERMI2D        Z12, Z17, Z14
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z12, Z17, Z16
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z13, Z11, Z12
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z13, Z11, Z16
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z20, Z18, Z11
+	VMOVDQA32       Z5, Z13
+	VPERMI2D        Z20, Z18, Z13
+	VMOVDQA32       Z4, Z13
+	VPERMI2D        Z15, Z19, Z13
+	VMOVDQA32       Z5, Z16
+	VPERMI2D        Z15, Z19, Z16
+	VPMOVDW         Z14, 4480(AX)
+	VPSRLD          $0x10, Z14, Z14
+	VPMOVDW         Z14, 4512(AX)
+	VPANDD          Z6, Z12, Z15
+	VPANDD          Z6, Z11, Z16
+	VPSRLD          $0x02, Z12, Z14
+	VPANDD          Z8, Z14, Z14
+	VPANDD          Z7, Z13, Z12
+	VPORD           Z14, Z12, Z17
+	VPSRLD          $0x02, Z11, Z14
+	VPANDD          Z8, Z14, Z14
+	VPSRLD          $0x04, Z13, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z14, Z12, Z11
+	VPMOVDB         Z15, 4096(AX)
+	VPSRLD          $0x08, Z15, Z14
+	VPMOVDB         Z14, 4112(AX)
+	VPSRLD          $0x10, Z15, Z14
+	VPMOVDB         Z14, 4128(AX)
+	VPSRLD          $0x18, Z15, Z14
+	VPMOVDB         Z14, 4144(AX)
+	VPMOVDB         Z17, 4160(AX)
+	VPSRLD          $0x08, Z17, Z14
+	VPMOVDB         Z14, 4176(AX)
+	VPSRLD          $0x10, Z17, Z14
+	VPMOVDB         Z14, 4192(AX)
+	VPSRLD          $0x18, Z17, Z14
+	VPMOVDB         Z14, 4208(AX)
+	VPANDD          Z9, Z16, Z14
+	VPSLLD          $0x08, Z16, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z14, Z12, Z12
+	VMOVDQU32       Z12, 4224(AX)
+	VPSRLD          $0x10, Z16, Z14
+	VPANDD          Z9, Z14, Z14
+	VPSRLD          $0x08, Z16, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z14, Z12, Z12
+	VMOVDQU32       Z12, 4288(AX)
+	VPANDD          Z9, Z11, Z14
+	VPSLLD          $0x08, Z11, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z14, Z12, Z12
+	VMOVDQU32       Z12, 4352(AX)
+	VPSRLD          $0x10, Z11, Z14
+	VPANDD          Z9, Z14, Z14
+	VPSRLD          $0x08, Z11, Z12
+	VPANDD          Z10, Z12, Z12
+	VPORD           Z14, Z12, Z12
+	VMOVDQU32       Z12, 4416(AX)
+	ADDQ            $0x000000b0, CX
+	ADDQ            $0x000000b0, DI
+	ADDQ            $0x000000b0, R8
+	ADDQ            $0x000000b0, R9
+	ADDQ            $0x000011c0, AX
+	DECQ            BX
+	JMP             q5kgemmPackVNNI_loop
+
+q5kgemmPackVNNI_done:
+	VZEROUPPER
+	RET
+
+DATA q5kg10<>+0(SB)/1, $0x10
+DATA q5kg10<>+1(SB)/1, $0x10
+DATA q5kg10<>+2(SB)/1, $0x10
+DATA q5kg10<>+3(SB)/1, $0x10
+GLOBL q5kg10<>(SB), RODATA|NOPTR, $4
+
+// func q5kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q5kgemmTile1VNNI(SB), NOSPLIT, $0-120
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      ac_base+88(FP), DX
+	MOVQ      nb+112(FP), BX
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+
+q5kgemmTile1VNNI_loop:
+	TESTQ         BX, BX
+	JZ            q5kgemmTile1VNNI_done
+	VMOVDQA32     Z0, Z2
+	VMOVDQU32     4224(AX), Z3
+	VPDPWSSD.BCST 4(DX), Z3, Z2
+	VMOVDQU32     4288(AX), Z3
+	VPDPWSSD.BCST 8(DX), Z3, Z2
+	VMOVDQU32     4352(AX), Z3
+	VPDPWSSD.BCST 12(DX), Z3, Z2
+	VMOVDQU32     4416(AX), Z3
+	VPDPWSSD.BCST 16(DX), Z3, Z2
+	VMOVDQA32     Z0, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     (AX), Z7
+	VMOVDQU32     512(AX), Z6
+	VPDPBUSD.BCST 4(CX), Z7, Z4
+	VPDPBUSD.BCST 36(CX), Z6, Z5
+	VMOVDQU32     64(AX), Z7
+	VMOVDQU32     576(AX), Z6
+	VPDPBUSD.BCST 8(CX), Z7, Z4
+	VPDPBUSD.BCST 40(CX), Z6, Z5
+	VMOVDQU32     128(AX), Z7
+	VMOVDQU32     640(AX), Z6
+	VPDPBUSD.BCST 12(CX), Z7, Z4
+	VPDPBUSD.BCST 44(CX), Z6, Z5
+	VMOVDQU32     192(AX), Z7
+	VMOVDQU32     704(AX), Z6
+	VPDPBUSD.BCST 16(CX), Z7, Z4
+	VPDPBUSD.BCST 48(CX), Z6, Z5
+	VMOVDQU32     256(AX), Z7
+	VMOVDQU32     768(AX), Z6
+	VPDPBUSD.BCST 20(CX), Z7, Z4
+	VPDPBUSD.BCST 52(CX), Z6, Z5
+	VMOVDQU32     320(AX), Z7
+	VMOVDQU32     832(AX), Z6
+	VPDPBUSD.BCST 24(CX), Z7, Z4
+	VPDPBUSD.BCST 56(CX), Z6, Z5
+	VMOVDQU32     384(AX), Z7
+	VMOVDQU32     896(AX), Z6
+	VPDPBUSD.BCST 28(CX), Z7, Z4
+	VPDPBUSD.BCST 60(CX), Z6, Z5
+	VMOVDQU32     448(AX), Z7
+	VMOVDQU32     960(AX), Z6
+	VPDPBUSD.BCST 32(CX), Z7, Z4
+	VPDPBUSD.BCST 64(CX), Z6, Z5
+	VPMOVZXBD     4096(AX), Z6
+	VPMOVZXBD     4112(AX), Z7
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     1024(AX), Z7
+	VMOVDQU32     1536(AX), Z6
+	VPDPBUSD.BCST 68(CX), Z7, Z4
+	VPDPBUSD.BCST 100(CX), Z6, Z5
+	VMOVDQU32     1088(AX), Z7
+	VMOVDQU32     1600(AX), Z6
+	VPDPBUSD.BCST 72(CX), Z7, Z4
+	VPDPBUSD.BCST 104(CX), Z6, Z5
+	VMOVDQU32     1152(AX), Z7
+	VMOVDQU32     1664(AX), Z6
+	VPDPBUSD.BCST 76(CX), Z7, Z4
+	VPDPBUSD.BCST 108(CX), Z6, Z5
+	VMOVDQU32     1216(AX), Z7
+	VMOVDQU32     1728(AX), Z6
+	VPDPBUSD.BCST 80(CX), Z7, Z4
+	VPDPBUSD.BCST 112(CX), Z6, Z5
+	VMOVDQU32     1280(AX), Z7
+	VMOVDQU32     1792(AX), Z6
+	VPDPBUSD.BCST 84(CX), Z7, Z4
+	VPDPBUSD.BCST 116(CX), Z6, Z5
+	VMOVDQU32     1344(AX), Z7
+	VMOVDQU32     1856(AX), Z6
+	VPDPBUSD.BCST 88(CX), Z7, Z4
+	VPDPBUSD.BCST 120(CX), Z6, Z5
+	VMOVDQU32     1408(AX), Z7
+	VMOVDQU32     1920(AX), Z6
+	VPDPBUSD.BCST 92(CX), Z7, Z4
+	VPDPBUSD.BCST 124(CX), Z6, Z5
+	VMOVDQU32     1472(AX), Z7
+	VMOVDQU32     1984(AX), Z6
+	VPDPBUSD.BCST 96(CX), Z7, Z4
+	VPDPBUSD.BCST 128(CX), Z6, Z5
+	VPMOVZXBD     4128(AX), Z6
+	VPMOVZXBD     4144(AX), Z7
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     2048(AX), Z7
+	VMOVDQU32     2560(AX), Z6
+	VPDPBUSD.BCST 132(CX), Z7, Z4
+	VPDPBUSD.BCST 164(CX), Z6, Z5
+	VMOVDQU32     2112(AX), Z7
+	VMOVDQU32     2624(AX), Z6
+	VPDPBUSD.BCST 136(CX), Z7, Z4
+	VPDPBUSD.BCST 168(CX), Z6, Z5
+	VMOVDQU32     2176(AX), Z7
+	VMOVDQU32     2688(AX), Z6
+	VPDPBUSD.BCST 140(CX), Z7, Z4
+	VPDPBUSD.BCST 172(CX), Z6, Z5
+	VMOVDQU32     2240(AX), Z7
+	VMOVDQU32     2752(AX), Z6
+	VPDPBUSD.BCST 144(CX), Z7, Z4
+	VPDPBUSD.BCST 176(CX), Z6, Z5
+	VMOVDQU32     2304(AX), Z7
+	VMOVDQU32     2816(AX), Z6
+	VPDPBUSD.BCST 148(CX), Z7, Z4
+	VPDPBUSD.BCST 180(CX), Z6, Z5
+	VMOVDQU32     2368(AX), Z7
+	VMOVDQU32     2880(AX), Z6
+	VPDPBUSD.BCST 152(CX), Z7, Z4
+	VPDPBUSD.BCST 184(CX), Z6, Z5
+	VMOVDQU32     2432(AX), Z7
+	VMOVDQU32     2944(AX), Z6
+	VPDPBUSD.BCST 156(CX), Z7, Z4
+	VPDPBUSD.BCST 188(CX), Z6, Z5
+	VMOVDQU32     2496(AX), Z7
+	VMOVDQU32     3008(AX), Z6
+	VPDPBUSD.BCST 160(CX), Z7, Z4
+	VPDPBUSD.BCST 192(CX), Z6, Z5
+	VPMOVZXBD     4160(AX), Z6
+	VPMOVZXBD     4176(AX), Z7
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     3072(AX), Z7
+	VMOVDQU32     3584(AX), Z6
+	VPDPBUSD.BCST 196(CX), Z7, Z4
+	VPDPBUSD.BCST 228(CX), Z6, Z5
+	VMOVDQU32     3136(AX), Z7
+	VMOVDQU32     3648(AX), Z6
+	VPDPBUSD.BCST 200(CX), Z7, Z4
+	VPDPBUSD.BCST 232(CX), Z6, Z5
+	VMOVDQU32     3200(AX), Z7
+	VMOVDQU32     3712(AX), Z6
+	VPDPBUSD.BCST 204(CX), Z7, Z4
+	VPDPBUSD.BCST 236(CX), Z6, Z5
+	VMOVDQU32     3264(AX), Z7
+	VMOVDQU32     3776(AX), Z6
+	VPDPBUSD.BCST 208(CX), Z7, Z4
+	VPDPBUSD.BCST 240(CX), Z6, Z5
+	VMOVDQU32     3328(AX), Z7
+	VMOVDQU32     3840(AX), Z6
+	VPDPBUSD.BCST 212(CX), Z7, Z4
+	VPDPBUSD.BCST 244(CX), Z6, Z5
+	VMOVDQU32     3392(AX), Z7
+	VMOVDQU32     3904(AX), Z6
+	VPDPBUSD.BCST 216(CX), Z7, Z4
+	VPDPBUSD.BCST 248(CX), Z6, Z5
+	VMOVDQU32     3456(AX), Z7
+	VMOVDQU32     3968(AX), Z6
+	VPDPBUSD.BCST 220(CX), Z7, Z4
+	VPDPBUSD.BCST 252(CX), Z6, Z5
+	VMOVDQU32     3520(AX), Z7
+	VMOVDQU32     4032(AX), Z6
+	VPDPBUSD.BCST 224(CX), Z7, Z4
+	VPDPBUSD.BCST 256(CX), Z6, Z5
+	VPMOVZXBD     4192(AX), Z6
+	VPMOVZXBD     4208(AX), Z7
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMULLD       Z7, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VCVTPH2PS     4480(AX), Z4
+	VCVTPH2PS     4512(AX), Z5
+	VBROADCASTSS  (DX), Z6
+	VMULPS        Z6, Z4, Z4
+	VCVTDQ2PS     Z3, Z3
+	VMULPS        Z3, Z4, Z4
+	VADDPS        Z4, Z1, Z1
+	VMULPS        Z6, Z5, Z3
+	VCVTDQ2PS     Z2, Z2
+	VMULPS        Z2, Z3, Z3
+	VSUBPS        Z3, Z1, Z1
+	ADDQ          $0x000011c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, DX
+	DECQ          BX
+	JMP           q5kgemmTile1VNNI_loop
+
+q5kgemmTile1VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func q5kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q5kgemmTile2VNNI(SB), NOSPLIT, $0-120
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      ac_base+88(FP), BX
+	MOVQ      nb+112(FP), SI
+	MOVQ      SI, DI
+	SHLQ      $0x05, DI
+	LEAQ      (CX)(DX*1), DX
+	LEAQ      (BX)(DI*1), DI
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+	VMOVDQA32 Z0, Z2
+
+q5kgemmTile2VNNI_loop:
+	TESTQ         SI, SI
+	JZ            q5kgemmTile2VNNI_done
+	VMOVDQA32     Z0, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQU32     4224(AX), Z5
+	VPDPWSSD.BCST 4(BX), Z5, Z3
+	VPDPWSSD.BCST 4(DI), Z5, Z4
+	VMOVDQU32     4288(AX), Z5
+	VPDPWSSD.BCST 8(BX), Z5, Z3
+	VPDPWSSD.BCST 8(DI), Z5, Z4
+	VMOVDQU32     4352(AX), Z5
+	VPDPWSSD.BCST 12(BX), Z5, Z3
+	VPDPWSSD.BCST 12(DI), Z5, Z4
+	VMOVDQU32     4416(AX), Z5
+	VPDPWSSD.BCST 16(BX), Z5, Z3
+	VPDPWSSD.BCST 16(DI), Z5, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     (AX), Z12
+	VMOVDQU32     512(AX), Z11
+	VPDPBUSD.BCST 4(CX), Z12, Z7
+	VPDPBUSD.BCST 36(CX), Z11, Z8
+	VPDPBUSD.BCST 4(DX), Z12, Z9
+	VPDPBUSD.BCST 36(DX), Z11, Z10
+	VMOVDQU32     64(AX), Z12
+	VMOVDQU32     576(AX), Z11
+	VPDPBUSD.BCST 8(CX), Z12, Z7
+	VPDPBUSD.BCST 40(CX), Z11, Z8
+	VPDPBUSD.BCST 8(DX), Z12, Z9
+	VPDPBUSD.BCST 40(DX), Z11, Z10
+	VMOVDQU32     128(AX), Z12
+	VMOVDQU32     640(AX), Z11
+	VPDPBUSD.BCST 12(CX), Z12, Z7
+	VPDPBUSD.BCST 44(CX), Z11, Z8
+	VPDPBUSD.BCST 12(DX), Z12, Z9
+	VPDPBUSD.BCST 44(DX), Z11, Z10
+	VMOVDQU32     192(AX), Z12
+	VMOVDQU32     704(AX), Z11
+	VPDPBUSD.BCST 16(CX), Z12, Z7
+	VPDPBUSD.BCST 48(CX), Z11, Z8
+	VPDPBUSD.BCST 16(DX), Z12, Z9
+	VPDPBUSD.BCST 48(DX), Z11, Z10
+	VMOVDQU32     256(AX), Z12
+	VMOVDQU32     768(AX), Z11
+	VPDPBUSD.BCST 20(CX), Z12, Z7
+	VPDPBUSD.BCST 52(CX), Z11, Z8
+	VPDPBUSD.BCST 20(DX), Z12, Z9
+	VPDPBUSD.BCST 52(DX), Z11, Z10
+	VMOVDQU32     320(AX), Z12
+	VMOVDQU32     832(AX), Z11
+	VPDPBUSD.BCST 24(CX), Z12, Z7
+	VPDPBUSD.BCST 56(CX), Z11, Z8
+	VPDPBUSD.BCST 24(DX), Z12, Z9
+	VPDPBUSD.BCST 56(DX), Z11, Z10
+	VMOVDQU32     384(AX), Z12
+	VMOVDQU32     896(AX), Z11
+	VPDPBUSD.BCST 28(CX), Z12, Z7
+	VPDPBUSD.BCST 60(CX), Z11, Z8
+	VPDPBUSD.BCST 28(DX), Z12, Z9
+	VPDPBUSD.BCST 60(DX), Z11, Z10
+	VMOVDQU32     448(AX), Z12
+	VMOVDQU32     960(AX), Z11
+	VPDPBUSD.BCST 32(CX), Z12, Z7
+	VPDPBUSD.BCST 64(CX), Z11, Z8
+	VPDPBUSD.BCST 32(DX), Z12, Z9
+	VPDPBUSD.BCST 64(DX), Z11, Z10
+	VPMOVZXBD     4096(AX), Z11
+	VPMOVZXBD     4112(AX), Z12
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z5, Z5
+	VPMULLD       Z11, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     1024(AX), Z12
+	VMOVDQU32     1536(AX), Z11
+	VPDPBUSD.BCST 68(CX), Z12, Z7
+	VPDPBUSD.BCST 100(CX), Z11, Z8
+	VPDPBUSD.BCST 68(DX), Z12, Z9
+	VPDPBUSD.BCST 100(DX), Z11, Z10
+	VMOVDQU32     1088(AX), Z12
+	VMOVDQU32     1600(AX), Z11
+	VPDPBUSD.BCST 72(CX), Z12, Z7
+	VPDPBUSD.BCST 104(CX), Z11, Z8
+	VPDPBUSD.BCST 72(DX), Z12, Z9
+	VPDPBUSD.BCST 104(DX), Z11, Z10
+	VMOVDQU32     1152(AX), Z12
+	VMOVDQU32     1664(AX), Z11
+	VPDPBUSD.BCST 76(CX), Z12, Z7
+	VPDPBUSD.BCST 108(CX), Z11, Z8
+	VPDPBUSD.BCST 76(DX), Z12, Z9
+	VPDPBUSD.BCST 108(DX), Z11, Z10
+	VMOVDQU32     1216(AX), Z12
+	VMOVDQU32     1728(AX), Z11
+	VPDPBUSD.BCST 80(CX), Z12, Z7
+	VPDPBUSD.BCST 112(CX), Z11, Z8
+	VPDPBUSD.BCST 80(DX), Z12, Z9
+	VPDPBUSD.BCST 112(DX), Z11, Z10
+	VMOVDQU32     1280(AX), Z12
+	VMOVDQU32     1792(AX), Z11
+	VPDPBUSD.BCST 84(CX), Z12, Z7
+	VPDPBUSD.BCST 116(CX), Z11, Z8
+	VPDPBUSD.BCST 84(DX), Z12, Z9
+	VPDPBUSD.BCST 116(DX), Z11, Z10
+	VMOVDQU32     1344(AX), Z12
+	VMOVDQU32     1856(AX), Z11
+	VPDPBUSD.BCST 88(CX), Z12, Z7
+	VPDPBUSD.BCST 120(CX), Z11, Z8
+	VPDPBUSD.BCST 88(DX), Z12, Z9
+	VPDPBUSD.BCST 120(DX), Z11, Z10
+	VMOVDQU32     1408(AX), Z12
+	VMOVDQU32     1920(AX), Z11
+	VPDPBUSD.BCST 92(CX), Z12, Z7
+	VPDPBUSD.BCST 124(CX), Z11, Z8
+	VPDPBUSD.BCST 92(DX), Z12, Z9
+	VPDPBUSD.BCST 124(DX), Z11, Z10
+	VMOVDQU32     1472(AX), Z12
+	VMOVDQU32     1984(AX), Z11
+	VPDPBUSD.BCST 96(CX), Z12, Z7
+	VPDPBUSD.BCST 128(CX), Z11, Z8
+	VPDPBUSD.BCST 96(DX), Z12, Z9
+	VPDPBUSD.BCST 128(DX), Z11, Z10
+	VPMOVZXBD     4128(AX), Z11
+	VPMOVZXBD     4144(AX), Z12
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z5, Z5
+	VPMULLD       Z11, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     2048(AX), Z12
+	VMOVDQU32     2560(AX), Z11
+	VPDPBUSD.BCST 132(CX), Z12, Z7
+	VPDPBUSD.BCST 164(CX), Z11, Z8
+	VPDPBUSD.BCST 132(DX), Z12, Z9
+	VPDPBUSD.BCST 164(DX), Z11, Z10
+	VMOVDQU32     2112(AX), Z12
+	VMOVDQU32     2624(AX), Z11
+	VPDPBUSD.BCST 136(CX), Z12, Z7
+	VPDPBUSD.BCST 168(CX), Z11, Z8
+	VPDPBUSD.BCST 136(DX), Z12, Z9
+	VPDPBUSD.BCST 168(DX), Z11, Z10
+	VMOVDQU32     2176(AX), Z12
+	VMOVDQU32     2688(AX), Z11
+	VPDPBUSD.BCST 140(CX), Z12, Z7
+	VPDPBUSD.BCST 172(CX), Z11, Z8
+	VPDPBUSD.BCST 140(DX), Z12, Z9
+	VPDPBUSD.BCST 172(DX), Z11, Z10
+	VMOVDQU32     2240(AX), Z12
+	VMOVDQU32     2752(AX), Z11
+	VPDPBUSD.BCST 144(CX), Z12, Z7
+	VPDPBUSD.BCST 176(CX), Z11, Z8
+	VPDPBUSD.BCST 144(DX), Z12, Z9
+	VPDPBUSD.BCST 176(DX), Z11, Z10
+	VMOVDQU32     2304(AX), Z12
+	VMOVDQU32     2816(AX), Z11
+	VPDPBUSD.BCST 148(CX), Z12, Z7
+	VPDPBUSD.BCST 180(CX), Z11, Z8
+	VPDPBUSD.BCST 148(DX), Z12, Z9
+	VPDPBUSD.BCST 180(DX), Z11, Z10
+	VMOVDQU32     2368(AX), Z12
+	VMOVDQU32     2880(AX), Z11
+	VPDPBUSD.BCST 152(CX), Z12, Z7
+	VPDPBUSD.BCST 184(CX), Z11, Z8
+	VPDPBUSD.BCST 152(DX), Z12, Z9
+	VPDPBUSD.BCST 184(DX), Z11, Z10
+	VMOVDQU32     2432(AX), Z12
+	VMOVDQU32     2944(AX), Z11
+	VPDPBUSD.BCST 156(CX), Z12, Z7
+	VPDPBUSD.BCST 188(CX), Z11, Z8
+	VPDPBUSD.BCST 156(DX), Z12, Z9
+	VPDPBUSD.BCST 188(DX), Z11, Z10
+	VMOVDQU32     2496(AX), Z12
+	VMOVDQU32     3008(AX), Z11
+	VPDPBUSD.BCST 160(CX), Z12, Z7
+	VPDPBUSD.BCST 192(CX), Z11, Z8
+	VPDPBUSD.BCST 160(DX), Z12, Z9
+	VPDPBUSD.BCST 192(DX), Z11, Z10
+	VPMOVZXBD     4160(AX), Z11
+	VPMOVZXBD     4176(AX), Z12
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z5, Z5
+	VPMULLD       Z11, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     3072(AX), Z12
+	VMOVDQU32     3584(AX), Z11
+	VPDPBUSD.BCST 196(CX), Z12, Z7
+	VPDPBUSD.BCST 228(CX), Z11, Z8
+	VPDPBUSD.BCST 196(DX), Z12, Z9
+	VPDPBUSD.BCST 228(DX), Z11, Z10
+	VMOVDQU32     3136(AX), Z12
+	VMOVDQU32     3648(AX), Z11
+	VPDPBUSD.BCST 200(CX), Z12, Z7
+	VPDPBUSD.BCST 232(CX), Z11, Z8
+	VPDPBUSD.BCST 200(DX), Z12, Z9
+	VPDPBUSD.BCST 232(DX), Z11, Z10
+	VMOVDQU32     3200(AX), Z12
+	VMOVDQU32     3712(AX), Z11
+	VPDPBUSD.BCST 204(CX), Z12, Z7
+	VPDPBUSD.BCST 236(CX), Z11, Z8
+	VPDPBUSD.BCST 204(DX), Z12, Z9
+	VPDPBUSD.BCST 236(DX), Z11, Z10
+	VMOVDQU32     3264(AX), Z12
+	VMOVDQU32     3776(AX), Z11
+	VPDPBUSD.BCST 208(CX), Z12, Z7
+	VPDPBUSD.BCST 240(CX), Z11, Z8
+	VPDPBUSD.BCST 208(DX), Z12, Z9
+	VPDPBUSD.BCST 240(DX), Z11, Z10
+	VMOVDQU32     3328(AX), Z12
+	VMOVDQU32     3840(AX), Z11
+	VPDPBUSD.BCST 212(CX), Z12, Z7
+	VPDPBUSD.BCST 244(CX), Z11, Z8
+	VPDPBUSD.BCST 212(DX), Z12, Z9
+	VPDPBUSD.BCST 244(DX), Z11, Z10
+	VMOVDQU32     3392(AX), Z12
+	VMOVDQU32     3904(AX), Z11
+	VPDPBUSD.BCST 216(CX), Z12, Z7
+	VPDPBUSD.BCST 248(CX), Z11, Z8
+	VPDPBUSD.BCST 216(DX), Z12, Z9
+	VPDPBUSD.BCST 248(DX), Z11, Z10
+	VMOVDQU32     3456(AX), Z12
+	VMOVDQU32     3968(AX), Z11
+	VPDPBUSD.BCST 220(CX), Z12, Z7
+	VPDPBUSD.BCST 252(CX), Z11, Z8
+	VPDPBUSD.BCST 220(DX), Z12, Z9
+	VPDPBUSD.BCST 252(DX), Z11, Z10
+	VMOVDQU32     3520(AX), Z12
+	VMOVDQU32     4032(AX), Z11
+	VPDPBUSD.BCST 224(CX), Z12, Z7
+	VPDPBUSD.BCST 256(CX), Z11, Z8
+	VPDPBUSD.BCST 224(DX), Z12, Z9
+	VPDPBUSD.BCST 256(DX), Z11, Z10
+	VPMOVZXBD     4192(AX), Z11
+	VPMOVZXBD     4208(AX), Z12
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z12, Z8, Z8
+	VPADDD        Z8, Z5, Z5
+	VPMULLD       Z11, Z9, Z9
+	VPADDD        Z9, Z6, Z6
+	VPMULLD       Z12, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VCVTPH2PS     4480(AX), Z7
+	VCVTPH2PS     4512(AX), Z8
+	VBROADCASTSS  (BX), Z9
+	VMULPS        Z9, Z7, Z10
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        Z5, Z10, Z10
+	VADDPS        Z10, Z1, Z1
+	VMULPS        Z9, Z8, Z5
+	VCVTDQ2PS     Z3, Z3
+	VMULPS        Z3, Z5, Z5
+	VSUBPS        Z5, Z1, Z1
+	VBROADCASTSS  (DI), Z3
+	VMULPS        Z3, Z7, Z5
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z5, Z5
+	VADDPS        Z5, Z2, Z2
+	VMULPS        Z3, Z8, Z3
+	VCVTDQ2PS     Z4, Z4
+	VMULPS        Z4, Z3, Z3
+	VSUBPS        Z3, Z2, Z2
+	ADDQ          $0x000011c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, BX
+	ADDQ          $0x00000124, DX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JMP           q5kgemmTile2VNNI_loop
+
+q5kgemmTile2VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func q5kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q5kgemmTile3VNNI(SB), NOSPLIT, $0-120
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      ac_base+88(FP), BX
+	MOVQ      nb+112(FP), SI
+	MOVQ      SI, DI
+	SHLQ      $0x05, DI
+	LEAQ      (CX)(DX*1), R8
+	LEAQ      (BX)(DI*1), R9
+	LEAQ      (R8)(DX*1), DX
+	LEAQ      (R9)(DI*1), DI
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+	VMOVDQA32 Z0, Z2
+	VMOVDQA32 Z0, Z3
+
+q5kgemmTile3VNNI_loop:
+	TESTQ         SI, SI
+	JZ            q5kgemmTile3VNNI_done
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	VMOVDQU32     4224(AX), Z7
+	VPDPWSSD.BCST 4(BX), Z7, Z4
+	VPDPWSSD.BCST 4(R9), Z7, Z5
+	VPDPWSSD.BCST 4(DI), Z7, Z6
+	VMOVDQU32     4288(AX), Z7
+	VPDPWSSD.BCST 8(BX), Z7, Z4
+	VPDPWSSD.BCST 8(R9), Z7, Z5
+	VPDPWSSD.BCST 8(DI), Z7, Z6
+	VMOVDQU32     4352(AX), Z7
+	VPDPWSSD.BCST 12(BX), Z7, Z4
+	VPDPWSSD.BCST 12(R9), Z7, Z5
+	VPDPWSSD.BCST 12(DI), Z7, Z6
+	VMOVDQU32     4416(AX), Z7
+	VPDPWSSD.BCST 16(BX), Z7, Z4
+	VPDPWSSD.BCST 16(R9), Z7, Z5
+	VPDPWSSD.BCST 16(DI), Z7, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     (AX), Z17
+	VMOVDQU32     512(AX), Z16
+	VPDPBUSD.BCST 4(CX), Z17, Z10
+	VPDPBUSD.BCST 36(CX), Z16, Z11
+	VPDPBUSD.BCST 4(R8), Z17, Z12
+	VPDPBUSD.BCST 36(R8), Z16, Z13
+	VPDPBUSD.BCST 4(DX), Z17, Z14
+	VPDPBUSD.BCST 36(DX), Z16, Z15
+	VMOVDQU32     64(AX), Z17
+	VMOVDQU32     576(AX), Z16
+	VPDPBUSD.BCST 8(CX), Z17, Z10
+	VPDPBUSD.BCST 40(CX), Z16, Z11
+	VPDPBUSD.BCST 8(R8), Z17, Z12
+	VPDPBUSD.BCST 40(R8), Z16, Z13
+	VPDPBUSD.BCST 8(DX), Z17, Z14
+	VPDPBUSD.BCST 40(DX), Z16, Z15
+	VMOVDQU32     128(AX), Z17
+	VMOVDQU32     640(AX), Z16
+	VPDPBUSD.BCST 12(CX), Z17, Z10
+	VPDPBUSD.BCST 44(CX), Z16, Z11
+	VPDPBUSD.BCST 12(R8), Z17, Z12
+	VPDPBUSD.BCST 44(R8), Z16, Z13
+	VPDPBUSD.BCST 12(DX), Z17, Z14
+	VPDPBUSD.BCST 44(DX), Z16, Z15
+	VMOVDQU32     192(AX), Z17
+	VMOVDQU32     704(AX), Z16
+	VPDPBUSD.BCST 16(CX), Z17, Z10
+	VPDPBUSD.BCST 48(CX), Z16, Z11
+	VPDPBUSD.BCST 16(R8), Z17, Z12
+	VPDPBUSD.BCST 48(R8), Z16, Z13
+	VPDPBUSD.BCST 16(DX), Z17, Z14
+	VPDPBUSD.BCST 48(DX), Z16, Z15
+	VMOVDQU32     256(AX), Z17
+	VMOVDQU32     768(AX), Z16
+	VPDPBUSD.BCST 20(CX), Z17, Z10
+	VPDPBUSD.BCST 52(CX), Z16, Z11
+	VPDPBUSD.BCST 20(R8), Z17, Z12
+	VPDPBUSD.BCST 52(R8), Z16, Z13
+	VPDPBUSD.BCST 20(DX), Z17, Z14
+	VPDPBUSD.BCST 52(DX), Z16, Z15
+	VMOVDQU32     320(AX), Z17
+	VMOVDQU32     832(AX), Z16
+	VPDPBUSD.BCST 24(CX), Z17, Z10
+	VPDPBUSD.BCST 56(CX), Z16, Z11
+	VPDPBUSD.BCST 24(R8), Z17, Z12
+	VPDPBUSD.BCST 56(R8), Z16, Z13
+	VPDPBUSD.BCST 24(DX), Z17, Z14
+	VPDPBUSD.BCST 56(DX), Z16, Z15
+	VMOVDQU32     384(AX), Z17
+	VMOVDQU32     896(AX), Z16
+	VPDPBUSD.BCST 28(CX), Z17, Z10
+	VPDPBUSD.BCST 60(CX), Z16, Z11
+	VPDPBUSD.BCST 28(R8), Z17, Z12
+	VPDPBUSD.BCST 60(R8), Z16, Z13
+	VPDPBUSD.BCST 28(DX), Z17, Z14
+	VPDPBUSD.BCST 60(DX), Z16, Z15
+	VMOVDQU32     448(AX), Z17
+	VMOVDQU32     960(AX), Z16
+	VPDPBUSD.BCST 32(CX), Z17, Z10
+	VPDPBUSD.BCST 64(CX), Z16, Z11
+	VPDPBUSD.BCST 32(R8), Z17, Z12
+	VPDPBUSD.BCST 64(R8), Z16, Z13
+	VPDPBUSD.BCST 32(DX), Z17, Z14
+	VPDPBUSD.BCST 64(DX), Z16, Z15
+	VPMOVZXBD     4096(AX), Z16
+	VPMOVZXBD     4112(AX), Z17
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z8, Z8
+	VPMULLD       Z16, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     1024(AX), Z17
+	VMOVDQU32     1536(AX), Z16
+	VPDPBUSD.BCST 68(CX), Z17, Z10
+	VPDPBUSD.BCST 100(CX), Z16, Z11
+	VPDPBUSD.BCST 68(R8), Z17, Z12
+	VPDPBUSD.BCST 100(R8), Z16, Z13
+	VPDPBUSD.BCST 68(DX), Z17, Z14
+	VPDPBUSD.BCST 100(DX), Z16, Z15
+	VMOVDQU32     1088(AX), Z17
+	VMOVDQU32     1600(AX), Z16
+	VPDPBUSD.BCST 72(CX), Z17, Z10
+	VPDPBUSD.BCST 104(CX), Z16, Z11
+	VPDPBUSD.BCST 72(R8), Z17, Z12
+	VPDPBUSD.BCST 104(R8), Z16, Z13
+	VPDPBUSD.BCST 72(DX), Z17, Z14
+	VPDPBUSD.BCST 104(DX), Z16, Z15
+	VMOVDQU32     1152(AX), Z17
+	VMOVDQU32     1664(AX), Z16
+	VPDPBUSD.BCST 76(CX), Z17, Z10
+	VPDPBUSD.BCST 108(CX), Z16, Z11
+	VPDPBUSD.BCST 76(R8), Z17, Z12
+	VPDPBUSD.BCST 108(R8), Z16, Z13
+	VPDPBUSD.BCST 76(DX), Z17, Z14
+	VPDPBUSD.BCST 108(DX), Z16, Z15
+	VMOVDQU32     1216(AX), Z17
+	VMOVDQU32     1728(AX), Z16
+	VPDPBUSD.BCST 80(CX), Z17, Z10
+	VPDPBUSD.BCST 112(CX), Z16, Z11
+	VPDPBUSD.BCST 80(R8), Z17, Z12
+	VPDPBUSD.BCST 112(R8), Z16, Z13
+	VPDPBUSD.BCST 80(DX), Z17, Z14
+	VPDPBUSD.BCST 112(DX), Z16, Z15
+	VMOVDQU32     1280(AX), Z17
+	VMOVDQU32     1792(AX), Z16
+	VPDPBUSD.BCST 84(CX), Z17, Z10
+	VPDPBUSD.BCST 116(CX), Z16, Z11
+	VPDPBUSD.BCST 84(R8), Z17, Z12
+	VPDPBUSD.BCST 116(R8), Z16, Z13
+	VPDPBUSD.BCST 84(DX), Z17, Z14
+	VPDPBUSD.BCST 116(DX), Z16, Z15
+	VMOVDQU32     1344(AX), Z17
+	VMOVDQU32     1856(AX), Z16
+	VPDPBUSD.BCST 88(CX), Z17, Z10
+	VPDPBUSD.BCST 120(CX), Z16, Z11
+	VPDPBUSD.BCST 88(R8), Z17, Z12
+	VPDPBUSD.BCST 120(R8), Z16, Z13
+	VPDPBUSD.BCST 88(DX), Z17, Z14
+	VPDPBUSD.BCST 120(DX), Z16, Z15
+	VMOVDQU32     1408(AX), Z17
+	VMOVDQU32     1920(AX), Z16
+	VPDPBUSD.BCST 92(CX), Z17, Z10
+	VPDPBUSD.BCST 124(CX), Z16, Z11
+	VPDPBUSD.BCST 92(R8), Z17, Z12
+	VPDPBUSD.BCST 124(R8), Z16, Z13
+	VPDPBUSD.BCST 92(DX), Z17, Z14
+	VPDPBUSD.BCST 124(DX), Z16, Z15
+	VMOVDQU32     1472(AX), Z17
+	VMOVDQU32     1984(AX), Z16
+	VPDPBUSD.BCST 96(CX), Z17, Z10
+	VPDPBUSD.BCST 128(CX), Z16, Z11
+	VPDPBUSD.BCST 96(R8), Z17, Z12
+	VPDPBUSD.BCST 128(R8), Z16, Z13
+	VPDPBUSD.BCST 96(DX), Z17, Z14
+	VPDPBUSD.BCST 128(DX), Z16, Z15
+	VPMOVZXBD     4128(AX), Z16
+	VPMOVZXBD     4144(AX), Z17
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z8, Z8
+	VPMULLD       Z16, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     2048(AX), Z17
+	VMOVDQU32     2560(AX), Z16
+	VPDPBUSD.BCST 132(CX), Z17, Z10
+	VPDPBUSD.BCST 164(CX), Z16, Z11
+	VPDPBUSD.BCST 132(R8), Z17, Z12
+	VPDPBUSD.BCST 164(R8), Z16, Z13
+	VPDPBUSD.BCST 132(DX), Z17, Z14
+	VPDPBUSD.BCST 164(DX), Z16, Z15
+	VMOVDQU32     2112(AX), Z17
+	VMOVDQU32     2624(AX), Z16
+	VPDPBUSD.BCST 136(CX), Z17, Z10
+	VPDPBUSD.BCST 168(CX), Z16, Z11
+	VPDPBUSD.BCST 136(R8), Z17, Z12
+	VPDPBUSD.BCST 168(R8), Z16, Z13
+	VPDPBUSD.BCST 136(DX), Z17, Z14
+	VPDPBUSD.BCST 168(DX), Z16, Z15
+	VMOVDQU32     2176(AX), Z17
+	VMOVDQU32     2688(AX), Z16
+	VPDPBUSD.BCST 140(CX), Z17, Z10
+	VPDPBUSD.BCST 172(CX), Z16, Z11
+	VPDPBUSD.BCST 140(R8), Z17, Z12
+	VPDPBUSD.BCST 172(R8), Z16, Z13
+	VPDPBUSD.BCST 140(DX), Z17, Z14
+	VPDPBUSD.BCST 172(DX), Z16, Z15
+	VMOVDQU32     2240(AX), Z17
+	VMOVDQU32     2752(AX), Z16
+	VPDPBUSD.BCST 144(CX), Z17, Z10
+	VPDPBUSD.BCST 176(CX), Z16, Z11
+	VPDPBUSD.BCST 144(R8), Z17, Z12
+	VPDPBUSD.BCST 176(R8), Z16, Z13
+	VPDPBUSD.BCST 144(DX), Z17, Z14
+	VPDPBUSD.BCST 176(DX), Z16, Z15
+	VMOVDQU32     2304(AX), Z17
+	VMOVDQU32     2816(AX), Z16
+	VPDPBUSD.BCST 148(CX), Z17, Z10
+	VPDPBUSD.BCST 180(CX), Z16, Z11
+	VPDPBUSD.BCST 148(R8), Z17, Z12
+	VPDPBUSD.BCST 180(R8), Z16, Z13
+	VPDPBUSD.BCST 148(DX), Z17, Z14
+	VPDPBUSD.BCST 180(DX), Z16, Z15
+	VMOVDQU32     2368(AX), Z17
+	VMOVDQU32     2880(AX), Z16
+	VPDPBUSD.BCST 152(CX), Z17, Z10
+	VPDPBUSD.BCST 184(CX), Z16, Z11
+	VPDPBUSD.BCST 152(R8), Z17, Z12
+	VPDPBUSD.BCST 184(R8), Z16, Z13
+	VPDPBUSD.BCST 152(DX), Z17, Z14
+	VPDPBUSD.BCST 184(DX), Z16, Z15
+	VMOVDQU32     2432(AX), Z17
+	VMOVDQU32     2944(AX), Z16
+	VPDPBUSD.BCST 156(CX), Z17, Z10
+	VPDPBUSD.BCST 188(CX), Z16, Z11
+	VPDPBUSD.BCST 156(R8), Z17, Z12
+	VPDPBUSD.BCST 188(R8), Z16, Z13
+	VPDPBUSD.BCST 156(DX), Z17, Z14
+	VPDPBUSD.BCST 188(DX), Z16, Z15
+	VMOVDQU32     2496(AX), Z17
+	VMOVDQU32     3008(AX), Z16
+	VPDPBUSD.BCST 160(CX), Z17, Z10
+	VPDPBUSD.BCST 192(CX), Z16, Z11
+	VPDPBUSD.BCST 160(R8), Z17, Z12
+	VPDPBUSD.BCST 192(R8), Z16, Z13
+	VPDPBUSD.BCST 160(DX), Z17, Z14
+	VPDPBUSD.BCST 192(DX), Z16, Z15
+	VPMOVZXBD     4160(AX), Z16
+	VPMOVZXBD     4176(AX), Z17
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z8, Z8
+	VPMULLD       Z16, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     3072(AX), Z17
+	VMOVDQU32     3584(AX), Z16
+	VPDPBUSD.BCST 196(CX), Z17, Z10
+	VPDPBUSD.BCST 228(CX), Z16, Z11
+	VPDPBUSD.BCST 196(R8), Z17, Z12
+	VPDPBUSD.BCST 228(R8), Z16, Z13
+	VPDPBUSD.BCST 196(DX), Z17, Z14
+	VPDPBUSD.BCST 228(DX), Z16, Z15
+	VMOVDQU32     3136(AX), Z17
+	VMOVDQU32     3648(AX), Z16
+	VPDPBUSD.BCST 200(CX), Z17, Z10
+	VPDPBUSD.BCST 232(CX), Z16, Z11
+	VPDPBUSD.BCST 200(R8), Z17, Z12
+	VPDPBUSD.BCST 232(R8), Z16, Z13
+	VPDPBUSD.BCST 200(DX), Z17, Z14
+	VPDPBUSD.BCST 232(DX), Z16, Z15
+	VMOVDQU32     3200(AX), Z17
+	VMOVDQU32     3712(AX), Z16
+	VPDPBUSD.BCST 204(CX), Z17, Z10
+	VPDPBUSD.BCST 236(CX), Z16, Z11
+	VPDPBUSD.BCST 204(R8), Z17, Z12
+	VPDPBUSD.BCST 236(R8), Z16, Z13
+	VPDPBUSD.BCST 204(DX), Z17, Z14
+	VPDPBUSD.BCST 236(DX), Z16, Z15
+	VMOVDQU32     3264(AX), Z17
+	VMOVDQU32     3776(AX), Z16
+	VPDPBUSD.BCST 208(CX), Z17, Z10
+	VPDPBUSD.BCST 240(CX), Z16, Z11
+	VPDPBUSD.BCST 208(R8), Z17, Z12
+	VPDPBUSD.BCST 240(R8), Z16, Z13
+	VPDPBUSD.BCST 208(DX), Z17, Z14
+	VPDPBUSD.BCST 240(DX), Z16, Z15
+	VMOVDQU32     3328(AX), Z17
+	VMOVDQU32     3840(AX), Z16
+	VPDPBUSD.BCST 212(CX), Z17, Z10
+	VPDPBUSD.BCST 244(CX), Z16, Z11
+	VPDPBUSD.BCST 212(R8), Z17, Z12
+	VPDPBUSD.BCST 244(R8), Z16, Z13
+	VPDPBUSD.BCST 212(DX), Z17, Z14
+	VPDPBUSD.BCST 244(DX), Z16, Z15
+	VMOVDQU32     3392(AX), Z17
+	VMOVDQU32     3904(AX), Z16
+	VPDPBUSD.BCST 216(CX), Z17, Z10
+	VPDPBUSD.BCST 248(CX), Z16, Z11
+	VPDPBUSD.BCST 216(R8), Z17, Z12
+	VPDPBUSD.BCST 248(R8), Z16, Z13
+	VPDPBUSD.BCST 216(DX), Z17, Z14
+	VPDPBUSD.BCST 248(DX), Z16, Z15
+	VMOVDQU32     3456(AX), Z17
+	VMOVDQU32     3968(AX), Z16
+	VPDPBUSD.BCST 220(CX), Z17, Z10
+	VPDPBUSD.BCST 252(CX), Z16, Z11
+	VPDPBUSD.BCST 220(R8), Z17, Z12
+	VPDPBUSD.BCST 252(R8), Z16, Z13
+	VPDPBUSD.BCST 220(DX), Z17, Z14
+	VPDPBUSD.BCST 252(DX), Z16, Z15
+	VMOVDQU32     3520(AX), Z17
+	VMOVDQU32     4032(AX), Z16
+	VPDPBUSD.BCST 224(CX), Z17, Z10
+	VPDPBUSD.BCST 256(CX), Z16, Z11
+	VPDPBUSD.BCST 224(R8), Z17, Z12
+	VPDPBUSD.BCST 256(R8), Z16, Z13
+	VPDPBUSD.BCST 224(DX), Z17, Z14
+	VPDPBUSD.BCST 256(DX), Z16, Z15
+	VPMOVZXBD     4192(AX), Z16
+	VPMOVZXBD     4208(AX), Z17
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z17, Z11, Z11
+	VPADDD        Z11, Z7, Z7
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z8, Z8
+	VPMULLD       Z17, Z13, Z13
+	VPADDD        Z13, Z8, Z8
+	VPMULLD       Z16, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z17, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VCVTPH2PS     4480(AX), Z10
+	VCVTPH2PS     4512(AX), Z11
+	VBROADCASTSS  (BX), Z12
+	VMULPS        Z12, Z10, Z13
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z7, Z13, Z13
+	VADDPS        Z13, Z1, Z1
+	VMULPS        Z12, Z11, Z7
+	VCVTDQ2PS     Z4, Z4
+	VMULPS        Z4, Z7, Z7
+	VSUBPS        Z7, Z1, Z1
+	VBROADCASTSS  (R9), Z4
+	VMULPS        Z4, Z10, Z7
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z8, Z7, Z7
+	VADDPS        Z7, Z2, Z2
+	VMULPS        Z4, Z11, Z4
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        Z5, Z4, Z4
+	VSUBPS        Z4, Z2, Z2
+	VBROADCASTSS  (DI), Z4
+	VMULPS        Z4, Z10, Z5
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z9, Z5, Z5
+	VADDPS        Z5, Z3, Z3
+	VMULPS        Z4, Z11, Z4
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z4, Z4
+	VSUBPS        Z4, Z3, Z3
+	ADDQ          $0x000011c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, BX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x20, R9
+	ADDQ          $0x00000124, DX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JMP           q5kgemmTile3VNNI_loop
+
+q5kgemmTile3VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VZEROUPPER
+	RET
+
+// func q5kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q5kgemmTile4VNNI(SB), NOSPLIT, $0-120
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      ac_base+88(FP), BX
+	MOVQ      nb+112(FP), SI
+	MOVQ      SI, DI
+	SHLQ      $0x05, DI
+	LEAQ      (CX)(DX*1), R8
+	LEAQ      (BX)(DI*1), R9
+	LEAQ      (R8)(DX*1), R10
+	LEAQ      (R9)(DI*1), R11
+	LEAQ      (R10)(DX*1), DX
+	LEAQ      (R11)(DI*1), DI
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+	VMOVDQA32 Z0, Z2
+	VMOVDQA32 Z0, Z3
+	VMOVDQA32 Z0, Z4
+
+q5kgemmTile4VNNI_loop:
+	TESTQ         SI, SI
+	JZ            q5kgemmTile4VNNI_done
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQU32     4224(AX), Z9
+	VPDPWSSD.BCST 4(BX), Z9, Z5
+	VPDPWSSD.BCST 4(R9), Z9, Z6
+	VPDPWSSD.BCST 4(R11), Z9, Z7
+	VPDPWSSD.BCST 4(DI), Z9, Z8
+	VMOVDQU32     4288(AX), Z9
+	VPDPWSSD.BCST 8(BX), Z9, Z5
+	VPDPWSSD.BCST 8(R9), Z9, Z6
+	VPDPWSSD.BCST 8(R11), Z9, Z7
+	VPDPWSSD.BCST 8(DI), Z9, Z8
+	VMOVDQU32     4352(AX), Z9
+	VPDPWSSD.BCST 12(BX), Z9, Z5
+	VPDPWSSD.BCST 12(R9), Z9, Z6
+	VPDPWSSD.BCST 12(R11), Z9, Z7
+	VPDPWSSD.BCST 12(DI), Z9, Z8
+	VMOVDQU32     4416(AX), Z9
+	VPDPWSSD.BCST 16(BX), Z9, Z5
+	VPDPWSSD.BCST 16(R9), Z9, Z6
+	VPDPWSSD.BCST 16(R11), Z9, Z7
+	VPDPWSSD.BCST 16(DI), Z9, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     (AX), Z22
+	VMOVDQU32     512(AX), Z21
+	VPDPBUSD.BCST 4(CX), Z22, Z13
+	VPDPBUSD.BCST 36(CX), Z21, Z14
+	VPDPBUSD.BCST 4(R8), Z22, Z15
+	VPDPBUSD.BCST 36(R8), Z21, Z16
+	VPDPBUSD.BCST 4(R10), Z22, Z17
+	VPDPBUSD.BCST 36(R10), Z21, Z18
+	VPDPBUSD.BCST 4(DX), Z22, Z19
+	VPDPBUSD.BCST 36(DX), Z21, Z20
+	VMOVDQU32     64(AX), Z22
+	VMOVDQU32     576(AX), Z21
+	VPDPBUSD.BCST 8(CX), Z22, Z13
+	VPDPBUSD.BCST 40(CX), Z21, Z14
+	VPDPBUSD.BCST 8(R8), Z22, Z15
+	VPDPBUSD.BCST 40(R8), Z21, Z16
+	VPDPBUSD.BCST 8(R10), Z22, Z17
+	VPDPBUSD.BCST 40(R10), Z21, Z18
+	VPDPBUSD.BCST 8(DX), Z22, Z19
+	VPDPBUSD.BCST 40(DX), Z21, Z20
+	VMOVDQU32     128(AX), Z22
+	VMOVDQU32     640(AX), Z21
+	VPDPBUSD.BCST 12(CX), Z22, Z13
+	VPDPBUSD.BCST 44(CX), Z21, Z14
+	VPDPBUSD.BCST 12(R8), Z22, Z15
+	VPDPBUSD.BCST 44(R8), Z21, Z16
+	VPDPBUSD.BCST 12(R10), Z22, Z17
+	VPDPBUSD.BCST 44(R10), Z21, Z18
+	VPDPBUSD.BCST 12(DX), Z22, Z19
+	VPDPBUSD.BCST 44(DX), Z21, Z20
+	VMOVDQU32     192(AX), Z22
+	VMOVDQU32     704(AX), Z21
+	VPDPBUSD.BCST 16(CX), Z22, Z13
+	VPDPBUSD.BCST 48(CX), Z21, Z14
+	VPDPBUSD.BCST 16(R8), Z22, Z15
+	VPDPBUSD.BCST 48(R8), Z21, Z16
+	VPDPBUSD.BCST 16(R10), Z22, Z17
+	VPDPBUSD.BCST 48(R10), Z21, Z18
+	VPDPBUSD.BCST 16(DX), Z22, Z19
+	VPDPBUSD.BCST 48(DX), Z21, Z20
+	VMOVDQU32     256(AX), Z22
+	VMOVDQU32     768(AX), Z21
+	VPDPBUSD.BCST 20(CX), Z22, Z13
+	VPDPBUSD.BCST 52(CX), Z21, Z14
+	VPDPBUSD.BCST 20(R8), Z22, Z15
+	VPDPBUSD.BCST 52(R8), Z21, Z16
+	VPDPBUSD.BCST 20(R10), Z22, Z17
+	VPDPBUSD.BCST 52(R10), Z21, Z18
+	VPDPBUSD.BCST 20(DX), Z22, Z19
+	VPDPBUSD.BCST 52(DX), Z21, Z20
+	VMOVDQU32     320(AX), Z22
+	VMOVDQU32     832(AX), Z21
+	VPDPBUSD.BCST 24(CX), Z22, Z13
+	VPDPBUSD.BCST 56(CX), Z21, Z14
+	VPDPBUSD.BCST 24(R8), Z22, Z15
+	VPDPBUSD.BCST 56(R8), Z21, Z16
+	VPDPBUSD.BCST 24(R10), Z22, Z17
+	VPDPBUSD.BCST 56(R10), Z21, Z18
+	VPDPBUSD.BCST 24(DX), Z22, Z19
+	VPDPBUSD.BCST 56(DX), Z21, Z20
+	VMOVDQU32     384(AX), Z22
+	VMOVDQU32     896(AX), Z21
+	VPDPBUSD.BCST 28(CX), Z22, Z13
+	VPDPBUSD.BCST 60(CX), Z21, Z14
+	VPDPBUSD.BCST 28(R8), Z22, Z15
+	VPDPBUSD.BCST 60(R8), Z21, Z16
+	VPDPBUSD.BCST 28(R10), Z22, Z17
+	VPDPBUSD.BCST 60(R10), Z21, Z18
+	VPDPBUSD.BCST 28(DX), Z22, Z19
+	VPDPBUSD.BCST 60(DX), Z21, Z20
+	VMOVDQU32     448(AX), Z22
+	VMOVDQU32     960(AX), Z21
+	VPDPBUSD.BCST 32(CX), Z22, Z13
+	VPDPBUSD.BCST 64(CX), Z21, Z14
+	VPDPBUSD.BCST 32(R8), Z22, Z15
+	VPDPBUSD.BCST 64(R8), Z21, Z16
+	VPDPBUSD.BCST 32(R10), Z22, Z17
+	VPDPBUSD.BCST 64(R10), Z21, Z18
+	VPDPBUSD.BCST 32(DX), Z22, Z19
+	VPDPBUSD.BCST 64(DX), Z21, Z20
+	VPMOVZXBD     4096(AX), Z21
+	VPMOVZXBD     4112(AX), Z22
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VPMULLD       Z21, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z11, Z11
+	VPMULLD       Z21, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     1024(AX), Z22
+	VMOVDQU32     1536(AX), Z21
+	VPDPBUSD.BCST 68(CX), Z22, Z13
+	VPDPBUSD.BCST 100(CX), Z21, Z14
+	VPDPBUSD.BCST 68(R8), Z22, Z15
+	VPDPBUSD.BCST 100(R8), Z21, Z16
+	VPDPBUSD.BCST 68(R10), Z22, Z17
+	VPDPBUSD.BCST 100(R10), Z21, Z18
+	VPDPBUSD.BCST 68(DX), Z22, Z19
+	VPDPBUSD.BCST 100(DX), Z21, Z20
+	VMOVDQU32     1088(AX), Z22
+	VMOVDQU32     1600(AX), Z21
+	VPDPBUSD.BCST 72(CX), Z22, Z13
+	VPDPBUSD.BCST 104(CX), Z21, Z14
+	VPDPBUSD.BCST 72(R8), Z22, Z15
+	VPDPBUSD.BCST 104(R8), Z21, Z16
+	VPDPBUSD.BCST 72(R10), Z22, Z17
+	VPDPBUSD.BCST 104(R10), Z21, Z18
+	VPDPBUSD.BCST 72(DX), Z22, Z19
+	VPDPBUSD.BCST 104(DX), Z21, Z20
+	VMOVDQU32     1152(AX), Z22
+	VMOVDQU32     1664(AX), Z21
+	VPDPBUSD.BCST 76(CX), Z22, Z13
+	VPDPBUSD.BCST 108(CX), Z21, Z14
+	VPDPBUSD.BCST 76(R8), Z22, Z15
+	VPDPBUSD.BCST 108(R8), Z21, Z16
+	VPDPBUSD.BCST 76(R10), Z22, Z17
+	VPDPBUSD.BCST 108(R10), Z21, Z18
+	VPDPBUSD.BCST 76(DX), Z22, Z19
+	VPDPBUSD.BCST 108(DX), Z21, Z20
+	VMOVDQU32     1216(AX), Z22
+	VMOVDQU32     1728(AX), Z21
+	VPDPBUSD.BCST 80(CX), Z22, Z13
+	VPDPBUSD.BCST 112(CX), Z21, Z14
+	VPDPBUSD.BCST 80(R8), Z22, Z15
+	VPDPBUSD.BCST 112(R8), Z21, Z16
+	VPDPBUSD.BCST 80(R10), Z22, Z17
+	VPDPBUSD.BCST 112(R10), Z21, Z18
+	VPDPBUSD.BCST 80(DX), Z22, Z19
+	VPDPBUSD.BCST 112(DX), Z21, Z20
+	VMOVDQU32     1280(AX), Z22
+	VMOVDQU32     1792(AX), Z21
+	VPDPBUSD.BCST 84(CX), Z22, Z13
+	VPDPBUSD.BCST 116(CX), Z21, Z14
+	VPDPBUSD.BCST 84(R8), Z22, Z15
+	VPDPBUSD.BCST 116(R8), Z21, Z16
+	VPDPBUSD.BCST 84(R10), Z22, Z17
+	VPDPBUSD.BCST 116(R10), Z21, Z18
+	VPDPBUSD.BCST 84(DX), Z22, Z19
+	VPDPBUSD.BCST 116(DX), Z21, Z20
+	VMOVDQU32     1344(AX), Z22
+	VMOVDQU32     1856(AX), Z21
+	VPDPBUSD.BCST 88(CX), Z22, Z13
+	VPDPBUSD.BCST 120(CX), Z21, Z14
+	VPDPBUSD.BCST 88(R8), Z22, Z15
+	VPDPBUSD.BCST 120(R8), Z21, Z16
+	VPDPBUSD.BCST 88(R10), Z22, Z17
+	VPDPBUSD.BCST 120(R10), Z21, Z18
+	VPDPBUSD.BCST 88(DX), Z22, Z19
+	VPDPBUSD.BCST 120(DX), Z21, Z20
+	VMOVDQU32     1408(AX), Z22
+	VMOVDQU32     1920(AX), Z21
+	VPDPBUSD.BCST 92(CX), Z22, Z13
+	VPDPBUSD.BCST 124(CX), Z21, Z14
+	VPDPBUSD.BCST 92(R8), Z22, Z15
+	VPDPBUSD.BCST 124(R8), Z21, Z16
+	VPDPBUSD.BCST 92(R10), Z22, Z17
+	VPDPBUSD.BCST 124(R10), Z21, Z18
+	VPDPBUSD.BCST 92(DX), Z22, Z19
+	VPDPBUSD.BCST 124(DX), Z21, Z20
+	VMOVDQU32     1472(AX), Z22
+	VMOVDQU32     1984(AX), Z21
+	VPDPBUSD.BCST 96(CX), Z22, Z13
+	VPDPBUSD.BCST 128(CX), Z21, Z14
+	VPDPBUSD.BCST 96(R8), Z22, Z15
+	VPDPBUSD.BCST 128(R8), Z21, Z16
+	VPDPBUSD.BCST 96(R10), Z22, Z17
+	VPDPBUSD.BCST 128(R10), Z21, Z18
+	VPDPBUSD.BCST 96(DX), Z22, Z19
+	VPDPBUSD.BCST 128(DX), Z21, Z20
+	VPMOVZXBD     4128(AX), Z21
+	VPMOVZXBD     4144(AX), Z22
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VPMULLD       Z21, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z11, Z11
+	VPMULLD       Z21, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     2048(AX), Z22
+	VMOVDQU32     2560(AX), Z21
+	VPDPBUSD.BCST 132(CX), Z22, Z13
+	VPDPBUSD.BCST 164(CX), Z21, Z14
+	VPDPBUSD.BCST 132(R8), Z22, Z15
+	VPDPBUSD.BCST 164(R8), Z21, Z16
+	VPDPBUSD.BCST 132(R10), Z22, Z17
+	VPDPBUSD.BCST 164(R10), Z21, Z18
+	VPDPBUSD.BCST 132(DX), Z22, Z19
+	VPDPBUSD.BCST 164(DX), Z21, Z20
+	VMOVDQU32     2112(AX), Z22
+	VMOVDQU32     2624(AX), Z21
+	VPDPBUSD.BCST 136(CX), Z22, Z13
+	VPDPBUSD.BCST 168(CX), Z21, Z14
+	VPDPBUSD.BCST 136(R8), Z22, Z15
+	VPDPBUSD.BCST 168(R8), Z21, Z16
+	VPDPBUSD.BCST 136(R10), Z22, Z17
+	VPDPBUSD.BCST 168(R10), Z21, Z18
+	VPDPBUSD.BCST 136(DX), Z22, Z19
+	VPDPBUSD.BCST 168(DX), Z21, Z20
+	VMOVDQU32     2176(AX), Z22
+	VMOVDQU32     2688(AX), Z21
+	VPDPBUSD.BCST 140(CX), Z22, Z13
+	VPDPBUSD.BCST 172(CX), Z21, Z14
+	VPDPBUSD.BCST 140(R8), Z22, Z15
+	VPDPBUSD.BCST 172(R8), Z21, Z16
+	VPDPBUSD.BCST 140(R10), Z22, Z17
+	VPDPBUSD.BCST 172(R10), Z21, Z18
+	VPDPBUSD.BCST 140(DX), Z22, Z19
+	VPDPBUSD.BCST 172(DX), Z21, Z20
+	VMOVDQU32     2240(AX), Z22
+	VMOVDQU32     2752(AX), Z21
+	VPDPBUSD.BCST 144(CX), Z22, Z13
+	VPDPBUSD.BCST 176(CX), Z21, Z14
+	VPDPBUSD.BCST 144(R8), Z22, Z15
+	VPDPBUSD.BCST 176(R8), Z21, Z16
+	VPDPBUSD.BCST 144(R10), Z22, Z17
+	VPDPBUSD.BCST 176(R10), Z21, Z18
+	VPDPBUSD.BCST 144(DX), Z22, Z19
+	VPDPBUSD.BCST 176(DX), Z21, Z20
+	VMOVDQU32     2304(AX), Z22
+	VMOVDQU32     2816(AX), Z21
+	VPDPBUSD.BCST 148(CX), Z22, Z13
+	VPDPBUSD.BCST 180(CX), Z21, Z14
+	VPDPBUSD.BCST 148(R8), Z22, Z15
+	VPDPBUSD.BCST 180(R8), Z21, Z16
+	VPDPBUSD.BCST 148(R10), Z22, Z17
+	VPDPBUSD.BCST 180(R10), Z21, Z18
+	VPDPBUSD.BCST 148(DX), Z22, Z19
+	VPDPBUSD.BCST 180(DX), Z21, Z20
+	VMOVDQU32     2368(AX), Z22
+	VMOVDQU32     2880(AX), Z21
+	VPDPBUSD.BCST 152(CX), Z22, Z13
+	VPDPBUSD.BCST 184(CX), Z21, Z14
+	VPDPBUSD.BCST 152(R8), Z22, Z15
+	VPDPBUSD.BCST 184(R8), Z21, Z16
+	VPDPBUSD.BCST 152(R10), Z22, Z17
+	VPDPBUSD.BCST 184(R10), Z21, Z18
+	VPDPBUSD.BCST 152(DX), Z22, Z19
+	VPDPBUSD.BCST 184(DX), Z21, Z20
+	VMOVDQU32     2432(AX), Z22
+	VMOVDQU32     2944(AX), Z21
+	VPDPBUSD.BCST 156(CX), Z22, Z13
+	VPDPBUSD.BCST 188(CX), Z21, Z14
+	VPDPBUSD.BCST 156(R8), Z22, Z15
+	VPDPBUSD.BCST 188(R8), Z21, Z16
+	VPDPBUSD.BCST 156(R10), Z22, Z17
+	VPDPBUSD.BCST 188(R10), Z21, Z18
+	VPDPBUSD.BCST 156(DX), Z22, Z19
+	VPDPBUSD.BCST 188(DX), Z21, Z20
+	VMOVDQU32     2496(AX), Z22
+	VMOVDQU32     3008(AX), Z21
+	VPDPBUSD.BCST 160(CX), Z22, Z13
+	VPDPBUSD.BCST 192(CX), Z21, Z14
+	VPDPBUSD.BCST 160(R8), Z22, Z15
+	VPDPBUSD.BCST 192(R8), Z21, Z16
+	VPDPBUSD.BCST 160(R10), Z22, Z17
+	VPDPBUSD.BCST 192(R10), Z21, Z18
+	VPDPBUSD.BCST 160(DX), Z22, Z19
+	VPDPBUSD.BCST 192(DX), Z21, Z20
+	VPMOVZXBD     4160(AX), Z21
+	VPMOVZXBD     4176(AX), Z22
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VPMULLD       Z21, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z11, Z11
+	VPMULLD       Z21, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     3072(AX), Z22
+	VMOVDQU32     3584(AX), Z21
+	VPDPBUSD.BCST 196(CX), Z22, Z13
+	VPDPBUSD.BCST 228(CX), Z21, Z14
+	VPDPBUSD.BCST 196(R8), Z22, Z15
+	VPDPBUSD.BCST 228(R8), Z21, Z16
+	VPDPBUSD.BCST 196(R10), Z22, Z17
+	VPDPBUSD.BCST 228(R10), Z21, Z18
+	VPDPBUSD.BCST 196(DX), Z22, Z19
+	VPDPBUSD.BCST 228(DX), Z21, Z20
+	VMOVDQU32     3136(AX), Z22
+	VMOVDQU32     3648(AX), Z21
+	VPDPBUSD.BCST 200(CX), Z22, Z13
+	VPDPBUSD.BCST 232(CX), Z21, Z14
+	VPDPBUSD.BCST 200(R8), Z22, Z15
+	VPDPBUSD.BCST 232(R8), Z21, Z16
+	VPDPBUSD.BCST 200(R10), Z22, Z17
+	VPDPBUSD.BCST 232(R10), Z21, Z18
+	VPDPBUSD.BCST 200(DX), Z22, Z19
+	VPDPBUSD.BCST 232(DX), Z21, Z20
+	VMOVDQU32     3200(AX), Z22
+	VMOVDQU32     3712(AX), Z21
+	VPDPBUSD.BCST 204(CX), Z22, Z13
+	VPDPBUSD.BCST 236(CX), Z21, Z14
+	VPDPBUSD.BCST 204(R8), Z22, Z15
+	VPDPBUSD.BCST 236(R8), Z21, Z16
+	VPDPBUSD.BCST 204(R10), Z22, Z17
+	VPDPBUSD.BCST 236(R10), Z21, Z18
+	VPDPBUSD.BCST 204(DX), Z22, Z19
+	VPDPBUSD.BCST 236(DX), Z21, Z20
+	VMOVDQU32     3264(AX), Z22
+	VMOVDQU32     3776(AX), Z21
+	VPDPBUSD.BCST 208(CX), Z22, Z13
+	VPDPBUSD.BCST 240(CX), Z21, Z14
+	VPDPBUSD.BCST 208(R8), Z22, Z15
+	VPDPBUSD.BCST 240(R8), Z21, Z16
+	VPDPBUSD.BCST 208(R10), Z22, Z17
+	VPDPBUSD.BCST 240(R10), Z21, Z18
+	VPDPBUSD.BCST 208(DX), Z22, Z19
+	VPDPBUSD.BCST 240(DX), Z21, Z20
+	VMOVDQU32     3328(AX), Z22
+	VMOVDQU32     3840(AX), Z21
+	VPDPBUSD.BCST 212(CX), Z22, Z13
+	VPDPBUSD.BCST 244(CX), Z21, Z14
+	VPDPBUSD.BCST 212(R8), Z22, Z15
+	VPDPBUSD.BCST 244(R8), Z21, Z16
+	VPDPBUSD.BCST 212(R10), Z22, Z17
+	VPDPBUSD.BCST 244(R10), Z21, Z18
+	VPDPBUSD.BCST 212(DX), Z22, Z19
+	VPDPBUSD.BCST 244(DX), Z21, Z20
+	VMOVDQU32     3392(AX), Z22
+	VMOVDQU32     3904(AX), Z21
+	VPDPBUSD.BCST 216(CX), Z22, Z13
+	VPDPBUSD.BCST 248(CX), Z21, Z14
+	VPDPBUSD.BCST 216(R8), Z22, Z15
+	VPDPBUSD.BCST 248(R8), Z21, Z16
+	VPDPBUSD.BCST 216(R10), Z22, Z17
+	VPDPBUSD.BCST 248(R10), Z21, Z18
+	VPDPBUSD.BCST 216(DX), Z22, Z19
+	VPDPBUSD.BCST 248(DX), Z21, Z20
+	VMOVDQU32     3456(AX), Z22
+	VMOVDQU32     3968(AX), Z21
+	VPDPBUSD.BCST 220(CX), Z22, Z13
+	VPDPBUSD.BCST 252(CX), Z21, Z14
+	VPDPBUSD.BCST 220(R8), Z22, Z15
+	VPDPBUSD.BCST 252(R8), Z21, Z16
+	VPDPBUSD.BCST 220(R10), Z22, Z17
+	VPDPBUSD.BCST 252(R10), Z21, Z18
+	VPDPBUSD.BCST 220(DX), Z22, Z19
+	VPDPBUSD.BCST 252(DX), Z21, Z20
+	VMOVDQU32     3520(AX), Z22
+	VMOVDQU32     4032(AX), Z21
+	VPDPBUSD.BCST 224(CX), Z22, Z13
+	VPDPBUSD.BCST 256(CX), Z21, Z14
+	VPDPBUSD.BCST 224(R8), Z22, Z15
+	VPDPBUSD.BCST 256(R8), Z21, Z16
+	VPDPBUSD.BCST 224(R10), Z22, Z17
+	VPDPBUSD.BCST 256(R10), Z21, Z18
+	VPDPBUSD.BCST 224(DX), Z22, Z19
+	VPDPBUSD.BCST 256(DX), Z21, Z20
+	VPMOVZXBD     4192(AX), Z21
+	VPMOVZXBD     4208(AX), Z22
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z22, Z14, Z14
+	VPADDD        Z14, Z9, Z9
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z10, Z10
+	VPMULLD       Z22, Z16, Z16
+	VPADDD        Z16, Z10, Z10
+	VPMULLD       Z21, Z17, Z17
+	VPADDD        Z17, Z11, Z11
+	VPMULLD       Z22, Z18, Z18
+	VPADDD        Z18, Z11, Z11
+	VPMULLD       Z21, Z19, Z19
+	VPADDD        Z19, Z12, Z12
+	VPMULLD       Z22, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VCVTPH2PS     4480(AX), Z13
+	VCVTPH2PS     4512(AX), Z14
+	VBROADCASTSS  (BX), Z15
+	VMULPS        Z15, Z13, Z16
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z9, Z16, Z16
+	VADDPS        Z16, Z1, Z1
+	VMULPS        Z15, Z14, Z9
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        Z5, Z9, Z9
+	VSUBPS        Z9, Z1, Z1
+	VBROADCASTSS  (R9), Z5
+	VMULPS        Z5, Z13, Z9
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z10, Z9, Z9
+	VADDPS        Z9, Z2, Z2
+	VMULPS        Z5, Z14, Z5
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z5, Z5
+	VSUBPS        Z5, Z2, Z2
+	VBROADCASTSS  (R11), Z5
+	VMULPS        Z5, Z13, Z6
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z11, Z6, Z6
+	VADDPS        Z6, Z3, Z3
+	VMULPS        Z5, Z14, Z5
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z7, Z5, Z5
+	VSUBPS        Z5, Z3, Z3
+	VBROADCASTSS  (DI), Z5
+	VMULPS        Z5, Z13, Z6
+	VCVTDQ2PS     Z12, Z12
+	VMULPS        Z12, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VMULPS        Z5, Z14, Z5
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z8, Z5, Z5
+	VSUBPS        Z5, Z4, Z4
+	ADDQ          $0x000011c0, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x20, BX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x20, R9
+	ADDQ          $0x00000124, R10
+	ADDQ          $0x20, R11
+	ADDQ          $0x00000124, DX
+	ADDQ          $0x20, DI
+	DECQ          SI
+	JMP           q5kgemmTile4VNNI_loop
+
+q5kgemmTile4VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VZEROUPPER
+	RET
+
+DATA q6kg0f<>+0(SB)/1, $0x0f
+DATA q6kg0f<>+1(SB)/1, $0x0f
+DATA q6kg0f<>+2(SB)/1, $0x0f
+DATA q6kg0f<>+3(SB)/1, $0x0f
+GLOBL q6kg0f<>(SB), RODATA|NOPTR, $4
+
+DATA q6kg30<>+0(SB)/1, $0x30
+DATA q6kg30<>+1(SB)/1, $0x30
+DATA q6kg30<>+2(SB)/1, $0x30
+DATA q6kg30<>+3(SB)/1, $0x30
+GLOBL q6kg30<>(SB), RODATA|NOPTR, $4
+
+DATA q6kglo<>+0(SB)/1, $0xff
+DATA q6kglo<>+1(SB)/1, $0xff
+DATA q6kglo<>+2(SB)/1, $0x00
+DATA q6kglo<>+3(SB)/1, $0x00
+GLOBL q6kglo<>(SB), RODATA|NOPTR, $4
+
+// func q6kgemmPackVNNI(dst []byte, w []byte, stride int, nb int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·q6kgemmPackVNNI(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         w_base+24(FP), CX
+	MOVQ         stride+48(FP), DX
+	MOVQ         nb+56(FP), BX
+	LEAQ         (DX)(DX*2), SI
+	LEAQ         (CX)(DX*4), DI
+	LEAQ         (DI)(DX*4), R8
+	LEAQ         (R8)(DX*4), R9
+	VMOVDQU32    q4kgperm00<>+0(SB), Z0
+	VMOVDQU32    q4kgperm01<>+0(SB), Z1
+	VMOVDQU32    q4kgperm10<>+0(SB), Z2
+	VMOVDQU32    q4kgperm11<>+0(SB), Z3
+	VMOVDQU32    q4kgperm20<>+0(SB), Z4
+	VMOVDQU32    q4kgperm21<>+0(SB), Z5
+	VPBROADCASTD q6kg0f<>+0(SB), Z6
+	VPBROADCASTD q6kg30<>+0(SB), Z7
+	VPBROADCASTD q6kglo<>+0(SB), Z8
+
+q6kgemmPackVNNI_loop:
+	TESTQ           BX, BX
+	JZ              q6kgemmPackVNNI_done
+	VBROADCASTI64X4 (CX), Z9
+	VINSERTI64X4    $0x01, (R8), Z9, Z9
+	VBROADCASTI64X4 128(CX), Z10
+	VINSERTI64X4    $0x01, 128(R8), Z10, Z10
+	VPANDD          Z6, Z9, Z9
+	VPSLLD          $0x04, Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 (CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, (R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 128(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 128(R8)(DX*1), Z11, Z11
+	VPANDD          Z6, Z10, Z10
+	VPSLLD          $0x04, Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 (CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, (R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 128(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 128(R8)(DX*2), Z12, Z12
+	VPANDD          Z6, Z11, Z11
+	VPSLLD          $0x04, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 (CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, (R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 128(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 128(R8)(SI*1), Z13, Z13
+	VPANDD          Z6, Z12, Z12
+	VPSLLD          $0x04, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 (DI), Z13
+	VINSERTI64X4    $0x01, (R9), Z13, Z13
+	VBROADCASTI64X4 128(DI), Z14
+	VINSERTI64X4    $0x01, 128(R9), Z14, Z14
+	VPANDD          Z6, Z13, Z13
+	VPSLLD          $0x04, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 (DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, (R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 128(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 128(R9)(DX*1), Z15, Z15
+	VPANDD          Z6, Z14, Z14
+	VPSLLD          $0x04, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 (DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, (R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 128(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 128(R9)(DX*2), Z16, Z16
+	VPANDD          Z6, Z15, Z15
+	VPSLLD          $0x04, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 (DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, (R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 128(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 128(R9)(SI*1), Z17, Z17
+	VPANDD          Z6, Z16, Z16
+	VPSLLD          $0x04, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, (AX)
+	VMOVDQU32       Z10, 64(AX)
+	VMOVDQU32       Z9, 128(AX)
+	VMOVDQU32       Z16, 192(AX)
+	VMOVDQU32       Z14, 256(AX)
+	VMOVDQU32       Z15, 320(AX)
+	VMOVDQU32       Z11, 384(AX)
+	VMOVDQU32       Z18, 448(AX)
+	VBROADCASTI64X4 32(CX), Z9
+	VINSERTI64X4    $0x01, 32(R8), Z9, Z9
+	VBROADCASTI64X4 128(CX), Z10
+	VINSERTI64X4    $0x01, 128(R8), Z10, Z10
+	VPANDD          Z6, Z9, Z9
+	VPSLLD          $0x02, Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 32(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 32(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 128(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 128(R8)(DX*1), Z11, Z11
+	VPANDD          Z6, Z10, Z10
+	VPSLLD          $0x02, Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 32(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 32(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 128(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 128(R8)(DX*2), Z12, Z12
+	VPANDD          Z6, Z11, Z11
+	VPSLLD          $0x02, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 32(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 32(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 128(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 128(R8)(SI*1), Z13, Z13
+	VPANDD          Z6, Z12, Z12
+	VPSLLD          $0x02, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 32(DI), Z13
+	VINSERTI64X4    $0x01, 32(R9), Z13, Z13
+	VBROADCASTI64X4 128(DI), Z14
+	VINSERTI64X4    $0x01, 128(R9), Z14, Z14
+	VPANDD          Z6, Z13, Z13
+	VPSLLD          $0x02, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 32(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 32(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 128(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 128(R9)(DX*1), Z15, Z15
+	VPANDD          Z6, Z14, Z14
+	VPSLLD          $0x02, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 32(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 32(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 128(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 128(R9)(DX*2), Z16, Z16
+	VPANDD          Z6, Z15, Z15
+	VPSLLD          $0x02, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 32(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 32(R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 128(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 128(R9)(SI*1), Z17, Z17
+	VPANDD          Z6, Z16, Z16
+	VPSLLD          $0x02, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 512(AX)
+	VMOVDQU32       Z10, 576(AX)
+	VMOVDQU32       Z9, 640(AX)
+	VMOVDQU32       Z16, 704(AX)
+	VMOVDQU32       Z14, 768(AX)
+	VMOVDQU32       Z15, 832(AX)
+	VMOVDQU32       Z11, 896(AX)
+	VMOVDQU32       Z18, 960(AX)
+	VBROADCASTI64X4 (CX), Z9
+	VINSERTI64X4    $0x01, (R8), Z9, Z9
+	VBROADCASTI64X4 128(CX), Z10
+	VINSERTI64X4    $0x01, 128(R8), Z10, Z10
+	VPSRLD          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 (CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, (R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 128(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 128(R8)(DX*1), Z11, Z11
+	VPSRLD          $0x04, Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 (CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, (R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 128(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 128(R8)(DX*2), Z12, Z12
+	VPSRLD          $0x04, Z11, Z11
+	VPANDD          Z6, Z11, Z11
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 (CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, (R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 128(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 128(R8)(SI*1), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 (DI), Z13
+	VINSERTI64X4    $0x01, (R9), Z13, Z13
+	VBROADCASTI64X4 128(DI), Z14
+	VINSERTI64X4    $0x01, 128(R9), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 (DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, (R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 128(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 128(R9)(DX*1), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z6, Z14, Z14
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 (DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, (R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 128(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 128(R9)(DX*2), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z6, Z15, Z15
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 (DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, (R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 128(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 128(R9)(SI*1), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z6, Z16, Z16
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 1024(AX)
+	VMOVDQU32       Z10, 1088(AX)
+	VMOVDQU32       Z9, 1152(AX)
+	VMOVDQU32       Z16, 1216(AX)
+	VMOVDQU32       Z14, 1280(AX)
+	VMOVDQU32       Z15, 1344(AX)
+	VMOVDQU32       Z11, 1408(AX)
+	VMOVDQU32       Z18, 1472(AX)
+	VBROADCASTI64X4 32(CX), Z9
+	VINSERTI64X4    $0x01, 32(R8), Z9, Z9
+	VBROADCASTI64X4 128(CX), Z10
+	VINSERTI64X4    $0x01, 128(R8), Z10, Z10
+	VPSRLD          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VPSRLD          $0x02, Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 32(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 32(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 128(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 128(R8)(DX*1), Z11, Z11
+	VPSRLD          $0x04, Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSRLD          $0x02, Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 32(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 32(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 128(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 128(R8)(DX*2), Z12, Z12
+	VPSRLD          $0x04, Z11, Z11
+	VPANDD          Z6, Z11, Z11
+	VPSRLD          $0x02, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 32(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 32(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 128(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 128(R8)(SI*1), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPSRLD          $0x02, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 32(DI), Z13
+	VINSERTI64X4    $0x01, 32(R9), Z13, Z13
+	VBROADCASTI64X4 128(DI), Z14
+	VINSERTI64X4    $0x01, 128(R9), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPSRLD          $0x02, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 32(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 32(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 128(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 128(R9)(DX*1), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z6, Z14, Z14
+	VPSRLD          $0x02, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 32(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 32(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 128(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 128(R9)(DX*2), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z6, Z15, Z15
+	VPSRLD          $0x02, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 32(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 32(R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 128(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 128(R9)(SI*1), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z6, Z16, Z16
+	VPSRLD          $0x02, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 1536(AX)
+	VMOVDQU32       Z10, 1600(AX)
+	VMOVDQU32       Z9, 1664(AX)
+	VMOVDQU32       Z16, 1728(AX)
+	VMOVDQU32       Z14, 1792(AX)
+	VMOVDQU32       Z15, 1856(AX)
+	VMOVDQU32       Z11, 1920(AX)
+	VMOVDQU32       Z18, 1984(AX)
+	VBROADCASTI64X4 64(CX), Z9
+	VINSERTI64X4    $0x01, 64(R8), Z9, Z9
+	VBROADCASTI64X4 160(CX), Z10
+	VINSERTI64X4    $0x01, 160(R8), Z10, Z10
+	VPANDD          Z6, Z9, Z9
+	VPSLLD          $0x04, Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 64(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 64(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 160(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 160(R8)(DX*1), Z11, Z11
+	VPANDD          Z6, Z10, Z10
+	VPSLLD          $0x04, Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 64(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 64(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 160(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 160(R8)(DX*2), Z12, Z12
+	VPANDD          Z6, Z11, Z11
+	VPSLLD          $0x04, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 64(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 64(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 160(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 160(R8)(SI*1), Z13, Z13
+	VPANDD          Z6, Z12, Z12
+	VPSLLD          $0x04, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 64(DI), Z13
+	VINSERTI64X4    $0x01, 64(R9), Z13, Z13
+	VBROADCASTI64X4 160(DI), Z14
+	VINSERTI64X4    $0x01, 160(R9), Z14, Z14
+	VPANDD          Z6, Z13, Z13
+	VPSLLD          $0x04, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 64(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 64(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 160(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 160(R9)(DX*1), Z15, Z15
+	VPANDD          Z6, Z14, Z14
+	VPSLLD          $0x04, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 64(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 64(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 160(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 160(R9)(DX*2), Z16, Z16
+	VPANDD          Z6, Z15, Z15
+	VPSLLD          $0x04, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 64(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 64(R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 160(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 160(R9)(SI*1), Z17, Z17
+	VPANDD          Z6, Z16, Z16
+	VPSLLD          $0x04, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 2048(AX)
+	VMOVDQU32       Z10, 2112(AX)
+	VMOVDQU32       Z9, 2176(AX)
+	VMOVDQU32       Z16, 2240(AX)
+	VMOVDQU32       Z14, 2304(AX)
+	VMOVDQU32       Z15, 2368(AX)
+	VMOVDQU32       Z11, 2432(AX)
+	VMOVDQU32       Z18, 2496(AX)
+	VBROADCASTI64X4 96(CX), Z9
+	VINSERTI64X4    $0x01, 96(R8), Z9, Z9
+	VBROADCASTI64X4 160(CX), Z10
+	VINSERTI64X4    $0x01, 160(R8), Z10, Z10
+	VPANDD          Z6, Z9, Z9
+	VPSLLD          $0x02, Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 96(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 96(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 160(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 160(R8)(DX*1), Z11, Z11
+	VPANDD          Z6, Z10, Z10
+	VPSLLD          $0x02, Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 96(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 96(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 160(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 160(R8)(DX*2), Z12, Z12
+	VPANDD          Z6, Z11, Z11
+	VPSLLD          $0x02, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 96(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 96(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 160(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 160(R8)(SI*1), Z13, Z13
+	VPANDD          Z6, Z12, Z12
+	VPSLLD          $0x02, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 96(DI), Z13
+	VINSERTI64X4    $0x01, 96(R9), Z13, Z13
+	VBROADCASTI64X4 160(DI), Z14
+	VINSERTI64X4    $0x01, 160(R9), Z14, Z14
+	VPANDD          Z6, Z13, Z13
+	VPSLLD          $0x02, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 96(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 96(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 160(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 160(R9)(DX*1), Z15, Z15
+	VPANDD          Z6, Z14, Z14
+	VPSLLD          $0x02, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 96(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 96(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 160(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 160(R9)(DX*2), Z16, Z16
+	VPANDD          Z6, Z15, Z15
+	VPSLLD          $0x02, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 96(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 96(R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 160(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 160(R9)(SI*1), Z17, Z17
+	VPANDD          Z6, Z16, Z16
+	VPSLLD          $0x02, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 2560(AX)
+	VMOVDQU32       Z10, 2624(AX)
+	VMOVDQU32       Z9, 2688(AX)
+	VMOVDQU32       Z16, 2752(AX)
+	VMOVDQU32       Z14, 2816(AX)
+	VMOVDQU32       Z15, 2880(AX)
+	VMOVDQU32       Z11, 2944(AX)
+	VMOVDQU32       Z18, 3008(AX)
+	VBROADCASTI64X4 64(CX), Z9
+	VINSERTI64X4    $0x01, 64(R8), Z9, Z9
+	VBROADCASTI64X4 160(CX), Z10
+	VINSERTI64X4    $0x01, 160(R8), Z10, Z10
+	VPSRLD          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 64(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 64(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 160(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 160(R8)(DX*1), Z11, Z11
+	VPSRLD          $0x04, Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 64(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 64(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 160(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 160(R8)(DX*2), Z12, Z12
+	VPSRLD          $0x04, Z11, Z11
+	VPANDD          Z6, Z11, Z11
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 64(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 64(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 160(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 160(R8)(SI*1), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 64(DI), Z13
+	VINSERTI64X4    $0x01, 64(R9), Z13, Z13
+	VBROADCASTI64X4 160(DI), Z14
+	VINSERTI64X4    $0x01, 160(R9), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 64(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 64(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 160(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 160(R9)(DX*1), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z6, Z14, Z14
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 64(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 64(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 160(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 160(R9)(DX*2), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z6, Z15, Z15
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 64(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 64(R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 160(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 160(R9)(SI*1), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z6, Z16, Z16
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 3072(AX)
+	VMOVDQU32       Z10, 3136(AX)
+	VMOVDQU32       Z9, 3200(AX)
+	VMOVDQU32       Z16, 3264(AX)
+	VMOVDQU32       Z14, 3328(AX)
+	VMOVDQU32       Z15, 3392(AX)
+	VMOVDQU32       Z11, 3456(AX)
+	VMOVDQU32       Z18, 3520(AX)
+	VBROADCASTI64X4 96(CX), Z9
+	VINSERTI64X4    $0x01, 96(R8), Z9, Z9
+	VBROADCASTI64X4 160(CX), Z10
+	VINSERTI64X4    $0x01, 160(R8), Z10, Z10
+	VPSRLD          $0x04, Z9, Z9
+	VPANDD          Z6, Z9, Z9
+	VPSRLD          $0x02, Z10, Z10
+	VPANDD          Z7, Z10, Z10
+	VPORD           Z10, Z9, Z9
+	VBROADCASTI64X4 96(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 96(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 160(CX)(DX*1), Z11
+	VINSERTI64X4    $0x01, 160(R8)(DX*1), Z11, Z11
+	VPSRLD          $0x04, Z10, Z10
+	VPANDD          Z6, Z10, Z10
+	VPSRLD          $0x02, Z11, Z11
+	VPANDD          Z7, Z11, Z11
+	VPORD           Z11, Z10, Z10
+	VBROADCASTI64X4 96(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 96(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 160(CX)(DX*2), Z12
+	VINSERTI64X4    $0x01, 160(R8)(DX*2), Z12, Z12
+	VPSRLD          $0x04, Z11, Z11
+	VPANDD          Z6, Z11, Z11
+	VPSRLD          $0x02, Z12, Z12
+	VPANDD          Z7, Z12, Z12
+	VPORD           Z12, Z11, Z11
+	VBROADCASTI64X4 96(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 96(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 160(CX)(SI*1), Z13
+	VINSERTI64X4    $0x01, 160(R8)(SI*1), Z13, Z13
+	VPSRLD          $0x04, Z12, Z12
+	VPANDD          Z6, Z12, Z12
+	VPSRLD          $0x02, Z13, Z13
+	VPANDD          Z7, Z13, Z13
+	VPORD           Z13, Z12, Z12
+	VBROADCASTI64X4 96(DI), Z13
+	VINSERTI64X4    $0x01, 96(R9), Z13, Z13
+	VBROADCASTI64X4 160(DI), Z14
+	VINSERTI64X4    $0x01, 160(R9), Z14, Z14
+	VPSRLD          $0x04, Z13, Z13
+	VPANDD          Z6, Z13, Z13
+	VPSRLD          $0x02, Z14, Z14
+	VPANDD          Z7, Z14, Z14
+	VPORD           Z14, Z13, Z13
+	VBROADCASTI64X4 96(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 96(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 160(DI)(DX*1), Z15
+	VINSERTI64X4    $0x01, 160(R9)(DX*1), Z15, Z15
+	VPSRLD          $0x04, Z14, Z14
+	VPANDD          Z6, Z14, Z14
+	VPSRLD          $0x02, Z15, Z15
+	VPANDD          Z7, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VBROADCASTI64X4 96(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 96(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 160(DI)(DX*2), Z16
+	VINSERTI64X4    $0x01, 160(R9)(DX*2), Z16, Z16
+	VPSRLD          $0x04, Z15, Z15
+	VPANDD          Z6, Z15, Z15
+	VPSRLD          $0x02, Z16, Z16
+	VPANDD          Z7, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VBROADCASTI64X4 96(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 96(R9)(SI*1), Z16, Z16
+	VBROADCASTI64X4 160(DI)(SI*1), Z17
+	VINSERTI64X4    $0x01, 160(R9)(SI*1), Z17, Z17
+	VPSRLD          $0x04, Z16, Z16
+	VPANDD          Z6, Z16, Z16
+	VPSRLD          $0x02, Z17, Z17
+	VPANDD          Z7, Z17, Z17
+	VPORD           Z17, Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z14
+	VPERMI2D        Z10, Z15, Z14
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z15
+	VPERMI2D        Z11, Z9, Z15
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z18, Z16, Z11
+	VMOVDQA32       Z4, Z16
+	VPERMI2D        Z13, Z17, Z16
+	VMOVDQA32       Z5, Z18
+	VPERMI2D        Z13, Z17, Z18
+	VMOVDQU32       Z12, 3584(AX)
+	VMOVDQU32       Z10, 3648(AX)
+	VMOVDQU32       Z9, 3712(AX)
+	VMOVDQU32       Z16, 3776(AX)
+	VMOVDQU32       Z14, 3840(AX)
+	VMOVDQU32       Z15, 3904(AX)
+	VMOVDQU32       Z11, 3968(AX)
+	VMOVDQU32       Z18, 4032(AX)
+	VBROADCASTI64X4 176(CX), Z9
+	VINSERTI64X4    $0x01, 176(R8), Z9, Z9
+	VBROADCASTI64X4 176(CX)(DX*1), Z10
+	VINSERTI64X4    $0x01, 176(R8)(DX*1), Z10, Z10
+	VBROADCASTI64X4 176(CX)(DX*2), Z11
+	VINSERTI64X4    $0x01, 176(R8)(DX*2), Z11, Z11
+	VBROADCASTI64X4 176(CX)(SI*1), Z12
+	VINSERTI64X4    $0x01, 176(R8)(SI*1), Z12, Z12
+	VBROADCASTI64X4 176(DI), Z13
+	VINSERTI64X4    $0x01, 176(R9), Z13, Z13
+	VBROADCASTI64X4 176(DI)(DX*1), Z14
+	VINSERTI64X4    $0x01, 176(R9)(DX*1), Z14, Z14
+	VBROADCASTI64X4 176(DI)(DX*2), Z15
+	VINSERTI64X4    $0x01, 176(R9)(DX*2), Z15, Z15
+	VBROADCASTI64X4 176(DI)(SI*1), Z16
+	VINSERTI64X4    $0x01, 176(R9)(SI*1), Z16, Z16
+	VMOVDQA32       Z0, Z17
+	VPERMI2D        Z10, Z9, Z17
+	VMOVDQA32       Z1, Z18
+	VPERMI2D        Z10, Z9, Z18
+	VMOVDQA32       Z0, Z9
+	VPERMI2D        Z12, Z11, Z9
+	VMOVDQA32       Z1, Z10
+	VPERMI2D        Z12, Z11, Z10
+	VMOVDQA32       Z0, Z11
+	VPERMI2D        Z14, Z13, Z11
+	VMOVDQA32       Z1, Z12
+	VPERMI2D        Z14, Z13, Z12
+	VMOVDQA32       Z0, Z13
+	VPERMI2D        Z16, Z15, Z13
+	VMOVDQA32       Z1, Z14
+	VPERMI2D        Z16, Z15, Z14
+	VMOVDQA32       Z2, Z15
+	VPERMI2D        Z9, Z17, Z15
+	VMOVDQA32       Z3, Z16
+	VPERMI2D        Z9, Z17, Z16
+	VMOVDQA32       Z2, Z9
+	VPERMI2D        Z10, Z18, Z9
+	VMOVDQA32       Z3, Z17
+	VPERMI2D        Z10, Z18, Z17
+	VMOVDQA32       Z2, Z10
+	VPERMI2D        Z13, Z11, Z10
+	VMOVDQA32       Z3, Z18
+	VPERMI2D        Z13, Z11, Z18
+	VMOVDQA32       Z2, Z11
+	VPERMI2D        Z14, Z12, Z11
+	VMOVDQA32       Z3, Z13
+	VPERMI2D        Z14, Z12, Z13
+	VMOVDQA32       Z4, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z5, Z12
+	VPERMI2D        Z10, Z15, Z12
+	VMOVDQA32       Z4, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z5, Z10
+	VPERMI2D        Z11, Z9, Z10
+	VMOVDQA32       Z4, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z5, Z9
+	VPERMI2D        Z18, Z16, Z9
+	VMOVDQA32       Z4, Z11
+	VPERMI2D        Z13, Z17, Z11
+	VMOVDQA32       Z5, Z11
+	VPERMI2D        Z13, Z17, Z11
+	VPMOVDB         Z12, 4096(AX)
+	VPSRLD          $0x08, Z12, Z13
+	VPMOVDB         Z13, 4112(AX)
+	VPSRLD          $0x10, Z12, Z13
+	VPMOVDB         Z13, 4128(AX)
+	VPSRLD          $0x18, Z12, Z13
+	VPMOVDB         Z13, 4144(AX)
+	VPSLLW          $0x08, Z12, Z14
+	VPSRAW          $0x08, Z14, Z14
+	VPSRAW          $0x08, Z12, Z15
+	VPANDD          Z8, Z14, Z13
+	VPSLLD          $0x10, Z15, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4352(AX)
+	VPSRLD          $0x10, Z14, Z13
+	VPANDND         Z15, Z8, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4416(AX)
+	VPMOVDB         Z10, 4160(AX)
+	VPSRLD          $0x08, Z10, Z13
+	VPMOVDB         Z13, 4176(AX)
+	VPSRLD          $0x10, Z10, Z13
+	VPMOVDB         Z13, 4192(AX)
+	VPSRLD          $0x18, Z10, Z13
+	VPMOVDB         Z13, 4208(AX)
+	VPSLLW          $0x08, Z10, Z14
+	VPSRAW          $0x08, Z14, Z14
+	VPSRAW          $0x08, Z10, Z15
+	VPANDD          Z8, Z14, Z13
+	VPSLLD          $0x10, Z15, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4480(AX)
+	VPSRLD          $0x10, Z14, Z13
+	VPANDND         Z15, Z8, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4544(AX)
+	VPMOVDB         Z9, 4224(AX)
+	VPSRLD          $0x08, Z9, Z13
+	VPMOVDB         Z13, 4240(AX)
+	VPSRLD          $0x10, Z9, Z13
+	VPMOVDB         Z13, 4256(AX)
+	VPSRLD          $0x18, Z9, Z13
+	VPMOVDB         Z13, 4272(AX)
+	VPSLLW          $0x08, Z9, Z14
+	VPSRAW          $0x08, Z14, Z14
+	VPSRAW          $0x08, Z9, Z15
+	VPANDD          Z8, Z14, Z13
+	VPSLLD          $0x10, Z15, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4608(AX)
+	VPSRLD          $0x10, Z14, Z13
+	VPANDND         Z15, Z8, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4672(AX)
+	VPMOVDB         Z11, 4288(AX)
+	VPSRLD          $0x08, Z11, Z13
+	VPMOVDB         Z13, 4304(AX)
+	VPSRLD          $0x10, Z11, Z13
+	VPMOVDB         Z13, 4320(AX)
+	VPSRLD          $0x18, Z11, Z13
+	VPMOVDB         Z13, 4336(AX)
+	VPSLLW          $0x08, Z11, Z14
+	VPSRAW          $0x08, Z14, Z14
+	VPSRAW          $0x08, Z11, Z15
+	VPANDD          Z8, Z14, Z13
+	VPSLLD          $0x10, Z15, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4736(AX)
+	VPSRLD          $0x10, Z14, Z13
+	VPANDND         Z15, Z8, Z12
+	VPORD           Z13, Z12, Z12
+	VMOVDQU32       Z12, 4800(AX)
+	MOVWLZX         208(CX), R10
+	MOVW            R10, 4864(AX)
+	MOVWLZX         208(CX)(DX*1), R10
+	MOVW            R10, 4866(AX)
+	MOVWLZX         208(CX)(DX*2), R10
+	MOVW            R10, 4868(AX)
+	MOVWLZX         208(CX)(SI*1), R10
+	MOVW            R10, 4870(AX)
+	MOVWLZX         208(DI), R10
+	MOVW            R10, 4872(AX)
+	MOVWLZX         208(DI)(DX*1), R10
+	MOVW            R10, 4874(AX)
+	MOVWLZX         208(DI)(DX*2), R10
+	MOVW            R10, 4876(AX)
+	MOVWLZX         208(DI)(SI*1), R10
+	MOVW            R10, 4878(AX)
+	MOVWLZX         208(R8), R10
+	MOVW            R10, 4880(AX)
+	MOVWLZX         208(R8)(DX*1), R10
+	MOVW            R10, 4882(AX)
+	MOVWLZX         208(R8)(DX*2), R10
+	MOVW            R10, 4884(AX)
+	MOVWLZX         208(R8)(SI*1), R10
+	MOVW            R10, 4886(AX)
+	MOVWLZX         208(R9), R10
+	MOVW            R10, 4888(AX)
+	MOVWLZX         208(R9)(DX*1), R10
+	MOVW            R10, 4890(AX)
+	MOVWLZX         208(R9)(DX*2), R10
+	MOVW            R10, 4892(AX)
+	MOVWLZX         208(R9)(SI*1), R10
+	MOVW            R10, 4894(AX)
+	ADDQ            $0x000000d2, CX
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x000000d2, R8
+	ADDQ            $0x000000d2, R9
+	ADDQ            $0x00001340, AX
+	DECQ            BX
+	JMP             q6kgemmPackVNNI_loop
+
+q6kgemmPackVNNI_done:
+	VZEROUPPER
+	RET
+
+// func q6kgemmTile1VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q6kgemmTile1VNNI(SB), NOSPLIT, $0-96
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      nb+88(FP), DX
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+
+q6kgemmTile1VNNI_loop:
+	TESTQ         DX, DX
+	JZ            q6kgemmTile1VNNI_done
+	VMOVDQA32     Z0, Z2
+	VMOVDQU32     4352(AX), Z3
+	VPDPWSSD.BCST 260(CX), Z3, Z2
+	VMOVDQU32     4416(AX), Z3
+	VPDPWSSD.BCST 264(CX), Z3, Z2
+	VMOVDQU32     4480(AX), Z3
+	VPDPWSSD.BCST 268(CX), Z3, Z2
+	VMOVDQU32     4544(AX), Z3
+	VPDPWSSD.BCST 272(CX), Z3, Z2
+	VMOVDQU32     4608(AX), Z3
+	VPDPWSSD.BCST 276(CX), Z3, Z2
+	VMOVDQU32     4672(AX), Z3
+	VPDPWSSD.BCST 280(CX), Z3, Z2
+	VMOVDQU32     4736(AX), Z3
+	VPDPWSSD.BCST 284(CX), Z3, Z2
+	VMOVDQU32     4800(AX), Z3
+	VPDPWSSD.BCST 288(CX), Z3, Z2
+	VMOVDQA32     Z0, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     (AX), Z6
+	VPDPBUSD.BCST 4(CX), Z6, Z4
+	VMOVDQU32     256(AX), Z6
+	VPDPBUSD.BCST 20(CX), Z6, Z5
+	VMOVDQU32     64(AX), Z6
+	VPDPBUSD.BCST 8(CX), Z6, Z4
+	VMOVDQU32     320(AX), Z6
+	VPDPBUSD.BCST 24(CX), Z6, Z5
+	VMOVDQU32     128(AX), Z6
+	VPDPBUSD.BCST 12(CX), Z6, Z4
+	VMOVDQU32     384(AX), Z6
+	VPDPBUSD.BCST 28(CX), Z6, Z5
+	VMOVDQU32     192(AX), Z6
+	VPDPBUSD.BCST 16(CX), Z6, Z4
+	VMOVDQU32     448(AX), Z6
+	VPDPBUSD.BCST 32(CX), Z6, Z5
+	VPMOVSXBD     4096(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4112(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     512(AX), Z6
+	VPDPBUSD.BCST 36(CX), Z6, Z4
+	VMOVDQU32     768(AX), Z6
+	VPDPBUSD.BCST 52(CX), Z6, Z5
+	VMOVDQU32     576(AX), Z6
+	VPDPBUSD.BCST 40(CX), Z6, Z4
+	VMOVDQU32     832(AX), Z6
+	VPDPBUSD.BCST 56(CX), Z6, Z5
+	VMOVDQU32     640(AX), Z6
+	VPDPBUSD.BCST 44(CX), Z6, Z4
+	VMOVDQU32     896(AX), Z6
+	VPDPBUSD.BCST 60(CX), Z6, Z5
+	VMOVDQU32     704(AX), Z6
+	VPDPBUSD.BCST 48(CX), Z6, Z4
+	VMOVDQU32     960(AX), Z6
+	VPDPBUSD.BCST 64(CX), Z6, Z5
+	VPMOVSXBD     4128(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4144(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     1024(AX), Z6
+	VPDPBUSD.BCST 68(CX), Z6, Z4
+	VMOVDQU32     1280(AX), Z6
+	VPDPBUSD.BCST 84(CX), Z6, Z5
+	VMOVDQU32     1088(AX), Z6
+	VPDPBUSD.BCST 72(CX), Z6, Z4
+	VMOVDQU32     1344(AX), Z6
+	VPDPBUSD.BCST 88(CX), Z6, Z5
+	VMOVDQU32     1152(AX), Z6
+	VPDPBUSD.BCST 76(CX), Z6, Z4
+	VMOVDQU32     1408(AX), Z6
+	VPDPBUSD.BCST 92(CX), Z6, Z5
+	VMOVDQU32     1216(AX), Z6
+	VPDPBUSD.BCST 80(CX), Z6, Z4
+	VMOVDQU32     1472(AX), Z6
+	VPDPBUSD.BCST 96(CX), Z6, Z5
+	VPMOVSXBD     4160(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4176(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     1536(AX), Z6
+	VPDPBUSD.BCST 100(CX), Z6, Z4
+	VMOVDQU32     1792(AX), Z6
+	VPDPBUSD.BCST 116(CX), Z6, Z5
+	VMOVDQU32     1600(AX), Z6
+	VPDPBUSD.BCST 104(CX), Z6, Z4
+	VMOVDQU32     1856(AX), Z6
+	VPDPBUSD.BCST 120(CX), Z6, Z5
+	VMOVDQU32     1664(AX), Z6
+	VPDPBUSD.BCST 108(CX), Z6, Z4
+	VMOVDQU32     1920(AX), Z6
+	VPDPBUSD.BCST 124(CX), Z6, Z5
+	VMOVDQU32     1728(AX), Z6
+	VPDPBUSD.BCST 112(CX), Z6, Z4
+	VMOVDQU32     1984(AX), Z6
+	VPDPBUSD.BCST 128(CX), Z6, Z5
+	VPMOVSXBD     4192(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4208(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     2048(AX), Z6
+	VPDPBUSD.BCST 132(CX), Z6, Z4
+	VMOVDQU32     2304(AX), Z6
+	VPDPBUSD.BCST 148(CX), Z6, Z5
+	VMOVDQU32     2112(AX), Z6
+	VPDPBUSD.BCST 136(CX), Z6, Z4
+	VMOVDQU32     2368(AX), Z6
+	VPDPBUSD.BCST 152(CX), Z6, Z5
+	VMOVDQU32     2176(AX), Z6
+	VPDPBUSD.BCST 140(CX), Z6, Z4
+	VMOVDQU32     2432(AX), Z6
+	VPDPBUSD.BCST 156(CX), Z6, Z5
+	VMOVDQU32     2240(AX), Z6
+	VPDPBUSD.BCST 144(CX), Z6, Z4
+	VMOVDQU32     2496(AX), Z6
+	VPDPBUSD.BCST 160(CX), Z6, Z5
+	VPMOVSXBD     4224(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4240(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     2560(AX), Z6
+	VPDPBUSD.BCST 164(CX), Z6, Z4
+	VMOVDQU32     2816(AX), Z6
+	VPDPBUSD.BCST 180(CX), Z6, Z5
+	VMOVDQU32     2624(AX), Z6
+	VPDPBUSD.BCST 168(CX), Z6, Z4
+	VMOVDQU32     2880(AX), Z6
+	VPDPBUSD.BCST 184(CX), Z6, Z5
+	VMOVDQU32     2688(AX), Z6
+	VPDPBUSD.BCST 172(CX), Z6, Z4
+	VMOVDQU32     2944(AX), Z6
+	VPDPBUSD.BCST 188(CX), Z6, Z5
+	VMOVDQU32     2752(AX), Z6
+	VPDPBUSD.BCST 176(CX), Z6, Z4
+	VMOVDQU32     3008(AX), Z6
+	VPDPBUSD.BCST 192(CX), Z6, Z5
+	VPMOVSXBD     4256(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4272(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     3072(AX), Z6
+	VPDPBUSD.BCST 196(CX), Z6, Z4
+	VMOVDQU32     3328(AX), Z6
+	VPDPBUSD.BCST 212(CX), Z6, Z5
+	VMOVDQU32     3136(AX), Z6
+	VPDPBUSD.BCST 200(CX), Z6, Z4
+	VMOVDQU32     3392(AX), Z6
+	VPDPBUSD.BCST 216(CX), Z6, Z5
+	VMOVDQU32     3200(AX), Z6
+	VPDPBUSD.BCST 204(CX), Z6, Z4
+	VMOVDQU32     3456(AX), Z6
+	VPDPBUSD.BCST 220(CX), Z6, Z5
+	VMOVDQU32     3264(AX), Z6
+	VPDPBUSD.BCST 208(CX), Z6, Z4
+	VMOVDQU32     3520(AX), Z6
+	VPDPBUSD.BCST 224(CX), Z6, Z5
+	VPMOVSXBD     4288(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4304(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQU32     3584(AX), Z6
+	VPDPBUSD.BCST 228(CX), Z6, Z4
+	VMOVDQU32     3840(AX), Z6
+	VPDPBUSD.BCST 244(CX), Z6, Z5
+	VMOVDQU32     3648(AX), Z6
+	VPDPBUSD.BCST 232(CX), Z6, Z4
+	VMOVDQU32     3904(AX), Z6
+	VPDPBUSD.BCST 248(CX), Z6, Z5
+	VMOVDQU32     3712(AX), Z6
+	VPDPBUSD.BCST 236(CX), Z6, Z4
+	VMOVDQU32     3968(AX), Z6
+	VPDPBUSD.BCST 252(CX), Z6, Z5
+	VMOVDQU32     3776(AX), Z6
+	VPDPBUSD.BCST 240(CX), Z6, Z4
+	VMOVDQU32     4032(AX), Z6
+	VPDPBUSD.BCST 256(CX), Z6, Z5
+	VPMOVSXBD     4320(AX), Z6
+	VPMULLD       Z6, Z4, Z4
+	VPADDD        Z4, Z3, Z3
+	VPMOVSXBD     4336(AX), Z4
+	VPMULLD       Z4, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VCVTPH2PS     4864(AX), Z4
+	VPSLLD        $0x05, Z2, Z2
+	VPSUBD        Z2, Z3, Z3
+	VBROADCASTSS  (CX), Z2
+	VMULPS        Z2, Z4, Z2
+	VCVTDQ2PS     Z3, Z3
+	VMULPS        Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	ADDQ          $0x00001340, AX
+	ADDQ          $0x00000124, CX
+	DECQ          DX
+	JMP           q6kgemmTile1VNNI_loop
+
+q6kgemmTile1VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func q6kgemmTile2VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q6kgemmTile2VNNI(SB), NOSPLIT, $0-96
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      nb+88(FP), BX
+	LEAQ      (CX)(DX*1), DX
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+	VMOVDQA32 Z0, Z2
+
+q6kgemmTile2VNNI_loop:
+	TESTQ         BX, BX
+	JZ            q6kgemmTile2VNNI_done
+	VMOVDQA32     Z0, Z3
+	VMOVDQA32     Z0, Z4
+	VMOVDQU32     4352(AX), Z5
+	VPDPWSSD.BCST 260(CX), Z5, Z3
+	VPDPWSSD.BCST 260(DX), Z5, Z4
+	VMOVDQU32     4416(AX), Z5
+	VPDPWSSD.BCST 264(CX), Z5, Z3
+	VPDPWSSD.BCST 264(DX), Z5, Z4
+	VMOVDQU32     4480(AX), Z5
+	VPDPWSSD.BCST 268(CX), Z5, Z3
+	VPDPWSSD.BCST 268(DX), Z5, Z4
+	VMOVDQU32     4544(AX), Z5
+	VPDPWSSD.BCST 272(CX), Z5, Z3
+	VPDPWSSD.BCST 272(DX), Z5, Z4
+	VMOVDQU32     4608(AX), Z5
+	VPDPWSSD.BCST 276(CX), Z5, Z3
+	VPDPWSSD.BCST 276(DX), Z5, Z4
+	VMOVDQU32     4672(AX), Z5
+	VPDPWSSD.BCST 280(CX), Z5, Z3
+	VPDPWSSD.BCST 280(DX), Z5, Z4
+	VMOVDQU32     4736(AX), Z5
+	VPDPWSSD.BCST 284(CX), Z5, Z3
+	VPDPWSSD.BCST 284(DX), Z5, Z4
+	VMOVDQU32     4800(AX), Z5
+	VPDPWSSD.BCST 288(CX), Z5, Z3
+	VPDPWSSD.BCST 288(DX), Z5, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     (AX), Z11
+	VPDPBUSD.BCST 4(CX), Z11, Z7
+	VPDPBUSD.BCST 4(DX), Z11, Z8
+	VMOVDQU32     256(AX), Z11
+	VPDPBUSD.BCST 20(CX), Z11, Z9
+	VPDPBUSD.BCST 20(DX), Z11, Z10
+	VMOVDQU32     64(AX), Z11
+	VPDPBUSD.BCST 8(CX), Z11, Z7
+	VPDPBUSD.BCST 8(DX), Z11, Z8
+	VMOVDQU32     320(AX), Z11
+	VPDPBUSD.BCST 24(CX), Z11, Z9
+	VPDPBUSD.BCST 24(DX), Z11, Z10
+	VMOVDQU32     128(AX), Z11
+	VPDPBUSD.BCST 12(CX), Z11, Z7
+	VPDPBUSD.BCST 12(DX), Z11, Z8
+	VMOVDQU32     384(AX), Z11
+	VPDPBUSD.BCST 28(CX), Z11, Z9
+	VPDPBUSD.BCST 28(DX), Z11, Z10
+	VMOVDQU32     192(AX), Z11
+	VPDPBUSD.BCST 16(CX), Z11, Z7
+	VPDPBUSD.BCST 16(DX), Z11, Z8
+	VMOVDQU32     448(AX), Z11
+	VPDPBUSD.BCST 32(CX), Z11, Z9
+	VPDPBUSD.BCST 32(DX), Z11, Z10
+	VPMOVSXBD     4096(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4112(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     512(AX), Z11
+	VPDPBUSD.BCST 36(CX), Z11, Z7
+	VPDPBUSD.BCST 36(DX), Z11, Z8
+	VMOVDQU32     768(AX), Z11
+	VPDPBUSD.BCST 52(CX), Z11, Z9
+	VPDPBUSD.BCST 52(DX), Z11, Z10
+	VMOVDQU32     576(AX), Z11
+	VPDPBUSD.BCST 40(CX), Z11, Z7
+	VPDPBUSD.BCST 40(DX), Z11, Z8
+	VMOVDQU32     832(AX), Z11
+	VPDPBUSD.BCST 56(CX), Z11, Z9
+	VPDPBUSD.BCST 56(DX), Z11, Z10
+	VMOVDQU32     640(AX), Z11
+	VPDPBUSD.BCST 44(CX), Z11, Z7
+	VPDPBUSD.BCST 44(DX), Z11, Z8
+	VMOVDQU32     896(AX), Z11
+	VPDPBUSD.BCST 60(CX), Z11, Z9
+	VPDPBUSD.BCST 60(DX), Z11, Z10
+	VMOVDQU32     704(AX), Z11
+	VPDPBUSD.BCST 48(CX), Z11, Z7
+	VPDPBUSD.BCST 48(DX), Z11, Z8
+	VMOVDQU32     960(AX), Z11
+	VPDPBUSD.BCST 64(CX), Z11, Z9
+	VPDPBUSD.BCST 64(DX), Z11, Z10
+	VPMOVSXBD     4128(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4144(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     1024(AX), Z11
+	VPDPBUSD.BCST 68(CX), Z11, Z7
+	VPDPBUSD.BCST 68(DX), Z11, Z8
+	VMOVDQU32     1280(AX), Z11
+	VPDPBUSD.BCST 84(CX), Z11, Z9
+	VPDPBUSD.BCST 84(DX), Z11, Z10
+	VMOVDQU32     1088(AX), Z11
+	VPDPBUSD.BCST 72(CX), Z11, Z7
+	VPDPBUSD.BCST 72(DX), Z11, Z8
+	VMOVDQU32     1344(AX), Z11
+	VPDPBUSD.BCST 88(CX), Z11, Z9
+	VPDPBUSD.BCST 88(DX), Z11, Z10
+	VMOVDQU32     1152(AX), Z11
+	VPDPBUSD.BCST 76(CX), Z11, Z7
+	VPDPBUSD.BCST 76(DX), Z11, Z8
+	VMOVDQU32     1408(AX), Z11
+	VPDPBUSD.BCST 92(CX), Z11, Z9
+	VPDPBUSD.BCST 92(DX), Z11, Z10
+	VMOVDQU32     1216(AX), Z11
+	VPDPBUSD.BCST 80(CX), Z11, Z7
+	VPDPBUSD.BCST 80(DX), Z11, Z8
+	VMOVDQU32     1472(AX), Z11
+	VPDPBUSD.BCST 96(CX), Z11, Z9
+	VPDPBUSD.BCST 96(DX), Z11, Z10
+	VPMOVSXBD     4160(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4176(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     1536(AX), Z11
+	VPDPBUSD.BCST 100(CX), Z11, Z7
+	VPDPBUSD.BCST 100(DX), Z11, Z8
+	VMOVDQU32     1792(AX), Z11
+	VPDPBUSD.BCST 116(CX), Z11, Z9
+	VPDPBUSD.BCST 116(DX), Z11, Z10
+	VMOVDQU32     1600(AX), Z11
+	VPDPBUSD.BCST 104(CX), Z11, Z7
+	VPDPBUSD.BCST 104(DX), Z11, Z8
+	VMOVDQU32     1856(AX), Z11
+	VPDPBUSD.BCST 120(CX), Z11, Z9
+	VPDPBUSD.BCST 120(DX), Z11, Z10
+	VMOVDQU32     1664(AX), Z11
+	VPDPBUSD.BCST 108(CX), Z11, Z7
+	VPDPBUSD.BCST 108(DX), Z11, Z8
+	VMOVDQU32     1920(AX), Z11
+	VPDPBUSD.BCST 124(CX), Z11, Z9
+	VPDPBUSD.BCST 124(DX), Z11, Z10
+	VMOVDQU32     1728(AX), Z11
+	VPDPBUSD.BCST 112(CX), Z11, Z7
+	VPDPBUSD.BCST 112(DX), Z11, Z8
+	VMOVDQU32     1984(AX), Z11
+	VPDPBUSD.BCST 128(CX), Z11, Z9
+	VPDPBUSD.BCST 128(DX), Z11, Z10
+	VPMOVSXBD     4192(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4208(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     2048(AX), Z11
+	VPDPBUSD.BCST 132(CX), Z11, Z7
+	VPDPBUSD.BCST 132(DX), Z11, Z8
+	VMOVDQU32     2304(AX), Z11
+	VPDPBUSD.BCST 148(CX), Z11, Z9
+	VPDPBUSD.BCST 148(DX), Z11, Z10
+	VMOVDQU32     2112(AX), Z11
+	VPDPBUSD.BCST 136(CX), Z11, Z7
+	VPDPBUSD.BCST 136(DX), Z11, Z8
+	VMOVDQU32     2368(AX), Z11
+	VPDPBUSD.BCST 152(CX), Z11, Z9
+	VPDPBUSD.BCST 152(DX), Z11, Z10
+	VMOVDQU32     2176(AX), Z11
+	VPDPBUSD.BCST 140(CX), Z11, Z7
+	VPDPBUSD.BCST 140(DX), Z11, Z8
+	VMOVDQU32     2432(AX), Z11
+	VPDPBUSD.BCST 156(CX), Z11, Z9
+	VPDPBUSD.BCST 156(DX), Z11, Z10
+	VMOVDQU32     2240(AX), Z11
+	VPDPBUSD.BCST 144(CX), Z11, Z7
+	VPDPBUSD.BCST 144(DX), Z11, Z8
+	VMOVDQU32     2496(AX), Z11
+	VPDPBUSD.BCST 160(CX), Z11, Z9
+	VPDPBUSD.BCST 160(DX), Z11, Z10
+	VPMOVSXBD     4224(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4240(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     2560(AX), Z11
+	VPDPBUSD.BCST 164(CX), Z11, Z7
+	VPDPBUSD.BCST 164(DX), Z11, Z8
+	VMOVDQU32     2816(AX), Z11
+	VPDPBUSD.BCST 180(CX), Z11, Z9
+	VPDPBUSD.BCST 180(DX), Z11, Z10
+	VMOVDQU32     2624(AX), Z11
+	VPDPBUSD.BCST 168(CX), Z11, Z7
+	VPDPBUSD.BCST 168(DX), Z11, Z8
+	VMOVDQU32     2880(AX), Z11
+	VPDPBUSD.BCST 184(CX), Z11, Z9
+	VPDPBUSD.BCST 184(DX), Z11, Z10
+	VMOVDQU32     2688(AX), Z11
+	VPDPBUSD.BCST 172(CX), Z11, Z7
+	VPDPBUSD.BCST 172(DX), Z11, Z8
+	VMOVDQU32     2944(AX), Z11
+	VPDPBUSD.BCST 188(CX), Z11, Z9
+	VPDPBUSD.BCST 188(DX), Z11, Z10
+	VMOVDQU32     2752(AX), Z11
+	VPDPBUSD.BCST 176(CX), Z11, Z7
+	VPDPBUSD.BCST 176(DX), Z11, Z8
+	VMOVDQU32     3008(AX), Z11
+	VPDPBUSD.BCST 192(CX), Z11, Z9
+	VPDPBUSD.BCST 192(DX), Z11, Z10
+	VPMOVSXBD     4256(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4272(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     3072(AX), Z11
+	VPDPBUSD.BCST 196(CX), Z11, Z7
+	VPDPBUSD.BCST 196(DX), Z11, Z8
+	VMOVDQU32     3328(AX), Z11
+	VPDPBUSD.BCST 212(CX), Z11, Z9
+	VPDPBUSD.BCST 212(DX), Z11, Z10
+	VMOVDQU32     3136(AX), Z11
+	VPDPBUSD.BCST 200(CX), Z11, Z7
+	VPDPBUSD.BCST 200(DX), Z11, Z8
+	VMOVDQU32     3392(AX), Z11
+	VPDPBUSD.BCST 216(CX), Z11, Z9
+	VPDPBUSD.BCST 216(DX), Z11, Z10
+	VMOVDQU32     3200(AX), Z11
+	VPDPBUSD.BCST 204(CX), Z11, Z7
+	VPDPBUSD.BCST 204(DX), Z11, Z8
+	VMOVDQU32     3456(AX), Z11
+	VPDPBUSD.BCST 220(CX), Z11, Z9
+	VPDPBUSD.BCST 220(DX), Z11, Z10
+	VMOVDQU32     3264(AX), Z11
+	VPDPBUSD.BCST 208(CX), Z11, Z7
+	VPDPBUSD.BCST 208(DX), Z11, Z8
+	VMOVDQU32     3520(AX), Z11
+	VPDPBUSD.BCST 224(CX), Z11, Z9
+	VPDPBUSD.BCST 224(DX), Z11, Z10
+	VPMOVSXBD     4288(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4304(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQU32     3584(AX), Z11
+	VPDPBUSD.BCST 228(CX), Z11, Z7
+	VPDPBUSD.BCST 228(DX), Z11, Z8
+	VMOVDQU32     3840(AX), Z11
+	VPDPBUSD.BCST 244(CX), Z11, Z9
+	VPDPBUSD.BCST 244(DX), Z11, Z10
+	VMOVDQU32     3648(AX), Z11
+	VPDPBUSD.BCST 232(CX), Z11, Z7
+	VPDPBUSD.BCST 232(DX), Z11, Z8
+	VMOVDQU32     3904(AX), Z11
+	VPDPBUSD.BCST 248(CX), Z11, Z9
+	VPDPBUSD.BCST 248(DX), Z11, Z10
+	VMOVDQU32     3712(AX), Z11
+	VPDPBUSD.BCST 236(CX), Z11, Z7
+	VPDPBUSD.BCST 236(DX), Z11, Z8
+	VMOVDQU32     3968(AX), Z11
+	VPDPBUSD.BCST 252(CX), Z11, Z9
+	VPDPBUSD.BCST 252(DX), Z11, Z10
+	VMOVDQU32     3776(AX), Z11
+	VPDPBUSD.BCST 240(CX), Z11, Z7
+	VPDPBUSD.BCST 240(DX), Z11, Z8
+	VMOVDQU32     4032(AX), Z11
+	VPDPBUSD.BCST 256(CX), Z11, Z9
+	VPDPBUSD.BCST 256(DX), Z11, Z10
+	VPMOVSXBD     4320(AX), Z11
+	VPMULLD       Z11, Z7, Z7
+	VPADDD        Z7, Z5, Z5
+	VPMULLD       Z11, Z8, Z8
+	VPADDD        Z8, Z6, Z6
+	VPMOVSXBD     4336(AX), Z7
+	VPMULLD       Z7, Z9, Z9
+	VPADDD        Z9, Z5, Z5
+	VPMULLD       Z7, Z10, Z10
+	VPADDD        Z10, Z6, Z6
+	VCVTPH2PS     4864(AX), Z7
+	VPSLLD        $0x05, Z3, Z3
+	VPSUBD        Z3, Z5, Z5
+	VBROADCASTSS  (CX), Z3
+	VMULPS        Z3, Z7, Z3
+	VCVTDQ2PS     Z5, Z5
+	VMULPS        Z5, Z3, Z3
+	VADDPS        Z3, Z1, Z1
+	VPSLLD        $0x05, Z4, Z4
+	VPSUBD        Z4, Z6, Z6
+	VBROADCASTSS  (DX), Z3
+	VMULPS        Z3, Z7, Z3
+	VCVTDQ2PS     Z6, Z6
+	VMULPS        Z6, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	ADDQ          $0x00001340, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, DX
+	DECQ          BX
+	JMP           q6kgemmTile2VNNI_loop
+
+q6kgemmTile2VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func q6kgemmTile3VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q6kgemmTile3VNNI(SB), NOSPLIT, $0-96
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      nb+88(FP), BX
+	LEAQ      (CX)(DX*1), SI
+	LEAQ      (SI)(DX*1), DX
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+	VMOVDQA32 Z0, Z2
+	VMOVDQA32 Z0, Z3
+
+q6kgemmTile3VNNI_loop:
+	TESTQ         BX, BX
+	JZ            q6kgemmTile3VNNI_done
+	VMOVDQA32     Z0, Z4
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	VMOVDQU32     4352(AX), Z7
+	VPDPWSSD.BCST 260(CX), Z7, Z4
+	VPDPWSSD.BCST 260(SI), Z7, Z5
+	VPDPWSSD.BCST 260(DX), Z7, Z6
+	VMOVDQU32     4416(AX), Z7
+	VPDPWSSD.BCST 264(CX), Z7, Z4
+	VPDPWSSD.BCST 264(SI), Z7, Z5
+	VPDPWSSD.BCST 264(DX), Z7, Z6
+	VMOVDQU32     4480(AX), Z7
+	VPDPWSSD.BCST 268(CX), Z7, Z4
+	VPDPWSSD.BCST 268(SI), Z7, Z5
+	VPDPWSSD.BCST 268(DX), Z7, Z6
+	VMOVDQU32     4544(AX), Z7
+	VPDPWSSD.BCST 272(CX), Z7, Z4
+	VPDPWSSD.BCST 272(SI), Z7, Z5
+	VPDPWSSD.BCST 272(DX), Z7, Z6
+	VMOVDQU32     4608(AX), Z7
+	VPDPWSSD.BCST 276(CX), Z7, Z4
+	VPDPWSSD.BCST 276(SI), Z7, Z5
+	VPDPWSSD.BCST 276(DX), Z7, Z6
+	VMOVDQU32     4672(AX), Z7
+	VPDPWSSD.BCST 280(CX), Z7, Z4
+	VPDPWSSD.BCST 280(SI), Z7, Z5
+	VPDPWSSD.BCST 280(DX), Z7, Z6
+	VMOVDQU32     4736(AX), Z7
+	VPDPWSSD.BCST 284(CX), Z7, Z4
+	VPDPWSSD.BCST 284(SI), Z7, Z5
+	VPDPWSSD.BCST 284(DX), Z7, Z6
+	VMOVDQU32     4800(AX), Z7
+	VPDPWSSD.BCST 288(CX), Z7, Z4
+	VPDPWSSD.BCST 288(SI), Z7, Z5
+	VPDPWSSD.BCST 288(DX), Z7, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     (AX), Z16
+	VPDPBUSD.BCST 4(CX), Z16, Z10
+	VPDPBUSD.BCST 4(SI), Z16, Z11
+	VPDPBUSD.BCST 4(DX), Z16, Z12
+	VMOVDQU32     256(AX), Z16
+	VPDPBUSD.BCST 20(CX), Z16, Z13
+	VPDPBUSD.BCST 20(SI), Z16, Z14
+	VPDPBUSD.BCST 20(DX), Z16, Z15
+	VMOVDQU32     64(AX), Z16
+	VPDPBUSD.BCST 8(CX), Z16, Z10
+	VPDPBUSD.BCST 8(SI), Z16, Z11
+	VPDPBUSD.BCST 8(DX), Z16, Z12
+	VMOVDQU32     320(AX), Z16
+	VPDPBUSD.BCST 24(CX), Z16, Z13
+	VPDPBUSD.BCST 24(SI), Z16, Z14
+	VPDPBUSD.BCST 24(DX), Z16, Z15
+	VMOVDQU32     128(AX), Z16
+	VPDPBUSD.BCST 12(CX), Z16, Z10
+	VPDPBUSD.BCST 12(SI), Z16, Z11
+	VPDPBUSD.BCST 12(DX), Z16, Z12
+	VMOVDQU32     384(AX), Z16
+	VPDPBUSD.BCST 28(CX), Z16, Z13
+	VPDPBUSD.BCST 28(SI), Z16, Z14
+	VPDPBUSD.BCST 28(DX), Z16, Z15
+	VMOVDQU32     192(AX), Z16
+	VPDPBUSD.BCST 16(CX), Z16, Z10
+	VPDPBUSD.BCST 16(SI), Z16, Z11
+	VPDPBUSD.BCST 16(DX), Z16, Z12
+	VMOVDQU32     448(AX), Z16
+	VPDPBUSD.BCST 32(CX), Z16, Z13
+	VPDPBUSD.BCST 32(SI), Z16, Z14
+	VPDPBUSD.BCST 32(DX), Z16, Z15
+	VPMOVSXBD     4096(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4112(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     512(AX), Z16
+	VPDPBUSD.BCST 36(CX), Z16, Z10
+	VPDPBUSD.BCST 36(SI), Z16, Z11
+	VPDPBUSD.BCST 36(DX), Z16, Z12
+	VMOVDQU32     768(AX), Z16
+	VPDPBUSD.BCST 52(CX), Z16, Z13
+	VPDPBUSD.BCST 52(SI), Z16, Z14
+	VPDPBUSD.BCST 52(DX), Z16, Z15
+	VMOVDQU32     576(AX), Z16
+	VPDPBUSD.BCST 40(CX), Z16, Z10
+	VPDPBUSD.BCST 40(SI), Z16, Z11
+	VPDPBUSD.BCST 40(DX), Z16, Z12
+	VMOVDQU32     832(AX), Z16
+	VPDPBUSD.BCST 56(CX), Z16, Z13
+	VPDPBUSD.BCST 56(SI), Z16, Z14
+	VPDPBUSD.BCST 56(DX), Z16, Z15
+	VMOVDQU32     640(AX), Z16
+	VPDPBUSD.BCST 44(CX), Z16, Z10
+	VPDPBUSD.BCST 44(SI), Z16, Z11
+	VPDPBUSD.BCST 44(DX), Z16, Z12
+	VMOVDQU32     896(AX), Z16
+	VPDPBUSD.BCST 60(CX), Z16, Z13
+	VPDPBUSD.BCST 60(SI), Z16, Z14
+	VPDPBUSD.BCST 60(DX), Z16, Z15
+	VMOVDQU32     704(AX), Z16
+	VPDPBUSD.BCST 48(CX), Z16, Z10
+	VPDPBUSD.BCST 48(SI), Z16, Z11
+	VPDPBUSD.BCST 48(DX), Z16, Z12
+	VMOVDQU32     960(AX), Z16
+	VPDPBUSD.BCST 64(CX), Z16, Z13
+	VPDPBUSD.BCST 64(SI), Z16, Z14
+	VPDPBUSD.BCST 64(DX), Z16, Z15
+	VPMOVSXBD     4128(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4144(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     1024(AX), Z16
+	VPDPBUSD.BCST 68(CX), Z16, Z10
+	VPDPBUSD.BCST 68(SI), Z16, Z11
+	VPDPBUSD.BCST 68(DX), Z16, Z12
+	VMOVDQU32     1280(AX), Z16
+	VPDPBUSD.BCST 84(CX), Z16, Z13
+	VPDPBUSD.BCST 84(SI), Z16, Z14
+	VPDPBUSD.BCST 84(DX), Z16, Z15
+	VMOVDQU32     1088(AX), Z16
+	VPDPBUSD.BCST 72(CX), Z16, Z10
+	VPDPBUSD.BCST 72(SI), Z16, Z11
+	VPDPBUSD.BCST 72(DX), Z16, Z12
+	VMOVDQU32     1344(AX), Z16
+	VPDPBUSD.BCST 88(CX), Z16, Z13
+	VPDPBUSD.BCST 88(SI), Z16, Z14
+	VPDPBUSD.BCST 88(DX), Z16, Z15
+	VMOVDQU32     1152(AX), Z16
+	VPDPBUSD.BCST 76(CX), Z16, Z10
+	VPDPBUSD.BCST 76(SI), Z16, Z11
+	VPDPBUSD.BCST 76(DX), Z16, Z12
+	VMOVDQU32     1408(AX), Z16
+	VPDPBUSD.BCST 92(CX), Z16, Z13
+	VPDPBUSD.BCST 92(SI), Z16, Z14
+	VPDPBUSD.BCST 92(DX), Z16, Z15
+	VMOVDQU32     1216(AX), Z16
+	VPDPBUSD.BCST 80(CX), Z16, Z10
+	VPDPBUSD.BCST 80(SI), Z16, Z11
+	VPDPBUSD.BCST 80(DX), Z16, Z12
+	VMOVDQU32     1472(AX), Z16
+	VPDPBUSD.BCST 96(CX), Z16, Z13
+	VPDPBUSD.BCST 96(SI), Z16, Z14
+	VPDPBUSD.BCST 96(DX), Z16, Z15
+	VPMOVSXBD     4160(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4176(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     1536(AX), Z16
+	VPDPBUSD.BCST 100(CX), Z16, Z10
+	VPDPBUSD.BCST 100(SI), Z16, Z11
+	VPDPBUSD.BCST 100(DX), Z16, Z12
+	VMOVDQU32     1792(AX), Z16
+	VPDPBUSD.BCST 116(CX), Z16, Z13
+	VPDPBUSD.BCST 116(SI), Z16, Z14
+	VPDPBUSD.BCST 116(DX), Z16, Z15
+	VMOVDQU32     1600(AX), Z16
+	VPDPBUSD.BCST 104(CX), Z16, Z10
+	VPDPBUSD.BCST 104(SI), Z16, Z11
+	VPDPBUSD.BCST 104(DX), Z16, Z12
+	VMOVDQU32     1856(AX), Z16
+	VPDPBUSD.BCST 120(CX), Z16, Z13
+	VPDPBUSD.BCST 120(SI), Z16, Z14
+	VPDPBUSD.BCST 120(DX), Z16, Z15
+	VMOVDQU32     1664(AX), Z16
+	VPDPBUSD.BCST 108(CX), Z16, Z10
+	VPDPBUSD.BCST 108(SI), Z16, Z11
+	VPDPBUSD.BCST 108(DX), Z16, Z12
+	VMOVDQU32     1920(AX), Z16
+	VPDPBUSD.BCST 124(CX), Z16, Z13
+	VPDPBUSD.BCST 124(SI), Z16, Z14
+	VPDPBUSD.BCST 124(DX), Z16, Z15
+	VMOVDQU32     1728(AX), Z16
+	VPDPBUSD.BCST 112(CX), Z16, Z10
+	VPDPBUSD.BCST 112(SI), Z16, Z11
+	VPDPBUSD.BCST 112(DX), Z16, Z12
+	VMOVDQU32     1984(AX), Z16
+	VPDPBUSD.BCST 128(CX), Z16, Z13
+	VPDPBUSD.BCST 128(SI), Z16, Z14
+	VPDPBUSD.BCST 128(DX), Z16, Z15
+	VPMOVSXBD     4192(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4208(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     2048(AX), Z16
+	VPDPBUSD.BCST 132(CX), Z16, Z10
+	VPDPBUSD.BCST 132(SI), Z16, Z11
+	VPDPBUSD.BCST 132(DX), Z16, Z12
+	VMOVDQU32     2304(AX), Z16
+	VPDPBUSD.BCST 148(CX), Z16, Z13
+	VPDPBUSD.BCST 148(SI), Z16, Z14
+	VPDPBUSD.BCST 148(DX), Z16, Z15
+	VMOVDQU32     2112(AX), Z16
+	VPDPBUSD.BCST 136(CX), Z16, Z10
+	VPDPBUSD.BCST 136(SI), Z16, Z11
+	VPDPBUSD.BCST 136(DX), Z16, Z12
+	VMOVDQU32     2368(AX), Z16
+	VPDPBUSD.BCST 152(CX), Z16, Z13
+	VPDPBUSD.BCST 152(SI), Z16, Z14
+	VPDPBUSD.BCST 152(DX), Z16, Z15
+	VMOVDQU32     2176(AX), Z16
+	VPDPBUSD.BCST 140(CX), Z16, Z10
+	VPDPBUSD.BCST 140(SI), Z16, Z11
+	VPDPBUSD.BCST 140(DX), Z16, Z12
+	VMOVDQU32     2432(AX), Z16
+	VPDPBUSD.BCST 156(CX), Z16, Z13
+	VPDPBUSD.BCST 156(SI), Z16, Z14
+	VPDPBUSD.BCST 156(DX), Z16, Z15
+	VMOVDQU32     2240(AX), Z16
+	VPDPBUSD.BCST 144(CX), Z16, Z10
+	VPDPBUSD.BCST 144(SI), Z16, Z11
+	VPDPBUSD.BCST 144(DX), Z16, Z12
+	VMOVDQU32     2496(AX), Z16
+	VPDPBUSD.BCST 160(CX), Z16, Z13
+	VPDPBUSD.BCST 160(SI), Z16, Z14
+	VPDPBUSD.BCST 160(DX), Z16, Z15
+	VPMOVSXBD     4224(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4240(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     2560(AX), Z16
+	VPDPBUSD.BCST 164(CX), Z16, Z10
+	VPDPBUSD.BCST 164(SI), Z16, Z11
+	VPDPBUSD.BCST 164(DX), Z16, Z12
+	VMOVDQU32     2816(AX), Z16
+	VPDPBUSD.BCST 180(CX), Z16, Z13
+	VPDPBUSD.BCST 180(SI), Z16, Z14
+	VPDPBUSD.BCST 180(DX), Z16, Z15
+	VMOVDQU32     2624(AX), Z16
+	VPDPBUSD.BCST 168(CX), Z16, Z10
+	VPDPBUSD.BCST 168(SI), Z16, Z11
+	VPDPBUSD.BCST 168(DX), Z16, Z12
+	VMOVDQU32     2880(AX), Z16
+	VPDPBUSD.BCST 184(CX), Z16, Z13
+	VPDPBUSD.BCST 184(SI), Z16, Z14
+	VPDPBUSD.BCST 184(DX), Z16, Z15
+	VMOVDQU32     2688(AX), Z16
+	VPDPBUSD.BCST 172(CX), Z16, Z10
+	VPDPBUSD.BCST 172(SI), Z16, Z11
+	VPDPBUSD.BCST 172(DX), Z16, Z12
+	VMOVDQU32     2944(AX), Z16
+	VPDPBUSD.BCST 188(CX), Z16, Z13
+	VPDPBUSD.BCST 188(SI), Z16, Z14
+	VPDPBUSD.BCST 188(DX), Z16, Z15
+	VMOVDQU32     2752(AX), Z16
+	VPDPBUSD.BCST 176(CX), Z16, Z10
+	VPDPBUSD.BCST 176(SI), Z16, Z11
+	VPDPBUSD.BCST 176(DX), Z16, Z12
+	VMOVDQU32     3008(AX), Z16
+	VPDPBUSD.BCST 192(CX), Z16, Z13
+	VPDPBUSD.BCST 192(SI), Z16, Z14
+	VPDPBUSD.BCST 192(DX), Z16, Z15
+	VPMOVSXBD     4256(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4272(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     3072(AX), Z16
+	VPDPBUSD.BCST 196(CX), Z16, Z10
+	VPDPBUSD.BCST 196(SI), Z16, Z11
+	VPDPBUSD.BCST 196(DX), Z16, Z12
+	VMOVDQU32     3328(AX), Z16
+	VPDPBUSD.BCST 212(CX), Z16, Z13
+	VPDPBUSD.BCST 212(SI), Z16, Z14
+	VPDPBUSD.BCST 212(DX), Z16, Z15
+	VMOVDQU32     3136(AX), Z16
+	VPDPBUSD.BCST 200(CX), Z16, Z10
+	VPDPBUSD.BCST 200(SI), Z16, Z11
+	VPDPBUSD.BCST 200(DX), Z16, Z12
+	VMOVDQU32     3392(AX), Z16
+	VPDPBUSD.BCST 216(CX), Z16, Z13
+	VPDPBUSD.BCST 216(SI), Z16, Z14
+	VPDPBUSD.BCST 216(DX), Z16, Z15
+	VMOVDQU32     3200(AX), Z16
+	VPDPBUSD.BCST 204(CX), Z16, Z10
+	VPDPBUSD.BCST 204(SI), Z16, Z11
+	VPDPBUSD.BCST 204(DX), Z16, Z12
+	VMOVDQU32     3456(AX), Z16
+	VPDPBUSD.BCST 220(CX), Z16, Z13
+	VPDPBUSD.BCST 220(SI), Z16, Z14
+	VPDPBUSD.BCST 220(DX), Z16, Z15
+	VMOVDQU32     3264(AX), Z16
+	VPDPBUSD.BCST 208(CX), Z16, Z10
+	VPDPBUSD.BCST 208(SI), Z16, Z11
+	VPDPBUSD.BCST 208(DX), Z16, Z12
+	VMOVDQU32     3520(AX), Z16
+	VPDPBUSD.BCST 224(CX), Z16, Z13
+	VPDPBUSD.BCST 224(SI), Z16, Z14
+	VPDPBUSD.BCST 224(DX), Z16, Z15
+	VPMOVSXBD     4288(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4304(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQU32     3584(AX), Z16
+	VPDPBUSD.BCST 228(CX), Z16, Z10
+	VPDPBUSD.BCST 228(SI), Z16, Z11
+	VPDPBUSD.BCST 228(DX), Z16, Z12
+	VMOVDQU32     3840(AX), Z16
+	VPDPBUSD.BCST 244(CX), Z16, Z13
+	VPDPBUSD.BCST 244(SI), Z16, Z14
+	VPDPBUSD.BCST 244(DX), Z16, Z15
+	VMOVDQU32     3648(AX), Z16
+	VPDPBUSD.BCST 232(CX), Z16, Z10
+	VPDPBUSD.BCST 232(SI), Z16, Z11
+	VPDPBUSD.BCST 232(DX), Z16, Z12
+	VMOVDQU32     3904(AX), Z16
+	VPDPBUSD.BCST 248(CX), Z16, Z13
+	VPDPBUSD.BCST 248(SI), Z16, Z14
+	VPDPBUSD.BCST 248(DX), Z16, Z15
+	VMOVDQU32     3712(AX), Z16
+	VPDPBUSD.BCST 236(CX), Z16, Z10
+	VPDPBUSD.BCST 236(SI), Z16, Z11
+	VPDPBUSD.BCST 236(DX), Z16, Z12
+	VMOVDQU32     3968(AX), Z16
+	VPDPBUSD.BCST 252(CX), Z16, Z13
+	VPDPBUSD.BCST 252(SI), Z16, Z14
+	VPDPBUSD.BCST 252(DX), Z16, Z15
+	VMOVDQU32     3776(AX), Z16
+	VPDPBUSD.BCST 240(CX), Z16, Z10
+	VPDPBUSD.BCST 240(SI), Z16, Z11
+	VPDPBUSD.BCST 240(DX), Z16, Z12
+	VMOVDQU32     4032(AX), Z16
+	VPDPBUSD.BCST 256(CX), Z16, Z13
+	VPDPBUSD.BCST 256(SI), Z16, Z14
+	VPDPBUSD.BCST 256(DX), Z16, Z15
+	VPMOVSXBD     4320(AX), Z16
+	VPMULLD       Z16, Z10, Z10
+	VPADDD        Z10, Z7, Z7
+	VPMULLD       Z16, Z11, Z11
+	VPADDD        Z11, Z8, Z8
+	VPMULLD       Z16, Z12, Z12
+	VPADDD        Z12, Z9, Z9
+	VPMOVSXBD     4336(AX), Z10
+	VPMULLD       Z10, Z13, Z13
+	VPADDD        Z13, Z7, Z7
+	VPMULLD       Z10, Z14, Z14
+	VPADDD        Z14, Z8, Z8
+	VPMULLD       Z10, Z15, Z15
+	VPADDD        Z15, Z9, Z9
+	VCVTPH2PS     4864(AX), Z10
+	VPSLLD        $0x05, Z4, Z4
+	VPSUBD        Z4, Z7, Z7
+	VBROADCASTSS  (CX), Z4
+	VMULPS        Z4, Z10, Z4
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z7, Z4, Z4
+	VADDPS        Z4, Z1, Z1
+	VPSLLD        $0x05, Z5, Z5
+	VPSUBD        Z5, Z8, Z8
+	VBROADCASTSS  (SI), Z4
+	VMULPS        Z4, Z10, Z4
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z8, Z4, Z4
+	VADDPS        Z4, Z2, Z2
+	VPSLLD        $0x05, Z6, Z6
+	VPSUBD        Z6, Z9, Z9
+	VBROADCASTSS  (DX), Z4
+	VMULPS        Z4, Z10, Z4
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z9, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	ADDQ          $0x00001340, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, SI
+	ADDQ          $0x00000124, DX
+	DECQ          BX
+	JMP           q6kgemmTile3VNNI_loop
+
+q6kgemmTile3VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VZEROUPPER
+	RET
+
+// func q6kgemmTile4VNNI(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+// Requires: AVX, AVX512F, AVX512_VNNI
+TEXT ·q6kgemmTile4VNNI(SB), NOSPLIT, $0-96
+	MOVQ      p_base+32(FP), AX
+	MOVQ      q_base+56(FP), CX
+	MOVQ      rowBytes+80(FP), DX
+	MOVQ      nb+88(FP), BX
+	LEAQ      (CX)(DX*1), SI
+	LEAQ      (SI)(DX*1), DI
+	LEAQ      (DI)(DX*1), DX
+	VPXORD    Z0, Z0, Z0
+	VMOVDQA32 Z0, Z1
+	VMOVDQA32 Z0, Z2
+	VMOVDQA32 Z0, Z3
+	VMOVDQA32 Z0, Z4
+
+q6kgemmTile4VNNI_loop:
+	TESTQ         BX, BX
+	JZ            q6kgemmTile4VNNI_done
+	VMOVDQA32     Z0, Z5
+	VMOVDQA32     Z0, Z6
+	VMOVDQA32     Z0, Z7
+	VMOVDQA32     Z0, Z8
+	VMOVDQU32     4352(AX), Z9
+	VPDPWSSD.BCST 260(CX), Z9, Z5
+	VPDPWSSD.BCST 260(SI), Z9, Z6
+	VPDPWSSD.BCST 260(DI), Z9, Z7
+	VPDPWSSD.BCST 260(DX), Z9, Z8
+	VMOVDQU32     4416(AX), Z9
+	VPDPWSSD.BCST 264(CX), Z9, Z5
+	VPDPWSSD.BCST 264(SI), Z9, Z6
+	VPDPWSSD.BCST 264(DI), Z9, Z7
+	VPDPWSSD.BCST 264(DX), Z9, Z8
+	VMOVDQU32     4480(AX), Z9
+	VPDPWSSD.BCST 268(CX), Z9, Z5
+	VPDPWSSD.BCST 268(SI), Z9, Z6
+	VPDPWSSD.BCST 268(DI), Z9, Z7
+	VPDPWSSD.BCST 268(DX), Z9, Z8
+	VMOVDQU32     4544(AX), Z9
+	VPDPWSSD.BCST 272(CX), Z9, Z5
+	VPDPWSSD.BCST 272(SI), Z9, Z6
+	VPDPWSSD.BCST 272(DI), Z9, Z7
+	VPDPWSSD.BCST 272(DX), Z9, Z8
+	VMOVDQU32     4608(AX), Z9
+	VPDPWSSD.BCST 276(CX), Z9, Z5
+	VPDPWSSD.BCST 276(SI), Z9, Z6
+	VPDPWSSD.BCST 276(DI), Z9, Z7
+	VPDPWSSD.BCST 276(DX), Z9, Z8
+	VMOVDQU32     4672(AX), Z9
+	VPDPWSSD.BCST 280(CX), Z9, Z5
+	VPDPWSSD.BCST 280(SI), Z9, Z6
+	VPDPWSSD.BCST 280(DI), Z9, Z7
+	VPDPWSSD.BCST 280(DX), Z9, Z8
+	VMOVDQU32     4736(AX), Z9
+	VPDPWSSD.BCST 284(CX), Z9, Z5
+	VPDPWSSD.BCST 284(SI), Z9, Z6
+	VPDPWSSD.BCST 284(DI), Z9, Z7
+	VPDPWSSD.BCST 284(DX), Z9, Z8
+	VMOVDQU32     4800(AX), Z9
+	VPDPWSSD.BCST 288(CX), Z9, Z5
+	VPDPWSSD.BCST 288(SI), Z9, Z6
+	VPDPWSSD.BCST 288(DI), Z9, Z7
+	VPDPWSSD.BCST 288(DX), Z9, Z8
+	VMOVDQA32     Z0, Z9
+	VMOVDQA32     Z0, Z10
+	VMOVDQA32     Z0, Z11
+	VMOVDQA32     Z0, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     (AX), Z21
+	VPDPBUSD.BCST 4(CX), Z21, Z13
+	VPDPBUSD.BCST 4(SI), Z21, Z14
+	VPDPBUSD.BCST 4(DI), Z21, Z15
+	VPDPBUSD.BCST 4(DX), Z21, Z16
+	VMOVDQU32     256(AX), Z21
+	VPDPBUSD.BCST 20(CX), Z21, Z17
+	VPDPBUSD.BCST 20(SI), Z21, Z18
+	VPDPBUSD.BCST 20(DI), Z21, Z19
+	VPDPBUSD.BCST 20(DX), Z21, Z20
+	VMOVDQU32     64(AX), Z21
+	VPDPBUSD.BCST 8(CX), Z21, Z13
+	VPDPBUSD.BCST 8(SI), Z21, Z14
+	VPDPBUSD.BCST 8(DI), Z21, Z15
+	VPDPBUSD.BCST 8(DX), Z21, Z16
+	VMOVDQU32     320(AX), Z21
+	VPDPBUSD.BCST 24(CX), Z21, Z17
+	VPDPBUSD.BCST 24(SI), Z21, Z18
+	VPDPBUSD.BCST 24(DI), Z21, Z19
+	VPDPBUSD.BCST 24(DX), Z21, Z20
+	VMOVDQU32     128(AX), Z21
+	VPDPBUSD.BCST 12(CX), Z21, Z13
+	VPDPBUSD.BCST 12(SI), Z21, Z14
+	VPDPBUSD.BCST 12(DI), Z21, Z15
+	VPDPBUSD.BCST 12(DX), Z21, Z16
+	VMOVDQU32     384(AX), Z21
+	VPDPBUSD.BCST 28(CX), Z21, Z17
+	VPDPBUSD.BCST 28(SI), Z21, Z18
+	VPDPBUSD.BCST 28(DI), Z21, Z19
+	VPDPBUSD.BCST 28(DX), Z21, Z20
+	VMOVDQU32     192(AX), Z21
+	VPDPBUSD.BCST 16(CX), Z21, Z13
+	VPDPBUSD.BCST 16(SI), Z21, Z14
+	VPDPBUSD.BCST 16(DI), Z21, Z15
+	VPDPBUSD.BCST 16(DX), Z21, Z16
+	VMOVDQU32     448(AX), Z21
+	VPDPBUSD.BCST 32(CX), Z21, Z17
+	VPDPBUSD.BCST 32(SI), Z21, Z18
+	VPDPBUSD.BCST 32(DI), Z21, Z19
+	VPDPBUSD.BCST 32(DX), Z21, Z20
+	VPMOVSXBD     4096(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4112(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     512(AX), Z21
+	VPDPBUSD.BCST 36(CX), Z21, Z13
+	VPDPBUSD.BCST 36(SI), Z21, Z14
+	VPDPBUSD.BCST 36(DI), Z21, Z15
+	VPDPBUSD.BCST 36(DX), Z21, Z16
+	VMOVDQU32     768(AX), Z21
+	VPDPBUSD.BCST 52(CX), Z21, Z17
+	VPDPBUSD.BCST 52(SI), Z21, Z18
+	VPDPBUSD.BCST 52(DI), Z21, Z19
+	VPDPBUSD.BCST 52(DX), Z21, Z20
+	VMOVDQU32     576(AX), Z21
+	VPDPBUSD.BCST 40(CX), Z21, Z13
+	VPDPBUSD.BCST 40(SI), Z21, Z14
+	VPDPBUSD.BCST 40(DI), Z21, Z15
+	VPDPBUSD.BCST 40(DX), Z21, Z16
+	VMOVDQU32     832(AX), Z21
+	VPDPBUSD.BCST 56(CX), Z21, Z17
+	VPDPBUSD.BCST 56(SI), Z21, Z18
+	VPDPBUSD.BCST 56(DI), Z21, Z19
+	VPDPBUSD.BCST 56(DX), Z21, Z20
+	VMOVDQU32     640(AX), Z21
+	VPDPBUSD.BCST 44(CX), Z21, Z13
+	VPDPBUSD.BCST 44(SI), Z21, Z14
+	VPDPBUSD.BCST 44(DI), Z21, Z15
+	VPDPBUSD.BCST 44(DX), Z21, Z16
+	VMOVDQU32     896(AX), Z21
+	VPDPBUSD.BCST 60(CX), Z21, Z17
+	VPDPBUSD.BCST 60(SI), Z21, Z18
+	VPDPBUSD.BCST 60(DI), Z21, Z19
+	VPDPBUSD.BCST 60(DX), Z21, Z20
+	VMOVDQU32     704(AX), Z21
+	VPDPBUSD.BCST 48(CX), Z21, Z13
+	VPDPBUSD.BCST 48(SI), Z21, Z14
+	VPDPBUSD.BCST 48(DI), Z21, Z15
+	VPDPBUSD.BCST 48(DX), Z21, Z16
+	VMOVDQU32     960(AX), Z21
+	VPDPBUSD.BCST 64(CX), Z21, Z17
+	VPDPBUSD.BCST 64(SI), Z21, Z18
+	VPDPBUSD.BCST 64(DI), Z21, Z19
+	VPDPBUSD.BCST 64(DX), Z21, Z20
+	VPMOVSXBD     4128(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4144(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     1024(AX), Z21
+	VPDPBUSD.BCST 68(CX), Z21, Z13
+	VPDPBUSD.BCST 68(SI), Z21, Z14
+	VPDPBUSD.BCST 68(DI), Z21, Z15
+	VPDPBUSD.BCST 68(DX), Z21, Z16
+	VMOVDQU32     1280(AX), Z21
+	VPDPBUSD.BCST 84(CX), Z21, Z17
+	VPDPBUSD.BCST 84(SI), Z21, Z18
+	VPDPBUSD.BCST 84(DI), Z21, Z19
+	VPDPBUSD.BCST 84(DX), Z21, Z20
+	VMOVDQU32     1088(AX), Z21
+	VPDPBUSD.BCST 72(CX), Z21, Z13
+	VPDPBUSD.BCST 72(SI), Z21, Z14
+	VPDPBUSD.BCST 72(DI), Z21, Z15
+	VPDPBUSD.BCST 72(DX), Z21, Z16
+	VMOVDQU32     1344(AX), Z21
+	VPDPBUSD.BCST 88(CX), Z21, Z17
+	VPDPBUSD.BCST 88(SI), Z21, Z18
+	VPDPBUSD.BCST 88(DI), Z21, Z19
+	VPDPBUSD.BCST 88(DX), Z21, Z20
+	VMOVDQU32     1152(AX), Z21
+	VPDPBUSD.BCST 76(CX), Z21, Z13
+	VPDPBUSD.BCST 76(SI), Z21, Z14
+	VPDPBUSD.BCST 76(DI), Z21, Z15
+	VPDPBUSD.BCST 76(DX), Z21, Z16
+	VMOVDQU32     1408(AX), Z21
+	VPDPBUSD.BCST 92(CX), Z21, Z17
+	VPDPBUSD.BCST 92(SI), Z21, Z18
+	VPDPBUSD.BCST 92(DI), Z21, Z19
+	VPDPBUSD.BCST 92(DX), Z21, Z20
+	VMOVDQU32     1216(AX), Z21
+	VPDPBUSD.BCST 80(CX), Z21, Z13
+	VPDPBUSD.BCST 80(SI), Z21, Z14
+	VPDPBUSD.BCST 80(DI), Z21, Z15
+	VPDPBUSD.BCST 80(DX), Z21, Z16
+	VMOVDQU32     1472(AX), Z21
+	VPDPBUSD.BCST 96(CX), Z21, Z17
+	VPDPBUSD.BCST 96(SI), Z21, Z18
+	VPDPBUSD.BCST 96(DI), Z21, Z19
+	VPDPBUSD.BCST 96(DX), Z21, Z20
+	VPMOVSXBD     4160(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4176(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     1536(AX), Z21
+	VPDPBUSD.BCST 100(CX), Z21, Z13
+	VPDPBUSD.BCST 100(SI), Z21, Z14
+	VPDPBUSD.BCST 100(DI), Z21, Z15
+	VPDPBUSD.BCST 100(DX), Z21, Z16
+	VMOVDQU32     1792(AX), Z21
+	VPDPBUSD.BCST 116(CX), Z21, Z17
+	VPDPBUSD.BCST 116(SI), Z21, Z18
+	VPDPBUSD.BCST 116(DI), Z21, Z19
+	VPDPBUSD.BCST 116(DX), Z21, Z20
+	VMOVDQU32     1600(AX), Z21
+	VPDPBUSD.BCST 104(CX), Z21, Z13
+	VPDPBUSD.BCST 104(SI), Z21, Z14
+	VPDPBUSD.BCST 104(DI), Z21, Z15
+	VPDPBUSD.BCST 104(DX), Z21, Z16
+	VMOVDQU32     1856(AX), Z21
+	VPDPBUSD.BCST 120(CX), Z21, Z17
+	VPDPBUSD.BCST 120(SI), Z21, Z18
+	VPDPBUSD.BCST 120(DI), Z21, Z19
+	VPDPBUSD.BCST 120(DX), Z21, Z20
+	VMOVDQU32     1664(AX), Z21
+	VPDPBUSD.BCST 108(CX), Z21, Z13
+	VPDPBUSD.BCST 108(SI), Z21, Z14
+	VPDPBUSD.BCST 108(DI), Z21, Z15
+	VPDPBUSD.BCST 108(DX), Z21, Z16
+	VMOVDQU32     1920(AX), Z21
+	VPDPBUSD.BCST 124(CX), Z21, Z17
+	VPDPBUSD.BCST 124(SI), Z21, Z18
+	VPDPBUSD.BCST 124(DI), Z21, Z19
+	VPDPBUSD.BCST 124(DX), Z21, Z20
+	VMOVDQU32     1728(AX), Z21
+	VPDPBUSD.BCST 112(CX), Z21, Z13
+	VPDPBUSD.BCST 112(SI), Z21, Z14
+	VPDPBUSD.BCST 112(DI), Z21, Z15
+	VPDPBUSD.BCST 112(DX), Z21, Z16
+	VMOVDQU32     1984(AX), Z21
+	VPDPBUSD.BCST 128(CX), Z21, Z17
+	VPDPBUSD.BCST 128(SI), Z21, Z18
+	VPDPBUSD.BCST 128(DI), Z21, Z19
+	VPDPBUSD.BCST 128(DX), Z21, Z20
+	VPMOVSXBD     4192(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4208(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     2048(AX), Z21
+	VPDPBUSD.BCST 132(CX), Z21, Z13
+	VPDPBUSD.BCST 132(SI), Z21, Z14
+	VPDPBUSD.BCST 132(DI), Z21, Z15
+	VPDPBUSD.BCST 132(DX), Z21, Z16
+	VMOVDQU32     2304(AX), Z21
+	VPDPBUSD.BCST 148(CX), Z21, Z17
+	VPDPBUSD.BCST 148(SI), Z21, Z18
+	VPDPBUSD.BCST 148(DI), Z21, Z19
+	VPDPBUSD.BCST 148(DX), Z21, Z20
+	VMOVDQU32     2112(AX), Z21
+	VPDPBUSD.BCST 136(CX), Z21, Z13
+	VPDPBUSD.BCST 136(SI), Z21, Z14
+	VPDPBUSD.BCST 136(DI), Z21, Z15
+	VPDPBUSD.BCST 136(DX), Z21, Z16
+	VMOVDQU32     2368(AX), Z21
+	VPDPBUSD.BCST 152(CX), Z21, Z17
+	VPDPBUSD.BCST 152(SI), Z21, Z18
+	VPDPBUSD.BCST 152(DI), Z21, Z19
+	VPDPBUSD.BCST 152(DX), Z21, Z20
+	VMOVDQU32     2176(AX), Z21
+	VPDPBUSD.BCST 140(CX), Z21, Z13
+	VPDPBUSD.BCST 140(SI), Z21, Z14
+	VPDPBUSD.BCST 140(DI), Z21, Z15
+	VPDPBUSD.BCST 140(DX), Z21, Z16
+	VMOVDQU32     2432(AX), Z21
+	VPDPBUSD.BCST 156(CX), Z21, Z17
+	VPDPBUSD.BCST 156(SI), Z21, Z18
+	VPDPBUSD.BCST 156(DI), Z21, Z19
+	VPDPBUSD.BCST 156(DX), Z21, Z20
+	VMOVDQU32     2240(AX), Z21
+	VPDPBUSD.BCST 144(CX), Z21, Z13
+	VPDPBUSD.BCST 144(SI), Z21, Z14
+	VPDPBUSD.BCST 144(DI), Z21, Z15
+	VPDPBUSD.BCST 144(DX), Z21, Z16
+	VMOVDQU32     2496(AX), Z21
+	VPDPBUSD.BCST 160(CX), Z21, Z17
+	VPDPBUSD.BCST 160(SI), Z21, Z18
+	VPDPBUSD.BCST 160(DI), Z21, Z19
+	VPDPBUSD.BCST 160(DX), Z21, Z20
+	VPMOVSXBD     4224(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4240(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     2560(AX), Z21
+	VPDPBUSD.BCST 164(CX), Z21, Z13
+	VPDPBUSD.BCST 164(SI), Z21, Z14
+	VPDPBUSD.BCST 164(DI), Z21, Z15
+	VPDPBUSD.BCST 164(DX), Z21, Z16
+	VMOVDQU32     2816(AX), Z21
+	VPDPBUSD.BCST 180(CX), Z21, Z17
+	VPDPBUSD.BCST 180(SI), Z21, Z18
+	VPDPBUSD.BCST 180(DI), Z21, Z19
+	VPDPBUSD.BCST 180(DX), Z21, Z20
+	VMOVDQU32     2624(AX), Z21
+	VPDPBUSD.BCST 168(CX), Z21, Z13
+	VPDPBUSD.BCST 168(SI), Z21, Z14
+	VPDPBUSD.BCST 168(DI), Z21, Z15
+	VPDPBUSD.BCST 168(DX), Z21, Z16
+	VMOVDQU32     2880(AX), Z21
+	VPDPBUSD.BCST 184(CX), Z21, Z17
+	VPDPBUSD.BCST 184(SI), Z21, Z18
+	VPDPBUSD.BCST 184(DI), Z21, Z19
+	VPDPBUSD.BCST 184(DX), Z21, Z20
+	VMOVDQU32     2688(AX), Z21
+	VPDPBUSD.BCST 172(CX), Z21, Z13
+	VPDPBUSD.BCST 172(SI), Z21, Z14
+	VPDPBUSD.BCST 172(DI), Z21, Z15
+	VPDPBUSD.BCST 172(DX), Z21, Z16
+	VMOVDQU32     2944(AX), Z21
+	VPDPBUSD.BCST 188(CX), Z21, Z17
+	VPDPBUSD.BCST 188(SI), Z21, Z18
+	VPDPBUSD.BCST 188(DI), Z21, Z19
+	VPDPBUSD.BCST 188(DX), Z21, Z20
+	VMOVDQU32     2752(AX), Z21
+	VPDPBUSD.BCST 176(CX), Z21, Z13
+	VPDPBUSD.BCST 176(SI), Z21, Z14
+	VPDPBUSD.BCST 176(DI), Z21, Z15
+	VPDPBUSD.BCST 176(DX), Z21, Z16
+	VMOVDQU32     3008(AX), Z21
+	VPDPBUSD.BCST 192(CX), Z21, Z17
+	VPDPBUSD.BCST 192(SI), Z21, Z18
+	VPDPBUSD.BCST 192(DI), Z21, Z19
+	VPDPBUSD.BCST 192(DX), Z21, Z20
+	VPMOVSXBD     4256(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4272(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     3072(AX), Z21
+	VPDPBUSD.BCST 196(CX), Z21, Z13
+	VPDPBUSD.BCST 196(SI), Z21, Z14
+	VPDPBUSD.BCST 196(DI), Z21, Z15
+	VPDPBUSD.BCST 196(DX), Z21, Z16
+	VMOVDQU32     3328(AX), Z21
+	VPDPBUSD.BCST 212(CX), Z21, Z17
+	VPDPBUSD.BCST 212(SI), Z21, Z18
+	VPDPBUSD.BCST 212(DI), Z21, Z19
+	VPDPBUSD.BCST 212(DX), Z21, Z20
+	VMOVDQU32     3136(AX), Z21
+	VPDPBUSD.BCST 200(CX), Z21, Z13
+	VPDPBUSD.BCST 200(SI), Z21, Z14
+	VPDPBUSD.BCST 200(DI), Z21, Z15
+	VPDPBUSD.BCST 200(DX), Z21, Z16
+	VMOVDQU32     3392(AX), Z21
+	VPDPBUSD.BCST 216(CX), Z21, Z17
+	VPDPBUSD.BCST 216(SI), Z21, Z18
+	VPDPBUSD.BCST 216(DI), Z21, Z19
+	VPDPBUSD.BCST 216(DX), Z21, Z20
+	VMOVDQU32     3200(AX), Z21
+	VPDPBUSD.BCST 204(CX), Z21, Z13
+	VPDPBUSD.BCST 204(SI), Z21, Z14
+	VPDPBUSD.BCST 204(DI), Z21, Z15
+	VPDPBUSD.BCST 204(DX), Z21, Z16
+	VMOVDQU32     3456(AX), Z21
+	VPDPBUSD.BCST 220(CX), Z21, Z17
+	VPDPBUSD.BCST 220(SI), Z21, Z18
+	VPDPBUSD.BCST 220(DI), Z21, Z19
+	VPDPBUSD.BCST 220(DX), Z21, Z20
+	VMOVDQU32     3264(AX), Z21
+	VPDPBUSD.BCST 208(CX), Z21, Z13
+	VPDPBUSD.BCST 208(SI), Z21, Z14
+	VPDPBUSD.BCST 208(DI), Z21, Z15
+	VPDPBUSD.BCST 208(DX), Z21, Z16
+	VMOVDQU32     3520(AX), Z21
+	VPDPBUSD.BCST 224(CX), Z21, Z17
+	VPDPBUSD.BCST 224(SI), Z21, Z18
+	VPDPBUSD.BCST 224(DI), Z21, Z19
+	VPDPBUSD.BCST 224(DX), Z21, Z20
+	VPMOVSXBD     4288(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4304(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VMOVDQA32     Z0, Z13
+	VMOVDQA32     Z0, Z14
+	VMOVDQA32     Z0, Z15
+	VMOVDQA32     Z0, Z16
+	VMOVDQA32     Z0, Z17
+	VMOVDQA32     Z0, Z18
+	VMOVDQA32     Z0, Z19
+	VMOVDQA32     Z0, Z20
+	VMOVDQU32     3584(AX), Z21
+	VPDPBUSD.BCST 228(CX), Z21, Z13
+	VPDPBUSD.BCST 228(SI), Z21, Z14
+	VPDPBUSD.BCST 228(DI), Z21, Z15
+	VPDPBUSD.BCST 228(DX), Z21, Z16
+	VMOVDQU32     3840(AX), Z21
+	VPDPBUSD.BCST 244(CX), Z21, Z17
+	VPDPBUSD.BCST 244(SI), Z21, Z18
+	VPDPBUSD.BCST 244(DI), Z21, Z19
+	VPDPBUSD.BCST 244(DX), Z21, Z20
+	VMOVDQU32     3648(AX), Z21
+	VPDPBUSD.BCST 232(CX), Z21, Z13
+	VPDPBUSD.BCST 232(SI), Z21, Z14
+	VPDPBUSD.BCST 232(DI), Z21, Z15
+	VPDPBUSD.BCST 232(DX), Z21, Z16
+	VMOVDQU32     3904(AX), Z21
+	VPDPBUSD.BCST 248(CX), Z21, Z17
+	VPDPBUSD.BCST 248(SI), Z21, Z18
+	VPDPBUSD.BCST 248(DI), Z21, Z19
+	VPDPBUSD.BCST 248(DX), Z21, Z20
+	VMOVDQU32     3712(AX), Z21
+	VPDPBUSD.BCST 236(CX), Z21, Z13
+	VPDPBUSD.BCST 236(SI), Z21, Z14
+	VPDPBUSD.BCST 236(DI), Z21, Z15
+	VPDPBUSD.BCST 236(DX), Z21, Z16
+	VMOVDQU32     3968(AX), Z21
+	VPDPBUSD.BCST 252(CX), Z21, Z17
+	VPDPBUSD.BCST 252(SI), Z21, Z18
+	VPDPBUSD.BCST 252(DI), Z21, Z19
+	VPDPBUSD.BCST 252(DX), Z21, Z20
+	VMOVDQU32     3776(AX), Z21
+	VPDPBUSD.BCST 240(CX), Z21, Z13
+	VPDPBUSD.BCST 240(SI), Z21, Z14
+	VPDPBUSD.BCST 240(DI), Z21, Z15
+	VPDPBUSD.BCST 240(DX), Z21, Z16
+	VMOVDQU32     4032(AX), Z21
+	VPDPBUSD.BCST 256(CX), Z21, Z17
+	VPDPBUSD.BCST 256(SI), Z21, Z18
+	VPDPBUSD.BCST 256(DI), Z21, Z19
+	VPDPBUSD.BCST 256(DX), Z21, Z20
+	VPMOVSXBD     4320(AX), Z21
+	VPMULLD       Z21, Z13, Z13
+	VPADDD        Z13, Z9, Z9
+	VPMULLD       Z21, Z14, Z14
+	VPADDD        Z14, Z10, Z10
+	VPMULLD       Z21, Z15, Z15
+	VPADDD        Z15, Z11, Z11
+	VPMULLD       Z21, Z16, Z16
+	VPADDD        Z16, Z12, Z12
+	VPMOVSXBD     4336(AX), Z13
+	VPMULLD       Z13, Z17, Z17
+	VPADDD        Z17, Z9, Z9
+	VPMULLD       Z13, Z18, Z18
+	VPADDD        Z18, Z10, Z10
+	VPMULLD       Z13, Z19, Z19
+	VPADDD        Z19, Z11, Z11
+	VPMULLD       Z13, Z20, Z20
+	VPADDD        Z20, Z12, Z12
+	VCVTPH2PS     4864(AX), Z13
+	VPSLLD        $0x05, Z5, Z5
+	VPSUBD        Z5, Z9, Z9
+	VBROADCASTSS  (CX), Z5
+	VMULPS        Z5, Z13, Z5
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z9, Z5, Z5
+	VADDPS        Z5, Z1, Z1
+	VPSLLD        $0x05, Z6, Z6
+	VPSUBD        Z6, Z10, Z10
+	VBROADCASTSS  (SI), Z5
+	VMULPS        Z5, Z13, Z5
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z10, Z5, Z5
+	VADDPS        Z5, Z2, Z2
+	VPSLLD        $0x05, Z7, Z7
+	VPSUBD        Z7, Z11, Z11
+	VBROADCASTSS  (DI), Z5
+	VMULPS        Z5, Z13, Z5
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z11, Z5, Z5
+	VADDPS        Z5, Z3, Z3
+	VPSLLD        $0x05, Z8, Z8
+	VPSUBD        Z8, Z12, Z12
+	VBROADCASTSS  (DX), Z5
+	VMULPS        Z5, Z13, Z5
+	VCVTDQ2PS     Z12, Z12
+	VMULPS        Z12, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	ADDQ          $0x00001340, AX
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, SI
+	ADDQ          $0x00000124, DI
+	ADDQ          $0x00000124, DX
+	DECQ          BX
+	JMP           q6kgemmTile4VNNI_loop
+
+q6kgemmTile4VNNI_done:
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    ldd+24(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VZEROUPPER
+	RET

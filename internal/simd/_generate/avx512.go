@@ -50,6 +50,7 @@ func avx512() {
 		dotQ4KQ8KX4(vnni) // q8kmulti.go
 		dotQ6KQ8KX4(vnni)
 	}
+	q4kgemm() // q4kgemm.go
 }
 
 // The dot products prefetch every 64-byte line of the weights twice ahead

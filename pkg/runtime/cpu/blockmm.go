@@ -73,12 +73,15 @@ type q8Dot struct {
 // row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
 // DotQ40Q80, DotQ80Q80 …; the results agree with ggml_vec_dot_*_q8_* up
 // to float32 rounding). A token's result is the one-row dot's whatever the
-// number of tokens in the call. Q8_0 weights take quantized activations at
+// number of tokens in the call. Q8_0 weights, and q4_K, q5_K and q6_K
+// where simd.MatMulKQ8KPacked (AVX-512 VNNI), take quantized activations at
 // every number of token rows (q8Prefill): prefill multiplies the codes in
-// simd.MatMulQ80Q80's int8 tile GEMM, each output DotQ80Q80's bits, so a
-// token's logits are the same in a decode step and a prefill. The other
-// types' prefill (simd.MatMulDecoded) keeps fp32 activations, so there a
-// token's logits differ slightly between a decode step and a prefill.
+// the int8 tile GEMMs of simd.MatMulQ80Q80, MatMulQ4KQ8K, MatMulQ5KQ8K and
+// MatMulQ6KQ8K, each output the one-row dot's bits, so a token's logits are
+// the same in a decode step and a prefill. The other types' prefill
+// (simd.MatMulDecoded; the K-quants' too without VNNI) keeps fp32
+// activations, so there a token's logits differ slightly between a decode
+// step and a prefill.
 var q8Dots = map[tensor.DType]q8Dot{
 	tensor.Q4K:   {simd.DotQ4KQ8K, simd.DotQ4KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
 	tensor.Q5K:   {simd.DotQ5KQ8K, nil, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
@@ -104,13 +107,26 @@ func q8RowBytes(w *tensor.Weight) int {
 
 // matMulQ8 sets dst[t*ldd+r], r in [lo, hi), to weight row r's q8Dots dot
 // with token row t of q8 (quantizeTokens), t < nt: one token takes the
-// type's multi-row form where it has one, several Q8_0 rows
-// simd.MatMulQ80Q80 (the same bits).
+// type's multi-row form where it has one, several Q8_0, q4_K, q5_K or q6_K
+// rows simd.MatMulQ80Q80, MatMulQ4KQ8K, MatMulQ5KQ8K or MatMulQ6KQ8K (the
+// same bits).
 func matMulQ8(dst []float32, ldd int, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	d := q8Dots[w.DType]
 	rb, qrb := w.DType.RowBytes(w.Cols), q8RowBytes(w)
 	if w.DType == tensor.Q80 && nt > 1 {
 		simd.MatMulQ80Q80(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
+		return
+	}
+	if w.DType == tensor.Q4K && nt > 1 {
+		simd.MatMulQ4KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
+		return
+	}
+	if w.DType == tensor.Q5K && nt > 1 {
+		simd.MatMulQ5KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
+		return
+	}
+	if w.DType == tensor.Q6K && nt > 1 {
+		simd.MatMulQ6KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
 		return
 	}
 	if d.rows != nil && nt == 1 {
@@ -131,7 +147,7 @@ var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 // quantizeTokens returns the nt token rows of x quantized for w's q8Dots
 // in a buffer from q8Scratch (releaseTokens gives it back), where w's
 // products of perCall token rows at a time take them (below the packed
-// threshold; Q8_0 at any number, q8Prefill) unless f32Act
+// threshold; at any number where q8Prefill) unless f32Act
 // (Backend.F32Activations), or nil.
 func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act bool) *[]byte {
 	d, ok := q8Dots[w.DType]
@@ -155,8 +171,21 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 // F32Activations): Q8_0, whose prefill runs simd.MatMulQ80Q80's int8 tile
 // GEMM, on the Zen 4 (AVX-512 VNNI) 3.2–3.6× the packed fp32 GEMM of
 // simd.MatMulQ80 (quantization included; docs/performance.md), with its
-// AVX2 tiles (ForceAVX2) 1.05–1.5×.
-func q8Prefill(dt tensor.DType) bool { return dt == tensor.Q80 }
+// AVX2 tiles (ForceAVX2) 1.05–1.5×; and q4_K, q5_K and q6_K where
+// simd.MatMulKQ8KPacked (AVX-512 VNNI), their prefill through
+// simd.MatMulQ4KQ8K's, MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs,
+// on the Zen 4 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32
+// GEMM. Without VNNI the K-quants' per-token dots would be slower than the
+// packed fp32 GEMM (0.46–0.77×), which their prefill keeps there.
+func q8Prefill(dt tensor.DType) bool {
+	switch dt {
+	case tensor.Q80:
+		return true
+	case tensor.Q4K, tensor.Q5K, tensor.Q6K:
+		return simd.MatMulKQ8KPacked()
+	}
+	return false
+}
 
 // q8Bytes returns *sp, nil for nil.
 func q8Bytes(sp *[]byte) []byte {
@@ -248,7 +277,7 @@ func matMulBlocks(dst []float32, ldd int, x []float32, q8 []byte, nt, cols int, 
 		panic("cpu: MatMul on unsupported dtype " + w.DType.String())
 	}
 	rb := w.DType.RowBytes(cols)
-	if nt >= simd.MatMulDecodedTokens() {
+	if q8 == nil && nt >= simd.MatMulDecodedTokens() { // q8: q8Prefill
 		bs, ts := w.DType.Block()
 		lo = simd.MatMulDecoded(dst, ldd, x, nt, cols, &rowDecoder{w: w, gt: gt, rb: rb, bs: bs, ts: ts}, lo, hi)
 		if lo == hi {

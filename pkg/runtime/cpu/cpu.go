@@ -50,11 +50,11 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 }
 
 // F32Activations returns the backend with the decode products of the
-// weight types of q8Dots, and Q8_0's prefill products, on float32
-// activations (the fused dots of fusedDots, and simd.MatMulQ80 for Q8_0:
-// kvq's arithmetic before it quantized them as llama.cpp does; see
-// q8Dots): for comparisons with a
-// backend that keeps
+// weight types of q8Dots, and the prefill products that q8Prefill takes
+// quantized (Q8_0's and, with AVX-512 VNNI, the K-quants'), on float32
+// activations (the fused dots of fusedDots, simd.MatMulQ80 and
+// simd.MatMulDecoded: kvq's arithmetic before it quantized them as
+// llama.cpp does; see q8Dots): for comparisons with a backend that keeps
 // them in float32 (the GPU's GEMV) and to measure the difference.
 func (b *Backend) F32Activations() *Backend {
 	return &Backend{workers: b.workers, done: b.done, groups: b.groups, f32Act: true}
@@ -261,7 +261,7 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	}
 	align := 4
 	if nt >= pack || q8Prefill(w.DType) && !f32Act && nt > 1 {
-		align = simd.MatMulPackRows // MatMulQ80Q80's panels, too
+		align = simd.MatMulPackRows // the int8 tile GEMMs' panels, too
 	}
 	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
@@ -345,8 +345,8 @@ func packTokens(dt tensor.DType) int {
 
 // matMulRows computes rows [lo, hi) of MatMul on the calling goroutine;
 // q8 is x quantized for the weight types that take them
-// (quantizeTokens: the types of q8Dots below their packed threshold, Q8_0
-// at every nt), nil otherwise.
+// (quantizeTokens: the types of q8Dots below their packed threshold, and
+// at every nt those of q8Prefill), nil otherwise.
 func matMulRows(dst, x []float32, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	rows, cols := w.Rows, w.Cols
 	switch w.DType {
@@ -400,7 +400,7 @@ func (m *mmTask) runEach(lo, hi int) {
 		return
 	}
 	rows, cols := m.w.Rows, m.w.Cols
-	if m.w.DType == tensor.Q80 { // every token row its one-row bits, in one call
+	if q8Prefill(m.w.DType) { // every token row its one-row bits, in one call
 		matMulQ8(m.dst, rows, m.q8, m.nt, m.w, lo, hi)
 		return
 	}

@@ -1,0 +1,137 @@
+package simd
+
+import "fmt"
+
+// MatMulQ4KQ8K multiplies nt token rows of Q8_K activations by the
+// transpose of a q4_K weight matrix, for weight rows r0 to r1-1 only: q
+// holds the token rows back to back, each cols/256 blocks (QuantizeQ8K),
+// and w the weight rows of as many q4_K super-blocks. It sets
+//
+//	dst[t*ldd+r] = DotQ4KQ8K(w[r*rb:(r+1)*rb], q[t*qb:(t+1)*qb])   for t < nt, r0 <= r < r1
+//
+// (rb = cols/256·144, qb = cols/256·Q8KBlockBytes) bit for bit, on every
+// kernel set, however the tokens and rows are split between calls:
+// prefill over quantized activations gives decode's bits. No other dst
+// entry is written. The Q8_K blocks must be as QuantizeQ8K writes them
+// (the tile GEMM adds their sums of 16 codes in pairs as int16). On the
+// avx512 set with AVX-512 VNNI whole panels of 16 rows go through an int8
+// tile GEMM (q4kgemm_amd64.go) from q4kgMinTokens token rows
+// (MatMulQ6KQ8K: q6kgMinTokens); other rows, and other sets, take
+// DotQ4KQ8KRows per token row. It panics unless cols%256 == 0 and the
+// shapes are as MatMulQ80 wants them.
+func MatMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
+	if cols%kBlockSize != 0 {
+		panic(fmt.Sprintf("simd: MatMulQ4KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
+	}
+	nb := cols / kBlockSize
+	qb, rb := nb*Q8KBlockBytes, nb*q4KBlockBytes // a token row's and a weight row's bytes
+	checkMatMul("MatMulQ4KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
+	if nt == 0 || r0 == r1 {
+		return
+	}
+	matMulQ4KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+// matMulQ4KQ8KGeneric is MatMulQ4KQ8K's twin: one twin dot per pair.
+func matMulQ4KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ4KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// matMulQ4KQ8KRows sets rows [r0, r1) of every token row with the set's
+// row dots (DotQ4KQ8KRows).
+func matMulQ4KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		dotQ4KQ8KRows(dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*qb:(t+1)*qb], nb)
+	}
+}
+
+// MatMulQ6KQ8K is MatMulQ4KQ8K for q6_K weights (210-byte super-blocks):
+// dst[t*ldd+r] = DotQ6KQ8K(w_r, q_t), bit for bit, on every kernel set.
+func MatMulQ6KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
+	if cols%kBlockSize != 0 {
+		panic(fmt.Sprintf("simd: MatMulQ6KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
+	}
+	nb := cols / kBlockSize
+	qb, rb := nb*Q8KBlockBytes, nb*q6KBlockBytes
+	checkMatMul("MatMulQ6KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
+	if nt == 0 || r0 == r1 {
+		return
+	}
+	matMulQ6KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+// matMulQ6KQ8KGeneric is MatMulQ6KQ8K's twin: one twin dot per pair.
+func matMulQ6KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q6KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ6KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// matMulQ6KQ8KRows sets rows [r0, r1) of every token row with the set's
+// row dots (DotQ6KQ8KRows).
+func matMulQ6KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q6KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		dotQ6KQ8KRows(dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*qb:(t+1)*qb], nb)
+	}
+}
+
+// MatMulQ5KQ8K is MatMulQ4KQ8K for q5_K weights (176-byte super-blocks):
+// dst[t*ldd+r] = DotQ5KQ8K(w_r, q_t), bit for bit, on every kernel set
+// (the tile GEMM from q5kgMinTokens token rows; otherwise DotQ5KQ8K per
+// pair).
+func MatMulQ5KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
+	if cols%kBlockSize != 0 {
+		panic(fmt.Sprintf("simd: MatMulQ5KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
+	}
+	nb := cols / kBlockSize
+	qb, rb := nb*Q8KBlockBytes, nb*q5KBlockBytes
+	checkMatMul("MatMulQ5KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
+	if nt == 0 || r0 == r1 {
+		return
+	}
+	matMulQ5KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+// matMulQ5KQ8KGeneric is MatMulQ5KQ8K's twin: one twin dot per pair.
+func matMulQ5KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q5KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ5KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// matMulQ5KQ8KRows sets rows [r0, r1) of every token row with the set's
+// one-row dot (DotQ5KQ8K).
+func matMulQ5KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q5KBlockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ5KQ8K(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// MatMulKQ8KPacked reports whether MatMulQ4KQ8K, MatMulQ5KQ8K and
+// MatMulQ6KQ8K multiply several token rows in their int8 tile GEMMs with
+// the kernels selected now (the avx512 set with AVX-512 VNNI). Where they
+// do not, every token row takes the one-row dots (DotQ4KQ8KRows,
+// DotQ5KQ8K, DotQ6KQ8KRows), which for prefill are slower than
+// MatMulDecoded's packed fp32 GEMM (BenchmarkMatMulQ4KQ8K under
+// ForceAVX2: 0.49–0.77× on a Zen 4).
+func MatMulKQ8KPacked() bool { return matMulKQ8KPacked() }

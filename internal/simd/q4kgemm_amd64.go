@@ -1,0 +1,181 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+import (
+	"encoding/binary"
+	"sync"
+)
+
+// The int8 tile GEMMs behind MatMulQ4KQ8K, MatMulQ5KQ8K and MatMulQ6KQ8K
+// (kernels in _generate/q4kgemm.go): the weight rows are packed
+// q4kgChunkBytes of panels at a time (16 rows each, so that a chunk stays
+// in L2), and every group of up to four token rows meets every panel of
+// the chunk. Rows past the last whole panel take the one-row dots
+// (DotQ4KQ8KRows, DotQ5KQ8K, DotQ6KQ8KRows) per token row; all give the
+// one-row dot's bits.
+
+// q4kgRows is the rows of a panel, q4kgPanelBlock, q5kgPanelBlock and
+// q6kgPanelBlock the bytes of one super-block of one (the generator's
+// constants).
+const (
+	q4kgRows       = 16
+	q4kgPanelBlock = 2496
+	q5kgPanelBlock = 4544
+	q6kgPanelBlock = 4928
+	q4kgChunkBytes = 1 << 19
+)
+
+// q4kgMinTokens, q5kgMinTokens and q6kgMinTokens are the fewest token rows
+// that take the tile GEMMs: packing the panels costs about what two (q6_K:
+// four) token rows' dots do. Against DotQ4KQ8KRows per token row
+// (BenchmarkMatMulQ4KQ8KFew, Zen 4, 8192×2048 weights from DRAM, load 2–3.5)
+// q4_K's ran at 0.72–0.79× for 2 token rows, 0.99–1.01× for 3, 1.05–1.15×
+// for 4, 1.6–1.7× for 8, 2.2–2.3× for 16; against DotQ6KQ8KRows q6_K's
+// (whose packing forms the 6-bit codes) at 0.78× for 3, 0.80–0.86× for 4,
+// 1.26× for 6, 1.32–1.47× for 8, 2.1× for 16; against DotQ5KQ8K per row
+// (q5_K has no four-row dot) q5_K's at 0.88× for 2, 1.13× for 3, 1.37× for
+// 4, 3.4× for 16.
+const (
+	q4kgMinTokens = 3
+	q5kgMinTokens = 3
+	q6kgMinTokens = 5
+)
+
+// q4kgTiles and q6kgTiles are the tile kernels by token rows, 1..4.
+var (
+	q4kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+		nil, q4kgemmTile1VNNI, q4kgemmTile2VNNI, q4kgemmTile3VNNI, q4kgemmTile4VNNI,
+	}
+	q5kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+		nil, q5kgemmTile1VNNI, q5kgemmTile2VNNI, q5kgemmTile3VNNI, q5kgemmTile4VNNI,
+	}
+	q6kgTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int){
+		nil, q6kgemmTile1VNNI, q6kgemmTile2VNNI, q6kgemmTile3VNNI, q6kgemmTile4VNNI,
+	}
+)
+
+type q4kgScratch struct {
+	panels []byte
+	ac     []int32
+}
+
+var q4kgPool = sync.Pool{New: func() any { return new(q4kgScratch) }}
+
+func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ4KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	re := q4kgEnd(nt, nb, r0, r1, q4kgMinTokens)
+	if re > r0 {
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 4)
+	}
+	if re < r1 {
+		matMulQ4KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
+
+func matMulQ6KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ6KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	re := q4kgEnd(nt, nb, r0, r1, q6kgMinTokens)
+	if re > r0 {
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 6)
+	}
+	if re < r1 {
+		matMulQ6KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
+
+func matMulQ5KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ5KQ8KGeneric(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	re := q4kgEnd(nt, nb, r0, r1, q5kgMinTokens)
+	if re > r0 {
+		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 5)
+	}
+	if re < r1 {
+		matMulQ5KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
+
+func matMulKQ8KPacked() bool { return useAVX512 && useVNNI }
+
+// q4kgEnd returns the end of the rows from r0 on that take the tile GEMM:
+// whole panels, where it runs and nt >= minTokens.
+func q4kgEnd(nt, nb, r0, r1, minTokens int) int {
+	if !matMulKQ8KPacked() || nt < minTokens || nb == 0 {
+		return r0
+	}
+	return r0 + (r1-r0)/q4kgRows*q4kgRows
+}
+
+// q4kgPanels runs the tile GEMM over rows [r0, r1), whole panels, of
+// q4_K, q5_K or q6_K weights (typ 4, 5, 6).
+func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int, typ int) {
+	s := q4kgPool.Get().(*q4kgScratch)
+	defer q4kgPool.Put(s)
+	rb, qb, pb := nb*q4KBlockBytes, nb*Q8KBlockBytes, nb*q4kgPanelBlock // pb: bytes of one panel
+	pack, tiles := q4kgemmPackVNNI, &q4kgTiles
+	q6 := typ == 6
+	switch typ {
+	case 5:
+		rb, pb, pack, tiles = nb*q5KBlockBytes, nb*q5kgPanelBlock, q5kgemmPackVNNI, &q5kgTiles
+	case 6:
+		rb, pb, pack = nb*q6KBlockBytes, nb*q6kgPanelBlock, q6kgemmPackVNNI
+	}
+	per := max(1, q4kgChunkBytes/pb)
+	if n := min(per, (r1-r0)/q4kgRows) * pb; cap(s.panels) < n {
+		s.panels = make([]byte, n)
+	}
+	var ac []int32
+	if !q6 {
+		if n := nt * nb * 8; cap(s.ac) < n {
+			s.ac = make([]int32, n)
+		}
+		ac = s.ac[:nt*nb*8]
+		q4kgActs(ac, q, nt*nb)
+	}
+	for rc := r0; rc < r1; rc += per * q4kgRows {
+		np := min(per, (r1-rc)/q4kgRows)
+		panels := s.panels[:np*pb]
+		for i := 0; i < np; i++ {
+			pack(panels[i*pb:(i+1)*pb], w[(rc+i*q4kgRows)*rb:], rb, nb)
+		}
+		for t := 0; t < nt; t += 4 {
+			n := min(4, nt-t)
+			for i := 0; i < np; i++ {
+				d, p := dst[t*ldd+rc+i*q4kgRows:], panels[i*pb:(i+1)*pb]
+				if q6 {
+					q6kgTiles[n](d, ldd, p, q[t*qb:], qb, nb)
+				} else {
+					tiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb)
+				}
+			}
+		}
+	}
+}
+
+// q4kgActs sets ac, per Q8_K block of q (n of them), to 8 int32: the
+// block's d as float32 bits, then the int16 pairs (bs_{2k}, bs_{2k+1}),
+// k < 4, of bs_g = bsum_{2g} + bsum_{2g+1} (|bs_g| ≤ 2·16·128), then 0s.
+func q4kgActs(ac []int32, q []byte, n int) {
+	for i := 0; i < n; i++ {
+		blk := q[i*Q8KBlockBytes : (i+1)*Q8KBlockBytes]
+		a := ac[8*i : 8*i+8]
+		a[0] = int32(binary.LittleEndian.Uint32(blk))
+		var bs [8]int32
+		for g := range bs {
+			bs[g] = int32(int16(binary.LittleEndian.Uint16(blk[4+kBlockSize+4*g:]))) + int32(int16(binary.LittleEndian.Uint16(blk[4+kBlockSize+4*g+2:])))
+		}
+		for k := 0; k < 4; k++ {
+			a[1+k] = int32(uint32(uint16(bs[2*k])) | uint32(uint16(bs[2*k+1]))<<16)
+		}
+		a[5], a[6], a[7] = 0, 0, 0
+	}
+}

@@ -1,0 +1,102 @@
+package cpu_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvqlabs/kvq/internal/simd"
+	"github.com/kvqlabs/kvq/pkg/gguf"
+	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
+	"github.com/kvqlabs/kvq/pkg/tensor"
+)
+
+// TestPrefillKQ8KActivations: where simd.MatMulKQ8KPacked, the backend's
+// q4_K, q5_K and q6_K products over many token rows (40, and simd.MatMulDecodedTokens,
+// where the packed fp32 path used to start; 2 workers, plain and
+// interruptible) give, bit for bit, the pure-Go Q8_K twin path, each token
+// row quantized (simd.QuantizeQ8K) and dotted with each weight row
+// (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K), and so decode's bits; F32Activations keeps the fp32 product (which differs).
+// Without the tile GEMM, prefill keeps the fp32 product.
+func TestPrefillKQ8KActivations(t *testing.T) {
+	for _, tc := range []struct {
+		dt  tensor.DType
+		gt  gguf.Type
+		dot func(w, q []byte) float32
+	}{
+		{tensor.Q4K, gguf.Q4K, simd.DotQ4KQ8K},
+		{tensor.Q5K, gguf.Q5K, simd.DotQ5KQ8K},
+		{tensor.Q6K, gguf.Q6K, simd.DotQ6KQ8K},
+	} {
+		t.Run(tc.dt.String(), func(t *testing.T) { testPrefillKQ8K(t, tc.dt, tc.gt, tc.dot) })
+	}
+}
+
+func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q []byte) float32) {
+	r := rand.New(rand.NewPCG(46, 4))
+	const rows, cols = 70, 768
+	vals := make([]float32, rows*cols)
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64() * 0.05)
+	}
+	rb := dt.RowBytes(cols)
+	w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*rb)}
+	for i := 0; i < rows; i++ {
+		gguf.QuantizeRow(gt, w.Raw[i*rb:(i+1)*rb], vals[i*cols:(i+1)*cols])
+	}
+	be := cpu.New(2)
+	m, err := be.Upload(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nts := []int{40}
+	if p := simd.MatMulDecodedTokens(); p < 1000 && p != 40 {
+		nts = append(nts, p)
+	}
+	for _, nt := range nts {
+		x := make([]float32, nt*cols)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		f32 := make([]float32, nt*rows)
+		be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
+		want := f32
+		if simd.MatMulKQ8KPacked() {
+			qrb := cols / 256 * simd.Q8KBlockBytes
+			q := make([]byte, nt*qrb)
+			want = make([]float32, nt*rows)
+			restore := simd.ForceGeneric()
+			for tk := 0; tk < nt; tk++ {
+				simd.QuantizeQ8K(q[tk*qrb:(tk+1)*qrb], x[tk*cols:(tk+1)*cols])
+				for i := 0; i < rows; i++ {
+					want[tk*rows+i] = dot(w.Raw[i*rb:(i+1)*rb], q[tk*qrb:(tk+1)*qrb])
+				}
+			}
+			restore()
+			same := 0
+			for i := range want {
+				if math.Float32bits(f32[i]) == math.Float32bits(want[i]) {
+					same++
+				}
+			}
+			if same == len(want) {
+				t.Fatalf("nt=%d: the F32Activations product equals the Q8_K twin's everywhere", nt)
+			}
+		} else {
+			t.Logf("simd.MatMulKQ8KPacked is false here: prefill keeps float32 activations")
+		}
+		open := make(chan struct{})
+		for name, mm := range map[string]func(dst []float32){
+			"MatMul":        func(dst []float32) { be.MatMul(cpu.Wrap(dst), cpu.Wrap(x), nt, m) },
+			"Interruptible": func(dst []float32) { be.Interruptible(open).MatMul(cpu.Wrap(dst), cpu.Wrap(x), nt, m) },
+		} {
+			got := make([]float32, nt*rows)
+			mm(got)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s nt=%d: dst[%d] = %v, want %v", name, nt, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -61,7 +61,9 @@ func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q 
 		f32 := make([]float32, nt*rows)
 		be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
 		want := f32
-		if simd.MatMulKQ8KPacked() {
+		// Quantized where the int8 tile GEMM runs, and below the packed
+		// fp32 path's threshold (every nt with the pure-Go kernels).
+		if simd.MatMulKQ8KPacked() || nt < simd.MatMulDecodedTokens() {
 			qrb := cols / 256 * simd.Q8KBlockBytes
 			q := make([]byte, nt*qrb)
 			want = make([]float32, nt*rows)
@@ -83,7 +85,7 @@ func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q 
 				t.Fatalf("nt=%d: the F32Activations product equals the Q8_K twin's everywhere", nt)
 			}
 		} else {
-			t.Logf("simd.MatMulKQ8KPacked is false here: prefill keeps float32 activations")
+			t.Logf("nt=%d: simd.MatMulKQ8KPacked is false here: prefill keeps float32 activations", nt)
 		}
 		open := make(chan struct{})
 		for name, mm := range map[string]func(dst []float32){

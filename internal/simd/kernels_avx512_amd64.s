@@ -18341,8 +18341,6 @@ TEXT ·q8gemmTile1VNNI(SB), NOSPLIT, $0-120
 	MOVQ   rowBytes+80(FP), DX
 	MOVQ   ac_base+88(FP), DX
 	MOVQ   nb+112(FP), BX
-	MOVQ   BX, SI
-	SHLQ   $0x03, SI
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2

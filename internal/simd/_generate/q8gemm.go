@@ -176,29 +176,7 @@ func q8gemmTile(nt int) {
 		"token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;",
 		"ac holds per token row nb pairs (activation scale as float32 bits,",
 		"−128·Σ codes of the block).")
-	pp := Load(Param("p").Base(), GP64())
-	q0 := Load(Param("q").Base(), GP64())
-	rb := Load(Param("rowBytes"), GP64())
-	ac0 := Load(Param("ac").Base(), GP64())
-	nb := Load(Param("nb"), GP64())
-	qs := []Register{q0}
-	acs := []Register{ac0}
-	acb := GP64()
-	MOVQ(nb, acb)
-	SHLQ(U8(3), acb) // bytes of ac per token row
-	for t := 1; t < nt; t++ {
-		qs = append(qs, GP64())
-		LEAQ(Mem{Base: qs[t-1], Index: rb, Scale: 1}, qs[t])
-		acs = append(acs, GP64())
-		LEAQ(Mem{Base: acs[t-1], Index: acb, Scale: 1}, acs[t])
-	}
-	acc := make([][4]VecVirtual, nt)
-	for t := range acc {
-		for k := range acc[t] {
-			acc[t][k] = ZMM()
-			VXORPS(acc[t][k], acc[t][k], acc[t][k])
-		}
-	}
+	pp, nb, qs, acs := q8gTileArgs(nt)
 	block := func(k int, into []VecVirtual) {
 		po, qo, ao := k*q8gPanelBlock, k*Q80Bytes+2, 8*k
 		var wv [8]VecVirtual
@@ -216,19 +194,75 @@ func q8gemmTile(nt int) {
 				q8gVNNIBcst(Mem{Base: qs[t], Disp: qo + 4*j}, wv[j], in[t])
 			}
 		}
-		ws := ZMM()
-		VCVTPH2PS(Mem{Base: pp, Disp: po + q8gScalesAt}, ws)
-		for t := range in {
-			VCVTDQ2PS(in[t], in[t]) // S, exact
-			a := ZMM()
-			VBROADCASTSS(Mem{Base: acs[t], Disp: ao}, a)
-			VMULPS(ws, a, a)    // w·a
-			VMULPS(in[t], a, a) // (w·a)·S
-			VADDPS(a, into[t], into[t])
+		q8gFinish(ZMM, Mem{Base: pp, Disp: po + q8gScalesAt}, in, acs, ao, into)
+	}
+	q8gTileLoops(name, nt, ZMM, pp, nb, qs, acs, q8gPanelBlock, block)
+}
+
+// q8gTileArgs loads a tile's arguments: the panel pointer, the block
+// count, and per token row the pointers to its Q8_0 blocks and to its
+// activation pairs.
+func q8gTileArgs(nt int) (pp, nb Register, qs, acs []Register) {
+	pp = Load(Param("p").Base(), GP64())
+	q0 := Load(Param("q").Base(), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	ac0 := Load(Param("ac").Base(), GP64())
+	nb = Load(Param("nb"), GP64())
+	qs = []Register{q0}
+	acs = []Register{ac0}
+	if nt > 1 {
+		acb := GP64()
+		MOVQ(nb, acb)
+		SHLQ(U8(3), acb) // bytes of ac per token row
+		for t := 1; t < nt; t++ {
+			qs = append(qs, GP64())
+			LEAQ(Mem{Base: qs[t-1], Index: rb, Scale: 1}, qs[t])
+			acs = append(acs, GP64())
+			LEAQ(Mem{Base: acs[t-1], Index: acb, Scale: 1}, acs[t])
+		}
+	}
+	return pp, nb, qs, acs
+}
+
+// q8gFinish adds, lane by lane, the block's term (w·a)·float32(S) to
+// into[t] for each token row t: S the exact int32 sums in in[t], w the
+// rows' binary16 scales at scales, a token row t's activation scale
+// (float32 bits at acs[t]+ao); two rounded products, no fused
+// multiply-add, as the one-row dots.
+func q8gFinish(vec func() VecVirtual, scales Mem, in []VecVirtual, acs []Register, ao int, into []VecVirtual) {
+	ws := vec()
+	VCVTPH2PS(scales, ws)
+	for t := range in {
+		VCVTDQ2PS(in[t], in[t]) // S, exact
+		a := vec()
+		VBROADCASTSS(Mem{Base: acs[t], Disp: ao}, a)
+		VMULPS(ws, a, a)    // w·a
+		VMULPS(in[t], a, a) // (w·a)·S
+		VADDPS(a, into[t], into[t])
+	}
+}
+
+// q8gTileLoops emits a tile's loops over the blocks and its stores:
+// block(k, into) adds the term of block k (from the pointers' position)
+// to into, one vector per token row; the first 4⌊nb/4⌋ blocks go into
+// accumulator b%4 of each token row, the rest into s, and dst[t·ldd:]
+// gets ((acc0+acc1)+(acc2+acc3))+s, the one-row dots' order. vec makes
+// the tile's vectors (ZMM or YMM), panelBlock is the bytes of one block
+// of a panel.
+func q8gTileLoops(name string, nt int, vec func() VecVirtual, pp, nb Register, qs, acs []Register, panelBlock int, block func(k int, into []VecVirtual)) {
+	zero := func() VecVirtual {
+		v := vec()
+		VXORPS(v, v, v)
+		return v
+	}
+	acc := make([][4]VecVirtual, nt)
+	for t := range acc {
+		for k := range acc[t] {
+			acc[t][k] = zero()
 		}
 	}
 	advance := func(n int) {
-		ADDQ(U32(n*q8gPanelBlock), pp)
+		ADDQ(U32(n*panelBlock), pp)
 		for t := range qs {
 			ADDQ(U32(n*Q80Bytes), qs[t])
 			ADDQ(U32(n*8), acs[t])
@@ -257,8 +291,7 @@ func q8gemmTile(nt int) {
 		VADDPS(acc[t][3], acc[t][2], acc[t][2])
 		VADDPS(acc[t][2], acc[t][0], acc[t][0])
 		sum[t] = acc[t][0]
-		s[t] = ZMM()
-		VXORPS(s[t], s[t], s[t])
+		s[t] = zero()
 	}
 	Label(name + "_loop")
 	TESTQ(nb, nb)
@@ -397,29 +430,7 @@ func q8gemmTileAVX2(nt int, ones Mem) {
 		"token row t at q[t·rowBytes:], as simd's twin computes it, bit for bit;",
 		"ac holds per token row nb pairs (activation scale as float32 bits,",
 		"unused).")
-	pp := Load(Param("p").Base(), GP64())
-	q0 := Load(Param("q").Base(), GP64())
-	rb := Load(Param("rowBytes"), GP64())
-	ac0 := Load(Param("ac").Base(), GP64())
-	nb := Load(Param("nb"), GP64())
-	qs := []Register{q0}
-	acs := []Register{ac0}
-	if nt > 1 {
-		acb := GP64()
-		MOVQ(nb, acb)
-		SHLQ(U8(3), acb) // bytes of ac per token row
-		qs = append(qs, GP64())
-		LEAQ(Mem{Base: q0, Index: rb, Scale: 1}, qs[1])
-		acs = append(acs, GP64())
-		LEAQ(Mem{Base: ac0, Index: acb, Scale: 1}, acs[1])
-	}
-	acc := make([][4]VecVirtual, nt)
-	for t := range acc {
-		for k := range acc[t] {
-			acc[t][k] = YMM()
-			VXORPS(acc[t][k], acc[t][k], acc[t][k])
-		}
-	}
+	pp, nb, qs, acs := q8gTileArgs(nt)
 	block := func(k int, into []VecVirtual) {
 		po, qo, ao := k*q8gPanelBlockAVX2, k*Q80Bytes+2, 8*k
 		in := make([]VecVirtual, nt)
@@ -440,71 +451,9 @@ func q8gemmTileAVX2(nt int, ones Mem) {
 				VPADDD(s, in[t], in[t])
 			}
 		}
-		ws := YMM()
-		VCVTPH2PS(Mem{Base: pp, Disp: po + q8gScalesAtAVX2}, ws)
-		for t := range in {
-			VCVTDQ2PS(in[t], in[t]) // S, exact
-			a := YMM()
-			VBROADCASTSS(Mem{Base: acs[t], Disp: ao}, a)
-			VMULPS(ws, a, a)    // w·a
-			VMULPS(in[t], a, a) // (w·a)·S
-			VADDPS(a, into[t], into[t])
-		}
+		q8gFinish(YMM, Mem{Base: pp, Disp: po + q8gScalesAtAVX2}, in, acs, ao, into)
 	}
-	advance := func(n int) {
-		ADDQ(U32(n*q8gPanelBlockAVX2), pp)
-		for t := range qs {
-			ADDQ(U32(n*Q80Bytes), qs[t])
-			ADDQ(U32(n*8), acs[t])
-		}
-	}
-
-	Label(name + "_loop4")
-	CMPQ(nb, U8(4))
-	JB(LabelRef(name + "_tail"))
-	for k := 0; k < 4; k++ {
-		into := make([]VecVirtual, nt)
-		for t := range into {
-			into[t] = acc[t][k]
-		}
-		block(k, into)
-	}
-	advance(4)
-	SUBQ(U8(4), nb)
-	JMP(LabelRef(name + "_loop4"))
-
-	Label(name + "_tail")
-	sum := make([]VecVirtual, nt)
-	s := make([]VecVirtual, nt)
-	for t := range acc {
-		VADDPS(acc[t][1], acc[t][0], acc[t][0])
-		VADDPS(acc[t][3], acc[t][2], acc[t][2])
-		VADDPS(acc[t][2], acc[t][0], acc[t][0])
-		sum[t] = acc[t][0]
-		s[t] = YMM()
-		VXORPS(s[t], s[t], s[t])
-	}
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	block(0, s)
-	advance(1)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	dst := Load(Param("dst").Base(), GP64())
-	ldd := Load(Param("ldd"), GP64())
-	SHLQ(U8(2), ldd)
-	for t := range sum {
-		VADDPS(s[t], sum[t], sum[t])
-		VMOVUPS(sum[t], Mem{Base: dst})
-		if t+1 < nt {
-			ADDQ(ldd, dst)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	q8gTileLoops(name, nt, YMM, pp, nb, qs, acs, q8gPanelBlockAVX2, block)
 }
 
 // q8gemmActs writes q8gemmActsAVX2, the tiles' per-block activation

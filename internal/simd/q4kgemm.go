@@ -128,10 +128,8 @@ func matMulQ5KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0
 }
 
 // MatMulKQ8KPacked reports whether MatMulQ4KQ8K, MatMulQ5KQ8K and
-// MatMulQ6KQ8K multiply several token rows in their int8 tile GEMMs with
-// the kernels selected now (the avx512 set with AVX-512 VNNI). Where they
-// do not, every token row takes the one-row dots (DotQ4KQ8KRows,
-// DotQ5KQ8K, DotQ6KQ8KRows), which for prefill are slower than
-// MatMulDecoded's packed fp32 GEMM (BenchmarkMatMulQ4KQ8K under
-// ForceAVX2: 0.49–0.77× on a Zen 4).
+// MatMulQ6KQ8K multiply several token rows in their AVX-512 VNNI int8 tile
+// GEMMs with the kernels selected now (the avx512 set with AVX-512 VNNI).
+// It only says which kernels run: the results are the one-row dots' bits
+// (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K) on every set.
 func MatMulKQ8KPacked() bool { return matMulKQ8KPacked() }

@@ -70,6 +70,8 @@ func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	re := q4kgEnd(nt, nb, r0, r1, q4kgMinTokens)
 	if re > r0 {
 		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 4)
+	} else if re = q4kaEnd(nt, nb, r0, r1); re > r0 {
+		q4kaPanels(dst, ldd, q, nt, nb, w, r0, re)
 	}
 	if re < r1 {
 		matMulQ4KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
@@ -177,5 +179,96 @@ func q4kgActs(ac []int32, q []byte, n int) {
 			a[1+k] = int32(uint32(uint16(bs[2*k])) | uint32(uint16(bs[2*k+1]))<<16)
 		}
 		a[5], a[6], a[7] = 0, 0, 0
+	}
+}
+
+// The avx2 set's tile GEMM for q4_K (kernels in _generate/kq8avx2.go; the
+// avx512 set without VNNI takes it too): panels of 8 rows packed
+// q4kgChunkBytes at a time by q4kgemmPackAVX2, every pair of token rows
+// meeting every panel of the chunk (q4kgemmTile1AVX2, q4kgemmTile2AVX2).
+
+// q4kaRows is the rows of an AVX2 panel, q4kaPanelBlock the bytes of one
+// super-block of one, q4ka*At where its scale pairs, min pairs, d and dmin
+// start (the generator's constants).
+const (
+	q4kaRows       = 8
+	q4kaPanelBlock = 1440
+	q4kaScalesAt   = 1024
+	q4kaMinsAt     = 1280
+	q4kaDAt        = 1408
+	q4kaDminAt     = 1424
+)
+
+// q4kaMinTokens is the fewest token rows that take the AVX2 tile GEMM.
+const q4kaMinTokens = 4
+
+var q4kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+	nil, q4kgemmTile1AVX2, q4kgemmTile2AVX2,
+}
+
+// q4kaEnd returns the end of the rows from r0 on that take the AVX2 tile
+// GEMM: whole panels, where the VNNI one does not run and nt >=
+// q4kaMinTokens.
+func q4kaEnd(nt, nb, r0, r1 int) int {
+	if matMulKQ8KPacked() || nt < q4kaMinTokens || nb == 0 {
+		return r0
+	}
+	return r0 + (r1-r0)/q4kaRows*q4kaRows
+}
+
+// q4kgemmPackAVX2 packs the nb q4_K super-blocks of the 8 rows at w,
+// stride bytes apart, into the panel at dst (nb·q4kaPanelBlock bytes; see
+// _generate/kq8avx2.go): the code bytes transposed as 8×8 dwords by
+// q8gemmPackAVX2 (a quarter of a super-block a call; the 32 bytes it
+// writes past a quarter are overwritten after), then the scale and min
+// pairs, d and dmin.
+func q4kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
+	for b := 0; b < nb; b++ {
+		out := dst[b*q4kaPanelBlock : (b+1)*q4kaPanelBlock]
+		for i := 0; i < 4; i++ {
+			q8gemmPackAVX2(out[256*i:], w[b*q4KBlockBytes+16+32*i-2:], stride, 1)
+		}
+		for r := 0; r < q4kaRows; r++ {
+			blk := w[r*stride+b*q4KBlockBytes:]
+			sc, mn := q4KScaleMins(blk)
+			for g := 0; g < 8; g++ {
+				binary.LittleEndian.PutUint32(out[q4kaScalesAt+32*g+4*r:], uint32(sc[g])*0x10001)
+			}
+			for k := 0; k < 4; k++ {
+				binary.LittleEndian.PutUint32(out[q4kaMinsAt+32*k+4*r:], uint32(mn[2*k])|uint32(mn[2*k+1])<<16)
+			}
+			copy(out[q4kaDAt+2*r:q4kaDAt+2*r+2], blk[0:2])
+			copy(out[q4kaDminAt+2*r:q4kaDminAt+2*r+2], blk[2:4])
+		}
+	}
+}
+
+// q4kaPanels runs the AVX2 tile GEMM over rows [r0, r1), whole panels, of
+// q4_K weights.
+func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	s := q4kgPool.Get().(*q4kgScratch)
+	defer q4kgPool.Put(s)
+	rb, qb, pb := nb*q4KBlockBytes, nb*Q8KBlockBytes, nb*q4kaPanelBlock
+	per := max(1, q4kgChunkBytes/pb)
+	if n := min(per, (r1-r0)/q4kaRows) * pb; cap(s.panels) < n {
+		s.panels = make([]byte, n)
+	}
+	if n := nt * nb * 8; cap(s.ac) < n {
+		s.ac = make([]int32, n)
+	}
+	ac := s.ac[:nt*nb*8]
+	q4kgActs(ac, q, nt*nb)
+	for rc := r0; rc < r1; rc += per * q4kaRows {
+		np := min(per, (r1-rc)/q4kaRows)
+		panels := s.panels[:np*pb]
+		for i := 0; i < np; i++ {
+			q4kgemmPackAVX2(panels[i*pb:(i+1)*pb], w[(rc+i*q4kaRows)*rb:], rb, nb)
+		}
+		for t := 0; t < nt; t += 2 {
+			tile := q4kaTiles[min(2, nt-t)]
+			for i := 0; i < np; i++ {
+				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, ac[t*nb*8:], nb)
+			}
+		}
 	}
 }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The avx2 set's tile GEMM for q4_K weights on Q8_K activations
+// (simd.MatMulQ4KQ8K without AVX-512 VNNI, which the avx512 set without
+// VNNI takes too): panels of 8 rows, one YMM int32 lane a row. Super-block
+// b of a panel is q4kaPanelBlock bytes (packed by q4kgemmPackAVX2 in
+// q4kgemm_amd64.go): 32 YMM of codes, YMM j holding in lane r the bytes
+// 16+4j..19+4j of row r's super-block as they are (two 4-bit codes a
+// byte); 8 YMM of scales, YMM g holding in lane r the int16 pair
+// (sc_g, sc_g) of row r; 4 YMM of mins, YMM k holding (mn_2k, mn_2k+1);
+// then the 8 rows' d and dmin as binary16. Per sub-block the tile splits
+// the nibbles (VPAND, VPSRLW), multiplies them as VPMADDUBSW's unsigned
+// operand (0..15) by the token's four activation codes broadcast
+// (VPBROADCASTD; a pair is at most 2·15·128 in magnitude) and adds the 8
+// int16 pairs of the sub-block's 32 codes with VPADDW (at most 8·3840 =
+// 30720: no overflow), then VPMADDWD by the scale pair gives sc·p exactly
+// in int32; the mins term is VPMADDWD of the min pairs with the Q8_K
+// block's pairs of 32-code sums (simd's q4kgActs). The float finish is
+// DotQ4KQ8K's, in its order, on 8 rows at once: s += (d·yd)·S, then
+// s −= (dmin·yd)·M, no FMA. The bits are DotQ4KQ8K's.
+const (
+	q4kaPanelBlock = 1440
+	q4kaScalesAt   = 1024
+	q4kaMinsAt     = 1280
+	q4kaDAt        = 1408
+	q4kaDminAt     = 1424
+)
+
+// kq8avx2 writes q4kgemmTile1AVX2 and q4kgemmTile2AVX2.
+func kq8avx2() {
+	mask := byteTable("q4kam0f", repeated(32, func(int) byte { return 0x0f }))
+	for nt := 1; nt <= 2; nt++ {
+		q4kgemmTileAVX2(nt, mask)
+	}
+}
+
+// q4kgemmTileAVX2 writes q4kgemmTile<nt>AVX2.
+func q4kgemmTileAVX2(nt int, mask Mem) {
+	name := fmt.Sprintf("q4kgemmTile%dAVX2", nt)
+	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)",
+		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 8, to DotQ4KQ8K of row r", name, nt),
+		"of the packed panel p (q4kgemmPackAVX2) with the nb Q8_K blocks of token",
+		"row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32",
+		"(q4kgActs).")
+	pp := Load(Param("p").Base(), GP64())
+	q0 := Load(Param("q").Base(), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	ac0 := Load(Param("ac").Base(), GP64())
+	nb := Load(Param("nb"), GP64())
+	qs := []Register{q0}
+	acs := []Register{ac0}
+	if nt > 1 {
+		acb := GP64()
+		MOVQ(nb, acb)
+		SHLQ(U8(5), acb) // bytes of ac per token row
+		qs = append(qs, GP64())
+		LEAQ(Mem{Base: q0, Index: rb, Scale: 1}, qs[1])
+		acs = append(acs, GP64())
+		LEAQ(Mem{Base: ac0, Index: acb, Scale: 1}, acs[1])
+	}
+	m := YMM()
+	VMOVDQU(mask, m)
+	s := make([]VecVirtual, nt)
+	for t := range s {
+		s[t] = YMM()
+		VXORPS(s[t], s[t], s[t])
+	}
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	sum := make([]VecVirtual, nt)
+	for c := 0; c < 4; c++ {
+		lo, hi := make([]VecVirtual, nt), make([]VecVirtual, nt)
+		for t := 0; t < nt; t++ {
+			lo[t], hi[t] = YMM(), YMM()
+			VPXOR(lo[t], lo[t], lo[t])
+			VPXOR(hi[t], hi[t], hi[t])
+		}
+		for k := 0; k < 8; k++ {
+			j := 8*c + k
+			vl, vh := YMM(), YMM()
+			VMOVDQU(Mem{Base: pp, Disp: 32 * j}, vh)
+			VPAND(vh, m, vl)
+			VPSRLW(U8(4), vh, vh)
+			VPAND(m, vh, vh)
+			for t := 0; t < nt; t++ {
+				a := YMM()
+				VPBROADCASTD(Mem{Base: qs[t], Disp: 4 + 64*c + 4*k}, a)
+				VPMADDUBSW(a, vl, a)
+				VPADDW(a, lo[t], lo[t])
+				b := YMM()
+				VPBROADCASTD(Mem{Base: qs[t], Disp: 4 + 64*c + 32 + 4*k}, b)
+				VPMADDUBSW(b, vh, b)
+				VPADDW(b, hi[t], hi[t])
+			}
+		}
+		for t := 0; t < nt; t++ {
+			VPMADDWD(Mem{Base: pp, Disp: q4kaScalesAt + 32*(2*c)}, lo[t], lo[t])
+			VPMADDWD(Mem{Base: pp, Disp: q4kaScalesAt + 32*(2*c+1)}, hi[t], hi[t])
+			if c == 0 {
+				sum[t] = YMM()
+				VPADDD(hi[t], lo[t], sum[t])
+			} else {
+				VPADDD(lo[t], sum[t], sum[t])
+				VPADDD(hi[t], sum[t], sum[t])
+			}
+		}
+	}
+	dd, dm := YMM(), YMM()
+	VCVTPH2PS(Mem{Base: pp, Disp: q4kaDAt}, dd)
+	VCVTPH2PS(Mem{Base: pp, Disp: q4kaDminAt}, dm)
+	for t := 0; t < nt; t++ {
+		mn := YMM()
+		VPBROADCASTD(Mem{Base: acs[t], Disp: 4}, mn)
+		VPMADDWD(Mem{Base: pp, Disp: q4kaMinsAt}, mn, mn)
+		for k := 1; k < 4; k++ {
+			x := YMM()
+			VPBROADCASTD(Mem{Base: acs[t], Disp: 4 + 4*k}, x)
+			VPMADDWD(Mem{Base: pp, Disp: q4kaMinsAt + 32*k}, x, x)
+			VPADDD(x, mn, mn)
+		}
+		y := YMM()
+		VBROADCASTSS(Mem{Base: acs[t]}, y)
+		a := YMM()
+		VMULPS(y, dd, a) // d·yd
+		VCVTDQ2PS(sum[t], sum[t])
+		VMULPS(sum[t], a, a)
+		VADDPS(a, s[t], s[t])
+		VMULPS(y, dm, a) // dmin·yd
+		VCVTDQ2PS(mn, mn)
+		VMULPS(mn, a, a)
+		VSUBPS(a, s[t], s[t])
+	}
+	ADDQ(U32(q4kaPanelBlock), pp)
+	for t := range qs {
+		ADDQ(U32(q8kBytes), qs[t])
+		ADDQ(U8(32), acs[t])
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	dst := Load(Param("dst").Base(), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	for t := range s {
+		VMOVUPS(s[t], Mem{Base: dst})
+		if t+1 < nt {
+			ADDQ(ldd, dst)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -70,7 +70,7 @@ func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	re := q4kgEnd(nt, nb, r0, r1, q4kgMinTokens)
 	if re > r0 {
 		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 4)
-	} else if re = q4kaEnd(nt, nb, r0, r1); re > r0 {
+	} else if re = q4kaEnd(nt, nb, r0, r1, q4kaMinTokens); re > r0 {
 		q4kaPanels(dst, ldd, q, nt, nb, w, r0, re)
 	}
 	if re < r1 {
@@ -86,6 +86,8 @@ func matMulQ6KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	re := q4kgEnd(nt, nb, r0, r1, q6kgMinTokens)
 	if re > r0 {
 		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 6)
+	} else if re = q4kaEnd(nt, nb, r0, r1, q6kaMinTokens); re > r0 {
+		q6kaPanels(dst, ldd, q, nt, nb, w, r0, re)
 	}
 	if re < r1 {
 		matMulQ6KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
@@ -199,8 +201,12 @@ const (
 	q4kaDminAt     = 1424
 )
 
-// q4kaMinTokens is the fewest token rows that take the AVX2 tile GEMM.
-const q4kaMinTokens = 4
+// q4kaMinTokens and q6kaMinTokens are the fewest token rows that take the
+// AVX2 tile GEMMs (not tuned).
+const (
+	q4kaMinTokens = 4
+	q6kaMinTokens = 5
+)
 
 var q4kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
 	nil, q4kgemmTile1AVX2, q4kgemmTile2AVX2,
@@ -208,9 +214,9 @@ var q4kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes i
 
 // q4kaEnd returns the end of the rows from r0 on that take the AVX2 tile
 // GEMM: whole panels, where the VNNI one does not run and nt >=
-// q4kaMinTokens.
-func q4kaEnd(nt, nb, r0, r1 int) int {
-	if matMulKQ8KPacked() || nt < q4kaMinTokens || nb == 0 {
+// minTokens.
+func q4kaEnd(nt, nb, r0, r1, minTokens int) int {
+	if matMulKQ8KPacked() || nt < minTokens || nb == 0 {
 		return r0
 	}
 	return r0 + (r1-r0)/q4kaRows*q4kaRows
@@ -268,6 +274,87 @@ func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 			tile := q4kaTiles[min(2, nt-t)]
 			for i := 0; i < np; i++ {
 				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, ac[t*nb*8:], nb)
+			}
+		}
+	}
+}
+
+// q6kaPanelBlock is the bytes of one super-block of an AVX2 q6_K panel,
+// q6ka*At where its scale pairs (sc, sc), scale pairs (sc_2k, sc_2k+1) and
+// d start (the generator's constants).
+const (
+	q6kaPanelBlock = 2832
+	q6kaScalesAt   = 2048
+	q6kaPairsAt    = 2560
+	q6kaDAt        = 2816
+)
+
+var q6kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int){
+	nil, q6kgemmTile1AVX2, q6kgemmTile2AVX2,
+}
+
+// q6kgemmPackAVX2 packs the nb q6_K super-blocks of the 8 rows at w,
+// stride bytes apart, into the panel at dst (nb·q6kaPanelBlock bytes; see
+// _generate/kq8avx2.go): each row's codes formed bytewise from ql and qh
+// eight at a time and stored as dwords of the 8-row transpose, then the
+// scale pairs and d.
+func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
+	const lo4, lo2 = 0x0f0f0f0f0f0f0f0f, 0x0303030303030303
+	le := binary.LittleEndian
+	for b := 0; b < nb; b++ {
+		out := dst[b*q6kaPanelBlock : (b+1)*q6kaPanelBlock]
+		for r := 0; r < q4kaRows; r++ {
+			blk := w[r*stride+b*q6KBlockBytes : r*stride+(b+1)*q6KBlockBytes]
+			for h := 0; h < 2; h++ {
+				for l := 0; l < 32; l += 8 {
+					qa, qb := le.Uint64(blk[64*h+l:]), le.Uint64(blk[64*h+32+l:])
+					qh := le.Uint64(blk[128+32*h+l:])
+					c := [4]uint64{
+						qa&lo4 | (qh&lo2)<<4,
+						qb&lo4 | (qh>>2&lo2)<<4,
+						qa>>4&lo4 | (qh>>4&lo2)<<4,
+						qb>>4&lo4 | (qh>>6&lo2)<<4,
+					}
+					for k, v := range c {
+						j := (128*h + 32*k + l) / 4 // the dword of code 128h+32k+l
+						le.PutUint32(out[32*j+4*r:], uint32(v))
+						le.PutUint32(out[32*(j+1)+4*r:], uint32(v>>32))
+					}
+				}
+			}
+			for g := 0; g < 16; g++ {
+				sc := uint32(uint16(int16(int8(blk[192+g]))))
+				le.PutUint32(out[q6kaScalesAt+32*g+4*r:], sc|sc<<16)
+			}
+			for k := 0; k < 8; k++ {
+				a, c := uint32(uint16(int16(int8(blk[192+2*k])))), uint32(uint16(int16(int8(blk[193+2*k]))))
+				le.PutUint32(out[q6kaPairsAt+32*k+4*r:], a|c<<16)
+			}
+			copy(out[q6kaDAt+2*r:q6kaDAt+2*r+2], blk[208:210])
+		}
+	}
+}
+
+// q6kaPanels runs the AVX2 tile GEMM over rows [r0, r1), whole panels, of
+// q6_K weights.
+func q6kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	s := q4kgPool.Get().(*q4kgScratch)
+	defer q4kgPool.Put(s)
+	rb, qb, pb := nb*q6KBlockBytes, nb*Q8KBlockBytes, nb*q6kaPanelBlock
+	per := max(1, q4kgChunkBytes/pb)
+	if n := min(per, (r1-r0)/q4kaRows) * pb; cap(s.panels) < n {
+		s.panels = make([]byte, n)
+	}
+	for rc := r0; rc < r1; rc += per * q4kaRows {
+		np := min(per, (r1-rc)/q4kaRows)
+		panels := s.panels[:np*pb]
+		for i := 0; i < np; i++ {
+			q6kgemmPackAVX2(panels[i*pb:(i+1)*pb], w[(rc+i*q4kaRows)*rb:], rb, nb)
+		}
+		for t := 0; t < nt; t += 2 {
+			tile := q6kaTiles[min(2, nt-t)]
+			for i := 0; i < np; i++ {
+				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, nb)
 			}
 		}
 	}

@@ -161,3 +161,122 @@ func q4kgemmTileAVX2(nt int, mask Mem) {
 	VZEROUPPER()
 	RET()
 }
+
+// The avx2 set's tile GEMM for q6_K weights on Q8_K activations: panels
+// of 8 rows, super-block b of one q6kaPanelBlock bytes (q6kgemmPackAVX2 in
+// q4kgemm_amd64.go): 64 YMM of codes, YMM j holding in lane r codes
+// 4j..4j+3 of row r as bytes 0..63 (formed from ql and qh); 16 YMM of
+// scales, YMM g holding in lane r the int16 pair (sc_g, sc_g) of row r's
+// int8 scale; 8 YMM of scale pairs (sc_2k, sc_2k+1); then the 8 rows' d as
+// binary16. Per 16-code group g: VPMADDUBSW of the codes (unsigned 0..63)
+// by the token's four activation codes broadcast, two pairs added with
+// VPADDW (at most 2·2·63·128 = 32256: no int16 overflow), VPMADDWD by
+// (sc_g, sc_g) into int32; minus 32·Σ sc_g·bsum_g (VPMADDWD of the scale
+// pairs with the Q8_K block's own int16 sum pairs): DotQ6KQ8K's integer,
+// exact; then s += (d·yd)·S, its float finish (no FMA).
+const (
+	q6kaPanelBlock = 2832
+	q6kaScalesAt   = 2048
+	q6kaPairsAt    = 2560
+	q6kaDAt        = 2816
+)
+
+// kq8avx2Q6 writes q6kgemmTile1AVX2 and q6kgemmTile2AVX2.
+func kq8avx2Q6() {
+	for nt := 1; nt <= 2; nt++ {
+		q6kgemmTileAVX2(nt)
+	}
+}
+
+// q6kgemmTileAVX2 writes q6kgemmTile<nt>AVX2.
+func q6kgemmTileAVX2(nt int) {
+	name := fmt.Sprintf("q6kgemmTile%dAVX2", nt)
+	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)",
+		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 8, to DotQ6KQ8K of row r", name, nt),
+		"of the packed panel p (q6kgemmPackAVX2) with the nb Q8_K blocks of token",
+		"row t at q[t·rowBytes:], bit for bit.")
+	pp := Load(Param("p").Base(), GP64())
+	q0 := Load(Param("q").Base(), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	nb := Load(Param("nb"), GP64())
+	qs := []Register{q0}
+	if nt > 1 {
+		qs = append(qs, GP64())
+		LEAQ(Mem{Base: q0, Index: rb, Scale: 1}, qs[1])
+	}
+	s := make([]VecVirtual, nt)
+	for t := range s {
+		s[t] = YMM()
+		VXORPS(s[t], s[t], s[t])
+	}
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	sum := make([]VecVirtual, nt)
+	for t := range sum {
+		sum[t] = YMM()
+		VPXOR(sum[t], sum[t], sum[t])
+	}
+	for g := 0; g < 16; g++ {
+		var v [4]VecVirtual
+		for m := range v {
+			v[m] = YMM()
+			VMOVDQU(Mem{Base: pp, Disp: 32 * (4*g + m)}, v[m])
+		}
+		for t := 0; t < nt; t++ {
+			var a [4]VecVirtual
+			for m := range a {
+				a[m] = YMM()
+				VPBROADCASTD(Mem{Base: qs[t], Disp: 4 + 16*g + 4*m}, a[m])
+				VPMADDUBSW(a[m], v[m], a[m])
+			}
+			VPADDW(a[1], a[0], a[0])
+			VPADDW(a[3], a[2], a[2])
+			VPMADDWD(Mem{Base: pp, Disp: q6kaScalesAt + 32*g}, a[0], a[0])
+			VPMADDWD(Mem{Base: pp, Disp: q6kaScalesAt + 32*g}, a[2], a[2])
+			VPADDD(a[0], sum[t], sum[t])
+			VPADDD(a[2], sum[t], sum[t])
+		}
+	}
+	dd := YMM()
+	VCVTPH2PS(Mem{Base: pp, Disp: q6kaDAt}, dd)
+	for t := 0; t < nt; t++ {
+		mn := YMM()
+		VPBROADCASTD(Mem{Base: qs[t], Disp: 260}, mn)
+		VPMADDWD(Mem{Base: pp, Disp: q6kaPairsAt}, mn, mn)
+		for k := 1; k < 8; k++ {
+			x := YMM()
+			VPBROADCASTD(Mem{Base: qs[t], Disp: 260 + 4*k}, x)
+			VPMADDWD(Mem{Base: pp, Disp: q6kaPairsAt + 32*k}, x, x)
+			VPADDD(x, mn, mn)
+		}
+		VPSLLD(U8(5), mn, mn)
+		VPSUBD(mn, sum[t], sum[t]) // Σ sc·(c−32)·a
+		y := YMM()
+		VBROADCASTSS(Mem{Base: qs[t]}, y)
+		VMULPS(y, dd, y) // d·yd
+		VCVTDQ2PS(sum[t], sum[t])
+		VMULPS(sum[t], y, y)
+		VADDPS(y, s[t], s[t])
+	}
+	ADDQ(U32(q6kaPanelBlock), pp)
+	for t := range qs {
+		ADDQ(U32(q8kBytes), qs[t])
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	dst := Load(Param("dst").Base(), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	SHLQ(U8(2), ldd)
+	for t := range s {
+		VMOVUPS(s[t], Mem{Base: dst})
+		if t+1 < nt {
+			ADDQ(ldd, dst)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

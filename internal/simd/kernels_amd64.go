@@ -351,6 +351,22 @@ func q4kgemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, 
 //go:noescape
 func q4kgemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
 
+// q5kgemmTile1AVX2 sets dst[t·ldd+r], t < 1, r < 8, to DotQ5KQ8K of row r
+// of the packed panel p (q5kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32
+// (q4kgActs).
+//
+//go:noescape
+func q5kgemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmTile2AVX2 sets dst[t·ldd+r], t < 2, r < 8, to DotQ5KQ8K of row r
+// of the packed panel p (q5kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32
+// (q4kgActs).
+//
+//go:noescape
+func q5kgemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
 // q6kgemmTile1AVX2 sets dst[t·ldd+r], t < 1, r < 8, to DotQ6KQ8K of row r
 // of the packed panel p (q6kgemmPackAVX2) with the nb Q8_K blocks of token
 // row t at q[t·rowBytes:], bit for bit.

@@ -71,7 +71,7 @@ func matMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	if re > r0 {
 		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 4)
 	} else if re = q4kaEnd(nt, nb, r0, r1, q4kaMinTokens); re > r0 {
-		q4kaPanels(dst, ldd, q, nt, nb, w, r0, re)
+		q4kaPanels(dst, ldd, q, nt, nb, w, r0, re, false)
 	}
 	if re < r1 {
 		matMulQ4KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
@@ -102,6 +102,8 @@ func matMulQ5KQ8K(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	re := q4kgEnd(nt, nb, r0, r1, q5kgMinTokens)
 	if re > r0 {
 		q4kgPanels(dst, ldd, q, nt, nb, w, r0, re, 5)
+	} else if re = q4kaEnd(nt, nb, r0, r1, q5kaMinTokens); re > r0 {
+		q4kaPanels(dst, ldd, q, nt, nb, w, r0, re, true)
 	}
 	if re < r1 {
 		matMulQ5KQ8KRows(dst, ldd, q, nt, nb, w, re, r1)
@@ -205,11 +207,66 @@ const (
 // AVX2 tile GEMMs (not tuned).
 const (
 	q4kaMinTokens = 4
+	q5kaMinTokens = 4
 	q6kaMinTokens = 5
 )
 
-var q4kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
-	nil, q4kgemmTile1AVX2, q4kgemmTile2AVX2,
+var (
+	q4kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+		nil, q4kgemmTile1AVX2, q4kgemmTile2AVX2,
+	}
+	q5kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int){
+		nil, q5kgemmTile1AVX2, q5kgemmTile2AVX2,
+	}
+)
+
+// q5kaPanelBlock is the bytes of one super-block of an AVX2 q5_K panel,
+// q5ka*At where its scale pairs, min pairs, d and dmin start (the
+// generator's constants).
+const (
+	q5kaPanelBlock = 2464
+	q5kaScalesAt   = 2048
+	q5kaMinsAt     = 2304
+	q5kaDAt        = 2432
+	q5kaDminAt     = 2448
+)
+
+// q5kgemmPackAVX2 packs the nb q5_K super-blocks of the 8 rows at w,
+// stride bytes apart, into the panel at dst (nb·q5kaPanelBlock bytes; see
+// _generate/kq8avx2.go): each row's codes formed bytewise from qs and qh
+// eight at a time and stored as dwords of the 8-row transpose, then
+// q4_K's scale and min pairs, d and dmin.
+func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
+	const lo4, lo1 = 0x0f0f0f0f0f0f0f0f, 0x0101010101010101
+	le := binary.LittleEndian
+	for b := 0; b < nb; b++ {
+		out := dst[b*q5kaPanelBlock : (b+1)*q5kaPanelBlock]
+		for r := 0; r < q4kaRows; r++ {
+			blk := w[r*stride+b*q5KBlockBytes : r*stride+(b+1)*q5KBlockBytes]
+			for c := 0; c < 4; c++ {
+				for l := 0; l < 32; l += 8 {
+					qv, hv := le.Uint64(blk[48+32*c+l:]), le.Uint64(blk[16+l:])
+					for i, v := range [2]uint64{
+						qv&lo4 | (hv>>uint(2*c)&lo1)<<4,
+						qv>>4&lo4 | (hv>>uint(2*c+1)&lo1)<<4,
+					} {
+						j := (64*c + 32*i + l) / 4 // the dword of code 64c+32i+l
+						le.PutUint32(out[32*j+4*r:], uint32(v))
+						le.PutUint32(out[32*(j+1)+4*r:], uint32(v>>32))
+					}
+				}
+			}
+			sc, mn := q4KScaleMins(blk)
+			for g := 0; g < 8; g++ {
+				le.PutUint32(out[q5kaScalesAt+32*g+4*r:], uint32(sc[g])*0x10001)
+			}
+			for k := 0; k < 4; k++ {
+				le.PutUint32(out[q5kaMinsAt+32*k+4*r:], uint32(mn[2*k])|uint32(mn[2*k+1])<<16)
+			}
+			copy(out[q5kaDAt+2*r:q5kaDAt+2*r+2], blk[0:2])
+			copy(out[q5kaDminAt+2*r:q5kaDminAt+2*r+2], blk[2:4])
+		}
+	}
 }
 
 // q4kaEnd returns the end of the rows from r0 on that take the AVX2 tile
@@ -250,11 +307,15 @@ func q4kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 }
 
 // q4kaPanels runs the AVX2 tile GEMM over rows [r0, r1), whole panels, of
-// q4_K weights.
-func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+// q4_K weights (q5: q5_K).
+func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int, q5 bool) {
 	s := q4kgPool.Get().(*q4kgScratch)
 	defer q4kgPool.Put(s)
 	rb, qb, pb := nb*q4KBlockBytes, nb*Q8KBlockBytes, nb*q4kaPanelBlock
+	pack, tiles := q4kgemmPackAVX2, &q4kaTiles
+	if q5 {
+		rb, pb, pack, tiles = nb*q5KBlockBytes, nb*q5kaPanelBlock, q5kgemmPackAVX2, &q5kaTiles
+	}
 	per := max(1, q4kgChunkBytes/pb)
 	if n := min(per, (r1-r0)/q4kaRows) * pb; cap(s.panels) < n {
 		s.panels = make([]byte, n)
@@ -268,10 +329,10 @@ func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 		np := min(per, (r1-rc)/q4kaRows)
 		panels := s.panels[:np*pb]
 		for i := 0; i < np; i++ {
-			q4kgemmPackAVX2(panels[i*pb:(i+1)*pb], w[(rc+i*q4kaRows)*rb:], rb, nb)
+			pack(panels[i*pb:(i+1)*pb], w[(rc+i*q4kaRows)*rb:], rb, nb)
 		}
 		for t := 0; t < nt; t += 2 {
-			tile := q4kaTiles[min(2, nt-t)]
+			tile := tiles[min(2, nt-t)]
 			for i := 0; i < np; i++ {
 				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, ac[t*nb*8:], nb)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -34,20 +35,42 @@ const (
 	q4kaDminAt     = 1424
 )
 
-// kq8avx2 writes q4kgemmTile1AVX2 and q4kgemmTile2AVX2.
+// The avx2 set's q5_K panels (q5kgemmPackAVX2) are q4_K's with the codes
+// as bytes 0..31 (formed from qs and qh), 64 YMM of them, YMM j holding
+// codes 4j..4j+3 of each row, before the scale pairs, min pairs, d and
+// dmin at q5ka*At: q5kaPanelBlock bytes a super-block. The tile sums the
+// VPMADDUBSW pairs (at most 2·31·128 = 7936) of 4 dwords with VPADDW (at
+// most 31744) before each VPMADDWD by the scale pair; the rest is q4_K's.
+const (
+	q5kaPanelBlock = 2464
+	q5kaScalesAt   = 2048
+	q5kaMinsAt     = 2304
+	q5kaDAt        = 2432
+	q5kaDminAt     = 2448
+)
+
+// kq8avx2 writes q4kgemmTile1AVX2, q4kgemmTile2AVX2, q5kgemmTile1AVX2 and
+// q5kgemmTile2AVX2.
 func kq8avx2() {
 	mask := byteTable("q4kam0f", repeated(32, func(int) byte { return 0x0f }))
 	for nt := 1; nt <= 2; nt++ {
-		q4kgemmTileAVX2(nt, mask)
+		q4kgemmTileAVX2(nt, mask, false)
+	}
+	for nt := 1; nt <= 2; nt++ {
+		q4kgemmTileAVX2(nt, mask, true)
 	}
 }
 
-// q4kgemmTileAVX2 writes q4kgemmTile<nt>AVX2.
-func q4kgemmTileAVX2(nt int, mask Mem) {
-	name := fmt.Sprintf("q4kgemmTile%dAVX2", nt)
+// q4kgemmTileAVX2 writes q4kgemmTile<nt>AVX2 (q5: q5kgemmTile<nt>AVX2).
+func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
+	typ, scalesAt, minsAt, dAt, dminAt, block := "q4k", q4kaScalesAt, q4kaMinsAt, q4kaDAt, q4kaDminAt, q4kaPanelBlock
+	if q5 {
+		typ, scalesAt, minsAt, dAt, dminAt, block = "q5k", q5kaScalesAt, q5kaMinsAt, q5kaDAt, q5kaDminAt, q5kaPanelBlock
+	}
+	name := fmt.Sprintf("%sgemmTile%dAVX2", typ, nt)
 	header(name, "func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)",
-		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 8, to DotQ4KQ8K of row r", name, nt),
-		"of the packed panel p (q4kgemmPackAVX2) with the nb Q8_K blocks of token",
+		fmt.Sprintf("%s sets dst[t·ldd+r], t < %d, r < 8, to Dot%sQ8K of row r", name, nt, strings.ToUpper(typ[:2])+"K"),
+		fmt.Sprintf("of the packed panel p (%sgemmPackAVX2) with the nb Q8_K blocks of token", typ),
 		"row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32",
 		"(q4kgActs).")
 	pp := Load(Param("p").Base(), GP64())
@@ -67,7 +90,9 @@ func q4kgemmTileAVX2(nt int, mask Mem) {
 		LEAQ(Mem{Base: ac0, Index: acb, Scale: 1}, acs[1])
 	}
 	m := YMM()
-	VMOVDQU(mask, m)
+	if !q5 {
+		VMOVDQU(mask, m)
+	}
 	s := make([]VecVirtual, nt)
 	for t := range s {
 		s[t] = YMM()
@@ -78,7 +103,33 @@ func q4kgemmTileAVX2(nt int, mask Mem) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	sum := make([]VecVirtual, nt)
-	for c := 0; c < 4; c++ {
+	if q5 {
+		for t := range sum {
+			sum[t] = YMM()
+			VPXOR(sum[t], sum[t], sum[t])
+		}
+		for h := 0; h < 16; h++ { // 16 codes, half a sub-block
+			var v [4]VecVirtual
+			for m := range v {
+				v[m] = YMM()
+				VMOVDQU(Mem{Base: pp, Disp: 32 * (4*h + m)}, v[m])
+			}
+			for t := 0; t < nt; t++ {
+				var a [4]VecVirtual
+				for m := range a {
+					a[m] = YMM()
+					VPBROADCASTD(Mem{Base: qs[t], Disp: 4 + 16*h + 4*m}, a[m])
+					VPMADDUBSW(a[m], v[m], a[m])
+				}
+				VPADDW(a[1], a[0], a[0])
+				VPADDW(a[3], a[2], a[2])
+				VPADDW(a[2], a[0], a[0])
+				VPMADDWD(Mem{Base: pp, Disp: scalesAt + 32*(h/2)}, a[0], a[0])
+				VPADDD(a[0], sum[t], sum[t])
+			}
+		}
+	}
+	for c := 0; c < 4 && !q5; c++ {
 		lo, hi := make([]VecVirtual, nt), make([]VecVirtual, nt)
 		for t := 0; t < nt; t++ {
 			lo[t], hi[t] = YMM(), YMM()
@@ -104,8 +155,8 @@ func q4kgemmTileAVX2(nt int, mask Mem) {
 			}
 		}
 		for t := 0; t < nt; t++ {
-			VPMADDWD(Mem{Base: pp, Disp: q4kaScalesAt + 32*(2*c)}, lo[t], lo[t])
-			VPMADDWD(Mem{Base: pp, Disp: q4kaScalesAt + 32*(2*c+1)}, hi[t], hi[t])
+			VPMADDWD(Mem{Base: pp, Disp: scalesAt + 32*(2*c)}, lo[t], lo[t])
+			VPMADDWD(Mem{Base: pp, Disp: scalesAt + 32*(2*c+1)}, hi[t], hi[t])
 			if c == 0 {
 				sum[t] = YMM()
 				VPADDD(hi[t], lo[t], sum[t])
@@ -116,16 +167,16 @@ func q4kgemmTileAVX2(nt int, mask Mem) {
 		}
 	}
 	dd, dm := YMM(), YMM()
-	VCVTPH2PS(Mem{Base: pp, Disp: q4kaDAt}, dd)
-	VCVTPH2PS(Mem{Base: pp, Disp: q4kaDminAt}, dm)
+	VCVTPH2PS(Mem{Base: pp, Disp: dAt}, dd)
+	VCVTPH2PS(Mem{Base: pp, Disp: dminAt}, dm)
 	for t := 0; t < nt; t++ {
 		mn := YMM()
 		VPBROADCASTD(Mem{Base: acs[t], Disp: 4}, mn)
-		VPMADDWD(Mem{Base: pp, Disp: q4kaMinsAt}, mn, mn)
+		VPMADDWD(Mem{Base: pp, Disp: minsAt}, mn, mn)
 		for k := 1; k < 4; k++ {
 			x := YMM()
 			VPBROADCASTD(Mem{Base: acs[t], Disp: 4 + 4*k}, x)
-			VPMADDWD(Mem{Base: pp, Disp: q4kaMinsAt + 32*k}, x, x)
+			VPMADDWD(Mem{Base: pp, Disp: minsAt + 32*k}, x, x)
 			VPADDD(x, mn, mn)
 		}
 		y := YMM()
@@ -140,7 +191,7 @@ func q4kgemmTileAVX2(nt int, mask Mem) {
 		VMULPS(mn, a, a)
 		VSUBPS(a, s[t], s[t])
 	}
-	ADDQ(U32(q4kaPanelBlock), pp)
+	ADDQ(U32(block), pp)
 	for t := range qs {
 		ADDQ(U32(q8kBytes), qs[t])
 		ADDQ(U8(32), acs[t])

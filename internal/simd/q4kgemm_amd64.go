@@ -224,24 +224,26 @@ var (
 // q5ka*At where its scale pairs, min pairs, d and dmin start (the
 // generator's constants).
 const (
-	q5kaPanelBlock = 2464
-	q5kaScalesAt   = 2048
-	q5kaMinsAt     = 2304
-	q5kaDAt        = 2432
-	q5kaDminAt     = 2448
+	q5kaPanelBlock = 2720
+	q5kaScalesAt   = 2304
+	q5kaMinsAt     = 2560
+	q5kaDAt        = 2688
+	q5kaDminAt     = 2704
 )
 
 // q5kgemmPackAVX2 packs the nb q5_K super-blocks of the 8 rows at w,
 // stride bytes apart, into the panel at dst (nb·q5kaPanelBlock bytes; see
 // _generate/kq8avx2.go): each row's codes formed bytewise from qs and qh
-// eight at a time and stored as dwords of the 8-row transpose, then
-// q4_K's scale and min pairs, d and dmin.
+// eight at a time into rows (kaRowBytes a row), transposed by
+// q8gemmPackAVX2, then q4_K's scale and min pairs, d and dmin.
 func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 	const lo4, lo1 = 0x0f0f0f0f0f0f0f0f, 0x0101010101010101
 	le := binary.LittleEndian
+	var rows [q4kaRows * kaRowBytes]byte
 	for b := 0; b < nb; b++ {
 		out := dst[b*q5kaPanelBlock : (b+1)*q5kaPanelBlock]
 		for r := 0; r < q4kaRows; r++ {
+			row := rows[r*kaRowBytes : (r+1)*kaRowBytes]
 			blk := w[r*stride+b*q5KBlockBytes : r*stride+(b+1)*q5KBlockBytes]
 			for c := 0; c < 4; c++ {
 				for l := 0; l < 32; l += 8 {
@@ -250,9 +252,7 @@ func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 						qv&lo4 | (hv>>uint(2*c)&lo1)<<4,
 						qv>>4&lo4 | (hv>>uint(2*c+1)&lo1)<<4,
 					} {
-						j := (64*c + 32*i + l) / 4 // the dword of code 64c+32i+l
-						le.PutUint32(out[32*j+4*r:], uint32(v))
-						le.PutUint32(out[32*(j+1)+4*r:], uint32(v>>32))
+						le.PutUint64(row[kaCodeAt(64*c+32*i+l):], v)
 					}
 				}
 			}
@@ -266,8 +266,19 @@ func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 			copy(out[q5kaDAt+2*r:q5kaDAt+2*r+2], blk[0:2])
 			copy(out[q5kaDminAt+2*r:q5kaDminAt+2*r+2], blk[2:4])
 		}
+		q8gemmPackAVX2(out, rows[:], kaRowBytes, 8)
 	}
 }
+
+// kaRowBytes is the bytes of one row's codes of a q5_K or q6_K
+// super-block as q5kgemmPackAVX2 and q6kgemmPackAVX2 lay them out for
+// q8gemmPackAVX2: 8 groups of 32 codes, 34 bytes apart, each after 2
+// unused bytes (where a Q8_0 block has its scale); kaCodeAt(n) is where
+// code n goes. q8gemmPackAVX2(out, rows, kaRowBytes, 8) writes the 8-row
+// transpose of group i at out[288i:], 256 bytes of codes and 32 unused.
+const kaRowBytes = 8 * 34
+
+func kaCodeAt(n int) int { return 34*(n/32) + 2 + n%32 }
 
 // q4kaEnd returns the end of the rows from r0 on that take the AVX2 tile
 // GEMM: whole panels, where the VNNI one does not run and nt >=
@@ -344,10 +355,10 @@ func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 // q6ka*At where its scale pairs (sc, sc), scale pairs (sc_2k, sc_2k+1) and
 // d start (the generator's constants).
 const (
-	q6kaPanelBlock = 2832
-	q6kaScalesAt   = 2048
-	q6kaPairsAt    = 2560
-	q6kaDAt        = 2816
+	q6kaPanelBlock = 3088
+	q6kaScalesAt   = 2304
+	q6kaPairsAt    = 2816
+	q6kaDAt        = 3072
 )
 
 var q6kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int){
@@ -357,14 +368,16 @@ var q6kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes i
 // q6kgemmPackAVX2 packs the nb q6_K super-blocks of the 8 rows at w,
 // stride bytes apart, into the panel at dst (nb·q6kaPanelBlock bytes; see
 // _generate/kq8avx2.go): each row's codes formed bytewise from ql and qh
-// eight at a time and stored as dwords of the 8-row transpose, then the
-// scale pairs and d.
+// eight at a time into rows (kaRowBytes a row), transposed by
+// q8gemmPackAVX2, then the scale pairs and d.
 func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 	const lo4, lo2 = 0x0f0f0f0f0f0f0f0f, 0x0303030303030303
 	le := binary.LittleEndian
+	var rows [q4kaRows * kaRowBytes]byte
 	for b := 0; b < nb; b++ {
 		out := dst[b*q6kaPanelBlock : (b+1)*q6kaPanelBlock]
 		for r := 0; r < q4kaRows; r++ {
+			row := rows[r*kaRowBytes : (r+1)*kaRowBytes]
 			blk := w[r*stride+b*q6KBlockBytes : r*stride+(b+1)*q6KBlockBytes]
 			for h := 0; h < 2; h++ {
 				for l := 0; l < 32; l += 8 {
@@ -377,9 +390,7 @@ func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 						qb>>4&lo4 | (qh>>6&lo2)<<4,
 					}
 					for k, v := range c {
-						j := (128*h + 32*k + l) / 4 // the dword of code 128h+32k+l
-						le.PutUint32(out[32*j+4*r:], uint32(v))
-						le.PutUint32(out[32*(j+1)+4*r:], uint32(v>>32))
+						le.PutUint64(row[kaCodeAt(128*h+32*k+l):], v)
 					}
 				}
 			}
@@ -393,6 +404,7 @@ func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 			}
 			copy(out[q6kaDAt+2*r:q6kaDAt+2*r+2], blk[208:210])
 		}
+		q8gemmPackAVX2(out, rows[:], kaRowBytes, 8)
 	}
 }
 

@@ -36,17 +36,17 @@ const (
 )
 
 // The avx2 set's q5_K panels (q5kgemmPackAVX2) are q4_K's with the codes
-// as bytes 0..31 (formed from qs and qh), 64 YMM of them, YMM j holding
-// codes 4j..4j+3 of each row, before the scale pairs, min pairs, d and
+// as bytes 0..31 (formed from qs and qh), 64 YMM of them at kaCodeAt(j),
+// YMM j holding codes 4j..4j+3 of each row, before the scale pairs, min pairs, d and
 // dmin at q5ka*At: q5kaPanelBlock bytes a super-block. The tile sums the
 // VPMADDUBSW pairs (at most 2·31·128 = 7936) of 4 dwords with VPADDW (at
 // most 31744) before each VPMADDWD by the scale pair; the rest is q4_K's.
 const (
-	q5kaPanelBlock = 2464
-	q5kaScalesAt   = 2048
-	q5kaMinsAt     = 2304
-	q5kaDAt        = 2432
-	q5kaDminAt     = 2448
+	q5kaPanelBlock = 2720
+	q5kaScalesAt   = 2304
+	q5kaMinsAt     = 2560
+	q5kaDAt        = 2688
+	q5kaDminAt     = 2704
 )
 
 // kq8avx2 writes q4kgemmTile1AVX2, q4kgemmTile2AVX2, q5kgemmTile1AVX2 and
@@ -112,7 +112,7 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 			var v [4]VecVirtual
 			for m := range v {
 				v[m] = YMM()
-				VMOVDQU(Mem{Base: pp, Disp: 32 * (4*h + m)}, v[m])
+				VMOVDQU(Mem{Base: pp, Disp: kaCodeAt(4*h + m)}, v[m])
 			}
 			for t := 0; t < nt; t++ {
 				var a [4]VecVirtual
@@ -215,8 +215,8 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 
 // The avx2 set's tile GEMM for q6_K weights on Q8_K activations: panels
 // of 8 rows, super-block b of one q6kaPanelBlock bytes (q6kgemmPackAVX2 in
-// q4kgemm_amd64.go): 64 YMM of codes, YMM j holding in lane r codes
-// 4j..4j+3 of row r as bytes 0..63 (formed from ql and qh); 16 YMM of
+// q4kgemm_amd64.go): 64 YMM of codes at kaCodeAt(j), YMM j holding in
+// lane r codes 4j..4j+3 of row r as bytes 0..63 (formed from ql and qh); 16 YMM of
 // scales, YMM g holding in lane r the int16 pair (sc_g, sc_g) of row r's
 // int8 scale; 8 YMM of scale pairs (sc_2k, sc_2k+1); then the 8 rows' d as
 // binary16. Per 16-code group g: VPMADDUBSW of the codes (unsigned 0..63)
@@ -226,11 +226,16 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 // pairs with the Q8_K block's own int16 sum pairs): DotQ6KQ8K's integer,
 // exact; then s += (d·yd)·S, its float finish (no FMA).
 const (
-	q6kaPanelBlock = 2832
-	q6kaScalesAt   = 2048
-	q6kaPairsAt    = 2560
-	q6kaDAt        = 2816
+	q6kaPanelBlock = 3088
+	q6kaScalesAt   = 2304
+	q6kaPairsAt    = 2816
+	q6kaDAt        = 3072
 )
+
+// kaCodeAt returns the offset of YMM j of the codes of a q5_K or q6_K
+// panel's super-block: q8gemmPackAVX2 transposes them 32 codes (8 YMM) at
+// a time into 288-byte blocks (its last 32 bytes unused here).
+func kaCodeAt(j int) int { return 288*(j/8) + 32*(j%8) }
 
 // kq8avx2Q6 writes q6kgemmTile1AVX2 and q6kgemmTile2AVX2.
 func kq8avx2Q6() {
@@ -273,7 +278,7 @@ func q6kgemmTileAVX2(nt int) {
 		var v [4]VecVirtual
 		for m := range v {
 			v[m] = YMM()
-			VMOVDQU(Mem{Base: pp, Disp: 32 * (4*g + m)}, v[m])
+			VMOVDQU(Mem{Base: pp, Disp: kaCodeAt(4*g + m)}, v[m])
 		}
 		for t := 0; t < nt; t++ {
 			var a [4]VecVirtual

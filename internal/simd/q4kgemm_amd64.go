@@ -11,9 +11,10 @@ import (
 // (kernels in _generate/q4kgemm.go): the weight rows are packed
 // q4kgChunkBytes of panels at a time (16 rows each, so that a chunk stays
 // in L2), and every group of up to four token rows meets every panel of
-// the chunk. Rows past the last whole panel take the one-row dots
-// (DotQ4KQ8KRows, DotQ5KQ8K, DotQ6KQ8KRows) per token row; all give the
-// one-row dot's bits.
+// the chunk; without VNNI the AVX2 tiles (below) take panels of 8 rows and
+// pairs of token rows. Rows past the last whole panel take the one-row
+// dots (DotQ4KQ8KRows, DotQ5KQ8K, DotQ6KQ8KRows) per token row; all give
+// the one-row dot's bits.
 
 // q4kgRows is the rows of a panel, q4kgPanelBlock, q5kgPanelBlock and
 // q6kgPanelBlock the bytes of one super-block of one (the generator's
@@ -203,12 +204,18 @@ const (
 	q4kaDminAt     = 1424
 )
 
-// q4kaMinTokens and q6kaMinTokens are the fewest token rows that take the
-// AVX2 tile GEMMs (not tuned).
+// q4kaMinTokens, q5kaMinTokens and q6kaMinTokens are the fewest token rows
+// that take the AVX2 tile GEMMs: packing the panels (for q5_K and q6_K
+// forming the codes bytewise in Go) costs what many token rows' one-row
+// dots do. Under ForceAVX2 on the Zen 4 (4096×2048 weights, load 1.5),
+// against the one-row dots per token row, q4_K's ran at 0.75× for 4 token
+// rows, 1.0× for 6, 1.2× for 8, 1.8× for 16; q5_K's at 0.48× for 6, 0.96×
+// for 14, 1.08× for 16, 1.38× for 24; q6_K's at 0.40× for 6, 0.86× for
+// 16, 0.97× for 20, 1.07× for 24.
 const (
-	q4kaMinTokens = 4
-	q5kaMinTokens = 4
-	q6kaMinTokens = 5
+	q4kaMinTokens = 6
+	q5kaMinTokens = 15
+	q6kaMinTokens = 21
 )
 
 var (

@@ -8725,6 +8725,227 @@ q6kgemmTile2AVX2_done:
 	VZEROUPPER
 	RET
 
+DATA kac0f<>+0(SB)/1, $0x0f
+DATA kac0f<>+1(SB)/1, $0x0f
+DATA kac0f<>+2(SB)/1, $0x0f
+DATA kac0f<>+3(SB)/1, $0x0f
+DATA kac0f<>+4(SB)/1, $0x0f
+DATA kac0f<>+5(SB)/1, $0x0f
+DATA kac0f<>+6(SB)/1, $0x0f
+DATA kac0f<>+7(SB)/1, $0x0f
+DATA kac0f<>+8(SB)/1, $0x0f
+DATA kac0f<>+9(SB)/1, $0x0f
+DATA kac0f<>+10(SB)/1, $0x0f
+DATA kac0f<>+11(SB)/1, $0x0f
+DATA kac0f<>+12(SB)/1, $0x0f
+DATA kac0f<>+13(SB)/1, $0x0f
+DATA kac0f<>+14(SB)/1, $0x0f
+DATA kac0f<>+15(SB)/1, $0x0f
+DATA kac0f<>+16(SB)/1, $0x0f
+DATA kac0f<>+17(SB)/1, $0x0f
+DATA kac0f<>+18(SB)/1, $0x0f
+DATA kac0f<>+19(SB)/1, $0x0f
+DATA kac0f<>+20(SB)/1, $0x0f
+DATA kac0f<>+21(SB)/1, $0x0f
+DATA kac0f<>+22(SB)/1, $0x0f
+DATA kac0f<>+23(SB)/1, $0x0f
+DATA kac0f<>+24(SB)/1, $0x0f
+DATA kac0f<>+25(SB)/1, $0x0f
+DATA kac0f<>+26(SB)/1, $0x0f
+DATA kac0f<>+27(SB)/1, $0x0f
+DATA kac0f<>+28(SB)/1, $0x0f
+DATA kac0f<>+29(SB)/1, $0x0f
+DATA kac0f<>+30(SB)/1, $0x0f
+DATA kac0f<>+31(SB)/1, $0x0f
+GLOBL kac0f<>(SB), RODATA|NOPTR, $32
+
+DATA kac10<>+0(SB)/1, $0x10
+DATA kac10<>+1(SB)/1, $0x10
+DATA kac10<>+2(SB)/1, $0x10
+DATA kac10<>+3(SB)/1, $0x10
+DATA kac10<>+4(SB)/1, $0x10
+DATA kac10<>+5(SB)/1, $0x10
+DATA kac10<>+6(SB)/1, $0x10
+DATA kac10<>+7(SB)/1, $0x10
+DATA kac10<>+8(SB)/1, $0x10
+DATA kac10<>+9(SB)/1, $0x10
+DATA kac10<>+10(SB)/1, $0x10
+DATA kac10<>+11(SB)/1, $0x10
+DATA kac10<>+12(SB)/1, $0x10
+DATA kac10<>+13(SB)/1, $0x10
+DATA kac10<>+14(SB)/1, $0x10
+DATA kac10<>+15(SB)/1, $0x10
+DATA kac10<>+16(SB)/1, $0x10
+DATA kac10<>+17(SB)/1, $0x10
+DATA kac10<>+18(SB)/1, $0x10
+DATA kac10<>+19(SB)/1, $0x10
+DATA kac10<>+20(SB)/1, $0x10
+DATA kac10<>+21(SB)/1, $0x10
+DATA kac10<>+22(SB)/1, $0x10
+DATA kac10<>+23(SB)/1, $0x10
+DATA kac10<>+24(SB)/1, $0x10
+DATA kac10<>+25(SB)/1, $0x10
+DATA kac10<>+26(SB)/1, $0x10
+DATA kac10<>+27(SB)/1, $0x10
+DATA kac10<>+28(SB)/1, $0x10
+DATA kac10<>+29(SB)/1, $0x10
+DATA kac10<>+30(SB)/1, $0x10
+DATA kac10<>+31(SB)/1, $0x10
+GLOBL kac10<>(SB), RODATA|NOPTR, $32
+
+DATA kac30<>+0(SB)/1, $0x30
+DATA kac30<>+1(SB)/1, $0x30
+DATA kac30<>+2(SB)/1, $0x30
+DATA kac30<>+3(SB)/1, $0x30
+DATA kac30<>+4(SB)/1, $0x30
+DATA kac30<>+5(SB)/1, $0x30
+DATA kac30<>+6(SB)/1, $0x30
+DATA kac30<>+7(SB)/1, $0x30
+DATA kac30<>+8(SB)/1, $0x30
+DATA kac30<>+9(SB)/1, $0x30
+DATA kac30<>+10(SB)/1, $0x30
+DATA kac30<>+11(SB)/1, $0x30
+DATA kac30<>+12(SB)/1, $0x30
+DATA kac30<>+13(SB)/1, $0x30
+DATA kac30<>+14(SB)/1, $0x30
+DATA kac30<>+15(SB)/1, $0x30
+DATA kac30<>+16(SB)/1, $0x30
+DATA kac30<>+17(SB)/1, $0x30
+DATA kac30<>+18(SB)/1, $0x30
+DATA kac30<>+19(SB)/1, $0x30
+DATA kac30<>+20(SB)/1, $0x30
+DATA kac30<>+21(SB)/1, $0x30
+DATA kac30<>+22(SB)/1, $0x30
+DATA kac30<>+23(SB)/1, $0x30
+DATA kac30<>+24(SB)/1, $0x30
+DATA kac30<>+25(SB)/1, $0x30
+DATA kac30<>+26(SB)/1, $0x30
+DATA kac30<>+27(SB)/1, $0x30
+DATA kac30<>+28(SB)/1, $0x30
+DATA kac30<>+29(SB)/1, $0x30
+DATA kac30<>+30(SB)/1, $0x30
+DATA kac30<>+31(SB)/1, $0x30
+GLOBL kac30<>(SB), RODATA|NOPTR, $32
+
+// func q6kaCodesAVX2(dst []byte, blk []byte)
+// Requires: AVX, AVX2
+TEXT ·q6kaCodesAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    blk_base+24(FP), CX
+	VMOVDQU kac0f<>+0(SB), Y0
+	VMOVDQU kac30<>+0(SB), Y1
+	VMOVDQU (CX), Y2
+	VMOVDQU 32(CX), Y3
+	VMOVDQU 128(CX), Y4
+	VPAND   Y2, Y0, Y5
+	VPSLLW  $0x04, Y4, Y6
+	VPAND   Y1, Y6, Y6
+	VPOR    Y6, Y5, Y5
+	VMOVDQU Y5, 2(AX)
+	VPAND   Y3, Y0, Y5
+	VPSLLW  $0x02, Y4, Y6
+	VPAND   Y1, Y6, Y6
+	VPOR    Y6, Y5, Y5
+	VMOVDQU Y5, 36(AX)
+	VPSRLW  $0x04, Y2, Y2
+	VPAND   Y0, Y2, Y2
+	VMOVDQA Y4, Y5
+	VPAND   Y1, Y5, Y5
+	VPOR    Y5, Y2, Y2
+	VMOVDQU Y2, 70(AX)
+	VPSRLW  $0x04, Y3, Y2
+	VPAND   Y0, Y2, Y2
+	VPSRLW  $0x02, Y4, Y3
+	VPAND   Y1, Y3, Y3
+	VPOR    Y3, Y2, Y2
+	VMOVDQU Y2, 104(AX)
+	VMOVDQU 64(CX), Y2
+	VMOVDQU 96(CX), Y3
+	VMOVDQU 160(CX), Y4
+	VPAND   Y2, Y0, Y5
+	VPSLLW  $0x04, Y4, Y6
+	VPAND   Y1, Y6, Y6
+	VPOR    Y6, Y5, Y5
+	VMOVDQU Y5, 138(AX)
+	VPAND   Y3, Y0, Y5
+	VPSLLW  $0x02, Y4, Y6
+	VPAND   Y1, Y6, Y6
+	VPOR    Y6, Y5, Y5
+	VMOVDQU Y5, 172(AX)
+	VPSRLW  $0x04, Y2, Y2
+	VPAND   Y0, Y2, Y2
+	VMOVDQA Y4, Y5
+	VPAND   Y1, Y5, Y5
+	VPOR    Y5, Y2, Y2
+	VMOVDQU Y2, 206(AX)
+	VPSRLW  $0x04, Y3, Y2
+	VPAND   Y0, Y2, Y2
+	VPSRLW  $0x02, Y4, Y0
+	VPAND   Y1, Y0, Y0
+	VPOR    Y0, Y2, Y2
+	VMOVDQU Y2, 240(AX)
+	VZEROUPPER
+	RET
+
+// func q5kaCodesAVX2(dst []byte, blk []byte)
+// Requires: AVX, AVX2
+TEXT ·q5kaCodesAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    blk_base+24(FP), CX
+	VMOVDQU kac0f<>+0(SB), Y0
+	VMOVDQU kac10<>+0(SB), Y1
+	VMOVDQU 16(CX), Y2
+	VMOVDQU 48(CX), Y3
+	VPAND   Y3, Y0, Y4
+	VPSLLW  $0x04, Y2, Y5
+	VPAND   Y1, Y5, Y5
+	VPOR    Y5, Y4, Y4
+	VMOVDQU Y4, 2(AX)
+	VPSRLW  $0x04, Y3, Y3
+	VPAND   Y0, Y3, Y3
+	VPSLLW  $0x03, Y2, Y4
+	VPAND   Y1, Y4, Y4
+	VPOR    Y4, Y3, Y3
+	VMOVDQU Y3, 36(AX)
+	VMOVDQU 80(CX), Y3
+	VPAND   Y3, Y0, Y4
+	VPSLLW  $0x02, Y2, Y5
+	VPAND   Y1, Y5, Y5
+	VPOR    Y5, Y4, Y4
+	VMOVDQU Y4, 70(AX)
+	VPSRLW  $0x04, Y3, Y3
+	VPAND   Y0, Y3, Y3
+	VPSLLW  $0x01, Y2, Y4
+	VPAND   Y1, Y4, Y4
+	VPOR    Y4, Y3, Y3
+	VMOVDQU Y3, 104(AX)
+	VMOVDQU 112(CX), Y3
+	VPAND   Y3, Y0, Y4
+	VMOVDQA Y2, Y5
+	VPAND   Y1, Y5, Y5
+	VPOR    Y5, Y4, Y4
+	VMOVDQU Y4, 138(AX)
+	VPSRLW  $0x04, Y3, Y3
+	VPAND   Y0, Y3, Y3
+	VPSRLW  $0x01, Y2, Y4
+	VPAND   Y1, Y4, Y4
+	VPOR    Y4, Y3, Y3
+	VMOVDQU Y3, 172(AX)
+	VMOVDQU 144(CX), Y3
+	VPAND   Y3, Y0, Y4
+	VPSRLW  $0x02, Y2, Y5
+	VPAND   Y1, Y5, Y5
+	VPOR    Y5, Y4, Y4
+	VMOVDQU Y4, 206(AX)
+	VPSRLW  $0x04, Y3, Y3
+	VPAND   Y0, Y3, Y3
+	VPSRLW  $0x03, Y2, Y0
+	VPAND   Y1, Y0, Y0
+	VPOR    Y0, Y3, Y3
+	VMOVDQU Y3, 240(AX)
+	VZEROUPPER
+	RET
+
 // func q40ToF32AVX2(dst []float32, src []byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·q40ToF32AVX2(SB), NOSPLIT, $0-48

@@ -35,3 +35,39 @@ func TestMatMulKQ8KAVX2Chunks(t *testing.T) {
 		})
 	}
 }
+
+// TestKaCodesAVX2 checks q5kaCodesAVX2 and q6kaCodesAVX2 against their Go
+// twins byte for byte on random super-blocks (every byte of the 34-byte
+// groups' code bytes; the 2 bytes before each group are left alone).
+func TestKaCodesAVX2(t *testing.T) {
+	if !useAsm {
+		t.Skip("no AVX2")
+	}
+	r := newRand(t)
+	for _, k := range []struct {
+		name      string
+		bb        int
+		asm, twin func(row, blk []byte)
+	}{
+		{"q5_K", q5KBlockBytes, q5kaCodesAVX2, q5kaCodesGeneric},
+		{"q6_K", q6KBlockBytes, q6kaCodesAVX2, q6kaCodesGeneric},
+	} {
+		for i := 0; i < 50; i++ {
+			blk := make([]byte, k.bb)
+			for j := range blk {
+				blk[j] = byte(r.IntN(256))
+			}
+			got, want := make([]byte, kaRowBytes), make([]byte, kaRowBytes)
+			for j := range got {
+				got[j], want[j] = 0xa5, 0xa5
+			}
+			k.asm(got, blk)
+			k.twin(want, blk)
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("%s block %d: byte %d = %#x, twin %#x", k.name, i, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}

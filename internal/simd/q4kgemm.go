@@ -134,7 +134,7 @@ func matMulQ5KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0
 // MatMulQ6KQ8K multiply several token rows in their AVX-512 VNNI int8 tile
 // GEMMs with the kernels selected now (the avx512 set with AVX-512 VNNI;
 // elsewhere the AVX2 tiles run, on the Zen 4 under ForceAVX2 1.7–2.0×
-// (q4_K), 1.0–1.7× (q5_K) and 0.9–1.4× (q6_K) MatMulDecoded's fp32 GEMM
+// (q4_K), 1.6–1.8× (q5_K) and 1.3–1.5× (q6_K) MatMulDecoded's fp32 GEMM
 // at 32–512 token rows). It only says which kernels run: the results are
 // the one-row dots' bits (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K) on every set.
 func MatMulKQ8KPacked() bool { return matMulKQ8KPacked() }

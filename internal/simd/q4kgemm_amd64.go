@@ -205,17 +205,16 @@ const (
 )
 
 // q4kaMinTokens, q5kaMinTokens and q6kaMinTokens are the fewest token rows
-// that take the AVX2 tile GEMMs: packing the panels (for q5_K and q6_K
-// forming the codes bytewise in Go) costs what many token rows' one-row
-// dots do. Under ForceAVX2 on the Zen 4 (4096×2048 weights, load 1.5),
-// against the one-row dots per token row, q4_K's ran at 0.75× for 4 token
-// rows, 1.0× for 6, 1.2× for 8, 1.8× for 16; q5_K's at 0.48× for 6, 0.96×
-// for 14, 1.08× for 16, 1.38× for 24; q6_K's at 0.40× for 6, 0.86× for
-// 16, 0.97× for 20, 1.07× for 24.
+// that take the AVX2 tile GEMMs: packing the panels costs what several
+// token rows' one-row dots do. Under ForceAVX2 on the Zen 4 (4096×2048
+// weights, load 1.1–1.5), against the one-row dots per token row, q4_K's
+// ran at 0.75× for 4 token rows, 1.0× for 6, 1.2× for 8, 1.8× for 16;
+// q5_K's at 0.81× for 4, 1.12× for 6, 1.36× for 8, 2.0× for 16; q6_K's at
+// 0.80× for 6, 0.97× for 8, 1.12× for 10, 1.41× for 16.
 const (
 	q4kaMinTokens = 6
-	q5kaMinTokens = 15
-	q6kaMinTokens = 21
+	q5kaMinTokens = 5
+	q6kaMinTokens = 9
 )
 
 var (
@@ -241,10 +240,9 @@ const (
 // q5kgemmPackAVX2 packs the nb q5_K super-blocks of the 8 rows at w,
 // stride bytes apart, into the panel at dst (nb·q5kaPanelBlock bytes; see
 // _generate/kq8avx2.go): each row's codes formed bytewise from qs and qh
-// eight at a time into rows (kaRowBytes a row), transposed by
+// (q5kaCodesAVX2) into rows (kaRowBytes a row), transposed by
 // q8gemmPackAVX2, then q4_K's scale and min pairs, d and dmin.
 func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
-	const lo4, lo1 = 0x0f0f0f0f0f0f0f0f, 0x0101010101010101
 	le := binary.LittleEndian
 	var rows [q4kaRows * kaRowBytes]byte
 	for b := 0; b < nb; b++ {
@@ -252,17 +250,7 @@ func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 		for r := 0; r < q4kaRows; r++ {
 			row := rows[r*kaRowBytes : (r+1)*kaRowBytes]
 			blk := w[r*stride+b*q5KBlockBytes : r*stride+(b+1)*q5KBlockBytes]
-			for c := 0; c < 4; c++ {
-				for l := 0; l < 32; l += 8 {
-					qv, hv := le.Uint64(blk[48+32*c+l:]), le.Uint64(blk[16+l:])
-					for i, v := range [2]uint64{
-						qv&lo4 | (hv>>uint(2*c)&lo1)<<4,
-						qv>>4&lo4 | (hv>>uint(2*c+1)&lo1)<<4,
-					} {
-						le.PutUint64(row[kaCodeAt(64*c+32*i+l):], v)
-					}
-				}
-			}
+			q5kaCodesAVX2(row, blk)
 			sc, mn := q4KScaleMins(blk)
 			for g := 0; g < 8; g++ {
 				le.PutUint32(out[q5kaScalesAt+32*g+4*r:], uint32(sc[g])*0x10001)
@@ -375,10 +363,9 @@ var q6kaTiles = [...]func(dst []float32, ldd int, p []byte, q []byte, rowBytes i
 // q6kgemmPackAVX2 packs the nb q6_K super-blocks of the 8 rows at w,
 // stride bytes apart, into the panel at dst (nb·q6kaPanelBlock bytes; see
 // _generate/kq8avx2.go): each row's codes formed bytewise from ql and qh
-// eight at a time into rows (kaRowBytes a row), transposed by
+// (q6kaCodesAVX2) into rows (kaRowBytes a row), transposed by
 // q8gemmPackAVX2, then the scale pairs and d.
 func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
-	const lo4, lo2 = 0x0f0f0f0f0f0f0f0f, 0x0303030303030303
 	le := binary.LittleEndian
 	var rows [q4kaRows * kaRowBytes]byte
 	for b := 0; b < nb; b++ {
@@ -386,21 +373,7 @@ func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 		for r := 0; r < q4kaRows; r++ {
 			row := rows[r*kaRowBytes : (r+1)*kaRowBytes]
 			blk := w[r*stride+b*q6KBlockBytes : r*stride+(b+1)*q6KBlockBytes]
-			for h := 0; h < 2; h++ {
-				for l := 0; l < 32; l += 8 {
-					qa, qb := le.Uint64(blk[64*h+l:]), le.Uint64(blk[64*h+32+l:])
-					qh := le.Uint64(blk[128+32*h+l:])
-					c := [4]uint64{
-						qa&lo4 | (qh&lo2)<<4,
-						qb&lo4 | (qh>>2&lo2)<<4,
-						qa>>4&lo4 | (qh>>4&lo2)<<4,
-						qb>>4&lo4 | (qh>>6&lo2)<<4,
-					}
-					for k, v := range c {
-						le.PutUint64(row[kaCodeAt(128*h+32*k+l):], v)
-					}
-				}
-			}
+			q6kaCodesAVX2(row, blk)
 			for g := 0; g < 16; g++ {
 				sc := uint32(uint16(int16(int8(blk[192+g]))))
 				le.PutUint32(out[q6kaScalesAt+32*g+4*r:], sc|sc<<16)
@@ -435,6 +408,45 @@ func q6kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 			tile := q6kaTiles[min(2, nt-t)]
 			for i := 0; i < np; i++ {
 				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, nb)
+			}
+		}
+	}
+}
+
+// q5kaCodesGeneric is q5kaCodesAVX2's twin: the 256 codes of the q5_K
+// super-block blk as bytes at row[kaCodeAt(n)], eight at a time.
+func q5kaCodesGeneric(row, blk []byte) {
+	const lo4, lo1 = 0x0f0f0f0f0f0f0f0f, 0x0101010101010101
+	le := binary.LittleEndian
+	for c := 0; c < 4; c++ {
+		for l := 0; l < 32; l += 8 {
+			qv, hv := le.Uint64(blk[48+32*c+l:]), le.Uint64(blk[16+l:])
+			for i, v := range [2]uint64{
+				qv&lo4 | (hv>>uint(2*c)&lo1)<<4,
+				qv>>4&lo4 | (hv>>uint(2*c+1)&lo1)<<4,
+			} {
+				le.PutUint64(row[kaCodeAt(64*c+32*i+l):], v)
+			}
+		}
+	}
+}
+
+// q6kaCodesGeneric is q6kaCodesAVX2's twin for a q6_K super-block.
+func q6kaCodesGeneric(row, blk []byte) {
+	const lo4, lo2 = 0x0f0f0f0f0f0f0f0f, 0x0303030303030303
+	le := binary.LittleEndian
+	for h := 0; h < 2; h++ {
+		for l := 0; l < 32; l += 8 {
+			qa, qb := le.Uint64(blk[64*h+l:]), le.Uint64(blk[64*h+32+l:])
+			qh := le.Uint64(blk[128+32*h+l:])
+			c := [4]uint64{
+				qa&lo4 | (qh&lo2)<<4,
+				qb&lo4 | (qh>>2&lo2)<<4,
+				qa>>4&lo4 | (qh>>4&lo2)<<4,
+				qb>>4&lo4 | (qh>>6&lo2)<<4,
+			}
+			for k, v := range c {
+				le.PutUint64(row[kaCodeAt(128*h+32*k+l):], v)
 			}
 		}
 	}

@@ -336,3 +336,96 @@ func q6kgemmTileAVX2(nt int) {
 	VZEROUPPER()
 	RET()
 }
+
+// kq8avx2Codes writes q5kaCodesAVX2 and q6kaCodesAVX2, which form one q5_K
+// or q6_K super-block's 256 codes as bytes (0..31, 0..63) in the row
+// layout of simd's kaCodeAt (32 codes a group at 34i+2) for
+// q8gemmPackAVX2 to transpose.
+func kq8avx2Codes() {
+	m0f := byteTable("kac0f", repeated(32, func(int) byte { return 0x0f }))
+	m10 := byteTable("kac10", repeated(32, func(int) byte { return 0x10 }))
+	m30 := byteTable("kac30", repeated(32, func(int) byte { return 0x30 }))
+	group := func(i int) int { return 34*i + 2 }
+
+	name := "q6kaCodesAVX2"
+	header(name, "func(dst []byte, blk []byte)",
+		name+" sets the 256 codes of the q6_K super-block at blk as bytes at",
+		"dst[34i+2:34i+34], 32 codes a group i.")
+	d := Load(Param("dst").Base(), GP64())
+	b := Load(Param("blk").Base(), GP64())
+	lo, hm := YMM(), YMM()
+	VMOVDQU(m0f, lo)
+	VMOVDQU(m30, hm)
+	for h := 0; h < 2; h++ {
+		a, bb, hh := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: b, Disp: 64 * h}, a)
+		VMOVDQU(Mem{Base: b, Disp: 64*h + 32}, bb)
+		VMOVDQU(Mem{Base: b, Disp: 128 + 32*h}, hh)
+		for k := 0; k < 4; k++ {
+			c, x := YMM(), YMM()
+			src := a
+			if k%2 == 1 {
+				src = bb
+			}
+			if k < 2 {
+				VPAND(src, lo, c)
+			} else {
+				VPSRLW(U8(4), src, c)
+				VPAND(lo, c, c)
+			}
+			switch k { // the two high bits 2k, 2k+1 of qh to bits 4, 5
+			case 0:
+				VPSLLW(U8(4), hh, x)
+			case 1:
+				VPSLLW(U8(2), hh, x)
+			case 2:
+				VMOVDQA(hh, x)
+			case 3:
+				VPSRLW(U8(2), hh, x)
+			}
+			VPAND(hm, x, x)
+			VPOR(x, c, c)
+			VMOVDQU(c, Mem{Base: d, Disp: group(4*h + k)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+
+	name = "q5kaCodesAVX2"
+	header(name, "func(dst []byte, blk []byte)",
+		name+" sets the 256 codes of the q5_K super-block at blk as bytes at",
+		"dst[34i+2:34i+34], 32 codes a group i.")
+	d = Load(Param("dst").Base(), GP64())
+	b = Load(Param("blk").Base(), GP64())
+	lo, hm = YMM(), YMM()
+	VMOVDQU(m0f, lo)
+	VMOVDQU(m10, hm)
+	hh := YMM()
+	VMOVDQU(Mem{Base: b, Disp: 16}, hh)
+	for c := 0; c < 4; c++ {
+		qv := YMM()
+		VMOVDQU(Mem{Base: b, Disp: 48 + 32*c}, qv)
+		for i := 0; i < 2; i++ {
+			x, y := YMM(), YMM()
+			if i == 0 {
+				VPAND(qv, lo, x)
+			} else {
+				VPSRLW(U8(4), qv, x)
+				VPAND(lo, x, x)
+			}
+			switch s := 2*c + i; { // bit s of qh to bit 4
+			case s < 4:
+				VPSLLW(U8(4-s), hh, y)
+			case s == 4:
+				VMOVDQA(hh, y)
+			default:
+				VPSRLW(U8(s-4), hh, y)
+			}
+			VPAND(hm, y, y)
+			VPOR(y, x, x)
+			VMOVDQU(x, Mem{Base: d, Disp: group(2*c + i)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

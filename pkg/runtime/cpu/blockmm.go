@@ -176,7 +176,7 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 // q4_K, q5_K and q6_K, their prefill through simd.MatMulQ4KQ8K's,
 // MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs, on the Zen 4 with
 // VNNI 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32 GEMM,
-// with their AVX2 tiles (ForceAVX2) 1.7–2.0×, 1.0–1.7× and 0.9–1.4× at
+// with their AVX2 tiles (ForceAVX2) 1.6–2.0×, 1.6–1.8× and 1.3–1.5× at
 // 32–512 token rows (simd.MatMulKQ8KPacked).
 func q8Prefill(dt tensor.DType) bool {
 	switch dt {

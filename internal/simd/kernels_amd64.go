@@ -335,6 +335,64 @@ func q8gemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, a
 //go:noescape
 func q8gemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
 
+// q4kgemmTile1AVX2 sets dst[t·ldd+r], t < 1, r < 8, to DotQ4KQ8K of row r
+// of the packed panel p (q4kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32
+// (q4kgActs).
+//
+//go:noescape
+func q4kgemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q4kgemmTile2AVX2 sets dst[t·ldd+r], t < 2, r < 8, to DotQ4KQ8K of row r
+// of the packed panel p (q4kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32
+// (q4kgActs).
+//
+//go:noescape
+func q4kgemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmTile1AVX2 sets dst[t·ldd+r], t < 1, r < 8, to DotQ5KQ8K of row r
+// of the packed panel p (q5kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32
+// (q4kgActs).
+//
+//go:noescape
+func q5kgemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q5kgemmTile2AVX2 sets dst[t·ldd+r], t < 2, r < 8, to DotQ5KQ8K of row r
+// of the packed panel p (q5kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit; ac holds per token row nb·8 int32
+// (q4kgActs).
+//
+//go:noescape
+func q5kgemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, ac []int32, nb int)
+
+// q6kgemmTile1AVX2 sets dst[t·ldd+r], t < 1, r < 8, to DotQ6KQ8K of row r
+// of the packed panel p (q6kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit.
+//
+//go:noescape
+func q6kgemmTile1AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kgemmTile2AVX2 sets dst[t·ldd+r], t < 2, r < 8, to DotQ6KQ8K of row r
+// of the packed panel p (q6kgemmPackAVX2) with the nb Q8_K blocks of token
+// row t at q[t·rowBytes:], bit for bit.
+//
+//go:noescape
+func q6kgemmTile2AVX2(dst []float32, ldd int, p []byte, q []byte, rowBytes int, nb int)
+
+// q6kaCodesAVX2 sets the 256 codes of the q6_K super-block at blk as bytes at
+// dst[34i+2:34i+34], 32 codes a group i.
+//
+//go:noescape
+func q6kaCodesAVX2(dst []byte, blk []byte)
+
+// q5kaCodesAVX2 sets the 256 codes of the q5_K super-block at blk as bytes at
+// dst[34i+2:34i+34], 32 codes a group i.
+//
+//go:noescape
+func q5kaCodesAVX2(dst []byte, blk []byte)
+
 // q40ToF32AVX2 sets dst[32b+j] = d_b*(lo_j-8) and dst[32b+16+j] = d_b*(hi_j-8), j < 16,
 // for the len(dst)/32 Q4_0 blocks at src (18 bytes each: binary16 d, then 16
 // bytes whose low and high nibbles are lo_j and hi_j).

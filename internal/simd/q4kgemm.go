@@ -16,8 +16,11 @@ import "fmt"
 // (the tile GEMM adds their sums of 16 codes in pairs as int16). On the
 // avx512 set with AVX-512 VNNI whole panels of 16 rows go through an int8
 // tile GEMM (q4kgemm_amd64.go) from q4kgMinTokens token rows
-// (MatMulQ6KQ8K: q6kgMinTokens); other rows, and other sets, take
-// DotQ4KQ8KRows per token row. It panics unless cols%256 == 0 and the
+// (MatMulQ6KQ8K: q6kgMinTokens); on the avx2 set and the avx512 set
+// without VNNI whole panels of 8 rows go through AVX2 tiles
+// (_generate/kq8avx2.go) from q4kaMinTokens (q5kaMinTokens,
+// q6kaMinTokens); other rows, and the pure-Go set, take DotQ4KQ8KRows per
+// token row. It panics unless cols%256 == 0 and the
 // shapes are as MatMulQ80 wants them.
 func MatMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
 	if cols%kBlockSize != 0 {
@@ -128,10 +131,10 @@ func matMulQ5KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0
 }
 
 // MatMulKQ8KPacked reports whether MatMulQ4KQ8K, MatMulQ5KQ8K and
-// MatMulQ6KQ8K multiply several token rows in their int8 tile GEMMs with
-// the kernels selected now (the avx512 set with AVX-512 VNNI). Where they
-// do not, every token row takes the one-row dots (DotQ4KQ8KRows,
-// DotQ5KQ8K, DotQ6KQ8KRows), which for prefill are slower than
-// MatMulDecoded's packed fp32 GEMM (BenchmarkMatMulQ4KQ8K under
-// ForceAVX2: 0.49–0.77× on a Zen 4).
+// MatMulQ6KQ8K multiply several token rows in their AVX-512 VNNI int8 tile
+// GEMMs with the kernels selected now (the avx512 set with AVX-512 VNNI;
+// elsewhere the AVX2 tiles run, on the Zen 4 under ForceAVX2 1.7–2.0×
+// (q4_K), 1.6–1.8× (q5_K) and 1.3–1.5× (q6_K) MatMulDecoded's fp32 GEMM
+// at 32–512 token rows). It only says which kernels run: the results are
+// the one-row dots' bits (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K) on every set.
 func MatMulKQ8KPacked() bool { return matMulKQ8KPacked() }

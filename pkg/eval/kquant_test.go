@@ -15,7 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/internal/testutil"
 	"github.com/kvqlabs/kvq/pkg/eval"
 	"github.com/kvqlabs/kvq/pkg/runtime"
@@ -55,13 +54,13 @@ var llamaPerplexityQ4KM = map[string]struct {
 // (0.000489 against kvq's 0.000043: the requantized activations turn any
 // small cache error into whole rounding steps downstream) and 6e-4 lower
 // for q4_0 (0.012299 against 0.011696). The default backend quantizes the
-// activations of the q4_K and q6_K products to Q8_K in prefill too where
-// simd.MatMulKQ8KPacked, as llama.cpp does, and lands on its packed
+// activations of the q4_K and q6_K products to Q8_K in prefill too, on
+// every CPU, as llama.cpp does, and lands on its packed
 // numbers (measured on a Zen 4: PPL 392.1233, 391.3951, 394.0606, −632 to
 // +497 ppm from them; KLD 0.000467 and 0.012243, 2.2e-5 and 5.6e-5 nats
 // lower). The tolerances against the packed file (2% PPL, 1e-3 nats KLD),
 // for both backends, cover the F32Activations gap and no more than twice
-// it; where simd.MatMulKQ8KPacked the default backend must be within 0.2%
+// it; the default backend must be within 0.2%
 // and 1.5e-4 nats of it, which the F32Activations one is not.
 // Against llama.cpp on the file's f32 decoding the gap is gone for the
 // F32Activations backend, and the tolerances are tight: PPL
@@ -126,7 +125,7 @@ func TestLlamaPerplexityQ4KM(t *testing.T) {
 			if d := math.Abs(c.KLD.Mean - want.kldPacked); d > 1e-3 {
 				t.Errorf("%s %s: KLD %.6f, llama-perplexity %.6f on the packed file: %.2g nats apart", name, c.Cache, c.KLD.Mean, want.kldPacked, d)
 			}
-			if !f32Act && simd.MatMulKQ8KPacked() {
+			if !f32Act {
 				if d := rel(c.PPL, want.pplPacked); d > 2e-3 {
 					t.Errorf("%s %s: PPL %.4f with Q8_K activations, llama-perplexity %.4f on the packed file: %.0f ppm apart", name, c.Cache, c.PPL, want.pplPacked, 1e6*d)
 				}

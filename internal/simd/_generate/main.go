@@ -115,6 +115,9 @@ func avx2() {
 	q80ToF32()
 	quantizeQ80AVX2() // q8quant.go
 	q8gemmAVX2()      // q8gemm.go
+	kq8avx2()         // kq8avx2.go
+	kq8avx2Q6()       // kq8avx2.go
+	kq8avx2Codes()    // kq8avx2.go
 	q4ToF32(false)
 	q4ToF32(true)
 	decoders()

@@ -73,13 +73,13 @@ type q8Dot struct {
 // row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
 // DotQ40Q80, DotQ80Q80 …; the results agree with ggml_vec_dot_*_q8_* up
 // to float32 rounding). A token's result is the one-row dot's whatever the
-// number of tokens in the call. Q8_0 weights, and q4_K, q5_K and q6_K
-// where simd.MatMulKQ8KPacked (AVX-512 VNNI), take quantized activations at
-// every number of token rows (q8Prefill): prefill multiplies the codes in
+// number of tokens in the call. Q8_0, q4_K, q5_K and q6_K weights take
+// quantized activations at every number of token rows, on every CPU
+// (q8Prefill): prefill multiplies the codes in
 // the int8 tile GEMMs of simd.MatMulQ80Q80, MatMulQ4KQ8K, MatMulQ5KQ8K and
 // MatMulQ6KQ8K, each output the one-row dot's bits, so a token's logits are
 // the same in a decode step and a prefill. The other types' prefill
-// (simd.MatMulDecoded; the K-quants' too without VNNI) keeps fp32
+// (simd.MatMulDecoded) keeps fp32
 // activations, so there a token's logits differ slightly between a decode
 // step and a prefill.
 var q8Dots = map[tensor.DType]q8Dot{
@@ -168,21 +168,20 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 
 // q8Prefill reports whether products over weights of type dt take
 // quantized activations at every number of token rows (unless
-// F32Activations): Q8_0, whose prefill runs simd.MatMulQ80Q80's int8 tile
-// GEMM, on the Zen 4 (AVX-512 VNNI) 3.2–3.6× the packed fp32 GEMM of
-// simd.MatMulQ80 (quantization included; docs/performance.md), with its
-// AVX2 tiles (ForceAVX2) 1.05–1.5×; and q4_K, q5_K and q6_K where
-// simd.MatMulKQ8KPacked (AVX-512 VNNI), their prefill through
-// simd.MatMulQ4KQ8K's, MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs,
-// on the Zen 4 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32
-// GEMM. Without VNNI the K-quants' per-token dots would be slower than the
-// packed fp32 GEMM (0.46–0.77×), which their prefill keeps there.
+// F32Activations), on every CPU, so that kvq's arithmetic (and kvq eval's
+// numbers) do not depend on the kernel set: Q8_0, whose prefill runs
+// simd.MatMulQ80Q80's int8 tile GEMM, on the Zen 4 (AVX-512 VNNI) 3.2–3.6×
+// the packed fp32 GEMM of simd.MatMulQ80 (quantization included;
+// docs/performance.md), with its AVX2 tiles (ForceAVX2) 1.05–1.5×; and
+// q4_K, q5_K and q6_K, their prefill through simd.MatMulQ4KQ8K's,
+// MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs, on the Zen 4 with
+// VNNI 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32 GEMM,
+// with their AVX2 tiles (ForceAVX2) 1.6–2.0×, 1.6–1.8× and 1.3–1.5× at
+// 32–512 token rows (simd.MatMulKQ8KPacked).
 func q8Prefill(dt tensor.DType) bool {
 	switch dt {
-	case tensor.Q80:
+	case tensor.Q80, tensor.Q4K, tensor.Q5K, tensor.Q6K:
 		return true
-	case tensor.Q4K, tensor.Q5K, tensor.Q6K:
-		return simd.MatMulKQ8KPacked()
 	}
 	return false
 }

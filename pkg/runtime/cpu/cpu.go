@@ -51,7 +51,7 @@ func (b *Backend) Interruptible(done <-chan struct{}) backend.Backend {
 
 // F32Activations returns the backend with the decode products of the
 // weight types of q8Dots, and the prefill products that q8Prefill takes
-// quantized (Q8_0's and, with AVX-512 VNNI, the K-quants'), on float32
+// quantized (Q8_0's, q4_K's, q5_K's and q6_K's), on float32
 // activations (the fused dots of fusedDots, simd.MatMulQ80 and
 // simd.MatMulDecoded: kvq's arithmetic before it quantized them as
 // llama.cpp does; see q8Dots): for comparisons with a backend that keeps

@@ -11,13 +11,13 @@ import (
 	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
-// TestPrefillKQ8KActivations: where simd.MatMulKQ8KPacked, the backend's
+// TestPrefillKQ8KActivations: on every kernel set, the backend's
 // q4_K, q5_K and q6_K products over many token rows (40, and simd.MatMulDecodedTokens,
 // where the packed fp32 path used to start; 2 workers, plain and
-// interruptible) give, bit for bit, the pure-Go Q8_K twin path, each token
+// interruptible; the default kernels, forced AVX2 and the pure-Go twins)
+// give, bit for bit, the pure-Go Q8_K twin path, each token
 // row quantized (simd.QuantizeQ8K) and dotted with each weight row
 // (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K), and so decode's bits; F32Activations keeps the fp32 product (which differs).
-// Without the tile GEMM, prefill keeps the fp32 product.
 func TestPrefillKQ8KActivations(t *testing.T) {
 	for _, tc := range []struct {
 		dt  tensor.DType
@@ -28,7 +28,19 @@ func TestPrefillKQ8KActivations(t *testing.T) {
 		{tensor.Q5K, gguf.Q5K, simd.DotQ5KQ8K},
 		{tensor.Q6K, gguf.Q6K, simd.DotQ6KQ8K},
 	} {
-		t.Run(tc.dt.String(), func(t *testing.T) { testPrefillKQ8K(t, tc.dt, tc.gt, tc.dot) })
+		for _, ks := range []struct {
+			name  string
+			force func() func()
+		}{
+			{"default", func() func() { return func() {} }},
+			{"avx2", simd.ForceAVX2},
+			{"generic", simd.ForceGeneric},
+		} {
+			t.Run(tc.dt.String()+"/"+ks.name, func(t *testing.T) {
+				defer ks.force()()
+				testPrefillKQ8K(t, tc.dt, tc.gt, tc.dot)
+			})
+		}
 	}
 }
 
@@ -60,32 +72,25 @@ func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q 
 		}
 		f32 := make([]float32, nt*rows)
 		be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
-		want := f32
-		// Quantized where the int8 tile GEMM runs, and below the packed
-		// fp32 path's threshold (every nt with the pure-Go kernels).
-		if simd.MatMulKQ8KPacked() || nt < simd.MatMulDecodedTokens() {
-			qrb := cols / 256 * simd.Q8KBlockBytes
-			q := make([]byte, nt*qrb)
-			want = make([]float32, nt*rows)
-			restore := simd.ForceGeneric()
-			for tk := 0; tk < nt; tk++ {
-				simd.QuantizeQ8K(q[tk*qrb:(tk+1)*qrb], x[tk*cols:(tk+1)*cols])
-				for i := 0; i < rows; i++ {
-					want[tk*rows+i] = dot(w.Raw[i*rb:(i+1)*rb], q[tk*qrb:(tk+1)*qrb])
-				}
+		qrb := cols / 256 * simd.Q8KBlockBytes
+		q := make([]byte, nt*qrb)
+		want := make([]float32, nt*rows)
+		restore := simd.ForceGeneric()
+		for tk := 0; tk < nt; tk++ {
+			simd.QuantizeQ8K(q[tk*qrb:(tk+1)*qrb], x[tk*cols:(tk+1)*cols])
+			for i := 0; i < rows; i++ {
+				want[tk*rows+i] = dot(w.Raw[i*rb:(i+1)*rb], q[tk*qrb:(tk+1)*qrb])
 			}
-			restore()
-			same := 0
-			for i := range want {
-				if math.Float32bits(f32[i]) == math.Float32bits(want[i]) {
-					same++
-				}
+		}
+		restore()
+		same := 0
+		for i := range want {
+			if math.Float32bits(f32[i]) == math.Float32bits(want[i]) {
+				same++
 			}
-			if same == len(want) {
-				t.Fatalf("nt=%d: the F32Activations product equals the Q8_K twin's everywhere", nt)
-			}
-		} else {
-			t.Logf("nt=%d: simd.MatMulKQ8KPacked is false here: prefill keeps float32 activations", nt)
+		}
+		if same == len(want) {
+			t.Fatalf("nt=%d: the F32Activations product equals the Q8_K twin's everywhere", nt)
 		}
 		open := make(chan struct{})
 		for name, mm := range map[string]func(dst []float32){

@@ -62,6 +62,10 @@ type Setup struct {
 	// Prefill says what a step's attention reads: "quantized" (every
 	// token attends to the cache as stored, as vLLM and llama.cpp do).
 	Prefill string `json:"prefill"`
+	// Activations is "f32" where quantized weights were multiplied with
+	// float32 activations (Options.F32Activations), absent where they
+	// took llama.cpp's quantized activations.
+	Activations string `json:"activations,omitempty"`
 	// KOrder is the key dimension order of quantized caches: "stored"
 	// (the model's) or "gguf" (llama.cpp's interleaved RoPE pairs).
 	KOrder   string     `json:"k_order"`

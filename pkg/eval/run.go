@@ -55,6 +55,10 @@ type Options struct {
 	// ExactPrefill makes every prompt attend to its own exact K/V
 	// (GenItem.Exact); the texts take TextOpts.Exact.
 	ExactPrefill bool
+	// F32Activations multiplies quantized weights with float32
+	// activations on the default CPU backend
+	// (runtime.RunnerOptions.F32Activations).
+	F32Activations bool
 	// BootstrapIters is the number of bootstrap resamples (default 2000).
 	BootstrapIters int
 	Seed           uint64
@@ -80,7 +84,7 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 	// single-thread runner per worker. Each runner gives every cache of a
 	// step the bits it has alone (runtime.RunnerOptions.AsAlone): the
 	// caches side by side score as each would in a run of its own.
-	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, AsAlone: true})
+	probe, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: opts.Workers, AsAlone: true, F32Activations: opts.F32Activations})
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +125,7 @@ func Run(ctx context.Context, m *runtime.Model, opts Options) (*Report, error) {
 			names[i] = s.String()
 		}
 		local := func() (generator, func(), error) {
-			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: 1, AsAlone: true})
+			r, err := runtime.NewRunner(m, runtime.RunnerOptions{Backend: opts.Backend, Workers: 1, AsAlone: true, F32Activations: opts.F32Activations})
 			if err != nil {
 				return nil, nil, err
 			}

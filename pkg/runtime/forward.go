@@ -144,6 +144,14 @@ type RunnerOptions struct {
 	// attention, and an Exact step of empty sequences every layer
 	// (alone.go).
 	AsAlone bool
+	// F32Activations runs the default CPU backend with float32
+	// activations in every matrix product (cpu.Backend.F32Activations):
+	// quantized weights (Q8_0, the K-quants, the legacy types) are then
+	// multiplied with the activations as they are, not quantized to Q8_0
+	// or Q8_K as llama.cpp does, which takes the activations' rounding out
+	// of a comparison of caches (and prefill runs slower). A Backend given
+	// keeps its own arithmetic.
+	F32Activations bool
 }
 
 // weights are the model's weights on the backend.
@@ -158,7 +166,11 @@ type weights struct {
 func NewRunner(m *Model, opts RunnerOptions) (*Runner, error) {
 	be := opts.Backend
 	if be == nil {
-		be = cpu.New(opts.Workers)
+		c := cpu.New(opts.Workers)
+		be = c
+		if opts.F32Activations {
+			be = c.F32Activations()
+		}
 	}
 	f, geo, err := m.layerGeometry()
 	if err != nil {

@@ -26,7 +26,7 @@ func (o *Options) validateEndpoints(cmd *cobra.Command) error {
 	if len(ends) < 2 {
 		return cmdutil.FlagErrorf("--endpoint: give a baseline and at least one candidate (--endpoint fp16=URL --endpoint fp8=URL2)")
 	}
-	for _, f := range []string{"cache", "prefill", "step", "k-order", "max-slowdown"} {
+	for _, f := range []string{"cache", "prefill", "step", "k-order", "max-slowdown", "f32-activations"} {
 		if cmd.Flags().Changed(f) {
 			return cmdutil.FlagErrorf("--%s with --endpoint: the servers' caches are evaluated as they serve them", f)
 		}

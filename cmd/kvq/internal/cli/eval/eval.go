@@ -48,6 +48,7 @@ type Options struct {
 	NoText      bool
 	Protocol    string
 	Prefill     string
+	F32Act      bool
 	Step        int
 	KOrder      string
 	Ctx         int
@@ -171,6 +172,7 @@ when one fails, with each failing gate on stderr.
 	fl.StringVar(&o.Protocol, "protocol", "kvq", "text protocol: kvq (every position of each chunk) or llama.cpp (llama-perplexity's chunks, BOS and second halves)")
 	fl.StringVar(&o.Prefill, "prefill", "quantized", "what a step's attention reads: quantized (the cache as stored, as vLLM and llama.cpp) or exact (its own exact K/V, as Hugging Face's QuantizedCache)")
 	fl.IntVar(&o.Step, "step", 1, "with --prefill exact: text tokens per step")
+	fl.BoolVar(&o.F32Act, "f32-activations", false, "multiply quantized weights (Q8_0, K-quants, legacy types) with float32 activations instead of quantizing them to Q8_0/Q8_K as llama.cpp does: a cache's damage without the activations' rounding (slower prefill)")
 	fl.StringVar(&o.KOrder, "k-order", "stored", "key dimension order of quantized caches: stored (the model's), or gguf (llama.cpp's interleaved RoPE pairs, for a like-for-like comparison of a Hugging Face checkpoint with llama.cpp on its GGUF conversion)")
 	fl.IntVar(&o.Ctx, "ctx", 0, "text chunk size in tokens (default: the model's context, at most 2048; llama-perplexity's default is 512)")
 	fl.IntVar(&o.Chunks, "chunks", 0, "score at most this many text chunks (0: all)")
@@ -546,7 +548,7 @@ func (o *Options) Run(ctx context.Context) error {
 	for i := range rep.Caches {
 		rep.Caches[i].Scales = scaleFiles(rep.Caches[i].Spec)
 	}
-	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, KOrder: o.KOrder, N: o.N, Seed: o.Seed,
+	rep.Setup = eval.Setup{Protocol: o.protocol.String(), Ctx: o.Ctx, Prefill: o.Prefill, Activations: activations(o.F32Act), KOrder: o.KOrder, N: o.N, Seed: o.Seed,
 		Suites: append(append(append(append(append([]string(nil), o.suites...), o.files...), o.gsm8k.specs()...), o.mc.specs...), o.lb.specs...), Data: data, Workers: o.Threads,
 		Refusals: fmt.Sprintf("%s, %d phrases", o.refusal.Mode, len(o.refusal.Phrases))}
 	if rep.Text != nil {
@@ -601,8 +603,8 @@ func (o *Options) options(ctx context.Context, m *runtime.Model) (eval.Options, 
 	}
 	opts := eval.Options{Specs: specs, Workers: o.Threads, Speed: !o.NoSpeed, Gates: o.gates, Refusal: o.refusal,
 		LogSamples: o.LogSamples != "", Seed: o.Seed,
-		ExactPrefill: o.Prefill == "exact",
-		TextOpts:     eval.TextOptions{Protocol: o.protocol, Ctx: o.Ctx, MaxChunks: o.Chunks, Exact: o.Prefill == "exact", Step: o.Step}}
+		ExactPrefill: o.Prefill == "exact", F32Activations: o.F32Act,
+		TextOpts: eval.TextOptions{Protocol: o.protocol, Ctx: o.Ctx, MaxChunks: o.Chunks, Exact: o.Prefill == "exact", Step: o.Step}}
 	modelCtx := m.ContextLen
 	if o.MaxCtx > 0 {
 		if modelCtx > 0 && o.MaxCtx > modelCtx {
@@ -729,6 +731,9 @@ func (o *Options) configHash(m *runtime.Model, data []eval.DataInfo) (string, an
 		"max_context": o.MaxCtx, "grid": []any{o.gridCtx, o.GridDepth, o.GridN}, "tasks": o.Tasks}
 	if len(o.rulerLen) > 0 {
 		cfg["ruler_lengths"] = o.rulerLen
+	}
+	if o.F32Act {
+		cfg["activations"] = "f32"
 	}
 	if o.gsm8k.test != "" {
 		cfg["num_fewshot"] = o.gsm8k.NumFewshot
@@ -873,4 +878,13 @@ func writeSamples(path string, samples []eval.Sample) error {
 		return fmt.Errorf("--log-samples %s: %w", path, err)
 	}
 	return nil
+}
+
+// activations is the report's config.activations: "f32" with
+// --f32-activations, else empty (omitted).
+func activations(f32 bool) string {
+	if f32 {
+		return "f32"
+	}
+	return ""
 }

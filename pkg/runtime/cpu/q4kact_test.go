@@ -47,10 +47,7 @@ func TestPrefillKQ8KActivations(t *testing.T) {
 func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q []byte) float32) {
 	r := rand.New(rand.NewPCG(46, 4))
 	const rows, cols = 70, 768
-	vals := make([]float32, rows*cols)
-	for i := range vals {
-		vals[i] = float32(r.NormFloat64() * 0.05)
-	}
+	vals := normals(r, rows*cols, 0.05)
 	rb := dt.RowBytes(cols)
 	w := &tensor.Weight{Name: "w", DType: dt, Rows: rows, Cols: cols, Raw: make([]byte, rows*rb)}
 	for i := 0; i < rows; i++ {
@@ -66,23 +63,10 @@ func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q 
 		nts = append(nts, p)
 	}
 	for _, nt := range nts {
-		x := make([]float32, nt*cols)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
+		x := normals(r, nt*cols, 1)
 		f32 := make([]float32, nt*rows)
 		be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
-		qrb := cols / 256 * simd.Q8KBlockBytes
-		q := make([]byte, nt*qrb)
-		want := make([]float32, nt*rows)
-		restore := simd.ForceGeneric()
-		for tk := 0; tk < nt; tk++ {
-			simd.QuantizeQ8K(q[tk*qrb:(tk+1)*qrb], x[tk*cols:(tk+1)*cols])
-			for i := 0; i < rows; i++ {
-				want[tk*rows+i] = dot(w.Raw[i*rb:(i+1)*rb], q[tk*qrb:(tk+1)*qrb])
-			}
-		}
-		restore()
+		want := quantizedTwin(w.Raw, rows, rb, x, nt, cols, cols/256*simd.Q8KBlockBytes, simd.QuantizeQ8K, dot)
 		same := 0
 		for i := range want {
 			if math.Float32bits(f32[i]) == math.Float32bits(want[i]) {

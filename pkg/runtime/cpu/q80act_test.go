@@ -27,10 +27,7 @@ import (
 func TestDecodeQ80Activations(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 11))
 	const rows, cols = 70, 768
-	vals := make([]float32, rows*cols)
-	for i := range vals {
-		vals[i] = float32(r.NormFloat64() * 0.05)
-	}
+	vals := normals(r, rows*cols, 0.05)
 	w := modeltest.WeightFromF32("w", tensor.Q80, rows, cols, vals)
 	rb := tensor.Q80.RowBytes(cols)
 	be := cpu.New(2)
@@ -39,21 +36,8 @@ func TestDecodeQ80Activations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, nt := range []int{1, 3} {
-		x := make([]float32, nt*cols)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		qrb := cols / 32 * simd.Q80BlockBytes
-		q := make([]byte, nt*qrb)
-		want := make([]float32, nt*rows)
-		restore := simd.ForceGeneric()
-		for tk := 0; tk < nt; tk++ {
-			simd.QuantizeQ80(q[tk*qrb:(tk+1)*qrb], x[tk*cols:(tk+1)*cols])
-			for i := 0; i < rows; i++ {
-				want[tk*rows+i] = simd.DotQ80Q80(w.Raw[i*rb:(i+1)*rb], q[tk*qrb:(tk+1)*qrb])
-			}
-		}
-		restore()
+		x := normals(r, nt*cols, 1)
+		want := quantizedTwin(w.Raw, rows, rb, x, nt, cols, cols/32*simd.Q80BlockBytes, simd.QuantizeQ80, simd.DotQ80Q80)
 		ones := make([]int, nt)
 		for i := range ones {
 			ones[i] = 1
@@ -94,21 +78,8 @@ func TestDecodeQ80Activations(t *testing.T) {
 		}
 	}
 	for _, nt := range []int{40, min(simd.MatMulPackTokensQ80(), 200)} {
-		x := make([]float32, nt*cols)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		qrb := cols / 32 * simd.Q80BlockBytes
-		q := make([]byte, qrb)
-		want := make([]float32, nt*rows)
-		restore := simd.ForceGeneric()
-		for tk := 0; tk < nt; tk++ {
-			simd.QuantizeQ80(q, x[tk*cols:(tk+1)*cols])
-			for i := 0; i < rows; i++ {
-				want[tk*rows+i] = simd.DotQ80Q80(w.Raw[i*rb:(i+1)*rb], q)
-			}
-		}
-		restore()
+		x := normals(r, nt*cols, 1)
+		want := quantizedTwin(w.Raw, rows, rb, x, nt, cols, cols/32*simd.Q80BlockBytes, simd.QuantizeQ80, simd.DotQ80Q80)
 		for name, b := range map[string]backend.Backend{"MatMul": be, "Interruptible": be.Interruptible(make(chan struct{}))} {
 			got := make([]float32, nt*rows)
 			b.MatMul(cpu.Wrap(got), cpu.Wrap(x), nt, m)

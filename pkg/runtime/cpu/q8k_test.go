@@ -22,10 +22,7 @@ import (
 func TestDecodeQ8KActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 9))
 	const rows, cols = 70, 768
-	vals := make([]float32, rows*cols)
-	for i := range vals {
-		vals[i] = float32(r.NormFloat64() * 0.05)
-	}
+	vals := normals(r, rows*cols, 0.05)
 	for _, tc := range []struct {
 		dt  tensor.DType
 		gt  gguf.Type
@@ -48,21 +45,8 @@ func TestDecodeQ8KActivations(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, nt := range []int{1, 3} {
-			x := make([]float32, nt*cols)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
-			qrb := cols / 256 * simd.Q8KBlockBytes
-			q := make([]byte, nt*qrb)
-			want := make([]float32, nt*rows)
-			restore := simd.ForceGeneric()
-			for tk := 0; tk < nt; tk++ {
-				simd.QuantizeQ8K(q[tk*qrb:(tk+1)*qrb], x[tk*cols:(tk+1)*cols])
-				for i := 0; i < rows; i++ {
-					want[tk*rows+i] = tc.dot(w.Raw[i*rb:(i+1)*rb], q[tk*qrb:(tk+1)*qrb])
-				}
-			}
-			restore()
+			x := normals(r, nt*cols, 1)
+			want := quantizedTwin(w.Raw, rows, rb, x, nt, cols, cols/256*simd.Q8KBlockBytes, simd.QuantizeQ8K, tc.dot)
 			open := make(chan struct{})
 			for name, mm := range map[string]func(dst []float32){
 				"MatMul":        func(dst []float32) { be.MatMul(cpu.Wrap(dst), cpu.Wrap(x), nt, m) },

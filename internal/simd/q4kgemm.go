@@ -23,70 +23,16 @@ import "fmt"
 // token row. It panics unless cols%256 == 0 and the
 // shapes are as MatMulQ80 wants them.
 func MatMulQ4KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
-	if cols%kBlockSize != 0 {
-		panic(fmt.Sprintf("simd: MatMulQ4KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
-	}
-	nb := cols / kBlockSize
-	qb, rb := nb*Q8KBlockBytes, nb*q4KBlockBytes // a token row's and a weight row's bytes
-	checkMatMul("MatMulQ4KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
-	if nt == 0 || r0 == r1 {
-		return
-	}
-	matMulQ4KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
-}
-
-// matMulQ4KQ8KGeneric is MatMulQ4KQ8K's twin: one twin dot per pair.
-func matMulQ4KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
-	for t := 0; t < nt; t++ {
-		qt := q[t*qb : (t+1)*qb]
-		for r := r0; r < r1; r++ {
-			dst[t*ldd+r] = dotQ4KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
-		}
-	}
-}
-
-// matMulQ4KQ8KRows sets rows [r0, r1) of every token row with the set's
-// row dots (DotQ4KQ8KRows).
-func matMulQ4KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb, qb := nb*q4KBlockBytes, nb*Q8KBlockBytes
-	for t := 0; t < nt; t++ {
-		dotQ4KQ8KRows(dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*qb:(t+1)*qb], nb)
+	if nb := checkMatMulKQ8K("MatMulQ4KQ8K", q4KBlockBytes, dst, ldd, q, nt, cols, w, r0, r1); nt > 0 && r0 < r1 {
+		matMulQ4KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
 	}
 }
 
 // MatMulQ6KQ8K is MatMulQ4KQ8K for q6_K weights (210-byte super-blocks):
 // dst[t*ldd+r] = DotQ6KQ8K(w_r, q_t), bit for bit, on every kernel set.
 func MatMulQ6KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
-	if cols%kBlockSize != 0 {
-		panic(fmt.Sprintf("simd: MatMulQ6KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
-	}
-	nb := cols / kBlockSize
-	qb, rb := nb*Q8KBlockBytes, nb*q6KBlockBytes
-	checkMatMul("MatMulQ6KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
-	if nt == 0 || r0 == r1 {
-		return
-	}
-	matMulQ6KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
-}
-
-// matMulQ6KQ8KGeneric is MatMulQ6KQ8K's twin: one twin dot per pair.
-func matMulQ6KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb, qb := nb*q6KBlockBytes, nb*Q8KBlockBytes
-	for t := 0; t < nt; t++ {
-		qt := q[t*qb : (t+1)*qb]
-		for r := r0; r < r1; r++ {
-			dst[t*ldd+r] = dotQ6KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
-		}
-	}
-}
-
-// matMulQ6KQ8KRows sets rows [r0, r1) of every token row with the set's
-// row dots (DotQ6KQ8KRows).
-func matMulQ6KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb, qb := nb*q6KBlockBytes, nb*Q8KBlockBytes
-	for t := 0; t < nt; t++ {
-		dotQ6KQ8KRows(dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*qb:(t+1)*qb], nb)
+	if nb := checkMatMulKQ8K("MatMulQ6KQ8K", q6KBlockBytes, dst, ldd, q, nt, cols, w, r0, r1); nt > 0 && r0 < r1 {
+		matMulQ6KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
 	}
 }
 
@@ -95,39 +41,71 @@ func matMulQ6KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0
 // (the tile GEMM from q5kgMinTokens token rows; otherwise DotQ5KQ8K per
 // pair).
 func MatMulQ5KQ8K(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
+	if nb := checkMatMulKQ8K("MatMulQ5KQ8K", q5KBlockBytes, dst, ldd, q, nt, cols, w, r0, r1); nt > 0 && r0 < r1 {
+		matMulQ5KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
+	}
+}
+
+// checkMatMulKQ8K returns the super-blocks of a row of cols columns and panics
+// (naming op) unless cols is whole super-blocks and the shapes are as
+// MatMulQ80 wants them, weight rows being super-blocks of blockBytes.
+func checkMatMulKQ8K(op string, blockBytes int, dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) int {
 	if cols%kBlockSize != 0 {
-		panic(fmt.Sprintf("simd: MatMulQ5KQ8K: cols %d is not a multiple of %d", cols, kBlockSize))
+		panic(fmt.Sprintf("simd: %s: cols %d is not a multiple of %d", op, cols, kBlockSize))
 	}
 	nb := cols / kBlockSize
-	qb, rb := nb*Q8KBlockBytes, nb*q5KBlockBytes
-	checkMatMul("MatMulQ5KQ8K", len(dst), ldd, len(q), nt, qb, len(w), rb, r0, r1)
-	if nt == 0 || r0 == r1 {
-		return
-	}
-	matMulQ5KQ8K(dst, ldd, q, nt, nb, w, r0, r1)
+	checkMatMul(op, len(dst), ldd, len(q), nt, nb*Q8KBlockBytes, len(w), nb*blockBytes, r0, r1)
+	return nb
 }
 
-// matMulQ5KQ8KGeneric is MatMulQ5KQ8K's twin: one twin dot per pair.
+// kq8Pairs sets dst[t*ldd+r] to dot(weight row r, token row t) for every
+// token row and r in [r0, r1), weight rows being nb super-blocks of
+// blockBytes: the twins' loop.
+func kq8Pairs(dot func(w, q []byte, nb int) float32, blockBytes int, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*blockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dot(w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// kq8RowDots sets rows [r0, r1) of every token row with a multi-row dot.
+func kq8RowDots(rows func(dst []float32, w, q []byte, nb int), blockBytes int, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*blockBytes, nb*Q8KBlockBytes
+	for t := 0; t < nt; t++ {
+		rows(dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*qb:(t+1)*qb], nb)
+	}
+}
+
+// matMulQ4KQ8KGeneric, matMulQ6KQ8KGeneric and matMulQ5KQ8KGeneric are
+// the twins: one twin dot per pair.
+func matMulQ4KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	kq8Pairs(dotQ4KQ8KGeneric, q4KBlockBytes, dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+func matMulQ6KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	kq8Pairs(dotQ6KQ8KGeneric, q6KBlockBytes, dst, ldd, q, nt, nb, w, r0, r1)
+}
+
 func matMulQ5KQ8KGeneric(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb, qb := nb*q5KBlockBytes, nb*Q8KBlockBytes
-	for t := 0; t < nt; t++ {
-		qt := q[t*qb : (t+1)*qb]
-		for r := r0; r < r1; r++ {
-			dst[t*ldd+r] = dotQ5KQ8KGeneric(w[r*rb:(r+1)*rb], qt, nb)
-		}
-	}
+	kq8Pairs(dotQ5KQ8KGeneric, q5KBlockBytes, dst, ldd, q, nt, nb, w, r0, r1)
 }
 
-// matMulQ5KQ8KRows sets rows [r0, r1) of every token row with the set's
-// one-row dot (DotQ5KQ8K).
+// matMulQ4KQ8KRows, matMulQ6KQ8KRows and matMulQ5KQ8KRows set rows [r0,
+// r1) of every token row with the set's row dots (DotQ4KQ8KRows,
+// DotQ6KQ8KRows; q5_K, without one, its one-row dot DotQ5KQ8K per pair).
+func matMulQ4KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	kq8RowDots(dotQ4KQ8KRows, q4KBlockBytes, dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+func matMulQ6KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	kq8RowDots(dotQ6KQ8KRows, q6KBlockBytes, dst, ldd, q, nt, nb, w, r0, r1)
+}
+
 func matMulQ5KQ8KRows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb, qb := nb*q5KBlockBytes, nb*Q8KBlockBytes
-	for t := 0; t < nt; t++ {
-		qt := q[t*qb : (t+1)*qb]
-		for r := r0; r < r1; r++ {
-			dst[t*ldd+r] = dotQ5KQ8K(w[r*rb:(r+1)*rb], qt, nb)
-		}
-	}
+	kq8Pairs(dotQ5KQ8K, q5KBlockBytes, dst, ldd, q, nt, nb, w, r0, r1)
 }
 
 // MatMulKQ8KPacked reports whether MatMulQ4KQ8K, MatMulQ5KQ8K and

@@ -5251,10 +5251,10 @@ q8gemmTile1AVX2_loop:
 	JMP          q8gemmTile1AVX2_loop
 
 q8gemmTile1AVX2_done:
+	VADDPS  Y1, Y0, Y0
 	MOVQ    dst_base+0(FP), AX
 	MOVQ    ldd+24(FP), CX
 	SHLQ    $0x02, CX
-	VADDPS  Y1, Y0, Y0
 	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET
@@ -5818,13 +5818,13 @@ q8gemmTile2AVX2_loop:
 	JMP          q8gemmTile2AVX2_loop
 
 q8gemmTile2AVX2_done:
+	VADDPS  Y1, Y0, Y0
+	VADDPS  Y2, Y4, Y4
 	MOVQ    dst_base+0(FP), AX
 	MOVQ    ldd+24(FP), CX
 	SHLQ    $0x02, CX
-	VADDPS  Y1, Y0, Y0
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
-	VADDPS  Y2, Y4, Y4
 	VMOVUPS Y4, (AX)
 	VZEROUPPER
 	RET

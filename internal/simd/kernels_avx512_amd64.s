@@ -18486,10 +18486,10 @@ q8gemmTile1VNNI_loop:
 	JMP           q8gemmTile1VNNI_loop
 
 q8gemmTile1VNNI_done:
+	VADDPS  Z1, Z0, Z0
 	MOVQ    dst_base+0(FP), AX
 	MOVQ    ldd+24(FP), CX
 	SHLQ    $0x02, CX
-	VADDPS  Z1, Z0, Z0
 	VMOVUPS Z0, (AX)
 	VZEROUPPER
 	RET
@@ -18733,13 +18733,13 @@ q8gemmTile2VNNI_loop:
 	JMP           q8gemmTile2VNNI_loop
 
 q8gemmTile2VNNI_done:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z2, Z4, Z4
 	MOVQ    dst_base+0(FP), AX
 	MOVQ    ldd+24(FP), CX
 	SHLQ    $0x02, CX
-	VADDPS  Z1, Z0, Z0
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
-	VADDPS  Z2, Z4, Z4
 	VMOVUPS Z4, (AX)
 	VZEROUPPER
 	RET
@@ -19067,16 +19067,16 @@ q8gemmTile3VNNI_loop:
 	JMP           q8gemmTile3VNNI_loop
 
 q8gemmTile3VNNI_done:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z2, Z4, Z4
+	VADDPS  Z3, Z8, Z8
 	MOVQ    dst_base+0(FP), AX
 	MOVQ    ldd+24(FP), CX
 	SHLQ    $0x02, CX
-	VADDPS  Z1, Z0, Z0
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
-	VADDPS  Z2, Z4, Z4
 	VMOVUPS Z4, (AX)
 	ADDQ    CX, AX
-	VADDPS  Z3, Z8, Z8
 	VMOVUPS Z8, (AX)
 	VZEROUPPER
 	RET
@@ -19488,19 +19488,19 @@ q8gemmTile4VNNI_loop:
 	JMP           q8gemmTile4VNNI_loop
 
 q8gemmTile4VNNI_done:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z2, Z4, Z4
+	VADDPS  Z3, Z8, Z8
+	VADDPS  Z5, Z12, Z12
 	MOVQ    dst_base+0(FP), AX
 	MOVQ    ldd+24(FP), CX
 	SHLQ    $0x02, CX
-	VADDPS  Z1, Z0, Z0
 	VMOVUPS Z0, (AX)
 	ADDQ    CX, AX
-	VADDPS  Z2, Z4, Z4
 	VMOVUPS Z4, (AX)
 	ADDQ    CX, AX
-	VADDPS  Z3, Z8, Z8
 	VMOVUPS Z8, (AX)
 	ADDQ    CX, AX
-	VADDPS  Z5, Z12, Z12
 	VMOVUPS Z12, (AX)
 	VZEROUPPER
 	RET

@@ -109,18 +109,9 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 			VPXOR(sum[t], sum[t], sum[t])
 		}
 		for h := 0; h < 16; h++ { // 16 codes, half a sub-block
-			var v [4]VecVirtual
-			for m := range v {
-				v[m] = YMM()
-				VMOVDQU(Mem{Base: pp, Disp: kaCodeAt(4*h + m)}, v[m])
-			}
+			v := kaCodes(pp, 4*h)
 			for t := 0; t < nt; t++ {
-				var a [4]VecVirtual
-				for m := range a {
-					a[m] = YMM()
-					VPBROADCASTD(Mem{Base: qs[t], Disp: 4 + 16*h + 4*m}, a[m])
-					VPMADDUBSW(a[m], v[m], a[m])
-				}
+				a := kaProducts(v, Mem{Base: qs[t], Disp: 4 + 16*h})
 				VPADDW(a[1], a[0], a[0])
 				VPADDW(a[3], a[2], a[2])
 				VPADDW(a[2], a[0], a[0])
@@ -200,17 +191,7 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
-	dst := Load(Param("dst").Base(), GP64())
-	ldd := Load(Param("ldd"), GP64())
-	SHLQ(U8(2), ldd)
-	for t := range s {
-		VMOVUPS(s[t], Mem{Base: dst})
-		if t+1 < nt {
-			ADDQ(ldd, dst)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeTileRows(s)
 }
 
 // The avx2 set's tile GEMM for q6_K weights on Q8_K activations: panels
@@ -236,6 +217,30 @@ const (
 // panel's super-block: q8gemmPackAVX2 transposes them 32 codes (8 YMM) at
 // a time into 288-byte blocks (its last 32 bytes unused here).
 func kaCodeAt(j int) int { return 288*(j/8) + 32*(j%8) }
+
+// kaCodes loads YMM j..j+3 of the codes of the panel's super-block at pp
+// (kaCodeAt): 16 codes of each of the 8 rows.
+func kaCodes(pp Register, j int) [4]VecVirtual {
+	var v [4]VecVirtual
+	for m := range v {
+		v[m] = YMM()
+		VMOVDQU(Mem{Base: pp, Disp: kaCodeAt(j + m)}, v[m])
+	}
+	return v
+}
+
+// kaProducts returns VPMADDUBSW of the codes v[m] (unsigned) by the token
+// row's four activation codes at c+4m broadcast (signed): per row, int16
+// pairs of products of the 16 codes.
+func kaProducts(v [4]VecVirtual, c Mem) [4]VecVirtual {
+	var a [4]VecVirtual
+	for m := range a {
+		a[m] = YMM()
+		VPBROADCASTD(c.Offset(4*m), a[m])
+		VPMADDUBSW(a[m], v[m], a[m])
+	}
+	return a
+}
 
 // kq8avx2Q6 writes q6kgemmTile1AVX2 and q6kgemmTile2AVX2.
 func kq8avx2Q6() {
@@ -275,18 +280,9 @@ func q6kgemmTileAVX2(nt int) {
 		VPXOR(sum[t], sum[t], sum[t])
 	}
 	for g := 0; g < 16; g++ {
-		var v [4]VecVirtual
-		for m := range v {
-			v[m] = YMM()
-			VMOVDQU(Mem{Base: pp, Disp: kaCodeAt(4*g + m)}, v[m])
-		}
+		v := kaCodes(pp, 4*g)
 		for t := 0; t < nt; t++ {
-			var a [4]VecVirtual
-			for m := range a {
-				a[m] = YMM()
-				VPBROADCASTD(Mem{Base: qs[t], Disp: 4 + 16*g + 4*m}, a[m])
-				VPMADDUBSW(a[m], v[m], a[m])
-			}
+			a := kaProducts(v, Mem{Base: qs[t], Disp: 4 + 16*g})
 			VPADDW(a[1], a[0], a[0])
 			VPADDW(a[3], a[2], a[2])
 			VPMADDWD(Mem{Base: pp, Disp: q6kaScalesAt + 32*g}, a[0], a[0])
@@ -324,17 +320,7 @@ func q6kgemmTileAVX2(nt int) {
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
-	dst := Load(Param("dst").Base(), GP64())
-	ldd := Load(Param("ldd"), GP64())
-	SHLQ(U8(2), ldd)
-	for t := range s {
-		VMOVUPS(s[t], Mem{Base: dst})
-		if t+1 < nt {
-			ADDQ(ldd, dst)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeTileRows(s)
 }
 
 // kq8avx2Codes writes q5kaCodesAVX2 and q6kaCodesAVX2, which form one q5_K

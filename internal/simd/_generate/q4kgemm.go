@@ -132,7 +132,7 @@ func q4kgemmPack(tabs [3][2]Mem, ly kgLayout) {
 	w := Load(Param("w").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
 	nb := Load(Param("nb"), GP64())
-	base, row := q4kRows(w, stride)
+	base, row := packRows(w, stride, 16)
 	var it [3][2]VecVirtual
 	for x := range it {
 		for h := range it[x] {
@@ -178,12 +178,7 @@ func q4kgemmPack(tabs [3][2]Mem, ly kgLayout) {
 						VPSRLD(U8(4), qs, qs)
 					}
 					VPANDD(m0f, qs, qs)
-					switch sh := 2*c + i; { // bit sh of qh to bit 4
-					case sh < 4:
-						VPSLLD(U8(4-sh), qh, qh)
-					case sh > 4:
-						VPSRLD(U8(sh-4), qh, qh)
-					}
+					bitTo4(qh, 2*c+i)
 					VPANDD(m10, qh, qh)
 					a[p] = ZMM()
 					VPORD(qh, qs, a[p])
@@ -384,17 +379,7 @@ func q4kgemmTile(nt int, mask Mem, ly kgLayout) {
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
-	dst := Load(Param("dst").Base(), GP64())
-	ldd := Load(Param("ldd"), GP64())
-	SHLQ(U8(2), ldd)
-	for t := range s {
-		VMOVUPS(s[t], Mem{Base: dst})
-		if t+1 < nt {
-			ADDQ(ldd, dst)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	storeTileRows(s)
 }
 
 // The q6_K × Q8_K tile GEMM (simd.MatMulQ6KQ8K), built as q4_K's: a
@@ -447,7 +432,7 @@ func q6kgemmPack(tabs [3][2]Mem) {
 	w := Load(Param("w").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
 	nb := Load(Param("nb"), GP64())
-	base, row := q4kRows(w, stride)
+	base, row := packRows(w, stride, 16)
 	var it [3][2]VecVirtual
 	for x := range it {
 		for h := range it[x] {
@@ -478,12 +463,7 @@ func q6kgemmPack(tabs [3][2]Mem) {
 					VPSRLD(U8(4), ql, ql)
 				}
 				VPANDD(m0f, ql, ql)
-				switch sh := 2 * k; {
-				case sh < 4:
-					VPSLLD(U8(4-sh), qh, qh)
-				case sh > 4:
-					VPSRLD(U8(sh-4), qh, qh)
-				}
+				bitTo4(qh, 2*k)
 				VPANDD(m30, qh, qh)
 				a[p] = ZMM()
 				VPORD(qh, ql, a[p])
@@ -558,29 +538,6 @@ func q4kPermTables(prefix string) (tabs [3][2]Mem) {
 		}
 	}
 	return tabs
-}
-
-// q4kRows returns the row pointers of a 16-row pack kernel (rows 0, 4, 8,
-// 12, w advanced by 4·stride each) and the address of row r.
-func q4kRows(w, stride Register) ([]Register, func(r int) Mem) {
-	s3 := GP64()
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
-	base := []Register{w, GP64(), GP64(), GP64()}
-	for i := 1; i < 4; i++ {
-		LEAQ(Mem{Base: base[i-1], Index: stride, Scale: 4}, base[i])
-	}
-	return base, func(r int) Mem {
-		b := base[r/4]
-		switch r % 4 {
-		case 0:
-			return Mem{Base: b}
-		case 1:
-			return Mem{Base: b, Index: stride, Scale: 1}
-		case 2:
-			return Mem{Base: b, Index: stride, Scale: 2}
-		}
-		return Mem{Base: b, Index: s3, Scale: 1}
-	}
 }
 
 // q4kTranspose transposes the 8 ZMM a (row p in the low half of a[p], row
@@ -697,15 +654,17 @@ func q6kgemmTile(nt int) {
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
-	dst := Load(Param("dst").Base(), GP64())
-	ldd := Load(Param("ldd"), GP64())
-	SHLQ(U8(2), ldd)
-	for t := range s {
-		VMOVUPS(s[t], Mem{Base: dst})
-		if t+1 < nt {
-			ADDQ(ldd, dst)
-		}
+	storeTileRows(s)
+}
+
+// bitTo4 shifts the dwords of v left or right so that bit b moves to bit 4
+// (VPSLLD or VPSRLD, nothing for b = 4); the caller masks off the bits
+// that crossed from the neighbouring bytes.
+func bitTo4(v VecVirtual, b int) {
+	switch {
+	case b < 4:
+		VPSLLD(U8(4-b), v, v)
+	case b > 4:
+		VPSRLD(U8(b-4), v, v)
 	}
-	VZEROUPPER()
-	RET()
 }

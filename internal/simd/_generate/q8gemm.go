@@ -96,24 +96,7 @@ func q8gemmPack() {
 	w := Load(Param("w").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
 	nb := Load(Param("nb"), GP64())
-	s3 := GP64()
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
-	base := []Register{w, GP64(), GP64(), GP64()} // rows 0, 4, 8, 12
-	for i := 1; i < 4; i++ {
-		LEAQ(Mem{Base: base[i-1], Index: stride, Scale: 4}, base[i])
-	}
-	row := func(r int) Mem {
-		b := base[r/4]
-		switch r % 4 {
-		case 0:
-			return Mem{Base: b}
-		case 1:
-			return Mem{Base: b, Index: stride, Scale: 1}
-		case 2:
-			return Mem{Base: b, Index: stride, Scale: 2}
-		}
-		return Mem{Base: b, Index: s3, Scale: 1}
-	}
+	base, row := packRows(w, stride, 16)
 	f := ZMM()
 	VPBROADCASTD(flip, f)
 	var it [3][2]VecVirtual
@@ -165,6 +148,31 @@ func q8gemmPack() {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// packRows returns the row pointers of a pack kernel over rows weight
+// rows stride bytes apart from w (rows 0, 4, 8, …: w and w advanced by
+// 4·stride each; rows a multiple of 4) and the address of row r.
+func packRows(w, stride Register, rows int) ([]Register, func(r int) Mem) {
+	s3 := GP64()
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
+	base := []Register{w}
+	for i := 1; i < rows/4; i++ {
+		base = append(base, GP64())
+		LEAQ(Mem{Base: base[i-1], Index: stride, Scale: 4}, base[i])
+	}
+	return base, func(r int) Mem {
+		b := base[r/4]
+		switch r % 4 {
+		case 0:
+			return Mem{Base: b}
+		case 1:
+			return Mem{Base: b, Index: stride, Scale: 1}
+		case 2:
+			return Mem{Base: b, Index: stride, Scale: 2}
+		}
+		return Mem{Base: b, Index: s3, Scale: 1}
+	}
 }
 
 // q8gemmTile writes q8gemmTile<nt>VNNI.
@@ -302,16 +310,19 @@ func q8gTileLoops(name string, nt int, vec func() VecVirtual, pp, nb Register, q
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
+	for t := range sum {
+		VADDPS(s[t], sum[t], sum[t])
+	}
+	storeTileRows(sum)
+}
+
+// storeTileRows stores vs[t] to the kernel's dst[t·ldd:] (its dst and
+// ldd parameters, ldd in float32s) for every t, and returns.
+func storeTileRows(vs []VecVirtual) {
 	dst := Load(Param("dst").Base(), GP64())
 	ldd := Load(Param("ldd"), GP64())
 	SHLQ(U8(2), ldd)
-	for t := range sum {
-		VADDPS(s[t], sum[t], sum[t])
-		VMOVUPS(sum[t], Mem{Base: dst})
-		if t+1 < nt {
-			ADDQ(ldd, dst)
-		}
-	}
+	eachRow(dst, ldd, len(vs), func(t int) { VMOVUPS(vs[t], Mem{Base: dst}) })
 	VZEROUPPER()
 	RET()
 }
@@ -358,25 +369,7 @@ func q8gemmPackAVX2() {
 	w := Load(Param("w").Base(), GP64())
 	stride := Load(Param("stride"), GP64())
 	nb := Load(Param("nb"), GP64())
-	s3 := GP64()
-	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, s3)
-	w4 := GP64()
-	LEAQ(Mem{Base: w, Index: stride, Scale: 4}, w4)
-	row := func(r int) Mem {
-		b := w
-		if r >= 4 {
-			b = w4
-		}
-		switch r % 4 {
-		case 0:
-			return Mem{Base: b}
-		case 1:
-			return Mem{Base: b, Index: stride, Scale: 1}
-		case 2:
-			return Mem{Base: b, Index: stride, Scale: 2}
-		}
-		return Mem{Base: b, Index: s3, Scale: 1}
-	}
+	base, row := packRows(w, stride, 8)
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
@@ -411,8 +404,9 @@ func q8gemmPackAVX2() {
 		MOVWLZX(row(r), t)
 		MOVW(t.As16(), Mem{Base: d, Disp: q8gScalesAtAVX2 + 2*r})
 	}
-	ADDQ(U8(34), w)
-	ADDQ(U8(34), w4)
+	for _, b := range base {
+		ADDQ(U8(34), b)
+	}
 	ADDQ(U32(q8gPanelBlockAVX2), d)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))

@@ -9,7 +9,7 @@ import (
 
 // The int8 tile GEMMs behind MatMulQ4KQ8K, MatMulQ5KQ8K and MatMulQ6KQ8K
 // (kernels in _generate/q4kgemm.go): the weight rows are packed
-// q4kgChunkBytes of panels at a time (16 rows each, so that a chunk stays
+// tileChunkBytes of panels at a time (16 rows each, so that a chunk stays
 // in L2), and every group of up to four token rows meets every panel of
 // the chunk; without VNNI the AVX2 tiles (below) take panels of 8 rows and
 // pairs of token rows. Rows past the last whole panel take the one-row
@@ -24,7 +24,6 @@ const (
 	q4kgPanelBlock = 2496
 	q5kgPanelBlock = 4544
 	q6kgPanelBlock = 4928
-	q4kgChunkBytes = 1 << 19
 )
 
 // q4kgMinTokens, q5kgMinTokens and q6kgMinTokens are the fewest token rows
@@ -129,43 +128,30 @@ func q4kgPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 	defer q4kgPool.Put(s)
 	rb, qb, pb := nb*q4KBlockBytes, nb*Q8KBlockBytes, nb*q4kgPanelBlock // pb: bytes of one panel
 	pack, tiles := q4kgemmPackVNNI, &q4kgTiles
-	q6 := typ == 6
 	switch typ {
 	case 5:
 		rb, pb, pack, tiles = nb*q5KBlockBytes, nb*q5kgPanelBlock, q5kgemmPackVNNI, &q5kgTiles
 	case 6:
 		rb, pb, pack = nb*q6KBlockBytes, nb*q6kgPanelBlock, q6kgemmPackVNNI
 	}
-	per := max(1, q4kgChunkBytes/pb)
-	if n := min(per, (r1-r0)/q4kgRows) * pb; cap(s.panels) < n {
-		s.panels = make([]byte, n)
+	tile := func(d []float32, t, n int, p []byte) { q6kgTiles[n](d, ldd, p, q[t*qb:], qb, nb) }
+	if typ != 6 {
+		ac := s.acts(q, nt, nb)
+		tile = func(d []float32, t, n int, p []byte) { tiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb) }
 	}
-	var ac []int32
-	if !q6 {
-		if n := nt * nb * 8; cap(s.ac) < n {
-			s.ac = make([]int32, n)
-		}
-		ac = s.ac[:nt*nb*8]
-		q4kgActs(ac, q, nt*nb)
+	tilePanels(&s.panels, dst, ldd, nt, w, rb, r0, r1, q4kgRows, pb, 4,
+		func(p, w []byte) { pack(p, w, rb, nb) }, tile)
+}
+
+// acts returns the activation terms of the nt token rows of q (nb Q8_K
+// blocks each) in s's buffer (q4kgActs).
+func (s *q4kgScratch) acts(q []byte, nt, nb int) []int32 {
+	if n := nt * nb * 8; cap(s.ac) < n {
+		s.ac = make([]int32, n)
 	}
-	for rc := r0; rc < r1; rc += per * q4kgRows {
-		np := min(per, (r1-rc)/q4kgRows)
-		panels := s.panels[:np*pb]
-		for i := 0; i < np; i++ {
-			pack(panels[i*pb:(i+1)*pb], w[(rc+i*q4kgRows)*rb:], rb, nb)
-		}
-		for t := 0; t < nt; t += 4 {
-			n := min(4, nt-t)
-			for i := 0; i < np; i++ {
-				d, p := dst[t*ldd+rc+i*q4kgRows:], panels[i*pb:(i+1)*pb]
-				if q6 {
-					q6kgTiles[n](d, ldd, p, q[t*qb:], qb, nb)
-				} else {
-					tiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb)
-				}
-			}
-		}
-	}
+	ac := s.ac[:nt*nb*8]
+	q4kgActs(ac, q, nt*nb)
+	return ac
 }
 
 // q4kgActs sets ac, per Q8_K block of q (n of them), to 8 int32: the
@@ -189,7 +175,7 @@ func q4kgActs(ac []int32, q []byte, n int) {
 
 // The avx2 set's tile GEMM for q4_K (kernels in _generate/kq8avx2.go; the
 // avx512 set without VNNI takes it too): panels of 8 rows packed
-// q4kgChunkBytes at a time by q4kgemmPackAVX2, every pair of token rows
+// tileChunkBytes at a time by q4kgemmPackAVX2, every pair of token rows
 // meeting every panel of the chunk (q4kgemmTile1AVX2, q4kgemmTile2AVX2).
 
 // q4kaRows is the rows of an AVX2 panel, q4kaPanelBlock the bytes of one
@@ -243,7 +229,6 @@ const (
 // (q5kaCodesAVX2) into rows (kaRowBytes a row), transposed by
 // q8gemmPackAVX2, then q4_K's scale and min pairs, d and dmin.
 func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
-	le := binary.LittleEndian
 	var rows [q4kaRows * kaRowBytes]byte
 	for b := 0; b < nb; b++ {
 		out := dst[b*q5kaPanelBlock : (b+1)*q5kaPanelBlock]
@@ -251,15 +236,7 @@ func q5kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 			row := rows[r*kaRowBytes : (r+1)*kaRowBytes]
 			blk := w[r*stride+b*q5KBlockBytes : r*stride+(b+1)*q5KBlockBytes]
 			q5kaCodesAVX2(row, blk)
-			sc, mn := q4KScaleMins(blk)
-			for g := 0; g < 8; g++ {
-				le.PutUint32(out[q5kaScalesAt+32*g+4*r:], uint32(sc[g])*0x10001)
-			}
-			for k := 0; k < 4; k++ {
-				le.PutUint32(out[q5kaMinsAt+32*k+4*r:], uint32(mn[2*k])|uint32(mn[2*k+1])<<16)
-			}
-			copy(out[q5kaDAt+2*r:q5kaDAt+2*r+2], blk[0:2])
-			copy(out[q5kaDminAt+2*r:q5kaDminAt+2*r+2], blk[2:4])
+			kaPutScaleMins(out, blk, r, q5kaScalesAt, q5kaMinsAt, q5kaDAt, q5kaDminAt)
 		}
 		q8gemmPackAVX2(out, rows[:], kaRowBytes, 8)
 	}
@@ -298,18 +275,27 @@ func q4kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 			q8gemmPackAVX2(out[256*i:], w[b*q4KBlockBytes+16+32*i-2:], stride, 1)
 		}
 		for r := 0; r < q4kaRows; r++ {
-			blk := w[r*stride+b*q4KBlockBytes:]
-			sc, mn := q4KScaleMins(blk)
-			for g := 0; g < 8; g++ {
-				binary.LittleEndian.PutUint32(out[q4kaScalesAt+32*g+4*r:], uint32(sc[g])*0x10001)
-			}
-			for k := 0; k < 4; k++ {
-				binary.LittleEndian.PutUint32(out[q4kaMinsAt+32*k+4*r:], uint32(mn[2*k])|uint32(mn[2*k+1])<<16)
-			}
-			copy(out[q4kaDAt+2*r:q4kaDAt+2*r+2], blk[0:2])
-			copy(out[q4kaDminAt+2*r:q4kaDminAt+2*r+2], blk[2:4])
+			kaPutScaleMins(out, w[r*stride+b*q4KBlockBytes:], r, q4kaScalesAt, q4kaMinsAt, q4kaDAt, q4kaDminAt)
 		}
 	}
+}
+
+// kaPutScaleMins writes row r's part of the scales of a q4_K or q5_K
+// super-block blk (the same 12 scale bytes after d and dmin) into the
+// super-block out of an AVX2 panel, at its layout's offsets: the int16
+// pairs (sc_g, sc_g) at scalesAt, (m_2k, m_2k+1) at minsAt, d at dAt and
+// dmin at dminAt, lane r of each YMM.
+func kaPutScaleMins(out, blk []byte, r, scalesAt, minsAt, dAt, dminAt int) {
+	le := binary.LittleEndian
+	sc, mn := q4KScaleMins(blk)
+	for g := 0; g < 8; g++ {
+		le.PutUint32(out[scalesAt+32*g+4*r:], uint32(sc[g])*0x10001)
+	}
+	for k := 0; k < 4; k++ {
+		le.PutUint32(out[minsAt+32*k+4*r:], uint32(mn[2*k])|uint32(mn[2*k+1])<<16)
+	}
+	copy(out[dAt+2*r:dAt+2*r+2], blk[0:2])
+	copy(out[dminAt+2*r:dminAt+2*r+2], blk[2:4])
 }
 
 // q4kaPanels runs the AVX2 tile GEMM over rows [r0, r1), whole panels, of
@@ -322,28 +308,10 @@ func q4kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 i
 	if q5 {
 		rb, pb, pack, tiles = nb*q5KBlockBytes, nb*q5kaPanelBlock, q5kgemmPackAVX2, &q5kaTiles
 	}
-	per := max(1, q4kgChunkBytes/pb)
-	if n := min(per, (r1-r0)/q4kaRows) * pb; cap(s.panels) < n {
-		s.panels = make([]byte, n)
-	}
-	if n := nt * nb * 8; cap(s.ac) < n {
-		s.ac = make([]int32, n)
-	}
-	ac := s.ac[:nt*nb*8]
-	q4kgActs(ac, q, nt*nb)
-	for rc := r0; rc < r1; rc += per * q4kaRows {
-		np := min(per, (r1-rc)/q4kaRows)
-		panels := s.panels[:np*pb]
-		for i := 0; i < np; i++ {
-			pack(panels[i*pb:(i+1)*pb], w[(rc+i*q4kaRows)*rb:], rb, nb)
-		}
-		for t := 0; t < nt; t += 2 {
-			tile := tiles[min(2, nt-t)]
-			for i := 0; i < np; i++ {
-				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, ac[t*nb*8:], nb)
-			}
-		}
-	}
+	ac := s.acts(q, nt, nb)
+	tilePanels(&s.panels, dst, ldd, nt, w, rb, r0, r1, q4kaRows, pb, 2,
+		func(p, w []byte) { pack(p, w, rb, nb) },
+		func(d []float32, t, n int, p []byte) { tiles[n](d, ldd, p, q[t*qb:], qb, ac[t*nb*8:], nb) })
 }
 
 // q6kaPanelBlock is the bytes of one super-block of an AVX2 q6_K panel,
@@ -393,24 +361,10 @@ func q6kgemmPackAVX2(dst []byte, w []byte, stride, nb int) {
 func q6kaPanels(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
 	s := q4kgPool.Get().(*q4kgScratch)
 	defer q4kgPool.Put(s)
-	rb, qb, pb := nb*q6KBlockBytes, nb*Q8KBlockBytes, nb*q6kaPanelBlock
-	per := max(1, q4kgChunkBytes/pb)
-	if n := min(per, (r1-r0)/q4kaRows) * pb; cap(s.panels) < n {
-		s.panels = make([]byte, n)
-	}
-	for rc := r0; rc < r1; rc += per * q4kaRows {
-		np := min(per, (r1-rc)/q4kaRows)
-		panels := s.panels[:np*pb]
-		for i := 0; i < np; i++ {
-			q6kgemmPackAVX2(panels[i*pb:(i+1)*pb], w[(rc+i*q4kaRows)*rb:], rb, nb)
-		}
-		for t := 0; t < nt; t += 2 {
-			tile := q6kaTiles[min(2, nt-t)]
-			for i := 0; i < np; i++ {
-				tile(dst[t*ldd+rc+i*q4kaRows:], ldd, panels[i*pb:(i+1)*pb], q[t*qb:], qb, nb)
-			}
-		}
-	}
+	rb, qb := nb*q6KBlockBytes, nb*Q8KBlockBytes
+	tilePanels(&s.panels, dst, ldd, nt, w, rb, r0, r1, q4kaRows, nb*q6kaPanelBlock, 2,
+		func(p, w []byte) { q6kgemmPackAVX2(p, w, rb, nb) },
+		func(d []float32, t, n int, p []byte) { q6kaTiles[n](d, ldd, p, q[t*qb:], qb, nb) })
 }
 
 // q5kaCodesGeneric is q5kaCodesAVX2's twin: the 256 codes of the q5_K

@@ -5,13 +5,15 @@ package simd
 import "sync"
 
 // The int8 tile GEMM behind MatMulQ80Q80 (kernels in _generate/q8gemm.go):
-// the weight rows are packed q8gChunkBytes of panels at a time (16 rows
+// the weight rows are packed tileChunkBytes of panels at a time (16 rows
 // each with AVX-512 VNNI, 8 on AVX2, so that a chunk stays in L2), and
 // every group of token rows (up to 4, on AVX2 2) meets every panel of the
 // chunk. Rows past the last whole panel take DotQ80Q80Rows per token row;
 // all give DotQ80Q80's bits.
 
-const q8gChunkBytes = 1 << 19
+// tileChunkBytes is about the bytes of panels the tile GEMMs pack at a
+// time (tilePanels), so that a chunk stays in L2.
+const tileChunkBytes = 1 << 19
 
 // q8gKernels are one kernel set's panel packer and tiles.
 type q8gKernels struct {
@@ -77,27 +79,40 @@ func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []
 	s := q8gPool.Get().(*q8gScratch)
 	defer q8gPool.Put(s)
 	rb := nb * Q80BlockBytes
-	pb := nb * k.block // bytes of one panel
-	per := max(1, q8gChunkBytes/pb)
-	if n := min(per, (r1-r0)/k.rows) * pb; cap(s.panels) < n {
-		s.panels = make([]byte, n)
-	}
 	if n := nt * nb * 2; cap(s.ac) < n {
 		s.ac = make([]int32, n)
 	}
 	ac := s.ac[:nt*nb*2]
 	q8gemmActsAVX2(ac, q, nt*nb)
 	maxT := len(k.tiles) - 1
-	for rc := r0; rc < r1; rc += per * k.rows {
-		np := min(per, (r1-rc)/k.rows)
-		panels := s.panels[:np*pb]
+	tilePanels(&s.panels, dst, ldd, nt, w, rb, r0, r1, k.rows, nb*k.block, maxT,
+		func(p, w []byte) { k.pack(p, w, rb, nb) },
+		func(d []float32, t, n int, p []byte) { k.tiles[n](d, ldd, p, q[t*rb:], rb, ac[t*nb*2:], nb) })
+}
+
+// tilePanels is the tile GEMMs' loop over weight rows [r0, r1), whole
+// panels of rows weight rows (rb bytes each, from w): the panels (pb bytes
+// each; pack(p, w) packs the panel of the rows from w into p) are packed
+// about tileChunkBytes at a time into *panels, so that a chunk stays in
+// L2, and every group of up to maxT token rows meets every panel of the
+// chunk: tile(d, t, n, p) multiplies token rows t..t+n-1 by panel p into
+// d, token row t's dst from the panel's first row.
+func tilePanels(panels *[]byte, dst []float32, ldd, nt int, w []byte, rb, r0, r1, rows, pb, maxT int,
+	pack func(p, w []byte), tile func(d []float32, t, n int, p []byte)) {
+	per := max(1, tileChunkBytes/pb)
+	if n := min(per, (r1-r0)/rows) * pb; cap(*panels) < n {
+		*panels = make([]byte, n)
+	}
+	for rc := r0; rc < r1; rc += per * rows {
+		np := min(per, (r1-rc)/rows)
+		ps := (*panels)[:np*pb]
 		for i := 0; i < np; i++ {
-			k.pack(panels[i*pb:(i+1)*pb], w[(rc+i*k.rows)*rb:], rb, nb)
+			pack(ps[i*pb:(i+1)*pb], w[(rc+i*rows)*rb:])
 		}
 		for t := 0; t < nt; t += maxT {
-			tile := k.tiles[min(maxT, nt-t)]
+			n := min(maxT, nt-t)
 			for i := 0; i < np; i++ {
-				tile(dst[t*ldd+rc+i*k.rows:], ldd, panels[i*pb:(i+1)*pb], q[t*rb:], rb, ac[t*nb*2:], nb)
+				tile(dst[t*ldd+rc+i*rows:], t, n, ps[i*pb:(i+1)*pb])
 			}
 		}
 	}

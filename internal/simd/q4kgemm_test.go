@@ -115,26 +115,7 @@ func q4kgemmWeights(r *rand.Rand, n int) []byte {
 // 127 and −127, an all-zero block, and random blocks elsewhere.
 func kgemmCase(r *rand.Rand, k kgemmKind, nt, rows, nb int) (q, w []byte) {
 	w = k.weights(r, rows*nb)
-	x := randF32(r, nt*nb*kBlockSize)
-	for b := 0; b < nt*nb; b++ {
-		xb := x[kBlockSize*b : kBlockSize*(b+1)]
-		switch b % 5 {
-		case 1: // codes ±127
-			for j := range xb {
-				xb[j] = float32(1 - 2*(j&1))
-			}
-		case 2: // codes 127
-			for j := range xb {
-				xb[j] = 3
-			}
-		case 3: // codes −127
-			for j := range xb {
-				xb[j] = -0.5
-			}
-		case 4: // a zero block
-			clear(xb)
-		}
-	}
+	x := extremeActivations(r, nt*nb, kBlockSize)
 	q = make([]byte, nt*nb*Q8KBlockBytes)
 	QuantizeQ8K(q, x)
 	return q, w

@@ -30,9 +30,19 @@ func q8gemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
 			binary.LittleEndian.PutUint16(blk, 0)
 		}
 	}
-	x := randF32(r, nt*nb*32)
-	for b := 0; b < nt*nb; b++ {
-		xb := x[32*b : 32*b+32]
+	x := extremeActivations(r, nt*nb, 32)
+	q = make([]byte, nt*nb*Q80BlockBytes)
+	QuantizeQ80(q, x)
+	return q, w
+}
+
+// extremeActivations returns blocks blocks of size random values, every
+// fifth block from the second on quantizing to codes ±127 alternating,
+// then 127 throughout, −127 throughout, and an all-zero block.
+func extremeActivations(r *rand.Rand, blocks, size int) []float32 {
+	x := randF32(r, blocks*size)
+	for b := 0; b < blocks; b++ {
+		xb := x[size*b : size*(b+1)]
 		switch b % 5 {
 		case 1: // codes ±127
 			for j := range xb {
@@ -50,9 +60,7 @@ func q8gemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
 			clear(xb)
 		}
 	}
-	q = make([]byte, nt*nb*Q80BlockBytes)
-	QuantizeQ80(q, x)
-	return q, w
+	return x
 }
 
 // TestMatMulQ80Q80 checks MatMulQ80Q80 against DotQ80Q80 and its Go twin

@@ -6238,10 +6238,10 @@ q4kgemmTile1AVX2_loop:
 	VCVTDQ2PS    Y2, Y2
 	VMULPS       Y2, Y3, Y3
 	VADDPS       Y3, Y1, Y1
-	VMULPS       Y6, Y4, Y3
+	VMULPS       Y6, Y4, Y2
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y5, Y3, Y3
-	VSUBPS       Y3, Y1, Y1
+	VMULPS       Y5, Y2, Y2
+	VSUBPS       Y2, Y1, Y1
 	ADDQ         $0x000005a0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x20, DX
@@ -6851,10 +6851,10 @@ q4kgemmTile2AVX2_loop:
 	VCVTDQ2PS    Y3, Y3
 	VMULPS       Y3, Y9, Y9
 	VADDPS       Y9, Y1, Y1
-	VMULPS       Y8, Y6, Y9
+	VMULPS       Y8, Y6, Y3
 	VCVTDQ2PS    Y7, Y7
-	VMULPS       Y7, Y9, Y9
-	VSUBPS       Y9, Y1, Y1
+	VMULPS       Y7, Y3, Y3
+	VSUBPS       Y3, Y1, Y1
 	VPBROADCASTD 4(DI), Y3
 	VPMADDWD     1280(AX), Y3, Y3
 	VPBROADCASTD 8(DI), Y7
@@ -6871,10 +6871,10 @@ q4kgemmTile2AVX2_loop:
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y4, Y5, Y5
 	VADDPS       Y5, Y2, Y2
-	VMULPS       Y7, Y6, Y5
+	VMULPS       Y7, Y6, Y4
 	VCVTDQ2PS    Y3, Y3
-	VMULPS       Y3, Y5, Y5
-	VSUBPS       Y5, Y2, Y2
+	VMULPS       Y3, Y4, Y4
+	VSUBPS       Y4, Y2, Y2
 	ADDQ         $0x000005a0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x20, BX
@@ -7197,10 +7197,10 @@ q5kgemmTile1AVX2_loop:
 	VCVTDQ2PS    Y1, Y1
 	VMULPS       Y1, Y2, Y2
 	VADDPS       Y2, Y0, Y0
-	VMULPS       Y5, Y3, Y2
+	VMULPS       Y5, Y3, Y1
 	VCVTDQ2PS    Y4, Y4
-	VMULPS       Y4, Y2, Y2
-	VSUBPS       Y2, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VSUBPS       Y1, Y0, Y0
 	ADDQ         $0x00000aa0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x20, DX
@@ -7733,10 +7733,10 @@ q5kgemmTile2AVX2_loop:
 	VCVTDQ2PS    Y2, Y2
 	VMULPS       Y2, Y8, Y8
 	VADDPS       Y8, Y0, Y0
-	VMULPS       Y7, Y5, Y8
+	VMULPS       Y7, Y5, Y2
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y6, Y8, Y8
-	VSUBPS       Y8, Y0, Y0
+	VMULPS       Y6, Y2, Y2
+	VSUBPS       Y2, Y0, Y0
 	VPBROADCASTD 4(DI), Y2
 	VPMADDWD     2560(AX), Y2, Y2
 	VPBROADCASTD 8(DI), Y6
@@ -7753,10 +7753,10 @@ q5kgemmTile2AVX2_loop:
 	VCVTDQ2PS    Y3, Y3
 	VMULPS       Y3, Y4, Y4
 	VADDPS       Y4, Y1, Y1
-	VMULPS       Y6, Y5, Y4
+	VMULPS       Y6, Y5, Y3
 	VCVTDQ2PS    Y2, Y2
-	VMULPS       Y2, Y4, Y4
-	VSUBPS       Y4, Y1, Y1
+	VMULPS       Y2, Y3, Y3
+	VSUBPS       Y3, Y1, Y1
 	ADDQ         $0x00000aa0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x20, BX
@@ -8103,10 +8103,10 @@ q6kgemmTile1AVX2_loop:
 	VPSLLD       $0x05, Y3, Y3
 	VPSUBD       Y3, Y1, Y1
 	VBROADCASTSS (CX), Y3
-	VMULPS       Y3, Y2, Y3
+	VMULPS       Y3, Y2, Y2
 	VCVTDQ2PS    Y1, Y1
-	VMULPS       Y1, Y3, Y3
-	VADDPS       Y3, Y0, Y0
+	VMULPS       Y1, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 	ADDQ         $0x00000c10, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX

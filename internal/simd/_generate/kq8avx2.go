@@ -170,17 +170,7 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 			VPMADDWD(Mem{Base: pp, Disp: minsAt + 32*k}, x, x)
 			VPADDD(x, mn, mn)
 		}
-		y := YMM()
-		VBROADCASTSS(Mem{Base: acs[t]}, y)
-		a := YMM()
-		VMULPS(y, dd, a) // d·yd
-		VCVTDQ2PS(sum[t], sum[t])
-		VMULPS(sum[t], a, a)
-		VADDPS(a, s[t], s[t])
-		VMULPS(y, dm, a) // dmin·yd
-		VCVTDQ2PS(mn, mn)
-		VMULPS(mn, a, a)
-		VSUBPS(a, s[t], s[t])
+		kFinish(YMM, Mem{Base: acs[t]}, dd, dm, sum[t], mn, s[t])
 	}
 	ADDQ(U32(block), pp)
 	for t := range qs {
@@ -305,12 +295,7 @@ func q6kgemmTileAVX2(nt int) {
 		}
 		VPSLLD(U8(5), mn, mn)
 		VPSUBD(mn, sum[t], sum[t]) // Σ sc·(c−32)·a
-		y := YMM()
-		VBROADCASTSS(Mem{Base: qs[t]}, y)
-		VMULPS(y, dd, y) // d·yd
-		VCVTDQ2PS(sum[t], sum[t])
-		VMULPS(sum[t], y, y)
-		VADDPS(y, s[t], s[t])
+		kFinish(YMM, Mem{Base: qs[t]}, dd, nil, sum[t], nil, s[t])
 	}
 	ADDQ(U32(q6kaPanelBlock), pp)
 	for t := range qs {

@@ -359,16 +359,7 @@ func q4kgemmTile(nt int, mask Mem, ly kgLayout) {
 	VCVTPH2PS(Mem{Base: pp, Disp: ly.dAt}, dv)
 	VCVTPH2PS(Mem{Base: pp, Disp: ly.dminAt}, dm)
 	for t := range s {
-		y, a, b := ZMM(), ZMM(), ZMM()
-		VBROADCASTSS(Mem{Base: acs[t]}, y)
-		VMULPS(y, dv, a)            // d·y
-		VCVTDQ2PS(sum[t], sum[t])   // float32(S)
-		VMULPS(sum[t], a, a)        // (d·y)·S
-		VADDPS(a, s[t], s[t])       // s += …
-		VMULPS(y, dm, b)            // dmin·y
-		VCVTDQ2PS(mins[t], mins[t]) // float32(M)
-		VMULPS(mins[t], b, b)       // (dmin·y)·M
-		VSUBPS(b, s[t], s[t])       // s −= …
+		kFinish(ZMM, Mem{Base: acs[t]}, dv, dm, sum[t], mins[t], s[t])
 	}
 	ADDQ(U32(ly.panelBlock), pp)
 	for t := range qs {
@@ -639,12 +630,7 @@ func q6kgemmTile(nt int) {
 	for t := range s {
 		VPSLLD(U8(5), bs[t], bs[t])
 		VPSUBD(bs[t], sum[t], sum[t]) // S
-		y, a := ZMM(), ZMM()
-		VBROADCASTSS(Mem{Base: qs[t]}, y)
-		VMULPS(y, dv, a)          // d·y
-		VCVTDQ2PS(sum[t], sum[t]) // float32(S)
-		VMULPS(sum[t], a, a)      // (d·y)·S
-		VADDPS(a, s[t], s[t])     // s += …
+		kFinish(ZMM, Mem{Base: qs[t]}, dv, nil, sum[t], nil, s[t])
 	}
 	ADDQ(U32(q6kgPanelBlock), pp)
 	for t := range qs {
@@ -667,4 +653,28 @@ func bitTo4(v VecVirtual, b int) {
 	case b > 4:
 		VPSRLD(U8(b-4), v, v)
 	}
+}
+
+// kFinish adds one token row's term of a super-block to s, lane by lane,
+// in the one-row K-quant dots' float steps: s += (d·y)·float32(S), then,
+// with mins (q4_K, q5_K; nil for q6_K), s −= (dmin·y)·float32(M), every
+// product rounded (VMULPS, no fused multiply-add). y is the token row's
+// Q8_K d (float32 at ym), d and dmin the rows' (converted); S and M are
+// the exact int32 sums (converted in place). vec makes the vectors (ZMM
+// or YMM).
+func kFinish(vec func() VecVirtual, ym Mem, d, dmin, sum, mins, s VecVirtual) {
+	y, a := vec(), vec()
+	VBROADCASTSS(ym, y)
+	VMULPS(y, d, a)     // d·y
+	VCVTDQ2PS(sum, sum) // float32(S)
+	VMULPS(sum, a, a)   // (d·y)·S
+	VADDPS(a, s, s)     // s += …
+	if mins == nil {
+		return
+	}
+	b := vec()
+	VMULPS(y, dmin, b)    // dmin·y
+	VCVTDQ2PS(mins, mins) // float32(M)
+	VMULPS(mins, b, b)    // (dmin·y)·M
+	VSUBPS(b, s, s)       // s −= …
 }

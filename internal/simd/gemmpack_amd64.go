@@ -24,7 +24,7 @@ import (
 // panels (32 weight rows) at a time (gemmP<M>x32AVX512, the last odd panel
 // gemmP<M>x16AVX512): every output takes the same fused multiply-adds in the
 // same order as with the AVX2 kernels, so the results are the same bits.
-// The Zen 4 choice keeps the AVX2 micro-kernels (gemm512).
+// The Zen 4 choice takes them in blocks of 6 token rows (gemm512Tokens).
 //
 // F32 weights keep the 4×3 path: internal/train's recorded trajectories
 // depend on its arithmetic.
@@ -70,21 +70,7 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 				}
 				transpose8F32AVX2(&wp[(p-rc)*kn], 16, &tmp[0], kn, 16, kn)
 			}
-			if gemm512() {
-				for t := 0; t < nt; t += 12 {
-					m := min(12, nt-t)
-					for p := rc; p < re; p += 32 {
-						gemmP512(m, re-p >= 32, c0 > 0, &dst[t*ldd+p], ldd, &x[t*cols+c0], cols, &wp[(p-rc)*kn], kn)
-					}
-				}
-				continue
-			}
-			for t := 0; t < nt; t += 6 {
-				m := min(6, nt-t)
-				for p := rc; p < re; p += 16 {
-					gemmP(m, c0 > 0, &dst[t*ldd+p], ldd, &x[t*cols+c0], cols, &wp[(p-rc)*kn], kn)
-				}
-			}
+			gemmPanels(dst, ldd, x, nt, cols, c0, wp, kn, re-rc, rc)
 		}
 		if n8 < cols {
 			for t := 0; t < nt; t++ {
@@ -109,12 +95,11 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 // at 16, 1.21/1.02–1.04× at 32, 1.57× (Xeon) at 64; BF16 1.07/1.10–1.19× at
 // 32; Q8_0 1.07/0.98–1.29× at 16, 1.66/1.35–1.49× at 32.
 //
-// On an AMD Zen 4 (the avx512-zen4 choice) the AVX-512 micro-kernels ran
-// 0.95–0.98× the AVX2 ones from 64 token rows (BenchmarkMatMulPacked, one
-// core, idle: F16 at 512 tokens 97.9 against 102.6 GFLOP/s, Q8_0 99.0
-// against 103.5), as its F16 dots did (its 512-bit operations take two
-// passes through 256-bit units), so the packed path takes the AVX2 ones
-// there (gemm512). Its F16 4×3 path, about 100 GFLOP/s from 32 token rows
+// On an AMD Zen 4 (the avx512-zen4 choice) the AVX-512 micro-kernels in
+// blocks of 12 token rows ran 0.95–0.98× the AVX2 ones from 64 token rows
+// (BenchmarkMatMulPacked, one core, idle: F16 at 512 tokens 97.9 against
+// 102.6 GFLOP/s, Q8_0 99.0 against 103.5); in blocks of 6 they run
+// 1.03–1.04× (gemm512Tokens). Its F16 4×3 path, about 100 GFLOP/s from 32 token rows
 // on, matched or beat the packing up to 512 (103 against 95 GFLOP/s at 128
 // tokens; in the 1B model's prefill of 128 tokens 1.05–1.14×), so the Zen
 // 4 choice packs binary16 weights from packTokensF16Zen4 on (bfloat16 from
@@ -160,10 +145,47 @@ func packTokens(q80, bf16 bool) int {
 	return packTokensF16AVX2
 }
 
-// gemm512 reports whether the packed path multiplies in the AVX-512
-// micro-kernels (gemmP<M>x32AVX512): on the avx512 set but for the Zen 4
-// choice, which takes the AVX2 ones (the same bits either way).
-func gemm512() bool { return useAVX512 && !zen4Enabled() }
+// gemmPanels multiplies the nr packed weight rows in wp (panels of 16
+// rows × kn columns, from column c0; nr a multiple of 16) with the nt token
+// rows of x, into dst's columns from p0, adding to them unless c0 is 0:
+// with AVX-512 two panels (32 weight rows) at a time, in blocks of
+// gemm512Tokens() token rows (gemmP<M>x32AVX512); otherwise one panel and
+// up to 6 token rows (gemmP<M>x16AVX2). Either way the same bits.
+func gemmPanels(dst []float32, ldd int, x []float32, nt, cols, c0 int, wp []float32, kn, nr, p0 int) {
+	acc := c0 > 0
+	mt := 6
+	if useAVX512 {
+		mt = gemm512Tokens()
+	}
+	for t := 0; t < nt; t += mt {
+		m := min(mt, nt-t)
+		if useAVX512 {
+			for p := 0; p < nr; p += 32 {
+				gemmP512(m, nr-p >= 32, acc, &dst[t*ldd+p0+p], ldd, &x[t*cols+c0], cols, &wp[p*kn], kn)
+			}
+		} else {
+			for p := 0; p < nr; p += 16 {
+				gemmP(m, acc, &dst[t*ldd+p0+p], ldd, &x[t*cols+c0], cols, &wp[p*kn], kn)
+			}
+		}
+	}
+}
+
+// gemm512Tokens is the token rows of an AVX-512 micro-kernel's block: 12
+// (24 accumulators, 14 loads to 24 fused multiply-adds a column), but 6 on
+// the Zen 4 choice. A Zen 4 core takes each 512-bit operation in two
+// passes through its 256-bit units; there the 6-row kernels (12
+// accumulators) ran 1.03–1.04× the AVX2 6×16 ones and the 12-row kernels
+// 0.95× (BenchmarkMatMulPacked, one core: F16 at 512 tokens 108.0–108.4
+// against 104.2–104.4 GFLOP/s; in a loop over one panel in L1, 6 rows 116
+// and 12 rows 106 GFLOP/s, the AVX2 kernel 110–112, of a peak of 117 at
+// 3.66 GHz).
+func gemm512Tokens() int {
+	if zen4Enabled() {
+		return 6
+	}
+	return 12
+}
 
 // packChunk is the weight rows packed at a time (a multiple of 16).
 const packChunk = 128

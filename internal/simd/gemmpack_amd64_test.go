@@ -13,7 +13,7 @@ import (
 // TestMatMulPackedSetsBitExact checks that the AVX-512 packed path gives
 // the AVX2 packed path's results bit for bit (every output is the same
 // chain of fused multiply-adds in both), and so does the Zen 4 choice's
-// (the AVX2 micro-kernels on AVX-512 widening) where it packs: token counts with whole and
+// (the AVX-512 micro-kernels in blocks of 6 token rows) where it packs: token counts with whole and
 // partial 12- and 6-token blocks, weight rows with an even and an odd
 // number of 16-row panels, several column blocks and a column tail. Only
 // the packed rows are compared: the row tail (fewer than 16 rows) goes
@@ -75,8 +75,9 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 // reports both GFLOP/s (medians) and "speedup", the 4×3 time over the
 // packed time; on AVX-512 CPUs also the packed path with the other
 // micro-kernels ("over-avx2": the AVX2 ones' time over the AVX-512 ones';
-// on the Zen 4 choice, which packs with the AVX2 ones, "over-avx512"). This
-// is how the thresholds were chosen:
+// on the Zen 4 choice, which takes the AVX-512 ones 6 token rows at a
+// time, "over-avx512": the time with the avx512 choice's 12 rows over
+// that). This is how the thresholds and gemm512Tokens were chosen:
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 8x ./internal/simd/
 func BenchmarkMatMulPacked(b *testing.B) {
@@ -107,8 +108,8 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					b.Cleanup(func() { packForce = packTokensUnforced })
 					// 4×3, packed, and where the CPU has AVX-512, packed with
 					// the other micro-kernels: the AVX2 ones (ForceAVX2), or on
-					// the Zen 4 choice, which packs with them, the AVX-512
-					// ones (ForceAVX512).
+					// the Zen 4 choice the avx512 choice's blocks of 12 token
+					// rows (ForceAVX512).
 					ways, other, force := 2, "avx2", ForceAVX2
 					if useAVX512 {
 						ways = 3

@@ -24,21 +24,7 @@ func matMulDecoded(dst []float32, ldd int, x []float32, nt, cols int, dec RowDec
 				}
 				transpose8F32AVX2(&wp[(p-rc)*kn], 16, &tmp[0], kn, 16, kn)
 			}
-			if gemm512() {
-				for t := 0; t < nt; t += 12 {
-					m := min(12, nt-t)
-					for p := rc; p < re; p += 32 {
-						gemmP512(m, re-p >= 32, c0 > 0, &dst[t*ldd+p], ldd, &x[t*cols+c0], cols, &wp[(p-rc)*kn], kn)
-					}
-				}
-				continue
-			}
-			for t := 0; t < nt; t += 6 {
-				m := min(6, nt-t)
-				for p := rc; p < re; p += 16 {
-					gemmP(m, c0 > 0, &dst[t*ldd+p], ldd, &x[t*cols+c0], cols, &wp[(p-rc)*kn], kn)
-				}
-			}
+			gemmPanels(dst, ldd, x, nt, cols, c0, wp, kn, re-rc, rc)
 		}
 	}
 	return end

@@ -34,8 +34,9 @@ var (
 // and not for want of prefetch (docs/performance.md, "Zen 4 decode"). The
 // Q8_0 kernel stays the avx512 one: without its prefetch it streamed
 // faster alone but decoded slower in the model. Kernels reports the choice
-// as "avx512-zen4". Zen 5 (family 1Ah) is not measured and keeps the
-// avx512 kernels.
+// as "avx512-zen4". Its packed prefill takes the AVX-512 micro-kernels 6
+// token rows at a time instead of 12 (gemm512Tokens). Zen 5 (family 1Ah)
+// is not measured and keeps the avx512 kernels.
 var (
 	isZen4  = hasAVX512 && amdFamily() == 0x19
 	useZen4 = isZen4

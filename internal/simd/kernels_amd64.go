@@ -639,6 +639,18 @@ func expShiftTaylorAVX2(dst []float32, x []float32, scale float32, shift float32
 //go:noescape
 func transpose8F32AVX2(dst *float32, ldd int, src *float32, lds int, rows8 int, cols8 int)
 
+// transpose8F16AVX2 sets dst[c*ldd+r] = the float32 value of src[r*lds+c] for r < rows8, c < cols8, both
+// multiples of 8.
+//
+//go:noescape
+func transpose8F16AVX2(dst *float32, ldd int, src *uint16, lds int, rows8 int, cols8 int)
+
+// transpose8BF16AVX2 sets dst[c*ldd+r] = the float32 value of src[r*lds+c] for r < rows8, c < cols8, both
+// multiples of 8.
+//
+//go:noescape
+func transpose8BF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows8 int, cols8 int)
+
 // gemmP1x16AVX2 sets dst[t*ldd+j] Σ_k x[t*ldx+k]*wp[16*k+j] for t < 1, j < 16, k < kn.
 //
 //go:noescape

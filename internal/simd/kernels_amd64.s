@@ -14858,6 +14858,178 @@ transpose8F32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func transpose8F16AVX2(dst *float32, ldd int, src *uint16, lds int, rows8 int, cols8 int)
+// Requires: AVX, F16C
+TEXT ·transpose8F16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), AX
+	MOVQ src+16(FP), CX
+	MOVQ ldd+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ lds+24(FP), BX
+	SHLQ $0x01, BX
+	MOVQ rows8+32(FP), SI
+	MOVQ cols8+40(FP), DI
+	LEAQ (BX)(BX*2), R8
+	LEAQ (DX)(DX*2), R9
+	XORQ R10, R10
+
+transpose8F16AVX2_rows:
+	CMPQ  R10, SI
+	JAE   transpose8F16AVX2_done
+	MOVQ  R10, R11
+	IMULQ BX, R11
+	ADDQ  CX, R11
+	LEAQ  (AX)(R10*4), R12
+	XORQ  R13, R13
+
+transpose8F16AVX2_cols:
+	CMPQ       R13, DI
+	JAE        transpose8F16AVX2_next
+	LEAQ       (R11)(BX*4), R14
+	LEAQ       (R12)(DX*4), R15
+	VCVTPH2PS  (R11), Y0
+	VCVTPH2PS  (R11)(BX*1), Y1
+	VUNPCKLPS  Y1, Y0, Y2
+	VUNPCKHPS  Y1, Y0, Y0
+	VCVTPH2PS  (R11)(BX*2), Y1
+	VCVTPH2PS  (R11)(R8*1), Y3
+	VUNPCKLPS  Y3, Y1, Y4
+	VUNPCKHPS  Y3, Y1, Y1
+	VCVTPH2PS  (R14), Y3
+	VCVTPH2PS  (R14)(BX*1), Y5
+	VUNPCKLPS  Y5, Y3, Y6
+	VUNPCKHPS  Y5, Y3, Y3
+	VCVTPH2PS  (R14)(BX*2), Y5
+	VCVTPH2PS  (R14)(R8*1), Y7
+	VUNPCKLPS  Y7, Y5, Y8
+	VUNPCKHPS  Y7, Y5, Y5
+	VSHUFPS    $0x44, Y4, Y2, Y7
+	VSHUFPS    $0xee, Y4, Y2, Y2
+	VSHUFPS    $0x44, Y1, Y0, Y4
+	VSHUFPS    $0xee, Y1, Y0, Y0
+	VSHUFPS    $0x44, Y8, Y6, Y1
+	VSHUFPS    $0xee, Y8, Y6, Y6
+	VSHUFPS    $0x44, Y5, Y3, Y8
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VPERM2F128 $0x20, Y1, Y7, Y5
+	VPERM2F128 $0x31, Y1, Y7, Y1
+	VMOVUPS    Y5, (R12)
+	VMOVUPS    Y1, (R15)
+	VPERM2F128 $0x20, Y6, Y2, Y1
+	VPERM2F128 $0x31, Y6, Y2, Y2
+	VMOVUPS    Y1, (R12)(DX*1)
+	VMOVUPS    Y2, (R15)(DX*1)
+	VPERM2F128 $0x20, Y8, Y4, Y1
+	VPERM2F128 $0x31, Y8, Y4, Y2
+	VMOVUPS    Y1, (R12)(DX*2)
+	VMOVUPS    Y2, (R15)(DX*2)
+	VPERM2F128 $0x20, Y3, Y0, Y1
+	VPERM2F128 $0x31, Y3, Y0, Y0
+	VMOVUPS    Y1, (R12)(R9*1)
+	VMOVUPS    Y0, (R15)(R9*1)
+	ADDQ       $0x00000010, R11
+	LEAQ       (R15)(DX*4), R12
+	ADDQ       $0x00000008, R13
+	JMP        transpose8F16AVX2_cols
+
+transpose8F16AVX2_next:
+	ADDQ $0x00000008, R10
+	JMP  transpose8F16AVX2_rows
+
+transpose8F16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func transpose8BF16AVX2(dst *float32, ldd int, src *uint16, lds int, rows8 int, cols8 int)
+// Requires: AVX, AVX2
+TEXT ·transpose8BF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), AX
+	MOVQ src+16(FP), CX
+	MOVQ ldd+8(FP), DX
+	SHLQ $0x02, DX
+	MOVQ lds+24(FP), BX
+	SHLQ $0x01, BX
+	MOVQ rows8+32(FP), SI
+	MOVQ cols8+40(FP), DI
+	LEAQ (BX)(BX*2), R8
+	LEAQ (DX)(DX*2), R9
+	XORQ R10, R10
+
+transpose8BF16AVX2_rows:
+	CMPQ  R10, SI
+	JAE   transpose8BF16AVX2_done
+	MOVQ  R10, R11
+	IMULQ BX, R11
+	ADDQ  CX, R11
+	LEAQ  (AX)(R10*4), R12
+	XORQ  R13, R13
+
+transpose8BF16AVX2_cols:
+	CMPQ       R13, DI
+	JAE        transpose8BF16AVX2_next
+	LEAQ       (R11)(BX*4), R14
+	LEAQ       (R12)(DX*4), R15
+	VPMOVZXWD  (R11), Y0
+	VPSLLD     $0x10, Y0, Y0
+	VPMOVZXWD  (R11)(BX*1), Y1
+	VPSLLD     $0x10, Y1, Y1
+	VUNPCKLPS  Y1, Y0, Y2
+	VUNPCKHPS  Y1, Y0, Y0
+	VPMOVZXWD  (R11)(BX*2), Y1
+	VPSLLD     $0x10, Y1, Y1
+	VPMOVZXWD  (R11)(R8*1), Y3
+	VPSLLD     $0x10, Y3, Y3
+	VUNPCKLPS  Y3, Y1, Y4
+	VUNPCKHPS  Y3, Y1, Y1
+	VPMOVZXWD  (R14), Y3
+	VPSLLD     $0x10, Y3, Y3
+	VPMOVZXWD  (R14)(BX*1), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VUNPCKLPS  Y5, Y3, Y6
+	VUNPCKHPS  Y5, Y3, Y3
+	VPMOVZXWD  (R14)(BX*2), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VPMOVZXWD  (R14)(R8*1), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VUNPCKLPS  Y7, Y5, Y8
+	VUNPCKHPS  Y7, Y5, Y5
+	VSHUFPS    $0x44, Y4, Y2, Y7
+	VSHUFPS    $0xee, Y4, Y2, Y2
+	VSHUFPS    $0x44, Y1, Y0, Y4
+	VSHUFPS    $0xee, Y1, Y0, Y0
+	VSHUFPS    $0x44, Y8, Y6, Y1
+	VSHUFPS    $0xee, Y8, Y6, Y6
+	VSHUFPS    $0x44, Y5, Y3, Y8
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VPERM2F128 $0x20, Y1, Y7, Y5
+	VPERM2F128 $0x31, Y1, Y7, Y1
+	VMOVUPS    Y5, (R12)
+	VMOVUPS    Y1, (R15)
+	VPERM2F128 $0x20, Y6, Y2, Y1
+	VPERM2F128 $0x31, Y6, Y2, Y2
+	VMOVUPS    Y1, (R12)(DX*1)
+	VMOVUPS    Y2, (R15)(DX*1)
+	VPERM2F128 $0x20, Y8, Y4, Y1
+	VPERM2F128 $0x31, Y8, Y4, Y2
+	VMOVUPS    Y1, (R12)(DX*2)
+	VMOVUPS    Y2, (R15)(DX*2)
+	VPERM2F128 $0x20, Y3, Y0, Y1
+	VPERM2F128 $0x31, Y3, Y0, Y0
+	VMOVUPS    Y1, (R12)(R9*1)
+	VMOVUPS    Y0, (R15)(R9*1)
+	ADDQ       $0x00000010, R11
+	LEAQ       (R15)(DX*4), R12
+	ADDQ       $0x00000008, R13
+	JMP        transpose8BF16AVX2_cols
+
+transpose8BF16AVX2_next:
+	ADDQ $0x00000008, R10
+	JMP  transpose8BF16AVX2_rows
+
+transpose8BF16AVX2_done:
+	VZEROUPPER
+	RET
+
 // func gemmP1x16AVX2(dst *float32, ldd int, x *float32, ldx int, wp *float32, kn int)
 // Requires: AVX, FMA3
 TEXT ·gemmP1x16AVX2(SB), NOSPLIT, $0-48

@@ -139,6 +139,8 @@ func avx2() {
 	expShiftSum()
 	expShiftTaylor()
 	transpose8()
+	transpose8Of(f16Elems)
+	transpose8Of(bf16Elems)
 	gemmPacked()
 	ropeNeoX()
 	ropePairs()

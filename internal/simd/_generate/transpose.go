@@ -11,17 +11,47 @@ import (
 // pairs, VSHUFPS of those pairs, and VPERM2F128 to join the 128-bit
 // halves, then eight column stores. Data movement only: the result is the
 // Go twin's bit for bit.
-func transpose8() {
-	name := "transpose8F32AVX2"
-	header(name, "func(dst *float32, ldd int, src *float32, lds int, rows8 int, cols8 int)",
-		name+" sets dst[c*ldd+r] = src[r*lds+c] for r < rows8, c < cols8, both",
+func transpose8() { transpose8Of(f32Elems) }
+
+// transposeElems is what transpose8Of reads: float32, or binary16 or
+// bfloat16 widened to float32 on the way (exactly: every 16-bit value is a
+// float32), so that the packed prefill's panels are filled straight from
+// the weight rows.
+type transposeElems int
+
+const (
+	f32Elems transposeElems = iota
+	f16Elems
+	bf16Elems
+)
+
+// transpose8Of writes transpose8F32AVX2, transpose8F16AVX2 or
+// transpose8BF16AVX2.
+func transpose8Of(e transposeElems) {
+	name, typ, elem := "transpose8F32AVX2", "*float32", 4
+	switch e {
+	case f16Elems:
+		name, typ, elem = "transpose8F16AVX2", "*uint16", 2
+	case bf16Elems:
+		name, typ, elem = "transpose8BF16AVX2", "*uint16", 2
+	}
+	what := "src[r*lds+c]"
+	if e != f32Elems {
+		what = "the float32 value of src[r*lds+c]"
+	}
+	header(name, "func(dst *float32, ldd int, src "+typ+", lds int, rows8 int, cols8 int)",
+		name+" sets dst[c*ldd+r] = "+what+" for r < rows8, c < cols8, both",
 		"multiples of 8.")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	ldd := Load(Param("ldd"), GP64())
 	SHLQ(U8(2), ldd) // bytes
 	lds := Load(Param("lds"), GP64())
-	SHLQ(U8(2), lds)
+	if elem == 4 {
+		SHLQ(U8(2), lds)
+	} else {
+		SHLQ(U8(1), lds)
+	}
 	rows := Load(Param("rows8"), GP64())
 	cols := Load(Param("cols8"), GP64())
 	lds3, ldd3 := GP64(), GP64()
@@ -76,8 +106,17 @@ func transpose8() {
 	t := make([]VecVirtual, 8)
 	for i := 0; i < 4; i++ {
 		a, b := YMM(), YMM()
-		VMOVUPS(row(2*i), a)
-		VMOVUPS(row(2*i+1), b)
+		for k, v := range []VecVirtual{a, b} {
+			switch e {
+			case f32Elems:
+				VMOVUPS(row(2*i+k), v)
+			case f16Elems:
+				VCVTPH2PS(row(2*i+k), v)
+			case bf16Elems:
+				VPMOVZXWD(row(2*i+k), v)
+				VPSLLD(U8(16), v, v)
+			}
+		}
 		t[2*i], t[2*i+1] = YMM(), YMM()
 		VUNPCKLPS(b, a, t[2*i])   // a0 b0 a1 b1 | a4 b4 a5 b5
 		VUNPCKHPS(b, a, t[2*i+1]) // a2 b2 a3 b3 | a6 b6 a7 b7
@@ -101,7 +140,7 @@ func transpose8() {
 		VMOVUPS(lo, col(j))
 		VMOVUPS(hi, col(j+4))
 	}
-	ADDQ(U32(32), sp)
+	ADDQ(U32(uint32(8*elem)), sp)
 	LEAQ(Mem{Base: dp4, Index: ldd, Scale: 4}, dp)
 	ADDQ(U32(8), c)
 	JMP(LabelRef(name + "_cols"))

@@ -96,11 +96,13 @@ func matMulPacked[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float
 // (BenchmarkMatMulPacked, one core, idle: F16 at 512 tokens 97.9 against
 // 102.6 GFLOP/s, Q8_0 99.0 against 103.5); in blocks of 6 they run
 // 1.03–1.04× (gemm512Tokens). Its F16 4×3 path, about 100 GFLOP/s from 32 token rows
-// on, matched or beat the packing up to 512 (103 against 95 GFLOP/s at 128
-// tokens; in the 1B model's prefill of 128 tokens 1.05–1.14×), so the Zen
-// 4 choice packs binary16 weights from packTokensF16Zen4 on (bfloat16 from
-// packTokensBF16Zen4: its 4×3 path, about 90 GFLOP/s, fell behind packing
-// from 128 tokens).
+// on, matched or beat that packing up to 512 (103 against 95 GFLOP/s at 128
+// tokens; in the 1B model's prefill of 128 tokens 1.05–1.14×); with the
+// 6-row blocks and the panels filled straight from the weight rows
+// (packPanel) the packing runs 0.99–1.04× the 4×3 path at 128 F16 token
+// rows and 1.04–1.06× at 256, bfloat16 1.01–1.13× at 64 (its 4×3 path
+// runs about 90 GFLOP/s), so the Zen 4 choice packs binary16 weights from
+// packTokensF16Zen4 on and bfloat16 from packTokensBF16Zen4.
 // That needs a token's bits not to depend on how many tokens share the
 // call, which kvq eval's loglikelihoods rely on (a prompt's tokens get the
 // same bits in a call of the context alone and one of context and
@@ -112,8 +114,8 @@ const (
 	packTokensF16AVX2  = 256
 	packTokensQ80AVX2  = 64
 	packTokensAVX512   = 32
-	packTokensF16Zen4  = 512
-	packTokensBF16Zen4 = 128
+	packTokensF16Zen4  = 256
+	packTokensBF16Zen4 = 64
 	packTokensUnforced = -1
 )
 

@@ -93,11 +93,7 @@ func q4kgemmTileAVX2(nt int, mask Mem, q5 bool) {
 	if !q5 {
 		VMOVDQU(mask, m)
 	}
-	s := make([]VecVirtual, nt)
-	for t := range s {
-		s[t] = YMM()
-		VXORPS(s[t], s[t], s[t])
-	}
+	s := zeros(nt)
 
 	Label(name + "_loop")
 	TESTQ(nb, nb)
@@ -255,11 +251,7 @@ func q6kgemmTileAVX2(nt int) {
 		qs = append(qs, GP64())
 		LEAQ(Mem{Base: q0, Index: rb, Scale: 1}, qs[1])
 	}
-	s := make([]VecVirtual, nt)
-	for t := range s {
-		s[t] = YMM()
-		VXORPS(s[t], s[t], s[t])
-	}
+	s := zeros(nt)
 
 	Label(name + "_loop")
 	TESTQ(nb, nb)

@@ -52,13 +52,16 @@ var groupSumDots = map[tensor.DType]bool{tensor.Q4K: true, tensor.Q5K: true, ten
 // q8Dot is one block type's decode product on quantized activations: the
 // integer dot of a weight row with a token row's codes, its multi-row form
 // (each row the one-row dot's bits; nil where the type has none), which
-// one-token products take over their rows, the quantizer of the token rows
-// and the values and bytes of one activation block.
+// one-token products take over their rows, the quantizer of the token rows,
+// the values and bytes of one activation block, and its int8 tile GEMM
+// over several token rows (each output the one-row dot's bits; nil where
+// the type has none: then prefill keeps float32 activations, q8Prefill).
 type q8Dot struct {
 	dot         func(w, q []byte) float32
 	rows        func(dst []float32, w, q []byte)
 	quant       func(dst []byte, x []float32)
 	vals, bytes int
+	tile        func(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int)
 }
 
 // q8Dots are the weight types whose decode products (below the packed
@@ -83,16 +86,16 @@ type q8Dot struct {
 // activations, so there a token's logits differ slightly between a decode
 // step and a prefill.
 var q8Dots = map[tensor.DType]q8Dot{
-	tensor.Q4K:   {simd.DotQ4KQ8K, simd.DotQ4KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
-	tensor.Q5K:   {simd.DotQ5KQ8K, nil, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
-	tensor.Q6K:   {simd.DotQ6KQ8K, simd.DotQ6KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes},
-	tensor.Q40:   {simd.DotQ40Q80, simd.DotQ40Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.Q41:   {simd.DotQ41Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
-	tensor.Q50:   {simd.DotQ50Q80, simd.DotQ50Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.Q51:   {simd.DotQ51Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes},
-	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.DotIQ4NLQ80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.MXFP4: {simd.DotMXFP4Q80, nil, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
-	tensor.Q80:   {simd.DotQ80Q80, simd.DotQ80Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes},
+	tensor.Q4K:   {simd.DotQ4KQ8K, simd.DotQ4KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes, simd.MatMulQ4KQ8K},
+	tensor.Q5K:   {simd.DotQ5KQ8K, nil, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes, simd.MatMulQ5KQ8K},
+	tensor.Q6K:   {simd.DotQ6KQ8K, simd.DotQ6KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes, simd.MatMulQ6KQ8K},
+	tensor.Q40:   {simd.DotQ40Q80, simd.DotQ40Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
+	tensor.Q41:   {simd.DotQ41Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes, nil},
+	tensor.Q50:   {simd.DotQ50Q80, simd.DotQ50Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
+	tensor.Q51:   {simd.DotQ51Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes, nil},
+	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.DotIQ4NLQ80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
+	tensor.MXFP4: {simd.DotMXFP4Q80, nil, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
+	tensor.Q80:   {simd.DotQ80Q80, simd.DotQ80Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, simd.MatMulQ80Q80},
 }
 
 // q8RowBytes returns the bytes of one token row of w's quantized
@@ -107,26 +110,14 @@ func q8RowBytes(w *tensor.Weight) int {
 
 // matMulQ8 sets dst[t*ldd+r], r in [lo, hi), to weight row r's q8Dots dot
 // with token row t of q8 (quantizeTokens), t < nt: one token takes the
-// type's multi-row form where it has one, several Q8_0, q4_K, q5_K or q6_K
-// rows simd.MatMulQ80Q80, MatMulQ4KQ8K, MatMulQ5KQ8K or MatMulQ6KQ8K (the
-// same bits).
+// type's multi-row form where it has one, several token rows its tile GEMM
+// where it has one (Q8_0, q4_K, q5_K, q6_K: simd.MatMulQ80Q80,
+// MatMulQ4KQ8K, MatMulQ5KQ8K, MatMulQ6KQ8K; the same bits).
 func matMulQ8(dst []float32, ldd int, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	d := q8Dots[w.DType]
 	rb, qrb := w.DType.RowBytes(w.Cols), q8RowBytes(w)
-	if w.DType == tensor.Q80 && nt > 1 {
-		simd.MatMulQ80Q80(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
-		return
-	}
-	if w.DType == tensor.Q4K && nt > 1 {
-		simd.MatMulQ4KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
-		return
-	}
-	if w.DType == tensor.Q5K && nt > 1 {
-		simd.MatMulQ5KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
-		return
-	}
-	if w.DType == tensor.Q6K && nt > 1 {
-		simd.MatMulQ6KQ8K(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
+	if d.tile != nil && nt > 1 {
+		d.tile(dst, ldd, q8, nt, w.Cols, w.Raw, lo, hi)
 		return
 	}
 	if d.rows != nil && nt == 1 {
@@ -168,7 +159,8 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 
 // q8Prefill reports whether products over weights of type dt take
 // quantized activations at every number of token rows (unless
-// F32Activations), on every CPU, so that kvq's arithmetic (and kvq eval's
+// F32Activations): the types whose q8Dots entry has a tile GEMM. On every
+// CPU, so that kvq's arithmetic (and kvq eval's
 // numbers) do not depend on the kernel set: Q8_0, whose prefill runs
 // simd.MatMulQ80Q80's int8 tile GEMM, on the Zen 4 (AVX-512 VNNI) 3.2–3.6×
 // the packed fp32 GEMM of simd.MatMulQ80 (quantization included;
@@ -178,13 +170,7 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 // VNNI 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32 GEMM,
 // with their AVX2 tiles (ForceAVX2) 1.6–2.0×, 1.6–1.8× and 1.3–1.5× at
 // 32–512 token rows (simd.MatMulKQ8KPacked).
-func q8Prefill(dt tensor.DType) bool {
-	switch dt {
-	case tensor.Q80, tensor.Q4K, tensor.Q5K, tensor.Q6K:
-		return true
-	}
-	return false
-}
+func q8Prefill(dt tensor.DType) bool { return q8Dots[dt].tile != nil }
 
 // q8Bytes returns *sp, nil for nil.
 func q8Bytes(sp *[]byte) []byte {

@@ -2,10 +2,7 @@
 
 package simd
 
-import (
-	"math"
-	"testing"
-)
+import "testing"
 
 // TestMatMulKQ8KAVX2Chunks checks MatMulQ4KQ8K, MatMulQ5KQ8K and
 // MatMulQ6KQ8K against their Go twins bit for bit, on every kernel set,
@@ -22,15 +19,7 @@ func TestMatMulKQ8KAVX2Chunks(t *testing.T) {
 			forEachQ8KSet(t, func(t *testing.T) {
 				r := newRand(t)
 				q, w := kgemmCase(r, k, nt, rows, nb)
-				dst := make([]float32, nt*rows)
-				k.matMul(dst, rows, q, nt, nb*kBlockSize, w, 0, rows)
-				rb, qb := nb*k.blockBytes, nb*Q8KBlockBytes
-				for i, got := range dst {
-					row, qt := w[i%rows*rb:(i%rows+1)*rb], q[i/rows*qb:(i/rows+1)*qb]
-					if twin := k.twin(row, qt, nb); math.Float32bits(got) != math.Float32bits(twin) {
-						t.Fatalf("%s(cols=8192): token %d row %d = %v, twin %v", k.name, i/rows, i%rows, got, twin)
-					}
-				}
+				checkTileTwin(t, kgemmCall(k, nt, nb, q, w), rows, k.name)
 			})
 		})
 	}

@@ -2,8 +2,6 @@ package simd
 
 import (
 	"encoding/binary"
-	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -141,15 +139,7 @@ func testMatMulKQ8K(t *testing.T, k kgemmKind) {
 			r := newRand(t)
 			const nt, rows, nb = 5, 101, 32
 			q, w := kgemmCase(r, k, nt, rows, nb)
-			dst := make([]float32, nt*rows)
-			k.matMul(dst, rows, q, nt, nb*kBlockSize, w, 0, rows)
-			rb, qb := nb*k.blockBytes, nb*Q8KBlockBytes
-			for i, got := range dst {
-				row, qt := w[i%rows*rb:(i%rows+1)*rb], q[i/rows*qb:(i/rows+1)*qb]
-				if twin := k.twin(row, qt, nb); math.Float32bits(got) != math.Float32bits(twin) {
-					t.Errorf("%s(cols=8192): token %d row %d = %v, twin %v", k.name, i/rows, i%rows, got, twin)
-				}
-			}
+			checkTileTwin(t, kgemmCall(k, nt, nb, q, w), rows, k.name)
 		})
 	})
 	const rows = 53
@@ -157,38 +147,12 @@ func testMatMulKQ8K(t *testing.T, k kgemmKind) {
 		r := newRand(t)
 		for _, cols := range []int{256, 512, 2048} {
 			nb := cols / kBlockSize
-			rb, qb := nb*k.blockBytes, nb*Q8KBlockBytes
 			for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33} {
 				q, w := kgemmCase(r, k, nt, rows, nb)
 				off := ni % len(offsets)
 				q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
 				for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
-					r0, r1 := rr[0], rr[1]
-					ldd := rows + 3
-					dst, check := guardedF32(off, (nt-1)*ldd+r1, 16)
-					for i := range dst {
-						dst[i] = sentinel
-					}
-					k.matMul(dst, ldd, q, nt, cols, w, r0, r1)
-					check(t)
-					shape := fmt.Sprintf("%s(nt=%d, cols=%d, [%d,%d))", k.name, nt, cols, r0, r1)
-					for ti := 0; ti < nt; ti++ {
-						qt := q[ti*qb : (ti+1)*qb]
-						for i := 0; i < ldd && ti*ldd+i < len(dst); i++ {
-							got := dst[ti*ldd+i]
-							if i < r0 || i >= r1 {
-								if math.Float32bits(got) != math.Float32bits(sentinel) {
-									t.Fatalf("%s wrote dst[%d*ldd+%d] = %v outside its rows", shape, ti, i, got)
-								}
-								continue
-							}
-							row := w[i*rb : (i+1)*rb]
-							one, twin := k.dot(row, qt), k.twin(row, qt, nb)
-							if math.Float32bits(got) != math.Float32bits(one) || math.Float32bits(got) != math.Float32bits(twin) {
-								t.Fatalf("%s: token %d row %d = %v (%#x), one-row dot %v (%#x), twin %v", shape, ti, i, got, math.Float32bits(got), one, math.Float32bits(one), twin)
-							}
-						}
-					}
+					checkTileRows(t, kgemmCall(k, nt, nb, q, w), off, rows+3, rr[0], rr[1])
 				}
 			}
 		}

@@ -2,8 +2,6 @@ package simd
 
 import (
 	"encoding/binary"
-	"fmt"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -79,15 +77,7 @@ func TestMatMulQ80Q80(t *testing.T) {
 			r := newRand(t)
 			const nt, rows, nb = 5, 69, 256
 			q, w := q8gemmCase(r, nt, rows, nb)
-			dst := make([]float32, nt*rows)
-			MatMulQ80Q80(dst, rows, q, nt, nb*32, w, 0, rows)
-			rb := nb * Q80BlockBytes
-			for i, got := range dst {
-				row, qt := w[i%rows*rb:(i%rows+1)*rb], q[i/rows*rb:(i/rows+1)*rb]
-				if twin := dotQ8LegacyGeneric(qdQ80, row, qt, nb); math.Float32bits(got) != math.Float32bits(twin) {
-					t.Errorf("%s: MatMulQ80Q80(cols=8192): token %d row %d = %v, twin %v", set.name, i/rows, i%rows, got, twin)
-				}
-			}
+			checkTileTwin(t, q8gemmCall(nt, nb, q, w), rows, set.name+": MatMulQ80Q80")
 			restore()
 		}
 	})
@@ -97,38 +87,12 @@ func TestMatMulQ80Q80(t *testing.T) {
 			r := newRand(t)
 			for _, cols := range []int{32, 64, 96, 2048, 2080} {
 				nb := cols / 32
-				rb := nb * Q80BlockBytes
 				for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 64} {
 					q, w := q8gemmCase(r, nt, rows, nb)
 					off := ni % len(offsets)
 					q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
 					for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
-						r0, r1 := rr[0], rr[1]
-						ldd := rows + 3
-						dst, check := guardedF32(off, (nt-1)*ldd+r1, 16)
-						for i := range dst {
-							dst[i] = sentinel
-						}
-						MatMulQ80Q80(dst, ldd, q, nt, cols, w, r0, r1)
-						check(t)
-						shape := fmt.Sprintf("MatMulQ80Q80(nt=%d, cols=%d, [%d,%d))", nt, cols, r0, r1)
-						for ti := 0; ti < nt; ti++ {
-							qt := q[ti*rb : (ti+1)*rb]
-							for i := 0; i < ldd && ti*ldd+i < len(dst); i++ {
-								got := dst[ti*ldd+i]
-								if i < r0 || i >= r1 {
-									if math.Float32bits(got) != math.Float32bits(sentinel) {
-										t.Fatalf("%s wrote dst[%d*ldd+%d] = %v outside its rows", shape, ti, i, got)
-									}
-									continue
-								}
-								row := w[i*rb : (i+1)*rb]
-								one, twin := DotQ80Q80(row, qt), dotQ8LegacyGeneric(qdQ80, row, qt, nb)
-								if math.Float32bits(got) != math.Float32bits(one) || math.Float32bits(got) != math.Float32bits(twin) {
-									t.Fatalf("%s: token %d row %d = %v (%#x), DotQ80Q80 %v (%#x), twin %v", shape, ti, i, got, math.Float32bits(got), one, math.Float32bits(one), twin)
-								}
-							}
-						}
+						checkTileRows(t, q8gemmCall(nt, nb, q, w), off, rows+3, rr[0], rr[1])
 					}
 				}
 			}

@@ -36,6 +36,8 @@ import (
 // KVQ_BENCH_COLS sets the columns (default 2048; rows make 16 Mi values);
 // KVQ_BENCH_CHUNK=N makes the workers take chunks of N rows from a shared
 // counter, as llama.cpp's threads take jobs, instead of one share each.
+// The variant "blocked" is the Zen 4 choice's matVecBlocked (blocks of
+// blockCols columns: use KVQ_BENCH_COLS of 4096 or more).
 // Each variant reports its median GB/s, and "sum-GB/s" is a plain
 // streaming sum of the same bytes. Run it with -benchtime 60x or so.
 func BenchmarkMatVecVariants(b *testing.B) {
@@ -59,6 +61,8 @@ type dotVariant struct {
 	q    func(w []byte, x []float32) float32
 	// r4 runs 4 rows side by side (u16 weights).
 	r4 func(dst *float32, w *uint16, ldw int, x *float32, n int)
+	// rows decodes the rows [r0, r1) in one call (u16 weights).
+	rows func(dst, x []float32, cols int, w []uint16, r0, r1 int)
 }
 
 func matVecVariants(dt string) []dotVariant {
@@ -75,6 +79,9 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T1", u: dotF16AVX2T1},
 			{name: "avx2T2K", u: dotF16AVX2T2K},
 			{name: "avx2R4", r4: dotF16R4AVX2},
+			{name: "blocked", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+				matVecBlocked(false, dst, x, cols, w, r0, r1)
+			}},
 		}
 	case "BF16":
 		return []dotVariant{
@@ -88,6 +95,9 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T1", u: dotBF16AVX2T1},
 			{name: "avx2T2K", u: dotBF16AVX2T2K},
 			{name: "avx2R4", r4: dotBF16R4AVX2},
+			{name: "blocked", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+				matVecBlocked(true, dst, x, cols, w, r0, r1)
+			}},
 		}
 	}
 	return []dotVariant{
@@ -214,6 +224,10 @@ func benchMatVecVariants(b *testing.B, dt string, workers int) {
 	}
 	run := func(v dotVariant, m []byte) {
 		split(func(lo, hi int) {
+			if v.rows != nil {
+				v.rows(dst, x, cols, unsafe.Slice((*uint16)(unsafe.Pointer(&m[0])), len(m)/2), lo, hi)
+				return
+			}
 			if v.r4 != nil {
 				u := unsafe.Slice((*uint16)(unsafe.Pointer(&m[0])), len(m)/2)
 				for r := lo; r < hi; r += 4 {

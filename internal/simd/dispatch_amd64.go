@@ -46,7 +46,8 @@ var (
 // the avx2 F16 and BF16 dot products with a prefetch of the weights 8 KiB
 // ahead into L2 (dotF16AVX2T1, the same bits): on rows of 4096 and 8192
 // columns streamed from DRAM they ran 0.98 to 3.3 times as fast as
-// without it, on rows of 2048 about 5% slower.
+// without it, on rows of 2048 about 5% slower. A decode product over such
+// rows in whole blocks of blockCols goes through matVecBlocked instead.
 const zen4PrefetchCols = 4096
 
 // amdFamily returns the CPU family of an AMD processor (base family plus
@@ -875,8 +876,14 @@ func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // against 0.65 (4 and a dot). Each token row's accumulators, order and
 // reduction are the same in the 2-, 3- and 4-row kernels, so a token row
 // gets the same bits whatever the number of rows in the call (above one)
-// and its place among them.
+// and its place among them. Under the Zen 4 choice a decode product over
+// long 16-bit rows (zen4Blocked) goes through matVecBlocked instead, with
+// the single-row kernel's bits.
 func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
+	if w16, ok := any(w).([]uint16); ok && nt == 1 && zen4Blocked(cols) {
+		matVecBlocked(k.bf16, dst, x, cols, w16, r0, r1)
+		return
+	}
 	if k.packed(nt) {
 		r0 = matMulPacked(k, dst, ldd, x, nt, cols, w, r0, r1)
 		if r0 == r1 {

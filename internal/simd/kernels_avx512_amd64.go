@@ -675,6 +675,20 @@ func dotF16AVX2T2K(w []uint16, x []float32) float32
 //go:noescape
 func dotBF16AVX2T2K(w []uint16, x []float32) float32
 
+// dotF16AccAVX2 adds Σ float32(w[i])*x[i] for i < n (a multiple of 32) to the
+// accumulators acc[0:32] the way dotF16AVX2's main loop does, and
+// prefetches the n*2 bytes at pf into L2.
+//
+//go:noescape
+func dotF16AccAVX2(acc *float32, w *uint16, x *float32, n int, pf *uint16)
+
+// dotBF16AccAVX2 adds Σ float32(w[i])*x[i] for i < n (a multiple of 32) to the
+// accumulators acc[0:32] the way dotBF16AVX2's main loop does, and
+// prefetches the n*2 bytes at pf into L2.
+//
+//go:noescape
+func dotBF16AccAVX2(acc *float32, w *uint16, x *float32, n int, pf *uint16)
+
 // dotQ40Q80VNNI returns the dot product of the nb Q40 blocks at w with the
 // nb Q80 blocks at q, as simd's twin computes it, bit for bit.
 //

@@ -15746,6 +15746,84 @@ dotBF16AVX2T2K_done:
 	VZEROUPPER
 	RET
 
+// func dotF16AccAVX2(acc *float32, w *uint16, x *float32, n int, pf *uint16)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·dotF16AccAVX2(SB), NOSPLIT, $0-40
+	MOVQ    acc+0(FP), AX
+	MOVQ    w+8(FP), CX
+	MOVQ    x+16(FP), DX
+	MOVQ    n+24(FP), BX
+	MOVQ    pf+32(FP), SI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	XORQ    DI, DI
+
+dotF16AccAVX2_loop:
+	CMPQ        DI, BX
+	JAE         dotF16AccAVX2_done
+	PREFETCHT1  (SI)(DI*2)
+	VCVTPH2PS   (CX)(DI*2), Y4
+	VFMADD231PS (DX)(DI*4), Y4, Y0
+	VCVTPH2PS   16(CX)(DI*2), Y4
+	VFMADD231PS 32(DX)(DI*4), Y4, Y1
+	VCVTPH2PS   32(CX)(DI*2), Y4
+	VFMADD231PS 64(DX)(DI*4), Y4, Y2
+	VCVTPH2PS   48(CX)(DI*2), Y4
+	VFMADD231PS 96(DX)(DI*4), Y4, Y3
+	ADDQ        $0x00000020, DI
+	JMP         dotF16AccAVX2_loop
+
+dotF16AccAVX2_done:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AccAVX2(acc *float32, w *uint16, x *float32, n int, pf *uint16)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·dotBF16AccAVX2(SB), NOSPLIT, $0-40
+	MOVQ    acc+0(FP), AX
+	MOVQ    w+8(FP), CX
+	MOVQ    x+16(FP), DX
+	MOVQ    n+24(FP), BX
+	MOVQ    pf+32(FP), SI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	XORQ    DI, DI
+
+dotBF16AccAVX2_loop:
+	CMPQ        DI, BX
+	JAE         dotBF16AccAVX2_done
+	PREFETCHT1  (SI)(DI*2)
+	VPMOVZXWD   (CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (DX)(DI*4), Y4, Y0
+	VPMOVZXWD   16(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(DX)(DI*4), Y4, Y1
+	VPMOVZXWD   32(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(DX)(DI*4), Y4, Y2
+	VPMOVZXWD   48(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(DX)(DI*4), Y4, Y3
+	ADDQ        $0x00000020, DI
+	JMP         dotBF16AccAVX2_loop
+
+dotBF16AccAVX2_done:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
 // func dotQ40Q80VNNI(w []byte, q []byte, nb int) float32
 // Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ40Q80VNNI(SB), NOSPLIT, $0-60

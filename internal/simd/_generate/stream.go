@@ -51,6 +51,55 @@ func stream512() {
 			dotAVX2PF(bf16, p)
 		}
 	}
+	dotAccAVX2(f16)
+	dotAccAVX2(bf16)
+}
+
+// dotAccAVX2 writes dot<T>AccAVX2, a piece of dot<T>AVX2's main loop: it
+// continues the kernel's four accumulators of 8 lanes, kept at acc between
+// calls, over n elements (a multiple of 32), with the same fused
+// multiply-adds in the same order, so that pieces taken in column order and
+// reduced as dot reduces (accSum) give dot's bits. It prefetches the n*2
+// bytes at pf into L2 (PREFETCHT1, a line per 32 elements): the Zen 4
+// choice's blocked decode (matVecBlocked) passes the piece it takes two
+// blocks later, which no hardware prefetcher predicts. Only the Zen 4
+// choice calls it, hence the avx512 set.
+func dotAccAVX2(t wtype) {
+	name := "dot" + t.name + "AccAVX2"
+	header(name, fmt.Sprintf("func(acc *float32, w *%s, x *float32, n int, pf *%s)", t.goType, t.goType),
+		name+" adds Σ float32(w[i])*x[i] for i < n (a multiple of 32) to the",
+		"accumulators acc[0:32] the way dot"+t.name+"AVX2's main loop does, and",
+		"prefetches the n*2 bytes at pf into L2.")
+	accp := Mem{Base: Load(Param("acc"), GP64())}
+	w := Mem{Base: Load(Param("w"), GP64())}
+	x := Mem{Base: Load(Param("x"), GP64())}
+	n := Load(Param("n"), GP64())
+	pf := Mem{Base: Load(Param("pf"), GP64())}
+	acc := make([]VecVirtual, 4)
+	for k := range acc {
+		acc[k] = YMM()
+		VMOVUPS(accp.Offset(32*k), acc[k])
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_loop")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	PREFETCHT1(pf.Idx(i, t.size))
+	for k := range acc {
+		v := YMM()
+		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	for k := range acc {
+		VMOVUPS(acc[k], accp.Offset(32*k))
+	}
+	VZEROUPPER()
+	RET()
 }
 
 // dot512PF is dot512 (the same loads, fused multiply-adds and reduction)

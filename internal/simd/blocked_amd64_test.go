@@ -1,0 +1,88 @@
+//go:build amd64 && gc && !purego
+
+package simd
+
+import (
+	"math"
+	"testing"
+)
+
+// TestMatVecBlocked checks the Zen 4 choice's blocked decode of long
+// 16-bit rows: through MatMulF16 and MatMulBF16 with one token row, every
+// output of a row range (partial groups of blockRows at both ends, ranges
+// shorter than a group) must have the bits of the avx2 set's dot product on
+// that row, and the outputs outside the range must be left alone. Rows
+// whose length is no multiple of blockCols, or below zen4PrefetchCols, take
+// the unblocked kernels and are checked the same way.
+func TestMatVecBlocked(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	if !forceZen4Blocked() {
+		t.Fatal("the Zen 4 choice does not block rows of zen4PrefetchCols columns")
+	}
+	r := newRand(t)
+	const sentinel = -12345
+	for _, cols := range []int{zen4PrefetchCols, 5 * blockCols, 8192, zen4PrefetchCols + 32, blockCols} {
+		for _, rg := range [][2]int{{0, 1}, {0, 8}, {3, 11}, {5, 6}, {1, 26}, {0, 41}} {
+			rows := rg[1] + 2
+			x := offsetCopy(randF32(r, cols), 1)
+			for _, bf := range []bool{false, true} {
+				w, mm, dot := randF16(r, rows*cols), MatMulF16, dotF16AVX2
+				if bf {
+					w, mm, dot = randBF16(r, rows*cols), MatMulBF16, dotBF16AVX2
+				}
+				got := make([]float32, rows)
+				for i := range got {
+					got[i] = sentinel
+				}
+				restore := forceZen4(true)
+				mm(got, rows, x, 1, cols, w, rg[0], rg[1])
+				restore()
+				for row := range rows {
+					want := float32(sentinel)
+					if row >= rg[0] && row < rg[1] {
+						want = dot(w[row*cols:(row+1)*cols], x)
+					}
+					if math.Float32bits(got[row]) != math.Float32bits(want) {
+						t.Errorf("bf16 %v, cols %d, rows [%d,%d): row %d = %v, want %v (dot%sAVX2's bits)",
+							bf, cols, rg[0], rg[1], row, got[row], want, map[bool]string{false: "F16", true: "BF16"}[bf])
+					}
+				}
+			}
+		}
+	}
+}
+
+// forceZen4Blocked reports whether the Zen 4 choice, forced on, takes rows
+// of zen4PrefetchCols columns through matVecBlocked.
+func forceZen4Blocked() bool {
+	restore := forceZen4(true)
+	defer restore()
+	return zen4Blocked(zen4PrefetchCols)
+}
+
+// TestAccSum checks accSum against dotF16AVX2's own reduction: a row of 32
+// columns of ones against x is the sum of x's lanes in the kernel's order,
+// for values whose sums round differently in other orders.
+func TestAccSum(t *testing.T) {
+	if !useAsm {
+		t.Skip("skipping: no AVX2 kernels")
+	}
+	r := newRand(t)
+	one := make([]uint16, 32)
+	for i := range one {
+		one[i] = 0x3c00 // binary16 1.0
+	}
+	for range 200 {
+		x := randF32(r, 32)
+		for i := range x {
+			x[i] *= float32(math.Ldexp(1, r.IntN(40)-20))
+		}
+		var acc [32]float32
+		copy(acc[:], x)
+		if got, want := accSum(&acc), dotF16AVX2(one, x); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("accSum(%v) = %v, dotF16AVX2 %v", x, got, want)
+		}
+	}
+}

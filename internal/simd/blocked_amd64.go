@@ -27,16 +27,16 @@ const (
 
 // zen4Blocked reports whether the Zen 4 choice decodes rows of cols
 // columns of 16-bit weights with matVecBlocked: from zen4PrefetchCols
-// columns, whole blocks only.
+// columns, in whole steps of the kernel's main loop (32 columns).
 func zen4Blocked(cols int) bool {
-	return zen4Prefetch(cols) && cols%blockCols == 0
+	return zen4Prefetch(cols) && cols%32 == 0
 }
 
 // matVecBlocked sets dst[r] = dot(w[r*cols:(r+1)*cols], x) for r0 <= r <
 // r1, with the bits of dotF16AVX2 (dotBF16AVX2 if bf16) on each row. cols
-// is a multiple of blockCols.
+// is a multiple of 32; the last block may be shorter than blockCols.
 func matVecBlocked(bf16 bool, dst, x []float32, cols int, w []uint16, r0, r1 int) {
-	nb := cols / blockCols
+	nb := (cols + blockCols - 1) / blockCols
 	x = x[:cols]
 	var acc [blockRows * 32]float32
 	for g0 := r0; g0 < r1; g0 += blockRows {
@@ -44,6 +44,7 @@ func matVecBlocked(bf16 bool, dst, x []float32, cols int, w []uint16, r0, r1 int
 		clear(acc[:])
 		for b := range nb {
 			c := b * blockCols
+			n := min(blockCols, cols-c)
 			for r := g0; r < g1; r++ {
 				// The piece blockAhead blocks on: this row's, past its
 				// end the next group's, past r1 this one again.
@@ -54,14 +55,16 @@ func matVecBlocked(bf16 bool, dst, x []float32, cols int, w []uint16, r0, r1 int
 						pr, pb = r, b
 					}
 				}
-				wr := w[r*cols+c : r*cols+c+blockCols]
-				pf := w[pr*cols+pb*blockCols : pr*cols+(pb+1)*blockCols]
+				wr := w[r*cols+c : r*cols+c+n]
+				// The prefetch reads n*2 bytes from pf whatever the
+				// piece's length (a prefetch past the end never faults).
+				pf := &w[pr*cols+pb*blockCols]
 				// Called directly, not through a func value: the
 				// accumulators then stay on the stack (noescape).
 				if bf16 {
-					dotBF16AccAVX2(&acc[(r-g0)*32], &wr[0], &x[c], blockCols, &pf[0])
+					dotBF16AccAVX2(&acc[(r-g0)*32], &wr[0], &x[c], n, pf)
 				} else {
-					dotF16AccAVX2(&acc[(r-g0)*32], &wr[0], &x[c], blockCols, &pf[0])
+					dotF16AccAVX2(&acc[(r-g0)*32], &wr[0], &x[c], n, pf)
 				}
 			}
 		}

@@ -12,8 +12,8 @@ import (
 // output of a row range (partial groups of blockRows at both ends, ranges
 // shorter than a group) must have the bits of the avx2 set's dot product on
 // that row, and the outputs outside the range must be left alone. Rows
-// whose length is no multiple of blockCols, or below zen4PrefetchCols, take
-// the unblocked kernels and are checked the same way.
+// whose length is no multiple of 32, or below zen4PrefetchCols, take the
+// unblocked kernels and are checked the same way.
 func TestMatVecBlocked(t *testing.T) {
 	if !hasAVX512 {
 		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
@@ -23,7 +23,10 @@ func TestMatVecBlocked(t *testing.T) {
 	}
 	r := newRand(t)
 	const sentinel = -12345
-	for _, cols := range []int{zen4PrefetchCols, 5 * blockCols, 8192, zen4PrefetchCols + 32, blockCols} {
+	// 18944 (Qwen2.5-7B's FFN) ends in a block of 512 columns, 4096+32 in one
+	// of 32; 4096+8 is no multiple of 32 and 1024 is below
+	// zen4PrefetchCols: both take the unblocked kernels.
+	for _, cols := range []int{zen4PrefetchCols, 5 * blockCols, 8192, 18944, zen4PrefetchCols + 32, zen4PrefetchCols + 8, blockCols} {
 		for _, rg := range [][2]int{{0, 1}, {0, 8}, {3, 11}, {5, 6}, {1, 26}, {0, 41}} {
 			rows := rg[1] + 2
 			x := offsetCopy(randF32(r, cols), 1)

@@ -47,7 +47,7 @@ var (
 // ahead into L2 (dotF16AVX2T1, the same bits): on rows of 4096 and 8192
 // columns streamed from DRAM they ran 0.98 to 3.3 times as fast as
 // without it, on rows of 2048 about 5% slower. A decode product over such
-// rows in whole blocks of blockCols goes through matVecBlocked instead.
+// rows (a multiple of 32 columns) goes through matVecBlocked instead.
 const zen4PrefetchCols = 4096
 
 // amdFamily returns the CPU family of an AMD processor (base family plus

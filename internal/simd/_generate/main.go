@@ -369,11 +369,7 @@ func dotAVX2Body(name string, t wtype, p pfMode) {
 		if vecs > 1 {
 			p.line(w.Idx(i, t.size))
 		}
-		for k := 0; k < vecs; k++ {
-			v := YMM()
-			t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-			VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
-		}
+		dotStep(t, w, x, i, acc[:vecs])
 	})
 
 	Label(name + "_done")
@@ -381,6 +377,18 @@ func dotAVX2Body(name string, t wtype, p pfMode) {
 	Store(s, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
+}
+
+// dotStep is a step of dot's loops at element i: acc[k] += w's and x's
+// k-th 8 elements (a fused multiply-add each), 8*len(acc) elements in all.
+// dot<T>AccAVX2 (stream.go) takes the same steps, so that it continues
+// dot's accumulators bit for bit.
+func dotStep(t wtype, w, x Mem, i Register, acc []VecVirtual) {
+	for k := range acc {
+		v := YMM()
+		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
+	}
 }
 
 // axpy: y[i] += alpha*x[i] over len(y)&^7 elements.

@@ -86,11 +86,7 @@ func dotAccAVX2(t wtype) {
 	CMPQ(i, n)
 	JAE(LabelRef(name + "_done"))
 	PREFETCHT1(pf.Idx(i, t.size))
-	for k := range acc {
-		v := YMM()
-		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
-	}
+	dotStep(t, w, x, i, acc)
 	ADDQ(U32(32), i)
 	JMP(LabelRef(name + "_loop"))
 

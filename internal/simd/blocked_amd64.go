@@ -32,45 +32,110 @@ func zen4Blocked(cols int) bool {
 	return zen4Prefetch(cols) && cols%32 == 0
 }
 
+// zen4EachBlocked reports whether the Zen 4 choice takes MatMulEachF16
+// and MatMulEachBF16 (eval's side-by-side caches) over rows of cols columns
+// through matVecsBlocked: from 1024 columns, in whole steps of 32. Against
+// the unblocked multi-token kernels (groups of up to 3 token rows, whole
+// rows) it ran 1.14× as fast on rows of 1024 columns, 1.3–1.8× on 2048 and
+// 1.5–2.0× on 8192 (BenchmarkMatMulEach, 3 and 5 token rows).
+func zen4EachBlocked(cols int) bool {
+	return zen4Enabled() && cols >= 1024 && cols%32 == 0
+}
+
 // matVecBlocked sets dst[r] = dot(w[r*cols:(r+1)*cols], x) for r0 <= r <
 // r1, with the bits of dotF16AVX2 (dotBF16AVX2 if bf16) on each row. cols
 // is a multiple of 32; the last block may be shorter than blockCols.
 func matVecBlocked(bf16 bool, dst, x []float32, cols int, w []uint16, r0, r1 int) {
+	matVecsBlocked(bf16, dst, 0, x, 1, cols, w, r0, r1)
+}
+
+// blockTokens is the most token rows matVecsBlocked takes a pass: the
+// multi-token kernels' (dots5F16AccAVX2: 20 accumulators of the 32 YMM).
+const blockTokens = 5
+
+// matVecsBlocked is matVecBlocked for nt token rows (x's row t at t*cols,
+// its outputs at dst[t*ldd+r]), for kvq eval's side-by-side caches
+// (MatMulEachF16): every output has the bits matVecBlocked gives that token
+// row alone. The token rows go in groups of up to blockTokens (eachGroup),
+// each group through a kernel that converts each weight vector once for
+// all its rows (accPieces); the groups after the first read a group of
+// rows' weights from L2.
+func matVecsBlocked(bf16 bool, dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
 	nb := (cols + blockCols - 1) / blockCols
-	x = x[:cols]
-	var acc [blockRows * 32]float32
+	x = x[:nt*cols]
+	const lda = blockRows * 32 // a token row's accumulators
+	var acc [blockTokens * lda]float32
 	for g0 := r0; g0 < r1; g0 += blockRows {
 		g1 := min(g0+blockRows, r1)
-		clear(acc[:])
-		for b := range nb {
-			c := b * blockCols
-			n := min(blockCols, cols-c)
-			for r := g0; r < g1; r++ {
-				// The piece blockAhead blocks on: this row's, past its
-				// end the next group's, past r1 this one again.
-				pr, pb := r, b+blockAhead
-				if pb >= nb {
-					pr, pb = r+blockRows, pb-nb
+		for t0 := 0; t0 < nt; {
+			g := eachGroup(nt-t0, blockTokens)
+			clear(acc[:])
+			for b := range nb {
+				c := b * blockCols
+				n := min(blockCols, cols-c)
+				xt := x[t0*cols+c : (t0+g-1)*cols+c+n]
+				for r := g0; r < g1; r++ {
+					// The piece blockAhead blocks on: this row's, past its
+					// end a later group's, past r1 this one again.
+					pr := r + (b+blockAhead)/nb*blockRows
+					pb := (b + blockAhead) % nb
 					if pr >= r1 {
 						pr, pb = r, b
 					}
-				}
-				wr := w[r*cols+c : r*cols+c+n]
-				// The prefetch reads n*2 bytes from pf whatever the
-				// piece's length (a prefetch past the end never faults).
-				pf := &w[pr*cols+pb*blockCols]
-				// Called directly, not through a func value: the
-				// accumulators then stay on the stack (noescape).
-				if bf16 {
-					dotBF16AccAVX2(&acc[(r-g0)*32], &wr[0], &x[c], n, pf)
-				} else {
-					dotF16AccAVX2(&acc[(r-g0)*32], &wr[0], &x[c], n, pf)
+					wr := w[r*cols+c : r*cols+c+n]
+					// The prefetch reads n*2 bytes from pf whatever the
+					// piece's length (a prefetch past the end never
+					// faults).
+					pf := &w[pr*cols+pb*blockCols]
+					accPieces(bf16, g, &acc[(r-g0)*32], lda, &wr[0], &xt[0], cols, n, pf)
 				}
 			}
+			for t := t0; t < t0+g; t++ {
+				for r := g0; r < g1; r++ {
+					dst[t*ldd+r] = accSum((*[32]float32)(acc[(t-t0)*lda+(r-g0)*32:]))
+				}
+			}
+			t0 += g
 		}
-		for r := g0; r < g1; r++ {
-			dst[r] = accSum((*[32]float32)(acc[(r-g0)*32:]))
+	}
+}
+
+// accPieces runs the accumulating kernel for g token rows (1 to
+// blockTokens): acc[t*lda:][:32] continues over w[:n] against x[t*ldx:][:n],
+// prefetching n*2 bytes at pf. It calls the assembly directly, never
+// through a func value, so that the accumulators stay on the caller's
+// stack (noescape).
+func accPieces(bf16 bool, g int, acc *float32, lda int, w *uint16, x *float32, ldx, n int, pf *uint16) {
+	if bf16 {
+		switch g {
+		case 1:
+			dotBF16AccAVX2(acc, w, x, n, pf)
+		case 2:
+			dots2BF16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		case 3:
+			dots3BF16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		case 4:
+			dots4BF16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		case 5:
+			dots5BF16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		default:
+			panic("simd: accPieces: token rows out of range")
 		}
+		return
+	}
+	switch g {
+	case 1:
+		dotF16AccAVX2(acc, w, x, n, pf)
+	case 2:
+		dots2F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+	case 3:
+		dots3F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+	case 4:
+		dots4F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+	case 5:
+		dots5F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+	default:
+		panic("simd: accPieces: token rows out of range")
 	}
 }
 

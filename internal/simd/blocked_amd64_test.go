@@ -89,3 +89,36 @@ func TestAccSum(t *testing.T) {
 		}
 	}
 }
+
+// TestMatVecsBlockedWhole checks matVecsBlocked over every row of a matrix
+// (the prefetch of the last rows' pieces stays inside it) for row lengths
+// of one to three blocks and 1 to 7 token rows: each output has
+// dotF16AVX2's (dotBF16AVX2's) bits on its token row alone.
+func TestMatVecsBlockedWhole(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	r := newRand(t)
+	for _, cols := range []int{blockCols, blockCols + 64, 3 * blockCols} {
+		const rows = 19
+		for nt := 1; nt <= 7; nt++ {
+			x := randF32(r, nt*cols)
+			for _, bf := range []bool{false, true} {
+				w, dot := randF16(r, rows*cols), dotF16AVX2
+				if bf {
+					w, dot = randBF16(r, rows*cols), dotBF16AVX2
+				}
+				got := make([]float32, nt*rows)
+				matVecsBlocked(bf, got, rows, x, nt, cols, w, 0, rows)
+				for u := range nt {
+					for row := range rows {
+						want := dot(w[row*cols:(row+1)*cols], x[u*cols:(u+1)*cols])
+						if g := got[u*rows+row]; math.Float32bits(g) != math.Float32bits(want) {
+							t.Fatalf("bf16 %v, cols %d, %d token rows: token %d, row %d = %v, want %v", bf, cols, nt, u, row, g, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

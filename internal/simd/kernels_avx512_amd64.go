@@ -689,6 +689,54 @@ func dotF16AccAVX2(acc *float32, w *uint16, x *float32, n int, pf *uint16)
 //go:noescape
 func dotBF16AccAVX2(acc *float32, w *uint16, x *float32, n int, pf *uint16)
 
+// dots2F16AccAVX2 does dotF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 2,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots2F16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots3F16AccAVX2 does dotF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 3,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots3F16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots4F16AccAVX2 does dotF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 4,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots4F16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots5F16AccAVX2 does dotF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 5,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots5F16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots2BF16AccAVX2 does dotBF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 2,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots2BF16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots3BF16AccAVX2 does dotBF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 3,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots3BF16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots4BF16AccAVX2 does dotBF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 4,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots4BF16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots5BF16AccAVX2 does dotBF16AccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < 5,
+// loading and converting each weight vector once.
+//
+//go:noescape
+func dots5BF16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
 // dotQ40Q80VNNI returns the dot product of the nb Q40 blocks at w with the
 // nb Q80 blocks at q, as simd's twin computes it, bit for bit.
 //

@@ -92,6 +92,10 @@ const eachChunkBytes = 64 << 10
 // multi-token kernel of family k, plus, for the AVX2 family, each row's
 // tail through the twin as dotF16 adds it.
 func matMulEachU16(k dotKernel, bf16 bool, dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	if zen4EachBlocked(cols) { // the Zen 4 choice (blocked_amd64.go)
+		matVecsBlocked(bf16, dst, ldd, x, nt, cols, w, r0, r1)
+		return
+	}
 	most := eachMost(k, false)
 	n8 := cols &^ 7
 	chunk := max(1, eachChunkBytes/(2*cols))

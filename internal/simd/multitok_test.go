@@ -16,7 +16,7 @@ type eachCase struct {
 }
 
 var eachCases = []eachCase{
-	{"F16", []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 127, 128, 129, 255, 256, 300, 2061},
+	{"F16", []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 127, 128, 129, 255, 256, 300, 1024, 1056, 2048, 2061, 4100, 4128, 5120},
 		func(r *rand.Rand, rows, cols int) (each, one func([]float32, int, []float32, int, int, int, int)) {
 			w := randF16(r, rows*cols)
 			return func(d []float32, ldd int, x []float32, nt, cols, r0, r1 int) {
@@ -25,7 +25,7 @@ var eachCases = []eachCase{
 					MatMulF16(d, ldd, x, nt, cols, w, r0, r1)
 				}
 		}},
-	{"BF16", []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 127, 128, 129, 255, 256, 300, 2061},
+	{"BF16", []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 127, 128, 129, 255, 256, 300, 1024, 1056, 2048, 2061, 4100, 4128, 5120},
 		func(r *rand.Rand, rows, cols int) (each, one func([]float32, int, []float32, int, int, int, int)) {
 			w := randBF16(r, rows*cols)
 			return func(d []float32, ldd int, x []float32, nt, cols, r0, r1 int) {
@@ -50,7 +50,9 @@ var eachCases = []eachCase{
 // 9 token rows (groups of every size the kernels take, and groups of one),
 // columns with and without tails, a row range inside the matrix and, for
 // the longest rows, over several chunks (eachChunkBytes); and that nothing
-// outside that range is written.
+// outside that range is written. Rows of 1024 (one block), 1056, 2048, 4128 and 5120 columns
+// take the Zen 4 choice's blocked kernels (zen4EachBlocked; 1056 and 4128
+// end in a block of 32), 2061 and 4100 the unblocked ones.
 func TestMatMulEachMatchesOneRow(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		for _, tc := range eachCases {

@@ -53,6 +53,68 @@ func stream512() {
 	}
 	dotAccAVX2(f16)
 	dotAccAVX2(bf16)
+	for _, t := range []wtype{f16, bf16} {
+		for nt := 2; nt <= 5; nt++ {
+			dotsAccAVX2(t, nt)
+		}
+	}
+}
+
+// dotsAccAVX2 writes dots<nt><T>AccAVX2, dot<T>AccAVX2 for nt token rows as
+// dots (multitok.go) is dot for nt token rows: each weight vector loaded
+// and converted once and fed to every token row's four accumulators, kept
+// at acc[t*lda:][:32], with each row's fused multiply-adds in
+// dot<T>AVX2's order, so that each token row continues the bits
+// dot<T>AccAVX2 would give it alone. Up to 6 token rows (24 accumulators)
+// take the YMM registers above 15, hence the avx512 set's EVEX forms.
+func dotsAccAVX2(t wtype, nt int) {
+	name := fmt.Sprintf("dots%d%sAccAVX2", nt, t.name)
+	header(name, fmt.Sprintf("func(acc *float32, lda int, w *%s, x *float32, ldx, n int, pf *%s)", t.goType, t.goType),
+		fmt.Sprintf("%s does dot%sAccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < %d,", name, t.name, nt),
+		"loading and converting each weight vector once.")
+	accp := Load(Param("acc"), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(U8(2), lda)
+	w := Mem{Base: Load(Param("w"), GP64())}
+	xp := Load(Param("x"), GP64())
+	ldx := Load(Param("ldx"), GP64())
+	SHLQ(U8(2), ldx)
+	xs := rowMems(xp, ldx, nt)
+	n := Load(Param("n"), GP64())
+	pf := Mem{Base: Load(Param("pf"), GP64())}
+	accs := rowMems(accp, lda, nt)
+	acc := make([][]VecVirtual, nt)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, 4)
+		for k := range acc[r] {
+			acc[r][k] = YMM()
+			VMOVUPS(accs[r].Offset(32*k), acc[r][k])
+		}
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_loop")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	PREFETCHT1(pf.Idx(i, t.size))
+	for k := 0; k < 4; k++ {
+		v := YMM()
+		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
+		for r := range acc {
+			VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
+		}
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	for r := range acc {
+		for k := range acc[r] {
+			VMOVUPS(acc[r][k], accs[r].Offset(32*k))
+		}
+	}
+	VZEROUPPER()
+	RET()
 }
 
 // dotAccAVX2 writes dot<T>AccAVX2, a piece of dot<T>AVX2's main loop: it

@@ -28,8 +28,8 @@ var (
 // AVX-512; Zen 3, the same family, has none), and useZen4 whether its
 // decode choice is selected (forceZen4 switches it for tests). On the Zen 4
 // the avx512 set decodes with the avx2 set's F16 and BF16 dot products
-// (4 accumulators of 8 lanes; prefetching on long rows, see
-// zen4PrefetchCols): streaming weights from DRAM
+// (4 accumulators of 8 lanes; on long rows in blocks, with x's block in
+// L1, see zen4Blocked and blocked_amd64.go): streaming weights from DRAM
 // the avx512 ones, tuned on an Intel Xeon, ran at 0.55 to 0.85 of them,
 // and not for want of prefetch (docs/performance.md, "Zen 4 decode"). The
 // Q8_0 kernel stays the avx512 one: without its prefetch it streamed

@@ -369,7 +369,7 @@ func dotAVX2Body(name string, t wtype, p pfMode) {
 		if vecs > 1 {
 			p.line(w.Idx(i, t.size))
 		}
-		dotStep(t, w, x, i, acc[:vecs])
+		dotStep(t, w, []Mem{x}, i, [][]VecVirtual{acc}, vecs)
 	})
 
 	Label(name + "_done")
@@ -379,15 +379,19 @@ func dotAVX2Body(name string, t wtype, p pfMode) {
 	RET()
 }
 
-// dotStep is a step of dot's loops at element i: acc[k] += w's and x's
-// k-th 8 elements (a fused multiply-add each), 8*len(acc) elements in all.
-// dot<T>AccAVX2 (stream.go) takes the same steps, so that it continues
-// dot's accumulators bit for bit.
-func dotStep(t wtype, w, x Mem, i Register, acc []VecVirtual) {
-	for k := range acc {
+// dotStep is a step of dot's loops at element i for token rows xs (one for
+// dot itself, several for dots and the accumulating kernels): for each of
+// vecs vectors of 8 elements, the weights are loaded and converted once and
+// acc[r][k] += w's and xs[r]'s k-th 8 elements (a fused multiply-add a
+// row). Each row thus takes dot's fused multiply-adds in dot's order, which
+// is what gives the multi-token and accumulating kernels dot's bits.
+func dotStep(t wtype, w Mem, xs []Mem, i Register, acc [][]VecVirtual, vecs int) {
+	for k := range vecs {
 		v := YMM()
 		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		VFMADD231PS(x.Idx(i, 4).Offset(32*k), v, acc[k])
+		for r := range acc {
+			VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
+		}
 	}
 }
 

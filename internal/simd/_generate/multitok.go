@@ -90,13 +90,7 @@ func dots(t wtype, nt int) {
 	n32 := elementBounds(n, 32)
 	acc := zeroGrid(nt, 4, zeros)
 	elementLoops(name, 32, n32, n, func(i Register, vecs int) {
-		for k := 0; k < vecs; k++ {
-			v := YMM()
-			t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-			for r := range acc {
-				VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
-			}
-		}
+		dotStep(t, w, xs, i, acc, vecs)
 	})
 
 	Label(name + "_done")

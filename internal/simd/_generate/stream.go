@@ -82,8 +82,15 @@ func dotsAccAVX2(t wtype, nt int) {
 	xs := rowMems(xp, ldx, nt)
 	n := Load(Param("n"), GP64())
 	pf := Mem{Base: Load(Param("pf"), GP64())}
-	accs := rowMems(accp, lda, nt)
-	acc := make([][]VecVirtual, nt)
+	accLoop(name, t, rowMems(accp, lda, nt), w, xs, n, pf)
+}
+
+// accLoop is the body of the accumulating kernels after their arguments:
+// it loads the four accumulators of each token row from accs[r], runs
+// dot's main loop (dotStep) over n elements with a PREFETCHT1 of a line of
+// pf a step, and stores the accumulators back.
+func accLoop(name string, t wtype, accs []Mem, w Mem, xs []Mem, n Register, pf Mem) {
+	acc := make([][]VecVirtual, len(accs))
 	for r := range acc {
 		acc[r] = make([]VecVirtual, 4)
 		for k := range acc[r] {
@@ -97,13 +104,7 @@ func dotsAccAVX2(t wtype, nt int) {
 	CMPQ(i, n)
 	JAE(LabelRef(name + "_done"))
 	PREFETCHT1(pf.Idx(i, t.size))
-	for k := 0; k < 4; k++ {
-		v := YMM()
-		t.load(w.Idx(i, t.size).Offset(8*k*int(t.size)), v)
-		for r := range acc {
-			VFMADD231PS(xs[r].Idx(i, 4).Offset(32*k), v, acc[r][k])
-		}
-	}
+	dotStep(t, w, xs, i, acc, 4)
 	ADDQ(U32(32), i)
 	JMP(LabelRef(name + "_loop"))
 
@@ -137,27 +138,7 @@ func dotAccAVX2(t wtype) {
 	x := Mem{Base: Load(Param("x"), GP64())}
 	n := Load(Param("n"), GP64())
 	pf := Mem{Base: Load(Param("pf"), GP64())}
-	acc := make([]VecVirtual, 4)
-	for k := range acc {
-		acc[k] = YMM()
-		VMOVUPS(accp.Offset(32*k), acc[k])
-	}
-	i := GP64()
-	XORQ(i, i)
-	Label(name + "_loop")
-	CMPQ(i, n)
-	JAE(LabelRef(name + "_done"))
-	PREFETCHT1(pf.Idx(i, t.size))
-	dotStep(t, w, x, i, acc)
-	ADDQ(U32(32), i)
-	JMP(LabelRef(name + "_loop"))
-
-	Label(name + "_done")
-	for k := range acc {
-		VMOVUPS(acc[k], accp.Offset(32*k))
-	}
-	VZEROUPPER()
-	RET()
+	accLoop(name, t, []Mem{accp}, w, []Mem{x}, n, pf)
 }
 
 // dot512PF is dot512 (the same loads, fused multiply-adds and reduction)

@@ -65,6 +65,14 @@ type dotVariant struct {
 	rows func(dst, x []float32, cols int, w []uint16, r0, r1 int)
 }
 
+// blockedVariant is the variant "blocked": matVecBlocked over 16-bit
+// weights, bfloat16 if bf16.
+func blockedVariant(bf16 bool) dotVariant {
+	return dotVariant{name: "blocked", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+		matVecBlocked(bf16, dst, x, cols, w, r0, r1)
+	}}
+}
+
 func matVecVariants(dt string) []dotVariant {
 	switch dt {
 	case "F16":
@@ -79,9 +87,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T1", u: dotF16AVX2T1},
 			{name: "avx2T2K", u: dotF16AVX2T2K},
 			{name: "avx2R4", r4: dotF16R4AVX2},
-			{name: "blocked", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
-				matVecBlocked(false, dst, x, cols, w, r0, r1)
-			}},
+			blockedVariant(false),
 		}
 	case "BF16":
 		return []dotVariant{
@@ -95,9 +101,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T1", u: dotBF16AVX2T1},
 			{name: "avx2T2K", u: dotBF16AVX2T2K},
 			{name: "avx2R4", r4: dotBF16R4AVX2},
-			{name: "blocked", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
-				matVecBlocked(true, dst, x, cols, w, r0, r1)
-			}},
+			blockedVariant(true),
 		}
 	}
 	return []dotVariant{

@@ -50,9 +50,10 @@ var eachCases = []eachCase{
 // 9 token rows (groups of every size the kernels take, and groups of one),
 // columns with and without tails, a row range inside the matrix and, for
 // the longest rows, over several chunks (eachChunkBytes); and that nothing
-// outside that range is written. Rows of 1024 (one block), 1056, 2048, 4128 and 5120 columns
-// take the Zen 4 choice's blocked kernels (zen4EachBlocked; 1056 and 4128
-// end in a block of 32), 2061 and 4100 the unblocked ones.
+// outside that range is written. Rows of 1024 (one block), 1056, 2048,
+// 4128 and 5120 columns take the Zen 4 choice's blocked kernels
+// (zen4EachBlocked; 1056 and 4128 end in a block of 32), 2061 and 4100 the
+// unblocked ones.
 func TestMatMulEachMatchesOneRow(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		for _, tc := range eachCases {

@@ -2,6 +2,7 @@ package simd
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 )
 
@@ -66,5 +67,64 @@ func q8gActs(ac []int32, q []byte, nt, nb int) {
 		}
 		ac[2*i] = int32(math.Float32bits(F16ToF32Scalar(binary.LittleEndian.Uint16(blk))))
 		ac[2*i+1] = -128 * (int32(u) - 32*128)
+	}
+}
+
+// MatMulQ40Q80 is MatMulQ80Q80 for Q4_0 weight rows (cols/32 blocks of
+// q40BlockBytes each): it sets
+//
+//	dst[t*ldd+r] = DotQ40Q80(w[r*rb:(r+1)*rb], q[t*qb:(t+1)*qb])   for t < nt, r0 <= r < r1
+//
+// (rb = cols/32*18, qb = cols/32*34) bit for bit, on every kernel set. A
+// Q4_0 block is a Q8_0 block with the codes' nibbles less 8 and the same
+// binary16 scale (Q40ToQ80), and DotQ40Q80 takes its blocks as DotQ80Q80
+// does (the same int32 sum a block, times the same scales, summed in the
+// same order), so whole panels of rows are widened to Q8_0 as the int8 tile
+// GEMM packs them and go through MatMulQ80Q80's tiles; other rows, and
+// fewer tokens, take DotQ40Q80Rows per token row.
+func MatMulQ40Q80(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
+	if cols%q80BlockSize != 0 {
+		panic(fmt.Sprintf("simd: MatMulQ40Q80: cols %d is not a multiple of %d", cols, q80BlockSize))
+	}
+	nb := cols / q80BlockSize
+	checkMatMul("MatMulQ40Q80", len(dst), ldd, len(q), nt, nb*Q80BlockBytes, len(w), nb*q40BlockBytes, r0, r1)
+	if nt == 0 || r0 == r1 {
+		return
+	}
+	matMulQ40Q80(dst, ldd, q, nt, nb, w, r0, r1)
+}
+
+// matMulQ40Q80Generic is MatMulQ40Q80's twin: one twin dot per pair.
+func matMulQ40Q80Generic(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	rb, qb := nb*q40BlockBytes, nb*Q80BlockBytes
+	for t := 0; t < nt; t++ {
+		qt := q[t*qb : (t+1)*qb]
+		for r := r0; r < r1; r++ {
+			dst[t*ldd+r] = dotQ8LegacyGeneric(qdQ40, w[r*rb:(r+1)*rb], qt, nb)
+		}
+	}
+}
+
+// Q40ToQ80 sets dst to the len(src)/18 Q4_0 blocks of src as Q8_0 blocks:
+// the same binary16 scale, and code j the nibble less 8 (low nibbles of
+// the 16 bytes first, then the high ones, as ggml's block_q4_0), so that
+// every block dequantizes to the same values. It panics unless src is
+// whole blocks and dst their size in Q8_0.
+func Q40ToQ80(dst, src []byte) {
+	nb := len(src) / q40BlockBytes
+	if len(src)%q40BlockBytes != 0 || len(dst) != nb*Q80BlockBytes {
+		panic(fmt.Sprintf("simd: Q40ToQ80: %d bytes is not whole Q4_0 blocks, or %d bytes is not %d Q8_0 blocks", len(src), len(dst), nb))
+	}
+	const nib, bias, top = 0x0f0f0f0f0f0f0f0f, 0x7878787878787878, 0x8080808080808080
+	for b := 0; b < nb; b++ {
+		s, d := src[b*q40BlockBytes:(b+1)*q40BlockBytes], dst[b*Q80BlockBytes:(b+1)*Q80BlockBytes]
+		d[0], d[1] = s[0], s[1]
+		lo0, lo1 := binary.LittleEndian.Uint64(s[2:]), binary.LittleEndian.Uint64(s[10:])
+		// n − 8 a byte for nibbles n ≤ 15: n + 0x78 carries into no other
+		// byte, and its top bit flipped is n − 8 in two's complement.
+		binary.LittleEndian.PutUint64(d[2:], (lo0&nib+bias)^top)
+		binary.LittleEndian.PutUint64(d[10:], (lo1&nib+bias)^top)
+		binary.LittleEndian.PutUint64(d[18:], (lo0>>4&nib+bias)^top)
+		binary.LittleEndian.PutUint64(d[26:], (lo1>>4&nib+bias)^top)
 	}
 }

@@ -37,6 +37,7 @@ var (
 type q8gScratch struct {
 	panels []byte
 	ac     []int32
+	rows   []byte // a panel's rows widened to Q8_0 (q8gPanels' widen)
 }
 
 var q8gPool = sync.Pool{New: func() any { return new(q8gScratch) }}
@@ -55,10 +56,35 @@ func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 		re = r0
 	}
 	if re > r0 {
-		q8gPanels(k, dst, ldd, q, nt, nb, w, r0, re)
+		q8gPanels(k, dst, ldd, q, nt, nb, w, nb*Q80BlockBytes, nil, r0, re)
 	}
 	if re < r1 {
 		matMulQ80Q80Rows(dst, ldd, q, nt, nb, w, re, r1)
+	}
+}
+
+// matMulQ40Q80 is matMulQ80Q80 for Q4_0 rows: each panel's rows widened to
+// Q8_0 (Q40ToQ80) before the tile GEMM packs them, the rest through
+// DotQ40Q80Rows.
+func matMulQ40Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+	if !useAsm {
+		matMulQ40Q80Generic(dst, ldd, q, nt, nb, w, r0, r1)
+		return
+	}
+	k := &q8gAVX2
+	if useAVX512 && useLegacyVNNI {
+		k = &q8gVNNI
+	}
+	re := r0 + (r1-r0)/k.rows*k.rows
+	if nt < k.minTokens || nb == 0 {
+		re = r0
+	}
+	if re > r0 {
+		q8gPanels(k, dst, ldd, q, nt, nb, w, nb*q40BlockBytes, Q40ToQ80, r0, re)
+	}
+	wb, qb := nb*q40BlockBytes, nb*Q80BlockBytes
+	for t := 0; re < r1 && t < nt; t++ {
+		dotQ80Rows(qdQ40, dst[t*ldd+re:t*ldd+r1], w[re*wb:r1*wb], q[t*qb:(t+1)*qb], nb)
 	}
 }
 
@@ -74,8 +100,10 @@ const q8gMinTokens = 3
 // rows, 1.07× for 4, 1.29× for 8, 1.59× for 16.
 const q8gMinTokensAVX2 = 4
 
-// q8gPanels runs k's tile GEMM over rows [r0, r1), whole panels.
-func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+// q8gPanels runs k's tile GEMM over rows [r0, r1), whole panels: weight
+// rows of wb bytes, Q8_0 blocks, or with widen the blocks it widens to
+// Q8_0 (Q40ToQ80), a panel's rows at a time, before they are packed.
+func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []byte, wb int, widen func(dst, src []byte), r0, r1 int) {
 	s := q8gPool.Get().(*q8gScratch)
 	defer q8gPool.Put(s)
 	rb := nb * Q80BlockBytes
@@ -84,9 +112,21 @@ func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []
 	}
 	ac := s.ac[:nt*nb*2]
 	q8gemmActsAVX2(ac, q, nt*nb)
+	pack := func(p, w []byte) { k.pack(p, w, rb, nb) }
+	if widen != nil {
+		if n := k.rows * rb; cap(s.rows) < n {
+			s.rows = make([]byte, n)
+		}
+		rows := s.rows[:k.rows*rb]
+		pack = func(p, w []byte) {
+			for i := 0; i < k.rows; i++ {
+				widen(rows[i*rb:(i+1)*rb], w[i*wb:(i+1)*wb])
+			}
+			k.pack(p, rows, rb, nb)
+		}
+	}
 	maxT := len(k.tiles) - 1
-	tilePanels(&s.panels, dst, ldd, nt, w, rb, r0, r1, k.rows, nb*k.block, maxT,
-		func(p, w []byte) { k.pack(p, w, rb, nb) },
+	tilePanels(&s.panels, dst, ldd, nt, w, wb, r0, r1, k.rows, nb*k.block, maxT, pack,
 		func(d []float32, t, n int, p []byte) { k.tiles[n](d, ldd, p, q[t*rb:], rb, ac[t*nb*2:], nb) })
 }
 

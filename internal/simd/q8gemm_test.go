@@ -2,6 +2,7 @@ package simd
 
 import (
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -121,5 +122,112 @@ func TestMatMulQ80Q80Panics(t *testing.T) {
 			}()
 			bad()
 		}()
+	}
+}
+
+// q40gemmCase is q8gemmCase for Q4_0 weights: random blocks, every
+// seventh from the second with codes 0 (−8) throughout, then 15 (7)
+// throughout, then a zero scale.
+func q40gemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
+	w = randKBlocks(r, rows*nb, q40BlockBytes, 0)
+	for i := 0; i < rows*nb; i++ {
+		blk := w[i*q40BlockBytes : (i+1)*q40BlockBytes]
+		switch i % 7 {
+		case 1:
+			clear(blk[2:])
+		case 2:
+			for j := 2; j < q40BlockBytes; j++ {
+				blk[j] = 0xff
+			}
+		case 3:
+			binary.LittleEndian.PutUint16(blk, 0)
+		}
+	}
+	x := extremeActivations(r, nt*nb, 32)
+	q = make([]byte, nt*nb*Q80BlockBytes)
+	QuantizeQ80(q, x)
+	return q, w
+}
+
+// TestMatMulQ40Q80 is TestMatMulQ80Q80 for MatMulQ40Q80: every output
+// DotQ40Q80's bits and its twin's, on every kernel set, over chunks of
+// panels, token counts around the tiles and row ranges around the panels.
+func TestMatMulQ40Q80(t *testing.T) {
+	const rows = 53
+	t.Run("chunks", func(t *testing.T) {
+		for _, set := range q8lSets(t) {
+			restore := set.force()
+			r := newRand(t)
+			const nt, rows, nb = 5, 69, 256
+			q, w := q40gemmCase(r, nt, rows, nb)
+			checkTileTwin(t, q40gemmCall(nt, nb, q, w), rows, set.name+": MatMulQ40Q80")
+			restore()
+		}
+	})
+	for _, set := range q8lSets(t) {
+		t.Run(set.name, func(t *testing.T) {
+			defer set.force()()
+			r := newRand(t)
+			for _, cols := range []int{32, 64, 96, 2048, 2080} {
+				nb := cols / 32
+				for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33} {
+					q, w := q40gemmCase(r, nt, rows, nb)
+					off := ni % len(offsets)
+					q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
+					for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
+						checkTileRows(t, q40gemmCall(nt, nb, q, w), off, rows+3, rr[0], rr[1])
+					}
+				}
+			}
+		})
+	}
+	for name, bad := range map[string]func(){
+		"cols not blocks": func() { MatMulQ40Q80(make([]float32, 8), 4, make([]byte, 68), 1, 48, make([]byte, 4*36), 0, 4) },
+		"short w":         func() { MatMulQ40Q80(make([]float32, 8), 4, make([]byte, 2*68), 2, 64, make([]byte, 4*36-1), 0, 4) },
+		"short q":         func() { MatMulQ40Q80(make([]float32, 8), 4, make([]byte, 2*68-1), 2, 64, make([]byte, 4*36), 0, 4) },
+	} {
+		func() {
+			defer func() {
+				if msg, _ := recover().(string); !strings.Contains(msg, "MatMulQ40Q80") {
+					t.Errorf("%s: panic %q, want one naming MatMulQ40Q80", name, msg)
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
+// TestQ40ToQ80 checks that every Q4_0 block widened to Q8_0 keeps its
+// scale's bits and dequantizes to the same values, code by code as ggml's
+// block_q4_0 orders them.
+func TestQ40ToQ80(t *testing.T) {
+	r := newRand(t)
+	const nb = 67
+	src := randKBlocks(r, nb, q40BlockBytes, 0)
+	clear(src[2+q40BlockBytes : 2*q40BlockBytes]) // codes 0 throughout
+	for j := 2*q40BlockBytes + 2; j < 3*q40BlockBytes; j++ {
+		src[j] = 0xff // codes 15 throughout
+	}
+	dst := make([]byte, nb*Q80BlockBytes)
+	Q40ToQ80(dst, src)
+	for b := 0; b < nb; b++ {
+		s, d := src[b*q40BlockBytes:], dst[b*Q80BlockBytes:]
+		if d[0] != s[0] || d[1] != s[1] {
+			t.Fatalf("block %d: scale %#x%02x, want %#x%02x", b, d[1], d[0], s[1], s[0])
+		}
+		for j := 0; j < 32; j++ {
+			n := int(s[2+j%16] >> (4 * (j / 16)) & 0xf)
+			if got := int(int8(d[2+j])); got != n-8 {
+				t.Fatalf("block %d code %d = %d, want %d", b, j, got, n-8)
+			}
+		}
+	}
+	a, c := make([]float32, nb*32), make([]float32, nb*32)
+	Q40ToF32(a, src)
+	Q80ToF32(c, dst)
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(c[i]) {
+			t.Fatalf("value %d: %v from Q4_0, %v from its Q8_0", i, a[i], c[i])
+		}
 	}
 }

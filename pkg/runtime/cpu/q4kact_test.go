@@ -12,21 +12,24 @@ import (
 )
 
 // TestPrefillKQ8KActivations: on every kernel set, the backend's
-// q4_K, q5_K and q6_K products over many token rows (40, and simd.MatMulDecodedTokens,
+// q4_K, q5_K and q6_K products (and q4_0's, on Q8_0 activations) over many token rows (40, and simd.MatMulDecodedTokens,
 // where the packed fp32 path used to start; 2 workers, plain and
 // interruptible; the default kernels, forced AVX2 and the pure-Go twins)
 // give, bit for bit, the pure-Go Q8_K twin path, each token
-// row quantized (simd.QuantizeQ8K) and dotted with each weight row
-// (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K), and so decode's bits; F32Activations keeps the fp32 product (which differs).
+// row quantized (simd.QuantizeQ8K; QuantizeQ80 for q4_0) and dotted with each weight row
+// (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K, DotQ40Q80), and so decode's bits; F32Activations keeps the fp32 product (which differs).
 func TestPrefillKQ8KActivations(t *testing.T) {
+	q8k := qAct{simd.QuantizeQ8K, 256, simd.Q8KBlockBytes}
 	for _, tc := range []struct {
 		dt  tensor.DType
 		gt  gguf.Type
 		dot func(w, q []byte) float32
+		act qAct
 	}{
-		{tensor.Q4K, gguf.Q4K, simd.DotQ4KQ8K},
-		{tensor.Q5K, gguf.Q5K, simd.DotQ5KQ8K},
-		{tensor.Q6K, gguf.Q6K, simd.DotQ6KQ8K},
+		{tensor.Q4K, gguf.Q4K, simd.DotQ4KQ8K, q8k},
+		{tensor.Q5K, gguf.Q5K, simd.DotQ5KQ8K, q8k},
+		{tensor.Q6K, gguf.Q6K, simd.DotQ6KQ8K, q8k},
+		{tensor.Q40, gguf.Q40, simd.DotQ40Q80, qAct{simd.QuantizeQ80, 32, simd.Q80BlockBytes}},
 	} {
 		for _, ks := range []struct {
 			name  string
@@ -38,13 +41,20 @@ func TestPrefillKQ8KActivations(t *testing.T) {
 		} {
 			t.Run(tc.dt.String()+"/"+ks.name, func(t *testing.T) {
 				defer ks.force()()
-				testPrefillKQ8K(t, tc.dt, tc.gt, tc.dot)
+				testPrefillKQ8K(t, tc.dt, tc.gt, tc.dot, tc.act)
 			})
 		}
 	}
 }
 
-func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q []byte) float32) {
+// qAct is how a weight type's products quantize a token row: the
+// quantizer, and its blocks' values and bytes.
+type qAct struct {
+	quant       func(dst []byte, x []float32)
+	vals, bytes int
+}
+
+func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q []byte) float32, act qAct) {
 	r := rand.New(rand.NewPCG(46, 4))
 	const rows, cols = 70, 768
 	vals := normals(r, rows*cols, 0.05)
@@ -66,7 +76,7 @@ func testPrefillKQ8K(t *testing.T, dt tensor.DType, gt gguf.Type, dot func(w, q 
 		x := normals(r, nt*cols, 1)
 		f32 := make([]float32, nt*rows)
 		be.F32Activations().MatMul(cpu.Wrap(f32), cpu.Wrap(x), nt, m)
-		want := quantizedTwin(w.Raw, rows, rb, x, nt, cols, cols/256*simd.Q8KBlockBytes, simd.QuantizeQ8K, dot)
+		want := quantizedTwin(w.Raw, rows, rb, x, nt, cols, cols/act.vals*act.bytes, act.quant, dot)
 		same := 0
 		for i := range want {
 			if math.Float32bits(f32[i]) == math.Float32bits(want[i]) {

@@ -63,12 +63,12 @@ func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	}
 }
 
-// matMulQ40Q80 is matMulQ80Q80 for Q4_0 rows: each panel's rows widened to
-// Q8_0 (Q40ToQ80) before the tile GEMM packs them, the rest through
-// DotQ40Q80Rows.
-func matMulQ40Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
+// matMulWidenedQ80 is matMulQ80Q80 for the rows of type t (q4_0, q5_0,
+// iq4_nl): each panel's rows widened to Q8_0 (widenQ80) before the tile
+// GEMM packs them, the rest through the type's four-row dots.
+func matMulWidenedQ80(t qdotType, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
 	if !useAsm {
-		matMulQ40Q80Generic(dst, ldd, q, nt, nb, w, r0, r1)
+		matMulWidenedGeneric(t, dst, ldd, q, nt, nb, w, r0, r1)
 		return
 	}
 	k := &q8gAVX2
@@ -79,12 +79,12 @@ func matMulQ40Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1
 	if nt < k.minTokens || nb == 0 {
 		re = r0
 	}
+	wb, qb := nb*qdotBlockBytes[t], nb*Q80BlockBytes
 	if re > r0 {
-		q8gPanels(k, dst, ldd, q, nt, nb, w, nb*q40BlockBytes, Q40ToQ80, r0, re)
+		q8gPanels(k, dst, ldd, q, nt, nb, w, wb, widenQ80(t), r0, re)
 	}
-	wb, qb := nb*q40BlockBytes, nb*Q80BlockBytes
-	for t := 0; re < r1 && t < nt; t++ {
-		dotQ80Rows(qdQ40, dst[t*ldd+re:t*ldd+r1], w[re*wb:r1*wb], q[t*qb:(t+1)*qb], nb)
+	for tk := 0; re < r1 && tk < nt; tk++ {
+		dotQ80Rows(t, dst[tk*ldd+re:tk*ldd+r1], w[re*wb:r1*wb], q[tk*qb:(tk+1)*qb], nb)
 	}
 }
 
@@ -102,7 +102,7 @@ const q8gMinTokensAVX2 = 4
 
 // q8gPanels runs k's tile GEMM over rows [r0, r1), whole panels: weight
 // rows of wb bytes, Q8_0 blocks, or with widen the blocks it widens to
-// Q8_0 (Q40ToQ80), a panel's rows at a time, before they are packed.
+// Q8_0 (widenQ80), a panel's rows at a time, before they are packed.
 func q8gPanels(k *q8gKernels, dst []float32, ldd int, q []byte, nt, nb int, w []byte, wb int, widen func(dst, src []byte), r0, r1 int) {
 	s := q8gPool.Get().(*q8gScratch)
 	defer q8gPool.Put(s)

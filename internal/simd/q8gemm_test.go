@@ -125,109 +125,149 @@ func TestMatMulQ80Q80Panics(t *testing.T) {
 	}
 }
 
-// q40gemmCase is q8gemmCase for Q4_0 weights: random blocks, every
-// seventh from the second with codes 0 (−8) throughout, then 15 (7)
-// throughout, then a zero scale.
-func q40gemmCase(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
-	w = randKBlocks(r, rows*nb, q40BlockBytes, 0)
-	for i := 0; i < rows*nb; i++ {
-		blk := w[i*q40BlockBytes : (i+1)*q40BlockBytes]
+// widenCases are the weight types MatMulQ40Q80 and its kin take: the
+// function, its one-row dot, the type's block bytes and dequantizer.
+var widenCases = []struct {
+	name, typ string
+	t         qdotType
+	mm        func(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int)
+	dot       func(w, q []byte) float32
+	toF32     func(dst []float32, src []byte)
+}{
+	{"MatMulQ40Q80", "q4_0", qdQ40, MatMulQ40Q80, DotQ40Q80, Q40ToF32},
+	{"MatMulQ50Q80", "q5_0", qdQ50, MatMulQ50Q80, DotQ50Q80, Q50ToF32},
+	{"MatMulIQ4NLQ80", "iq4_nl", qdIQ4NL, MatMulIQ4NLQ80, DotIQ4NLQ80, IQ4NLToF32},
+}
+
+// widenBlocks returns nb random blocks of type t with extremes: every
+// seventh from the second with all bits of the codes clear, then all set,
+// then a zero scale.
+func widenBlocks(r *rand.Rand, t qdotType, nb int) []byte {
+	bb := qdotBlockBytes[t]
+	w := randKBlocks(r, nb, bb, 0)
+	for i := 0; i < nb; i++ {
+		blk := w[i*bb : (i+1)*bb]
 		switch i % 7 {
 		case 1:
 			clear(blk[2:])
 		case 2:
-			for j := 2; j < q40BlockBytes; j++ {
+			for j := 2; j < bb; j++ {
 				blk[j] = 0xff
 			}
 		case 3:
 			binary.LittleEndian.PutUint16(blk, 0)
 		}
 	}
-	x := extremeActivations(r, nt*nb, 32)
-	q = make([]byte, nt*nb*Q80BlockBytes)
-	QuantizeQ80(q, x)
-	return q, w
+	return w
 }
 
-// TestMatMulQ40Q80 is TestMatMulQ80Q80 for MatMulQ40Q80: every output
-// DotQ40Q80's bits and its twin's, on every kernel set, over chunks of
-// panels, token counts around the tiles and row ranges around the panels.
-func TestMatMulQ40Q80(t *testing.T) {
+// widenCall is the tileCall of case c over q and w.
+func widenCall(c int, nt, nb int, q, w []byte) tileCall {
+	wc := widenCases[c]
+	return tileCall{
+		name: wc.name, dotName: "its one-row dot", nt: nt, cols: nb * 32,
+		rb: nb * qdotBlockBytes[wc.t], qb: nb * Q80BlockBytes, q: q, w: w,
+		run:  func(dst []float32, ldd, r0, r1 int) { wc.mm(dst, ldd, q, nt, nb*32, w, r0, r1) },
+		dot:  wc.dot,
+		twin: func(row, qt []byte) float32 { return dotQ8LegacyGeneric(wc.t, row, qt, nb) },
+	}
+}
+
+// TestMatMulWidened is TestMatMulQ80Q80 for MatMulQ40Q80, MatMulQ50Q80
+// and MatMulIQ4NLQ80: every output the one-row dot's bits and its twin's,
+// on every kernel set, over chunks of panels, token counts around the
+// tiles and row ranges around the panels; bad shapes panic naming the
+// function.
+func TestMatMulWidened(t *testing.T) {
 	const rows = 53
-	t.Run("chunks", func(t *testing.T) {
-		for _, set := range q8lSets(t) {
-			restore := set.force()
-			r := newRand(t)
-			const nt, rows, nb = 5, 69, 256
-			q, w := q40gemmCase(r, nt, rows, nb)
-			checkTileTwin(t, q40gemmCall(nt, nb, q, w), rows, set.name+": MatMulQ40Q80")
-			restore()
+	for c, wc := range widenCases {
+		act := func(r *rand.Rand, nt, nb int) []byte {
+			q := make([]byte, nt*nb*Q80BlockBytes)
+			QuantizeQ80(q, extremeActivations(r, nt*nb, 32))
+			return q
 		}
-	})
-	for _, set := range q8lSets(t) {
-		t.Run(set.name, func(t *testing.T) {
-			defer set.force()()
-			r := newRand(t)
-			for _, cols := range []int{32, 64, 96, 2048, 2080} {
-				nb := cols / 32
-				for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33} {
-					q, w := q40gemmCase(r, nt, rows, nb)
-					off := ni % len(offsets)
-					q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
-					for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
-						checkTileRows(t, q40gemmCall(nt, nb, q, w), off, rows+3, rr[0], rr[1])
-					}
-				}
+		t.Run(wc.name+"/chunks", func(t *testing.T) {
+			for _, set := range q8lSets(t) {
+				restore := set.force()
+				r := newRand(t)
+				const nt, rows, nb = 5, 69, 256
+				checkTileTwin(t, widenCall(c, nt, nb, act(r, nt, nb), widenBlocks(r, wc.t, rows*nb)), rows, set.name+": "+wc.name)
+				restore()
 			}
 		})
-	}
-	for name, bad := range map[string]func(){
-		"cols not blocks": func() { MatMulQ40Q80(make([]float32, 8), 4, make([]byte, 68), 1, 48, make([]byte, 4*36), 0, 4) },
-		"short w":         func() { MatMulQ40Q80(make([]float32, 8), 4, make([]byte, 2*68), 2, 64, make([]byte, 4*36-1), 0, 4) },
-		"short q":         func() { MatMulQ40Q80(make([]float32, 8), 4, make([]byte, 2*68-1), 2, 64, make([]byte, 4*36), 0, 4) },
-	} {
-		func() {
-			defer func() {
-				if msg, _ := recover().(string); !strings.Contains(msg, "MatMulQ40Q80") {
-					t.Errorf("%s: panic %q, want one naming MatMulQ40Q80", name, msg)
+		for _, set := range q8lSets(t) {
+			t.Run(wc.name+"/"+set.name, func(t *testing.T) {
+				defer set.force()()
+				r := newRand(t)
+				for _, cols := range []int{32, 64, 96, 2048, 2080} {
+					nb := cols / 32
+					for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33} {
+						off := ni % len(offsets)
+						q := offsetCopy(act(r, nt, nb), offsets[off])
+						w := offsetCopy(widenBlocks(r, wc.t, rows*nb), offsets[(off+2)%len(offsets)])
+						for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
+							checkTileRows(t, widenCall(c, nt, nb, q, w), off, rows+3, rr[0], rr[1])
+						}
+					}
 				}
+			})
+		}
+		bb := qdotBlockBytes[wc.t]
+		for name, bad := range map[string]func(){
+			"cols not blocks": func() { wc.mm(make([]float32, 8), 4, make([]byte, 68), 1, 48, make([]byte, 4*2*bb), 0, 4) },
+			"short w":         func() { wc.mm(make([]float32, 8), 4, make([]byte, 2*68), 2, 64, make([]byte, 4*2*bb-1), 0, 4) },
+			"short q":         func() { wc.mm(make([]float32, 8), 4, make([]byte, 2*68-1), 2, 64, make([]byte, 4*2*bb), 0, 4) },
+		} {
+			func() {
+				defer func() {
+					if msg, _ := recover().(string); !strings.Contains(msg, wc.name) {
+						t.Errorf("%s: panic %q, want one naming %s", name, msg, wc.name)
+					}
+				}()
+				bad()
 			}()
-			bad()
-		}()
+		}
 	}
 }
 
-// TestQ40ToQ80 checks that every Q4_0 block widened to Q8_0 keeps its
-// scale's bits and dequantizes to the same values, code by code as ggml's
-// block_q4_0 orders them.
-func TestQ40ToQ80(t *testing.T) {
+// TestWidenQ80 checks that every block widened to Q8_0 keeps its scale's
+// bits and dequantizes to the same values, code by code the values its
+// dots take (qdotValues), for each type WidenQ80 takes; and that it
+// refuses another type.
+func TestWidenQ80(t *testing.T) {
 	r := newRand(t)
 	const nb = 67
-	src := randKBlocks(r, nb, q40BlockBytes, 0)
-	clear(src[2+q40BlockBytes : 2*q40BlockBytes]) // codes 0 throughout
-	for j := 2*q40BlockBytes + 2; j < 3*q40BlockBytes; j++ {
-		src[j] = 0xff // codes 15 throughout
-	}
-	dst := make([]byte, nb*Q80BlockBytes)
-	Q40ToQ80(dst, src)
-	for b := 0; b < nb; b++ {
-		s, d := src[b*q40BlockBytes:], dst[b*Q80BlockBytes:]
-		if d[0] != s[0] || d[1] != s[1] {
-			t.Fatalf("block %d: scale %#x%02x, want %#x%02x", b, d[1], d[0], s[1], s[0])
+	for _, wc := range widenCases {
+		bb := qdotBlockBytes[wc.t]
+		src := widenBlocks(r, wc.t, nb)
+		dst := make([]byte, nb*Q80BlockBytes)
+		WidenQ80(wc.typ, dst, src)
+		for b := 0; b < nb; b++ {
+			s, d := src[b*bb:(b+1)*bb], dst[b*Q80BlockBytes:]
+			if d[0] != s[0] || d[1] != s[1] {
+				t.Fatalf("%s block %d: scale %#x%02x, want %#x%02x", wc.typ, b, d[1], d[0], s[1], s[0])
+			}
+			var v [32]int8
+			qdotValues(wc.t, s, &v)
+			for j := 0; j < 32; j++ {
+				if got := int8(d[2+j]); got != v[j] {
+					t.Fatalf("%s block %d code %d = %d, want %d", wc.typ, b, j, got, v[j])
+				}
+			}
 		}
-		for j := 0; j < 32; j++ {
-			n := int(s[2+j%16] >> (4 * (j / 16)) & 0xf)
-			if got := int(int8(d[2+j])); got != n-8 {
-				t.Fatalf("block %d code %d = %d, want %d", b, j, got, n-8)
+		a, c := make([]float32, nb*32), make([]float32, nb*32)
+		wc.toF32(a, src)
+		Q80ToF32(c, dst)
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(c[i]) {
+				t.Fatalf("%s value %d: %v, %v from its Q8_0", wc.typ, i, a[i], c[i])
 			}
 		}
 	}
-	a, c := make([]float32, nb*32), make([]float32, nb*32)
-	Q40ToF32(a, src)
-	Q80ToF32(c, dst)
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(c[i]) {
-			t.Fatalf("value %d: %v from Q4_0, %v from its Q8_0", i, a[i], c[i])
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "WidenQ80") {
+			t.Errorf("WidenQ80 of q4_1: panic %q, want one naming WidenQ80", msg)
 		}
-	}
+	}()
+	WidenQ80("q4_1", make([]byte, 34), make([]byte, 20))
 }

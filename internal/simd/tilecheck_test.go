@@ -93,14 +93,3 @@ func q8gemmCall(nt, nb int, q, w []byte) tileCall {
 		twin: func(row, qt []byte) float32 { return dotQ8LegacyGeneric(qdQ80, row, qt, nb) },
 	}
 }
-
-// q40gemmCall is the tileCall of MatMulQ40Q80 over q and Q4_0 weights w.
-func q40gemmCall(nt, nb int, q, w []byte) tileCall {
-	return tileCall{
-		name: "MatMulQ40Q80", dotName: "DotQ40Q80", nt: nt, cols: nb * 32,
-		rb: nb * q40BlockBytes, qb: nb * Q80BlockBytes, q: q, w: w,
-		run:  func(dst []float32, ldd, r0, r1 int) { MatMulQ40Q80(dst, ldd, q, nt, nb*32, w, r0, r1) },
-		dot:  DotQ40Q80,
-		twin: func(row, qt []byte) float32 { return dotQ8LegacyGeneric(qdQ40, row, qt, nb) },
-	}
-}

@@ -76,11 +76,12 @@ type q8Dot struct {
 // row is dotted with the codes in integer arithmetic (simd.DotQ4KQ8K,
 // DotQ40Q80, DotQ80Q80 …; the results agree with ggml_vec_dot_*_q8_* up
 // to float32 rounding). A token's result is the one-row dot's whatever the
-// number of tokens in the call. Q8_0, q4_0, q4_K, q5_K and q6_K weights
-// take quantized activations at every number of token rows, on every CPU
-// (q8Prefill): prefill multiplies the codes in the int8 tile GEMMs of
-// simd.MatMulQ80Q80, MatMulQ40Q80 (q4_0 widened to Q8_0 panel by panel),
-// MatMulQ4KQ8K, MatMulQ5KQ8K and MatMulQ6KQ8K, each output the one-row dot's bits, so a token's logits are
+// number of tokens in the call. Q8_0, q4_0, q5_0, iq4_nl, q4_K, q5_K and
+// q6_K weights take quantized activations at every number of token rows,
+// on every CPU (q8Prefill): prefill multiplies the codes in the int8 tile
+// GEMMs of simd.MatMulQ80Q80, MatMulQ40Q80, MatMulQ50Q80, MatMulIQ4NLQ80
+// (their blocks widened to Q8_0 panel by panel), MatMulQ4KQ8K,
+// MatMulQ5KQ8K and MatMulQ6KQ8K, each output the one-row dot's bits, so a token's logits are
 // the same in a decode step and a prefill. The other types' prefill
 // (simd.MatMulDecoded) keeps fp32
 // activations, so there a token's logits differ slightly between a decode
@@ -91,9 +92,9 @@ var q8Dots = map[tensor.DType]q8Dot{
 	tensor.Q6K:   {simd.DotQ6KQ8K, simd.DotQ6KQ8KRows, simd.QuantizeQ8K, 256, simd.Q8KBlockBytes, simd.MatMulQ6KQ8K},
 	tensor.Q40:   {simd.DotQ40Q80, simd.DotQ40Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, simd.MatMulQ40Q80},
 	tensor.Q41:   {simd.DotQ41Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes, nil},
-	tensor.Q50:   {simd.DotQ50Q80, simd.DotQ50Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
+	tensor.Q50:   {simd.DotQ50Q80, simd.DotQ50Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, simd.MatMulQ50Q80},
 	tensor.Q51:   {simd.DotQ51Q81, nil, simd.QuantizeQ81, 32, simd.Q81BlockBytes, nil},
-	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.DotIQ4NLQ80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
+	tensor.IQ4NL: {simd.DotIQ4NLQ80, simd.DotIQ4NLQ80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, simd.MatMulIQ4NLQ80},
 	tensor.MXFP4: {simd.DotMXFP4Q80, nil, simd.QuantizeQ80, 32, simd.Q80BlockBytes, nil},
 	tensor.Q80:   {simd.DotQ80Q80, simd.DotQ80Q80Rows, simd.QuantizeQ80, 32, simd.Q80BlockBytes, simd.MatMulQ80Q80},
 }
@@ -111,8 +112,9 @@ func q8RowBytes(w *tensor.Weight) int {
 // matMulQ8 sets dst[t*ldd+r], r in [lo, hi), to weight row r's q8Dots dot
 // with token row t of q8 (quantizeTokens), t < nt: one token takes the
 // type's multi-row form where it has one, several token rows its tile GEMM
-// where it has one (Q8_0, q4_0, q4_K, q5_K, q6_K: simd.MatMulQ80Q80,
-// MatMulQ40Q80, MatMulQ4KQ8K, MatMulQ5KQ8K, MatMulQ6KQ8K; the same bits).
+// where it has one (Q8_0, q4_0, q5_0, iq4_nl, q4_K, q5_K, q6_K:
+// simd.MatMulQ80Q80, MatMulQ40Q80, MatMulQ50Q80, MatMulIQ4NLQ80,
+// MatMulQ4KQ8K, MatMulQ5KQ8K, MatMulQ6KQ8K; the same bits).
 func matMulQ8(dst []float32, ldd int, q8 []byte, nt int, w *tensor.Weight, lo, hi int) {
 	d := q8Dots[w.DType]
 	rb, qrb := w.DType.RowBytes(w.Cols), q8RowBytes(w)
@@ -169,10 +171,11 @@ func quantizeTokens(x []float32, nt int, w *tensor.Weight, perCall int, f32Act b
 // MatMulQ5KQ8K's and MatMulQ6KQ8K's int8 tile GEMMs, on the Zen 4 with
 // VNNI 3.2–3.8×, 2.9–3.3× and 2.9–3.3× MatMulDecoded's packed fp32 GEMM,
 // with their AVX2 tiles (ForceAVX2) 1.6–2.0×, 1.6–1.8× and 1.3–1.5× at
-// 32–512 token rows (simd.MatMulKQ8KPacked); and q4_0 through
-// simd.MatMulQ40Q80 (MatMulQ80Q80's tiles on its blocks widened to Q8_0).
+// 32–512 token rows (simd.MatMulKQ8KPacked); and q4_0, q5_0 and iq4_nl
+// through simd.MatMulQ40Q80, MatMulQ50Q80 and MatMulIQ4NLQ80
+// (MatMulQ80Q80's tiles on their blocks widened to Q8_0).
 // The 1B-shape Q4_0 file's two-thread prefill of 512 tokens on the Zen 4:
-// see docs/performance.md, "Q4_0 prefill on the Q8_0 tiles".
+// see docs/performance.md, "Q4_0, Q5_0 and IQ4_NL prefill on the Q8_0 tiles".
 func q8Prefill(dt tensor.DType) bool { return q8Dots[dt].tile != nil }
 
 // q8Bytes returns *sp, nil for nil.

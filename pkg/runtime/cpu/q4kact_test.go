@@ -12,14 +12,15 @@ import (
 )
 
 // TestPrefillKQ8KActivations: on every kernel set, the backend's
-// q4_K, q5_K and q6_K products (and q4_0's, on Q8_0 activations) over many token rows (40, and simd.MatMulDecodedTokens,
+// q4_K, q5_K and q6_K products (and q4_0's, q5_0's and iq4_nl's, on Q8_0 activations) over many token rows (40, and simd.MatMulDecodedTokens,
 // where the packed fp32 path used to start; 2 workers, plain and
 // interruptible; the default kernels, forced AVX2 and the pure-Go twins)
 // give, bit for bit, the pure-Go Q8_K twin path, each token
-// row quantized (simd.QuantizeQ8K; QuantizeQ80 for q4_0) and dotted with each weight row
-// (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K, DotQ40Q80), and so decode's bits; F32Activations keeps the fp32 product (which differs).
+// row quantized (simd.QuantizeQ8K; QuantizeQ80 for the legacy types) and dotted with each
+// weight row (DotQ4KQ8K, DotQ5KQ8K, DotQ6KQ8K, DotQ40Q80, DotQ50Q80, DotIQ4NLQ80), and so decode's bits; F32Activations keeps the fp32 product (which differs).
 func TestPrefillKQ8KActivations(t *testing.T) {
 	q8k := qAct{simd.QuantizeQ8K, 256, simd.Q8KBlockBytes}
+	q80 := qAct{simd.QuantizeQ80, 32, simd.Q80BlockBytes}
 	for _, tc := range []struct {
 		dt  tensor.DType
 		gt  gguf.Type
@@ -29,7 +30,9 @@ func TestPrefillKQ8KActivations(t *testing.T) {
 		{tensor.Q4K, gguf.Q4K, simd.DotQ4KQ8K, q8k},
 		{tensor.Q5K, gguf.Q5K, simd.DotQ5KQ8K, q8k},
 		{tensor.Q6K, gguf.Q6K, simd.DotQ6KQ8K, q8k},
-		{tensor.Q40, gguf.Q40, simd.DotQ40Q80, qAct{simd.QuantizeQ80, 32, simd.Q80BlockBytes}},
+		{tensor.Q40, gguf.Q40, simd.DotQ40Q80, q80},
+		{tensor.Q50, gguf.Q50, simd.DotQ50Q80, q80},
+		{tensor.IQ4NL, gguf.IQ4NL, simd.DotIQ4NLQ80, q80},
 	} {
 		for _, ks := range []struct {
 			name  string

@@ -32,26 +32,6 @@ func MatMulQ80Q80(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, 
 	matMulQ80Q80(dst, ldd, q, nt, cols/q80BlockSize, w, r0, r1)
 }
 
-// matMulQ80Q80Generic is MatMulQ80Q80's twin: one twin dot per pair.
-func matMulQ80Q80Generic(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb := nb * Q80BlockBytes
-	for t := 0; t < nt; t++ {
-		qt := q[t*rb : (t+1)*rb]
-		for r := r0; r < r1; r++ {
-			dst[t*ldd+r] = dotQ8LegacyGeneric(qdQ80, w[r*rb:(r+1)*rb], qt, nb)
-		}
-	}
-}
-
-// matMulQ80Q80Rows sets rows [r0, r1) of every token row with the set's
-// row dots (DotQ80Q80Rows).
-func matMulQ80Q80Rows(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	rb := nb * Q80BlockBytes
-	for t := 0; t < nt; t++ {
-		dotQ80Rows(qdQ80, dst[t*ldd+r0:t*ldd+r1], w[r0*rb:r1*rb], q[t*rb:(t+1)*rb], nb)
-	}
-}
-
 // q8gActs sets ac, per token row and block, to the pair the tile kernels
 // take (the block's scale as float32 bits, −128·Σ codes): the twin of
 // q8gemmActsAVX2.
@@ -112,7 +92,8 @@ func matMulWidened(op string, t qdotType, dst []float32, ldd int, q []byte, nt, 
 	matMulWidenedQ80(t, dst, ldd, q, nt, nb, w, r0, r1)
 }
 
-// matMulWidenedGeneric is matMulWidenedQ80's twin: one twin dot per pair.
+// matMulWidenedGeneric is the twin of matMulWidenedQ80 (and so of
+// MatMulQ80Q80 and its widening kin): one twin dot per pair.
 func matMulWidenedGeneric(t qdotType, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
 	rb, qb := nb*qdotBlockBytes[t], nb*Q80BlockBytes
 	for tk := 0; tk < nt; tk++ {
@@ -143,15 +124,19 @@ func WidenQ80(typ string, dst, src []byte) {
 }
 
 // widenQ80 returns type t's widening of whole blocks to Q8_0 blocks
-// (WidenQ80).
+// (WidenQ80), nil for Q8_0 itself; it panics on a type that does not fit.
 func widenQ80(t qdotType) func(dst, src []byte) {
 	switch t {
+	case qdQ80:
+		return nil
 	case qdQ40:
 		return q40ToQ80
 	case qdQ50:
 		return q50ToQ80
+	case qdIQ4NL:
+		return iq4nlToQ80
 	}
-	return iq4nlToQ80
+	panic("simd: unreachable")
 }
 
 // The SWAR constants of q40ToQ80 and q50ToQ80: a byte n + bias (n ≤ 15, or

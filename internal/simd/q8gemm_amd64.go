@@ -43,29 +43,13 @@ type q8gScratch struct {
 var q8gPool = sync.Pool{New: func() any { return new(q8gScratch) }}
 
 func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	if !useAsm {
-		matMulQ80Q80Generic(dst, ldd, q, nt, nb, w, r0, r1)
-		return
-	}
-	k := &q8gAVX2
-	if useAVX512 && useLegacyVNNI {
-		k = &q8gVNNI
-	}
-	re := r0 + (r1-r0)/k.rows*k.rows
-	if nt < k.minTokens || nb == 0 {
-		re = r0
-	}
-	if re > r0 {
-		q8gPanels(k, dst, ldd, q, nt, nb, w, nb*Q80BlockBytes, nil, r0, re)
-	}
-	if re < r1 {
-		matMulQ80Q80Rows(dst, ldd, q, nt, nb, w, re, r1)
-	}
+	matMulWidenedQ80(qdQ80, dst, ldd, q, nt, nb, w, r0, r1)
 }
 
-// matMulWidenedQ80 is matMulQ80Q80 for the rows of type t (q4_0, q5_0,
-// iq4_nl): each panel's rows widened to Q8_0 (widenQ80) before the tile
-// GEMM packs them, the rest through the type's four-row dots.
+// matMulWidenedQ80 is matMulQ80Q80 for the rows of type t (Q8_0, or q4_0,
+// q5_0 and iq4_nl with each panel's rows widened to Q8_0, widenQ80, before
+// the tile GEMM packs them), the rows past the last whole panel, and fewer
+// tokens, through the type's four-row dots.
 func matMulWidenedQ80(t qdotType, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
 	if !useAsm {
 		matMulWidenedGeneric(t, dst, ldd, q, nt, nb, w, r0, r1)

@@ -3,7 +3,7 @@
 package simd
 
 func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	matMulQ80Q80Generic(dst, ldd, q, nt, nb, w, r0, r1)
+	matMulWidenedGeneric(qdQ80, dst, ldd, q, nt, nb, w, r0, r1)
 }
 
 func matMulWidenedQ80(t qdotType, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {

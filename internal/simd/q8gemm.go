@@ -23,13 +23,7 @@ import (
 // take DotQ80Q80Rows per token row. It panics unless cols%32 == 0, and as
 // MatMulQ80 does.
 func MatMulQ80Q80(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
-	checkQ80("MatMulQ80Q80", cols)
-	rb := cols / q80BlockSize * Q80BlockBytes
-	checkMatMul("MatMulQ80Q80", len(dst), ldd, len(q), nt, rb, len(w), rb, r0, r1)
-	if nt == 0 || r0 == r1 {
-		return
-	}
-	matMulQ80Q80(dst, ldd, q, nt, cols/q80BlockSize, w, r0, r1)
+	matMulWidened("MatMulQ80Q80", qdQ80, dst, ldd, q, nt, cols, w, r0, r1)
 }
 
 // q8gActs sets ac, per token row and block, to the pair the tile kernels
@@ -78,12 +72,10 @@ func MatMulIQ4NLQ80(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0
 	matMulWidened("MatMulIQ4NLQ80", qdIQ4NL, dst, ldd, q, nt, cols, w, r0, r1)
 }
 
-// matMulWidened checks MatMulQ40Q80's shapes for type t (naming op) and
-// runs matMulWidenedQ80.
+// matMulWidened checks the shapes of MatMulQ80Q80 (t qdQ80) or one of its
+// widening kin for weight type t (naming op) and runs matMulWidenedQ80.
 func matMulWidened(op string, t qdotType, dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int) {
-	if cols%q80BlockSize != 0 {
-		panic(fmt.Sprintf("simd: %s: cols %d is not a multiple of %d", op, cols, q80BlockSize))
-	}
+	checkQ80(op, cols)
 	nb := cols / q80BlockSize
 	checkMatMul(op, len(dst), ldd, len(q), nt, nb*Q80BlockBytes, len(w), nb*qdotBlockBytes[t], r0, r1)
 	if nt == 0 || r0 == r1 {

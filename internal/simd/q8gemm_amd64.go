@@ -42,14 +42,11 @@ type q8gScratch struct {
 
 var q8gPool = sync.Pool{New: func() any { return new(q8gScratch) }}
 
-func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	matMulWidenedQ80(qdQ80, dst, ldd, q, nt, nb, w, r0, r1)
-}
-
-// matMulWidenedQ80 is matMulQ80Q80 for the rows of type t (Q8_0, or q4_0,
-// q5_0 and iq4_nl with each panel's rows widened to Q8_0, widenQ80, before
-// the tile GEMM packs them), the rows past the last whole panel, and fewer
-// tokens, through the type's four-row dots.
+// matMulWidenedQ80 runs MatMulQ80Q80 (t qdQ80) and its widening kin over
+// rows of type t: whole panels through the tile GEMM (q4_0, q5_0 and
+// iq4_nl with each panel's rows widened to Q8_0, widenQ80, before it packs
+// them), the rows past the last whole panel, and fewer tokens, through the
+// type's four-row dots.
 func matMulWidenedQ80(t qdotType, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
 	if !useAsm {
 		matMulWidenedGeneric(t, dst, ldd, q, nt, nb, w, r0, r1)

@@ -2,10 +2,6 @@
 
 package simd
 
-func matMulQ80Q80(dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
-	matMulWidenedGeneric(qdQ80, dst, ldd, q, nt, nb, w, r0, r1)
-}
-
 func matMulWidenedQ80(t qdotType, dst []float32, ldd int, q []byte, nt, nb int, w []byte, r0, r1 int) {
 	matMulWidenedGeneric(t, dst, ldd, q, nt, nb, w, r0, r1)
 }

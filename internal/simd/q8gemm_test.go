@@ -68,32 +68,43 @@ func extremeActivations(r *rand.Rand, blocks, size int) []float32 {
 // with odd ends around the panels of 16, and ldd past r1; and that no
 // other dst entry is written.
 func TestMatMulQ80Q80(t *testing.T) {
+	checkLegacyTiles(t, "", []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 64}, q8gemmCase, q8gemmCall)
+}
+
+// checkLegacyTiles runs call's product (MatMulQ80Q80 or a widening kin)
+// over the cases mk makes, its subtests named from prefix, on every kernel
+// set: all 69 rows of 256 blocks for 5 token rows against the twin, then
+// for each number of token rows in nts and rows of 1 to 65 blocks, row
+// ranges of 53 rows with odd ends around the panels, against the one-row
+// dot and the twin, nothing else of dst written.
+func checkLegacyTiles(t *testing.T, prefix string, nts []int, mk func(r *rand.Rand, nt, rows, nb int) (q, w []byte), call func(nt, nb int, q, w []byte) tileCall) {
 	const rows = 53
 	// cols 8192: VNNI panels of 16 rows and 147456 bytes, three a chunk,
 	// so that 69 rows take two chunks and a rest of 5 (AVX2: 8 rows and
 	// 73728 bytes, seven a chunk: two chunks and a rest of 5).
-	t.Run("chunks", func(t *testing.T) {
+	t.Run(prefix+"chunks", func(t *testing.T) {
 		for _, set := range q8lSets(t) {
 			restore := set.force()
 			r := newRand(t)
 			const nt, rows, nb = 5, 69, 256
-			q, w := q8gemmCase(r, nt, rows, nb)
-			checkTileTwin(t, q8gemmCall(nt, nb, q, w), rows, set.name+": MatMulQ80Q80")
+			q, w := mk(r, nt, rows, nb)
+			c := call(nt, nb, q, w)
+			checkTileTwin(t, c, rows, set.name+": "+c.name)
 			restore()
 		}
 	})
 	for _, set := range q8lSets(t) {
-		t.Run(set.name, func(t *testing.T) {
+		t.Run(prefix+set.name, func(t *testing.T) {
 			defer set.force()()
 			r := newRand(t)
 			for _, cols := range []int{32, 64, 96, 2048, 2080} {
 				nb := cols / 32
-				for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 64} {
-					q, w := q8gemmCase(r, nt, rows, nb)
+				for ni, nt := range nts {
+					q, w := mk(r, nt, rows, nb)
 					off := ni % len(offsets)
 					q, w = offsetCopy(q, offsets[off]), offsetCopy(w, offsets[(off+2)%len(offsets)])
 					for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
-						checkTileRows(t, q8gemmCall(nt, nb, q, w), off, rows+3, rr[0], rr[1])
+						checkTileRows(t, call(nt, nb, q, w), off, rows+3, rr[0], rr[1])
 					}
 				}
 			}
@@ -161,57 +172,22 @@ func widenBlocks(r *rand.Rand, t qdotType, nb int) []byte {
 	return w
 }
 
-// widenCall is the tileCall of case c over q and w.
-func widenCall(c int, nt, nb int, q, w []byte) tileCall {
-	wc := widenCases[c]
-	return tileCall{
-		name: wc.name, dotName: "its one-row dot", nt: nt, cols: nb * 32,
-		rb: nb * qdotBlockBytes[wc.t], qb: nb * Q80BlockBytes, q: q, w: w,
-		run:  func(dst []float32, ldd, r0, r1 int) { wc.mm(dst, ldd, q, nt, nb*32, w, r0, r1) },
-		dot:  wc.dot,
-		twin: func(row, qt []byte) float32 { return dotQ8LegacyGeneric(wc.t, row, qt, nb) },
-	}
-}
-
 // TestMatMulWidened is TestMatMulQ80Q80 for MatMulQ40Q80, MatMulQ50Q80
 // and MatMulIQ4NLQ80: every output the one-row dot's bits and its twin's,
 // on every kernel set, over chunks of panels, token counts around the
 // tiles and row ranges around the panels; bad shapes panic naming the
 // function.
 func TestMatMulWidened(t *testing.T) {
-	const rows = 53
-	for c, wc := range widenCases {
-		act := func(r *rand.Rand, nt, nb int) []byte {
-			q := make([]byte, nt*nb*Q80BlockBytes)
+	for _, wc := range widenCases {
+		mk := func(r *rand.Rand, nt, rows, nb int) (q, w []byte) {
+			q = make([]byte, nt*nb*Q80BlockBytes)
 			QuantizeQ80(q, extremeActivations(r, nt*nb, 32))
-			return q
+			return q, widenBlocks(r, wc.t, rows*nb)
 		}
-		t.Run(wc.name+"/chunks", func(t *testing.T) {
-			for _, set := range q8lSets(t) {
-				restore := set.force()
-				r := newRand(t)
-				const nt, rows, nb = 5, 69, 256
-				checkTileTwin(t, widenCall(c, nt, nb, act(r, nt, nb), widenBlocks(r, wc.t, rows*nb)), rows, set.name+": "+wc.name)
-				restore()
-			}
-		})
-		for _, set := range q8lSets(t) {
-			t.Run(wc.name+"/"+set.name, func(t *testing.T) {
-				defer set.force()()
-				r := newRand(t)
-				for _, cols := range []int{32, 64, 96, 2048, 2080} {
-					nb := cols / 32
-					for ni, nt := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33} {
-						off := ni % len(offsets)
-						q := offsetCopy(act(r, nt, nb), offsets[off])
-						w := offsetCopy(widenBlocks(r, wc.t, rows*nb), offsets[(off+2)%len(offsets)])
-						for _, rr := range [][2]int{{0, rows}, {3, 37}, {1, 17}, {16, 32}, {5, 6}, {7, 52}} {
-							checkTileRows(t, widenCall(c, nt, nb, q, w), off, rows+3, rr[0], rr[1])
-						}
-					}
-				}
-			})
+		call := func(nt, nb int, q, w []byte) tileCall {
+			return legacyTileCall(wc.name, "its one-row dot", wc.t, wc.mm, wc.dot, nt, nb, q, w)
 		}
+		checkLegacyTiles(t, wc.name+"/", []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 33}, mk, call)
 		bb := qdotBlockBytes[wc.t]
 		for name, bad := range map[string]func(){
 			"cols not blocks": func() { wc.mm(make([]float32, 8), 4, make([]byte, 68), 1, 48, make([]byte, 4*2*bb), 0, 4) },

@@ -84,12 +84,19 @@ func kgemmCall(k kgemmKind, nt, nb int, q, w []byte) tileCall {
 
 // q8gemmCall is the tileCall of MatMulQ80Q80 over q and w.
 func q8gemmCall(nt, nb int, q, w []byte) tileCall {
-	rb := nb * Q80BlockBytes
+	return legacyTileCall("MatMulQ80Q80", "DotQ80Q80", qdQ80, MatMulQ80Q80, DotQ80Q80, nt, nb, q, w)
+}
+
+// legacyTileCall is the tileCall of mm, MatMulQ80Q80 or one of its
+// widening kin for weights of type t, over q and w; dot is its one-row dot
+// (named dotName), the twin dotQ8LegacyGeneric.
+func legacyTileCall(name, dotName string, t qdotType, mm func(dst []float32, ldd int, q []byte, nt, cols int, w []byte, r0, r1 int),
+	dot func(w, q []byte) float32, nt, nb int, q, w []byte) tileCall {
 	return tileCall{
-		name: "MatMulQ80Q80", dotName: "DotQ80Q80", nt: nt, cols: nb * 32,
-		rb: rb, qb: rb, q: q, w: w,
-		run:  func(dst []float32, ldd, r0, r1 int) { MatMulQ80Q80(dst, ldd, q, nt, nb*32, w, r0, r1) },
-		dot:  DotQ80Q80,
-		twin: func(row, qt []byte) float32 { return dotQ8LegacyGeneric(qdQ80, row, qt, nb) },
+		name: name, dotName: dotName, nt: nt, cols: nb * 32,
+		rb: nb * qdotBlockBytes[t], qb: nb * Q80BlockBytes, q: q, w: w,
+		run:  func(dst []float32, ldd, r0, r1 int) { mm(dst, ldd, q, nt, nb*32, w, r0, r1) },
+		dot:  dot,
+		twin: func(row, qt []byte) float32 { return dotQ8LegacyGeneric(t, row, qt, nb) },
 	}
 }

@@ -24,22 +24,32 @@ var (
 	useAVX512 = hasAVX512
 )
 
-// isZen4 records whether this CPU is an AMD Zen 4 (family 19h with
-// AVX-512; Zen 3, the same family, has none), and useZen4 whether its
-// decode choice is selected (forceZen4 switches it for tests). On the Zen 4
-// the avx512 set decodes with the avx2 set's F16 and BF16 dot products
-// (4 accumulators of 8 lanes; on long rows in blocks, with x's block in
-// L1, see zen4Blocked and blocked_amd64.go): streaming weights from DRAM
-// the avx512 ones, tuned on an Intel Xeon, ran at 0.55 to 0.85 of them,
-// and not for want of prefetch (docs/performance.md, "Zen 4 decode"). The
-// Q8_0 kernel stays the avx512 one: without its prefetch it streamed
-// faster alone but decoded slower in the model. Kernels reports the choice
-// as "avx512-zen4". Its packed prefill takes the AVX-512 micro-kernels 6
-// token rows at a time instead of 12 (gemm512Tokens). Zen 5 (family 1Ah)
-// is not measured and keeps the avx512 kernels.
+// isZen4 records whether this CPU takes the Zen 4 decode choice, and
+// useZen4 whether it is selected (forceZen4 switches it for tests): an AMD
+// Zen 4 (family 19h with AVX-512; Zen 3, the same family, has none) or Zen
+// 5 (family 1Ah). Under it the avx512 set decodes with the avx2 set's F16
+// and BF16 dot products (4 accumulators of 8 lanes; on long rows in
+// blocks, with x's block in L1, see zen4Blocked and blocked_amd64.go):
+// streaming weights from DRAM the avx512 ones, tuned on an Intel Xeon, ran
+// at 0.55 to 0.85 of them on the Zen 4, and not for want of prefetch
+// (docs/performance.md, "Zen 4 decode"); on the Zen 5 the model's F16
+// decode ran 1.07–1.09× as fast with this choice as with the avx512 one
+// ("Zen 5: the Zen 4 decode choice"). The Q8_0 kernel stays the avx512
+// one: on the Zen 4 without its prefetch it streamed faster alone but
+// decoded slower in the model.
+//
+// isHalf512 records whether this CPU takes each 512-bit operation in two
+// passes through 256-bit units (the Zen 4), and useHalf512 whether its
+// prefill choice is selected: the AVX-512 micro-kernels 6 token rows at a
+// time instead of 12 (gemm512Tokens) and packing from more token rows
+// (packTokens). The Zen 5 has full-width units and keeps the avx512
+// prefill. Kernels reports the Zen 4's choice as "avx512-zen4" and the Zen
+// 5's (the Zen 4 decode, the avx512 prefill) as "avx512-zen5".
 var (
-	isZen4  = hasAVX512 && amdFamily() == 0x19
-	useZen4 = isZen4
+	isZen4     = hasAVX512 && (cpuFamily == 0x19 || cpuFamily == 0x1a)
+	useZen4    = isZen4
+	isHalf512  = hasAVX512 && cpuFamily == 0x19
+	useHalf512 = isHalf512
 )
 
 // zen4PrefetchCols is the row length from which the Zen 4 choice takes
@@ -49,6 +59,9 @@ var (
 // without it, on rows of 2048 about 5% slower. A decode product over such
 // rows (a multiple of 32 columns) goes through matVecBlocked instead.
 const zen4PrefetchCols = 4096
+
+// cpuFamily is amdFamily's answer for this CPU.
+var cpuFamily = amdFamily()
 
 // amdFamily returns the CPU family of an AMD processor (base family plus
 // extended family), or 0 for another vendor.
@@ -1015,6 +1028,10 @@ func asmEnabled() bool { return useAsm }
 func avx512Enabled() bool { return useAVX512 }
 
 func zen4Enabled() bool { return useAVX512 && useZen4 }
+
+// half512Enabled reports whether the Zen 4's prefill choice is selected
+// (see isHalf512): only with its decode choice.
+func half512Enabled() bool { return zen4Enabled() && useHalf512 }
 
 // The packed-code attention kernels cover the leading whole steps of each
 // row (8 columns of 8-bit codes, 16 with AVX-512; blocks of 32 of 4-bit

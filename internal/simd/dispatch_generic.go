@@ -8,15 +8,17 @@ import "math"
 // exist so that ForceGeneric and ForceAVX2 have one definition for all
 // builds; hasAVX2 and hasAVX512 are false for the tests.
 var (
-	hasAVX2   = false
-	hasAVX512 = false
-	useAsm    = false
-	useAVX512 = false
-	isZen4    = false
-	useZen4   = false
+	hasAVX2    = false
+	hasAVX512  = false
+	useAsm     = false
+	useAVX512  = false
+	isZen4     = false
+	useZen4    = false
+	useHalf512 = false
 )
 
-func zen4Enabled() bool { return false }
+func zen4Enabled() bool    { return false }
+func half512Enabled() bool { return false }
 
 func dotF32(a, b []float32) float32                   { return dotF32Generic(a, b) }
 func axpyF32(y []float32, alpha float32, x []float32) { axpyF32Generic(y, alpha, x) }

@@ -131,9 +131,9 @@ func packTokens(q80, bf16 bool) int {
 		return packForce
 	case !useAsm:
 		return math.MaxInt
-	case zen4Enabled() && bf16:
+	case half512Enabled() && bf16:
 		return packTokensBF16Zen4
-	case zen4Enabled() && !q80:
+	case half512Enabled() && !q80:
 		return packTokensF16Zen4
 	case useAVX512:
 		return packTokensAVX512
@@ -179,7 +179,7 @@ func gemmPanels(dst []float32, ldd int, x []float32, nt, cols, c0 int, wp []floa
 // and 12 rows 106 GFLOP/s, the AVX2 kernel 110–112, of a peak of 117 at
 // 3.66 GHz).
 func gemm512Tokens() int {
-	if zen4Enabled() {
+	if half512Enabled() {
 		return 6
 	}
 	return 12

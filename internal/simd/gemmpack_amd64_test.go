@@ -5,6 +5,7 @@ package simd
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -12,8 +13,9 @@ import (
 
 // TestMatMulPackedSetsBitExact checks that the AVX-512 packed path gives
 // the AVX2 packed path's results bit for bit (every output is the same
-// chain of fused multiply-adds in both), and so does the Zen 4 choice's
-// (the AVX-512 micro-kernels in blocks of 6 token rows) where it packs: token counts with whole and
+// chain of fused multiply-adds in both), and so do the Zen 4 choice's
+// (the AVX-512 micro-kernels in blocks of 6 token rows) and the Zen 5
+// one's where they pack: token counts with whole and
 // partial 12- and 6-token blocks, weight rows with an even and an odd
 // number of 16-row panels, several column blocks and a column tail. Only
 // the packed rows are compared: the row tail (fewer than 16 rows) goes
@@ -46,7 +48,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 				for _, v := range []struct {
 					name  string
 					force func() func()
-				}{{"avx512", ForceAVX512}, {"avx512-zen4", func() func() { return forceZen4(true) }}} {
+				}{{"avx512", ForceAVX512}, {"avx512-zen4", func() func() { return forceZen4(true) }}, {"avx512-zen5", ForceZen5}} {
 					restore := v.force()
 					pt := packTokens(tc.q80, tc.name == "BF16")
 					got := make([]float32, sh.nt*sh.rows)
@@ -66,6 +68,36 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrefillChoice pins each AVX-512 choice's prefill blocking: the
+// token rows of a micro-kernel's block (gemm512Tokens) and the token rows
+// from which F16, BF16 and Q8_0 weights pack (packTokens). The Zen 4
+// choice takes 6 rows and packs 16-bit weights later; the Zen 5 one, whose
+// 512-bit units are full width, keeps the avx512 choice's prefill.
+func TestPrefillChoice(t *testing.T) {
+	if !hasAVX512 {
+		t.Skipf("this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
+	}
+	type choice struct{ tokens, f16, bf16, q80 int }
+	avx512 := choice{12, packTokensAVX512, packTokensAVX512, packTokensAVX512}
+	for _, c := range []struct {
+		name  string
+		force func() func()
+		want  choice
+	}{
+		{"avx512", ForceAVX512, avx512},
+		{"avx512-zen4", ForceZen4, choice{6, packTokensF16Zen4, packTokensBF16Zen4, packTokensAVX512}},
+		{"avx512-zen5", ForceZen5, avx512},
+	} {
+		restore := c.force()
+		got := choice{gemm512Tokens(), packTokens(false, false), packTokens(false, true), packTokens(true, false)}
+		name := Kernels()
+		restore()
+		if name != c.name || got != c.want {
+			t.Errorf("%s forced: Kernels() %q, tokens a block, F16, BF16, Q8_0 thresholds %v; want %v", c.name, name, got, c.want)
+		}
 	}
 }
 
@@ -109,13 +141,17 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					// 4×3, packed, and where the CPU has AVX-512, packed with
 					// the other micro-kernels: the AVX2 ones (ForceAVX2), or on
 					// the Zen 4 choice the avx512 choice's blocks of 12 token
-					// rows (ForceAVX512).
+					// rows (ForceAVX512); with KVQ_BENCH_ZEN4 on another
+					// AVX-512 CPU the Zen 4 choice's blocks of 6 (ForceZen4).
 					ways, other, force := 2, "avx2", ForceAVX2
 					if useAVX512 {
 						ways = 3
 					}
-					if zen4Enabled() {
+					switch {
+					case half512Enabled():
 						other, force = "avx512", ForceAVX512
+					case useAVX512 && os.Getenv("KVQ_BENCH_ZEN4") != "":
+						other, force = "avx512-zen4", ForceZen4
 					}
 					secs := make([][]float64, ways)
 					round := 0

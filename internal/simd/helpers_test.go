@@ -147,19 +147,20 @@ type kernelSet struct {
 }
 
 // kernelSets returns every kernel set this build and CPU run, best first:
-// avx512 and avx512-zen4 (one of them the default where the CPU has
-// AVX-512), avx2 and generic. It
+// avx512, avx512-zen4 and avx512-zen5 (one of them the default where the
+// CPU has AVX-512), avx2 and generic. It
 // logs the sets the CPU lacks, which are not tested.
 func kernelSets(t testing.TB) []kernelSet {
 	t.Helper()
 	var sets []kernelSet
 	switch {
 	case hasAVX512:
-		// Both AVX-512 choices on every CPU that runs them: the Zen 4
-		// one (see Kernels) and the one every other CPU takes.
+		// Every AVX-512 choice on every CPU that runs them: the Zen 4
+		// and Zen 5 ones (see Kernels) and the one every other CPU takes.
 		sets = append(sets,
 			kernelSet{"avx512", func() func() { return forceZen4(false) }},
-			kernelSet{"avx512-zen4", func() func() { return forceZen4(true) }})
+			kernelSet{"avx512-zen4", func() func() { return forceZen4(true) }},
+			kernelSet{"avx512-zen5", ForceZen5})
 	case asmBuilt:
 		t.Logf("skipping the avx512 kernels: this CPU lacks them (%s)", cpuFeatures512())
 	}

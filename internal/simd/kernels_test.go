@@ -46,8 +46,11 @@ func TestAsmSelected(t *testing.T) {
 	want := "avx2"
 	if cpuRunsAVX512 {
 		want = "avx512"
-		if isZen4 {
+		switch {
+		case isHalf512:
 			want = "avx512-zen4"
+		case isZen4:
+			want = "avx512-zen5"
 		}
 	} else {
 		t.Logf("this CPU cannot run the avx512 kernels (%s): they are not tested", cpuFeatures512())

@@ -70,8 +70,8 @@ func TestDotsKernels(t *testing.T) {
 // TestU16KernelChoice pins which F16 and BF16 dot product each kernel set
 // takes: the family dotKernelF16 and dotKernelBF16 return, and whether a
 // long row goes through the prefetching AVX2 kernels (zen4Prefetch), which
-// only the Zen 4 choice does (ForceAVX2 on a Zen 4 leaves useZen4 set and
-// must still take the plain ones).
+// only the Zen 4 and Zen 5 choices do (ForceAVX2 on a Zen 4 leaves useZen4
+// set and must still take the plain ones).
 func TestU16KernelChoice(t *testing.T) {
 	type choice struct {
 		k        dotKernel
@@ -80,6 +80,7 @@ func TestU16KernelChoice(t *testing.T) {
 	want := map[string]choice{
 		"avx512":      {dotAVX512, false},
 		"avx512-zen4": {dotAVX2, true},
+		"avx512-zen5": {dotAVX2, true},
 		"avx2":        {dotAVX2, false},
 		"generic":     {dotGo, false},
 	}

@@ -29,19 +29,33 @@ func ForceAVX2() (restore func()) {
 	return func() { useAVX512 = old }
 }
 
-// ForceAVX512 undoes the Zen 4 choice (see Kernels) until restore is
-// called: an AMD Zen 4 then runs the avx512 set as every other CPU with
-// AVX-512 does. Elsewhere it changes nothing. It is for benchmarks that
-// compare the two; like ForceAVX2 it changes package state.
-func ForceAVX512() (restore func()) { return forceZen4(false) }
+// ForceAVX512 undoes the AMD Zen choices (see Kernels) until restore is
+// called: an AMD Zen 4 or Zen 5 then runs the avx512 set as every other
+// CPU with AVX-512 does. Elsewhere it changes nothing. It is for
+// benchmarks that compare the two; like ForceAVX2 it changes package
+// state.
+func ForceAVX512() (restore func()) { return forceZen(false, false) }
 
-// forceZen4 selects (on) or deselects the Zen 4 decode choice (see
-// Kernels) until restore is called, on any CPU; where the avx512 set does
+// ForceZen4 selects the Zen 4 choice and ForceZen5 the Zen 5 one (see
+// Kernels) on any CPU that runs the avx512 set, until restore is called;
+// elsewhere they change nothing. They are for benchmarks that measure one
+// choice on another AVX-512 CPU; like ForceAVX2 they change package state.
+func ForceZen4() (restore func()) { return forceZen4(true) }
+
+// ForceZen5 is ForceZen4 for the Zen 5 choice.
+func ForceZen5() (restore func()) { return forceZen(true, false) }
+
+// forceZen4 selects (on) or deselects the Zen 4 choice, decode and
+// prefill, until restore is called, on any CPU; where the avx512 set does
 // not run it changes nothing. It is for tests, as ForceAVX2.
-func forceZen4(on bool) (restore func()) {
-	old := useZen4
-	useZen4 = on
-	return func() { useZen4 = old }
+func forceZen4(on bool) (restore func()) { return forceZen(on, on) }
+
+// forceZen selects the Zen 4 decode choice (decode) and, with it, the Zen
+// 4 prefill choice (half512; see isHalf512), until restore is called.
+func forceZen(decode, half512 bool) (restore func()) {
+	old, oldHalf := useZen4, useHalf512
+	useZen4, useHalf512 = decode, half512
+	return func() { useZen4, useHalf512 = old, oldHalf }
 }
 
 func checkLen(op string, a, b int) {
@@ -626,14 +640,19 @@ func MatMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 
 // Kernels names the kernel set in use: "avx512" when the AVX-512 kernels
 // run (the dot products over F32, F16, BF16 and Q8_0 weights, which decode
-// spends its time in; everything else is the AVX2 set), "avx2" when the AVX2 assembly runs, "generic" for
-// the pure-Go twins. On an AMD Zen 4 it is "avx512-zen4": the avx512 set
-// with the avx2 set's F16 and BF16 dot products, so decode over those
-// weights gives the avx2 set's results; see isZen4 in dispatch_amd64.go.
+// spends its time in; everything else is the AVX2 set), "avx2" when the
+// AVX2 assembly runs, "generic" for the pure-Go twins. On an AMD Zen 4 it
+// is "avx512-zen4": the avx512 set with the avx2 set's F16 and BF16 dot
+// products, so decode over those weights gives the avx2 set's results, and
+// the prefill micro-kernels in blocks of 6 token rows; on an AMD Zen 5
+// "avx512-zen5": the same decode with the avx512 set's prefill. See isZen4
+// and isHalf512 in dispatch_amd64.go.
 func Kernels() string {
 	switch {
-	case zen4Enabled():
+	case half512Enabled():
 		return "avx512-zen4"
+	case zen4Enabled():
+		return "avx512-zen5"
 	case avx512Enabled():
 		return "avx512"
 	case asmEnabled():

@@ -78,8 +78,10 @@ func TestDotPrefetchVariants(t *testing.T) {
 	}
 }
 
-// TestZen4Detection checks isZen4 against the vendor and family that
-// Linux reports in /proc/cpuinfo.
+// TestZen4Detection checks isZen4 and isHalf512 against the vendor and
+// family that Linux reports in /proc/cpuinfo: the Zen 4 decode choice on
+// families 19h (Zen 4) and 1Ah (Zen 5) with AVX-512, its prefill choice on
+// 19h only.
 func TestZen4Detection(t *testing.T) {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
@@ -112,10 +114,13 @@ func TestZen4Detection(t *testing.T) {
 	if got := amdFamily(); got != wantFamily {
 		t.Errorf("amdFamily() = %#x; /proc/cpuinfo says vendor %s, family %d", got, vendor, family)
 	}
-	if want := hasAVX512 && wantFamily == 0x19; isZen4 != want {
+	if want := hasAVX512 && (wantFamily == 0x19 || wantFamily == 0x1a); isZen4 != want {
 		t.Errorf("isZen4 = %v, want %v (vendor %s, family %d, avx512 %v)", isZen4, want, vendor, family, hasAVX512)
 	}
-	t.Logf("vendor %s, family %#x: isZen4 %v, Kernels() %q", vendor, family, isZen4, Kernels())
+	if want := hasAVX512 && wantFamily == 0x19; isHalf512 != want {
+		t.Errorf("isHalf512 = %v, want %v (vendor %s, family %d, avx512 %v)", isHalf512, want, vendor, family, hasAVX512)
+	}
+	t.Logf("vendor %s, family %#x: isZen4 %v, isHalf512 %v, Kernels() %q", vendor, family, isZen4, isHalf512, Kernels())
 }
 
 // TestDotRows checks the kernels that run 4 weight rows side by side

@@ -30,7 +30,9 @@ import (
 // each variant (the order alternates between rounds), so that the variants
 // see the same machine load. GOMAXPROCS (-cpu) sets the threads. The
 // variants are the kernel sets the CPU runs (avx512 where it has AVX-512,
-// then avx2; on an AMD Zen 4 its choice avx512-zen4, then avx512); with
+// then avx2; on an AMD Zen 4 or Zen 5 its choice, avx512-zen4 or
+// avx512-zen5, then avx512; with KVQ_BENCH_ZEN4 on another CPU with
+// AVX-512, avx512 then avx512-zen4); with
 // KVQ_BENCH_PAR the chunked and the static row split (par.ForceStatic);
 // with KVQ_BENCH_SPIN the workers polling between products and parking at
 // once (par.ForceNoSpin); with KVQ_BENCH_MMAP the weights as loaded by
@@ -122,8 +124,10 @@ func BenchmarkDecodeGGUF(b *testing.B) {
 			b.Fatal(err)
 		}
 		vs = append(vs, variant{"f32act", none, decoder(r2)})
-	case simd.Kernels() == "avx512-zen4":
+	case simd.Kernels() == "avx512-zen4", simd.Kernels() == "avx512-zen5":
 		vs = append(vs, variant{"avx512", simd.ForceAVX512, nil})
+	case simd.Kernels() == "avx512" && os.Getenv("KVQ_BENCH_ZEN4") != "":
+		vs = append(vs, variant{"avx512-zen4", simd.ForceZen4, nil})
 	case simd.Kernels() == "avx512":
 		vs = append(vs, variant{"avx2", simd.ForceAVX2, nil})
 	}

@@ -11,7 +11,7 @@ var (
 	exitLine = regexp.MustCompile(`^exit \d+$`)
 	// kernelSet is the name kvq prints for the SIMD kernel set it picked
 	// on this CPU (simd.Kernels), which differs between machines.
-	kernelSet = regexp.MustCompile(`\b(?:avx512-zen4|avx512|avx2|generic) kernels\b`)
+	kernelSet = regexp.MustCompile(`\b(?:avx512-zen[45]|avx512|avx2|generic) kernels\b`)
 )
 
 // Mask makes a line of output comparable across runs and machines: runs of
@@ -19,8 +19,8 @@ var (
 // share printed as "<0.01%" on one machine may be "0.023%" on another,
 // whose kernels round differently), absolute paths (a cache
 // directory, a temporary one) become <path>, and the kernel set's name
-// ("avx512 kernels", "avx512-zen4 kernels", "avx2 kernels": the CPU's)
-// becomes "<set> kernels". Labels, names and the order of
+// ("avx512 kernels", "avx512-zen4 kernels", "avx512-zen5 kernels", "avx2
+// kernels": the CPU's) becomes "<set> kernels". Labels, names and the order of
 // things stay. An "exit N" line, which a document prints with echo, keeps
 // its number.
 func Mask(line string) string {

@@ -113,6 +113,7 @@ func TestMaskKernelSet(t *testing.T) {
 	for _, got := range []string{
 		"kvq dev (go1.26.8, linux/amd64, avx512 kernels, backends cpu)",
 		"kvq dev (go1.26.8, linux/amd64, avx512-zen4 kernels, backends cpu)",
+		"kvq dev (go1.26.8, linux/amd64, avx512-zen5 kernels, backends cpu)",
 	} {
 		if l, _ := Missing([]string{doc}, got); l != "" {
 			t.Errorf("%q against %q: Missing = %q, want the line found", doc, got, l)

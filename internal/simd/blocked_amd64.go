@@ -65,6 +65,7 @@ func matVecsBlocked(bf16 bool, dst []float32, ldd int, x []float32, nt, cols int
 	x = x[:nt*cols]
 	const lda = blockRows * 32 // a token row's accumulators
 	var acc [blockTokens * lda]float32
+	zmm := !useHalf512 // full-width 512-bit units: the ZMM encoding
 	for g0 := r0; g0 < r1; g0 += blockRows {
 		g1 := min(g0+blockRows, r1)
 		for t0 := 0; t0 < nt; {
@@ -87,7 +88,7 @@ func matVecsBlocked(bf16 bool, dst []float32, ldd int, x []float32, nt, cols int
 					// piece's length (a prefetch past the end never
 					// faults).
 					pf := &w[pr*cols+pb*blockCols]
-					accPieces(bf16, g, &acc[(r-g0)*32], lda, &wr[0], &xt[0], cols, n, pf)
+					accPieces(bf16, zmm, g, &acc[(r-g0)*32], lda, &wr[0], &xt[0], cols, n, pf)
 				}
 			}
 			for t := t0; t < t0+g; t++ {
@@ -102,11 +103,20 @@ func matVecsBlocked(bf16 bool, dst []float32, ldd int, x []float32, nt, cols int
 
 // accPieces runs the accumulating kernel for g token rows (1 to
 // blockTokens): acc[t*lda:][:32] continues over w[:n] against x[t*ldx:][:n],
-// prefetching n*2 bytes at pf. It calls the assembly directly, never
-// through a func value, so that the accumulators stay on the caller's
-// stack (noescape).
-func accPieces(bf16 bool, g int, acc *float32, lda int, w *uint16, x *float32, ldx, n int, pf *uint16) {
-	if bf16 {
+// prefetching n*2 bytes at pf; with zmm, 2 to 5 token rows through the
+// ZMM encoding of the same kernels (dots<g><T>AccZMM, the same bits),
+// which the Zen 5 takes: there the side-by-side product of 5 token rows
+// over 2048×2048 F16 weights ran 0.79–0.83 ms with the YMM kernels,
+// 0.62–0.68 with the ZMM ones (BenchmarkMatMulEach; the avx512 choice's
+// multi-token kernels 0.48–0.53). One token row (decode) keeps the YMM
+// kernel, the one measured in the model. It calls the assembly
+// directly, never through a func value, so that the accumulators stay on
+// the caller's stack (noescape).
+func accPieces(bf16, zmm bool, g int, acc *float32, lda int, w *uint16, x *float32, ldx, n int, pf *uint16) {
+	switch {
+	case zmm && g > 1:
+		accPiecesZMM(bf16, g, acc, lda, w, x, ldx, n, pf)
+	case bf16:
 		switch g {
 		case 1:
 			dotBF16AccAVX2(acc, w, x, n, pf)
@@ -121,19 +131,51 @@ func accPieces(bf16 bool, g int, acc *float32, lda int, w *uint16, x *float32, l
 		default:
 			panic("simd: accPieces: token rows out of range")
 		}
+	default:
+		switch g {
+		case 1:
+			dotF16AccAVX2(acc, w, x, n, pf)
+		case 2:
+			dots2F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		case 3:
+			dots3F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		case 4:
+			dots4F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		case 5:
+			dots5F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		default:
+			panic("simd: accPieces: token rows out of range")
+		}
+	}
+}
+
+// accPiecesZMM is accPieces through the ZMM encoding, for 2 to 5 token
+// rows.
+func accPiecesZMM(bf16 bool, g int, acc *float32, lda int, w *uint16, x *float32, ldx, n int, pf *uint16) {
+	if bf16 {
+		switch g {
+		case 2:
+			dots2BF16AccZMM(acc, lda, w, x, ldx, n, pf)
+		case 3:
+			dots3BF16AccZMM(acc, lda, w, x, ldx, n, pf)
+		case 4:
+			dots4BF16AccZMM(acc, lda, w, x, ldx, n, pf)
+		case 5:
+			dots5BF16AccZMM(acc, lda, w, x, ldx, n, pf)
+		default:
+			panic("simd: accPieces: token rows out of range")
+		}
 		return
 	}
 	switch g {
-	case 1:
-		dotF16AccAVX2(acc, w, x, n, pf)
 	case 2:
-		dots2F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		dots2F16AccZMM(acc, lda, w, x, ldx, n, pf)
 	case 3:
-		dots3F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		dots3F16AccZMM(acc, lda, w, x, ldx, n, pf)
 	case 4:
-		dots4F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		dots4F16AccZMM(acc, lda, w, x, ldx, n, pf)
 	case 5:
-		dots5F16AccAVX2(acc, lda, w, x, ldx, n, pf)
+		dots5F16AccZMM(acc, lda, w, x, ldx, n, pf)
 	default:
 		panic("simd: accPieces: token rows out of range")
 	}

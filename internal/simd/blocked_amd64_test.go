@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestMatVecBlocked checks the Zen 4 choice's blocked decode of long
+// TestMatVecBlocked checks the Zen 4 and Zen 5 choices' blocked decode of long
 // 16-bit rows: through MatMulF16 and MatMulBF16 with one token row, every
 // output of a row range (partial groups of blockRows at both ends, ranges
 // shorter than a group) must have the bits of the avx2 set's dot product on
@@ -35,21 +35,25 @@ func TestMatVecBlocked(t *testing.T) {
 				if bf {
 					w, mm, dot = randBF16(r, rows*cols), MatMulBF16, dotBF16AVX2
 				}
-				got := make([]float32, rows)
-				for i := range got {
-					got[i] = sentinel
-				}
-				restore := forceZen4(true)
-				mm(got, rows, x, 1, cols, w, rg[0], rg[1])
-				restore()
-				for row := range rows {
-					want := float32(sentinel)
-					if row >= rg[0] && row < rg[1] {
-						want = dot(w[row*cols:(row+1)*cols], x)
+				// The Zen 4 choice's YMM kernels and the Zen 5 one's
+				// ZMM encoding of them.
+				for _, c := range []kernelSet{{"avx512-zen4", func() func() { return forceZen4(true) }}, {"avx512-zen5", ForceZen5}} {
+					got := make([]float32, rows)
+					for i := range got {
+						got[i] = sentinel
 					}
-					if math.Float32bits(got[row]) != math.Float32bits(want) {
-						t.Errorf("bf16 %v, cols %d, rows [%d,%d): row %d = %v, want %v (dot%sAVX2's bits)",
-							bf, cols, rg[0], rg[1], row, got[row], want, map[bool]string{false: "F16", true: "BF16"}[bf])
+					restore := c.force()
+					mm(got, rows, x, 1, cols, w, rg[0], rg[1])
+					restore()
+					for row := range rows {
+						want := float32(sentinel)
+						if row >= rg[0] && row < rg[1] {
+							want = dot(w[row*cols:(row+1)*cols], x)
+						}
+						if math.Float32bits(got[row]) != math.Float32bits(want) {
+							t.Errorf("%s, bf16 %v, cols %d, rows [%d,%d): row %d = %v, want %v (dot%sAVX2's bits)",
+								c.name, bf, cols, rg[0], rg[1], row, got[row], want, map[bool]string{false: "F16", true: "BF16"}[bf])
+						}
 					}
 				}
 			}

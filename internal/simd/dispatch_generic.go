@@ -14,6 +14,7 @@ var (
 	useAVX512  = false
 	isZen4     = false
 	useZen4    = false
+	isHalf512  = false
 	useHalf512 = false
 )
 

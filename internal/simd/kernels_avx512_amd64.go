@@ -737,6 +737,54 @@ func dots4BF16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n i
 //go:noescape
 func dots5BF16AccAVX2(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
 
+// dots2F16AccZMM does dots2F16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots2F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots3F16AccZMM does dots3F16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots3F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots4F16AccZMM does dots4F16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots4F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots5F16AccZMM does dots5F16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots5F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots2BF16AccZMM does dots2BF16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots2BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots3BF16AccZMM does dots3BF16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots3BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots4BF16AccZMM does dots4BF16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots4BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots5BF16AccZMM does dots5BF16AccAVX2(acc, lda, w, x, ldx, n, pf),
+// the same bits, with the accumulators in ZMM registers.
+//
+//go:noescape
+func dots5BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
 // dotQ40Q80VNNI returns the dot product of the nb Q40 blocks at w with the
 // nb Q80 blocks at q, as simd's twin computes it, bit for bit.
 //

@@ -16448,6 +16448,438 @@ dots5BF16AccAVX2_done:
 	VZEROUPPER
 	RET
 
+// func dots2F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots2F16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    n+40(FP), DI
+	MOVQ    pf+48(FP), R8
+	LEAQ    (AX)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (CX), Z2
+	VMOVUPS 64(CX), Z3
+	XORQ    R9, R9
+
+dots2F16AccZMM_loop:
+	CMPQ        R9, DI
+	JAE         dots2F16AccZMM_done
+	PREFETCHT1  (R8)(R9*2)
+	VCVTPH2PS   (DX)(R9*2), Z4
+	VFMADD231PS (BX)(R9*4), Z4, Z0
+	VFMADD231PS (SI)(R9*4), Z4, Z2
+	VCVTPH2PS   32(DX)(R9*2), Z4
+	VFMADD231PS 64(BX)(R9*4), Z4, Z1
+	VFMADD231PS 64(SI)(R9*4), Z4, Z3
+	ADDQ        $0x00000020, R9
+	JMP         dots2F16AccZMM_loop
+
+dots2F16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (CX)
+	VMOVUPS Z3, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots3F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots3F16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), SI
+	MOVQ    n+40(FP), R8
+	MOVQ    pf+48(FP), R9
+	LEAQ    (AX)(CX*1), R10
+	LEAQ    (R10)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (R10), Z2
+	VMOVUPS 64(R10), Z3
+	VMOVUPS (CX), Z4
+	VMOVUPS 64(CX), Z5
+	XORQ    R11, R11
+
+dots3F16AccZMM_loop:
+	CMPQ        R11, R8
+	JAE         dots3F16AccZMM_done
+	PREFETCHT1  (R9)(R11*2)
+	VCVTPH2PS   (DX)(R11*2), Z6
+	VFMADD231PS (BX)(R11*4), Z6, Z0
+	VFMADD231PS (DI)(R11*4), Z6, Z2
+	VFMADD231PS (SI)(R11*4), Z6, Z4
+	VCVTPH2PS   32(DX)(R11*2), Z6
+	VFMADD231PS 64(BX)(R11*4), Z6, Z1
+	VFMADD231PS 64(DI)(R11*4), Z6, Z3
+	VFMADD231PS 64(SI)(R11*4), Z6, Z5
+	ADDQ        $0x00000020, R11
+	JMP         dots3F16AccZMM_loop
+
+dots3F16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (R10)
+	VMOVUPS Z3, 64(R10)
+	VMOVUPS Z4, (CX)
+	VMOVUPS Z5, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots4F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots4F16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	MOVQ    n+40(FP), R9
+	MOVQ    pf+48(FP), R10
+	LEAQ    (AX)(CX*1), R11
+	LEAQ    (R11)(CX*1), R12
+	LEAQ    (R12)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS (CX), Z6
+	VMOVUPS 64(CX), Z7
+	XORQ    R13, R13
+
+dots4F16AccZMM_loop:
+	CMPQ        R13, R9
+	JAE         dots4F16AccZMM_done
+	PREFETCHT1  (R10)(R13*2)
+	VCVTPH2PS   (DX)(R13*2), Z8
+	VFMADD231PS (BX)(R13*4), Z8, Z0
+	VFMADD231PS (DI)(R13*4), Z8, Z2
+	VFMADD231PS (R8)(R13*4), Z8, Z4
+	VFMADD231PS (SI)(R13*4), Z8, Z6
+	VCVTPH2PS   32(DX)(R13*2), Z8
+	VFMADD231PS 64(BX)(R13*4), Z8, Z1
+	VFMADD231PS 64(DI)(R13*4), Z8, Z3
+	VFMADD231PS 64(R8)(R13*4), Z8, Z5
+	VFMADD231PS 64(SI)(R13*4), Z8, Z7
+	ADDQ        $0x00000020, R13
+	JMP         dots4F16AccZMM_loop
+
+dots4F16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (R11)
+	VMOVUPS Z3, 64(R11)
+	VMOVUPS Z4, (R12)
+	VMOVUPS Z5, 64(R12)
+	VMOVUPS Z6, (CX)
+	VMOVUPS Z7, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots5F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots5F16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), SI
+	MOVQ    n+40(FP), R10
+	MOVQ    pf+48(FP), R11
+	LEAQ    (AX)(CX*1), R12
+	LEAQ    (R12)(CX*1), R13
+	LEAQ    (R13)(CX*1), R14
+	LEAQ    (R14)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	VMOVUPS (CX), Z8
+	VMOVUPS 64(CX), Z9
+	XORQ    R15, R15
+
+dots5F16AccZMM_loop:
+	CMPQ        R15, R10
+	JAE         dots5F16AccZMM_done
+	PREFETCHT1  (R11)(R15*2)
+	VCVTPH2PS   (DX)(R15*2), Z10
+	VFMADD231PS (BX)(R15*4), Z10, Z0
+	VFMADD231PS (DI)(R15*4), Z10, Z2
+	VFMADD231PS (R8)(R15*4), Z10, Z4
+	VFMADD231PS (R9)(R15*4), Z10, Z6
+	VFMADD231PS (SI)(R15*4), Z10, Z8
+	VCVTPH2PS   32(DX)(R15*2), Z10
+	VFMADD231PS 64(BX)(R15*4), Z10, Z1
+	VFMADD231PS 64(DI)(R15*4), Z10, Z3
+	VFMADD231PS 64(R8)(R15*4), Z10, Z5
+	VFMADD231PS 64(R9)(R15*4), Z10, Z7
+	VFMADD231PS 64(SI)(R15*4), Z10, Z9
+	ADDQ        $0x00000020, R15
+	JMP         dots5F16AccZMM_loop
+
+dots5F16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (R12)
+	VMOVUPS Z3, 64(R12)
+	VMOVUPS Z4, (R13)
+	VMOVUPS Z5, 64(R13)
+	VMOVUPS Z6, (R14)
+	VMOVUPS Z7, 64(R14)
+	VMOVUPS Z8, (CX)
+	VMOVUPS Z9, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots2BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots2BF16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    n+40(FP), DI
+	MOVQ    pf+48(FP), R8
+	LEAQ    (AX)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (CX), Z2
+	VMOVUPS 64(CX), Z3
+	XORQ    R9, R9
+
+dots2BF16AccZMM_loop:
+	CMPQ        R9, DI
+	JAE         dots2BF16AccZMM_done
+	PREFETCHT1  (R8)(R9*2)
+	VPMOVZXWD   (DX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (BX)(R9*4), Z4, Z0
+	VFMADD231PS (SI)(R9*4), Z4, Z2
+	VPMOVZXWD   32(DX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 64(BX)(R9*4), Z4, Z1
+	VFMADD231PS 64(SI)(R9*4), Z4, Z3
+	ADDQ        $0x00000020, R9
+	JMP         dots2BF16AccZMM_loop
+
+dots2BF16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (CX)
+	VMOVUPS Z3, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots3BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots3BF16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), SI
+	MOVQ    n+40(FP), R8
+	MOVQ    pf+48(FP), R9
+	LEAQ    (AX)(CX*1), R10
+	LEAQ    (R10)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (R10), Z2
+	VMOVUPS 64(R10), Z3
+	VMOVUPS (CX), Z4
+	VMOVUPS 64(CX), Z5
+	XORQ    R11, R11
+
+dots3BF16AccZMM_loop:
+	CMPQ        R11, R8
+	JAE         dots3BF16AccZMM_done
+	PREFETCHT1  (R9)(R11*2)
+	VPMOVZXWD   (DX)(R11*2), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS (BX)(R11*4), Z6, Z0
+	VFMADD231PS (DI)(R11*4), Z6, Z2
+	VFMADD231PS (SI)(R11*4), Z6, Z4
+	VPMOVZXWD   32(DX)(R11*2), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VFMADD231PS 64(BX)(R11*4), Z6, Z1
+	VFMADD231PS 64(DI)(R11*4), Z6, Z3
+	VFMADD231PS 64(SI)(R11*4), Z6, Z5
+	ADDQ        $0x00000020, R11
+	JMP         dots3BF16AccZMM_loop
+
+dots3BF16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (R10)
+	VMOVUPS Z3, 64(R10)
+	VMOVUPS Z4, (CX)
+	VMOVUPS Z5, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots4BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots4BF16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	MOVQ    n+40(FP), R9
+	MOVQ    pf+48(FP), R10
+	LEAQ    (AX)(CX*1), R11
+	LEAQ    (R11)(CX*1), R12
+	LEAQ    (R12)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	VMOVUPS (CX), Z6
+	VMOVUPS 64(CX), Z7
+	XORQ    R13, R13
+
+dots4BF16AccZMM_loop:
+	CMPQ        R13, R9
+	JAE         dots4BF16AccZMM_done
+	PREFETCHT1  (R10)(R13*2)
+	VPMOVZXWD   (DX)(R13*2), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS (BX)(R13*4), Z8, Z0
+	VFMADD231PS (DI)(R13*4), Z8, Z2
+	VFMADD231PS (R8)(R13*4), Z8, Z4
+	VFMADD231PS (SI)(R13*4), Z8, Z6
+	VPMOVZXWD   32(DX)(R13*2), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 64(BX)(R13*4), Z8, Z1
+	VFMADD231PS 64(DI)(R13*4), Z8, Z3
+	VFMADD231PS 64(R8)(R13*4), Z8, Z5
+	VFMADD231PS 64(SI)(R13*4), Z8, Z7
+	ADDQ        $0x00000020, R13
+	JMP         dots4BF16AccZMM_loop
+
+dots4BF16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (R11)
+	VMOVUPS Z3, 64(R11)
+	VMOVUPS Z4, (R12)
+	VMOVUPS Z5, 64(R12)
+	VMOVUPS Z6, (CX)
+	VMOVUPS Z7, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dots5BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·dots5BF16AccZMM(SB), NOSPLIT, $0-56
+	MOVQ    acc+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), DX
+	MOVQ    x+24(FP), BX
+	MOVQ    ldx+32(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), SI
+	MOVQ    n+40(FP), R10
+	MOVQ    pf+48(FP), R11
+	LEAQ    (AX)(CX*1), R12
+	LEAQ    (R12)(CX*1), R13
+	LEAQ    (R13)(CX*1), R14
+	LEAQ    (R14)(CX*1), CX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS (R14), Z6
+	VMOVUPS 64(R14), Z7
+	VMOVUPS (CX), Z8
+	VMOVUPS 64(CX), Z9
+	XORQ    R15, R15
+
+dots5BF16AccZMM_loop:
+	CMPQ        R15, R10
+	JAE         dots5BF16AccZMM_done
+	PREFETCHT1  (R11)(R15*2)
+	VPMOVZXWD   (DX)(R15*2), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS (BX)(R15*4), Z10, Z0
+	VFMADD231PS (DI)(R15*4), Z10, Z2
+	VFMADD231PS (R8)(R15*4), Z10, Z4
+	VFMADD231PS (R9)(R15*4), Z10, Z6
+	VFMADD231PS (SI)(R15*4), Z10, Z8
+	VPMOVZXWD   32(DX)(R15*2), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VFMADD231PS 64(BX)(R15*4), Z10, Z1
+	VFMADD231PS 64(DI)(R15*4), Z10, Z3
+	VFMADD231PS 64(R8)(R15*4), Z10, Z5
+	VFMADD231PS 64(R9)(R15*4), Z10, Z7
+	VFMADD231PS 64(SI)(R15*4), Z10, Z9
+	ADDQ        $0x00000020, R15
+	JMP         dots5BF16AccZMM_loop
+
+dots5BF16AccZMM_done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, (R12)
+	VMOVUPS Z3, 64(R12)
+	VMOVUPS Z4, (R13)
+	VMOVUPS Z5, 64(R13)
+	VMOVUPS Z6, (R14)
+	VMOVUPS Z7, 64(R14)
+	VMOVUPS Z8, (CX)
+	VMOVUPS Z9, 64(CX)
+	VZEROUPPER
+	RET
+
 // func dotQ40Q80VNNI(w []byte, q []byte, nb int) float32
 // Requires: AVX, AVX2, AVX512VL, AVX512_VNNI, F16C, SSE
 TEXT ·dotQ40Q80VNNI(SB), NOSPLIT, $0-60

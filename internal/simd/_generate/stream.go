@@ -58,6 +58,11 @@ func stream512() {
 			dotsAccAVX2(t, nt)
 		}
 	}
+	for _, t := range []wtype{f16, bf16} {
+		for nt := 2; nt <= 5; nt++ {
+			dotsAccZMM(t, nt)
+		}
+	}
 }
 
 // dotsAccAVX2 writes dots<nt><T>AccAVX2, dot<T>AccAVX2 for nt token rows as
@@ -112,6 +117,65 @@ func accLoop(name string, t wtype, accs []Mem, w Mem, xs []Mem, n Register, pf M
 	for r := range acc {
 		for k := range acc[r] {
 			VMOVUPS(acc[r][k], accs[r].Offset(32*k))
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotsAccZMM writes dots<nt><T>AccZMM: dots<nt><T>AccAVX2 with each token row's four accumulators of 8 lanes held as
+// two ZMMs of 16, acc[0:16] and acc[16:32]: lane j of the first is
+// accumulator j/8's lane j%8, fed the same weight and x elements, so every
+// lane takes the same fused multiply-adds in the same order and the
+// results are the AVX2 kernels' bits, in half the instructions (one
+// conversion of 16 weights and one fused multiply-add of 16 lanes where
+// those take two of 8). The Zen 5, whose 512-bit units are full width,
+// takes these for 2 to 5 token rows (accPieces).
+func dotsAccZMM(t wtype, nt int) {
+	name := fmt.Sprintf("dots%d%sAccZMM", nt, t.name)
+	twin := fmt.Sprintf("dots%d%sAccAVX2(acc, lda, w, x, ldx, n, pf)", nt, t.name)
+	header(name, fmt.Sprintf("func(acc *float32, lda int, w *%s, x *float32, ldx, n int, pf *%s)", t.goType, t.goType),
+		fmt.Sprintf("%s does %s,", name, twin),
+		"the same bits, with the accumulators in ZMM registers.")
+	accp := Load(Param("acc"), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(U8(2), lda)
+	w := Mem{Base: Load(Param("w"), GP64())}
+	xp := Load(Param("x"), GP64())
+	ldx := Load(Param("ldx"), GP64())
+	SHLQ(U8(2), ldx)
+	xs := rowMems(xp, ldx, nt)
+	n := Load(Param("n"), GP64())
+	pf := Mem{Base: Load(Param("pf"), GP64())}
+	accs := rowMems(accp, lda, nt)
+
+	acc := make([][2]VecVirtual, nt)
+	for r := range acc {
+		for k := range acc[r] {
+			acc[r][k] = ZMM()
+			VMOVUPS(accs[r].Offset(64*k), acc[r][k])
+		}
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_loop")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	PREFETCHT1(pf.Idx(i, t.size))
+	for k := range 2 {
+		v := ZMM()
+		t.load512(w.Idx(i, t.size).Offset(16*k*int(t.size)), v, nil)
+		for r := range acc {
+			VFMADD231PS(xs[r].Idx(i, 4).Offset(64*k), v, acc[r][k])
+		}
+	}
+	ADDQ(U32(32), i)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	for r := range acc {
+		for k := range acc[r] {
+			VMOVUPS(acc[r][k], accs[r].Offset(64*k))
 		}
 	}
 	VZEROUPPER()

@@ -88,6 +88,9 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T2K", u: dotF16AVX2T2K},
 			{name: "avx2R4", r4: dotF16R4AVX2},
 			blockedVariant(false),
+			{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+				dotF16SeqAVX2(&dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
+			}},
 		}
 	case "BF16":
 		return []dotVariant{
@@ -102,6 +105,9 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T2K", u: dotBF16AVX2T2K},
 			{name: "avx2R4", r4: dotBF16R4AVX2},
 			blockedVariant(true),
+			{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+				dotBF16SeqAVX2(&dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
+			}},
 		}
 	}
 	return []dotVariant{

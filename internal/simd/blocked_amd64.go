@@ -42,6 +42,30 @@ func zen4EachBlocked(cols int) bool {
 	return zen4Enabled() && cols >= 1024 && cols%32 == 0
 }
 
+// zen5Seq reports whether the Zen 5 choice decodes rows of cols columns
+// of 16-bit weights with one call of dotF16SeqAVX2 (dotBF16SeqAVX2) for a
+// run of rows, instead of a call of dotF16AVX2 a row (the same bits): rows
+// below zen4PrefetchCols columns, in whole steps of 32. On the Zen 5, rows
+// of 2048 columns streamed from DRAM at 1.00–1.04× the rate of the calls a
+// row (BenchmarkMatVecVariants, "seq" against "avx2", 8 runs, median
+// 1.02), and the 1B F16 model, where each call a row went through
+// matMul's loop, dotF16's dispatch and a tail check, decoded 1.09–1.20×
+// as fast as with the avx512 choice on one thread against 0.99–1.00×
+// before it, 1.06 against 0.97–1.02 on two (BenchmarkDecodeGGUF,
+// alternating binaries).
+func zen5Seq(cols int) bool {
+	return zen4Enabled() && !useHalf512 && cols < zen4PrefetchCols && cols%32 == 0
+}
+
+// seqDots is dotF16SeqAVX2, or dotBF16SeqAVX2 if bf16.
+func seqDots(bf16 bool, dst *float32, w *uint16, x *float32, n, rows int) {
+	if bf16 {
+		dotBF16SeqAVX2(dst, w, x, n, rows)
+		return
+	}
+	dotF16SeqAVX2(dst, w, x, n, rows)
+}
+
 // matVecBlocked sets dst[r] = dot(w[r*cols:(r+1)*cols], x) for r0 <= r <
 // r1, with the bits of dotF16AVX2 (dotBF16AVX2 if bf16) on each row. cols
 // is a multiple of 32; the last block may be shorter than blockCols.

@@ -947,6 +947,10 @@ func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt
 				}
 			}
 		}
+		if w16, ok := any(w).([]uint16); ok && nt == 1 && zen5Seq(cols) {
+			seqDots(k.bf16, &dst[rc], &w16[rc*cols], &x[0], cols, re-rc)
+			continue
+		}
 		for r := rc; r < re; r++ {
 			wr := w[r*rowLen : (r+1)*rowLen]
 			t := ntg

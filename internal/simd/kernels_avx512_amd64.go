@@ -761,6 +761,12 @@ func dots4F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int
 //go:noescape
 func dots5F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
 
+// dotF16SeqAVX2 sets dst[r] = dotF16AVX2(w[r*n:(r+1)*n], x[:n]) for r < rows,
+// the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotF16SeqAVX2(dst *float32, w *uint16, x *float32, n int, rows int)
+
 // dots2BF16AccZMM does dots2BF16AccAVX2(acc, lda, w, x, ldx, n, pf),
 // the same bits, with the accumulators in ZMM registers.
 //
@@ -784,6 +790,12 @@ func dots4BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n in
 //
 //go:noescape
 func dots5BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dotBF16SeqAVX2 sets dst[r] = dotBF16AVX2(w[r*n:(r+1)*n], x[:n]) for r < rows,
+// the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotBF16SeqAVX2(dst *float32, w *uint16, x *float32, n int, rows int)
 
 // dotQ40Q80VNNI returns the dot product of the nb Q40 blocks at w with the
 // nb Q80 blocks at q, as simd's twin computes it, bit for bit.

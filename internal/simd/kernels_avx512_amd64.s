@@ -16660,6 +16660,79 @@ dots5F16AccZMM_done:
 	VZEROUPPER
 	RET
 
+// func dotF16SeqAVX2(dst *float32, w *uint16, x *float32, n int, rows int)
+// Requires: AVX, F16C, FMA3
+TEXT ·dotF16SeqAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), BX
+	MOVQ rows+32(FP), SI
+
+dotF16SeqAVX2_row:
+	TESTQ  SI, SI
+	JZ     dotF16SeqAVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   DI, DI
+	MOVQ   BX, R8
+	ANDQ   $-64, R8
+
+dotF16SeqAVX2_loop64:
+	CMPQ        DI, R8
+	JAE         dotF16SeqAVX2_loop32
+	VCVTPH2PS   (CX)(DI*2), Y4
+	VFMADD231PS (DX)(DI*4), Y4, Y0
+	VCVTPH2PS   16(CX)(DI*2), Y4
+	VFMADD231PS 32(DX)(DI*4), Y4, Y1
+	VCVTPH2PS   32(CX)(DI*2), Y4
+	VFMADD231PS 64(DX)(DI*4), Y4, Y2
+	VCVTPH2PS   48(CX)(DI*2), Y4
+	VFMADD231PS 96(DX)(DI*4), Y4, Y3
+	VCVTPH2PS   64(CX)(DI*2), Y4
+	VFMADD231PS 128(DX)(DI*4), Y4, Y0
+	VCVTPH2PS   80(CX)(DI*2), Y4
+	VFMADD231PS 160(DX)(DI*4), Y4, Y1
+	VCVTPH2PS   96(CX)(DI*2), Y4
+	VFMADD231PS 192(DX)(DI*4), Y4, Y2
+	VCVTPH2PS   112(CX)(DI*2), Y4
+	VFMADD231PS 224(DX)(DI*4), Y4, Y3
+	ADDQ        $0x00000040, DI
+	JMP         dotF16SeqAVX2_loop64
+
+dotF16SeqAVX2_loop32:
+	CMPQ        DI, BX
+	JAE         dotF16SeqAVX2_sum
+	VCVTPH2PS   (CX)(DI*2), Y4
+	VFMADD231PS (DX)(DI*4), Y4, Y0
+	VCVTPH2PS   16(CX)(DI*2), Y4
+	VFMADD231PS 32(DX)(DI*4), Y4, Y1
+	VCVTPH2PS   32(CX)(DI*2), Y4
+	VFMADD231PS 64(DX)(DI*4), Y4, Y2
+	VCVTPH2PS   48(CX)(DI*2), Y4
+	VFMADD231PS 96(DX)(DI*4), Y4, Y3
+	ADDQ        $0x00000020, DI
+
+dotF16SeqAVX2_sum:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         $0x04, AX
+	LEAQ         (CX)(BX*2), CX
+	DECQ         SI
+	JMP          dotF16SeqAVX2_row
+
+dotF16SeqAVX2_end:
+	VZEROUPPER
+	RET
+
 // func dots2BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·dots2BF16AccZMM(SB), NOSPLIT, $0-56
@@ -16877,6 +16950,91 @@ dots5BF16AccZMM_done:
 	VMOVUPS Z7, 64(R14)
 	VMOVUPS Z8, (CX)
 	VMOVUPS Z9, 64(CX)
+	VZEROUPPER
+	RET
+
+// func dotBF16SeqAVX2(dst *float32, w *uint16, x *float32, n int, rows int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·dotBF16SeqAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), BX
+	MOVQ rows+32(FP), SI
+
+dotBF16SeqAVX2_row:
+	TESTQ  SI, SI
+	JZ     dotBF16SeqAVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   DI, DI
+	MOVQ   BX, R8
+	ANDQ   $-64, R8
+
+dotBF16SeqAVX2_loop64:
+	CMPQ        DI, R8
+	JAE         dotBF16SeqAVX2_loop32
+	VPMOVZXWD   (CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (DX)(DI*4), Y4, Y0
+	VPMOVZXWD   16(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(DX)(DI*4), Y4, Y1
+	VPMOVZXWD   32(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(DX)(DI*4), Y4, Y2
+	VPMOVZXWD   48(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(DX)(DI*4), Y4, Y3
+	VPMOVZXWD   64(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 128(DX)(DI*4), Y4, Y0
+	VPMOVZXWD   80(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 160(DX)(DI*4), Y4, Y1
+	VPMOVZXWD   96(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 192(DX)(DI*4), Y4, Y2
+	VPMOVZXWD   112(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 224(DX)(DI*4), Y4, Y3
+	ADDQ        $0x00000040, DI
+	JMP         dotBF16SeqAVX2_loop64
+
+dotBF16SeqAVX2_loop32:
+	CMPQ        DI, BX
+	JAE         dotBF16SeqAVX2_sum
+	VPMOVZXWD   (CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (DX)(DI*4), Y4, Y0
+	VPMOVZXWD   16(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(DX)(DI*4), Y4, Y1
+	VPMOVZXWD   32(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(DX)(DI*4), Y4, Y2
+	VPMOVZXWD   48(CX)(DI*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(DX)(DI*4), Y4, Y3
+	ADDQ        $0x00000020, DI
+
+dotBF16SeqAVX2_sum:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         $0x04, AX
+	LEAQ         (CX)(BX*2), CX
+	DECQ         SI
+	JMP          dotBF16SeqAVX2_row
+
+dotBF16SeqAVX2_end:
 	VZEROUPPER
 	RET
 

@@ -62,6 +62,7 @@ func stream512() {
 		for nt := 2; nt <= 5; nt++ {
 			dotsAccZMM(t, nt)
 		}
+		dotSeqAVX2(t)
 	}
 }
 
@@ -178,6 +179,55 @@ func dotsAccZMM(t wtype, nt int) {
 			VMOVUPS(acc[r][k], accs[r].Offset(64*k))
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotSeqAVX2 writes dot<T>SeqAVX2: dot<T>AVX2 over a run of consecutive
+// rows in one call (dst[r] = dot<T>AVX2(w[r*n:(r+1)*n], x[:n]) for r <
+// rows, n a positive multiple of 32), each row with dot's main loop and
+// reduction, so the same bits, without a call a row.
+func dotSeqAVX2(t wtype) {
+	name := "dot" + t.name + "SeqAVX2"
+	header(name, fmt.Sprintf("func(dst *float32, w *%s, x *float32, n, rows int)", t.goType),
+		fmt.Sprintf("%s sets dst[r] = dot%sAVX2(w[r*n:(r+1)*n], x[:n]) for r < rows,", name, t.name),
+		"the same bits; n must be a positive multiple of 32.")
+	dst := Load(Param("dst"), GP64())
+	wp := Load(Param("w"), GP64())
+	x := Mem{Base: Load(Param("x"), GP64())}
+	n := Load(Param("n"), GP64())
+	rows := Load(Param("rows"), GP64())
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	acc := zeros(4)
+	i := GP64()
+	XORQ(i, i)
+	n64 := GP64()
+	MOVQ(n, n64)
+	ANDQ(I32(-64), n64)
+	// Two of dot's steps an iteration (the same accumulators in the same
+	// order), then the last 32 elements if n is an odd multiple of 32.
+	Label(name + "_loop64")
+	CMPQ(i, n64)
+	JAE(LabelRef(name + "_loop32"))
+	dotStep(t, Mem{Base: wp}, []Mem{x}, i, [][]VecVirtual{acc}, 4)
+	dotStep(t, Mem{Base: wp, Disp: 32 * int(t.size)}, []Mem{{Base: x.Base, Disp: 128}}, i, [][]VecVirtual{acc}, 4)
+	ADDQ(U32(64), i)
+	JMP(LabelRef(name + "_loop64"))
+	Label(name + "_loop32")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_sum"))
+	dotStep(t, Mem{Base: wp}, []Mem{x}, i, [][]VecVirtual{acc}, 4)
+	ADDQ(U32(32), i)
+	Label(name + "_sum")
+	s := hsum(addTree(acc))
+	VMOVSS(s, Mem{Base: dst})
+	ADDQ(U8(4), dst)
+	LEAQ(Mem{Base: wp, Index: n, Scale: t.size}, wp)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
 	VZEROUPPER()
 	RET()
 }

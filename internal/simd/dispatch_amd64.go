@@ -33,10 +33,11 @@ var (
 // streaming weights from DRAM the avx512 ones, tuned on an Intel Xeon, ran
 // at 0.55 to 0.85 of them on the Zen 4, and not for want of prefetch
 // (docs/performance.md, "Zen 4 decode"); on the Zen 5 the model's F16
-// decode ran 1.07–1.09× as fast with this choice as with the avx512 one
-// ("Zen 5: the Zen 4 decode choice"). The Q8_0 kernel stays the avx512
-// one: on the Zen 4 without its prefetch it streamed faster alone but
-// decoded slower in the model.
+// decode ran 1.08× as fast with this choice as with the avx512 one on one
+// thread and 1.05–1.06× on two, and with a run of rows a call (zen5Seq)
+// 1.09–1.20× and 1.06× ("Zen 5: the Zen 4 decode choice"). The Q8_0
+// kernel stays the avx512 one: on the Zen 4 without its prefetch it
+// streamed faster alone but decoded slower in the model.
 //
 // isHalf512 records whether this CPU takes each 512-bit operation in two
 // passes through 256-bit units (the Zen 4), and useHalf512 whether its

@@ -39,7 +39,7 @@ func TestMatVecBlocked(t *testing.T) {
 				}
 				// The Zen 4 choice's YMM kernels and the Zen 5 one's
 				// ZMM encoding of them.
-				for _, c := range []kernelSet{{"avx512-zen4", func() func() { return forceZen4(true) }}, {"avx512-zen5", ForceZen5}} {
+				for _, c := range []kernelSet{{"avx512-zen4", ForceZen4}, {"avx512-zen5", ForceZen5}} {
 					got := make([]float32, rows)
 					for i := range got {
 						got[i] = sentinel

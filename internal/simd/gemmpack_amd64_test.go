@@ -48,7 +48,7 @@ func TestMatMulPackedSetsBitExact(t *testing.T) {
 				for _, v := range []struct {
 					name  string
 					force func() func()
-				}{{"avx512", ForceAVX512}, {"avx512-zen4", func() func() { return forceZen4(true) }}, {"avx512-zen5", ForceZen5}} {
+				}{{"avx512", ForceAVX512}, {"avx512-zen4", ForceZen4}, {"avx512-zen5", ForceZen5}} {
 					restore := v.force()
 					pt := packTokens(tc.q80, tc.name == "BF16")
 					got := make([]float32, sh.nt*sh.rows)

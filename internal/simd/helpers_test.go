@@ -158,8 +158,8 @@ func kernelSets(t testing.TB) []kernelSet {
 		// Every AVX-512 choice on every CPU that runs them: the Zen 4
 		// and Zen 5 ones (see Kernels) and the one every other CPU takes.
 		sets = append(sets,
-			kernelSet{"avx512", func() func() { return forceZen4(false) }},
-			kernelSet{"avx512-zen4", func() func() { return forceZen4(true) }},
+			kernelSet{"avx512", ForceAVX512},
+			kernelSet{"avx512-zen4", ForceZen4},
 			kernelSet{"avx512-zen5", ForceZen5})
 	case asmBuilt:
 		t.Logf("skipping the avx512 kernels: this CPU lacks them (%s)", cpuFeatures512())

@@ -78,6 +78,14 @@ func dotsAccAVX2(t wtype, nt int) {
 	header(name, fmt.Sprintf("func(acc *float32, lda int, w *%s, x *float32, ldx, n int, pf *%s)", t.goType, t.goType),
 		fmt.Sprintf("%s does dot%sAccAVX2(acc[t*lda:], w, x[t*ldx:], n, pf) for t < %d,", name, t.name, nt),
 		"loading and converting each weight vector once.")
+	accs, w, xs, n, pf := accsArgs(nt)
+	accLoop(name, t, accs, w, xs, n, pf)
+}
+
+// accsArgs loads the arguments of the multi-row accumulating kernels
+// (acc, lda, w, x, ldx, n, pf): each token row's accumulators and x row,
+// the weights, the length and the prefetch address.
+func accsArgs(nt int) ([]Mem, Mem, []Mem, Register, Mem) {
 	accp := Load(Param("acc"), GP64())
 	lda := Load(Param("lda"), GP64())
 	SHLQ(U8(2), lda)
@@ -88,7 +96,7 @@ func dotsAccAVX2(t wtype, nt int) {
 	xs := rowMems(xp, ldx, nt)
 	n := Load(Param("n"), GP64())
 	pf := Mem{Base: Load(Param("pf"), GP64())}
-	accLoop(name, t, rowMems(accp, lda, nt), w, xs, n, pf)
+	return rowMems(accp, lda, nt), w, xs, n, pf
 }
 
 // accLoop is the body of the accumulating kernels after their arguments:
@@ -124,8 +132,8 @@ func accLoop(name string, t wtype, accs []Mem, w Mem, xs []Mem, n Register, pf M
 	RET()
 }
 
-// dotsAccZMM writes dots<nt><T>AccZMM: dots<nt><T>AccAVX2 with each token row's four accumulators of 8 lanes held as
-// two ZMMs of 16, acc[0:16] and acc[16:32]: lane j of the first is
+// dotsAccZMM writes dots<nt><T>AccZMM: dots<nt><T>AccAVX2 with each token
+// row's four accumulators of 8 lanes held as two ZMMs of 16, acc[0:16] and acc[16:32]: lane j of the first is
 // accumulator j/8's lane j%8, fed the same weight and x elements, so every
 // lane takes the same fused multiply-adds in the same order and the
 // results are the AVX2 kernels' bits, in half the instructions (one
@@ -138,17 +146,7 @@ func dotsAccZMM(t wtype, nt int) {
 	header(name, fmt.Sprintf("func(acc *float32, lda int, w *%s, x *float32, ldx, n int, pf *%s)", t.goType, t.goType),
 		fmt.Sprintf("%s does %s,", name, twin),
 		"the same bits, with the accumulators in ZMM registers.")
-	accp := Load(Param("acc"), GP64())
-	lda := Load(Param("lda"), GP64())
-	SHLQ(U8(2), lda)
-	w := Mem{Base: Load(Param("w"), GP64())}
-	xp := Load(Param("x"), GP64())
-	ldx := Load(Param("ldx"), GP64())
-	SHLQ(U8(2), ldx)
-	xs := rowMems(xp, ldx, nt)
-	n := Load(Param("n"), GP64())
-	pf := Mem{Base: Load(Param("pf"), GP64())}
-	accs := rowMems(accp, lda, nt)
+	accs, w, xs, n, pf := accsArgs(nt)
 
 	acc := make([][2]VecVirtual, nt)
 	for r := range acc {

@@ -73,6 +73,13 @@ func blockedVariant(bf16 bool) dotVariant {
 	}}
 }
 
+// streamsVariant is the variant "seq<s>": streamDots with s runs.
+func streamsVariant(bf16 bool, s int) dotVariant {
+	return dotVariant{name: fmt.Sprintf("seq%d", s), rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+		streamDots(bf16, s, dst[r0:], w[r0*cols:], x, cols, r1-r0)
+	}}
+}
+
 func matVecVariants(dt string) []dotVariant {
 	switch dt {
 	case "F16":
@@ -91,6 +98,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
 				dotF16SeqAVX2(&dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
 			}},
+			streamsVariant(false, 2), streamsVariant(false, 3), streamsVariant(false, 4),
 		}
 	case "BF16":
 		return []dotVariant{
@@ -108,6 +116,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
 				dotBF16SeqAVX2(&dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
 			}},
+			streamsVariant(true, 2), streamsVariant(true, 3), streamsVariant(true, 4),
 		}
 	}
 	return []dotVariant{

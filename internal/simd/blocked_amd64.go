@@ -42,19 +42,26 @@ func zen4EachBlocked(cols int) bool {
 	return zen4Enabled() && cols >= 1024 && cols%32 == 0
 }
 
-// zen5Seq reports whether the Zen 5 choice decodes rows of cols columns
-// of 16-bit weights with one call of dotF16SeqAVX2 (dotBF16SeqAVX2) for a
-// run of rows, instead of a call of dotF16AVX2 a row (the same bits): rows
-// below zen4PrefetchCols columns, in whole steps of 32. On the Zen 5, rows
-// of 2048 columns streamed from DRAM at 1.00–1.04× the rate of the calls a
-// row (BenchmarkMatVecVariants, "seq" against "avx2", 8 runs, median
-// 1.02), and the 1B F16 model, where each call a row went through
-// matMul's loop, dotF16's dispatch and a tail check, decoded 1.09–1.20×
-// as fast as with the avx512 choice on one thread against 0.99–1.00×
-// before it, 1.06 against 0.97–1.02 on two (BenchmarkDecodeGGUF,
-// alternating binaries).
-func zen5Seq(cols int) bool {
-	return zen4Enabled() && !useHalf512 && cols < zen4PrefetchCols && cols%32 == 0
+// decodeStreams is how many runs of rows the Zen 5 choice's one-row
+// decode reads side by side (streamDots). On one core of the Zen 5 a
+// single sequential stream of F16 rows (dotF16SeqAVX2) read 2048×8192 and
+// 8192×2048 matrices from DRAM at 0.85 and 0.64 of a plain sum of the same
+// bytes; 2 streams at 1.1 and 0.83, 3 at 1.0 and 0.96, 4 at 1.16 and 1.10
+// (on two cores 1.08 and 1.06), 5 and 6 within a few percent of 4
+// (BenchmarkMatVecVariants, "seq<s>" against "seq", "blocked" and "sum");
+// the 1B F16 model decoded 1.32–1.41× as fast on one thread as with a
+// single stream, 1.27–1.61× on two (BenchmarkDecodeGGUF, docs/performance.md,
+// "Zen 5: four streams").
+const decodeStreams = 4
+
+// zen5Streams reports whether the Zen 5 choice decodes rows of cols
+// columns of 16-bit weights as decodeStreams runs of rows side by side
+// (streamDots): rows of any length that is a multiple of 32 (the kernels'
+// step). It takes the place of matVecBlocked's blocks for long rows too
+// (x's blocks then stay in L1 no longer, but four streams read 8192-column
+// rows at 1.5× the blocks' rate).
+func zen5Streams(cols int) bool {
+	return zen4Enabled() && !useHalf512 && cols%32 == 0
 }
 
 // seqDots is dotF16SeqAVX2, or dotBF16SeqAVX2 if bf16.
@@ -64,6 +71,36 @@ func seqDots(bf16 bool, dst *float32, w *uint16, x *float32, n, rows int) {
 		return
 	}
 	dotF16SeqAVX2(dst, w, x, n, rows)
+}
+
+// streamDots sets dst[r] = dot(w[r*n:(r+1)*n], x[:n]) for r < rows as s
+// runs of rows read side by side (dot<T>Seq<s>AVX2, 2 <= s <= 4; the rows
+// past s whole runs through seqDots), with the bits of dotF16AVX2
+// (dotBF16AVX2 if bf16) on every row.
+func streamDots(bf16 bool, s int, dst []float32, w []uint16, x []float32, n, rows int) {
+	per := rows / s
+	if per > 0 {
+		d, wp, xp := &dst[0], &w[0], &x[0]
+		switch {
+		case s == 2 && bf16:
+			dotBF16Seq2AVX2(d, wp, xp, n, per, per)
+		case s == 2:
+			dotF16Seq2AVX2(d, wp, xp, n, per, per)
+		case s == 3 && bf16:
+			dotBF16Seq3AVX2(d, wp, xp, n, per, per)
+		case s == 3:
+			dotF16Seq3AVX2(d, wp, xp, n, per, per)
+		case s == 4 && bf16:
+			dotBF16Seq4AVX2(d, wp, xp, n, per, per)
+		case s == 4:
+			dotF16Seq4AVX2(d, wp, xp, n, per, per)
+		default:
+			panic("simd: streamDots: s must be 2, 3 or 4")
+		}
+	}
+	if r := s * per; r < rows {
+		seqDots(bf16, &dst[r], &w[r*n], &x[0], n, rows-r)
+	}
 }
 
 // matVecBlocked sets dst[r] = dot(w[r*cols:(r+1)*cols], x) for r0 <= r <

@@ -13,9 +13,10 @@ import (
 // shorter than a group) must have the bits of the avx2 set's dot product on
 // that row, and the outputs outside the range must be left alone. Rows
 // whose length is no multiple of 32, or below zen4PrefetchCols, take the
-// unblocked kernels (under the Zen 5 choice, rows of a multiple of 32
-// below zen4PrefetchCols a run of rows a call, zen5Seq) and are checked
-// the same way.
+// unblocked kernels and are checked the same way. Under the Zen 5 choice
+// the same products (rows of a multiple of 32 columns) go as four runs of
+// rows side by side (zen5Streams, streamDots), the ranges' rows past whole
+// runs one at a time; they are checked the same way.
 func TestMatVecBlocked(t *testing.T) {
 	if !hasAVX512 {
 		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
@@ -130,9 +131,10 @@ func TestMatVecsBlockedWhole(t *testing.T) {
 }
 
 // TestDotSeq checks dotF16SeqAVX2 and dotBF16SeqAVX2, the one-row dot over
-// a run of consecutive rows in one call: every row must have the bits of
-// dotF16AVX2 (dotBF16AVX2) on that row, and nothing past the run is
-// written.
+// a run of consecutive rows in one call, and streamDots (2 to 4 such runs
+// side by side, dot<T>Seq<s>AVX2, and the rows past whole runs): every row
+// must have the bits of dotF16AVX2 (dotBF16AVX2) on that row, and nothing
+// past the rows is written.
 func TestDotSeq(t *testing.T) {
 	if !hasAVX512 {
 		t.Skipf("skipping: this CPU lacks the avx512 kernels (%s)", cpuFeatures512())
@@ -140,7 +142,7 @@ func TestDotSeq(t *testing.T) {
 	r := newRand(t)
 	const sentinel = -12345
 	for _, n := range []int{32, 64, 96, 2048, 4096 + 32} {
-		for _, rows := range []int{1, 2, 7, 16} {
+		for _, rows := range []int{1, 2, 7, 9, 16, 23} {
 			x := offsetCopy(randF32(r, n), 1)
 			for _, bf := range []bool{false, true} {
 				w, seq, dot := randF16(r, rows*n), dotF16SeqAVX2, dotF16AVX2
@@ -158,6 +160,20 @@ func TestDotSeq(t *testing.T) {
 				}
 				if got[rows] != sentinel {
 					t.Errorf("bf16 %v, n %d, rows %d: wrote past the run", bf, n, rows)
+				}
+				for s := 2; s <= 4; s++ {
+					got := make([]float32, rows+1)
+					got[rows] = sentinel
+					streamDots(bf, s, got, w, x, n, rows)
+					for row := range rows {
+						want := dot(w[row*n:(row+1)*n], x)
+						if math.Float32bits(got[row]) != math.Float32bits(want) {
+							t.Errorf("streamDots(%d), bf16 %v, n %d, rows %d: row %d = %v, want %v", s, bf, n, rows, row, got[row], want)
+						}
+					}
+					if got[rows] != sentinel {
+						t.Errorf("streamDots(%d), bf16 %v, n %d, rows %d: wrote past the rows", s, bf, n, rows)
+					}
 				}
 			}
 		}

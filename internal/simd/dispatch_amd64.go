@@ -34,8 +34,9 @@ var (
 // at 0.55 to 0.85 of them on the Zen 4, and not for want of prefetch
 // (docs/performance.md, "Zen 4 decode"); on the Zen 5 the model's F16
 // decode ran 1.08× as fast with this choice as with the avx512 one on one
-// thread and 1.05–1.06× on two, and with a run of rows a call (zen5Seq)
-// 1.09–1.20× and 1.06× ("Zen 5: the Zen 4 decode choice"). The Q8_0
+// thread and 1.05–1.06× on two, and with four runs of rows read side by
+// side (zen5Streams, whatever the row length) 1.45–1.5× and 1.27–1.45×
+// ("Zen 5: four streams"). The Q8_0
 // kernel stays the avx512 one: on the Zen 4 without its prefetch it
 // streamed faster alone but decoded slower in the model.
 //
@@ -890,10 +891,15 @@ func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // against 0.65 (4 and a dot). Each token row's accumulators, order and
 // reduction are the same in the 2-, 3- and 4-row kernels, so a token row
 // gets the same bits whatever the number of rows in the call (above one)
-// and its place among them. Under the Zen 4 choice a decode product over
-// long 16-bit rows (zen4Blocked) goes through matVecBlocked instead, with
-// the single-row kernel's bits.
+// and its place among them. Under the Zen 5 choice a decode product over
+// 16-bit rows (zen5Streams) goes through streamDots, under the Zen 4
+// choice one over long 16-bit rows (zen4Blocked) through matVecBlocked,
+// both with the single-row kernel's bits.
 func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
+	if w16, ok := any(w).([]uint16); ok && nt == 1 && zen5Streams(cols) {
+		streamDots(k.bf16, decodeStreams, dst[r0:r1], w16[r0*cols:r1*cols], x, cols, r1-r0)
+		return
+	}
 	if w16, ok := any(w).([]uint16); ok && nt == 1 && zen4Blocked(cols) {
 		matVecBlocked(k.bf16, dst, x, cols, w16, r0, r1)
 		return
@@ -947,10 +953,6 @@ func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt
 					dst[t*ldd+r] += k.tail(w[r*rowLen+n8:(r+1)*rowLen], xt)
 				}
 			}
-		}
-		if w16, ok := any(w).([]uint16); ok && nt == 1 && zen5Seq(cols) {
-			seqDots(k.bf16, &dst[rc], &w16[rc*cols], &x[0], cols, re-rc)
-			continue
 		}
 		for r := rc; r < re; r++ {
 			wr := w[r*rowLen : (r+1)*rowLen]

@@ -767,6 +767,24 @@ func dots5F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int
 //go:noescape
 func dotF16SeqAVX2(dst *float32, w *uint16, x *float32, n int, rows int)
 
+// dotF16Seq2AVX2 sets dst[k*ld+r] = dotF16AVX2(w[(k*ld+r)*n:][:n], x[:n]) for k < 2,
+// r < rows, the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotF16Seq2AVX2(dst *float32, w *uint16, x *float32, n int, rows int, ld int)
+
+// dotF16Seq3AVX2 sets dst[k*ld+r] = dotF16AVX2(w[(k*ld+r)*n:][:n], x[:n]) for k < 3,
+// r < rows, the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotF16Seq3AVX2(dst *float32, w *uint16, x *float32, n int, rows int, ld int)
+
+// dotF16Seq4AVX2 sets dst[k*ld+r] = dotF16AVX2(w[(k*ld+r)*n:][:n], x[:n]) for k < 4,
+// r < rows, the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotF16Seq4AVX2(dst *float32, w *uint16, x *float32, n int, rows int, ld int)
+
 // dots2BF16AccZMM does dots2BF16AccAVX2(acc, lda, w, x, ldx, n, pf),
 // the same bits, with the accumulators in ZMM registers.
 //
@@ -796,6 +814,24 @@ func dots5BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n in
 //
 //go:noescape
 func dotBF16SeqAVX2(dst *float32, w *uint16, x *float32, n int, rows int)
+
+// dotBF16Seq2AVX2 sets dst[k*ld+r] = dotBF16AVX2(w[(k*ld+r)*n:][:n], x[:n]) for k < 2,
+// r < rows, the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotBF16Seq2AVX2(dst *float32, w *uint16, x *float32, n int, rows int, ld int)
+
+// dotBF16Seq3AVX2 sets dst[k*ld+r] = dotBF16AVX2(w[(k*ld+r)*n:][:n], x[:n]) for k < 3,
+// r < rows, the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotBF16Seq3AVX2(dst *float32, w *uint16, x *float32, n int, rows int, ld int)
+
+// dotBF16Seq4AVX2 sets dst[k*ld+r] = dotBF16AVX2(w[(k*ld+r)*n:][:n], x[:n]) for k < 4,
+// r < rows, the same bits; n must be a positive multiple of 32.
+//
+//go:noescape
+func dotBF16Seq4AVX2(dst *float32, w *uint16, x *float32, n int, rows int, ld int)
 
 // dotQ40Q80VNNI returns the dot product of the nb Q40 blocks at w with the
 // nb Q80 blocks at q, as simd's twin computes it, bit for bit.

@@ -903,6 +903,13 @@ func dotIQ4NLQ80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 //go:noescape
 func dotQ80Q80X4VNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
 
+// dotQ80Q80X4RunsVNNI sets dst[r] to the dot product of the nb Q80 blocks at
+// w[r·stride:] with the nb Q80 blocks at q, r = 0..3, each as simd's
+// twin computes it, bit for bit.
+//
+//go:noescape
+func dotQ80Q80X4RunsVNNI(w []byte, stride int, q []byte, nb int, dst *[4]float32)
+
 // q8gemmPackVNNI packs the nb Q8_0 blocks of the 16 rows at w, stride bytes
 // apart, into the panel at dst (nb·576 bytes; see q8gemm.go).
 //

@@ -12,7 +12,9 @@ import (
 // the rest) of 0..9 blocks (groups of four blocks and the rest) at
 // misaligned offsets, with random and ±127 activation codes and codes 127
 // against Q8_0 values −128, Q4_0 codes 15 and Q5_0 codes 31 (the largest
-// VPMADDUBSW pairs), and checks that it writes exactly dst.
+// VPMADDUBSW pairs), and checks that it writes exactly dst. Under the Zen 5
+// choice DotQ80Q80Rows reads a row of each of four runs a call
+// (q80Runs): 4 to 9 rows take one or two rows a run and the rest alone.
 func TestDotQ80Rows(t *testing.T) {
 	tests := []struct {
 		name string

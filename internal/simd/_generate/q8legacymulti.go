@@ -48,8 +48,9 @@ import (
 func q8legacyX4() {
 	eights := byteTable("q8lx4b8", repeated(32, func(int) byte { return 8 }))
 	for _, q := range q8legacyX4Kinds() {
-		q8legacyX4Dot(q, true, eights)
+		q8legacyX4Dot(q, true, eights, false)
 	}
+	q8legacyX4Dot(q80Kind, true, eights, true)
 }
 
 // q8legacyX4AVX2 writes dotQ40Q80X4AVX2, dotQ50Q80X4AVX2,
@@ -57,7 +58,7 @@ func q8legacyX4() {
 func q8legacyX4AVX2() {
 	q8lx4Ones = byteTable("q8lx4w1", repeated(32, func(j int) byte { return byte(1 - j%2) }))
 	for _, q := range q8legacyX4Kinds() {
-		q8legacyX4Dot(q, false, qdotK.b08)
+		q8legacyX4Dot(q, false, qdotK.b08, false)
 	}
 }
 
@@ -75,10 +76,17 @@ func q8legacyX4Kinds() []qdotKind {
 	return ks
 }
 
-func q8legacyX4Dot(q qdotKind, vnni bool, eights Mem) {
+// With runs (dot<T>Q80X4RunsVNNI), the four rows are each in its own run
+// of rows, stride bytes apart, read side by side as four streams
+// (q80RunsRows), and each row prefetches its own next row (the same
+// offset a row on) into L1 and the one after into L2.
+func q8legacyX4Dot(q qdotKind, vnni bool, eights Mem, runs bool) {
 	name := "dot" + q.name + "Q80X4AVX2"
 	if vnni {
 		name = "dot" + q.name + "Q80X4VNNI"
+	}
+	if runs {
+		name = "dot" + q.name + "Q80X4RunsVNNI"
 	}
 	header(name, "func(w []byte, stride int, q []byte, nb int, dst *[4]float32)",
 		name+" sets dst[r] to the dot product of the nb "+q.name+" blocks at",
@@ -93,8 +101,12 @@ func q8legacyX4Dot(q qdotKind, vnni bool, eights Mem) {
 		LEAQ(Mem{Base: wr[r-1], Index: stride, Scale: 1}, wr[r])
 	}
 	ahead := GP64()
-	MOVQ(stride, ahead)
-	SHLQ(U8(2), ahead) // the next four rows
+	if runs {
+		IMUL3Q(U32(q.blockBytes), nb, ahead) // the next row of each run
+	} else {
+		MOVQ(stride, ahead)
+		SHLQ(U8(2), ahead) // the next four rows
+	}
 	reg := q8lRegs(q)
 	var acc [4]VecVirtual
 	for k := range acc {

@@ -110,6 +110,51 @@ func matVecBlocked(bf16 bool, dst, x []float32, cols int, w []uint16, r0, r1 int
 	matVecsBlocked(bf16, dst, 0, x, 1, cols, w, r0, r1)
 }
 
+// runsChunkBytes is the weights matVecsRuns takes at a time: a chunk
+// read from DRAM for the first token row stays in the 1 MiB L2 for the
+// others (128 and 256 KiB ran alike, 512 slower).
+const runsChunkBytes = 256 << 10
+
+// zen5EachRuns reports whether the Zen 5 choice takes MatMulEachF16 and
+// MatMulEachBF16 (eval's side-by-side caches) over rows of cols columns
+// through matVecsRuns: rows the one-row decode reads as runs
+// (zen5Streams) below zen4PrefetchCols columns. Longer rows keep
+// matVecsBlocked, whose blocks of x stay in L1: on 2048×8192 F16 weights
+// it took 5 token rows in 2.37–2.40 ms against matVecsRuns' 3.55–3.62,
+// where on 2048×2048 matVecsRuns took 0.54–0.59 ms against 0.68
+// (BenchmarkMatMulEach; one token row 0.20–0.23 ms).
+func zen5EachRuns(cols int) bool {
+	return zen5Streams(cols) && cols < zen4PrefetchCols
+}
+
+// matVecsRuns is matVecsBlocked for the Zen 5 choice (zen5EachRuns), the
+// same bits: the weight rows go in chunks of runsChunkBytes, the first
+// token row over a chunk as the one-row decode reads it (streamDots, from
+// DRAM), the others after it in groups of up to blockTokens over whole
+// rows from L2 (accPieces' ZMM kernels, each row's accumulators from zero,
+// reduced by accSum as matVecsBlocked reduces them).
+func matVecsRuns(bf16 bool, dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	chunk := max(4, runsChunkBytes/(2*cols))
+	const lda = 32
+	var acc [blockTokens * lda]float32
+	for c0 := r0; c0 < r1; c0 += chunk {
+		c1 := min(c0+chunk, r1)
+		streamDots(bf16, decodeStreams, dst[c0:c1], w[c0*cols:c1*cols], x[:cols], cols, c1-c0)
+		for t0 := 1; t0 < nt; {
+			g := eachGroup(nt-t0, blockTokens)
+			for r := c0; r < c1; r++ {
+				clear(acc[:g*lda])
+				wr := &w[r*cols] // in L2: the prefetch is the row itself
+				accPieces(bf16, true, g, &acc[0], lda, wr, &x[t0*cols], cols, cols, wr)
+				for t := range g {
+					dst[(t0+t)*ldd+r] = accSum((*[32]float32)(acc[t*lda:]))
+				}
+			}
+			t0 += g
+		}
+	}
+}
+
 // blockTokens is the most token rows matVecsBlocked takes a pass: the
 // multi-token kernels' (dots5F16AccAVX2: 20 accumulators of the 32 YMM).
 const blockTokens = 5

@@ -90,10 +90,16 @@ const eachChunkBytes = 64 << 10
 // against the token rows in groups (eachGroup): a group of one through dotF16 or
 // dotBF16 (what matMul's one-row path calls), larger groups through the
 // multi-token kernel of family k, plus, for the AVX2 family, each row's
-// tail through the twin as dotF16 adds it. Under the Zen 4 choice rows of
-// 1024 columns or more go through matVecsBlocked instead
-// (zen4EachBlocked), with the same bits.
+// tail through the twin as dotF16 adds it. Under the Zen 5 choice rows of
+// a multiple of 32 columns below 4096 go through matVecsRuns
+// (zen5EachRuns), under the Zen 4 and Zen 5 choices other rows of 1024
+// columns or more through matVecsBlocked (zen4EachBlocked), with the same
+// bits.
 func matMulEachU16(k dotKernel, bf16 bool, dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
+	if zen5EachRuns(cols) {
+		matVecsRuns(bf16, dst, ldd, x, nt, cols, w, r0, r1)
+		return
+	}
 	if zen4EachBlocked(cols) {
 		matVecsBlocked(bf16, dst, ldd, x, nt, cols, w, r0, r1)
 		return

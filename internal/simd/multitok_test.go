@@ -53,7 +53,8 @@ var eachCases = []eachCase{
 // outside that range is written. Rows of 1024 (one block), 1056, 2048,
 // 4128 and 5120 columns take the Zen 4 choice's blocked kernels
 // (zen4EachBlocked; 1056 and 4128 end in a block of 32), 2061 and 4100 the
-// unblocked ones.
+// unblocked ones; under the Zen 5 choice 1024, 1056 and 2048 take
+// matVecsRuns (zen5EachRuns; 2048 over three of its chunks).
 func TestMatMulEachMatchesOneRow(t *testing.T) {
 	forEachSet(t, func(t *testing.T) {
 		for _, tc := range eachCases {
@@ -61,8 +62,8 @@ func TestMatMulEachMatchesOneRow(t *testing.T) {
 				r := newRand(t)
 				for _, cols := range tc.cols {
 					rows, r0, r1, ldd := 7, 1, 6, 9
-					if cols >= 2048 { // several of matMulEach's chunks of weight rows
-						rows, r0, r1, ldd = 70, 3, 67, 71
+					if cols >= 2048 { // several of matMulEach's (and matVecsRuns') chunks of weight rows
+						rows, r0, r1, ldd = 140, 3, 137, 141
 					}
 					each, one := tc.make(r, rows, cols)
 					for nt := 1; nt <= 9; nt++ {

@@ -131,27 +131,78 @@ func zen5EachRuns(cols int) bool {
 // same bits: the weight rows go in chunks of runsChunkBytes, the first
 // token row over a chunk as the one-row decode reads it (streamDots, from
 // DRAM), the others after it in groups of up to blockTokens over whole
-// rows from L2 (accPieces' ZMM kernels, each row's accumulators from zero,
-// reduced by accSum as matVecsBlocked reduces them).
+// rows from L2, two rows a call (acc2Rows: each token vector loaded once
+// for both; an odd last row through accPieces' ZMM kernels), each row's
+// accumulators from zero, reduced by accSum as matVecsBlocked reduces
+// them. Two rows a call took 5 token rows over 2048×2048 F16 in 0.49–0.51
+// ms against 0.52 with one (3 token rows 0.39–0.41 against 0.44–0.45;
+// BenchmarkMatMulEach, alternating binaries); groups of at most 2 or 3
+// token rows were slower for 5 (0.55–0.56 ms).
 func matVecsRuns(bf16 bool, dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
 	chunk := max(4, runsChunkBytes/(2*cols))
-	const lda = 32
+	const lda = 64 // a token row's accumulators: two weight rows' 32
 	var acc [blockTokens * lda]float32
 	for c0 := r0; c0 < r1; c0 += chunk {
 		c1 := min(c0+chunk, r1)
 		streamDots(bf16, decodeStreams, dst[c0:c1], w[c0*cols:c1*cols], x[:cols], cols, c1-c0)
 		for t0 := 1; t0 < nt; {
 			g := eachGroup(nt-t0, blockTokens)
-			for r := c0; r < c1; r++ {
+			xt := &x[t0*cols]
+			r := c0
+			for ; r+1 < c1; r += 2 {
+				clear(acc[:g*lda])
+				acc2Rows(bf16, g, &acc[0], lda, &w[r*cols], cols, xt, cols, cols)
+				for t := range g {
+					dst[(t0+t)*ldd+r] = accSum((*[32]float32)(acc[t*lda:]))
+					dst[(t0+t)*ldd+r+1] = accSum((*[32]float32)(acc[t*lda+32:]))
+				}
+			}
+			if r < c1 {
 				clear(acc[:g*lda])
 				wr := &w[r*cols] // in L2: the prefetch is the row itself
-				accPieces(bf16, true, g, &acc[0], lda, wr, &x[t0*cols], cols, cols, wr)
+				accPieces(bf16, true, g, &acc[0], lda, wr, xt, cols, cols, wr)
 				for t := range g {
 					dst[(t0+t)*ldd+r] = accSum((*[32]float32)(acc[t*lda:]))
 				}
 			}
 			t0 += g
 		}
+	}
+}
+
+// acc2Rows is dots<g>F16Acc2ZMM (dots<g>BF16Acc2ZMM if bf16) for g of 1
+// to blockTokens, called directly so that acc stays on the caller's stack.
+func acc2Rows(bf16 bool, g int, acc *float32, lda int, w *uint16, ldw int, x *float32, ldx, n int) {
+	if bf16 {
+		switch g {
+		case 1:
+			dots1BF16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+		case 2:
+			dots2BF16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+		case 3:
+			dots3BF16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+		case 4:
+			dots4BF16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+		case 5:
+			dots5BF16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+		default:
+			panic("simd: acc2Rows: token rows out of range")
+		}
+		return
+	}
+	switch g {
+	case 1:
+		dots1F16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+	case 2:
+		dots2F16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+	case 3:
+		dots3F16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+	case 4:
+		dots4F16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+	case 5:
+		dots5F16Acc2ZMM(acc, lda, w, ldw, x, ldx, n)
+	default:
+		panic("simd: acc2Rows: token rows out of range")
 	}
 }
 

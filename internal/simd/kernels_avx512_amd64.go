@@ -761,6 +761,36 @@ func dots4F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int
 //go:noescape
 func dots5F16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
 
+// dots1F16Acc2ZMM does dots1F16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots1F16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots2F16Acc2ZMM does dots2F16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots2F16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots3F16Acc2ZMM does dots3F16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots3F16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots4F16Acc2ZMM does dots4F16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots4F16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots5F16Acc2ZMM does dots5F16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots5F16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
 // dotF16SeqAVX2 sets dst[r] = dotF16AVX2(w[r*n:(r+1)*n], x[:n]) for r < rows,
 // the same bits; n must be a positive multiple of 32.
 //
@@ -808,6 +838,36 @@ func dots4BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n in
 //
 //go:noescape
 func dots5BF16AccZMM(acc *float32, lda int, w *uint16, x *float32, ldx int, n int, pf *uint16)
+
+// dots1BF16Acc2ZMM does dots1BF16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots1BF16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots2BF16Acc2ZMM does dots2BF16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots2BF16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots3BF16Acc2ZMM does dots3BF16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots3BF16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots4BF16Acc2ZMM does dots4BF16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots4BF16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
+
+// dots5BF16Acc2ZMM does dots5BF16AccZMM(acc[j*32:], lda, w[j*ldw:], x, ldx, n, _) for j < 2,
+// the same bits, loading each token vector once for both rows.
+//
+//go:noescape
+func dots5BF16Acc2ZMM(acc *float32, lda int, w *uint16, ldw int, x *float32, ldx int, n int)
 
 // dotBF16SeqAVX2 sets dst[r] = dotBF16AVX2(w[r*n:(r+1)*n], x[:n]) for r < rows,
 // the same bits; n must be a positive multiple of 32.

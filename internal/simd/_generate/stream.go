@@ -192,7 +192,7 @@ func dotsAccZMM(t wtype, nt int) {
 // at acc[j*32+t*lda:][:32]. Each token vector is loaded once for both
 // rows, so a step takes 2 weight and nt token loads for 4*nt fused
 // multiply-adds, where two calls of dotsAccZMM take 2 and 2*nt (matVecsRuns'
-// later token rows, from L2: 1.04–1.15× as fast as a row a call, see
+// later token rows, from L2: 1.02–1.14× as fast as a row a call, see
 // there). Every (row, token row) pair takes the same fused multiply-adds in
 // the same order as in dotsAccZMM, so the same bits. There is no prefetch:
 // its rows are in L2.

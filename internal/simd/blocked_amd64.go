@@ -44,9 +44,9 @@ func zen4EachBlocked(cols int) bool {
 
 // decodeStreams is how many runs of rows the Zen 5 choice's one-row
 // decode reads side by side (streamDots). On one core of the Zen 5 a
-// single sequential stream of F16 rows (dotF16SeqAVX2) read 2048×8192 and
-// 8192×2048 matrices from DRAM at 0.85 and 0.64 of a plain sum of the same
-// bytes; 2 streams at 1.1 and 0.83, 3 at 1.0 and 0.96, 4 at 1.16 and 1.10
+// single sequential stream of F16 rows (dotF16SeqAVX2) read matrices of
+// 8192×2048 and 2048×8192 (rows×columns) from DRAM at 0.85 and 0.64 of a
+// plain sum of the same bytes; 2 streams at 1.1 and 0.83, 3 at 1.0 and 0.96, 4 at 1.16 and 1.10
 // (on two cores 1.08 and 1.06), 5 and 6 within a few percent of 4
 // (BenchmarkMatVecVariants, "seq<s>" against "seq", "blocked" and "sum");
 // the 1B F16 model decoded 1.32–1.41× as fast on one thread as with a

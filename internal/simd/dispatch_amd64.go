@@ -35,7 +35,7 @@ var (
 // (docs/performance.md, "Zen 4 decode"); on the Zen 5 the model's F16
 // decode ran 1.08× as fast with this choice as with the avx512 one on one
 // thread and 1.05–1.06× on two, and with four runs of rows read side by
-// side (zen5Streams, whatever the row length) 1.45–1.5× and 1.27–1.45×
+// side (zen5Streams, whatever the row length) 1.48–1.55× and 1.34–1.46×
 // ("Zen 5: four streams"). The Q8_0
 // kernel stays the avx512 one: on the Zen 4 without its prefetch it
 // streamed faster alone but decoded slower in the model.

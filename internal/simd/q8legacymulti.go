@@ -43,7 +43,7 @@ func checkQ80Rows(op string, rows, wlen, qlen, blockBytes int) int {
 
 // dotQ80Rows sets dst from the rows of nb blocks of type t at w, four at a
 // time with the set's four-row kernel where it has one: four adjacent
-// rows a call, or under the Zen 5 choice (q80RunsX4) a row of each of four
+// rows a call, or under the Zen 5 choice (q80Runs) a row of each of four
 // runs of rows, the rows past whole runs one at a time.
 func dotQ80Rows(t qdotType, dst []float32, w, q []byte, nb int) {
 	one := func(w, q []byte, nb int) float32 { return dotQ8Legacy(t, w, q, nb) }

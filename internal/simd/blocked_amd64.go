@@ -42,16 +42,16 @@ func zen4EachBlocked(cols int) bool {
 	return zen4Enabled() && cols >= 1024 && cols%32 == 0
 }
 
-// decodeStreams is how many runs of rows the Zen 5 choice's one-row
-// decode reads side by side (streamDots). On one core of the Zen 5 a
-// single sequential stream of F16 rows (dotF16SeqAVX2) read matrices of
-// 8192×2048 and 2048×8192 (rows×columns) from DRAM at 0.85 and 0.64 of a
-// plain sum of the same bytes; 2 streams at 1.1 and 0.83, 3 at 1.0 and 0.96, 4 at 1.16 and 1.10
-// (on two cores 1.08 and 1.06), 5 and 6 within a few percent of 4
+// decodeStreams is how many runs of rows the Zen 5 choice's one-row decode
+// reads side by side (streamDots). On one core of the Zen 5 a single
+// sequential stream of F16 rows (dotF16SeqAVX2) read matrices of 8192×2048
+// and 2048×8192 (rows×columns) from DRAM at 0.85 and 0.64 of a plain sum of
+// the same bytes; 2 streams at 1.1 and 0.83, 3 at 1.0 and 0.96, 4 at 1.16
+// and 1.10 (on two cores 1.08 and 1.06), 5 and 6 within a few percent of 4
 // (BenchmarkMatVecVariants, "seq<s>" against "seq", "blocked" and "sum");
 // the 1B F16 model decoded 1.32–1.41× as fast on one thread as with a
-// single stream, 1.27–1.61× on two (BenchmarkDecodeGGUF, docs/performance.md,
-// "Zen 5: four streams").
+// single stream, 1.27–1.61× on two (BenchmarkDecodeGGUF,
+// docs/performance.md, "Zen 5: four streams").
 const decodeStreams = 4
 
 // zen5Streams reports whether the Zen 5 choice decodes rows of cols

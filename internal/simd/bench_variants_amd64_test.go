@@ -73,8 +73,14 @@ func blockedVariant(bf16 bool) dotVariant {
 	}}
 }
 
-// streamsVariant is the variant "seq<s>": streamDots with s runs.
+// streamsVariant is the variant "seq<s>", streamDots with s runs, or for
+// s = 1 "seq", one run a call (seqDots).
 func streamsVariant(bf16 bool, s int) dotVariant {
+	if s == 1 {
+		return dotVariant{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
+			seqDots(bf16, &dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
+		}}
+	}
 	return dotVariant{name: fmt.Sprintf("seq%d", s), rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
 		streamDots(bf16, s, dst[r0:], w[r0*cols:], x, cols, r1-r0)
 	}}
@@ -95,10 +101,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T2K", u: dotF16AVX2T2K},
 			{name: "avx2R4", r4: dotF16R4AVX2},
 			blockedVariant(false),
-			{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
-				dotF16SeqAVX2(&dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
-			}},
-			streamsVariant(false, 2), streamsVariant(false, 3), streamsVariant(false, 4),
+			streamsVariant(false, 1), streamsVariant(false, 2), streamsVariant(false, 3), streamsVariant(false, 4),
 		}
 	case "BF16":
 		return []dotVariant{
@@ -113,10 +116,7 @@ func matVecVariants(dt string) []dotVariant {
 			{name: "avx2T2K", u: dotBF16AVX2T2K},
 			{name: "avx2R4", r4: dotBF16R4AVX2},
 			blockedVariant(true),
-			{name: "seq", rows: func(dst, x []float32, cols int, w []uint16, r0, r1 int) {
-				dotBF16SeqAVX2(&dst[r0], &w[r0*cols], &x[0], cols, r1-r0)
-			}},
-			streamsVariant(true, 2), streamsVariant(true, 3), streamsVariant(true, 4),
+			streamsVariant(true, 1), streamsVariant(true, 2), streamsVariant(true, 3), streamsVariant(true, 4),
 		}
 	}
 	return []dotVariant{

@@ -2,7 +2,9 @@
 
 package simd
 
-// The Zen 4 choice's blocked decode of long 16-bit rows.
+// The Zen 4 choice's blocked decode of long 16-bit rows, and the Zen 5
+// choice's decode as runs of rows read side by side (decodeStreams,
+// streamDots, matVecsRuns).
 //
 // A decode product streams each weight row once against one token vector x
 // in float32. Where a row has 4096 columns or more, x (16 KiB or more) no
@@ -61,7 +63,7 @@ const decodeStreams = 4
 // (x's blocks then stay in L1 no longer, but four streams read 8192-column
 // rows at 1.5× the blocks' rate).
 func zen5Streams(cols int) bool {
-	return zen4Enabled() && !useHalf512 && cols%32 == 0
+	return zen5Enabled() && cols%32 == 0
 }
 
 // seqDots is dotF16SeqAVX2, or dotBF16SeqAVX2 if bf16.

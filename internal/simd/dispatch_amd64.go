@@ -896,13 +896,15 @@ func matMulQ80(dst []float32, ldd int, x []float32, nt, cols int, w []byte, r0, 
 // choice one over long 16-bit rows (zen4Blocked) through matVecBlocked,
 // both with the single-row kernel's bits.
 func matMul[W mmWeight](k *mmKernels[W], dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
-	if w16, ok := any(w).([]uint16); ok && nt == 1 && zen5Streams(cols) {
-		streamDots(k.bf16, decodeStreams, dst[r0:r1], w16[r0*cols:r1*cols], x, cols, r1-r0)
-		return
-	}
-	if w16, ok := any(w).([]uint16); ok && nt == 1 && zen4Blocked(cols) {
-		matVecBlocked(k.bf16, dst, x, cols, w16, r0, r1)
-		return
+	if w16, ok := any(w).([]uint16); ok && nt == 1 {
+		switch {
+		case zen5Streams(cols):
+			streamDots(k.bf16, decodeStreams, dst[r0:r1], w16[r0*cols:r1*cols], x, cols, r1-r0)
+			return
+		case zen4Blocked(cols):
+			matVecBlocked(k.bf16, dst, x, cols, w16, r0, r1)
+			return
+		}
 	}
 	if k.packed(nt) {
 		r0 = matMulPacked(k, dst, ldd, x, nt, cols, w, r0, r1)
@@ -1039,6 +1041,10 @@ func zen4Enabled() bool { return useAVX512 && useZen4 }
 // half512Enabled reports whether the Zen 4's prefill choice is selected
 // (see isHalf512): only with its decode choice.
 func half512Enabled() bool { return zen4Enabled() && useHalf512 }
+
+// zen5Enabled reports whether the Zen 5's choice is selected: the Zen 4
+// decode choice with full-width 512-bit units (see isHalf512).
+func zen5Enabled() bool { return zen4Enabled() && !useHalf512 }
 
 // The packed-code attention kernels cover the leading whole steps of each
 // row (8 columns of 8-bit codes, 16 with AVX-512; blocks of 32 of 4-bit

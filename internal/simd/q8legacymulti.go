@@ -46,9 +46,9 @@ func checkQ80Rows(op string, rows, wlen, qlen, blockBytes int) int {
 // rows a call, or under the Zen 5 choice (q80Runs) a row of each of four
 // runs of rows, the rows past whole runs one at a time.
 func dotQ80Rows(t qdotType, dst []float32, w, q []byte, nb int) {
-	one := func(w, q []byte, nb int) float32 { return dotQ8Legacy(t, w, q, nb) }
 	if q80Runs(t, dst, w, q, nb) {
 		return
 	}
+	one := func(w, q []byte, nb int) float32 { return dotQ8Legacy(t, w, q, nb) }
 	dotKQ8KRows(dst, w, q, nb, qdotBlockBytes[t], q80X4(t), one)
 }

@@ -36,7 +36,7 @@ func q80X4(t qdotType) func(w []byte, stride int, q []byte, nb int, dst *[4]floa
 	return nil
 }
 
-// q80Runs is dotQ80Rows under the Zen 5 choice (zen5Streams' condition)
+// q80Runs is dotQ80Rows under the Zen 5 choice (zen5Enabled)
 // for Q8_0 with AVX-512 VNNI: a row of each of four runs of rows a call
 // (dotQ80Q80X4RunsVNNI, the four-row kernel's bits), the rows past whole
 // runs one at a time. It reports false, having done nothing, elsewhere.
@@ -44,7 +44,7 @@ func q80X4(t qdotType) func(w []byte, stride int, q []byte, nb int, dst *[4]floa
 // adjacent rows a call on one thread, 1.06× on two (BenchmarkDecodeGGUF,
 // 4 runs each); see decodeStreams for the 16-bit weights.
 func q80Runs(t qdotType, dst []float32, w, q []byte, nb int) bool {
-	if t != qdQ80 || nb == 0 || !useAsm || !useAVX512 || !useLegacyVNNI || !zen4Enabled() || useHalf512 {
+	if t != qdQ80 || nb == 0 || !useAsm || !useLegacyVNNI || !zen5Enabled() {
 		return false
 	}
 	rb := nb * q80BlockBytes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -460,6 +461,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	defer e.shutdown(ctx)
 	for {
+		// Let goroutines made runnable by the last step run before the
+		// next: submitters queue their requests and readers take their
+		// tokens. A busy loop of short steps would otherwise keep the
+		// processor until preempted (10 ms), and with one free processor
+		// requests arrive one at a time and never share a step.
+		goruntime.Gosched()
 		e.mu.Lock()
 		in := e.incoming
 		e.incoming = nil

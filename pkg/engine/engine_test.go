@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -227,6 +228,42 @@ func TestConcurrentMatchesAlone(t *testing.T) {
 		}
 	}
 	waitIdle(t, e)
+}
+
+// TestSubmittersShareSteps: on one processor, requests submitted from
+// goroutines started together share the engine's steps (the engine yields
+// between steps) instead of running one after another.
+func TestSubmittersShareSteps(t *testing.T) {
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
+	m := testModel(t)
+	var mu sync.Mutex
+	peak := 0
+	e := start(t, m, engine.Options{Caches: specs(t, "fp16"), OnStep: func(s engine.StepInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		peak = max(peak, s.Pools[0].Running)
+	}})
+	rng := rand.New(rand.NewPCG(9, 10))
+	var wg sync.WaitGroup
+	for range 8 {
+		req := engine.Request{Prompt: prompt(rng, 20, m.Vocab), MaxTokens: 6, IgnoreEOS: true}
+		wg.Go(func() {
+			st, err := e.Submit(context.Background(), req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := st.Wait(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if peak < 4 {
+		t.Errorf("8 requests submitted together on one processor: at most %d running at once", peak)
+	}
 }
 
 // waitIdle waits for the engine's pools to drain and checks nothing leaked.

@@ -12,6 +12,8 @@ package simd
 // each weight vector is loaded and converted once per group, each row of
 // the group with the one-row kernel's own accumulators, order and
 // reduction (internal/simd/_generate/multitok.go).
+// Any range of rows reads each weight from memory once: the rows go in
+// pieces that stay in cache, with or without a multi-token kernel.
 // It is for several independent sequences that must each get the bits
 // they get alone (kvq eval's side-by-side caches, one token row each in a
 // decode step). It panics as MatMulF16 does.
@@ -52,11 +54,21 @@ func eachGroup(rest, most int) int {
 	return (rest + groups - 1) / groups
 }
 
+// eachPieceRows is the weight rows matMulEachRows takes at a time, every
+// token row over them before the next: few enough to stay in L2 (32 rows
+// of 8192 F16 weights are 512 KiB), so that a call over many rows reads
+// each weight from memory once.
+const eachPieceRows = 32
+
 // matMulEachRows is the loop of one-row products that MatMulEach* is
-// bit-identical to, and what it runs where there is no multi-token kernel.
+// bit-identical to, and what it runs where there is no multi-token kernel,
+// over the rows in pieces of eachPieceRows.
 func matMulEachRows[W any](mm func(dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int),
 	dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
-	for t := 0; t < nt; t++ {
-		mm(dst[t*ldd:], ldd, x[t*cols:(t+1)*cols], 1, cols, w, r0, r1)
+	for p := r0; p < r1; p += eachPieceRows {
+		pe := min(r1, p+eachPieceRows)
+		for t := 0; t < nt; t++ {
+			mm(dst[t*ldd:], ldd, x[t*cols:(t+1)*cols], 1, cols, w, p, pe)
+		}
 	}
 }

@@ -20,15 +20,15 @@ func TestInterruptibleMatMul(t *testing.T) {
 	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.Q80} {
 		for _, sh := range []struct{ rows, cols, nt int }{
 			{7, 32, 1}, {100, 64, 5}, {257, 96, 17},
-			// Runs of 192 rows (runRows), the last of each goroutine's
+			// Runs of 960 rows (runRows), the last of each goroutine's
 			// share shorter.
 			{3205, 256, 520},
 			// A decode step over a share in one run.
 			{3000, 2048, 1},
-			// Runs of 96 rows by 168 tokens (2^25 / (96·2048), rounded down
+			// Runs of 96 rows by 168 tokens (2^27 / (96·8192), rounded down
 			// to 4), the last token block 96 or 98 tokens.
-			{500, 2048, 600}, {500, 2048, 602},
-			{1000, 4096, 64}, // 96 rows by all 64 tokens
+			{120, 8192, 600}, {120, 8192, 602},
+			{1000, 4096, 64}, // 480 rows by all 64 tokens
 		} {
 			t.Run(fmt.Sprintf("%v/%dx%d/nt=%d", dt, sh.rows, sh.cols, sh.nt), func(t *testing.T) {
 				vals := make([]float32, sh.rows*sh.cols)

@@ -9,12 +9,13 @@ import "testing"
 // keeps runs of stopRows rows.
 func TestRunRows(t *testing.T) {
 	for _, c := range []struct{ nt, cols, want int }{
-		{1, 2048, 16320}, // 2^25/2048 = 16384 rows, whole multiples of 96
-		{1, 8192, 4032},
-		{1, 1 << 20, stopRows}, // never below stopRows
-		{64, 4096, stopRows},
-		{520, 256, 192},
+		{1, 2048, 65472}, // 2^27/2048 = 65536 rows, whole multiples of 96
+		{1, 8192, 16320},
+		{1, 1 << 22, stopRows}, // never below stopRows
+		{64, 4096, 480},
+		{520, 256, 960},
 		{512, 2048, stopRows},
+		{600, 8192, stopRows},
 	} {
 		got := runRows(c.nt, c.cols)
 		if got != c.want {

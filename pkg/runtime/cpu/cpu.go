@@ -148,18 +148,19 @@ func (b *Backend) SupportsKV(quant.Format) error { return nil }
 const minRowWork = 1 << 15
 
 // Runs of an interruptible matrix product: about stopWork multiply-adds, a
-// millisecond or two of one core between two looks at the done channel
-// (2^25, a third of a millisecond on a Zen 5, cut a 512-token prefill of
-// the 1B F16 model into three runs of tokens, each packing the weights
-// again: kvq generate prefilled 501 tokens 0.92–0.99× as fast on one
-// thread and 0.95–0.99× on two, alternating binaries; the prefill of
-// BenchmarkPrefillInterruptRoundRobin cost 1.039× the uninterruptible one
-// on one thread, 1.014× with 2^27). A
-// run is a multiple of stopRows weight rows (a multiple of 12, of the
+// millisecond or two of one core between two looks at the done channel.
+// A run is a multiple of stopRows weight rows (a multiple of 12, of the
 // partition's 4-row alignment and of the kernels' 3-row blocks, and at
 // least the kernels' own row chunk, so that weight rows are reused as in
 // one call; runRows) by as many token rows, a multiple of 4 (the kernels'
 // token block), as make about stopWork.
+//
+// 2^25, a third of a millisecond on a Zen 5, cut a 512-token prefill of
+// the 1B F16 model into three runs of tokens, each packing the weights
+// again: kvq generate prefilled 501 tokens 0.92–0.99× as fast on one
+// thread and 0.95–0.99× on two (alternating binaries), and the prefill of
+// BenchmarkPrefillInterruptRoundRobin cost 1.039× the uninterruptible one
+// on one thread, 1.014× with 2^27.
 const (
 	stopRows = 96
 	stopWork = 1 << 27

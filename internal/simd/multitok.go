@@ -62,11 +62,17 @@ const eachPieceRows = 32
 
 // matMulEachRows is the loop of one-row products that MatMulEach* is
 // bit-identical to, and what it runs where there is no multi-token kernel,
-// over the rows in pieces of eachPieceRows.
+// over the rows in pieces of eachPieceRows. One token row takes the whole
+// range in one call, as MatMulF16 would: it reads each weight once anyway,
+// and pieces would cut the one-row decode's streams (streamDots).
 func matMulEachRows[W any](mm func(dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int),
 	dst []float32, ldd int, x []float32, nt, cols int, w []W, r0, r1 int) {
-	for p := r0; p < r1; p += eachPieceRows {
-		pe := min(r1, p+eachPieceRows)
+	piece := eachPieceRows
+	if nt == 1 {
+		piece = max(1, r1-r0)
+	}
+	for p := r0; p < r1; p += piece {
+		pe := min(r1, p+piece)
 		for t := 0; t < nt; t++ {
 			mm(dst[t*ldd:], ldd, x[t*cols:(t+1)*cols], 1, cols, w, p, pe)
 		}

@@ -117,7 +117,26 @@ func (f funcTask) Run(lo, hi int) { f(lo, hi) }
 // ForTask is ForChunks with the work as a Task: a caller that keeps its
 // Task (a pointer to a struct it reuses) makes calls that allocate
 // nothing, where a closure passed to ForChunks is allocated every call.
-func (w Workers) ForTask(n, align, minChunk int, t Task) {
+func (w Workers) ForTask(n, align, minChunk int, t Task) { w.forTask(n, align, minChunk, t, false) }
+
+// ForTaskSpread is ForTask with the chunks taken in an order that keeps
+// those running at once far apart: [0, n) is cut into as many blocks of
+// consecutive chunks as goroutines, and the shared counter takes the
+// first chunk of each block, then the second of each, and so on, so
+// goroutines that keep pace work in different blocks, each through its
+// own block in order, as For's even shares, while one that falls behind
+// still leaves its chunks to the others. It is for tasks whose chunks
+// each write a block of columns of many rows of one output (a product
+// over many token rows): two goroutines writing neighbouring blocks at
+// once ran slower than the same goroutines far apart. On a 2-core Zen 5
+// the 1B model's 2048×2048 F16 product over 512 token rows took 301
+// GFLOP/s in order, 374 spread, 366 in two even shares (For); 8192×2048
+// 347, 372, 366 (three rounds each, interleaved).
+func (w Workers) ForTaskSpread(n, align, minChunk int, t Task) {
+	w.forTask(n, align, minChunk, t, true)
+}
+
+func (w Workers) forTask(n, align, minChunk int, t Task, spread bool) {
 	if staticSplit.Load() {
 		w.For(n, align, minChunk, t.Run)
 		return
@@ -134,6 +153,10 @@ func (w Workers) ForTask(n, align, minChunk int, t Task) {
 	j := jobs.Get().(*job)
 	j.n, j.step, j.t = n, per*align, t
 	j.chunks = (units + per - 1) / per
+	j.blocks = 0
+	if spread {
+		j.blocks = k
+	}
 	j.next.Store(0)
 	j.left.Store(int64(j.chunks))
 	j.users.Store(int32(k))
@@ -143,6 +166,17 @@ func (w Workers) ForTask(n, align, minChunk int, t Task) {
 	j.run()
 	j.wait()
 	j.release()
+}
+
+// spreadChunk is ForTaskSpread's order: the chunk that the counter's c
+// names when chunks chunks are cut into k blocks, the first chunks%k of
+// ⌊chunks/k⌋+1 chunks and the rest of ⌊chunks/k⌋; c takes chunk ⌊c/k⌋
+// of block c mod k. Every chunk once: the last round, c ≥ k·⌊chunks/k⌋,
+// falls in the first chunks%k blocks, the longer ones.
+func spreadChunk(c, chunks, k int) int {
+	q, rem := chunks/k, chunks%k
+	i := c % k
+	return i*q + min(i, rem) + c/k
 }
 
 // spinFor is how long a helper that finished a job polls for its next one
@@ -198,6 +232,7 @@ func (j *job) wait() {
 // returns it to jobs.
 type job struct {
 	n, step, chunks int
+	blocks          int // ForTaskSpread's blocks (spreadChunk), or 0: in order
 	t               Task
 	next, left      atomic.Int64
 	users           atomic.Int32
@@ -221,6 +256,9 @@ func (j *job) run() {
 		c := int(j.next.Add(1) - 1)
 		if c >= j.chunks {
 			return
+		}
+		if j.blocks > 1 {
+			c = spreadChunk(c, j.chunks, j.blocks)
 		}
 		lo := c * j.step
 		j.t.Run(lo, min(j.n, lo+j.step))

@@ -123,3 +123,56 @@ func TestForTaskPollAndPark(t *testing.T) {
 		restore()
 	}
 }
+
+// TestSpreadChunk checks ForTaskSpread's order: every chunk exactly once,
+// each goroutine's share in order within its block, and the first k
+// chunks taken one per block, so goroutines keeping pace never work on
+// neighbouring chunks.
+func TestSpreadChunk(t *testing.T) {
+	for _, k := range []int{2, 3, 4, 16} {
+		for chunks := 1; chunks <= 70; chunks++ {
+			seen := make([]bool, chunks)
+			for c := range chunks {
+				i := spreadChunk(c, chunks, k)
+				if i < 0 || i >= chunks || seen[i] {
+					t.Fatalf("k=%d chunks=%d: c=%d gives chunk %d (out of range or twice)", k, chunks, c, i)
+				}
+				seen[i] = true
+				if c >= k && spreadChunk(c-k, chunks, k) != i-1 {
+					t.Fatalf("k=%d chunks=%d: c=%d gives %d, c-k gave %d; want consecutive", k, chunks, c, i, spreadChunk(c-k, chunks, k))
+				}
+			}
+			if chunks >= 2*k {
+				for c := 1; c < k; c++ {
+					if d := spreadChunk(c, chunks, k) - spreadChunk(c-1, chunks, k); d < chunks/k {
+						t.Fatalf("k=%d chunks=%d: chunks %d and %d taken together are %d apart; want ≥ %d", k, chunks, c-1, c, d, chunks/k)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestForTaskSpreadCovers is TestForChunksCovers for ForTaskSpread.
+func TestForTaskSpreadCovers(t *testing.T) {
+	for _, w := range []Workers{1, 2, 3, 8} {
+		for _, n := range []int{0, 1, 5, 64, 100, 2048, 8191} {
+			for _, align := range []int{1, 4, 128} {
+				hits := make([]atomic.Int32, n)
+				w.ForTaskSpread(n, align, 0, funcTask(func(lo, hi int) {
+					if lo%align != 0 || (hi%align != 0 && hi != n) || lo >= hi {
+						t.Errorf("w=%d n=%d align=%d: chunk [%d, %d)", w, n, align, lo, hi)
+					}
+					for i := lo; i < hi; i++ {
+						hits[i].Add(1)
+					}
+				}))
+				for i := range hits {
+					if h := hits[i].Load(); h != 1 {
+						t.Fatalf("w=%d n=%d align=%d: element %d computed %d times", w, n, align, i, h)
+					}
+				}
+			}
+		}
+	}
+}

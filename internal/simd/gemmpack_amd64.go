@@ -186,7 +186,7 @@ func gemm512Tokens() int {
 }
 
 // packChunk is the weight rows packed at a time (a multiple of 16).
-const packChunk = 128
+const packChunk = MatMulPackChunkRows
 
 // packBufs holds the packed panels of a chunk (128 KiB: too much for a
 // goroutine stack).

@@ -615,6 +615,23 @@ func MatMulPackTokensQ80() int { return packTokens(true, false) }
 // MatMulPackRows is the weight rows of a packed panel.
 const MatMulPackRows = 16
 
+// MatMulPackChunkRows is the weight rows the packed path packs at a time:
+// every block of token rows meets them before the next chunk's, so a call
+// over fewer rows reads the token rows more often (once per chunk).
+const MatMulPackChunkRows = 128
+
+// MatMulPackSplitRows returns the multiple of MatMulPackRows at which a
+// product on the packed path is best split between calls with the kernels
+// selected now: 32 with AVX-512, whose micro-kernels take two panels at a
+// time (a call of an odd number of panels takes its last one at half the
+// rate), 16 otherwise.
+func MatMulPackSplitRows() int {
+	if useAsm && useAVX512 {
+		return 2 * MatMulPackRows
+	}
+	return MatMulPackRows
+}
+
 // MatMulBF16 is MatMulF32 with weights stored as bfloat16 bits.
 func MatMulBF16(dst []float32, ldd int, x []float32, nt, cols int, w []uint16, r0, r1 int) {
 	checkMatMul("MatMulBF16", len(dst), ldd, len(x), nt, cols, len(w), cols, r0, r1)

@@ -283,16 +283,41 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 		}
 	}
 	align := 4
-	if nt >= pack || q8Prefill(w.DType) && !f32Act && nt > 1 {
-		align = simd.MatMulPackRows // the int8 tile GEMMs' panels, too
+	switch {
+	case nt >= pack:
+		align = packAlign(rows, workers.N())
+		rowStep = max(align, rowStep/align*align)
+	case q8Prefill(w.DType) && !f32Act && nt > 1:
+		align = simd.MatMulPackRows // the int8 tile GEMMs' panels
 	}
 	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
 	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
-	workers.ForTask(rows, align, per, t)
+	if align > 4 {
+		// The packed and int8 tile GEMMs: each chunk writes a block of
+		// columns of every token row.
+		workers.ForTaskSpread(rows, align, per, t)
+	} else {
+		workers.ForTask(rows, align, per, t)
+	}
 	*t = mmTask{}
 	mmTasks.Put(t)
 	releaseTokens(q8)
+}
+
+// packAlign is the row alignment of the chunks of a product on simd's
+// packed path over k goroutines: whole packed chunks
+// (simd.MatMulPackChunkRows) where the rows give every goroutine at least
+// two, so that each reads the token rows once per chunk as one call does,
+// otherwise the kernels' full width (simd.MatMulPackSplitRows). At 16 rows
+// the 1B model's K and V products (512 rows) went to two threads in
+// chunks of one panel each, all at half the AVX-512 kernel's rate
+// (gemmP12x16: 3% of a two-thread prefill's samples, none on one thread).
+func packAlign(rows, k int) int {
+	if k > 1 && rows >= 2*k*simd.MatMulPackChunkRows {
+		return simd.MatMulPackChunkRows
+	}
+	return simd.MatMulPackSplitRows()
 }
 
 // mmTask is one matMul call's work over row chunks, recycled through

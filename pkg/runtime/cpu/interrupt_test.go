@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -14,7 +15,8 @@ import (
 // TestInterruptibleMatMul: the interruptible view's matrix product, which
 // computes each goroutine's rows in runs and looks at its channel between
 // them, gives bit-identical results while the channel is open, and
-// computes nothing once it is closed.
+// computes nothing once it is closed; and a product over three goroutines
+// gives the bits of one.
 func TestInterruptibleMatMul(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.Q80} {
@@ -48,6 +50,17 @@ func TestInterruptibleMatMul(t *testing.T) {
 				want := make([]float32, sh.nt*sh.rows)
 				be.MatMul(cpu.Wrap(want), cpu.Wrap(x), sh.nt, m)
 				got := make([]float32, len(want))
+				if sh.nt >= packedFrom(dt) {
+					// One goroutine, one call over all the rows: on the
+					// packed path the three goroutines' chunks (whole
+					// packed chunks, taken spread) give the same bits.
+					cpu.New(1).MatMul(cpu.Wrap(got), cpu.Wrap(x), sh.nt, m)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("MatMul on 3 goroutines: dst[%d] = %v, on one %v (bit for bit)", i, want[i], got[i])
+						}
+					}
+				}
 				open := make(chan struct{})
 				be.Interruptible(open).MatMul(cpu.Wrap(got), cpu.Wrap(x), sh.nt, m)
 				for i := range want {
@@ -69,4 +82,18 @@ func TestInterruptibleMatMul(t *testing.T) {
 			})
 		}
 	}
+}
+
+// packedFrom is the token rows from which simd's products over dt take
+// the packed path with the kernels selected now (math.MaxInt: none).
+func packedFrom(dt tensor.DType) int {
+	switch dt {
+	case tensor.F16:
+		return simd.MatMulPackTokensF16()
+	case tensor.BF16:
+		return simd.MatMulPackTokensBF16()
+	case tensor.Q80:
+		return simd.MatMulPackTokensQ80()
+	}
+	return math.MaxInt
 }

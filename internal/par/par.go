@@ -89,6 +89,17 @@ func ForceStatic() (restore func()) {
 	return func() { staticSplit.Store(old) }
 }
 
+// inOrder makes ForTaskSpread take its chunks in order; see ForceInOrder.
+var inOrder atomic.Bool
+
+// ForceInOrder makes ForTaskSpread take its chunks in order, as ForTask
+// does, until the returned function is called: kept for benchmarks that
+// compare the two in one process.
+func ForceInOrder() (restore func()) {
+	old := inOrder.Swap(true)
+	return func() { inOrder.Store(old) }
+}
+
 // chunksPerWorker is how many chunks ForChunks cuts per worker: enough that
 // a worker slowed by another process leaves its rows to the others, few
 // enough that each chunk is a long stream.
@@ -154,7 +165,7 @@ func (w Workers) forTask(n, align, minChunk int, t Task, spread bool) {
 	j.n, j.step, j.t = n, per*align, t
 	j.chunks = (units + per - 1) / per
 	j.blocks = 0
-	if spread {
+	if spread && !inOrder.Load() {
 		j.blocks = k
 	}
 	j.next.Store(0)

@@ -17,6 +17,8 @@ import (
 	"github.com/kvqlabs/kvq/pkg/runtime/backend"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/kvcache"
+	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
+	"github.com/kvqlabs/kvq/pkg/tensor"
 )
 
 // benchFormats are the formats of the decode-attention benchmark:
@@ -369,5 +371,54 @@ func BenchmarkAttentionStepSets(b *testing.B) {
 	for j, name := range names {
 		b.ReportMetric(median(ratios[j]), name+"-speedup")
 		b.ReportMetric(median(def[j])/1e6, name+"-ms")
+	}
+}
+
+// BenchmarkPrefillProducts times the 1B benchmark model's F16 products
+// (2048×2048, 512×2048, 8192×2048, 2048×8192) over 512 token rows on
+// GOMAXPROCS goroutines, three ways in interleaved rounds: the packed chunks
+// taken spread (par.ForTaskSpread, what matMul does), in order
+// (par.ForceInOrder) and as one even share per goroutine
+// (par.ForceStatic). It reports each way's median GFLOP/s and the median
+// per-round ratio of the in-order time to the spread one
+// ("spread-speedup").
+//
+//	go test -run '^$' -bench PrefillProducts -benchtime 10x -cpu 2 ./pkg/runtime/cpu/
+func BenchmarkPrefillProducts(b *testing.B) {
+	const nt = 512
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range [][2]int{{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}} {
+		rows, cols := s[0], s[1]
+		vals := make([]float32, rows*cols)
+		for i := range vals {
+			vals[i] = float32(rng.NormFloat64())
+		}
+		x := make([]float32, nt*cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		be := cpu.New(0)
+		m, err := be.Upload(modeltest.WeightFromF32("w", tensor.F16, rows, cols, vals))
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst, src := cpu.Wrap(make([]float32, nt*rows)), cpu.Wrap(x)
+		product := func(force func() func()) func() {
+			return func() {
+				if force != nil {
+					defer force()()
+				}
+				be.MatMul(dst, src, nt, m)
+			}
+		}
+		b.Run(fmt.Sprintf("%dx%d", rows, cols), func(b *testing.B) {
+			ways := []string{"spread", "inorder", "static"}
+			times := roundRobin(b, []func(){product(nil), product(par.ForceInOrder), product(par.ForceStatic)})
+			flop := float64(2 * rows * cols * nt)
+			for j, name := range ways {
+				b.ReportMetric(flop/median(times[j]), name+"-GFLOP/s")
+			}
+			b.ReportMetric(medianRatio(times[1], times[0]), "spread-speedup")
+		})
 	}
 }

@@ -286,7 +286,9 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 	switch {
 	case nt >= pack:
 		align = packAlign(rows, workers.N())
-		rowStep = max(align, rowStep/align*align)
+		if done != nil {
+			rowStep = max(align, rowStep/align*align) // runs of whole chunks
+		}
 	case q8Prefill(w.DType) && !f32Act && nt > 1:
 		align = simd.MatMulPackRows // the int8 tile GEMMs' panels
 	}
@@ -381,8 +383,8 @@ func (m *mmTask) tokenQ8(t int) []byte {
 // products over weights of type dt take their packed path with the kernels
 // selected now (math.MaxInt for F32, and with the pure-Go kernels): matMul
 // keeps its runs on one side of it and its row chunks at multiples of
-// simd.MatMulPackRows, so that an interruptible product gives the bits of
-// one call.
+// simd.MatMulPackRows (packAlign), so that an interruptible product, and
+// one over several goroutines, gives the bits of one call.
 func packTokens(dt tensor.DType) int {
 	switch dt {
 	case tensor.F16:

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/kvqlabs/kvq/internal/simd"
 	"github.com/kvqlabs/kvq/pkg/runtime/cpu"
 	"github.com/kvqlabs/kvq/pkg/runtime/modeltest"
 	"github.com/kvqlabs/kvq/pkg/tensor"
@@ -50,7 +49,7 @@ func TestInterruptibleMatMul(t *testing.T) {
 				want := make([]float32, sh.nt*sh.rows)
 				be.MatMul(cpu.Wrap(want), cpu.Wrap(x), sh.nt, m)
 				got := make([]float32, len(want))
-				if sh.nt >= packedFrom(dt) {
+				if sh.nt >= cpu.PackTokens(dt) {
 					// One goroutine, one call over all the rows: on the
 					// packed path the three goroutines' chunks (whole
 					// packed chunks, taken spread) give the same bits.
@@ -82,18 +81,4 @@ func TestInterruptibleMatMul(t *testing.T) {
 			})
 		}
 	}
-}
-
-// packedFrom is the token rows from which simd's products over dt take
-// the packed path with the kernels selected now (math.MaxInt: none).
-func packedFrom(dt tensor.DType) int {
-	switch dt {
-	case tensor.F16:
-		return simd.MatMulPackTokensF16()
-	case tensor.BF16:
-		return simd.MatMulPackTokensBF16()
-	case tensor.Q80:
-		return simd.MatMulPackTokensQ80()
-	}
-	return math.MaxInt
 }

@@ -389,14 +389,7 @@ func BenchmarkPrefillProducts(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, s := range [][2]int{{2048, 2048}, {512, 2048}, {8192, 2048}, {2048, 8192}} {
 		rows, cols := s[0], s[1]
-		vals := make([]float32, rows*cols)
-		for i := range vals {
-			vals[i] = float32(rng.NormFloat64())
-		}
-		x := make([]float32, nt*cols)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
+		vals, x := normals(rng, rows*cols, 1), normals(rng, nt*cols, 1)
 		be := cpu.New(0)
 		m, err := be.Upload(modeltest.WeightFromF32("w", tensor.F16, rows, cols, vals))
 		if err != nil {

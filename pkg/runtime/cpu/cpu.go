@@ -282,29 +282,26 @@ func matMul(workers par.Workers, dst, x []float32, nt int, w *tensor.Weight, don
 			}
 		}
 	}
-	align := 4
+	align, forTask := 4, workers.ForTask
 	switch {
 	case nt >= pack:
 		align = packAlign(rows, workers.N())
 		if done != nil {
 			rowStep = max(align, rowStep/align*align) // runs of whole chunks
 		}
+		// Each chunk adds into a block of columns of every token row, once
+		// per packed block of columns: chunks far apart
+		// (BenchmarkPrefillProducts). The 4×3 path (the AVX2 kernels
+		// forced, 16 and 128 token rows) and the int8 tile GEMMs (Q8_0,
+		// 512 token rows) ran alike either way on the Zen 5 (0.99–1.01).
+		forTask = workers.ForTaskSpread
 	case q8Prefill(w.DType) && !f32Act && nt > 1:
 		align = simd.MatMulPackRows // the int8 tile GEMMs' panels
 	}
 	q8 := quantizeTokens(x, nt, w, nt, f32Act)
 	t := mmTasks.Get().(*mmTask)
 	*t = mmTask{dst: dst, x: x, q8: q8Bytes(q8), nt: nt, w: w, done: done, rowStep: rowStep, tokStep: tokStep, pack: pack}
-	if nt >= pack {
-		// The packed path: each chunk adds into a block of columns of
-		// every token row, once per packed block of columns
-		// (BenchmarkPrefillProducts). The 4×3 path (the AVX2 kernels
-		// forced, 16 and 128 token rows) and the int8 tile GEMMs (Q8_0,
-		// 512 token rows) ran alike either way on the Zen 5 (0.99–1.01).
-		workers.ForTaskSpread(rows, align, per, t)
-	} else {
-		workers.ForTask(rows, align, per, t)
-	}
+	forTask(rows, align, per, t)
 	*t = mmTask{}
 	mmTasks.Put(t)
 	releaseTokens(q8)

@@ -21,8 +21,8 @@ func TestInterruptibleMatMul(t *testing.T) {
 	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16, tensor.Q80} {
 		for _, sh := range []struct{ rows, cols, nt int }{
 			{7, 32, 1}, {100, 64, 5}, {257, 96, 17},
-			// Runs of 960 rows (runRows), the last of each goroutine's
-			// share shorter.
+			// Runs of 960 rows (runRows; 896 on the packed path, whole
+			// chunks of 128), the last of each goroutine's share shorter.
 			{3205, 256, 520},
 			// A decode step over a share in one run.
 			{3000, 2048, 1},

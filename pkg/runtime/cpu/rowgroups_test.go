@@ -81,14 +81,7 @@ func TestRowGroups(t *testing.T) {
 func BenchmarkRowGroupsDecode(b *testing.B) {
 	const rows, cols, nt = 2048, 2048, 16
 	rng := rand.New(rand.NewPCG(1, 2))
-	vals := make([]float32, rows*cols)
-	for i := range vals {
-		vals[i] = float32(rng.NormFloat64())
-	}
-	x := make([]float32, nt*cols)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
+	vals, x := normals(rng, rows*cols, 1), normals(rng, nt*cols, 1)
 	ones := make([]int, nt)
 	for i := range ones {
 		ones[i] = 1
